@@ -1,0 +1,166 @@
+//! The vCores (positions and weights) and the cells they own: the state a balancer moves and
+//! warm-starts from.
+
+use crate::assign::{assign, Assignment};
+use crate::error::{Error, Result};
+use crate::grid::{Grid, Point};
+use crate::metrics;
+use crate::problem::Problem;
+use crate::rng::SplitMix64;
+
+/// vCores with their current assignment of boxes and their charges.
+///
+/// Invariant: after construction and after every balancer step, `owners()` is the assignment
+/// of the current positions and weights, and `charges()` the charges of the loads it was
+/// last given.
+#[derive(Debug, Clone)]
+pub struct Cells {
+    grid: Grid,
+    positions: Vec<Point>,
+    weights: Vec<f64>,
+    assignment: Assignment,
+    charges: Vec<f64>,
+}
+
+impl Cells {
+    /// vCores at the given positions (clamped into the domain) with the given weights
+    /// (all zero gives plain Voronoi cells), assigned against `problem`'s loads.
+    pub fn new(problem: &Problem, positions: Vec<Point>, weights: Vec<f64>) -> Result<Cells> {
+        if positions.len() != weights.len() {
+            return Err(Error::VCoreCount { positions: positions.len(), weights: weights.len() });
+        }
+        if positions.len() != problem.vcores() {
+            return Err(Error::Parameter {
+                name: "positions",
+                value: positions.len().to_string(),
+                reason: "must give exactly one position per vCore of the problem",
+            });
+        }
+        for (index, p) in positions.iter().enumerate() {
+            if let Some(&value) = p.iter().find(|v| !v.is_finite()) {
+                return Err(Error::InvalidVCore { index, what: "position", value });
+            }
+        }
+        if let Some((index, &value)) = weights.iter().enumerate().find(|(_, w)| !w.is_finite()) {
+            return Err(Error::InvalidVCore { index, what: "weight", value });
+        }
+        let grid = *problem.grid();
+        let positions = positions.into_iter().map(|p| grid.clamp(p)).collect();
+        let mut cells = Cells { grid, positions, weights, assignment: Assignment::default(), charges: Vec::new() };
+        cells.reassign(problem);
+        Ok(cells)
+    }
+
+    /// `problem.vcores()` vCores at uniformly random positions drawn from `seed`, zero weights
+    /// (the paper's starting point).
+    pub fn random(problem: &Problem, seed: u64) -> Cells {
+        let grid = problem.grid();
+        let e = grid.extent();
+        let mut rng = SplitMix64::new(seed);
+        let positions = (0..problem.vcores())
+            .map(|_| [rng.next_f64() * e[0], rng.next_f64() * e[1], rng.next_f64() * e[2]])
+            .collect();
+        Cells::new(problem, positions, vec![0.0; problem.vcores()]).expect("random positions are finite")
+    }
+
+    /// Number of vCores.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+    /// Always false: a problem has at least one vCore.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+    /// The grid these cells cover.
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+    /// vCore positions, in box units.
+    pub fn positions(&self) -> &[Point] {
+        &self.positions
+    }
+    /// vCore weights (power-cell offsets, in box² units).
+    pub fn weights(&self) -> &[f64] {
+        &self.weights
+    }
+    /// Owner vCore of every box.
+    pub fn owners(&self) -> &[u32] {
+        &self.assignment.owner
+    }
+    /// The full assignment (owner, second best, gaps).
+    pub fn assignment(&self) -> &Assignment {
+        &self.assignment
+    }
+    /// Charge of every vCore.
+    pub fn charges(&self) -> &[f64] {
+        &self.charges
+    }
+    /// `max_i Q_i / m`.
+    pub fn max_avg(&self) -> f64 {
+        metrics::max_avg(&self.charges)
+    }
+
+    /// Moves vCores and changes weights, then reassigns. Positions are clamped into the domain.
+    pub fn update(&mut self, problem: &Problem, f: impl FnOnce(&mut [Point], &mut [f64])) {
+        f(&mut self.positions, &mut self.weights);
+        for p in &mut self.positions {
+            *p = self.grid.clamp(*p);
+        }
+        self.reassign(problem);
+    }
+
+    /// Replaces the assignment with one computed elsewhere for the current positions and
+    /// weights (a balancer's trial), and recomputes charges.
+    pub(crate) fn accept(&mut self, problem: &Problem, weights: &[f64], assignment: &mut Assignment) {
+        self.weights.copy_from_slice(weights);
+        std::mem::swap(&mut self.assignment, assignment);
+        self.recharge(problem);
+    }
+
+    /// Recomputes the assignment from positions and weights, then the charges.
+    pub fn reassign(&mut self, problem: &Problem) {
+        self.check(problem);
+        assign(&self.grid, &self.positions, &self.weights, &mut self.assignment);
+        self.recharge(problem);
+    }
+
+    /// Recomputes the charges for new loads on the same grid. Owners depend only on positions
+    /// and weights, so a change of loads needs no reassignment: this is the warm start.
+    pub fn recharge(&mut self, problem: &Problem) {
+        self.check(problem);
+        self.charges = metrics::charges(&self.assignment.owner, problem.loads(), self.len());
+    }
+
+    fn check(&self, problem: &Problem) {
+        assert_eq!(*problem.grid(), self.grid, "cells and problem must share a grid");
+        assert_eq!(problem.vcores(), self.len(), "cells and problem must have as many vCores");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_non_finite_vcores() {
+        let g = Grid::new(4, 4).unwrap();
+        let loads = [1.0; 16];
+        let p = Problem::new(g, &loads, 2).unwrap();
+        let e = Cells::new(&p, vec![[f64::NAN, 1.0, 0.5], [1.0, 1.0, 0.5]], vec![0.0; 2]).unwrap_err();
+        assert!(matches!(e, Error::InvalidVCore { index: 0, what: "position", value } if value.is_nan()));
+        let e = Cells::new(&p, vec![[1.0; 3]; 2], vec![0.0, f64::INFINITY]).unwrap_err();
+        assert!(matches!(e, Error::InvalidVCore { index: 1, what: "weight", .. }));
+        assert!(matches!(Cells::new(&p, vec![[1.0; 3]; 2], vec![0.0]), Err(Error::VCoreCount { .. })));
+    }
+
+    #[test]
+    fn random_cells_are_reproducible_and_cover_the_grid() {
+        let g = Grid::new(10, 10).unwrap();
+        let loads = [1.0; 100];
+        let p = Problem::new(g, &loads, 5).unwrap();
+        let a = Cells::random(&p, 3);
+        let b = Cells::random(&p, 3);
+        assert_eq!(a.positions(), b.positions());
+        assert_eq!(a.charges().iter().sum::<f64>(), 100.0);
+    }
+}

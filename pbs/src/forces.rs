@@ -1,0 +1,155 @@
+//! The force laws of the paper, in one place.
+//!
+//! Pair force on vCore `i` from `j`, with `r = x_i − x_j` and `d = |r|`:
+//!
+//! | law | force | paper |
+//! |---|---|---|
+//! | [`ForceLaw::Coulomb`] | `Q_i Q_j r/d³` | eq. 1 |
+//! | [`ForceLaw::InverseCharge`] | `(1/Q_i + 1/Q_j) r/d³` | eq. 4 |
+//! | [`ForceLaw::Balance`] | `λ r/d³`, `λ = 1 − (Q_i+Q_j)/(2m)` | eq. 6 |
+//! | [`ForceLaw::BalanceShortRange`] | `λ r/d³ + r/d⁵` | eq. 7 |
+//!
+//! A positive coefficient pushes `i` away from `j` (DESIGN.md: the paper's eq. 2 prints a minus
+//! sign that contradicts its prose; the prose is right). Distances are floored at
+//! [`MIN_DISTANCE`] and coincident vCores are separated along a fixed direction that depends
+//! only on the pair's indices, so no configuration yields NaN or infinity and the result is
+//! deterministic.
+//!
+//! [`task_attraction`] is the paper's §5.2 complement: vCores are also pulled towards heavy
+//! boxes. Summing over every box would cost O(vCores × boxes) again, so each vCore feels only
+//! the boxes of its own cell: the pull is `Σ_{k∈cell(i)} (q_k/m)(c_k − x_i)`, i.e. towards the
+//! load centroid of its cell, scaled by its relative charge.
+
+use crate::grid::{Grid, Point};
+
+/// Distances below this (in boxes) are treated as this, so forces stay finite.
+pub const MIN_DISTANCE: f64 = 1e-3;
+
+/// Which pair force drives the vCores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ForceLaw {
+    /// eq. 1: Coulomb, `Q_i Q_j r/d³` (repulsive for positive charges).
+    Coulomb,
+    /// eq. 4: `(1/Q_i + 1/Q_j) r/d³`, repulsive only, weaker for loaded vCores.
+    InverseCharge,
+    /// eq. 6: `λ r/d³` with `λ = 1 − (Q_i+Q_j)/(2m)`, zero at perfect balance.
+    Balance,
+    /// eq. 7: eq. 6 plus the short-range repulsion `r/d⁵` that prevents dipoles.
+    BalanceShortRange,
+}
+
+/// Unit direction and floored distance from `j` to `i`.
+#[inline]
+fn direction(xi: &Point, xj: &Point, i: usize, j: usize) -> (Point, f64) {
+    let r = [xi[0] - xj[0], xi[1] - xj[1], xi[2] - xj[2]];
+    let d = (r[0] * r[0] + r[1] * r[1] + r[2] * r[2]).sqrt();
+    if d > 0.0 {
+        return ([r[0] / d, r[1] / d, r[2] / d], d.max(MIN_DISTANCE));
+    }
+    // Coincident: a pair-specific angle in the x–y plane, antisymmetric in (i, j).
+    let (a, b, sign) = if i < j { (i, j, 1.0) } else { (j, i, -1.0) };
+    let theta = (a as f64 * 0.618_033_988_75 + b as f64 * 0.414_213_562_37) * std::f64::consts::TAU;
+    ([sign * theta.cos(), sign * theta.sin(), 0.0], MIN_DISTANCE)
+}
+
+/// Adds the pair forces of `law` to `out` (one entry per vCore).
+///
+/// `charges` are the vCores' charges and `mean` their mean. Zero charges are floored at a
+/// tiny fraction of the mean for eq. 4, so an empty cell gives a large, finite repulsion.
+pub fn add_pair_forces(law: ForceLaw, positions: &[Point], charges: &[f64], mean: f64, out: &mut [Point]) {
+    let n = positions.len();
+    let q_floor = (mean * 1e-9).max(f64::MIN_POSITIVE);
+    for i in 0..n {
+        for j in (i + 1)..n {
+            let (u, d) = direction(&positions[i], &positions[j], i, j);
+            let (qi, qj) = (charges[i], charges[j]);
+            let lambda = || if mean > 0.0 { 1.0 - (qi + qj) / (2.0 * mean) } else { 0.0 };
+            let coef = match law {
+                ForceLaw::Coulomb => qi * qj / (d * d),
+                ForceLaw::InverseCharge => (1.0 / qi.max(q_floor) + 1.0 / qj.max(q_floor)) / (d * d),
+                ForceLaw::Balance => lambda() / (d * d),
+                ForceLaw::BalanceShortRange => lambda() / (d * d) + 1.0 / (d * d * d * d),
+            };
+            for a in 0..3 {
+                out[i][a] += coef * u[a];
+                out[j][a] -= coef * u[a];
+            }
+        }
+    }
+}
+
+/// Adds the §5.2 task attraction (see the module docs), scaled by `strength / spacing³` with
+/// `spacing = (boxes / vCores)^(1/dim)` so that it is commensurate with the `r/d³` pair terms.
+pub fn add_task_attraction(
+    grid: &Grid,
+    loads: &[f64],
+    owner: &[u32],
+    positions: &[Point],
+    mean: f64,
+    strength: f64,
+    out: &mut [Point],
+) {
+    if mean <= 0.0 || strength == 0.0 {
+        return;
+    }
+    let dim = if grid.nz == 1 { 2.0 } else { 3.0 };
+    let spacing = (grid.len() as f64 / positions.len() as f64).powf(1.0 / dim);
+    let scale = strength / (mean * spacing.powi(3));
+    for (k, (&o, &q)) in owner.iter().zip(loads).enumerate() {
+        if q == 0.0 {
+            continue;
+        }
+        let c = grid.centre(k);
+        let x = &positions[o as usize];
+        for a in 0..3 {
+            out[o as usize][a] += scale * q * (c[a] - x[a]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn underloaded_pairs_repel_and_overloaded_pairs_attract() {
+        let x = vec![[1.0, 1.0, 0.5], [3.0, 1.0, 0.5]];
+        let mut f = vec![[0.0; 3]; 2];
+        add_pair_forces(ForceLaw::Balance, &x, &[0.5, 0.5], 1.0, &mut f);
+        assert!(f[0][0] < 0.0 && f[1][0] > 0.0, "λ > 0 must push apart: {f:?}");
+        let mut g = vec![[0.0; 3]; 2];
+        add_pair_forces(ForceLaw::Balance, &x, &[1.5, 1.5], 1.0, &mut g);
+        assert!(g[0][0] > 0.0 && g[1][0] < 0.0, "λ < 0 must pull together: {g:?}");
+        // eq. 6 vanishes at perfect balance, eq. 7 keeps only its short-range repulsion.
+        let mut h = vec![[0.0; 3]; 2];
+        add_pair_forces(ForceLaw::Balance, &x, &[1.0, 1.0], 1.0, &mut h);
+        assert_eq!(h, vec![[0.0; 3]; 2]);
+        let mut s = vec![[0.0; 3]; 2];
+        add_pair_forces(ForceLaw::BalanceShortRange, &x, &[1.0, 1.0], 1.0, &mut s);
+        assert!((s[0][0] + 1.0 / 16.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn coincident_and_empty_vcores_stay_finite() {
+        let x = vec![[2.0, 2.0, 0.5]; 3];
+        for law in [ForceLaw::Coulomb, ForceLaw::InverseCharge, ForceLaw::Balance, ForceLaw::BalanceShortRange] {
+            let mut f = vec![[0.0; 3]; 3];
+            add_pair_forces(law, &x, &[0.0, 0.0, 3.0], 1.0, &mut f);
+            assert!(f.iter().flatten().all(|v| v.is_finite()), "{law:?}: {f:?}");
+            // Newton's third law holds, so the net force is zero.
+            let net: f64 = f.iter().map(|p| p[0] + p[1]).sum();
+            assert!(net.abs() < 1e-6 * f.iter().flatten().map(|v| v.abs()).sum::<f64>().max(1.0));
+        }
+        let mut f = vec![[0.0; 3]; 2];
+        add_pair_forces(ForceLaw::BalanceShortRange, &x[..2], &[1.0, 1.0], 1.0, &mut f);
+        assert!(f[0][0] != 0.0 || f[0][1] != 0.0, "coincident vCores must be pushed apart");
+    }
+
+    #[test]
+    fn attraction_points_to_the_load_in_the_cell() {
+        let g = Grid::new(4, 1).unwrap();
+        let mut f = vec![[0.0; 3]];
+        add_task_attraction(&g, &[0.0, 0.0, 0.0, 4.0], &[0; 4], &[[0.5, 0.5, 0.5]], 4.0, 1.0, &mut f);
+        assert!(f[0][0] > 0.0 && f[0][1] == 0.0);
+    }
+}

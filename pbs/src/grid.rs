@@ -1,0 +1,159 @@
+//! The grid of Verlet boxes: dimensions, box indices and box centres.
+//!
+//! Box `k = (l*ny + j)*nx + i` has centre `(i+0.5, j+0.5, l+0.5)` in box units. A 2D grid is
+//! a grid with `nz = 1`: every centre and every vCore then sits at `z = 0.5`, so the same
+//! code serves 2D and 3D.
+
+use crate::error::{Error, Result};
+
+/// A point of the domain, in box units.
+pub type Point = [f64; 3];
+
+/// Squared Euclidean distance.
+#[inline]
+pub fn dist2(a: &Point, b: &Point) -> f64 {
+    let dx = a[0] - b[0];
+    let dy = a[1] - b[1];
+    let dz = a[2] - b[2];
+    dx * dx + dy * dy + dz * dz
+}
+
+/// A regular grid of `nx × ny × nz` boxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Grid {
+    /// boxes along x
+    pub nx: usize,
+    /// boxes along y
+    pub ny: usize,
+    /// boxes along z (1 for a 2D grid)
+    pub nz: usize,
+}
+
+impl Grid {
+    /// A 2D grid of `nx × ny` boxes. Fails on a zero dimension.
+    pub fn new(nx: usize, ny: usize) -> Result<Grid> {
+        Grid::new_3d(nx, ny, 1)
+    }
+
+    /// A 3D grid of `nx × ny × nz` boxes. Fails on a zero dimension.
+    pub fn new_3d(nx: usize, ny: usize, nz: usize) -> Result<Grid> {
+        if nx == 0 || ny == 0 || nz == 0 {
+            return Err(Error::EmptyGrid { nx, ny, nz });
+        }
+        Ok(Grid { nx, ny, nz })
+    }
+
+    /// Number of boxes.
+    pub fn len(&self) -> usize {
+        self.nx * self.ny * self.nz
+    }
+
+    /// Always false: a `Grid` is validated non-empty on construction.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Dimensions as an array `[nx, ny, nz]`.
+    pub fn dims(&self) -> [usize; 3] {
+        [self.nx, self.ny, self.nz]
+    }
+
+    /// Linear index of box `(i, j, l)`.
+    #[inline]
+    pub fn index(&self, i: usize, j: usize, l: usize) -> usize {
+        (l * self.ny + j) * self.nx + i
+    }
+
+    /// Coordinates `(i, j, l)` of box `k`.
+    #[inline]
+    pub fn coords(&self, k: usize) -> [usize; 3] {
+        let i = k % self.nx;
+        let j = (k / self.nx) % self.ny;
+        let l = k / (self.nx * self.ny);
+        [i, j, l]
+    }
+
+    /// Centre of box `k` in box units.
+    #[inline]
+    pub fn centre(&self, k: usize) -> Point {
+        let [i, j, l] = self.coords(k);
+        [i as f64 + 0.5, j as f64 + 0.5, l as f64 + 0.5]
+    }
+
+    /// Upper corner of the domain `[nx, ny, nz]` as floats.
+    pub fn extent(&self) -> Point {
+        [self.nx as f64, self.ny as f64, self.nz as f64]
+    }
+
+    /// Clamps a point into the domain, a hair inside the walls so that it stays strictly inside.
+    pub fn clamp(&self, p: Point) -> Point {
+        let e = self.extent();
+        let mut q = p;
+        for d in 0..3 {
+            let margin = 1e-6;
+            q[d] = q[d].clamp(margin, e[d] - margin);
+        }
+        if self.nz == 1 {
+            q[2] = 0.5;
+        }
+        q
+    }
+
+    /// Calls `f(a, b)` once for each pair of face-neighbouring boxes (4 neighbours in 2D, 6 in 3D).
+    pub fn for_each_neighbour_pair(&self, mut f: impl FnMut(usize, usize)) {
+        for l in 0..self.nz {
+            for j in 0..self.ny {
+                for i in 0..self.nx {
+                    let k = self.index(i, j, l);
+                    if i + 1 < self.nx {
+                        f(k, k + 1);
+                    }
+                    if j + 1 < self.ny {
+                        f(k, k + self.nx);
+                    }
+                    if l + 1 < self.nz {
+                        f(k, k + self.nx * self.ny);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_and_coords_round_trip() {
+        let g = Grid::new_3d(3, 4, 5).unwrap();
+        for k in 0..g.len() {
+            let [i, j, l] = g.coords(k);
+            assert_eq!(g.index(i, j, l), k);
+        }
+        assert_eq!(g.centre(g.index(2, 1, 0)), [2.5, 1.5, 0.5]);
+    }
+
+    #[test]
+    fn empty_grid_is_rejected() {
+        assert_eq!(Grid::new(0, 5), Err(Error::EmptyGrid { nx: 0, ny: 5, nz: 1 }));
+    }
+
+    #[test]
+    fn neighbour_pairs_are_counted_once() {
+        let mut n = 0;
+        Grid::new(4, 3).unwrap().for_each_neighbour_pair(|_, _| n += 1);
+        assert_eq!(n, 3 * 3 + 4 * 2);
+        let mut n3 = 0;
+        Grid::new_3d(2, 2, 2).unwrap().for_each_neighbour_pair(|_, _| n3 += 1);
+        assert_eq!(n3, 12);
+    }
+
+    #[test]
+    fn clamp_keeps_points_inside_and_flat_in_2d() {
+        let g = Grid::new(10, 5).unwrap();
+        let p = g.clamp([-3.0, 7.0, 9.0]);
+        assert!(p[0] > 0.0 && p[1] < 5.0);
+        assert_eq!(p[2], 0.5);
+    }
+}

@@ -1,0 +1,59 @@
+//! # pbs — pair-potential load balancing of grid tasks
+//!
+//! A grid code (molecular dynamics with cell lists, stencils, finite elements) is cut into a
+//! regular grid of boxes, one task per box and iteration. `pbs` maps boxes to threads through
+//! *virtual cores* (vCores): points in the domain, each owning the boxes of its cell. The
+//! vCores move so that every cell carries the same load, while each cell stays a compact
+//! block of boxes — which is what keeps a thread's data in its cache and on its NUMA node.
+//!
+//! This crate is the balancer alone: pure, deterministic, single-threaded. Plain data goes in
+//! (a slice of `f64` loads, one per box) and plain data comes out (a slice of owner ids).
+//!
+//! ```
+//! use pbs::{balance, methods, Cells, Grid, Options, Problem};
+//!
+//! let grid = Grid::new(80, 40)?;
+//! // Measured box times from your code; here a hot spot on a light background.
+//! let loads: Vec<f64> = (0..grid.len())
+//!     .map(|k| { let c = grid.centre(k); 1.0 + 50.0 * (-((c[0] - 60.0).powi(2) + (c[1] - 10.0).powi(2)) / 30.0).exp() })
+//!     .collect();
+//! let problem = Problem::new(grid, &loads, 8)?;
+//! let mut cells = Cells::random(&problem, 42);
+//! let mut method = methods::by_name("pbs")?;
+//! let outcome = balance(method.as_mut(), &problem, &mut cells, Options::default(), |_| {});
+//! assert!(outcome.converged && outcome.max_avg <= 1.05 * outcome.lower_bound);
+//! let owner_of_box_0 = cells.owners()[0];
+//! # let _ = owner_of_box_0;
+//!
+//! // Next iteration: new loads, warm start from the same cells.
+//! let loads2: Vec<f64> = loads.iter().enumerate().map(|(k, q)| q * (1.0 + 0.1 * (k % 7) as f64)).collect();
+//! let problem2 = Problem::new(grid, &loads2, 8)?;
+//! let again = balance(method.as_mut(), &problem2, &mut cells, Options::default(), |_| {});
+//! assert!(again.converged);
+//! # Ok::<(), pbs::Error>(())
+//! ```
+//!
+//! Where things are: the force laws in [`forces`], the cell assignment in [`assign`], each
+//! method in its own file under [`methods`], the stopping rule and driver in [`balancer`],
+//! the definitions of `max_avg`, DOL, edge cut and migrations in [`metrics`], and the load
+//! maps (the paper's static cases, Perlin noise, CSV) in [`loadmap`].
+
+#![deny(missing_docs)]
+
+pub mod assign;
+pub mod balancer;
+pub mod cells;
+pub mod error;
+pub mod forces;
+pub mod grid;
+pub mod loadmap;
+pub mod methods;
+pub mod metrics;
+pub mod problem;
+pub mod rng;
+
+pub use balancer::{balance, is_converged, Balancer, Options, Outcome, StepRecord};
+pub use cells::Cells;
+pub use error::{Error, Result};
+pub use grid::{Grid, Point};
+pub use problem::Problem;

@@ -1,0 +1,96 @@
+//! CSV load maps: `ny` lines of `nx` comma-separated numbers, line `j` holding boxes
+//! `j*nx .. (j+1)*nx`. Blank lines at the end are ignored; anything else malformed is an error
+//! that names its line and column.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::problem::validate_loads;
+
+/// Parses a CSV load map into its grid and loads, validating every value.
+///
+/// ```
+/// let (grid, loads) = pbs::loadmap::parse_csv("1,2,3\n4,5,6\n").unwrap();
+/// assert_eq!((grid.nx, grid.ny), (3, 2));
+/// assert_eq!(loads[4], 5.0);
+/// let err = pbs::loadmap::parse_csv("1,2,3\n4,x,6\n").unwrap_err();
+/// assert_eq!(err.to_string(), "load map CSV, line 2, column 2: \"x\" is not a number");
+/// ```
+pub fn parse_csv(text: &str) -> Result<(Grid, Vec<f64>)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let used = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |p| p + 1);
+    if used == 0 {
+        return Err(Error::Csv { line: 1, column: 1, reason: "the file holds no numbers (empty grid)".into() });
+    }
+    let mut loads = Vec::new();
+    let mut nx = 0;
+    for (j, line) in lines[..used].iter().enumerate() {
+        let row: Vec<&str> = line.split(',').map(str::trim).collect();
+        if j == 0 {
+            nx = row.len();
+        } else if row.len() != nx {
+            return Err(Error::Csv {
+                line: j + 1,
+                column: row.len().min(nx) + 1,
+                reason: format!("{} values on this line but {nx} on line 1 (rows must all have the same length)", row.len()),
+            });
+        }
+        for (i, field) in row.iter().enumerate() {
+            let bad = |reason: String| Error::Csv { line: j + 1, column: i + 1, reason };
+            if field.is_empty() {
+                return Err(bad("empty field".into()));
+            }
+            let v: f64 = field.parse().map_err(|_| bad(format!("{field:?} is not a number")))?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(bad(format!("load {v} must be finite and ≥ 0")));
+            }
+            loads.push(v);
+        }
+    }
+    let grid = Grid::new(nx, used)?;
+    validate_loads(&grid, &loads)?;
+    Ok((grid, loads))
+}
+
+/// Reads and parses a CSV load map from a file.
+pub fn read_csv(path: &Path) -> Result<(Grid, Vec<f64>)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Csv {
+        line: 0,
+        column: 0,
+        reason: format!("cannot read {}: {e}", path.display()),
+    })?;
+    parse_csv(&text)
+}
+
+/// Writes loads as a CSV load map (2D grids; the first layer of a 3D grid).
+pub fn to_csv(grid: &Grid, loads: &[f64]) -> String {
+    let mut s = String::new();
+    for j in 0..grid.ny {
+        let row: Vec<String> = (0..grid.nx).map(|i| format!("{}", loads[grid.index(i, j, 0)])).collect();
+        s.push_str(&row.join(","));
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_errors() {
+        let g = Grid::new(3, 2).unwrap();
+        let loads = vec![0.0, 1.5, 2.0, 3.0, 0.25, 1e-3];
+        assert_eq!(parse_csv(&to_csv(&g, &loads)).unwrap(), (g, loads));
+        assert!(parse_csv(" 1 , 2 \r\n3,4\n\n\n").is_ok());
+        let err = |t: &str| parse_csv(t).unwrap_err().to_string();
+        assert!(err("").contains("empty grid"));
+        assert!(err("1,2\n3\n").contains("line 2"));
+        assert!(err("1,2\n3,-1\n").contains("line 2, column 2"));
+        assert!(err("1,NaN\n").contains("finite"));
+        assert!(err("1,inf\n").contains("finite"));
+        assert!(err("1,,2\n").contains("column 2: empty field"));
+        assert!(err("1,2\n\n3,4\n").contains("line 2"));
+    }
+}

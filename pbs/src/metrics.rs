@@ -1,0 +1,88 @@
+//! Quality measures of a mapping, exactly as DESIGN.md defines them: charges, `max_avg` and its
+//! lower bound, distance to optimal load (DOL), edge cut and migrations.
+
+use crate::grid::Grid;
+
+/// Sum in index order. Every total in the crate goes through here so that the same loads
+/// always give the same bits, whatever the caller.
+pub fn ordered_sum(values: &[f64]) -> f64 {
+    values.iter().sum()
+}
+
+/// Charge of every vCore: `Q_i = Σ_{owner(k)=i} q_k`.
+pub fn charges(owner: &[u32], loads: &[f64], vcores: usize) -> Vec<f64> {
+    let mut q = vec![0.0; vcores];
+    for (&o, &l) in owner.iter().zip(loads) {
+        q[o as usize] += l;
+    }
+    q
+}
+
+/// `max_i Q_i / m`; 1.0 when all charges are zero (nothing to balance is perfectly balanced).
+pub fn max_avg(charges: &[f64]) -> f64 {
+    let mean = ordered_sum(charges) / charges.len() as f64;
+    if mean <= 0.0 {
+        return 1.0;
+    }
+    charges.iter().copied().fold(0.0, f64::max) / mean
+}
+
+/// `max(1, max_load / mean)`: no mapping can do better than this.
+pub fn lower_bound_from(max_load: f64, mean: f64) -> f64 {
+    if mean <= 0.0 {
+        1.0
+    } else {
+        (max_load / mean).max(1.0)
+    }
+}
+
+/// Extremes of the distance to optimal load `(Q_i − m)/m`: `(dol_max, dol_min)`.
+pub fn dol_extremes(charges: &[f64]) -> (f64, f64) {
+    let mean = ordered_sum(charges) / charges.len() as f64;
+    if mean <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let hi = charges.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lo = charges.iter().copied().fold(f64::INFINITY, f64::min);
+    ((hi - mean) / mean, (lo - mean) / mean)
+}
+
+/// Number of face-neighbour box pairs with different owners (the halo/communication proxy).
+pub fn edge_cut(grid: &Grid, owner: &[u32]) -> usize {
+    let mut cut = 0;
+    grid.for_each_neighbour_pair(|a, b| cut += usize::from(owner[a] != owner[b]));
+    cut
+}
+
+/// Number of boxes whose owner differs between two mappings of the same grid.
+pub fn migrations(before: &[u32], after: &[u32]) -> usize {
+    before.iter().zip(after).filter(|(a, b)| a != b).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_and_imbalance() {
+        let q = charges(&[0, 1, 1, 0], &[1.0, 2.0, 3.0, 2.0], 2);
+        assert_eq!(q, vec![3.0, 5.0]);
+        assert_eq!(max_avg(&q), 1.25);
+        assert_eq!(dol_extremes(&q), (0.25, -0.25));
+        assert_eq!(max_avg(&[0.0, 0.0]), 1.0);
+    }
+
+    #[test]
+    fn edge_cut_counts_boundary_pairs() {
+        let g = Grid::new(2, 2).unwrap();
+        // left column owner 0, right column owner 1: two horizontal pairs are cut.
+        assert_eq!(edge_cut(&g, &[0, 1, 0, 1]), 2);
+        assert_eq!(edge_cut(&g, &[0, 0, 0, 0]), 0);
+        assert_eq!(edge_cut(&g, &[0, 1, 1, 0]), 4);
+    }
+
+    #[test]
+    fn migrations_count_changed_owners() {
+        assert_eq!(migrations(&[0, 1, 2], &[0, 2, 2]), 1);
+    }
+}

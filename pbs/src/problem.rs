@@ -1,0 +1,120 @@
+//! A validated balancing problem: a grid, one load per box, and a number of vCores.
+
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::metrics;
+
+/// Grid + loads + vCore count, checked once so that nothing downstream meets a NaN.
+///
+/// ```
+/// use pbs::{Grid, Problem};
+/// let grid = Grid::new(4, 2).unwrap();
+/// let loads = [1.0, 0.0, 2.0, 1.0, 0.5, 0.5, 0.0, 3.0];
+/// let p = Problem::new(grid, &loads, 2).unwrap();
+/// assert_eq!(p.total(), 8.0);
+/// assert_eq!(p.mean(), 4.0);
+/// assert!(Problem::new(grid, &[f64::NAN; 8], 2).is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Problem<'a> {
+    grid: Grid,
+    loads: &'a [f64],
+    vcores: usize,
+    total: f64,
+    max_load: f64,
+}
+
+impl<'a> Problem<'a> {
+    /// Validates `loads` against `grid` (one finite, non-negative load per box) and the vCore
+    /// count (at least one, at most one per box).
+    pub fn new(grid: Grid, loads: &'a [f64], vcores: usize) -> Result<Self> {
+        validate_loads(&grid, loads)?;
+        if vcores == 0 {
+            return Err(Error::NoVCores);
+        }
+        if vcores > grid.len() {
+            return Err(Error::TooManyVCores { vcores, boxes: grid.len() });
+        }
+        let total = metrics::ordered_sum(loads);
+        let max_load = loads.iter().copied().fold(0.0, f64::max);
+        Ok(Problem { grid, loads, vcores, total, max_load })
+    }
+
+    /// The grid.
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+    /// One load per box.
+    pub fn loads(&self) -> &'a [f64] {
+        self.loads
+    }
+    /// Number of vCores.
+    pub fn vcores(&self) -> usize {
+        self.vcores
+    }
+    /// Sum of all loads.
+    pub fn total(&self) -> f64 {
+        self.total
+    }
+    /// Mean charge per vCore, `m = total / N`.
+    pub fn mean(&self) -> f64 {
+        self.total / self.vcores as f64
+    }
+    /// Heaviest single box.
+    pub fn max_load(&self) -> f64 {
+        self.max_load
+    }
+    /// Lower bound of `max_avg` for this grid: `max(1, max_k q_k / m)`.
+    pub fn lower_bound(&self) -> f64 {
+        metrics::lower_bound_from(self.max_load, self.mean())
+    }
+}
+
+/// Checks that `loads` has one finite, non-negative entry per box of `grid`.
+pub fn validate_loads(grid: &Grid, loads: &[f64]) -> Result<()> {
+    if loads.len() != grid.len() {
+        return Err(Error::LoadCount { expected: grid.len(), got: loads.len() });
+    }
+    if let Some((index, &value)) =
+        loads.iter().enumerate().find(|(_, q)| !q.is_finite() || **q < 0.0)
+    {
+        let [x, y, z] = grid.coords(index);
+        return Err(Error::InvalidLoad { index, x, y, z, value });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_inputs_are_named() {
+        let g = Grid::new(2, 2).unwrap();
+        let e = Problem::new(g, &[1.0, -1.0, 0.0, 0.0], 1).unwrap_err();
+        assert_eq!(e, Error::InvalidLoad { index: 1, x: 1, y: 0, z: 0, value: -1.0 });
+        assert!(e.to_string().contains("x=1, y=0"));
+        assert!(matches!(
+            Problem::new(g, &[1.0, f64::INFINITY, 0.0, 0.0], 1),
+            Err(Error::InvalidLoad { index: 1, .. })
+        ));
+        assert_eq!(
+            Problem::new(g, &[1.0; 3], 1).unwrap_err(),
+            Error::LoadCount { expected: 4, got: 3 }
+        );
+        assert_eq!(Problem::new(g, &[1.0; 4], 0).unwrap_err(), Error::NoVCores);
+        assert_eq!(
+            Problem::new(g, &[1.0; 4], 5).unwrap_err(),
+            Error::TooManyVCores { vcores: 5, boxes: 4 }
+        );
+    }
+
+    #[test]
+    fn lower_bound_sees_a_dominant_box() {
+        let g = Grid::new(4, 1).unwrap();
+        let p = Problem::new(g, &[6.0, 1.0, 1.0, 0.0], 2).unwrap();
+        assert_eq!(p.lower_bound(), 1.5);
+        let zero = [0.0; 4];
+        assert_eq!(Problem::new(g, &zero, 2).unwrap().lower_bound(), 1.0);
+    }
+}

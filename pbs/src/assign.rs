@@ -91,11 +91,19 @@ pub fn assign(grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Assignmen
     assert_eq!(sites.len(), weights.len());
     assert!(!sites.is_empty(), "assignment needs at least one vCore");
     out.reset(grid.len());
-    let mut stack: Vec<u32> = (0..sites.len() as u32).collect();
-    let mut bounds: Vec<(f64, f64)> = Vec::new();
-    let n = stack.len();
+    let n = sites.len();
+    let mut scratch = Scratch { stack: (0..n as u32).collect(), ..Scratch::default() };
     let ctx = Ctx { grid, sites, weights };
-    ctx.node([0, 0, 0], grid.dims(), 0..n, &mut stack, &mut bounds, out);
+    ctx.node([0, 0, 0], grid.dims(), 0..n, &mut scratch, out);
+}
+
+/// Buffers reused across the recursion: the candidate stack, per-candidate bounds, and the
+/// leaf's candidates laid out contiguously (x, y, z, weight, id) for a tight inner loop.
+#[derive(Default)]
+struct Scratch {
+    stack: Vec<u32>,
+    bounds: Vec<(f64, f64)>,
+    leaf: Vec<[f64; 4]>,
 }
 
 struct Ctx<'a> {
@@ -112,18 +120,17 @@ impl Ctx<'_> {
         lo: [usize; 3],
         hi: [usize; 3],
         cands: std::ops::Range<usize>,
-        stack: &mut Vec<u32>,
-        bounds: &mut Vec<(f64, f64)>,
+        scratch: &mut Scratch,
         out: &mut Assignment,
     ) {
         let nboxes = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
         let cands = if cands.len() > 2 && nboxes > LEAF_BOXES {
-            self.prune(lo, hi, cands, stack, bounds)
+            self.prune(lo, hi, cands, &mut scratch.stack, &mut scratch.bounds)
         } else {
             cands
         };
         if cands.len() <= 2 || nboxes <= LEAF_BOXES {
-            self.leaf(lo, hi, &stack[cands], out);
+            self.leaf(lo, hi, cands, scratch, out);
             return;
         }
         // Split the longest axis in two.
@@ -132,11 +139,11 @@ impl Ctx<'_> {
         let (mut hi_a, mut lo_b) = (hi, lo);
         hi_a[axis] = mid;
         lo_b[axis] = mid;
-        let keep = stack.len();
-        self.node(lo, hi_a, cands.clone(), stack, bounds, out);
-        stack.truncate(keep);
-        self.node(lo_b, hi, cands, stack, bounds, out);
-        stack.truncate(keep);
+        let keep = scratch.stack.len();
+        self.node(lo, hi_a, cands.clone(), scratch, out);
+        scratch.stack.truncate(keep);
+        self.node(lo_b, hi, cands, scratch, out);
+        scratch.stack.truncate(keep);
     }
 
     /// Appends to `stack` the candidates that survive for this node; returns their range.
@@ -187,14 +194,46 @@ impl Ctx<'_> {
         start..stack.len()
     }
 
-    fn leaf(&self, lo: [usize; 3], hi: [usize; 3], cands: &[u32], out: &mut Assignment) {
+    /// Evaluates every box of the node against its candidates. Same expression and the same
+    /// site order as [`best_two`], hence the same bits; z is skipped on 2D grids, where its
+    /// term is exactly `0.0`. The updates are written as selects so that the compiler can
+    /// avoid unpredictable branches.
+    fn leaf(&self, lo: [usize; 3], hi: [usize; 3], cands: std::ops::Range<usize>, scratch: &mut Scratch, out: &mut Assignment) {
+        let ids = &scratch.stack[cands];
+        scratch.leaf.clear();
+        scratch.leaf.extend(ids.iter().map(|&i| {
+            let x = &self.sites[i as usize];
+            [x[0], x[1], x[2], self.weights[i as usize]]
+        }));
+        let flat = self.grid.nz == 1;
         for l in lo[2]..hi[2] {
+            let cz = l as f64 + 0.5;
             for j in lo[1]..hi[1] {
+                let cy = j as f64 + 0.5;
+                let row = self.grid.index(0, j, l);
                 for i in lo[0]..hi[0] {
-                    let k = self.grid.index(i, j, l);
-                    let c = [i as f64 + 0.5, j as f64 + 0.5, l as f64 + 0.5];
-                    let r = best_two(&c, self.sites, self.weights, cands.iter().copied());
-                    store(out, k, r);
+                    let cx = i as f64 + 0.5;
+                    let (mut b, mut sb, mut s, mut ss) = (NONE, f64::INFINITY, NONE, f64::INFINITY);
+                    for (site, &id) in scratch.leaf.iter().zip(ids) {
+                        let dx = cx - site[0];
+                        let dy = cy - site[1];
+                        let d2 = if flat {
+                            dx * dx + dy * dy
+                        } else {
+                            let dz = cz - site[2];
+                            dx * dx + dy * dy + dz * dz
+                        };
+                        let v = d2 - site[3];
+                        let first = v < sb;
+                        let second = v < ss;
+                        let new_ss = if first { sb } else if second { v } else { ss };
+                        let new_s = if first { b } else if second { id } else { s };
+                        sb = if first { v } else { sb };
+                        b = if first { id } else { b };
+                        ss = new_ss;
+                        s = new_s;
+                    }
+                    store(out, row + i, (b, sb, s, ss));
                 }
             }
         }

@@ -46,6 +46,7 @@ pub mod cells;
 pub mod error;
 pub mod forces;
 pub mod grid;
+pub mod laplacian;
 pub mod loadmap;
 pub mod methods;
 pub mod metrics;

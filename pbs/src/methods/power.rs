@@ -38,6 +38,7 @@ use crate::assign::{assign, Assignment, NONE};
 use crate::balancer::Balancer;
 use crate::cells::Cells;
 use crate::grid::{dist2, Point};
+use crate::laplacian::CellLaplacian;
 use crate::problem::Problem;
 
 /// The power-cell balancer (method `pbs`).
@@ -49,14 +50,17 @@ pub struct PowerCells {
     pub relax: f64,
     /// Times the step may be halved before it is accepted anyway.
     pub max_halvings: usize,
-    last_t: f64,
+    radius0: f64,
+    radius: f64,
     capacity: Vec<f64>,
     keep: Vec<usize>,
     direction: Vec<f64>,
     trial_w: Vec<f64>,
     trial: Assignment,
     lists: Vec<Vec<(f64, f64)>>,
-    giant: Vec<bool>,
+    /// Boxes a vCore must keep (its giant); they never flow.
+    pinned: Vec<bool>,
+    laplacian: CellLaplacian,
 }
 
 impl Default for PowerCells {
@@ -65,14 +69,16 @@ impl Default for PowerCells {
             damping: 0.5,
             relax: 0.25,
             max_halvings: 4,
-            last_t: 1.0,
+            radius0: 0.0,
+            radius: 0.0,
             capacity: Vec::new(),
             keep: Vec::new(),
             direction: Vec::new(),
             trial_w: Vec::new(),
             trial: Assignment::default(),
             lists: Vec::new(),
-            giant: Vec::new(),
+            pinned: Vec::new(),
+            laplacian: CellLaplacian::default(),
         }
     }
 }
@@ -85,22 +91,42 @@ impl Balancer for PowerCells {
     }
 
     fn reset(&mut self) {
-        self.last_t = 1.0;
+        self.radius0 = 0.0;
+        self.keep.clear();
     }
 
     fn step(&mut self, problem: &Problem, cells: &mut Cells) {
-        if self.relax > 0.0 {
-            self.relax_positions(problem, cells);
-        }
         self.capacities(problem, cells);
+        self.relax_positions(problem, cells);
         self.newton_direction(problem, cells);
-        self.line_search(problem, cells);
+        let before = cells.max_avg();
+        let accepted = self.line_search(problem, cells, false);
+        // Grow the trust region after a full step, shrink it after a short or failed one;
+        // bounded so that a run of failures cannot freeze the method.
+        let factor = match accepted {
+            Some(t) if t == 1.0 => 2.0,
+            Some(t) => t.max(0.25),
+            None => 0.25,
+        };
+        self.radius = (self.radius * factor).clamp(self.radius0 / 64.0, self.radius0 * 64.0);
+        if accepted.is_none() || cells.max_avg() >= before {
+            // The smoothed Newton model is blind to single boxes: with few boxes per cell the
+            // end game is discrete (or, on very concentrated maps, the model finds no ascent).
+            // The per-cell step sheds or captures exactly the excess, box by box.
+            self.cell_direction(problem, cells);
+            self.line_search(problem, cells, true);
+        }
     }
 }
 
 impl PowerCells {
-    /// Moves every vCore towards the centroid of its cell, keeping the centroid's power.
+    /// Moves every vCore towards the centroid of its cell, keeping the centroid's power. A vCore
+    /// that must keep a giant box moves onto it instead: its cell then shrinks around the giant
+    /// and would lose it last.
     fn relax_positions(&mut self, problem: &Problem, cells: &mut Cells) {
+        if self.relax <= 0.0 && self.keep.iter().all(|&k| k == NO_BOX) {
+            return;
+        }
         let n = cells.len();
         let grid = *problem.grid();
         let mut sum = vec![[0.0; 3]; n];
@@ -112,24 +138,33 @@ impl PowerCells {
             }
             count[o as usize] += 1;
         }
-        let beta = self.relax;
+        let keep = &self.keep;
+        let relax = self.relax;
         cells.update(problem, |positions, weights| {
             for i in 0..n {
-                if count[i] == 0 {
+                let (p, beta): (Point, f64) = if keep[i] != NO_BOX {
+                    (grid.centre(keep[i]), 1.0)
+                } else if count[i] > 0 && relax > 0.0 {
+                    (std::array::from_fn(|a| sum[i][a] / count[i] as f64), relax)
+                } else {
                     continue;
-                }
-                let p: Point = std::array::from_fn(|a| sum[i][a] / count[i] as f64);
+                };
                 let x = positions[i];
                 let moved: Point = grid.clamp(std::array::from_fn(|a| x[a] + beta * (p[a] - x[a])));
                 weights[i] += dist2(&p, &moved) - dist2(&p, &x);
                 positions[i] = moved;
             }
+            hold_giants(&grid, keep, positions, weights);
         });
     }
 
-    /// Sets `capacity` (target charge per vCore) and `keep` (the giant box a vCore must keep).
+    /// Sets, once per run, `capacity` (target charge per vCore), `keep` (the giant box a vCore
+    /// holds) and `pinned`.
     fn capacities(&mut self, problem: &Problem, cells: &Cells) {
         let n = cells.len();
+        if self.keep.len() == n {
+            return; // loads are fixed during a run
+        }
         let loads = problem.loads();
         let total = problem.total();
         // Water-filling: the heaviest boxes that exceed the share of what remains sit alone.
@@ -154,16 +189,26 @@ impl PowerCells {
             }
             threshold = level;
         }
+        // Each giant gets a holder for the whole run: its owner if that vCore holds no heavier
+        // giant, else the nearest free vCore. A role that followed ownership would hop between
+        // vCores and stack several of them on one giant.
         self.keep.clear();
         self.keep.resize(n, NO_BOX);
-        self.giant.clear();
-        self.giant.resize(loads.len(), false);
+        self.pinned.clear();
+        self.pinned.resize(loads.len(), false);
         for &k in &giants {
-            self.giant[k] = true;
             let o = cells.owners()[k] as usize;
-            if self.keep[o] == NO_BOX {
-                self.keep[o] = k; // giants are sorted heaviest first
-            }
+            let c = problem.grid().centre(k);
+            let holder = if self.keep[o] == NO_BOX {
+                o
+            } else {
+                (0..n)
+                    .filter(|&i| self.keep[i] == NO_BOX)
+                    .min_by(|&a, &b| dist2(&cells.positions()[a], &c).total_cmp(&dist2(&cells.positions()[b], &c)))
+                    .expect("fewer giants than vCores")
+            };
+            self.keep[holder] = k;
+            self.pinned[k] = true;
         }
         let kept: f64 = self.keep.iter().filter(|&&k| k != NO_BOX).map(|&k| loads[k]).sum();
         let sharing = self.keep.iter().filter(|&&k| k == NO_BOX).count();
@@ -172,8 +217,56 @@ impl PowerCells {
         self.capacity.extend(self.keep.iter().map(|&k| if k == NO_BOX { share } else { loads[k] }));
     }
 
-    /// Per-cell weight shift that sheds (or captures) exactly the cell's excess (deficit).
+    /// Damped-Newton direction: solves `L Δw = c − Q` on the cell graph (see
+    /// [`crate::laplacian`]). Cells with no loaded boundary get the stiffness implied by the
+    /// distance to their nearest capturable box, so they still move.
     fn newton_direction(&mut self, problem: &Problem, cells: &Cells) {
+        let n = cells.len();
+        self.laplacian.build(cells.positions(), problem.loads(), cells.assignment(), &self.pinned);
+        let mut rhs: Vec<f64> = self.capacity.iter().zip(cells.charges()).map(|(c, q)| c - q).collect();
+        // A holder's weight is bounded below by its giant (see `hold_giants`): lowering it is
+        // undone by the projection, so the Newton system keeps it fixed (a Dirichlet condition)
+        // and lets the neighbours take its extra boxes.
+        for (i, &k) in self.keep.iter().enumerate() {
+            if k != NO_BOX && rhs[i] < 0.0 {
+                rhs[i] = 0.0;
+            }
+        }
+        let mean_degree = self.laplacian.degree.iter().sum::<f64>() / n as f64;
+        let reg: Vec<f64> = (0..n)
+            .map(|i| {
+                if self.keep[i] != NO_BOX && self.capacity[i] < cells.charges()[i] {
+                    1e6 * (self.laplacian.degree[i] + mean_degree).max(f64::MIN_POSITIVE)
+                } else if self.laplacian.degree[i] > 0.0 {
+                    1e-6 * mean_degree.max(f64::MIN_POSITIVE)
+                } else if rhs[i] > 0.0 {
+                    let d = capture_distance(problem, cells, i, &self.pinned);
+                    if d > 0.0 { rhs[i] / d } else { 1.0 }
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        self.direction = self.laplacian.solve(&reg, &rhs, 1e-6, 4 * n + 20);
+        // Trust region: far from balance the smoothed Hessian underestimates how much load a
+        // boundary sweeps through, and an uncapped step overshoots by more than the line search
+        // can halve. The radius starts at `spacing²` (a boundary moves about half a cell),
+        // doubles after every full step and shrinks to what the line search accepted.
+        if self.radius0 == 0.0 {
+            let grid = problem.grid();
+            let dim = if grid.nz == 1 { 2.0 } else { 3.0 };
+            self.radius0 = (grid.len() as f64 / n as f64).powf(2.0 / dim);
+            self.radius = self.radius0;
+        }
+        let largest = self.direction.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+        if largest > self.radius {
+            let scale = self.radius / largest;
+            self.direction.iter_mut().for_each(|d| *d *= scale);
+        }
+    }
+
+    /// Per-cell weight shift that sheds (or captures) exactly the cell's excess (deficit).
+    fn cell_direction(&mut self, problem: &Problem, cells: &Cells) {
         let n = cells.len();
         let loads = problem.loads();
         let a = cells.assignment();
@@ -190,7 +283,7 @@ impl PowerCells {
             if excess[o] > 0.0 && self.keep[o] != k {
                 self.lists[o].push((gap, q));
             }
-            if excess[s] < 0.0 && !self.giant[k] {
+            if excess[s] < 0.0 && !self.pinned[k] {
                 self.lists[s].push((gap, q));
             }
         }
@@ -206,9 +299,8 @@ impl PowerCells {
                 if excess[i] > 0.0 {
                     continue; // nothing it may shed: it holds only its giant box
                 }
-                capture_distance(problem, cells, i, &self.giant)
+                capture_distance(problem, cells, i, &self.pinned)
             } else {
-                list.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
                 threshold_for(list, want)
             };
             let sign = if excess[i] > 0.0 { -1.0 } else { 1.0 };
@@ -216,27 +308,51 @@ impl PowerCells {
         }
     }
 
-    /// Halves the step until the dual objective increases, then keeps it.
-    fn line_search(&mut self, problem: &Problem, cells: &mut Cells) {
-        if self.direction.iter().all(|&d| d == 0.0) {
-            return;
+    /// Halves the step, from the full step, until the dual objective increases, then keeps it.
+    /// Without an increase after `max_halvings` halvings, keeps the shortest step if `always`.
+    /// Returns the step length kept only if it increased the objective.
+    fn line_search(&mut self, problem: &Problem, cells: &mut Cells, always: bool) -> Option<f64> {
+        if self.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
+            return None;
         }
         let g0 = dual(&self.capacity, cells.weights(), problem.loads(), &cells.assignment().score);
-        let mut t = (2.0 * self.last_t).min(1.0);
+        let mut t = 1.0;
         for attempt in 0..=self.max_halvings {
             self.trial_w.clear();
             self.trial_w.extend(cells.weights().iter().zip(&self.direction).map(|(w, d)| w + t * d));
+            hold_giants(problem.grid(), &self.keep, cells.positions(), &mut self.trial_w);
             assign(problem.grid(), cells.positions(), &self.trial_w, &mut self.trial);
             let g1 = dual(&self.capacity, &self.trial_w, problem.loads(), &self.trial.score);
-            if g1 > g0 + 1e-12 * g0.abs() || attempt == self.max_halvings {
-                break;
+            let increased = g1 > g0 + 1e-12 * g0.abs();
+            if increased || (always && attempt == self.max_halvings) {
+                let trial_w = std::mem::take(&mut self.trial_w);
+                cells.accept(problem, &trial_w, &mut self.trial);
+                self.trial_w = trial_w;
+                return increased.then_some(t);
             }
             t *= 0.5;
         }
-        self.last_t = t;
-        let trial_w = std::mem::take(&mut self.trial_w);
-        cells.accept(problem, &trial_w, &mut self.trial);
-        self.trial_w = trial_w;
+        None
+    }
+}
+
+/// Raises the weight of each giant's holder just enough that it owns its giant (its power at
+/// the giant's centre beats every other vCore's): a projection onto linear constraints in `w`,
+/// applied to every trial so that no step hands a giant to a neighbour.
+fn hold_giants(grid: &crate::grid::Grid, keep: &[usize], positions: &[Point], weights: &mut [f64]) {
+    for (i, &k) in keep.iter().enumerate() {
+        if k == NO_BOX {
+            continue;
+        }
+        let c = grid.centre(k);
+        let rival = (0..positions.len())
+            .filter(|&j| j != i)
+            .map(|j| dist2(&c, &positions[j]) - weights[j])
+            .fold(f64::INFINITY, f64::min);
+        let mine = dist2(&c, &positions[i]) - weights[i];
+        if mine >= rival {
+            weights[i] += mine - rival + 1e-9 * (1.0 + rival.abs());
+        }
     }
 }
 
@@ -247,32 +363,52 @@ fn dual(capacity: &[f64], weights: &[f64], loads: &[f64], score: &[f64]) -> f64 
     a + b
 }
 
-/// Smallest gap threshold whose boxes carry about `want` load (`list` sorted by gap): stops at
-/// the box that crosses `want`, or just before it when that lands closer.
-fn threshold_for(list: &[(f64, f64)], want: f64) -> f64 {
+/// Smallest gap threshold whose boxes carry about `want` load: stops at the box that crosses
+/// `want`, or just before it when that lands closer. Reorders `list`; expected O(len), a
+/// weighted quickselect, because sorting every cell's boundary each step cost more than the
+/// assignment itself.
+fn threshold_for(list: &mut [(f64, f64)], want: f64) -> f64 {
     let just_past = |g: f64| g + 1e-9 * (1.0 + g.abs());
-    let mut acc = 0.0;
-    for (idx, &(gap, q)) in list.iter().enumerate() {
+    let by_gap = |x: &(f64, f64), y: &(f64, f64)| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1));
+    // Invariant: every element of list[..lo] sorts before list[lo..hi], their loads sum to
+    // `acc < want`, and the largest of their gaps is `below`.
+    let (mut lo, mut hi, mut acc, mut below) = (0, list.len(), 0.0, f64::NAN);
+    while hi - lo > 16 {
+        let mid = lo + (hi - lo) / 2;
+        list[lo..hi].select_nth_unstable_by(mid - lo, by_gap);
+        let (left_sum, left_max) = list[lo..mid].iter().fold((0.0, f64::NEG_INFINITY), |(s, m), x| (s + x.1, m.max(x.0)));
+        if acc + left_sum >= want {
+            hi = mid;
+        } else {
+            acc += left_sum;
+            below = if below.is_nan() { left_max } else { below.max(left_max) };
+            lo = mid;
+        }
+    }
+    list[lo..].sort_unstable_by(by_gap);
+    for idx in lo..list.len() {
+        let (gap, q) = list[idx];
         let before = acc;
         acc += q;
         if acc >= want {
-            if acc - want <= want - before || idx == 0 {
+            let previous = if idx > lo { list[idx - 1].0 } else { below };
+            if acc - want <= want - before || previous.is_nan() {
                 return just_past(gap);
             }
-            return 0.5 * (list[idx - 1].0 + gap);
+            return 0.5 * (previous + gap);
         }
     }
     just_past(list.last().map_or(0.0, |x| x.0))
 }
 
-/// Weight increase that lets vCore `i` capture its nearest loaded, non-giant box (used when
-/// it is second best for no loaded box, e.g. an empty cell far from the load).
-fn capture_distance(problem: &Problem, cells: &Cells, i: usize, giant: &[bool]) -> f64 {
+/// Weight increase that lets vCore `i` capture its nearest loaded box that is not pinned (used
+/// when it is second best for no loaded box, e.g. an empty cell far from the load).
+fn capture_distance(problem: &Problem, cells: &Cells, i: usize, pinned: &[bool]) -> f64 {
     let (grid, loads, a) = (problem.grid(), problem.loads(), cells.assignment());
     let (x, w) = (cells.positions()[i], cells.weights()[i]);
     let mut best = f64::INFINITY;
     for k in 0..grid.len() {
-        if loads[k] > 0.0 && !giant[k] && a.owner[k] as usize != i {
+        if loads[k] > 0.0 && !pinned[k] && a.owner[k] as usize != i {
             best = best.min(dist2(&grid.centre(k), &x) - w - a.score[k]);
         }
     }
@@ -289,10 +425,38 @@ mod tests {
 
     #[test]
     fn threshold_picks_the_closest_cumulative_load() {
-        let list = [(1.0, 1.0), (2.0, 1.0), (3.0, 5.0)];
-        assert!((threshold_for(&list, 2.0) - 2.0).abs() < 1e-6); // two boxes, exactly
-        assert_eq!(threshold_for(&list, 2.5), 2.5); // 2 is closer than 7: stop before box 3
-        assert!(threshold_for(&list, 6.0) > 3.0); // 7 is closer than 2
-        assert!(threshold_for(&list, 100.0) > 3.0); // everything
+        let list = [(3.0, 5.0), (1.0, 1.0), (2.0, 1.0)];
+        let t = |want| threshold_for(&mut list.clone(), want);
+        assert!((t(2.0) - 2.0).abs() < 1e-6); // two boxes, exactly
+        assert_eq!(t(2.5), 2.5); // 2 is closer than 7: stop before box 3
+        assert!(t(6.0) > 3.0); // 7 is closer than 2
+        assert!(t(100.0) > 3.0); // everything
+        assert!(t(0.4) > 1.0); // the first box even if it overshoots
+    }
+
+    /// The quickselect must agree with a plain sort-and-scan on long lists.
+    #[test]
+    fn threshold_matches_the_sorted_scan() {
+        let mut rng = crate::rng::SplitMix64::new(9);
+        for n in [1, 5, 17, 100, 1000] {
+            let list: Vec<(f64, f64)> = (0..n).map(|_| ((rng.next_f64() * 50.0).floor(), rng.next_f64())).collect();
+            let total: f64 = list.iter().map(|x| x.1).sum();
+            for frac in [0.01, 0.3, 0.5, 0.99, 1.5] {
+                let want = frac * total;
+                let mut sorted = list.clone();
+                sorted.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
+                let mut acc = 0.0;
+                let mut expected = sorted.last().unwrap().0 + 1e-9 * (1.0 + sorted.last().unwrap().0);
+                for (i, &(g, q)) in sorted.iter().enumerate() {
+                    let before = acc;
+                    acc += q;
+                    if acc >= want {
+                        expected = if acc - want <= want - before || i == 0 { g + 1e-9 * (1.0 + g) } else { 0.5 * (sorted[i - 1].0 + g) };
+                        break;
+                    }
+                }
+                assert_eq!(threshold_for(&mut list.clone(), want), expected, "n={n} frac={frac}");
+            }
+        }
     }
 }

@@ -1,0 +1,70 @@
+//! Cost of one cell assignment, fast (kd split with candidate pruning) against the
+//! brute-force oracle, on random power diagrams. Medians of repeated timings.
+
+use std::time::Instant;
+
+use pbs::assign::{assign, assign_brute, Assignment};
+use pbs::rng::SplitMix64;
+use pbs::{Grid, Point};
+
+use crate::Stats;
+
+/// One measurement.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AssignCost {
+    /// grid side (square grids)
+    pub side: usize,
+    /// boxes
+    pub boxes: usize,
+    /// vCores
+    pub vcores: usize,
+    /// median microseconds per fast assignment
+    pub fast_us: f64,
+    /// median microseconds per brute-force assignment
+    pub brute_us: f64,
+    /// brute / fast
+    pub speedup: f64,
+    /// fast nanoseconds per box (flat when the cost is linear in boxes)
+    pub fast_ns_per_box: f64,
+}
+
+/// Random positions in the domain and weights of a few box² (like a balanced state).
+pub fn random_sites(grid: &Grid, n: usize, seed: u64) -> (Vec<Point>, Vec<f64>) {
+    let mut r = SplitMix64::new(seed);
+    let e = grid.extent();
+    let sites = (0..n).map(|_| grid.clamp([r.next_f64() * e[0], r.next_f64() * e[1], 0.5])).collect();
+    let spacing2 = grid.len() as f64 / n as f64;
+    let w = (0..n).map(|_| (r.next_f64() - 0.5) * 0.5 * spacing2).collect();
+    (sites, w)
+}
+
+fn median_us(reps: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up
+    let times: Vec<f64> = (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    Stats::of(&times).median
+}
+
+/// Measures one (side, vCores) point; `reps` timings each, median kept.
+pub fn measure(side: usize, vcores: usize, reps: usize) -> AssignCost {
+    let grid = Grid::new(side, side).expect("non-empty");
+    let (s, w) = random_sites(&grid, vcores, side as u64 * 31 + vcores as u64);
+    let mut a = Assignment::default();
+    let fast_us = median_us(reps, || assign(&grid, &s, &w, &mut a));
+    let brute_reps = (reps / 4).max(3);
+    let brute_us = median_us(brute_reps, || assign_brute(&grid, &s, &w, &mut a));
+    AssignCost {
+        side,
+        boxes: grid.len(),
+        vcores,
+        fast_us,
+        brute_us,
+        speedup: brute_us / fast_us,
+        fast_ns_per_box: fast_us * 1e3 / grid.len() as f64,
+    }
+}

@@ -1,0 +1,219 @@
+//! The `pbs-bench` command line. See `pbs-bench --help` and DESIGN.md's command-line contract.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use pbs::Options;
+use pbs_bench::{converge, paper, progress, shapes, transitions};
+
+#[derive(Parser)]
+#[command(name = "pbs-bench", version, about = "Measure the pbs balancer: convergence, transitions, the paper's tables")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Balance a load map from random vCores; one row per (map, method).
+    Converge {
+        /// uniform, line, disc, random, perlin or all
+        #[arg(long, conflicts_with = "load_map")]
+        case: Option<String>,
+        /// A CSV load map: ny lines of nx comma-separated loads
+        #[arg(long)]
+        load_map: Option<PathBuf>,
+        /// Grid width (ignored for --load-map)
+        #[arg(long, default_value_t = 50)]
+        nx: usize,
+        /// Grid height (ignored for --load-map)
+        #[arg(long, default_value_t = 50)]
+        ny: usize,
+        /// Number of vCores
+        #[arg(long, default_value_t = 10)]
+        vcores: usize,
+        /// Method name, a comma-separated list, or `all` (pbs, paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1)
+        #[arg(long, default_value = pbs::methods::DEFAULT)]
+        method: String,
+        /// Give up after this many steps
+        #[arg(long, default_value_t = 5000)]
+        max_steps: usize,
+        /// Converged when max_avg ≤ (1 + tol) × lower bound
+        #[arg(long, default_value_t = 0.05)]
+        tol: f64,
+        /// Seed of the vCore positions and of the random / Perlin maps
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print a JSON array instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rough or smooth Perlin transitions, warm-started; one summary object.
+    Transitions {
+        /// rough (new map) or smooth (translated map)
+        #[arg(long)]
+        kind: String,
+        /// Number of transitions
+        #[arg(long, default_value_t = 100)]
+        trials: usize,
+        /// Grid width
+        #[arg(long, default_value_t = 50)]
+        nx: usize,
+        /// Grid height
+        #[arg(long, default_value_t = 50)]
+        ny: usize,
+        /// Number of vCores
+        #[arg(long, default_value_t = 10)]
+        vcores: usize,
+        /// Method name
+        #[arg(long, default_value = pbs::methods::DEFAULT)]
+        method: String,
+        /// Give up after this many steps per transition
+        #[arg(long, default_value_t = 5000)]
+        max_steps: usize,
+        /// Converged when max_avg ≤ (1 + tol) × lower bound
+        #[arg(long, default_value_t = 0.05)]
+        tol: f64,
+        /// Seed of the first map and of the vCore positions
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Translation per smooth transition, in boxes
+        #[arg(long, default_value_t = 0.5)]
+        drift: f64,
+        /// Also balance each map from scratch and report how many boxes that would move
+        #[arg(long)]
+        compare_scratch: bool,
+        /// Print a JSON object instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reproduce the paper's Tables 1-3 and Fig. 5, ours beside theirs: markdown + PNG plots.
+    Paper {
+        /// Output folder (created)
+        #[arg(long, default_value = "out/paper")]
+        out: PathBuf,
+        /// Transitions per Table 1 row (the paper ran 1000)
+        #[arg(long, default_value_t = 1000)]
+        trials: usize,
+        /// Transitions per Table 2/3 row
+        #[arg(long, default_value_t = 100)]
+        large_trials: usize,
+        /// Transitions per row for the paper's method, which is far slower
+        #[arg(long, default_value_t = 30)]
+        paper_trials: usize,
+        /// Step limit for the paper's method
+        #[arg(long, default_value_t = 3000)]
+        paper_max_steps: usize,
+        /// A few trials of everything, for CI and a first look
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Write the load maps of shapes the paper never named as CSV files.
+    Maps {
+        /// Output folder (created)
+        #[arg(long, default_value = "out/maps")]
+        out: PathBuf,
+    },
+}
+
+fn methods_list(spec: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = if spec == "all" {
+        pbs::methods::NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        spec.split(',').map(|s| s.trim().to_string()).collect()
+    };
+    for n in &names {
+        pbs::methods::by_name(n).map_err(|e| e.to_string())?;
+    }
+    Ok(names)
+}
+
+fn check_tol(tol: f64) -> Result<(), String> {
+    if tol.is_finite() && tol >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!("--tol must be finite and ≥ 0, got {tol}"))
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pbs-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Converge { case, load_map, nx, ny, vcores, method, max_steps, tol, seed, json } => {
+            check_tol(tol)?;
+            let sources = match (case, load_map) {
+                (_, Some(path)) => vec![converge::Source::Csv(path)],
+                (Some(c), None) => converge::Source::from_case_name(&c)?,
+                (None, None) => return Err("give --case NAME or --load-map FILE.csv".into()),
+            };
+            let methods = methods_list(&method)?;
+            let bar = progress::bar((sources.len() * methods.len()) as u64, "converge");
+            let options = Options { max_steps, tol };
+            let rows = converge::converge(&sources, &methods, nx, ny, vcores, options, seed, || bar.inc(1))
+                .map_err(|e| e.to_string())?;
+            bar.finish_and_clear();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", converge::table(&rows).text());
+            }
+        }
+        Command::Transitions {
+            kind, trials, nx, ny, vcores, method, max_steps, tol, seed, drift, compare_scratch, json,
+        } => {
+            check_tol(tol)?;
+            if !drift.is_finite() {
+                return Err(format!("--drift must be finite, got {drift}"));
+            }
+            let setup = transitions::Setup {
+                kind: transitions::Kind::from_name(&kind)?,
+                method: methods_list(&method)?.remove(0),
+                nx,
+                ny,
+                vcores,
+                trials,
+                seed,
+                drift,
+                compare_scratch,
+                options: Options { max_steps, tol },
+            };
+            let bar = progress::bar(trials as u64, &format!("{kind} transitions"));
+            let report = transitions::run(&setup, || bar.inc(1)).map_err(|e| e.to_string())?;
+            bar.finish_and_clear();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", transitions::table(std::slice::from_ref(&report)).text());
+            }
+        }
+        Command::Paper { out, trials, large_trials, paper_trials, paper_max_steps, quick } => {
+            let settings = if quick {
+                paper::Settings::quick()
+            } else {
+                paper::Settings { trials, large_trials, paper_trials, paper_max_steps }
+            };
+            let path = paper::write_report(&out, &settings).map_err(|e| e.to_string())?;
+            println!("report written to {}", path.display());
+        }
+        Command::Maps { out } => {
+            std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+            for s in shapes::all() {
+                let path = out.join(format!("{}.csv", s.name));
+                std::fs::write(&path, pbs::loadmap::to_csv(&s.grid, &s.loads))
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                println!("{}  ({}x{}: {})", path.display(), s.grid.nx, s.grid.ny, s.description);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! Progress bars for long runs: drawn on a terminal, silent otherwise (pipes, CI, `--json`
+//! consumers read stdout, the bar goes to stderr).
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A bar of `len` units with a message, hidden when stderr is not a terminal.
+pub fn bar(len: u64, message: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:28} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(message.to_string());
+    pb
+}

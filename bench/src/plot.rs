@@ -1,1 +1,247 @@
-//! temporary
+//! PNG plots for reports (plotters, bitmap backend, embedded DejaVu font: no system font or
+//! fontconfig needed).
+
+use std::path::Path;
+use std::sync::Once;
+
+use pbs::{Grid, Point};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+
+static FONT: Once = Once::new();
+
+fn ensure_font() {
+    FONT.call_once(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
+            .unwrap_or_else(|_| panic!("the embedded DejaVu font is valid"));
+    });
+}
+
+/// One line of a chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// legend text
+    pub label: String,
+    /// (x, y) points, in data units (log axes take care of themselves)
+    pub points: Vec<(f64, f64)>,
+    /// colour
+    pub color: RGBColor,
+    /// dashed instead of solid
+    pub dashed: bool,
+}
+
+/// One chart of a figure.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    /// title above the chart
+    pub title: String,
+    /// x axis label
+    pub x_label: String,
+    /// y axis label
+    pub y_label: String,
+    /// logarithmic x axis (x must be > 0)
+    pub log_x: bool,
+    /// logarithmic y axis (y must be > 0)
+    pub log_y: bool,
+    /// the lines
+    pub series: Vec<Series>,
+}
+
+/// Colours that stay distinguishable.
+pub const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+type PlotResult = Result<(), String>;
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    format!("plot: {e}")
+}
+
+/// Draws `panels` in a grid of `cols` columns into a PNG of `width × height` pixels.
+pub fn line_panels(path: &Path, width: u32, height: u32, cols: usize, panels: &[Panel]) -> PlotResult {
+    ensure_font();
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let rows = panels.len().div_ceil(cols);
+    let areas = root.split_evenly((rows, cols));
+    for (panel, area) in panels.iter().zip(areas.iter()) {
+        draw_panel(panel, area)?;
+    }
+    root.present().map_err(err)
+}
+
+fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> PlotResult {
+    let tx = |v: f64| if p.log_x { v.max(1e-300).log10() } else { v };
+    let ty = |v: f64| if p.log_y { v.max(1e-300).log10() } else { v };
+    let pts: Vec<(f64, f64)> = p.series.iter().flat_map(|s| s.points.iter().map(|&(x, y)| (tx(x), ty(y)))).collect();
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    for &(x, y) in &pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if x1 - x0 < 1e-12 {
+        x1 = x0 + 1.0;
+    }
+    let pad = ((y1 - y0) * 0.05).max(1e-9);
+    let (y0, y1) = (y0 - pad, y1 + pad);
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.title, ("sans-serif", 18))
+        .margin(8)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(err)?;
+    let fmt_x = |v: &f64| if p.log_x { format_tick(10f64.powf(*v)) } else { format_tick(*v) };
+    let fmt_y = |v: &f64| if p.log_y { format_tick(10f64.powf(*v)) } else { format_tick(*v) };
+    chart
+        .configure_mesh()
+        .x_desc(&p.x_label)
+        .y_desc(&p.y_label)
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&fmt_y)
+        .label_style(("sans-serif", 12))
+        .draw()
+        .map_err(err)?;
+    for s in &p.series {
+        let data: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
+        let color = s.color;
+        let style = color.stroke_width(2);
+        let drawn = if s.dashed {
+            chart.draw_series(DashedLineSeries::new(data, 6, 4, style)).map_err(err)?
+        } else {
+            chart.draw_series(LineSeries::new(data, style)).map_err(err)?
+        };
+        drawn.label(&s.label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 12))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)
+}
+
+fn format_tick(v: f64) -> String {
+    let a = v.abs();
+    if a < 1e-9 {
+        "0".into() // rounding noise of a tick placed at zero
+    } else if a != 0.0 && !(1e-2..1e5).contains(&a) {
+        format!("{v:.0e}")
+    } else if a >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// One owner map: boxes coloured by owner, darker where the load is higher, vCores as dots.
+#[derive(Debug, Clone)]
+pub struct OwnerMap<'a> {
+    /// title above the map
+    pub title: String,
+    /// the grid (2D; the first layer of a 3D grid)
+    pub grid: Grid,
+    /// one load per box
+    pub loads: &'a [f64],
+    /// one owner per box
+    pub owners: &'a [u32],
+    /// vCore positions
+    pub positions: &'a [Point],
+}
+
+fn owner_colour(owner: u32, shade: f64) -> RGBColor {
+    // Golden-angle hues keep neighbouring ids apart.
+    let h = (owner as f64 * 0.618_033_988_75).fract();
+    let (r, g, b) = hsv(h, 0.55, 1.0);
+    let k = 1.0 - 0.5 * shade.clamp(0.0, 1.0);
+    RGBColor((r * k * 255.0) as u8, (g * k * 255.0) as u8, (b * k * 255.0) as u8)
+}
+
+fn hsv(h: f64, s: f64, v: f64) -> (f64, f64, f64) {
+    let i = (h * 6.0).floor();
+    let f = h * 6.0 - i;
+    let (p, q, t) = (v * (1.0 - s), v * (1.0 - f * s), v * (1.0 - (1.0 - f) * s));
+    match i as i32 % 6 {
+        0 => (v, t, p),
+        1 => (q, v, p),
+        2 => (p, v, t),
+        3 => (p, q, v),
+        4 => (t, p, v),
+        _ => (v, p, q),
+    }
+}
+
+/// Draws owner maps in a grid of `cols` columns, each panel `panel_px` pixels wide.
+pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]) -> PlotResult {
+    ensure_font();
+    let rows = maps.len().div_ceil(cols);
+    let aspect = maps.first().map_or(1.0, |m| m.grid.ny as f64 / m.grid.nx as f64);
+    let panel_h = (panel_px as f64 * aspect) as u32 + 30;
+    let root = BitMapBackend::new(path, (panel_px * cols as u32, panel_h * rows as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    for (m, area) in maps.iter().zip(root.split_evenly((rows, cols)).iter()) {
+        let (nx, ny) = (m.grid.nx as f64, m.grid.ny as f64);
+        let mut chart = ChartBuilder::on(area)
+            .caption(&m.title, ("sans-serif", 14))
+            .margin(4)
+            .build_cartesian_2d(0.0..nx, 0.0..ny)
+            .map_err(err)?;
+        let max = m.loads.iter().copied().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
+        let boxes = (0..m.grid.nx * m.grid.ny).map(|k| {
+            let [i, j, _] = m.grid.coords(k);
+            let c = owner_colour(m.owners[k], m.loads[k] / max);
+            Rectangle::new([(i as f64, j as f64), (i as f64 + 1.0, j as f64 + 1.0)], c.filled())
+        });
+        chart.draw_series(boxes).map_err(err)?;
+        chart
+            .draw_series(m.positions.iter().map(|p| Circle::new((p[0], p[1]), 3, BLACK.filled())))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_pngs_of_the_requested_size() {
+        let dir = std::env::temp_dir().join(format!("pbs-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("lines.png");
+        let panel = Panel {
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            log_x: true,
+            log_y: false,
+            series: vec![Series { label: "a".into(), points: vec![(1.0, 0.5), (10.0, 0.1), (100.0, 0.0)], color: PALETTE[0], dashed: true }],
+        };
+        line_panels(&p, 400, 300, 1, &[panel]).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        // IHDR: width and height, big-endian, at bytes 16..24
+        assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 400);
+        assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), 300);
+        let g = Grid::new(4, 2).unwrap();
+        let m = OwnerMap { title: "m".into(), grid: g, loads: &[1.0; 8], owners: &[0, 0, 1, 1, 0, 0, 1, 1], positions: &[[1.0, 1.0, 0.5], [3.0, 1.0, 0.5]] };
+        owner_maps(&dir.join("map.png"), 1, 200, &[m]).unwrap();
+        assert!(std::fs::metadata(dir.join("map.png")).unwrap().len() > 100);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

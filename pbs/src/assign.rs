@@ -93,7 +93,9 @@ pub fn assign(grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Assignmen
     out.reset(grid.len());
     let n = sites.len();
     let mut scratch = Scratch { stack: (0..n as u32).collect(), ..Scratch::default() };
-    let ctx = Ctx { grid, sites, weights };
+    // On a 2D grid with every site in the plane z = 0.5 the z term is exactly zero.
+    let flat = grid.nz == 1 && sites.iter().all(|s| s[2] == 0.5);
+    let ctx = Ctx { grid, sites, weights, flat };
     ctx.node([0, 0, 0], grid.dims(), 0..n, &mut scratch, out);
 }
 
@@ -110,6 +112,7 @@ struct Ctx<'a> {
     grid: &'a Grid,
     sites: &'a [Point],
     weights: &'a [f64],
+    flat: bool,
 }
 
 impl Ctx<'_> {
@@ -195,8 +198,8 @@ impl Ctx<'_> {
     }
 
     /// Evaluates every box of the node against its candidates. Same expression and the same
-    /// site order as [`best_two`], hence the same bits; z is skipped on 2D grids, where its
-    /// term is exactly `0.0`. The updates are written as selects so that the compiler can
+    /// site order as [`best_two`], hence the same bits; z is skipped when every site lies in the
+    /// plane of a 2D grid, where its term is exactly `0.0`. The updates are written as selects so that the compiler can
     /// avoid unpredictable branches.
     fn leaf(&self, lo: [usize; 3], hi: [usize; 3], cands: std::ops::Range<usize>, scratch: &mut Scratch, out: &mut Assignment) {
         let ids = &scratch.stack[cands];
@@ -205,7 +208,7 @@ impl Ctx<'_> {
             let x = &self.sites[i as usize];
             [x[0], x[1], x[2], self.weights[i as usize]]
         }));
-        let flat = self.grid.nz == 1;
+        let flat = self.flat;
         for l in lo[2]..hi[2] {
             let cz = l as f64 + 0.5;
             for j in lo[1]..hi[1] {

@@ -19,6 +19,12 @@ pub trait Balancer {
 
     /// Forgets adaptive state carried between steps, so that a run depends only on its input.
     fn reset(&mut self) {}
+
+    /// True when the last step found no move that improves the mapping: further steps would
+    /// change nothing, so [`balance`] stops (not converged) instead of spinning.
+    fn is_stuck(&self) -> bool {
+        false
+    }
 }
 
 /// When to stop.
@@ -84,7 +90,7 @@ pub fn is_converged(problem: &Problem, cells: &Cells, tol: f64) -> bool {
     cells.max_avg() <= (1.0 + tol) * problem.lower_bound()
 }
 
-/// Steps `balancer` from the state in `cells` until converged or `max_steps`, calling
+/// Steps `balancer` from the state in `cells` until converged, stuck or `max_steps`, calling
 /// `on_step` with the starting state and after every step (pass `|_| {}` to ignore).
 ///
 /// `cells` must come from the same grid and vCore count; if the loads changed since it was
@@ -127,6 +133,9 @@ pub fn balance(
         previous.copy_from_slice(cells.owners());
         on_step(&record(steps, cells, moved));
         converged = is_converged(problem, cells, options.tol);
+        if !converged && balancer.is_stuck() {
+            break;
+        }
     }
     let elapsed = start.elapsed();
     let (dol_max, dol_min) = metrics::dol_extremes(cells.charges());

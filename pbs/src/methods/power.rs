@@ -39,6 +39,7 @@ use crate::balancer::Balancer;
 use crate::cells::Cells;
 use crate::grid::{dist2, Point};
 use crate::laplacian::CellLaplacian;
+use crate::metrics;
 use crate::problem::Problem;
 
 /// The power-cell balancer (method `pbs`).
@@ -52,6 +53,12 @@ pub struct PowerCells {
     pub max_halvings: usize,
     radius0: f64,
     radius: f64,
+    /// Steps without a new best merit before the end game starts.
+    pub patience: usize,
+    stuck: bool,
+    endgame: bool,
+    since_best: usize,
+    best: Option<((f64, f64), Vec<Point>, Vec<f64>)>,
     capacity: Vec<f64>,
     keep: Vec<usize>,
     direction: Vec<f64>,
@@ -71,6 +78,11 @@ impl Default for PowerCells {
             max_halvings: 4,
             radius0: 0.0,
             radius: 0.0,
+            patience: 6,
+            stuck: false,
+            endgame: false,
+            since_best: 0,
+            best: None,
             capacity: Vec::new(),
             keep: Vec::new(),
             direction: Vec::new(),
@@ -92,15 +104,22 @@ impl Balancer for PowerCells {
 
     fn reset(&mut self) {
         self.radius0 = 0.0;
+        self.stuck = false;
+        self.endgame = false;
+        self.since_best = 0;
+        self.best = None;
         self.keep.clear();
     }
 
     fn step(&mut self, problem: &Problem, cells: &mut Cells) {
         self.capacities(problem, cells);
         self.relax_positions(problem, cells);
+        if self.endgame {
+            self.stuck = !self.improve(problem, cells);
+            return;
+        }
         self.newton_direction(problem, cells);
-        let before = cells.max_avg();
-        let accepted = self.line_search(problem, cells, false);
+        let accepted = self.line_search(problem, cells, Accept::DualIncrease);
         // Grow the trust region after a full step, shrink it after a short or failed one;
         // bounded so that a run of failures cannot freeze the method.
         let factor = match accepted {
@@ -109,14 +128,64 @@ impl Balancer for PowerCells {
             None => 0.25,
         };
         self.radius = (self.radius * factor).clamp(self.radius0 / 64.0, self.radius0 * 64.0);
-        if accepted.is_none() || cells.max_avg() >= before {
-            // The smoothed Newton model is blind to single boxes: with few boxes per cell the
-            // end game is discrete (or, on very concentrated maps, the model finds no ascent).
-            // The per-cell step sheds or captures exactly the excess, box by box.
+        if accepted.is_none() {
+            // No ascent along the Newton direction: take the per-cell step, whatever it gives.
             self.cell_direction(problem, cells);
-            self.line_search(problem, cells, true);
+            self.line_search(problem, cells, Accept::Any);
+        }
+        // Watchdog: the Newton phase may worsen the balance on its way (that is how it leaves
+        // bad basins), but near the end the smoothed model is blind to single boxes and can
+        // cycle. After `patience` steps without a new best, return to the best state and
+        // finish with moves that must each improve the merit.
+        let now = merit(cells.charges(), &self.capacity);
+        if self.best.as_ref().is_none_or(|b| now < b.0) {
+            self.best = Some((now, cells.positions().to_vec(), cells.weights().to_vec()));
+            self.since_best = 0;
+        } else {
+            self.since_best += 1;
+            if self.since_best >= self.patience {
+                let (_, positions, weights) = self.best.take().expect("checked above");
+                cells.update(problem, |p, w| {
+                    p.copy_from_slice(&positions);
+                    w.copy_from_slice(&weights);
+                });
+                self.endgame = true;
+            }
         }
     }
+
+    fn is_stuck(&self) -> bool {
+        self.stuck
+    }
+}
+
+/// What a line search asks of a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Accept {
+    /// Anything: the shortest step is kept if no longer one was.
+    Any,
+    /// The concave dual objective increases (the Newton phase).
+    DualIncrease,
+    /// The merit `(max charge, squared excess)` decreases (the end game).
+    MeritDecrease,
+}
+
+impl Accept {
+    /// `Any` still prefers a longer step that increases the dual; the others are strict.
+    fn strict(self) -> Accept {
+        match self {
+            Accept::Any => Accept::DualIncrease,
+            other => other,
+        }
+    }
+}
+
+/// Lexicographic merit: the largest charge first (that is `max_avg`), then the squared excess
+/// over the capacities, so that ties at the maximum still rank progress.
+fn merit(charges: &[f64], capacity: &[f64]) -> (f64, f64) {
+    let max = charges.iter().copied().fold(0.0, f64::max);
+    let excess = charges.iter().zip(capacity).map(|(q, c)| (q - c).max(0.0).powi(2)).sum();
+    (max, excess)
 }
 
 impl PowerCells {
@@ -308,31 +377,93 @@ impl PowerCells {
         }
     }
 
-    /// Halves the step, from the full step, until the dual objective increases, then keeps it.
-    /// Without an increase after `max_halvings` halvings, keeps the shortest step if `always`.
-    /// Returns the step length kept only if it increased the objective.
-    fn line_search(&mut self, problem: &Problem, cells: &mut Cells, always: bool) -> Option<f64> {
+    /// Halves the step, from the full step, until the trial passes `accept`, and keeps it.
+    /// Returns the step length kept, or `None` (state unchanged) after `max_halvings`.
+    fn line_search(&mut self, problem: &Problem, cells: &mut Cells, accept: Accept) -> Option<f64> {
         if self.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
             return None;
         }
         let g0 = dual(&self.capacity, cells.weights(), problem.loads(), &cells.assignment().score);
+        let m0 = merit(cells.charges(), &self.capacity);
         let mut t = 1.0;
         for attempt in 0..=self.max_halvings {
             self.trial_w.clear();
             self.trial_w.extend(cells.weights().iter().zip(&self.direction).map(|(w, d)| w + t * d));
-            hold_giants(problem.grid(), &self.keep, cells.positions(), &mut self.trial_w);
-            assign(problem.grid(), cells.positions(), &self.trial_w, &mut self.trial);
-            let g1 = dual(&self.capacity, &self.trial_w, problem.loads(), &self.trial.score);
-            let increased = g1 > g0 + 1e-12 * g0.abs();
-            if increased || (always && attempt == self.max_halvings) {
-                let trial_w = std::mem::take(&mut self.trial_w);
-                cells.accept(problem, &trial_w, &mut self.trial);
-                self.trial_w = trial_w;
-                return increased.then_some(t);
+            let last = attempt == self.max_halvings;
+            if self.try_trial(problem, cells, if last { accept } else { accept.strict() }, g0, m0) {
+                return Some(t);
             }
             t *= 0.5;
         }
         None
+    }
+
+    /// Assigns with `trial_w` (after securing giants) and keeps the result if it passes.
+    fn try_trial(&mut self, problem: &Problem, cells: &mut Cells, accept: Accept, g0: f64, m0: (f64, f64)) -> bool {
+        hold_giants(problem.grid(), &self.keep, cells.positions(), &mut self.trial_w);
+        assign(problem.grid(), cells.positions(), &self.trial_w, &mut self.trial);
+        let passes = match accept {
+            Accept::Any => true,
+            Accept::DualIncrease => {
+                dual(&self.capacity, &self.trial_w, problem.loads(), &self.trial.score) > g0 + 1e-12 * g0.abs()
+            }
+            Accept::MeritDecrease => {
+                let q = metrics::charges(&self.trial.owner, problem.loads(), cells.len());
+                merit(&q, &self.capacity) < m0
+            }
+        };
+        if passes {
+            let trial_w = std::mem::take(&mut self.trial_w);
+            cells.accept(problem, &trial_w, &mut self.trial);
+            self.trial_w = trial_w;
+        }
+        passes
+    }
+
+    /// One end-game move that improves the merit: a Newton step, else the per-cell step, else
+    /// a greedy move on the most loaded cell. Returns false if none improves.
+    fn improve(&mut self, problem: &Problem, cells: &mut Cells) -> bool {
+        let start = merit(cells.charges(), &self.capacity);
+        self.newton_direction(problem, cells);
+        if self.line_search(problem, cells, Accept::MeritDecrease).is_some() {
+            return true;
+        }
+        self.cell_direction(problem, cells);
+        if self.line_search(problem, cells, Accept::MeritDecrease).is_some() {
+            return true;
+        }
+        self.shed_from_max(problem, cells, start)
+    }
+
+    /// Greedy end-game move on the most loaded cell: flip its cheapest boundary box (smallest
+    /// gap) whose second-best vCore can take it, either by lowering the cell's weight or by
+    /// raising the neighbour's; kept only if the merit improves.
+    fn shed_from_max(&mut self, problem: &Problem, cells: &mut Cells, m0: (f64, f64)) -> bool {
+        let q = cells.charges();
+        let Some(i) = (0..q.len()).max_by(|&a, &b| q[a].total_cmp(&q[b]).then(b.cmp(&a))) else {
+            return false;
+        };
+        let (a, loads) = (cells.assignment(), problem.loads());
+        let mut moves: Vec<(f64, usize)> = (0..loads.len())
+            .filter(|&k| a.owner[k] as usize == i && a.second[k] != NONE && loads[k] > 0.0 && !self.pinned[k])
+            .filter(|&k| q[a.second[k] as usize] + loads[k] < q[i])
+            .map(|k| (a.gap[k], a.second[k] as usize))
+            .collect();
+        moves.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+        moves.dedup();
+        let g0 = f64::NAN; // unused by MeritDecrease
+        for &(gap, s) in moves.iter().take(4) {
+            let shift = gap + 1e-9 * (1.0 + gap.abs());
+            for (v, sign) in [(i, -1.0), (s, 1.0)] {
+                self.trial_w.clear();
+                self.trial_w.extend_from_slice(cells.weights());
+                self.trial_w[v] += sign * shift;
+                if self.try_trial(problem, cells, Accept::MeritDecrease, g0, m0) {
+                    return true;
+                }
+            }
+        }
+        false
     }
 }
 

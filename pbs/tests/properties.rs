@@ -1,0 +1,133 @@
+//! Property tests of the balancer's invariants (proptest).
+
+use pbs::assign::{assign, assign_brute, Assignment};
+use pbs::forces::{add_pair_forces, ForceLaw};
+use pbs::{balance, methods, metrics, Cells, Grid, Options, Point, Problem};
+use proptest::prelude::*;
+
+/// A grid, loads (with exact zeros and a few heavy boxes) and a vCore count.
+fn problem_strategy() -> impl Strategy<Value = (Grid, Vec<f64>, usize)> {
+    (1usize..30, 1usize..30).prop_flat_map(|(nx, ny)| {
+        let n = nx * ny;
+        (
+            Just(Grid::new(nx, ny).unwrap()),
+            prop::collection::vec(prop_oneof![3 => 0.0..10.0f64, 1 => Just(0.0), 1 => 0.0..1000.0f64], n),
+            1..=n.min(24),
+        )
+    })
+}
+
+/// Sites anywhere in (or on the edge of) the domain, on box centres (ties) or coincident.
+fn sites_strategy(grid: Grid, n: usize) -> impl Strategy<Value = (Vec<Point>, Vec<f64>)> {
+    let (nx, ny) = (grid.nx as f64, grid.ny as f64);
+    let site = prop_oneof![
+        (0.0..=nx, 0.0..=ny).prop_map(|(x, y)| [x, y, 0.5]),
+        (0..grid.nx, 0..grid.ny).prop_map(|(i, j)| [i as f64 + 0.5, j as f64 + 0.5, 0.5]),
+        Just([nx / 2.0, ny / 2.0, 0.5]),
+    ];
+    (
+        prop::collection::vec(site, n),
+        prop::collection::vec(prop_oneof![2 => Just(0.0), 1 => -50.0..50.0f64, 1 => (-3i32..3).prop_map(f64::from)], n),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The fast assignment is the brute-force oracle, bit for bit, ties and seconds included.
+    #[test]
+    fn fast_assignment_equals_brute_force(
+        (grid, sites, weights) in (1usize..40, 1usize..40, 1usize..60)
+            .prop_flat_map(|(nx, ny, n)| {
+                let g = Grid::new(nx, ny).unwrap();
+                (Just(g), sites_strategy(g, n.min(nx * ny)))
+            })
+            .prop_map(|(g, (s, w))| (g, s, w))
+    ) {
+        let (mut fast, mut brute) = (Assignment::default(), Assignment::default());
+        assign(&grid, &sites, &weights, &mut fast);
+        assign_brute(&grid, &sites, &weights, &mut brute);
+        prop_assert_eq!(fast, brute);
+    }
+
+    /// The same on 3D grids.
+    #[test]
+    fn fast_assignment_equals_brute_force_in_3d(
+        dims in (1usize..9, 1usize..9, 1usize..9),
+        raw in prop::collection::vec((0.0..1.0f64, 0.0..1.0f64, 0.0..1.0f64, -5.0..5.0f64), 1..20),
+    ) {
+        let grid = Grid::new_3d(dims.0, dims.1, dims.2).unwrap();
+        let e = grid.extent();
+        let sites: Vec<Point> = raw.iter().map(|r| [r.0 * e[0], r.1 * e[1], r.2 * e[2]]).collect();
+        let weights: Vec<f64> = raw.iter().map(|r| r.3).collect();
+        let (mut fast, mut brute) = (Assignment::default(), Assignment::default());
+        assign(&grid, &sites, &weights, &mut fast);
+        assign_brute(&grid, &sites, &weights, &mut brute);
+        prop_assert_eq!(fast, brute);
+    }
+
+    /// After balancing with any method: every box has exactly one owner, the one the definition
+    /// names, and the charges sum to the total load.
+    #[test]
+    fn every_box_owned_once_and_charges_sum_to_total(
+        (grid, loads, n) in problem_strategy(),
+        seed in 0u64..1000,
+        method in prop::sample::select(methods::NAMES.to_vec()),
+    ) {
+        let problem = Problem::new(grid, &loads, n).unwrap();
+        let mut cells = Cells::random(&problem, seed);
+        let mut m = methods::by_name(method).unwrap();
+        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 30, tol: 0.05 }, |_| {});
+        prop_assert_eq!(cells.owners().len(), grid.len());
+        prop_assert!(cells.owners().iter().all(|&o| (o as usize) < n));
+        // Each box belongs to exactly the vCore the definition names: argmin of the power
+        // distance, ties to the lowest index (recomputed by brute force from the final state).
+        let mut oracle = Assignment::default();
+        assign_brute(&grid, cells.positions(), cells.weights(), &mut oracle);
+        prop_assert_eq!(cells.owners(), &oracle.owner[..]);
+        let recomputed = metrics::charges(cells.owners(), &loads, n);
+        prop_assert_eq!(&recomputed, &cells.charges().to_vec());
+        let sum: f64 = cells.charges().iter().sum();
+        prop_assert!((sum - problem.total()).abs() <= 1e-9 * problem.total().max(1.0), "{} vs {}", sum, problem.total());
+        prop_assert!(out.max_avg.is_finite() && out.max_avg >= 1.0 - 1e-12);
+        prop_assert!(out.max_avg >= out.lower_bound * (1.0 - 1e-12), "below the lower bound: {:?}", out);
+        prop_assert!(cells.positions().iter().flatten().all(|v| v.is_finite()));
+        prop_assert!(cells.weights().iter().all(|v| v.is_finite()));
+    }
+
+    /// Coincident vCores never produce NaN or infinity, in the forces or in a full step.
+    #[test]
+    fn coincident_vcores_stay_finite(
+        n in 2usize..12,
+        charges in prop::collection::vec(0.0..5.0f64, 12),
+        method in prop::sample::select(methods::NAMES.to_vec()),
+    ) {
+        let same = vec![[3.0, 3.0, 0.5]; n];
+        for law in [ForceLaw::Coulomb, ForceLaw::InverseCharge, ForceLaw::Balance, ForceLaw::BalanceShortRange] {
+            let mut f = vec![[0.0; 3]; n];
+            add_pair_forces(law, &same, &charges[..n], 1.0, &mut f);
+            prop_assert!(f.iter().flatten().all(|v| v.is_finite()), "{:?}: {:?}", law, f);
+        }
+        let grid = Grid::new(8, 8).unwrap();
+        let loads: Vec<f64> = (0..64).map(|k| (k % 5) as f64).collect();
+        let problem = Problem::new(grid, &loads, n).unwrap();
+        let mut cells = Cells::new(&problem, same, vec![0.0; n]).unwrap();
+        let mut m = methods::by_name(method).unwrap();
+        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 20, tol: 0.05 }, |_| {});
+        prop_assert!(out.max_avg.is_finite());
+        prop_assert!(cells.positions().iter().flatten().all(|v| v.is_finite()));
+    }
+
+    /// The same input and seed give the same result, bit for bit.
+    #[test]
+    fn same_seed_same_result((grid, loads, n) in problem_strategy(), seed in 0u64..1000) {
+        let problem = Problem::new(grid, &loads, n).unwrap();
+        let run = || {
+            let mut cells = Cells::random(&problem, seed);
+            let mut m = methods::by_name("pbs").unwrap();
+            let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 50, tol: 0.05 }, |_| {});
+            (cells.owners().to_vec(), cells.positions().to_vec(), cells.weights().to_vec(), out.steps, out.max_avg)
+        };
+        prop_assert_eq!(run(), run());
+    }
+}

@@ -3,7 +3,10 @@ fn main() {
     for v in [10, 72, 1000] {
         for side in [50, 100, 150, 300] {
             let c = pbs_bench::assign_cost::measure(side, v, 30);
-            println!("{:>5} vcores {:>4}² boxes: fast {:>9.1} us  brute {:>10.1} us  x{:>6.1}  {:.1} ns/box", v, side, c.fast_us, c.brute_us, c.speedup, c.fast_ns_per_box);
+            println!(
+                "{:>5} vcores {:>4}² boxes: fast {:>9.1} us  brute {:>10.1} us  x{:>6.1}  {:.1} ns/box",
+                v, side, c.fast_us, c.brute_us, c.speedup, c.fast_ns_per_box
+            );
         }
     }
 }

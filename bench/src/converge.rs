@@ -152,7 +152,18 @@ pub fn converge(
 /// The readable table of `converge`.
 pub fn table(rows: &[ConvergeRow]) -> Table {
     let mut t = Table::new(&[
-        "case", "method", "grid", "vcores", "steps", "converged", "max_avg", "bound", "dol_max", "dol_min", "edge_cut", "ms",
+        "case",
+        "method",
+        "grid",
+        "vcores",
+        "steps",
+        "converged",
+        "max_avg",
+        "bound",
+        "dol_max",
+        "dol_min",
+        "edge_cut",
+        "ms",
     ]);
     for r in rows {
         t.row(vec![

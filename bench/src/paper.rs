@@ -105,10 +105,8 @@ pub struct Results {
 /// report's path.
 pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let configs: Vec<(usize, usize)> = [(10, 50)]
-        .into_iter()
-        .chain([13, 72].into_iter().flat_map(|v| [50, 100, 150].map(|side| (v, side))))
-        .collect();
+    let configs: Vec<(usize, usize)> =
+        [(10, 50)].into_iter().chain([13, 72].into_iter().flat_map(|v| [50, 100, 150].map(|side| (v, side)))).collect();
     let shape_list = shapes::all();
     let per_config = |v: usize| if v == 10 { s.trials } else { s.large_trials };
     let transition_units: usize = configs.iter().map(|&(v, _)| 2 * (per_config(v) + s.paper_trials)).sum();
@@ -127,7 +125,8 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
         for method in ["pbs", PAPER_METHOD] {
             let opts = options_for(method, s);
             let mut rec = Vec::new();
-            let (row, cells) = run_one(case.name(), grid, &loads, 10, method, opts, 1, |r| rec.push(*r)).map_err(|e| e.to_string())?;
+            let (row, cells) =
+                run_one(case.name(), grid, &loads, 10, method, opts, 1, |r| rec.push(*r)).map_err(|e| e.to_string())?;
             static_rows.push(row);
             curves.push((case, method, rec));
             finals.push((case, method, loads.clone(), cells));
@@ -143,7 +142,10 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
                 for (which, pick) in [("dol_max", 0usize), ("dol_min", 1)] {
                     series.push(Series {
                         label: format!("{method} {which}"),
-                        points: rec.iter().map(|r| ((r.step + 1) as f64, if pick == 0 { r.dol_max } else { r.dol_min })).collect(),
+                        points: rec
+                            .iter()
+                            .map(|r| ((r.step + 1) as f64, if pick == 0 { r.dol_max } else { r.dol_min }))
+                            .collect(),
                         color: PALETTE[2 * ci + pick],
                         dashed: ci == 1,
                     });
@@ -233,9 +235,16 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
             .iter()
             .enumerate()
             .flat_map(|(i, &v)| {
-                let pts = |f: fn(&AssignCost) -> f64| costs.iter().filter(|c| c.vcores == v).map(|c| (c.boxes as f64, f(c))).collect();
+                let pts = |f: fn(&AssignCost) -> f64| {
+                    costs.iter().filter(|c| c.vcores == v).map(|c| (c.boxes as f64, f(c))).collect()
+                };
                 [
-                    Series { label: format!("fast, {v} vCores"), points: pts(|c| c.fast_ns_per_box), color: PALETTE[2 * i], dashed: false },
+                    Series {
+                        label: format!("fast, {v} vCores"),
+                        points: pts(|c| c.fast_ns_per_box),
+                        color: PALETTE[2 * i],
+                        dashed: false,
+                    },
                     Series {
                         label: format!("brute force, {v} vCores"),
                         points: pts(|c| c.brute_us * 1e3 / c.boxes as f64),
@@ -253,7 +262,11 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     let mut shape_rows = Vec::new();
     for sh in &shape_list {
         for method in ["pbs", PAPER_METHOD] {
-            shape_rows.push(run_one(sh.name, sh.grid, &sh.loads, 10, method, options_for(method, s), 1, |_| {}).map_err(|e| e.to_string())?.0);
+            shape_rows.push(
+                run_one(sh.name, sh.grid, &sh.loads, 10, method, options_for(method, s), 1, |_| {})
+                    .map_err(|e| e.to_string())?
+                    .0,
+            );
             tick();
         }
     }
@@ -288,12 +301,27 @@ fn options_for(method: &str, s: &Settings) -> Options {
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
 fn converge_table(rows: &[ConvergeRow]) -> Table {
-    let mut t = Table::new(&["map", "grid", "method", "steps", "converged", "max_avg", "bound", "max_avg / bound", "edge cut", "ms"]);
+    let mut t = Table::new(&[
+        "map",
+        "grid",
+        "method",
+        "steps",
+        "converged",
+        "max_avg",
+        "bound",
+        "max_avg / bound",
+        "edge cut",
+        "ms",
+    ]);
     for r in rows {
         t.row(vec![
             r.case.clone(),
@@ -326,8 +354,11 @@ fn markdown(r: &Results, shape_list: &[shapes::Shape]) -> String {
         cpu_model(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let _ = writeln!(md, "`pbs` is power cells whose weights follow damped Newton steps on the dual of the balance problem; \
-        `{PAPER_METHOD}` is the paper's eq. 7 on Voronoi cells, steepest descent with the step rescaled to 0.2 box.\n");
+    let _ = writeln!(
+        md,
+        "`pbs` is power cells whose weights follow damped Newton steps on the dual of the balance problem; \
+        `{PAPER_METHOD}` is the paper's eq. 7 on Voronoi cells, steepest descent with the step rescaled to 0.2 box.\n"
+    );
 
     let _ = writeln!(md, "## Fig. 5: the four static cases (50x50, 10 vCores)\n");
     let _ = writeln!(md, "{}", converge_table(&r.static_cases).markdown());
@@ -339,11 +370,24 @@ fn markdown(r: &Results, shape_list: &[shapes::Shape]) -> String {
     let _ = writeln!(md, "Each transition changes the map (rough: a new map; smooth: translated by 0.5 box) and the method restarts \
         from where it stopped. Steps and time are per transition. 'vs paper' divides the paper's published average by ours.\n");
     let mut t = Table::new(&[
-        "table", "vCores", "grid", "kind", "method", "trials", "converged", "steps avg (min–max)", "ms avg (min–max)", "ms median",
-        "paper steps avg", "paper ms avg", "steps vs paper", "time vs paper",
+        "table",
+        "vCores",
+        "grid",
+        "kind",
+        "method",
+        "trials",
+        "converged",
+        "steps avg (min–max)",
+        "ms avg (min–max)",
+        "ms median",
+        "paper steps avg",
+        "paper ms avg",
+        "steps vs paper",
+        "time vs paper",
     ]);
     for rep in &r.transitions {
-        let published = PUBLISHED.iter().find(|p| p.0 == rep.vcores && p.1 == rep.nx && p.2 == rep.kind).expect("a published row");
+        let published =
+            PUBLISHED.iter().find(|p| p.0 == rep.vcores && p.1 == rep.nx && p.2 == rep.kind).expect("a published row");
         t.row(vec![
             table_name(rep.vcores).into(),
             rep.vcores.to_string(),

@@ -208,9 +208,7 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
             Rectangle::new([(i as f64, j as f64), (i as f64 + 1.0, j as f64 + 1.0)], c.filled())
         });
         chart.draw_series(boxes).map_err(err)?;
-        chart
-            .draw_series(m.positions.iter().map(|p| Circle::new((p[0], p[1]), 3, BLACK.filled())))
-            .map_err(err)?;
+        chart.draw_series(m.positions.iter().map(|p| Circle::new((p[0], p[1]), 3, BLACK.filled()))).map_err(err)?;
     }
     root.present().map_err(err)
 }
@@ -230,7 +228,12 @@ mod tests {
             y_label: "y".into(),
             log_x: true,
             log_y: false,
-            series: vec![Series { label: "a".into(), points: vec![(1.0, 0.5), (10.0, 0.1), (100.0, 0.0)], color: PALETTE[0], dashed: true }],
+            series: vec![Series {
+                label: "a".into(),
+                points: vec![(1.0, 0.5), (10.0, 0.1), (100.0, 0.0)],
+                color: PALETTE[0],
+                dashed: true,
+            }],
         };
         line_panels(&p, 400, 300, 1, &[panel]).unwrap();
         let bytes = std::fs::read(&p).unwrap();
@@ -239,7 +242,13 @@ mod tests {
         assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 400);
         assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), 300);
         let g = Grid::new(4, 2).unwrap();
-        let m = OwnerMap { title: "m".into(), grid: g, loads: &[1.0; 8], owners: &[0, 0, 1, 1, 0, 0, 1, 1], positions: &[[1.0, 1.0, 0.5], [3.0, 1.0, 0.5]] };
+        let m = OwnerMap {
+            title: "m".into(),
+            grid: g,
+            loads: &[1.0; 8],
+            owners: &[0, 0, 1, 1, 0, 0, 1, 1],
+            positions: &[[1.0, 1.0, 0.5], [3.0, 1.0, 0.5]],
+        };
         owner_maps(&dir.join("map.png"), 1, 200, &[m]).unwrap();
         assert!(std::fs::metadata(dir.join("map.png")).unwrap().len() > 100);
         std::fs::remove_dir_all(&dir).ok();

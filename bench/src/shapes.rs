@@ -29,33 +29,60 @@ fn make(name: &'static str, description: &'static str, nx: usize, ny: usize, f: 
 
 /// Every shape, deterministic.
 pub fn all() -> Vec<Shape> {
-    let gauss = |x: f64, y: f64, cx: f64, cy: f64, s: f64| (-((x - cx).powi(2) + (y - cy).powi(2)) / (2.0 * s * s)).exp();
+    let gauss =
+        |x: f64, y: f64, cx: f64, cy: f64, s: f64| (-((x - cx).powi(2) + (y - cy).powi(2)) / (2.0 * s * s)).exp();
     let mut v = vec![
         make("rings", "concentric rings around an off-centre point, zero between them", 60, 60, |x, y| {
             let r = ((x - 22.0).powi(2) + (y - 35.0).powi(2)).sqrt();
             let v = (r * std::f64::consts::TAU / 12.0).cos();
-            if v > 0.3 { v } else { 0.0 }
+            if v > 0.3 {
+                v
+            } else {
+                0.0
+            }
         }),
-        make("gradient", "load growing exponentially from left to right (×400 across)", 64, 48, |x, _| (6.0 * x / 64.0).exp()),
-        make("hot-spots-80x40", "five Gaussian hot spots of different heights on a faint background, non-square", 80, 40, |x, y| {
-            0.01 + 5.0 * gauss(x, y, 10.0, 10.0, 3.0)
-                + 2.0 * gauss(x, y, 60.0, 30.0, 5.0)
-                + 8.0 * gauss(x, y, 70.0, 8.0, 1.5)
-                + 1.0 * gauss(x, y, 35.0, 25.0, 8.0)
-                + 3.0 * gauss(x, y, 20.0, 35.0, 2.0)
+        make("gradient", "load growing exponentially from left to right (×400 across)", 64, 48, |x, _| {
+            (6.0 * x / 64.0).exp()
         }),
-        make("near-empty", "all load in the top-right corner (15% of the area), the rest exactly zero", 60, 60, |x, y| {
-            if x > 38.0 && y > 38.0 { 1.0 + 0.5 * ((x * 0.7).sin() * (y * 0.3).cos()) } else { 0.0 }
+        make(
+            "hot-spots-80x40",
+            "five Gaussian hot spots of different heights on a faint background, non-square",
+            80,
+            40,
+            |x, y| {
+                0.01 + 5.0 * gauss(x, y, 10.0, 10.0, 3.0)
+                    + 2.0 * gauss(x, y, 60.0, 30.0, 5.0)
+                    + 8.0 * gauss(x, y, 70.0, 8.0, 1.5)
+                    + 1.0 * gauss(x, y, 35.0, 25.0, 8.0)
+                    + 3.0 * gauss(x, y, 20.0, 35.0, 2.0)
+            },
+        ),
+        make(
+            "near-empty",
+            "all load in the top-right corner (15% of the area), the rest exactly zero",
+            60,
+            60,
+            |x, y| {
+                if x > 38.0 && y > 38.0 {
+                    1.0 + 0.5 * ((x * 0.7).sin() * (y * 0.3).cos())
+                } else {
+                    0.0
+                }
+            },
+        ),
+        make("stripes", "vertical stripes of load 1 every 7 boxes, zero between", 70, 30, |x, _| {
+            f64::from((x as usize) % 7 == 0)
         }),
-        make("stripes", "vertical stripes of load 1 every 7 boxes, zero between", 70, 30, |x, _| f64::from((x as usize) % 7 == 0)),
     ];
     // A single box holding half of the total load: the bound is far above 1.
-    let mut half = make("half-in-one-box", "uniform load, except one box that holds half of the total", 50, 50, |_, _| 1.0);
+    let mut half =
+        make("half-in-one-box", "uniform load, except one box that holds half of the total", 50, 50, |_, _| 1.0);
     let k = half.grid.index(13, 31, 0);
     half.loads[k] = half.loads.iter().sum::<f64>() - 1.0;
     v.push(half);
     // Three boxes each heavier than the mean share, on a random background.
-    let mut giants = make("three-giants", "random background plus three boxes each holding 15% of the load", 40, 40, |_, _| 0.0);
+    let mut giants =
+        make("three-giants", "random background plus three boxes each holding 15% of the load", 40, 40, |_, _| 0.0);
     let mut rng = SplitMix64::new(11);
     for q in &mut giants.loads {
         *q = rng.next_f64();
@@ -76,7 +103,12 @@ pub fn all() -> Vec<Shape> {
     v.push(sparse);
     let g = Grid::new(90, 45).expect("non-empty");
     let map = PerlinMap { seed: 77, frequency: 7.0, octaves: 6, contrast: 4.0, ..Default::default() };
-    v.push(Shape { name: "sharp-perlin-90x45", description: "high-frequency, high-contrast fBm", grid: g, loads: map.loads(&g) });
+    v.push(Shape {
+        name: "sharp-perlin-90x45",
+        description: "high-frequency, high-contrast fBm",
+        grid: g,
+        loads: map.loads(&g),
+    });
     v
 }
 

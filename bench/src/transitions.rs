@@ -171,14 +171,33 @@ pub fn run(setup: &Setup, mut progress: impl FnMut()) -> pbs::Result<Transitions
     })
 }
 
-/// The readable table of one or more reports.
+/// The readable table of one or more reports (with the from-scratch comparison if measured).
 pub fn table(reports: &[TransitionsReport]) -> Table {
-    let mut t = Table::new(&[
-        "kind", "method", "grid", "vcores", "trials", "converged", "steps avg", "min", "max", "ms avg", "min", "max",
-        "max_avg avg", "max", "migrations avg",
-    ]);
+    let scratch = reports.iter().any(|r| r.scratch_migrations.is_some());
+    let mut header = vec![
+        "kind",
+        "method",
+        "grid",
+        "vcores",
+        "trials",
+        "converged",
+        "steps avg",
+        "min",
+        "max",
+        "ms avg",
+        "min",
+        "max",
+        "ms median",
+        "max_avg avg",
+        "max",
+        "migrations avg",
+    ];
+    if scratch {
+        header.push("from scratch avg");
+    }
+    let mut t = Table::new(&header);
     for r in reports {
-        t.row(vec![
+        let mut row = vec![
             format!("{:?}", r.kind).to_lowercase(),
             r.method.clone(),
             format!("{}x{}", r.nx, r.ny),
@@ -191,10 +210,15 @@ pub fn table(reports: &[TransitionsReport]) -> Table {
             format!("{:.3}", r.ms.avg),
             format!("{:.3}", r.ms.min),
             format!("{:.3}", r.ms.max),
+            format!("{:.3}", r.ms_median),
             format!("{:.4}", r.max_avg.avg),
             format!("{:.4}", r.max_avg.max),
             format!("{:.1}", r.migrations.avg),
-        ]);
+        ];
+        if scratch {
+            row.push(r.scratch_migrations.map_or("-".into(), |m| format!("{:.1}", m.avg)));
+        }
+        t.row(row);
     }
     t
 }

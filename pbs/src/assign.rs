@@ -201,7 +201,14 @@ impl Ctx<'_> {
     /// site order as [`best_two`], hence the same bits; z is skipped when every site lies in the
     /// plane of a 2D grid, where its term is exactly `0.0`. The updates are written as selects so that the compiler can
     /// avoid unpredictable branches.
-    fn leaf(&self, lo: [usize; 3], hi: [usize; 3], cands: std::ops::Range<usize>, scratch: &mut Scratch, out: &mut Assignment) {
+    fn leaf(
+        &self,
+        lo: [usize; 3],
+        hi: [usize; 3],
+        cands: std::ops::Range<usize>,
+        scratch: &mut Scratch,
+        out: &mut Assignment,
+    ) {
         let ids = &scratch.stack[cands];
         scratch.leaf.clear();
         scratch.leaf.extend(ids.iter().map(|&i| {
@@ -229,8 +236,20 @@ impl Ctx<'_> {
                         let v = d2 - site[3];
                         let first = v < sb;
                         let second = v < ss;
-                        let new_ss = if first { sb } else if second { v } else { ss };
-                        let new_s = if first { b } else if second { id } else { s };
+                        let new_ss = if first {
+                            sb
+                        } else if second {
+                            v
+                        } else {
+                            ss
+                        };
+                        let new_s = if first {
+                            b
+                        } else if second {
+                            id
+                        } else {
+                            s
+                        };
                         sb = if first { v } else { sb };
                         b = if first { id } else { b };
                         ss = new_ss;
@@ -251,9 +270,8 @@ mod tests {
     fn random_sites(grid: &Grid, n: usize, seed: u64, wscale: f64) -> (Vec<Point>, Vec<f64>) {
         let mut r = SplitMix64::new(seed);
         let e = grid.extent();
-        let sites = (0..n)
-            .map(|_| grid.clamp([r.next_f64() * e[0], r.next_f64() * e[1], r.next_f64() * e[2]]))
-            .collect();
+        let sites =
+            (0..n).map(|_| grid.clamp([r.next_f64() * e[0], r.next_f64() * e[1], r.next_f64() * e[2]])).collect();
         let w = (0..n).map(|_| (r.next_f64() - 0.5) * wscale).collect();
         (sites, w)
     }

@@ -78,7 +78,8 @@ impl CellLaplacian {
             }
             self.apply(reg, &p, &mut ap);
             let pap: f64 = p.iter().zip(&ap).map(|(a, b)| a * b).sum();
-            if !(pap > 0.0) {
+            // Zero or NaN curvature: the direction is exhausted.
+            if pap.is_nan() || pap <= 0.0 {
                 break;
             }
             let alpha = rz / pap;

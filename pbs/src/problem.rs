@@ -75,9 +75,7 @@ pub fn validate_loads(grid: &Grid, loads: &[f64]) -> Result<()> {
     if loads.len() != grid.len() {
         return Err(Error::LoadCount { expected: grid.len(), got: loads.len() });
     }
-    if let Some((index, &value)) =
-        loads.iter().enumerate().find(|(_, q)| !q.is_finite() || **q < 0.0)
-    {
+    if let Some((index, &value)) = loads.iter().enumerate().find(|(_, q)| !q.is_finite() || **q < 0.0) {
         let [x, y, z] = grid.coords(index);
         return Err(Error::InvalidLoad { index, x, y, z, value });
     }
@@ -98,15 +96,9 @@ mod tests {
             Problem::new(g, &[1.0, f64::INFINITY, 0.0, 0.0], 1),
             Err(Error::InvalidLoad { index: 1, .. })
         ));
-        assert_eq!(
-            Problem::new(g, &[1.0; 3], 1).unwrap_err(),
-            Error::LoadCount { expected: 4, got: 3 }
-        );
+        assert_eq!(Problem::new(g, &[1.0; 3], 1).unwrap_err(), Error::LoadCount { expected: 4, got: 3 });
         assert_eq!(Problem::new(g, &[1.0; 4], 0).unwrap_err(), Error::NoVCores);
-        assert_eq!(
-            Problem::new(g, &[1.0; 4], 5).unwrap_err(),
-            Error::TooManyVCores { vcores: 5, boxes: 4 }
-        );
+        assert_eq!(Problem::new(g, &[1.0; 4], 5).unwrap_err(), Error::TooManyVCores { vcores: 5, boxes: 4 });
     }
 
     #[test]

@@ -24,7 +24,9 @@ fn default_method_balances_the_four_static_cases() {
 
 #[test]
 fn default_method_balances_perlin_maps() {
-    for (seed, (nx, ny), vcores) in [(1, (50, 50), 10), (7, (100, 60), 13), (42, (150, 150), 72), (3, (64, 64), 100), (3, (80, 80), 160)] {
+    for (seed, (nx, ny), vcores) in
+        [(1, (50, 50), 10), (7, (100, 60), 13), (42, (150, 150), 72), (3, (64, 64), 100), (3, (80, 80), 160)]
+    {
         let grid = Grid::new(nx, ny).unwrap();
         let loads = PerlinMap::with_seed(seed).loads(&grid);
         let out = run(methods::DEFAULT, grid, &loads, vcores, 500);

@@ -45,7 +45,7 @@ fn a_single_box_with_half_the_load_converges_to_the_bound_and_stops() {
 /// Known limitation: two adjacent giant boxes five boxes from a corner, with background load
 /// behind them. A convex power cell around a vCore sitting on such a giant keeps the corner's
 /// background unless another vCore moves into the corner, which centroid relaxation never
-/// does; pbs stalls near 1.2 × bound. Run with `cargo test -- --ignored`.
+/// does; pbs stops near 1.1 × the bound. Run with `cargo test -- --ignored`.
 #[test]
 #[ignore = "known limitation: giants near a corner with background load behind them"]
 fn three_giants_converge() {

@@ -8,7 +8,11 @@ use pbs::Options;
 use pbs_bench::{converge, paper, progress, shapes, transitions};
 
 #[derive(Parser)]
-#[command(name = "pbs-bench", version, about = "Measure the pbs balancer: convergence, transitions, the paper's tables")]
+#[command(
+    name = "pbs-bench",
+    version,
+    about = "Measure the pbs balancer: convergence, transitions, the paper's tables"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -169,7 +173,18 @@ fn run(cli: Cli) -> Result<(), String> {
             }
         }
         Command::Transitions {
-            kind, trials, nx, ny, vcores, method, max_steps, tol, seed, drift, compare_scratch, json,
+            kind,
+            trials,
+            nx,
+            ny,
+            vcores,
+            method,
+            max_steps,
+            tol,
+            seed,
+            drift,
+            compare_scratch,
+            json,
         } => {
             check_tol(tol)?;
             if !drift.is_finite() {

@@ -33,7 +33,10 @@ pub fn parse_csv(text: &str) -> Result<(Grid, Vec<f64>)> {
             return Err(Error::Csv {
                 line: j + 1,
                 column: row.len().min(nx) + 1,
-                reason: format!("{} values on this line but {nx} on line 1 (rows must all have the same length)", row.len()),
+                reason: format!(
+                    "{} values on this line but {nx} on line 1 (rows must all have the same length)",
+                    row.len()
+                ),
             });
         }
         for (i, field) in row.iter().enumerate() {

@@ -44,7 +44,15 @@ impl Balancer for PairPotential {
         add_pair_forces(self.law, cells.positions(), cells.charges(), mean, &mut self.forces);
         if self.attraction != 0.0 {
             let (grid, loads) = (problem.grid(), problem.loads());
-            add_task_attraction(grid, loads, cells.owners(), cells.positions(), mean, self.attraction, &mut self.forces);
+            add_task_attraction(
+                grid,
+                loads,
+                cells.owners(),
+                cells.positions(),
+                mean,
+                self.attraction,
+                &mut self.forces,
+            );
         }
         let largest = self.forces.iter().map(|f| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt()).fold(0.0, f64::max);
         if !(largest > 0.0 && largest.is_finite()) {

@@ -13,26 +13,38 @@
 //!
 //! is concave in `w` (a sum of minima of affine functions) and its supergradient is
 //! `c_i − Q_i(w)`: it is the dual of the semi-discrete transport of the loads onto the vCores,
-//! and its maximum is the balanced power diagram. A fixed-step gradient ascent stalls (the
-//! right step differs by orders of magnitude between a uniform map and a concentrated one),
-//! so each step is built from the assignment's own geometry and then line-searched:
+//! and its maximum is the balanced power diagram. A fixed-step ascent stalls (the right step
+//! differs by orders of magnitude between a uniform map and a line of load), so each step is:
 //!
-//! 1. **Direction.** The assignment knows, for every box, its second-best vCore and the power
-//!    gap to it: lowering `w_i` by more than a box's gap hands that box to its second-best
-//!    vCore. An over-loaded cell sorts its boxes by gap and finds the shift that sheds just its
-//!    excess; an under-loaded cell does the same with the boxes for which it is second best.
-//!    This is a Newton step on the diagonal of the (piecewise-constant) Hessian, exact for one
-//!    cell alone; all cells move at once, so it is damped by half.
-//! 2. **Line search.** The step is halved until `g` increases (at most four times), starting
-//!    from twice the last accepted length.
-//! 3. **Compactness.** Before each weight step the vCores move a fraction of the way to the
-//!    geometric centroid of their cells (Lloyd relaxation), and each weight is corrected so the
-//!    power of that centroid is unchanged: cells stay round and the balance barely moves.
+//! 1. **Damped Newton.** The Jacobian of the charges is the cell graph's Laplacian, estimated
+//!    from the boxes along each boundary ([`crate::laplacian`]); `L Δw = c − Q` is solved by
+//!    conjugate gradients, capped by a trust region (doubled after a full step, shrunk after a
+//!    short one) and line-searched on `g` from the full step, halving at most four times.
+//! 2. **Per-cell step** when Newton finds no ascent. The assignment knows, for every box, its
+//!    second-best vCore and the power gap to it, so an over-loaded cell knows the weight shift
+//!    that sheds exactly its excess (a weighted quickselect over its boxes' gaps), and an
+//!    under-loaded cell the shift that captures its deficit; all cells move at once, damped.
+//! 3. **End game.** Near the end the smoothed Newton model is blind to single boxes and can
+//!    cycle. A watchdog keeps the best state seen; after `patience` steps without a new best it
+//!    returns there and continues with moves that must each improve the merit (the largest
+//!    charge, then the squared excess): Newton, the per-cell step, then flipping the cheapest
+//!    boundary box of the most loaded cell. When none improves, the method reports itself stuck
+//!    and [`crate::balance`] stops.
+//! 4. **Compactness.** Before each step the vCores move `relax` of the way to the centroid of
+//!    their cells, each weight corrected so that the centroid's power is unchanged: cells stay
+//!    round and the balance barely moves.
 //!
-//! Capacities are `m` for everybody unless single boxes outweigh the mean: then a water-filling
-//! pass finds the boxes that must sit alone ("giants"), their owners' capacity is the giant's
-//! load and the rest share the remainder, so the method converges to the lower bound
-//! `max(1, q_max/m)` instead of chasing an impossible `m`.
+//! Capacities are `m` for everybody unless single boxes outweigh the share they would need: a
+//! water-filling pass finds these giants, gives each a holder vCore for the whole run (its
+//! owner, else the nearest free vCore) which sits on it and is guaranteed to own it, sets the
+//! holder's capacity to the giant's load and shares the rest among the others. The method then
+//! converges to the lower bound `max(1, q_max/m)` instead of chasing an impossible `m`.
+
+mod cell_step;
+mod giants;
+
+use cell_step::capture_distance;
+use giants::hold_giants;
 
 use crate::assign::{assign, Assignment, NONE};
 use crate::balancer::Balancer;
@@ -45,11 +57,11 @@ use crate::problem::Problem;
 /// The power-cell balancer (method `pbs`).
 #[derive(Debug, Clone)]
 pub struct PowerCells {
-    /// Fraction of the per-cell Newton shift applied before the line search (0, 1].
+    /// Fraction of the per-cell shift applied before the line search (0, 1].
     pub damping: f64,
     /// Fraction of the way to its cell's centroid a vCore moves per step (0 disables).
     pub relax: f64,
-    /// Times the step may be halved before it is accepted anyway.
+    /// Times a line search may halve the step before it gives up.
     pub max_halvings: usize,
     radius0: f64,
     radius: f64,
@@ -58,7 +70,7 @@ pub struct PowerCells {
     stuck: bool,
     endgame: bool,
     since_best: usize,
-    best: Option<((f64, f64), Vec<Point>, Vec<f64>)>,
+    best: Option<Snapshot>,
     capacity: Vec<f64>,
     keep: Vec<usize>,
     direction: Vec<f64>,
@@ -97,6 +109,9 @@ impl Default for PowerCells {
 
 const NO_BOX: usize = usize::MAX;
 
+/// The best state seen in a run: its merit, positions and weights.
+type Snapshot = ((f64, f64), Vec<Point>, Vec<f64>);
+
 impl Balancer for PowerCells {
     fn name(&self) -> &str {
         "pbs"
@@ -123,7 +138,7 @@ impl Balancer for PowerCells {
         // Grow the trust region after a full step, shrink it after a short or failed one;
         // bounded so that a run of failures cannot freeze the method.
         let factor = match accepted {
-            Some(t) if t == 1.0 => 2.0,
+            Some(1.0) => 2.0,
             Some(t) => t.max(0.25),
             None => 0.25,
         };
@@ -227,65 +242,6 @@ impl PowerCells {
         });
     }
 
-    /// Sets, once per run, `capacity` (target charge per vCore), `keep` (the giant box a vCore
-    /// holds) and `pinned`.
-    fn capacities(&mut self, problem: &Problem, cells: &Cells) {
-        let n = cells.len();
-        if self.keep.len() == n {
-            return; // loads are fixed during a run
-        }
-        let loads = problem.loads();
-        let total = problem.total();
-        // Water-filling: the heaviest boxes that exceed the share of what remains sit alone.
-        let mut threshold = problem.mean();
-        let mut giants: Vec<usize>;
-        let mut level;
-        let mut rounds = 0;
-        loop {
-            giants = (0..loads.len()).filter(|&k| loads[k] > threshold).collect();
-            giants.sort_by(|&a, &b| loads[b].total_cmp(&loads[a]).then(a.cmp(&b)));
-            let mut rest = total;
-            let mut r = 0;
-            while r < giants.len() && r + 1 < n && loads[giants[r]] > rest / (n - r) as f64 {
-                rest -= loads[giants[r]];
-                r += 1;
-            }
-            giants.truncate(r);
-            level = rest / (n - r) as f64;
-            rounds += 1;
-            if level >= threshold || rounds == 8 {
-                break;
-            }
-            threshold = level;
-        }
-        // Each giant gets a holder for the whole run: its owner if that vCore holds no heavier
-        // giant, else the nearest free vCore. A role that followed ownership would hop between
-        // vCores and stack several of them on one giant.
-        self.keep.clear();
-        self.keep.resize(n, NO_BOX);
-        self.pinned.clear();
-        self.pinned.resize(loads.len(), false);
-        for &k in &giants {
-            let o = cells.owners()[k] as usize;
-            let c = problem.grid().centre(k);
-            let holder = if self.keep[o] == NO_BOX {
-                o
-            } else {
-                (0..n)
-                    .filter(|&i| self.keep[i] == NO_BOX)
-                    .min_by(|&a, &b| dist2(&cells.positions()[a], &c).total_cmp(&dist2(&cells.positions()[b], &c)))
-                    .expect("fewer giants than vCores")
-            };
-            self.keep[holder] = k;
-            self.pinned[k] = true;
-        }
-        let kept: f64 = self.keep.iter().filter(|&&k| k != NO_BOX).map(|&k| loads[k]).sum();
-        let sharing = self.keep.iter().filter(|&&k| k == NO_BOX).count();
-        let share = if sharing > 0 { (total - kept) / sharing as f64 } else { 0.0 };
-        self.capacity.clear();
-        self.capacity.extend(self.keep.iter().map(|&k| if k == NO_BOX { share } else { loads[k] }));
-    }
-
     /// Damped-Newton direction: solves `L Δw = c − Q` on the cell graph (see
     /// [`crate::laplacian`]). Cells with no loaded boundary get the stiffness implied by the
     /// distance to their nearest capturable box, so they still move.
@@ -310,7 +266,11 @@ impl PowerCells {
                     1e-6 * mean_degree.max(f64::MIN_POSITIVE)
                 } else if rhs[i] > 0.0 {
                     let d = capture_distance(problem, cells, i, &self.pinned);
-                    if d > 0.0 { rhs[i] / d } else { 1.0 }
+                    if d > 0.0 {
+                        rhs[i] / d
+                    } else {
+                        1.0
+                    }
                 } else {
                     1.0
                 }
@@ -331,49 +291,6 @@ impl PowerCells {
         if largest > self.radius {
             let scale = self.radius / largest;
             self.direction.iter_mut().for_each(|d| *d *= scale);
-        }
-    }
-
-    /// Per-cell weight shift that sheds (or captures) exactly the cell's excess (deficit).
-    fn cell_direction(&mut self, problem: &Problem, cells: &Cells) {
-        let n = cells.len();
-        let loads = problem.loads();
-        let a = cells.assignment();
-        let excess: Vec<f64> = cells.charges().iter().zip(&self.capacity).map(|(q, c)| q - c).collect();
-        self.lists.resize_with(n, Vec::new);
-        for l in &mut self.lists {
-            l.clear();
-        }
-        for (k, &q) in loads.iter().enumerate() {
-            if q == 0.0 || a.second[k] == NONE {
-                continue;
-            }
-            let (o, s, gap) = (a.owner[k] as usize, a.second[k] as usize, a.gap[k]);
-            if excess[o] > 0.0 && self.keep[o] != k {
-                self.lists[o].push((gap, q));
-            }
-            if excess[s] < 0.0 && !self.pinned[k] {
-                self.lists[s].push((gap, q));
-            }
-        }
-        self.direction.clear();
-        self.direction.resize(n, 0.0);
-        for i in 0..n {
-            let want = excess[i].abs();
-            if want == 0.0 {
-                continue;
-            }
-            let list = &mut self.lists[i];
-            let shift = if list.is_empty() {
-                if excess[i] > 0.0 {
-                    continue; // nothing it may shed: it holds only its giant box
-                }
-                capture_distance(problem, cells, i, &self.pinned)
-            } else {
-                threshold_for(list, want)
-            };
-            let sign = if excess[i] > 0.0 { -1.0 } else { 1.0 };
-            self.direction[i] = sign * self.damping * shift;
         }
     }
 
@@ -467,127 +384,9 @@ impl PowerCells {
     }
 }
 
-/// Raises the weight of each giant's holder just enough that it owns its giant (its power at
-/// the giant's centre beats every other vCore's): a projection onto linear constraints in `w`,
-/// applied to every trial so that no step hands a giant to a neighbour.
-fn hold_giants(grid: &crate::grid::Grid, keep: &[usize], positions: &[Point], weights: &mut [f64]) {
-    for (i, &k) in keep.iter().enumerate() {
-        if k == NO_BOX {
-            continue;
-        }
-        let c = grid.centre(k);
-        let rival = (0..positions.len())
-            .filter(|&j| j != i)
-            .map(|j| dist2(&c, &positions[j]) - weights[j])
-            .fold(f64::INFINITY, f64::min);
-        let mine = dist2(&c, &positions[i]) - weights[i];
-        if mine >= rival {
-            weights[i] += mine - rival + 1e-9 * (1.0 + rival.abs());
-        }
-    }
-}
-
 /// The dual objective `Σ w_i c_i + Σ_k q_k score_k` (see the module docs).
 fn dual(capacity: &[f64], weights: &[f64], loads: &[f64], score: &[f64]) -> f64 {
     let a: f64 = capacity.iter().zip(weights).map(|(c, w)| c * w).sum();
     let b: f64 = loads.iter().zip(score).map(|(q, s)| q * s).sum();
     a + b
-}
-
-/// Smallest gap threshold whose boxes carry about `want` load: stops at the box that crosses
-/// `want`, or just before it when that lands closer. Reorders `list`; expected O(len), a
-/// weighted quickselect, because sorting every cell's boundary each step cost more than the
-/// assignment itself.
-fn threshold_for(list: &mut [(f64, f64)], want: f64) -> f64 {
-    let just_past = |g: f64| g + 1e-9 * (1.0 + g.abs());
-    let by_gap = |x: &(f64, f64), y: &(f64, f64)| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1));
-    // Invariant: every element of list[..lo] sorts before list[lo..hi], their loads sum to
-    // `acc < want`, and the largest of their gaps is `below`.
-    let (mut lo, mut hi, mut acc, mut below) = (0, list.len(), 0.0, f64::NAN);
-    while hi - lo > 16 {
-        let mid = lo + (hi - lo) / 2;
-        list[lo..hi].select_nth_unstable_by(mid - lo, by_gap);
-        let (left_sum, left_max) = list[lo..mid].iter().fold((0.0, f64::NEG_INFINITY), |(s, m), x| (s + x.1, m.max(x.0)));
-        if acc + left_sum >= want {
-            hi = mid;
-        } else {
-            acc += left_sum;
-            below = if below.is_nan() { left_max } else { below.max(left_max) };
-            lo = mid;
-        }
-    }
-    list[lo..].sort_unstable_by(by_gap);
-    for idx in lo..list.len() {
-        let (gap, q) = list[idx];
-        let before = acc;
-        acc += q;
-        if acc >= want {
-            let previous = if idx > lo { list[idx - 1].0 } else { below };
-            if acc - want <= want - before || previous.is_nan() {
-                return just_past(gap);
-            }
-            return 0.5 * (previous + gap);
-        }
-    }
-    just_past(list.last().map_or(0.0, |x| x.0))
-}
-
-/// Weight increase that lets vCore `i` capture its nearest loaded box that is not pinned (used
-/// when it is second best for no loaded box, e.g. an empty cell far from the load).
-fn capture_distance(problem: &Problem, cells: &Cells, i: usize, pinned: &[bool]) -> f64 {
-    let (grid, loads, a) = (problem.grid(), problem.loads(), cells.assignment());
-    let (x, w) = (cells.positions()[i], cells.weights()[i]);
-    let mut best = f64::INFINITY;
-    for k in 0..grid.len() {
-        if loads[k] > 0.0 && !pinned[k] && a.owner[k] as usize != i {
-            best = best.min(dist2(&grid.centre(k), &x) - w - a.score[k]);
-        }
-    }
-    if best.is_finite() {
-        best.max(0.0) + 1e-9 * (1.0 + best.abs())
-    } else {
-        0.0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn threshold_picks_the_closest_cumulative_load() {
-        let list = [(3.0, 5.0), (1.0, 1.0), (2.0, 1.0)];
-        let t = |want| threshold_for(&mut list.clone(), want);
-        assert!((t(2.0) - 2.0).abs() < 1e-6); // two boxes, exactly
-        assert_eq!(t(2.5), 2.5); // 2 is closer than 7: stop before box 3
-        assert!(t(6.0) > 3.0); // 7 is closer than 2
-        assert!(t(100.0) > 3.0); // everything
-        assert!(t(0.4) > 1.0); // the first box even if it overshoots
-    }
-
-    /// The quickselect must agree with a plain sort-and-scan on long lists.
-    #[test]
-    fn threshold_matches_the_sorted_scan() {
-        let mut rng = crate::rng::SplitMix64::new(9);
-        for n in [1, 5, 17, 100, 1000] {
-            let list: Vec<(f64, f64)> = (0..n).map(|_| ((rng.next_f64() * 50.0).floor(), rng.next_f64())).collect();
-            let total: f64 = list.iter().map(|x| x.1).sum();
-            for frac in [0.01, 0.3, 0.5, 0.99, 1.5] {
-                let want = frac * total;
-                let mut sorted = list.clone();
-                sorted.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
-                let mut acc = 0.0;
-                let mut expected = sorted.last().unwrap().0 + 1e-9 * (1.0 + sorted.last().unwrap().0);
-                for (i, &(g, q)) in sorted.iter().enumerate() {
-                    let before = acc;
-                    acc += q;
-                    if acc >= want {
-                        expected = if acc - want <= want - before || i == 0 { g + 1e-9 * (1.0 + g) } else { 0.5 * (sorted[i - 1].0 + g) };
-                        break;
-                    }
-                }
-                assert_eq!(threshold_for(&mut list.clone(), want), expected, "n={n} frac={frac}");
-            }
-        }
-    }
 }

@@ -1,0 +1,171 @@
+//! The `pbs-bench` command line against DESIGN.md's contract, and its errors on bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pbs-bench")).args(args).output().expect("runs")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = bench(args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("valid JSON on stdout")
+}
+
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+    k.sort();
+    k
+}
+
+fn sorted(names: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pbs-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn stderr_of(args: &[&str]) -> String {
+    let out = bench(args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn converge_all_prints_the_contract_fields_and_converges() {
+    let rows = json(&["converge", "--case", "all", "--json"]);
+    let rows = rows.as_array().unwrap();
+    let cases: Vec<&str> = rows.iter().map(|r| r["case"].as_str().unwrap()).collect();
+    assert_eq!(cases, ["uniform", "line", "disc", "random", "perlin"]);
+    for r in rows {
+        assert_eq!(
+            keys(r),
+            sorted(&[
+                "case",
+                "method",
+                "nx",
+                "ny",
+                "vcores",
+                "steps",
+                "converged",
+                "max_avg",
+                "lower_bound",
+                "dol_max",
+                "dol_min",
+                "edge_cut",
+                "elapsed_ms"
+            ])
+        );
+        assert_eq!(r["method"], "pbs");
+        assert_eq!((r["nx"].as_u64(), r["ny"].as_u64(), r["vcores"].as_u64()), (Some(50), Some(50), Some(10)));
+        assert_eq!(r["converged"], true, "{r}");
+        assert!(r["max_avg"].as_f64().unwrap() <= 1.05 * r["lower_bound"].as_f64().unwrap());
+    }
+}
+
+#[test]
+fn converge_is_deterministic_for_a_seed() {
+    let strip = |mut v: serde_json::Value| {
+        for r in v.as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("elapsed_ms");
+        }
+        v
+    };
+    let args =
+        ["converge", "--case", "random", "--seed", "9", "--method", "pbs,paper-eq7", "--max-steps", "300", "--json"];
+    assert_eq!(strip(json(&args)), strip(json(&args)));
+}
+
+#[test]
+fn converge_reads_a_csv_load_map_with_its_own_grid() {
+    let dir = temp_dir("csv");
+    let path = dir.join("map.csv");
+    let text: String = (0..40)
+        .map(|j| (0..80).map(|i| format!("{}", ((i * j) % 7) as f64 * 0.5)).collect::<Vec<_>>().join(",") + "\n")
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    let rows = json(&["converge", "--load-map", path.to_str().unwrap(), "--vcores", "8", "--json"]);
+    let r = &rows[0];
+    assert_eq!((r["nx"].as_u64(), r["ny"].as_u64()), (Some(80), Some(40)));
+    assert_eq!(r["converged"], true);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn transitions_print_the_contract_object() {
+    let r = json(&["transitions", "--kind", "smooth", "--trials", "30", "--json"]);
+    for k in
+        ["kind", "method", "nx", "ny", "vcores", "trials", "converged_fraction", "steps", "ms", "max_avg", "migrations"]
+    {
+        assert!(r.get(k).is_some(), "missing {k} in {r}");
+    }
+    assert_eq!(keys(&r["steps"]), sorted(&["avg", "min", "max"]));
+    assert_eq!(keys(&r["ms"]), sorted(&["avg", "min", "max"]));
+    assert_eq!(keys(&r["max_avg"]), sorted(&["avg", "max"]));
+    assert_eq!(keys(&r["migrations"]), sorted(&["avg", "max"]));
+    assert_eq!(r["kind"], "smooth");
+    assert_eq!(r["trials"], 30);
+    assert_eq!(r["converged_fraction"], 1.0);
+    assert!(r["steps"]["avg"].as_f64().unwrap() <= 3.0, "{r}");
+}
+
+#[test]
+fn readable_tables_by_default() {
+    let out = bench(&["converge", "--case", "uniform"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("case"), "{text}");
+    assert!(text.contains("uniform") && text.contains("yes"), "{text}");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_a_failing_exit() {
+    assert!(stderr_of(&["converge", "--case", "uniform", "--vcores", "0"]).contains("zero vCores"));
+    assert!(stderr_of(&["converge", "--case", "uniform", "--nx", "2", "--ny", "2", "--vcores", "5"])
+        .contains("5 vCores for 4 boxes"));
+    assert!(stderr_of(&["converge", "--case", "uniform", "--nx", "0"]).contains("empty grid"));
+    assert!(stderr_of(&["converge", "--case", "square"]).contains("unknown case"));
+    assert!(stderr_of(&["converge", "--case", "uniform", "--method", "metis"]).contains("unknown method"));
+    assert!(stderr_of(&["converge", "--case", "uniform", "--tol", "NaN"]).contains("--tol"));
+    assert!(stderr_of(&["converge"]).contains("--case"));
+    assert!(stderr_of(&["transitions", "--kind", "gentle"]).contains("rough or smooth"));
+    let dir = temp_dir("bad");
+    for (name, text, expect) in [
+        ("ragged.csv", "1,2,3\n4,5\n", "line 2"),
+        ("nan.csv", "1,2\n3,NaN\n", "line 2, column 2"),
+        ("negative.csv", "1,-2\n", "finite and ≥ 0"),
+        ("word.csv", "1,two\n", "\"two\" is not a number"),
+        ("empty.csv", "\n\n", "empty grid"),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let err = stderr_of(&["converge", "--load-map", p.to_str().unwrap()]);
+        assert!(err.contains(expect), "{name}: {err}");
+    }
+    let missing = stderr_of(&["converge", "--load-map", "/nonexistent/map.csv"]);
+    assert!(missing.contains("cannot read"), "{missing}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn paper_quick_writes_a_report_with_plots() {
+    let dir = temp_dir("paper");
+    let out = bench(&["paper", "--quick", "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for section in ["Fig. 5", "Tables 1–3", "Smooth transitions", "Cell assignment cost", "shapes nobody named"] {
+        assert!(report.contains(section), "missing {section}");
+    }
+    for png in ["fig5.png", "cells.png", "assign_cost.png"] {
+        let bytes = std::fs::read(dir.join(png)).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG", "{png}");
+    }
+    let results: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["transitions"].as_array().unwrap().len(), 28); // 7 settings × rough/smooth × 2 methods
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -1,0 +1,156 @@
+//! The per-cell step: each cell's weight shift that sheds exactly its excess or captures
+//! exactly its deficit, read from the power gaps of its boundary boxes.
+
+use super::PowerCells;
+use crate::assign::NONE;
+use crate::cells::Cells;
+use crate::grid::dist2;
+use crate::problem::Problem;
+
+impl PowerCells {
+    /// Per-cell weight shift that sheds (or captures) exactly the cell's excess (deficit).
+    pub(super) fn cell_direction(&mut self, problem: &Problem, cells: &Cells) {
+        let n = cells.len();
+        let loads = problem.loads();
+        let a = cells.assignment();
+        let excess: Vec<f64> = cells.charges().iter().zip(&self.capacity).map(|(q, c)| q - c).collect();
+        self.lists.resize_with(n, Vec::new);
+        for l in &mut self.lists {
+            l.clear();
+        }
+        for (k, &q) in loads.iter().enumerate() {
+            if q == 0.0 || a.second[k] == NONE {
+                continue;
+            }
+            let (o, s, gap) = (a.owner[k] as usize, a.second[k] as usize, a.gap[k]);
+            if excess[o] > 0.0 && self.keep[o] != k {
+                self.lists[o].push((gap, q));
+            }
+            if excess[s] < 0.0 && !self.pinned[k] {
+                self.lists[s].push((gap, q));
+            }
+        }
+        self.direction.clear();
+        self.direction.resize(n, 0.0);
+        for (i, &e) in excess.iter().enumerate() {
+            let want = e.abs();
+            if want == 0.0 {
+                continue;
+            }
+            let list = &mut self.lists[i];
+            let shift = if list.is_empty() {
+                if e > 0.0 {
+                    continue; // nothing it may shed: it holds only its giant box
+                }
+                capture_distance(problem, cells, i, &self.pinned)
+            } else {
+                threshold_for(list, want)
+            };
+            let sign = if e > 0.0 { -1.0 } else { 1.0 };
+            self.direction[i] = sign * self.damping * shift;
+        }
+    }
+}
+
+/// Smallest gap threshold whose boxes carry about `want` load: stops at the box that crosses
+/// `want`, or just before it when that lands closer. Reorders `list`; expected O(len), a
+/// weighted quickselect, because sorting every cell's boundary each step cost more than the
+/// assignment itself.
+fn threshold_for(list: &mut [(f64, f64)], want: f64) -> f64 {
+    let just_past = |g: f64| g + 1e-9 * (1.0 + g.abs());
+    let by_gap = |x: &(f64, f64), y: &(f64, f64)| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1));
+    // Invariant: every element of list[..lo] sorts before list[lo..hi], their loads sum to
+    // `acc < want`, and the largest of their gaps is `below`.
+    let (mut lo, mut hi, mut acc, mut below) = (0, list.len(), 0.0, f64::NAN);
+    while hi - lo > 16 {
+        let mid = lo + (hi - lo) / 2;
+        list[lo..hi].select_nth_unstable_by(mid - lo, by_gap);
+        let (left_sum, left_max) =
+            list[lo..mid].iter().fold((0.0, f64::NEG_INFINITY), |(s, m), x| (s + x.1, m.max(x.0)));
+        if acc + left_sum >= want {
+            hi = mid;
+        } else {
+            acc += left_sum;
+            below = if below.is_nan() { left_max } else { below.max(left_max) };
+            lo = mid;
+        }
+    }
+    list[lo..].sort_unstable_by(by_gap);
+    for idx in lo..list.len() {
+        let (gap, q) = list[idx];
+        let before = acc;
+        acc += q;
+        if acc >= want {
+            let previous = if idx > lo { list[idx - 1].0 } else { below };
+            if acc - want <= want - before || previous.is_nan() {
+                return just_past(gap);
+            }
+            return 0.5 * (previous + gap);
+        }
+    }
+    just_past(list.last().map_or(0.0, |x| x.0))
+}
+
+/// Weight increase that lets vCore `i` capture its nearest loaded box that is not pinned (used
+/// when it is second best for no loaded box, e.g. an empty cell far from the load).
+pub(super) fn capture_distance(problem: &Problem, cells: &Cells, i: usize, pinned: &[bool]) -> f64 {
+    let (grid, loads, a) = (problem.grid(), problem.loads(), cells.assignment());
+    let (x, w) = (cells.positions()[i], cells.weights()[i]);
+    let mut best = f64::INFINITY;
+    for k in 0..grid.len() {
+        if loads[k] > 0.0 && !pinned[k] && a.owner[k] as usize != i {
+            best = best.min(dist2(&grid.centre(k), &x) - w - a.score[k]);
+        }
+    }
+    if best.is_finite() {
+        best.max(0.0) + 1e-9 * (1.0 + best.abs())
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threshold_picks_the_closest_cumulative_load() {
+        let list = [(3.0, 5.0), (1.0, 1.0), (2.0, 1.0)];
+        let t = |want| threshold_for(&mut list.clone(), want);
+        assert!((t(2.0) - 2.0).abs() < 1e-6); // two boxes, exactly
+        assert_eq!(t(2.5), 2.5); // 2 is closer than 7: stop before box 3
+        assert!(t(6.0) > 3.0); // 7 is closer than 2
+        assert!(t(100.0) > 3.0); // everything
+        assert!(t(0.4) > 1.0); // the first box even if it overshoots
+    }
+
+    /// The quickselect must agree with a plain sort-and-scan on long lists.
+    #[test]
+    fn threshold_matches_the_sorted_scan() {
+        let mut rng = crate::rng::SplitMix64::new(9);
+        for n in [1, 5, 17, 100, 1000] {
+            let list: Vec<(f64, f64)> = (0..n).map(|_| ((rng.next_f64() * 50.0).floor(), rng.next_f64())).collect();
+            let total: f64 = list.iter().map(|x| x.1).sum();
+            for frac in [0.01, 0.3, 0.5, 0.99, 1.5] {
+                let want = frac * total;
+                let mut sorted = list.clone();
+                sorted.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1)));
+                let mut acc = 0.0;
+                let mut expected = sorted.last().unwrap().0 + 1e-9 * (1.0 + sorted.last().unwrap().0);
+                for (i, &(g, q)) in sorted.iter().enumerate() {
+                    let before = acc;
+                    acc += q;
+                    if acc >= want {
+                        expected = if acc - want <= want - before || i == 0 {
+                            g + 1e-9 * (1.0 + g)
+                        } else {
+                            0.5 * (sorted[i - 1].0 + g)
+                        };
+                        break;
+                    }
+                }
+                assert_eq!(threshold_for(&mut list.clone(), want), expected, "n={n} frac={frac}");
+            }
+        }
+    }
+}

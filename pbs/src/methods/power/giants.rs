@@ -1,0 +1,152 @@
+//! Giants: boxes too heavy to share a vCore. A water-filling pass finds them once per run,
+//! each gets a holder vCore that keeps it, and every trial's weights are projected so that the
+//! holder owns it.
+
+use super::{PowerCells, NO_BOX};
+use crate::cells::Cells;
+use crate::grid::{dist2, Grid, Point};
+use crate::problem::Problem;
+
+impl PowerCells {
+    /// Sets, once per run, `capacity` (target charge per vCore), `keep` (the giant box a vCore
+    /// holds) and `pinned`.
+    pub(super) fn capacities(&mut self, problem: &Problem, cells: &Cells) {
+        let n = cells.len();
+        if self.keep.len() == n {
+            return; // loads are fixed during a run
+        }
+        let loads = problem.loads();
+        let total = problem.total();
+        // Water-filling: the heaviest boxes that exceed the share of what remains sit alone.
+        let mut threshold = problem.mean();
+        let mut giants: Vec<usize>;
+        let mut level;
+        let mut rounds = 0;
+        loop {
+            giants = (0..loads.len()).filter(|&k| loads[k] > threshold).collect();
+            giants.sort_by(|&a, &b| loads[b].total_cmp(&loads[a]).then(a.cmp(&b)));
+            let mut rest = total;
+            let mut r = 0;
+            while r < giants.len() && r + 1 < n && loads[giants[r]] > rest / (n - r) as f64 {
+                rest -= loads[giants[r]];
+                r += 1;
+            }
+            giants.truncate(r);
+            level = rest / (n - r) as f64;
+            rounds += 1;
+            if level >= threshold || rounds == 8 {
+                break;
+            }
+            threshold = level;
+        }
+        // Each giant gets a holder for the whole run: its owner if that vCore holds no heavier
+        // giant, else the nearest free vCore. A role that followed ownership would hop between
+        // vCores and stack several of them on one giant.
+        self.keep.clear();
+        self.keep.resize(n, NO_BOX);
+        self.pinned.clear();
+        self.pinned.resize(loads.len(), false);
+        for &k in &giants {
+            let o = cells.owners()[k] as usize;
+            let c = problem.grid().centre(k);
+            let holder = if self.keep[o] == NO_BOX {
+                o
+            } else {
+                (0..n)
+                    .filter(|&i| self.keep[i] == NO_BOX)
+                    .min_by(|&a, &b| dist2(&cells.positions()[a], &c).total_cmp(&dist2(&cells.positions()[b], &c)))
+                    .expect("fewer giants than vCores")
+            };
+            self.keep[holder] = k;
+            self.pinned[k] = true;
+        }
+        let kept: f64 = self.keep.iter().filter(|&&k| k != NO_BOX).map(|&k| loads[k]).sum();
+        let sharing = self.keep.iter().filter(|&&k| k == NO_BOX).count();
+        let share = if sharing > 0 { (total - kept) / sharing as f64 } else { 0.0 };
+        self.capacity.clear();
+        self.capacity.extend(self.keep.iter().map(|&k| if k == NO_BOX { share } else { loads[k] }));
+    }
+}
+
+/// Raises the weight of each giant's holder just enough that it owns its giant (its power at
+/// the giant's centre beats every other vCore's): a projection onto linear constraints in `w`,
+/// applied to every trial so that no step hands a giant to a neighbour.
+pub(super) fn hold_giants(grid: &Grid, keep: &[usize], positions: &[Point], weights: &mut [f64]) {
+    for (i, &k) in keep.iter().enumerate() {
+        if k == NO_BOX {
+            continue;
+        }
+        let c = grid.centre(k);
+        let rival = (0..positions.len())
+            .filter(|&j| j != i)
+            .map(|j| dist2(&c, &positions[j]) - weights[j])
+            .fold(f64::INFINITY, f64::min);
+        let mine = dist2(&c, &positions[i]) - weights[i];
+        if mine >= rival {
+            weights[i] += mine - rival + 1e-9 * (1.0 + rival.abs());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grid::Grid;
+
+    /// 3 vCores, one box holding 10 of 19: it is a giant; the other two share 9, 4.5 each.
+    #[test]
+    fn water_filling_finds_the_giant_and_shares_the_rest() {
+        let grid = Grid::new(10, 1).unwrap();
+        let mut loads = vec![1.0; 10];
+        loads[3] = 10.0;
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let cells =
+            Cells::new(&problem, vec![[0.5, 0.5, 0.5], [3.5, 0.5, 0.5], [8.5, 0.5, 0.5]], vec![0.0; 3]).unwrap();
+        let mut p = PowerCells::default();
+        p.capacities(&problem, &cells);
+        assert_eq!(p.keep, vec![NO_BOX, 3, NO_BOX], "the owner of box 3 holds it");
+        assert_eq!(p.capacity, vec![4.5, 10.0, 4.5]);
+        assert!(p.pinned[3] && p.pinned.iter().filter(|&&x| x).count() == 1);
+    }
+
+    /// No box above the mean: everybody's capacity is the mean, nothing is pinned.
+    #[test]
+    fn without_giants_every_capacity_is_the_mean() {
+        let grid = Grid::new(4, 1).unwrap();
+        let loads = [1.0, 2.0, 3.0, 2.0];
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        let cells = Cells::random(&problem, 1);
+        let mut p = PowerCells::default();
+        p.capacities(&problem, &cells);
+        assert_eq!(p.capacity, vec![4.0, 4.0]);
+        assert!(p.pinned.iter().all(|&x| !x));
+    }
+
+    /// Two giants owned by one vCore: the lighter one gets the nearest free vCore as holder.
+    #[test]
+    fn a_second_giant_in_one_cell_gets_its_own_holder() {
+        let grid = Grid::new(6, 1).unwrap();
+        let loads = [0.5, 9.0, 8.0, 0.5, 0.5, 0.5];
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let cells =
+            Cells::new(&problem, vec![[1.5, 0.5, 0.5], [4.5, 0.5, 0.5], [5.9, 0.5, 0.5]], vec![0.0; 3]).unwrap();
+        assert_eq!(&cells.owners()[1..3], &[0, 0]);
+        let mut p = PowerCells::default();
+        p.capacities(&problem, &cells);
+        assert_eq!(p.keep[0], 1, "the owner keeps the heavier giant");
+        assert_eq!(p.keep[1], 2, "vCore 1 is the nearest free one to box 2");
+        assert_eq!(p.capacity, vec![9.0, 8.0, 2.0]);
+    }
+
+    #[test]
+    fn holders_are_made_to_own_their_giant() {
+        let grid = Grid::new(6, 1).unwrap();
+        let positions = [[1.5, 0.5, 0.5], [2.5, 0.5, 0.5]];
+        let mut w = vec![10.0, 0.0];
+        // vCore 1 holds box 2 but vCore 0's weight wins it; the projection fixes that.
+        hold_giants(&grid, &[NO_BOX, 2], &positions, &mut w);
+        let c = grid.centre(2);
+        assert!(dist2(&c, &positions[1]) - w[1] < dist2(&c, &positions[0]) - w[0]);
+        assert!(w[1] > 9.0 && w[1] < 9.0 + 1e-6);
+    }
+}

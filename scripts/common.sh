@@ -1,0 +1,30 @@
+# Shared by demo.sh and test.sh: checks the toolchain and installs what is missing.
+# Sourced, not run.
+
+need_rust() {
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "error: cargo not found. Install the Rust toolchain (https://rustup.rs), then run this again." >&2
+        exit 1
+    fi
+    local have
+    have=$(rustc --version | awk '{print $2}')
+    if ! printf '%s\n%s\n' "1.85.0" "$have" | sort -V -C; then
+        echo "error: rustc $have is too old; pbs needs 1.85 or newer (rustup update)." >&2
+        exit 1
+    fi
+}
+
+# Components the test command needs; rustup's default profile has them, a minimal one does not.
+need_components() {
+    for c in rustfmt clippy; do
+        if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
+            if command -v rustup >/dev/null 2>&1; then
+                echo "installing the $c component" >&2
+                rustup component add "$c"
+            else
+                echo "error: cargo $c is missing and rustup is not available to install it." >&2
+                exit 1
+            fi
+        fi
+    done
+}

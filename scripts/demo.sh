@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main demo: balances the paper's four static cases and a Perlin map with our method and
+# the paper's side by side, runs warm-started rough and smooth transitions, then writes a short
+# version of the paper report (markdown + PNG plots) to out/demo/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+need_rust
+
+cargo build --release -p pbs-bench
+bench=target/release/pbs-bench
+
+echo
+echo "== The paper's static cases and a Perlin map, 50x50 boxes, 10 vCores: ours (pbs) vs the paper's eq. 7"
+$bench converge --case all --method pbs,paper-eq7 --max-steps 2000
+echo
+echo "== 200 rough transitions (a new Perlin map each time), warm-started"
+$bench transitions --kind rough --trials 200
+echo
+echo "== 200 smooth transitions (the map translated by half a box), warm-started"
+$bench transitions --kind smooth --trials 200 --compare-scratch
+echo
+echo "== The paper's tables, short version (the full one: $bench paper --out out/paper)"
+$bench paper --quick --out out/demo
+echo "open out/demo/report.md, out/demo/fig5.png and out/demo/cells.png"

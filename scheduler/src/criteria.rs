@@ -1,0 +1,389 @@
+//! When to rebalance (Boulmier et al. 2022). After every iteration a criterion sees the
+//! iteration's thread loads and says whether to run the balancer before the next one; it is
+//! told the measured cost `C` of every rebalancing.
+//!
+//! Model: per iteration, `μ` = mean thread load, `m` = max; imbalance time `u = m − μ`.
+//!
+//! | criterion | rebalance when |
+//! |---|---|
+//! | [`Boulmier`] (eq. 24, default) | `τ·u(τ) − Σ_{x≤τ} u(x) ≥ C` (τ = iterations since the last rebalance) |
+//! | [`Menon`] | `Σ_{x≤τ} u(x) ≥ C` |
+//! | [`Procassini`] | `(ε/ε_post)·m + C < ρ·m`, `ε = μ/m` now, `ε_post` right after the last rebalance |
+//! | [`Marquez`] | some thread outside `(1 ± ξ)·μ` |
+//! | [`Periodic`] | every `T` iterations |
+//! | [`Always`], [`Never`] | always, never |
+//!
+//! [`optimal_total`] is the O(γ²) dynamic programme of the optimal scenario, the test oracle:
+//! no criterion can beat it on a history-independent imbalance model.
+
+/// Thread loads of one iteration, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Largest thread load.
+    pub max: f64,
+    /// Mean thread load.
+    pub mean: f64,
+    /// Smallest thread load.
+    pub min: f64,
+}
+
+/// A when-to-rebalance rule.
+pub trait Criterion: Send {
+    /// Name for reports.
+    fn name(&self) -> String;
+    /// Sees one iteration; true = rebalance before the next.
+    fn observe(&mut self, s: Sample) -> bool;
+    /// A rebalancing happened and cost `cost` seconds.
+    fn rebalanced(&mut self, cost: f64);
+}
+
+/// Shared state of the criteria that integrate the imbalance since the last rebalance.
+#[derive(Debug, Clone, Default)]
+struct SinceLast {
+    tau: usize,
+    sum_u: f64,
+    cost: f64,
+}
+
+impl SinceLast {
+    fn push(&mut self, s: &Sample) -> f64 {
+        let u = (s.max - s.mean).max(0.0);
+        self.tau += 1;
+        self.sum_u += u;
+        u
+    }
+    fn reset(&mut self, cost: f64) {
+        *self = SinceLast { cost, ..Default::default() };
+    }
+}
+
+/// Boulmier's eq. 24, parameter-free: ignores a constant residual imbalance that rebalancing
+/// would not remove.
+#[derive(Debug, Clone)]
+pub struct Boulmier(SinceLast);
+
+impl Boulmier {
+    /// With an initial estimate of the rebalancing cost in seconds.
+    pub fn new(initial_cost: f64) -> Self {
+        Boulmier(SinceLast { cost: initial_cost, ..Default::default() })
+    }
+}
+
+impl Criterion for Boulmier {
+    fn name(&self) -> String {
+        "boulmier-eq24".into()
+    }
+    fn observe(&mut self, s: Sample) -> bool {
+        let u = self.0.push(&s);
+        self.0.tau as f64 * u - self.0.sum_u >= self.0.cost
+    }
+    fn rebalanced(&mut self, cost: f64) {
+        self.0.reset(cost);
+    }
+}
+
+/// Menon: rebalance once the accumulated imbalance exceeds the cost.
+#[derive(Debug, Clone)]
+pub struct Menon(SinceLast);
+
+impl Menon {
+    /// With an initial estimate of the rebalancing cost in seconds.
+    pub fn new(initial_cost: f64) -> Self {
+        Menon(SinceLast { cost: initial_cost, ..Default::default() })
+    }
+}
+
+impl Criterion for Menon {
+    fn name(&self) -> String {
+        "menon".into()
+    }
+    fn observe(&mut self, s: Sample) -> bool {
+        self.0.push(&s);
+        self.0.sum_u >= self.0.cost
+    }
+    fn rebalanced(&mut self, cost: f64) {
+        self.0.reset(cost);
+    }
+}
+
+/// Procassini(ρ): rebalance when the predicted balanced time plus the cost beats `ρ` times the
+/// current time.
+#[derive(Debug, Clone)]
+pub struct Procassini {
+    rho: f64,
+    cost: f64,
+    eff_post: Option<f64>,
+    just_rebalanced: bool,
+}
+
+impl Procassini {
+    /// With threshold `rho` (≤ 1) and an initial cost estimate.
+    pub fn new(rho: f64, initial_cost: f64) -> Self {
+        Procassini { rho, cost: initial_cost, eff_post: None, just_rebalanced: true }
+    }
+}
+
+impl Criterion for Procassini {
+    fn name(&self) -> String {
+        format!("procassini({})", self.rho)
+    }
+    fn observe(&mut self, s: Sample) -> bool {
+        let eff = if s.max > 0.0 { s.mean / s.max } else { 1.0 };
+        if self.just_rebalanced {
+            self.eff_post = Some(eff);
+            self.just_rebalanced = false;
+            return false;
+        }
+        let post = self.eff_post.unwrap_or(1.0).max(f64::MIN_POSITIVE);
+        (eff / post) * s.max + self.cost < self.rho * s.max
+    }
+    fn rebalanced(&mut self, cost: f64) {
+        self.cost = cost;
+        self.just_rebalanced = true;
+    }
+}
+
+/// Marquez(ξ): rebalance when some thread's load leaves `(1 ± ξ)·mean`.
+#[derive(Debug, Clone)]
+pub struct Marquez(pub f64);
+
+impl Criterion for Marquez {
+    fn name(&self) -> String {
+        format!("marquez({})", self.0)
+    }
+    fn observe(&mut self, s: Sample) -> bool {
+        s.max > (1.0 + self.0) * s.mean || s.min < (1.0 - self.0) * s.mean
+    }
+    fn rebalanced(&mut self, _: f64) {}
+}
+
+/// Every `T` iterations.
+#[derive(Debug, Clone)]
+pub struct Periodic {
+    period: usize,
+    count: usize,
+}
+
+impl Periodic {
+    /// Every `period` (≥ 1) iterations.
+    pub fn new(period: usize) -> Self {
+        Periodic { period: period.max(1), count: 0 }
+    }
+}
+
+impl Criterion for Periodic {
+    fn name(&self) -> String {
+        format!("periodic({})", self.period)
+    }
+    fn observe(&mut self, _: Sample) -> bool {
+        self.count += 1;
+        self.count % self.period == 0
+    }
+    fn rebalanced(&mut self, _: f64) {}
+}
+
+/// After every iteration.
+#[derive(Debug, Clone)]
+pub struct Always;
+
+impl Criterion for Always {
+    fn name(&self) -> String {
+        "always".into()
+    }
+    fn observe(&mut self, _: Sample) -> bool {
+        true
+    }
+    fn rebalanced(&mut self, _: f64) {}
+}
+
+/// Never.
+#[derive(Debug, Clone)]
+pub struct Never;
+
+impl Criterion for Never {
+    fn name(&self) -> String {
+        "never".into()
+    }
+    fn observe(&mut self, _: Sample) -> bool {
+        false
+    }
+    fn rebalanced(&mut self, _: f64) {}
+}
+
+/// Optimal total time of `gamma` iterations when the imbalance `x` iterations after a
+/// rebalance (or the start) is `u(x)` (x ≥ 1 for the first iteration after it), every
+/// iteration has mean load `mu`, and a rebalancing costs `cost`:
+/// `B[s] = min(U(s), min_{0<r<s} B[r] + C + U(s − r))` with `U(n) = Σ_{x=1..n} u(x)`.
+/// Returns the total and the iterations before which it rebalances.
+pub fn optimal_total(gamma: usize, mu: f64, cost: f64, u: impl Fn(usize) -> f64) -> (f64, Vec<usize>) {
+    let mut prefix = vec![0.0; gamma + 1];
+    for n in 1..=gamma {
+        prefix[n] = prefix[n - 1] + u(n);
+    }
+    let mut best = vec![f64::INFINITY; gamma + 1];
+    let mut from = vec![0usize; gamma + 1];
+    best[0] = 0.0;
+    for s in 1..=gamma {
+        best[s] = prefix[s];
+        for r in 1..s {
+            let v = best[r] + cost + prefix[s - r];
+            if v < best[s] {
+                best[s] = v;
+                from[s] = r;
+            }
+        }
+    }
+    let mut cuts = Vec::new();
+    let mut s = gamma;
+    while from[s] != 0 {
+        cuts.push(from[s]);
+        s = from[s];
+    }
+    cuts.reverse();
+    (best[gamma] + mu * gamma as f64, cuts)
+}
+
+/// Runs `criterion` on the same model as [`optimal_total`]; returns the total time and the
+/// iterations before which it rebalanced.
+pub fn simulate(
+    criterion: &mut dyn Criterion,
+    gamma: usize,
+    mu: f64,
+    cost: f64,
+    u: impl Fn(usize) -> f64,
+) -> (f64, Vec<usize>) {
+    let mut total = 0.0;
+    let mut since = 0;
+    let mut cuts = Vec::new();
+    for t in 0..gamma {
+        if t > 0 && !cuts.is_empty() && *cuts.last().unwrap() == t {
+            total += cost;
+            since = 0;
+            criterion.rebalanced(cost);
+        }
+        since += 1;
+        let imbalance = u(since);
+        total += mu + imbalance;
+        if criterion.observe(Sample { max: mu + imbalance, mean: mu, min: mu }) && t + 1 < gamma {
+            cuts.push(t + 1);
+        }
+    }
+    (total, cuts)
+}
+
+/// Boulmier's synthetic imbalance growth `ι(x)` (x = iterations since the last rebalance):
+/// the imbalance ratio is `I(x) = Σ_{j≤x} ι(j)` and `u = I·μ`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Growth {
+    /// ι = 0.1: the imbalance grows linearly.
+    Constant,
+    /// ι = 1/(0.4x + 1).
+    Sublinear,
+    /// ι = 0.02x: the imbalance grows quadratically.
+    Linear,
+    /// ι = −0.1(x mod 17) + 0.8: the imbalance comes and goes.
+    Sawtooth,
+}
+
+impl Growth {
+    /// ι(x).
+    pub fn iota(self, x: usize) -> f64 {
+        let x = x as f64;
+        match self {
+            Growth::Constant => 0.1,
+            Growth::Sublinear => 1.0 / (0.4 * x + 1.0),
+            Growth::Linear => 0.02 * x,
+            Growth::Sawtooth => -0.1 * (x % 17.0) + 0.8,
+        }
+    }
+
+    /// Imbalance time `u(x) = μ·max(0, Σ_{j≤x} ι(j))`.
+    pub fn imbalance(self, mu: f64) -> impl Fn(usize) -> f64 {
+        move |x| mu * (1..=x).map(|j| self.iota(j)).sum::<f64>().max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GAMMA: usize = 600;
+    const MU: f64 = 1.0;
+    const COST: f64 = 100.0; // C = 100·μ₀ (notes/related-work.md §2)
+
+    fn all() -> Vec<Box<dyn Criterion>> {
+        vec![
+            Box::new(Boulmier::new(COST)),
+            Box::new(Menon::new(COST)),
+            Box::new(Procassini::new(0.9, COST)),
+            Box::new(Marquez(0.2)),
+            Box::new(Periodic::new(25)),
+            Box::new(Always),
+            Box::new(Never),
+        ]
+    }
+
+    #[test]
+    fn no_criterion_beats_the_optimum() {
+        for g in [Growth::Constant, Growth::Sublinear, Growth::Linear, Growth::Sawtooth] {
+            let (opt, _) = optimal_total(GAMMA, MU, COST, g.imbalance(MU));
+            for mut c in all() {
+                let (t, _) = simulate(c.as_mut(), GAMMA, MU, COST, g.imbalance(MU));
+                assert!(t >= opt - 1e-6, "{} beat the optimum on {g:?}: {t} < {opt}", c.name());
+            }
+        }
+    }
+
+    #[test]
+    fn the_oracle_is_exact_on_a_small_case() {
+        // u(x) = x, C = 3, 4 iterations: exhaustive search over the 2^3 schedules.
+        let u = |x: usize| x as f64;
+        let (opt, _) = optimal_total(4, 0.0, 3.0, u);
+        let mut best = f64::INFINITY;
+        for mask in 0..8u32 {
+            let (mut total, mut since) = (0.0, 0);
+            for t in 0..4 {
+                if t > 0 && mask & (1 << (t - 1)) != 0 {
+                    total += 3.0;
+                    since = 0;
+                }
+                since += 1;
+                total += u(since);
+            }
+            best = best.min(total);
+        }
+        assert_eq!(opt, best);
+    }
+
+    /// Linear imbalance growth u(x) = αx: Menon and eq. 24 both fire after about √(2C/α).
+    #[test]
+    fn menon_and_eq24_fire_at_the_square_root_rule_for_linear_growth() {
+        let alpha = 0.1;
+        let expected = (2.0 * COST / alpha).sqrt();
+        for mut c in [Box::new(Menon::new(COST)) as Box<dyn Criterion>, Box::new(Boulmier::new(COST))] {
+            let (_, cuts) = simulate(c.as_mut(), GAMMA, MU, COST, Growth::Constant.imbalance(MU));
+            let first = cuts[0] as f64;
+            assert!((first - expected).abs() <= 2.0, "{} first fires at {first}, expected ≈ {expected:.1}", c.name());
+            let gaps: Vec<usize> = cuts.windows(2).map(|w| w[1] - w[0]).collect();
+            assert!(gaps.iter().all(|&g| (g as f64 - expected).abs() <= 2.0), "{}: {gaps:?}", c.name());
+        }
+    }
+
+    #[test]
+    fn eq24_rebalances_less_than_menon_on_the_sawtooth() {
+        let (_, eq24) = simulate(&mut Boulmier::new(COST), GAMMA, MU, COST, Growth::Sawtooth.imbalance(MU));
+        let (_, menon) = simulate(&mut Menon::new(COST), GAMMA, MU, COST, Growth::Sawtooth.imbalance(MU));
+        assert!(eq24.len() < menon.len(), "eq24 {} vs Menon {}", eq24.len(), menon.len());
+    }
+
+    #[test]
+    fn simple_rules_do_what_they_say() {
+        let s = Sample { max: 1.3, mean: 1.0, min: 0.8 };
+        assert!(Marquez(0.2).observe(s));
+        assert!(!Marquez(0.5).observe(s));
+        let mut p = Periodic::new(3);
+        let fired: Vec<bool> = (0..6).map(|_| p.observe(s)).collect();
+        assert_eq!(fired, [false, false, true, false, false, true]);
+        assert!(Always.observe(s) && !Never.observe(s));
+    }
+}

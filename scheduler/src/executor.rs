@@ -1,0 +1,210 @@
+//! The one interface every executor implements, and the bookkeeping they share.
+//!
+//! A phase runs a task on every box exactly once and ends with a barrier. Tasks read their
+//! neighbours' data from the previous phase and write only their own box ("owner computes"),
+//! so results do not depend on the executor; [`for_each_box_mut`] enforces the write side by
+//! handing each task a `&mut` to its own box only.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+/// What one phase did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PhaseStats {
+    /// Wall time of the phase, barrier included.
+    pub wall: Duration,
+    /// Boxes run by each thread.
+    pub boxes: Vec<usize>,
+    /// Estimated task time of each thread (sampled box times scaled up; see [`BoxTimer`]).
+    pub busy: Vec<Duration>,
+    /// Box executions that ran on the same thread as that box's previous execution.
+    pub same_thread: usize,
+    /// Box executions that had a previous execution to compare with.
+    pub compared: usize,
+}
+
+/// An executor: runs every box of a grid once per phase on a team of threads.
+pub trait Executor {
+    /// Short name: `pbs`, `ws`, `eager` or `static`.
+    fn name(&self) -> &'static str;
+    /// Number of worker threads.
+    fn threads(&self) -> usize;
+    /// Number of boxes.
+    fn boxes(&self) -> usize;
+    /// Runs `task(k)` exactly once for every box `k` and returns when all have run. A panic in
+    /// a task is re-raised here after the phase ended on every thread; the executor stays
+    /// usable.
+    fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats;
+    /// Called between iterations. The PBS executor turns measured box times into loads and
+    /// may rebalance here; the others have nothing to do.
+    fn end_iteration(&mut self) -> IterationEnd {
+        IterationEnd::default()
+    }
+    /// Thread that will run each box in the next phase, where the executor decides it in
+    /// advance (`pbs`, `static`); `None` for dynamic executors.
+    fn planned_owners(&self) -> Option<Vec<u32>> {
+        None
+    }
+}
+
+/// What happened between two iterations.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct IterationEnd {
+    /// Whether the balancer ran.
+    pub rebalanced: bool,
+    /// Time the rebalancing took (the cost `C` of the criteria).
+    pub rebalance_time: Duration,
+    /// Boxes whose owner changed.
+    pub migrations: usize,
+    /// `max_avg` of the thread loads measured in the iteration that just ended.
+    pub max_avg: f64,
+}
+
+/// Runs `f(k, &mut data[k])` once for every box under `exec`.
+///
+/// ```
+/// use pbs_scheduler::{for_each_box_mut, executors::StaticBlocks, Executor};
+/// let mut exec = StaticBlocks::new(1000, 2);
+/// let old: Vec<f64> = (0..1000).map(|k| k as f64).collect();
+/// let mut new = vec![0.0; 1000];
+/// for_each_box_mut(&mut exec, &mut new, |k, out| *out = old[k] + old[(k + 1) % 1000]);
+/// assert_eq!(new[999], 999.0);
+/// ```
+pub fn for_each_box_mut<T: Send>(
+    exec: &mut dyn Executor,
+    data: &mut [T],
+    f: impl Fn(usize, &mut T) + Sync,
+) -> PhaseStats {
+    assert_eq!(data.len(), exec.boxes(), "one datum per box");
+    let base = SendPtr(data.as_mut_ptr());
+    exec.run_phase(&|k| {
+        let p = base;
+        // SAFETY: every executor runs each box index exactly once per phase (tested for all
+        // of them), so no two calls get the same `k`, and `k < data.len()`.
+        let slot = unsafe { &mut *p.0.add(k) };
+        f(k, slot)
+    })
+}
+
+struct SendPtr<T>(*mut T);
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
+// SAFETY: used only to hand out disjoint `&mut` (see `for_each_box_mut`).
+unsafe impl<T: Send> Send for SendPtr<T> {}
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+/// Which boxes get timed: one in `stride`, rotating with the phase, so that every box is
+/// measured every `stride` phases at `1/stride` of the cost of timing them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoxTimer {
+    /// Time one box in this many.
+    pub stride: u32,
+}
+
+impl Default for BoxTimer {
+    fn default() -> Self {
+        BoxTimer { stride: 8 }
+    }
+}
+
+/// Per-box and per-thread bookkeeping shared by the executors: who ran each box last, sampled
+/// box times, per-thread counts.
+pub struct Tracker {
+    last_thread: Vec<AtomicU32>,
+    box_ns: Vec<AtomicU64>,
+    per_thread: Vec<CachePadded<ThreadCounters>>,
+    timer: BoxTimer,
+    phase: u32,
+}
+
+#[derive(Default)]
+struct ThreadCounters {
+    boxes: AtomicU64,
+    sampled_ns: AtomicU64,
+    same: AtomicU64,
+    compared: AtomicU64,
+}
+
+const NEVER: u32 = u32::MAX;
+
+/// Counters of one thread during one phase, flushed once at the end of its work.
+#[derive(Default)]
+pub struct Local {
+    boxes: u64,
+    sampled_ns: u64,
+    same: u64,
+    compared: u64,
+}
+
+impl Tracker {
+    /// Bookkeeping for `boxes` boxes and `threads` threads.
+    pub fn new(boxes: usize, threads: usize, timer: BoxTimer) -> Tracker {
+        assert!(timer.stride >= 1);
+        Tracker {
+            last_thread: (0..boxes).map(|_| AtomicU32::new(NEVER)).collect(),
+            box_ns: (0..boxes).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            per_thread: (0..threads).map(|_| CachePadded::new(ThreadCounters::default())).collect(),
+            timer,
+            phase: 0,
+        }
+    }
+
+    /// Runs box `k` on thread `t`, recording affinity and (for sampled boxes) its time.
+    #[inline]
+    pub fn run(&self, k: usize, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+        let prev = self.last_thread[k].load(Ordering::Relaxed);
+        if prev != NEVER {
+            local.compared += 1;
+            local.same += u64::from(prev == t as u32);
+        }
+        self.last_thread[k].store(t as u32, Ordering::Relaxed);
+        local.boxes += 1;
+        if (k as u32).wrapping_add(self.phase) % self.timer.stride == 0 {
+            let start = Instant::now();
+            task(k);
+            let ns = start.elapsed().as_nanos() as u64;
+            self.box_ns[k].store(ns, Ordering::Relaxed);
+            local.sampled_ns += ns;
+        } else {
+            task(k);
+        }
+    }
+
+    /// Adds a thread's counters for this phase (call once per thread per phase).
+    pub fn flush(&self, t: usize, local: Local) {
+        let c = &self.per_thread[t];
+        c.boxes.fetch_add(local.boxes, Ordering::Relaxed);
+        c.sampled_ns.fetch_add(local.sampled_ns, Ordering::Relaxed);
+        c.same.fetch_add(local.same, Ordering::Relaxed);
+        c.compared.fetch_add(local.compared, Ordering::Relaxed);
+    }
+
+    /// Ends a phase: collects and resets the per-thread counters.
+    pub fn finish(&mut self, wall: Duration) -> PhaseStats {
+        let stride = u64::from(self.timer.stride);
+        let mut s = PhaseStats { wall, ..Default::default() };
+        for c in &self.per_thread {
+            s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
+            s.busy.push(Duration::from_nanos(c.sampled_ns.swap(0, Ordering::Relaxed) * stride));
+            s.same_thread += c.same.swap(0, Ordering::Relaxed) as usize;
+            s.compared += c.compared.swap(0, Ordering::Relaxed) as usize;
+        }
+        self.phase = self.phase.wrapping_add(1);
+        s
+    }
+
+    /// Latest measured time of every box in seconds; boxes not measured yet get the mean of
+    /// the measured ones (1 if none is).
+    pub fn box_loads(&self) -> Vec<f64> {
+        let raw: Vec<u64> = self.box_ns.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        let measured: Vec<f64> = raw.iter().filter(|&&v| v != u64::MAX).map(|&v| v as f64 * 1e-9).collect();
+        let fill = if measured.is_empty() { 1.0 } else { measured.iter().sum::<f64>() / measured.len() as f64 };
+        raw.iter().map(|&v| if v == u64::MAX { fill } else { v as f64 * 1e-9 }).collect()
+    }
+}

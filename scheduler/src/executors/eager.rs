@@ -1,0 +1,62 @@
+//! `eager`: one shared FIFO of all the phase's boxes in index order; every idle worker pops the
+//! next one. StarPU's default scheduler and the paper's comparator. The FIFO is an atomic
+//! cursor over `0..n` — the cheapest FIFO there is, so the comparison is fair to eager.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+
+use crate::executor::{BoxTimer, Executor, Local, PhaseStats, Tracker};
+use crate::pool::Pool;
+
+/// One shared FIFO.
+pub struct EagerFifo {
+    pool: Pool,
+    tracker: Tracker,
+    boxes: usize,
+    next: CachePadded<AtomicUsize>,
+}
+
+impl EagerFifo {
+    /// `threads` workers over `boxes` boxes, unpinned.
+    pub fn new(boxes: usize, threads: usize) -> Self {
+        Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {})), BoxTimer::default())
+    }
+
+    /// Over an existing pool.
+    pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> Self {
+        let tracker = Tracker::new(boxes, pool.threads(), timer);
+        EagerFifo { pool, tracker, boxes, next: CachePadded::new(AtomicUsize::new(0)) }
+    }
+}
+
+impl Executor for EagerFifo {
+    fn name(&self) -> &'static str {
+        "eager"
+    }
+    fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+    fn boxes(&self) -> usize {
+        self.boxes
+    }
+    fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        let start = Instant::now();
+        self.next.store(0, Ordering::SeqCst);
+        let (n, tracker, next) = (self.boxes, &self.tracker, &self.next);
+        self.pool.run(&|t| {
+            let mut local = Local::default();
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= n {
+                    break;
+                }
+                tracker.run(k, t, &mut local, task);
+            }
+            tracker.flush(t, local);
+        });
+        self.tracker.finish(start.elapsed())
+    }
+}

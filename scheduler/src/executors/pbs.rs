@@ -1,0 +1,272 @@
+//! `pbs`: owner computes. The balancer maps every box to a thread (its vCore); each thread
+//! runs its own boxes in index order, so a box runs on the same thread iteration after
+//! iteration and its data stays in that thread's cache and on its NUMA node. Sampled box times
+//! become the loads; between iterations a [`Criterion`] decides whether the balancer runs (a
+//! few warm-started steps). A thread that runs dry may steal from the *end* of a neighbouring
+//! vCore's list, so the owner keeps the front it is working through.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use pbs::{balance, methods, metrics, Balancer, Cells, Grid, Options, Point, Problem};
+
+use crate::criteria::{Boulmier, Criterion, Sample};
+use crate::executor::{BoxTimer, Executor, IterationEnd, Local, PhaseStats, Tracker};
+use crate::pool::Pool;
+
+/// Settings of the PBS executor.
+pub struct PbsOptions {
+    /// Balancing method (see `pbs::methods`).
+    pub method: String,
+    /// Balancer steps allowed per rebalancing (it starts warm, so a few suffice).
+    pub steps_per_rebalance: usize,
+    /// Balancer tolerance on `max_avg`.
+    pub tol: f64,
+    /// Whether idle threads steal boxes from their neighbours' lists.
+    pub steal: bool,
+    /// Boxes an owner claims at a time (fewer atomic operations than one by one).
+    pub chunk: u32,
+    /// Seed of the initial vCore positions (used when `positions` is `None`).
+    pub seed: u64,
+    /// Initial vCore positions (e.g. from the NUMA placement), one per thread.
+    pub positions: Option<Vec<Point>>,
+    /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
+    pub criterion: Option<Box<dyn Criterion>>,
+    /// Box timing.
+    pub timer: BoxTimer,
+}
+
+impl Default for PbsOptions {
+    fn default() -> Self {
+        PbsOptions {
+            method: methods::DEFAULT.into(),
+            steps_per_rebalance: 20,
+            tol: 0.05,
+            steal: true,
+            chunk: 16,
+            seed: 1,
+            positions: None,
+            criterion: None,
+            timer: BoxTimer::default(),
+        }
+    }
+}
+
+/// The PBS executor.
+pub struct Pbs {
+    pool: Pool,
+    tracker: Tracker,
+    grid: Grid,
+    balancer: Box<dyn Balancer + Send>,
+    cells: Cells,
+    criterion: Box<dyn Criterion>,
+    lists: Vec<Vec<u32>>,
+    /// Per list: `front` (low 32 bits, owner side) and `back` (high 32 bits, thieves' side).
+    claims: Vec<CachePadded<AtomicU64>>,
+    neighbours: Vec<Vec<u32>>,
+    options: PbsOptions,
+    iteration_busy: Vec<Duration>,
+}
+
+fn pack(front: u32, back: u32) -> u64 {
+    u64::from(front) | (u64::from(back) << 32)
+}
+
+fn unpack(v: u64) -> (u32, u32) {
+    (v as u32, (v >> 32) as u32)
+}
+
+impl Pbs {
+    /// `threads` unpinned workers over `grid`.
+    pub fn new(grid: Grid, threads: usize, options: PbsOptions) -> pbs::Result<Self> {
+        Self::with_pool(grid, Pool::new(threads, Arc::new(|_| {})), options)
+    }
+
+    /// Over an existing pool. Balances uniform loads once to start (its time is the initial
+    /// cost estimate of the default criterion).
+    pub fn with_pool(grid: Grid, pool: Pool, mut options: PbsOptions) -> pbs::Result<Self> {
+        let threads = pool.threads();
+        // More threads than boxes: the extra threads own nothing and only steal.
+        let vcores = threads.min(grid.len());
+        let ones = vec![1.0; grid.len()];
+        let problem = Problem::new(grid, &ones, vcores)?;
+        let mut balancer = methods::by_name(&options.method)?;
+        let mut cells = match options.positions.take() {
+            Some(mut p) => {
+                p.truncate(vcores);
+                Cells::new(&problem, p, vec![0.0; vcores])?
+            }
+            None => Cells::random(&problem, options.seed),
+        };
+        let start = Instant::now();
+        balance(balancer.as_mut(), &problem, &mut cells, Options { max_steps: 200, tol: options.tol }, |_| {});
+        let cost = start.elapsed().as_secs_f64();
+        let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
+        let mut pbs = Pbs {
+            tracker: Tracker::new(grid.len(), threads, options.timer),
+            pool,
+            grid,
+            balancer,
+            cells,
+            criterion,
+            lists: Vec::new(),
+            claims: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            neighbours: Vec::new(),
+            options,
+            iteration_busy: vec![Duration::ZERO; threads],
+        };
+        pbs.rebuild_lists();
+        Ok(pbs)
+    }
+
+    /// The balancer's current cells (positions, weights, owners).
+    pub fn cells(&self) -> &Cells {
+        &self.cells
+    }
+
+    /// Name of the criterion in use.
+    pub fn criterion_name(&self) -> String {
+        self.criterion.name()
+    }
+
+    fn rebuild_lists(&mut self) {
+        let threads = self.pool.threads();
+        self.lists = vec![Vec::new(); threads];
+        for (k, &o) in self.cells.owners().iter().enumerate() {
+            self.lists[o as usize].push(k as u32);
+        }
+        // Neighbouring vCores (sharing a boundary) are the preferred victims of stealing.
+        let a = self.cells.assignment();
+        // Threads without a vCore count as neighbours of everybody.
+        let mut adj = vec![vec![false; threads]; threads];
+        for (t, row) in adj.iter_mut().enumerate().skip(self.cells.len()) {
+            row.iter_mut().enumerate().for_each(|(j, x)| *x = j != t);
+        }
+        for k in 0..self.grid.len() {
+            let (o, s) = (a.owner[k] as usize, a.second[k]);
+            if s != pbs::assign::NONE && a.gap[k] < 4.0 {
+                adj[o][s as usize] = true;
+                adj[s as usize][o] = true;
+            }
+        }
+        self.neighbours = (0..threads)
+            .map(|t| {
+                let mut n: Vec<u32> = (0..threads).filter(|&j| adj[t][j]).map(|j| j as u32).collect();
+                n.extend((0..threads).filter(|&j| j != t && !adj[t][j]).map(|j| j as u32));
+                n
+            })
+            .collect();
+    }
+}
+
+/// Owner side: takes up to `chunk` boxes from the front of a list.
+fn claim_front(c: &AtomicU64, chunk: u32) -> Option<std::ops::Range<u32>> {
+    let mut v = c.load(Ordering::Acquire);
+    loop {
+        let (front, back) = unpack(v);
+        if front >= back {
+            return None;
+        }
+        let next = (front + chunk).min(back);
+        match c.compare_exchange_weak(v, pack(next, back), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(front..next),
+            Err(now) => v = now,
+        }
+    }
+}
+
+/// Thief side: takes up to `chunk` boxes from the back of a list.
+fn claim_back(c: &AtomicU64, chunk: u32) -> Option<std::ops::Range<u32>> {
+    let mut v = c.load(Ordering::Acquire);
+    loop {
+        let (front, back) = unpack(v);
+        if front >= back {
+            return None;
+        }
+        let start = back.saturating_sub(chunk).max(front);
+        match c.compare_exchange_weak(v, pack(front, start), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(start..back),
+            Err(now) => v = now,
+        }
+    }
+}
+
+impl Executor for Pbs {
+    fn name(&self) -> &'static str {
+        "pbs"
+    }
+    fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+    fn boxes(&self) -> usize {
+        self.grid.len()
+    }
+    fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        let start = Instant::now();
+        for (c, l) in self.claims.iter().zip(&self.lists) {
+            c.store(pack(0, l.len() as u32), Ordering::Release);
+        }
+        let (lists, claims, neighbours, tracker) = (&self.lists, &self.claims, &self.neighbours, &self.tracker);
+        let (chunk, steal) = (self.options.chunk, self.options.steal);
+        self.pool.run(&|t| {
+            let mut local = Local::default();
+            let mine = &lists[t];
+            while let Some(r) = claim_front(&claims[t], chunk) {
+                for i in r {
+                    tracker.run(mine[i as usize] as usize, t, &mut local, task);
+                }
+            }
+            if steal {
+                for &v in &neighbours[t] {
+                    let theirs = &lists[v as usize];
+                    while let Some(r) = claim_back(&claims[v as usize], 2) {
+                        for i in r.rev() {
+                            tracker.run(theirs[i as usize] as usize, t, &mut local, task);
+                        }
+                    }
+                }
+            }
+            tracker.flush(t, local);
+        });
+        let stats = self.tracker.finish(start.elapsed());
+        for (acc, b) in self.iteration_busy.iter_mut().zip(&stats.busy) {
+            *acc += *b;
+        }
+        stats
+    }
+
+    fn end_iteration(&mut self) -> IterationEnd {
+        let loads: Vec<f64> = self.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
+        self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
+        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+        let sample = Sample {
+            max: loads.iter().copied().fold(0.0, f64::max),
+            mean,
+            min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+        };
+        let mut end = IterationEnd { max_avg: metrics::max_avg(&loads), ..Default::default() };
+        if !self.criterion.observe(sample) {
+            return end;
+        }
+        let start = Instant::now();
+        let box_loads = self.tracker.box_loads();
+        let before = self.cells.owners().to_vec();
+        let problem = Problem::new(self.grid, &box_loads, self.cells.len()).expect("measured times are finite and ≥ 0");
+        let opts = Options { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
+        balance(self.balancer.as_mut(), &problem, &mut self.cells, opts, |_| {});
+        end.migrations = metrics::migrations(&before, self.cells.owners());
+        if end.migrations > 0 {
+            self.rebuild_lists();
+        }
+        end.rebalanced = true;
+        end.rebalance_time = start.elapsed();
+        self.criterion.rebalanced(end.rebalance_time.as_secs_f64());
+        end
+    }
+
+    fn planned_owners(&self) -> Option<Vec<u32>> {
+        Some(self.cells.owners().to_vec())
+    }
+}

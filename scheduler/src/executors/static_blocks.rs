@@ -1,0 +1,61 @@
+//! `static`: thread `t` runs the contiguous block `[t·n/T, (t+1)·n/T)`, like OpenMP
+//! `schedule(static)`. No balancing at all; perfect affinity.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::executor::{BoxTimer, Executor, Local, PhaseStats, Tracker};
+use crate::pool::Pool;
+
+/// Equal contiguous blocks.
+pub struct StaticBlocks {
+    pool: Pool,
+    tracker: Tracker,
+    boxes: usize,
+}
+
+impl StaticBlocks {
+    /// `threads` workers over `boxes` boxes, unpinned.
+    pub fn new(boxes: usize, threads: usize) -> Self {
+        Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {})), BoxTimer::default())
+    }
+
+    /// Over an existing pool (pinned or not).
+    pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> Self {
+        let tracker = Tracker::new(boxes, pool.threads(), timer);
+        StaticBlocks { pool, tracker, boxes }
+    }
+
+    /// Block of thread `t`.
+    pub fn block(boxes: usize, threads: usize, t: usize) -> std::ops::Range<usize> {
+        (t * boxes / threads)..((t + 1) * boxes / threads)
+    }
+}
+
+impl Executor for StaticBlocks {
+    fn name(&self) -> &'static str {
+        "static"
+    }
+    fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+    fn boxes(&self) -> usize {
+        self.boxes
+    }
+    fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        let start = Instant::now();
+        let (n, threads, tracker) = (self.boxes, self.pool.threads(), &self.tracker);
+        self.pool.run(&|t| {
+            let mut local = Local::default();
+            for k in Self::block(n, threads, t) {
+                tracker.run(k, t, &mut local, task);
+            }
+            tracker.flush(t, local);
+        });
+        self.tracker.finish(start.elapsed())
+    }
+    fn planned_owners(&self) -> Option<Vec<u32>> {
+        let t = self.pool.threads();
+        Some((0..t).flat_map(|w| Self::block(self.boxes, t, w).map(move |_| w as u32)).collect())
+    }
+}

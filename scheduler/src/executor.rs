@@ -6,7 +6,9 @@
 //! handing each task a `&mut` to its own box only.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock;
 
 use crossbeam_utils::CachePadded;
 
@@ -99,24 +101,36 @@ impl<T> Copy for SendPtr<T> {}
 unsafe impl<T: Send> Send for SendPtr<T> {}
 unsafe impl<T: Send> Sync for SendPtr<T> {}
 
-/// Which boxes get timed: one in `stride`, rotating with the phase, so that every box is
-/// measured every `stride` phases at `1/stride` of the cost of timing them all.
+/// What the executor records per box execution.
+///
+/// Timing samples one box in `stride` (a power of two), rotating with the phase, so every box
+/// is measured every `stride` phases at `1/stride` of the cost of timing them all; the clock is
+/// the cheap [`crate::clock`]. `stride: 0` disables timing. Affinity is one relaxed load and
+/// store per box.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BoxTimer {
-    /// Time one box in this many.
+    /// Time one box in this many (a power of two), or 0 for none.
     pub stride: u32,
+    /// Record which thread ran each box (for the affinity figure).
+    pub affinity: bool,
 }
 
 impl Default for BoxTimer {
     fn default() -> Self {
-        BoxTimer { stride: 8 }
+        BoxTimer { stride: 16, affinity: true }
     }
+}
+
+impl BoxTimer {
+    /// No timing, no affinity: the executor as a plain loop.
+    pub const OFF: BoxTimer = BoxTimer { stride: 0, affinity: false };
 }
 
 /// Per-box and per-thread bookkeeping shared by the executors: who ran each box last, sampled
 /// box times, per-thread counts.
 pub struct Tracker {
     last_thread: Vec<AtomicU32>,
+    /// Latest sampled time of each box, in clock ticks (`u64::MAX` = never measured).
     box_ns: Vec<AtomicU64>,
     per_thread: Vec<CachePadded<ThreadCounters>>,
     timer: BoxTimer,
@@ -127,17 +141,33 @@ pub struct Tracker {
 struct ThreadCounters {
     boxes: AtomicU64,
     sampled_ns: AtomicU64,
+    exact_ticks: AtomicU64,
     same: AtomicU64,
     compared: AtomicU64,
 }
 
 const NEVER: u32 = u32::MAX;
 
+/// A relaxed load-then-store: each box runs once per phase, so no read-modify-write is needed.
+trait SwapRelaxed {
+    fn swap_relaxed(&self, v: u32) -> u32;
+}
+
+impl SwapRelaxed for AtomicU32 {
+    #[inline]
+    fn swap_relaxed(&self, v: u32) -> u32 {
+        let prev = self.load(Ordering::Relaxed);
+        self.store(v, Ordering::Relaxed);
+        prev
+    }
+}
+
 /// Counters of one thread during one phase, flushed once at the end of its work.
 #[derive(Default)]
 pub struct Local {
     boxes: u64,
     sampled_ns: u64,
+    exact_ticks: u64,
     same: u64,
     compared: u64,
 }
@@ -145,7 +175,7 @@ pub struct Local {
 impl Tracker {
     /// Bookkeeping for `boxes` boxes and `threads` threads.
     pub fn new(boxes: usize, threads: usize, timer: BoxTimer) -> Tracker {
-        assert!(timer.stride >= 1);
+        assert!(timer.stride == 0 || timer.stride.is_power_of_two(), "the timing stride must be 0 or a power of two");
         Tracker {
             last_thread: (0..boxes).map(|_| AtomicU32::new(NEVER)).collect(),
             box_ns: (0..boxes).map(|_| AtomicU64::new(u64::MAX)).collect(),
@@ -158,21 +188,63 @@ impl Tracker {
     /// Runs box `k` on thread `t`, recording affinity and (for sampled boxes) its time.
     #[inline]
     pub fn run(&self, k: usize, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
-        let prev = self.last_thread[k].load(Ordering::Relaxed);
-        if prev != NEVER {
-            local.compared += 1;
-            local.same += u64::from(prev == t as u32);
+        if self.timer.affinity {
+            let prev = self.last_thread[k].swap_relaxed(t as u32);
+            if prev != NEVER {
+                local.compared += 1;
+                local.same += u64::from(prev == t as u32);
+            }
         }
-        self.last_thread[k].store(t as u32, Ordering::Relaxed);
         local.boxes += 1;
-        if (k as u32).wrapping_add(self.phase) % self.timer.stride == 0 {
-            let start = Instant::now();
+        let mask = self.timer.stride.wrapping_sub(1);
+        if self.timer.stride != 0 && (k as u32).wrapping_add(self.phase) & mask == 0 {
+            let start = clock::ticks();
             task(k);
-            let ns = start.elapsed().as_nanos() as u64;
-            self.box_ns[k].store(ns, Ordering::Relaxed);
-            local.sampled_ns += ns;
+            let dt = clock::ticks().wrapping_sub(start);
+            self.box_ns[k].store(dt, Ordering::Relaxed);
+            local.sampled_ns += dt;
         } else {
             task(k);
+        }
+    }
+
+    /// Runs the boxes `ks` on thread `t` as one timed chunk: one clock pair for the whole chunk,
+    /// each box credited with the chunk's mean time (written on one phase in `stride`). Coarser
+    /// than [`Tracker::run`]'s per-box samples, but the thread's busy time is exact every phase
+    /// and every box is refreshed every `stride` phases, for two clock reads per chunk. Used
+    /// where a thread runs runs of neighbouring boxes (pbs's cells, static's blocks), whose
+    /// loads are alike.
+    #[inline]
+    pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+        let timed = self.timer.stride != 0;
+        let start = if timed { clock::ticks() } else { 0 };
+        if self.timer.affinity {
+            for &k in ks {
+                let prev = self.last_thread[k as usize].swap_relaxed(t as u32);
+                if prev != NEVER {
+                    local.compared += 1;
+                    local.same += u64::from(prev == t as u32);
+                }
+                task(k as usize);
+            }
+        } else {
+            for &k in ks {
+                task(k as usize);
+            }
+        }
+        local.boxes += ks.len() as u64;
+        if timed {
+            let dt = clock::ticks().wrapping_sub(start);
+            // Box times are written on one phase in `stride` only: writing a time for every
+            // box every phase cost more than the clock reads, and the balancer needs recent
+            // loads only when it runs.
+            if self.phase & (self.timer.stride - 1) == 0 {
+                let each = dt / ks.len().max(1) as u64;
+                for &k in ks {
+                    self.box_ns[k as usize].store(each, Ordering::Relaxed);
+                }
+            }
+            local.exact_ticks += dt;
         }
     }
 
@@ -181,17 +253,20 @@ impl Tracker {
         let c = &self.per_thread[t];
         c.boxes.fetch_add(local.boxes, Ordering::Relaxed);
         c.sampled_ns.fetch_add(local.sampled_ns, Ordering::Relaxed);
+        c.exact_ticks.fetch_add(local.exact_ticks, Ordering::Relaxed);
         c.same.fetch_add(local.same, Ordering::Relaxed);
         c.compared.fetch_add(local.compared, Ordering::Relaxed);
     }
 
     /// Ends a phase: collects and resets the per-thread counters.
     pub fn finish(&mut self, wall: Duration) -> PhaseStats {
-        let stride = u64::from(self.timer.stride);
+        let scale = f64::from(self.timer.stride) * clock::ns_per_tick();
         let mut s = PhaseStats { wall, ..Default::default() };
         for c in &self.per_thread {
             s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
-            s.busy.push(Duration::from_nanos(c.sampled_ns.swap(0, Ordering::Relaxed) * stride));
+            let sampled = c.sampled_ns.swap(0, Ordering::Relaxed) as f64 * scale;
+            let exact = c.exact_ticks.swap(0, Ordering::Relaxed) as f64 * clock::ns_per_tick();
+            s.busy.push(Duration::from_nanos((sampled + exact) as u64));
             s.same_thread += c.same.swap(0, Ordering::Relaxed) as usize;
             s.compared += c.compared.swap(0, Ordering::Relaxed) as usize;
         }
@@ -202,9 +277,10 @@ impl Tracker {
     /// Latest measured time of every box in seconds; boxes not measured yet get the mean of
     /// the measured ones (1 if none is).
     pub fn box_loads(&self) -> Vec<f64> {
+        let to_s = clock::ns_per_tick() * 1e-9;
         let raw: Vec<u64> = self.box_ns.iter().map(|a| a.load(Ordering::Relaxed)).collect();
-        let measured: Vec<f64> = raw.iter().filter(|&&v| v != u64::MAX).map(|&v| v as f64 * 1e-9).collect();
+        let measured: Vec<f64> = raw.iter().filter(|&&v| v != u64::MAX).map(|&v| v as f64 * to_s).collect();
         let fill = if measured.is_empty() { 1.0 } else { measured.iter().sum::<f64>() / measured.len() as f64 };
-        raw.iter().map(|&v| if v == u64::MAX { fill } else { v as f64 * 1e-9 }).collect()
+        raw.iter().map(|&v| if v == u64::MAX { fill } else { v as f64 * to_s }).collect()
     }
 }

@@ -35,6 +35,7 @@
 
 #![deny(missing_docs)]
 
+pub mod clock;
 pub mod criteria;
 pub mod executor;
 pub mod executors;

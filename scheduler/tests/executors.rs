@@ -10,12 +10,15 @@ use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkSte
 use pbs_scheduler::{for_each_box_mut, Executor};
 use proptest::prelude::*;
 
-const KINDS: [&str; 4] = ["pbs", "ws", "eager", "static"];
+const KINDS: [&str; 5] = ["pbs", "pbs-steal", "ws", "eager", "static"];
 
 fn make(kind: &str, grid: Grid, threads: usize) -> Box<dyn Executor> {
     let n = grid.len();
     match kind {
         "pbs" => Box::new(Pbs::new(grid, threads, PbsOptions::default()).unwrap()),
+        "pbs-steal" => {
+            Box::new(Pbs::new(grid, threads, PbsOptions { steal: true, chunk: 4, ..Default::default() }).unwrap())
+        }
         "ws" => Box::new(WorkStealing::new(n, threads)),
         "eager" => Box::new(EagerFifo::new(n, threads)),
         _ => Box::new(StaticBlocks::new(n, threads)),
@@ -97,7 +100,7 @@ fn no_deadlock_with_empty_boxes_one_box_or_more_threads_than_boxes() {
 }
 
 /// Owner computes: under pbs and static every box runs on the same thread phase after phase
-/// when nothing changes.
+/// when nothing changes; the affinity pbs derives from its steal log agrees with a direct count.
 #[test]
 fn planned_executors_keep_boxes_on_their_threads() {
     let grid = Grid::new(40, 40).unwrap();
@@ -114,4 +117,35 @@ fn planned_executors_keep_boxes_on_their_threads() {
         // Stealing may move a few boxes when a thread is descheduled; nearly all stay.
         assert!(same as f64 >= 0.9 * compared as f64, "{kind}: {same}/{compared}");
     }
+}
+
+/// Stealing happens when one owner's boxes are much slower, and the stolen boxes still run
+/// exactly once; the derived affinity counts them as moved.
+#[test]
+fn stealing_takes_work_from_a_slow_owner() {
+    let grid = Grid::new(30, 30).unwrap();
+    let mut exec = Pbs::new(grid, 2, PbsOptions { steal: true, chunk: 4, ..Default::default() }).unwrap();
+    let owners = exec.planned_owners().unwrap();
+    let thread_of = || {
+        std::thread::current()
+            .name()
+            .and_then(|n| n.strip_prefix("pbs-worker-"))
+            .map_or(0, |id| id.parse::<u32>().unwrap())
+    };
+    let record = |exec: &mut Pbs, slow: bool| {
+        let ran_on: Vec<AtomicU32> = (0..grid.len()).map(|_| AtomicU32::new(u32::MAX)).collect();
+        let stats = exec.run_phase(&|k| {
+            ran_on[k].store(thread_of(), Ordering::Relaxed);
+            if slow && owners[k] == 1 {
+                spin(Duration::from_micros(50)); // vCore 1's boxes are slow
+            }
+        });
+        (ran_on.into_iter().map(|a| a.into_inner()).collect::<Vec<u32>>(), stats)
+    };
+    let (first, _) = record(&mut exec, false);
+    let (second, stats) = record(&mut exec, true);
+    let stolen = (0..grid.len()).filter(|&k| second[k] != owners[k]).count();
+    let moved = (0..grid.len()).filter(|&k| second[k] != first[k]).count();
+    assert!(stolen > 0, "the idle thread should have stolen some of the slow boxes");
+    assert_eq!(stats.compared - stats.same_thread, moved, "derived affinity must match the direct count");
 }

@@ -6,7 +6,7 @@
 //! vCore's list, so the owner keeps the front it is working through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -24,9 +24,13 @@ pub struct PbsOptions {
     pub steps_per_rebalance: usize,
     /// Balancer tolerance on `max_avg`.
     pub tol: f64,
-    /// Whether idle threads steal boxes from their neighbours' lists.
+    /// Whether idle threads steal boxes from the back of their neighbours' lists. Off by
+    /// default: with microsecond phases stealing reacts to scheduling noise, not to imbalance,
+    /// and doubles the per-phase overhead (measured, `examples/overhead.rs`); turn it on for
+    /// coarse tasks whose loads change within an iteration.
     pub steal: bool,
-    /// Boxes an owner claims at a time (fewer atomic operations than one by one).
+    /// Boxes an owner claims (and times) at a time: fewer atomic operations and clock reads
+    /// than one by one, at the price of chunk-averaged box times.
     pub chunk: u32,
     /// Seed of the initial vCore positions (used when `positions` is `None`).
     pub seed: u64,
@@ -34,7 +38,9 @@ pub struct PbsOptions {
     pub positions: Option<Vec<Point>>,
     /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
     pub criterion: Option<Box<dyn Criterion>>,
-    /// Box timing.
+    /// Box timing: pbs times whole chunks (any non-zero stride turns it on; box times are
+    /// refreshed every `stride` phases). Affinity is derived from steals and migrations, so
+    /// `timer.affinity` is ignored.
     pub timer: BoxTimer,
 }
 
@@ -44,8 +50,8 @@ impl Default for PbsOptions {
             method: methods::DEFAULT.into(),
             steps_per_rebalance: 20,
             tol: 0.05,
-            steal: true,
-            chunk: 16,
+            steal: false,
+            chunk: 128,
             seed: 1,
             positions: None,
             criterion: None,
@@ -68,6 +74,12 @@ pub struct Pbs {
     neighbours: Vec<Vec<u32>>,
     options: PbsOptions,
     iteration_busy: Vec<Duration>,
+    /// Boxes stolen in the current phase, per thief: `(box, thief)`.
+    stolen: Vec<CachePadded<Mutex<Vec<(u32, u32)>>>>,
+    /// Boxes stolen in the previous phase (`None` before the first phase).
+    previous: Option<Vec<(u32, u32)>>,
+    /// The owners before the last rebalancing, until the next phase has compared with them.
+    owners_before: Option<Vec<u32>>,
 }
 
 fn pack(front: u32, back: u32) -> u64 {
@@ -105,7 +117,7 @@ impl Pbs {
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let mut pbs = Pbs {
-            tracker: Tracker::new(grid.len(), threads, options.timer),
+            tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
             pool,
             grid,
             balancer,
@@ -116,6 +128,9 @@ impl Pbs {
             neighbours: Vec::new(),
             options,
             iteration_busy: vec![Duration::ZERO; threads],
+            stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
+            previous: None,
+            owners_before: None,
         };
         pbs.rebuild_lists();
         Ok(pbs)
@@ -177,19 +192,64 @@ fn claim_front(c: &AtomicU64, chunk: u32) -> Option<std::ops::Range<u32>> {
     }
 }
 
-/// Thief side: takes up to `chunk` boxes from the back of a list.
-fn claim_back(c: &AtomicU64, chunk: u32) -> Option<std::ops::Range<u32>> {
+/// What a thief found in a list.
+enum Steal {
+    /// These boxes are now the thief's.
+    Took(std::ops::Range<u32>),
+    /// The owner has not started yet (one waking up late is not worth scattering its cell):
+    /// look again later.
+    NotYet,
+    /// Nothing worth stealing: at most `keep` boxes left.
+    Nothing,
+}
+
+/// Thief side: takes up to `chunk` boxes from the back of a list whose owner has started and
+/// still has more than `keep` boxes ahead of it.
+fn claim_back(c: &AtomicU64, chunk: u32, keep: u32) -> Steal {
     let mut v = c.load(Ordering::Acquire);
     loop {
         let (front, back) = unpack(v);
-        if front >= back {
-            return None;
+        if back.saturating_sub(front) <= keep {
+            return Steal::Nothing;
+        }
+        if front == 0 {
+            return Steal::NotYet;
         }
         let start = back.saturating_sub(chunk).max(front);
         match c.compare_exchange_weak(v, pack(front, start), Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Some(start..back),
+            Ok(_) => return Steal::Took(start..back),
             Err(now) => v = now,
         }
+    }
+}
+
+impl Pbs {
+    /// Affinity without per-box bookkeeping: a box runs on another thread than last phase
+    /// only if it was stolen now or then, or its owner changed in between. The full comparison
+    /// runs only when something was stolen or moved.
+    fn count_affinity(&mut self, stats: &mut PhaseStats) {
+        let now: Vec<(u32, u32)> = self.stolen.iter().flat_map(|m| std::mem::take(&mut *m.lock().unwrap())).collect();
+        let old_owners = self.owners_before.take();
+        if let Some(before) = self.previous.take() {
+            let owners = self.cells.owners();
+            let n = owners.len();
+            let moved = if before.is_empty() && now.is_empty() && old_owners.is_none() {
+                0
+            } else {
+                let mut exec_before = old_owners.unwrap_or_else(|| owners.to_vec());
+                let mut exec_now = owners.to_vec();
+                for &(k, t) in &before {
+                    exec_before[k as usize] = t;
+                }
+                for &(k, t) in &now {
+                    exec_now[k as usize] = t;
+                }
+                exec_before.iter().zip(&exec_now).filter(|(a, b)| a != b).count()
+            };
+            stats.compared = n;
+            stats.same_thread = n - moved;
+        }
+        self.previous = Some(now);
     }
 }
 
@@ -209,28 +269,46 @@ impl Executor for Pbs {
             c.store(pack(0, l.len() as u32), Ordering::Release);
         }
         let (lists, claims, neighbours, tracker) = (&self.lists, &self.claims, &self.neighbours, &self.tracker);
-        let (chunk, steal) = (self.options.chunk, self.options.steal);
+        let (chunk, steal, stolen) = (self.options.chunk, self.options.steal, &self.stolen);
         self.pool.run(&|t| {
             let mut local = Local::default();
             let mine = &lists[t];
             while let Some(r) = claim_front(&claims[t], chunk) {
-                for i in r {
-                    tracker.run(mine[i as usize] as usize, t, &mut local, task);
-                }
+                tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, &mut local, task);
             }
             if steal {
-                for &v in &neighbours[t] {
-                    let theirs = &lists[v as usize];
-                    while let Some(r) = claim_back(&claims[v as usize], 2) {
-                        for i in r.rev() {
-                            tracker.run(theirs[i as usize] as usize, t, &mut local, task);
+                let mut log = Vec::new();
+                loop {
+                    let mut waiting = false;
+                    let mut took = false;
+                    for &v in &neighbours[t] {
+                        match claim_back(&claims[v as usize], 2, chunk) {
+                            Steal::Took(r) => {
+                                let ks = &lists[v as usize][r.start as usize..r.end as usize];
+                                tracker.run_chunk(ks, t, &mut local, task);
+                                log.extend(ks.iter().map(|&k| (k, t as u32)));
+                                took = true;
+                                break; // neighbours first: start over from the nearest
+                            }
+                            Steal::NotYet => waiting = true,
+                            Steal::Nothing => {}
                         }
                     }
+                    if !took && !waiting {
+                        break;
+                    }
+                    if !took {
+                        std::hint::spin_loop();
+                    }
+                }
+                if !log.is_empty() {
+                    *stolen[t].lock().unwrap() = log;
                 }
             }
             tracker.flush(t, local);
         });
-        let stats = self.tracker.finish(start.elapsed());
+        let mut stats = self.tracker.finish(start.elapsed());
+        self.count_affinity(&mut stats);
         for (acc, b) in self.iteration_busy.iter_mut().zip(&stats.busy) {
             *acc += *b;
         }
@@ -259,6 +337,7 @@ impl Executor for Pbs {
         end.migrations = metrics::migrations(&before, self.cells.owners());
         if end.migrations > 0 {
             self.rebuild_lists();
+            self.owners_before = Some(before);
         }
         end.rebalanced = true;
         end.rebalance_time = start.elapsed();

@@ -8,8 +8,8 @@ need_rust() {
     fi
     local have
     have=$(rustc --version | awk '{print $2}')
-    if ! printf '%s\n%s\n' "1.85.0" "$have" | sort -V -C; then
-        echo "error: rustc $have is too old; pbs needs 1.85 or newer (rustup update)." >&2
+    if ! printf '%s\n%s\n' "1.86.0" "$have" | sort -V -C; then
+        echo "error: rustc $have is too old; pbs needs 1.86 or newer (rustup update)." >&2
         exit 1
     fi
 }

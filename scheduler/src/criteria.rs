@@ -38,16 +38,24 @@ pub trait Criterion: Send {
 }
 
 /// Shared state of the criteria that integrate the imbalance since the last rebalance.
+///
+/// Measured imbalance is noisy: an interrupt on one thread adds microseconds to one
+/// iteration, and `τ·u(τ)` turns a single spike into a rebalance. The imbalance used is the
+/// median of the last three measurements (Zhai's median-of-3 rule), which removes isolated
+/// spikes and lags a smooth trend by one iteration.
 #[derive(Debug, Clone, Default)]
 struct SinceLast {
     tau: usize,
     sum_u: f64,
     cost: f64,
+    recent: [f64; 3],
 }
 
 impl SinceLast {
     fn push(&mut self, s: &Sample) -> f64 {
-        let u = (s.max - s.mean).max(0.0);
+        let raw = (s.max - s.mean).max(0.0);
+        self.recent = [self.recent[1], self.recent[2], raw];
+        let u = if self.tau < 2 { raw } else { median3(self.recent) };
         self.tau += 1;
         self.sum_u += u;
         u
@@ -55,6 +63,10 @@ impl SinceLast {
     fn reset(&mut self, cost: f64) {
         *self = SinceLast { cost, ..Default::default() };
     }
+}
+
+fn median3([a, b, c]: [f64; 3]) -> f64 {
+    a.max(b).min(a.min(b).max(c))
 }
 
 /// Boulmier's eq. 24, parameter-free: ignores a constant residual imbalance that rebalancing
@@ -374,6 +386,20 @@ mod tests {
         let (_, eq24) = simulate(&mut Boulmier::new(COST), GAMMA, MU, COST, Growth::Sawtooth.imbalance(MU));
         let (_, menon) = simulate(&mut Menon::new(COST), GAMMA, MU, COST, Growth::Sawtooth.imbalance(MU));
         assert!(eq24.len() < menon.len(), "eq24 {} vs Menon {}", eq24.len(), menon.len());
+    }
+
+    #[test]
+    fn a_single_spike_does_not_trigger_eq24() {
+        let mut c = Boulmier::new(10.0);
+        let calm = Sample { max: 1.01, mean: 1.0, min: 0.99 };
+        for _ in 0..200 {
+            assert!(!c.observe(calm));
+        }
+        // One iteration 50× more imbalanced: τ·u would be 200·0.5 = 100 ≥ C without the filter.
+        assert!(!c.observe(Sample { max: 1.5, mean: 1.0, min: 0.5 }));
+        assert!(!c.observe(calm));
+        assert_eq!(median3([3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median3([1.0, 5.0, 5.0]), 5.0);
     }
 
     #[test]

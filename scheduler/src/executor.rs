@@ -239,9 +239,12 @@ impl Tracker {
             // box every phase cost more than the clock reads, and the balancer needs recent
             // loads only when it runs.
             if self.phase & (self.timer.stride - 1) == 0 {
+                // Exponential average (¾ old, ¼ new): one noisy chunk must not move boxes.
                 let each = dt / ks.len().max(1) as u64;
                 for &k in ks {
-                    self.box_ns[k as usize].store(each, Ordering::Relaxed);
+                    let old = self.box_ns[k as usize].load(Ordering::Relaxed);
+                    let new = if old == u64::MAX { each } else { (3 * old + each) / 4 };
+                    self.box_ns[k as usize].store(new, Ordering::Relaxed);
                 }
             }
             local.exact_ticks += dt;

@@ -60,6 +60,9 @@ impl Default for PbsOptions {
     }
 }
 
+/// `(box, thief)` for every box a thread stole in a phase.
+type StealLog = Vec<(u32, u32)>;
+
 /// The PBS executor.
 pub struct Pbs {
     pool: Pool,
@@ -75,7 +78,7 @@ pub struct Pbs {
     options: PbsOptions,
     iteration_busy: Vec<Duration>,
     /// Boxes stolen in the current phase, per thief: `(box, thief)`.
-    stolen: Vec<CachePadded<Mutex<Vec<(u32, u32)>>>>,
+    stolen: Vec<CachePadded<Mutex<StealLog>>>,
     /// Boxes stolen in the previous phase (`None` before the first phase).
     previous: Option<Vec<(u32, u32)>>,
     /// The owners before the last rebalancing, until the next phase has compared with them.

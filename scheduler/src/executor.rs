@@ -44,6 +44,9 @@ pub trait Executor {
     fn end_iteration(&mut self) -> IterationEnd {
         IterationEnd::default()
     }
+    /// Runs `f(worker id)` once on every worker thread (to open or read per-thread counters,
+    /// for instance), outside any phase.
+    fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync));
     /// Thread that will run each box in the next phase, where the executor decides it in
     /// advance (`pbs`, `static`); `None` for dynamic executors.
     fn planned_owners(&self) -> Option<Vec<u32>> {
@@ -62,6 +65,31 @@ pub struct IterationEnd {
     pub migrations: usize,
     /// `max_avg` of the thread loads measured in the iteration that just ended.
     pub max_avg: f64,
+}
+
+thread_local! {
+    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Id of the worker the calling thread is, inside a phase of any executor (`None` outside).
+pub fn current_worker() -> Option<usize> {
+    let id = WORKER.with(|w| w.get());
+    if id != usize::MAX {
+        return Some(id);
+    }
+    rayon::current_thread_index()
+}
+
+/// Marks the calling thread as worker `id` until the guard is dropped.
+pub(crate) fn as_worker(id: usize) -> impl Drop {
+    struct Reset(usize);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            WORKER.with(|w| w.set(self.0));
+        }
+    }
+    let before = WORKER.with(|w| w.replace(id));
+    Reset(before)
 }
 
 /// Runs `f(k, &mut data[k])` once for every box under `exec`.

@@ -35,10 +35,12 @@
 
 #![deny(missing_docs)]
 
+pub mod cache_model;
 pub mod clock;
+pub mod counters;
 pub mod criteria;
 pub mod executor;
 pub mod executors;
 pub mod pool;
 
-pub use executor::{for_each_box_mut, BoxTimer, Executor, IterationEnd, PhaseStats};
+pub use executor::{current_worker, for_each_box_mut, BoxTimer, Executor, IterationEnd, PhaseStats};

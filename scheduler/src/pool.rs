@@ -72,6 +72,7 @@ impl Pool {
                 std::thread::Builder::new()
                     .name(format!("pbs-worker-{id}"))
                     .spawn(move || {
+                        let _id = crate::executor::as_worker(id);
                         on_start(id);
                         worker_loop(&shared, id)
                     })
@@ -102,7 +103,10 @@ impl Pool {
             let _g = s.sleep.lock().unwrap();
             s.wake.notify_all();
         }
-        let mine = panic::catch_unwind(AssertUnwindSafe(|| job(0)));
+        let mine = panic::catch_unwind(AssertUnwindSafe(|| {
+            let _id = crate::executor::as_worker(0);
+            job(0)
+        }));
         if let Err(p) = mine {
             s.panic.lock().unwrap().get_or_insert(p);
         }

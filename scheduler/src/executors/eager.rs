@@ -42,6 +42,9 @@ impl Executor for EagerFifo {
     fn boxes(&self) -> usize {
         self.boxes
     }
+    fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+        self.pool.run(f)
+    }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
         let start = Instant::now();
         self.next.store(0, Ordering::SeqCst);

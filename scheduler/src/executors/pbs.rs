@@ -266,6 +266,9 @@ impl Executor for Pbs {
     fn boxes(&self) -> usize {
         self.grid.len()
     }
+    fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+        self.pool.run(f)
+    }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
         let start = Instant::now();
         for (c, l) in self.claims.iter().zip(&self.lists) {

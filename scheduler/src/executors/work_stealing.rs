@@ -50,6 +50,9 @@ impl Executor for WorkStealing {
     fn boxes(&self) -> usize {
         self.boxes
     }
+    fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+        self.pool.broadcast(|ctx| f(ctx.index()));
+    }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
         let start = Instant::now();
         let tracker = &self.tracker;

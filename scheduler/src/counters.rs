@@ -1,0 +1,167 @@
+//! Per-thread event counters (Linux `perf_event_open`, through the `perf-event` crate).
+//!
+//! Counters are opened *on* each worker thread (pid 0, any CPU), so they count that thread
+//! wherever it runs. The hardware set is L1D and last-level-cache read misses, cycles and
+//! instructions. Where the PMU does not offer them — virtual machines often do not, and these
+//! development machines do not — the software set (task clock, page faults, context switches,
+//! CPU migrations) is opened instead and [`ThreadCounters::unavailable_reason`] says why, in
+//! the words of the kernel's error. Nothing is silently zero.
+
+use std::cell::RefCell;
+
+use perf_event::events::{Cache, CacheOp, CacheResult, Event, Hardware, Software, WhichCache};
+use perf_event::{Builder, Counter};
+
+/// Named event values of one thread over a measured interval.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Reading {
+    /// `true` if these are the hardware events.
+    pub hardware: bool,
+    /// `(event name, count)`.
+    pub values: Vec<(String, u64)>,
+}
+
+impl Reading {
+    /// The count of `name`, if measured.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.values.iter().find(|v| v.0 == name).map(|v| v.1)
+    }
+}
+
+fn hardware_events() -> Vec<(&'static str, Event)> {
+    let miss = |which| Event::from(Cache { which, operation: CacheOp::READ, result: CacheResult::MISS });
+    vec![
+        ("l1d_read_misses", miss(WhichCache::L1D)),
+        ("llc_read_misses", miss(WhichCache::LL)),
+        ("cycles", Event::from(Hardware::CPU_CYCLES)),
+        ("instructions", Event::from(Hardware::INSTRUCTIONS)),
+    ]
+}
+
+fn software_events() -> Vec<(&'static str, Event)> {
+    vec![
+        ("task_clock_ns", Event::from(Software::TASK_CLOCK)),
+        ("page_faults", Event::from(Software::PAGE_FAULTS)),
+        ("context_switches", Event::from(Software::CONTEXT_SWITCHES)),
+        ("cpu_migrations", Event::from(Software::CPU_MIGRATIONS)),
+    ]
+}
+
+/// The counters of the calling thread.
+pub struct ThreadCounters {
+    counters: Vec<(&'static str, Counter)>,
+    hardware: bool,
+    reason: Option<String>,
+}
+
+impl ThreadCounters {
+    /// Opens the hardware set on the calling thread, else the software set. Errors only if
+    /// not even software events can be opened (e.g. `perf_event_paranoid` = 3 or seccomp).
+    pub fn open() -> Result<ThreadCounters, String> {
+        match open_all(&hardware_events()) {
+            Ok(counters) => Ok(ThreadCounters { counters, hardware: true, reason: None }),
+            Err((name, e)) => {
+                let reason = format!("hardware event {name} unavailable on this machine: {e}");
+                let counters = open_all(&software_events())
+                    .map_err(|(n, e2)| format!("{reason}; software event {n} unavailable too: {e2}"))?;
+                Ok(ThreadCounters { counters, hardware: false, reason: Some(reason) })
+            }
+        }
+    }
+
+    /// Whether these are hardware counters.
+    pub fn hardware(&self) -> bool {
+        self.hardware
+    }
+
+    /// Why the hardware set could not be opened (`None` if it was).
+    pub fn unavailable_reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// Zeroes and starts every counter.
+    pub fn start(&mut self) {
+        for (_, c) in &mut self.counters {
+            let _ = c.reset();
+            let _ = c.enable();
+        }
+    }
+
+    /// Stops every counter and reads it.
+    pub fn stop(&mut self) -> Reading {
+        let mut values = Vec::new();
+        for (name, c) in &mut self.counters {
+            let _ = c.disable();
+            values.push((name.to_string(), c.read().unwrap_or(0)));
+        }
+        Reading { hardware: self.hardware, values }
+    }
+}
+
+fn open_all(events: &[(&'static str, Event)]) -> Result<Vec<(&'static str, Counter)>, (&'static str, std::io::Error)> {
+    events
+        .iter()
+        .map(|(name, ev)| Builder::new().kind(ev.clone()).build().map(|c| (*name, c)).map_err(|e| (*name, e)))
+        .collect()
+}
+
+thread_local! {
+    static MINE: RefCell<Option<Result<ThreadCounters, String>>> = const { RefCell::new(None) };
+}
+
+/// Opens (once) and starts the counters of the calling thread. Call on every worker through
+/// [`crate::Executor::on_each_thread`].
+pub fn start_on_this_thread() {
+    MINE.with(|m| {
+        let mut m = m.borrow_mut();
+        let c = m.get_or_insert_with(ThreadCounters::open);
+        if let Ok(c) = c {
+            c.start();
+        }
+    });
+}
+
+/// Stops and reads the counters of the calling thread: the reading, or why there is none.
+pub fn stop_on_this_thread() -> Result<(Reading, Option<String>), String> {
+    MINE.with(|m| match m.borrow_mut().as_mut() {
+        Some(Ok(c)) => Ok((c.stop(), c.unavailable_reason().map(str::to_string))),
+        Some(Err(e)) => Err(e.clone()),
+        None => Err("counters were not started on this thread".into()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path this machine supports works, and the other is reported, never silent.
+    #[test]
+    fn counters_count_on_this_machine_or_say_why_not() {
+        let mut c = match ThreadCounters::open() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("SKIPPED: no perf counters at all here: {e}");
+                assert!(!e.is_empty());
+                return;
+            }
+        };
+        c.start();
+        let mut v = vec![0u64; 1 << 20];
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = i as u64 * 3;
+        }
+        std::hint::black_box(&v);
+        let r = c.stop();
+        if c.hardware() {
+            eprintln!("hardware counters: {:?}", r.values);
+            assert!(r.get("instructions").unwrap() > 1_000_000, "{r:?}");
+            assert!(r.get("cycles").unwrap() > 0, "{r:?}");
+        } else {
+            let why = c.unavailable_reason().unwrap();
+            eprintln!("SKIPPED hardware path: {why}; software counters: {:?}", r.values);
+            assert!(why.contains("unavailable"), "{why}");
+            assert!(r.get("task_clock_ns").unwrap() > 100_000, "{r:?}");
+            assert!(r.get("page_faults").unwrap() > 100, "8 MiB touched must fault pages in: {r:?}");
+        }
+    }
+}

@@ -28,3 +28,23 @@ need_components() {
         fi
     done
 }
+
+# Debian packages the build needs: hwloc (topology, a default feature of pbs-scheduler) and
+# what its -sys crate needs to find it. Installed when missing.
+need_packages() {
+    local missing=()
+    for p in libhwloc-dev libudev-dev pkg-config; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "installing ${missing[*]}" >&2
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then sudo=sudo; else
+            echo "error: need ${missing[*]} (apt-get install ${missing[*]}) and am not root" >&2
+            exit 1
+        fi
+    fi
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+}

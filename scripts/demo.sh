@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
+need_packages
 
 cargo build --release -p pbs-bench
 bench=target/release/pbs-bench

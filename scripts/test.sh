@@ -4,11 +4,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
+need_packages
 need_components
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== the scheduler builds without hwloc (sysfs fallback)"
+cargo check -p pbs-scheduler --no-default-features
 echo "== cargo test"
 cargo test --workspace

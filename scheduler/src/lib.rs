@@ -32,6 +32,21 @@
 //!
 //! A panicking task does not deadlock the pool: the phase finishes on every thread, the panic
 //! reaches the caller, and the executor stays usable.
+//!
+//! Around the executors, one concept per module:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`pool`] | the team of workers, phase broadcast, barrier, panic propagation |
+//! | [`topology`] | packages, NUMA nodes, cores (hwloc, sysfs, synthetic), pinning, `PBS_NUM_THREADS` |
+//! | [`placement`] | NUMA-aware starting vCores: one region of the domain per node |
+//! | [`first_touch`] | box data allocated by the thread that owns it |
+//! | [`runtime`] | detect, pin, and build any executor by name |
+//! | [`criteria`] | when to rebalance (Boulmier eq. 24, Menon, Procassini, Marquez, periodic) and the DP oracle |
+//! | [`clock`] | a cheap clock for per-box timing |
+//! | [`counters`] | per-thread perf counters, hardware or software with the reason |
+//! | [`cache_model`] | per-thread LRU over box footprints: deterministic modelled misses |
+//! | [`report`] | busy/idle, `max_avg`, efficiency, affinity, migrations, serialisable |
 
 #![deny(missing_docs)]
 
@@ -41,6 +56,11 @@ pub mod counters;
 pub mod criteria;
 pub mod executor;
 pub mod executors;
+pub mod first_touch;
+pub mod placement;
 pub mod pool;
+pub mod report;
+pub mod runtime;
+pub mod topology;
 
 pub use executor::{current_worker, for_each_box_mut, BoxTimer, Executor, IterationEnd, PhaseStats};

@@ -1,0 +1,144 @@
+//! Run reports: what a grid code run looked like under an executor, serialisable with serde.
+//!
+//! Feed every [`PhaseStats`] and [`IterationEnd`] to a [`Recorder`]; [`Recorder::report`]
+//! sums them into per-thread busy and idle time, the `max_avg` of thread loads, efficiency
+//! (`(Σ busy / threads) / wall`, DESIGN.md), affinity, migrations and iteration-time medians.
+
+use std::time::Duration;
+
+use crate::counters::Reading;
+use crate::executor::{IterationEnd, PhaseStats};
+
+/// Summary of a run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RunReport {
+    /// Executor name.
+    pub executor: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Iterations recorded.
+    pub iterations: usize,
+    /// Median wall time of an iteration, milliseconds.
+    pub iter_ms_median: f64,
+    /// Busy (task) time per thread, milliseconds.
+    pub busy_ms: Vec<f64>,
+    /// Idle time per thread (wall − busy), milliseconds.
+    pub idle_ms: Vec<f64>,
+    /// `max_avg` of the per-thread busy times over the run.
+    pub max_avg: f64,
+    /// `(Σ busy / threads) / Σ wall`.
+    pub efficiency: f64,
+    /// Fraction of box executions on the thread of that box's previous execution (`None` when
+    /// the executor did not record it).
+    pub affinity: Option<f64>,
+    /// Boxes that changed owner, per iteration.
+    pub migrations_per_iter: f64,
+    /// Rebalancings performed.
+    pub rebalances: usize,
+    /// Per-thread counter readings, if measured.
+    pub counters: Option<Vec<Reading>>,
+    /// Why hardware counters are missing, if they are.
+    pub hw_unavailable_reason: Option<String>,
+}
+
+/// Accumulates phases and iteration ends.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    executor: String,
+    busy: Vec<Duration>,
+    wall: Duration,
+    iter_wall: Duration,
+    iter_times: Vec<f64>,
+    same: usize,
+    compared: usize,
+    migrations: usize,
+    rebalances: usize,
+}
+
+impl Recorder {
+    /// A recorder for `threads` workers of `executor`.
+    pub fn new(executor: &str, threads: usize) -> Recorder {
+        Recorder { executor: executor.into(), busy: vec![Duration::ZERO; threads], ..Default::default() }
+    }
+
+    /// Adds one phase.
+    pub fn phase(&mut self, s: &PhaseStats) {
+        for (acc, b) in self.busy.iter_mut().zip(&s.busy) {
+            *acc += *b;
+        }
+        self.wall += s.wall;
+        self.iter_wall += s.wall;
+        self.same += s.same_thread;
+        self.compared += s.compared;
+    }
+
+    /// Closes an iteration (its wall time is the sum of its phases plus the rebalancing).
+    pub fn iteration(&mut self, end: &IterationEnd) {
+        self.iter_wall += end.rebalance_time;
+        self.wall += end.rebalance_time;
+        self.iter_times.push(std::mem::take(&mut self.iter_wall).as_secs_f64() * 1e3);
+        self.migrations += end.migrations;
+        self.rebalances += usize::from(end.rebalanced);
+    }
+
+    /// The summary so far.
+    pub fn report(&self) -> RunReport {
+        let threads = self.busy.len();
+        let busy_ms: Vec<f64> = self.busy.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        let wall_ms = self.wall.as_secs_f64() * 1e3;
+        let mut sorted = self.iter_times.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = if sorted.is_empty() {
+            0.0
+        } else if sorted.len() % 2 == 1 {
+            sorted[sorted.len() / 2]
+        } else {
+            0.5 * (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2])
+        };
+        let iterations = self.iter_times.len();
+        RunReport {
+            executor: self.executor.clone(),
+            threads,
+            iterations,
+            iter_ms_median: median,
+            idle_ms: busy_ms.iter().map(|b| (wall_ms - b).max(0.0)).collect(),
+            max_avg: pbs::metrics::max_avg(&busy_ms),
+            efficiency: if wall_ms > 0.0 { busy_ms.iter().sum::<f64>() / threads as f64 / wall_ms } else { 0.0 },
+            affinity: (self.compared > 0).then(|| self.same as f64 / self.compared as f64),
+            migrations_per_iter: if iterations > 0 { self.migrations as f64 / iterations as f64 } else { 0.0 },
+            rebalances: self.rebalances,
+            busy_ms,
+            counters: None,
+            hw_unavailable_reason: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_phases_into_a_report() {
+        let mut r = Recorder::new("static", 2);
+        let ms = Duration::from_millis;
+        for _ in 0..3 {
+            r.phase(&PhaseStats {
+                wall: ms(10),
+                boxes: vec![5, 5],
+                busy: vec![ms(9), ms(6)],
+                same_thread: 10,
+                compared: 10,
+            });
+            r.iteration(&IterationEnd::default());
+        }
+        let rep = r.report();
+        assert_eq!(rep.iterations, 3);
+        assert!((rep.iter_ms_median - 10.0).abs() < 1e-9);
+        assert!((rep.efficiency - 0.75).abs() < 1e-9, "{rep:?}"); // (27+18)/2 / 30
+        assert!((rep.max_avg - 1.2).abs() < 1e-9); // 27 / 22.5
+        assert_eq!(rep.affinity, Some(1.0));
+        assert!((rep.idle_ms[1] - 12.0).abs() < 1e-9);
+        assert!(serde_json::to_string(&rep).unwrap().contains("\"efficiency\":0.75"));
+    }
+}

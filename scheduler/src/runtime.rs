@@ -1,0 +1,90 @@
+//! One entry point: detect the machine, start pinned workers, build any executor by name.
+//!
+//! ```
+//! use pbs::Grid;
+//! use pbs_scheduler::runtime::Runtime;
+//! let rt = Runtime::detect().unwrap();          // hwloc/sysfs topology, PBS_NUM_THREADS, pinned
+//! let grid = Grid::new(64, 64).unwrap();
+//! let (mut exec, bindings) = rt.executor("pbs", grid).unwrap();
+//! exec.run_phase(&|_k| {});
+//! for (t, b) in bindings.report().iter().enumerate() {
+//!     println!("worker {t}: {b:?}");             // the CPUs each worker is actually bound to
+//! }
+//! ```
+
+use std::sync::Arc;
+
+use pbs::Grid;
+
+use crate::executor::{BoxTimer, Executor};
+use crate::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkStealing};
+use crate::placement::numa_positions;
+use crate::pool::Pool;
+use crate::topology::{pinning, Bindings, Topology};
+
+/// The executors by name.
+pub const EXECUTORS: [&str; 4] = ["pbs", "ws", "eager", "static"];
+
+/// A machine, a thread count and whether to pin.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    /// The machine.
+    pub topology: Topology,
+    /// Worker threads.
+    pub threads: usize,
+    /// Pin worker `t` to the PUs of `topology.core_of_worker(t)`.
+    pub pin: bool,
+    /// Bookkeeping of the baselines (pbs always measures its boxes).
+    pub timer: BoxTimer,
+}
+
+impl Runtime {
+    /// This machine, `PBS_NUM_THREADS` or one worker per core, pinned.
+    pub fn detect() -> Result<Runtime, String> {
+        let topology = Topology::detect();
+        let threads = topology.default_threads()?;
+        Ok(Runtime { topology, threads, pin: true, timer: BoxTimer::default() })
+    }
+
+    fn start_hook(&self) -> (Arc<dyn Fn(usize) + Send + Sync>, Bindings) {
+        if self.pin {
+            pinning(&self.topology, self.threads)
+        } else {
+            (Arc::new(|_| {}), Bindings::default())
+        }
+    }
+
+    /// A pool of pinned (or not) workers.
+    pub fn pool(&self) -> (Pool, Bindings) {
+        let (hook, bindings) = self.start_hook();
+        // The caller is worker 0: pin it too, as OpenMP pins its master thread.
+        hook(0);
+        (Pool::new(self.threads, hook), bindings)
+    }
+
+    /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
+    /// NUMA-aware vCore positions.
+    pub fn executor(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor>, Bindings), String> {
+        Ok(match name {
+            "pbs" => {
+                let (pool, b) = self.pool();
+                let positions = numa_positions(&grid, &self.topology.numa_of_workers(self.threads));
+                let options = PbsOptions { positions: Some(positions), ..PbsOptions::default() };
+                (Box::new(Pbs::with_pool(grid, pool, options).map_err(|e| e.to_string())?), b)
+            }
+            "ws" => {
+                let (hook, b) = self.start_hook();
+                (Box::new(WorkStealing::with_start(grid.len(), self.threads, hook, self.timer)), b)
+            }
+            "eager" => {
+                let (pool, b) = self.pool();
+                (Box::new(EagerFifo::with_pool(grid.len(), pool, self.timer)), b)
+            }
+            "static" => {
+                let (pool, b) = self.pool();
+                (Box::new(StaticBlocks::with_pool(grid.len(), pool, self.timer)), b)
+            }
+            other => return Err(format!("unknown executor {other:?}; expected one of {}", EXECUTORS.join(", "))),
+        })
+    }
+}

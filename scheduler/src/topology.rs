@@ -1,0 +1,392 @@
+//! Machine topology (packages, NUMA nodes, cores, hardware threads) and thread pinning.
+//!
+//! Sources, in order: hwloc (cargo feature `hwloc`, on by default), Linux sysfs, and as a last
+//! resort one node with `available_parallelism` cores. Tests build machines they do not have
+//! from hwloc's *synthetic* descriptions (`"pack:2 numa:1 core:4 pu:1"`), parsed by hwloc when
+//! present and by [`Topology::synthetic`]'s own parser otherwise, so NUMA logic is tested
+//! everywhere. hwloc also reads XML exports (`lstopo out.xml`) with [`Topology::from_xml`].
+//!
+//! One worker per core by default; `PBS_NUM_THREADS` overrides it, as `RAYON_NUM_THREADS`
+//! does for rayon. Workers are numbered so that consecutive ids share a NUMA node.
+
+use std::sync::{Arc, Mutex};
+
+/// One core.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Core {
+    /// Package (socket) index, 0-based.
+    pub package: usize,
+    /// NUMA node index, 0-based.
+    pub numa: usize,
+    /// OS ids of its hardware threads (PUs), as `sched_setaffinity` numbers CPUs.
+    pub pus: Vec<usize>,
+}
+
+/// A machine: its cores, ordered by NUMA node, then package, then position.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Topology {
+    /// Number of packages.
+    pub packages: usize,
+    /// Number of NUMA nodes.
+    pub numa_nodes: usize,
+    /// The cores.
+    pub cores: Vec<Core>,
+    /// Where this description came from (`hwloc`, `sysfs`, `synthetic: ...`, `fallback`).
+    pub source: String,
+}
+
+/// Environment variable that sets the number of worker threads.
+pub const THREADS_ENV: &str = "PBS_NUM_THREADS";
+
+impl Topology {
+    /// The machine this runs on.
+    pub fn detect() -> Topology {
+        #[cfg(feature = "hwloc")]
+        if let Ok(t) = hwloc::detect() {
+            return t;
+        }
+        sysfs().unwrap_or_else(|_| {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let cores = (0..n).map(|i| Core { package: 0, numa: 0, pus: vec![i] }).collect();
+            Topology { packages: 1, numa_nodes: 1, cores, source: "fallback".into() }
+        })
+    }
+
+    /// A machine described in hwloc's synthetic syntax: levels `type:count` from the top,
+    /// types `pack`/`package`/`socket`, `numa`/`node`, caches (`l1`..`l3`, ignored), `core`,
+    /// `pu`. `"pack:2 numa:1 core:4 pu:1"` is two sockets of one NUMA node and four cores each.
+    pub fn synthetic(description: &str) -> Result<Topology, String> {
+        #[cfg(feature = "hwloc")]
+        {
+            hwloc::synthetic(description)
+        }
+        #[cfg(not(feature = "hwloc"))]
+        {
+            parse_synthetic(description)
+        }
+    }
+
+    /// A machine from an hwloc XML export (needs the `hwloc` feature).
+    pub fn from_xml(path: &std::path::Path) -> Result<Topology, String> {
+        #[cfg(feature = "hwloc")]
+        {
+            hwloc::xml(path)
+        }
+        #[cfg(not(feature = "hwloc"))]
+        {
+            Err(format!("cannot read {}: XML topologies need the `hwloc` feature", path.display()))
+        }
+    }
+
+    /// Worker threads to use: `PBS_NUM_THREADS` if set (an error names a bad value), else one
+    /// per core.
+    pub fn default_threads(&self) -> Result<usize, String> {
+        match std::env::var(THREADS_ENV) {
+            Ok(v) => match v.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(format!("{THREADS_ENV}={v:?}: expected a whole number ≥ 1")),
+            },
+            Err(_) => Ok(self.cores.len().max(1)),
+        }
+    }
+
+    /// Core of worker `t` among `threads` (round-robin over cores when oversubscribed).
+    pub fn core_of_worker(&self, t: usize) -> &Core {
+        &self.cores[t % self.cores.len()]
+    }
+
+    /// NUMA node of every worker.
+    pub fn numa_of_workers(&self, threads: usize) -> Vec<usize> {
+        (0..threads).map(|t| self.core_of_worker(t).numa).collect()
+    }
+}
+
+/// What one worker obtained: the OS CPUs it is bound to, or why it is not (`None`: the worker
+/// has not started yet).
+pub type Binding = Option<Result<Vec<usize>, String>>;
+
+/// The binding each worker actually obtained.
+#[derive(Debug, Clone, Default)]
+pub struct Bindings(Arc<Mutex<Vec<Binding>>>);
+
+impl Bindings {
+    /// What each worker reported, by worker id.
+    pub fn report(&self) -> Vec<Binding> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A start hook for pools (ours or rayon's) that pins worker `t` to the PUs of
+/// `topology.core_of_worker(t)` and records the binding obtained.
+pub fn pinning(topology: &Topology, threads: usize) -> (Arc<dyn Fn(usize) + Send + Sync>, Bindings) {
+    let bindings = Bindings(Arc::new(Mutex::new(vec![None; threads])));
+    let cpus: Vec<Vec<usize>> = (0..threads).map(|t| topology.core_of_worker(t).pus.clone()).collect();
+    let b = bindings.clone();
+    let hook = Arc::new(move |t: usize| {
+        let r = pin_this_thread(&cpus[t % cpus.len()]);
+        if let Some(slot) = b.0.lock().unwrap().get_mut(t) {
+            *slot = Some(r);
+        }
+    });
+    (hook, bindings)
+}
+
+/// Pins the calling thread to `cpus`; returns the CPUs it is actually allowed on afterwards.
+pub fn pin_this_thread(cpus: &[usize]) -> Result<Vec<usize>, String> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: cpu_set_t is plain data; CPU_SET/CPU_ISSET index within its fixed size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus {
+                if c >= libc::CPU_SETSIZE as usize {
+                    return Err(format!("CPU {c} beyond CPU_SETSIZE"));
+                }
+                libc::CPU_SET(c, &mut set);
+            }
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(format!("sched_setaffinity({cpus:?}): {}", std::io::Error::last_os_error()));
+            }
+            let mut got: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut got) != 0 {
+                return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
+            }
+            Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &got)).collect())
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(format!("pinning to {cpus:?} is implemented for Linux only"))
+    }
+}
+
+/// Parses the synthetic syntax without hwloc (see [`Topology::synthetic`]).
+pub fn parse_synthetic(description: &str) -> Result<Topology, String> {
+    let mut levels = Vec::new();
+    for token in description.split_whitespace() {
+        let (kind, count) = token.split_once(':').ok_or_else(|| format!("{token:?}: expected type:count"))?;
+        let count: usize = count.parse().map_err(|_| format!("{token:?}: {count:?} is not a count"))?;
+        if count == 0 {
+            return Err(format!("{token:?}: a level needs at least one object"));
+        }
+        let kind = match kind.to_ascii_lowercase().as_str() {
+            "pack" | "package" | "socket" => "pack",
+            "numa" | "node" | "numanode" => "numa",
+            "l1" | "l2" | "l3" | "l1d" | "l2d" | "l3d" | "l1cache" | "l2cache" | "l3cache" | "group" | "die" => {
+                continue
+            }
+            "core" => "core",
+            "pu" => "pu",
+            other => return Err(format!("unknown level type {other:?}")),
+        };
+        levels.push((kind, count));
+    }
+    if !levels.iter().any(|l| l.0 == "core") {
+        return Err("a synthetic topology needs a core level".into());
+    }
+    let (mut packages, mut numa_nodes, mut cores) = (1usize, 1usize, Vec::new());
+    // Walk the levels as nested loops: every combination of indices is one PU.
+    let total: usize = levels.iter().map(|l| l.1).product();
+    let mut seen_core = usize::MAX;
+    for flat in 0..total {
+        let mut rest = flat;
+        let mut idx = vec![0; levels.len()];
+        for (d, l) in levels.iter().enumerate().rev() {
+            idx[d] = rest % l.1;
+            rest /= l.1;
+        }
+        let upto = |k: &str| {
+            let mut v = 0;
+            for (d, l) in levels.iter().enumerate() {
+                if l.0 == k || (k == "numa" && l.0 == "pack") {
+                    v = v * l.1 + idx[d];
+                }
+                if l.0 == k {
+                    break;
+                }
+            }
+            v
+        };
+        let core_id = {
+            let mut v = 0;
+            for (d, l) in levels.iter().enumerate() {
+                if l.0 == "pu" {
+                    break;
+                }
+                v = v * l.1 + idx[d];
+            }
+            v
+        };
+        let package = if levels.iter().any(|l| l.0 == "pack") { upto("pack") } else { 0 };
+        // As hwloc does: without a numa level the whole machine is one node.
+        let numa = if levels.iter().any(|l| l.0 == "numa") { upto("numa") } else { 0 };
+        packages = packages.max(package + 1);
+        numa_nodes = numa_nodes.max(numa + 1);
+        if core_id != seen_core {
+            cores.push(Core { package, numa, pus: Vec::new() });
+            seen_core = core_id;
+        }
+        cores.last_mut().expect("pushed").pus.push(flat);
+    }
+    cores.sort_by_key(|c| (c.numa, c.package));
+    Ok(Topology { packages, numa_nodes, cores, source: format!("synthetic: {description}") })
+}
+
+/// Linux sysfs: packages and cores from `cpu*/topology`, NUMA nodes from `node*/cpulist`.
+fn sysfs() -> Result<Topology, String> {
+    let read = |p: String| std::fs::read_to_string(&p).map_err(|e| format!("{p}: {e}"));
+    let online = read("/sys/devices/system/cpu/online".into())?;
+    let cpus = parse_cpulist(online.trim())?;
+    let mut node_of = std::collections::HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/sys/devices/system/node") {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if let Some(n) = name.strip_prefix("node").and_then(|n| n.parse::<usize>().ok()) {
+                if let Ok(list) = read(format!("/sys/devices/system/node/{name}/cpulist")) {
+                    for c in parse_cpulist(list.trim())? {
+                        node_of.insert(c, n);
+                    }
+                }
+            }
+        }
+    }
+    let mut by_core: std::collections::BTreeMap<(usize, usize, usize), Vec<usize>> = Default::default();
+    for c in cpus {
+        let pkg =
+            read(format!("/sys/devices/system/cpu/cpu{c}/topology/physical_package_id"))?.trim().parse().unwrap_or(0);
+        let core = read(format!("/sys/devices/system/cpu/cpu{c}/topology/core_id"))?.trim().parse().unwrap_or(c);
+        let numa = node_of.get(&c).copied().unwrap_or(0);
+        by_core.entry((numa, pkg, core)).or_default().push(c);
+    }
+    let nodes: std::collections::BTreeSet<usize> = by_core.keys().map(|k| k.0).collect();
+    let pkgs: std::collections::BTreeSet<usize> = by_core.keys().map(|k| k.1).collect();
+    let rank = |set: &std::collections::BTreeSet<usize>, v| set.iter().position(|&x| x == v).unwrap_or(0);
+    let cores = by_core
+        .into_iter()
+        .map(|((n, p, _), pus)| Core { package: rank(&pkgs, p), numa: rank(&nodes, n), pus })
+        .collect();
+    Ok(Topology { packages: pkgs.len(), numa_nodes: nodes.len().max(1), cores, source: "sysfs".into() })
+}
+
+/// Parses a kernel CPU list such as `0-3,8,10-11`.
+pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        let bad = || format!("bad CPU list {s:?}");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                v.extend(a..=b);
+            }
+            None => v.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(v)
+}
+
+#[cfg(feature = "hwloc")]
+mod hwloc {
+    use super::{Core, Topology};
+    use hwlocality::object::types::ObjectType;
+    use hwlocality::Topology as Hw;
+
+    pub fn detect() -> Result<Topology, String> {
+        let t = Hw::new().map_err(|e| e.to_string())?;
+        convert(&t, "hwloc".into())
+    }
+
+    pub fn synthetic(desc: &str) -> Result<Topology, String> {
+        let t = Hw::builder()
+            .from_synthetic(desc)
+            .map_err(|e| format!("synthetic topology {desc:?}: {e}"))?
+            .build()
+            .map_err(|e| e.to_string())?;
+        convert(&t, format!("synthetic: {desc}"))
+    }
+
+    pub fn xml(path: &std::path::Path) -> Result<Topology, String> {
+        let t = Hw::builder()
+            .from_xml_file(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .build()
+            .map_err(|e| e.to_string())?;
+        convert(&t, format!("xml: {}", path.display()))
+    }
+
+    fn convert(t: &Hw, source: String) -> Result<Topology, String> {
+        let numa_os: Vec<usize> = t.objects_with_type(ObjectType::NUMANode).filter_map(|n| n.os_index()).collect();
+        let packages = t.objects_with_type(ObjectType::Package).count().max(1);
+        let mut cores = Vec::new();
+        for c in t.objects_with_type(ObjectType::Core) {
+            let pus: Vec<usize> = c.cpuset().map(|s| s.iter_set().map(usize::from).collect()).unwrap_or_default();
+            let package = c.first_ancestor_with_type(ObjectType::Package).map_or(0, |p| p.logical_index());
+            let numa = c
+                .nodeset()
+                .and_then(|s| s.iter_set().next().map(usize::from))
+                .and_then(|os| numa_os.iter().position(|&n| n == os))
+                .unwrap_or(0);
+            cores.push(Core { package, numa, pus });
+        }
+        if cores.is_empty() {
+            return Err("hwloc found no core".into());
+        }
+        cores.sort_by_key(|c| (c.numa, c.package));
+        Ok(Topology { packages, numa_nodes: numa_os.len().max(1), cores, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_two_sockets_of_four_cores() {
+        for t in [
+            parse_synthetic("pack:2 numa:1 core:4 pu:1").unwrap(),
+            Topology::synthetic("pack:2 numa:1 core:4 pu:1").unwrap(),
+        ] {
+            assert_eq!((t.packages, t.numa_nodes, t.cores.len()), (2, 2, 8), "{t:?}");
+            assert_eq!(t.numa_of_workers(8), vec![0, 0, 0, 0, 1, 1, 1, 1], "{}", t.source);
+            assert!(t.cores.iter().all(|c| c.pus.len() == 1));
+        }
+        let smt = parse_synthetic("pack:1 numa:2 l3:1 core:3 pu:2").unwrap();
+        assert_eq!((smt.numa_nodes, smt.cores.len()), (2, 6));
+        assert_eq!(smt.cores[0].pus, vec![0, 1]);
+        assert!(parse_synthetic("pack:2 pu:1").is_err());
+        assert!(parse_synthetic("pack:two core:1").unwrap_err().contains("not a count"));
+    }
+
+    /// hwloc and our parser agree on the structure of the same description.
+    #[cfg(feature = "hwloc")]
+    #[test]
+    fn hwloc_and_the_fallback_parser_agree() {
+        for d in ["pack:2 numa:1 core:4 pu:1", "pack:1 numa:2 core:3 pu:2", "pack:4 core:2 pu:1"] {
+            let (a, b) = (Topology::synthetic(d).unwrap(), parse_synthetic(d).unwrap());
+            assert_eq!((a.packages, a.numa_nodes, a.cores.len()), (b.packages, b.numa_nodes, b.cores.len()), "{d}");
+            let numa = |t: &Topology| t.cores.iter().map(|c| c.numa).collect::<Vec<_>>();
+            assert_eq!(numa(&a), numa(&b), "{d}");
+        }
+    }
+
+    #[test]
+    fn this_machine_is_detected_and_a_thread_can_be_pinned() {
+        let t = Topology::detect();
+        assert!(!t.cores.is_empty(), "{t:?}");
+        eprintln!(
+            "detected via {}: {} packages, {} NUMA nodes, {} cores",
+            t.source,
+            t.packages,
+            t.numa_nodes,
+            t.cores.len()
+        );
+        let cpu = t.cores[0].pus[0];
+        let got = std::thread::spawn(move || pin_this_thread(&[cpu])).join().unwrap();
+        assert_eq!(got, Ok(vec![cpu]));
+    }
+
+    #[test]
+    fn cpu_lists_parse() {
+        assert_eq!(parse_cpulist("0-3,8,10-11").unwrap(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert!(parse_cpulist("0-x").is_err());
+    }
+}

@@ -1,0 +1,32 @@
+//! NUMA-aware placement on a synthetic two-socket machine.
+
+use pbs::loadmap::PerlinMap;
+use pbs::{balance, methods, Cells, Grid, Options, Problem};
+use pbs_scheduler::placement::{nodes_are_contiguous, numa_positions};
+use pbs_scheduler::topology::Topology;
+
+/// `pack:2 numa:1 core:4 pu:1`: the four threads of each node own one contiguous region, at
+/// the start and after balancing measured-like loads.
+#[test]
+fn threads_of_a_numa_node_own_one_contiguous_region() {
+    let topo = Topology::synthetic("pack:2 numa:1 core:4 pu:1").unwrap();
+    let numa = topo.numa_of_workers(8);
+    assert_eq!(numa, vec![0, 0, 0, 0, 1, 1, 1, 1]);
+    for (nx, ny) in [(64, 64), (100, 40), (30, 90)] {
+        let grid = Grid::new(nx, ny).unwrap();
+        let uniform = vec![1.0; grid.len()];
+        let problem = Problem::new(grid, &uniform, 8).unwrap();
+        let mut cells = Cells::new(&problem, numa_positions(&grid, &numa), vec![0.0; 8]).unwrap();
+        let mut m = methods::by_name("pbs").unwrap();
+        let out = balance(m.as_mut(), &problem, &mut cells, Options::default(), |_| {});
+        assert!(out.converged);
+        assert!(nodes_are_contiguous(&grid, cells.owners(), &numa), "{nx}x{ny} uniform");
+        for seed in 1..4 {
+            let loads = PerlinMap::with_seed(seed).loads(&grid);
+            let p = Problem::new(grid, &loads, 8).unwrap();
+            let out = balance(m.as_mut(), &p, &mut cells, Options::default(), |_| {});
+            assert!(out.converged, "{nx}x{ny} seed {seed}: {out:?}");
+            assert!(nodes_are_contiguous(&grid, cells.owners(), &numa), "{nx}x{ny} Perlin seed {seed}");
+        }
+    }
+}

@@ -78,6 +78,8 @@ pub struct Pbs {
     options: PbsOptions,
     /// Seconds the last real rebalancing took (the criterion's `C`).
     last_cost: f64,
+    /// Whether an iteration has been measured yet.
+    measured: bool,
     iteration_busy: Vec<Duration>,
     /// Boxes stolen in the current phase, per thief: `(box, thief)`.
     stolen: Vec<CachePadded<Mutex<StealLog>>>,
@@ -133,6 +135,7 @@ impl Pbs {
             neighbours: Vec::new(),
             options,
             last_cost: cost,
+            measured: false,
             iteration_busy: vec![Duration::ZERO; threads],
             stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
             previous: None,
@@ -334,7 +337,12 @@ impl Executor for Pbs {
             min: loads.iter().copied().fold(f64::INFINITY, f64::min),
         };
         let mut end = IterationEnd { max_avg: metrics::max_avg(&loads), ..Default::default() };
-        if !self.criterion.observe(sample) {
+        // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
+        // does not grow, so an imbalance present from the start would never be corrected: the
+        // first iteration with measured loads always rebalances, then the criterion decides.
+        let first = !self.measured;
+        self.measured = true;
+        if !self.criterion.observe(sample) && !first {
             return end;
         }
         let start = Instant::now();

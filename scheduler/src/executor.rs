@@ -176,6 +176,13 @@ struct ThreadCounters {
 
 const NEVER: u32 = u32::MAX;
 
+impl Local {
+    /// Adds busy time measured around a thread's work, in clock ticks.
+    pub fn add_busy_ticks(&mut self, ticks: u64) {
+        self.exact_ticks += ticks;
+    }
+}
+
 /// A relaxed load-then-store: each box runs once per phase, so no read-modify-write is needed.
 trait SwapRelaxed {
     fn swap_relaxed(&self, v: u32) -> u32;
@@ -236,15 +243,14 @@ impl Tracker {
         }
     }
 
-    /// Runs the boxes `ks` on thread `t` as one timed chunk: one clock pair for the whole chunk,
-    /// each box credited with the chunk's mean time (written on one phase in `stride`). Coarser
-    /// than [`Tracker::run`]'s per-box samples, but the thread's busy time is exact every phase
-    /// and every box is refreshed every `stride` phases, for two clock reads per chunk. Used
-    /// where a thread runs runs of neighbouring boxes (pbs's cells, static's blocks), whose
-    /// loads are alike.
+    /// Runs the boxes `ks` on thread `t` as one chunk. On the phases that refresh box times
+    /// (one in `stride`) the chunk is timed with one clock pair and each box is credited with
+    /// the chunk's mean (smoothed); on the others it runs untimed. The thread's busy time is
+    /// measured around its whole work by the executor ([`Local::add_busy_ticks`]), so it is
+    /// exact every phase for two clock reads per thread.
     #[inline]
     pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
-        let timed = self.timer.stride != 0;
+        let timed = self.timer.stride != 0 && self.phase & (self.timer.stride - 1) == 0;
         let start = if timed { clock::ticks() } else { 0 };
         if self.timer.affinity {
             for &k in ks {
@@ -263,20 +269,19 @@ impl Tracker {
         local.boxes += ks.len() as u64;
         if timed {
             let dt = clock::ticks().wrapping_sub(start);
-            // Box times are written on one phase in `stride` only: writing a time for every
-            // box every phase cost more than the clock reads, and the balancer needs recent
-            // loads only when it runs.
-            if self.phase & (self.timer.stride - 1) == 0 {
-                // Exponential average (¾ old, ¼ new): one noisy chunk must not move boxes.
-                let each = dt / ks.len().max(1) as u64;
-                for &k in ks {
-                    let old = self.box_ns[k as usize].load(Ordering::Relaxed);
-                    let new = if old == u64::MAX { each } else { (3 * old + each) / 4 };
-                    self.box_ns[k as usize].store(new, Ordering::Relaxed);
-                }
+            // Exponential average (¾ old, ¼ new): one noisy chunk must not move boxes.
+            let each = dt / ks.len().max(1) as u64;
+            for &k in ks {
+                let old = self.box_ns[k as usize].load(Ordering::Relaxed);
+                let new = if old == u64::MAX { each } else { (3 * old + each) / 4 };
+                self.box_ns[k as usize].store(new, Ordering::Relaxed);
             }
-            local.exact_ticks += dt;
         }
+    }
+
+    /// Whether box times are being measured at all.
+    pub fn timing(&self) -> bool {
+        self.timer.stride != 0
     }
 
     /// Adds a thread's counters for this phase (call once per thread per phase).

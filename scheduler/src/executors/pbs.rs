@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use pbs::{balance, methods, metrics, Balancer, Cells, Grid, Options, Point, Problem};
 
+use crate::clock;
 use crate::criteria::{Boulmier, Criterion, Sample};
 use crate::executor::{BoxTimer, Executor, IterationEnd, Local, PhaseStats, Tracker};
 use crate::pool::Pool;
@@ -282,8 +283,10 @@ impl Executor for Pbs {
         }
         let (lists, claims, neighbours, tracker) = (&self.lists, &self.claims, &self.neighbours, &self.tracker);
         let (chunk, steal, stolen) = (self.options.chunk, self.options.steal, &self.stolen);
+        let timing = tracker.timing();
         self.pool.run(&|t| {
             let mut local = Local::default();
+            let started = if timing { clock::ticks() } else { 0 };
             let mine = &lists[t];
             while let Some(r) = claim_front(&claims[t], chunk) {
                 tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, &mut local, task);
@@ -316,6 +319,9 @@ impl Executor for Pbs {
                 if !log.is_empty() {
                     *stolen[t].lock().unwrap() = log;
                 }
+            }
+            if timing {
+                local.add_busy_ticks(clock::ticks().wrapping_sub(started));
             }
             tracker.flush(t, local);
         });

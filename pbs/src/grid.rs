@@ -99,6 +99,29 @@ impl Grid {
         q
     }
 
+    /// Calls `f(n)` for each face neighbour `n` of box `k` (up to 4 in 2D, 6 in 3D).
+    pub fn for_each_neighbour(&self, k: usize, mut f: impl FnMut(usize)) {
+        let [i, j, l] = self.coords(k);
+        if i > 0 {
+            f(k - 1);
+        }
+        if i + 1 < self.nx {
+            f(k + 1);
+        }
+        if j > 0 {
+            f(k - self.nx);
+        }
+        if j + 1 < self.ny {
+            f(k + self.nx);
+        }
+        if l > 0 {
+            f(k - self.nx * self.ny);
+        }
+        if l + 1 < self.nz {
+            f(k + self.nx * self.ny);
+        }
+    }
+
     /// Calls `f(a, b)` once for each pair of face-neighbouring boxes (4 neighbours in 2D, 6 in 3D).
     pub fn for_each_neighbour_pair(&self, mut f: impl FnMut(usize, usize)) {
         for l in 0..self.nz {
@@ -147,6 +170,23 @@ mod tests {
         let mut n3 = 0;
         Grid::new_3d(2, 2, 2).unwrap().for_each_neighbour_pair(|_, _| n3 += 1);
         assert_eq!(n3, 12);
+    }
+
+    #[test]
+    fn neighbours_of_a_box_match_the_pairs() {
+        let g = Grid::new_3d(4, 3, 2).unwrap();
+        let mut from_pairs = vec![Vec::new(); g.len()];
+        g.for_each_neighbour_pair(|a, b| {
+            from_pairs[a].push(b);
+            from_pairs[b].push(a);
+        });
+        for (k, expected) in from_pairs.iter_mut().enumerate() {
+            let mut got = Vec::new();
+            g.for_each_neighbour(k, |n| got.push(n));
+            got.sort();
+            expected.sort();
+            assert_eq!(&got, expected, "box {k}");
+        }
     }
 
     #[test]

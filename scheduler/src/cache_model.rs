@@ -100,28 +100,10 @@ impl CacheModel {
     pub fn run_box_on(&self, t: usize, k: usize) {
         let mut lru = self.threads[t].lock().unwrap();
         lru.touch(Item::Box(k as u32), self.box_bytes, self.capacity, None);
-        let [i, j, l] = self.grid.coords(k);
-        let g = &self.grid;
-        let mut halo =
-            |n: usize| lru.touch(Item::Halo(n as u32), self.halo_bytes, self.capacity, Some(Item::Box(n as u32)));
-        if i > 0 {
-            halo(g.index(i - 1, j, l));
-        }
-        if i + 1 < g.nx {
-            halo(g.index(i + 1, j, l));
-        }
-        if j > 0 {
-            halo(g.index(i, j - 1, l));
-        }
-        if j + 1 < g.ny {
-            halo(g.index(i, j + 1, l));
-        }
-        if l > 0 {
-            halo(g.index(i, j, l - 1));
-        }
-        if l + 1 < g.nz {
-            halo(g.index(i, j, l + 1));
-        }
+        let (halo_bytes, capacity) = (self.halo_bytes, self.capacity);
+        self.grid.for_each_neighbour(k, |n| {
+            lru.touch(Item::Halo(n as u32), halo_bytes, capacity, Some(Item::Box(n as u32)));
+        });
     }
 
     /// Totals since the last call, and resets them (the cache contents stay).

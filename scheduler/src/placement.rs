@@ -52,25 +52,12 @@ pub fn nodes_are_contiguous(grid: &Grid, owners: &[u32], numa: &[usize]) -> bool
         let mut count = 0;
         while let Some(k) = stack.pop() {
             count += 1;
-            let [i, j, l] = grid.coords(k);
-            let mut push = |n: usize| {
+            grid.for_each_neighbour(k, |n| {
                 if mine[n] && !seen[n] {
                     seen[n] = true;
                     stack.push(n);
                 }
-            };
-            if i > 0 {
-                push(grid.index(i - 1, j, l));
-            }
-            if i + 1 < grid.nx {
-                push(grid.index(i + 1, j, l));
-            }
-            if j > 0 {
-                push(grid.index(i, j - 1, l));
-            }
-            if j + 1 < grid.ny {
-                push(grid.index(i, j + 1, l));
-            }
+            });
         }
         count == mine.iter().filter(|&&m| m).count()
     })

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use pbs::Options;
 use pbs_bench::{converge, paper, progress, shapes, transitions};
 
@@ -18,6 +18,44 @@ struct Cli {
     command: Command,
 }
 
+/// Options shared by `converge` and `transitions`.
+#[derive(Args)]
+struct Setting {
+    /// Grid width (a CSV load map brings its own)
+    #[arg(long, default_value_t = 50)]
+    nx: usize,
+    /// Grid height (a CSV load map brings its own)
+    #[arg(long, default_value_t = 50)]
+    ny: usize,
+    /// Number of vCores
+    #[arg(long, default_value_t = 10)]
+    vcores: usize,
+    /// Method: pbs, paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1 (converge also takes a comma-separated list or `all`)
+    #[arg(long, default_value = pbs::methods::DEFAULT)]
+    method: String,
+    /// Give up after this many steps (per transition for `transitions`)
+    #[arg(long, default_value_t = 5000)]
+    max_steps: usize,
+    /// Converged when max_avg ≤ (1 + tol) × lower bound
+    #[arg(long, default_value_t = 0.05)]
+    tol: f64,
+    /// Seed of the vCore positions and of the random / Perlin maps
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+impl Setting {
+    fn options(&self) -> Result<Options, String> {
+        if !(self.tol.is_finite() && self.tol >= 0.0) {
+            return Err(format!("--tol must be finite and ≥ 0, got {}", self.tol));
+        }
+        Ok(Options { max_steps: self.max_steps, tol: self.tol })
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Balance a load map from random vCores; one row per (map, method).
@@ -28,30 +66,8 @@ enum Command {
         /// A CSV load map: ny lines of nx comma-separated loads
         #[arg(long)]
         load_map: Option<PathBuf>,
-        /// Grid width (ignored for --load-map)
-        #[arg(long, default_value_t = 50)]
-        nx: usize,
-        /// Grid height (ignored for --load-map)
-        #[arg(long, default_value_t = 50)]
-        ny: usize,
-        /// Number of vCores
-        #[arg(long, default_value_t = 10)]
-        vcores: usize,
-        /// Method name, a comma-separated list, or `all` (pbs, paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1)
-        #[arg(long, default_value = pbs::methods::DEFAULT)]
-        method: String,
-        /// Give up after this many steps
-        #[arg(long, default_value_t = 5000)]
-        max_steps: usize,
-        /// Converged when max_avg ≤ (1 + tol) × lower bound
-        #[arg(long, default_value_t = 0.05)]
-        tol: f64,
-        /// Seed of the vCore positions and of the random / Perlin maps
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Print a JSON array instead of a table
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        setting: Setting,
     },
     /// Rough or smooth Perlin transitions, warm-started; one summary object.
     Transitions {
@@ -61,36 +77,14 @@ enum Command {
         /// Number of transitions
         #[arg(long, default_value_t = 100)]
         trials: usize,
-        /// Grid width
-        #[arg(long, default_value_t = 50)]
-        nx: usize,
-        /// Grid height
-        #[arg(long, default_value_t = 50)]
-        ny: usize,
-        /// Number of vCores
-        #[arg(long, default_value_t = 10)]
-        vcores: usize,
-        /// Method name
-        #[arg(long, default_value = pbs::methods::DEFAULT)]
-        method: String,
-        /// Give up after this many steps per transition
-        #[arg(long, default_value_t = 5000)]
-        max_steps: usize,
-        /// Converged when max_avg ≤ (1 + tol) × lower bound
-        #[arg(long, default_value_t = 0.05)]
-        tol: f64,
-        /// Seed of the first map and of the vCore positions
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
         /// Translation per smooth transition, in boxes
         #[arg(long, default_value_t = 0.5)]
         drift: f64,
         /// Also balance each map from scratch and report how many boxes that would move
         #[arg(long)]
         compare_scratch: bool,
-        /// Print a JSON object instead of a table
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        setting: Setting,
     },
     /// Reproduce the paper's Tables 1-3 and Fig. 5, ours beside theirs: markdown + PNG plots.
     Paper {
@@ -133,14 +127,6 @@ fn methods_list(spec: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
-fn check_tol(tol: f64) -> Result<(), String> {
-    if tol.is_finite() && tol >= 0.0 {
-        Ok(())
-    } else {
-        Err(format!("--tol must be finite and ≥ 0, got {tol}"))
-    }
-}
-
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -153,59 +139,46 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Converge { case, load_map, nx, ny, vcores, method, max_steps, tol, seed, json } => {
-            check_tol(tol)?;
+        Command::Converge { case, load_map, setting } => {
+            let options = setting.options()?;
             let sources = match (case, load_map) {
                 (_, Some(path)) => vec![converge::Source::Csv(path)],
                 (Some(c), None) => converge::Source::from_case_name(&c)?,
                 (None, None) => return Err("give --case NAME or --load-map FILE.csv".into()),
             };
-            let methods = methods_list(&method)?;
+            let methods = methods_list(&setting.method)?;
             let bar = progress::bar((sources.len() * methods.len()) as u64, "converge");
-            let options = Options { max_steps, tol };
+            let (nx, ny, vcores, seed) = (setting.nx, setting.ny, setting.vcores, setting.seed);
             let rows = converge::converge(&sources, &methods, nx, ny, vcores, options, seed, || bar.inc(1))
                 .map_err(|e| e.to_string())?;
             bar.finish_and_clear();
-            if json {
+            if setting.json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {
                 print!("{}", converge::table(&rows).text());
             }
         }
-        Command::Transitions {
-            kind,
-            trials,
-            nx,
-            ny,
-            vcores,
-            method,
-            max_steps,
-            tol,
-            seed,
-            drift,
-            compare_scratch,
-            json,
-        } => {
-            check_tol(tol)?;
+        Command::Transitions { kind, trials, drift, compare_scratch, setting } => {
+            let options = setting.options()?;
             if !drift.is_finite() {
                 return Err(format!("--drift must be finite, got {drift}"));
             }
             let setup = transitions::Setup {
                 kind: transitions::Kind::from_name(&kind)?,
-                method: methods_list(&method)?.remove(0),
-                nx,
-                ny,
-                vcores,
+                method: methods_list(&setting.method)?.remove(0),
+                nx: setting.nx,
+                ny: setting.ny,
+                vcores: setting.vcores,
                 trials,
-                seed,
+                seed: setting.seed,
                 drift,
                 compare_scratch,
-                options: Options { max_steps, tol },
+                options,
             };
             let bar = progress::bar(trials as u64, &format!("{kind} transitions"));
             let report = transitions::run(&setup, || bar.inc(1)).map_err(|e| e.to_string())?;
             bar.finish_and_clear();
-            if json {
+            if setting.json {
                 println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
             } else {
                 print!("{}", transitions::table(std::slice::from_ref(&report)).text());

@@ -1,9 +1,13 @@
 //! Box data placed by first touch: every box's storage is allocated and written first by the
 //! thread that will run it, so Linux places its pages on that thread's NUMA node (the default
-//! "local" policy). When ownership moves, [`BoxData::migrate`] reallocates the moved boxes on
-//! their new owners; until it is called, moved boxes stay where they were first touched —
-//! correct, only remote. Explicit binding (hwloc membind) is not done: boxes smaller than a
-//! page share pages, which no binding can split.
+//! "local" policy). With hwloc, [`BoxData::bind_to_owner_nodes`] also binds every box that
+//! fills whole pages to its owner's node (boxes smaller than a page share pages, which no
+//! binding can split; they keep first touch).
+//!
+//! When ownership moves, nothing moves by itself: a moved box stays where it was first touched
+//! (or bound) — correct, only remote. [`BoxData::migrate`] reallocates the moved boxes on their
+//! new owners (first touch there), after which they can be bound again. (hwlocality refuses the
+//! `MIGRATE` flag for area binding, so binding does not move pages already touched.)
 
 use std::sync::Mutex;
 
@@ -12,6 +16,30 @@ use crate::executor::Executor;
 /// One heap allocation per box, made on its owner's thread.
 pub struct BoxData<T> {
     boxes: Vec<Box<T>>,
+}
+
+/// What [`BoxData::bind_to_owner_nodes`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Binding {
+    /// Boxes bound to their owner's node.
+    pub bound: usize,
+    /// Boxes smaller than a page, left to first touch.
+    pub too_small: usize,
+    /// Boxes whose binding the system refused.
+    pub failed: usize,
+    /// The first refusal, in the system's words.
+    pub first_error: Option<String>,
+}
+
+#[cfg(feature = "hwloc")]
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
 }
 
 /// Boxes made on one thread: `(box, allocation)`.
@@ -61,6 +89,39 @@ impl<T: Send> BoxData<T> {
         moved.len()
     }
 
+    /// Binds the memory of every box of at least one page to the NUMA node of its owner
+    /// (`numa_of_worker[owners[k]]`): the policy for its pages (those already touched by the
+    /// owner are on its node by first touch). Needs the `hwloc` feature.
+    #[cfg(feature = "hwloc")]
+    pub fn bind_to_owner_nodes(&self, owners: &[u32], numa_of_worker: &[usize]) -> Result<Binding, String> {
+        use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
+        use hwlocality::object::types::ObjectType;
+        let topo = hwlocality::Topology::new().map_err(|e| e.to_string())?;
+        let nodes: Vec<_> = topo
+            .objects_with_type(ObjectType::NUMANode)
+            .filter_map(|n| n.nodeset().map(|s| s.clone_target()))
+            .collect();
+        if nodes.is_empty() {
+            return Err("hwloc reports no NUMA node".into());
+        }
+        let mut report = Binding::default();
+        if std::mem::size_of::<T>() < page_size() {
+            report.too_small = self.boxes.len();
+            return Ok(report);
+        }
+        for (k, b) in self.boxes.iter().enumerate() {
+            let node = &nodes[numa_of_worker[owners[k] as usize % numa_of_worker.len()] % nodes.len()];
+            match topo.bind_memory_area(&**b, node, MemoryBindingPolicy::Bind, MemoryBindingFlags::empty()) {
+                Ok(()) => report.bound += 1,
+                Err(e) => {
+                    report.failed += 1;
+                    report.first_error.get_or_insert_with(|| format!("box {k}: {e}"));
+                }
+            }
+        }
+        Ok(report)
+    }
+
     /// The data of box `k`.
     pub fn get(&self, k: usize) -> &T {
         &self.boxes[k]
@@ -100,5 +161,35 @@ mod tests {
         let new: Vec<u32> = owners.iter().map(|&o| (o + 1) % 3).collect();
         assert_eq!(data.migrate(&exec, &owners, &new), 100);
         assert_eq!(data.get(5).0, 5, "contents survive the move");
+    }
+
+    /// Page-sized boxes are bound to their owner's node (node 0 on a one-node machine); small
+    /// boxes are reported as left to first touch.
+    #[cfg(feature = "hwloc")]
+    #[test]
+    fn page_sized_boxes_bind_to_their_owner_node() {
+        let exec = StaticBlocks::new(8, 2);
+        let owners = exec.planned_owners().unwrap();
+        let big = BoxData::first_touch(&exec, &owners, |k| [k as u8; 8192]);
+        let r = big.bind_to_owner_nodes(&owners, &[0, 0]).unwrap();
+        eprintln!("binding: {r:?}");
+        assert_eq!(r.bound + r.failed, 8);
+        assert!(r.bound == 8 || r.first_error.is_some(), "a refusal must say why: {r:?}");
+        if r.bound == 8 {
+            // hwloc reads the binding back: every box is bound, to the only node here.
+            let topo = hwlocality::Topology::new().unwrap();
+            for k in 0..8 {
+                let (set, policy) = topo
+                    .area_memory_binding::<_, hwlocality::memory::nodeset::NodeSet>(
+                        &**big.boxes.get(k).unwrap(),
+                        hwlocality::memory::binding::MemoryBindingFlags::empty(),
+                    )
+                    .unwrap();
+                assert_eq!(policy, Some(hwlocality::memory::binding::MemoryBindingPolicy::Bind), "box {k}");
+                assert!(set.weight() == Some(1), "box {k}: {set:?}");
+            }
+        }
+        let small = BoxData::first_touch(&exec, &owners, |k| k as u64);
+        assert_eq!(small.bind_to_owner_nodes(&owners, &[0, 0]).unwrap().too_small, 8);
     }
 }

@@ -19,7 +19,8 @@ pub struct PhaseStats {
     pub wall: Duration,
     /// Boxes run by each thread.
     pub boxes: Vec<usize>,
-    /// Estimated task time of each thread (sampled box times scaled up; see [`BoxTimer`]).
+    /// Task time of each thread: measured around its whole work (pbs), or its sampled box
+    /// times scaled by the sampling stride (the other executors; see [`BoxTimer`]).
     pub busy: Vec<Duration>,
     /// Box executions that ran on the same thread as that box's previous execution.
     pub same_thread: usize,
@@ -159,7 +160,7 @@ impl BoxTimer {
 pub struct Tracker {
     last_thread: Vec<AtomicU32>,
     /// Latest sampled time of each box, in clock ticks (`u64::MAX` = never measured).
-    box_ns: Vec<AtomicU64>,
+    box_ticks: Vec<AtomicU64>,
     per_thread: Vec<CachePadded<ThreadCounters>>,
     timer: BoxTimer,
     phase: u32,
@@ -168,7 +169,7 @@ pub struct Tracker {
 #[derive(Default)]
 struct ThreadCounters {
     boxes: AtomicU64,
-    sampled_ns: AtomicU64,
+    sampled_ticks: AtomicU64,
     exact_ticks: AtomicU64,
     same: AtomicU64,
     compared: AtomicU64,
@@ -201,7 +202,7 @@ impl SwapRelaxed for AtomicU32 {
 #[derive(Default)]
 pub struct Local {
     boxes: u64,
-    sampled_ns: u64,
+    sampled_ticks: u64,
     exact_ticks: u64,
     same: u64,
     compared: u64,
@@ -213,7 +214,7 @@ impl Tracker {
         assert!(timer.stride == 0 || timer.stride.is_power_of_two(), "the timing stride must be 0 or a power of two");
         Tracker {
             last_thread: (0..boxes).map(|_| AtomicU32::new(NEVER)).collect(),
-            box_ns: (0..boxes).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            box_ticks: (0..boxes).map(|_| AtomicU64::new(u64::MAX)).collect(),
             per_thread: (0..threads).map(|_| CachePadded::new(ThreadCounters::default())).collect(),
             timer,
             phase: 0,
@@ -236,8 +237,8 @@ impl Tracker {
             let start = clock::ticks();
             task(k);
             let dt = clock::ticks().wrapping_sub(start);
-            self.box_ns[k].store(dt, Ordering::Relaxed);
-            local.sampled_ns += dt;
+            self.box_ticks[k].store(dt, Ordering::Relaxed);
+            local.sampled_ticks += dt;
         } else {
             task(k);
         }
@@ -272,9 +273,9 @@ impl Tracker {
             // Exponential average (¾ old, ¼ new): one noisy chunk must not move boxes.
             let each = dt / ks.len().max(1) as u64;
             for &k in ks {
-                let old = self.box_ns[k as usize].load(Ordering::Relaxed);
+                let old = self.box_ticks[k as usize].load(Ordering::Relaxed);
                 let new = if old == u64::MAX { each } else { (3 * old + each) / 4 };
-                self.box_ns[k as usize].store(new, Ordering::Relaxed);
+                self.box_ticks[k as usize].store(new, Ordering::Relaxed);
             }
         }
     }
@@ -288,7 +289,7 @@ impl Tracker {
     pub fn flush(&self, t: usize, local: Local) {
         let c = &self.per_thread[t];
         c.boxes.fetch_add(local.boxes, Ordering::Relaxed);
-        c.sampled_ns.fetch_add(local.sampled_ns, Ordering::Relaxed);
+        c.sampled_ticks.fetch_add(local.sampled_ticks, Ordering::Relaxed);
         c.exact_ticks.fetch_add(local.exact_ticks, Ordering::Relaxed);
         c.same.fetch_add(local.same, Ordering::Relaxed);
         c.compared.fetch_add(local.compared, Ordering::Relaxed);
@@ -300,7 +301,7 @@ impl Tracker {
         let mut s = PhaseStats { wall, ..Default::default() };
         for c in &self.per_thread {
             s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
-            let sampled = c.sampled_ns.swap(0, Ordering::Relaxed) as f64 * scale;
+            let sampled = c.sampled_ticks.swap(0, Ordering::Relaxed) as f64 * scale;
             let exact = c.exact_ticks.swap(0, Ordering::Relaxed) as f64 * clock::ns_per_tick();
             s.busy.push(Duration::from_nanos((sampled + exact) as u64));
             s.same_thread += c.same.swap(0, Ordering::Relaxed) as usize;
@@ -314,7 +315,7 @@ impl Tracker {
     /// the measured ones (1 if none is).
     pub fn box_loads(&self) -> Vec<f64> {
         let to_s = clock::ns_per_tick() * 1e-9;
-        let raw: Vec<u64> = self.box_ns.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+        let raw: Vec<u64> = self.box_ticks.iter().map(|a| a.load(Ordering::Relaxed)).collect();
         let measured: Vec<f64> = raw.iter().filter(|&&v| v != u64::MAX).map(|&v| v as f64 * to_s).collect();
         let fill = if measured.is_empty() { 1.0 } else { measured.iter().sum::<f64>() / measured.len() as f64 };
         raw.iter().map(|&v| if v == u64::MAX { fill } else { v as f64 * to_s }).collect()

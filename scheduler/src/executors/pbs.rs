@@ -1,9 +1,11 @@
 //! `pbs`: owner computes. The balancer maps every box to a thread (its vCore); each thread
 //! runs its own boxes in index order, so a box runs on the same thread iteration after
-//! iteration and its data stays in that thread's cache and on its NUMA node. Sampled box times
-//! become the loads; between iterations a [`Criterion`] decides whether the balancer runs (a
-//! few warm-started steps). A thread that runs dry may steal from the *end* of a neighbouring
-//! vCore's list, so the owner keeps the front it is working through.
+//! iteration and its data stays in that thread's cache and on its NUMA node. Box times, measured
+//! per chunk of the owner's list and smoothed, become the loads; the first measured iteration
+//! always rebalances (the starting mapping assumed uniform loads), after that a [`Criterion`]
+//! decides whether the balancer runs (a few warm-started steps), and is skipped when the
+//! measured loads are already balanced. Optionally, a thread that runs dry steals from the
+//! *end* of a neighbouring vCore's list, so the owner keeps the front it is working through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -9,6 +9,7 @@
 
 #![deny(missing_docs)]
 
+pub mod apps;
 pub mod assign_cost;
 pub mod converge;
 pub mod paper;

@@ -1,0 +1,147 @@
+//! `stencil`: 2D Jacobi heat diffusion on a `tiles × tiles` grid of boxes, each a `side × side`
+//! tile of cells, with an extra per-box cost read from a Perlin map that drifts a fraction of a
+//! box per iteration (the paper's live Perlin stress test) or jumps to a new map every
+//! `rough_every` iterations. The extra cost is real floating-point work whose result is folded
+//! into the box, so it cannot be optimised away, and it is deterministic.
+
+use pbs::loadmap::PerlinMap;
+use pbs::Grid;
+use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::{for_each_box_mut, Executor};
+
+use super::{fnv, GridApp};
+
+/// The stencil app.
+pub struct Stencil {
+    grid: Grid,
+    side: usize,
+    tiles: Vec<Vec<f64>>,
+    next: Vec<Vec<f64>>,
+    map: PerlinMap,
+    drift: f64,
+    rough_every: Option<usize>,
+    /// Extra work units per box at load 1.
+    pub work_scale: f64,
+    cost: Vec<f64>,
+    iteration: usize,
+}
+
+impl Stencil {
+    /// `nx × ny` boxes of `side × side` cells; the cost map drifts `drift` boxes per iteration.
+    pub fn new(nx: usize, ny: usize, side: usize, drift: f64, rough_every: Option<usize>, seed: u32) -> Stencil {
+        let grid = Grid::new(nx, ny).expect("non-empty grid");
+        let tiles: Vec<Vec<f64>> = (0..grid.len())
+            .map(|k| {
+                let [i, j, _] = grid.coords(k);
+                // A hot square in one corner of the domain, cold elsewhere.
+                let hot = i < nx / 4 && j < ny / 4;
+                vec![if hot { 100.0 } else { 0.0 }; side * side]
+            })
+            .collect();
+        let map = PerlinMap { seed, frequency: 2.0, octaves: 3, contrast: 3.0, ..Default::default() };
+        let mut s = Stencil {
+            grid,
+            side,
+            next: tiles.clone(),
+            tiles,
+            map,
+            drift,
+            rough_every,
+            work_scale: 400.0,
+            cost: Vec::new(),
+            iteration: 0,
+        };
+        s.cost = s.map.loads(&s.grid);
+        s
+    }
+
+    fn value(&self, k: usize, x: isize, y: isize) -> f64 {
+        // Cell (x, y) relative to tile k, possibly in a neighbouring tile; outside the domain
+        // the boundary is insulated (mirror).
+        let s = self.side as isize;
+        let [i, j, _] = self.grid.coords(k);
+        let (mut gi, mut gj) = (i as isize, j as isize);
+        let (mut lx, mut ly) = (x, y);
+        if lx < 0 {
+            gi -= 1;
+            lx += s;
+        } else if lx >= s {
+            gi += 1;
+            lx -= s;
+        }
+        if ly < 0 {
+            gj -= 1;
+            ly += s;
+        } else if ly >= s {
+            gj += 1;
+            ly -= s;
+        }
+        if gi < 0 || gj < 0 || gi >= self.grid.nx as isize || gj >= self.grid.ny as isize {
+            return self.tiles[k][(y.clamp(0, s - 1) * s + x.clamp(0, s - 1)) as usize];
+        }
+        let n = self.grid.index(gi as usize, gj as usize, 0);
+        self.tiles[n][(ly * s + lx) as usize]
+    }
+}
+
+/// Deterministic busy work: `units` rounds of a logistic map, returned so it is used.
+fn busy(units: usize, seed: f64) -> f64 {
+    let mut x = 0.25 + 0.5 * (seed.abs().fract());
+    for _ in 0..units {
+        x = 3.9 * x * (1.0 - x);
+    }
+    x
+}
+
+impl GridApp for Stencil {
+    fn name(&self) -> &'static str {
+        "stencil"
+    }
+    fn grid(&self) -> Grid {
+        self.grid
+    }
+    fn footprint(&self) -> (u64, u64) {
+        let cell = std::mem::size_of::<f64>() as u64;
+        ((self.side * self.side) as u64 * cell, self.side as u64 * cell)
+    }
+    fn iterate(&mut self, exec: &mut dyn Executor, rec: &mut Recorder, cache: Option<&CacheModel>) {
+        let s = self.side as isize;
+        let mut next = std::mem::take(&mut self.next);
+        let this = &*self;
+        let stats = for_each_box_mut(exec, &mut next, |k, out| {
+            if let Some(c) = cache {
+                c.run_box(k);
+            }
+            for y in 0..s {
+                for x in 0..s {
+                    let v = 0.25
+                        * (this.value(k, x - 1, y)
+                            + this.value(k, x + 1, y)
+                            + this.value(k, x, y - 1)
+                            + this.value(k, x, y + 1));
+                    out[(y * s + x) as usize] = v;
+                }
+            }
+            let units = (this.cost[k] * this.work_scale) as usize;
+            // Fold the work into the tile at a negligible weight so that it is real and
+            // deterministic (the same for every executor).
+            out[0] += 1e-12 * busy(units, out[0]);
+        });
+        rec.phase(&stats);
+        self.next = std::mem::replace(&mut self.tiles, next);
+        self.iteration += 1;
+        self.map = match self.rough_every {
+            Some(r) if self.iteration % r == 0 => self.map.rough(),
+            _ => self.map.smooth(self.drift),
+        };
+        self.cost = self.map.loads(&self.grid);
+        rec.iteration(&exec.end_iteration());
+    }
+    fn checksum(&self) -> u64 {
+        fnv(self.tiles.iter().flatten().map(|v| v.to_bits()))
+    }
+    fn box_work(&self) -> Vec<f64> {
+        self.cost.iter().map(|c| c * self.work_scale + (self.side * self.side) as f64).collect()
+    }
+}

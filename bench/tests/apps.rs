@@ -1,0 +1,66 @@
+//! The grid apps give the same checksum under every executor and thread count, and their loads
+//! move through the domain.
+
+use pbs_bench::apps::md::{Md, Scenario};
+use pbs_bench::apps::stencil::Stencil;
+use pbs_bench::apps::GridApp;
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::runtime::{Runtime, EXECUTORS};
+use pbs_scheduler::topology::Topology;
+use pbs_scheduler::BoxTimer;
+
+fn runtime(threads: usize) -> Runtime {
+    Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() }
+}
+
+fn checksum_under(make: &dyn Fn() -> Box<dyn GridApp>, executor: &str, threads: usize, iterations: usize) -> u64 {
+    let mut app = make();
+    let (mut exec, _) = runtime(threads).executor(executor, app.grid()).unwrap();
+    let mut rec = Recorder::new(executor, threads);
+    for _ in 0..iterations {
+        app.iterate(exec.as_mut(), &mut rec, None);
+    }
+    app.checksum()
+}
+
+fn same_everywhere(name: &str, make: &dyn Fn() -> Box<dyn GridApp>, iterations: usize) {
+    let reference = checksum_under(make, "static", 1, iterations);
+    for executor in EXECUTORS {
+        for threads in 1..=4 {
+            let c = checksum_under(make, executor, threads, iterations);
+            assert_eq!(c, reference, "{name}: {executor} on {threads} threads");
+        }
+    }
+}
+
+#[test]
+fn md_checksums_agree_under_every_executor_and_thread_count() {
+    for s in Scenario::ALL {
+        same_everywhere(s.name(), &|| Box::new(Md::new(s, 10, 10, 3)), 15);
+    }
+}
+
+#[test]
+fn stencil_checksums_agree_under_every_executor_and_thread_count() {
+    same_everywhere("stencil drift", &|| Box::new(Stencil::new(12, 10, 8, 0.3, None, 4)), 12);
+    same_everywhere("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4)), 12);
+}
+
+#[test]
+fn md_loads_move_through_the_domain() {
+    for s in [Scenario::Gravity, Scenario::Contraction, Scenario::Expansion] {
+        let mut md = Md::new(s, 16, 16, 1);
+        let n = md.particles();
+        let before = md.box_work();
+        let (mut exec, _) = runtime(2).executor("static", md.grid()).unwrap();
+        let mut rec = Recorder::new("static", 2);
+        for _ in 0..300 {
+            md.iterate(exec.as_mut(), &mut rec, None);
+        }
+        assert_eq!(md.particles(), n, "{s:?}: particles are conserved");
+        let after = md.box_work();
+        let moved: f64 =
+            before.iter().zip(&after).map(|(a, b)| (a - b).abs()).sum::<f64>() / before.iter().sum::<f64>();
+        assert!(moved > 0.2, "{s:?}: the load map must change, relative change {moved:.3}");
+    }
+}

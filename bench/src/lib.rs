@@ -15,6 +15,7 @@ pub mod converge;
 pub mod paper;
 pub mod plot;
 pub mod progress;
+pub mod run;
 pub mod shapes;
 pub mod table;
 pub mod transitions;

@@ -169,3 +169,82 @@ fn paper_quick_writes_a_report_with_plots() {
     assert_eq!(results["transitions"].as_array().unwrap().len(), 28); // 7 settings × rough/smooth × 2 methods
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn run_prints_the_contract_fields_and_equal_checksums() {
+    let rows = json(&[
+        "run",
+        "--app",
+        "md",
+        "--scenario",
+        "contraction",
+        "--threads",
+        "2",
+        "--iters",
+        "5",
+        "--nx",
+        "10",
+        "--ny",
+        "10",
+        "--no-pin",
+        "--json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pbs", "ws", "eager", "static"]);
+    for r in rows {
+        for k in [
+            "scheduler",
+            "app",
+            "scenario",
+            "threads",
+            "iters",
+            "iter_ms_median",
+            "efficiency",
+            "max_avg",
+            "affinity",
+            "migrations_per_iter",
+            "modelled_misses",
+            "hw_counters",
+            "hw_unavailable_reason",
+            "checksum",
+        ] {
+            assert!(r.get(k).is_some(), "missing {k} in {r}");
+        }
+        assert_eq!(r["checksum"], rows[0]["checksum"], "checksums differ: {r}");
+        // Counters are either hardware numbers or null with a reason — never both missing.
+        assert!(r["hw_counters"].is_object() || r["hw_unavailable_reason"].is_string(), "{r}");
+        assert!(r["modelled_misses"].as_u64().unwrap() > 0);
+    }
+    let stencil = json(&[
+        "run",
+        "--app",
+        "stencil",
+        "--scheduler",
+        "pbs,static",
+        "--threads",
+        "3",
+        "--iters",
+        "4",
+        "--nx",
+        "9",
+        "--ny",
+        "7",
+        "--no-pin",
+        "--json",
+    ]);
+    let s = stencil.as_array().unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0]["checksum"], s[1]["checksum"]);
+}
+
+#[test]
+fn run_refuses_bad_input_clearly() {
+    assert!(stderr_of(&["run", "--app", "fluid"]).contains("unknown app"));
+    assert!(stderr_of(&["run", "--app", "md", "--scenario", "rotation"]).contains("unknown md scenario"));
+    assert!(stderr_of(&["run", "--app", "stencil", "--scenario", "gravity"]).contains("unknown stencil scenario"));
+    assert!(stderr_of(&["run", "--app", "md", "--scheduler", "openmp"]).contains("unknown scheduler"));
+    assert!(stderr_of(&["run", "--app", "md", "--threads", "0"]).contains("--threads"));
+    assert!(stderr_of(&["run", "--app", "md", "--iters", "0"]).contains("--iters"));
+    assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
+}

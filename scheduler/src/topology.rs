@@ -105,6 +105,33 @@ impl Topology {
 /// has not started yet).
 pub type Binding = Option<Result<Vec<usize>, String>>;
 
+/// Size in bytes of the per-core data cache the modelled cache should use: the level-2 cache
+/// of CPU 0 as sysfs reports it (or level 1 if there is no level 2); `None` if unknown.
+pub fn per_core_cache_bytes() -> Option<u64> {
+    let base = "/sys/devices/system/cpu/cpu0/cache";
+    let mut best: Option<(u32, u64)> = None;
+    for e in std::fs::read_dir(base).ok()?.flatten() {
+        let dir = e.path();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok().map(|s| s.trim().to_string());
+        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size")) else { continue };
+        if kind == "Instruction" {
+            continue;
+        }
+        let level: u32 = level.parse().ok()?;
+        let bytes = if let Some(k) = size.strip_suffix('K') {
+            k.parse::<u64>().ok()? * 1024
+        } else if let Some(m) = size.strip_suffix('M') {
+            m.parse::<u64>().ok()? * 1024 * 1024
+        } else {
+            size.parse().ok()?
+        };
+        if level <= 2 && best.is_none_or(|(l, _)| level > l) {
+            best = Some((level, bytes));
+        }
+    }
+    best.map(|b| b.1)
+}
+
 /// The binding each worker actually obtained.
 #[derive(Debug, Clone, Default)]
 pub struct Bindings(Arc<Mutex<Vec<Binding>>>);

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use pbs::Options;
-use pbs_bench::{converge, paper, progress, shapes, transitions};
+use pbs_bench::{converge, paper, progress, run, shapes, transitions};
 
 #[derive(Parser)]
 #[command(
@@ -85,6 +85,39 @@ enum Command {
         compare_scratch: bool,
         #[command(flatten)]
         setting: Setting,
+    },
+    /// Run a grid app under each scheduler; one row per scheduler (DESIGN.md contract).
+    Run {
+        /// md or stencil
+        #[arg(long)]
+        app: String,
+        /// pbs, ws, eager, static, a comma-separated list, or all
+        #[arg(long, default_value = "all")]
+        scheduler: String,
+        /// Worker threads (default: PBS_NUM_THREADS, else one per core)
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Iterations
+        #[arg(long, default_value_t = 100)]
+        iters: usize,
+        /// md: uniform, contraction, expansion, gravity (default); stencil: drift (default), rough
+        #[arg(long)]
+        scenario: Option<String>,
+        /// Boxes along x
+        #[arg(long, default_value_t = 32)]
+        nx: usize,
+        /// Boxes along y
+        #[arg(long, default_value_t = 32)]
+        ny: usize,
+        /// Per-thread capacity of the modelled cache in KiB (default: this machine's per-core cache)
+        #[arg(long)]
+        cache_kib: Option<u64>,
+        /// Do not pin workers to cores
+        #[arg(long)]
+        no_pin: bool,
+        /// Print a JSON array instead of a table
+        #[arg(long)]
+        json: bool,
     },
     /// Reproduce the paper's Tables 1-3 and Fig. 5, ours beside theirs: markdown + PNG plots.
     Paper {
@@ -182,6 +215,39 @@ fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
             } else {
                 print!("{}", transitions::table(std::slice::from_ref(&report)).text());
+            }
+        }
+        Command::Run { app, scheduler, threads, iters, scenario, nx, ny, cache_kib, no_pin, json } => {
+            let threads = match threads {
+                Some(t) => t,
+                None => pbs_scheduler::topology::Topology::detect().default_threads()?,
+            };
+            let setup = run::RunSetup {
+                scenario: scenario.unwrap_or_else(|| run::RunSetup::default_scenario(&app).to_string()),
+                app,
+                schedulers: run::schedulers(&scheduler)?,
+                threads,
+                iters,
+                nx,
+                ny,
+                cache_bytes: cache_kib.map_or_else(run::RunSetup::machine_cache_bytes, |k| k * 1024),
+                pin: !no_pin,
+            };
+            setup.make_app()?; // refuse a bad app or scenario before anything runs
+            let bar =
+                progress::bar((setup.schedulers.len() * iters) as u64, &format!("{} {}", setup.app, setup.scenario));
+            let rows = run::run(&setup, || bar.inc(1))?;
+            bar.finish_and_clear();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", run::table(&rows).text());
+                if let Some(why) = rows.iter().find_map(|r| r.hw_unavailable_reason.as_deref()) {
+                    println!(
+                        "hardware counters: {why}; modelled misses are from a per-thread LRU of {} KiB",
+                        setup.cache_bytes / 1024
+                    );
+                }
             }
         }
         Command::Paper { out, trials, large_trials, paper_trials, paper_max_steps, quick } => {

@@ -1,0 +1,215 @@
+//! `pbs-bench run`: a grid app under each scheduler, one row per scheduler, fields as
+//! DESIGN.md's contract: iteration time median, efficiency, `max_avg` of thread loads,
+//! affinity, migrations, modelled misses, hardware counters (or why not) and the checksum.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::counters::{start_on_this_thread, stop_on_this_thread};
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::runtime::{Runtime, EXECUTORS};
+use pbs_scheduler::topology::{per_core_cache_bytes, Topology};
+use pbs_scheduler::BoxTimer;
+
+use crate::apps::md::{Md, Scenario};
+use crate::apps::stencil::Stencil;
+use crate::apps::GridApp;
+use crate::table::Table;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSetup {
+    /// `md` or `stencil`.
+    pub app: String,
+    /// md: uniform, contraction, expansion, gravity; stencil: drift, rough.
+    pub scenario: String,
+    /// Schedulers, in order.
+    pub schedulers: Vec<String>,
+    /// Worker threads.
+    pub threads: usize,
+    /// Iterations.
+    pub iters: usize,
+    /// Boxes along x and y.
+    pub nx: usize,
+    /// Boxes along y.
+    pub ny: usize,
+    /// Per-thread capacity of the modelled cache, bytes.
+    pub cache_bytes: u64,
+    /// Pin workers to cores.
+    pub pin: bool,
+}
+
+impl RunSetup {
+    /// Default scenario of an app.
+    pub fn default_scenario(app: &str) -> &'static str {
+        if app == "md" {
+            "gravity"
+        } else {
+            "drift"
+        }
+    }
+
+    /// The modelled cache size: the machine's per-core cache, else 1 MiB.
+    pub fn machine_cache_bytes() -> u64 {
+        per_core_cache_bytes().unwrap_or(1 << 20)
+    }
+
+    /// A fresh app as set up.
+    pub fn make_app(&self) -> Result<Box<dyn GridApp>, String> {
+        pbs::Grid::new(self.nx, self.ny).map_err(|e| e.to_string())?;
+        match (self.app.as_str(), self.scenario.as_str()) {
+            ("md", s) => Ok(Box::new(Md::new(Scenario::from_name(s)?, self.nx, self.ny, 1))),
+            ("stencil", "drift") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, None, 1))),
+            ("stencil", "rough") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, Some(10), 1))),
+            ("stencil", s) => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
+            (a, _) => Err(format!("unknown app {a:?}; expected md or stencil")),
+        }
+    }
+}
+
+/// One row, DESIGN.md field names.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunRow {
+    /// pbs, ws, eager or static
+    pub scheduler: String,
+    /// md or stencil
+    pub app: String,
+    /// scenario name
+    pub scenario: String,
+    /// worker threads
+    pub threads: usize,
+    /// iterations
+    pub iters: usize,
+    /// median iteration wall time, ms
+    pub iter_ms_median: f64,
+    /// (Σ box times / threads) / wall time
+    pub efficiency: f64,
+    /// max_avg of per-thread busy time
+    pub max_avg: f64,
+    /// fraction of box executions on the thread of their previous execution
+    pub affinity: Option<f64>,
+    /// boxes changing owner per iteration
+    pub migrations_per_iter: f64,
+    /// misses of the modelled per-thread cache, 64-byte lines, whole run
+    pub modelled_misses: u64,
+    /// hardware counters summed over threads (null where unavailable)
+    pub hw_counters: Option<BTreeMap<String, u64>>,
+    /// why hardware counters are unavailable (null where they are)
+    pub hw_unavailable_reason: Option<String>,
+    /// software counters summed over threads, when those were measured instead
+    pub sw_counters: Option<BTreeMap<String, u64>>,
+    /// hash of the final state: identical for every scheduler and thread count
+    pub checksum: String,
+}
+
+/// Runs every scheduler of `setup`, calling `progress` after each iteration.
+pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, String> {
+    if setup.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    if setup.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    let runtime =
+        Runtime { topology: Topology::detect(), threads: setup.threads, pin: setup.pin, timer: BoxTimer::default() };
+    let mut rows = Vec::new();
+    for scheduler in &setup.schedulers {
+        let mut app = setup.make_app()?;
+        let (mut exec, _bindings) = runtime.executor(scheduler, app.grid())?;
+        let (box_bytes, halo_bytes) = app.footprint();
+        let cache = CacheModel::new(app.grid(), setup.threads, setup.cache_bytes, box_bytes, halo_bytes);
+        let mut rec = Recorder::new(scheduler, setup.threads);
+        exec.on_each_thread(&|_| start_on_this_thread());
+        for _ in 0..setup.iters {
+            app.iterate(exec.as_mut(), &mut rec, Some(&cache));
+            progress();
+        }
+        let readings = Mutex::new(Vec::new());
+        exec.on_each_thread(&|_| readings.lock().unwrap().push(stop_on_this_thread()));
+        let (mut hw, mut sw, mut reason) = (BTreeMap::new(), BTreeMap::new(), None);
+        for r in readings.into_inner().unwrap() {
+            match r {
+                Ok((reading, why)) => {
+                    let target = if reading.hardware { &mut hw } else { &mut sw };
+                    for (name, v) in reading.values {
+                        *target.entry(name).or_insert(0) += v;
+                    }
+                    if why.is_some() {
+                        reason = why;
+                    }
+                }
+                Err(e) => reason = Some(e),
+            }
+        }
+        let report = rec.report();
+        rows.push(RunRow {
+            scheduler: scheduler.clone(),
+            app: app.name().into(),
+            scenario: setup.scenario.clone(),
+            threads: setup.threads,
+            iters: setup.iters,
+            iter_ms_median: report.iter_ms_median,
+            efficiency: report.efficiency,
+            max_avg: report.max_avg,
+            affinity: report.affinity,
+            migrations_per_iter: report.migrations_per_iter,
+            modelled_misses: cache.take().misses,
+            hw_counters: (!hw.is_empty()).then_some(hw),
+            hw_unavailable_reason: reason,
+            sw_counters: (!sw.is_empty()).then_some(sw),
+            checksum: format!("{:016x}", app.checksum()),
+        });
+    }
+    Ok(rows)
+}
+
+/// Schedulers for a `--scheduler` value (`all` = every executor).
+pub fn schedulers(spec: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = if spec == "all" {
+        EXECUTORS.iter().map(|s| s.to_string()).collect()
+    } else {
+        spec.split(',').map(|s| s.trim().to_string()).collect()
+    };
+    for n in &names {
+        if !EXECUTORS.contains(&n.as_str()) {
+            return Err(format!("unknown scheduler {n:?}; expected pbs, ws, eager, static or all"));
+        }
+    }
+    Ok(names)
+}
+
+/// The readable table.
+pub fn table(rows: &[RunRow]) -> Table {
+    let mut t = Table::new(&[
+        "scheduler",
+        "app",
+        "scenario",
+        "threads",
+        "iters",
+        "iter ms",
+        "efficiency",
+        "max_avg",
+        "affinity",
+        "migr/iter",
+        "modelled misses",
+        "checksum",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.scheduler.clone(),
+            r.app.clone(),
+            r.scenario.clone(),
+            r.threads.to_string(),
+            r.iters.to_string(),
+            format!("{:.3}", r.iter_ms_median),
+            format!("{:.3}", r.efficiency),
+            format!("{:.3}", r.max_avg),
+            r.affinity.map_or("-".into(), |a| format!("{a:.3}")),
+            format!("{:.1}", r.migrations_per_iter),
+            r.modelled_misses.to_string(),
+            r.checksum.clone(),
+        ]);
+    }
+    t
+}

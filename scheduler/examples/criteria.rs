@@ -17,7 +17,8 @@ fn main() {
     let cell = |t: f64, n: usize, opt: f64| format!("{:.3}× opt, {:>3} LB", t / opt, n);
     let row: Vec<String> = optimum.iter().map(|&(t, n)| cell(t, n, t)).collect();
     println!("{:<16} {}", "optimal (DP)", row.iter().map(|s| format!("{s:>22}")).collect::<String>());
-    let makers: Vec<(&str, Box<dyn Fn() -> Box<dyn Criterion>>)> = vec![
+    type Maker = Box<dyn Fn() -> Box<dyn Criterion>>;
+    let makers: Vec<(&str, Maker)> = vec![
         ("boulmier eq.24", Box::new(move || Box::new(Boulmier::new(cost)))),
         ("menon", Box::new(move || Box::new(Menon::new(cost)))),
         ("procassini 0.9", Box::new(move || Box::new(Procassini::new(0.9, cost)))),

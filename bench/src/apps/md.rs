@@ -152,12 +152,10 @@ impl Md {
     /// The 3×3 neighbourhood of box `k` (itself included), in a fixed order.
     fn around(&self, k: usize) -> impl Iterator<Item = usize> + '_ {
         let [i, j, _] = self.grid.coords(k);
-        (-1isize..=1).flat_map(move |dj| (-1isize..=1).map(move |di| (i as isize + di, j as isize + dj))).filter_map(
-            move |(a, b)| {
-                (a >= 0 && b >= 0 && a < self.grid.nx as isize && b < self.grid.ny as isize)
-                    .then(|| self.grid.index(a as usize, b as usize, 0))
-            },
-        )
+        (-1isize..=1)
+            .flat_map(move |dj| (-1isize..=1).map(move |di| (i as isize + di, j as isize + dj)))
+            .filter(move |&(a, b)| a >= 0 && b >= 0 && a < self.grid.nx as isize && b < self.grid.ny as isize)
+            .map(move |(a, b)| self.grid.index(a as usize, b as usize, 0))
     }
 
     fn external(&self, p: &Particle) -> (f64, f64) {

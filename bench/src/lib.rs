@@ -12,6 +12,7 @@
 pub mod apps;
 pub mod assign_cost;
 pub mod converge;
+pub mod matrix;
 pub mod paper;
 pub mod plot;
 pub mod progress;

@@ -101,6 +101,16 @@ pub struct RunRow {
     pub sw_counters: Option<BTreeMap<String, u64>>,
     /// hash of the final state: identical for every scheduler and thread count
     pub checksum: String,
+    /// wall time of every iteration, ms (for plots)
+    #[serde(skip)]
+    pub iteration_ms: Vec<f64>,
+    /// busy time per thread over the run, ms (for plots)
+    #[serde(skip)]
+    pub busy_ms: Vec<f64>,
+    /// (iteration, owner of every box, work of every box) at a few iterations, where the
+    /// scheduler plans owners (for pictures)
+    #[serde(skip)]
+    pub snapshots: Vec<(usize, Vec<u32>, Vec<f64>)>,
 }
 
 /// Runs every scheduler of `setup`, calling `progress` after each iteration.
@@ -121,8 +131,14 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
         let cache = CacheModel::new(app.grid(), setup.threads, setup.cache_bytes, box_bytes, halo_bytes);
         let mut rec = Recorder::new(scheduler, setup.threads);
         exec.on_each_thread(&|_| start_on_this_thread());
-        for _ in 0..setup.iters {
+        let mut snapshots = Vec::new();
+        for it in 0..setup.iters {
             app.iterate(exec.as_mut(), &mut rec, Some(&cache));
+            if it == 0 || it == setup.iters / 2 || it + 1 == setup.iters {
+                if let Some(owners) = exec.planned_owners() {
+                    snapshots.push((it, owners, app.box_work()));
+                }
+            }
             progress();
         }
         let readings = Mutex::new(Vec::new());
@@ -159,6 +175,9 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             hw_unavailable_reason: reason,
             sw_counters: (!sw.is_empty()).then_some(sw),
             checksum: format!("{:016x}", app.checksum()),
+            iteration_ms: rec.iteration_ms().to_vec(),
+            busy_ms: report.busy_ms.clone(),
+            snapshots,
         });
     }
     Ok(rows)

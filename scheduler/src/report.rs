@@ -81,6 +81,11 @@ impl Recorder {
         self.rebalances += usize::from(end.rebalanced);
     }
 
+    /// Wall time of every iteration so far, milliseconds.
+    pub fn iteration_ms(&self) -> &[f64] {
+        &self.iter_times
+    }
+
     /// The summary so far.
     pub fn report(&self) -> RunReport {
         let threads = self.busy.len();

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use pbs::Options;
-use pbs_bench::{converge, paper, progress, run, shapes, transitions};
+use pbs_bench::{converge, matrix, paper, progress, run, shapes, transitions};
 
 #[derive(Parser)]
 #[command(
@@ -118,6 +118,24 @@ enum Command {
         /// Print a JSON array instead of a table
         #[arg(long)]
         json: bool,
+    },
+    /// Run the standard matrix (apps × scenarios × schedulers): markdown report with PNG plots.
+    Report {
+        /// Output folder (created)
+        #[arg(long, default_value = "out/report")]
+        out: PathBuf,
+        /// Worker threads (default: PBS_NUM_THREADS, else one per core)
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Iterations per run
+        #[arg(long, default_value_t = 200)]
+        iters: usize,
+        /// Runs per case (medians are over these)
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Do not pin workers to cores
+        #[arg(long)]
+        no_pin: bool,
     },
     /// Reproduce the paper's Tables 1-3 and Fig. 5, ours beside theirs: markdown + PNG plots.
     Paper {
@@ -249,6 +267,18 @@ fn run(cli: Cli) -> Result<(), String> {
                     );
                 }
             }
+        }
+        Command::Report { out, threads, iters, repeats, no_pin } => {
+            let threads = match threads {
+                Some(t) => t,
+                None => pbs_scheduler::topology::Topology::detect().default_threads()?,
+            };
+            if threads == 0 || iters == 0 || repeats == 0 {
+                return Err("--threads, --iters and --repeats must be at least 1".into());
+            }
+            let settings = matrix::MatrixSettings { threads, iters, repeats, pin: !no_pin };
+            let path = matrix::write(&out, &settings)?;
+            println!("report written to {}", path.display());
         }
         Command::Paper { out, trials, large_trials, paper_trials, paper_max_steps, quick } => {
             let settings = if quick {

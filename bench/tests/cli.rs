@@ -248,3 +248,20 @@ fn run_refuses_bad_input_clearly() {
     assert!(stderr_of(&["run", "--app", "md", "--iters", "0"]).contains("--iters"));
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
 }
+
+#[test]
+fn report_writes_tables_plots_and_identical_checksums() {
+    let dir = temp_dir("report");
+    let out = bench(&["report", "--out", dir.to_str().unwrap(), "--iters", "3", "--repeats", "1", "--threads", "2", "--no-pin"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for section in ["md · gravity", "md · contraction", "stencil · drift · 32×32", "stencil · drift · 14×14", "modelled"] {
+        assert!(md.contains(section), "missing {section}");
+    }
+    assert_eq!(md.matches("Checksums identical").count(), 4, "{md}");
+    assert!(!md.contains("differ"));
+    for png in ["iteration_time.png", "busy.png", "owners.png"] {
+        assert_eq!(&std::fs::read(dir.join(png)).unwrap()[1..4], b"PNG", "{png}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

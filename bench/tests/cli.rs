@@ -252,10 +252,23 @@ fn run_refuses_bad_input_clearly() {
 #[test]
 fn report_writes_tables_plots_and_identical_checksums() {
     let dir = temp_dir("report");
-    let out = bench(&["report", "--out", dir.to_str().unwrap(), "--iters", "3", "--repeats", "1", "--threads", "2", "--no-pin"]);
+    let out = bench(&[
+        "report",
+        "--out",
+        dir.to_str().unwrap(),
+        "--iters",
+        "3",
+        "--repeats",
+        "1",
+        "--threads",
+        "2",
+        "--no-pin",
+    ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    for section in ["md · gravity", "md · contraction", "stencil · drift · 32×32", "stencil · drift · 14×14", "modelled"] {
+    for section in
+        ["md · gravity", "md · contraction", "stencil · drift · 32×32", "stencil · drift · 14×14", "modelled"]
+    {
         assert!(md.contains(section), "missing {section}");
     }
     assert_eq!(md.matches("Checksums identical").count(), 4, "{md}");

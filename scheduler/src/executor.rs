@@ -164,6 +164,10 @@ pub struct Tracker {
     per_thread: Vec<CachePadded<ThreadCounters>>,
     timer: BoxTimer,
     phase: u32,
+    /// Iterations ended so far (see [`Tracker::end_iteration`]).
+    iteration: u32,
+    /// Chunk times of the current sampled iteration, summed over its phases, per box.
+    box_acc: Vec<AtomicU64>,
 }
 
 #[derive(Default)]
@@ -218,6 +222,8 @@ impl Tracker {
             per_thread: (0..threads).map(|_| CachePadded::new(ThreadCounters::default())).collect(),
             timer,
             phase: 0,
+            iteration: 0,
+            box_acc: (0..boxes).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -244,14 +250,14 @@ impl Tracker {
         }
     }
 
-    /// Runs the boxes `ks` on thread `t` as one chunk. On the phases that refresh box times
-    /// (one in `stride`) the chunk is timed with one clock pair and each box is credited with
-    /// the chunk's mean (smoothed); on the others it runs untimed. The thread's busy time is
+    /// Runs the boxes `ks` on thread `t` as one chunk. In the iterations that refresh box
+    /// times (one in `stride`) the chunk is timed with one clock pair and each box is credited
+    /// with the chunk's mean, summed over the iteration's phases; otherwise it runs untimed. The thread's busy time is
     /// measured around its whole work by the executor ([`Local::add_busy_ticks`]), so it is
     /// exact every phase for two clock reads per thread.
     #[inline]
     pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
-        let timed = self.timer.stride != 0 && self.phase & (self.timer.stride - 1) == 0;
+        let timed = self.sampled_iteration();
         let start = if timed { clock::ticks() } else { 0 };
         if self.timer.affinity {
             for &k in ks {
@@ -269,15 +275,32 @@ impl Tracker {
         }
         local.boxes += ks.len() as u64;
         if timed {
-            let dt = clock::ticks().wrapping_sub(start);
-            // Exponential average (¾ old, ¼ new): one noisy chunk must not move boxes.
-            let each = dt / ks.len().max(1) as u64;
+            // Each box runs once per phase, so a plain load and store add its share.
+            let each = clock::ticks().wrapping_sub(start) / ks.len().max(1) as u64;
             for &k in ks {
-                let old = self.box_ticks[k as usize].load(Ordering::Relaxed);
-                let new = if old == u64::MAX { each } else { (3 * old + each) / 4 };
-                self.box_ticks[k as usize].store(new, Ordering::Relaxed);
+                let acc = &self.box_acc[k as usize];
+                acc.store(acc.load(Ordering::Relaxed) + each, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Whether this iteration's chunks are timed: one iteration in `stride`. Sampling by
+    /// iteration, not by phase, makes a box's load the sum of all the phases it runs in.
+    fn sampled_iteration(&self) -> bool {
+        self.timer.stride != 0 && self.iteration & (self.timer.stride - 1) == 0
+    }
+
+    /// Ends an iteration: on a sampled one, each box's summed chunk times become its time
+    /// (exponential average, ¾ old, ¼ new, so that one noisy chunk does not move boxes).
+    pub fn end_iteration(&mut self) {
+        if self.sampled_iteration() {
+            for (acc, t) in self.box_acc.iter().zip(&self.box_ticks) {
+                let sum = acc.swap(0, Ordering::Relaxed);
+                let old = t.load(Ordering::Relaxed);
+                t.store(if old == u64::MAX { sum } else { (3 * old + sum) / 4 }, Ordering::Relaxed);
+            }
+        }
+        self.iteration = self.iteration.wrapping_add(1);
     }
 
     /// Whether box times are being measured at all.

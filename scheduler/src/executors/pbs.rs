@@ -41,8 +41,8 @@ pub struct PbsOptions {
     pub positions: Option<Vec<Point>>,
     /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
     pub criterion: Option<Box<dyn Criterion>>,
-    /// Box timing: pbs times whole chunks (any non-zero stride turns it on; box times are
-    /// refreshed every `stride` phases). Affinity is derived from steals and migrations, so
+    /// Box timing: pbs times whole chunks (any non-zero stride turns it on; box times, summed
+    /// over an iteration's phases, are refreshed every `stride` iterations). Affinity is derived from steals and migrations, so
     /// `timer.affinity` is ignored.
     pub timer: BoxTimer,
 }
@@ -336,6 +336,7 @@ impl Executor for Pbs {
     }
 
     fn end_iteration(&mut self) -> IterationEnd {
+        self.tracker.end_iteration();
         let loads: Vec<f64> = self.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;

@@ -93,6 +93,8 @@ pub struct RunRow {
     pub migrations_per_iter: f64,
     /// misses of the modelled per-thread cache, 64-byte lines, whole run
     pub modelled_misses: u64,
+    /// accesses to the modelled cache, 64-byte lines, whole run
+    pub modelled_accesses: u64,
     /// hardware counters summed over threads (null where unavailable)
     pub hw_counters: Option<BTreeMap<String, u64>>,
     /// why hardware counters are unavailable (null where they are)
@@ -159,6 +161,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             }
         }
         let report = rec.report();
+        let misses = cache.take();
         rows.push(RunRow {
             scheduler: scheduler.clone(),
             app: app.name().into(),
@@ -170,7 +173,8 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             max_avg: report.max_avg,
             affinity: report.affinity,
             migrations_per_iter: report.migrations_per_iter,
-            modelled_misses: cache.take().misses,
+            modelled_misses: misses.misses,
+            modelled_accesses: misses.accesses,
             hw_counters: (!hw.is_empty()).then_some(hw),
             hw_unavailable_reason: reason,
             sw_counters: (!sw.is_empty()).then_some(sw),

@@ -146,7 +146,7 @@ pub struct BoxTimer {
 
 impl Default for BoxTimer {
     fn default() -> Self {
-        BoxTimer { stride: 16, affinity: true }
+        BoxTimer { stride: 4, affinity: true }
     }
 }
 
@@ -291,13 +291,14 @@ impl Tracker {
     }
 
     /// Ends an iteration: on a sampled one, each box's summed chunk times become its time
-    /// (exponential average, ¾ old, ¼ new, so that one noisy chunk does not move boxes).
+    /// (average of the old value and the new sample: one noisy chunk does not move boxes,
+    /// and a drifting load is followed within a few samples).
     pub fn end_iteration(&mut self) {
         if self.sampled_iteration() {
             for (acc, t) in self.box_acc.iter().zip(&self.box_ticks) {
                 let sum = acc.swap(0, Ordering::Relaxed);
                 let old = t.load(Ordering::Relaxed);
-                t.store(if old == u64::MAX { sum } else { (3 * old + sum) / 4 }, Ordering::Relaxed);
+                t.store(if old == u64::MAX { sum } else { old / 2 + sum / 2 }, Ordering::Relaxed);
             }
         }
         self.iteration = self.iteration.wrapping_add(1);

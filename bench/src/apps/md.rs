@@ -93,7 +93,7 @@ impl Md {
         let mut rng = SplitMix64::new(seed);
         let mut particles = Vec::new();
         let centre = match scenario {
-            Scenario::Contraction => (0.35 * width, 0.4 * height),
+            Scenario::Contraction => (0.3 * width, 0.3 * height),
             _ => (0.5 * width, 0.5 * height),
         };
         let radius = 0.3 * width.min(height);

@@ -21,7 +21,7 @@ pub struct Stencil {
     map: PerlinMap,
     drift: f64,
     rough_every: Option<usize>,
-    /// Extra work units per box at load 1 (one unit ≈ 1.5 ns; 4000 makes the Perlin cost
+    /// Extra work units per box at load 1 (one unit ≈ 1.5 ns; 40000 makes the Perlin cost
     /// dominate the Jacobi sweep of a 16×16 tile, as the stress test intends).
     pub work_scale: f64,
     cost: Vec<f64>,
@@ -40,7 +40,8 @@ impl Stencil {
                 vec![if hot { 100.0 } else { 0.0 }; side * side]
             })
             .collect();
-        let map = PerlinMap { seed, frequency: 2.0, octaves: 3, contrast: 3.0, ..Default::default() };
+        // Few large features with sharp peaks: hot regions that a fixed split cannot share.
+        let map = PerlinMap { seed, frequency: 1.5, octaves: 3, contrast: 4.0, ..Default::default() };
         let mut s = Stencil {
             grid,
             side,
@@ -49,7 +50,7 @@ impl Stencil {
             map,
             drift,
             rough_every,
-            work_scale: 4000.0,
+            work_scale: 40000.0,
             cost: Vec::new(),
             iteration: 0,
         };

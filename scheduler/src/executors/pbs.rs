@@ -25,8 +25,12 @@ pub struct PbsOptions {
     pub method: String,
     /// Balancer steps allowed per rebalancing (it starts warm, so a few suffice).
     pub steps_per_rebalance: usize,
-    /// Balancer tolerance on `max_avg`.
+    /// Tolerance the balancer aims for when it runs (`max_avg ≤ (1 + tol) × bound`).
     pub tol: f64,
+    /// Imbalance of the measured loads under the current mapping below which a rebalancing
+    /// the criterion asked for is skipped: timing noise must not move boxes, but once the
+    /// balancer runs it should do better than the threshold that woke it.
+    pub trigger: f64,
     /// Whether idle threads steal boxes from the back of their neighbours' lists. Off by
     /// default: with microsecond phases stealing reacts to scheduling noise, not to imbalance,
     /// and doubles the per-phase overhead (measured, `examples/overhead.rs`); turn it on for
@@ -52,7 +56,8 @@ impl Default for PbsOptions {
         PbsOptions {
             method: methods::DEFAULT.into(),
             steps_per_rebalance: 20,
-            tol: 0.05,
+            tol: 0.02,
+            trigger: 0.05,
             steal: false,
             chunk: 128,
             seed: 1,
@@ -362,7 +367,7 @@ impl Executor for Pbs {
         // balancer has nothing to do: skip it, and restart the criterion's count with the cost
         // of the last real rebalancing.
         self.cells.recharge(&problem);
-        if pbs::is_converged(&problem, &self.cells, self.options.tol) {
+        if pbs::is_converged(&problem, &self.cells, self.options.trigger) {
             self.criterion.rebalanced(self.last_cost);
             end.rebalance_time = start.elapsed();
             return end;

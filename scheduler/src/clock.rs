@@ -37,6 +37,11 @@ pub fn ns_per_tick() -> f64 {
     })
 }
 
+/// Seconds per tick.
+pub fn ticks_to_seconds() -> f64 {
+    ns_per_tick() * 1e-9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

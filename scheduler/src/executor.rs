@@ -146,7 +146,7 @@ pub struct BoxTimer {
 
 impl Default for BoxTimer {
     fn default() -> Self {
-        BoxTimer { stride: 4, affinity: true }
+        BoxTimer { stride: 8, affinity: true }
     }
 }
 
@@ -166,8 +166,14 @@ pub struct Tracker {
     phase: u32,
     /// Iterations ended so far (see [`Tracker::end_iteration`]).
     iteration: u32,
-    /// Chunk times of the current sampled iteration, summed over its phases, per box.
-    box_acc: Vec<AtomicU64>,
+    /// Phases run in the current iteration.
+    phase_in_iteration: u32,
+    /// Two per-box sample buffers, alternating: sampled iteration `n` sums its chunk times,
+    /// over all its phases, into `samples[n % 2]`. Loads are read from both only when the
+    /// balancer asks, so no per-iteration pass over the boxes is needed.
+    samples: [Vec<AtomicU64>; 2],
+    /// Sampled iterations completed.
+    completed: u32,
 }
 
 #[derive(Default)]
@@ -223,7 +229,9 @@ impl Tracker {
             timer,
             phase: 0,
             iteration: 0,
-            box_acc: (0..boxes).map(|_| AtomicU64::new(0)).collect(),
+            phase_in_iteration: 0,
+            samples: [(0..boxes).map(|_| AtomicU64::new(0)).collect(), (0..boxes).map(|_| AtomicU64::new(0)).collect()],
+            completed: 0,
         }
     }
 
@@ -250,9 +258,11 @@ impl Tracker {
         }
     }
 
-    /// Runs the boxes `ks` on thread `t` as one chunk. In the iterations that refresh box
-    /// times (one in `stride`) the chunk is timed with one clock pair and each box is credited
-    /// with the chunk's mean, summed over the iteration's phases; otherwise it runs untimed. The thread's busy time is
+    /// Runs the boxes `ks` on thread `t` as one chunk. In the sampled iterations (one in
+    /// `stride`) the chunk is timed with one clock pair and each box is credited with the
+    /// chunk's mean, summed over the iteration's phases; otherwise it runs untimed. Call
+    /// [`Tracker::begin_phase`] before and [`Tracker::end_iteration`] after as the executor's
+    /// iterations go. The thread's busy time is
     /// measured around its whole work by the executor ([`Local::add_busy_ticks`]), so it is
     /// exact every phase for two clock reads per thread.
     #[inline]
@@ -275,11 +285,19 @@ impl Tracker {
         }
         local.boxes += ks.len() as u64;
         if timed {
-            // Each box runs once per phase, so a plain load and store add its share.
+            // Every box runs exactly once per phase: the first phase of the iteration stores
+            // its share (no clearing pass), later phases add theirs with a plain load and store.
             let each = clock::ticks().wrapping_sub(start) / ks.len().max(1) as u64;
-            for &k in ks {
-                let acc = &self.box_acc[k as usize];
-                acc.store(acc.load(Ordering::Relaxed) + each, Ordering::Relaxed);
+            let buffer = &self.samples[(self.completed % 2) as usize];
+            if self.phase_in_iteration == 1 {
+                for &k in ks {
+                    buffer[k as usize].store(each, Ordering::Relaxed);
+                }
+            } else {
+                for &k in ks {
+                    let acc = &buffer[k as usize];
+                    acc.store(acc.load(Ordering::Relaxed) + each, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -290,17 +308,18 @@ impl Tracker {
         self.timer.stride != 0 && self.iteration & (self.timer.stride - 1) == 0
     }
 
-    /// Ends an iteration: on a sampled one, each box's summed chunk times become its time
-    /// (average of the old value and the new sample: one noisy chunk does not move boxes,
-    /// and a drifting load is followed within a few samples).
+    /// Call before each phase of an executor that uses [`Tracker::run_chunk`] (counts the
+    /// phases of the iteration).
+    pub fn begin_phase(&mut self) {
+        self.phase_in_iteration += 1;
+    }
+
+    /// Ends an iteration.
     pub fn end_iteration(&mut self) {
-        if self.sampled_iteration() {
-            for (acc, t) in self.box_acc.iter().zip(&self.box_ticks) {
-                let sum = acc.swap(0, Ordering::Relaxed);
-                let old = t.load(Ordering::Relaxed);
-                t.store(if old == u64::MAX { sum } else { old / 2 + sum / 2 }, Ordering::Relaxed);
-            }
+        if self.sampled_iteration() && self.phase_in_iteration > 0 {
+            self.completed += 1;
         }
+        self.phase_in_iteration = 0;
         self.iteration = self.iteration.wrapping_add(1);
     }
 
@@ -335,13 +354,28 @@ impl Tracker {
         s
     }
 
-    /// Latest measured time of every box in seconds; boxes not measured yet get the mean of
-    /// the measured ones (1 if none is).
+    /// Measured time of every box in seconds: chunk-timed samples (the mean of the last two
+    /// complete ones, which damps a noisy sample) where there are any, else per-box samples
+    /// from [`Tracker::run`]; boxes never measured get the mean of the measured ones (1 if
+    /// none is).
     pub fn box_loads(&self) -> Vec<f64> {
-        let to_s = clock::ns_per_tick() * 1e-9;
-        let raw: Vec<u64> = self.box_ticks.iter().map(|a| a.load(Ordering::Relaxed)).collect();
-        let measured: Vec<f64> = raw.iter().filter(|&&v| v != u64::MAX).map(|&v| v as f64 * to_s).collect();
+        let to_s = clock::ticks_to_seconds();
+        let raw: Vec<Option<f64>> = match self.completed {
+            0 => self
+                .box_ticks
+                .iter()
+                .map(|a| a.load(Ordering::Relaxed))
+                .map(|v| (v != u64::MAX).then(|| v as f64))
+                .collect(),
+            1 => self.samples[0].iter().map(|a| Some(a.load(Ordering::Relaxed) as f64)).collect(),
+            _ => self.samples[0]
+                .iter()
+                .zip(&self.samples[1])
+                .map(|(a, b)| Some(0.5 * (a.load(Ordering::Relaxed) as f64 + b.load(Ordering::Relaxed) as f64)))
+                .collect(),
+        };
+        let measured: Vec<f64> = raw.iter().flatten().map(|v| v * to_s).collect();
         let fill = if measured.is_empty() { 1.0 } else { measured.iter().sum::<f64>() / measured.len() as f64 };
-        raw.iter().map(|&v| if v == u64::MAX { fill } else { v as f64 * to_s }).collect()
+        raw.iter().map(|v| v.map_or(fill, |v| v * to_s)).collect()
     }
 }

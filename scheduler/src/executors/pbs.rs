@@ -288,6 +288,7 @@ impl Executor for Pbs {
         for (c, l) in self.claims.iter().zip(&self.lists) {
             c.store(pack(0, l.len() as u32), Ordering::Release);
         }
+        self.tracker.begin_phase();
         let (lists, claims, neighbours, tracker) = (&self.lists, &self.claims, &self.neighbours, &self.tracker);
         let (chunk, steal, stolen) = (self.options.chunk, self.options.steal, &self.stolen);
         let timing = tracker.timing();

@@ -365,7 +365,7 @@ impl Tracker {
                 .box_ticks
                 .iter()
                 .map(|a| a.load(Ordering::Relaxed))
-                .map(|v| (v != u64::MAX).then(|| v as f64))
+                .map(|v| (v != u64::MAX).then_some(v as f64))
                 .collect(),
             1 => self.samples[0].iter().map(|a| Some(a.load(Ordering::Relaxed) as f64)).collect(),
             _ => self.samples[0]

@@ -93,6 +93,24 @@ pub(crate) fn as_worker(id: usize) -> impl Drop {
     Reset(before)
 }
 
+/// One phase on a pool: `body(worker, tracker, counters)` runs on every worker, then each
+/// worker's counters are flushed and the phase's statistics collected. The scaffolding shared
+/// by the pool-based executors; `body` is what differs (a block, a FIFO, an owner list).
+pub(crate) fn pool_phase(
+    pool: &crate::pool::Pool,
+    tracker: &mut Tracker,
+    body: &(dyn Fn(usize, &Tracker, &mut Local) + Sync),
+) -> PhaseStats {
+    let start = std::time::Instant::now();
+    let tr: &Tracker = tracker;
+    pool.run(&|t| {
+        let mut local = Local::default();
+        body(t, tr, &mut local);
+        tr.flush(t, local);
+    });
+    tracker.finish(start.elapsed())
+}
+
 /// Runs `f(k, &mut data[k])` once for every box under `exec`.
 ///
 /// ```

@@ -4,11 +4,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
-use crate::executor::{BoxTimer, Executor, Local, PhaseStats, Tracker};
+use crate::executor::{pool_phase, BoxTimer, Executor, PhaseStats, Tracker};
 use crate::pool::Pool;
 
 /// One shared FIFO.
@@ -46,20 +45,14 @@ impl Executor for EagerFifo {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let start = Instant::now();
         self.next.store(0, Ordering::SeqCst);
-        let (n, tracker, next) = (self.boxes, &self.tracker, &self.next);
-        self.pool.run(&|t| {
-            let mut local = Local::default();
-            loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= n {
-                    break;
-                }
-                tracker.run(k, t, &mut local, task);
+        let (n, next) = (self.boxes, &self.next);
+        pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            if k >= n {
+                break;
             }
-            tracker.flush(t, local);
-        });
-        self.tracker.finish(start.elapsed())
+            tracker.run(k, t, local, task);
+        })
     }
 }

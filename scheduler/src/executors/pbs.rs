@@ -16,7 +16,7 @@ use pbs::{balance, methods, metrics, Balancer, Cells, Grid, Options, Point, Prob
 
 use crate::clock;
 use crate::criteria::{Boulmier, Criterion, Sample};
-use crate::executor::{BoxTimer, Executor, IterationEnd, Local, PhaseStats, Tracker};
+use crate::executor::{pool_phase, BoxTimer, Executor, IterationEnd, PhaseStats, Tracker};
 use crate::pool::Pool;
 
 /// Settings of the PBS executor.
@@ -284,20 +284,18 @@ impl Executor for Pbs {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let start = Instant::now();
         for (c, l) in self.claims.iter().zip(&self.lists) {
             c.store(pack(0, l.len() as u32), Ordering::Release);
         }
         self.tracker.begin_phase();
-        let (lists, claims, neighbours, tracker) = (&self.lists, &self.claims, &self.neighbours, &self.tracker);
+        let (lists, claims, neighbours) = (&self.lists, &self.claims, &self.neighbours);
         let (chunk, steal, stolen) = (self.options.chunk, self.options.steal, &self.stolen);
-        let timing = tracker.timing();
-        self.pool.run(&|t| {
-            let mut local = Local::default();
+        let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
+            let timing = tracker.timing();
             let started = if timing { clock::ticks() } else { 0 };
             let mine = &lists[t];
             while let Some(r) = claim_front(&claims[t], chunk) {
-                tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, &mut local, task);
+                tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
             }
             if steal {
                 let mut log = Vec::new();
@@ -308,7 +306,7 @@ impl Executor for Pbs {
                         match claim_back(&claims[v as usize], 2, chunk) {
                             Steal::Took(r) => {
                                 let ks = &lists[v as usize][r.start as usize..r.end as usize];
-                                tracker.run_chunk(ks, t, &mut local, task);
+                                tracker.run_chunk(ks, t, local, task);
                                 log.extend(ks.iter().map(|&k| (k, t as u32)));
                                 took = true;
                                 break; // neighbours first: start over from the nearest
@@ -331,9 +329,7 @@ impl Executor for Pbs {
             if timing {
                 local.add_busy_ticks(clock::ticks().wrapping_sub(started));
             }
-            tracker.flush(t, local);
         });
-        let mut stats = self.tracker.finish(start.elapsed());
         self.count_affinity(&mut stats);
         for (acc, b) in self.iteration_busy.iter_mut().zip(&stats.busy) {
             *acc += *b;

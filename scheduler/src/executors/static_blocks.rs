@@ -2,9 +2,8 @@
 //! `schedule(static)`. No balancing at all; perfect affinity.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use crate::executor::{BoxTimer, Executor, Local, PhaseStats, Tracker};
+use crate::executor::{pool_phase, BoxTimer, Executor, PhaseStats, Tracker};
 use crate::pool::Pool;
 
 /// Equal contiguous blocks.
@@ -46,16 +45,12 @@ impl Executor for StaticBlocks {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let start = Instant::now();
-        let (n, threads, tracker) = (self.boxes, self.pool.threads(), &self.tracker);
-        self.pool.run(&|t| {
-            let mut local = Local::default();
+        let (n, threads) = (self.boxes, self.pool.threads());
+        pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             for k in Self::block(n, threads, t) {
-                tracker.run(k, t, &mut local, task);
+                tracker.run(k, t, local, task);
             }
-            tracker.flush(t, local);
-        });
-        self.tracker.finish(start.elapsed())
+        })
     }
     fn planned_owners(&self) -> Option<Vec<u32>> {
         let t = self.pool.threads();

@@ -40,11 +40,10 @@ impl Stats {
         if xs.is_empty() {
             return Stats { avg: 0.0, min: 0.0, max: 0.0, median: 0.0 };
         }
-        let mut s = xs.to_vec();
-        s.sort_by(f64::total_cmp);
-        let n = s.len();
-        let median = if n % 2 == 1 { s[n / 2] } else { 0.5 * (s[n / 2 - 1] + s[n / 2]) };
-        Stats { avg: s.iter().sum::<f64>() / n as f64, min: s[0], max: s[n - 1], median }
+        let n = xs.len();
+        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Stats { avg: xs.iter().sum::<f64>() / n as f64, min, max, median: pbs::metrics::median(xs) }
     }
 }
 

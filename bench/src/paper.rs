@@ -182,18 +182,8 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
             for method in ["pbs", PAPER_METHOD] {
                 bar.set_message(format!("{} {vcores} vCores {side}² {method}", table_name(vcores)));
                 let trials = if method == "pbs" { per_config(vcores) } else { s.paper_trials };
-                let setup = Setup {
-                    kind,
-                    method: method.into(),
-                    nx: side,
-                    ny: side,
-                    vcores,
-                    trials,
-                    seed: 1,
-                    drift: 0.5,
-                    compare_scratch: false,
-                    options: options_for(method, s),
-                };
+                let setup =
+                    Setup { options: options_for(method, s), ..Setup::square(kind, method, side, vcores, trials) };
                 reports.push(transitions::run(&setup, tick).map_err(|e| e.to_string())?);
             }
         }
@@ -201,18 +191,8 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
 
     // Smooth transitions: boxes moved by a warm start vs by balancing from scratch.
     bar.set_message("smooth migrations vs scratch");
-    let scratch_setup = Setup {
-        kind: Kind::Smooth,
-        method: "pbs".into(),
-        nx: 50,
-        ny: 50,
-        vcores: 10,
-        trials: s.trials,
-        seed: 2,
-        drift: 0.5,
-        compare_scratch: true,
-        options: Options::default(),
-    };
+    let scratch_setup =
+        Setup { seed: 2, compare_scratch: true, ..Setup::square(Kind::Smooth, "pbs", 50, 10, s.trials) };
     let smooth_migrations = transitions::run(&scratch_setup, tick).map_err(|e| e.to_string())?;
 
     // Assignment cost.

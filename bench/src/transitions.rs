@@ -56,6 +56,26 @@ pub struct Setup {
     pub options: Options,
 }
 
+impl Setup {
+    /// `trials` transitions of `kind` with `method` on a `side × side` grid and `vcores`
+    /// vCores, with the defaults the paper report uses: seed 1, drift 0.5 box, no scratch
+    /// comparison, default stopping rule.
+    pub fn square(kind: Kind, method: &str, side: usize, vcores: usize, trials: usize) -> Setup {
+        Setup {
+            kind,
+            method: method.into(),
+            nx: side,
+            ny: side,
+            vcores,
+            trials,
+            seed: 1,
+            drift: 0.5,
+            compare_scratch: false,
+            options: Options::default(),
+        }
+    }
+}
+
 /// avg/max of a quantity.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct AvgMax {

@@ -9,6 +9,22 @@ pub fn ordered_sum(values: &[f64]) -> f64 {
     values.iter().sum()
 }
 
+/// Median of a sample (the mean of the two middle values for an even count; 0 when empty).
+/// Reports give medians, never means of noisy timings.
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut s = values.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}
+
 /// Charge of every vCore: `Q_i = Σ_{owner(k)=i} q_k`.
 pub fn charges(owner: &[u32], loads: &[f64], vcores: usize) -> Vec<f64> {
     let mut q = vec![0.0; vcores];
@@ -79,6 +95,13 @@ mod tests {
         assert_eq!(edge_cut(&g, &[0, 1, 0, 1]), 2);
         assert_eq!(edge_cut(&g, &[0, 0, 0, 0]), 0);
         assert_eq!(edge_cut(&g, &[0, 1, 1, 0]), 4);
+    }
+
+    #[test]
+    fn median_of_odd_even_and_empty_samples() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
     }
 
     #[test]

@@ -91,15 +91,7 @@ impl Recorder {
         let threads = self.busy.len();
         let busy_ms: Vec<f64> = self.busy.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         let wall_ms = self.wall.as_secs_f64() * 1e3;
-        let mut sorted = self.iter_times.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = if sorted.is_empty() {
-            0.0
-        } else if sorted.len() % 2 == 1 {
-            sorted[sorted.len() / 2]
-        } else {
-            0.5 * (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2])
-        };
+        let median = pbs::metrics::median(&self.iter_times);
         let iterations = self.iter_times.len();
         RunReport {
             executor: self.executor.clone(),

@@ -1,22 +1,10 @@
 //! The paper's dynamic experiments, by step counts (deterministic; the times are reported by
 //! `pbs-bench paper`, never asserted in tests).
 
-use pbs::Options;
 use pbs_bench::transitions::{run, Kind, Setup};
 
 fn setup(kind: Kind, vcores: usize, side: usize, trials: usize) -> Setup {
-    Setup {
-        kind,
-        method: "pbs".into(),
-        nx: side,
-        ny: side,
-        vcores,
-        trials,
-        seed: 1,
-        drift: 0.5,
-        compare_scratch: false,
-        options: Options::default(),
-    }
+    Setup::square(kind, "pbs", side, vcores, trials)
 }
 
 /// Table 1: the paper averaged 432.7 steps per rough transition and 5.238 per smooth one.

@@ -214,19 +214,18 @@ fn kick_drift(p: &mut Particle, width: f64, height: f64) {
     }
     p.x += DT * p.vx;
     p.y += DT * p.vy;
-    if p.x < 0.0 {
-        p.x = -p.x;
-        p.vx = -p.vx;
-    } else if p.x >= width {
-        p.x = 2.0 * width - p.x - 1e-9;
-        p.vx = -p.vx;
-    }
-    if p.y < 0.0 {
-        p.y = -p.y;
-        p.vy = -p.vy;
-    } else if p.y >= height {
-        p.y = 2.0 * height - p.y - 1e-9;
-        p.vy = -p.vy;
+    reflect(&mut p.x, &mut p.vx, width);
+    reflect(&mut p.y, &mut p.vy, height);
+}
+
+/// A reflecting wall at 0 and at `limit` along one axis.
+fn reflect(pos: &mut f64, vel: &mut f64, limit: f64) {
+    if *pos < 0.0 {
+        *pos = -*pos;
+        *vel = -*vel;
+    } else if *pos >= limit {
+        *pos = 2.0 * limit - *pos - 1e-9;
+        *vel = -*vel;
     }
 }
 

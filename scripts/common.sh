@@ -8,8 +8,9 @@ need_rust() {
     fi
     local have
     have=$(rustc --version | awk '{print $2}')
-    if ! printf '%s\n%s\n' "1.86.0" "$have" | sort -V -C; then
-        echo "error: rustc $have is too old; pbs needs 1.86 or newer (rustup update)." >&2
+    # pbs-visual (eframe/egui 0.37) needs 1.95; the other crates build with 1.86.
+    if ! printf '%s\n%s\n' "1.95.0" "$have" | sort -V -C; then
+        echo "error: rustc $have is too old; pbs needs 1.95 or newer (rustup update)." >&2
         exit 1
     fi
 }
@@ -30,10 +31,17 @@ need_components() {
 }
 
 # Debian packages the build needs: hwloc (topology, a default feature of pbs-scheduler) and
-# what its -sys crate needs to find it. Installed when missing.
+# what its -sys crate needs to find it.
+BUILD_PACKAGES=(libhwloc-dev libudev-dev pkg-config)
+# What the simulator's window needs at run time (winit and glow load these with dlopen), and a
+# virtual display with software OpenGL for the window test.
+WINDOW_PACKAGES=(libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri)
+XVFB_PACKAGES=(xvfb xauth)
+
+# Installs the given Debian packages when missing (as root, or through sudo).
 need_packages() {
     local missing=()
-    for p in libhwloc-dev libudev-dev pkg-config; do
+    for p in "$@"; do
         dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0

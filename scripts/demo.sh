@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
-need_packages
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}"
 
-cargo build --release -p pbs-bench
+cargo build --release -p pbs-bench -p pbs-visual
 bench=target/release/pbs-bench
 
 echo
@@ -27,3 +27,13 @@ echo
 echo "== The paper's tables, short version (the full one: $bench paper --out out/paper)"
 $bench paper --quick --out out/demo
 echo "open out/demo/report.md, out/demo/fig5.png and out/demo/cells.png"
+echo
+echo "== The simulator: 150x150 boxes, 72 vCores, a drifting Perlin map (pbs-visual --help for more)"
+target/release/pbs-visual --headless --drift --steps 150 --png out/demo/simulator.png --gif out/demo/simulator.gif --gif-every 3 --px 2
+if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+    echo "opening the simulator's window; close it to finish"
+    target/release/pbs-visual --play --drift
+else
+    echo "no display: to open the window, run target/release/pbs-visual --play --drift on a desktop,"
+    echo "or xvfb-run -a target/release/pbs-visual --play --drift --screenshot out/demo/window.png"
+fi

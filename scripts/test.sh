@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, unit + property + integration + doc tests.
+# The whole test suite: formatting, lints, unit + property + integration + doc tests, and the
+# simulator's window under Xvfb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
-need_packages
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}"
 need_components
 
 echo "== cargo fmt --check"

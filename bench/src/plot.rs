@@ -68,10 +68,24 @@ fn err<E: std::fmt::Display>(e: E) -> String {
 /// Draws `panels` in a grid of `cols` columns into a PNG of `width × height` pixels.
 pub fn line_panels(path: &Path, width: u32, height: u32, cols: usize, panels: &[Panel]) -> PlotResult {
     ensure_font();
-    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    draw_panels(BitMapBackend::new(path, (width, height)), cols, panels)
+}
+
+/// Like [`line_panels`], into an RGB buffer of `width × height × 3` bytes (for pictures that
+/// compose charts with other drawings).
+pub fn line_panels_rgb(rgb: &mut [u8], width: u32, height: u32, cols: usize, panels: &[Panel]) -> PlotResult {
+    ensure_font();
+    if rgb.len() != width as usize * height as usize * 3 {
+        return Err(format!("plot: buffer of {} bytes for {width}×{height} RGB", rgb.len()));
+    }
+    draw_panels(BitMapBackend::with_buffer(rgb, (width, height)), cols, panels)
+}
+
+fn draw_panels(backend: BitMapBackend<'_>, cols: usize, panels: &[Panel]) -> PlotResult {
+    let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let rows = panels.len().div_ceil(cols);
-    let areas = root.split_evenly((rows, cols));
+    let rows = panels.len().div_ceil(cols.max(1));
+    let areas = root.split_evenly((rows.max(1), cols.max(1)));
     for (panel, area) in panels.iter().zip(areas.iter()) {
         draw_panel(panel, area)?;
     }

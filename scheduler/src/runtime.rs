@@ -63,8 +63,10 @@ impl Runtime {
     }
 
     /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
-    /// NUMA-aware vCore positions.
-    pub fn executor(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor>, Bindings), String> {
+    /// NUMA-aware vCore positions. Executors are `Send`: one can be built on one thread and
+    /// driven from another: the driving thread becomes worker 0, but with `pin` the pinning of
+    /// worker 0 was applied to the building thread.
+    pub fn executor(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor + Send>, Bindings), String> {
         Ok(match name {
             "pbs" => {
                 let (pool, b) = self.pool();

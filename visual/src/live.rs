@@ -1,0 +1,156 @@
+//! A grid app (`md` or `stencil` from `pbs-bench`) running on the `pbs` executor, watched
+//! live: each tick is one real iteration on the worker threads; the scene shows the work each
+//! box did, which thread owns it, each thread's busy time and the thread-load `max_avg`.
+
+use pbs::{metrics, StepRecord};
+use pbs_bench::apps::GridApp;
+use pbs_bench::run::RunSetup;
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::runtime::Runtime;
+use pbs_scheduler::topology::Topology;
+use pbs_scheduler::{BoxTimer, Executor};
+
+use crate::runner::{Command, Simulation};
+use crate::scene::{Scene, SceneKind};
+
+/// An app on the `pbs` executor.
+pub struct LiveApp {
+    app: Box<dyn GridApp>,
+    exec: Box<dyn Executor + Send>,
+    rec: Recorder,
+    busy_before: Vec<f64>,
+    busy_last: Vec<f64>,
+    owners: Vec<u32>,
+    history: Vec<StepRecord>,
+    status: String,
+}
+
+impl LiveApp {
+    /// `app` (`md` or `stencil`) in `scenario` (empty: the app's default) on `nx × ny` boxes
+    /// and `threads` unpinned workers (the window's own thread shares the machine).
+    pub fn new(app: &str, scenario: &str, nx: usize, ny: usize, threads: usize) -> Result<LiveApp, String> {
+        if threads == 0 {
+            return Err("--threads must be at least 1".into());
+        }
+        let scenario = if scenario.is_empty() { RunSetup::default_scenario(app) } else { scenario };
+        let setup = RunSetup {
+            app: app.into(),
+            scenario: scenario.into(),
+            schedulers: vec!["pbs".into()],
+            threads,
+            iters: 1,
+            nx,
+            ny,
+            cache_bytes: RunSetup::machine_cache_bytes(),
+            pin: false,
+        };
+        let app = setup.make_app()?;
+        let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };
+        let (exec, _bindings) = runtime.executor("pbs", app.grid())?;
+        let owners = exec.planned_owners().unwrap_or_else(|| vec![0; app.grid().len()]);
+        Ok(LiveApp {
+            app,
+            exec,
+            rec: Recorder::new("pbs", threads),
+            busy_before: vec![0.0; threads],
+            busy_last: vec![0.0; threads],
+            owners,
+            history: Vec::new(),
+            status: format!("{} {scenario} on {threads} pbs threads: press play", setup.app),
+        })
+    }
+
+    fn iterate(&mut self) {
+        self.app.iterate(self.exec.as_mut(), &mut self.rec, None);
+        let report = self.rec.report();
+        self.busy_last = report.busy_ms.iter().zip(&self.busy_before).map(|(now, before)| now - before).collect();
+        self.busy_before = report.busy_ms;
+        let owners = self.exec.planned_owners().unwrap_or_else(|| self.owners.clone());
+        let migrations = metrics::migrations(&self.owners, &owners);
+        self.owners = owners;
+        let (dol_max, dol_min) = metrics::dol_extremes(&self.busy_last);
+        let step = self.history.len();
+        let max_avg = metrics::max_avg(&self.busy_last);
+        self.history.push(StepRecord { step, max_avg, dol_max, dol_min, migrations });
+        let iter_ms = self.rec.iteration_ms().last().copied().unwrap_or(0.0);
+        self.status = format!(
+            "{} iteration {step} · {iter_ms:.2} ms · thread max_avg {max_avg:.3} · {} rebalances",
+            self.app.name(),
+            report.rebalances
+        );
+    }
+}
+
+impl Simulation for LiveApp {
+    fn tick(&mut self) -> Result<bool, String> {
+        self.iterate();
+        Ok(true)
+    }
+
+    fn apply(&mut self, command: Command) -> Result<(), String> {
+        match command {
+            Command::Step => {
+                self.iterate();
+                Ok(())
+            }
+            other => Err(format!("{other:?} applies to the balancer view, not to a running app")),
+        }
+    }
+
+    fn scene(&self) -> Scene {
+        let grid = self.app.grid();
+        let threads = self.exec.threads();
+        // Markers at the centroid of each thread's boxes (the domain centre for a thread
+        // that owns none).
+        let mut sum = vec![[0.0, 0.0, 0.0]; threads];
+        for (k, &o) in self.owners.iter().enumerate() {
+            let c = grid.centre(k);
+            let s = &mut sum[o as usize];
+            s[0] += c[0];
+            s[1] += c[1];
+            s[2] += 1.0;
+        }
+        let e = grid.extent();
+        let markers = sum
+            .iter()
+            .map(|s| if s[2] > 0.0 { [s[0] / s[2], s[1] / s[2]] } else { [e[0] / 2.0, e[1] / 2.0] })
+            .collect();
+        Scene {
+            kind: SceneKind::App,
+            grid,
+            loads: self.app.box_work(),
+            owners: self.owners.clone(),
+            markers,
+            arrows: Vec::new(),
+            history: crate::scene::recent(&self.history),
+            bars: self.busy_last.clone(),
+            bars_label: "busy ms per thread (last iteration)",
+            status: self.status.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_app_runs_live_and_its_scene_is_consistent() {
+        let mut live = LiveApp::new("md", "gravity", 16, 16, 2).unwrap();
+        for _ in 0..3 {
+            assert!(live.tick().unwrap());
+        }
+        let s = live.scene();
+        assert_eq!(s.kind, SceneKind::App);
+        assert_eq!(s.owners.len(), 256);
+        assert!(s.owners.iter().all(|&o| o < 2));
+        assert_eq!(s.markers.len(), 2);
+        assert_eq!(s.bars.len(), 2);
+        assert!(s.bars.iter().all(|b| *b > 0.0), "both threads worked: {:?}", s.bars);
+        assert_eq!(s.history.len(), 3);
+        assert!(s.loads.iter().sum::<f64>() > 0.0);
+        assert!(live.apply(Command::Rough).unwrap_err().contains("balancer view"));
+        assert!(LiveApp::new("fem", "", 16, 16, 2).err().unwrap().contains("fem"));
+        assert!(LiveApp::new("md", "", 16, 16, 0).is_err());
+    }
+}

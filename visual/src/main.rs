@@ -1,0 +1,193 @@
+//! `pbs-visual`: the live simulator in a window, or headless into PNG/GIF files. See `--help`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use eframe::egui;
+use pbs_visual::app::{Capture, Start, Viewer};
+use pbs_visual::headless::{self, Outputs};
+use pbs_visual::live::LiveApp;
+use pbs_visual::model::{LoadKind, Model, Settings};
+use pbs_visual::raster::{Fill, Style};
+use pbs_visual::runner::Simulation;
+
+#[derive(Parser)]
+#[command(name = "pbs-visual", version, about = "The pbs simulator: load maps, vCores and their cells, live")]
+struct Cli {
+    /// Grid size, NXxNY (a CSV load brings its own)
+    #[arg(long, default_value = "150x150")]
+    grid: String,
+    /// Number of vCores
+    #[arg(long, default_value_t = 72)]
+    vcores: usize,
+    /// Method: pbs, paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1
+    #[arg(long, default_value = pbs::methods::DEFAULT)]
+    method: String,
+    /// Load: uniform, line, disc, random, perlin, or a .csv file
+    #[arg(long, default_value = "perlin")]
+    load: String,
+    /// Seed of the start positions, the random case and the Perlin map
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fraction of each step's displacement that is applied, in (0, 1]
+    #[arg(long, default_value_t = 1.0)]
+    step_fraction: f64,
+    /// Let the Perlin map drift (a smooth transition before every step)
+    #[arg(long)]
+    drift: bool,
+    /// Drift per step, in boxes
+    #[arg(long, default_value_t = 0.3)]
+    drift_speed: f64,
+    /// Show a grid app running on the pbs executor instead: md or stencil
+    #[arg(long)]
+    app: Option<String>,
+    /// Scenario of the app (md: uniform, contraction, expansion, gravity; stencil: drift, rough)
+    #[arg(long, default_value = "")]
+    scenario: String,
+    /// Worker threads of the app
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Start playing at once (the window starts paused otherwise)
+    #[arg(long)]
+    play: bool,
+    /// Window: at most this many steps per second while playing (0: as fast as it goes)
+    #[arg(long, default_value_t = 30.0)]
+    rate: f64,
+    /// No window: run --steps steps and write --png (and --gif)
+    #[arg(long)]
+    headless: bool,
+    /// Headless: steps (app: iterations) to run; stops early when converged and nothing drives the map
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Headless: the final map and charts as a PNG
+    #[arg(long)]
+    png: Option<PathBuf>,
+    /// Headless: an animated GIF of the map
+    #[arg(long)]
+    gif: Option<PathBuf>,
+    /// Headless: steps between GIF frames
+    #[arg(long, default_value_t = 1)]
+    gif_every: usize,
+    /// Box fill: owner (owner colours shaded by load) or heat (heat map, cells outlined)
+    #[arg(long, default_value = "owner")]
+    fill: String,
+    /// Pixels per box (default: the longer side about 720 pixels)
+    #[arg(long)]
+    px: Option<usize>,
+    /// Window size in logical pixels, WxH
+    #[arg(long, default_value = "1024x768")]
+    window: String,
+    /// Window: after --frames frames, save a screenshot here, print the frame times and close
+    #[arg(long)]
+    screenshot: Option<PathBuf>,
+    /// Window: frames to measure before the screenshot
+    #[arg(long, default_value_t = 120)]
+    frames: usize,
+    /// Window: also write the frame times here (JSON)
+    #[arg(long)]
+    frame_stats: Option<PathBuf>,
+}
+
+fn parse_size(flag: &str, s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("{flag} {s:?}: expected two numbers as AxB, for example 150x150");
+    let (a, b) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    Ok((a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?))
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pbs-visual: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let (nx, ny) = parse_size("--grid", &cli.grid)?;
+    let settings = Settings {
+        nx,
+        ny,
+        vcores: cli.vcores,
+        method: cli.method.clone(),
+        step_fraction: cli.step_fraction,
+        load: LoadKind::parse(&cli.load)?,
+        seed: cli.seed,
+        drift: cli.drift,
+        drift_speed: cli.drift_speed,
+    };
+    let fill = match cli.fill.as_str() {
+        "owner" => Fill::Owner,
+        "heat" => Fill::Heat,
+        other => return Err(format!("--fill {other:?}: expected owner or heat")),
+    };
+    let app = match &cli.app {
+        Some(name) => Some(LiveApp::new(name, &cli.scenario, nx, ny, cli.threads)?),
+        None => None,
+    };
+    if cli.headless {
+        if cli.png.is_none() && cli.gif.is_none() {
+            return Err("--headless needs --png and/or --gif".into());
+        }
+        if cli.gif_every == 0 {
+            return Err("--gif-every must be at least 1".into());
+        }
+        let mut sim: Box<dyn Simulation> = match app {
+            Some(a) => Box::new(a),
+            None => Box::new(Model::new(settings)?),
+        };
+        let grid = sim.scene().grid;
+        let mut style = Style::fit(grid.nx, grid.ny, 720);
+        style.fill = fill;
+        if let Some(px) = cli.px {
+            style.px = px.max(1);
+        }
+        let bar = pbs_bench::progress::bar(cli.steps as u64, "steps");
+        let outputs = Outputs { png: cli.png.clone(), gif: cli.gif.clone(), gif_every: cli.gif_every };
+        let scene = headless::run(sim.as_mut(), cli.steps, &style, &outputs, |t| bar.set_position(t as u64))?;
+        bar.finish_and_clear();
+        println!("{}", scene.status);
+        for p in [&cli.png, &cli.gif].into_iter().flatten() {
+            println!("wrote {}", p.display());
+        }
+        return Ok(());
+    }
+    let start = match app {
+        Some(a) => Start::App(Box::new(a)),
+        None => {
+            Model::new(settings.clone())?; // refuse bad settings before opening a window
+            Start::Balancer(settings)
+        }
+    };
+    let capture = cli.screenshot.clone().map(|png| Capture { png, frames: cli.frames, stats: cli.frame_stats.clone() });
+    let (w, h) = parse_size("--window", &cli.window)?;
+    let mut options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default().with_inner_size([w as f32, h as f32]).with_title("pbs simulator"),
+        ..Default::default()
+    };
+    if capture.is_some() {
+        // Frames back to back, not paced by the display, so that their cost is what is measured.
+        options.glow_options.vsync = false;
+    }
+    let (play, px, rate) = (cli.play, cli.px, cli.rate);
+    if !(rate.is_finite() && rate >= 0.0) {
+        return Err(format!("--rate must be finite and ≥ 0, got {rate}"));
+    }
+    eframe::run_native(
+        "pbs-visual",
+        options,
+        Box::new(move |cc| {
+            let mut viewer = Viewer::new(&cc.egui_ctx, start, play, capture)?;
+            viewer.set_fill(fill, px);
+            viewer.set_rate(rate);
+            Ok(Box::new(viewer))
+        }),
+    )
+    .map_err(|e| {
+        format!(
+            "could not open a window ({e}); is a display available? Without one, use --headless or run under xvfb-run"
+        )
+    })
+}

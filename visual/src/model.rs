@@ -1,0 +1,445 @@
+//! The balancer on a load map, as the simulator runs it: a load source (a static case, a
+//! Perlin map that can drift or jump, a CSV file) plus the load painted by hand, a method, the
+//! vCores and the history of every step.
+
+use std::path::PathBuf;
+
+use pbs::loadmap::{self, Case, PerlinMap};
+use pbs::{metrics, Balancer, Cells, Grid, Problem, StepRecord};
+
+use crate::runner::{Command, Simulation};
+use crate::scene::{Scene, SceneKind};
+
+/// Where the loads come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadKind {
+    /// One of the paper's four static cases.
+    Case(Case),
+    /// A Perlin/fBm map (the paper's stress test); drift and rough transitions apply to it.
+    Perlin,
+    /// A CSV file of loads (`pbs::loadmap::read_csv`); its own size replaces the grid size.
+    Csv(PathBuf),
+}
+
+impl LoadKind {
+    /// `uniform`, `line`, `disc`, `random`, `perlin`, or a path ending in `.csv`.
+    pub fn parse(s: &str) -> Result<LoadKind, String> {
+        if s == "perlin" {
+            return Ok(LoadKind::Perlin);
+        }
+        if let Some(c) = Case::from_name(s) {
+            return Ok(LoadKind::Case(c));
+        }
+        if s.ends_with(".csv") {
+            return Ok(LoadKind::Csv(PathBuf::from(s)));
+        }
+        Err(format!("unknown load `{s}`: expected uniform, line, disc, random, perlin or a .csv file"))
+    }
+
+    /// The name `parse` accepts.
+    pub fn name(&self) -> String {
+        match self {
+            LoadKind::Case(c) => c.name().to_string(),
+            LoadKind::Perlin => "perlin".into(),
+            LoadKind::Csv(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// Everything that defines a run from scratch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Boxes along x.
+    pub nx: usize,
+    /// Boxes along y.
+    pub ny: usize,
+    /// Number of vCores.
+    pub vcores: usize,
+    /// Method name (`pbs::methods::NAMES`).
+    pub method: String,
+    /// Fraction of each step's displacement that is applied (1 = the method's own step).
+    pub step_fraction: f64,
+    /// The load source.
+    pub load: LoadKind,
+    /// Seed of the starting vCore positions, of the random case and of the Perlin map.
+    pub seed: u64,
+    /// Whether the Perlin map drifts (a smooth transition before every step).
+    pub drift: bool,
+    /// Drift per step, in boxes.
+    pub drift_speed: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            nx: 150,
+            ny: 150,
+            vcores: 72,
+            method: pbs::methods::DEFAULT.into(),
+            step_fraction: 1.0,
+            load: LoadKind::Perlin,
+            seed: 1,
+            drift: false,
+            drift_speed: 0.3,
+        }
+    }
+}
+
+/// Converged when `max_avg ≤ (1 + TOL) × lower bound`, as `pbs::Options::default()`.
+const TOL: f64 = 0.05;
+
+/// The running simulation.
+pub struct Model {
+    settings: Settings,
+    grid: Grid,
+    base: Vec<f64>,
+    painted: Vec<f64>,
+    loads: Vec<f64>,
+    perlin: Option<PerlinMap>,
+    method: Box<dyn Balancer + Send>,
+    cells: Cells,
+    history: Vec<StepRecord>,
+    arrows: Vec<[f64; 2]>,
+    status: String,
+}
+
+impl Model {
+    /// A fresh run: loads from the source, vCores at random positions drawn from the seed.
+    pub fn new(settings: Settings) -> Result<Model, String> {
+        if !(settings.step_fraction > 0.0 && settings.step_fraction <= 1.0) {
+            return Err(format!("step fraction must be in (0, 1], got {}", settings.step_fraction));
+        }
+        if !(settings.drift_speed.is_finite() && settings.drift_speed >= 0.0) {
+            return Err(format!("drift speed must be finite and ≥ 0, got {}", settings.drift_speed));
+        }
+        let method = pbs::methods::by_name(&settings.method).map_err(|e| e.to_string())?;
+        let (grid, base, perlin) = match &settings.load {
+            LoadKind::Csv(path) => {
+                let (g, l) = loadmap::read_csv(path).map_err(|e| e.to_string())?;
+                (g, l, None)
+            }
+            kind => {
+                let grid = Grid::new(settings.nx, settings.ny).map_err(|e| e.to_string())?;
+                match kind {
+                    LoadKind::Case(c) => (grid, loadmap::static_case(*c, &grid, settings.seed), None),
+                    _ => {
+                        let p = PerlinMap::with_seed(settings.seed as u32);
+                        (grid, p.loads(&grid), Some(p))
+                    }
+                }
+            }
+        };
+        if grid.dims()[2] != 1 {
+            return Err("the simulator shows 2D grids only".into());
+        }
+        let problem = Problem::new(grid, &base, settings.vcores).map_err(|e| e.to_string())?;
+        let cells = Cells::random(&problem, settings.seed);
+        let mut model = Model {
+            painted: vec![0.0; grid.len()],
+            loads: base.clone(),
+            base,
+            grid,
+            perlin,
+            method,
+            cells,
+            history: Vec::new(),
+            arrows: Vec::new(),
+            status: String::new(),
+            settings,
+        };
+        model.record(0);
+        Ok(model)
+    }
+
+    /// The settings the run started from (with later changes of method, drift and fraction).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The vCores and their cells.
+    pub fn cells(&self) -> &Cells {
+        &self.cells
+    }
+
+    /// The current loads (source plus paint).
+    pub fn loads(&self) -> &[f64] {
+        &self.loads
+    }
+
+    /// One record per step taken (step 0 = the start).
+    pub fn history(&self) -> &[StepRecord] {
+        &self.history
+    }
+
+    /// Whether the current state meets the convergence criterion.
+    pub fn converged(&self) -> bool {
+        self.cells.max_avg() <= (1.0 + TOL) * self.problem().lower_bound()
+    }
+
+    fn problem(&self) -> Problem<'_> {
+        Problem::new(self.grid, &self.loads, self.cells.len()).expect("loads and vCore count were validated")
+    }
+
+    fn record(&mut self, migrations: usize) {
+        let (dol_max, dol_min) = metrics::dol_extremes(self.cells.charges());
+        let step = self.history.len();
+        self.history.push(StepRecord { step, max_avg: self.cells.max_avg(), dol_max, dol_min, migrations });
+    }
+
+    /// Rebuilds the loads from the source and the paint, and recharges the cells.
+    fn refresh_loads(&mut self) -> Result<(), String> {
+        let loads: Vec<f64> = self.base.iter().zip(&self.painted).map(|(b, p)| b + p).collect();
+        pbs::problem::validate_loads(&self.grid, &loads).map_err(|e| e.to_string())?;
+        self.loads = loads;
+        // New loads start a new balancing problem: the method's adaptive state (step sizes,
+        // stuck detection) belongs to the old one, as in `pbs::balance`.
+        self.method.reset();
+        let problem = Problem::new(self.grid, &self.loads, self.cells.len()).map_err(|e| e.to_string())?;
+        self.cells.recharge(&problem);
+        Ok(())
+    }
+
+    /// One balancer step, with the step fraction applied; records it.
+    pub fn step(&mut self) {
+        let before_owners = self.cells.owners().to_vec();
+        let before_pos = self.cells.positions().to_vec();
+        let before_w = self.cells.weights().to_vec();
+        let problem = Problem::new(self.grid, &self.loads, self.cells.len()).expect("validated");
+        self.method.step(&problem, &mut self.cells);
+        let f = self.settings.step_fraction;
+        if f < 1.0 {
+            self.cells.update(&problem, |pos, w| {
+                for (p, b) in pos.iter_mut().zip(&before_pos) {
+                    for d in 0..3 {
+                        p[d] = b[d] + f * (p[d] - b[d]);
+                    }
+                }
+                for (x, b) in w.iter_mut().zip(&before_w) {
+                    *x = b + f * (*x - b);
+                }
+            });
+        }
+        self.arrows = self.cells.positions().iter().zip(&before_pos).map(|(a, b)| [a[0] - b[0], a[1] - b[1]]).collect();
+        let moved = metrics::migrations(&before_owners, self.cells.owners());
+        self.record(moved);
+    }
+
+    /// A new vCore at `p`, splitting the cell it lands in (it takes that cell's weight).
+    fn add_vcore(&mut self, p: [f64; 2]) -> Result<(), String> {
+        let k = self.grid_box_at(p).ok_or_else(|| format!("({:.1}, {:.1}) is outside the domain", p[0], p[1]))?;
+        let host = self.cells.owners()[k] as usize;
+        let mut positions = self.cells.positions().to_vec();
+        let mut weights = self.cells.weights().to_vec();
+        positions.push([p[0], p[1], 0.5]);
+        weights.push(weights[host]);
+        let problem = Problem::new(self.grid, &self.loads, positions.len()).map_err(|e| e.to_string())?;
+        self.cells = Cells::new(&problem, positions, weights).map_err(|e| e.to_string())?;
+        self.settings.vcores = self.cells.len();
+        self.method.reset();
+        self.arrows.clear();
+        Ok(())
+    }
+
+    fn move_vcore(&mut self, i: usize, p: [f64; 2]) -> Result<(), String> {
+        if i >= self.cells.len() {
+            return Err(format!("no vCore {i}: there are {}", self.cells.len()));
+        }
+        let problem = Problem::new(self.grid, &self.loads, self.cells.len()).expect("validated");
+        // Clamped into the domain by `update`.
+        self.cells.update(&problem, |pos, _| pos[i] = [p[0], p[1], pos[i][2]]);
+        self.method.reset();
+        Ok(())
+    }
+
+    fn paint(&mut self, at: [f64; 2], radius: f64, amount: f64) -> Result<(), String> {
+        if !(radius.is_finite() && radius > 0.0 && amount.is_finite()) {
+            return Err(format!("paint needs a finite radius > 0 and a finite amount (got {radius}, {amount})"));
+        }
+        for k in 0..self.grid.len() {
+            let c = self.grid.centre(k);
+            let d2 = (c[0] - at[0]).powi(2) + (c[1] - at[1]).powi(2);
+            if d2 <= radius * radius {
+                // Never below zero: a negative load is refused by the balancer.
+                self.painted[k] = (self.painted[k] + amount).max(-self.base[k]);
+            }
+        }
+        self.refresh_loads()
+    }
+
+    fn grid_box_at(&self, p: [f64; 2]) -> Option<usize> {
+        let ok = p[0] >= 0.0 && p[1] >= 0.0 && p[0] < self.grid.nx as f64 && p[1] < self.grid.ny as f64;
+        ok.then(|| self.grid.index(p[0] as usize, p[1] as usize, 0))
+    }
+
+    fn drift(&mut self) -> Result<(), String> {
+        if let Some(p) = self.perlin {
+            let next = p.smooth(self.settings.drift_speed);
+            self.base = next.loads(&self.grid);
+            self.perlin = Some(next);
+            self.refresh_loads()?;
+        }
+        Ok(())
+    }
+
+    fn rough(&mut self) -> Result<(), String> {
+        let p = self.perlin.ok_or("a rough transition needs the Perlin load")?;
+        let next = p.rough();
+        self.base = next.loads(&self.grid);
+        self.perlin = Some(next);
+        self.refresh_loads()
+    }
+}
+
+impl Simulation for Model {
+    fn tick(&mut self) -> Result<bool, String> {
+        let drifting = self.settings.drift && self.perlin.is_some();
+        if drifting {
+            self.drift()?;
+        }
+        let work = drifting || !self.converged();
+        if work {
+            self.step();
+        }
+        self.status = format!(
+            "step {} · max_avg {:.4} (bound {:.4}) · {}",
+            self.history.len() - 1,
+            self.cells.max_avg(),
+            self.problem().lower_bound(),
+            if self.converged() { "converged" } else { "balancing" }
+        );
+        Ok(work)
+    }
+
+    fn apply(&mut self, command: Command) -> Result<(), String> {
+        match command {
+            Command::Step => self.step(),
+            Command::Rough => self.rough()?,
+            Command::Drift { on, speed } => {
+                if !(speed.is_finite() && speed >= 0.0) {
+                    return Err(format!("drift speed must be finite and ≥ 0, got {speed}"));
+                }
+                self.settings.drift = on;
+                self.settings.drift_speed = speed;
+            }
+            Command::Method(name) => {
+                self.method = pbs::methods::by_name(&name).map_err(|e| e.to_string())?;
+                self.settings.method = name;
+            }
+            Command::StepFraction(f) => {
+                if !(f > 0.0 && f <= 1.0) {
+                    return Err(format!("step fraction must be in (0, 1], got {f}"));
+                }
+                self.settings.step_fraction = f;
+            }
+            Command::AddVCore(p) => self.add_vcore(p)?,
+            Command::MoveVCore(i, p) => self.move_vcore(i, p)?,
+            Command::Paint { at, radius, amount } => self.paint(at, radius, amount)?,
+            Command::ClearPaint => {
+                self.painted.iter_mut().for_each(|p| *p = 0.0);
+                self.refresh_loads()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn scene(&self) -> Scene {
+        Scene {
+            kind: SceneKind::Balancer,
+            grid: self.grid,
+            loads: self.loads.clone(),
+            owners: self.cells.owners().to_vec(),
+            markers: self.cells.positions().iter().map(|p| [p[0], p[1]]).collect(),
+            arrows: self.arrows.clone(),
+            history: crate::scene::recent(&self.history),
+            bars: self.cells.charges().to_vec(),
+            bars_label: "charge per vCore",
+            status: self.status.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Settings {
+        Settings { nx: 40, ny: 30, vcores: 6, ..Settings::default() }
+    }
+
+    #[test]
+    fn a_run_converges_and_records_every_step() {
+        let mut m = Model::new(small()).unwrap();
+        let mut ticks = 0;
+        while m.tick().unwrap() {
+            ticks += 1;
+            assert!(ticks < 200, "did not converge");
+        }
+        assert!(m.converged());
+        assert_eq!(m.history().len(), ticks + 1);
+        let s = m.scene();
+        assert_eq!(s.owners, m.cells().owners());
+        assert_eq!(s.markers.len(), 6);
+        assert!((s.bars.iter().sum::<f64>() - m.loads().iter().sum::<f64>()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn same_settings_same_run() {
+        let run = || {
+            let mut m = Model::new(Settings { drift: true, ..small() }).unwrap();
+            for _ in 0..5 {
+                m.tick().unwrap();
+            }
+            (m.cells().owners().to_vec(), m.history().to_vec())
+        };
+        assert_eq!(run(), run());
+    }
+
+    #[test]
+    fn drift_keeps_the_balancer_working_and_changes_the_map() {
+        let mut m = Model::new(Settings { drift: true, drift_speed: 1.0, ..small() }).unwrap();
+        let first = m.loads().to_vec();
+        for _ in 0..3 {
+            assert!(m.tick().unwrap(), "a drifting map is worked on every tick");
+        }
+        assert_ne!(first, m.loads());
+    }
+
+    #[test]
+    fn vcores_can_be_added_moved_and_load_painted() {
+        let mut m = Model::new(small()).unwrap();
+        m.apply(Command::AddVCore([10.5, 10.5])).unwrap();
+        assert_eq!(m.cells().len(), 7);
+        assert_eq!(m.scene().markers[6], [10.5, 10.5]);
+        let k = Grid::new(40, 30).unwrap().index(10, 10, 0);
+        assert_eq!(m.cells().owners()[k], 6, "the new vCore owns the box it was put on");
+        m.apply(Command::MoveVCore(6, [30.25, 5.75])).unwrap();
+        assert_eq!(m.scene().markers[6], [30.25, 5.75]);
+        let before: f64 = m.loads().iter().sum();
+        m.apply(Command::Paint { at: [20.0, 15.0], radius: 3.0, amount: 2.0 }).unwrap();
+        let after: f64 = m.loads().iter().sum();
+        assert!(after > before + 20.0, "{before} → {after}");
+        m.apply(Command::Paint { at: [20.0, 15.0], radius: 3.0, amount: -100.0 }).unwrap();
+        assert!(m.loads().iter().all(|q| *q >= 0.0), "erasing never makes a load negative");
+        m.apply(Command::ClearPaint).unwrap();
+        assert!((m.loads().iter().sum::<f64>() - before).abs() < 1e-9);
+        assert!((m.cells().charges().iter().sum::<f64>() - before).abs() < 1e-6);
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_a_reason() {
+        let e = |s: Settings| Model::new(s).err().unwrap();
+        assert!(e(Settings { vcores: 0, ..small() }).contains("vCore"));
+        assert!(e(Settings { vcores: 5000, ..small() }).contains("5000"));
+        assert!(e(Settings { nx: 0, ..small() }).to_lowercase().contains("empty"));
+        assert!(e(Settings { method: "metis".into(), ..small() }).contains("metis"));
+        assert!(e(Settings { step_fraction: 0.0, ..small() }).contains("step fraction"));
+        assert!(e(Settings { load: LoadKind::Csv("/nonexistent.csv".into()), ..small() }).contains("nonexistent"));
+        assert!(LoadKind::parse("bogus").is_err());
+        let mut m = Model::new(Settings { load: LoadKind::Case(Case::Disc), ..small() }).unwrap();
+        assert!(m.apply(Command::Rough).unwrap_err().contains("Perlin"));
+        assert!(m.apply(Command::AddVCore([-1.0, 2.0])).unwrap_err().contains("outside"));
+        assert!(m.apply(Command::MoveVCore(99, [1.0, 1.0])).unwrap_err().contains("99"));
+        assert!(m.apply(Command::Paint { at: [1.0, 1.0], radius: f64::NAN, amount: 1.0 }).is_err());
+        assert!(m.apply(Command::StepFraction(1.5)).is_err());
+    }
+}

@@ -1,0 +1,335 @@
+//! The map of a [`Scene`] drawn into pixels: the loads as a heat map or as owner colours shaded
+//! by load, cell outlines, displacement arrows and one marker per vCore. The window shows this
+//! very picture and the headless mode writes it, so what a test checks is what a person sees.
+
+use std::path::Path;
+
+use crate::scene::Scene;
+
+/// An RGBA picture, rows top to bottom.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Picture {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// `width × height × 4` bytes.
+    pub rgba: Vec<u8>,
+}
+
+impl Picture {
+    /// A picture filled with one colour.
+    pub fn new(width: usize, height: usize, fill: [u8; 3]) -> Picture {
+        let rgba = [fill[0], fill[1], fill[2], 255].repeat(width * height);
+        Picture { width, height, rgba }
+    }
+
+    /// The colour of pixel `(x, y)`.
+    pub fn get(&self, x: usize, y: usize) -> [u8; 3] {
+        let o = 4 * (y * self.width + x);
+        [self.rgba[o], self.rgba[o + 1], self.rgba[o + 2]]
+    }
+
+    fn set(&mut self, x: i64, y: i64, c: [u8; 3]) {
+        if x >= 0 && y >= 0 && (x as usize) < self.width && (y as usize) < self.height {
+            let o = 4 * (y as usize * self.width + x as usize);
+            self.rgba[o..o + 3].copy_from_slice(&c);
+        }
+    }
+
+    /// Copies `other` with its top-left corner at `(x, y)` (clipped).
+    pub fn blit(&mut self, other: &Picture, x: usize, y: usize) {
+        for row in 0..other.height.min(self.height.saturating_sub(y)) {
+            let w = other.width.min(self.width.saturating_sub(x));
+            let src = &other.rgba[4 * row * other.width..4 * (row * other.width + w)];
+            let o = 4 * ((y + row) * self.width + x);
+            self.rgba[o..o + 4 * w].copy_from_slice(src);
+        }
+    }
+
+    /// Writes a PNG file.
+    pub fn write_png(&self, path: &Path) -> Result<(), String> {
+        let err = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
+        let file = std::fs::File::create(path).map_err(|e| err(&e))?;
+        let mut enc = png::Encoder::new(std::io::BufWriter::new(file), self.width as u32, self.height as u32);
+        enc.set_color(png::ColorType::Rgba);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut w = enc.write_header().map_err(|e| err(&e))?;
+        w.write_image_data(&self.rgba).map_err(|e| err(&e))
+    }
+
+    /// Reads a PNG file (8-bit RGB or RGBA), for tests and tools that check pictures.
+    pub fn read_png(path: &Path) -> Result<Picture, String> {
+        let err = |e: &dyn std::fmt::Display| format!("reading {}: {e}", path.display());
+        let file = std::fs::File::open(path).map_err(|e| err(&e))?;
+        let mut dec = png::Decoder::new(std::io::BufReader::new(file));
+        dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+        let mut reader = dec.read_info().map_err(|e| err(&e))?;
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).map_err(|e| err(&e))?;
+        let (w, h) = (info.width as usize, info.height as usize);
+        let rgba = match info.color_type {
+            png::ColorType::Rgba => buf[..w * h * 4].to_vec(),
+            png::ColorType::Rgb => buf[..w * h * 3].chunks(3).flat_map(|c| [c[0], c[1], c[2], 255]).collect(),
+            other => return Err(err(&format!("unsupported colour type {other:?}"))),
+        };
+        Ok(Picture { width: w, height: h, rgba })
+    }
+}
+
+/// How boxes are filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// The owner's colour, darker where the load is higher.
+    Owner,
+    /// A heat map of the load; cells show as outlines only.
+    Heat,
+}
+
+/// How to draw a map.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Style {
+    /// Pixels per box side.
+    pub px: usize,
+    /// Box fill.
+    pub fill: Fill,
+    /// Draw displacement arrows.
+    pub arrows: bool,
+}
+
+impl Style {
+    /// Pixels per box so that the longer side of the grid is about `target` pixels (at least 1).
+    pub fn fit(nx: usize, ny: usize, target: usize) -> Style {
+        Style { px: (target / nx.max(ny).max(1)).max(1), fill: Fill::Owner, arrows: true }
+    }
+
+    /// Pixel radius of a marker.
+    pub fn marker_radius(&self) -> f64 {
+        (1.2 * self.px as f64).max(4.0)
+    }
+}
+
+/// Where a point in box units lands in the picture of a grid `ny` boxes high (y grows upward
+/// in the domain, downward in the picture).
+pub fn to_pixel(p: [f64; 2], ny: usize, px: usize) -> [f64; 2] {
+    [p[0] * px as f64, (ny as f64 - p[1]) * px as f64]
+}
+
+/// The inverse of [`to_pixel`].
+pub fn to_domain(q: [f64; 2], ny: usize, px: usize) -> [f64; 2] {
+    [q[0] / px as f64, ny as f64 - q[1] / px as f64]
+}
+
+/// Colour of owner `i`: golden-angle hues with three saturations and two values, so that
+/// hundreds of owners stay distinct and neighbouring ids look different.
+pub fn owner_colour(i: u32) -> [u8; 3] {
+    let h = (f64::from(i) * 0.618_033_988_75).fract();
+    let s = [0.75, 0.5, 0.95][i as usize % 3];
+    let v = [1.0, 0.82][(i as usize / 3) % 2];
+    let (r, g, b) = hsv(h, s, v);
+    [(r * 255.0).round() as u8, (g * 255.0).round() as u8, (b * 255.0).round() as u8]
+}
+
+fn hsv(h: f64, s: f64, v: f64) -> (f64, f64, f64) {
+    let i = (h * 6.0).floor();
+    let f = h * 6.0 - i;
+    let (p, q, t) = (v * (1.0 - s), v * (1.0 - f * s), v * (1.0 - (1.0 - f) * s));
+    match i as i32 % 6 {
+        0 => (v, t, p),
+        1 => (q, v, p),
+        2 => (p, v, t),
+        3 => (p, q, v),
+        4 => (t, p, v),
+        _ => (v, p, q),
+    }
+}
+
+/// Heat colour of a load fraction in `[0, 1]`: black, purple, orange, pale yellow.
+pub fn heat_colour(t: f64) -> [u8; 3] {
+    const STOPS: [[f64; 3]; 5] =
+        [[0.0, 0.0, 4.0], [87.0, 16.0, 110.0], [188.0, 55.0, 84.0], [249.0, 142.0, 9.0], [252.0, 255.0, 164.0]];
+    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 } * (STOPS.len() - 1) as f64;
+    let i = (t.floor() as usize).min(STOPS.len() - 2);
+    let f = t - i as f64;
+    let mix = |d: usize| (STOPS[i][d] + f * (STOPS[i + 1][d] - STOPS[i][d])).round() as u8;
+    [mix(0), mix(1), mix(2)]
+}
+
+const INK: [u8; 3] = [20, 20, 20];
+
+/// Draws the map of `scene`: `nx·px × ny·px` pixels.
+pub fn render_map(scene: &Scene, style: &Style) -> Picture {
+    let (nx, ny, px) = (scene.grid.nx, scene.grid.ny, style.px);
+    let mut pic = Picture::new(nx * px, ny * px, [255, 255, 255]);
+    let max = scene.loads.iter().copied().fold(0.0_f64, f64::max).max(f64::MIN_POSITIVE);
+    let owner = |i: usize, j: usize| scene.owners[scene.grid.index(i, j, 0)];
+    for j in 0..ny {
+        for i in 0..nx {
+            let k = scene.grid.index(i, j, 0);
+            let shade = scene.loads[k] / max;
+            let c = match style.fill {
+                Fill::Owner => owner_colour(scene.owners[k]).map(|v| (f64::from(v) * (1.0 - 0.6 * shade)) as u8),
+                Fill::Heat => heat_colour(shade),
+            };
+            // Row j of the domain is drawn from the bottom up.
+            let (x0, y0) = (i * px, (ny - 1 - j) * px);
+            for y in y0..y0 + px {
+                let o = 4 * (y * pic.width + x0);
+                for x in 0..px {
+                    pic.rgba[o + 4 * x..o + 4 * x + 3].copy_from_slice(&c);
+                }
+            }
+        }
+    }
+    // Cell outlines: a line between boxes of different owners (too crowded below 3 px a box).
+    if px >= 3 {
+        let line = if style.fill == Fill::Heat { [255, 255, 255] } else { INK };
+        for j in 0..ny {
+            for i in 0..nx {
+                let (x0, y0) = ((i * px) as i64, ((ny - 1 - j) * px) as i64);
+                if i + 1 < nx && owner(i, j) != owner(i + 1, j) {
+                    for y in y0..y0 + px as i64 {
+                        pic.set(x0 + px as i64 - 1, y, line);
+                        pic.set(x0 + px as i64, y, line);
+                    }
+                }
+                if j + 1 < ny && owner(i, j) != owner(i, j + 1) {
+                    for x in x0..x0 + px as i64 {
+                        pic.set(x, y0, line);
+                        pic.set(x, y0 - 1, line);
+                    }
+                }
+            }
+        }
+    }
+    if style.arrows && !scene.arrows.is_empty() {
+        // The longest arrow is drawn 6 boxes long, the others in proportion.
+        let longest = scene.arrows.iter().map(|a| a[0].hypot(a[1])).fold(0.0, f64::max);
+        if longest > 1e-9 {
+            let scale = 6.0 / longest;
+            for (m, a) in scene.markers.iter().zip(&scene.arrows) {
+                let from = to_pixel(*m, ny, px);
+                let to = to_pixel([m[0] + a[0] * scale, m[1] + a[1] * scale], ny, px);
+                arrow(&mut pic, from, to, (px as f64 * 0.35).max(1.0));
+            }
+        }
+    }
+    let r = style.marker_radius();
+    for (i, m) in scene.markers.iter().enumerate() {
+        let c = to_pixel(*m, ny, px);
+        disc(&mut pic, c, r + 1.5, INK);
+        disc(&mut pic, c, r, owner_colour(i as u32));
+    }
+    pic
+}
+
+fn disc(pic: &mut Picture, c: [f64; 2], r: f64, colour: [u8; 3]) {
+    let (x0, x1) = ((c[0] - r).floor() as i64, (c[0] + r).ceil() as i64);
+    let (y0, y1) = ((c[1] - r).floor() as i64, (c[1] + r).ceil() as i64);
+    for y in y0..=y1 {
+        for x in x0..=x1 {
+            let (dx, dy) = (x as f64 + 0.5 - c[0], y as f64 + 0.5 - c[1]);
+            if dx * dx + dy * dy <= r * r {
+                pic.set(x, y, colour);
+            }
+        }
+    }
+}
+
+fn segment(pic: &mut Picture, a: [f64; 2], b: [f64; 2], half_width: f64) {
+    let len = (b[0] - a[0]).hypot(b[1] - a[1]);
+    let n = (len * 2.0).ceil().max(1.0) as usize;
+    for s in 0..=n {
+        let t = s as f64 / n as f64;
+        disc(pic, [a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1])], half_width, INK);
+    }
+}
+
+fn arrow(pic: &mut Picture, from: [f64; 2], to: [f64; 2], half_width: f64) {
+    segment(pic, from, to, half_width);
+    let (dx, dy) = (to[0] - from[0], to[1] - from[1]);
+    let len = dx.hypot(dy);
+    if len < 1.0 {
+        return;
+    }
+    let head = (len * 0.35).min(4.0 * half_width + 4.0);
+    let (ux, uy) = (dx / len, dy / len);
+    for side in [-1.0, 1.0] {
+        let back = [to[0] - head * (ux - 0.5 * side * uy), to[1] - head * (uy + 0.5 * side * ux)];
+        segment(pic, to, back, half_width);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::SceneKind;
+    use pbs::Grid;
+
+    #[test]
+    fn owner_colours_are_distinct_and_never_ink() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..512 {
+            let c = owner_colour(i);
+            assert!(seen.insert(c), "owner {i} repeats colour {c:?}");
+            assert_ne!(c, INK);
+        }
+    }
+
+    #[test]
+    fn pixels_and_domain_points_convert_both_ways() {
+        let p = [3.25, 1.5];
+        let q = to_pixel(p, 10, 4);
+        assert_eq!(q, [13.0, 34.0]);
+        assert_eq!(to_domain(q, 10, 4), p);
+        assert_eq!(heat_colour(0.0), [0, 0, 4]);
+        assert_eq!(heat_colour(1.0), [252, 255, 164]);
+        assert_eq!(heat_colour(f64::NAN), [0, 0, 4]);
+    }
+
+    #[test]
+    fn a_two_cell_map_is_drawn_where_the_state_says() {
+        let grid = Grid::new(8, 4).unwrap();
+        let owners: Vec<u32> = (0..32).map(|k| u32::from(grid.coords(k)[0] >= 4)).collect();
+        let scene = Scene {
+            kind: SceneKind::Balancer,
+            grid,
+            loads: vec![0.0; 32],
+            owners,
+            markers: vec![[2.0, 2.0], [6.0, 1.0]],
+            arrows: vec![[1.0, 0.0], [0.0, 0.0]],
+            history: vec![],
+            bars: vec![],
+            bars_label: "",
+            status: String::new(),
+        };
+        let style = Style { px: 10, fill: Fill::Owner, arrows: true };
+        let pic = render_map(&scene, &style);
+        assert_eq!((pic.width, pic.height), (80, 40));
+        // Zero load: boxes in their owner's own colour; the outline between x = 39 and 40.
+        assert_eq!(pic.get(5, 5), owner_colour(0));
+        assert_eq!(pic.get(75, 5), owner_colour(1));
+        assert_eq!(pic.get(39, 5), INK);
+        assert_eq!(pic.get(40, 5), INK);
+        // Markers: vCore 1 at (6, 1) is drawn around pixel (60, 30).
+        assert_eq!(pic.get(60, 30), owner_colour(1));
+        assert_eq!(pic.get(20, 20), owner_colour(0));
+        // vCore 0's arrow points to +x: ink right of its marker, beyond the ring.
+        assert_eq!(pic.get(20 + style.marker_radius() as usize + 4, 20), INK);
+        let heat = render_map(&scene, &Style { fill: Fill::Heat, ..style });
+        assert_eq!(heat.get(5, 5), heat_colour(0.0));
+    }
+
+    #[test]
+    fn pngs_round_trip() {
+        let mut pic = Picture::new(7, 3, [1, 2, 3]);
+        pic.blit(&Picture::new(2, 2, [9, 9, 9]), 6, 2);
+        let path = std::env::temp_dir().join(format!("pbs-visual-rt-{}.png", std::process::id()));
+        pic.write_png(&path).unwrap();
+        let back = Picture::read_png(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        assert_eq!(back, pic);
+        assert_eq!(back.get(6, 2), [9, 9, 9]);
+        assert!(Picture::read_png(Path::new("/nonexistent.png")).unwrap_err().contains("nonexistent"));
+    }
+}

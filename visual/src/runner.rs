@@ -1,0 +1,227 @@
+//! Runs a simulation on its own thread so that the window never waits for the balancer: the
+//! window sends [`Command`]s and reads the latest [`Scene`]; the thread steps while playing and
+//! publishes a scene after every change.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::scene::Scene;
+
+/// Something that advances step by step and can be drawn.
+pub trait Simulation: Send + 'static {
+    /// Advances by one tick while playing. Returns whether anything changed (false: converged
+    /// and nothing drives it, so the runner waits for a command instead of spinning).
+    fn tick(&mut self) -> Result<bool, String>;
+    /// Applies a user's command.
+    fn apply(&mut self, command: Command) -> Result<(), String>;
+    /// The current state, as plain data.
+    fn scene(&self) -> Scene;
+}
+
+/// What the user can ask for. A simulation refuses, with a reason, what it cannot do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// One balancer step, even if converged.
+    Step,
+    /// A rough transition: a new Perlin map.
+    Rough,
+    /// Smooth drift of the Perlin map on or off, and its speed in boxes per step.
+    Drift {
+        /// drift on or off
+        on: bool,
+        /// boxes per step
+        speed: f64,
+    },
+    /// Switch to the method of this name.
+    Method(String),
+    /// Fraction of each step's displacement that is applied.
+    StepFraction(f64),
+    /// A new vCore at this point (box units).
+    AddVCore([f64; 2]),
+    /// Move vCore `i` to this point.
+    MoveVCore(usize, [f64; 2]),
+    /// Add `amount` to the load of every box within `radius` boxes of `at` (negative erases).
+    Paint {
+        /// centre, box units
+        at: [f64; 2],
+        /// radius, boxes
+        radius: f64,
+        /// load added per box
+        amount: f64,
+    },
+    /// Remove all painted load.
+    ClearPaint,
+}
+
+enum Message {
+    Play(bool),
+    Rate(f64),
+    Replace(Box<dyn Simulation>),
+    Do(Command),
+    Quit,
+}
+
+/// The latest scene and a counter that changes whenever it does.
+#[derive(Default)]
+struct Published {
+    scene: Option<Arc<Scene>>,
+    generation: u64,
+}
+
+/// Handle on the simulation thread.
+pub struct Runner {
+    to_thread: Sender<Message>,
+    published: Arc<Mutex<Published>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Runner {
+    /// Starts the thread; `on_publish` is called after every new scene (the window passes its
+    /// repaint request).
+    pub fn spawn(simulation: Box<dyn Simulation>, on_publish: impl Fn() + Send + 'static) -> Runner {
+        let (to_thread, from_ui) = mpsc::channel();
+        let published = Arc::new(Mutex::new(Published::default()));
+        let shared = Arc::clone(&published);
+        let thread = std::thread::Builder::new()
+            .name("pbs-visual-sim".into())
+            .spawn(move || run(simulation, &from_ui, &shared, &on_publish))
+            .expect("spawning the simulation thread");
+        Runner { to_thread, published, thread: Some(thread) }
+    }
+
+    /// Play or pause.
+    pub fn play(&self, on: bool) {
+        let _ = self.to_thread.send(Message::Play(on));
+    }
+
+    /// At most this many ticks per second while playing (0 = as fast as it goes).
+    pub fn rate(&self, per_second: f64) {
+        let _ = self.to_thread.send(Message::Rate(per_second));
+    }
+
+    /// Sends a command; its error, if any, shows in the next scene's status.
+    pub fn command(&self, command: Command) {
+        let _ = self.to_thread.send(Message::Do(command));
+    }
+
+    /// Replaces the simulation (a restart with new settings).
+    pub fn replace(&self, simulation: Box<dyn Simulation>) {
+        let _ = self.to_thread.send(Message::Replace(simulation));
+    }
+
+    /// The latest scene and its generation, if one was published yet.
+    pub fn latest(&self) -> Option<(Arc<Scene>, u64)> {
+        let p = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        p.scene.as_ref().map(|s| (Arc::clone(s), p.generation))
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let _ = self.to_thread.send(Message::Quit);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(mut sim: Box<dyn Simulation>, inbox: &Receiver<Message>, out: &Mutex<Published>, on_publish: &dyn Fn()) {
+    let publish = |sim: &dyn Simulation, error: Option<String>| {
+        let mut scene = sim.scene();
+        if let Some(e) = error {
+            scene.status = format!("error: {e}");
+        }
+        let mut p = out.lock().unwrap_or_else(|e| e.into_inner());
+        p.scene = Some(Arc::new(scene));
+        p.generation += 1;
+        drop(p);
+        on_publish();
+    };
+    publish(sim.as_ref(), None);
+    let (mut playing, mut rate) = (false, 30.0_f64);
+    let mut next_tick = Instant::now();
+    loop {
+        // Paused or idle: block on the inbox. Playing: wait at most until the next tick is due.
+        let message = if playing {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match inbox.recv_timeout(wait) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        } else {
+            match inbox.recv() {
+                Ok(m) => Some(m),
+                Err(_) => return,
+            }
+        };
+        match message {
+            Some(Message::Quit) => return,
+            Some(Message::Play(on)) => {
+                playing = on;
+                next_tick = Instant::now();
+            }
+            Some(Message::Rate(r)) => rate = r.max(0.0),
+            Some(Message::Replace(s)) => {
+                sim = s;
+                publish(sim.as_ref(), None);
+            }
+            Some(Message::Do(c)) => {
+                let r = sim.apply(c);
+                publish(sim.as_ref(), r.err());
+            }
+            None => {
+                let period = if rate > 0.0 { Duration::from_secs_f64(1.0 / rate) } else { Duration::ZERO };
+                next_tick = Instant::now() + period;
+                match sim.tick() {
+                    Ok(true) => publish(sim.as_ref(), None),
+                    Ok(false) => {
+                        // Converged and nothing drives it: show that, then wait for the user.
+                        publish(sim.as_ref(), None);
+                        playing = false;
+                    }
+                    Err(e) => {
+                        publish(sim.as_ref(), Some(e));
+                        playing = false;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Model, Settings};
+
+    fn wait_for(r: &Runner, what: impl Fn(&Scene) -> bool) -> Arc<Scene> {
+        let start = Instant::now();
+        loop {
+            if let Some((s, _)) = r.latest() {
+                if what(&s) {
+                    return s;
+                }
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the simulation thread did not get there");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn plays_to_convergence_off_the_calling_thread_and_reports_errors() {
+        let m = Model::new(Settings { nx: 40, ny: 30, vcores: 6, ..Settings::default() }).unwrap();
+        let r = Runner::spawn(Box::new(m), || {});
+        r.rate(0.0);
+        r.play(true);
+        let s = wait_for(&r, |s| s.status.contains("converged"));
+        assert!(s.history.len() > 1);
+        r.command(Command::Method("no-such-method".into()));
+        let s = wait_for(&r, |s| s.status.starts_with("error"));
+        assert!(s.status.contains("no-such-method"), "{}", s.status);
+        r.command(Command::AddVCore([5.0, 5.0]));
+        wait_for(&r, |s| s.markers.len() == 7);
+    }
+}

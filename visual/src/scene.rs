@@ -1,0 +1,104 @@
+//! What is drawn: a plain-data snapshot of a simulation, handed from the thread that computes
+//! it to whoever draws it (the window, the headless renderer, a test).
+
+use pbs::{Grid, StepRecord};
+
+/// Records of the history a scene carries: enough for the charts, bounded so that a long
+/// session does not copy an ever longer history into every frame.
+pub const HISTORY: usize = 2000;
+
+/// The last [`HISTORY`] records of `all`.
+pub fn recent(all: &[StepRecord]) -> Vec<StepRecord> {
+    all[all.len().saturating_sub(HISTORY)..].to_vec()
+}
+
+/// Which kind of simulation a scene comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SceneKind {
+    /// The balancer alone on a load map: the markers are vCores.
+    Balancer,
+    /// A grid app running on the `pbs` executor: the markers are the centroids of the threads'
+    /// regions, the loads are the work each box did in the last iteration.
+    App,
+}
+
+/// One frame's worth of state.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    /// Where the scene comes from.
+    pub kind: SceneKind,
+    /// The grid of boxes.
+    pub grid: Grid,
+    /// Load of every box.
+    pub loads: Vec<f64>,
+    /// Owner (vCore or thread) of every box.
+    pub owners: Vec<u32>,
+    /// One marker per owner, in box units: vCore positions, or thread-region centroids.
+    pub markers: Vec<[f64; 2]>,
+    /// Displacement of each marker in the last step, in box units (empty for apps).
+    pub arrows: Vec<[f64; 2]>,
+    /// One record per step (balancer) or iteration (app): max_avg, DOL extremes, migrations;
+    /// the last [`HISTORY`] of them.
+    pub history: Vec<StepRecord>,
+    /// Load per owner: vCore charges or thread busy times.
+    pub bars: Vec<f64>,
+    /// What `bars` are, for the chart's title.
+    pub bars_label: &'static str,
+    /// A line for the status bar: where the run stands, or the last error.
+    pub status: String,
+}
+
+impl Scene {
+    /// The box under a point given in box units, if it lies in the domain.
+    pub fn box_at(&self, p: [f64; 2]) -> Option<usize> {
+        let (nx, ny) = (self.grid.nx, self.grid.ny);
+        if !(p[0] >= 0.0 && p[1] >= 0.0 && p[0] < nx as f64 && p[1] < ny as f64) {
+            return None;
+        }
+        Some(self.grid.index(p[0] as usize, p[1] as usize, 0))
+    }
+
+    /// The marker nearest to `p` within `radius` boxes, if any.
+    pub fn marker_near(&self, p: [f64; 2], radius: f64) -> Option<usize> {
+        let d2 = |m: &[f64; 2]| (m[0] - p[0]).powi(2) + (m[1] - p[1]).powi(2);
+        self.markers
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| d2(m) <= radius * radius)
+            .min_by(|a, b| d2(a.1).total_cmp(&d2(b.1)))
+            .map(|(i, _)| i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scene() -> Scene {
+        let grid = Grid::new(4, 2).unwrap();
+        Scene {
+            kind: SceneKind::Balancer,
+            grid,
+            loads: vec![1.0; 8],
+            owners: vec![0, 0, 1, 1, 0, 0, 1, 1],
+            markers: vec![[1.0, 1.0], [3.0, 1.0]],
+            arrows: vec![],
+            history: vec![],
+            bars: vec![4.0, 4.0],
+            bars_label: "charge",
+            status: String::new(),
+        }
+    }
+
+    #[test]
+    fn boxes_and_markers_are_found_by_position() {
+        let s = scene();
+        assert_eq!(s.box_at([0.5, 0.5]), Some(0));
+        assert_eq!(s.box_at([3.9, 1.9]), Some(7));
+        assert_eq!(s.box_at([4.0, 0.5]), None);
+        assert_eq!(s.box_at([-0.1, 0.5]), None);
+        assert_eq!(s.box_at([f64::NAN, 0.5]), None);
+        assert_eq!(s.marker_near([2.6, 1.2], 1.0), Some(1));
+        assert_eq!(s.marker_near([2.0, 1.0], 0.5), None);
+    }
+}

@@ -45,6 +45,8 @@ pub struct FrameStats {
     pub sim_steps: usize,
     /// Window size in pixels, as captured.
     pub screenshot: [usize; 2],
+    /// Markers (vCores or threads) in the last scene.
+    pub markers: usize,
 }
 
 /// Which view the window runs.
@@ -442,6 +444,7 @@ impl Viewer {
             fps_median: 1000.0 / med.max(1e-6),
             sim_steps: self.scene.as_ref().map_or(0, |s| last_step(s)) - self.steps_at_start.unwrap_or(0),
             screenshot: [w, h],
+            markers: self.scene.as_ref().map_or(0, |s| s.markers.len()),
         };
         let result = pic.write_png(&shot.capture.png).and_then(|()| {
             let json = serde_json::to_string_pretty(&stats).expect("plain data");

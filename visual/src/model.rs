@@ -100,7 +100,6 @@ pub struct Model {
     cells: Cells,
     history: Vec<StepRecord>,
     arrows: Vec<[f64; 2]>,
-    status: String,
 }
 
 impl Model {
@@ -144,7 +143,6 @@ impl Model {
             cells,
             history: Vec::new(),
             arrows: Vec::new(),
-            status: String::new(),
             settings,
         };
         model.record(0);
@@ -300,13 +298,6 @@ impl Simulation for Model {
         if work {
             self.step();
         }
-        self.status = format!(
-            "step {} · max_avg {:.4} (bound {:.4}) · {}",
-            self.history.len() - 1,
-            self.cells.max_avg(),
-            self.problem().lower_bound(),
-            if self.converged() { "converged" } else { "balancing" }
-        );
         Ok(work)
     }
 
@@ -353,7 +344,14 @@ impl Simulation for Model {
             history: crate::scene::recent(&self.history),
             bars: self.cells.charges().to_vec(),
             bars_label: "charge per vCore",
-            status: self.status.clone(),
+            status: format!(
+                "{} · step {} · max_avg {:.4} (bound {:.4}) · {}",
+                self.settings.method,
+                self.history.len() - 1,
+                self.cells.max_avg(),
+                self.problem().lower_bound(),
+                if self.converged() { "converged" } else { "balancing" }
+            ),
         }
     }
 }

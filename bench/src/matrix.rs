@@ -37,7 +37,7 @@ pub const CASES: [(&str, &str, usize, usize); 4] = [
 /// Runs the matrix and writes `report.md`, `results.json` and the PNGs into `out`.
 pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let bar = progress::bar((CASES.len() * s.repeats * 4 * s.iters) as u64, "report");
+    let bar = progress::bar((CASES.len() * s.repeats * 2 * 4 * s.iters) as u64, "report");
     let mut md = String::new();
     let cache_bytes = RunSetup::machine_cache_bytes();
     let _ = writeln!(md, "# Schedulers side by side on the grid apps\n");

@@ -115,7 +115,9 @@ pub struct RunRow {
     pub snapshots: Vec<(usize, Vec<u32>, Vec<f64>)>,
 }
 
-/// Runs every scheduler of `setup`, calling `progress` after each iteration.
+/// Runs every scheduler of `setup` twice: a timed pass (times, counters, checksum) and a
+/// modelled-cache pass (misses), calling `progress` after each iteration of either, so
+/// `2 × schedulers × iters` times.
 pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, String> {
     if setup.threads == 0 {
         return Err("--threads must be at least 1".into());
@@ -129,13 +131,12 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     for scheduler in &setup.schedulers {
         let mut app = setup.make_app()?;
         let (mut exec, _bindings) = runtime.executor(scheduler, app.grid())?;
-        let (box_bytes, halo_bytes) = app.footprint();
-        let cache = CacheModel::new(app.grid(), setup.threads, setup.cache_bytes, box_bytes, halo_bytes);
         let mut rec = Recorder::new(scheduler, setup.threads);
         exec.on_each_thread(&|_| start_on_this_thread());
         let mut snapshots = Vec::new();
         for it in 0..setup.iters {
-            app.iterate(exec.as_mut(), &mut rec, Some(&cache));
+            // Timed pass: no cache model in the tasks, whose bookkeeping would be timed too.
+            app.iterate(exec.as_mut(), &mut rec, None);
             if it == 0 || it == setup.iters / 2 || it + 1 == setup.iters {
                 if let Some(owners) = exec.planned_owners() {
                     snapshots.push((it, owners, app.box_work()));
@@ -161,7 +162,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             }
         }
         let report = rec.report();
-        let misses = cache.take();
+        let misses = modelled_misses(setup, &runtime, scheduler, &mut progress)?;
         rows.push(RunRow {
             scheduler: scheduler.clone(),
             app: app.name().into(),
@@ -185,6 +186,26 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
         });
     }
     Ok(rows)
+}
+
+/// The modelled-cache pass: the same run again on a fresh app and executor, every box
+/// execution fed to the per-thread LRU model; its times are not used.
+fn modelled_misses(
+    setup: &RunSetup,
+    runtime: &Runtime,
+    scheduler: &str,
+    progress: &mut impl FnMut(),
+) -> Result<pbs_scheduler::cache_model::ModelledMisses, String> {
+    let mut app = setup.make_app()?;
+    let (mut exec, _bindings) = runtime.executor(scheduler, app.grid())?;
+    let (box_bytes, halo_bytes) = app.footprint();
+    let cache = CacheModel::new(app.grid(), setup.threads, setup.cache_bytes, box_bytes, halo_bytes);
+    let mut rec = Recorder::new(scheduler, setup.threads);
+    for _ in 0..setup.iters {
+        app.iterate(exec.as_mut(), &mut rec, Some(&cache));
+        progress();
+    }
+    Ok(cache.take())
 }
 
 /// Schedulers for a `--scheduler` value (`all` = every executor).

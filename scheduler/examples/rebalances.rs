@@ -3,12 +3,18 @@
 //! `cargo run --release -p pbs-scheduler --example rebalances`
 use pbs::Grid;
 use pbs_scheduler::criteria::Never;
-use pbs_scheduler::executors::{Pbs, PbsOptions};
+use std::sync::Arc;
+
+use pbs_scheduler::executors::{Pbs, PbsOptions, StaticBlocks};
+use pbs_scheduler::pool::Pool;
 use pbs_scheduler::{BoxTimer, Executor};
 
 fn run(name: &str, options: PbsOptions) {
     let grid = Grid::new(100, 100).unwrap();
-    let mut e = Pbs::new(grid, 2, options).unwrap();
+    measure(name, &mut Pbs::new(grid, 2, options).unwrap());
+}
+
+fn measure(name: &str, e: &mut dyn Executor) {
     let (mut n, mut total, mut migr) = (0, 0.0, 0);
     let iters = 50_000;
     let t = std::time::Instant::now();
@@ -38,4 +44,13 @@ fn main() {
         "never rebalance, no timing",
         PbsOptions { criterion: Some(Box::new(Never)), timer: BoxTimer::OFF, ..Default::default() },
     );
+    for stride in [8, 64] {
+        let timer = BoxTimer { stride, ..BoxTimer::default() };
+        run(
+            &format!("never rebalance, stride {stride}"),
+            PbsOptions { criterion: Some(Box::new(Never)), timer, ..Default::default() },
+        );
+    }
+    let pool = Pool::new(2, Arc::new(|_| {}));
+    measure("static (plain loop), same harness", &mut StaticBlocks::with_pool(10_000, pool, BoxTimer::OFF));
 }

@@ -252,8 +252,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 pin: !no_pin,
             };
             setup.make_app()?; // refuse a bad app or scenario before anything runs
-            let bar =
-                progress::bar((setup.schedulers.len() * iters) as u64, &format!("{} {}", setup.app, setup.scenario));
+            let bar = progress::bar(
+                (2 * setup.schedulers.len() * iters) as u64,
+                &format!("{} {}", setup.app, setup.scenario),
+            );
             let rows = run::run(&setup, || bar.inc(1))?;
             bar.finish_and_clear();
             if json {

@@ -115,6 +115,13 @@ impl Pbs {
     /// cost estimate of the default criterion).
     pub fn with_pool(grid: Grid, pool: Pool, mut options: PbsOptions) -> pbs::Result<Self> {
         let threads = pool.threads();
+        if options.chunk == 0 {
+            return Err(pbs::Error::Parameter {
+                name: "chunk",
+                value: "0".into(),
+                reason: "a chunk must hold at least one box",
+            });
+        }
         // More threads than boxes: the extra threads own nothing and only steal.
         let vcores = threads.min(grid.len());
         let ones = vec![1.0; grid.len()];
@@ -284,20 +291,29 @@ impl Executor for Pbs {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        for (c, l) in self.claims.iter().zip(&self.lists) {
-            c.store(pack(0, l.len() as u32), Ordering::Release);
+        let steal = self.options.steal;
+        if steal {
+            for (c, l) in self.claims.iter().zip(&self.lists) {
+                c.store(pack(0, l.len() as u32), Ordering::Release);
+            }
         }
         self.tracker.begin_phase();
         let (lists, claims, neighbours) = (&self.lists, &self.claims, &self.neighbours);
-        let (chunk, steal, stolen) = (self.options.chunk, self.options.steal, &self.stolen);
+        let (chunk, stolen) = (self.options.chunk, &self.stolen);
         let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             let timing = tracker.timing();
             let started = if timing { clock::ticks() } else { 0 };
             let mine = &lists[t];
-            while let Some(r) = claim_front(&claims[t], chunk) {
-                tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
-            }
-            if steal {
+            if !steal {
+                // Nobody else touches this list: walk it without claiming chunks (no atomic
+                // read-modify-write per chunk); chunks remain the unit of box timing.
+                for ks in mine.chunks(chunk as usize) {
+                    tracker.run_chunk(ks, t, local, task);
+                }
+            } else {
+                while let Some(r) = claim_front(&claims[t], chunk) {
+                    tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
+                }
                 let mut log = Vec::new();
                 loop {
                     let mut waiting = false;

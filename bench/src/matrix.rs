@@ -43,8 +43,8 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     let _ = writeln!(md, "# Schedulers side by side on the grid apps\n");
     let _ = writeln!(
         md,
-        "`pbs-bench report`: {} threads, {} iterations per run, {} runs per case; medians over runs, ratios between schedulers \
-         from the same runs. Modelled cache: a per-thread LRU of {} KiB (this machine's per-core cache). Hardware counters: {}.\n",
+        "`pbs-bench report`: {} threads, {} iterations per run, {} runs per case, run r with seed r (the stencil's Perlin \
+         map, md's initial velocities); medians over runs; `pbs / this` is the median of the ratios within each run. Modelled cache: a per-thread LRU of {} KiB (this machine's per-core cache). Hardware counters: {}.\n",
         s.threads,
         s.iters,
         s.repeats,
@@ -61,19 +61,22 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     let mut panels = Vec::new();
     for (ci, &(app, scenario, nx, ny)) in CASES.iter().enumerate() {
         bar.set_message(format!("{app} {scenario} {nx}x{ny}"));
-        let setup = RunSetup {
+        // Run r uses seed r + 1: the median is over load maps (the stencil's Perlin map,
+        // md's initial velocities) as well as over timing noise, not over one chosen map.
+        let setup = |r: usize| RunSetup {
             app: app.into(),
             scenario: scenario.into(),
-            schedulers: run::schedulers("all")?,
+            schedulers: run::schedulers("all").expect("all is valid"),
             threads: s.threads,
             iters: s.iters,
             nx,
             ny,
             cache_bytes,
             pin: s.pin,
+            seed: r as u64 + 1,
         };
         let runs: Vec<Vec<RunRow>> =
-            (0..s.repeats).map(|_| run::run(&setup, || bar.inc(1))).collect::<Result<_, _>>()?;
+            (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;
         let last = runs.last().expect("repeats ≥ 1").clone();
         let med = |sched: &str, f: &dyn Fn(&RunRow) -> f64| {
             Stats::of(
@@ -93,13 +96,19 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             "modelled misses",
             "checksum",
         ]);
-        let pbs_ms = med("pbs", &|r| r.iter_ms_median);
+        // pbs / this: the median over runs of the ratio within each run (same seed, same
+        // machine state), not a ratio of medians.
+        let ratio = |run: &[RunRow], sched: &str| {
+            let ms = |name: &str| run.iter().find(|x| x.scheduler == name).expect("ran").iter_ms_median;
+            ms("pbs") / ms(sched)
+        };
         for row in &last {
             let ms = med(&row.scheduler, &|r| r.iter_ms_median);
+            let ratios: Vec<f64> = runs.iter().map(|run| ratio(run, &row.scheduler)).collect();
             t.row(vec![
                 row.scheduler.clone(),
                 format!("{ms:.3}"),
-                format!("{:.2}", pbs_ms / ms),
+                format!("{:.2}", Stats::of(&ratios).median),
                 format!("{:.3}", med(&row.scheduler, &|r| r.efficiency)),
                 format!("{:.3}", med(&row.scheduler, &|r| r.max_avg)),
                 row.affinity
@@ -135,8 +144,25 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             }
             let _ = writeln!(md, "{}", c.markdown());
         }
-        let same = last.iter().all(|r| r.checksum == last[0].checksum);
-        let _ = writeln!(md, "{}\nChecksums {}.\n", t.markdown(), if same { "identical" } else { "**differ**" });
+        let same = runs.iter().all(|run| run.iter().all(|r| r.checksum == run[0].checksum));
+        let _ = writeln!(
+            md,
+            "{}\nChecksums {} between schedulers in every run.\n",
+            t.markdown(),
+            if same { "identical" } else { "**differ**" }
+        );
+        let mut per_run = Table::new(&["run (seed)", "static max_avg", "pbs / static", "pbs / ws", "pbs / eager"]);
+        for (r, run) in runs.iter().enumerate() {
+            let static_imbalance = run.iter().find(|x| x.scheduler == "static").expect("ran").max_avg;
+            per_run.row(vec![
+                format!("{}", r + 1),
+                format!("{static_imbalance:.3}"),
+                format!("{:.2}", ratio(run, "static")),
+                format!("{:.2}", ratio(run, "ws")),
+                format!("{:.2}", ratio(run, "eager")),
+            ]);
+        }
+        let _ = writeln!(md, "Per run:\n\n{}", per_run.markdown());
         panels.push(Panel {
             title: format!("{app} {scenario} {nx}x{ny}: iteration time"),
             x_label: "iteration".into(),

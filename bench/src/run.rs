@@ -38,6 +38,8 @@ pub struct RunSetup {
     pub cache_bytes: u64,
     /// Pin workers to cores.
     pub pin: bool,
+    /// Seed of the app: the stencil's Perlin cost map, md's initial velocities.
+    pub seed: u64,
 }
 
 impl RunSetup {
@@ -59,9 +61,9 @@ impl RunSetup {
     pub fn make_app(&self) -> Result<Box<dyn GridApp>, String> {
         pbs::Grid::new(self.nx, self.ny).map_err(|e| e.to_string())?;
         match (self.app.as_str(), self.scenario.as_str()) {
-            ("md", s) => Ok(Box::new(Md::new(Scenario::from_name(s)?, self.nx, self.ny, 1))),
-            ("stencil", "drift") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, None, 1))),
-            ("stencil", "rough") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, Some(10), 1))),
+            ("md", s) => Ok(Box::new(Md::new(Scenario::from_name(s)?, self.nx, self.ny, self.seed))),
+            ("stencil", "drift") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, None, self.seed as u32))),
+            ("stencil", "rough") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, Some(10), self.seed as u32))),
             ("stencil", s) => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
             (a, _) => Err(format!("unknown app {a:?}; expected md or stencil")),
         }

@@ -43,6 +43,7 @@ impl LiveApp {
             ny,
             cache_bytes: RunSetup::machine_cache_bytes(),
             pin: false,
+            seed: 1,
         };
         let app = setup.make_app()?;
         let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };

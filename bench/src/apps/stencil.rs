@@ -116,14 +116,22 @@ impl GridApp for Stencil {
             if let Some(c) = cache {
                 c.run_box(k);
             }
+            let own = &this.tiles[k];
             for y in 0..s {
                 for x in 0..s {
-                    let v = 0.25
-                        * (this.value(k, x - 1, y)
+                    let c = (y * s + x) as usize;
+                    // Interior cells read their own tile; the rim reads the neighbours' edges.
+                    // Same operands in the same order either way, so the same bits.
+                    let v = if x > 0 && y > 0 && x < s - 1 && y < s - 1 {
+                        let w = s as usize;
+                        0.25 * (own[c - 1] + own[c + 1] + own[c - w] + own[c + w])
+                    } else {
+                        0.25 * (this.value(k, x - 1, y)
                             + this.value(k, x + 1, y)
                             + this.value(k, x, y - 1)
-                            + this.value(k, x, y + 1));
-                    out[(y * s + x) as usize] = v;
+                            + this.value(k, x, y + 1))
+                    };
+                    out[c] = v;
                 }
             }
             let units = (this.cost[k] * this.work_scale) as usize;

@@ -115,6 +115,9 @@ enum Command {
         /// Do not pin workers to cores
         #[arg(long)]
         no_pin: bool,
+        /// Seed of the app (the stencil's Perlin map, md's initial velocities)
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         /// Print a JSON array instead of a table
         #[arg(long)]
         json: bool,
@@ -235,7 +238,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 print!("{}", transitions::table(std::slice::from_ref(&report)).text());
             }
         }
-        Command::Run { app, scheduler, threads, iters, scenario, nx, ny, cache_kib, no_pin, json } => {
+        Command::Run { app, scheduler, threads, iters, scenario, nx, ny, cache_kib, no_pin, seed, json } => {
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
@@ -250,6 +253,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 ny,
                 cache_bytes: cache_kib.map_or_else(run::RunSetup::machine_cache_bytes, |k| k * 1024),
                 pin: !no_pin,
+                seed,
             };
             setup.make_app()?; // refuse a bad app or scenario before anything runs
             let bar = progress::bar(

@@ -266,9 +266,7 @@ fn report_writes_tables_plots_and_identical_checksums() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-    for section in
-        ["md · gravity", "md · contraction", "stencil · drift · 32×32", "stencil · drift · 14×14", "modelled"]
-    {
+    for section in ["md · gravity", "md · contraction", "stencil · drift · 32×32", "Cache misses", "modelled"] {
         assert!(md.contains(section), "missing {section}");
     }
     assert_eq!(md.matches("Checksums identical").count(), 4, "{md}");

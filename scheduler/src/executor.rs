@@ -341,19 +341,6 @@ impl Tracker {
         self.iteration = self.iteration.wrapping_add(1);
     }
 
-    /// Samples every `stride`-th iteration from the next one on (a power of two; 0 stops the
-    /// timing). The PBS executor times every iteration once its chunks are long enough for the
-    /// clock reads not to matter.
-    pub fn set_stride(&mut self, stride: u32) {
-        assert!(stride == 0 || stride.is_power_of_two(), "the sampling stride must be a power of two or 0");
-        self.timer.stride = stride;
-    }
-
-    /// The current sampling stride.
-    pub fn stride(&self) -> u32 {
-        self.timer.stride
-    }
-
     /// Whether box times are being measured at all.
     pub fn timing(&self) -> bool {
         self.timer.stride != 0

@@ -36,10 +36,8 @@ pub struct PbsOptions {
     /// and doubles the per-phase overhead (measured, `examples/overhead.rs`); turn it on for
     /// coarse tasks whose loads change within an iteration.
     pub steal: bool,
-    /// Most boxes an owner claims (and times) at a time: fewer atomic operations and clock
-    /// reads than one by one, at the price of chunk-averaged box times. The chunk in use
-    /// shrinks with the measured task time so that a chunk lasts about [`CHUNK_TIME`]: tiny
-    /// tasks are timed 128 at a time, coarse ones one by one (exact box loads).
+    /// Boxes an owner claims (and times) at a time: fewer atomic operations and clock reads
+    /// than one by one, at the price of chunk-averaged box times.
     pub chunk: u32,
     /// Seed of the initial vCore positions (used when `positions` is `None`).
     pub seed: u64,
@@ -70,9 +68,6 @@ impl Default for PbsOptions {
     }
 }
 
-/// Time a timed chunk should last: two clock reads (~30 ns here) are then ~1.5 % of it.
-pub const CHUNK_TIME: Duration = Duration::from_micros(2);
-
 /// `(box, thief)` for every box a thread stole in a phase.
 type StealLog = Vec<(u32, u32)>;
 
@@ -94,10 +89,6 @@ pub struct Pbs {
     /// Whether an iteration has been measured yet.
     measured: bool,
     iteration_busy: Vec<Duration>,
-    /// Phases in the current iteration.
-    phases: u32,
-    /// Chunk in use (≤ `options.chunk`), from the measured task time.
-    chunk: u32,
     /// Boxes stolen in the current phase, per thief: `(box, thief)`.
     stolen: Vec<CachePadded<Mutex<StealLog>>>,
     /// Boxes stolen in the previous phase (`None` before the first phase).
@@ -115,12 +106,6 @@ fn unpack(v: u64) -> (u32, u32) {
 }
 
 impl Pbs {
-    /// Boxes timed together and iterations between samples, as adapted to the measured task
-    /// time (see [`PbsOptions::chunk`] and [`CHUNK_TIME`]).
-    pub fn timing_granularity(&self) -> (u32, u32) {
-        (self.chunk, self.tracker.stride())
-    }
-
     /// `threads` unpinned workers over `grid`.
     pub fn new(grid: Grid, threads: usize, options: PbsOptions) -> pbs::Result<Self> {
         Self::with_pool(grid, Pool::new(threads, Arc::new(|_| {})), options)
@@ -137,7 +122,6 @@ impl Pbs {
                 reason: "a chunk must hold at least one box",
             });
         }
-        let initial_chunk = options.chunk;
         // More threads than boxes: the extra threads own nothing and only steal.
         let vcores = threads.min(grid.len());
         let ones = vec![1.0; grid.len()];
@@ -168,8 +152,6 @@ impl Pbs {
             last_cost: cost,
             measured: false,
             iteration_busy: vec![Duration::ZERO; threads],
-            phases: 0,
-            chunk: initial_chunk,
             stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
             previous: None,
             owners_before: None,
@@ -317,8 +299,7 @@ impl Executor for Pbs {
         }
         self.tracker.begin_phase();
         let (lists, claims, neighbours) = (&self.lists, &self.claims, &self.neighbours);
-        self.phases += 1;
-        let (chunk, stolen) = (self.chunk, &self.stolen);
+        let (chunk, stolen) = (self.options.chunk, &self.stolen);
         let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             let timing = tracker.timing();
             let started = if timing { clock::ticks() } else { 0 };
@@ -377,18 +358,6 @@ impl Executor for Pbs {
         let loads: Vec<f64> = self.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
-        let per_box = loads.iter().sum::<f64>() / (self.grid.len() as f64 * f64::from(self.phases.max(1)));
-        self.phases = 0;
-        if per_box > 0.0 {
-            let fit = (CHUNK_TIME.as_secs_f64() / per_box).clamp(1.0, f64::from(self.options.chunk));
-            self.chunk = fit as u32;
-            // Chunks that last CHUNK_TIME make timing nearly free: then time every iteration,
-            // so that drifting loads are followed without lag; tiny tasks keep the stride.
-            if self.options.timer.stride != 0 {
-                let long = per_box * f64::from(self.chunk) >= CHUNK_TIME.as_secs_f64();
-                self.tracker.set_stride(if long { 1 } else { self.options.timer.stride });
-            }
-        }
         let sample = Sample {
             max: loads.iter().copied().fold(0.0, f64::max),
             mean,

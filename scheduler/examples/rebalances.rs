@@ -1,10 +1,10 @@
 //! Where pbs's per-iteration overhead goes on empty tasks (10^4 boxes, 2 threads): mean time
 //! per iteration and rebalances for variants of the default.
 //! `cargo run --release -p pbs-scheduler --example rebalances`
-use pbs::Grid;
-use pbs_scheduler::criteria::Never;
 use std::sync::Arc;
 
+use pbs::Grid;
+use pbs_scheduler::criteria::Never;
 use pbs_scheduler::executors::{Pbs, PbsOptions, StaticBlocks};
 use pbs_scheduler::pool::Pool;
 use pbs_scheduler::{BoxTimer, Executor};

@@ -99,8 +99,6 @@ fn no_deadlock_with_empty_boxes_one_box_or_more_threads_than_boxes() {
     }
 }
 
-/// Owner computes: under pbs and static every box runs on the same thread phase after phase
-/// when nothing changes; the affinity pbs derives from its steal log agrees with a direct count.
 #[test]
 fn a_zero_chunk_is_refused_instead_of_spinning() {
     let grid = Grid::new(4, 4).unwrap();
@@ -110,6 +108,8 @@ fn a_zero_chunk_is_refused_instead_of_spinning() {
     }
 }
 
+/// Owner computes: under pbs and static every box runs on the same thread phase after phase
+/// when nothing changes; the affinity pbs derives from its steal log agrees with a direct count.
 #[test]
 fn planned_executors_keep_boxes_on_their_threads() {
     let grid = Grid::new(40, 40).unwrap();

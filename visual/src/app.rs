@@ -196,7 +196,7 @@ impl Viewer {
     fn controls(&mut self, ui: &mut egui::Ui) {
         ui.heading(if self.kind == SceneKind::Balancer { "pbs simulator" } else { "pbs live app" });
         ui.horizontal(|ui| {
-            if ui.button(if self.playing { "⏸ pause" } else { "▶ play" }).clicked() {
+            if ui.button(if self.playing { "pause" } else { "play" }).clicked() {
                 self.playing = !self.playing;
                 self.runner.play(self.playing);
             }

@@ -57,10 +57,11 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     let _ = writeln!(
         md,
         "`pbs-bench report`: {} threads, {} iterations per run, {} runs per case, run r with seed r (the stencil's Perlin \
-         map, md's initial velocities); medians over runs; `pbs / this` is the median of the ratios within each run. Modelled cache: a per-thread LRU of {} KiB (this machine's per-core cache). Hardware counters: {}.\n",
+         map, md's initial velocities); within a run the schedulers take turns, {} iterations each, so that a drift in the machine's speed hits all alike; medians over runs; `pbs / this` is the median of the ratios within each run. Modelled cache: a per-thread LRU of {} KiB (this machine's per-core cache). Hardware counters: {}.\n",
         s.threads,
         s.iters,
         s.repeats,
+        run::TURN_ITERS,
         cache_bytes / 1024,
         hw_line()
     );
@@ -87,6 +88,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             cache_bytes,
             pin: s.pin,
             seed: r as u64 + 1,
+            turn_iters: run::TURN_ITERS,
         };
         let runs: Vec<Vec<RunRow>> =
             (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;

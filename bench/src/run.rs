@@ -40,6 +40,9 @@ pub struct RunSetup {
     pub pin: bool,
     /// Seed of the app: the stencil's Perlin cost map, md's initial velocities.
     pub seed: u64,
+    /// Iterations a scheduler runs before the next takes its turn; 0 = each runs all its
+    /// iterations before the next starts (see [`run`]).
+    pub turn_iters: usize,
 }
 
 impl RunSetup {
@@ -117,9 +120,69 @@ pub struct RunRow {
     pub snapshots: Vec<(usize, Vec<u32>, Vec<f64>)>,
 }
 
+/// Iterations a scheduler runs before the next one takes its turn, by default (see [`run`]).
+pub const TURN_ITERS: usize = 25;
+
+/// One scheduler's run in progress.
+struct Lane {
+    scheduler: String,
+    app: Box<dyn GridApp>,
+    exec: Box<dyn pbs_scheduler::Executor + Send>,
+    rec: Recorder,
+    snapshots: Vec<(usize, Vec<u32>, Vec<f64>)>,
+    hw: BTreeMap<String, u64>,
+    sw: BTreeMap<String, u64>,
+    reason: Option<String>,
+}
+
+impl Lane {
+    /// Iterations `range` of this scheduler's run, with its counters running.
+    fn run_turn(&mut self, range: std::ops::Range<usize>, iters: usize, progress: &mut impl FnMut()) {
+        self.exec.on_each_thread(&|_| start_on_this_thread());
+        for it in range {
+            // Timed pass: no cache model in the tasks, whose bookkeeping would be timed too.
+            self.app.iterate(self.exec.as_mut(), &mut self.rec, None);
+            if it == 0 || it == iters / 2 || it + 1 == iters {
+                if let Some(owners) = self.exec.planned_owners() {
+                    self.snapshots.push((it, owners, self.app.box_work()));
+                }
+            }
+            progress();
+        }
+        // Counters are per thread, and the calling thread is worker 0 of every pool: read them
+        // at the end of each turn so that each scheduler's sums hold its own turns only.
+        let readings = Mutex::new(Vec::new());
+        self.exec.on_each_thread(&|_| readings.lock().unwrap().push(stop_on_this_thread()));
+        for r in readings.into_inner().unwrap() {
+            match r {
+                Ok((reading, why)) => {
+                    let target = if reading.hardware { &mut self.hw } else { &mut self.sw };
+                    for (name, v) in reading.values {
+                        *target.entry(name).or_insert(0) += v;
+                    }
+                    if why.is_some() {
+                        self.reason = why;
+                    }
+                }
+                Err(e) => self.reason = Some(e),
+            }
+        }
+    }
+}
+
 /// Runs every scheduler of `setup` twice: a timed pass (times, counters, checksum) and a
 /// modelled-cache pass (misses), calling `progress` after each iteration of either, so
 /// `2 × schedulers × iters` times.
+///
+/// In the timed pass the schedulers take turns, `turn_iters` iterations each (default
+/// [`TURN_ITERS`]), every one on its own copy of the app: on a shared machine whose speed
+/// drifts over seconds, running them one after the other compares one scheduler's good second
+/// with another's bad one (on this 2-core VM, md's pbs/static ratio ranged 0.53–1.13 over five
+/// runs one after the other, 0.69–0.70 taking turns). Results do not depend on the turns (each
+/// app only ever sees its own executor). The price: each turn starts with caches holding the
+/// other apps' data and idle workers asleep, which costs the first iteration of a turn a little
+/// and makes work stealing's first split of a turn land on other threads (ws affinity a few
+/// points lower than with `turn_iters: 0`).
 pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, String> {
     if setup.threads == 0 {
         return Err("--threads must be at least 1".into());
@@ -129,45 +192,34 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     }
     let runtime =
         Runtime { topology: Topology::detect(), threads: setup.threads, pin: setup.pin, timer: BoxTimer::default() };
-    let mut rows = Vec::new();
+    let mut lanes = Vec::new();
     for scheduler in &setup.schedulers {
-        let mut app = setup.make_app()?;
-        let (mut exec, _bindings) = runtime.executor(scheduler, app.grid())?;
-        let mut rec = Recorder::new(scheduler, setup.threads);
-        exec.on_each_thread(&|_| start_on_this_thread());
-        let mut snapshots = Vec::new();
-        for it in 0..setup.iters {
-            // Timed pass: no cache model in the tasks, whose bookkeeping would be timed too.
-            app.iterate(exec.as_mut(), &mut rec, None);
-            if it == 0 || it == setup.iters / 2 || it + 1 == setup.iters {
-                if let Some(owners) = exec.planned_owners() {
-                    snapshots.push((it, owners, app.box_work()));
-                }
-            }
-            progress();
-        }
-        let readings = Mutex::new(Vec::new());
-        exec.on_each_thread(&|_| readings.lock().unwrap().push(stop_on_this_thread()));
-        let (mut hw, mut sw, mut reason) = (BTreeMap::new(), BTreeMap::new(), None);
-        for r in readings.into_inner().unwrap() {
-            match r {
-                Ok((reading, why)) => {
-                    let target = if reading.hardware { &mut hw } else { &mut sw };
-                    for (name, v) in reading.values {
-                        *target.entry(name).or_insert(0) += v;
-                    }
-                    if why.is_some() {
-                        reason = why;
-                    }
-                }
-                Err(e) => reason = Some(e),
-            }
-        }
-        let report = rec.report();
-        let misses = modelled_misses(setup, &runtime, scheduler, &mut progress)?;
-        rows.push(RunRow {
+        let app = setup.make_app()?;
+        let (exec, _bindings) = runtime.executor(scheduler, app.grid())?;
+        lanes.push(Lane {
             scheduler: scheduler.clone(),
-            app: app.name().into(),
+            app,
+            exec,
+            rec: Recorder::new(scheduler, setup.threads),
+            snapshots: Vec::new(),
+            hw: BTreeMap::new(),
+            sw: BTreeMap::new(),
+            reason: None,
+        });
+    }
+    let turn = if setup.turn_iters == 0 { setup.iters } else { setup.turn_iters };
+    for first in (0..setup.iters).step_by(turn) {
+        for lane in &mut lanes {
+            lane.run_turn(first..(first + turn).min(setup.iters), setup.iters, &mut progress);
+        }
+    }
+    let mut rows = Vec::new();
+    for lane in lanes {
+        let report = lane.rec.report();
+        let misses = modelled_misses(setup, &runtime, &lane.scheduler, &mut progress)?;
+        rows.push(RunRow {
+            scheduler: lane.scheduler.clone(),
+            app: lane.app.name().into(),
             scenario: setup.scenario.clone(),
             threads: setup.threads,
             iters: setup.iters,
@@ -178,13 +230,13 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             migrations_per_iter: report.migrations_per_iter,
             modelled_misses: misses.misses,
             modelled_accesses: misses.accesses,
-            hw_counters: (!hw.is_empty()).then_some(hw),
-            hw_unavailable_reason: reason,
-            sw_counters: (!sw.is_empty()).then_some(sw),
-            checksum: format!("{:016x}", app.checksum()),
-            iteration_ms: rec.iteration_ms().to_vec(),
+            hw_counters: (!lane.hw.is_empty()).then_some(lane.hw),
+            hw_unavailable_reason: lane.reason,
+            sw_counters: (!lane.sw.is_empty()).then_some(lane.sw),
+            checksum: format!("{:016x}", lane.app.checksum()),
+            iteration_ms: lane.rec.iteration_ms().to_vec(),
             busy_ms: report.busy_ms.clone(),
-            snapshots,
+            snapshots: lane.snapshots,
         });
     }
     Ok(rows)

@@ -1,8 +1,15 @@
 //! Per-phase overhead with empty tasks on 10^4 boxes, every executor side by side:
-//! `cargo run --release -p pbs-scheduler --example overhead -- [threads]`.
+//! `cargo run --release -p pbs-scheduler --example overhead -- [threads] [blocks]`.
 //! pbs measures its box times as by default; the baselines run as plain loops, as their users
-//! would write them. Medians of 2000 phases, three rounds. The criterion bench
-//! (`cargo bench -p pbs-scheduler --bench overhead`) measures the same thing.
+//! would write them.
+//!
+//! On a shared VM the speed of the machine drifts over seconds (the same loop takes 9 µs in one
+//! second and 16 µs in the next), which swamps a 10 % difference between executors measured
+//! one after the other. So the executors take turns: in each *block* every executor runs 200
+//! phases, the block's ratio pbs/executor compares medians taken within a few milliseconds
+//! of each other, and the figure printed is the median of the block ratios. The criterion
+//! bench (`cargo bench -p pbs-scheduler --bench overhead`) measures the same loops one
+//! executor after the other.
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,8 +18,17 @@ use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkSte
 use pbs_scheduler::pool::Pool;
 use pbs_scheduler::{BoxTimer, Executor};
 
+const PHASES_PER_BLOCK: usize = 200;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
-    let threads: usize = std::env::args().nth(1).map_or(2, |s| s.parse().expect("a thread count"));
+    let mut args = std::env::args().skip(1);
+    let threads: usize = args.next().map_or(2, |s| s.parse().expect("a thread count"));
+    let blocks: usize = args.next().map_or(200, |s| s.parse().expect("a block count"));
     let grid = Grid::new(100, 100).unwrap();
     let n = grid.len();
     let plain = BoxTimer::OFF;
@@ -23,25 +39,38 @@ fn main() {
         ("eager", Box::new(EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})), plain))),
         ("static", Box::new(StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})), plain))),
     ];
-    println!("empty tasks, {n} boxes, {threads} threads: median µs per phase (pbs / executor)");
-    for round in 0..3 {
-        let mut medians = Vec::new();
-        for (name, e) in execs.iter_mut() {
-            let mut times: Vec<f64> = (0..2000)
-                .map(|_| {
-                    let t = Instant::now();
-                    e.run_phase(&|k| {
-                        std::hint::black_box(k);
-                    });
-                    e.end_iteration();
-                    t.elapsed().as_secs_f64() * 1e6
-                })
-                .collect();
-            times.sort_by(f64::total_cmp);
-            medians.push((*name, times[times.len() / 2]));
+    println!(
+        "empty tasks, {n} boxes, {threads} threads, {blocks} blocks of {PHASES_PER_BLOCK} phases per executor, taking turns"
+    );
+    let mut block_medians = vec![Vec::with_capacity(blocks); execs.len()];
+    let mut times = vec![0.0; PHASES_PER_BLOCK];
+    for _ in 0..blocks {
+        for (i, (_, e)) in execs.iter_mut().enumerate() {
+            for t in times.iter_mut() {
+                let start = Instant::now();
+                e.run_phase(&|k| {
+                    std::hint::black_box(k);
+                });
+                e.end_iteration();
+                *t = start.elapsed().as_secs_f64() * 1e6;
+            }
+            block_medians[i].push(median(&mut times));
         }
-        let pbs = medians[0].1;
-        let line: Vec<String> = medians.iter().map(|(n, m)| format!("{n} {m:.1} ({:.2})", pbs / m)).collect();
-        println!("round {round}: {}", line.join("  "));
+    }
+    println!("{:<10} {:>12} {:>12} {:>22}", "executor", "median µs", "range µs", "pbs / executor (IQR)");
+    for (i, (name, _)) in execs.iter().enumerate() {
+        let mut ratios: Vec<f64> = block_medians[0].iter().zip(&block_medians[i]).map(|(p, x)| p / x).collect();
+        ratios.sort_by(f64::total_cmp);
+        let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
+        let own = &mut block_medians[i].clone();
+        let m = median(own);
+        let (lo, hi) = (own[0], own[own.len() - 1]);
+        println!(
+            "{name:<10} {m:>12.1} {:>12} {:>10.2} ({:.2}–{:.2})",
+            format!("{lo:.1}–{hi:.1}"),
+            q(0.5),
+            q(0.25),
+            q(0.75)
+        );
     }
 }

@@ -285,35 +285,53 @@ impl Tracker {
     /// exact every phase for two clock reads per thread.
     #[inline]
     pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+        self.run_boxes(ks.iter().map(|&k| k as usize), t, local, task)
+    }
+
+    /// [`Tracker::run_chunk`] over a contiguous range of boxes: no index list to read.
+    #[inline]
+    pub fn run_range(&self, ks: std::ops::Range<usize>, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+        self.run_boxes(ks, t, local, task)
+    }
+
+    #[inline]
+    fn run_boxes(
+        &self,
+        ks: impl ExactSizeIterator<Item = usize> + Clone,
+        t: usize,
+        local: &mut Local,
+        task: &(dyn Fn(usize) + Sync),
+    ) {
         let timed = self.sampled_iteration();
         let start = if timed { clock::ticks() } else { 0 };
         if self.timer.affinity {
-            for &k in ks {
-                let prev = self.last_thread[k as usize].swap_relaxed(t as u32);
+            for k in ks.clone() {
+                let prev = self.last_thread[k].swap_relaxed(t as u32);
                 if prev != NEVER {
                     local.compared += 1;
                     local.same += u64::from(prev == t as u32);
                 }
-                task(k as usize);
+                task(k);
             }
         } else {
-            for &k in ks {
-                task(k as usize);
+            for k in ks.clone() {
+                task(k);
             }
         }
-        local.boxes += ks.len() as u64;
+        let len = ks.len();
+        local.boxes += len as u64;
         if timed {
             // Every box runs exactly once per phase: the first phase of the iteration stores
             // its share (no clearing pass), later phases add theirs with a plain load and store.
-            let each = clock::ticks().wrapping_sub(start) / ks.len().max(1) as u64;
+            let each = clock::ticks().wrapping_sub(start) / len.max(1) as u64;
             let buffer = &self.samples[(self.completed % 2) as usize];
             if self.phase_in_iteration == 1 {
-                for &k in ks {
-                    buffer[k as usize].store(each, Ordering::Relaxed);
+                for k in ks {
+                    buffer[k].store(each, Ordering::Relaxed);
                 }
             } else {
-                for &k in ks {
-                    let acc = &buffer[k as usize];
+                for k in ks {
+                    let acc = &buffer[k];
                     acc.store(acc.load(Ordering::Relaxed) + each, Ordering::Relaxed);
                 }
             }

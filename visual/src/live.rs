@@ -44,6 +44,7 @@ impl LiveApp {
             cache_bytes: RunSetup::machine_cache_bytes(),
             pin: false,
             seed: 1,
+            turn_iters: 0,
         };
         let app = setup.make_app()?;
         let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };

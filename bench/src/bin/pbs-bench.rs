@@ -118,6 +118,10 @@ enum Command {
         /// Seed of the app (the stencil's Perlin map, md's initial velocities)
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Iterations each scheduler runs before the next takes its turn (they alternate so
+        /// that a drift in machine speed hits all alike); 0 = one scheduler after the other
+        #[arg(long, default_value_t = run::TURN_ITERS)]
+        turn_iters: usize,
         /// Print a JSON array instead of a table
         #[arg(long)]
         json: bool,
@@ -238,7 +242,20 @@ fn run(cli: Cli) -> Result<(), String> {
                 print!("{}", transitions::table(std::slice::from_ref(&report)).text());
             }
         }
-        Command::Run { app, scheduler, threads, iters, scenario, nx, ny, cache_kib, no_pin, seed, json } => {
+        Command::Run {
+            app,
+            scheduler,
+            threads,
+            iters,
+            scenario,
+            nx,
+            ny,
+            cache_kib,
+            no_pin,
+            seed,
+            turn_iters,
+            json,
+        } => {
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
@@ -254,6 +271,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 cache_bytes: cache_kib.map_or_else(run::RunSetup::machine_cache_bytes, |k| k * 1024),
                 pin: !no_pin,
                 seed,
+                turn_iters,
             };
             setup.make_app()?; // refuse a bad app or scenario before anything runs
             let bar = progress::bar(

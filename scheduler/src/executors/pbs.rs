@@ -80,6 +80,9 @@ pub struct Pbs {
     cells: Cells,
     criterion: Box<dyn Criterion>,
     lists: Vec<Vec<u32>>,
+    /// Each thread's boxes as contiguous index ranges of at most `chunk` boxes, in list order:
+    /// a compact cell owns a few runs per grid row, and walking ranges reads no index list.
+    runs: Vec<Vec<std::ops::Range<usize>>>,
     /// Per list: `front` (low 32 bits, owner side) and `back` (high 32 bits, thieves' side).
     claims: Vec<CachePadded<AtomicU64>>,
     neighbours: Vec<Vec<u32>>,
@@ -146,6 +149,7 @@ impl Pbs {
             cells,
             criterion,
             lists: Vec::new(),
+            runs: Vec::new(),
             claims: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             neighbours: Vec::new(),
             options,
@@ -176,6 +180,8 @@ impl Pbs {
         for (k, &o) in self.cells.owners().iter().enumerate() {
             self.lists[o as usize].push(k as u32);
         }
+        let chunk = self.options.chunk as usize;
+        self.runs = self.lists.iter().map(|l| runs_of(l, chunk)).collect();
         // Neighbouring vCores (sharing a boundary) are the preferred victims of stealing.
         let a = self.cells.assignment();
         // Threads without a vCore count as neighbours of everybody.
@@ -198,6 +204,19 @@ impl Pbs {
             })
             .collect();
     }
+}
+
+/// Cuts an increasing list of boxes into contiguous ranges of at most `chunk` boxes.
+fn runs_of(list: &[u32], chunk: usize) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for &k in list {
+        let k = k as usize;
+        match runs.last_mut() {
+            Some(r) if r.end == k && r.len() < chunk => r.end += 1,
+            _ => runs.push(k..k + 1),
+        }
+    }
+    runs
 }
 
 /// Owner side: takes up to `chunk` boxes from the front of a list.
@@ -298,17 +317,17 @@ impl Executor for Pbs {
             }
         }
         self.tracker.begin_phase();
-        let (lists, claims, neighbours) = (&self.lists, &self.claims, &self.neighbours);
+        let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.claims, &self.neighbours);
         let (chunk, stolen) = (self.options.chunk, &self.stolen);
         let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             let timing = tracker.timing();
             let started = if timing { clock::ticks() } else { 0 };
             let mine = &lists[t];
             if !steal {
-                // Nobody else touches this list: walk it without claiming chunks (no atomic
-                // read-modify-write per chunk); chunks remain the unit of box timing.
-                for ks in mine.chunks(chunk as usize) {
-                    tracker.run_chunk(ks, t, local, task);
+                // Nobody else touches this list: walk its runs without claiming chunks (no
+                // atomic read-modify-write per chunk); runs are the unit of box timing.
+                for r in &runs[t] {
+                    tracker.run_range(r.clone(), t, local, task);
                 }
             } else {
                 while let Some(r) = claim_front(&claims[t], chunk) {
@@ -402,5 +421,40 @@ impl Executor for Pbs {
 
     fn planned_owners(&self) -> Option<Vec<u32>> {
         Some(self.cells.owners().to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_cover_the_list_in_order_with_at_most_chunk_boxes() {
+        let list = [0, 1, 2, 3, 4, 7, 8, 10, 11, 12, 13, 14, 15, 16];
+        let runs = runs_of(&list, 4);
+        assert_eq!(runs, vec![0..4, 4..5, 7..9, 10..14, 14..17]);
+        let flat: Vec<u32> = runs.into_iter().flatten().map(|k| k as u32).collect();
+        assert_eq!(flat, list);
+        assert!(runs_of(&[], 4).is_empty());
+    }
+
+    #[test]
+    fn every_box_runs_once_through_the_runs_after_rebalancing() {
+        let grid = Grid::new(13, 9).unwrap();
+        let mut exec = Pbs::new(grid, 3, PbsOptions { chunk: 5, ..PbsOptions::default() }).unwrap();
+        let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
+        let mut migrations = 0;
+        for it in 0..20u64 {
+            // A heavy corner moves ownership around between iterations.
+            exec.run_phase(&|k| {
+                if k < 20 {
+                    std::hint::black_box((0..2000).sum::<u64>());
+                }
+                hits[k].fetch_add(1, Ordering::Relaxed);
+            });
+            migrations += exec.end_iteration().migrations;
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it + 1));
+        }
+        assert!(migrations > 0, "the heavy corner should have moved some boxes");
     }
 }

@@ -47,8 +47,18 @@ impl Executor for StaticBlocks {
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
         let (n, threads) = (self.boxes, self.pool.threads());
         pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
-            for k in Self::block(n, threads, t) {
-                tracker.run(k, t, local, task);
+            if tracker.timing() {
+                for k in Self::block(n, threads, t) {
+                    tracker.run(k, t, local, task);
+                }
+            } else {
+                // Untimed, the block is a plain loop, as `schedule(static)` compiles to, in
+                // pieces of 128 boxes: on this VM a 5000-box loop of calls ran ~10 % slower than
+                // the same boxes in pieces (cause not pinned down); the baseline gets the faster.
+                let block = Self::block(n, threads, t);
+                for start in block.clone().step_by(128) {
+                    tracker.run_range(start..(start + 128).min(block.end), t, local, task);
+                }
             }
         })
     }

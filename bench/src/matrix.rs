@@ -106,6 +106,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             "pbs / this",
             "efficiency",
             "max_avg",
+            "max_avg per phase",
             "affinity",
             "migrations / iter",
             "modelled misses",
@@ -126,6 +127,11 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
                 format!("{:.2}", Stats::of(&ratios).median),
                 format!("{:.3}", med(&row.scheduler, &|r| r.efficiency)),
                 format!("{:.3}", med(&row.scheduler, &|r| r.max_avg)),
+                run::phases(
+                    &(0..row.phase_max_avg.len())
+                        .map(|i| med(&row.scheduler, &|r| r.phase_max_avg.get(i).copied().unwrap_or(1.0)))
+                        .collect::<Vec<_>>(),
+                ),
                 row.affinity
                     .map_or("-".into(), |_| format!("{:.3}", med(&row.scheduler, &|r| r.affinity.unwrap_or(0.0)))),
                 format!("{:.1}", med(&row.scheduler, &|r| r.migrations_per_iter)),

@@ -92,6 +92,9 @@ pub struct RunRow {
     pub efficiency: f64,
     /// max_avg of per-thread busy time
     pub max_avg: f64,
+    /// per phase of an iteration: Σ max thread busy / Σ mean thread busy (see
+    /// `pbs_scheduler::report::RunReport::phase_max_avg`)
+    pub phase_max_avg: Vec<f64>,
     /// fraction of box executions on the thread of their previous execution
     pub affinity: Option<f64>,
     /// boxes changing owner per iteration
@@ -123,6 +126,9 @@ pub struct RunRow {
 /// Iterations a scheduler runs before the next one takes its turn, by default (see [`run`]).
 pub const TURN_ITERS: usize = 25;
 
+/// Pause before each turn (see [`Lane::run_turn`]); not part of any timed iteration.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(3);
+
 /// One scheduler's run in progress.
 struct Lane {
     scheduler: String,
@@ -138,6 +144,9 @@ struct Lane {
 impl Lane {
     /// Iterations `range` of this scheduler's run, with its counters running.
     fn run_turn(&mut self, range: std::ops::Range<usize>, iters: usize, progress: &mut impl FnMut()) {
+        // The previous turn's workers spin for a while before they sleep (ours 200 µs, rayon's
+        // longer); started at once, this turn would share the cores with them.
+        std::thread::sleep(SETTLE);
         self.exec.on_each_thread(&|_| start_on_this_thread());
         for it in range {
             // Timed pass: no cache model in the tasks, whose bookkeeping would be timed too.
@@ -226,6 +235,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             iter_ms_median: report.iter_ms_median,
             efficiency: report.efficiency,
             max_avg: report.max_avg,
+            phase_max_avg: report.phase_max_avg.clone(),
             affinity: report.affinity,
             migrations_per_iter: report.migrations_per_iter,
             modelled_misses: misses.misses,
@@ -277,6 +287,11 @@ pub fn schedulers(spec: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// Per-phase `max_avg` values as `1.03/1.09/1.06`.
+pub fn phases(values: &[f64]) -> String {
+    values.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("/")
+}
+
 /// The readable table.
 pub fn table(rows: &[RunRow]) -> Table {
     let mut t = Table::new(&[
@@ -288,6 +303,7 @@ pub fn table(rows: &[RunRow]) -> Table {
         "iter ms",
         "efficiency",
         "max_avg",
+        "per phase",
         "affinity",
         "migr/iter",
         "modelled misses",
@@ -303,6 +319,7 @@ pub fn table(rows: &[RunRow]) -> Table {
             format!("{:.3}", r.iter_ms_median),
             format!("{:.3}", r.efficiency),
             format!("{:.3}", r.max_avg),
+            phases(&r.phase_max_avg),
             r.affinity.map_or("-".into(), |a| format!("{a:.3}")),
             format!("{:.1}", r.migrations_per_iter),
             r.modelled_misses.to_string(),

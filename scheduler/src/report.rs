@@ -28,6 +28,12 @@ pub struct RunReport {
     pub max_avg: f64,
     /// `(Σ busy / threads) / Σ wall`.
     pub efficiency: f64,
+    /// For each phase of an iteration (in order): Σ over iterations of that phase's largest
+    /// thread busy time, over the same sum of its mean. Each phase ends with a barrier, so an
+    /// iteration costs at least the sum of its phases' maxima: a mapping whose totals are
+    /// balanced (`max_avg` ≈ 1) still idles threads when phases that scale differently with
+    /// the load are imbalanced in opposite directions, and this shows it.
+    pub phase_max_avg: Vec<f64>,
     /// Fraction of box executions on the thread of that box's previous execution (`None` when
     /// the executor did not record it).
     pub affinity: Option<f64>,
@@ -53,6 +59,10 @@ pub struct Recorder {
     compared: usize,
     migrations: usize,
     rebalances: usize,
+    /// Phases seen in the current iteration.
+    phase_in_iteration: usize,
+    /// Per phase of an iteration: (Σ max busy, Σ mean busy), seconds.
+    phase_busy: Vec<(f64, f64)>,
 }
 
 impl Recorder {
@@ -70,6 +80,17 @@ impl Recorder {
         self.iter_wall += s.wall;
         self.same += s.same_thread;
         self.compared += s.compared;
+        if !s.busy.is_empty() {
+            let secs = s.busy.iter().map(Duration::as_secs_f64);
+            let (max, sum) = secs.fold((0.0, 0.0), |(m, t): (f64, f64), b| (m.max(b), t + b));
+            if self.phase_busy.len() <= self.phase_in_iteration {
+                self.phase_busy.push((0.0, 0.0));
+            }
+            let acc = &mut self.phase_busy[self.phase_in_iteration];
+            acc.0 += max;
+            acc.1 += sum / s.busy.len() as f64;
+        }
+        self.phase_in_iteration += 1;
     }
 
     /// Closes an iteration (its wall time is the sum of its phases plus the rebalancing).
@@ -79,6 +100,7 @@ impl Recorder {
         self.iter_times.push(std::mem::take(&mut self.iter_wall).as_secs_f64() * 1e3);
         self.migrations += end.migrations;
         self.rebalances += usize::from(end.rebalanced);
+        self.phase_in_iteration = 0;
     }
 
     /// Wall time of every iteration so far, milliseconds.
@@ -101,6 +123,11 @@ impl Recorder {
             idle_ms: busy_ms.iter().map(|b| (wall_ms - b).max(0.0)).collect(),
             max_avg: pbs::metrics::max_avg(&busy_ms),
             efficiency: if wall_ms > 0.0 { busy_ms.iter().sum::<f64>() / threads as f64 / wall_ms } else { 0.0 },
+            phase_max_avg: self
+                .phase_busy
+                .iter()
+                .map(|&(max, mean)| if mean > 0.0 { max / mean } else { 1.0 })
+                .collect(),
             affinity: (self.compared > 0).then(|| self.same as f64 / self.compared as f64),
             migrations_per_iter: if iterations > 0 { self.migrations as f64 / iterations as f64 } else { 0.0 },
             rebalances: self.rebalances,
@@ -137,5 +164,26 @@ mod tests {
         assert_eq!(rep.affinity, Some(1.0));
         assert!((rep.idle_ms[1] - 12.0).abs() < 1e-9);
         assert!(serde_json::to_string(&rep).unwrap().contains("\"efficiency\":0.75"));
+        assert_eq!(rep.phase_max_avg.len(), 1);
+        assert!((rep.phase_max_avg[0] - 1.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn balanced_totals_can_hide_phases_imbalanced_in_opposite_directions() {
+        let mut r = Recorder::new("pbs", 2);
+        let ms = Duration::from_millis;
+        let phase = |busy: Vec<Duration>| PhaseStats { wall: ms(6), boxes: vec![1, 1], busy, ..Default::default() };
+        for _ in 0..4 {
+            r.phase(&phase(vec![ms(6), ms(4)])); // thread 0 heavier in phase 0
+            r.phase(&phase(vec![ms(4), ms(6)])); // thread 1 heavier in phase 1
+            r.iteration(&IterationEnd::default());
+        }
+        let rep = r.report();
+        assert!((rep.max_avg - 1.0).abs() < 1e-9, "totals are balanced");
+        assert_eq!(rep.phase_max_avg.len(), 2);
+        for m in &rep.phase_max_avg {
+            assert!((m - 1.2).abs() < 1e-9, "{:?}", rep.phase_max_avg); // 6 / 5
+        }
+        assert!((rep.efficiency - 10.0 / 12.0).abs() < 1e-9);
     }
 }

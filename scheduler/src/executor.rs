@@ -359,6 +359,19 @@ impl Tracker {
         self.iteration = self.iteration.wrapping_add(1);
     }
 
+    /// Samples one iteration in `stride` from the next iteration on (a power of two; call
+    /// between iterations). An executor that knows its tasks' cost can afford to time coarse
+    /// tasks more often than tiny ones.
+    pub fn set_stride(&mut self, stride: u32) {
+        assert!(stride.is_power_of_two(), "the timing stride must be a power of two");
+        self.timer.stride = stride;
+    }
+
+    /// One iteration in this many is timed (0 = none).
+    pub fn stride(&self) -> u32 {
+        self.timer.stride
+    }
+
     /// Whether box times are being measured at all.
     pub fn timing(&self) -> bool {
         self.timer.stride != 0

@@ -45,9 +45,12 @@ pub struct PbsOptions {
     pub positions: Option<Vec<Point>>,
     /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
     pub criterion: Option<Box<dyn Criterion>>,
-    /// Box timing: pbs times whole chunks (any non-zero stride turns it on; box times, summed
-    /// over an iteration's phases, are refreshed every `stride` iterations). Affinity is derived from steals and migrations, so
-    /// `timer.affinity` is ignored.
+    /// Box timing: pbs times whole chunks (any non-zero stride turns it on). Box times, summed
+    /// over an iteration's phases, are refreshed every `stride` iterations at most: once
+    /// tasks are measured long enough that timing every iteration costs under
+    /// [`TIMING_SHARE`] of their time, the stride drops (to 1 for microsecond tasks), so the
+    /// balancer follows a drifting load with fresh measurements. Affinity is derived from
+    /// steals and migrations, so `timer.affinity` is ignored.
     pub timer: BoxTimer,
 }
 
@@ -66,6 +69,23 @@ impl Default for PbsOptions {
             timer: BoxTimer::default(),
         }
     }
+}
+
+/// Largest share of the task time that box timing may cost (see [`PbsOptions::timer`]).
+pub const TIMING_SHARE: f64 = 0.005;
+
+/// What timing one box in a timed iteration costs: a relaxed store of its share, plus its
+/// part of a clock pair per run (measured with `examples/overhead.rs`: about 1.5 ns here).
+const TIMING_COST_PER_BOX: f64 = 2e-9;
+
+/// The timing stride for tasks of `mean_box_seconds` (a power of two ≤ `max`): the smallest
+/// that keeps the timing cost under [`TIMING_SHARE`] of the work.
+fn timing_stride(mean_box_seconds: f64, max: u32) -> u32 {
+    if mean_box_seconds.is_nan() || mean_box_seconds <= 0.0 {
+        return max;
+    }
+    let wanted = (TIMING_COST_PER_BOX / (TIMING_SHARE * mean_box_seconds)).ceil().min(f64::from(max));
+    (wanted.max(1.0) as u32).next_power_of_two().min(max)
 }
 
 /// `(box, thief)` for every box a thread stole in a phase.
@@ -92,6 +112,8 @@ pub struct Pbs {
     /// Whether an iteration has been measured yet.
     measured: bool,
     iteration_busy: Vec<Duration>,
+    /// Phases run in the current iteration.
+    phases_in_iteration: usize,
     /// Boxes stolen in the current phase, per thief: `(box, thief)`.
     stolen: Vec<CachePadded<Mutex<StealLog>>>,
     /// Boxes stolen in the previous phase (`None` before the first phase).
@@ -156,6 +178,7 @@ impl Pbs {
             last_cost: cost,
             measured: false,
             iteration_busy: vec![Duration::ZERO; threads],
+            phases_in_iteration: 0,
             stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
             previous: None,
             owners_before: None,
@@ -317,6 +340,7 @@ impl Executor for Pbs {
             }
         }
         self.tracker.begin_phase();
+        self.phases_in_iteration += 1;
         let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.claims, &self.neighbours);
         let (chunk, stolen) = (self.options.chunk, &self.stolen);
         let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
@@ -375,6 +399,12 @@ impl Executor for Pbs {
     fn end_iteration(&mut self) -> IterationEnd {
         self.tracker.end_iteration();
         let loads: Vec<f64> = self.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
+        let max_stride = self.options.timer.stride;
+        if max_stride != 0 {
+            let boxes_run = (self.grid.len() * self.phases_in_iteration.max(1)) as f64;
+            self.tracker.set_stride(timing_stride(loads.iter().sum::<f64>() / boxes_run, max_stride));
+        }
+        self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
         let sample = Sample {
@@ -427,6 +457,36 @@ impl Executor for Pbs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timing_is_frequent_for_coarse_tasks_and_sparse_for_tiny_ones() {
+        assert_eq!(timing_stride(1e-9, 8), 8, "empty tasks: every 8th iteration");
+        assert_eq!(timing_stride(5e-6, 8), 1, "5 µs tasks: every iteration");
+        assert_eq!(timing_stride(5e-7, 8), 1);
+        assert_eq!(timing_stride(2e-7, 8), 2);
+        assert_eq!(timing_stride(1e-7, 8), 4);
+        assert_eq!(timing_stride(1e-7, 2), 2, "never sparser than asked");
+        assert_eq!(timing_stride(f64::NAN, 8), 8);
+        assert_eq!(timing_stride(0.0, 4), 4);
+    }
+
+    #[test]
+    fn the_stride_follows_the_measured_task_time() {
+        let grid = Grid::new(8, 8).unwrap();
+        let mut exec = Pbs::new(grid, 2, PbsOptions::default()).unwrap();
+        for _ in 0..3 {
+            exec.run_phase(&|k| {
+                std::hint::black_box(k);
+            });
+            exec.end_iteration();
+        }
+        assert_eq!(exec.tracker.stride(), 8, "empty tasks");
+        for _ in 0..3 {
+            exec.run_phase(&|_| std::thread::sleep(Duration::from_micros(20)));
+            exec.end_iteration();
+        }
+        assert_eq!(exec.tracker.stride(), 1, "20 µs tasks");
+    }
 
     #[test]
     fn runs_cover_the_list_in_order_with_at_most_chunk_boxes() {

@@ -65,8 +65,17 @@ impl Runtime {
     /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
     /// NUMA-aware vCore positions. Executors are `Send`: one can be built on one thread and
     /// driven from another: the driving thread becomes worker 0, but with `pin` the pinning of
-    /// worker 0 was applied to the building thread.
+    /// worker 0 was applied to the building thread. The bindings are complete on return: every
+    /// worker has started (and pinned itself) by then.
     pub fn executor(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor + Send>, Bindings), String> {
+        let (exec, bindings) = self.build(name, grid)?;
+        // Workers pin themselves as they start, which a freshly spawned thread may not have
+        // done yet: one empty round on every worker waits for all of them.
+        exec.on_each_thread(&|_| {});
+        Ok((exec, bindings))
+    }
+
+    fn build(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor + Send>, Bindings), String> {
         Ok(match name {
             "pbs" => {
                 let (pool, b) = self.pool();

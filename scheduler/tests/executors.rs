@@ -158,3 +158,23 @@ fn stealing_takes_work_from_a_slow_owner() {
     assert!(stolen > 0, "the idle thread should have stolen some of the slow boxes");
     assert_eq!(stats.compared - stats.same_thread, moved, "derived affinity must match the direct count");
 }
+
+#[test]
+fn every_worker_has_reported_its_binding_when_the_executor_is_returned() {
+    let runtime = pbs_scheduler::runtime::Runtime {
+        topology: pbs_scheduler::topology::Topology::detect(),
+        threads: 3,
+        pin: true,
+        timer: pbs_scheduler::BoxTimer::default(),
+    };
+    let grid = Grid::new(6, 6).unwrap();
+    for name in pbs_scheduler::runtime::EXECUTORS {
+        // Repeated: a worker thread that had not started yet would show up as `None`.
+        for _ in 0..20 {
+            let (_exec, bindings) = runtime.executor(name, grid).unwrap();
+            let report = bindings.report();
+            assert_eq!(report.len(), 3);
+            assert!(report.iter().all(Option::is_some), "{name}: {report:?}");
+        }
+    }
+}

@@ -367,6 +367,12 @@ impl Tracker {
         self.timer.stride = stride;
     }
 
+    /// Sampled iterations completed so far: box loads are fresh after a rebalancing once this
+    /// has grown.
+    pub fn samples_completed(&self) -> u32 {
+        self.completed
+    }
+
     /// One iteration in this many is timed (0 = none).
     pub fn stride(&self) -> u32 {
         self.timer.stride

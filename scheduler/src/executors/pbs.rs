@@ -2,8 +2,9 @@
 //! runs its own boxes in index order, so a box runs on the same thread iteration after
 //! iteration and its data stays in that thread's cache and on its NUMA node. Box times, measured
 //! per chunk of the owner's list and smoothed, become the loads; the first measured iteration
-//! always rebalances (the starting mapping assumed uniform loads), after that a [`Criterion`]
-//! decides whether the balancer runs (a few warm-started steps), and is skipped when the
+//! always rebalances (the starting mapping assumed uniform loads), and so does the first
+//! freshly measured iteration after a rebalancing that left the threads imbalanced (a few
+//! times at most, [`MAX_CORRECTIONS`]); otherwise a [`Criterion`] decides whether the balancer runs (a few warm-started steps), and is skipped when the
 //! measured loads are already balanced. Optionally, a thread that runs dry steals from the
 //! *end* of a neighbouring vCore's list, so the owner keeps the front it is working through.
 
@@ -71,6 +72,17 @@ impl Default for PbsOptions {
     }
 }
 
+/// Rebalancings in a row that may correct a rebalancing that missed its target.
+///
+/// A rebalancing is only as good as the box times it used. If those were off (a thread
+/// interrupted in the one measured iteration, the warm-started balancer stopped short), the
+/// new mapping is imbalanced from its first iteration on, and Boulmier's eq. 24, which counts
+/// only the imbalance that *grows* after a rebalancing, would keep it for good. So the first
+/// freshly measured iteration after a rebalancing checks it: threads still above the trigger
+/// rebalance again, on the new times. Bounded, because threads of different speeds can keep
+/// the measured imbalance above the trigger whatever the mapping.
+pub const MAX_CORRECTIONS: u32 = 3;
+
 /// Largest share of the task time that box timing may cost (see [`PbsOptions::timer`]).
 pub const TIMING_SHARE: f64 = 0.005;
 
@@ -111,6 +123,11 @@ pub struct Pbs {
     last_cost: f64,
     /// Whether an iteration has been measured yet.
     measured: bool,
+    /// Box-time samples completed when the last real rebalancing ran, until a newer sample
+    /// has checked it (see [`MAX_CORRECTIONS`]).
+    check_after: Option<u32>,
+    /// Rebalancings in a row that were corrections of the one before.
+    corrections: u32,
     iteration_busy: Vec<Duration>,
     /// Phases run in the current iteration.
     phases_in_iteration: usize,
@@ -177,6 +194,8 @@ impl Pbs {
             options,
             last_cost: cost,
             measured: false,
+            check_after: None,
+            corrections: 0,
             iteration_busy: vec![Duration::ZERO; threads],
             phases_in_iteration: 0,
             stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
@@ -418,7 +437,14 @@ impl Executor for Pbs {
         // first iteration with measured loads always rebalances, then the criterion decides.
         let first = !self.measured;
         self.measured = true;
-        if !self.criterion.observe(sample) && !first {
+        let mut correcting = false;
+        if let Some(samples) = self.check_after {
+            if self.tracker.samples_completed() > samples {
+                self.check_after = None;
+                correcting = end.max_avg > 1.0 + self.options.trigger && self.corrections < MAX_CORRECTIONS;
+            }
+        }
+        if !self.criterion.observe(sample) && !first && !correcting {
             return end;
         }
         let start = Instant::now();
@@ -444,6 +470,8 @@ impl Executor for Pbs {
         }
         end.rebalanced = true;
         end.rebalance_time = start.elapsed();
+        self.corrections = if correcting { self.corrections + 1 } else { 0 };
+        self.check_after = Some(self.tracker.samples_completed());
         self.last_cost = end.rebalance_time.as_secs_f64();
         self.criterion.rebalanced(self.last_cost);
         end

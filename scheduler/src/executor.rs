@@ -192,6 +192,10 @@ pub struct Tracker {
     samples: [Vec<AtomicU64>; 2],
     /// Sampled iterations completed.
     completed: u32,
+    /// `completed` when older samples were last declared stale ([`Tracker::forget_samples`]).
+    fresh_from: u32,
+    /// Boxes timed together, at most, in a sampled iteration (see [`Tracker::set_piece`]).
+    piece: usize,
 }
 
 #[derive(Default)]
@@ -250,6 +254,8 @@ impl Tracker {
             phase_in_iteration: 0,
             samples: [(0..boxes).map(|_| AtomicU64::new(0)).collect(), (0..boxes).map(|_| AtomicU64::new(0)).collect()],
             completed: 0,
+            fresh_from: 0,
+            piece: usize::MAX,
         }
     }
 
@@ -285,13 +291,28 @@ impl Tracker {
     /// exact every phase for two clock reads per thread.
     #[inline]
     pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
-        self.run_boxes(ks.iter().map(|&k| k as usize), t, local, task)
+        if self.sampled_iteration() {
+            for piece in ks.chunks(self.piece) {
+                self.run_boxes(piece.iter().map(|&k| k as usize), t, local, task);
+            }
+        } else {
+            self.run_boxes(ks.iter().map(|&k| k as usize), t, local, task)
+        }
     }
 
     /// [`Tracker::run_chunk`] over a contiguous range of boxes: no index list to read.
     #[inline]
     pub fn run_range(&self, ks: std::ops::Range<usize>, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
-        self.run_boxes(ks, t, local, task)
+        if self.sampled_iteration() {
+            let mut start = ks.start;
+            while start < ks.end {
+                let end = ks.end.min(start.saturating_add(self.piece));
+                self.run_boxes(start..end, t, local, task);
+                start = end;
+            }
+        } else {
+            self.run_boxes(ks, t, local, task)
+        }
     }
 
     #[inline]
@@ -367,6 +388,14 @@ impl Tracker {
         self.timer.stride = stride;
     }
 
+    /// In sampled iterations, time the boxes of a chunk in pieces of at most `boxes` (each
+    /// box is credited with its piece's mean; default: the whole chunk). Finer pieces cost a
+    /// clock pair each but give the balancer sharper box times where the load varies within
+    /// a chunk (a chunk of whole grid rows across a density gradient).
+    pub fn set_piece(&mut self, boxes: usize) {
+        self.piece = boxes.max(1);
+    }
+
     /// Sampled iterations completed so far: box loads are fresh after a rebalancing once this
     /// has grown.
     pub fn samples_completed(&self) -> u32 {
@@ -409,12 +438,22 @@ impl Tracker {
         s
     }
 
+    /// From now on, [`Tracker::box_loads`] uses only samples completed after this call (once
+    /// there is one). For an executor whose mapping just changed: a box's time depends on
+    /// where it ran too (a migrated box starts cold on its new thread, the first iteration of a
+    /// run pays for page faults and growing buffers), and the mean of a sample from before
+    /// with one from after is neither.
+    pub fn forget_samples(&mut self) {
+        self.fresh_from = self.completed;
+    }
+
     /// Measured time of every box in seconds: chunk-timed samples (the mean of the last two
-    /// complete ones, which damps a noisy sample) where there are any, else per-box samples
-    /// from [`Tracker::run`]; boxes never measured get the mean of the measured ones (1 if
-    /// none is).
+    /// complete ones, which damps a noisy sample, or the last one alone when only it is newer
+    /// than [`Tracker::forget_samples`]) where there are any, else per-box samples from
+    /// [`Tracker::run`]; boxes never measured get the mean of the measured ones (1 if none is).
     pub fn box_loads(&self) -> Vec<f64> {
         let to_s = clock::ticks_to_seconds();
+        let latest_only = self.completed.wrapping_sub(self.fresh_from) == 1;
         let raw: Vec<Option<f64>> = match self.completed {
             0 => self
                 .box_ticks
@@ -422,7 +461,11 @@ impl Tracker {
                 .map(|a| a.load(Ordering::Relaxed))
                 .map(|v| (v != u64::MAX).then_some(v as f64))
                 .collect(),
-            1 => self.samples[0].iter().map(|a| Some(a.load(Ordering::Relaxed) as f64)).collect(),
+            n if n == 1 || latest_only => {
+                // The buffer of the last completed sample.
+                let last = &self.samples[((n - 1) % 2) as usize];
+                last.iter().map(|a| Some(a.load(Ordering::Relaxed) as f64)).collect()
+            }
             _ => self.samples[0]
                 .iter()
                 .zip(&self.samples[1])
@@ -432,5 +475,37 @@ impl Tracker {
         let measured: Vec<f64> = raw.iter().flatten().map(|v| v * to_s).collect();
         let fill = if measured.is_empty() { 1.0 } else { measured.iter().sum::<f64>() / measured.len() as f64 };
         raw.iter().map(|v| v.map_or(fill, |v| v * to_s)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One sampled iteration over a 16-box chunk whose first half sleeps 2 ms a box.
+    fn loads_with_piece(piece: Option<usize>) -> Vec<f64> {
+        let mut tracker = Tracker::new(16, 1, BoxTimer { stride: 1, affinity: false });
+        if let Some(p) = piece {
+            tracker.set_piece(p);
+        }
+        tracker.begin_phase();
+        let mut local = Local::default();
+        tracker.run_range(0..16, 0, &mut local, &|k| {
+            if k < 8 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        tracker.end_iteration();
+        tracker.box_loads()
+    }
+
+    #[test]
+    fn pieces_separate_heavy_and_light_boxes_within_a_chunk() {
+        let whole = loads_with_piece(None);
+        assert!(whole.windows(2).all(|w| w[0] == w[1]), "one mean for the whole chunk: {whole:?}");
+        let pieces = loads_with_piece(Some(4));
+        // Sleeping boxes measure ≥ 2 ms; the others measure what four empty calls take.
+        assert!(pieces[..8].iter().all(|&l| l >= 2e-3), "{pieces:?}");
+        assert!(pieces[8..].iter().all(|&l| l < 1e-4), "{pieces:?}");
     }
 }

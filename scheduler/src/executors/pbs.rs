@@ -1,12 +1,13 @@
 //! `pbs`: owner computes. The balancer maps every box to a thread (its vCore); each thread
 //! runs its own boxes in index order, so a box runs on the same thread iteration after
 //! iteration and its data stays in that thread's cache and on its NUMA node. Box times, measured
-//! per chunk of the owner's list and smoothed, become the loads; the first measured iteration
-//! always rebalances (the starting mapping assumed uniform loads), and so does the first
-//! freshly measured iteration after a rebalancing that left the threads imbalanced (a few
-//! times at most, [`MAX_CORRECTIONS`]); otherwise a [`Criterion`] decides whether the balancer runs (a few warm-started steps), and is skipped when the
-//! measured loads are already balanced. Optionally, a thread that runs dry steals from the
-//! *end* of a neighbouring vCore's list, so the owner keeps the front it is working through.
+//! per piece of the owner's runs and smoothed, become the loads. The first measured iteration
+//! always rebalances (the starting mapping assumed uniform loads), and so does a rebalancing
+//! that the next few measured iterations show to have left the threads imbalanced (a few
+//! times at most, [`MAX_CORRECTIONS`]); otherwise a [`Criterion`] decides whether the balancer
+//! runs (a few warm-started steps), and is skipped when the measured loads are already
+//! balanced. Optionally, a thread that runs dry steals from the *end* of a neighbouring
+//! vCore's list, so the owner keeps the front it is working through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,11 +78,24 @@ impl Default for PbsOptions {
 /// A rebalancing is only as good as the box times it used. If those were off (a thread
 /// interrupted in the one measured iteration, the warm-started balancer stopped short), the
 /// new mapping is imbalanced from its first iteration on, and Boulmier's eq. 24, which counts
-/// only the imbalance that *grows* after a rebalancing, would keep it for good. So the first
-/// freshly measured iteration after a rebalancing checks it: threads still above the trigger
-/// rebalance again, on the new times. Bounded, because threads of different speeds can keep
-/// the measured imbalance above the trigger whatever the mapping.
+/// only the imbalance that *grows* after a rebalancing, would keep it for good. So each
+/// rebalancing is checked once box times have been measured again under it and
+/// [`CHECK_ITERATIONS`] iterations have run: if the median of their thread `max_avg` is above
+/// the trigger, it rebalances again, on the new times. (The median, because on sub-millisecond
+/// iterations one interrupt makes a single iteration look 20–30 % imbalanced.) Bounded,
+/// because threads of different speeds can keep the measured imbalance above the trigger
+/// whatever the mapping.
 pub const MAX_CORRECTIONS: u32 = 3;
+
+/// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).
+pub const CHECK_ITERATIONS: usize = 3;
+
+/// Balancer steps a rebalancing may take without improving on its best mapping before it
+/// stops there (see `pbs::Options::patience`). Measured on md gravity, 32×32 boxes: a
+/// rebalancing that could not reach the tolerance ran all its 20 steps, 0.6–0.75 ms, three to
+/// four iterations' worth, moving a row of boxes back and forth; with patience 3 it takes
+/// 0.1–0.35 ms.
+const REBALANCE_PATIENCE: usize = 3;
 
 /// Largest share of the task time that box timing may cost (see [`PbsOptions::timer`]).
 pub const TIMING_SHARE: f64 = 0.005;
@@ -98,6 +112,23 @@ fn timing_stride(mean_box_seconds: f64, max: u32) -> u32 {
     }
     let wanted = (TIMING_COST_PER_BOX / (TIMING_SHARE * mean_box_seconds)).ceil().min(f64::from(max));
     (wanted.max(1.0) as u32).next_power_of_two().min(max)
+}
+
+/// What one extra clock pair costs (two time-stamp counter reads; 11.4 ns each measured on
+/// this VM's EPYC).
+const CLOCK_PAIR_COST: f64 = 25e-9;
+
+/// Boxes timed together in a sampled iteration for tasks of `mean_box_seconds` (a power of two
+/// ≤ `chunk`): the fewest that keep a clock pair under [`TIMING_SHARE`] of their time. md's
+/// 0.35 µs boxes get pieces of 16, so a run of whole grid rows across a density gradient is
+/// not credited with one mean; empty tasks keep whole chunks.
+fn timing_piece(mean_box_seconds: f64, chunk: u32) -> usize {
+    let chunk = chunk.max(1) as usize;
+    if mean_box_seconds.is_nan() || mean_box_seconds <= 0.0 {
+        return chunk;
+    }
+    let wanted = (CLOCK_PAIR_COST / (TIMING_SHARE * mean_box_seconds)).ceil().min(chunk as f64);
+    (wanted.max(1.0) as usize).next_power_of_two().min(chunk)
 }
 
 /// `(box, thief)` for every box a thread stole in a phase.
@@ -123,9 +154,9 @@ pub struct Pbs {
     last_cost: f64,
     /// Whether an iteration has been measured yet.
     measured: bool,
-    /// Box-time samples completed when the last real rebalancing ran, until a newer sample
-    /// has checked it (see [`MAX_CORRECTIONS`]).
-    check_after: Option<u32>,
+    /// Box-time samples completed when the last real rebalancing ran, and the thread
+    /// `max_avg` of the iterations since, until they have checked it (see [`MAX_CORRECTIONS`]).
+    check_after: Option<(u32, Vec<f64>)>,
     /// Rebalancings in a row that were corrections of the one before.
     corrections: u32,
     iteration_busy: Vec<Duration>,
@@ -177,7 +208,13 @@ impl Pbs {
             None => Cells::random(&problem, options.seed),
         };
         let start = Instant::now();
-        balance(balancer.as_mut(), &problem, &mut cells, Options { max_steps: 200, tol: options.tol }, |_| {});
+        balance(
+            balancer.as_mut(),
+            &problem,
+            &mut cells,
+            Options { max_steps: 200, tol: options.tol, ..Options::default() },
+            |_| {},
+        );
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let mut pbs = Pbs {
@@ -421,7 +458,9 @@ impl Executor for Pbs {
         let max_stride = self.options.timer.stride;
         if max_stride != 0 {
             let boxes_run = (self.grid.len() * self.phases_in_iteration.max(1)) as f64;
-            self.tracker.set_stride(timing_stride(loads.iter().sum::<f64>() / boxes_run, max_stride));
+            let mean_box = loads.iter().sum::<f64>() / boxes_run;
+            self.tracker.set_stride(timing_stride(mean_box, max_stride));
+            self.tracker.set_piece(timing_piece(mean_box, self.options.chunk));
         }
         self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
@@ -438,10 +477,12 @@ impl Executor for Pbs {
         let first = !self.measured;
         self.measured = true;
         let mut correcting = false;
-        if let Some(samples) = self.check_after {
-            if self.tracker.samples_completed() > samples {
+        if let Some((samples, since)) = &mut self.check_after {
+            since.push(end.max_avg);
+            if self.tracker.samples_completed() > *samples && since.len() >= CHECK_ITERATIONS {
+                let imbalance = metrics::median(since);
                 self.check_after = None;
-                correcting = end.max_avg > 1.0 + self.options.trigger && self.corrections < MAX_CORRECTIONS;
+                correcting = imbalance > 1.0 + self.options.trigger && self.corrections < MAX_CORRECTIONS;
             }
         }
         if !self.criterion.observe(sample) && !first && !correcting {
@@ -461,17 +502,22 @@ impl Executor for Pbs {
             return end;
         }
         let before = self.cells.owners().to_vec();
-        let opts = Options { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
+        let opts = Options {
+            max_steps: self.options.steps_per_rebalance,
+            tol: self.options.tol,
+            patience: REBALANCE_PATIENCE,
+        };
         balance(self.balancer.as_mut(), &problem, &mut self.cells, opts, |_| {});
         end.migrations = metrics::migrations(&before, self.cells.owners());
         if end.migrations > 0 {
+            self.tracker.forget_samples();
             self.rebuild_lists();
             self.owners_before = Some(before);
         }
         end.rebalanced = true;
         end.rebalance_time = start.elapsed();
         self.corrections = if correcting { self.corrections + 1 } else { 0 };
-        self.check_after = Some(self.tracker.samples_completed());
+        self.check_after = Some((self.tracker.samples_completed(), Vec::with_capacity(CHECK_ITERATIONS)));
         self.last_cost = end.rebalance_time.as_secs_f64();
         self.criterion.rebalanced(self.last_cost);
         end
@@ -496,6 +542,11 @@ mod tests {
         assert_eq!(timing_stride(1e-7, 2), 2, "never sparser than asked");
         assert_eq!(timing_stride(f64::NAN, 8), 8);
         assert_eq!(timing_stride(0.0, 4), 4);
+        assert_eq!(timing_piece(1e-9, 128), 128, "empty tasks: whole chunks");
+        assert_eq!(timing_piece(3.5e-7, 128), 16, "md's boxes");
+        assert_eq!(timing_piece(1e-5, 128), 1, "coarse tasks: box by box");
+        assert_eq!(timing_piece(f64::NAN, 64), 64);
+        assert_eq!(timing_piece(1e-9, 0), 1, "never a zero piece");
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             "max_avg per phase",
             "affinity",
             "migrations / iter",
+            "rebalances (% wall)",
             "modelled misses",
             "checksum",
         ]);
@@ -135,6 +136,10 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
                 row.affinity
                     .map_or("-".into(), |_| format!("{:.3}", med(&row.scheduler, &|r| r.affinity.unwrap_or(0.0)))),
                 format!("{:.1}", med(&row.scheduler, &|r| r.migrations_per_iter)),
+                run::rebalances(
+                    med(&row.scheduler, &|r| r.rebalances as f64) as usize,
+                    med(&row.scheduler, &|r| r.rebalance_share),
+                ),
                 format!("{:.0}", med(&row.scheduler, &|r| r.modelled_misses as f64)),
                 row.checksum.clone(),
             ]);

@@ -99,6 +99,11 @@ pub struct RunRow {
     pub affinity: Option<f64>,
     /// boxes changing owner per iteration
     pub migrations_per_iter: f64,
+    /// rebalancings performed (pbs)
+    pub rebalances: usize,
+    /// share of the wall time spent between iterations deciding on and performing
+    /// rebalancings (pbs; 0 for the others)
+    pub rebalance_share: f64,
     /// misses of the modelled per-thread cache, 64-byte lines, whole run
     pub modelled_misses: u64,
     /// accesses to the modelled cache, 64-byte lines, whole run
@@ -244,6 +249,8 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             phase_max_avg: report.phase_max_avg.clone(),
             affinity: report.affinity,
             migrations_per_iter: report.migrations_per_iter,
+            rebalances: report.rebalances,
+            rebalance_share: report.rebalance_ms / lane.rec.iteration_ms().iter().sum::<f64>().max(f64::MIN_POSITIVE),
             modelled_misses: misses.misses,
             modelled_accesses: misses.accesses,
             hw_counters: (!lane.hw.is_empty()).then_some(lane.hw),
@@ -298,6 +305,11 @@ pub fn phases(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("/")
 }
 
+/// Rebalancings and their share of the wall time as `12 (3.1 %)`.
+pub fn rebalances(count: usize, share: f64) -> String {
+    format!("{count} ({:.1} %)", 100.0 * share)
+}
+
 /// The readable table.
 pub fn table(rows: &[RunRow]) -> Table {
     let mut t = Table::new(&[
@@ -312,6 +324,7 @@ pub fn table(rows: &[RunRow]) -> Table {
         "per phase",
         "affinity",
         "migr/iter",
+        "rebalances (% wall)",
         "modelled misses",
         "checksum",
     ]);
@@ -328,6 +341,7 @@ pub fn table(rows: &[RunRow]) -> Table {
             phases(&r.phase_max_avg),
             r.affinity.map_or("-".into(), |a| format!("{a:.3}")),
             format!("{:.1}", r.migrations_per_iter),
+            rebalances(r.rebalances, r.rebalance_share),
             r.modelled_misses.to_string(),
             r.checksum.clone(),
         ]);

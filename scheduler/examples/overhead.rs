@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pbs::Grid;
-use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkStealing};
+use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, Stealing, WorkStealing};
 use pbs_scheduler::pool::Pool;
 use pbs_scheduler::{BoxTimer, Executor};
 
@@ -34,7 +34,10 @@ fn main() {
     let plain = BoxTimer::OFF;
     let mut execs: Vec<(&str, Box<dyn Executor>)> = vec![
         ("pbs", Box::new(Pbs::new(grid, threads, PbsOptions::default()).unwrap())),
-        ("pbs+steal", Box::new(Pbs::new(grid, threads, PbsOptions { steal: true, ..PbsOptions::default() }).unwrap())),
+        (
+            "pbs+steal",
+            Box::new(Pbs::new(grid, threads, PbsOptions { steal: Stealing::Always, ..PbsOptions::default() }).unwrap()),
+        ),
         ("ws", Box::new(WorkStealing::with_start(n, threads, Arc::new(|_| {}), plain))),
         ("eager", Box::new(EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})), plain))),
         ("static", Box::new(StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})), plain))),

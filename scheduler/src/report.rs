@@ -41,6 +41,9 @@ pub struct RunReport {
     pub migrations_per_iter: f64,
     /// Rebalancings performed.
     pub rebalances: usize,
+    /// Time spent between iterations deciding on and performing rebalancings, milliseconds
+    /// (part of the wall time, not of any thread's busy time).
+    pub rebalance_ms: f64,
     /// Per-thread counter readings, if measured.
     pub counters: Option<Vec<Reading>>,
     /// Why hardware counters are missing, if they are.
@@ -58,6 +61,7 @@ pub struct Recorder {
     same: usize,
     compared: usize,
     migrations: usize,
+    rebalance_time: Duration,
     rebalances: usize,
     /// Phases seen in the current iteration.
     phase_in_iteration: usize,
@@ -100,6 +104,7 @@ impl Recorder {
         self.iter_times.push(std::mem::take(&mut self.iter_wall).as_secs_f64() * 1e3);
         self.migrations += end.migrations;
         self.rebalances += usize::from(end.rebalanced);
+        self.rebalance_time += end.rebalance_time;
         self.phase_in_iteration = 0;
     }
 
@@ -131,6 +136,7 @@ impl Recorder {
             affinity: (self.compared > 0).then(|| self.same as f64 / self.compared as f64),
             migrations_per_iter: if iterations > 0 { self.migrations as f64 / iterations as f64 } else { 0.0 },
             rebalances: self.rebalances,
+            rebalance_ms: self.rebalance_time.as_secs_f64() * 1e3,
             busy_ms,
             counters: None,
             hw_unavailable_reason: None,

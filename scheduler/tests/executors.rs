@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use pbs::Grid;
-use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkStealing};
+use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, Stealing, WorkStealing};
 use pbs_scheduler::{for_each_box_mut, Executor};
 use proptest::prelude::*;
 
@@ -16,9 +16,9 @@ fn make(kind: &str, grid: Grid, threads: usize) -> Box<dyn Executor> {
     let n = grid.len();
     match kind {
         "pbs" => Box::new(Pbs::new(grid, threads, PbsOptions::default()).unwrap()),
-        "pbs-steal" => {
-            Box::new(Pbs::new(grid, threads, PbsOptions { steal: true, chunk: 4, ..Default::default() }).unwrap())
-        }
+        "pbs-steal" => Box::new(
+            Pbs::new(grid, threads, PbsOptions { steal: Stealing::Always, chunk: 4, ..Default::default() }).unwrap(),
+        ),
         "ws" => Box::new(WorkStealing::new(n, threads)),
         "eager" => Box::new(EagerFifo::new(n, threads)),
         _ => Box::new(StaticBlocks::new(n, threads)),
@@ -102,7 +102,7 @@ fn no_deadlock_with_empty_boxes_one_box_or_more_threads_than_boxes() {
 #[test]
 fn a_zero_chunk_is_refused_instead_of_spinning() {
     let grid = Grid::new(4, 4).unwrap();
-    for steal in [false, true] {
+    for steal in [Stealing::Never, Stealing::Always, Stealing::Auto] {
         let e = Pbs::new(grid, 2, PbsOptions { chunk: 0, steal, ..Default::default() }).err().unwrap();
         assert!(e.to_string().contains("chunk"), "{e}");
     }
@@ -133,7 +133,7 @@ fn planned_executors_keep_boxes_on_their_threads() {
 #[test]
 fn stealing_takes_work_from_a_slow_owner() {
     let grid = Grid::new(30, 30).unwrap();
-    let mut exec = Pbs::new(grid, 2, PbsOptions { steal: true, chunk: 4, ..Default::default() }).unwrap();
+    let mut exec = Pbs::new(grid, 2, PbsOptions { steal: Stealing::Always, chunk: 4, ..Default::default() }).unwrap();
     let owners = exec.planned_owners().unwrap();
     let thread_of = || {
         std::thread::current()

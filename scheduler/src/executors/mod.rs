@@ -8,6 +8,6 @@ mod static_blocks;
 mod work_stealing;
 
 pub use eager::EagerFifo;
-pub use pbs::{Pbs, PbsOptions};
+pub use pbs::{Pbs, PbsOptions, Stealing};
 pub use static_blocks::StaticBlocks;
 pub use work_stealing::WorkStealing;

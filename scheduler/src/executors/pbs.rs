@@ -33,11 +33,9 @@ pub struct PbsOptions {
     /// the criterion asked for is skipped: timing noise must not move boxes, but once the
     /// balancer runs it should do better than the threshold that woke it.
     pub trigger: f64,
-    /// Whether idle threads steal boxes from the back of their neighbours' lists. Off by
-    /// default: with microsecond phases stealing reacts to scheduling noise, not to imbalance,
-    /// and doubles the per-phase overhead (measured, `examples/overhead.rs`); turn it on for
-    /// coarse tasks whose loads change within an iteration.
-    pub steal: bool,
+    /// Whether a thread that has run its own boxes steals from the back of its neighbours'
+    /// lists (see [`Stealing`]).
+    pub steal: Stealing,
     /// Boxes an owner claims (and times) at a time: fewer atomic operations and clock reads
     /// than one by one, at the price of chunk-averaged box times.
     pub chunk: u32,
@@ -63,7 +61,7 @@ impl Default for PbsOptions {
             steps_per_rebalance: 20,
             tol: 0.02,
             trigger: 0.05,
-            steal: false,
+            steal: Stealing::Never,
             chunk: 128,
             seed: 1,
             positions: None,
@@ -81,10 +79,13 @@ impl Default for PbsOptions {
 /// only the imbalance that *grows* after a rebalancing, would keep it for good. So each
 /// rebalancing is checked once box times have been measured again under it and
 /// [`CHECK_ITERATIONS`] iterations have run: if the median of their thread `max_avg` is above
-/// the trigger, it rebalances again, on the new times. (The median, because on sub-millisecond
-/// iterations one interrupt makes a single iteration look 20–30 % imbalanced.) Bounded,
-/// because threads of different speeds can keep the measured imbalance above the trigger
-/// whatever the mapping.
+/// twice the trigger, it rebalances again, on the new times. (The median, because on
+/// sub-millisecond iterations one interrupt makes a single iteration look 20–30 % imbalanced;
+/// twice the trigger, because on md's 0.14 ms iterations a good mapping still measures 1.04–1.06
+/// per iteration on this VM, and checking against the trigger itself made half of all
+/// rebalancings corrections of sound ones, 6 % of the wall time. A rebalancing on misleading
+/// times leaves 1.3–1.6.) Bounded, because threads of different speeds can keep the measured
+/// imbalance up whatever the mapping.
 pub const MAX_CORRECTIONS: u32 = 3;
 
 /// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).
@@ -96,6 +97,32 @@ pub const CHECK_ITERATIONS: usize = 3;
 /// four iterations' worth, moving a row of boxes back and forth; with patience 3 it takes
 /// 0.1–0.35 ms.
 const REBALANCE_PATIENCE: usize = 3;
+
+/// When threads that ran dry steal boxes.
+///
+/// Stealing absorbs what no mapping can: a thread slowed for part of a phase (an interrupt,
+/// a neighbour on the host). The balancer still fixes the lasting imbalance: the criterion and
+/// its checks see *owner* loads (a thread's time, minus what it spent on stolen boxes, plus
+/// what others spent on its boxes), so stealing never hides an imbalance the mapping has.
+///
+/// Off by default. On md (0.14–0.18 ms iterations, 2 threads) `Auto` raised pbs's measured
+/// efficiency from 0.89–0.93 to 0.91–0.97 but not its iteration time (pbs / static 0.67–0.68
+/// either way): the idle time became time spent finding and running stolen boxes, cold on
+/// the thief, and on the contraction case affinity fell to 0.95.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stealing {
+    /// Owners only.
+    Never,
+    /// Every phase.
+    Always,
+    /// Once a thread's share of a phase is measured to take at least [`STEAL_MIN_PHASE`]: on
+    /// microsecond phases stealing reacts to scheduling noise rather than imbalance, and the
+    /// end-of-phase search costs more than it saves (`examples/overhead.rs`).
+    Auto,
+}
+
+/// Per-thread phase time from which [`Stealing::Auto`] steals, seconds.
+pub const STEAL_MIN_PHASE: f64 = 20e-6;
 
 /// Largest share of the task time that box timing may cost (see [`PbsOptions::timer`]).
 pub const TIMING_SHARE: f64 = 0.005;
@@ -159,7 +186,17 @@ pub struct Pbs {
     check_after: Option<(u32, Vec<f64>)>,
     /// Rebalancings in a row that were corrections of the one before.
     corrections: u32,
+    /// Owner loads of the current iteration so far: each thread's busy time, minus what it
+    /// spent on stolen boxes, plus what others spent on its boxes.
     iteration_busy: Vec<Duration>,
+    /// Whether this iteration's phases steal (see [`Stealing`]).
+    stealing: bool,
+    /// Boxes an owner claims at a time when stealing is on (fewer when tasks are longer).
+    claim: u32,
+    /// Per thread, in the current phase: clock ticks spent on other lists' boxes, and ticks
+    /// others spent on this thread's boxes.
+    foreign: Vec<CachePadded<AtomicU64>>,
+    lost: Vec<CachePadded<AtomicU64>>,
     /// Phases run in the current iteration.
     phases_in_iteration: usize,
     /// Boxes stolen in the current phase, per thief: `(box, thief)`.
@@ -217,6 +254,7 @@ impl Pbs {
         );
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
+        let (stealing, claim) = (options.steal == Stealing::Always, options.chunk);
         let mut pbs = Pbs {
             tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
             pool,
@@ -234,6 +272,10 @@ impl Pbs {
             check_after: None,
             corrections: 0,
             iteration_busy: vec![Duration::ZERO; threads],
+            stealing,
+            claim,
+            foreign: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            lost: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             phases_in_iteration: 0,
             stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
             previous: None,
@@ -389,7 +431,7 @@ impl Executor for Pbs {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let steal = self.options.steal;
+        let steal = self.stealing;
         if steal {
             for (c, l) in self.claims.iter().zip(&self.lists) {
                 c.store(pack(0, l.len() as u32), Ordering::Release);
@@ -398,7 +440,7 @@ impl Executor for Pbs {
         self.tracker.begin_phase();
         self.phases_in_iteration += 1;
         let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.claims, &self.neighbours);
-        let (chunk, stolen) = (self.options.chunk, &self.stolen);
+        let (claim, stolen, foreign, lost) = (self.claim, &self.stolen, &self.foreign, &self.lost);
         let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             let timing = tracker.timing();
             let started = if timing { clock::ticks() } else { 0 };
@@ -410,18 +452,23 @@ impl Executor for Pbs {
                     tracker.run_range(r.clone(), t, local, task);
                 }
             } else {
-                while let Some(r) = claim_front(&claims[t], chunk) {
+                while let Some(r) = claim_front(&claims[t], claim) {
                     tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
                 }
                 let mut log = Vec::new();
+                let mut spent_abroad = 0;
                 loop {
                     let mut waiting = false;
                     let mut took = false;
                     for &v in &neighbours[t] {
-                        match claim_back(&claims[v as usize], 2, chunk) {
+                        match claim_back(&claims[v as usize], 2, claim) {
                             Steal::Took(r) => {
                                 let ks = &lists[v as usize][r.start as usize..r.end as usize];
+                                let t0 = clock::ticks();
                                 tracker.run_chunk(ks, t, local, task);
+                                let dt = clock::ticks().wrapping_sub(t0);
+                                spent_abroad += dt;
+                                lost[v as usize].fetch_add(dt, Ordering::Relaxed);
                                 log.extend(ks.iter().map(|&k| (k, t as u32)));
                                 took = true;
                                 break; // neighbours first: start over from the nearest
@@ -439,6 +486,7 @@ impl Executor for Pbs {
                 }
                 if !log.is_empty() {
                     *stolen[t].lock().unwrap() = log;
+                    foreign[t].store(spent_abroad, Ordering::Relaxed);
                 }
             }
             if timing {
@@ -446,8 +494,11 @@ impl Executor for Pbs {
             }
         });
         self.count_affinity(&mut stats);
-        for (acc, b) in self.iteration_busy.iter_mut().zip(&stats.busy) {
-            *acc += *b;
+        let ns = clock::ns_per_tick();
+        for (t, (acc, b)) in self.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
+            let abroad = self.foreign[t].swap(0, Ordering::Relaxed) as f64 * ns;
+            let lost = self.lost[t].swap(0, Ordering::Relaxed) as f64 * ns;
+            *acc += Duration::from_nanos((b.as_nanos() as f64 - abroad + lost).max(0.0) as u64);
         }
         stats
     }
@@ -461,7 +512,15 @@ impl Executor for Pbs {
             let mean_box = loads.iter().sum::<f64>() / boxes_run;
             self.tracker.set_stride(timing_stride(mean_box, max_stride));
             self.tracker.set_piece(timing_piece(mean_box, self.options.chunk));
+            // Claims cost about a clock pair each: as many boxes per claim as per timed piece.
+            self.claim = timing_piece(mean_box, self.options.chunk) as u32;
         }
+        let phase_per_thread = loads.iter().sum::<f64>() / (loads.len() * self.phases_in_iteration.max(1)) as f64;
+        self.stealing = match self.options.steal {
+            Stealing::Never => false,
+            Stealing::Always => true,
+            Stealing::Auto => phase_per_thread >= STEAL_MIN_PHASE,
+        };
         self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
@@ -482,7 +541,7 @@ impl Executor for Pbs {
             if self.tracker.samples_completed() > *samples && since.len() >= CHECK_ITERATIONS {
                 let imbalance = metrics::median(since);
                 self.check_after = None;
-                correcting = imbalance > 1.0 + self.options.trigger && self.corrections < MAX_CORRECTIONS;
+                correcting = imbalance > 1.0 + 2.0 * self.options.trigger && self.corrections < MAX_CORRECTIONS;
             }
         }
         if !self.criterion.observe(sample) && !first && !correcting {
@@ -595,5 +654,29 @@ mod tests {
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it + 1));
         }
         assert!(migrations > 0, "the heavy corner should have moved some boxes");
+    }
+
+    /// Thread 1 owns only empty boxes and steals thread 0's: the threads' busy times come out
+    /// even, but the iteration's owner loads, which the criterion sees, still put all the work
+    /// on thread 0.
+    #[test]
+    fn stolen_time_counts_for_the_owner() {
+        let grid = Grid::new(8, 8).unwrap();
+        // Claims of 4 boxes: with the default 128 the owner would claim its 32 boxes at once.
+        let options = PbsOptions { steal: Stealing::Always, chunk: 4, ..PbsOptions::default() };
+        let mut exec = Pbs::new(grid, 2, options).unwrap();
+        let owners = exec.cells().owners().to_vec();
+        let stats = exec.run_phase(&|k| {
+            if owners[k] == 0 {
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(200) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
+        assert!(busy[1] > 0.25 * busy[0], "thread 1 should have stolen: {busy:?}");
+        let end = exec.end_iteration();
+        assert!(end.max_avg > 1.9, "owner loads: all the work is thread 0's, max_avg {}", end.max_avg);
     }
 }

@@ -88,6 +88,12 @@ impl Default for PbsOptions {
 /// imbalance up whatever the mapping.
 pub const MAX_CORRECTIONS: u32 = 3;
 
+/// Iterations within which a correction must pay for itself: it runs only if the threads'
+/// excess time (max − mean) over this many iterations would exceed the last rebalancing's
+/// cost. Tiny tasks measure large *relative* imbalances that are only noise (empty tasks on
+/// 10⁴ boxes: 1.1–1.3 per iteration), and correcting them cost 1 ms a time.
+const CORRECTION_PAYBACK: f64 = 100.0;
+
 /// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).
 pub const CHECK_ITERATIONS: usize = 3;
 
@@ -184,7 +190,7 @@ pub struct Pbs {
     measured: bool,
     /// Box-time samples completed when the last real rebalancing ran, and the thread
     /// `max_avg` of the iterations since, until they have checked it (see [`MAX_CORRECTIONS`]).
-    check_after: Option<(u32, Vec<f64>)>,
+    check_after: Option<(u32, Vec<(f64, f64)>)>,
     /// Rebalancings in a row that were corrections of the one before.
     corrections: u32,
     /// Owner loads of the current iteration so far: each thread's busy time, minus what it
@@ -538,11 +544,14 @@ impl Executor for Pbs {
         self.measured = true;
         let mut correcting = false;
         if let Some((samples, since)) = &mut self.check_after {
-            since.push(end.max_avg);
+            since.push((end.max_avg, sample.max - sample.mean));
             if self.tracker.samples_completed() > *samples && since.len() >= CHECK_ITERATIONS {
-                let imbalance = metrics::median(since);
+                let ratio = metrics::median(&since.iter().map(|s| s.0).collect::<Vec<_>>());
+                let excess = metrics::median(&since.iter().map(|s| s.1).collect::<Vec<_>>());
                 self.check_after = None;
-                correcting = imbalance > 1.0 + 2.0 * self.options.trigger && self.corrections < MAX_CORRECTIONS;
+                correcting = ratio > 1.0 + 2.0 * self.options.trigger
+                    && excess * CORRECTION_PAYBACK >= self.last_cost
+                    && self.corrections < MAX_CORRECTIONS;
             }
         }
         if !self.criterion.observe(sample) && !first && !correcting {

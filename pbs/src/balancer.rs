@@ -34,18 +34,11 @@ pub struct Options {
     pub max_steps: usize,
     /// Converged when `max_avg ≤ (1 + tol) × lower_bound`.
     pub tol: f64,
-    /// If non-zero: stop after this many steps in a row without a new lowest `max_avg`, and
-    /// end on the best mapping seen. For warm restarts on measured loads, where box
-    /// granularity or noise can put `tol` out of reach and the vCores would otherwise spend
-    /// every remaining step stepping a boundary row back and forth. 0 = run to `max_steps`
-    /// and end where the last step left the cells.
-    #[serde(default)]
-    pub patience: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_steps: 5000, tol: 0.05, patience: 0 }
+        Options { max_steps: 5000, tol: 0.05 }
     }
 }
 
@@ -133,8 +126,6 @@ pub fn balance(
     };
     on_step(&record(0, cells, 0));
     let mut converged = is_converged(problem, cells, options.tol);
-    // With patience: the best cells so far and the steps since they were found.
-    let mut best = (options.patience > 0).then(|| (cells.clone(), 0));
     while !converged && steps < options.max_steps {
         balancer.step(problem, cells);
         steps += 1;
@@ -144,22 +135,6 @@ pub fn balance(
         converged = is_converged(problem, cells, options.tol);
         if !converged && balancer.is_stuck() {
             break;
-        }
-        if let Some((best_cells, since)) = &mut best {
-            if cells.max_avg() < best_cells.max_avg() {
-                *best_cells = cells.clone();
-                *since = 0;
-            } else {
-                *since += 1;
-                if *since >= options.patience {
-                    break;
-                }
-            }
-        }
-    }
-    if let Some((best_cells, _)) = best {
-        if !converged && best_cells.max_avg() < cells.max_avg() {
-            *cells = best_cells;
         }
     }
     let elapsed = start.elapsed();

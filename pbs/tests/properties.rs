@@ -77,7 +77,7 @@ proptest! {
         let problem = Problem::new(grid, &loads, n).unwrap();
         let mut cells = Cells::random(&problem, seed);
         let mut m = methods::by_name(method).unwrap();
-        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 30, tol: 0.05, ..Options::default() }, |_| {});
+        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 30, tol: 0.05 }, |_| {});
         prop_assert_eq!(cells.owners().len(), grid.len());
         prop_assert!(cells.owners().iter().all(|&o| (o as usize) < n));
         // Each box belongs to exactly the vCore the definition names: argmin of the power
@@ -113,7 +113,7 @@ proptest! {
         let problem = Problem::new(grid, &loads, n).unwrap();
         let mut cells = Cells::new(&problem, same, vec![0.0; n]).unwrap();
         let mut m = methods::by_name(method).unwrap();
-        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 20, tol: 0.05, ..Options::default() }, |_| {});
+        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 20, tol: 0.05 }, |_| {});
         prop_assert!(out.max_avg.is_finite());
         prop_assert!(cells.positions().iter().flatten().all(|v| v.is_finite()));
     }
@@ -125,34 +125,9 @@ proptest! {
         let run = || {
             let mut cells = Cells::random(&problem, seed);
             let mut m = methods::by_name("pbs").unwrap();
-            let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 50, tol: 0.05, ..Options::default() }, |_| {});
+            let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 50, tol: 0.05 }, |_| {});
             (cells.owners().to_vec(), cells.positions().to_vec(), cells.weights().to_vec(), out.steps, out.max_avg)
         };
         prop_assert_eq!(run(), run());
-    }
-
-    /// With patience, a run that cannot converge stops `patience` steps after its last
-    /// improvement and ends on the best mapping it saw (tol 0 is out of reach on these grids).
-    #[test]
-    fn patience_stops_early_and_keeps_the_best(
-        (grid, loads, n) in problem_strategy(),
-        seed in 0u64..1000,
-        patience in 1usize..5,
-    ) {
-        let problem = Problem::new(grid, &loads, n).unwrap();
-        let mut cells = Cells::random(&problem, seed);
-        let mut m = methods::by_name("pbs").unwrap();
-        let mut seen = Vec::new();
-        let opts = Options { max_steps: 60, tol: 0.0, patience };
-        let out = balance(m.as_mut(), &problem, &mut cells, opts, |r| seen.push(r.max_avg));
-        let best = seen.iter().copied().fold(f64::INFINITY, f64::min);
-        if !out.converged {
-            prop_assert_eq!(out.max_avg, best, "ends on the best mapping: {:?}", seen);
-            prop_assert_eq!(cells.max_avg(), best);
-            let found = seen.iter().position(|&v| v == best).unwrap();
-            prop_assert!(out.steps <= found + patience, "{} steps, best at {}: {:?}", out.steps, found, seen);
-        }
-        let total: f64 = loads.iter().sum();
-        prop_assert!((cells.charges().iter().sum::<f64>() - total).abs() <= 1e-9 * total.max(1.0));
     }
 }

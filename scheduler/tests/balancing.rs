@@ -119,3 +119,33 @@ fn stealing_does_not_hide_a_bad_mapping_from_the_balancer() {
     assert!(last.max_avg < 1.15, "{last:?}");
     assert!(affinity > 0.9, "boxes still change threads every phase: {affinity}");
 }
+
+/// The example of the README's "your own grid code": the top third of a 64×64 grid costs ten
+/// times the rest, so static's threads sit at max_avg ≈ 1.75. The balancer needs a few steps
+/// that worsen the mapping before it gets out (its Newton phase leaves bad basins that way); a
+/// rebalancing that stopped after two steps without improvement never got out and left pbs
+/// exactly as slow as static.
+#[test]
+fn a_strong_imbalance_is_balanced_from_the_first_rebalancing_on() {
+    let _cores = CORES.lock().unwrap_or_else(|e| e.into_inner());
+    let grid = Grid::new(64, 64).unwrap();
+    // Started as the runtime starts it: from NUMA-aware positions (one node here).
+    let topology = pbs_scheduler::topology::Topology::synthetic("pack:1 numa:1 core:2 pu:1").unwrap();
+    let positions = pbs_scheduler::placement::numa_positions(&grid, &topology.numa_of_workers(2));
+    let mut pbs = Pbs::new(grid, 2, PbsOptions { positions: Some(positions), ..owners_only() }).unwrap();
+    let mut rec = Recorder::new("pbs", 2);
+    for it in 0..12 {
+        let stats = pbs.run_phase(&|k| {
+            let [_, j, _] = grid.coords(k);
+            spin(Duration::from_nanos(if j > 42 { 5000 } else { 500 }));
+        });
+        let end = pbs.end_iteration();
+        if it >= 9 {
+            rec.phase(&stats);
+            rec.iteration(&end);
+        }
+    }
+    let max_avg = rec.report().max_avg;
+    eprintln!("thread max_avg after 9 iterations, top third 10× heavier: {max_avg:.3}");
+    assert!(max_avg < 1.15, "{max_avg}");
+}

@@ -8,7 +8,7 @@ fn run(method: &str, grid: Grid, loads: &[f64], vcores: usize, max_steps: usize)
     let problem = Problem::new(grid, loads, vcores).unwrap();
     let mut cells = Cells::random(&problem, 1);
     let mut m = methods::by_name(method).unwrap();
-    balance(m.as_mut(), &problem, &mut cells, Options { max_steps, tol: 0.05, ..Options::default() }, |_| {})
+    balance(m.as_mut(), &problem, &mut cells, Options { max_steps, tol: 0.05 }, |_| {})
 }
 
 #[test]

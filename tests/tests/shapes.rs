@@ -12,10 +12,7 @@ fn balance_csv(name: &str, vcores: usize) -> (pbs::Outcome, usize) {
     let mut cells = Cells::random(&problem, 1);
     let mut m = methods::by_name(methods::DEFAULT).unwrap();
     let max_steps = 1000;
-    (
-        balance(m.as_mut(), &problem, &mut cells, Options { max_steps, tol: 0.05, ..Options::default() }, |_| {}),
-        max_steps,
-    )
+    (balance(m.as_mut(), &problem, &mut cells, Options { max_steps, tol: 0.05 }, |_| {}), max_steps)
 }
 
 #[test]

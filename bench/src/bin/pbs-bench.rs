@@ -52,7 +52,7 @@ impl Setting {
         if !(self.tol.is_finite() && self.tol >= 0.0) {
             return Err(format!("--tol must be finite and ≥ 0, got {}", self.tol));
         }
-        Ok(Options { max_steps: self.max_steps, tol: self.tol, ..Options::default() })
+        Ok(Options { max_steps: self.max_steps, tol: self.tol })
     }
 }
 

@@ -97,14 +97,6 @@ const CORRECTION_PAYBACK: f64 = 100.0;
 /// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).
 pub const CHECK_ITERATIONS: usize = 3;
 
-/// Balancer steps a rebalancing may take without improving on its best mapping before it
-/// stops there (see `pbs::Options::patience`). On md's measured loads (32×32 boxes, 2 vCores)
-/// a rebalancing that could not reach the tolerance ran all its 20 steps, 0.6–0.75 ms, three
-/// to four iterations' worth, stepping a boundary back and forth around 1.04–1.05. Replayed
-/// on six recorded rebalancings, patience 2 ends on the same mappings as 3 in 25 % less time
-/// (0.05–0.17 ms, ~40 µs a step); patience 1 stopped one of them at 1.084 instead of 1.011.
-const REBALANCE_PATIENCE: usize = 2;
-
 /// When threads that ran dry steal boxes.
 ///
 /// Stealing absorbs what no mapping can: a thread slowed for part of a phase (an interrupt,
@@ -252,13 +244,7 @@ impl Pbs {
             None => Cells::random(&problem, options.seed),
         };
         let start = Instant::now();
-        balance(
-            balancer.as_mut(),
-            &problem,
-            &mut cells,
-            Options { max_steps: 200, tol: options.tol, ..Options::default() },
-            |_| {},
-        );
+        balance(balancer.as_mut(), &problem, &mut cells, Options { max_steps: 200, tol: options.tol }, |_| {});
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let (stealing, claim) = (options.steal == Stealing::Always, options.chunk);
@@ -571,11 +557,10 @@ impl Executor for Pbs {
             return end;
         }
         let before = self.cells.owners().to_vec();
-        let opts = Options {
-            max_steps: self.options.steps_per_rebalance,
-            tol: self.options.tol,
-            patience: REBALANCE_PATIENCE,
-        };
+        // All the allowed steps, even when some make the mapping worse for a while: that is
+        // how the method leaves a bad basin (stopping after two steps without a new best left a
+        // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
+        let opts = Options { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
         balance(self.balancer.as_mut(), &problem, &mut self.cells, opts, |_| {});
         end.migrations = metrics::migrations(&before, self.cells.owners());
         if end.migrations > 0 {

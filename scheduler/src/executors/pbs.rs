@@ -660,18 +660,24 @@ mod tests {
         // Claims of 4 boxes: with the default 128 the owner would claim its 32 boxes at once.
         let options = PbsOptions { steal: Stealing::Always, chunk: 4, ..PbsOptions::default() };
         let mut exec = Pbs::new(grid, 2, options).unwrap();
-        let owners = exec.cells().owners().to_vec();
-        let stats = exec.run_phase(&|k| {
-            if owners[k] == 0 {
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_micros(200) {
-                    std::hint::spin_loop();
+        // A worker kept off its core by the machine steals nothing: try a few phases.
+        for _ in 0..5 {
+            let owners = exec.cells().owners().to_vec();
+            let stats = exec.run_phase(&|k| {
+                if owners[k] == 0 {
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_micros(200) {
+                        std::hint::spin_loop();
+                    }
                 }
+            });
+            let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
+            let end = exec.end_iteration();
+            if busy[1] > 0.25 * busy[0] {
+                assert!(end.max_avg > 1.9, "owner loads: all the work is thread 0's, max_avg {}", end.max_avg);
+                return;
             }
-        });
-        let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
-        assert!(busy[1] > 0.25 * busy[0], "thread 1 should have stolen: {busy:?}");
-        let end = exec.end_iteration();
-        assert!(end.max_avg > 1.9, "owner loads: all the work is thread 0's, max_avg {}", end.max_avg);
+        }
+        panic!("thread 1 never stole in five phases");
     }
 }

@@ -65,8 +65,11 @@ impl Runtime {
     /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
     /// NUMA-aware vCore positions. Executors are `Send`: one can be built on one thread and
     /// driven from another: the driving thread becomes worker 0, but with `pin` the pinning of
-    /// worker 0 was applied to the building thread. The bindings are complete on return: every
-    /// worker has started (and pinned itself) by then.
+    /// worker 0 was applied to the building thread. That pinning stays with the building
+    /// thread, and on Linux every thread it spawns afterwards inherits it: an unpinned pool
+    /// (or any thread) created later from it runs on worker 0's core only. Build such threads
+    /// first, or from another thread. The bindings are complete on return: every worker has
+    /// started (and pinned itself) by then.
     pub fn executor(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor + Send>, Bindings), String> {
         let (exec, bindings) = self.build(name, grid)?;
         // Workers pin themselves as they start, which a freshly spawned thread may not have

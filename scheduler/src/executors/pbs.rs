@@ -48,7 +48,7 @@ pub struct PbsOptions {
     /// Box timing: pbs times whole chunks (any non-zero stride turns it on). Box times, summed
     /// over an iteration's phases, are refreshed every `stride` iterations at most: once
     /// tasks are measured long enough that timing every iteration costs under
-    /// [`TIMING_SHARE`] of their time, the stride drops (to 1 for microsecond tasks), so the
+    /// 0.5 % of their time, the stride drops (to 1 for microsecond tasks), so the
     /// balancer follows a drifting load with fresh measurements. Affinity is derived from
     /// steals and migrations, so `timer.affinity` is ignored.
     pub timer: BoxTimer,
@@ -86,7 +86,7 @@ impl Default for PbsOptions {
 /// rebalancings corrections of sound ones, 6 % of the wall time. A rebalancing on misleading
 /// times leaves 1.3–1.6.) Bounded, because threads of different speeds can keep the measured
 /// imbalance up whatever the mapping.
-pub const MAX_CORRECTIONS: u32 = 3;
+const MAX_CORRECTIONS: u32 = 3;
 
 /// Iterations within which a correction must pay for itself: it runs only if the threads'
 /// excess time (max − mean) over this many iterations would exceed the last rebalancing's
@@ -95,7 +95,7 @@ pub const MAX_CORRECTIONS: u32 = 3;
 const CORRECTION_PAYBACK: f64 = 100.0;
 
 /// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).
-pub const CHECK_ITERATIONS: usize = 3;
+const CHECK_ITERATIONS: usize = 3;
 
 /// When threads that ran dry steal boxes.
 ///
@@ -114,17 +114,17 @@ pub enum Stealing {
     Never,
     /// Every phase.
     Always,
-    /// Once a thread's share of a phase is measured to take at least [`STEAL_MIN_PHASE`]: on
+    /// Once a thread's share of a phase is measured to take at least 20 µs: on
     /// microsecond phases stealing reacts to scheduling noise rather than imbalance, and the
     /// end-of-phase search costs more than it saves (`examples/overhead.rs`).
     Auto,
 }
 
 /// Per-thread phase time from which [`Stealing::Auto`] steals, seconds.
-pub const STEAL_MIN_PHASE: f64 = 20e-6;
+const STEAL_MIN_PHASE: f64 = 20e-6;
 
 /// Largest share of the task time that box timing may cost (see [`PbsOptions::timer`]).
-pub const TIMING_SHARE: f64 = 0.005;
+const TIMING_SHARE: f64 = 0.005;
 
 /// What timing one box in a timed iteration costs: a relaxed store of its share, plus its
 /// part of a clock pair per run (measured with `examples/overhead.rs`: about 1.5 ns here).

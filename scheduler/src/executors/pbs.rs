@@ -489,6 +489,10 @@ impl Executor for Pbs {
         self.count_affinity(&mut stats);
         let ns = clock::ns_per_tick();
         for (t, (acc, b)) in self.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
+            if !steal {
+                *acc += *b;
+                continue;
+            }
             let abroad = self.foreign[t].swap(0, Ordering::Relaxed) as f64 * ns;
             let lost = self.lost[t].swap(0, Ordering::Relaxed) as f64 * ns;
             *acc += Duration::from_nanos((b.as_nanos() as f64 - abroad + lost).max(0.0) as u64);
@@ -504,9 +508,10 @@ impl Executor for Pbs {
             let boxes_run = (self.grid.len() * self.phases_in_iteration.max(1)) as f64;
             let mean_box = loads.iter().sum::<f64>() / boxes_run;
             self.tracker.set_stride(timing_stride(mean_box, max_stride));
-            self.tracker.set_piece(timing_piece(mean_box, self.options.chunk));
+            let piece = timing_piece(mean_box, self.options.chunk);
+            self.tracker.set_piece(piece);
             // Claims cost about a clock pair each: as many boxes per claim as per timed piece.
-            self.claim = timing_piece(mean_box, self.options.chunk) as u32;
+            self.claim = piece as u32;
         }
         let phase_per_thread = loads.iter().sum::<f64>() / (loads.len() * self.phases_in_iteration.max(1)) as f64;
         self.stealing = match self.options.steal {

@@ -447,10 +447,14 @@ impl Tracker {
         self.fresh_from = self.completed;
     }
 
-    /// Measured time of every box in seconds: chunk-timed samples (the mean of the last two
-    /// complete ones, which damps a noisy sample, or the last one alone when only it is newer
-    /// than [`Tracker::forget_samples`]) where there are any, else per-box samples from
-    /// [`Tracker::run`]; boxes never measured get the mean of the measured ones (1 if none is).
+    /// Measured time of every box in seconds: chunk-timed samples where there are any (the
+    /// smaller of the last two, or the last one alone when only it is newer than
+    /// [`Tracker::forget_samples`]), else per-box samples from [`Tracker::run`]; boxes never
+    /// measured get the mean of the measured ones (1 if none is). The smaller, not the mean:
+    /// noise only ever adds time (a thread preempted while it timed a piece charges the
+    /// preemption to the piece's boxes), and with another process taking a core every other
+    /// iteration the mean of two moved boxes away from that core and back again, ending tests
+    /// at 1.2–1.5; a load that really grows shows in both samples one iteration later.
     pub fn box_loads(&self) -> Vec<f64> {
         let to_s = clock::ticks_to_seconds();
         let latest_only = self.completed.wrapping_sub(self.fresh_from) == 1;
@@ -469,7 +473,7 @@ impl Tracker {
             _ => self.samples[0]
                 .iter()
                 .zip(&self.samples[1])
-                .map(|(a, b)| Some(0.5 * (a.load(Ordering::Relaxed) as f64 + b.load(Ordering::Relaxed) as f64)))
+                .map(|(a, b)| Some(a.load(Ordering::Relaxed).min(b.load(Ordering::Relaxed)) as f64))
                 .collect(),
         };
         let measured: Vec<f64> = raw.iter().flatten().map(|v| v * to_s).collect();

@@ -44,17 +44,27 @@ fn run_with_start(
     iterations: usize,
     misleading_start: bool,
 ) -> (f64, f64, RunReport) {
+    settle(exec, iterations, &|k, it| {
+        let [i, _, _] = grid.coords(k);
+        let left = i < grid.nx / 2;
+        let heavy = if misleading_start && it == 0 { !left } else { left };
+        Duration::from_micros(if heavy { 6 } else { 2 })
+    })
+}
+
+/// `iterations` iterations in which box `k` of iteration `it` spins for `cost(k, it)`; the
+/// same three figures as [`run_with_start`].
+fn settle(
+    exec: &mut dyn Executor,
+    iterations: usize,
+    cost: &(dyn Fn(usize, usize) -> Duration + Sync),
+) -> (f64, f64, RunReport) {
     let mut rec = Recorder::new(exec.name(), exec.threads());
     let (mut settled, mut reported) = (Vec::new(), Vec::new());
     let iteration = AtomicUsize::new(0);
     for it in 0..iterations {
         iteration.store(it, Ordering::Relaxed);
-        let stats = exec.run_phase(&|k| {
-            let [i, _, _] = grid.coords(k);
-            let left = i < grid.nx / 2;
-            let heavy = if misleading_start && iteration.load(Ordering::Relaxed) == 0 { !left } else { left };
-            spin(Duration::from_micros(if heavy { 6 } else { 2 }));
-        });
+        let stats = exec.run_phase(&|k| spin(cost(k, iteration.load(Ordering::Relaxed))));
         let end = exec.end_iteration();
         if it + SETTLED >= iterations {
             settled.push(metrics::max_avg(&stats.busy.iter().map(Duration::as_secs_f64).collect::<Vec<_>>()));
@@ -186,18 +196,8 @@ fn a_strong_imbalance_is_balanced_from_the_first_rebalancing_on() {
     in_one_of_three_attempts(|| {
         let options = PbsOptions { positions: Some(positions.clone()), ..owners_only() };
         let mut pbs = Pbs::new(grid, 2, options).unwrap();
-        let mut settled = Vec::new();
-        for it in 0..20 {
-            let stats = pbs.run_phase(&|k| {
-                let [_, j, _] = grid.coords(k);
-                spin(Duration::from_nanos(if j > 42 { 5000 } else { 500 }));
-            });
-            pbs.end_iteration();
-            if it + SETTLED >= 20 {
-                settled.push(metrics::max_avg(&stats.busy.iter().map(Duration::as_secs_f64).collect::<Vec<_>>()));
-            }
-        }
-        let max_avg = metrics::median(&settled);
+        let heavy_top = |k: usize, _| Duration::from_nanos(if grid.coords(k)[1] > 42 { 5000 } else { 500 });
+        let max_avg = settle(&mut pbs, 20, &heavy_top).0;
         eprintln!("thread max_avg over iterations 10-19, top third 10× heavier: {max_avg:.3}");
         check(max_avg < 1.15, format!("{max_avg}"))
     });

@@ -74,7 +74,8 @@ impl SinceLast {
     }
 }
 
-/// The middle value (the lower middle of an even count).
+/// The middle value (the lower middle of an even count). Not `pbs::metrics::median`, which
+/// averages the two middle values: in a window of two, one spike would count half.
 fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);

@@ -209,6 +209,14 @@ impl Md {
         }
     }
 
+    /// Where box `n` sits in the 3×3 neighbourhood of box `k` (`3 (dj + 1) + di + 1`), if it
+    /// is in it.
+    fn slot(&self, k: usize, n: usize) -> Option<usize> {
+        let ([i, j, _], [a, b, _]) = (self.grid.coords(k), self.grid.coords(n));
+        let (di, dj) = (a as isize - i as isize, b as isize - j as isize);
+        (di.abs() <= 1 && dj.abs() <= 1).then(|| (3 * (dj + 1) + di + 1) as usize)
+    }
+
     /// One step of box `k` into `out`: forces on its particles, with `finish` the half-kick
     /// that ends the step, then the half-kick and drift that start the next, each particle
     /// filed as staying or leaving. Reads the neighbourhood's lists, writes only `out`.
@@ -225,24 +233,17 @@ impl Md {
             for b in (j as isize - 2).max(0)..(j as isize + 3).min(ny) {
                 for a in (i as isize - 2).max(0)..(i as isize + 3).min(nx) {
                     for p in &self.boxes[self.grid.index(a as usize, b as usize, 0)].leave {
-                        let [pi, pj, _] = self.grid.coords(p.bin as usize);
-                        let (di, dj) = (pi as isize - i as isize, pj as isize - j as isize);
-                        if di.abs() <= 1 && dj.abs() <= 1 {
-                            arrived[(3 * (dj + 1) + di + 1) as usize].push(*p);
+                        if let Some(slot) = self.slot(k, p.bin as usize) {
+                            arrived[slot].push(*p);
                         }
                     }
                 }
             }
             let mut hood = [(0usize, 0usize); 9]; // (box, slot)
             let mut count = 0;
-            for dj in -1isize..=1 {
-                for di in -1isize..=1 {
-                    let (a, b) = (i as isize + di, j as isize + dj);
-                    if a >= 0 && b >= 0 && a < nx && b < ny {
-                        hood[count] = (self.grid.index(a as usize, b as usize, 0), (3 * (dj + 1) + di + 1) as usize);
-                        count += 1;
-                    }
-                }
+            for n in self.around(k) {
+                hood[count] = (n, self.slot(k, n).expect("a neighbour is in the neighbourhood"));
+                count += 1;
             }
             let hood = &hood[..count];
             for &p in self.boxes[k].stay.iter().chain(&arrived[4]) {

@@ -513,11 +513,14 @@ impl Executor for Pbs {
             // Claims cost about a clock pair each: as many boxes per claim as per timed piece.
             self.claim = piece as u32;
         }
-        let phase_per_thread = loads.iter().sum::<f64>() / (loads.len() * self.phases_in_iteration.max(1)) as f64;
         self.stealing = match self.options.steal {
             Stealing::Never => false,
             Stealing::Always => true,
-            Stealing::Auto => phase_per_thread >= STEAL_MIN_PHASE,
+            Stealing::Auto => {
+                let phase_per_thread =
+                    loads.iter().sum::<f64>() / (loads.len() * self.phases_in_iteration.max(1)) as f64;
+                phase_per_thread >= STEAL_MIN_PHASE
+            }
         };
         self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);

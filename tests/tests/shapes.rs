@@ -5,30 +5,51 @@ use pbs::{balance, methods, Cells, Options, Problem};
 use pbs_bench::shapes;
 
 fn balance_csv(name: &str, vcores: usize) -> (pbs::Outcome, usize) {
+    balance_csv_from(name, vcores, 1)
+}
+
+/// Balances shape `name` from random vCore positions drawn with `seed`.
+fn balance_csv_from(name: &str, vcores: usize, seed: u64) -> (pbs::Outcome, usize) {
     let shape = shapes::all().into_iter().find(|s| s.name == name).expect("known shape");
     let (grid, loads) = parse_csv(&to_csv(&shape.grid, &shape.loads)).unwrap();
     assert_eq!(grid, shape.grid);
     let problem = Problem::new(grid, &loads, vcores).unwrap();
-    let mut cells = Cells::random(&problem, 1);
+    let mut cells = Cells::random(&problem, seed);
     let mut m = methods::by_name(methods::DEFAULT).unwrap();
     let max_steps = 1000;
     (balance(m.as_mut(), &problem, &mut cells, Options { max_steps, tol: 0.05 }, |_| {}), max_steps)
 }
 
 #[test]
-fn rings_gradients_hot_spots_empty_regions_stripes_sparse_and_sharp_noise_converge() {
-    // `sparse` has 100 loaded boxes: with 16 vCores that is ~6 per vCore, each ~16% of a share,
-    // where no convex partition need reach 5% of the bound; it runs with 10 vCores only.
+fn rings_gradients_hot_spots_empty_regions_stripes_and_sharp_noise_converge() {
     let runs = ["rings", "gradient", "hot-spots-80x40", "near-empty", "stripes", "sharp-perlin-90x45"]
         .iter()
-        .flat_map(|n| [(*n, 10), (*n, 16)])
-        .chain([("sparse", 10)]);
+        .flat_map(|n| [(*n, 10), (*n, 16)]);
     {
         for (name, vcores) in runs {
             let (out, _) = balance_csv(name, vcores);
             assert!(out.converged && out.max_avg <= 1.05 * out.lower_bound, "{name} with {vcores} vCores: {out:?}");
         }
     }
+}
+
+/// `sparse`: 100 loaded boxes, about 10 per vCore with 10 vCores, the largest 14 % of a share.
+/// With so few boxes no convex cell need get within 5 % of the share: from 20 random starts
+/// pbs does in 10 (it did in 7 before vCores settled off their centroids, and seed 1 happened
+/// to be among them, so this was once asserted for seed 1 alone), and every start ends within
+/// one box of the share.
+#[test]
+fn sparse_maps_end_within_one_box_of_the_share() {
+    let shape = shapes::all().into_iter().find(|s| s.name == "sparse").expect("known shape");
+    let share = shape.loads.iter().sum::<f64>() / 10.0;
+    let one_box = shape.loads.iter().copied().fold(0.0, f64::max) / share;
+    let mut within_5_percent = 0;
+    for seed in 1..=20 {
+        let (out, _) = balance_csv_from("sparse", 10, seed);
+        assert!(out.max_avg <= (1.0 + one_box) * out.lower_bound, "seed {seed}: {out:?}");
+        within_5_percent += usize::from(out.converged);
+    }
+    assert!(within_5_percent >= 8, "{within_5_percent} of 20 starts within 5 %");
 }
 
 /// One box holds half of the load: the bound is 5 with 10 vCores; the method must reach it

@@ -216,6 +216,27 @@ impl Ctx<'_> {
             [x[0], x[1], x[2], self.weights[i as usize]]
         }));
         let flat = self.flat;
+        if let ([first, second], true) = (&scratch.leaf[..], flat) {
+            // Two threads, or the interior of a larger diagram: the same expressions as below,
+            // without the loop over candidates (the common case, twice as fast).
+            let (id0, id1) = (ids[0], ids[1]);
+            for j in lo[1]..hi[1] {
+                let cy = j as f64 + 0.5;
+                let row = self.grid.index(0, j, 0);
+                for i in lo[0]..hi[0] {
+                    let cx = i as f64 + 0.5;
+                    let power = |site: &[f64; 4]| {
+                        let (dx, dy) = (cx - site[0], cy - site[1]);
+                        dx * dx + dy * dy - site[3]
+                    };
+                    let (v0, v1) = (power(first), power(second));
+                    let swap = v1 < v0;
+                    let best = if swap { (id1, v1, id0, v0) } else { (id0, v0, id1, v1) };
+                    store(out, row + i, best);
+                }
+            }
+            return;
+        }
         for l in lo[2]..hi[2] {
             let cz = l as f64 + 0.5;
             for j in lo[1]..hi[1] {
@@ -284,6 +305,8 @@ mod tests {
             (3, (12, 9, 7), 30, 10.0),
             (4, (80, 40, 1), 1, 0.0),
             (5, (64, 64, 1), 300, 200.0),
+            (6, (32, 32, 1), 2, 30.0),
+            (7, (33, 17, 1), 3, 5.0),
         ] {
             let g = Grid::new_3d(nx, ny, nz).unwrap();
             let (s, w) = random_sites(&g, n, seed, ws);

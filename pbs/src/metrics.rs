@@ -26,12 +26,24 @@ pub fn median(values: &[f64]) -> f64 {
 }
 
 /// Charge of every vCore: `Q_i = Σ_{owner(k)=i} q_k`.
+///
+/// Neighbouring boxes mostly share an owner, so one running sum per vCore makes every add
+/// wait for the previous one; four sums over boxes `k mod 4`, added at the end in a fixed
+/// order, run about four times faster (the balancer recharges after every step it tries).
 pub fn charges(owner: &[u32], loads: &[f64], vcores: usize) -> Vec<f64> {
-    let mut q = vec![0.0; vcores];
-    for (&o, &l) in owner.iter().zip(loads) {
-        q[o as usize] += l;
+    const LANES: usize = 4;
+    let mut lanes = vec![[0.0; LANES]; vcores];
+    let mut owners = owner.chunks_exact(LANES);
+    let mut values = loads.chunks_exact(LANES);
+    for (o, l) in (&mut owners).zip(&mut values) {
+        for lane in 0..LANES {
+            lanes[o[lane] as usize][lane] += l[lane];
+        }
     }
-    q
+    for (&o, &l) in owners.remainder().iter().zip(values.remainder()) {
+        lanes[o as usize][0] += l;
+    }
+    lanes.iter().map(|s| (s[0] + s[1]) + (s[2] + s[3])).collect()
 }
 
 /// `max_i Q_i / m`; 1.0 when all charges are zero (nothing to balance is perfectly balanced).

@@ -15,7 +15,7 @@
 //! only on the pair's indices, so no configuration yields NaN or infinity and the result is
 //! deterministic.
 //!
-//! [`task_attraction`] is the paper's §5.2 complement: vCores are also pulled towards heavy
+//! [`add_task_attraction`] is the paper's §5.2 complement: vCores are also pulled towards heavy
 //! boxes. Summing over every box would cost O(vCores × boxes) again, so each vCore feels only
 //! the boxes of its own cell: the pull is `Σ_{k∈cell(i)} (q_k/m)(c_k − x_i)`, i.e. towards the
 //! load centroid of its cell, scaled by its relative charge.

@@ -31,13 +31,19 @@ impl CellLaplacian {
         for e in &mut self.edges {
             e.clear();
         }
+        // Neighbouring boxes mostly share their (owner, second) pair: keep its distance
+        // rather than take a square root per box.
+        let (mut pair, mut d) = ((NONE, NONE), 0.0);
         for (k, &q) in loads.iter().enumerate() {
             let s = a.second[k];
             if q == 0.0 || s == NONE || skip[k] {
                 continue;
             }
             let o = a.owner[k];
-            let d = dist2(&positions[o as usize], &positions[s as usize]).sqrt().max(MIN_DISTANCE);
+            if pair != (o, s) {
+                pair = (o, s);
+                d = dist2(&positions[o as usize], &positions[s as usize]).sqrt().max(MIN_DISTANCE);
+            }
             if a.gap[k] < 2.0 * d {
                 let c = q / (4.0 * d);
                 add(&mut self.edges[o as usize], s, c);

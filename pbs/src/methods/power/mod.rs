@@ -32,7 +32,9 @@
 //!    and [`crate::balance`] stops.
 //! 4. **Compactness.** Before each step the vCores move `relax` of the way to the centroid of
 //!    their cells, each weight corrected so that the centroid's power is unchanged: cells stay
-//!    round and the balance barely moves.
+//!    round and the balance barely moves. Each vCore aims a little off its centroid, in a
+//!    direction of its own, so that no boundary runs exactly along a row of boxes (whose boxes
+//!    could then only change hands all at once).
 //!
 //! Capacities are `m` for everybody unless single boxes outweigh the share they would need: a
 //! water-filling pass finds these giants, gives each a holder vCore for the whole run (its

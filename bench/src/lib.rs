@@ -6,6 +6,8 @@
 //! - [`paper`]: the paper's Tables 1–3 and Fig. 5 with our method and the paper's side by side,
 //!   as a markdown report with PNG plots.
 //! - [`shapes`]: load maps of shapes the paper never named, for generality checks.
+//! - [`matrix`] and [`scaling`]: the grid apps under every scheduler, side by side, at one
+//!   thread count (`report`) or several (`scaling`).
 
 #![deny(missing_docs)]
 
@@ -17,6 +19,7 @@ pub mod paper;
 pub mod plot;
 pub mod progress;
 pub mod run;
+pub mod scaling;
 pub mod shapes;
 pub mod table;
 pub mod transitions;

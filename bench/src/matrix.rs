@@ -68,7 +68,8 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 16 {
         let _ = writeln!(
             md,
-            "No machine with more cores was available for this report: the 2/4/8/16-thread table is not measured.\n"
+            "No machine with more cores was available for this report: the 2/4/8/16-thread table is not measured here \
+             (`pbs-bench scaling` measures it on a machine that has them).\n"
         );
     }
     let mut all: Vec<Vec<RunRow>> = Vec::new();
@@ -93,12 +94,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
         let runs: Vec<Vec<RunRow>> =
             (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;
         let last = runs.last().expect("repeats ≥ 1").clone();
-        let med = |sched: &str, f: &dyn Fn(&RunRow) -> f64| {
-            Stats::of(
-                &runs.iter().map(|r| f(r.iter().find(|x| x.scheduler == sched).expect("ran"))).collect::<Vec<_>>(),
-            )
-            .median
-        };
+        let med = |sched: &str, f: &dyn Fn(&RunRow) -> f64| median_over(&runs, sched, f);
         let _ = writeln!(md, "## {app} · {scenario} · {nx}×{ny} boxes\n");
         let mut t = Table::new(&[
             "scheduler",
@@ -113,19 +109,13 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             "modelled misses",
             "checksum",
         ]);
-        // pbs / this: the median over runs of the ratio within each run (same seed, same
-        // machine state), not a ratio of medians.
-        let ratio = |run: &[RunRow], sched: &str| {
-            let ms = |name: &str| run.iter().find(|x| x.scheduler == name).expect("ran").iter_ms_median;
-            ms("pbs") / ms(sched)
-        };
+        let ratio = pbs_over;
         for row in &last {
             let ms = med(&row.scheduler, &|r| r.iter_ms_median);
-            let ratios: Vec<f64> = runs.iter().map(|run| ratio(run, &row.scheduler)).collect();
             t.row(vec![
                 row.scheduler.clone(),
                 format!("{ms:.3}"),
-                format!("{:.2}", Stats::of(&ratios).median),
+                format!("{:.2}", median_pbs_over(&runs, &row.scheduler)),
                 format!("{:.3}", med(&row.scheduler, &|r| r.efficiency)),
                 format!("{:.3}", med(&row.scheduler, &|r| r.max_avg)),
                 run::phases(
@@ -180,7 +170,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
         );
         let mut per_run = Table::new(&["run (seed)", "static max_avg", "pbs / static", "pbs / ws", "pbs / eager"]);
         for (r, run) in runs.iter().enumerate() {
-            let static_imbalance = run.iter().find(|x| x.scheduler == "static").expect("ran").max_avg;
+            let static_imbalance = row_of(run, "static").max_avg;
             per_run.row(vec![
                 format!("{}", r + 1),
                 format!("{static_imbalance:.3}"),
@@ -226,6 +216,27 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     let path = out.join("report.md");
     std::fs::write(&path, md).map_err(|e| e.to_string())?;
     Ok(path)
+}
+
+/// The row of `scheduler` in one run.
+pub fn row_of<'a>(run: &'a [RunRow], scheduler: &str) -> &'a RunRow {
+    run.iter().find(|x| x.scheduler == scheduler).unwrap_or_else(|| panic!("{scheduler} ran"))
+}
+
+/// Median over runs of `f` of `scheduler`'s row.
+pub fn median_over(runs: &[Vec<RunRow>], scheduler: &str, f: &dyn Fn(&RunRow) -> f64) -> f64 {
+    Stats::of(&runs.iter().map(|r| f(row_of(r, scheduler))).collect::<Vec<_>>()).median
+}
+
+/// pbs's iteration time over `scheduler`'s within one run (same seed, same machine state).
+pub fn pbs_over(run: &[RunRow], scheduler: &str) -> f64 {
+    row_of(run, "pbs").iter_ms_median / row_of(run, scheduler).iter_ms_median
+}
+
+/// `pbs / scheduler` as reports give it: the median over runs of the ratio within each run,
+/// not a ratio of medians.
+pub fn median_pbs_over(runs: &[Vec<RunRow>], scheduler: &str) -> f64 {
+    Stats::of(&runs.iter().map(|run| pbs_over(run, scheduler)).collect::<Vec<_>>()).median
 }
 
 fn hw_line() -> String {

@@ -280,3 +280,38 @@ fn report_writes_tables_plots_and_identical_checksums() {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
+    let dir = temp_dir("scaling");
+    let args =
+        ["scaling", "--out", dir.to_str().unwrap(), "--threads", "1,2", "--iters", "4", "--repeats", "1", "--no-pin"];
+    let out = bench(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("scaling.json")).unwrap()).unwrap();
+    let rows = rows.as_array().expect("array");
+    assert_eq!(rows.len(), 6, "3 cases × 2 thread counts");
+    for case in ["md gravity 32×32", "md contraction 32×32", "stencil drift 32×32"] {
+        let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["case"] == case).collect();
+        let threads: Vec<u64> = mine.iter().map(|r| r["threads"].as_u64().unwrap()).collect();
+        assert_eq!(threads, vec![1, 2], "{case}");
+        assert_eq!(mine[0]["checksum"], mine[1]["checksum"], "{case}: the state must not depend on the thread count");
+        // One thread: every box runs where it ran before.
+        assert!(mine[0]["affinity"].as_array().unwrap().iter().all(|a| a[1].as_f64() == Some(1.0)), "{case}");
+    }
+    let md = std::fs::read_to_string(dir.join("scaling.md")).unwrap();
+    assert!(md.contains("Checksums (run 1) identical across thread counts"), "{md}");
+    assert_eq!(&std::fs::read(dir.join("scaling.png")).unwrap()[1..4], b"PNG");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("pbs / static") && text.contains("stencil drift"), "{text}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn scaling_refuses_more_threads_than_cores_unless_asked() {
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let too_many = (cores * 2).to_string();
+    let err = stderr_of(&["scaling", "--threads", &too_many, "--iters", "1", "--repeats", "1"]);
+    assert!(err.contains(&format!("{too_many} threads on a machine with")) && err.contains("--oversubscribe"), "{err}");
+    assert!(stderr_of(&["scaling", "--threads", "0"]).contains("at least 1"));
+}

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use pbs::Options;
-use pbs_bench::{converge, matrix, paper, progress, run, shapes, transitions};
+use pbs_bench::{converge, matrix, paper, progress, run, scaling, shapes, transitions};
 
 #[derive(Parser)]
 #[command(
@@ -143,6 +143,27 @@ enum Command {
         /// Do not pin workers to cores
         #[arg(long)]
         no_pin: bool,
+    },
+    /// The side-by-side table of `report` at several thread counts: markdown, JSON, PNG.
+    Scaling {
+        /// Output folder (created)
+        #[arg(long, default_value = "out/scaling")]
+        out: PathBuf,
+        /// Thread counts, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
+        threads: Vec<usize>,
+        /// Iterations per run
+        #[arg(long, default_value_t = 200)]
+        iters: usize,
+        /// Runs per case and thread count (medians are over these)
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Do not pin workers to cores
+        #[arg(long)]
+        no_pin: bool,
+        /// Run thread counts above this machine's cores anyway (their timings mean little)
+        #[arg(long)]
+        oversubscribe: bool,
     },
     /// Reproduce the paper's Tables 1-3 and Fig. 5, ours beside theirs: markdown + PNG plots.
     Paper {
@@ -302,6 +323,18 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let settings = matrix::MatrixSettings { threads, iters, repeats, pin: !no_pin };
             let path = matrix::write(&out, &settings)?;
+            println!("report written to {}", path.display());
+        }
+        Command::Scaling { out, threads, iters, repeats, no_pin, oversubscribe } => {
+            let cores = pbs_scheduler::topology::Topology::detect().cores.len().max(1);
+            scaling::check_threads(&threads, cores, oversubscribe)?;
+            if iters == 0 || repeats == 0 {
+                return Err("--iters and --repeats must be at least 1".into());
+            }
+            let settings = scaling::ScalingSettings { threads, iters, repeats, pin: !no_pin, oversubscribe };
+            let rows = scaling::measure(&settings)?;
+            print!("{}", scaling::table(&rows).text());
+            let path = scaling::write(&out, &settings, &rows, cores)?;
             println!("report written to {}", path.display());
         }
         Command::Paper { out, trials, large_trials, paper_trials, paper_max_steps, quick } => {

@@ -1,0 +1,239 @@
+//! `pbs-bench scaling`: the side-by-side table of `report` at several thread counts (2, 4, 8
+//! and 16 by default): per case and thread count, pbs's iteration time, its ratio to static,
+//! ws and eager (medians of within-run ratios), its efficiency and the affinity of pbs, ws and
+//! eager; a PNG of iteration time against threads per scheduler.
+//!
+//! Timings with more threads than cores measure the operating system's time slicing, not a
+//! scheduler, so thread counts above the machine's cores are refused unless asked for.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::matrix::{cases, median_over, median_pbs_over};
+use crate::plot::{self, Panel, Series, PALETTE};
+use crate::progress;
+use crate::run::{self, RunRow, RunSetup};
+use crate::table::Table;
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalingSettings {
+    /// Thread counts, in order.
+    pub threads: Vec<usize>,
+    /// Iterations per run.
+    pub iters: usize,
+    /// Runs per case and thread count (medians are over these).
+    pub repeats: usize,
+    /// Pin workers.
+    pub pin: bool,
+    /// Run thread counts above the machine's cores anyway (timings then mean little).
+    pub oversubscribe: bool,
+}
+
+/// One line of the table: a case at one thread count.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ScalingRow {
+    /// `app scenario nx×ny`
+    pub case: String,
+    /// worker threads
+    pub threads: usize,
+    /// median iteration time of each scheduler, ms, in [`run::schedulers`]`("all")` order
+    pub iter_ms: Vec<(String, f64)>,
+    /// pbs / static, pbs / ws, pbs / eager (medians of within-run ratios)
+    pub pbs_over: Vec<(String, f64)>,
+    /// pbs's efficiency (median)
+    pub efficiency: f64,
+    /// affinity of pbs, ws and eager (medians)
+    pub affinity: Vec<(String, f64)>,
+    /// the final checksum, the same for every scheduler of every run at this thread count
+    pub checksum: String,
+}
+
+/// Refuses thread counts that are zero or, unless `oversubscribe`, above `cores`.
+pub fn check_threads(threads: &[usize], cores: usize, oversubscribe: bool) -> Result<(), String> {
+    if threads.is_empty() || threads.contains(&0) {
+        return Err("--threads needs one or more thread counts, each at least 1".into());
+    }
+    match threads.iter().find(|&&t| t > cores) {
+        Some(t) if !oversubscribe => Err(format!(
+            "{t} threads on a machine with {cores} cores: the timings would measure the operating system's time \
+             slicing, not the schedulers; run it on a machine with at least {t} cores, or pass --oversubscribe"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Runs every case of the report (without the cache case) at every thread count.
+pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
+    let cases = &cases(RunSetup::machine_cache_bytes())[..3];
+    let schedulers = run::schedulers("all")?;
+    let bar =
+        progress::bar((s.threads.len() * cases.len() * s.repeats * 2 * schedulers.len() * s.iters) as u64, "scaling");
+    let mut rows = Vec::new();
+    for &(app, scenario, nx, ny) in cases {
+        for &threads in &s.threads {
+            bar.set_message(format!("{app} {scenario}, {threads} threads"));
+            let setup = |r: usize| RunSetup {
+                app: app.into(),
+                scenario: scenario.into(),
+                schedulers: schedulers.clone(),
+                threads,
+                iters: s.iters,
+                nx,
+                ny,
+                cache_bytes: RunSetup::machine_cache_bytes(),
+                pin: s.pin,
+                seed: r as u64 + 1,
+                turn_iters: run::TURN_ITERS,
+            };
+            let runs: Vec<Vec<RunRow>> =
+                (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;
+            // Within a run every scheduler must reach the same state (runs differ in seed).
+            for (r, run) in runs.iter().enumerate() {
+                if let Some(bad) = run.iter().find(|x| x.checksum != run[0].checksum) {
+                    return Err(format!(
+                        "{app} {scenario}, {threads} threads, run {}: {} ended with checksum {}, {} with {}",
+                        r + 1,
+                        bad.scheduler,
+                        bad.checksum,
+                        run[0].scheduler,
+                        run[0].checksum
+                    ));
+                }
+            }
+            let checksum = runs[0][0].checksum.clone();
+            let others = ["static", "ws", "eager"];
+            rows.push(ScalingRow {
+                case: format!("{app} {scenario} {nx}×{ny}"),
+                threads,
+                iter_ms: schedulers.iter().map(|x| (x.clone(), median_over(&runs, x, &|r| r.iter_ms_median))).collect(),
+                pbs_over: others.iter().map(|x| (x.to_string(), median_pbs_over(&runs, x))).collect(),
+                efficiency: median_over(&runs, "pbs", &|r| r.efficiency),
+                affinity: ["pbs", "ws", "eager"]
+                    .iter()
+                    .map(|x| (x.to_string(), median_over(&runs, x, &|r| r.affinity.unwrap_or(f64::NAN))))
+                    .collect(),
+                checksum,
+            });
+        }
+    }
+    bar.finish_and_clear();
+    Ok(rows)
+}
+
+/// The value of `name` in a list of pairs.
+fn of(pairs: &[(String, f64)], name: &str) -> f64 {
+    pairs.iter().find(|(n, _)| n == name).map_or(f64::NAN, |p| p.1)
+}
+
+/// The table, one row per case and thread count.
+pub fn table(rows: &[ScalingRow]) -> Table {
+    let mut t = Table::new(&[
+        "case",
+        "threads",
+        "pbs ms",
+        "pbs / static",
+        "pbs / ws",
+        "pbs / eager",
+        "efficiency pbs",
+        "affinity pbs / ws / eager",
+        "checksum",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.case.clone(),
+            r.threads.to_string(),
+            format!("{:.3}", of(&r.iter_ms, "pbs")),
+            format!("{:.2}", of(&r.pbs_over, "static")),
+            format!("{:.2}", of(&r.pbs_over, "ws")),
+            format!("{:.2}", of(&r.pbs_over, "eager")),
+            format!("{:.3}", r.efficiency),
+            format!("{:.3} / {:.3} / {:.3}", of(&r.affinity, "pbs"), of(&r.affinity, "ws"), of(&r.affinity, "eager")),
+            r.checksum.clone(),
+        ]);
+    }
+    t
+}
+
+/// Writes `scaling.md`, `scaling.json` and `scaling.png` into `out`.
+pub fn write(out: &Path, s: &ScalingSettings, rows: &[ScalingRow], cores: usize) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let mut md = String::new();
+    let _ = writeln!(md, "# Schedulers side by side at {} threads\n", join(&s.threads));
+    let _ = writeln!(
+        md,
+        "`pbs-bench scaling`: {} iterations per run, {} runs per case and thread count, run r with seed r; within a run \
+         the schedulers take turns; medians over runs, `pbs / x` the median of the ratios within each run. Machine: {cores} cores{}.\n",
+        s.iters,
+        s.repeats,
+        if s.threads.iter().any(|&t| t > cores) { " — **oversubscribed**: thread counts above it time the OS's time slicing" } else { "" }
+    );
+    let _ = writeln!(
+        md,
+        "{}\nChecksums (run 1) {} across thread counts for each case, and identical across schedulers in every run.\n\n\
+         ![iteration time against threads](scaling.png)\n",
+        table(rows).markdown(),
+        if same_across_threads(rows) { "identical" } else { "**differ**" }
+    );
+    plot_scaling(&out.join("scaling.png"), rows)?;
+    std::fs::write(out.join("scaling.json"), serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let path = out.join("scaling.md");
+    std::fs::write(&path, md).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// Whether every case ended with one checksum at every thread count.
+pub fn same_across_threads(rows: &[ScalingRow]) -> bool {
+    rows.iter().all(|r| rows.iter().filter(|o| o.case == r.case).all(|o| o.checksum == r.checksum))
+}
+
+fn join(threads: &[usize]) -> String {
+    threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// One panel per case: iteration time against threads, a line per scheduler.
+fn plot_scaling(path: &Path, rows: &[ScalingRow]) -> Result<(), String> {
+    let mut cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
+    cases.dedup();
+    let panels: Vec<Panel> = cases
+        .iter()
+        .map(|case| {
+            let mine: Vec<&ScalingRow> = rows.iter().filter(|r| r.case == *case).collect();
+            let schedulers: Vec<String> = mine[0].iter_ms.iter().map(|p| p.0.clone()).collect();
+            Panel {
+                title: format!("{case}: iteration time"),
+                x_label: "threads".into(),
+                y_label: "ms".into(),
+                log_x: true,
+                log_y: true,
+                series: schedulers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| Series {
+                        label: name.clone(),
+                        points: mine.iter().map(|r| (r.threads as f64, of(&r.iter_ms, name))).collect(),
+                        color: PALETTE[i],
+                        dashed: false,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    plot::line_panels(path, 1200, 400, panels.len().max(1), &panels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_counts_above_the_cores_are_refused_unless_asked_for() {
+        assert!(check_threads(&[2], 2, false).is_ok());
+        let e = check_threads(&[2, 4, 8, 16], 2, false).unwrap_err();
+        assert!(e.contains("4 threads on a machine with 2 cores") && e.contains("--oversubscribe"), "{e}");
+        assert!(check_threads(&[2, 4], 2, true).is_ok());
+        assert!(check_threads(&[], 2, false).is_err());
+        assert!(check_threads(&[0, 2], 2, true).unwrap_err().contains("at least 1"));
+    }
+}

@@ -314,4 +314,7 @@ fn scaling_refuses_more_threads_than_cores_unless_asked() {
     let err = stderr_of(&["scaling", "--threads", &too_many, "--iters", "1", "--repeats", "1"]);
     assert!(err.contains(&format!("{too_many} threads on a machine with")) && err.contains("--oversubscribe"), "{err}");
     assert!(stderr_of(&["scaling", "--threads", "0"]).contains("at least 1"));
+    assert!(stderr_of(&["scaling", "--threads", "1", "--repeats", "0"]).contains("--iters and --repeats"));
+    assert!(stderr_of(&["report", "--iters", "0"]).contains("--iters and --repeats"));
+    assert!(stderr_of(&["report", "--threads", "0"]).contains("--threads must be at least 1"));
 }

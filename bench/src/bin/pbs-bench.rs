@@ -18,6 +18,29 @@ struct Cli {
     command: Command,
 }
 
+/// How much `report` and `scaling` run.
+#[derive(Args)]
+struct MatrixRuns {
+    /// Iterations per run
+    #[arg(long, default_value_t = 200)]
+    iters: usize,
+    /// Runs per case (and thread count, for `scaling`); medians are over these
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Do not pin workers to cores
+    #[arg(long)]
+    no_pin: bool,
+}
+
+impl MatrixRuns {
+    fn checked(&self) -> Result<&Self, String> {
+        if self.iters == 0 || self.repeats == 0 {
+            return Err("--iters and --repeats must be at least 1".into());
+        }
+        Ok(self)
+    }
+}
+
 /// Options shared by `converge` and `transitions`.
 #[derive(Args)]
 struct Setting {
@@ -134,15 +157,8 @@ enum Command {
         /// Worker threads (default: PBS_NUM_THREADS, else one per core)
         #[arg(long)]
         threads: Option<usize>,
-        /// Iterations per run
-        #[arg(long, default_value_t = 200)]
-        iters: usize,
-        /// Runs per case (medians are over these)
-        #[arg(long, default_value_t = 5)]
-        repeats: usize,
-        /// Do not pin workers to cores
-        #[arg(long)]
-        no_pin: bool,
+        #[command(flatten)]
+        runs: MatrixRuns,
     },
     /// The side-by-side table of `report` at several thread counts: markdown, JSON, PNG.
     Scaling {
@@ -152,15 +168,8 @@ enum Command {
         /// Thread counts, comma-separated
         #[arg(long, value_delimiter = ',', default_value = "2,4,8,16")]
         threads: Vec<usize>,
-        /// Iterations per run
-        #[arg(long, default_value_t = 200)]
-        iters: usize,
-        /// Runs per case and thread count (medians are over these)
-        #[arg(long, default_value_t = 5)]
-        repeats: usize,
-        /// Do not pin workers to cores
-        #[arg(long)]
-        no_pin: bool,
+        #[command(flatten)]
+        runs: MatrixRuns,
         /// Run thread counts above this machine's cores anyway (their timings mean little)
         #[arg(long)]
         oversubscribe: bool,
@@ -313,25 +322,31 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             }
         }
-        Command::Report { out, threads, iters, repeats, no_pin } => {
+        Command::Report { out, threads, runs } => {
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
             };
-            if threads == 0 || iters == 0 || repeats == 0 {
-                return Err("--threads, --iters and --repeats must be at least 1".into());
+            if threads == 0 {
+                return Err("--threads must be at least 1".into());
             }
-            let settings = matrix::MatrixSettings { threads, iters, repeats, pin: !no_pin };
+            let runs = runs.checked()?;
+            let settings =
+                matrix::MatrixSettings { threads, iters: runs.iters, repeats: runs.repeats, pin: !runs.no_pin };
             let path = matrix::write(&out, &settings)?;
             println!("report written to {}", path.display());
         }
-        Command::Scaling { out, threads, iters, repeats, no_pin, oversubscribe } => {
+        Command::Scaling { out, threads, runs, oversubscribe } => {
             let cores = pbs_scheduler::topology::Topology::detect().cores.len().max(1);
             scaling::check_threads(&threads, cores, oversubscribe)?;
-            if iters == 0 || repeats == 0 {
-                return Err("--iters and --repeats must be at least 1".into());
-            }
-            let settings = scaling::ScalingSettings { threads, iters, repeats, pin: !no_pin, oversubscribe };
+            let runs = runs.checked()?;
+            let settings = scaling::ScalingSettings {
+                threads,
+                iters: runs.iters,
+                repeats: runs.repeats,
+                pin: !runs.no_pin,
+                oversubscribe,
+            };
             let rows = scaling::measure(&settings)?;
             print!("{}", scaling::table(&rows).text());
             let path = scaling::write(&out, &settings, &rows, cores)?;

@@ -30,7 +30,11 @@ pub fn median(values: &[f64]) -> f64 {
 /// Neighbouring boxes mostly share an owner, so one running sum per vCore makes every add
 /// wait for the previous one; four sums over boxes `k mod 4`, added at the end in a fixed
 /// order, run about four times faster (the balancer recharges after every step it tries).
+///
+/// # Panics
+/// If `owner` and `loads` differ in length, or an owner is `vcores` or more.
 pub fn charges(owner: &[u32], loads: &[f64], vcores: usize) -> Vec<f64> {
+    assert_eq!(owner.len(), loads.len(), "charges need one owner per box load");
     const LANES: usize = 4;
     let mut lanes = vec![[0.0; LANES]; vcores];
     let mut owners = owner.chunks_exact(LANES);
@@ -98,6 +102,16 @@ mod tests {
         assert_eq!(max_avg(&q), 1.25);
         assert_eq!(dol_extremes(&q), (0.25, -0.25));
         assert_eq!(max_avg(&[0.0, 0.0]), 1.0);
+        // Seven boxes: one chunk of four lanes and a remainder of three.
+        let owner = [2, 2, 0, 1, 1, 2, 0];
+        let loads = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+        assert_eq!(charges(&owner, &loads, 3), vec![68.0, 24.0, 35.0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "one owner per box load")]
+    fn charges_refuse_a_load_without_an_owner() {
+        charges(&[0, 1], &[1.0, 2.0, 3.0], 2);
     }
 
     #[test]

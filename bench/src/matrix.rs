@@ -109,7 +109,6 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             "modelled misses",
             "checksum",
         ]);
-        let ratio = pbs_over;
         for row in &last {
             let ms = med(&row.scheduler, &|r| r.iter_ms_median);
             t.row(vec![
@@ -174,9 +173,9 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             per_run.row(vec![
                 format!("{}", r + 1),
                 format!("{static_imbalance:.3}"),
-                format!("{:.2}", ratio(run, "static")),
-                format!("{:.2}", ratio(run, "ws")),
-                format!("{:.2}", ratio(run, "eager")),
+                format!("{:.2}", pbs_over(run, "static")),
+                format!("{:.2}", pbs_over(run, "ws")),
+                format!("{:.2}", pbs_over(run, "eager")),
             ]);
         }
         let _ = writeln!(md, "Per run:\n\n{}", per_run.markdown());
@@ -220,7 +219,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
 
 /// The row of `scheduler` in one run.
 pub fn row_of<'a>(run: &'a [RunRow], scheduler: &str) -> &'a RunRow {
-    run.iter().find(|x| x.scheduler == scheduler).unwrap_or_else(|| panic!("{scheduler} ran"))
+    run.iter().find(|x| x.scheduler == scheduler).unwrap_or_else(|| panic!("{scheduler} has no row in this run"))
 }
 
 /// Median over runs of `f` of `scheduler`'s row.

@@ -26,8 +26,6 @@ pub struct ScalingSettings {
     pub repeats: usize,
     /// Pin workers.
     pub pin: bool,
-    /// Run thread counts above the machine's cores anyway (timings then mean little).
-    pub oversubscribe: bool,
 }
 
 /// One line of the table: a case at one thread count.

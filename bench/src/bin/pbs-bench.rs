@@ -340,13 +340,8 @@ fn run(cli: Cli) -> Result<(), String> {
             let cores = pbs_scheduler::topology::Topology::detect().cores.len().max(1);
             scaling::check_threads(&threads, cores, oversubscribe)?;
             let runs = runs.checked()?;
-            let settings = scaling::ScalingSettings {
-                threads,
-                iters: runs.iters,
-                repeats: runs.repeats,
-                pin: !runs.no_pin,
-                oversubscribe,
-            };
+            let settings =
+                scaling::ScalingSettings { threads, iters: runs.iters, repeats: runs.repeats, pin: !runs.no_pin };
             let rows = scaling::measure(&settings)?;
             print!("{}", scaling::table(&rows).text());
             let path = scaling::write(&out, &settings, &rows, cores)?;

@@ -150,6 +150,14 @@ impl Ctx<'_> {
     }
 
     /// Appends to `stack` the candidates that survive for this node; returns their range.
+    ///
+    /// The difference of two power distances, `s_i(c) − s_a(c) = 2c·(x_a − x_i) + |x_i|² −
+    /// |x_a|² − w_i + w_a`, is affine in `c`, so its minimum over the node's box centres (a
+    /// rectangle) is exact: its value at the middle minus `|gradient|·half-width` per axis.
+    /// Take the two sites `a`, `b` with the lowest power at the node's middle: a site above
+    /// both at every box of the node is neither first nor second anywhere in it and is dropped.
+    /// (A bound of each site's power alone, nearest against farthest corner, kept about twice
+    /// as many sites: 5.5 per box with 16 vCores on 32×32 boxes.)
     fn prune(
         &self,
         lo: [usize; 3],
@@ -159,38 +167,37 @@ impl Ctx<'_> {
         bounds: &mut Vec<(f64, f64)>,
     ) -> std::ops::Range<usize> {
         // Box centres of the node span [lo + 0.5, hi − 0.5] per axis.
-        let a: Point = std::array::from_fn(|d| lo[d] as f64 + 0.5);
-        let b: Point = std::array::from_fn(|d| hi[d] as f64 - 0.5);
+        let mid: Point = std::array::from_fn(|d| (lo[d] + hi[d]) as f64 / 2.0);
+        let half: Point = std::array::from_fn(|d| (hi[d] - lo[d] - 1) as f64 / 2.0);
+        // (power at the middle, |x|² − w) per candidate; the two lowest powers, earlier first.
         bounds.clear();
-        let (mut h1, mut h2) = (f64::INFINITY, f64::INFINITY);
-        for &i in &stack[cands.clone()] {
-            let x = &self.sites[i as usize];
-            let (mut near, mut far) = (0.0, 0.0);
-            for d in 0..3 {
-                let below = a[d] - x[d];
-                let above = x[d] - b[d];
-                let n = below.max(above).max(0.0);
-                let f = (x[d] - a[d]).max(b[d] - x[d]);
-                near += n * n;
-                far += f * f;
-            }
-            let w = self.weights[i as usize];
-            let (l, h) = (near - w, far - w);
-            bounds.push((l, h));
-            if h < h1 {
-                h2 = h1;
-                h1 = h;
-            } else if h < h2 {
-                h2 = h;
+        let (mut a, mut b) = (usize::MAX, usize::MAX);
+        for (n, &i) in stack[cands.clone()].iter().enumerate() {
+            let (x, w) = (&self.sites[i as usize], self.weights[i as usize]);
+            let p = dist2(&mid, x) - w;
+            bounds.push((p, x[0] * x[0] + x[1] * x[1] + x[2] * x[2] - w));
+            if a == usize::MAX || p < bounds[a].0 {
+                b = a;
+                a = n;
+            } else if b == usize::MAX || p < bounds[b].0 {
+                b = n;
             }
         }
-        // A site is dropped only when its lower bound is clearly above the second-best upper
-        // bound; the slack absorbs rounding so the result stays exactly the oracle's.
-        let limit = h2 + 1e-9 * (1.0 + h2.abs());
+        let sites: [&Point; 2] =
+            [&self.sites[stack[cands.start + a] as usize], &self.sites[stack[cands.start + b] as usize]];
+        // Lowest value of s_i − s_r over the node (see above), and a rounding margin: only a
+        // site clearly above both is dropped, so the result stays exactly the oracle's.
+        let above = |x: &Point, c: (f64, f64), r: usize| {
+            let (xr, cr) = (sites[r], bounds[[a, b][r]]);
+            let spread: f64 = (0..3).map(|d| 2.0 * (xr[d] - x[d]).abs() * half[d]).sum();
+            let low = c.0 - cr.0 - spread;
+            low > 1e-9 * (1.0 + c.0.abs() + cr.0.abs() + spread + c.1.abs() + cr.1.abs())
+        };
         let start = stack.len();
         for (n, idx) in cands.enumerate() {
-            if bounds[n].0 <= limit {
-                let i = stack[idx];
+            let i = stack[idx];
+            let x = &self.sites[i as usize];
+            if n == a || n == b || !(above(x, bounds[n], 0) && above(x, bounds[n], 1)) {
                 stack.push(i);
             }
         }

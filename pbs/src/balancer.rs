@@ -25,6 +25,11 @@ pub trait Balancer {
     fn is_stuck(&self) -> bool {
         false
     }
+
+    /// Called by [`balance`] when a run ends without converging, to leave `cells` in the
+    /// method's best state rather than its last (a method that may worsen the balance on its
+    /// way keeps its best). Does nothing by default: the paper's methods end where they stop.
+    fn finish(&mut self, _problem: &Problem, _cells: &mut Cells) {}
 }
 
 /// When to stop.
@@ -136,6 +141,9 @@ pub fn balance(
         if !converged && balancer.is_stuck() {
             break;
         }
+    }
+    if !converged {
+        balancer.finish(problem, cells);
     }
     let elapsed = start.elapsed();
     let (dol_max, dol_min) = metrics::dol_extremes(cells.charges());

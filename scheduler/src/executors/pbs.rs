@@ -62,7 +62,7 @@ impl Default for PbsOptions {
             steps_per_rebalance: 20,
             tol: 0.02,
             trigger: 0.05,
-            steal: Stealing::Never,
+            steal: Stealing::Auto,
             chunk: 128,
             seed: 1,
             positions: None,
@@ -103,14 +103,18 @@ const CHECK_ITERATIONS: usize = 3;
 /// When threads that ran dry steal boxes.
 ///
 /// Stealing absorbs what no mapping can: a thread slowed for part of a phase (an interrupt,
-/// a neighbour on the host). The balancer still fixes the lasting imbalance: the criterion and
-/// its checks see *owner* loads (a thread's time, minus what it spent on stolen boxes, plus
-/// what others spent on its boxes), so stealing never hides an imbalance the mapping has.
+/// a neighbour on the host, a late wake-up). The balancer still fixes the lasting imbalance:
+/// the criterion and its checks see *owner* loads (a thread's time, minus what it spent on
+/// stolen boxes, plus what others spent on its boxes), so stealing never hides an imbalance
+/// the mapping has.
 ///
-/// Off by default. On md (0.14–0.18 ms iterations, 2 threads) `Auto` raised pbs's measured
-/// efficiency from 0.89–0.93 to 0.91–0.97 but not its iteration time (pbs / static 0.67–0.68
-/// either way): the idle time became time spent finding and running stolen boxes, cold on
-/// the thief, and on the contraction case affinity fell to 0.95.
+/// `Auto` by default. Per phase, the slowest of `T` threads runs later the more threads
+/// there are, whatever the mapping: on a 16-core machine with 16 threads, pbs without
+/// stealing ran the stencil (32×32 boxes) 1.22–1.26× slower than rayon, each phase's slowest
+/// thread 1.3× the mean; with `Auto`, 0.99–1.04×, and 0.97–1.00× at 4 threads (1.00–1.06
+/// without). On 2 threads it gains less (md contraction pbs / ws 0.94–0.98 → 0.86–0.89 there,
+/// iteration time −2–4 % on the 2-core VM) for an affinity of 0.95–0.99 instead of 0.99+.
+/// (`pbs-bench run`, 200 iterations, seeds 1 and 2; on the 2-core VM seeds 1–3.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stealing {
     /// Owners only.

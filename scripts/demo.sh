@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main demo: balances the paper's four static cases and a Perlin map with our method and
-# the paper's side by side, runs warm-started rough and smooth transitions, then writes a short
-# version of the paper report (markdown + PNG plots) to out/demo/.
+# the paper's side by side, runs warm-started rough and smooth transitions, runs the grid apps
+# (MD, stencil) under every scheduler, then writes short versions of the apps report and the
+# paper report (markdown + PNG plots) to out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -23,6 +24,16 @@ $bench transitions --kind smooth --trials 200 --compare-scratch
 echo
 echo "== The runtime: per-phase overhead of every executor on empty tasks (10^4 boxes, 2 threads)"
 cargo run --release -q -p pbs-scheduler --example overhead
+echo
+echo "== The grid apps on the scheduler: every executor side by side, taking turns (one worker per core)"
+echo "   Lennard-Jones MD with cell lists, particles falling and piling up (gravity):"
+$bench run --app md --scenario gravity --scheduler all --iters 200
+echo "   Jacobi heat diffusion with an extra per-box cost from a drifting Perlin map:"
+$bench run --app stencil --scenario drift --scheduler all --iters 100
+echo
+echo "== The standard matrix (apps x scenarios x schedulers), one run each (the full one: $bench report)"
+$bench report --out out/demo/apps --repeats 1
+echo "open out/demo/apps/report.md, iteration_time.png, busy.png and owners.png"
 echo
 echo "== The paper's tables, short version (the full one: $bench paper --out out/paper)"
 $bench paper --quick --out out/demo

@@ -1,0 +1,217 @@
+//! Stealing: when threads that ran dry take boxes from others ([`Stealing`]), and how. A
+//! thread's list carries one atomic word, the owner's `front` and the thieves' `back`: the
+//! owner claims chunks from the front, thieves take pairs from the back, so the owner keeps
+//! the part of its cell it is working through and a box is claimed exactly once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock;
+use crate::executor::{Local, Tracker};
+
+/// When threads that ran dry steal boxes.
+///
+/// Stealing absorbs what no mapping can: a thread slowed for part of a phase (an interrupt,
+/// a neighbour on the host, a late wake-up). The balancer still fixes the lasting imbalance:
+/// the criterion and its checks see *owner* loads (a thread's time, minus what it spent on
+/// stolen boxes, plus what others spent on its boxes), so stealing never hides an imbalance
+/// the mapping has.
+///
+/// `Auto` by default. Per phase, the slowest of `T` threads runs later the more threads
+/// there are, whatever the mapping: on a 16-core machine with 16 threads, pbs without
+/// stealing ran the stencil (32×32 boxes) 1.22–1.26× slower than rayon, each phase's slowest
+/// thread 1.3× the mean; with `Auto`, 0.99–1.04×, and 0.97–1.00× at 4 threads (1.00–1.06
+/// without). On 2 threads it gains less (md contraction pbs / ws 0.94–0.98 → 0.86–0.89 there,
+/// iteration time −2–4 % on the 2-core VM) for an affinity of 0.95–0.99 instead of 0.99+.
+/// (`pbs-bench run`, 200 iterations, seeds 1 and 2; on the 2-core VM seeds 1–3.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stealing {
+    /// Owners only.
+    Never,
+    /// Every phase.
+    Always,
+    /// Once a thread's share of a phase is measured to take at least 20 µs: on
+    /// microsecond phases stealing reacts to scheduling noise rather than imbalance, and the
+    /// end-of-phase search costs more than it saves (`examples/overhead.rs`).
+    Auto,
+}
+
+/// Per-thread phase time from which [`Stealing::Auto`] steals, seconds.
+pub(super) const STEAL_MIN_PHASE: f64 = 20e-6;
+
+/// `(box, thief)` for every box a thread stole in a phase.
+pub(super) type StealLog = Vec<(u32, u32)>;
+
+pub(super) fn pack(front: u32, back: u32) -> u64 {
+    u64::from(front) | (u64::from(back) << 32)
+}
+
+pub(super) fn unpack(v: u64) -> (u32, u32) {
+    (v as u32, (v >> 32) as u32)
+}
+
+/// Owner side: takes up to `chunk` boxes from the front of a list.
+pub(super) fn claim_front(c: &AtomicU64, chunk: u32) -> Option<std::ops::Range<u32>> {
+    let mut v = c.load(Ordering::Acquire);
+    loop {
+        let (front, back) = unpack(v);
+        if front >= back {
+            return None;
+        }
+        let next = (front + chunk).min(back);
+        match c.compare_exchange_weak(v, pack(next, back), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(front..next),
+            Err(now) => v = now,
+        }
+    }
+}
+
+/// What a thief found in a list.
+pub(super) enum Steal {
+    /// These boxes are now the thief's.
+    Took(std::ops::Range<u32>),
+    /// The owner has not started yet (one waking up late is not worth scattering its cell):
+    /// look again later.
+    NotYet,
+    /// Nothing worth stealing: at most `keep` boxes left.
+    Nothing,
+}
+
+/// Thief side: takes up to `chunk` boxes from the back of a list whose owner has started and
+/// still has more than `keep` boxes ahead of it.
+pub(super) fn claim_back(c: &AtomicU64, chunk: u32, keep: u32) -> Steal {
+    let mut v = c.load(Ordering::Acquire);
+    loop {
+        let (front, back) = unpack(v);
+        if back.saturating_sub(front) <= keep {
+            return Steal::Nothing;
+        }
+        if front == 0 {
+            return Steal::NotYet;
+        }
+        let start = back.saturating_sub(chunk).max(front);
+        match c.compare_exchange_weak(v, pack(front, start), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Steal::Took(start..back),
+            Err(now) => v = now,
+        }
+    }
+}
+
+/// Every thread's list of boxes with its claim word, and the clock ticks thieves spent on
+/// its boxes in the current phase (its owner's *lost* time: stolen time counts for the owner).
+pub(super) struct Lists<'a> {
+    pub lists: &'a [Vec<u32>],
+    pub claims: &'a [CachePadded<AtomicU64>],
+    pub lost: &'a [CachePadded<AtomicU64>],
+}
+
+/// Thief side of a phase, once thread `t` has run its own list: takes pairs of boxes from the
+/// back of the lists in `victims` (its neighbours first), starting over from the first after
+/// every theft, until no list has more than `keep` boxes left; waits, spinning, while a
+/// victim with boxes to spare has not started. Returns the boxes it ran and the ticks spent
+/// on them.
+pub(super) fn steal_from(
+    victims: &[u32],
+    at: &Lists,
+    keep: u32,
+    t: usize,
+    tracker: &Tracker,
+    local: &mut Local,
+    task: &(dyn Fn(usize) + Sync),
+) -> (StealLog, u64) {
+    let mut log = Vec::new();
+    let mut spent_abroad = 0;
+    loop {
+        let mut waiting = false;
+        let mut took = false;
+        for &v in victims {
+            match claim_back(&at.claims[v as usize], 2, keep) {
+                Steal::Took(r) => {
+                    let ks = &at.lists[v as usize][r.start as usize..r.end as usize];
+                    let t0 = clock::ticks();
+                    tracker.run_chunk(ks, t, local, task);
+                    let dt = clock::ticks().wrapping_sub(t0);
+                    spent_abroad += dt;
+                    at.lost[v as usize].fetch_add(dt, Ordering::Relaxed);
+                    log.extend(ks.iter().map(|&k| (k, t as u32)));
+                    took = true;
+                    break; // neighbours first: start over from the nearest
+                }
+                Steal::NotYet => waiting = true,
+                Steal::Nothing => {}
+            }
+        }
+        if !took && !waiting {
+            return (log, spent_abroad);
+        }
+        if !took {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An owner claiming from the front and a thief from the back, concurrently, share a list
+    /// between them: every box is claimed exactly once, and the thief leaves the owner `keep`.
+    #[test]
+    fn owner_and_thief_claim_every_box_exactly_once() {
+        for (len, chunk, keep) in [(1000u32, 4u32, 3u32), (1000, 4, 0), (7, 128, 0), (64, 1, 8), (0, 4, 0)] {
+            let word = AtomicU64::new(pack(0, len));
+            let (mine, stolen) = std::thread::scope(|s| {
+                let thief = s.spawn(|| {
+                    let mut got = Vec::new();
+                    loop {
+                        match claim_back(&word, 2, keep) {
+                            Steal::Took(r) => got.push(r),
+                            Steal::NotYet => std::hint::spin_loop(), // the owner has not started
+                            Steal::Nothing => return got,
+                        }
+                    }
+                });
+                let mut got = Vec::new();
+                while let Some(r) = claim_front(&word, chunk) {
+                    got.push(r);
+                }
+                (got, thief.join().unwrap())
+            });
+            let mut seen = vec![0u32; len as usize];
+            for r in mine.iter().chain(&stolen) {
+                for k in r.clone() {
+                    seen[k as usize] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "len {len}: claims {mine:?} / {stolen:?}");
+            assert!(mine.iter().all(|r| r.len() <= chunk as usize));
+            assert!(stolen.iter().all(|r| r.len() <= 2));
+            let stolen_boxes: usize = stolen.iter().map(|r| r.len()).sum();
+            assert!(stolen_boxes <= (len.saturating_sub(keep)) as usize, "the thief left fewer than {keep}");
+        }
+    }
+
+    /// The ends of a list, one claim at a time: `(front, back)` before and what is taken.
+    #[test]
+    fn claims_take_from_their_own_end_and_never_cross() {
+        let took = |s: Steal| match s {
+            Steal::Took(r) => Some(r),
+            _ => None,
+        };
+        let word = AtomicU64::new(pack(0, 10));
+        assert!(matches!(claim_back(&word, 2, 0), Steal::NotYet), "the owner has not started");
+        assert_eq!(claim_front(&word, 3), Some(0..3));
+        assert_eq!(took(claim_back(&word, 2, 0)), Some(8..10));
+        assert_eq!(unpack(word.load(Ordering::Relaxed)), (3, 8));
+        assert!(matches!(claim_back(&word, 2, 5), Steal::Nothing), "5 left, 5 kept for the owner");
+        assert_eq!(took(claim_back(&word, 2, 4)), Some(6..8));
+        // One box left between the ends: a thief takes that box, not one the owner has.
+        let word = AtomicU64::new(pack(5, 6));
+        assert_eq!(took(claim_back(&word, 2, 0)), Some(5..6));
+        assert_eq!(claim_front(&word, 4), None);
+        let word = AtomicU64::new(pack(8, 10));
+        assert_eq!(claim_front(&word, 4), Some(8..10), "never past the thieves' end");
+        assert_eq!(claim_front(&word, 4), None);
+    }
+}

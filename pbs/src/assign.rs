@@ -13,6 +13,9 @@
 //!
 //! The second-best site and the gap to it come for free and are what the power-cell balancer
 //! uses to know how far each boundary is from flipping.
+//!
+//! [`assign_on`] cuts the grid into bands of rows and hands them to [`Workers`] (the
+//! scheduler's pool, idle while it waits for a rebalancing), with the same result.
 
 use crate::grid::{dist2, Grid, Point};
 
@@ -33,7 +36,14 @@ pub struct Assignment {
 }
 
 impl Assignment {
+    /// Sizes the arrays for `n` boxes. Every entry is then overwritten, so arrays of the right
+    /// size are left as they are: clearing them wrote every cache line twice, and in
+    /// [`assign_on`] pulled every band's lines back to the calling thread before its worker
+    /// wrote them.
     fn reset(&mut self, n: usize) {
+        if self.owner.len() == n && self.score.len() == n && self.second.len() == n && self.gap.len() == n {
+            return;
+        }
         self.owner.clear();
         self.owner.resize(n, 0);
         self.score.clear();
@@ -64,8 +74,37 @@ fn best_two(c: &Point, sites: &[Point], weights: &[f64], order: impl Iterator<It
     (b, sb, s, ss)
 }
 
+/// The part of an [`Assignment`] that one call of the recursion writes: boxes `base..` of the
+/// grid, as disjoint slices, so that bands of the grid can be assigned in parallel.
+struct Out<'a> {
+    base: usize,
+    owner: &'a mut [u32],
+    score: &'a mut [f64],
+    second: &'a mut [u32],
+    gap: &'a mut [f64],
+}
+
+impl<'a> Out<'a> {
+    fn whole(a: &'a mut Assignment) -> Out<'a> {
+        Out { base: 0, owner: &mut a.owner, score: &mut a.score, second: &mut a.second, gap: &mut a.gap }
+    }
+
+    /// Cuts off the first `len` boxes as their own part.
+    fn split_front(&mut self, len: usize) -> Out<'a> {
+        let owner = std::mem::take(&mut self.owner).split_at_mut(len);
+        let score = std::mem::take(&mut self.score).split_at_mut(len);
+        let second = std::mem::take(&mut self.second).split_at_mut(len);
+        let gap = std::mem::take(&mut self.gap).split_at_mut(len);
+        let front = Out { base: self.base, owner: owner.0, score: score.0, second: second.0, gap: gap.0 };
+        (self.base, self.owner, self.score, self.second, self.gap) =
+            (self.base + len, owner.1, score.1, second.1, gap.1);
+        front
+    }
+}
+
 #[inline]
-fn store(out: &mut Assignment, k: usize, (b, sb, s, ss): (u32, f64, u32, f64)) {
+fn store(out: &mut Out, k: usize, (b, sb, s, ss): (u32, f64, u32, f64)) {
+    let k = k - out.base;
     out.owner[k] = b;
     out.score[k] = sb;
     out.second[k] = s;
@@ -77,9 +116,10 @@ pub fn assign_brute(grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Ass
     assert_eq!(sites.len(), weights.len());
     assert!(!sites.is_empty(), "assignment needs at least one vCore");
     out.reset(grid.len());
+    let mut out = Out::whole(out);
     for k in 0..grid.len() {
         let r = best_two(&grid.centre(k), sites, weights, 0..sites.len() as u32);
-        store(out, k, r);
+        store(&mut out, k, r);
     }
 }
 
@@ -96,7 +136,82 @@ pub fn assign(grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Assignmen
     // On a 2D grid with every site in the plane z = 0.5 the z term is exactly zero.
     let flat = grid.nz == 1 && sites.iter().all(|s| s[2] == 0.5);
     let ctx = Ctx { grid, sites, weights, flat };
-    ctx.node([0, 0, 0], grid.dims(), 0..n, &mut scratch, out);
+    ctx.node([0, 0, 0], grid.dims(), 0..n, &mut scratch, &mut Out::whole(out));
+}
+
+/// Threads an assignment may share: runs `job(part)` for every `part` in `0..parts`
+/// (`parts ≤ count()`), each part once, and returns when all have finished. The
+/// scheduler's pool implements it, so a rebalancing's assignments run on the threads that
+/// would otherwise wait for it.
+pub trait Workers: Sync {
+    /// Threads available.
+    fn count(&self) -> usize;
+    /// Runs `job(0)`, …, `job(parts − 1)`, possibly at the same time, and waits for them.
+    fn run(&self, parts: usize, job: &(dyn Fn(usize) + Sync));
+}
+
+/// Least work worth a part of its own, in nanoseconds of serial assignment: handing a part
+/// to another thread and waiting for it costs about a microsecond (an empty pool phase on 2
+/// threads: 0.8 µs median), and its results must travel back to the caller's cache.
+const MIN_PART_NS: f64 = 4000.0;
+
+/// What a box's result (24 bytes) costs the caller when another core wrote it: the
+/// balancer reads every owner and gap right after. With two sites a box is decided in about
+/// as long: sharing 4096 boxes over two threads made warm rebalancings 1.03–1.30× as long
+/// as not sharing (`examples/parallel_balancer.rs` in `pbs-scheduler`, medians of 200), where
+/// 1024 boxes over 16 sites took 0.68–0.97× and over 72 sites 0.64–0.75×.
+const RETURN_NS: f64 = 3.0;
+
+/// Serial assignment time per box, nanoseconds, on the low side: measured medians on 32×32
+/// to 100×100 boxes were 3.7–4.9 with two sites (the two-candidate leaves), 5–15 with three
+/// or four, 16–22 with 8 or 16, 27–67 with 32 to 72 (this 2-core VM). It only decides how
+/// many parts a grid is worth.
+fn box_ns(sites: usize) -> f64 {
+    match sites {
+        0..=2 => 3.5,
+        3..=4 => 8.0,
+        _ => 16.0,
+    }
+}
+
+/// [`assign`], with the grid cut into bands of rows (layers in 3D) assigned by `workers` in
+/// parallel; identical results (each band runs the same recursion, and every box is decided
+/// by the same expression over the same sites in the same order). Without workers, or when
+/// the work is too small to share (under about 4 µs a part), it is [`assign`].
+pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Assignment) {
+    let Some(workers) = workers else {
+        return assign(grid, sites, weights, out);
+    };
+    // Bands along the outermost axis with more than one slice, so that each is a contiguous
+    // range of box indices.
+    let axis = if grid.nz > 1 { 2 } else { 1 };
+    let slices = grid.dims()[axis];
+    let worth = (grid.len() as f64 * (box_ns(sites.len()) - RETURN_NS) / MIN_PART_NS) as usize;
+    let parts = workers.count().min(slices).min(worth);
+    if parts <= 1 {
+        return assign(grid, sites, weights, out);
+    }
+    assert_eq!(sites.len(), weights.len());
+    assert!(!sites.is_empty(), "assignment needs at least one vCore");
+    out.reset(grid.len());
+    let n = sites.len();
+    let flat = grid.nz == 1 && sites.iter().all(|s| s[2] == 0.5);
+    let ctx = Ctx { grid, sites, weights, flat };
+    let per_slice = grid.len() / slices;
+    let mut rest = Out::whole(out);
+    let bands: Vec<([usize; 3], [usize; 3], std::sync::Mutex<Out>)> = (0..parts)
+        .map(|p| {
+            let (from, to) = (p * slices / parts, (p + 1) * slices / parts);
+            let (mut lo, mut hi) = ([0, 0, 0], grid.dims());
+            (lo[axis], hi[axis]) = (from, to);
+            (lo, hi, std::sync::Mutex::new(rest.split_front((to - from) * per_slice)))
+        })
+        .collect();
+    workers.run(parts, &|p| {
+        let (lo, hi, out) = &bands[p];
+        let mut scratch = Scratch { stack: (0..n as u32).collect(), ..Scratch::default() };
+        ctx.node(*lo, *hi, 0..n, &mut scratch, &mut out.lock().expect("each band is locked once"));
+    });
 }
 
 /// Buffers reused across the recursion: the candidate stack, per-candidate bounds, and the
@@ -124,7 +239,7 @@ impl Ctx<'_> {
         hi: [usize; 3],
         cands: std::ops::Range<usize>,
         scratch: &mut Scratch,
-        out: &mut Assignment,
+        out: &mut Out,
     ) {
         let nboxes = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
         let cands = if cands.len() > 2 && nboxes > LEAF_BOXES {
@@ -214,7 +329,7 @@ impl Ctx<'_> {
         hi: [usize; 3],
         cands: std::ops::Range<usize>,
         scratch: &mut Scratch,
-        out: &mut Assignment,
+        out: &mut Out,
     ) {
         let ids = &scratch.stack[cands];
         scratch.leaf.clear();
@@ -322,6 +437,78 @@ mod tests {
             assign_brute(&g, &s, &w, &mut b);
             assert_eq!(a, b, "grid {nx}x{ny}x{nz}, {n} sites");
         }
+    }
+
+    /// Runs the parts on scoped threads, all at once.
+    struct Threads(usize);
+    impl Workers for Threads {
+        fn count(&self) -> usize {
+            self.0
+        }
+        fn run(&self, parts: usize, job: &(dyn Fn(usize) + Sync)) {
+            assert!(parts <= self.0);
+            std::thread::scope(|s| {
+                for p in 0..parts {
+                    s.spawn(move || job(p));
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn bands_on_threads_equal_brute() {
+        for (seed, (nx, ny, nz), n, ws, threads) in [
+            (1, (50, 50, 1), 10, 0.0, 2),
+            (2, (37, 23, 1), 72, 40.0, 3),
+            (3, (12, 9, 7), 30, 10.0, 4),
+            (4, (400, 100, 1), 1, 0.0, 4),
+            (5, (64, 64, 1), 300, 200.0, 16),
+            (6, (300, 300, 1), 2, 30.0, 2),
+            (7, (33, 17, 1), 3, 5.0, 5),
+            (8, (16, 16, 4), 16, 5.0, 3),
+        ] {
+            let g = Grid::new_3d(nx, ny, nz).unwrap();
+            let (s, w) = random_sites(&g, n, seed, ws);
+            let (mut a, mut b) = (Assignment::default(), Assignment::default());
+            assign_on(Some(&Threads(threads)), &g, &s, &w, &mut a);
+            assign_brute(&g, &s, &w, &mut b);
+            assert_eq!(a, b, "grid {nx}x{ny}x{nz}, {n} sites, {threads} threads");
+        }
+    }
+
+    /// Parts are cut as asked: as many as the workers and the grid allow, each once.
+    #[test]
+    fn every_band_is_run_once_and_small_grids_stay_serial() {
+        struct Count(usize, std::sync::Mutex<Vec<usize>>);
+        impl Workers for Count {
+            fn count(&self) -> usize {
+                self.0
+            }
+            fn run(&self, parts: usize, job: &(dyn Fn(usize) + Sync)) {
+                for p in (0..parts).rev() {
+                    self.1.lock().unwrap().push(p);
+                    job(p);
+                }
+            }
+        }
+        let g = Grid::new(32, 32).unwrap();
+        let (s, w) = random_sites(&g, 16, 1, 3.0);
+        let mut a = Assignment::default();
+        // 1024 boxes over 16 sites: ~16 µs, three parts' worth.
+        for (threads, parts) in [(1, 0), (2, 2), (3, 3), (4, 3), (16, 3)] {
+            let workers = Count(threads, Default::default());
+            assign_on(Some(&workers), &g, &s, &w, &mut a);
+            let mut ran = workers.1.into_inner().unwrap();
+            ran.sort();
+            assert_eq!(ran, (0..parts).collect::<Vec<_>>(), "{threads} threads");
+        }
+        let small = Grid::new(15, 15).unwrap();
+        let workers = Count(4, Default::default());
+        assign_on(Some(&workers), &small, &s[..4], &w[..4], &mut a);
+        assert!(workers.1.into_inner().unwrap().is_empty(), "225 boxes: not worth sharing");
+        let workers = Count(2, Default::default());
+        assign_on(Some(&workers), &Grid::new(64, 64).unwrap(), &s[..2], &w[..2], &mut a);
+        assert!(workers.1.into_inner().unwrap().is_empty(), "4096 boxes over two sites: not worth it");
     }
 
     #[test]

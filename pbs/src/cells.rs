@@ -1,7 +1,7 @@
 //! The vCores (positions and weights) and the cells they own: the state a balancer moves and
 //! warm-starts from.
 
-use crate::assign::{assign, Assignment};
+use crate::assign::{assign_on, Assignment};
 use crate::error::{Error, Result};
 use crate::grid::{Grid, Point};
 use crate::metrics;
@@ -120,7 +120,7 @@ impl Cells {
     /// Recomputes the assignment from positions and weights, then the charges.
     pub fn reassign(&mut self, problem: &Problem) {
         self.check(problem);
-        assign(&self.grid, &self.positions, &self.weights, &mut self.assignment);
+        assign_on(problem.workers(), &self.grid, &self.positions, &self.weights, &mut self.assignment);
         self.recharge(problem);
     }
 

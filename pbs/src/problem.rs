@@ -1,5 +1,6 @@
 //! A validated balancing problem: a grid, one load per box, and a number of vCores.
 
+use crate::assign::Workers;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::metrics;
@@ -15,13 +16,27 @@ use crate::metrics;
 /// assert_eq!(p.mean(), 4.0);
 /// assert!(Problem::new(grid, &[f64::NAN; 8], 2).is_err());
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Problem<'a> {
     grid: Grid,
     loads: &'a [f64],
     vcores: usize,
     total: f64,
     max_load: f64,
+    workers: Option<&'a dyn Workers>,
+}
+
+impl std::fmt::Debug for Problem<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Problem")
+            .field("grid", &self.grid)
+            .field("loads", &self.loads)
+            .field("vcores", &self.vcores)
+            .field("total", &self.total)
+            .field("max_load", &self.max_load)
+            .field("workers", &self.workers.map(|w| w.count()))
+            .finish()
+    }
 }
 
 impl<'a> Problem<'a> {
@@ -37,7 +52,19 @@ impl<'a> Problem<'a> {
         }
         let total = metrics::ordered_sum(loads);
         let max_load = loads.iter().copied().fold(0.0, f64::max);
-        Ok(Problem { grid, loads, vcores, total, max_load })
+        Ok(Problem { grid, loads, vcores, total, max_load, workers: None })
+    }
+
+    /// The same problem, with threads its assignments may share (see
+    /// [`crate::assign::assign_on`]): a balancer's result does not change, only how fast it
+    /// comes.
+    pub fn with_workers(self, workers: &'a dyn Workers) -> Self {
+        Problem { workers: Some(workers), ..self }
+    }
+
+    /// The threads assignments may share, if any.
+    pub fn workers(&self) -> Option<&'a dyn Workers> {
+        self.workers
     }
 
     /// The grid.

@@ -162,6 +162,20 @@ fn worker_loop(s: &Shared, id: usize) {
     }
 }
 
+/// A rebalancing's assignments run on the pool's threads, which would otherwise wait for it.
+impl pbs::assign::Workers for Pool {
+    fn count(&self) -> usize {
+        self.threads
+    }
+    fn run(&self, parts: usize, job: &(dyn Fn(usize) + Sync)) {
+        Pool::run(self, &|t| {
+            if t < parts {
+                job(t)
+            }
+        })
+    }
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);

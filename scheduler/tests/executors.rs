@@ -178,3 +178,27 @@ fn every_worker_has_reported_its_binding_when_the_executor_is_returned() {
         }
     }
 }
+
+/// A rebalancing whose assignments run on the pool's threads (4096 boxes over 4 vCores is
+/// worth four parts) between phases: every phase still runs every box once, and boxes move.
+#[test]
+fn rebalancings_shared_with_the_pool_keep_every_box_running_once() {
+    use pbs_scheduler::criteria::Always;
+    let grid = Grid::new(64, 64).unwrap();
+    let options = PbsOptions { criterion: Some(Box::new(Always)), ..PbsOptions::default() };
+    let mut exec = Pbs::new(grid, 4, options).unwrap();
+    let mut migrations = 0;
+    for it in 0..12usize {
+        // A heavy band that moves down the grid.
+        let counts: Vec<AtomicU32> = (0..grid.len()).map(|_| AtomicU32::new(0)).collect();
+        exec.run_phase(&|k| {
+            counts[k].fetch_add(1, Ordering::Relaxed);
+            if (grid.coords(k)[1] + 64 - 4 * it) % 64 < 8 {
+                spin(Duration::from_micros(2));
+            }
+        });
+        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1), "iteration {it}");
+        migrations += exec.end_iteration().migrations;
+    }
+    assert!(migrations > 0, "the moving band should have moved boxes");
+}

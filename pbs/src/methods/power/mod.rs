@@ -48,7 +48,7 @@ mod giants;
 use cell_step::capture_distance;
 use giants::hold_giants;
 
-use crate::assign::{assign, Assignment, NONE};
+use crate::assign::{assign_on, Assignment, NONE};
 use crate::balancer::Balancer;
 use crate::cells::Cells;
 use crate::grid::{dist2, Grid, Point};
@@ -371,7 +371,7 @@ impl PowerCells {
     /// Assigns with `trial_w` (after securing giants) and keeps the result if it passes.
     fn try_trial(&mut self, problem: &Problem, cells: &mut Cells, accept: Accept, g0: f64, m0: (f64, f64)) -> bool {
         hold_giants(problem.grid(), &self.keep, cells.positions(), &mut self.trial_w);
-        assign(problem.grid(), cells.positions(), &self.trial_w, &mut self.trial);
+        assign_on(problem.workers(), problem.grid(), cells.positions(), &self.trial_w, &mut self.trial);
         let passes = match accept {
             Accept::Any => true,
             Accept::DualIncrease => {

@@ -151,7 +151,7 @@ impl Pbs {
         // More threads than boxes: the extra threads own nothing and only steal.
         let vcores = threads.min(grid.len());
         let ones = vec![1.0; grid.len()];
-        let problem = Problem::new(grid, &ones, vcores)?;
+        let problem = Problem::new(grid, &ones, vcores)?.with_workers(&pool);
         let mut balancer = methods::by_name(&options.method)?;
         let mut cells = match options.positions.take() {
             Some(mut p) => {

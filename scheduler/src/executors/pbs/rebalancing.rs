@@ -75,7 +75,10 @@ impl Pbs {
         }
         let start = Instant::now();
         let box_loads = self.tracker.box_loads();
-        let problem = Problem::new(self.grid, &box_loads, self.cells.len()).expect("measured times are finite and ≥ 0");
+        // The balancer's assignments run on every thread of the pool, which waits meanwhile.
+        let problem = Problem::new(self.grid, &box_loads, self.cells.len())
+            .expect("measured times are finite and ≥ 0")
+            .with_workers(&self.pool);
         // Worth it? Skip the balancer, and restart the criterion's count with the cost of the
         // last real rebalancing, when the measured box loads say it has little to gain (the
         // imbalance the criterion saw is noise, or threads' speeds differ).

@@ -128,15 +128,9 @@ const LEAF_BOXES: usize = 16;
 
 /// Fast assignment, identical to [`assign_brute`]. See the module documentation.
 pub fn assign(grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Assignment) {
-    assert_eq!(sites.len(), weights.len());
-    assert!(!sites.is_empty(), "assignment needs at least one vCore");
+    let ctx = Ctx::new(grid, sites, weights);
     out.reset(grid.len());
-    let n = sites.len();
-    let mut scratch = Scratch { stack: (0..n as u32).collect(), ..Scratch::default() };
-    // On a 2D grid with every site in the plane z = 0.5 the z term is exactly zero.
-    let flat = grid.nz == 1 && sites.iter().all(|s| s[2] == 0.5);
-    let ctx = Ctx { grid, sites, weights, flat };
-    ctx.node([0, 0, 0], grid.dims(), 0..n, &mut scratch, &mut Out::whole(out));
+    ctx.region([0, 0, 0], grid.dims(), &mut Out::whole(out));
 }
 
 /// Threads an assignment may share: runs `job(part)` for every `part` in `0..parts`
@@ -191,12 +185,8 @@ pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], we
     if parts <= 1 {
         return assign(grid, sites, weights, out);
     }
-    assert_eq!(sites.len(), weights.len());
-    assert!(!sites.is_empty(), "assignment needs at least one vCore");
+    let ctx = Ctx::new(grid, sites, weights);
     out.reset(grid.len());
-    let n = sites.len();
-    let flat = grid.nz == 1 && sites.iter().all(|s| s[2] == 0.5);
-    let ctx = Ctx { grid, sites, weights, flat };
     let per_slice = grid.len() / slices;
     let mut rest = Out::whole(out);
     let bands: Vec<([usize; 3], [usize; 3], std::sync::Mutex<Out>)> = (0..parts)
@@ -209,8 +199,7 @@ pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], we
         .collect();
     workers.run(parts, &|p| {
         let (lo, hi, out) = &bands[p];
-        let mut scratch = Scratch { stack: (0..n as u32).collect(), ..Scratch::default() };
-        ctx.node(*lo, *hi, 0..n, &mut scratch, &mut out.lock().expect("each band is locked once"));
+        ctx.region(*lo, *hi, &mut out.lock().expect("each band is locked once"));
     });
 }
 
@@ -230,7 +219,22 @@ struct Ctx<'a> {
     flat: bool,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(grid: &'a Grid, sites: &'a [Point], weights: &'a [f64]) -> Ctx<'a> {
+        assert_eq!(sites.len(), weights.len());
+        assert!(!sites.is_empty(), "assignment needs at least one vCore");
+        // On a 2D grid with every site in the plane z = 0.5 the z term is exactly zero.
+        let flat = grid.nz == 1 && sites.iter().all(|s| s[2] == 0.5);
+        Ctx { grid, sites, weights, flat }
+    }
+
+    /// Assigns the boxes with index ranges `lo..hi` (per axis), every site a candidate.
+    fn region(&self, lo: [usize; 3], hi: [usize; 3], out: &mut Out) {
+        let n = self.sites.len();
+        let mut scratch = Scratch { stack: (0..n as u32).collect(), ..Scratch::default() };
+        self.node(lo, hi, 0..n, &mut scratch, out);
+    }
+
     /// Assigns the boxes with index ranges `lo..hi` (per axis); `stack[cands]` holds, in
     /// ascending order, every site that can be first or second for one of them.
     fn node(

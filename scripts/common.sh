@@ -15,6 +15,11 @@ need_rust() {
     fi
 }
 
+# The C compiler Rust links with also builds the C examples of ffi/ (demo and tests).
+need_c_compiler() {
+    command -v "${CC:-cc}" >/dev/null 2>&1 || need_packages gcc libc6-dev
+}
+
 # Components the test command needs; rustup's default profile has them, a minimal one does not.
 need_components() {
     for c in rustfmt clippy; do

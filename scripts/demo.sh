@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The main demo: balances the paper's four static cases and a Perlin map with our method and
 # the paper's side by side, runs warm-started rough and smooth transitions, runs the grid apps
-# (MD, stencil) under every scheduler, then writes short versions of the apps report and the
-# paper report (markdown + PNG plots) to out/demo/.
+# (MD, stencil) under every scheduler and a C code through the C interface, then writes short
+# versions of the apps report and the paper report (markdown + PNG plots) to out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
+need_c_compiler
 need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}"
 
-cargo build --release -p pbs-bench -p pbs-visual
+cargo build --release -p pbs-bench -p pbs-visual -p pbs-ffi
 bench=target/release/pbs-bench
 
 echo
@@ -30,6 +31,12 @@ echo "   Lennard-Jones MD with cell lists, particles falling and piling up (grav
 $bench run --app md --scenario gravity --scheduler all --iters 200
 echo "   Jacobi heat diffusion with an extra per-box cost from a drifting Perlin map:"
 $bench run --app stencil --scenario drift --scheduler all --iters 100
+echo
+echo "== From C (ffi/include/pbs.h): a heat-diffusion code in C on each scheduler, then the balancer alone"
+cc -std=c11 -O2 -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi -Wl,-rpath,"$PWD/target/release" -o target/release/heat-c
+cc -std=c11 -O2 -Iffi/include ffi/examples/balance.c -Ltarget/release -lpbs_ffi -lm -Wl,-rpath,"$PWD/target/release" -o target/release/balance-c
+for s in pbs ws eager static; do target/release/heat-c "$s"; done
+target/release/balance-c
 echo
 echo "== The standard matrix (apps x scenarios x schedulers), one run each (the full one: $bench report)"
 $bench report --out out/demo/apps --repeats 1

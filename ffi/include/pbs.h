@@ -1,0 +1,161 @@
+/*
+ * pbs.h: the C interface to pbs, pair-potential scheduling for iterative grid codes.
+ *
+ * Two ways in, both on plain data:
+ *
+ *  1. The balancer alone (pbs_partitioner_*): you give the measured load of every box, it
+ *     returns the owner of every box (a vCore id in 0..vcores-1). Run your own threads (OpenMP,
+ *     MPI ranks, ...) over the owners; call it again with new loads and it warm-starts from
+ *     where it ended.
+ *
+ *  2. The runtime (pbs_executor_*): a pinned worker pool runs a C task once per box and
+ *     phase, under the PBS executor or one of its baselines ("pbs", "ws", "eager", "static").
+ *     "pbs" times the boxes itself and rebalances between iterations when it pays.
+ *
+ * Boxes: a grid of nx * ny * nz boxes (nz = 1 for 2D); box k = (l * ny + j) * nx + i.
+ * Errors: functions return PBS_OK or another pbs_status (constructors return NULL), and
+ * pbs_last_error() gives the message, naming the bad input. Nothing here aborts or hangs on
+ * bad input. Handles are not thread-safe: use each from one thread at a time.
+ *
+ * Link: -lpbs_ffi (libpbs_ffi.so from `cargo build --release -p pbs-ffi`), or
+ * libpbs_ffi.a with the system libraries that `cargo rustc -p pbs-ffi --release --crate-type
+ * staticlib -- --print native-static-libs` lists (on Debian: -lhwloc -lm -ludev -lpthread
+ * -lgcc_s -lutil -lrt -ldl -lc). Examples: ffi/examples/.
+ */
+#ifndef PBS_H
+#define PBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a call did. */
+typedef enum pbs_status {
+    PBS_OK = 0,
+    /* A bad argument (empty grid, NaN or negative load, zero vCores, more vCores than boxes,
+       unknown method or scheduler, wrong length...): pbs_last_error() names it. */
+    PBS_INVALID_ARGUMENT = 1,
+    /* A required pointer was NULL. */
+    PBS_NULL_POINTER = 2,
+    /* The call does not apply (e.g. planned owners of a dynamic scheduler). */
+    PBS_UNSUPPORTED = 3,
+    /* An internal error stopped the call (a bug in pbs); the handle stays usable. */
+    PBS_INTERNAL_ERROR = 4
+} pbs_status;
+
+/* The message of the last failed call on this thread (UTF-8), or NULL if none failed. Valid
+   until the next failing call on this thread. */
+const char *pbs_last_error(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* 1. The balancer: loads in, owners out.                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The balancer's tolerance by default: max_avg <= (1 + tol) * lower bound. */
+#define PBS_DEFAULT_TOL 0.05
+
+typedef struct pbs_partitioner pbs_partitioner;
+
+/* How a balancing ended (see DESIGN.md for the definitions). */
+typedef struct pbs_outcome {
+    size_t steps;       /* balancer steps taken */
+    int converged;      /* 1 when max_avg <= (1 + tol) * lower_bound */
+    double max_avg;     /* max_i Q_i / mean */
+    double lower_bound; /* max(1, max_k q_k / mean): what no mapping can beat */
+    double dol_max;     /* largest (Q_i - mean) / mean */
+    double dol_min;     /* smallest (Q_i - mean) / mean */
+    size_t edge_cut;    /* neighbouring box pairs with different owners */
+    size_t migrations;  /* boxes whose owner changed in this call */
+    double elapsed_ms;  /* wall time of the call */
+} pbs_outcome;
+
+/* A balancer of `vcores` vCores over nx * ny * nz boxes. `method` is a method name ("pbs",
+   the default, or the paper's "paper-eq7", "paper-eq7-attract", "paper-eq6", "paper-eq4",
+   "paper-eq1"); NULL means "pbs". The first balancing starts from vCores at random positions
+   drawn from `seed`. NULL on error (pbs_last_error()). */
+pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vcores,
+                                     const char *method, uint64_t seed);
+
+/* Balances `loads` (n_loads == nx * ny * nz values, finite and >= 0; box times from the last
+   iteration, say) and writes the owner of every box into `owners` (n_loads entries). Starts
+   from where the previous call ended. Stops when converged within `tol` or after
+   `max_steps` steps, leaving the best mapping found. `outcome` may be NULL. */
+pbs_status pbs_partitioner_balance(pbs_partitioner *p, const double *loads, size_t n_loads,
+                                   double tol, size_t max_steps, uint32_t *owners,
+                                   pbs_outcome *outcome);
+
+/* Frees a partitioner (NULL is allowed). */
+void pbs_partitioner_free(pbs_partitioner *p);
+
+/* ---------------------------------------------------------------------------------------- */
+/* 2. The runtime: a C task per box and phase on a worker pool.                             */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct pbs_executor pbs_executor;
+
+/* A task: runs box `box` of the current phase. It is called concurrently from the workers
+   with the same `ctx`: read anything from the previous phase, write only box `box`'s own data
+   (owner computes), and results do not depend on the scheduler. It must return normally (no
+   longjmp or C++ exception out of it: that aborts the process) and must not call the
+   executor that runs it. */
+typedef void (*pbs_task)(void *ctx, size_t box);
+
+/* What one phase did. */
+typedef struct pbs_phase_stats {
+    double wall_ms;    /* wall time of the phase, barrier included */
+    double efficiency; /* (sum of task times / threads) / wall time */
+    double affinity;   /* share of boxes run on the same thread as last phase; -1 if none to compare */
+} pbs_phase_stats;
+
+/* What happened between two iterations. */
+typedef struct pbs_iteration_end {
+    int rebalanced;      /* 1 when the balancer ran */
+    double rebalance_ms; /* its time */
+    size_t migrations;   /* boxes whose owner changed */
+    double max_avg;      /* max_avg of the thread loads of the iteration that ended */
+} pbs_iteration_end;
+
+/* An executor over nx * ny * nz boxes: `scheduler` is "pbs", "ws" (work stealing), "eager"
+   (one FIFO queue) or "static" (equal contiguous blocks, like OpenMP schedule(static)).
+   `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. With `pin` != 0 each worker
+   is pinned to its core, the calling thread included (it is worker 0, as OpenMP's master),
+   and pbs starts its vCores one NUMA node per region of the domain. NULL on error. */
+pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size_t nz,
+                               size_t threads, int pin);
+
+/* Worker threads of the executor (0 if `e` is NULL). */
+size_t pbs_executor_threads(const pbs_executor *e);
+
+/* Runs task(ctx, k) exactly once for every box k, then returns (a barrier). `stats` may be
+   NULL. */
+pbs_status pbs_executor_run_phase(pbs_executor *e, pbs_task task, void *ctx,
+                                  pbs_phase_stats *stats);
+
+/* Ends an iteration: "pbs" turns the measured box times into loads and rebalances if its
+   criterion says it pays; the other schedulers have nothing to do. `end` may be NULL. */
+pbs_status pbs_executor_end_iteration(pbs_executor *e, pbs_iteration_end *end);
+
+/* Runs f(ctx, worker) once on every worker thread, outside any phase: to allocate and
+   first-touch each worker's data on its own NUMA node, say. */
+pbs_status pbs_executor_on_each_thread(pbs_executor *e, void (*f)(void *ctx, size_t worker),
+                                       void *ctx);
+
+/* The worker that will run each box in the next phase (n == number of boxes), for
+   schedulers that decide it in advance ("pbs": the balancer's owners; "static"): where to
+   first-touch box data. PBS_UNSUPPORTED for "ws" and "eager". */
+pbs_status pbs_executor_owners(const pbs_executor *e, uint32_t *owners, size_t n);
+
+/* The id of the worker running the caller inside a task (0..threads-1), or -1 outside. */
+int pbs_current_worker(void);
+
+/* Stops the workers and frees the executor (NULL is allowed). */
+void pbs_executor_free(pbs_executor *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PBS_H */

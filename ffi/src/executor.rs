@@ -1,0 +1,330 @@
+//! The runtime from C: `pbs_executor_*`. A pinned pool runs a C task once per box and phase
+//! under any of the four executors, built by name as [`pbs_scheduler::runtime::Runtime`] does.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use pbs::Grid;
+use pbs_scheduler::runtime::{Runtime, EXECUTORS};
+use pbs_scheduler::topology::Topology;
+use pbs_scheduler::{current_worker, BoxTimer, Executor};
+
+use crate::status::{guard, invalid, null, status, text, Failure, Status};
+
+/// An executor (`pbs_executor` in `pbs.h`).
+pub struct ExecutorHandle {
+    exec: Box<dyn Executor + Send>,
+}
+
+/// What one phase did (`pbs_phase_stats` in `pbs.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PhaseStats {
+    /// Wall time of the phase, barrier included.
+    pub wall_ms: f64,
+    /// `(sum of task times / threads) / wall time`.
+    pub efficiency: f64,
+    /// Share of boxes run on the same thread as in the previous phase; −1 if none compared.
+    pub affinity: f64,
+}
+
+/// What happened between two iterations (`pbs_iteration_end` in `pbs.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IterationEnd {
+    /// 1 when the balancer ran.
+    pub rebalanced: i32,
+    /// Its time.
+    pub rebalance_ms: f64,
+    /// Boxes whose owner changed.
+    pub migrations: usize,
+    /// `max_avg` of the thread loads of the iteration that ended.
+    pub max_avg: f64,
+}
+
+/// A C function and its context, called from every worker: the C side promises (pbs.h) that
+/// the function may run concurrently with the same context.
+struct Callback<F> {
+    f: F,
+    ctx: *mut c_void,
+}
+// SAFETY: pbs.h documents that tasks run concurrently from the workers with the same `ctx`;
+// the C caller provides that synchronisation (owner computes: each task writes its own box).
+unsafe impl<F: Sync> Sync for Callback<F> {}
+
+impl Callback<unsafe extern "C" fn(*mut c_void, usize)> {
+    /// Calls the C function on `arg` (a box or a worker id).
+    fn call(&self, arg: usize) {
+        // SAFETY: a C function of pbs.h's contract with the context it was given with.
+        unsafe { (self.f)(self.ctx, arg) }
+    }
+}
+
+/// An executor `scheduler` over `nx × ny × nz` boxes with `threads` workers (0: the default),
+/// pinned when `pin` ≠ 0; NULL on error.
+///
+/// # Safety
+/// `scheduler` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_new(
+    scheduler: *const c_char,
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    threads: usize,
+    pin: c_int,
+) -> *mut ExecutorHandle {
+    guard(
+        |_| std::ptr::null_mut(),
+        || {
+            // SAFETY: forwarded from the caller.
+            let name = unsafe { text(scheduler, "scheduler") }?.ok_or_else(|| null("scheduler"))?;
+            if !EXECUTORS.contains(&name) {
+                return Err(invalid(format!("unknown scheduler {name:?}; expected one of {}", EXECUTORS.join(", "))));
+            }
+            let grid = Grid::new_3d(nx, ny, nz)?;
+            let topology = Topology::detect();
+            let threads = match threads {
+                0 => topology.default_threads().map_err(invalid)?,
+                t => t,
+            };
+            let runtime = Runtime { topology, threads, pin: pin != 0, timer: BoxTimer::default() };
+            let (exec, _bindings) = runtime.executor(name, grid).map_err(invalid)?;
+            Ok(Box::into_raw(Box::new(ExecutorHandle { exec })))
+        },
+    )
+}
+
+/// Worker threads of `e` (0 for NULL).
+///
+/// # Safety
+/// `e` is NULL or comes from [`pbs_executor_new`].
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_threads(e: *const ExecutorHandle) -> usize {
+    // SAFETY: the caller's contract.
+    unsafe { e.as_ref() }.map_or(0, |e| e.exec.threads())
+}
+
+/// Runs `task(ctx, k)` once for every box `k`; `stats` may be NULL.
+///
+/// # Safety
+/// `e` comes from [`pbs_executor_new`] and is not used by another thread meanwhile; `task`
+/// may run concurrently with `ctx` (pbs.h); `stats` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_run_phase(
+    e: *mut ExecutorHandle,
+    task: Option<unsafe extern "C" fn(*mut c_void, usize)>,
+    ctx: *mut c_void,
+    stats: *mut PhaseStats,
+) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_mut() }.ok_or_else(|| null("the executor"))?;
+        let task = Callback { f: task.ok_or_else(|| null("task"))?, ctx };
+        let s = e.exec.run_phase(&|k| task.call(k));
+        // SAFETY: NULL or writable (caller's contract).
+        if let Some(out) = unsafe { stats.as_mut() } {
+            let wall = s.wall.as_secs_f64();
+            let busy: f64 = s.busy.iter().map(|b| b.as_secs_f64()).sum();
+            *out = PhaseStats {
+                wall_ms: wall * 1e3,
+                efficiency: if wall > 0.0 { busy / s.busy.len().max(1) as f64 / wall } else { 1.0 },
+                affinity: if s.compared > 0 { s.same_thread as f64 / s.compared as f64 } else { -1.0 },
+            };
+        }
+        Ok(())
+    })
+}
+
+/// Ends an iteration (pbs may rebalance); `end` may be NULL.
+///
+/// # Safety
+/// As [`pbs_executor_run_phase`]; `end` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_end_iteration(e: *mut ExecutorHandle, end: *mut IterationEnd) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_mut() }.ok_or_else(|| null("the executor"))?;
+        let r = e.exec.end_iteration();
+        // SAFETY: NULL or writable (caller's contract).
+        if let Some(out) = unsafe { end.as_mut() } {
+            *out = IterationEnd {
+                rebalanced: r.rebalanced as i32,
+                rebalance_ms: r.rebalance_time.as_secs_f64() * 1e3,
+                migrations: r.migrations,
+                max_avg: r.max_avg,
+            };
+        }
+        Ok(())
+    })
+}
+
+/// Runs `f(ctx, worker)` once on every worker thread.
+///
+/// # Safety
+/// As [`pbs_executor_run_phase`], for `f`.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_on_each_thread(
+    e: *mut ExecutorHandle,
+    f: Option<unsafe extern "C" fn(*mut c_void, usize)>,
+    ctx: *mut c_void,
+) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_mut() }.ok_or_else(|| null("the executor"))?;
+        let f = Callback { f: f.ok_or_else(|| null("f"))?, ctx };
+        e.exec.on_each_thread(&|w| f.call(w));
+        Ok(())
+    })
+}
+
+/// Writes the worker that will run each box in the next phase into `owners` (`n` entries).
+///
+/// # Safety
+/// `e` is NULL or comes from [`pbs_executor_new`]; `owners` holds `n` writable entries.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_owners(e: *const ExecutorHandle, owners: *mut u32, n: usize) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+        if owners.is_null() {
+            return Err(null("owners"));
+        }
+        let planned = e.exec.planned_owners().ok_or_else(|| {
+            Failure(
+                Status::Unsupported,
+                format!("the {} scheduler decides who runs a box only as the phase runs", e.exec.name()),
+            )
+        })?;
+        if n != planned.len() {
+            return Err(invalid(format!("owners holds {n} entries but the grid has {} boxes", planned.len())));
+        }
+        // SAFETY: `owners` holds `n` entries (caller's contract), checked equal to the boxes.
+        unsafe { std::slice::from_raw_parts_mut(owners, n) }.copy_from_slice(&planned);
+        Ok(())
+    })
+}
+
+/// The worker running the caller inside a phase, or −1 outside.
+#[no_mangle]
+pub extern "C" fn pbs_current_worker() -> c_int {
+    current_worker().map_or(-1, |w| w as c_int)
+}
+
+/// Stops the workers and frees `e`; NULL is allowed.
+///
+/// # Safety
+/// `e` is NULL or comes from [`pbs_executor_new`] and is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_free(e: *mut ExecutorHandle) {
+    if !e.is_null() {
+        // SAFETY: created by Box::into_raw in pbs_executor_new (caller's contract).
+        drop(unsafe { Box::from_raw(e) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::last_error;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Counts executions per box and checks the worker id seen inside the task.
+    struct Counts {
+        runs: Vec<AtomicU32>,
+        threads: usize,
+        bad_worker: AtomicU32,
+    }
+
+    unsafe extern "C" fn count(ctx: *mut c_void, k: usize) {
+        // SAFETY: ctx is a &Counts in these tests.
+        let c = unsafe { &*(ctx as *const Counts) };
+        c.runs[k].fetch_add(1, Ordering::Relaxed);
+        let w = pbs_current_worker();
+        if w < 0 || w as usize >= c.threads {
+            c.bad_worker.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn every_scheduler_runs_every_box_once_per_phase() {
+        for name in [c"pbs", c"ws", c"eager", c"static"] {
+            for threads in 1..=3 {
+                let e = unsafe { pbs_executor_new(name.as_ptr(), 9, 7, 2, threads, 0) };
+                assert!(!e.is_null(), "{:?}", last_error());
+                assert_eq!(unsafe { pbs_executor_threads(e) }, threads);
+                let c = Counts {
+                    runs: (0..126).map(|_| AtomicU32::new(0)).collect(),
+                    threads,
+                    bad_worker: AtomicU32::new(0),
+                };
+                for phase in 1..=3 {
+                    let mut stats = PhaseStats::default();
+                    let s = unsafe {
+                        pbs_executor_run_phase(e, Some(count), &c as *const Counts as *mut c_void, &mut stats)
+                    };
+                    assert_eq!(s, Status::Ok);
+                    assert!(c.runs.iter().all(|r| r.load(Ordering::Relaxed) == phase), "{name:?} {threads}");
+                    assert!(stats.wall_ms > 0.0 && stats.efficiency >= 0.0);
+                    assert!(phase == 1 || (0.0..=1.0).contains(&stats.affinity), "{stats:?}");
+                    let mut end = IterationEnd::default();
+                    assert_eq!(unsafe { pbs_executor_end_iteration(e, &mut end) }, Status::Ok);
+                }
+                assert_eq!(c.bad_worker.load(Ordering::Relaxed), 0, "pbs_current_worker out of range");
+                assert_eq!(pbs_current_worker(), -1);
+                unsafe { pbs_executor_free(e) };
+            }
+        }
+    }
+
+    unsafe extern "C" fn mark_worker(ctx: *mut c_void, w: usize) {
+        // SAFETY: ctx is a [AtomicU32] of one entry per worker in this test.
+        let seen = unsafe { &*(ctx as *const [AtomicU32; 3]) };
+        seen[w].fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[test]
+    fn owners_for_planned_schedulers_and_a_clear_refusal_for_dynamic_ones() {
+        let e = unsafe { pbs_executor_new(c"static".as_ptr(), 4, 4, 1, 2, 0) };
+        let mut owners = vec![u32::MAX; 16];
+        assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 16) }, Status::Ok);
+        assert_eq!(owners, [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 15) }, Status::InvalidArgument);
+        assert!(last_error().unwrap().contains("15 entries but the grid has 16 boxes"));
+        let seen = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
+        let s = unsafe { pbs_executor_on_each_thread(e, Some(mark_worker), &seen as *const _ as *mut c_void) };
+        assert_eq!(s, Status::Ok);
+        assert_eq!(seen.iter().map(|s| s.load(Ordering::Relaxed)).collect::<Vec<_>>(), [1, 1, 0]);
+        unsafe { pbs_executor_free(e) };
+
+        let e = unsafe { pbs_executor_new(c"pbs".as_ptr(), 4, 4, 1, 2, 0) };
+        assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 16) }, Status::Ok);
+        assert_eq!(owners.iter().filter(|&&o| o == 0).count(), 8, "uniform start: an even split");
+        unsafe { pbs_executor_free(e) };
+
+        let e = unsafe { pbs_executor_new(c"eager".as_ptr(), 4, 4, 1, 2, 0) };
+        assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 16) }, Status::Unsupported);
+        assert!(last_error().unwrap().contains("eager scheduler decides who runs a box only as the phase runs"));
+        unsafe { pbs_executor_free(e) };
+    }
+
+    #[test]
+    fn bad_arguments_are_refused_by_name() {
+        let e = unsafe { pbs_executor_new(c"omp".as_ptr(), 4, 4, 1, 2, 0) };
+        assert!(e.is_null());
+        assert!(last_error().unwrap().contains("unknown scheduler \"omp\"; expected one of pbs, ws, eager, static"));
+        assert!(unsafe { pbs_executor_new(std::ptr::null(), 4, 4, 1, 2, 0) }.is_null());
+        assert_eq!(last_error().unwrap(), "scheduler is NULL");
+        assert!(unsafe { pbs_executor_new(c"pbs".as_ptr(), 4, 0, 1, 2, 0) }.is_null());
+        assert!(last_error().unwrap().contains("empty grid"));
+        let s = unsafe {
+            pbs_executor_run_phase(std::ptr::null_mut(), Some(count), std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "the executor is NULL".into()));
+        let e = unsafe { pbs_executor_new(c"pbs".as_ptr(), 4, 4, 1, 2, 0) };
+        let s = unsafe { pbs_executor_run_phase(e, None, std::ptr::null_mut(), std::ptr::null_mut()) };
+        assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "task is NULL".into()));
+        assert_eq!(unsafe { pbs_executor_threads(std::ptr::null()) }, 0);
+        unsafe { pbs_executor_free(e) };
+        unsafe { pbs_executor_free(std::ptr::null_mut()) };
+    }
+}

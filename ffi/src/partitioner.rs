@@ -1,0 +1,243 @@
+//! The balancer alone: `pbs_partitioner_*`. Loads of every box in, owner of every box out;
+//! each call warm-starts from the vCores where the previous one ended, as the executor does.
+
+use std::ffi::c_char;
+use std::time::Instant;
+
+use pbs::{balance, methods, Balancer, Cells, Grid, Options, Problem};
+
+use crate::status::{guard, invalid, null, status, text, Status};
+
+/// A balancer of a fixed number of vCores over a fixed grid (`pbs_partitioner` in `pbs.h`).
+pub struct Partitioner {
+    grid: Grid,
+    vcores: usize,
+    seed: u64,
+    method: Box<dyn Balancer + Send>,
+    /// `None` until the first balancing, which starts from random positions.
+    cells: Option<Cells>,
+}
+
+/// How a balancing ended (`pbs_outcome` in `pbs.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Outcome {
+    /// Balancer steps taken.
+    pub steps: usize,
+    /// 1 when `max_avg ≤ (1 + tol) × lower_bound`.
+    pub converged: i32,
+    /// `max_i Q_i / m`.
+    pub max_avg: f64,
+    /// `max(1, max_k q_k / m)`.
+    pub lower_bound: f64,
+    /// Largest `(Q_i − m)/m`.
+    pub dol_max: f64,
+    /// Smallest `(Q_i − m)/m`.
+    pub dol_min: f64,
+    /// Neighbouring box pairs with different owners.
+    pub edge_cut: usize,
+    /// Boxes whose owner changed in this call.
+    pub migrations: usize,
+    /// Wall time of the call.
+    pub elapsed_ms: f64,
+}
+
+/// A balancer of `vcores` vCores over `nx × ny × nz` boxes with method `method` (NULL: the
+/// default); NULL on error, with the reason in `pbs_last_error`.
+///
+/// # Safety
+/// `method` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_partitioner_new(
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    vcores: usize,
+    method: *const c_char,
+    seed: u64,
+) -> *mut Partitioner {
+    guard(
+        |_| std::ptr::null_mut(),
+        || {
+            let grid = Grid::new_3d(nx, ny, nz)?;
+            // The vCore count is checked against the grid now rather than at the first call.
+            Problem::new(grid, &vec![0.0; grid.len()], vcores)?;
+            // SAFETY: forwarded from the caller.
+            let name = unsafe { text(method, "method") }?.unwrap_or(methods::DEFAULT);
+            let method = methods::by_name(name)?;
+            Ok(Box::into_raw(Box::new(Partitioner { grid, vcores, seed, method, cells: None })))
+        },
+    )
+}
+
+/// Balances `loads` and writes every box's owner into `owners`; `outcome` may be NULL.
+///
+/// # Safety
+/// `p` comes from [`pbs_partitioner_new`] and is not used by another thread meanwhile;
+/// `loads` and `owners` hold `n_loads` elements; `outcome` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_partitioner_balance(
+    p: *mut Partitioner,
+    loads: *const f64,
+    n_loads: usize,
+    tol: f64,
+    max_steps: usize,
+    owners: *mut u32,
+    outcome: *mut Outcome,
+) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract above.
+        let p = unsafe { p.as_mut() }.ok_or_else(|| null("the partitioner"))?;
+        if loads.is_null() {
+            return Err(null("loads"));
+        }
+        if owners.is_null() {
+            return Err(null("owners"));
+        }
+        if !(tol.is_finite() && tol >= 0.0) {
+            return Err(invalid(format!("tolerance {tol}: must be finite and ≥ 0 (PBS_DEFAULT_TOL is 0.05)")));
+        }
+        // SAFETY: `loads` holds `n_loads` values (caller's contract).
+        let loads = unsafe { std::slice::from_raw_parts(loads, n_loads) };
+        let start = Instant::now();
+        let problem = Problem::new(p.grid, loads, p.vcores)?;
+        let cells = p.cells.get_or_insert_with(|| Cells::random(&problem, p.seed));
+        let out = balance(p.method.as_mut(), &problem, cells, Options { max_steps, tol }, |_| {});
+        // SAFETY: `owners` holds `n_loads` = grid.len() entries (checked by Problem::new).
+        unsafe { std::slice::from_raw_parts_mut(owners, n_loads) }.copy_from_slice(cells.owners());
+        // SAFETY: NULL or writable (caller's contract).
+        if let Some(o) = unsafe { outcome.as_mut() } {
+            *o = Outcome {
+                steps: out.steps,
+                converged: out.converged as i32,
+                max_avg: out.max_avg,
+                lower_bound: out.lower_bound,
+                dol_max: out.dol_max,
+                dol_min: out.dol_min,
+                edge_cut: out.edge_cut,
+                migrations: out.migrations,
+                elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+            };
+        }
+        Ok(())
+    })
+}
+
+/// Frees a partitioner; NULL is allowed.
+///
+/// # Safety
+/// `p` is NULL or comes from [`pbs_partitioner_new`] and is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_partitioner_free(p: *mut Partitioner) {
+    if !p.is_null() {
+        // SAFETY: created by Box::into_raw in pbs_partitioner_new (caller's contract).
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::last_error;
+
+    fn hot_spot(grid: &Grid, cx: f64, cy: f64) -> Vec<f64> {
+        (0..grid.len())
+            .map(|k| {
+                let c = grid.centre(k);
+                let d2 = (c[0] - cx).powi(2) + (c[1] - cy).powi(2);
+                1.0 + 50.0 / (1.0 + d2 / 30.0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn owners_are_those_of_the_rust_balancer_call_after_call() {
+        let grid = Grid::new(40, 30).unwrap();
+        let (first, second) = (hot_spot(&grid, 30.0, 8.0), hot_spot(&grid, 12.0, 20.0));
+        let p = unsafe { pbs_partitioner_new(40, 30, 1, 6, std::ptr::null(), 7) };
+        assert!(!p.is_null());
+        // The same calls in Rust.
+        let mut method = methods::by_name("pbs").unwrap();
+        let problem = Problem::new(grid, &first, 6).unwrap();
+        let mut cells = Cells::random(&problem, 7);
+        for loads in [&first, &second] {
+            let problem = Problem::new(grid, loads, 6).unwrap();
+            let want = balance(method.as_mut(), &problem, &mut cells, Options::default(), |_| {});
+            let mut owners = vec![u32::MAX; grid.len()];
+            let mut out = Outcome::default();
+            let s = unsafe {
+                pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
+            };
+            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            assert_eq!(owners, cells.owners());
+            assert_eq!((out.steps, out.converged == 1, out.max_avg), (want.steps, want.converged, want.max_avg));
+            assert_eq!((out.edge_cut, out.migrations), (want.edge_cut, want.migrations));
+            assert!(out.converged == 1 && out.max_avg <= 1.05 * out.lower_bound);
+        }
+        unsafe { pbs_partitioner_free(p) };
+    }
+
+    #[test]
+    fn bad_construction_returns_null_and_names_the_problem() {
+        let cases: [(usize, usize, usize, usize, &std::ffi::CStr, &str); 4] = [
+            (0, 4, 1, 2, c"pbs", "empty grid"),
+            (4, 4, 1, 0, c"pbs", "zero vCores"),
+            (2, 2, 1, 5, c"pbs", "5 vCores for 4 boxes"),
+            (4, 4, 1, 2, c"metis", "metis"),
+        ];
+        for (nx, ny, nz, v, m, needle) in cases {
+            let p = unsafe { pbs_partitioner_new(nx, ny, nz, v, m.as_ptr(), 1) };
+            assert!(p.is_null());
+            let msg = last_error().unwrap();
+            assert!(msg.contains(needle), "{msg:?} should name {needle:?}");
+        }
+    }
+
+    #[test]
+    fn bad_loads_and_pointers_return_their_status_and_write_nothing() {
+        let p = unsafe { pbs_partitioner_new(4, 4, 1, 2, std::ptr::null(), 1) };
+        let mut owners = vec![u32::MAX; 16];
+        let mut loads = vec![1.0; 16];
+        let call = |loads: &[f64], n: usize, tol: f64, owners: &mut [u32]| unsafe {
+            pbs_partitioner_balance(p, loads.as_ptr(), n, tol, 100, owners.as_mut_ptr(), std::ptr::null_mut())
+        };
+        loads[5] = f64::NAN;
+        assert_eq!(call(&loads, 16, 0.05, &mut owners), Status::InvalidArgument);
+        assert!(last_error().unwrap().contains("invalid load NaN at box 5"));
+        loads[5] = -1.0;
+        assert_eq!(call(&loads, 16, 0.05, &mut owners), Status::InvalidArgument);
+        loads[5] = f64::INFINITY;
+        assert_eq!(call(&loads, 16, 0.05, &mut owners), Status::InvalidArgument);
+        loads[5] = 1.0;
+        assert_eq!(call(&loads, 15, 0.05, &mut owners), Status::InvalidArgument);
+        assert!(last_error().unwrap().contains("16 boxes but 15 loads"));
+        assert_eq!(call(&loads, 16, f64::NAN, &mut owners), Status::InvalidArgument);
+        assert!(last_error().unwrap().starts_with("tolerance NaN"));
+        assert!(owners.iter().all(|&o| o == u32::MAX), "a failed call wrote owners");
+        let s = unsafe {
+            pbs_partitioner_balance(p, std::ptr::null(), 16, 0.05, 10, owners.as_mut_ptr(), std::ptr::null_mut())
+        };
+        assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "loads is NULL".into()));
+        let s = unsafe {
+            pbs_partitioner_balance(p, loads.as_ptr(), 16, 0.05, 10, std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        assert_eq!(s, Status::NullPointer);
+        let s = unsafe {
+            pbs_partitioner_balance(
+                std::ptr::null_mut(),
+                loads.as_ptr(),
+                16,
+                0.05,
+                10,
+                owners.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "the partitioner is NULL".into()));
+        // Still usable after the failures.
+        assert_eq!(call(&loads, 16, 0.05, &mut owners), Status::Ok);
+        assert_eq!(owners.iter().filter(|&&o| o == 0).count(), 8);
+        unsafe { pbs_partitioner_free(p) };
+        unsafe { pbs_partitioner_free(std::ptr::null_mut()) };
+    }
+}

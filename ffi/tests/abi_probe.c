@@ -1,0 +1,49 @@
+/* Prints the layout of pbs.h's structs and enum as C sees it, and takes the address of every
+   function the header declares, so that linking fails if the library lacks one. The test in
+   c_programs.rs compares the layout with the Rust side's. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "pbs.h"
+
+#define FIELD(t, f) printf(#t "." #f " %zu %zu\n", offsetof(t, f), sizeof(((t *)0)->f))
+
+int main(void) {
+    void (*functions[])(void) = {
+        (void (*)(void))pbs_last_error,
+        (void (*)(void))pbs_partitioner_new,
+        (void (*)(void))pbs_partitioner_balance,
+        (void (*)(void))pbs_partitioner_free,
+        (void (*)(void))pbs_executor_new,
+        (void (*)(void))pbs_executor_threads,
+        (void (*)(void))pbs_executor_run_phase,
+        (void (*)(void))pbs_executor_end_iteration,
+        (void (*)(void))pbs_executor_on_each_thread,
+        (void (*)(void))pbs_executor_owners,
+        (void (*)(void))pbs_current_worker,
+        (void (*)(void))pbs_executor_free,
+    };
+    printf("functions %zu\n", sizeof functions / sizeof functions[0]);
+    printf("pbs_status %zu %d %d %d %d %d\n", sizeof(pbs_status), PBS_OK, PBS_INVALID_ARGUMENT,
+           PBS_NULL_POINTER, PBS_UNSUPPORTED, PBS_INTERNAL_ERROR);
+    printf("pbs_outcome %zu\n", sizeof(pbs_outcome));
+    FIELD(pbs_outcome, steps);
+    FIELD(pbs_outcome, converged);
+    FIELD(pbs_outcome, max_avg);
+    FIELD(pbs_outcome, lower_bound);
+    FIELD(pbs_outcome, dol_max);
+    FIELD(pbs_outcome, dol_min);
+    FIELD(pbs_outcome, edge_cut);
+    FIELD(pbs_outcome, migrations);
+    FIELD(pbs_outcome, elapsed_ms);
+    printf("pbs_phase_stats %zu\n", sizeof(pbs_phase_stats));
+    FIELD(pbs_phase_stats, wall_ms);
+    FIELD(pbs_phase_stats, efficiency);
+    FIELD(pbs_phase_stats, affinity);
+    printf("pbs_iteration_end %zu\n", sizeof(pbs_iteration_end));
+    FIELD(pbs_iteration_end, rebalanced);
+    FIELD(pbs_iteration_end, rebalance_ms);
+    FIELD(pbs_iteration_end, migrations);
+    FIELD(pbs_iteration_end, max_avg);
+    return 0;
+}

@@ -1,0 +1,203 @@
+//! The C side of the interface, compiled and run: the examples of `ffi/examples/` against
+//! `pbs.h` and the library this build made, with the C compiler Rust links with (`cc`, or
+//! `$CC`). Their outputs are checked against the Rust crates' results.
+
+use std::collections::BTreeSet;
+use std::mem::{offset_of, size_of};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pbs::{balance, methods, Cells, Grid, Options, Problem};
+use pbs_ffi::{IterationEnd, Outcome, PhaseStats, Status};
+
+const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Where cargo put `libpbs_ffi.so` for this build: beside this test's executable.
+fn library_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap().to_path_buf();
+    assert!(deps.join("libpbs_ffi.so").exists(), "no libpbs_ffi.so in {}", deps.display());
+    deps
+}
+
+/// Compiles `source` (warnings are errors) against pbs.h and libpbs_ffi.so.
+fn compile(source: &Path, name: &str) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let lib = library_dir();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let result = Command::new(&cc)
+        .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .arg(format!("-I{MANIFEST}/include"))
+        .arg(source)
+        .arg("-L")
+        .arg(&lib)
+        .args(["-lpbs_ffi", "-lm"])
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?} ({e}); Rust needs one to link: install gcc"));
+    assert!(
+        result.status.success(),
+        "{} did not compile:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
+
+fn run(program: &Path, args: &[&str]) -> Output {
+    Command::new(program).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+/// The value of `key=` in a line of `key=value` pairs.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let start = line.find(&format!("{key}=")).unwrap_or_else(|| panic!("no {key} in {line:?}")) + key.len() + 1;
+    line[start..].split(' ').next().unwrap()
+}
+
+#[test]
+fn the_header_matches_the_library_layout_and_symbols() {
+    let probe = compile(&Path::new(MANIFEST).join("tests/abi_probe.c"), "abi_probe");
+    let text = stdout(&run(&probe, &[]));
+    let mut want =
+        vec![format!("pbs_status {} 0 1 2 3 4", size_of::<Status>()), format!("pbs_outcome {}", size_of::<Outcome>())];
+    macro_rules! fields {
+        ($c:literal, $t:ty, $($f:ident),*) => {
+            $(want.push(format!("{}.{} {} {}", $c, stringify!($f), offset_of!($t, $f), {
+                let v = <$t>::default();
+                std::mem::size_of_val(&v.$f)
+            }));)*
+        };
+    }
+    fields!(
+        "pbs_outcome",
+        Outcome,
+        steps,
+        converged,
+        max_avg,
+        lower_bound,
+        dol_max,
+        dol_min,
+        edge_cut,
+        migrations,
+        elapsed_ms
+    );
+    want.push(format!("pbs_phase_stats {}", size_of::<PhaseStats>()));
+    fields!("pbs_phase_stats", PhaseStats, wall_ms, efficiency, affinity);
+    want.push(format!("pbs_iteration_end {}", size_of::<IterationEnd>()));
+    fields!("pbs_iteration_end", IterationEnd, rebalanced, rebalance_ms, migrations, max_avg);
+    for w in &want {
+        assert!(text.lines().any(|l| l == w), "C and Rust disagree: want {w:?} in\n{text}");
+    }
+
+    // Every function the Rust side exports is declared in the header, and the other way round
+    // (the probe above links against each declared one).
+    let header = std::fs::read_to_string(Path::new(MANIFEST).join("include/pbs.h")).unwrap();
+    let declared: BTreeSet<String> = header
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('/') && !l.trim_start().starts_with('*'))
+        .flat_map(|l| {
+            l.split('(')
+                .rev()
+                .skip(1)
+                .map(|before| before.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap())
+        })
+        .filter(|name| name.starts_with("pbs_"))
+        .map(str::to_string)
+        .collect();
+    let mut exported = BTreeSet::new();
+    for file in ["status.rs", "partitioner.rs", "executor.rs"] {
+        let src = std::fs::read_to_string(Path::new(MANIFEST).join("src").join(file)).unwrap();
+        let mut lines = src.lines();
+        while let Some(l) = lines.next() {
+            if l.trim() == "#[no_mangle]" {
+                let sig = lines.next().unwrap();
+                let name = sig.split("fn ").nth(1).unwrap().split('(').next().unwrap();
+                exported.insert(name.to_string());
+            }
+        }
+    }
+    assert_eq!(declared, exported);
+    assert!(text.contains(&format!("functions {}", exported.len())), "the probe must take every function: {text}");
+}
+
+fn hot_spot(grid: &Grid, cx: f64, cy: f64) -> Vec<f64> {
+    (0..grid.len())
+        .map(|k| {
+            let c = grid.centre(k);
+            let (dx, dy) = (c[0] - cx, c[1] - cy);
+            1.0 + 50.0 / (1.0 + (dx * dx + dy * dy) / 30.0)
+        })
+        .collect()
+}
+
+fn fnv_of_owners(owners: &[u32]) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in owners.iter().flat_map(|o| o.to_le_bytes()) {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+#[test]
+fn balance_c_gets_the_owners_of_the_rust_balancer() {
+    let program = compile(&Path::new(MANIFEST).join("examples/balance.c"), "balance");
+    let text = stdout(&run(&program, &[]));
+    let lines: Vec<&str> = text.lines().collect();
+    let grid = Grid::new(40, 30).unwrap();
+    let mut method = methods::by_name("pbs").unwrap();
+    let first = hot_spot(&grid, 30.0, 8.0);
+    let mut cells = Cells::random(&Problem::new(grid, &first, 6).unwrap(), 7);
+    for (line, (cx, cy)) in lines.iter().zip([(30.0, 8.0), (12.0, 20.0)]) {
+        let loads = hot_spot(&grid, cx, cy);
+        let out =
+            balance(method.as_mut(), &Problem::new(grid, &loads, 6).unwrap(), &mut cells, Options::default(), |_| {});
+        assert_eq!(field(line, "owners"), fnv_of_owners(cells.owners()), "{line}");
+        assert_eq!(field(line, "steps"), out.steps.to_string(), "{line}");
+        assert_eq!(field(line, "migrations"), out.migrations.to_string(), "{line}");
+        assert_eq!(field(line, "converged"), "1", "{line}");
+    }
+    assert!(
+        lines[1].starts_with("warm:") && field(lines[1], "steps") != "0",
+        "the warm call had nothing to do: {text}"
+    );
+    assert!(lines[2].starts_with("nan: status=1 message=invalid load NaN at box 43 (x=3, y=1"), "{text}");
+}
+
+#[test]
+fn heat_c_gives_one_checksum_under_every_scheduler_and_thread_count() {
+    let program = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat");
+    // 12 × 10 boxes of 6 × 6 cells: a hot square of 3 × 2 boxes at 100.
+    let initial_heat = 3.0 * 2.0 * 36.0 * 100.0;
+    let mut seen = BTreeSet::new();
+    for scheduler in ["pbs", "ws", "eager", "static"] {
+        for threads in ["1", "2", "3"] {
+            let text = stdout(&run(&program, &[scheduler, threads, "40", "12", "10", "6"]));
+            let line = text.trim();
+            assert_eq!(field(line, "scheduler"), scheduler);
+            assert_eq!(field(line, "threads"), threads);
+            let heat: f64 = field(line, "total_heat").parse().unwrap();
+            assert!((heat - initial_heat).abs() < 1e-9 * initial_heat, "insulated walls lost heat: {line}");
+            seen.insert(field(line, "checksum").to_string());
+        }
+    }
+    assert_eq!(seen.len(), 1, "checksums differ between schedulers or thread counts: {seen:?}");
+    // The field did change from its start (a task that did nothing would also agree).
+    let still = stdout(&run(&program, &["static", "1", "0", "12", "10", "6"]));
+    assert_ne!(field(still.trim(), "checksum"), seen.first().unwrap());
+}
+
+#[test]
+fn heat_c_reports_a_bad_scheduler_by_name() {
+    let program = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat_bad");
+    let o = run(&program, &["omp", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("unknown scheduler \"omp\"; expected one of pbs, ws, eager, static"), "{err}");
+}

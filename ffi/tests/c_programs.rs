@@ -199,5 +199,5 @@ fn heat_c_reports_a_bad_scheduler_by_name() {
     let o = run(&program, &["omp", "2"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("unknown scheduler \"omp\"; expected one of pbs, ws, eager, static"), "{err}");
+    assert!(err.contains("unknown executor \"omp\"; expected one of pbs, ws, eager, static"), "{err}");
 }

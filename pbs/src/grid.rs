@@ -40,6 +40,14 @@ impl Grid {
         if nx == 0 || ny == 0 || nz == 0 {
             return Err(Error::EmptyGrid { nx, ny, nz });
         }
+        // Box indices are u32 in owner lists and steal logs.
+        if nx.checked_mul(ny).and_then(|n| n.checked_mul(nz)).is_none_or(|n| n > u32::MAX as usize) {
+            return Err(Error::Parameter {
+                name: "grid",
+                value: format!("{nx}×{ny}×{nz}"),
+                reason: "more than 2^32 − 1 boxes",
+            });
+        }
         Ok(Grid { nx, ny, nz })
     }
 
@@ -160,6 +168,14 @@ mod tests {
     #[test]
     fn empty_grid_is_rejected() {
         assert_eq!(Grid::new(0, 5), Err(Error::EmptyGrid { nx: 0, ny: 5, nz: 1 }));
+    }
+
+    #[test]
+    fn a_grid_too_large_to_index_is_rejected() {
+        let e = Grid::new_3d(usize::MAX / 2, 3, 1).unwrap_err();
+        assert!(e.to_string().contains("more than 2^32 − 1 boxes"), "{e}");
+        assert!(Grid::new(65536, 65536).is_err());
+        assert_eq!(Grid::new(65535, 65537).map(|g| g.len()), Ok(u32::MAX as usize));
     }
 
     #[test]

@@ -9,7 +9,8 @@
  *      -Wl,-rpath,$PWD/target/release -o heat
  *   ./heat [scheduler=pbs] [threads=0: all cores] [iterations=200] [nx=32] [ny=32] [side=16]
  *
- * Prints the time per iteration, the rebalancings, and a checksum of the final field: the same
+ * Prints the time per iteration, the mean phase efficiency (sum of task times / threads / wall),
+ * the rebalancings, and a checksum of the final field: the same
  * under every scheduler and thread count, since each task reads the previous field and writes
  * its own box, always in the same order.
  */
@@ -118,13 +119,16 @@ int main(int argc, char **argv) {
     }
 
     int rebalancings = 0;
+    double efficiency = 0.0; /* summed over phases, then the mean */
     double start = now_ms();
     for (long it = 0; it < iterations; it++) {
-        pbs_status st = pbs_executor_run_phase(e, jacobi_box, &f, NULL);
+        pbs_phase_stats phase;
+        pbs_status st = pbs_executor_run_phase(e, jacobi_box, &f, &phase);
         if (st != PBS_OK) {
             fprintf(stderr, "heat: %s\n", pbs_last_error());
             return 1;
         }
+        efficiency += phase.efficiency;
         double **t = f.old;
         f.old = f.new;
         f.new = t;
@@ -146,9 +150,10 @@ int main(int argc, char **argv) {
             total += f.old[k][c];
         }
     printf("heat: scheduler=%s threads=%zu iterations=%ld boxes=%zux%zu ms_per_iteration=%.4f "
-           "rebalancings=%d checksum=%016llx total_heat=%.9e\n",
+           "efficiency=%.3f rebalancings=%d checksum=%016llx total_heat=%.9e\n",
            scheduler, pbs_executor_threads(e), iterations, f.nx, f.ny,
-           iterations ? ms / (double)iterations : 0.0, rebalancings, (unsigned long long)h, total);
+           iterations ? ms / (double)iterations : 0.0, iterations ? efficiency / (double)iterations : 1.0,
+           rebalancings, (unsigned long long)h, total);
 
     pbs_executor_free(e);
     for (size_t k = 0; k < boxes; k++) {

@@ -122,7 +122,9 @@ typedef struct pbs_iteration_end {
    (one FIFO queue) or "static" (equal contiguous blocks, like OpenMP schedule(static)).
    `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. With `pin` != 0 each worker
    is pinned to its core, the calling thread included (it is worker 0, as OpenMP's master),
-   and pbs starts its vCores one NUMA node per region of the domain. NULL on error. */
+   and pbs starts its vCores one NUMA node per region of the domain. The calling thread stays
+   pinned after pbs_executor_free, and on Linux threads it creates later inherit that
+   pinning: create other thread pools first, or pass pin = 0. NULL on error. */
 pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size_t nz,
                                size_t threads, int pin);
 

@@ -8,6 +8,7 @@
  *   cc -std=c11 -O2 -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi \
  *      -Wl,-rpath,$PWD/target/release -o heat
  *   ./heat [scheduler=pbs] [threads=0: all cores] [iterations=200] [nx=32] [ny=32] [side=16]
+ *          [hot=100: the hot square's temperature; nan shows how a failing task is reported]
  *
  * Prints the time per iteration, the mean phase efficiency (sum of task times / threads / wall),
  * the rebalancings, and a checksum of the final field: the same
@@ -15,6 +16,7 @@
  * its own box, always in the same order.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ typedef struct {
     double **old, **new; /* one tile of s*s cells per box, in both buffers */
     double *sink;        /* the extra work's results, so that it is really done */
     const uint32_t *owner; /* who first-touches each box (NULL: the main thread did) */
+    double hot;            /* starting temperature of the hot square */
 } field;
 
 /* Cell (x, y) of the whole domain in the previous field; walls mirror (insulated). */
@@ -41,8 +44,9 @@ static double at(const field *f, long x, long y) {
     return f->old[by * f->nx + bx][((size_t)y % f->s) * f->s + (size_t)x % f->s];
 }
 
-/* The task: one Jacobi sweep over box k, reading the old field, writing box k only. */
-static void jacobi_box(void *ctx, size_t k) {
+/* The task: one Jacobi sweep over box k, reading the old field, writing box k only. Returns 0,
+   or 1 if the box's heat is not a finite number (the phase then fails, naming the box). */
+static int jacobi_box(void *ctx, size_t k) {
     field *f = ctx;
     size_t s = f->s, bx = k % f->nx, by = k / f->nx;
     const double *o = f->old[k];
@@ -63,6 +67,7 @@ static void jacobi_box(void *ctx, size_t k) {
     long units = (long)(20.0 * heat / (double)(s * s));
     for (long u = 0; u < units; u++) z = 3.9 * z * (1.0 - z);
     f->sink[k] = z;
+    return isfinite(heat) ? 0 : 1;
 }
 
 /* First touch: each worker allocates and fills the tiles of the boxes it will run. */
@@ -76,7 +81,7 @@ static void touch_own_boxes(void *ctx, size_t worker) {
         if (!f->old[k] || !f->new[k]) abort();
         size_t bx = k % f->nx, by = k / f->nx;
         int hot = bx < f->nx / 4 && by < f->ny / 4;
-        for (size_t c = 0; c < f->s * f->s; c++) f->old[k][c] = f->new[k][c] = hot ? 100.0 : 0.0;
+        for (size_t c = 0; c < f->s * f->s; c++) f->old[k][c] = f->new[k][c] = hot ? f->hot : 0.0;
     }
 }
 
@@ -92,7 +97,8 @@ int main(int argc, char **argv) {
     long iterations = argc > 3 ? strtol(argv[3], NULL, 10) : 200;
     field f = {.nx = argc > 4 ? strtoul(argv[4], NULL, 10) : 32,
                .ny = argc > 5 ? strtoul(argv[5], NULL, 10) : 32,
-               .s = argc > 6 ? strtoul(argv[6], NULL, 10) : 16};
+               .s = argc > 6 ? strtoul(argv[6], NULL, 10) : 16,
+               .hot = argc > 7 ? strtod(argv[7], NULL) : 100.0};
     if (iterations < 0 || f.s < 3) {
         fprintf(stderr, "heat: iterations must be >= 0 and side >= 3\n");
         return 2;

@@ -43,7 +43,10 @@ typedef enum pbs_status {
     /* The call does not apply (e.g. planned owners of a dynamic scheduler). */
     PBS_UNSUPPORTED = 3,
     /* An internal error stopped the call (a bug in pbs); the handle stays usable. */
-    PBS_INTERNAL_ERROR = 4
+    PBS_INTERNAL_ERROR = 4,
+    /* A task returned non-zero. Every other box of the phase still ran; the message names the
+       lowest failing box and its code; the executor stays usable. */
+    PBS_TASK_FAILED = 5
 } pbs_status;
 
 /* The message of the last failed call on this thread (UTF-8), or NULL if none failed. Valid
@@ -96,12 +99,13 @@ void pbs_partitioner_free(pbs_partitioner *p);
 
 typedef struct pbs_executor pbs_executor;
 
-/* A task: runs box `box` of the current phase. It is called concurrently from the workers
-   with the same `ctx`: read anything from the previous phase, write only box `box`'s own data
-   (owner computes), and results do not depend on the scheduler. It must return normally (no
-   longjmp or C++ exception out of it: that aborts the process) and must not call the
-   executor that runs it. */
-typedef void (*pbs_task)(void *ctx, size_t box);
+/* A task: runs box `box` of the current phase and returns 0, or non-zero on failure (a NaN,
+   a failed allocation...): the phase then ends with PBS_TASK_FAILED. It is called
+   concurrently from the workers with the same `ctx`: read anything from the previous phase,
+   write only box `box`'s own data (owner computes), and results do not depend on the
+   scheduler. It must return (no longjmp or C++ exception out of it: that aborts the process)
+   and must not call the executor that runs it. */
+typedef int (*pbs_task)(void *ctx, size_t box);
 
 /* What one phase did. */
 typedef struct pbs_phase_stats {
@@ -131,8 +135,9 @@ pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size
 /* Worker threads of the executor (0 if `e` is NULL). */
 size_t pbs_executor_threads(const pbs_executor *e);
 
-/* Runs task(ctx, k) exactly once for every box k, then returns (a barrier). `stats` may be
-   NULL. */
+/* Runs task(ctx, k) exactly once for every box k, then returns (a barrier): PBS_OK, or
+   PBS_TASK_FAILED if a task returned non-zero (every box still ran once). `stats` may be
+   NULL; it is filled in either case. */
 pbs_status pbs_executor_run_phase(pbs_executor *e, pbs_task task, void *ctx,
                                   pbs_phase_stats *stats);
 

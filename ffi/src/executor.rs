@@ -2,6 +2,7 @@
 //! under any of the four executors, built by name as [`pbs_scheduler::runtime::Runtime`] does.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use pbs::Grid;
 use pbs_scheduler::runtime::Runtime;
@@ -13,6 +14,7 @@ use crate::status::{guard, invalid, null, status, text, Failure, Status};
 /// An executor (`pbs_executor` in `pbs.h`).
 pub struct ExecutorHandle {
     exec: Box<dyn Executor + Send>,
+    grid: Grid,
 }
 
 /// What one phase did (`pbs_phase_stats` in `pbs.h`).
@@ -51,11 +53,52 @@ struct Callback<F> {
 // the C caller provides that synchronisation (owner computes: each task writes its own box).
 unsafe impl<F: Sync> Sync for Callback<F> {}
 
-impl Callback<unsafe extern "C" fn(*mut c_void, usize)> {
+impl<R> Callback<unsafe extern "C" fn(*mut c_void, usize) -> R> {
     /// Calls the C function on `arg` (a box or a worker id).
-    fn call(&self, arg: usize) {
+    fn call(&self, arg: usize) -> R {
         // SAFETY: a C function of pbs.h's contract with the context it was given with.
         unsafe { (self.f)(self.ctx, arg) }
+    }
+}
+
+/// The failures of one phase's tasks: how many, and the lowest failing box with its code
+/// (packed `box << 32 | code`, so that `fetch_min` keeps the lowest box whatever the order
+/// the workers fail in: the message does not depend on the scheduler).
+#[derive(Default)]
+struct Failures {
+    count: AtomicUsize,
+    lowest: AtomicU64,
+}
+
+impl Failures {
+    fn new() -> Failures {
+        Failures { count: AtomicUsize::new(0), lowest: AtomicU64::new(u64::MAX) }
+    }
+
+    fn record(&self, k: usize, code: c_int) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        // Boxes fit in 32 bits (Grid refuses more).
+        self.lowest.fetch_min((k as u64) << 32 | code as u32 as u64, Ordering::Relaxed);
+    }
+
+    /// The phase's failure, if a task failed.
+    fn into_failure(self, grid: &Grid) -> Option<Failure> {
+        let n = self.count.into_inner();
+        let packed = self.lowest.into_inner();
+        (n > 0).then(|| {
+            let (k, code) = ((packed >> 32) as usize, packed as u32 as c_int);
+            let [x, y, z] = grid.coords(k);
+            let others = match n {
+                1 => String::new(),
+                n => format!(" ({} other boxes failed too)", n - 1),
+            };
+            Failure(
+                Status::TaskFailed,
+                format!(
+                    "the task failed at box {k} (x={x}, y={y}, z={z}) with code {code}{others}; every other box ran"
+                ),
+            )
+        })
     }
 }
 
@@ -86,7 +129,7 @@ pub unsafe extern "C" fn pbs_executor_new(
             };
             let runtime = Runtime { topology, threads, pin: pin != 0, timer: BoxTimer::default() };
             let (exec, _bindings) = runtime.executor(name, grid).map_err(invalid)?;
-            Ok(Box::into_raw(Box::new(ExecutorHandle { exec })))
+            Ok(Box::into_raw(Box::new(ExecutorHandle { exec, grid })))
         },
     )
 }
@@ -101,7 +144,8 @@ pub unsafe extern "C" fn pbs_executor_threads(e: *const ExecutorHandle) -> usize
     unsafe { e.as_ref() }.map_or(0, |e| e.exec.threads())
 }
 
-/// Runs `task(ctx, k)` once for every box `k`; `stats` may be NULL.
+/// Runs `task(ctx, k)` once for every box `k`; `stats` may be NULL. `TaskFailed` when a task
+/// returned non-zero.
 ///
 /// # Safety
 /// `e` comes from [`pbs_executor_new`] and is not used by another thread meanwhile; `task`
@@ -109,7 +153,7 @@ pub unsafe extern "C" fn pbs_executor_threads(e: *const ExecutorHandle) -> usize
 #[no_mangle]
 pub unsafe extern "C" fn pbs_executor_run_phase(
     e: *mut ExecutorHandle,
-    task: Option<unsafe extern "C" fn(*mut c_void, usize)>,
+    task: Option<unsafe extern "C" fn(*mut c_void, usize) -> c_int>,
     ctx: *mut c_void,
     stats: *mut PhaseStats,
 ) -> Status {
@@ -117,7 +161,11 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
         // SAFETY: the caller's contract.
         let e = unsafe { e.as_mut() }.ok_or_else(|| null("the executor"))?;
         let task = Callback { f: task.ok_or_else(|| null("task"))?, ctx };
-        let s = e.exec.run_phase(&|k| task.call(k));
+        let failures = Failures::new();
+        let s = e.exec.run_phase(&|k| match task.call(k) {
+            0 => {}
+            code => failures.record(k, code),
+        });
         // SAFETY: NULL or writable (caller's contract).
         if let Some(out) = unsafe { stats.as_mut() } {
             let wall = s.wall.as_secs_f64();
@@ -128,7 +176,7 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
                 affinity: if s.compared > 0 { s.same_thread as f64 / s.compared as f64 } else { -1.0 },
             };
         }
-        Ok(())
+        failures.into_failure(&e.grid).map_or(Ok(()), Err)
     })
 }
 
@@ -223,7 +271,7 @@ pub unsafe extern "C" fn pbs_executor_free(e: *mut ExecutorHandle) {
 mod tests {
     use super::*;
     use crate::status::last_error;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::AtomicU32;
 
     /// Counts executions per box and checks the worker id seen inside the task.
     struct Counts {
@@ -232,13 +280,57 @@ mod tests {
         bad_worker: AtomicU32,
     }
 
-    unsafe extern "C" fn count(ctx: *mut c_void, k: usize) {
+    unsafe extern "C" fn count(ctx: *mut c_void, k: usize) -> c_int {
         // SAFETY: ctx is a &Counts in these tests.
         let c = unsafe { &*(ctx as *const Counts) };
         c.runs[k].fetch_add(1, Ordering::Relaxed);
         let w = pbs_current_worker();
         if w < 0 || w as usize >= c.threads {
             c.bad_worker.fetch_add(1, Ordering::Relaxed);
+        }
+        0
+    }
+
+    /// Counts too, and fails on boxes 40, 41 and 90 in odd phases (codes 7, 8 and 9).
+    unsafe extern "C" fn count_and_fail(ctx: *mut c_void, k: usize) -> c_int {
+        // SAFETY: as `count`.
+        let c = unsafe { &*(ctx as *const Counts) };
+        let phase = c.runs[k].fetch_add(1, Ordering::Relaxed) + 1;
+        match (phase % 2, k) {
+            (1, 40) => 7,
+            (1, 41) => 8,
+            (1, 90) => 9,
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn a_failing_task_fails_its_phase_by_name_and_the_executor_goes_on() {
+        for name in [c"pbs", c"ws", c"eager", c"static"] {
+            let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
+            let c = Counts {
+                runs: (0..100).map(|_| AtomicU32::new(0)).collect(),
+                threads: 3,
+                bad_worker: AtomicU32::new(0),
+            };
+            let ctx = &c as *const Counts as *mut c_void;
+            for phase in 1..=4u32 {
+                let mut stats = PhaseStats::default();
+                let s = unsafe { pbs_executor_run_phase(e, Some(count_and_fail), ctx, &mut stats) };
+                assert!(c.runs.iter().all(|r| r.load(Ordering::Relaxed) == phase), "{name:?}: a box was skipped");
+                assert!(stats.wall_ms > 0.0, "stats are filled in a failed phase too");
+                if phase % 2 == 1 {
+                    assert_eq!(s, Status::TaskFailed, "{name:?}");
+                    assert_eq!(
+                        last_error().unwrap(),
+                        "the task failed at box 40 (x=0, y=4, z=0) with code 7 (2 other boxes failed too); every other box ran"
+                    );
+                } else {
+                    assert_eq!(s, Status::Ok, "{name:?}: the executor is usable after a failed phase");
+                }
+                assert_eq!(unsafe { pbs_executor_end_iteration(e, std::ptr::null_mut()) }, Status::Ok);
+            }
+            unsafe { pbs_executor_free(e) };
         }
     }
 

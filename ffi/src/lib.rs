@@ -15,7 +15,8 @@
 //! pbs_executor *e = pbs_executor_new("pbs", nx, ny, 1, 0, 1); // all cores, pinned
 //! if (!e) { fprintf(stderr, "%s\n", pbs_last_error()); return 1; }
 //! for (int it = 0; it < iters; it++) {
-//!     pbs_executor_run_phase(e, jacobi_box, &field, NULL); // jacobi_box(ctx, k) writes box k only
+//!     if (pbs_executor_run_phase(e, jacobi_box, &field, NULL) != PBS_OK) // int jacobi_box(ctx, k):
+//!         return fail(pbs_last_error());                             // writes box k only, 0 = ok
 //!     swap(&field.old, &field.new);
 //!     pbs_executor_end_iteration(e, NULL);                 // pbs may rebalance here
 //! }

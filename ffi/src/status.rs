@@ -19,6 +19,8 @@ pub enum Status {
     Unsupported = 3,
     /// A panic inside pbs (a bug); the handle stays usable.
     InternalError = 4,
+    /// A task returned non-zero; every other box of the phase still ran.
+    TaskFailed = 5,
 }
 
 /// A failed call: its status and message.

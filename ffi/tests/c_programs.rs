@@ -65,8 +65,19 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 fn the_header_matches_the_library_layout_and_symbols() {
     let probe = compile(&Path::new(MANIFEST).join("tests/abi_probe.c"), "abi_probe");
     let text = stdout(&run(&probe, &[]));
-    let mut want =
-        vec![format!("pbs_status {} 0 1 2 3 4", size_of::<Status>()), format!("pbs_outcome {}", size_of::<Outcome>())];
+    let mut want = vec![
+        format!(
+            "pbs_status {} {} {} {} {} {} {}",
+            size_of::<Status>(),
+            Status::Ok as i32,
+            Status::InvalidArgument as i32,
+            Status::NullPointer as i32,
+            Status::Unsupported as i32,
+            Status::InternalError as i32,
+            Status::TaskFailed as i32
+        ),
+        format!("pbs_outcome {}", size_of::<Outcome>()),
+    ];
     macro_rules! fields {
         ($c:literal, $t:ty, $($f:ident),*) => {
             $(want.push(format!("{}.{} {} {}", $c, stringify!($f), offset_of!($t, $f), {
@@ -191,6 +202,17 @@ fn heat_c_gives_one_checksum_under_every_scheduler_and_thread_count() {
     // The field did change from its start (a task that did nothing would also agree).
     let still = stdout(&run(&program, &["static", "1", "0", "12", "10", "6"]));
     assert_ne!(field(still.trim(), "checksum"), seen.first().unwrap());
+}
+
+#[test]
+fn heat_c_reports_a_failing_task_by_box() {
+    let program = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat_nan");
+    for scheduler in ["pbs", "ws", "eager", "static"] {
+        let o = run(&program, &[scheduler, "2", "5", "12", "10", "6", "nan"]);
+        assert_eq!(o.status.code(), Some(1), "{scheduler}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("heat: the task failed at box 0 (x=0, y=0, z=0) with code 1 ("), "{scheduler}: {err}");
+    }
 }
 
 #[test]

@@ -33,8 +33,8 @@ echo "   Jacobi heat diffusion with an extra per-box cost from a drifting Perlin
 $bench run --app stencil --scenario drift --scheduler all --iters 100
 echo
 echo "== From C (ffi/include/pbs.h): a heat-diffusion code in C on each scheduler, then the balancer alone"
-cc -std=c11 -O2 -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi -Wl,-rpath,"$PWD/target/release" -o target/release/heat-c
-cc -std=c11 -O2 -Iffi/include ffi/examples/balance.c -Ltarget/release -lpbs_ffi -lm -Wl,-rpath,"$PWD/target/release" -o target/release/balance-c
+"${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi -Wl,-rpath,"$PWD/target/release" -o target/release/heat-c
+"${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/balance.c -Ltarget/release -lpbs_ffi -lm -Wl,-rpath,"$PWD/target/release" -o target/release/balance-c
 for s in pbs ws eager static; do target/release/heat-c "$s"; done
 target/release/balance-c
 echo

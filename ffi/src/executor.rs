@@ -64,7 +64,6 @@ impl<R> Callback<unsafe extern "C" fn(*mut c_void, usize) -> R> {
 /// The failures of one phase's tasks: how many, and the lowest failing box with its code
 /// (packed `box << 32 | code`, so that `fetch_min` keeps the lowest box whatever the order
 /// the workers fail in: the message does not depend on the scheduler).
-#[derive(Default)]
 struct Failures {
     count: AtomicUsize,
     lowest: AtomicU64,
@@ -88,9 +87,10 @@ impl Failures {
         (n > 0).then(|| {
             let (k, code) = ((packed >> 32) as usize, packed as u32 as c_int);
             let [x, y, z] = grid.coords(k);
-            let others = match n {
-                1 => String::new(),
-                n => format!(" ({} other boxes failed too)", n - 1),
+            let others = match n - 1 {
+                0 => String::new(),
+                1 => " (1 other box failed too)".to_string(),
+                m => format!(" ({m} other boxes failed too)"),
             };
             Failure(
                 Status::TaskFailed,

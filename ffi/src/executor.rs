@@ -168,12 +168,10 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
         });
         // SAFETY: NULL or writable (caller's contract).
         if let Some(out) = unsafe { stats.as_mut() } {
-            let wall = s.wall.as_secs_f64();
-            let busy: f64 = s.busy.iter().map(|b| b.as_secs_f64()).sum();
             *out = PhaseStats {
-                wall_ms: wall * 1e3,
-                efficiency: if wall > 0.0 { busy / s.busy.len().max(1) as f64 / wall } else { 1.0 },
-                affinity: if s.compared > 0 { s.same_thread as f64 / s.compared as f64 } else { -1.0 },
+                wall_ms: s.wall.as_secs_f64() * 1e3,
+                efficiency: s.efficiency().unwrap_or(1.0),
+                affinity: s.affinity().unwrap_or(-1.0),
             };
         }
         failures.into_failure(&e.grid).map_or(Ok(()), Err)

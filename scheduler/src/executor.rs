@@ -28,6 +28,22 @@ pub struct PhaseStats {
     pub compared: usize,
 }
 
+impl PhaseStats {
+    /// `(Σ busy / threads) / wall` of this phase (DESIGN.md's efficiency); `None` for a phase
+    /// that took no time.
+    pub fn efficiency(&self) -> Option<f64> {
+        let wall = self.wall.as_secs_f64();
+        let busy: f64 = self.busy.iter().map(Duration::as_secs_f64).sum();
+        (wall > 0.0).then(|| busy / self.busy.len().max(1) as f64 / wall)
+    }
+
+    /// Share of the box executions that ran on the thread of that box's previous execution;
+    /// `None` when none had a previous execution to compare with.
+    pub fn affinity(&self) -> Option<f64> {
+        (self.compared > 0).then(|| self.same_thread as f64 / self.compared as f64)
+    }
+}
+
 /// An executor: runs every box of a grid once per phase on a team of threads.
 pub trait Executor {
     /// Short name: `pbs`, `ws`, `eager` or `static`.
@@ -484,6 +500,22 @@ impl Tracker {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_phase_reports_its_efficiency_and_affinity() {
+        let ms = Duration::from_millis;
+        let s = super::PhaseStats {
+            wall: ms(10),
+            boxes: vec![3, 1],
+            busy: vec![ms(9), ms(6)],
+            same_thread: 3,
+            compared: 4,
+        };
+        assert!((s.efficiency().unwrap() - 0.75).abs() < 1e-12);
+        assert_eq!(s.affinity(), Some(0.75));
+        let empty = super::PhaseStats::default();
+        assert_eq!((empty.efficiency(), empty.affinity()), (None, None));
+    }
+
     use super::*;
 
     /// One sampled iteration over a 16-box chunk whose first half sleeps 2 ms a box.

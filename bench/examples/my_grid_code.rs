@@ -9,9 +9,9 @@
 use pbs::Grid;
 use pbs_scheduler::{for_each_box_mut, runtime::Runtime};
 
-fn main() -> Result<(), String> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let executor = std::env::args().nth(1).unwrap_or_else(|| "pbs".into());
-    let grid = Grid::new(64, 64).map_err(|e| e.to_string())?;
+    let grid = Grid::new(64, 64)?;
 
     // 1. The machine, pinned workers, and an executor: one line to switch.
     let runtime = Runtime::detect()?;

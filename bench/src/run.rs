@@ -215,7 +215,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     let mut lanes = Vec::new();
     for scheduler in &setup.schedulers {
         let app = setup.make_app()?;
-        let (exec, _bindings) = runtime.executor(scheduler, app.grid())?;
+        let (exec, _bindings) = runtime.executor(scheduler, app.grid()).map_err(|e| e.to_string())?;
         lanes.push(Lane {
             scheduler: scheduler.clone(),
             app,
@@ -274,7 +274,7 @@ fn modelled_misses(
     progress: &mut impl FnMut(),
 ) -> Result<pbs_scheduler::cache_model::ModelledMisses, String> {
     let mut app = setup.make_app()?;
-    let (mut exec, _bindings) = runtime.executor(scheduler, app.grid())?;
+    let (mut exec, _bindings) = runtime.executor(scheduler, app.grid()).map_err(|e| e.to_string())?;
     let (box_bytes, halo_bytes) = app.footprint();
     let cache = CacheModel::new(app.grid(), setup.threads, setup.cache_bytes, box_bytes, halo_bytes);
     let mut rec = Recorder::new(scheduler, setup.threads);

@@ -46,7 +46,13 @@ typedef enum pbs_status {
     PBS_INTERNAL_ERROR = 4,
     /* A task returned non-zero. Every other box of the phase still ran; the message names the
        lowest failing box and its code; the executor stays usable. */
-    PBS_TASK_FAILED = 5
+    PBS_TASK_FAILED = 5,
+    /* The executor was already in a call: a task called its own executor, or two threads
+       used it at once. Nothing was done; the call in progress goes on unharmed. */
+    PBS_BUSY = 6,
+    /* The system refused a resource: a worker thread (its thread limit) or the memory for a
+       grid this large. Nothing was leaked; the threads already started were stopped. */
+    PBS_OUT_OF_RESOURCES = 7
 } pbs_status;
 
 /* The message of the last failed call on this thread (UTF-8), or NULL if none failed. Valid
@@ -104,7 +110,8 @@ typedef struct pbs_executor pbs_executor;
    concurrently from the workers with the same `ctx`: read anything from the previous phase,
    write only box `box`'s own data (owner computes), and results do not depend on the
    scheduler. It must return (no longjmp or C++ exception out of it: that aborts the process)
-   and must not call the executor that runs it. */
+   and must not call the executor that runs it: such a call returns PBS_BUSY (and
+   pbs_executor_free frees nothing) while the phase goes on. */
 typedef int (*pbs_task)(void *ctx, size_t box);
 
 /* What one phase did. */
@@ -128,7 +135,8 @@ typedef struct pbs_iteration_end {
    is pinned to its core, the calling thread included (it is worker 0, as OpenMP's master),
    and pbs starts its vCores one NUMA node per region of the domain. The calling thread stays
    pinned after pbs_executor_free, and on Linux threads it creates later inherit that
-   pinning: create other thread pools first, or pass pin = 0. NULL on error. */
+   pinning: create other thread pools first, or pass pin = 0. NULL on error: a bad argument,
+   or a thread or the memory the system refused (pbs_last_error() says which). */
 pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size_t nz,
                                size_t threads, int pin);
 
@@ -158,7 +166,8 @@ pbs_status pbs_executor_owners(const pbs_executor *e, uint32_t *owners, size_t n
 /* The id of the worker running the caller inside a task (0..threads-1), or -1 outside. */
 int pbs_current_worker(void);
 
-/* Stops the workers and frees the executor (NULL is allowed). */
+/* Stops the workers and frees the executor (NULL is allowed). From inside one of its own
+   tasks it frees nothing and sets pbs_last_error(). */
 void pbs_executor_free(pbs_executor *e);
 
 #ifdef __cplusplus

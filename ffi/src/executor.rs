@@ -1,8 +1,9 @@
 //! The runtime from C: `pbs_executor_*`. A pinned pool runs a C task once per box and phase
 //! under any of the four executors, built by name as [`pbs_scheduler::runtime::Runtime`] does.
 
+use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use pbs::Grid;
 use pbs_scheduler::runtime::Runtime;
@@ -12,9 +13,50 @@ use pbs_scheduler::{current_worker, BoxTimer, Executor};
 use crate::status::{guard, invalid, null, status, text, Failure, Status};
 
 /// An executor (`pbs_executor` in `pbs.h`).
+///
+/// C may call back into the handle from a task (pbs.h forbids it, but a C compiler cannot) or
+/// from two threads at once. Every call that uses the executor takes `busy` first and gets
+/// [`Status::Busy`] if it is held, so at most one `&mut` to the executor exists at a time;
+/// what does not change after creation (threads, grid) is read without it.
 pub struct ExecutorHandle {
-    exec: Box<dyn Executor + Send>,
+    busy: AtomicBool,
+    exec: UnsafeCell<Box<dyn Executor + Send>>,
+    threads: usize,
     grid: Grid,
+}
+
+impl ExecutorHandle {
+    /// Exclusive use of the executor for the call `call`, until the guard drops.
+    fn enter(&self, call: &str) -> Result<Entered<'_>, Failure> {
+        if self.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return Err(Failure(
+                Status::Busy,
+                format!(
+                    "{call}: the executor is already in a call (a task of its own phase calling it, or \
+                     another thread); nothing was done"
+                ),
+            ));
+        }
+        Ok(Entered(self))
+    }
+}
+
+/// Holds [`ExecutorHandle::busy`].
+struct Entered<'a>(&'a ExecutorHandle);
+
+impl Entered<'_> {
+    fn exec(&mut self) -> &mut (dyn Executor + Send) {
+        // SAFETY: `busy` is held by this guard alone (taken in `enter`, released on drop), and
+        // every access to `exec` goes through such a guard, so this `&mut` is unique; the
+        // borrow of `self` keeps it within the guard's life.
+        unsafe { &mut **self.0.exec.get() }
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
 }
 
 /// What one phase did (`pbs_phase_stats` in `pbs.h`).
@@ -128,8 +170,10 @@ pub unsafe extern "C" fn pbs_executor_new(
                 t => t,
             };
             let runtime = Runtime { topology, threads, pin: pin != 0, timer: BoxTimer::default() };
-            let (exec, _bindings) = runtime.executor(name, grid).map_err(invalid)?;
-            Ok(Box::into_raw(Box::new(ExecutorHandle { exec, grid })))
+            let (exec, _bindings) = runtime.executor(name, grid)?;
+            let threads = exec.threads();
+            let handle = ExecutorHandle { busy: AtomicBool::new(false), exec: UnsafeCell::new(exec), threads, grid };
+            Ok(Box::into_raw(Box::new(handle)))
         },
     )
 }
@@ -141,7 +185,7 @@ pub unsafe extern "C" fn pbs_executor_new(
 #[no_mangle]
 pub unsafe extern "C" fn pbs_executor_threads(e: *const ExecutorHandle) -> usize {
     // SAFETY: the caller's contract.
-    unsafe { e.as_ref() }.map_or(0, |e| e.exec.threads())
+    unsafe { e.as_ref() }.map_or(0, |e| e.threads)
 }
 
 /// Runs `task(ctx, k)` once for every box `k`; `stats` may be NULL. `TaskFailed` when a task
@@ -159,10 +203,11 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
 ) -> Status {
     status(|| {
         // SAFETY: the caller's contract.
-        let e = unsafe { e.as_mut() }.ok_or_else(|| null("the executor"))?;
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
         let task = Callback { f: task.ok_or_else(|| null("task"))?, ctx };
+        let mut entered = e.enter("pbs_executor_run_phase")?;
         let failures = Failures::new();
-        let s = e.exec.run_phase(&|k| match task.call(k) {
+        let s = entered.exec().run_phase(&|k| match task.call(k) {
             0 => {}
             code => failures.record(k, code),
         });
@@ -186,8 +231,8 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
 pub unsafe extern "C" fn pbs_executor_end_iteration(e: *mut ExecutorHandle, end: *mut IterationEnd) -> Status {
     status(|| {
         // SAFETY: the caller's contract.
-        let e = unsafe { e.as_mut() }.ok_or_else(|| null("the executor"))?;
-        let r = e.exec.end_iteration();
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+        let r = e.enter("pbs_executor_end_iteration")?.exec().end_iteration();
         // SAFETY: NULL or writable (caller's contract).
         if let Some(out) = unsafe { end.as_mut() } {
             *out = IterationEnd {
@@ -213,9 +258,9 @@ pub unsafe extern "C" fn pbs_executor_on_each_thread(
 ) -> Status {
     status(|| {
         // SAFETY: the caller's contract.
-        let e = unsafe { e.as_mut() }.ok_or_else(|| null("the executor"))?;
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
         let f = Callback { f: f.ok_or_else(|| null("f"))?, ctx };
-        e.exec.on_each_thread(&|w| f.call(w));
+        e.enter("pbs_executor_on_each_thread")?.exec().on_each_thread(&|w| f.call(w));
         Ok(())
     })
 }
@@ -232,10 +277,12 @@ pub unsafe extern "C" fn pbs_executor_owners(e: *const ExecutorHandle, owners: *
         if owners.is_null() {
             return Err(null("owners"));
         }
-        let planned = e.exec.planned_owners().ok_or_else(|| {
+        let mut entered = e.enter("pbs_executor_owners")?;
+        let exec = entered.exec();
+        let planned = exec.planned_owners().ok_or_else(|| {
             Failure(
                 Status::Unsupported,
-                format!("the {} scheduler decides who runs a box only as the phase runs", e.exec.name()),
+                format!("the {} scheduler decides who runs a box only as the phase runs", exec.name()),
             )
         })?;
         if n != planned.len() {
@@ -253,16 +300,23 @@ pub extern "C" fn pbs_current_worker() -> c_int {
     current_worker().map_or(-1, |w| w as c_int)
 }
 
-/// Stops the workers and frees `e`; NULL is allowed.
+/// Stops the workers and frees `e`; NULL is allowed. Called while `e` is in a call (from one
+/// of its own tasks), it frees nothing and records the error for [`crate::pbs_last_error`].
 ///
 /// # Safety
 /// `e` is NULL or comes from [`pbs_executor_new`] and is not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn pbs_executor_free(e: *mut ExecutorHandle) {
-    if !e.is_null() {
-        // SAFETY: created by Box::into_raw in pbs_executor_new (caller's contract).
+    status(|| {
+        // SAFETY: the caller's contract.
+        let Some(handle) = (unsafe { e.as_ref() }) else { return Ok(()) };
+        // Freeing the executor from inside its own phase would pull it from under the call.
+        std::mem::forget(handle.enter("pbs_executor_free")?);
+        // SAFETY: created by Box::into_raw in pbs_executor_new (caller's contract), and no
+        // call is using it: `busy` was free and is now held for good.
         drop(unsafe { Box::from_raw(e) });
-    }
+        Ok(())
+    });
 }
 
 #[cfg(test)]
@@ -305,6 +359,7 @@ mod tests {
     #[test]
     fn a_failing_task_fails_its_phase_by_name_and_the_executor_goes_on() {
         for name in [c"pbs", c"ws", c"eager", c"static"] {
+            // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
             let c = Counts {
                 runs: (0..100).map(|_| AtomicU32::new(0)).collect(),
@@ -314,6 +369,7 @@ mod tests {
             let ctx = &c as *const Counts as *mut c_void;
             for phase in 1..=4u32 {
                 let mut stats = PhaseStats::default();
+                // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
                 let s = unsafe { pbs_executor_run_phase(e, Some(count_and_fail), ctx, &mut stats) };
                 assert!(c.runs.iter().all(|r| r.load(Ordering::Relaxed) == phase), "{name:?}: a box was skipped");
                 assert!(stats.wall_ms > 0.0, "stats are filled in a failed phase too");
@@ -326,8 +382,10 @@ mod tests {
                 } else {
                     assert_eq!(s, Status::Ok, "{name:?}: the executor is usable after a failed phase");
                 }
+                // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
                 assert_eq!(unsafe { pbs_executor_end_iteration(e, std::ptr::null_mut()) }, Status::Ok);
             }
+            // SAFETY: a handle from its _new (or NULL), not used afterwards.
             unsafe { pbs_executor_free(e) };
         }
     }
@@ -336,8 +394,10 @@ mod tests {
     fn every_scheduler_runs_every_box_once_per_phase() {
         for name in [c"pbs", c"ws", c"eager", c"static"] {
             for threads in 1..=3 {
+                // SAFETY: the strings are NULL or NUL-terminated literals.
                 let e = unsafe { pbs_executor_new(name.as_ptr(), 9, 7, 2, threads, 0) };
                 assert!(!e.is_null(), "{:?}", last_error());
+                // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
                 assert_eq!(unsafe { pbs_executor_threads(e) }, threads);
                 let c = Counts {
                     runs: (0..126).map(|_| AtomicU32::new(0)).collect(),
@@ -346,6 +406,7 @@ mod tests {
                 };
                 for phase in 1..=3 {
                     let mut stats = PhaseStats::default();
+                    // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
                     let s = unsafe {
                         pbs_executor_run_phase(e, Some(count), &c as *const Counts as *mut c_void, &mut stats)
                     };
@@ -354,10 +415,12 @@ mod tests {
                     assert!(stats.wall_ms > 0.0 && stats.efficiency >= 0.0);
                     assert!(phase == 1 || (0.0..=1.0).contains(&stats.affinity), "{stats:?}");
                     let mut end = IterationEnd::default();
+                    // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
                     assert_eq!(unsafe { pbs_executor_end_iteration(e, &mut end) }, Status::Ok);
                 }
                 assert_eq!(c.bad_worker.load(Ordering::Relaxed), 0, "pbs_current_worker out of range");
                 assert_eq!(pbs_current_worker(), -1);
+                // SAFETY: a handle from its _new (or NULL), not used afterwards.
                 unsafe { pbs_executor_free(e) };
             }
         }
@@ -371,47 +434,134 @@ mod tests {
 
     #[test]
     fn owners_for_planned_schedulers_and_a_clear_refusal_for_dynamic_ones() {
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         let e = unsafe { pbs_executor_new(c"static".as_ptr(), 4, 4, 1, 2, 0) };
         let mut owners = vec![u32::MAX; 16];
+        // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
         assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 16) }, Status::Ok);
         assert_eq!(owners, [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]);
+        // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
         assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 15) }, Status::InvalidArgument);
         assert!(last_error().unwrap().contains("15 entries but the grid has 16 boxes"));
         let seen = [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
+        // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
         let s = unsafe { pbs_executor_on_each_thread(e, Some(mark_worker), &seen as *const _ as *mut c_void) };
         assert_eq!(s, Status::Ok);
         assert_eq!(seen.iter().map(|s| s.load(Ordering::Relaxed)).collect::<Vec<_>>(), [1, 1, 0]);
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_executor_free(e) };
 
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         let e = unsafe { pbs_executor_new(c"pbs".as_ptr(), 4, 4, 1, 2, 0) };
+        // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
         assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 16) }, Status::Ok);
         assert_eq!(owners.iter().filter(|&&o| o == 0).count(), 8, "uniform start: an even split");
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_executor_free(e) };
 
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         let e = unsafe { pbs_executor_new(c"eager".as_ptr(), 4, 4, 1, 2, 0) };
+        // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
         assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 16) }, Status::Unsupported);
         assert!(last_error().unwrap().contains("eager scheduler decides who runs a box only as the phase runs"));
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_executor_free(e) };
+    }
+
+    /// A task that calls its own executor: run_phase, end_iteration, owners, free.
+    struct Nested {
+        exec: *mut ExecutorHandle,
+        runs: Vec<AtomicU32>,
+        statuses: Vec<AtomicU32>,
+    }
+    // SAFETY: the raw pointer is only passed back to the C functions, which are thread-safe
+    // for this use (they refuse it as busy).
+    unsafe impl Sync for Nested {}
+
+    unsafe extern "C" fn call_back_in(ctx: *mut c_void, k: usize) -> c_int {
+        // SAFETY: ctx is a &Nested in this test.
+        let n = unsafe { &*(ctx as *const Nested) };
+        n.runs[k].fetch_add(1, Ordering::Relaxed);
+        let s = match k % 4 {
+            // SAFETY: the executor of this phase, alive for all of it.
+            0 => unsafe { pbs_executor_run_phase(n.exec, Some(count), ctx, std::ptr::null_mut()) },
+            // SAFETY: as above.
+            1 => unsafe { pbs_executor_end_iteration(n.exec, std::ptr::null_mut()) },
+            2 => {
+                let mut owners = vec![0u32; n.runs.len()];
+                // SAFETY: as above; `owners` holds one entry per box.
+                unsafe { pbs_executor_owners(n.exec, owners.as_mut_ptr(), owners.len()) }
+            }
+            _ => {
+                // SAFETY: as above: refused, so the executor stays alive.
+                unsafe { pbs_executor_free(n.exec) };
+                Status::Busy
+            }
+        };
+        if k % 4 != 3 && last_error().is_some_and(|m| !m.contains("the executor is already in a call")) {
+            return 99;
+        }
+        n.statuses[k].store(s as u32, Ordering::Relaxed);
+        0
+    }
+
+    #[test]
+    fn a_task_calling_its_own_executor_is_refused_as_busy_and_the_phase_goes_on() {
+        for name in [c"pbs", c"ws", c"eager", c"static"] {
+            for threads in [1, 3] {
+                // SAFETY: the strings are NULL or NUL-terminated literals.
+                let e = unsafe { pbs_executor_new(name.as_ptr(), 6, 5, 1, threads, 0) };
+                let n = Nested {
+                    exec: e,
+                    runs: (0..30).map(|_| AtomicU32::new(0)).collect(),
+                    statuses: (0..30).map(|_| AtomicU32::new(u32::MAX)).collect(),
+                };
+                let ctx = &n as *const Nested as *mut c_void;
+                for phase in 1..=2 {
+                    // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
+                    let s = unsafe { pbs_executor_run_phase(e, Some(call_back_in), ctx, std::ptr::null_mut()) };
+                    assert_eq!(s, Status::Ok, "{name:?} {threads}: {:?}", last_error());
+                    assert!(n.runs.iter().all(|r| r.load(Ordering::Relaxed) == phase), "{name:?} {threads}");
+                    assert!(
+                        n.statuses.iter().all(|s| s.load(Ordering::Relaxed) == Status::Busy as u32),
+                        "{name:?} {threads}: every nested call was refused as busy"
+                    );
+                    // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
+                    assert_eq!(unsafe { pbs_executor_end_iteration(e, std::ptr::null_mut()) }, Status::Ok);
+                }
+                // SAFETY: a handle from its _new (or NULL), not used afterwards.
+                unsafe { pbs_executor_free(e) };
+            }
+        }
     }
 
     #[test]
     fn bad_arguments_are_refused_by_name() {
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         let e = unsafe { pbs_executor_new(c"omp".as_ptr(), 4, 4, 1, 2, 0) };
         assert!(e.is_null());
         assert!(last_error().unwrap().contains("unknown executor \"omp\"; expected one of pbs, ws, eager, static"));
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         assert!(unsafe { pbs_executor_new(std::ptr::null(), 4, 4, 1, 2, 0) }.is_null());
         assert_eq!(last_error().unwrap(), "scheduler is NULL");
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         assert!(unsafe { pbs_executor_new(c"pbs".as_ptr(), 4, 0, 1, 2, 0) }.is_null());
         assert!(last_error().unwrap().contains("empty grid"));
+        // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
         let s = unsafe {
             pbs_executor_run_phase(std::ptr::null_mut(), Some(count), std::ptr::null_mut(), std::ptr::null_mut())
         };
         assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "the executor is NULL".into()));
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         let e = unsafe { pbs_executor_new(c"pbs".as_ptr(), 4, 4, 1, 2, 0) };
+        // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
         let s = unsafe { pbs_executor_run_phase(e, None, std::ptr::null_mut(), std::ptr::null_mut()) };
         assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "task is NULL".into()));
+        // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
         assert_eq!(unsafe { pbs_executor_threads(std::ptr::null()) }, 0);
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_executor_free(e) };
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_executor_free(std::ptr::null_mut()) };
     }
 }

@@ -154,6 +154,7 @@ mod tests {
     fn owners_are_those_of_the_rust_balancer_call_after_call() {
         let grid = Grid::new(40, 30).unwrap();
         let (first, second) = (hot_spot(&grid, 30.0, 8.0), hot_spot(&grid, 12.0, 20.0));
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         let p = unsafe { pbs_partitioner_new(40, 30, 1, 6, std::ptr::null(), 7) };
         assert!(!p.is_null());
         // The same calls in Rust.
@@ -165,6 +166,7 @@ mod tests {
             let want = balance(method.as_mut(), &problem, &mut cells, Options::default(), |_| {});
             let mut owners = vec![u32::MAX; grid.len()];
             let mut out = Outcome::default();
+            // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
             let s = unsafe {
                 pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
             };
@@ -174,6 +176,7 @@ mod tests {
             assert_eq!((out.edge_cut, out.migrations), (want.edge_cut, want.migrations));
             assert!(out.converged == 1 && out.max_avg <= 1.05 * out.lower_bound);
         }
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_partitioner_free(p) };
     }
 
@@ -186,6 +189,7 @@ mod tests {
             (4, 4, 1, 2, c"metis", "metis"),
         ];
         for (nx, ny, nz, v, m, needle) in cases {
+            // SAFETY: the strings are NULL or NUL-terminated literals.
             let p = unsafe { pbs_partitioner_new(nx, ny, nz, v, m.as_ptr(), 1) };
             assert!(p.is_null());
             let msg = last_error().unwrap();
@@ -195,9 +199,11 @@ mod tests {
 
     #[test]
     fn bad_loads_and_pointers_return_their_status_and_write_nothing() {
+        // SAFETY: the strings are NULL or NUL-terminated literals.
         let p = unsafe { pbs_partitioner_new(4, 4, 1, 2, std::ptr::null(), 1) };
         let mut owners = vec![u32::MAX; 16];
         let mut loads = vec![1.0; 16];
+        // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
         let call = |loads: &[f64], n: usize, tol: f64, owners: &mut [u32]| unsafe {
             pbs_partitioner_balance(p, loads.as_ptr(), n, tol, 100, owners.as_mut_ptr(), std::ptr::null_mut())
         };
@@ -214,14 +220,17 @@ mod tests {
         assert_eq!(call(&loads, 16, f64::NAN, &mut owners), Status::InvalidArgument);
         assert!(last_error().unwrap().starts_with("tolerance NaN"));
         assert!(owners.iter().all(|&o| o == u32::MAX), "a failed call wrote owners");
+        // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
         let s = unsafe {
             pbs_partitioner_balance(p, std::ptr::null(), 16, 0.05, 10, owners.as_mut_ptr(), std::ptr::null_mut())
         };
         assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "loads is NULL".into()));
+        // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
         let s = unsafe {
             pbs_partitioner_balance(p, loads.as_ptr(), 16, 0.05, 10, std::ptr::null_mut(), std::ptr::null_mut())
         };
         assert_eq!(s, Status::NullPointer);
+        // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
         let s = unsafe {
             pbs_partitioner_balance(
                 std::ptr::null_mut(),
@@ -237,7 +246,9 @@ mod tests {
         // Still usable after the failures.
         assert_eq!(call(&loads, 16, 0.05, &mut owners), Status::Ok);
         assert_eq!(owners.iter().filter(|&&o| o == 0).count(), 8);
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_partitioner_free(p) };
+        // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_partitioner_free(std::ptr::null_mut()) };
     }
 }

@@ -21,6 +21,11 @@ pub enum Status {
     InternalError = 4,
     /// A task returned non-zero; every other box of the phase still ran.
     TaskFailed = 5,
+    /// The executor was already in a call (a task calling its own executor, or two threads
+    /// at once); nothing was done, and the call in progress goes on.
+    Busy = 6,
+    /// The system refused a resource: a worker thread, or memory for a grid this large.
+    OutOfResources = 7,
 }
 
 /// A failed call: its status and message.
@@ -29,7 +34,22 @@ pub(crate) struct Failure(pub Status, pub String);
 
 impl From<pbs::Error> for Failure {
     fn from(e: pbs::Error) -> Self {
-        Failure(Status::InvalidArgument, e.to_string())
+        let status = match e {
+            pbs::Error::OutOfMemory { .. } => Status::OutOfResources,
+            _ => Status::InvalidArgument,
+        };
+        Failure(status, e.to_string())
+    }
+}
+
+impl From<pbs_scheduler::Error> for Failure {
+    fn from(e: pbs_scheduler::Error) -> Self {
+        use pbs_scheduler::Error as E;
+        match e {
+            E::Balancer(e) => e.into(),
+            E::Spawn { .. } | E::RayonPool { .. } => Failure(Status::OutOfResources, e.to_string()),
+            _ => invalid(e.to_string()),
+        }
     }
 }
 
@@ -139,7 +159,9 @@ mod tests {
         // SAFETY: NUL-terminated buffers that outlive the calls.
         let e = unsafe { text(bad.as_ptr().cast(), "scheduler") }.unwrap_err();
         assert!(e.1.starts_with("scheduler is not valid UTF-8"), "{}", e.1);
+        // SAFETY: NULL or a NUL-terminated literal.
         assert_eq!(unsafe { text(std::ptr::null(), "method") }.unwrap(), None);
+        // SAFETY: NULL or a NUL-terminated literal.
         assert_eq!(unsafe { text(c"pbs".as_ptr(), "method") }.unwrap(), Some("pbs"));
     }
 }

@@ -24,8 +24,9 @@ int main(void) {
         (void (*)(void))pbs_executor_free,
     };
     printf("functions %zu\n", sizeof functions / sizeof functions[0]);
-    printf("pbs_status %zu %d %d %d %d %d %d\n", sizeof(pbs_status), PBS_OK, PBS_INVALID_ARGUMENT,
-           PBS_NULL_POINTER, PBS_UNSUPPORTED, PBS_INTERNAL_ERROR, PBS_TASK_FAILED);
+    printf("pbs_status %zu %d %d %d %d %d %d %d %d\n", sizeof(pbs_status), PBS_OK, PBS_INVALID_ARGUMENT,
+           PBS_NULL_POINTER, PBS_UNSUPPORTED, PBS_INTERNAL_ERROR, PBS_TASK_FAILED, PBS_BUSY,
+           PBS_OUT_OF_RESOURCES);
     printf("pbs_outcome %zu\n", sizeof(pbs_outcome));
     FIELD(pbs_outcome, steps);
     FIELD(pbs_outcome, converged);

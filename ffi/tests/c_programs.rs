@@ -67,14 +67,16 @@ fn the_header_matches_the_library_layout_and_symbols() {
     let text = stdout(&run(&probe, &[]));
     let mut want = vec![
         format!(
-            "pbs_status {} {} {} {} {} {} {}",
+            "pbs_status {} {} {} {} {} {} {} {} {}",
             size_of::<Status>(),
             Status::Ok as i32,
             Status::InvalidArgument as i32,
             Status::NullPointer as i32,
             Status::Unsupported as i32,
             Status::InternalError as i32,
-            Status::TaskFailed as i32
+            Status::TaskFailed as i32,
+            Status::Busy as i32,
+            Status::OutOfResources as i32
         ),
         format!("pbs_outcome {}", size_of::<Outcome>()),
     ];

@@ -161,6 +161,15 @@ mod tests {
         let a = Cells::random(&p, 3);
         let b = Cells::random(&p, 3);
         assert_eq!(a.positions(), b.positions());
-        assert_eq!(a.charges().iter().sum::<f64>(), 100.0);
+        assert_eq!(a.owners(), b.owners());
+        // Every box has an owner among the 5 vCores, every vCore owns a box, and the charges
+        // are the owners' loads.
+        assert_eq!(a.owners().len(), 100);
+        assert!(a.owners().iter().all(|&o| o < 5), "{:?}", a.owners());
+        let mut counts = [0.0; 5];
+        a.owners().iter().for_each(|&o| counts[o as usize] += 1.0);
+        assert!(counts.iter().all(|&c| c > 0.0), "every vCore owns a box: {counts:?}");
+        assert_eq!(a.charges(), counts);
+        assert!(a.positions().iter().all(|p| (0.0..=10.0).contains(&p[0]) && (0.0..=10.0).contains(&p[1])));
     }
 }

@@ -76,6 +76,14 @@ pub enum Error {
         /// what is wrong there
         reason: String,
     },
+    /// A load-map file could not be read (missing, unreadable, too large, not text).
+    #[error("cannot read load map {path}: {reason}")]
+    LoadMapFile {
+        /// the file
+        path: String,
+        /// what the system said, or why it was refused
+        reason: String,
+    },
     /// An unknown balancing method name.
     #[error("unknown method {name:?}; known methods: {known}")]
     UnknownMethod {
@@ -83,6 +91,16 @@ pub enum Error {
         name: String,
         /// comma-separated list of known names
         known: String,
+    },
+    /// The system refused the memory for per-box arrays of a grid this large.
+    #[error("out of memory: {what} for {count} boxes needs {bytes} bytes, which the system refused")]
+    OutOfMemory {
+        /// what was being allocated
+        what: &'static str,
+        /// its number of entries
+        count: usize,
+        /// bytes asked for
+        bytes: usize,
     },
     /// A configuration value is out of range.
     #[error("invalid parameter {name} = {value}: {reason}")]
@@ -98,3 +116,26 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// `vec![value; n]`, or [`Error::OutOfMemory`] naming `what` where the system refuses the
+/// memory: per-box arrays are as large as the grid a caller asks for, and an allocation
+/// failure must come back as an error, not abort the process (a C host included).
+pub fn try_filled<T: Clone>(n: usize, value: T, what: &'static str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    let oom = || Error::OutOfMemory { what, count: n, bytes: n.saturating_mul(std::mem::size_of::<T>()) };
+    v.try_reserve_exact(n).map_err(|_| oom())?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// [`try_filled`] for values made one by one (atomics, which are not `Clone`).
+pub fn try_collect<T>(n: usize, what: &'static str, make: impl FnMut(usize) -> T) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+        what,
+        count: n,
+        bytes: n.saturating_mul(std::mem::size_of::<T>()),
+    })?;
+    v.extend((0..n).map(make));
+    Ok(v)
+}

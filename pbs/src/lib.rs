@@ -39,6 +39,7 @@
 //! maps (the paper's static cases, Perlin noise, CSV) in [`loadmap`].
 
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod assign;
 pub mod balancer;

@@ -7,6 +7,12 @@ use crate::metrics;
 
 /// Grid + loads + vCore count, checked once so that nothing downstream meets a NaN.
 ///
+/// Only ratios of loads matter to the balancer, but its sums and squares overflow (or
+/// underflow) at extreme scales: loads whose largest is beyond 2^±[`SCALE_LIMIT`] are
+/// scaled by a power of two to bring it into `[1, 2)`. The scaling is exact, so a problem
+/// balances to the same owners at every scale; [`Problem::loads`], [`Problem::total`] and
+/// the charges computed from them are then in the scaled unit ([`Problem::scale`]).
+///
 /// ```
 /// use pbs::{Grid, Problem};
 /// let grid = Grid::new(4, 2).unwrap();
@@ -19,7 +25,8 @@ use crate::metrics;
 #[derive(Clone)]
 pub struct Problem<'a> {
     grid: Grid,
-    loads: &'a [f64],
+    loads: std::borrow::Cow<'a, [f64]>,
+    scale: f64,
     vcores: usize,
     total: f64,
     max_load: f64,
@@ -50,9 +57,19 @@ impl<'a> Problem<'a> {
         if vcores > grid.len() {
             return Err(Error::TooManyVCores { vcores, boxes: grid.len() });
         }
-        let total = metrics::ordered_sum(loads);
         let max_load = loads.iter().copied().fold(0.0, f64::max);
-        Ok(Problem { grid, loads, vcores, total, max_load, workers: None })
+        let exponent = if max_load > 0.0 { max_load.log2().floor() as i32 } else { 0 };
+        let (loads, scale) = if exponent.abs() > SCALE_LIMIT {
+            // Clamped: 2^1074 (for a largest load among the subnormals) is not a float.
+            let scale = 2f64.powi((-exponent).clamp(-1000, 1000));
+            let scaled: Vec<f64> = loads.iter().map(|q| q * scale).collect();
+            (std::borrow::Cow::Owned(scaled), scale)
+        } else {
+            (std::borrow::Cow::Borrowed(loads), 1.0)
+        };
+        let total = metrics::ordered_sum(&loads);
+        let max_load = max_load * scale;
+        Ok(Problem { grid, loads, scale, vcores, total, max_load, workers: None })
     }
 
     /// The same problem, with threads its assignments may share (see
@@ -71,9 +88,14 @@ impl<'a> Problem<'a> {
     pub fn grid(&self) -> &Grid {
         &self.grid
     }
-    /// One load per box.
-    pub fn loads(&self) -> &'a [f64] {
-        self.loads
+    /// One load per box (scaled by [`Problem::scale`]).
+    pub fn loads(&self) -> &[f64] {
+        &self.loads
+    }
+    /// The power of two the loads given were multiplied by (1 unless their largest was
+    /// beyond 2^±[`SCALE_LIMIT`]).
+    pub fn scale(&self) -> f64 {
+        self.scale
     }
     /// Number of vCores.
     pub fn vcores(&self) -> usize {
@@ -96,6 +118,10 @@ impl<'a> Problem<'a> {
         metrics::lower_bound_from(self.max_load, self.mean())
     }
 }
+
+/// Loads whose largest lies beyond `2^±SCALE_LIMIT` are rescaled (see [`Problem`]): far
+/// from where sums of 2³² loads or squared charges overflow or lose precision to subnormals.
+pub const SCALE_LIMIT: i32 = 100;
 
 /// Checks that `loads` has one finite, non-negative entry per box of `grid`.
 pub fn validate_loads(grid: &Grid, loads: &[f64]) -> Result<()> {
@@ -126,6 +152,33 @@ mod tests {
         assert_eq!(Problem::new(g, &[1.0; 3], 1).unwrap_err(), Error::LoadCount { expected: 4, got: 3 });
         assert_eq!(Problem::new(g, &[1.0; 4], 0).unwrap_err(), Error::NoVCores);
         assert_eq!(Problem::new(g, &[1.0; 4], 5).unwrap_err(), Error::TooManyVCores { vcores: 5, boxes: 4 });
+    }
+
+    #[test]
+    fn extreme_scales_balance_like_scale_one() {
+        use crate::{balance, methods, Cells, Options};
+        let g = Grid::new(24, 16).unwrap();
+        let base: Vec<f64> = (0..g.len()).map(|k| 1.0 + ((k * 7919) % 13) as f64).collect();
+        let run = |scale: f64| {
+            let loads: Vec<f64> = base.iter().map(|q| q * scale).collect();
+            let p = Problem::new(g, &loads, 6).unwrap();
+            assert!(p.total().is_finite() && p.total() > 0.0, "scale {scale:e}: total {}", p.total());
+            let mut cells = Cells::random(&p, 3);
+            let mut m = methods::by_name(methods::DEFAULT).unwrap();
+            let out = balance(m.as_mut(), &p, &mut cells, Options::default(), |_| {});
+            (cells.owners().to_vec(), out.max_avg, out.converged)
+        };
+        let one = run(1.0);
+        assert!(one.2 && one.1 > 0.99, "{:?}", (one.1, one.2));
+        // Powers of two are exact: the very same owners.
+        for e in [-996, -300, 300, 996] {
+            assert_eq!(run(2f64.powi(e)), one, "scale 2^{e}");
+        }
+        // Sums of loads near the largest float no longer overflow.
+        for scale in [1e-300, 1e300, 1e306 / 14.0] {
+            let (_, max_avg, converged) = run(scale);
+            assert!(converged && (max_avg - one.1).abs() < 0.02, "scale {scale:e}: max_avg {max_avg}");
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ fn main() {
                 (t, t)
             }
         };
-        let pool = Pool::new(t, Arc::new(|_| {}));
+        let pool = Pool::new(t, Arc::new(|_| {})).unwrap();
         for side in [32usize, 64] {
             let grid = Grid::new(side, side).expect("a grid");
             // The stencil's map: few large features with sharp peaks.

@@ -8,7 +8,7 @@ use pbs_scheduler::pool::Pool;
 
 fn main() {
     let threads: usize = std::env::args().nth(1).map_or(2, |s| s.parse().expect("a thread count"));
-    let pool = Pool::new(threads, Arc::new(|_| {}));
+    let pool = Pool::new(threads, Arc::new(|_| {})).unwrap();
     for round in 0..3 {
         let mut times: Vec<f64> = (0..20_000)
             .map(|_| {

@@ -51,6 +51,6 @@ fn main() {
             PbsOptions { criterion: Some(Box::new(Never)), timer, ..Default::default() },
         );
     }
-    let pool = Pool::new(2, Arc::new(|_| {}));
+    let pool = Pool::new(2, Arc::new(|_| {})).unwrap();
     measure("static (plain loop), same harness", &mut StaticBlocks::with_pool(10_000, pool, BoxTimer::OFF));
 }

@@ -19,8 +19,8 @@ pub struct PhaseStats {
     pub wall: Duration,
     /// Boxes run by each thread.
     pub boxes: Vec<usize>,
-    /// Task time of each thread: measured around its whole work (pbs), or its sampled box
-    /// times scaled by the sampling stride (the other executors; see [`BoxTimer`]).
+    /// Task time of each thread, measured around its whole work in the phase (two clock reads
+    /// per thread, or per rayon fold for `ws`): exact, up to the clock's resolution.
     pub busy: Vec<Duration>,
     /// Box executions that ran on the same thread as that box's previous execution.
     pub same_thread: usize,
@@ -45,12 +45,25 @@ impl PhaseStats {
 }
 
 /// An executor: runs every box of a grid once per phase on a team of threads.
-pub trait Executor {
+///
+/// # Safety
+///
+/// [`for_each_box_mut`] hands the task of box `k` a `&mut` to `data[k]`, trusting the
+/// executor's [`Executor::run_phase`] for what makes those references unique. An
+/// implementation must, in every call of `run_phase(task)`:
+/// - call `task(k)` at most once for each `k`, and only for `k < self.boxes()` (exactly once
+///   for each, unless a task panics: then the others may be skipped);
+/// - not return (nor unwind) while a call of `task` is still running on any thread;
+/// - report through [`Executor::boxes`] the same number for the executor's whole life.
+///
+/// The four executors of this crate are tested for it (`tests/executors.rs`); an executor
+/// that wraps one of them and forwards `run_phase` to it keeps it.
+pub unsafe trait Executor {
     /// Short name: `pbs`, `ws`, `eager` or `static`.
     fn name(&self) -> &'static str;
     /// Number of worker threads.
     fn threads(&self) -> usize;
-    /// Number of boxes.
+    /// Number of boxes; it never changes.
     fn boxes(&self) -> usize;
     /// Runs `task(k)` exactly once for every box `k` and returns when all have run. A panic in
     /// a task is re-raised here after the phase ended on every thread; the executor stays
@@ -109,29 +122,49 @@ pub(crate) fn as_worker(id: usize) -> impl Drop {
     Reset(before)
 }
 
-/// One phase on a pool: `body(worker, tracker, counters)` runs on every worker, then each
-/// worker's counters are flushed and the phase's statistics collected. The scaffolding shared
-/// by the pool-based executors; `body` is what differs (a block, a FIFO, an owner list).
+/// One phase on a pool: `body(worker, tracker, counters)` runs on every worker, timed around
+/// its whole work, then each worker's counters are flushed and the phase's statistics
+/// collected. The scaffolding shared by the pool-based executors; `body` is what differs (a
+/// block, a FIFO, an owner list). A panic in a task is re-raised after the counters are
+/// collected, so the next phase counts only its own boxes.
 pub(crate) fn pool_phase(
     pool: &crate::pool::Pool,
     tracker: &mut Tracker,
     body: &(dyn Fn(usize, &Tracker, &mut Local) + Sync),
-) -> PhaseStats {
+) -> std::thread::Result<PhaseStats> {
     let start = std::time::Instant::now();
     let tr: &Tracker = tracker;
-    pool.run(&|t| {
-        let mut local = Local::default();
-        body(t, tr, &mut local);
-        tr.flush(t, local);
-    });
-    tracker.finish(start.elapsed())
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.run(&|t| {
+            // Flushed on unwind too: a worker whose task panicked still ran boxes.
+            let mut flush = FlushAtEnd { t, tracker: tr, local: Local::default(), started: clock::ticks() };
+            body(t, tr, &mut flush.local);
+        })
+    }));
+    let stats = tracker.finish(start.elapsed());
+    done.map(|()| stats)
+}
+
+/// Adds a worker's busy time and flushes its counters when its part of the phase ends.
+struct FlushAtEnd<'a> {
+    t: usize,
+    tracker: &'a Tracker,
+    local: Local,
+    started: u64,
+}
+
+impl Drop for FlushAtEnd<'_> {
+    fn drop(&mut self) {
+        self.local.add_busy_ticks(clock::ticks().wrapping_sub(self.started));
+        self.tracker.flush(self.t, std::mem::take(&mut self.local));
+    }
 }
 
 /// Runs `f(k, &mut data[k])` once for every box under `exec`.
 ///
 /// ```
 /// use pbs_scheduler::{for_each_box_mut, executors::StaticBlocks, Executor};
-/// let mut exec = StaticBlocks::new(1000, 2);
+/// let mut exec = StaticBlocks::new(1000, 2).unwrap();
 /// let old: Vec<f64> = (0..1000).map(|k| k as f64).collect();
 /// let mut new = vec![0.0; 1000];
 /// for_each_box_mut(&mut exec, &mut new, |k, out| *out = old[k] + old[(k + 1) % 1000]);
@@ -143,11 +176,14 @@ pub fn for_each_box_mut<T: Send>(
     f: impl Fn(usize, &mut T) + Sync,
 ) -> PhaseStats {
     assert_eq!(data.len(), exec.boxes(), "one datum per box");
-    let base = SendPtr(data.as_mut_ptr());
+    let (base, len) = (SendPtr(data.as_mut_ptr()), data.len());
     exec.run_phase(&|k| {
         let p = base;
-        // SAFETY: every executor runs each box index exactly once per phase (tested for all
-        // of them), so no two calls get the same `k`, and `k < data.len()`.
+        // A cheap guard: the contract already excludes it.
+        assert!(k < len, "the executor ran box {k} of {len}");
+        // SAFETY: `Executor` is an unsafe trait whose implementations call `task(k)` at most
+        // once per `k` per phase and return only after every call ended, so the `&mut` handed
+        // out are disjoint and do not outlive the borrow of `data`; `k < len` is checked above.
         let slot = unsafe { &mut *p.0.add(k) };
         f(k, slot)
     })
@@ -160,8 +196,10 @@ impl<T> Clone for SendPtr<T> {
     }
 }
 impl<T> Copy for SendPtr<T> {}
-// SAFETY: used only to hand out disjoint `&mut` (see `for_each_box_mut`).
+// SAFETY: used only to hand out disjoint `&mut T` to the workers (see `for_each_box_mut`),
+// which is sound for `T: Send`.
 unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as for `Send`: shared between workers only to derive disjoint `&mut T`.
 unsafe impl<T: Send> Sync for SendPtr<T> {}
 
 /// What the executor records per box execution.
@@ -217,8 +255,7 @@ pub struct Tracker {
 #[derive(Default)]
 struct ThreadCounters {
     boxes: AtomicU64,
-    sampled_ticks: AtomicU64,
-    exact_ticks: AtomicU64,
+    busy_ticks: AtomicU64,
     same: AtomicU64,
     compared: AtomicU64,
 }
@@ -228,7 +265,7 @@ const NEVER: u32 = u32::MAX;
 impl Local {
     /// Adds busy time measured around a thread's work, in clock ticks.
     pub fn add_busy_ticks(&mut self, ticks: u64) {
-        self.exact_ticks += ticks;
+        self.busy_ticks += ticks;
     }
 }
 
@@ -250,8 +287,7 @@ impl SwapRelaxed for AtomicU32 {
 #[derive(Default)]
 pub struct Local {
     boxes: u64,
-    sampled_ticks: u64,
-    exact_ticks: u64,
+    busy_ticks: u64,
     same: u64,
     compared: u64,
 }
@@ -292,7 +328,6 @@ impl Tracker {
             task(k);
             let dt = clock::ticks().wrapping_sub(start);
             self.box_ticks[k].store(dt, Ordering::Relaxed);
-            local.sampled_ticks += dt;
         } else {
             task(k);
         }
@@ -432,21 +467,18 @@ impl Tracker {
     pub fn flush(&self, t: usize, local: Local) {
         let c = &self.per_thread[t];
         c.boxes.fetch_add(local.boxes, Ordering::Relaxed);
-        c.sampled_ticks.fetch_add(local.sampled_ticks, Ordering::Relaxed);
-        c.exact_ticks.fetch_add(local.exact_ticks, Ordering::Relaxed);
+        c.busy_ticks.fetch_add(local.busy_ticks, Ordering::Relaxed);
         c.same.fetch_add(local.same, Ordering::Relaxed);
         c.compared.fetch_add(local.compared, Ordering::Relaxed);
     }
 
     /// Ends a phase: collects and resets the per-thread counters.
     pub fn finish(&mut self, wall: Duration) -> PhaseStats {
-        let scale = f64::from(self.timer.stride) * clock::ns_per_tick();
         let mut s = PhaseStats { wall, ..Default::default() };
         for c in &self.per_thread {
             s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
-            let sampled = c.sampled_ticks.swap(0, Ordering::Relaxed) as f64 * scale;
-            let exact = c.exact_ticks.swap(0, Ordering::Relaxed) as f64 * clock::ns_per_tick();
-            s.busy.push(Duration::from_nanos((sampled + exact) as u64));
+            let busy = c.busy_ticks.swap(0, Ordering::Relaxed) as f64 * clock::ns_per_tick();
+            s.busy.push(Duration::from_nanos(busy as u64));
             s.same_thread += c.same.swap(0, Ordering::Relaxed) as usize;
             s.compared += c.compared.swap(0, Ordering::Relaxed) as usize;
         }

@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn each_box_is_made_by_its_owner_and_moves_with_it() {
-        let exec = StaticBlocks::new(100, 3);
+        let exec = StaticBlocks::new(100, 3).unwrap();
         let owners = exec.planned_owners().unwrap();
         let data = BoxData::first_touch(&exec, &owners, |k| (k, current_worker().unwrap()));
         for (k, &o) in owners.iter().enumerate() {
@@ -168,7 +168,7 @@ mod tests {
     #[cfg(feature = "hwloc")]
     #[test]
     fn page_sized_boxes_bind_to_their_owner_node() {
-        let exec = StaticBlocks::new(8, 2);
+        let exec = StaticBlocks::new(8, 2).unwrap();
         let owners = exec.planned_owners().unwrap();
         let big = BoxData::first_touch(&exec, &owners, |k| [k as u8; 8192]);
         let r = big.bind_to_owner_nodes(&owners, &[0, 0]).unwrap();

@@ -19,7 +19,7 @@
 //!
 //! let grid = Grid::new(64, 64).unwrap();
 //! let mut exec: Box<dyn Executor> = Box::new(Pbs::new(grid, 2, PbsOptions::default()).unwrap());
-//! // let mut exec: Box<dyn Executor> = Box::new(StaticBlocks::new(grid.len(), 2));
+//! // let mut exec: Box<dyn Executor> = Box::new(StaticBlocks::new(grid.len(), 2).unwrap());
 //! let mut u = vec![1.0f64; grid.len()];
 //! let mut next = vec![0.0f64; grid.len()];
 //! for _ in 0..10 {
@@ -54,6 +54,7 @@ pub mod cache_model;
 pub mod clock;
 pub mod counters;
 pub mod criteria;
+pub mod error;
 pub mod executor;
 pub mod executors;
 pub mod first_touch;
@@ -63,4 +64,5 @@ pub mod report;
 pub mod runtime;
 pub mod topology;
 
+pub use error::{Error, Result};
 pub use executor::{current_worker, for_each_box_mut, BoxTimer, Executor, IterationEnd, PhaseStats};

@@ -74,6 +74,7 @@ mod tests {
         let p = numa_positions(&g, &numa);
         assert!(p[..4].iter().all(|x| x[0] < 30.0) && p[4..].iter().all(|x| x[0] > 30.0), "{p:?}");
         let mut sorted: Vec<(i64, i64)> = p.iter().map(|x| ((x[0] * 10.0) as i64, (x[1] * 10.0) as i64)).collect();
+        sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), 8, "distinct positions");
     }

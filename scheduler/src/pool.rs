@@ -3,24 +3,57 @@
 //! its worker id, and the call returns when all have finished — the barrier between phases.
 //!
 //! Between phases workers spin briefly (phases of a grid code follow each other within
-//! microseconds), then yield, then sleep on a condition variable, so an idle pool costs
-//! nothing. A panic in a job is caught on the worker, the other workers finish the phase, and
-//! the first panic is re-raised in the caller; the pool stays usable.
+//! microseconds), then sleep on a condition variable, so an idle pool costs nothing. A panic in
+//! a job is caught on the worker, the other workers finish the phase, and the first panic is
+//! re-raised in the caller; the pool stays usable.
+//!
+//! # The protocol
+//!
+//! - A phase is `epoch += 1`. The caller publishes the job in `job`, sets `running` to the
+//!   number of spawned workers, then bumps `epoch` (SeqCst); a worker that sees the bump reads
+//!   the job, runs it, and decrements `running`. The caller waits for `running == 0` before it
+//!   clears `job` and returns, so the job, whose lifetime `run` erases, outlives every use.
+//! - Sleeping never loses a wake-up: a waiter checks its condition with `sleep` locked and waits
+//!   on the condition variable, which releases the lock atomically; a waker changes the state
+//!   *before* it takes `sleep` to notify, so it either sees no waiter yet (who will then see the
+//!   new state) or notifies one that is waiting. Waits are untimed.
+//! - One phase at a time: `in_use` is taken for the whole of `run`. A second caller (another
+//!   thread, or a job calling `run` on its own pool) is refused with a panic instead of sharing
+//!   the job slot and the counter, which would skip workers or hang.
+//!
+//! `scripts/test.sh` model-checks this protocol with [loom](https://docs.rs/loom) (every
+//! interleaving of 2–3 threads over a few phases and the shutdown): `tests/loom_pool.rs`, built
+//! with `--cfg pbs_loom`, where this module takes its atomics, locks and threads from loom.
 
 use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
-use crossbeam_utils::{Backoff, CachePadded};
+#[cfg(pbs_loom)]
+use loom::{
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    sync::{Arc, Condvar, Mutex},
+    thread::{Builder, JoinHandle},
+};
+#[cfg(not(pbs_loom))]
+use std::{
+    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    sync::{Arc, Condvar, Mutex},
+    thread::{Builder, JoinHandle},
+};
+
+use crossbeam_utils::CachePadded;
+
+use crate::error::Error;
 
 /// A job as the workers see it: called once per worker with the worker id.
 type Job<'a> = dyn Fn(usize) + Sync + 'a;
 
-/// How long a worker spins for the next phase before it sleeps.
-const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(200);
+/// What a worker runs first (pinning goes there).
+pub type StartHook = std::sync::Arc<dyn Fn(usize) + Send + Sync>;
+
+/// The panic message of a second, concurrent or nested, [`Pool::run`].
+pub const BUSY: &str = "pbs: this pool is already running a phase: Pool::run was called again from \
+one of its own jobs or from another thread, and a pool runs one phase at a time";
 
 struct Shared {
     /// Incremented to start a phase (and once more to shut down).
@@ -32,6 +65,8 @@ struct Shared {
     job: Mutex<Option<JobRef>>,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     shutdown: AtomicBool,
+    /// Held by the one `run` in progress.
+    in_use: AtomicBool,
     sleep: Mutex<()>,
     wake: Condvar,
     done: Condvar,
@@ -40,7 +75,8 @@ struct Shared {
 /// A lifetime-erased pointer to the caller's job; valid while the caller waits in `run`.
 #[derive(Clone, Copy)]
 struct JobRef(*const Job<'static>);
-// SAFETY: the pointee is `Sync` and outlives every use (see `Pool::run`).
+// SAFETY: the pointee is `Sync` (so callable from any thread) and outlives every use: `run`
+// does not return before every worker has finished with it (see the module's protocol).
 unsafe impl Send for JobRef {}
 
 /// A team of `threads` workers (the caller plus `threads - 1` spawned threads).
@@ -52,34 +88,48 @@ pub struct Pool {
 
 impl Pool {
     /// Starts `threads - 1` worker threads; `on_start(id)` runs first on each (pinning goes
-    /// there), and on the caller for id 0 at the first phase.
-    pub fn new(threads: usize, on_start: Arc<dyn Fn(usize) + Send + Sync>) -> Pool {
-        assert!(threads >= 1, "a pool needs at least one thread");
+    /// there). If a thread cannot be started (the system's thread or memory limit), the ones
+    /// already started are stopped and joined, and the error names which one failed.
+    pub fn new(threads: usize, on_start: StartHook) -> Result<Pool, Error> {
+        Self::start(threads, on_start, |id, body| Builder::new().name(format!("pbs-worker-{id}")).spawn(body))
+    }
+
+    /// [`Pool::new`] with the thread creation given (tests make it fail).
+    fn start(
+        threads: usize,
+        on_start: StartHook,
+        mut spawn: impl FnMut(usize, Box<dyn FnOnce() + Send>) -> std::io::Result<JoinHandle<()>>,
+    ) -> Result<Pool, Error> {
+        if threads == 0 {
+            return Err(Error::NoThreads);
+        }
         let shared = Arc::new(Shared {
             epoch: CachePadded::new(AtomicU64::new(0)),
             running: CachePadded::new(AtomicUsize::new(0)),
             job: Mutex::new(None),
             panic: Mutex::new(None),
             shutdown: AtomicBool::new(false),
+            in_use: AtomicBool::new(false),
             sleep: Mutex::new(()),
             wake: Condvar::new(),
             done: Condvar::new(),
         });
-        let handles = (1..threads)
-            .map(|id| {
-                let shared = Arc::clone(&shared);
-                let on_start = Arc::clone(&on_start);
-                std::thread::Builder::new()
-                    .name(format!("pbs-worker-{id}"))
-                    .spawn(move || {
-                        let _id = crate::executor::as_worker(id);
-                        on_start(id);
-                        worker_loop(&shared, id)
-                    })
-                    .expect("spawn a worker thread")
-            })
-            .collect();
-        Pool { shared, handles, threads }
+        let mut pool = Pool { shared, handles: Vec::with_capacity(threads - 1), threads };
+        for id in 1..threads {
+            let shared = Arc::clone(&pool.shared);
+            let on_start = std::sync::Arc::clone(&on_start);
+            let body = Box::new(move || {
+                let _id = crate::executor::as_worker(id);
+                on_start(id);
+                worker_loop(&shared, id)
+            });
+            match spawn(id, body) {
+                Ok(h) => pool.handles.push(h),
+                // Dropping the partial pool stops and joins the workers already started.
+                Err(source) => return Err(Error::Spawn { index: id, threads, source }),
+            }
+        }
+        Ok(pool)
     }
 
     /// Number of workers, the caller included.
@@ -90,12 +140,21 @@ impl Pool {
     /// Runs `job(id)` on every worker `id` in `0..threads` and returns when all are done. The
     /// caller runs `job(0)`. If any call panics, the first panic is re-raised here after the
     /// phase has finished everywhere.
+    ///
+    /// # Panics
+    /// With [`BUSY`] if a phase of this pool is already running: a job calling `run` on its own
+    /// pool (the panic then reaches the outer caller, after its phase) or two threads calling
+    /// it at once.
     pub fn run(&self, job: &(dyn Fn(usize) + Sync)) {
         let s = &*self.shared;
+        if s.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            panic!("{BUSY}");
+        }
+        let _release = InUse(&s.in_use);
         if self.threads > 1 {
-            // SAFETY: the reference is erased to 'static only for the duration of this call:
-            // we do not return before `running` is zero, i.e. before every worker is done with
-            // it, and the slot is cleared before returning.
+            // SAFETY: only the lifetime is erased, for the duration of this call: we do not
+            // return (nor unwind: job(0) runs under catch_unwind below) before `running` is
+            // zero, i.e. before every worker is done with it, and the slot is cleared then.
             let erased: *const Job<'static> = unsafe { std::mem::transmute(job as *const Job<'_>) };
             *s.job.lock().unwrap() = Some(JobRef(erased));
             s.running.store(self.threads - 1, Ordering::SeqCst);
@@ -123,22 +182,42 @@ impl Pool {
     }
 }
 
-/// Spins, then yields, then sleeps on `cv` until `ready()`.
-fn wait_until(s: &Shared, ready: impl Fn() -> bool, cv: &Condvar) {
-    let start = Instant::now();
-    let backoff = Backoff::new();
-    while !ready() {
-        if start.elapsed() < SPIN_BEFORE_SLEEP {
-            backoff.snooze();
-        } else {
-            let g = s.sleep.lock().unwrap();
-            if !ready() {
-                // Timed wait: a notification sent between the check and the wait is not lost
-                // for long.
-                let _ = cv.wait_timeout(g, Duration::from_millis(1)).unwrap();
-            }
-        }
+/// Releases [`Shared::in_use`] when `run` returns or unwinds.
+struct InUse<'a>(&'a AtomicBool);
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
+}
+
+/// Spins briefly (not under loom), then sleeps on `cv` until `ready()`. No wake-up is lost:
+/// `ready` is checked with `sleep` held, and wakers change the state before taking it.
+fn wait_until(s: &Shared, ready: impl Fn() -> bool, cv: &Condvar) {
+    #[cfg(not(pbs_loom))]
+    if spin_until(&ready) {
+        return;
+    }
+    let mut g = s.sleep.lock().unwrap();
+    while !ready() {
+        g = cv.wait(g).unwrap();
+    }
+}
+
+/// Spins, then yields, for at most [`SPIN_BEFORE_SLEEP`]; whether `ready()` came true.
+#[cfg(not(pbs_loom))]
+fn spin_until(ready: &impl Fn() -> bool) -> bool {
+    /// How long a worker spins for the next phase before it sleeps.
+    const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
+    let start = std::time::Instant::now();
+    let backoff = crossbeam_utils::Backoff::new();
+    while !ready() {
+        if start.elapsed() >= SPIN_BEFORE_SLEEP {
+            return false;
+        }
+        backoff.snooze();
+    }
+    true
 }
 
 fn worker_loop(s: &Shared, id: usize) {
@@ -150,7 +229,8 @@ fn worker_loop(s: &Shared, id: usize) {
             return;
         }
         let job = (*s.job.lock().unwrap()).expect("a phase has a job");
-        // SAFETY: the caller keeps the job alive until `running` reaches zero (see `run`).
+        // SAFETY: the caller keeps the job alive until `running` reaches zero (see `run`),
+        // and this worker has not decremented it yet.
         let f = unsafe { &*job.0 };
         if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| f(id))) {
             s.panic.lock().unwrap().get_or_insert(p);
@@ -193,10 +273,96 @@ impl Drop for Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
 
     fn pool(n: usize) -> Pool {
-        Pool::new(n, Arc::new(|_| {}))
+        Pool::new(n, Arc::new(|_| {})).unwrap()
+    }
+
+    fn panic_text(p: Box<dyn Any + Send>) -> String {
+        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
+    }
+
+    #[test]
+    fn a_job_calling_run_on_its_own_pool_is_refused_and_the_pool_goes_on() {
+        for n in 1..=3 {
+            let p = pool(n);
+            for nester in 0..n {
+                let ran = AtomicUsize::new(0);
+                let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                    p.run(&|id| {
+                        if id == nester {
+                            p.run(&|_| {});
+                        }
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    })
+                }));
+                assert_eq!(panic_text(r.unwrap_err()), BUSY, "{n} threads, nested on worker {nester}");
+                assert_eq!(ran.load(Ordering::Relaxed), n - 1, "every other worker finished its job");
+                let count = AtomicUsize::new(0);
+                p.run(&|_| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                });
+                assert_eq!(count.load(Ordering::Relaxed), n);
+            }
+        }
+    }
+
+    #[test]
+    fn a_second_thread_calling_run_during_a_phase_is_refused() {
+        let p = pool(2);
+        let (entered, leave) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                p.run(&|id| {
+                    if id == 0 {
+                        entered.store(true, Ordering::SeqCst);
+                        while !leave.load(Ordering::SeqCst) {
+                            std::thread::yield_now();
+                        }
+                    }
+                })
+            });
+            while !entered.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            let r = panic::catch_unwind(AssertUnwindSafe(|| p.run(&|_| {})));
+            leave.store(true, Ordering::SeqCst);
+            assert_eq!(panic_text(r.unwrap_err()), BUSY);
+        });
+        let count = AtomicUsize::new(0);
+        p.run(&|_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(count.load(Ordering::Relaxed), 2, "the first caller's phase released the pool");
+    }
+
+    #[test]
+    fn a_thread_that_cannot_start_is_an_error_and_the_started_ones_are_joined() {
+        let alive = Arc::new(AtomicUsize::new(0));
+        let started = Arc::new(AtomicUsize::new(0));
+        let hook: StartHook = {
+            let started = Arc::clone(&started);
+            Arc::new(move |_| {
+                started.fetch_add(1, Ordering::SeqCst);
+            })
+        };
+        let r = Pool::start(6, hook, |id, body| {
+            if id == 4 {
+                return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            let alive = Arc::clone(&alive);
+            alive.fetch_add(1, Ordering::SeqCst);
+            std::thread::Builder::new().spawn(move || {
+                body();
+                alive.fetch_sub(1, Ordering::SeqCst);
+            })
+        });
+        let e = r.err().expect("thread 4 failed to start");
+        assert!(e.to_string().starts_with("could not start worker thread 4 of 6"), "{e}");
+        assert_eq!(alive.load(Ordering::SeqCst), 0, "threads 1-3 were stopped and joined");
+        assert_eq!(started.load(Ordering::SeqCst), 3);
+        assert!(matches!(Pool::new(0, Arc::new(|_| {})), Err(Error::NoThreads)));
     }
 
     #[test]

@@ -40,9 +40,9 @@ pub struct Runtime {
 
 impl Runtime {
     /// This machine, `PBS_NUM_THREADS` or one worker per core, pinned.
-    pub fn detect() -> Result<Runtime, String> {
+    pub fn detect() -> crate::Result<Runtime> {
         let topology = Topology::detect();
-        let threads = topology.default_threads()?;
+        let threads = topology.default_threads().map_err(crate::Error::Topology)?;
         Ok(Runtime { topology, threads, pin: true, timer: BoxTimer::default() })
     }
 
@@ -55,11 +55,12 @@ impl Runtime {
     }
 
     /// A pool of pinned (or not) workers.
-    pub fn pool(&self) -> (Pool, Bindings) {
+    pub fn pool(&self) -> crate::Result<(Pool, Bindings)> {
         let (hook, bindings) = self.start_hook();
+        let pool = Pool::new(self.threads, std::sync::Arc::clone(&hook))?;
         // The caller is worker 0: pin it too, as OpenMP pins its master thread.
         hook(0);
-        (Pool::new(self.threads, hook), bindings)
+        Ok((pool, bindings))
     }
 
     /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
@@ -70,7 +71,7 @@ impl Runtime {
     /// (or any thread) created later from it runs on worker 0's core only. Build such threads
     /// first, or from another thread. The bindings are complete on return: every worker has
     /// started (and pinned itself) by then.
-    pub fn executor(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor + Send>, Bindings), String> {
+    pub fn executor(&self, name: &str, grid: Grid) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
         let (exec, bindings) = self.build(name, grid)?;
         // Workers pin themselves as they start, which a freshly spawned thread may not have
         // done yet: one empty round on every worker waits for all of them.
@@ -78,27 +79,27 @@ impl Runtime {
         Ok((exec, bindings))
     }
 
-    fn build(&self, name: &str, grid: Grid) -> Result<(Box<dyn Executor + Send>, Bindings), String> {
+    fn build(&self, name: &str, grid: Grid) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
         Ok(match name {
             "pbs" => {
-                let (pool, b) = self.pool();
+                let (pool, b) = self.pool()?;
                 let positions = numa_positions(&grid, &self.topology.numa_of_workers(self.threads));
                 let options = PbsOptions { positions: Some(positions), ..PbsOptions::default() };
-                (Box::new(Pbs::with_pool(grid, pool, options).map_err(|e| e.to_string())?), b)
+                (Box::new(Pbs::with_pool(grid, pool, options)?), b)
             }
             "ws" => {
                 let (hook, b) = self.start_hook();
-                (Box::new(WorkStealing::with_start(grid.len(), self.threads, hook, self.timer)), b)
+                (Box::new(WorkStealing::with_start(grid.len(), self.threads, hook, self.timer)?), b)
             }
             "eager" => {
-                let (pool, b) = self.pool();
+                let (pool, b) = self.pool()?;
                 (Box::new(EagerFifo::with_pool(grid.len(), pool, self.timer)), b)
             }
             "static" => {
-                let (pool, b) = self.pool();
+                let (pool, b) = self.pool()?;
                 (Box::new(StaticBlocks::with_pool(grid.len(), pool, self.timer)), b)
             }
-            other => return Err(format!("unknown executor {other:?}; expected one of {}", EXECUTORS.join(", "))),
+            other => return Err(crate::Error::UnknownExecutor { name: other.to_string() }),
         })
     }
 }

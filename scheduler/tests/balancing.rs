@@ -113,7 +113,7 @@ fn owners_only() -> PbsOptions {
 fn pbs_balances_what_static_cannot() {
     let _cores = CORES.lock().unwrap_or_else(|e| e.into_inner());
     let grid = Grid::new(24, 16).unwrap();
-    let mut st = StaticBlocks::new(grid.len(), 2);
+    let mut st = StaticBlocks::new(grid.len(), 2).unwrap();
     // Static blocks are row-major: each thread gets half the rows, i.e. both halves of the
     // load. Transpose the cost instead: the *top* half is heavy.
     let static_ratio = {

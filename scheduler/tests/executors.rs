@@ -19,9 +19,9 @@ fn make(kind: &str, grid: Grid, threads: usize) -> Box<dyn Executor> {
         "pbs-steal" => Box::new(
             Pbs::new(grid, threads, PbsOptions { steal: Stealing::Always, chunk: 4, ..Default::default() }).unwrap(),
         ),
-        "ws" => Box::new(WorkStealing::new(n, threads)),
-        "eager" => Box::new(EagerFifo::new(n, threads)),
-        _ => Box::new(StaticBlocks::new(n, threads)),
+        "ws" => Box::new(WorkStealing::new(n, threads).unwrap()),
+        "eager" => Box::new(EagerFifo::new(n, threads).unwrap()),
+        _ => Box::new(StaticBlocks::new(n, threads).unwrap()),
     }
 }
 

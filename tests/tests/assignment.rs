@@ -26,7 +26,7 @@ fn a_balancing_shared_with_the_pool_ends_where_one_alone_does() {
     use std::sync::Arc;
 
     for (side, vcores, threads) in [(32, 16, 2), (64, 4, 3), (50, 72, 4), (100, 13, 2)] {
-        let pool = Pool::new(threads, Arc::new(|_| {}));
+        let pool = Pool::new(threads, Arc::new(|_| {})).unwrap();
         let grid = Grid::new(side, side).unwrap();
         let mut map = PerlinMap::with_seed(vcores as u32);
         let loads = map.loads(&grid);

@@ -48,7 +48,7 @@ impl LiveApp {
         };
         let app = setup.make_app()?;
         let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };
-        let (exec, _bindings) = runtime.executor("pbs", app.grid())?;
+        let (exec, _bindings) = runtime.executor("pbs", app.grid()).map_err(|e| e.to_string())?;
         let owners = exec.planned_owners().unwrap_or_else(|| vec![0; app.grid().len()]);
         Ok(LiveApp {
             app,

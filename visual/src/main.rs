@@ -37,7 +37,7 @@ struct Cli {
     #[arg(long)]
     drift: bool,
     /// Drift per step, in boxes
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 0.3, allow_negative_numbers = true)]
     drift_speed: f64,
     /// Show a grid app running on the pbs executor instead: md or stencil
     #[arg(long)]
@@ -105,8 +105,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// The longest side of a headless image: more than PNG viewers and memory take gladly.
+const MAX_IMAGE_SIDE: usize = 16384;
+
 fn run(cli: Cli) -> Result<(), String> {
     let (nx, ny) = parse_size("--grid", &cli.grid)?;
+    if !(cli.drift_speed.is_finite() && cli.drift_speed.abs() <= 1e6) {
+        return Err(format!("--drift-speed must be finite and at most 1e6 boxes per step, got {}", cli.drift_speed));
+    }
     let settings = Settings {
         nx,
         ny,
@@ -143,6 +149,13 @@ fn run(cli: Cli) -> Result<(), String> {
         style.fill = fill;
         if let Some(px) = cli.px {
             style.px = px.max(1);
+        }
+        let side = grid.nx.max(grid.ny).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
+        if side.is_none() {
+            return Err(format!(
+                "--px {}: a {}×{} grid at {} pixels a box is over {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
+                style.px, grid.nx, grid.ny, style.px
+            ));
         }
         let bar = pbs_bench::progress::bar(cli.steps as u64, "steps");
         let outputs = Outputs { png: cli.png.clone(), gif: cli.gif.clone(), gif_every: cli.gif_every };

@@ -60,7 +60,7 @@ struct Setting {
     #[arg(long, default_value_t = 5000)]
     max_steps: usize,
     /// Converged when max_avg ≤ (1 + tol) × lower bound
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
     tol: f64,
     /// Seed of the vCore positions and of the random / Perlin maps
     #[arg(long, default_value_t = 1)]
@@ -101,7 +101,7 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         trials: usize,
         /// Translation per smooth transition, in boxes
-        #[arg(long, default_value_t = 0.5)]
+        #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
         drift: f64,
         /// Also balance each map from scratch and report how many boxes that would move
         #[arg(long)]
@@ -251,6 +251,15 @@ fn run(cli: Cli) -> Result<(), String> {
             if !drift.is_finite() {
                 return Err(format!("--drift must be finite, got {drift}"));
             }
+            if trials == 0 {
+                return Err("--trials must be at least 1: zero transitions measure nothing".into());
+            }
+            if drift.abs() * trials as f64 > pbs::loadmap::PerlinMap::MAX_OFFSET {
+                return Err(format!(
+                    "--drift {drift} × --trials {trials} translates the map beyond {:e} boxes, where the noise has no precision left",
+                    pbs::loadmap::PerlinMap::MAX_OFFSET
+                ));
+            }
             let setup = transitions::Setup {
                 kind: transitions::Kind::from_name(&kind)?,
                 method: methods_list(&setting.method)?.remove(0),
@@ -298,7 +307,12 @@ fn run(cli: Cli) -> Result<(), String> {
                 iters,
                 nx,
                 ny,
-                cache_bytes: cache_kib.map_or_else(run::RunSetup::machine_cache_bytes, |k| k * 1024),
+                cache_bytes: match cache_kib {
+                    None => run::RunSetup::machine_cache_bytes(),
+                    Some(k) => {
+                        k.checked_mul(1024).ok_or_else(|| format!("--cache-kib {k} is more bytes than 64 bits hold"))?
+                    }
+                },
                 pin: !no_pin,
                 seed,
                 turn_iters,

@@ -18,6 +18,8 @@ use crate::problem::validate_loads;
 /// assert_eq!(err.to_string(), "load map CSV, line 2, column 2: \"x\" is not a number");
 /// ```
 pub fn parse_csv(text: &str) -> Result<(Grid, Vec<f64>)> {
+    // Spreadsheets on Windows start their UTF-8 exports with a byte-order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines: Vec<&str> = text.lines().collect();
     let used = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |p| p + 1);
     if used == 0 {
@@ -56,13 +58,21 @@ pub fn parse_csv(text: &str) -> Result<(Grid, Vec<f64>)> {
     Ok((grid, loads))
 }
 
-/// Reads and parses a CSV load map from a file.
+/// The largest load-map file read: about 25 million boxes, and a bound for an endless
+/// source (`/dev/zero`, a pipe) given by mistake.
+pub const MAX_CSV_BYTES: u64 = 256 << 20;
+
+/// Reads and parses a CSV load map from a file of at most [`MAX_CSV_BYTES`].
 pub fn read_csv(path: &Path) -> Result<(Grid, Vec<f64>)> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Csv {
-        line: 0,
-        column: 0,
-        reason: format!("cannot read {}: {e}", path.display()),
-    })?;
+    use std::io::Read;
+    let fail = |reason: String| Error::LoadMapFile { path: path.display().to_string(), reason };
+    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CSV_BYTES + 1).read_to_end(&mut bytes).map_err(|e| fail(e.to_string()))?;
+    if bytes.len() as u64 > MAX_CSV_BYTES {
+        return Err(fail(format!("it holds more than {} MiB, the most a load map may", MAX_CSV_BYTES >> 20)));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| fail(format!("not UTF-8 text ({e})")))?;
     parse_csv(&text)
 }
 
@@ -95,5 +105,16 @@ mod tests {
         assert!(err("1,inf\n").contains("finite"));
         assert!(err("1,,2\n").contains("column 2: empty field"));
         assert!(err("1,2\n\n3,4\n").contains("line 2"));
+        assert_eq!(parse_csv("\u{feff}1,2\n3,4\n").unwrap().1, [1.0, 2.0, 3.0, 4.0], "a byte-order mark");
+    }
+
+    #[test]
+    fn files_that_cannot_be_read_are_named_without_a_line() {
+        let e = read_csv(Path::new("/nonexistent/map.csv")).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read load map /nonexistent/map.csv: No such file"), "{e}");
+        let e = read_csv(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(e, "cannot read load map /dev/zero: it holds more than 256 MiB, the most a load map may");
+        let e = read_csv(Path::new("/")).unwrap_err().to_string();
+        assert!(e.starts_with("cannot read load map /: "), "{e}");
     }
 }

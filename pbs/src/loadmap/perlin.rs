@@ -29,6 +29,11 @@ impl Default for PerlinMap {
 }
 
 impl PerlinMap {
+    /// Largest translation, in boxes, that maps take as it is. The noise crate fails near
+    /// 2⁶³ (its lattice indices overflow) and loses all precision long before; translations
+    /// beyond this wrap around (a jump in the map, after 10¹² boxes of drift).
+    pub const MAX_OFFSET: f64 = 1e12;
+
     /// Default parameters with the given seed.
     pub fn with_seed(seed: u32) -> Self {
         PerlinMap { seed, ..Default::default() }
@@ -41,7 +46,8 @@ impl PerlinMap {
         (0..grid.len())
             .map(|k| {
                 let c = grid.centre(k);
-                let p = [(c[0] + self.offset[0]) * scale, (c[1] + self.offset[1]) * scale];
+                let [ox, oy] = self.offset.map(|o| o.rem_euclid(Self::MAX_OFFSET));
+                let p = [(c[0] + ox) * scale, (c[1] + oy) * scale];
                 let v = ((fbm.get(p) + 1.0) * 0.5).clamp(0.0, 1.0);
                 v.powf(self.contrast)
             })
@@ -77,5 +83,14 @@ mod tests {
         let smooth = diff(&m.smooth(0.5).loads(&g));
         let rough = diff(&m.rough().loads(&g));
         assert!(smooth > 0.0 && smooth * 4.0 < rough, "smooth {smooth} vs rough {rough}");
+    }
+
+    #[test]
+    fn any_finite_translation_gives_a_valid_map() {
+        let g = Grid::new(8, 8).unwrap();
+        for o in [1e11, -1e12, 1e19, -1e300, f64::MAX] {
+            let m = PerlinMap { offset: [o, 0.5 * o], ..PerlinMap::with_seed(2) };
+            assert!(m.loads(&g).iter().all(|q| q.is_finite() && (0.0..=1.0).contains(q)), "offset {o:e}");
+        }
     }
 }

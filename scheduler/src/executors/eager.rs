@@ -20,8 +20,8 @@ pub struct EagerFifo {
 
 impl EagerFifo {
     /// `threads` workers over `boxes` boxes, unpinned.
-    pub fn new(boxes: usize, threads: usize) -> Self {
-        Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {})), BoxTimer::default())
+    pub fn new(boxes: usize, threads: usize) -> crate::Result<Self> {
+        Ok(Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {}))?, BoxTimer::default()))
     }
 
     /// Over an existing pool.
@@ -31,7 +31,8 @@ impl EagerFifo {
     }
 }
 
-impl Executor for EagerFifo {
+// SAFETY: each box index comes from one `fetch_add` on the shared counter, so once, and only below `boxes`; the pool returns after every worker's job ended.
+unsafe impl Executor for EagerFifo {
     fn name(&self) -> &'static str {
         "eager"
     }
@@ -54,5 +55,6 @@ impl Executor for EagerFifo {
             }
             tracker.run(k, t, local, task);
         })
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
 }

@@ -15,8 +15,8 @@ pub struct StaticBlocks {
 
 impl StaticBlocks {
     /// `threads` workers over `boxes` boxes, unpinned.
-    pub fn new(boxes: usize, threads: usize) -> Self {
-        Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {})), BoxTimer::default())
+    pub fn new(boxes: usize, threads: usize) -> crate::Result<Self> {
+        Ok(Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {}))?, BoxTimer::default()))
     }
 
     /// Over an existing pool (pinned or not).
@@ -31,7 +31,8 @@ impl StaticBlocks {
     }
 }
 
-impl Executor for StaticBlocks {
+// SAFETY: the blocks `t·n/T..(t+1)·n/T` partition `0..n`, and the pool returns after every worker's job ended.
+unsafe impl Executor for StaticBlocks {
     fn name(&self) -> &'static str {
         "static"
     }
@@ -61,6 +62,7 @@ impl Executor for StaticBlocks {
                 }
             }
         })
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
     fn planned_owners(&self) -> Option<Vec<u32>> {
         let t = self.pool.threads();

@@ -2,11 +2,13 @@
 //! `pool.install(|| (0..n).into_par_iter().for_each(task))`. Threads can be pinned through
 //! rayon's `start_handler` (rayon itself never pins, rayon#783).
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::clock;
 use crate::executor::{BoxTimer, Executor, Local, PhaseStats, Tracker};
 
 /// Rayon work stealing.
@@ -19,7 +21,7 @@ pub struct WorkStealing {
 
 impl WorkStealing {
     /// A rayon pool of `threads` threads over `boxes` boxes, unpinned.
-    pub fn new(boxes: usize, threads: usize) -> Self {
+    pub fn new(boxes: usize, threads: usize) -> crate::Result<Self> {
         Self::with_start(boxes, threads, Arc::new(|_| {}), BoxTimer::default())
     }
 
@@ -29,18 +31,23 @@ impl WorkStealing {
         threads: usize,
         on_start: Arc<dyn Fn(usize) + Send + Sync>,
         timer: BoxTimer,
-    ) -> Self {
+    ) -> crate::Result<Self> {
+        // Rayon reads 0 threads as "one per CPU": refuse it as the other executors do.
+        if threads == 0 {
+            return Err(crate::Error::NoThreads);
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("pbs-ws-{i}"))
             .start_handler(move |i| on_start(i))
             .build()
-            .expect("build the rayon pool");
-        WorkStealing { pool, tracker: Tracker::new(boxes, threads, timer), boxes, threads }
+            .map_err(|e| crate::Error::RayonPool { threads, reason: e.to_string() })?;
+        Ok(WorkStealing { pool, tracker: Tracker::new(boxes, threads, timer), boxes, threads })
     }
 }
 
-impl Executor for WorkStealing {
+// SAFETY: rayon's parallel iterator over `0..boxes` yields each index once, and `install` returns after all of them ran.
+unsafe impl Executor for WorkStealing {
     fn name(&self) -> &'static str {
         "ws"
     }
@@ -56,22 +63,42 @@ impl Executor for WorkStealing {
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
         let start = Instant::now();
         let tracker = &self.tracker;
-        // Rayon re-raises a task's panic in `install` once the loop has unwound.
-        self.pool.install(|| {
-            (0..self.boxes).into_par_iter().for_each_init(
-                || FlushOnDrop(rayon::current_thread_index().unwrap_or(0), Local::default(), tracker),
-                |state, k| tracker.run(k, state.0, &mut state.1, task),
-            )
-        });
-        self.tracker.finish(start.elapsed())
+        // Rayon re-raises a task's panic in `install` once the loop has unwound; the phase's
+        // counters are collected either way, so the next phase counts only its own.
+        let done = panic::catch_unwind(AssertUnwindSafe(|| {
+            self.pool.install(|| {
+                (0..self.boxes).into_par_iter().for_each_init(
+                    || FlushOnDrop {
+                        thread: rayon::current_thread_index().unwrap_or(0),
+                        local: Local::default(),
+                        tracker,
+                        started: clock::ticks(),
+                    },
+                    |state, k| tracker.run(k, state.thread, &mut state.local, task),
+                )
+            })
+        }));
+        let stats = self.tracker.finish(start.elapsed());
+        match done {
+            Ok(()) => stats,
+            Err(p) => panic::resume_unwind(p),
+        }
     }
 }
 
 /// Rayon creates one `init` state per split job; counters are flushed when it is dropped.
-struct FlushOnDrop<'a>(usize, Local, &'a Tracker);
+/// A thread's busy time is the sum of its folds' lifetimes: a fold runs its boxes in one
+/// sequential loop on one thread, so this is exact (unless a task itself calls rayon).
+struct FlushOnDrop<'a> {
+    thread: usize,
+    local: Local,
+    tracker: &'a Tracker,
+    started: u64,
+}
 
 impl Drop for FlushOnDrop<'_> {
     fn drop(&mut self) {
-        self.2.flush(self.0, std::mem::take(&mut self.1));
+        self.local.add_busy_ticks(clock::ticks().wrapping_sub(self.started));
+        self.tracker.flush(self.thread, std::mem::take(&mut self.local));
     }
 }

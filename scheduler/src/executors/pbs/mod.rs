@@ -133,20 +133,21 @@ pub struct Pbs {
 
 impl Pbs {
     /// `threads` unpinned workers over `grid`.
-    pub fn new(grid: Grid, threads: usize, options: PbsOptions) -> pbs::Result<Self> {
-        Self::with_pool(grid, Pool::new(threads, Arc::new(|_| {})), options)
+    pub fn new(grid: Grid, threads: usize, options: PbsOptions) -> crate::Result<Self> {
+        Self::with_pool(grid, Pool::new(threads, Arc::new(|_| {}))?, options)
     }
 
     /// Over an existing pool. Balances uniform loads once to start (its time is the initial
     /// cost estimate of the default criterion).
-    pub fn with_pool(grid: Grid, pool: Pool, mut options: PbsOptions) -> pbs::Result<Self> {
+    pub fn with_pool(grid: Grid, pool: Pool, mut options: PbsOptions) -> crate::Result<Self> {
         let threads = pool.threads();
         if options.chunk == 0 {
             return Err(pbs::Error::Parameter {
                 name: "chunk",
                 value: "0".into(),
                 reason: "a chunk must hold at least one box",
-            });
+            }
+            .into());
         }
         // More threads than boxes: the extra threads own nothing and only steal.
         let vcores = threads.min(grid.len());
@@ -252,6 +253,18 @@ fn runs_of(list: &[u32], chunk: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 impl Pbs {
+    /// After a phase a task panicked in: drops what its workers recorded (steal logs, time
+    /// spent on others' boxes), so the next phase reports only itself, and compares the
+    /// next phase's affinity with nothing.
+    fn forget_phase(&mut self) {
+        for m in &self.stolen {
+            m.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+        self.foreign.iter().chain(&self.lost).for_each(|a| a.store(0, Ordering::Relaxed));
+        self.previous = None;
+        self.owners_before = None;
+    }
+
     /// Affinity without per-box bookkeeping: a box runs on another thread than last phase
     /// only if it was stolen now or then, or its owner changed in between. The full comparison
     /// runs only when something was stolen or moved.
@@ -281,7 +294,8 @@ impl Pbs {
     }
 }
 
-impl Executor for Pbs {
+// SAFETY: each box is in exactly one thread's list; the owner claims it from the front or a thief from the back of the same atomic word (stealing.rs), never both, and the pool returns after every worker's job ended.
+unsafe impl Executor for Pbs {
     fn name(&self) -> &'static str {
         "pbs"
     }
@@ -305,9 +319,7 @@ impl Executor for Pbs {
         self.phases_in_iteration += 1;
         let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.claims, &self.neighbours);
         let (claim, stolen, foreign, lost) = (self.claim, &self.stolen, &self.foreign, &self.lost);
-        let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
-            let timing = tracker.timing();
-            let started = if timing { clock::ticks() } else { 0 };
+        let done = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             let mine = &lists[t];
             if !steal {
                 // Nobody else touches this list: walk its runs without claiming chunks (no
@@ -326,10 +338,14 @@ impl Executor for Pbs {
                     foreign[t].store(spent_abroad, Ordering::Relaxed);
                 }
             }
-            if timing {
-                local.add_busy_ticks(clock::ticks().wrapping_sub(started));
-            }
         });
+        let mut stats = match done {
+            Ok(stats) => stats,
+            Err(p) => {
+                self.forget_phase();
+                std::panic::resume_unwind(p)
+            }
+        };
         self.count_affinity(&mut stats);
         let ns = clock::ns_per_tick();
         for (t, (acc, b)) in self.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {

@@ -1,0 +1,44 @@
+//! The runtime's error type: what can go wrong building an executor, each named.
+
+/// Why an executor, a pool or a runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The balancer refused its input (grid, vCores, method, loads) or ran out of memory.
+    #[error(transparent)]
+    Balancer(#[from] pbs::Error),
+    /// A team of zero threads cannot run anything.
+    #[error("zero threads: a pool needs at least one worker")]
+    NoThreads,
+    /// The operating system refused a worker thread (its thread or memory limit); the workers
+    /// already started were stopped and joined.
+    #[error("could not start worker thread {index} of {threads}: {source}")]
+    Spawn {
+        /// The worker that could not start (1-based: the caller is worker 0).
+        index: usize,
+        /// Workers asked for.
+        threads: usize,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Rayon could not start its pool (the work-stealing executor).
+    #[error("could not start a rayon pool of {threads} threads: {reason}")]
+    RayonPool {
+        /// Threads asked for.
+        threads: usize,
+        /// What rayon said.
+        reason: String,
+    },
+    /// No executor has this name.
+    #[error("unknown executor {name:?}; expected one of {}", crate::runtime::EXECUTORS.join(", "))]
+    UnknownExecutor {
+        /// The name asked for.
+        name: String,
+    },
+    /// The machine's description or `PBS_NUM_THREADS` could not be used.
+    #[error("{0}")]
+    Topology(String),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, unit + property + integration + doc tests, and the
-# simulator's window under Xvfb.
+# The whole test suite: formatting, lints, unit + property + integration + doc tests, the
+# simulator's window under Xvfb, the tests that need counters or memory binding where this
+# machine has them, and the loom model of the pool. Wall-clock tests are scripts/perf.sh's;
+# Miri and ThreadSanitizer are scripts/sanitize.sh's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -17,3 +19,24 @@ echo "== the scheduler builds without hwloc (sysfs fallback)"
 cargo check -p pbs-scheduler --no-default-features
 echo "== cargo test"
 cargo test --workspace
+
+# Tests that need what a machine may lack are #[ignore]d with their reason, so that plain
+# `cargo test` reports them skipped; here they run wherever this machine has what they need.
+echo "== the window under Xvfb"
+cargo test -p pbs-visual --test window -- --ignored
+echo "== memory binding to the owner's NUMA node"
+cargo test -p pbs-scheduler --lib first_touch -- --ignored
+echo "== perf counters"
+if [ "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 4)" -le 2 ]; then
+    cargo test -p pbs-scheduler --lib counters -- --ignored --skip hardware_counters
+else
+    echo "skipped: perf_event_paranoid > 2, no perf_event_open for this user"
+fi
+if [ -e /sys/bus/event_source/devices/cpu/type ]; then
+    cargo test -p pbs-scheduler --lib counters::tests::hardware_counters -- --ignored
+else
+    echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
+fi
+
+echo "== the pool's protocol, model-checked (loom)"
+RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool --release

@@ -536,6 +536,16 @@ mod tests {
     }
 
     #[test]
+    fn a_grid_too_large_for_memory_is_refused_as_out_of_resources() {
+        for name in [c"pbs", c"ws", c"eager", c"static"] {
+            // SAFETY: the strings are NULL or NUL-terminated literals.
+            let e = unsafe { pbs_executor_new(name.as_ptr(), 65535, 65535, 1, 2, 0) };
+            assert!(e.is_null(), "{name:?}");
+            assert!(last_error().unwrap().starts_with("out of memory: "), "{name:?}: {:?}", last_error());
+        }
+    }
+
+    #[test]
     fn bad_arguments_are_refused_by_name() {
         // SAFETY: the strings are NULL or NUL-terminated literals.
         let e = unsafe { pbs_executor_new(c"omp".as_ptr(), 4, 4, 1, 2, 0) };

@@ -60,6 +60,7 @@ pub unsafe extern "C" fn pbs_partitioner_new(
         |_| std::ptr::null_mut(),
         || {
             let grid = Grid::new_3d(nx, ny, nz)?;
+            pbs::check_memory("balancer state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)?;
             // The vCore count is checked against the grid now rather than at the first call.
             Problem::new(grid, &vec![0.0; grid.len()], vcores)?;
             // SAFETY: forwarded from the caller.
@@ -182,8 +183,9 @@ mod tests {
 
     #[test]
     fn bad_construction_returns_null_and_names_the_problem() {
-        let cases: [(usize, usize, usize, usize, &std::ffi::CStr, &str); 4] = [
+        let cases: [(usize, usize, usize, usize, &std::ffi::CStr, &str); 5] = [
             (0, 4, 1, 2, c"pbs", "empty grid"),
+            (65535, 65535, 1, 2, c"pbs", "out of memory: balancer state for 4294836225 boxes"),
             (4, 4, 1, 0, c"pbs", "zero vCores"),
             (2, 2, 1, 5, c"pbs", "5 vCores for 4 boxes"),
             (4, 4, 1, 2, c"metis", "metis"),

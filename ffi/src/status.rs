@@ -47,7 +47,9 @@ impl From<pbs_scheduler::Error> for Failure {
         use pbs_scheduler::Error as E;
         match e {
             E::Balancer(e) => e.into(),
-            E::Spawn { .. } | E::RayonPool { .. } => Failure(Status::OutOfResources, e.to_string()),
+            E::Spawn { .. } | E::RayonPool { .. } | E::TooManyThreads { .. } => {
+                Failure(Status::OutOfResources, e.to_string())
+            }
             _ => invalid(e.to_string()),
         }
     }

@@ -117,25 +117,16 @@ pub enum Error {
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// `vec![value; n]`, or [`Error::OutOfMemory`] naming `what` where the system refuses the
-/// memory: per-box arrays are as large as the grid a caller asks for, and an allocation
-/// failure must come back as an error, not abort the process (a C host included).
-pub fn try_filled<T: Clone>(n: usize, value: T, what: &'static str) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    let oom = || Error::OutOfMemory { what, count: n, bytes: n.saturating_mul(std::mem::size_of::<T>()) };
-    v.try_reserve_exact(n).map_err(|_| oom())?;
-    v.resize(n, value);
-    Ok(v)
-}
+/// Bytes per box the balancer's state takes at most (cells, assignments and their trial copies,
+/// the loads): what [`check_memory`] is asked for before a balancer is built for a grid.
+pub const BALANCER_BYTES_PER_BOX: usize = 128;
 
-/// [`try_filled`] for values made one by one (atomics, which are not `Clone`).
-pub fn try_collect<T>(n: usize, what: &'static str, make: impl FnMut(usize) -> T) -> Result<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
-        what,
-        count: n,
-        bytes: n.saturating_mul(std::mem::size_of::<T>()),
-    })?;
-    v.extend((0..n).map(make));
-    Ok(v)
+/// Whether the system would give `count × bytes_each` bytes now: reserved and released at
+/// once (never touched, so it costs no memory), or [`Error::OutOfMemory`] naming `what`.
+/// Builders of per-box state call it first, so that a grid too large for the machine is an
+/// error rather than an abort at whichever allocation comes first. (Under Linux's overcommit,
+/// memory granted here can still run out when touched; that the system decides.)
+pub fn check_memory(what: &'static str, count: usize, bytes_each: usize) -> Result<()> {
+    let bytes = count.checked_mul(bytes_each).ok_or(Error::OutOfMemory { what, count, bytes: usize::MAX })?;
+    Vec::<u8>::new().try_reserve_exact(bytes).map_err(|_| Error::OutOfMemory { what, count, bytes })
 }

@@ -56,6 +56,6 @@ pub mod rng;
 
 pub use balancer::{balance, is_converged, Balancer, Options, Outcome, StepRecord};
 pub use cells::Cells;
-pub use error::{Error, Result};
+pub use error::{check_memory, Error, Result, BALANCER_BYTES_PER_BOX};
 pub use grid::{Grid, Point};
 pub use problem::Problem;

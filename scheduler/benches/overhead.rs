@@ -18,8 +18,8 @@ fn empty_tasks(c: &mut Criterion) {
     let mut execs: Vec<Box<dyn Executor>> = vec![
         Box::new(Pbs::new(grid, threads, PbsOptions::default()).unwrap()),
         Box::new(WorkStealing::with_start(n, threads, Arc::new(|_| {}), plain).unwrap()),
-        Box::new(EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain)),
-        Box::new(StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain)),
+        Box::new(EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain).unwrap()),
+        Box::new(StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain).unwrap()),
     ];
     let mut group = c.benchmark_group("empty_tasks_10k_boxes_2_threads");
     for exec in execs.iter_mut() {

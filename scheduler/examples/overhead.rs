@@ -39,8 +39,8 @@ fn main() {
             Box::new(Pbs::new(grid, threads, PbsOptions { steal: Stealing::Always, ..PbsOptions::default() }).unwrap()),
         ),
         ("ws", Box::new(WorkStealing::with_start(n, threads, Arc::new(|_| {}), plain).unwrap())),
-        ("eager", Box::new(EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain))),
-        ("static", Box::new(StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain))),
+        ("eager", Box::new(EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain).unwrap())),
+        ("static", Box::new(StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain).unwrap())),
     ];
     println!(
         "empty tasks, {n} boxes, {threads} threads, {blocks} blocks of {PHASES_PER_BLOCK} phases per executor, taking turns"

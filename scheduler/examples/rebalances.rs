@@ -52,5 +52,5 @@ fn main() {
         );
     }
     let pool = Pool::new(2, Arc::new(|_| {})).unwrap();
-    measure("static (plain loop), same harness", &mut StaticBlocks::with_pool(10_000, pool, BoxTimer::OFF));
+    measure("static (plain loop), same harness", &mut StaticBlocks::with_pool(10_000, pool, BoxTimer::OFF).unwrap());
 }

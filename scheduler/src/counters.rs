@@ -182,12 +182,10 @@ mod tests {
 
     /// A box that does more work gets more of the events.
     #[test]
+    #[ignore = "needs perf_event_open (perf_event_paranoid <= 2): scripts/test.sh runs it where it is allowed"]
     fn attribution_charges_the_box_that_did_the_work() {
         start_on_this_thread();
-        if stop_on_this_thread().is_err() {
-            eprintln!("SKIPPED: no perf counters at all here");
-            return;
-        }
+        stop_on_this_thread().expect("perf counters open on this thread");
         start_on_this_thread();
         let attr = BoxAttribution::new(2, 4);
         let work = |k: usize| {
@@ -203,17 +201,9 @@ mod tests {
         let _ = stop_on_this_thread();
     }
 
-    /// The path this machine supports works, and the other is reported, never silent.
-    #[test]
-    fn counters_count_on_this_machine_or_say_why_not() {
-        let mut c = match ThreadCounters::open() {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("SKIPPED: no perf counters at all here: {e}");
-                assert!(!e.is_empty());
-                return;
-            }
-        };
+    /// Opens the counters and touches 8 MiB under them.
+    fn count_some_work() -> (ThreadCounters, Reading) {
+        let mut c = ThreadCounters::open().expect("perf counters open");
         c.start();
         let mut v = vec![0u64; 1 << 20];
         for (i, x) in v.iter_mut().enumerate() {
@@ -221,16 +211,31 @@ mod tests {
         }
         std::hint::black_box(&v);
         let r = c.stop();
+        (c, r)
+    }
+
+    /// Where the hardware events exist, they count.
+    #[test]
+    #[ignore = "needs a hardware PMU (this VM exposes none): scripts/test.sh runs it where /sys/bus/event_source/devices/cpu exists"]
+    fn hardware_counters_count_instructions_and_cycles() {
+        let (c, r) = count_some_work();
+        assert!(c.hardware(), "hardware counters did not open: {:?}", c.unavailable_reason());
+        assert!(r.get("instructions").unwrap() > 1_000_000, "{r:?}");
+        assert!(r.get("cycles").unwrap() > 0, "{r:?}");
+    }
+
+    /// Without hardware events, the software ones count and the reason is reported.
+    #[test]
+    #[ignore = "needs perf_event_open (perf_event_paranoid <= 2): scripts/test.sh runs it where it is allowed"]
+    fn software_counters_count_and_say_why_the_hardware_ones_do_not() {
+        let (c, r) = count_some_work();
         if c.hardware() {
-            eprintln!("hardware counters: {:?}", r.values);
-            assert!(r.get("instructions").unwrap() > 1_000_000, "{r:?}");
-            assert!(r.get("cycles").unwrap() > 0, "{r:?}");
-        } else {
-            let why = c.unavailable_reason().unwrap();
-            eprintln!("SKIPPED hardware path: {why}; software counters: {:?}", r.values);
-            assert!(why.contains("unavailable"), "{why}");
-            assert!(r.get("task_clock_ns").unwrap() > 100_000, "{r:?}");
-            assert!(r.get("page_faults").unwrap() > 100, "8 MiB touched must fault pages in: {r:?}");
+            assert!(c.unavailable_reason().is_none());
+            return; // the hardware test covers this machine
         }
+        let why = c.unavailable_reason().unwrap();
+        assert!(why.contains("unavailable"), "{why}");
+        assert!(r.get("task_clock_ns").unwrap() > 100_000, "{r:?}");
+        assert!(r.get("page_faults").unwrap() > 100, "8 MiB touched must fault pages in: {r:?}");
     }
 }

@@ -9,6 +9,14 @@ pub enum Error {
     /// A team of zero threads cannot run anything.
     #[error("zero threads: a pool needs at least one worker")]
     NoThreads,
+    /// More worker threads than a pool takes.
+    #[error("{threads} threads: a pool takes at most {max} (each thread costs the system several memory maps, and past a few thousand Linux's vm.max_map_count aborts the process when a thread starts)")]
+    TooManyThreads {
+        /// Threads asked for.
+        threads: usize,
+        /// The most a pool takes ([`crate::pool::MAX_THREADS`]).
+        max: usize,
+    },
     /// The operating system refused a worker thread (its thread or memory limit); the workers
     /// already started were stopped and joined.
     #[error("could not start worker thread {index} of {threads}: {source}")]

@@ -58,6 +58,27 @@ impl PhaseStats {
 ///
 /// The four executors of this crate are tested for it (`tests/executors.rs`); an executor
 /// that wraps one of them and forwards `run_phase` to it keeps it.
+///
+/// Safe code cannot claim the contract: an executor that runs a box twice and one past the
+/// end (which aliased `&mut` and wrote past a `Vec` when this trait was safe) does not compile
+/// without `unsafe impl`:
+///
+/// ```compile_fail,E0200
+/// use pbs_scheduler::{Executor, PhaseStats};
+/// struct Twice;
+/// impl Executor for Twice {
+///     fn name(&self) -> &'static str { "twice" }
+///     fn threads(&self) -> usize { 1 }
+///     fn boxes(&self) -> usize { 4 }
+///     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+///         task(3);
+///         task(3);
+///         task(4);
+///         PhaseStats::default()
+///     }
+///     fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) { f(0) }
+/// }
+/// ```
 pub unsafe trait Executor {
     /// Short name: `pbs`, `ws`, `eager` or `static`.
     fn name(&self) -> &'static str;
@@ -261,6 +282,10 @@ struct ThreadCounters {
 }
 
 const NEVER: u32 = u32::MAX;
+
+/// Bytes per box of a [`Tracker`] and an executor's box lists, at most: what the executors
+/// ask [`pbs::check_memory`] for before they are built.
+pub(crate) const EXECUTOR_BYTES_PER_BOX: usize = 40;
 
 impl Local {
     /// Adds busy time measured around a thread's work, in clock ticks.
@@ -568,6 +593,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "times sleeps against empty calls, which Miri runs 1000× slower")]
     fn pieces_separate_heavy_and_light_boxes_within_a_chunk() {
         let whole = loads_with_piece(None);
         assert!(whole.windows(2).all(|w| w[0] == w[1]), "one mean for the whole chunk: {whole:?}");

@@ -167,15 +167,14 @@ mod tests {
     /// boxes are reported as left to first touch.
     #[cfg(feature = "hwloc")]
     #[test]
+    #[ignore = "needs memory binding (mbind), which containers may refuse: scripts/test.sh runs it"]
     fn page_sized_boxes_bind_to_their_owner_node() {
         let exec = StaticBlocks::new(8, 2).unwrap();
         let owners = exec.planned_owners().unwrap();
         let big = BoxData::first_touch(&exec, &owners, |k| [k as u8; 8192]);
         let r = big.bind_to_owner_nodes(&owners, &[0, 0]).unwrap();
-        eprintln!("binding: {r:?}");
-        assert_eq!(r.bound + r.failed, 8);
-        assert!(r.bound == 8 || r.first_error.is_some(), "a refusal must say why: {r:?}");
-        if r.bound == 8 {
+        assert_eq!(r.bound, 8, "every page-sized box bound: {r:?}");
+        {
             // hwloc reads the binding back: every box is bound, to the only node here.
             let topo = hwlocality::Topology::new().unwrap();
             for k in 0..8 {

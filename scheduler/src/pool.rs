@@ -51,6 +51,12 @@ type Job<'a> = dyn Fn(usize) + Sync + 'a;
 /// What a worker runs first (pinning goes there).
 pub type StartHook = std::sync::Arc<dyn Fn(usize) + Send + Sync>;
 
+/// The most threads a pool takes: 16 per core of a 256-core node. Past a few thousand threads
+/// Linux runs out of memory maps (vm.max_map_count, 65530 by default; a thread takes several),
+/// and the standard library then aborts the process inside the new thread, where no error can
+/// be returned: 10 000 threads did so on the 2-core VM.
+pub const MAX_THREADS: usize = 4096;
+
 /// The panic message of a second, concurrent or nested, [`Pool::run`].
 pub const BUSY: &str = "pbs: this pool is already running a phase: Pool::run was called again from \
 one of its own jobs or from another thread, and a pool runs one phase at a time";
@@ -102,6 +108,9 @@ impl Pool {
     ) -> Result<Pool, Error> {
         if threads == 0 {
             return Err(Error::NoThreads);
+        }
+        if threads > MAX_THREADS {
+            return Err(Error::TooManyThreads { threads, max: MAX_THREADS });
         }
         let shared = Arc::new(Shared {
             epoch: CachePadded::new(AtomicU64::new(0)),

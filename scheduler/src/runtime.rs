@@ -93,11 +93,11 @@ impl Runtime {
             }
             "eager" => {
                 let (pool, b) = self.pool()?;
-                (Box::new(EagerFifo::with_pool(grid.len(), pool, self.timer)), b)
+                (Box::new(EagerFifo::with_pool(grid.len(), pool, self.timer)?), b)
             }
             "static" => {
                 let (pool, b) = self.pool()?;
-                (Box::new(StaticBlocks::with_pool(grid.len(), pool, self.timer)), b)
+                (Box::new(StaticBlocks::with_pool(grid.len(), pool, self.timer)?), b)
             }
             other => return Err(crate::Error::UnknownExecutor { name: other.to_string() }),
         })

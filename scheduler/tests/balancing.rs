@@ -2,6 +2,11 @@
 //! of the grid costs three times the right half; static blocks split it in halves and stay at
 //! max_avg ≈ 1.5, pbs moves boxes until the threads carry the same time. (Alone in its file so
 //! that no other test binary shares the cores while it measures; its tests take turns.)
+//!
+//! These tests measure wall time, which a loaded 2-core machine disturbs (2 runs in 5 failed
+//! while builds ran beside them): they are the performance suite's (`scripts/perf.sh`, run
+//! with `--ignored`), not `cargo test`'s. The rebalancing policy itself is tested on injected
+//! loads, without a clock, in `src/executors/pbs/rebalancing.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -110,6 +115,7 @@ fn owners_only() -> PbsOptions {
 }
 
 #[test]
+#[ignore = "wall clock on shared cores: scripts/perf.sh runs it"]
 fn pbs_balances_what_static_cannot() {
     let _cores = CORES.lock().unwrap_or_else(|e| e.into_inner());
     let grid = Grid::new(24, 16).unwrap();
@@ -147,6 +153,7 @@ fn pbs_balances_what_static_cannot() {
 /// imbalanced by about as much as static blocks, and eq. 24 sees no *growing* imbalance, so
 /// without the check after each rebalancing pbs would keep that mapping for good.
 #[test]
+#[ignore = "wall clock on shared cores: scripts/perf.sh runs it"]
 fn a_rebalancing_on_misleading_times_is_corrected() {
     let _cores = CORES.lock().unwrap_or_else(|e| e.into_inner());
     let grid = Grid::new(24, 16).unwrap();
@@ -165,6 +172,7 @@ fn a_rebalancing_on_misleading_times_is_corrected() {
 /// show whatever the stealing. (That the criterion sees owner loads, not the evened-out busy
 /// times, is tested beside the executor: `stolen_time_counts_for_the_owner`.)
 #[test]
+#[ignore = "wall clock on shared cores: scripts/perf.sh runs it"]
 fn stealing_does_not_hide_a_bad_mapping_from_the_balancer() {
     let _cores = CORES.lock().unwrap_or_else(|e| e.into_inner());
     let grid = Grid::new(24, 16).unwrap();
@@ -187,6 +195,7 @@ fn stealing_does_not_hide_a_bad_mapping_from_the_balancer() {
 /// rebalancing that stopped after two steps without improvement never got out and left pbs
 /// exactly as slow as static.
 #[test]
+#[ignore = "wall clock on shared cores: scripts/perf.sh runs it"]
 fn a_strong_imbalance_is_balanced_from_the_first_rebalancing_on() {
     let _cores = CORES.lock().unwrap_or_else(|e| e.into_inner());
     let grid = Grid::new(64, 64).unwrap();

@@ -77,10 +77,105 @@ fn a_panicking_task_reaches_the_caller_and_the_executor_stays_usable() {
             assert_eq!(msg, Some("box 137 failed"), "{kind}");
             exec.end_iteration();
             let mut data = vec![0u32; grid.len()];
-            for_each_box_mut(exec.as_mut(), &mut data, |_, d| *d += 1);
+            let stats = for_each_box_mut(exec.as_mut(), &mut data, |_, d| *d += 1);
             assert!(data.iter().all(|&d| d == 1), "{kind} with {threads} threads after a panic");
+            // The phase after a panic counts its own boxes only.
+            assert_eq!(stats.boxes.iter().sum::<usize>(), grid.len(), "{kind} with {threads} threads");
         }
     }
+}
+
+/// Busy times are measured, not extrapolated from samples: a phase's efficiency stays within
+/// the possible even when the costly boxes line up with a sampling stride (every 8th box).
+#[test]
+fn efficiency_is_at_most_one_whatever_the_costs_line_up_with() {
+    let grid = Grid::new(32, 8).unwrap();
+    for kind in KINDS {
+        let mut exec = make(kind, grid, 2);
+        for phase in 0..8 {
+            let stats = exec.run_phase(&|k| {
+                if k % 8 == phase % 8 {
+                    spin(Duration::from_micros(40));
+                }
+            });
+            let e = stats.efficiency().unwrap();
+            assert!(e <= 1.02, "{kind}: efficiency {e} in phase {phase}: {stats:?}");
+            exec.end_iteration();
+        }
+    }
+}
+
+/// A safe wrapper around an executor stays sound: `Executor` is an unsafe trait, and an
+/// implementation that forwards to one of ours inherits its once-per-box guarantee.
+#[test]
+fn a_forwarding_executor_keeps_the_contract() {
+    struct Logged(Box<dyn Executor>, AtomicU32);
+    // SAFETY: forwards run_phase and boxes to an executor of this crate, which keeps the
+    // contract; the counter is only observed.
+    unsafe impl Executor for Logged {
+        fn name(&self) -> &'static str {
+            "logged"
+        }
+        fn threads(&self) -> usize {
+            self.0.threads()
+        }
+        fn boxes(&self) -> usize {
+            self.0.boxes()
+        }
+        fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> pbs_scheduler::PhaseStats {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            self.0.run_phase(task)
+        }
+        fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+            self.0.on_each_thread(f)
+        }
+    }
+    let grid = Grid::new(9, 9).unwrap();
+    let mut exec = Logged(make("pbs", grid, 2), AtomicU32::new(0));
+    let mut data = vec![0u64; grid.len()];
+    for _ in 0..3 {
+        for_each_box_mut(&mut exec, &mut data, |k, d| *d += k as u64);
+    }
+    assert!(data.iter().enumerate().all(|(k, &d)| d == 3 * k as u64));
+    assert_eq!(exec.1.load(Ordering::Relaxed), 3);
+}
+
+/// Constructors refuse what they cannot build instead of panicking.
+#[test]
+fn zero_threads_are_an_error_for_every_executor() {
+    let grid = Grid::new(4, 4).unwrap();
+    assert!(matches!(Pbs::new(grid, 0, PbsOptions::default()), Err(pbs_scheduler::Error::NoThreads)));
+    assert!(matches!(WorkStealing::new(16, 0), Err(pbs_scheduler::Error::NoThreads)));
+    assert!(matches!(EagerFifo::new(16, 0), Err(pbs_scheduler::Error::NoThreads)));
+    assert!(matches!(StaticBlocks::new(16, 0), Err(pbs_scheduler::Error::NoThreads)));
+    for threads in [4097, 10_000] {
+        let too_many = |e: Option<pbs_scheduler::Error>| {
+            assert!(e.unwrap().to_string().starts_with(&format!("{threads} threads: a pool takes at most 4096")))
+        };
+        too_many(Pbs::new(grid, threads, PbsOptions::default()).err());
+        too_many(WorkStealing::new(16, threads).err());
+        too_many(EagerFifo::new(16, threads).err());
+        too_many(StaticBlocks::new(16, threads).err());
+    }
+    let e = pbs_scheduler::runtime::Runtime { threads: 0, ..pbs_scheduler::runtime::Runtime::detect().unwrap() }
+        .executor("static", grid)
+        .err()
+        .unwrap();
+    assert_eq!(e.to_string(), "zero threads: a pool needs at least one worker");
+}
+
+/// A grid too large for the machine's memory is an error, not an abort.
+#[test]
+fn a_grid_too_large_for_memory_is_an_error() {
+    let grid = Grid::new_3d(65535, 65535, 1).unwrap(); // just under 2^32 boxes
+    let too_big = |e: pbs_scheduler::Error| {
+        let text = e.to_string();
+        assert!(text.starts_with("out of memory: ") && text.contains("4294836225 boxes"), "{text}");
+    };
+    too_big(Pbs::new(grid, 2, PbsOptions::default()).err().unwrap());
+    too_big(StaticBlocks::new(grid.len(), 2).err().unwrap());
+    too_big(EagerFifo::new(grid.len(), 2).err().unwrap());
+    too_big(WorkStealing::new(grid.len(), 2).err().unwrap());
 }
 
 #[test]
@@ -151,12 +246,19 @@ fn stealing_takes_work_from_a_slow_owner() {
         });
         (ran_on.into_iter().map(|a| a.into_inner()).collect::<Vec<u32>>(), stats)
     };
-    let (first, _) = record(&mut exec, false);
-    let (second, stats) = record(&mut exec, true);
-    let stolen = (0..grid.len()).filter(|&k| second[k] != owners[k]).count();
-    let moved = (0..grid.len()).filter(|&k| second[k] != first[k]).count();
-    assert!(stolen > 0, "the idle thread should have stolen some of the slow boxes");
-    assert_eq!(stats.compared - stats.same_thread, moved, "derived affinity must match the direct count");
+    // A thief leaves a victim that has not started within 20 µs its boxes (it may not be
+    // running at all): on a loaded machine worker 1 can start that late, so a few tries.
+    for _ in 0..5 {
+        let (first, _) = record(&mut exec, false);
+        let (second, stats) = record(&mut exec, true);
+        let stolen = (0..grid.len()).filter(|&k| second[k] != owners[k]).count();
+        let moved = (0..grid.len()).filter(|&k| second[k] != first[k]).count();
+        assert_eq!(stats.compared - stats.same_thread, moved, "derived affinity must match the direct count");
+        if stolen > 0 {
+            return;
+        }
+    }
+    panic!("the idle thread never stole any of the slow boxes in five phases");
 }
 
 #[test]

@@ -21,13 +21,14 @@ pub struct EagerFifo {
 impl EagerFifo {
     /// `threads` workers over `boxes` boxes, unpinned.
     pub fn new(boxes: usize, threads: usize) -> crate::Result<Self> {
-        Ok(Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {}))?, BoxTimer::default()))
+        Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {}))?, BoxTimer::default())
     }
 
     /// Over an existing pool.
-    pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> Self {
+    pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> crate::Result<Self> {
+        pbs::check_memory("executor state", boxes, crate::executor::EXECUTOR_BYTES_PER_BOX)?;
         let tracker = Tracker::new(boxes, pool.threads(), timer);
-        EagerFifo { pool, tracker, boxes, next: CachePadded::new(AtomicUsize::new(0)) }
+        Ok(EagerFifo { pool, tracker, boxes, next: CachePadded::new(AtomicUsize::new(0)) })
     }
 }
 

@@ -16,13 +16,14 @@ pub struct StaticBlocks {
 impl StaticBlocks {
     /// `threads` workers over `boxes` boxes, unpinned.
     pub fn new(boxes: usize, threads: usize) -> crate::Result<Self> {
-        Ok(Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {}))?, BoxTimer::default()))
+        Self::with_pool(boxes, Pool::new(threads, Arc::new(|_| {}))?, BoxTimer::default())
     }
 
     /// Over an existing pool (pinned or not).
-    pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> Self {
+    pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> crate::Result<Self> {
+        pbs::check_memory("executor state", boxes, crate::executor::EXECUTOR_BYTES_PER_BOX)?;
         let tracker = Tracker::new(boxes, pool.threads(), timer);
-        StaticBlocks { pool, tracker, boxes }
+        Ok(StaticBlocks { pool, tracker, boxes })
     }
 
     /// Block of thread `t`.

@@ -36,6 +36,10 @@ impl WorkStealing {
         if threads == 0 {
             return Err(crate::Error::NoThreads);
         }
+        if threads > crate::pool::MAX_THREADS {
+            return Err(crate::Error::TooManyThreads { threads, max: crate::pool::MAX_THREADS });
+        }
+        pbs::check_memory("executor state", boxes, crate::executor::EXECUTOR_BYTES_PER_BOX)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("pbs-ws-{i}"))

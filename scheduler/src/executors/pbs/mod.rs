@@ -149,6 +149,8 @@ impl Pbs {
             }
             .into());
         }
+        let per_box = crate::executor::EXECUTOR_BYTES_PER_BOX + pbs::BALANCER_BYTES_PER_BOX;
+        pbs::check_memory("pbs executor state", grid.len(), per_box)?;
         // More threads than boxes: the extra threads own nothing and only steal.
         let vcores = threads.min(grid.len());
         let ones = vec![1.0; grid.len()];

@@ -11,7 +11,7 @@ use pbs::{balance, metrics, Options, Problem};
 
 use super::Pbs;
 use crate::criteria::Sample;
-use crate::executor::IterationEnd;
+use crate::executor::{IterationEnd, Tracker};
 
 /// Rebalancings in a row that may correct a rebalancing that missed its target.
 ///
@@ -46,6 +46,12 @@ impl Pbs {
     /// criterion, and rebalances when it, the first measurement or a failed check asks for it
     /// and the measured box loads say it is worth it.
     pub(super) fn rebalance_if_due(&mut self, loads: &[f64]) -> IterationEnd {
+        self.rebalance_on(loads, |tracker| tracker.box_loads())
+    }
+
+    /// [`Pbs::rebalance_if_due`] with the box loads given by `box_loads` (asked only when the
+    /// balancer may run): the policy alone, testable on loads a test chooses.
+    fn rebalance_on(&mut self, loads: &[f64], box_loads: impl FnOnce(&Tracker) -> Vec<f64>) -> IterationEnd {
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
         let sample = Sample {
             max: loads.iter().copied().fold(0.0, f64::max),
@@ -74,7 +80,7 @@ impl Pbs {
             return end;
         }
         let start = Instant::now();
-        let box_loads = self.tracker.box_loads();
+        let box_loads = box_loads(&self.tracker);
         // The balancer's assignments run on every thread of the pool, which waits meanwhile.
         let problem = Problem::new(self.grid, &box_loads, self.cells.len())
             .expect("measured times are finite and ≥ 0")
@@ -139,8 +145,123 @@ impl Pbs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::criteria::{Always, Never};
     use crate::executors::PbsOptions;
     use pbs::Grid;
+
+    /// The policy on chosen loads, no clock involved in its decisions: a rebalancing's cost
+    /// (`last_cost`, wall time) is set by the test before each decision that reads it.
+    struct Policy {
+        exec: Pbs,
+        grid: Grid,
+    }
+
+    impl Policy {
+        fn new(criterion: Box<dyn crate::criteria::Criterion>) -> Policy {
+            let grid = Grid::new(16, 8).unwrap();
+            let options = PbsOptions {
+                criterion: Some(criterion),
+                steal: crate::executors::Stealing::Never,
+                ..PbsOptions::default()
+            };
+            let mut exec = Pbs::new(grid, 2, options).unwrap();
+            exec.tracker.set_stride(1);
+            Policy { exec, grid }
+        }
+
+        /// Box loads: the boxes of the bottom-left corner `heavy` columns wide and 4 rows high
+        /// cost 3, the others 1 (seconds).
+        fn boxes(&self, heavy: usize) -> Vec<f64> {
+            let heavy_box = |k| {
+                let [x, y, _] = self.grid.coords(k);
+                x < heavy && y < 4
+            };
+            (0..self.grid.len()).map(|k| if heavy_box(k) { 3.0 } else { 1.0 }).collect()
+        }
+
+        /// The thread loads those boxes give under the current owners.
+        fn threads(&self, boxes: &[f64]) -> Vec<f64> {
+            metrics::charges(self.exec.cells.owners(), boxes, 2)
+        }
+
+        /// Ends an iteration measured with `boxes` and the thread loads `threads` (one sampled
+        /// iteration of box times, as a stride of 1 gives).
+        fn end(&mut self, boxes: &[f64], threads: &[f64], cost: f64) -> IterationEnd {
+            self.exec.tracker.begin_phase();
+            self.exec.tracker.end_iteration();
+            self.exec.last_cost = cost;
+            let end = self.exec.rebalance_on(threads, |_| boxes.to_vec());
+            if end.rebalanced {
+                self.exec.last_cost = cost;
+            }
+            end
+        }
+    }
+
+    #[test]
+    fn the_first_measured_iteration_rebalances_even_when_the_criterion_never_does() {
+        let mut p = Policy::new(Box::new(Never));
+        let boxes = p.boxes(8); // a heavy quarter: any two halves carry 2:1
+        let threads = p.threads(&boxes);
+        let end = p.end(&boxes, &threads, 1e-3);
+        assert!(end.rebalanced && end.migrations > 0, "{end:?}");
+        assert!(p.exec.cells.max_avg() <= 1.0 + p.exec.options.tol + 1e-9, "{}", p.exec.cells.max_avg());
+        // Later iterations: the criterion (never) decides, and no check is failing.
+        for _ in 0..10 {
+            let threads = p.threads(&boxes);
+            assert!(!p.end(&boxes, &threads, 1e-3).rebalanced);
+        }
+    }
+
+    #[test]
+    fn a_rebalancing_that_left_the_threads_imbalanced_is_corrected_a_bounded_number_of_times() {
+        let mut p = Policy::new(Box::new(Never));
+        let boxes = p.boxes(8);
+        let threads = p.threads(&boxes);
+        assert!(p.end(&boxes, &threads, 1e-3).rebalanced, "the first measurement");
+        // The threads stay 1.4:0.6 whatever the mapping (one thread runs slower): the check
+        // after each rebalancing fails, but corrections stop after MAX_CORRECTIONS.
+        let slow = [1.4, 0.6];
+        let (mut corrections, mut heavy) = (0, 4);
+        for _ in 0..40 {
+            // The box loads have moved since each rebalancing, so a correction has work to do.
+            if p.end(&p.boxes(heavy), &slow, 1e-3).rebalanced {
+                corrections += 1;
+                heavy = if heavy == 4 { 12 } else { 4 };
+            }
+        }
+        assert_eq!(corrections, MAX_CORRECTIONS, "one correction per failed check, then no more");
+    }
+
+    #[test]
+    fn a_correction_that_would_not_pay_back_is_not_made() {
+        let mut p = Policy::new(Box::new(Never));
+        let boxes = p.boxes(8);
+        let threads = p.threads(&boxes);
+        assert!(p.end(&boxes, &threads, 1e-3).rebalanced);
+        // 0.4 s of excess a iteration against a 100 s rebalancing: 100 iterations win 40 s.
+        for _ in 0..10 {
+            assert!(!p.end(&p.boxes(4), &[1.4, 0.6], 100.0).rebalanced);
+        }
+    }
+
+    #[test]
+    fn the_balancer_is_skipped_when_the_box_loads_show_nothing_to_win() {
+        let mut p = Policy::new(Box::new(Always));
+        let boxes = p.boxes(0); // uniform
+        let threads = p.threads(&boxes);
+        assert!(!p.end(&boxes, &threads, 1e-3).rebalanced, "the start was balanced on uniform loads");
+        // The criterion asks every iteration, the measured threads even look imbalanced (noise),
+        // but the box loads are balanced under the current mapping: the balancer is skipped.
+        for _ in 0..5 {
+            let end = p.end(&boxes, &[1.2, 0.8], 1e-3);
+            assert!(!end.rebalanced && end.migrations == 0, "{end:?}");
+        }
+        // A real imbalance in the box loads runs it.
+        let heavy = p.boxes(6);
+        let threads = p.threads(&heavy);
+        assert!(p.end(&heavy, &threads, 1e-3).rebalanced);
+    }
 
     #[test]
     fn a_small_imbalance_is_fixed_when_it_costs_more_than_a_rebalancing() {

@@ -111,8 +111,8 @@ pub(super) struct Lists<'a> {
 /// A victim that starts a little late (a late wake-up) is worth waiting for: stealing its
 /// boxes before it starts would scatter its cell. But one that is not running at all (more
 /// threads than free cores, another process on its core) may not start for a whole time
-/// slice, and a thief spinning for it holds the very core it needs: 64 threads on 2 cores
-/// took 240× longer per phase than without stealing when thieves waited without bound.
+/// slice, and a thief spinning for it holds the very core it needs (unbounded waiting made
+/// 64 threads on 2 cores collapse: docs/soundness.md).
 const LATE_VICTIM_WAIT: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// Thief side of a phase, once thread `t` has run its own list: takes pairs of boxes from the

@@ -1,0 +1,85 @@
+//! Soak: many md iterations under every executor, one after the other. Each must end with the
+//! same checksum (owner computes: the result does not depend on who ran a box), and the
+//! process's resident memory must stay flat once the run has warmed up (no leak per phase,
+//! per rebalancing or per steal).
+//!
+//! `cargo run --release -p pbs-bench --example soak -- [iterations] [threads]`
+//! (default 100000 iterations, 2 threads; 32×32 boxes, the gravity scenario). Exits 1 if a
+//! checksum differs or memory grows by more than 4 MiB after the first tenth of a run.
+use std::time::Instant;
+
+use pbs_bench::apps::md::{Md, Scenario};
+use pbs_bench::apps::GridApp;
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::runtime::{Runtime, EXECUTORS};
+use pbs_scheduler::topology::Topology;
+use pbs_scheduler::BoxTimer;
+
+const GROWTH_LIMIT: u64 = 4 << 20;
+
+/// Resident memory of this process, bytes (`VmRSS` of /proc/self/status).
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status (Linux)");
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next());
+    kib.and_then(|k| k.parse::<u64>().ok()).expect("a VmRSS line") << 10
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let iterations: usize = args.next().map_or(100_000, |s| s.parse().expect("iterations: a whole number"));
+    let threads: usize = args.next().map_or(2, |s| s.parse().expect("threads: a whole number"));
+    let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };
+    println!("md gravity 32×32, {iterations} iterations, {threads} threads, each executor in turn");
+    println!();
+    println!(
+        "| executor | seconds | rebalancings | RSS after 1/10 (MiB) | RSS max after (MiB) | growth (KiB) | checksum |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let mut checksums = Vec::new();
+    let mut failed = false;
+    for name in EXECUTORS {
+        let mut app = Md::new(Scenario::Gravity, 32, 32, 1);
+        let (mut exec, _) = runtime.executor(name, app.grid()).expect("an executor");
+        let bar = pbs_bench::progress::bar(iterations as u64, name);
+        let start = Instant::now();
+        let (mut settled, mut peak, mut rebalancings) = (0u64, 0u64, 0usize);
+        let mut rec = Recorder::new(name, threads);
+        for it in 0..iterations {
+            app.iterate(exec.as_mut(), &mut rec, None);
+            if (it + 1) % 1000 == 0 {
+                // The recorder keeps every iteration's figures: start a new one, so that only
+                // the runtime's own memory is measured.
+                rebalancings += rec.report().rebalances;
+                rec = Recorder::new(name, threads);
+                bar.inc(1000);
+            }
+            if it + 1 == iterations / 10 {
+                settled = rss();
+            } else if it + 1 > iterations / 10 && (it + 1) % 1000 == 0 {
+                peak = peak.max(rss());
+            }
+        }
+        bar.finish_and_clear();
+        let growth = peak.saturating_sub(settled);
+        failed |= growth > GROWTH_LIMIT;
+        let sum = app.checksum();
+        checksums.push(sum);
+        println!(
+            "| {name} | {:.1} | {rebalancings} | {:.1} | {:.1} | {} | {sum:016x} |",
+            start.elapsed().as_secs_f64(),
+            settled as f64 / (1 << 20) as f64,
+            peak as f64 / (1 << 20) as f64,
+            growth >> 10
+        );
+    }
+    println!();
+    if checksums.iter().any(|&c| c != checksums[0]) {
+        println!("FAIL: the executors disagree on the result");
+        std::process::exit(1);
+    }
+    if failed {
+        println!("FAIL: resident memory grew by more than {} MiB after the first tenth", GROWTH_LIMIT >> 20);
+        std::process::exit(1);
+    }
+    println!("same checksum under every executor; memory flat (growth under {} MiB)", GROWTH_LIMIT >> 20);
+}

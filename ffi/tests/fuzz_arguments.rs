@@ -1,0 +1,96 @@
+//! Fuzzing the C interface's arguments with proptest: sizes, vCore and thread counts, method
+//! and scheduler names of arbitrary bytes, loads of any bit pattern (NaN, infinities,
+//! negatives, subnormals, 1e308), wrong lengths. Every call returns a status from pbs.h, never
+//! PBS_INTERNAL_ERROR (a caught panic), and a refusal always comes with a message.
+//! `PROPTEST_CASES` sets the effort.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+
+use pbs_ffi::partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};
+use pbs_ffi::status::{last_error, Status};
+use proptest::prelude::*;
+
+fn name(bytes: &[u8], known: &[&str], pick: usize) -> CString {
+    if pick < known.len() {
+        return CString::new(known[pick]).unwrap();
+    }
+    let cut: Vec<u8> = bytes.iter().copied().filter(|&b| b != 0).collect();
+    CString::new(cut).unwrap()
+}
+
+fn refused_with_a_message(s: Status) -> Result<(), TestCaseError> {
+    prop_assert!(s != Status::InternalError, "a panic inside pbs: {:?}", last_error());
+    if s != Status::Ok {
+        prop_assert!(last_error().is_some_and(|m| !m.is_empty()));
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn noop(_: *mut c_void, _: usize) -> c_int {
+    0
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_partitioner_takes_any_arguments(
+        nx in 0usize..40, ny in 0usize..40, nz in 0usize..3, vcores in 0usize..50,
+        method in prop::collection::vec(any::<u8>(), 0..12), pick in 0usize..8,
+        bits in prop::collection::vec(any::<u64>(), 0..1700), extra in -3isize..3,
+        tol_bits in any::<u64>(), plain_tol in any::<bool>(), max_steps in 0usize..60,
+        scale in prop_oneof![Just(1.0), Just(1e-300), Just(1e300), Just(1e306)], corrupt in any::<bool>(),
+    ) {
+        let m = name(&method, &["pbs", "paper-eq7", "paper-eq1"], pick);
+        // SAFETY: a NUL-terminated method name.
+        let p = unsafe { pbs_partitioner_new(nx, ny, nz, vcores, m.as_ptr() as *const c_char, 7) };
+        if p.is_null() {
+            prop_assert!(last_error().is_some_and(|e| !e.is_empty()));
+            return Ok(());
+        }
+        let n = ((nx * ny * nz) as isize + extra).max(0) as usize;
+        // Plausible loads at some scale, and in half the cases one of any bit pattern.
+        let loads: Vec<f64> = (0..n)
+            .map(|k| match bits.get(k) {
+                Some(&b) if corrupt && k == n / 2 => f64::from_bits(b),
+                Some(&b) => (b % 1000) as f64 * scale,
+                None => scale,
+            })
+            .collect();
+        let tol = if plain_tol { 0.05 } else { f64::from_bits(tol_bits) };
+        let mut owners = vec![u32::MAX; n];
+        let mut outcome = Outcome::default();
+        // SAFETY: a live partitioner; `loads` and `owners` hold `n` entries.
+        let s = unsafe {
+            pbs_partitioner_balance(p, loads.as_ptr(), n, tol, max_steps, owners.as_mut_ptr(), &mut outcome)
+        };
+        refused_with_a_message(s)?;
+        if s == Status::Ok {
+            prop_assert!(owners.iter().all(|&o| (o as usize) < vcores));
+            prop_assert!(outcome.max_avg.is_finite() && outcome.max_avg >= 1.0 - 1e-9, "{:?}", outcome);
+        }
+        // SAFETY: from pbs_partitioner_new, not used afterwards.
+        unsafe { pbs_partitioner_free(p) };
+    }
+
+    #[test]
+    fn executors_take_any_arguments(
+        nx in 0usize..9, ny in 0usize..9, nz in 0usize..3, threads in 0usize..5,
+        scheduler in prop::collection::vec(any::<u8>(), 0..8), pick in 0usize..6,
+    ) {
+        use pbs_ffi::executor::{pbs_executor_free, pbs_executor_new, pbs_executor_run_phase};
+        let s = name(&scheduler, &["pbs", "ws", "eager", "static"], pick);
+        // SAFETY: a NUL-terminated scheduler name.
+        let e = unsafe { pbs_executor_new(s.as_ptr(), nx, ny, nz, threads, 0) };
+        if e.is_null() {
+            prop_assert!(last_error().is_some_and(|m| !m.is_empty()));
+            return Ok(());
+        }
+        // SAFETY: a live executor; a task that touches nothing.
+        let st = unsafe { pbs_executor_run_phase(e, Some(noop), std::ptr::null_mut(), std::ptr::null_mut()) };
+        refused_with_a_message(st)?;
+        prop_assert_eq!(st, Status::Ok);
+        // SAFETY: from pbs_executor_new, not used afterwards.
+        unsafe { pbs_executor_free(e) };
+    }
+}

@@ -78,16 +78,16 @@ pub(super) enum Steal {
     Nothing,
 }
 
-/// Thief side: takes up to `chunk` boxes from the back of a list whose owner has started and
-/// still has more than `keep` boxes ahead of it.
-pub(super) fn claim_back(c: &AtomicU64, chunk: u32, keep: u32) -> Steal {
+/// Thief side: takes up to `chunk` boxes from the back of a list that still has more than
+/// `keep` boxes ahead of its owner, if the owner has started (or `unstarted_too`).
+pub(super) fn claim_back(c: &AtomicU64, chunk: u32, keep: u32, unstarted_too: bool) -> Steal {
     let mut v = c.load(Ordering::Acquire);
     loop {
         let (front, back) = unpack(v);
         if back.saturating_sub(front) <= keep {
             return Steal::Nothing;
         }
-        if front == 0 {
+        if front == 0 && !unstarted_too {
             return Steal::NotYet;
         }
         let start = back.saturating_sub(chunk).max(front);
@@ -106,21 +106,23 @@ pub(super) struct Lists<'a> {
     pub lost: &'a [CachePadded<AtomicU64>],
 }
 
-/// How long a thief waits, at most, for victims with boxes to spare that have not started.
+/// How long a thief waits, at most, for victims with boxes to spare that have not started,
+/// before it takes their boxes too.
 ///
 /// A victim that starts a little late (a late wake-up) is worth waiting for: stealing its
 /// boxes before it starts would scatter its cell. But one that is not running at all (more
 /// threads than free cores, another process on its core) may not start for a whole time
 /// slice, and a thief spinning for it holds the very core it needs (unbounded waiting made
-/// 64 threads on 2 cores collapse: docs/soundness.md).
+/// 64 threads on 2 cores collapse, and giving up left the victim's whole list to it when it
+/// came back: docs/soundness.md).
 const LATE_VICTIM_WAIT: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// Thief side of a phase, once thread `t` has run its own list: takes pairs of boxes from the
 /// back of the lists in `victims` (its neighbours first), starting over from the first after
 /// every theft, until no list has more than `keep` boxes left. While the only victims with
 /// boxes to spare have not started, it spins, then yields its core, for at most
-/// [`LATE_VICTIM_WAIT`] (from the last theft), then leaves them their boxes. Returns the boxes
-/// it ran and the ticks spent on them.
+/// [`LATE_VICTIM_WAIT`] (from the last theft); then it steals from them as from the others,
+/// from the back of their lists. Returns the boxes it ran and the ticks spent on them.
 pub(super) fn steal_from(
     victims: &[u32],
     at: &Lists,
@@ -134,11 +136,12 @@ pub(super) fn steal_from(
     let mut spent_abroad = 0;
     let backoff = Backoff::new();
     let mut waiting_since: Option<std::time::Instant> = None;
+    let mut late = false;
     loop {
         let mut waiting = false;
         let mut took = false;
         for &v in victims {
-            match claim_back(&at.claims[v as usize], 2, keep) {
+            match claim_back(&at.claims[v as usize], 2, keep, late) {
                 Steal::Took(r) => {
                     let ks = &at.lists[v as usize][r.start as usize..r.end as usize];
                     let t0 = clock::ticks();
@@ -163,7 +166,8 @@ pub(super) fn steal_from(
         } else {
             let since = *waiting_since.get_or_insert_with(std::time::Instant::now);
             if since.elapsed() >= LATE_VICTIM_WAIT {
-                return (log, spent_abroad);
+                late = true;
+                continue;
             }
             // Spins a few rounds, then yields: a victim waiting for this core gets it.
             backoff.snooze();
@@ -185,7 +189,7 @@ mod tests {
                 let thief = s.spawn(|| {
                     let mut got = Vec::new();
                     loop {
-                        match claim_back(&word, 2, keep) {
+                        match claim_back(&word, 2, keep, false) {
                             Steal::Took(r) => got.push(r),
                             Steal::NotYet => std::hint::spin_loop(), // the owner has not started
                             Steal::Nothing => return got,
@@ -220,15 +224,16 @@ mod tests {
             _ => None,
         };
         let word = AtomicU64::new(pack(0, 10));
-        assert!(matches!(claim_back(&word, 2, 0), Steal::NotYet), "the owner has not started");
+        assert!(matches!(claim_back(&word, 2, 0, false), Steal::NotYet), "the owner has not started");
+        assert_eq!(took(claim_back(&AtomicU64::new(pack(0, 10)), 2, 0, true)), Some(8..10), "a late owner");
         assert_eq!(claim_front(&word, 3), Some(0..3));
-        assert_eq!(took(claim_back(&word, 2, 0)), Some(8..10));
+        assert_eq!(took(claim_back(&word, 2, 0, false)), Some(8..10));
         assert_eq!(unpack(word.load(Ordering::Relaxed)), (3, 8));
-        assert!(matches!(claim_back(&word, 2, 5), Steal::Nothing), "5 left, 5 kept for the owner");
-        assert_eq!(took(claim_back(&word, 2, 4)), Some(6..8));
+        assert!(matches!(claim_back(&word, 2, 5, false), Steal::Nothing), "5 left, 5 kept for the owner");
+        assert_eq!(took(claim_back(&word, 2, 4, false)), Some(6..8));
         // One box left between the ends: a thief takes that box, not one the owner has.
         let word = AtomicU64::new(pack(5, 6));
-        assert_eq!(took(claim_back(&word, 2, 0)), Some(5..6));
+        assert_eq!(took(claim_back(&word, 2, 0, false)), Some(5..6));
         assert_eq!(claim_front(&word, 4), None);
         let word = AtomicU64::new(pack(8, 10));
         assert_eq!(claim_front(&word, 4), Some(8..10), "never past the thieves' end");

@@ -597,8 +597,11 @@ mod tests {
     fn pieces_separate_heavy_and_light_boxes_within_a_chunk() {
         let whole = loads_with_piece(None);
         assert!(whole.windows(2).all(|w| w[0] == w[1]), "one mean for the whole chunk: {whole:?}");
-        let pieces = loads_with_piece(Some(4));
-        // Sleeping boxes measure ≥ 2 ms; the others measure what four empty calls take.
+        // Sleeping boxes measure ≥ 2 ms; the others measure what four empty calls take. Noise
+        // only adds time (a preempted thread), so the least of three runs, box by box.
+        let pieces =
+            (0..3).map(|_| loads_with_piece(Some(4))).reduce(|a, b| a.iter().zip(&b).map(|(x, y)| x.min(*y)).collect());
+        let pieces = pieces.unwrap();
         assert!(pieces[..8].iter().all(|&l| l >= 2e-3), "{pieces:?}");
         assert!(pieces[8..].iter().all(|&l| l < 1e-4), "{pieces:?}");
     }

@@ -32,7 +32,8 @@ impl EagerFifo {
     }
 }
 
-// SAFETY: each box index comes from one `fetch_add` on the shared counter, so once, and only below `boxes`; the pool returns after every worker's job ended.
+// SAFETY: each box index comes from one `fetch_add` on the shared counter, so once, and only below
+// `boxes`; the pool returns after every worker's job ended.
 unsafe impl Executor for EagerFifo {
     fn name(&self) -> &'static str {
         "eager"

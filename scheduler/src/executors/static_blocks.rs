@@ -32,7 +32,8 @@ impl StaticBlocks {
     }
 }
 
-// SAFETY: the blocks `t·n/T..(t+1)·n/T` partition `0..n`, and the pool returns after every worker's job ended.
+// SAFETY: the blocks `t·n/T..(t+1)·n/T` partition `0..n`, and the pool returns after every
+// worker's job ended.
 unsafe impl Executor for StaticBlocks {
     fn name(&self) -> &'static str {
         "static"

@@ -50,7 +50,8 @@ impl WorkStealing {
     }
 }
 
-// SAFETY: rayon's parallel iterator over `0..boxes` yields each index once, and `install` returns after all of them ran.
+// SAFETY: rayon's parallel iterator over `0..boxes` yields each index once, and `install` returns
+// after all of them ran.
 unsafe impl Executor for WorkStealing {
     fn name(&self) -> &'static str {
         "ws"

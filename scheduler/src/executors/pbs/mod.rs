@@ -296,7 +296,9 @@ impl Pbs {
     }
 }
 
-// SAFETY: each box is in exactly one thread's list; the owner claims it from the front or a thief from the back of the same atomic word (stealing.rs), never both, and the pool returns after every worker's job ended.
+// SAFETY: each box is in exactly one thread's list; the owner claims it from the front or a thief
+// from the back of the same atomic word (stealing.rs), never both, and the pool returns after
+// every worker's job ended.
 unsafe impl Executor for Pbs {
     fn name(&self) -> &'static str {
         "pbs"

@@ -1,5 +1,5 @@
 //! `pbs-bench converge`: balance a load map from random vCore positions and report the
-//! DESIGN.md fields, one row per (map, method).
+//! docs/design.md fields, one row per (map, method).
 
 use std::path::PathBuf;
 
@@ -60,7 +60,7 @@ impl Source {
     }
 }
 
-/// One run, with the DESIGN.md field names.
+/// One run, with the docs/design.md field names.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ConvergeRow {
     /// load map label

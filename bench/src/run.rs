@@ -1,5 +1,5 @@
 //! `pbs-bench run`: a grid app under each scheduler, one row per scheduler, fields as
-//! DESIGN.md's contract: iteration time median, efficiency, `max_avg` of thread loads,
+//! docs/design.md's contract: iteration time median, efficiency, `max_avg` of thread loads,
 //! affinity, migrations, modelled misses, hardware counters (or why not) and the checksum.
 
 use std::collections::BTreeMap;
@@ -73,7 +73,7 @@ impl RunSetup {
     }
 }
 
-/// One row, DESIGN.md field names.
+/// One row, docs/design.md field names.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RunRow {
     /// pbs, ws, eager or static

@@ -96,7 +96,7 @@ pub struct AvgMinMax {
     pub max: f64,
 }
 
-/// The DESIGN.md object of `transitions`, plus medians and the optional scratch comparison.
+/// The docs/design.md object of `transitions`, plus medians and the optional scratch comparison.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TransitionsReport {
     /// rough or smooth

@@ -1,4 +1,4 @@
-//! The `pbs-bench` command line against DESIGN.md's contract, and its errors on bad input.
+//! The `pbs-bench` command line against docs/design.md's contract, and its errors on bad input.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

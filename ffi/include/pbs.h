@@ -68,7 +68,7 @@ const char *pbs_last_error(void);
 
 typedef struct pbs_partitioner pbs_partitioner;
 
-/* How a balancing ended (see DESIGN.md for the definitions). */
+/* How a balancing ended (see docs/design.md for the definitions). */
 typedef struct pbs_outcome {
     size_t steps;       /* balancer steps taken */
     int converged;      /* 1 when max_avg <= (1 + tol) * lower_bound */

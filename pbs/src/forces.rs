@@ -9,7 +9,7 @@
 //! | [`ForceLaw::Balance`] | `λ r/d³`, `λ = 1 − (Q_i+Q_j)/(2m)` | eq. 6 |
 //! | [`ForceLaw::BalanceShortRange`] | `λ r/d³ + r/d⁵` | eq. 7 |
 //!
-//! A positive coefficient pushes `i` away from `j` (DESIGN.md: the paper's eq. 2 prints a minus
+//! A positive coefficient pushes `i` away from `j` (docs/design.md: the paper's eq. 2 prints a minus
 //! sign that contradicts its prose; the prose is right). Distances are floored at
 //! [`MIN_DISTANCE`] and coincident vCores are separated along a fixed direction that depends
 //! only on the pair's indices, so no configuration yields NaN or infinity and the result is

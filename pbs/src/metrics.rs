@@ -1,4 +1,4 @@
-//! Quality measures of a mapping, exactly as DESIGN.md defines them: charges, `max_avg` and its
+//! Quality measures of a mapping, exactly as docs/design.md defines them: charges, `max_avg` and its
 //! lower bound, distance to optimal load (DOL), edge cut and migrations.
 
 use crate::grid::Grid;

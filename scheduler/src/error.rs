@@ -2,6 +2,7 @@
 
 /// Why an executor, a pool or a runtime could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The balancer refused its input (grid, vCores, method, loads) or ran out of memory.
     #[error(transparent)]

@@ -29,7 +29,7 @@ pub struct PhaseStats {
 }
 
 impl PhaseStats {
-    /// `(Σ busy / threads) / wall` of this phase (DESIGN.md's efficiency); `None` for a phase
+    /// `(Σ busy / threads) / wall` of this phase (docs/design.md's efficiency); `None` for a phase
     /// that took no time.
     pub fn efficiency(&self) -> Option<f64> {
         let wall = self.wall.as_secs_f64();

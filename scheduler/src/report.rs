@@ -2,7 +2,7 @@
 //!
 //! Feed every [`PhaseStats`] and [`IterationEnd`] to a [`Recorder`]; [`Recorder::report`]
 //! sums them into per-thread busy and idle time, the `max_avg` of thread loads, efficiency
-//! (`(Σ busy / threads) / wall`, DESIGN.md), affinity, migrations and iteration-time medians.
+//! (`(Σ busy / threads) / wall`, docs/design.md), affinity, migrations and iteration-time medians.
 
 use std::time::Duration;
 

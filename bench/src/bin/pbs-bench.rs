@@ -1,4 +1,4 @@
-//! The `pbs-bench` command line. See `pbs-bench --help` and DESIGN.md's command-line contract.
+//! The `pbs-bench` command line. See `pbs-bench --help` and docs/design.md's command-line contract.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -109,7 +109,7 @@ enum Command {
         #[command(flatten)]
         setting: Setting,
     },
-    /// Run a grid app under each scheduler; one row per scheduler (DESIGN.md contract).
+    /// Run a grid app under each scheduler; one row per scheduler (docs/design.md contract).
     Run {
         /// md or stencil
         #[arg(long)]

@@ -9,8 +9,8 @@ use crate::metrics;
 ///
 /// Only ratios of loads matter to the balancer, but its sums and squares overflow (or
 /// underflow) at extreme scales: loads whose largest is beyond 2^±[`SCALE_LIMIT`] are
-/// scaled by a power of two to bring it into `[1, 2)`. The scaling is exact, so a problem
-/// balances to the same owners at every scale; [`Problem::loads`], [`Problem::total`] and
+/// scaled by a power of two to bring it into `[1, 2)`. The scaling is exact, so loads scaled
+/// by any power of two balance to the same owners; [`Problem::loads`], [`Problem::total`] and
 /// the charges computed from them are then in the scaled unit ([`Problem::scale`]).
 ///
 /// ```

@@ -7,8 +7,8 @@
 //! Scenarios (C = this machine's cores): C threads alone; C threads beside one busy process
 //! per core; 4·C and 32·C threads. Each scenario builds every executor once (unpinned, default
 //! settings: pbs steals with `Auto`), then runs `rounds` rounds in which the executors take
-//! turns running `iterations` iterations of a 64×64-box phase (about 3 µs per box, a heavier
-//! band of boxes so that balancing and stealing have work to do). Printed: the median
+//! turns running `iterations` iterations of a 64×64-box phase (about 1.2 µs per box, 3.7 µs
+//! in a band of rows, so that balancing and stealing have work to do). Printed: the median
 //! milliseconds per iteration, and the median over rounds of each executor's ratio to
 //! `static` in the same round. The run fails (exit 1) if pbs is over 1.2× static anywhere.
 use std::process::{Child, Command};
@@ -25,7 +25,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// About `units` × 0.1 µs of arithmetic that the optimiser cannot remove.
+/// About `units` × 0.04 µs of arithmetic (on the 2-core VM) that the optimiser cannot remove.
 fn work(units: u32) -> f64 {
     let mut x = 1.0f64;
     for i in 0..units * 10 {
@@ -34,7 +34,7 @@ fn work(units: u32) -> f64 {
     x
 }
 
-/// A box's cost: 3 µs, and 9 µs in a band of rows (a third of the grid).
+/// A box's cost in `work` units: 30, and 90 in a band of rows (a third of the grid).
 fn cost(grid: &Grid, k: usize) -> u32 {
     let [_, y, _] = grid.coords(k);
     if (16..37).contains(&y) {

@@ -174,19 +174,17 @@ mod tests {
         let big = BoxData::first_touch(&exec, &owners, |k| [k as u8; 8192]);
         let r = big.bind_to_owner_nodes(&owners, &[0, 0]).unwrap();
         assert_eq!(r.bound, 8, "every page-sized box bound: {r:?}");
-        {
-            // hwloc reads the binding back: every box is bound, to the only node here.
-            let topo = hwlocality::Topology::new().unwrap();
-            for k in 0..8 {
-                let (set, policy) = topo
-                    .area_memory_binding::<_, hwlocality::memory::nodeset::NodeSet>(
-                        &**big.boxes.get(k).unwrap(),
-                        hwlocality::memory::binding::MemoryBindingFlags::empty(),
-                    )
-                    .unwrap();
-                assert_eq!(policy, Some(hwlocality::memory::binding::MemoryBindingPolicy::Bind), "box {k}");
-                assert!(set.weight() == Some(1), "box {k}: {set:?}");
-            }
+        // hwloc reads the binding back: every box is bound, to the only node here.
+        let topo = hwlocality::Topology::new().unwrap();
+        for k in 0..8 {
+            let (set, policy) = topo
+                .area_memory_binding::<_, hwlocality::memory::nodeset::NodeSet>(
+                    &**big.boxes.get(k).unwrap(),
+                    hwlocality::memory::binding::MemoryBindingFlags::empty(),
+                )
+                .unwrap();
+            assert_eq!(policy, Some(hwlocality::memory::binding::MemoryBindingPolicy::Bind), "box {k}");
+            assert!(set.weight() == Some(1), "box {k}: {set:?}");
         }
         let small = BoxData::first_touch(&exec, &owners, |k| k as u64);
         assert_eq!(small.bind_to_owner_nodes(&owners, &[0, 0]).unwrap().too_small, 8);

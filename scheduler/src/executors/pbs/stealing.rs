@@ -121,8 +121,8 @@ const LATE_VICTIM_WAIT: std::time::Duration = std::time::Duration::from_micros(2
 /// back of the lists in `victims` (its neighbours first), starting over from the first after
 /// every theft, until no list has more than `keep` boxes left. While the only victims with
 /// boxes to spare have not started, it spins, then yields its core, for at most
-/// [`LATE_VICTIM_WAIT`] (from the last theft); then it steals from them as from the others,
-/// from the back of their lists. Returns the boxes it ran and the ticks spent on them.
+/// [`LATE_VICTIM_WAIT`] (counted from its last theft); from then on, for the rest of the
+/// phase, it steals from unstarted victims as from the others, from the back of their lists. Returns the boxes it ran and the ticks spent on them.
 pub(super) fn steal_from(
     victims: &[u32],
     at: &Lists,

@@ -15,7 +15,7 @@ bench=target/release/pbs-bench
 
 echo
 echo "== The paper's static cases and a Perlin map, 50x50 boxes, 10 vCores: ours (pbs) vs the paper's eq. 7"
-$bench converge --case all --method pbs,paper-eq7 --max-steps 2000
+$bench converge --case all --method power-cells,paper-eq7 --max-steps 2000
 echo
 echo "== 200 rough transitions (a new Perlin map each time), warm-started"
 $bench transitions --kind rough --trials 200

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use pbs::loadmap::{self, Case, PerlinMap};
-use pbs::{balance, methods, Cells, Grid, Options, Problem, StepRecord};
+use pbs::{balance, methods, Grid, Problem, StepRecord, StopRule, VCores};
 
 use crate::table::Table;
 
@@ -100,14 +100,14 @@ pub fn run_one(
     loads: &[f64],
     vcores: usize,
     method: &str,
-    options: Options,
+    options: StopRule,
     seed: u64,
     on_step: impl FnMut(&StepRecord),
-) -> pbs::Result<(ConvergeRow, Cells)> {
+) -> pbs::Result<(ConvergeRow, VCores)> {
     let problem = Problem::new(grid, loads, vcores)?;
     let mut balancer = methods::by_name(method)?;
-    let mut cells = Cells::random(&problem, seed);
-    let out = balance(balancer.as_mut(), &problem, &mut cells, options, on_step);
+    let mut state = VCores::random(&problem, seed);
+    let out = balance(balancer.as_mut(), &problem, &mut state, options, on_step);
     let row = ConvergeRow {
         case: case.to_string(),
         method: method.to_string(),
@@ -123,7 +123,7 @@ pub fn run_one(
         edge_cut: out.edge_cut,
         elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
     };
-    Ok((row, cells))
+    Ok((row, state))
 }
 
 /// Every (source, method) pair, in order.
@@ -134,7 +134,7 @@ pub fn converge(
     nx: usize,
     ny: usize,
     vcores: usize,
-    options: Options,
+    options: StopRule,
     seed: u64,
     mut progress: impl FnMut(),
 ) -> pbs::Result<Vec<ConvergeRow>> {

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use pbs::loadmap::{self, Case};
-use pbs::{Grid, Options, StepRecord};
+use pbs::{methods, Grid, StepRecord, StopRule};
 
 use crate::assign_cost::{self, AssignCost};
 use crate::converge::{run_one, ConvergeRow};
@@ -122,7 +122,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     let mut finals = Vec::new();
     for case in Case::ALL {
         let loads = loadmap::static_case(case, &grid, 1);
-        for method in ["pbs", PAPER_METHOD] {
+        for method in [methods::DEFAULT, PAPER_METHOD] {
             let opts = options_for(method, s);
             let mut rec = Vec::new();
             let (row, cells) =
@@ -137,7 +137,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
         .iter()
         .map(|&case| {
             let mut series = Vec::new();
-            for (ci, method) in ["pbs", PAPER_METHOD].into_iter().enumerate() {
+            for (ci, method) in [methods::DEFAULT, PAPER_METHOD].into_iter().enumerate() {
                 let rec = &curves.iter().find(|c| c.0 == case && c.1 == method).expect("ran").2;
                 for (which, pick) in [("dol_max", 0usize), ("dol_min", 1)] {
                     series.push(Series {
@@ -162,7 +162,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
         })
         .collect();
     plot::line_panels(&out.join("fig5.png"), 1200, 900, 2, &fig5_panels)?;
-    let maps: Vec<OwnerMap> = ["pbs", PAPER_METHOD]
+    let maps: Vec<OwnerMap> = [methods::DEFAULT, PAPER_METHOD]
         .iter()
         .flat_map(|m| finals.iter().filter(move |f| f.1 == *m))
         .map(|(case, method, loads, cells)| OwnerMap {
@@ -179,9 +179,9 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     let mut reports = Vec::new();
     for &(vcores, side) in &configs {
         for kind in [Kind::Rough, Kind::Smooth] {
-            for method in ["pbs", PAPER_METHOD] {
+            for method in [methods::DEFAULT, PAPER_METHOD] {
                 bar.set_message(format!("{} {vcores} vCores {side}² {method}", table_name(vcores)));
-                let trials = if method == "pbs" { per_config(vcores) } else { s.paper_trials };
+                let trials = if method == methods::DEFAULT { per_config(vcores) } else { s.paper_trials };
                 let setup =
                     Setup { options: options_for(method, s), ..Setup::square(kind, method, side, vcores, trials) };
                 reports.push(transitions::run(&setup, tick).map_err(|e| e.to_string())?);
@@ -192,7 +192,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     // Smooth transitions: boxes moved by a warm start vs by balancing from scratch.
     bar.set_message("smooth migrations vs scratch");
     let scratch_setup =
-        Setup { seed: 2, compare_scratch: true, ..Setup::square(Kind::Smooth, "pbs", 50, 10, s.trials) };
+        Setup { seed: 2, compare_scratch: true, ..Setup::square(Kind::Smooth, methods::DEFAULT, 50, 10, s.trials) };
     let smooth_migrations = transitions::run(&scratch_setup, tick).map_err(|e| e.to_string())?;
 
     // Assignment cost.
@@ -241,7 +241,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     bar.set_message("other shapes");
     let mut shape_rows = Vec::new();
     for sh in &shape_list {
-        for method in ["pbs", PAPER_METHOD] {
+        for method in [methods::DEFAULT, PAPER_METHOD] {
             shape_rows.push(
                 run_one(sh.name, sh.grid, &sh.loads, 10, method, options_for(method, s), 1, |_| {})
                     .map_err(|e| e.to_string())?
@@ -270,11 +270,11 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-fn options_for(method: &str, s: &Settings) -> Options {
-    if method == "pbs" {
-        Options::default()
+fn options_for(method: &str, s: &Settings) -> StopRule {
+    if method == methods::DEFAULT {
+        StopRule::default()
     } else {
-        Options { max_steps: s.paper_max_steps, ..Options::default() }
+        StopRule { max_steps: s.paper_max_steps, ..StopRule::default() }
     }
 }
 

@@ -4,7 +4,7 @@
 //! (a warm start). Steps and time are those of the re-balancing alone.
 
 use pbs::loadmap::PerlinMap;
-use pbs::{balance, methods, Cells, Grid, Options, Problem};
+use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 
 use crate::table::Table;
 use crate::Stats;
@@ -53,7 +53,7 @@ pub struct Setup {
     /// that mapping would have moved
     pub compare_scratch: bool,
     /// stopping rule
-    pub options: Options,
+    pub options: StopRule,
 }
 
 impl Setup {
@@ -71,7 +71,7 @@ impl Setup {
             seed: 1,
             drift: 0.5,
             compare_scratch: false,
-            options: Options::default(),
+            options: StopRule::default(),
         }
     }
 }
@@ -137,8 +137,8 @@ pub fn run(setup: &Setup, mut progress: impl FnMut()) -> pbs::Result<Transitions
     let mut balancer = methods::by_name(&setup.method)?;
     let first = map.loads(&grid);
     let problem = Problem::new(grid, &first, setup.vcores)?;
-    let mut cells = Cells::random(&problem, setup.seed);
-    balance(balancer.as_mut(), &problem, &mut cells, setup.options, |_| {});
+    let mut vcores = VCores::random(&problem, setup.seed);
+    balance(balancer.as_mut(), &problem, &mut vcores, setup.options, |_| {});
     let (mut steps, mut ms, mut max_avg, mut migr, mut scratch) = (vec![], vec![], vec![], vec![], vec![]);
     let mut converged = 0usize;
     for trial in 0..setup.trials {
@@ -148,15 +148,15 @@ pub fn run(setup: &Setup, mut progress: impl FnMut()) -> pbs::Result<Transitions
         };
         let loads = map.loads(&grid);
         let problem = Problem::new(grid, &loads, setup.vcores)?;
-        let before = if setup.compare_scratch { cells.owners().to_vec() } else { Vec::new() };
-        let out = balance(balancer.as_mut(), &problem, &mut cells, setup.options, |_| {});
+        let before = if setup.compare_scratch { vcores.owners().to_vec() } else { Vec::new() };
+        let out = balance(balancer.as_mut(), &problem, &mut vcores, setup.options, |_| {});
         converged += usize::from(out.converged);
         steps.push(out.steps as f64);
         ms.push(out.elapsed.as_secs_f64() * 1e3);
         max_avg.push(out.max_avg);
         migr.push(out.migrations as f64);
         if setup.compare_scratch {
-            let mut fresh = Cells::random(&problem, setup.seed.wrapping_add(1 + trial as u64));
+            let mut fresh = VCores::random(&problem, setup.seed.wrapping_add(1 + trial as u64));
             let mut b = methods::by_name(&setup.method)?;
             balance(b.as_mut(), &problem, &mut fresh, setup.options, |_| {});
             // The warm start moved `out.migrations` boxes away from `before`; a from-scratch

@@ -62,7 +62,7 @@ fn converge_all_prints_the_contract_fields_and_converges() {
                 "elapsed_ms"
             ])
         );
-        assert_eq!(r["method"], "pbs");
+        assert_eq!(r["method"], "power-cells");
         assert_eq!((r["nx"].as_u64(), r["ny"].as_u64(), r["vcores"].as_u64()), (Some(50), Some(50), Some(10)));
         assert_eq!(r["converged"], true, "{r}");
         assert!(r["max_avg"].as_f64().unwrap() <= 1.05 * r["lower_bound"].as_f64().unwrap());

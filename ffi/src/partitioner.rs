@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 use std::time::Instant;
 
-use pbs::{balance, methods, Balancer, Cells, Grid, Options, Problem};
+use pbs::{balance, methods, Balancer, Grid, Problem, StopRule, VCores};
 
 use crate::status::{guard, invalid, null, status, text, Status};
 
@@ -15,7 +15,7 @@ pub struct Partitioner {
     seed: u64,
     method: Box<dyn Balancer + Send>,
     /// `None` until the first balancing, which starts from random positions.
-    cells: Option<Cells>,
+    state: Option<VCores>,
 }
 
 /// How a balancing ended (`pbs_outcome` in `pbs.h`).
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn pbs_partitioner_new(
             // SAFETY: forwarded from the caller.
             let name = unsafe { text(method, "method") }?.unwrap_or(methods::DEFAULT);
             let method = methods::by_name(name)?;
-            Ok(Box::into_raw(Box::new(Partitioner { grid, vcores, seed, method, cells: None })))
+            Ok(Box::into_raw(Box::new(Partitioner { grid, vcores, seed, method, state: None })))
         },
     )
 }
@@ -102,10 +102,10 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         let loads = unsafe { std::slice::from_raw_parts(loads, n_loads) };
         let start = Instant::now();
         let problem = Problem::new(p.grid, loads, p.vcores)?;
-        let cells = p.cells.get_or_insert_with(|| Cells::random(&problem, p.seed));
-        let out = balance(p.method.as_mut(), &problem, cells, Options { max_steps, tol }, |_| {});
+        let state = p.state.get_or_insert_with(|| VCores::random(&problem, p.seed));
+        let out = balance(p.method.as_mut(), &problem, state, StopRule { max_steps, tol }, |_| {});
         // SAFETY: `owners` holds `n_loads` = grid.len() entries (checked by Problem::new).
-        unsafe { std::slice::from_raw_parts_mut(owners, n_loads) }.copy_from_slice(cells.owners());
+        unsafe { std::slice::from_raw_parts_mut(owners, n_loads) }.copy_from_slice(state.owners());
         // SAFETY: NULL or writable (caller's contract).
         if let Some(o) = unsafe { outcome.as_mut() } {
             *o = Outcome {
@@ -159,12 +159,12 @@ mod tests {
         let p = unsafe { pbs_partitioner_new(40, 30, 1, 6, std::ptr::null(), 7) };
         assert!(!p.is_null());
         // The same calls in Rust.
-        let mut method = methods::by_name("pbs").unwrap();
+        let mut method = methods::by_name("power-cells").unwrap();
         let problem = Problem::new(grid, &first, 6).unwrap();
-        let mut cells = Cells::random(&problem, 7);
+        let mut vcores = VCores::random(&problem, 7);
         for loads in [&first, &second] {
             let problem = Problem::new(grid, loads, 6).unwrap();
-            let want = balance(method.as_mut(), &problem, &mut cells, Options::default(), |_| {});
+            let want = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
             let mut owners = vec![u32::MAX; grid.len()];
             let mut out = Outcome::default();
             // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
@@ -172,7 +172,7 @@ mod tests {
                 pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
             };
             assert_eq!(s, Status::Ok, "{:?}", last_error());
-            assert_eq!(owners, cells.owners());
+            assert_eq!(owners, vcores.owners());
             assert_eq!((out.steps, out.converged == 1, out.max_avg), (want.steps, want.converged, want.max_avg));
             assert_eq!((out.edge_cut, out.migrations), (want.edge_cut, want.migrations));
             assert!(out.converged == 1 && out.max_avg <= 1.05 * out.lower_bound);
@@ -184,10 +184,10 @@ mod tests {
     #[test]
     fn bad_construction_returns_null_and_names_the_problem() {
         let cases: [(usize, usize, usize, usize, &std::ffi::CStr, &str); 5] = [
-            (0, 4, 1, 2, c"pbs", "empty grid"),
-            (65535, 65535, 1, 2, c"pbs", "out of memory: balancer state for 4294836225 boxes"),
-            (4, 4, 1, 0, c"pbs", "zero vCores"),
-            (2, 2, 1, 5, c"pbs", "5 vCores for 4 boxes"),
+            (0, 4, 1, 2, c"power-cells", "empty grid"),
+            (65535, 65535, 1, 2, c"power-cells", "out of memory: balancer state for 4294836225 boxes"),
+            (4, 4, 1, 0, c"power-cells", "zero vCores"),
+            (2, 2, 1, 5, c"power-cells", "5 vCores for 4 boxes"),
             (4, 4, 1, 2, c"metis", "metis"),
         ];
         for (nx, ny, nz, v, m, needle) in cases {

@@ -7,7 +7,7 @@ use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use pbs::{balance, methods, Cells, Grid, Options, Problem};
+use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_ffi::{IterationEnd, Outcome, PhaseStats, Status};
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
@@ -164,14 +164,14 @@ fn balance_c_gets_the_owners_of_the_rust_balancer() {
     let text = stdout(&run(&program, &[]));
     let lines: Vec<&str> = text.lines().collect();
     let grid = Grid::new(40, 30).unwrap();
-    let mut method = methods::by_name("pbs").unwrap();
+    let mut method = methods::by_name("power-cells").unwrap();
     let first = hot_spot(&grid, 30.0, 8.0);
-    let mut cells = Cells::random(&Problem::new(grid, &first, 6).unwrap(), 7);
+    let mut vcores = VCores::random(&Problem::new(grid, &first, 6).unwrap(), 7);
     for (line, (cx, cy)) in lines.iter().zip([(30.0, 8.0), (12.0, 20.0)]) {
         let loads = hot_spot(&grid, cx, cy);
         let out =
-            balance(method.as_mut(), &Problem::new(grid, &loads, 6).unwrap(), &mut cells, Options::default(), |_| {});
-        assert_eq!(field(line, "owners"), fnv_of_owners(cells.owners()), "{line}");
+            balance(method.as_mut(), &Problem::new(grid, &loads, 6).unwrap(), &mut vcores, StopRule::default(), |_| {});
+        assert_eq!(field(line, "owners"), fnv_of_owners(vcores.owners()), "{line}");
         assert_eq!(field(line, "steps"), out.steps.to_string(), "{line}");
         assert_eq!(field(line, "migrations"), out.migrations.to_string(), "{line}");
         assert_eq!(field(line, "converged"), "1", "{line}");

@@ -41,7 +41,7 @@ proptest! {
         tol_bits in any::<u64>(), plain_tol in any::<bool>(), max_steps in 0usize..60,
         scale in prop_oneof![Just(1.0), Just(1e-300), Just(1e300), Just(1e306)], corrupt in any::<bool>(),
     ) {
-        let m = name(&method, &["pbs", "paper-eq7", "paper-eq1"], pick);
+        let m = name(&method, &["power-cells", "paper-eq7", "paper-eq1"], pick);
         // SAFETY: a NUL-terminated method name.
         let p = unsafe { pbs_partitioner_new(nx, ny, nz, vcores, m.as_ptr() as *const c_char, 7) };
         if p.is_null() {

@@ -1,12 +1,12 @@
 //! The [`Balancer`] trait, in the spirit of coupe's `Partition`: every method moves the same
-//! [`Cells`] state, so any method can warm-start from any other's result, and one driver,
+//! [`VCores`] state, so any method can warm-start from any other's result, and one driver,
 //! [`balance`], runs them all to convergence with the same criterion and the same records.
 
 use std::time::{Duration, Instant};
 
-use crate::cells::Cells;
 use crate::metrics;
 use crate::problem::Problem;
+use crate::vcores::VCores;
 
 /// A load-balancing method over vCores and their cells.
 pub trait Balancer {
@@ -15,7 +15,7 @@ pub trait Balancer {
 
     /// Moves the vCores one step. On entry `cells` holds the assignment and charges of the
     /// current state for `problem`'s loads; on exit, those of the new state.
-    fn step(&mut self, problem: &Problem, cells: &mut Cells);
+    fn step(&mut self, problem: &Problem, vcores: &mut VCores);
 
     /// Forgets adaptive state carried between steps, so that a run depends only on its input.
     fn reset(&mut self) {}
@@ -29,21 +29,21 @@ pub trait Balancer {
     /// Called by [`balance`] when a run ends without converging, to leave `cells` in the
     /// method's best state rather than its last (a method that may worsen the balance on its
     /// way keeps its best). Does nothing by default: the paper's methods end where they stop.
-    fn finish(&mut self, _problem: &Problem, _cells: &mut Cells) {}
+    fn finish(&mut self, _problem: &Problem, _cells: &mut VCores) {}
 }
 
 /// When to stop.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Options {
+pub struct StopRule {
     /// Give up after this many steps.
     pub max_steps: usize,
     /// Converged when `max_avg ≤ (1 + tol) × lower_bound`.
     pub tol: f64,
 }
 
-impl Default for Options {
+impl Default for StopRule {
     fn default() -> Self {
-        Options { max_steps: 5000, tol: 0.05 }
+        StopRule { max_steps: 5000, tol: 0.05 }
     }
 }
 
@@ -91,8 +91,8 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// Whether `cells` meets the convergence criterion for `problem`.
-pub fn is_converged(problem: &Problem, cells: &Cells, tol: f64) -> bool {
-    cells.max_avg() <= (1.0 + tol) * problem.lower_bound()
+pub fn is_converged(problem: &Problem, vcores: &VCores, tol: f64) -> bool {
+    vcores.max_avg() <= (1.0 + tol) * problem.lower_bound()
 }
 
 /// Steps `balancer` from the state in `cells` until converged, stuck or `max_steps`, calling
@@ -102,60 +102,60 @@ pub fn is_converged(problem: &Problem, cells: &Cells, tol: f64) -> bool {
 /// last assigned, it is recharged first (a warm start: owners depend only on the vCores).
 ///
 /// ```
-/// use pbs::{balance, methods, Cells, Grid, Options, Problem};
+/// use pbs::{balance, methods, VCores, Grid, StopRule, Problem};
 /// let grid = Grid::new(50, 50).unwrap();
 /// let loads = pbs::loadmap::static_case(pbs::loadmap::Case::Disc, &grid, 0);
 /// let problem = Problem::new(grid, &loads, 10).unwrap();
-/// let mut cells = Cells::random(&problem, 1);
-/// let mut method = methods::by_name("pbs").unwrap();
-/// let out = balance(method.as_mut(), &problem, &mut cells, Options::default(), |_| {});
+/// let mut vcores = VCores::random(&problem, 1);
+/// let mut method = methods::by_name("power-cells").unwrap();
+/// let out = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
 /// assert!(out.converged && out.max_avg <= 1.05 * out.lower_bound);
-/// assert_eq!(cells.owners().len(), 2500); // the owner of every box
+/// assert_eq!(vcores.owners().len(), 2500); // the owner of every box
 /// ```
 pub fn balance(
     balancer: &mut dyn Balancer,
     problem: &Problem,
-    cells: &mut Cells,
-    options: Options,
+    vcores: &mut VCores,
+    options: StopRule,
     mut on_step: impl FnMut(&StepRecord),
 ) -> Outcome {
     let start = Instant::now();
     balancer.reset();
-    cells.recharge(problem);
-    let initial: Vec<u32> = cells.owners().to_vec();
+    vcores.recharge(problem);
+    let initial: Vec<u32> = vcores.owners().to_vec();
     let mut previous = initial.clone();
     let mut steps = 0;
-    let record = |steps, cells: &Cells, migrations| {
-        let (dol_max, dol_min) = metrics::dol_extremes(cells.charges());
-        StepRecord { step: steps, max_avg: cells.max_avg(), dol_max, dol_min, migrations }
+    let record = |steps, vcores: &VCores, migrations| {
+        let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
+        StepRecord { step: steps, max_avg: vcores.max_avg(), dol_max, dol_min, migrations }
     };
-    on_step(&record(0, cells, 0));
-    let mut converged = is_converged(problem, cells, options.tol);
+    on_step(&record(0, vcores, 0));
+    let mut converged = is_converged(problem, vcores, options.tol);
     while !converged && steps < options.max_steps {
-        balancer.step(problem, cells);
+        balancer.step(problem, vcores);
         steps += 1;
-        let moved = metrics::migrations(&previous, cells.owners());
-        previous.copy_from_slice(cells.owners());
-        on_step(&record(steps, cells, moved));
-        converged = is_converged(problem, cells, options.tol);
+        let moved = metrics::migrations(&previous, vcores.owners());
+        previous.copy_from_slice(vcores.owners());
+        on_step(&record(steps, vcores, moved));
+        converged = is_converged(problem, vcores, options.tol);
         if !converged && balancer.is_stuck() {
             break;
         }
     }
     if !converged {
-        balancer.finish(problem, cells);
+        balancer.finish(problem, vcores);
     }
     let elapsed = start.elapsed();
-    let (dol_max, dol_min) = metrics::dol_extremes(cells.charges());
+    let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
     Outcome {
         steps,
         converged,
-        max_avg: cells.max_avg(),
+        max_avg: vcores.max_avg(),
         lower_bound: problem.lower_bound(),
         dol_max,
         dol_min,
-        edge_cut: metrics::edge_cut(problem.grid(), cells.owners()),
-        migrations: metrics::migrations(&initial, cells.owners()),
+        edge_cut: metrics::edge_cut(problem.grid(), vcores.owners()),
+        migrations: metrics::migrations(&initial, vcores.owners()),
         elapsed,
     }
 }

@@ -10,7 +10,7 @@
 //! (a slice of `f64` loads, one per box) and plain data comes out (a slice of owner ids).
 //!
 //! ```
-//! use pbs::{balance, methods, Cells, Grid, Options, Problem};
+//! use pbs::{balance, methods, VCores, Grid, StopRule, Problem};
 //!
 //! let grid = Grid::new(80, 40)?;
 //! // Measured box times from your code; here a hot spot on a light background.
@@ -18,17 +18,17 @@
 //!     .map(|k| { let c = grid.centre(k); 1.0 + 50.0 * (-((c[0] - 60.0).powi(2) + (c[1] - 10.0).powi(2)) / 30.0).exp() })
 //!     .collect();
 //! let problem = Problem::new(grid, &loads, 8)?;
-//! let mut cells = Cells::random(&problem, 42);
-//! let mut method = methods::by_name("pbs")?;
-//! let outcome = balance(method.as_mut(), &problem, &mut cells, Options::default(), |_| {});
+//! let mut vcores = VCores::random(&problem, 42);
+//! let mut method = methods::by_name("power-cells")?;
+//! let outcome = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
 //! assert!(outcome.converged && outcome.max_avg <= 1.05 * outcome.lower_bound);
-//! let owner_of_box_0 = cells.owners()[0];
+//! let owner_of_box_0 = vcores.owners()[0];
 //! # let _ = owner_of_box_0;
 //!
 //! // Next iteration: new loads, warm start from the same cells.
 //! let loads2: Vec<f64> = loads.iter().enumerate().map(|(k, q)| q * (1.0 + 0.1 * (k % 7) as f64)).collect();
 //! let problem2 = Problem::new(grid, &loads2, 8)?;
-//! let again = balance(method.as_mut(), &problem2, &mut cells, Options::default(), |_| {});
+//! let again = balance(method.as_mut(), &problem2, &mut vcores, StopRule::default(), |_| {});
 //! assert!(again.converged);
 //! # Ok::<(), pbs::Error>(())
 //! ```
@@ -43,7 +43,6 @@
 
 pub mod assign;
 pub mod balancer;
-pub mod cells;
 pub mod error;
 pub mod forces;
 pub mod grid;
@@ -53,9 +52,10 @@ pub mod methods;
 pub mod metrics;
 pub mod problem;
 pub mod rng;
+pub mod vcores;
 
-pub use balancer::{balance, is_converged, Balancer, Options, Outcome, StepRecord};
-pub use cells::Cells;
+pub use balancer::{balance, is_converged, Balancer, Outcome, StepRecord, StopRule};
 pub use error::{check_memory, Error, Result, BALANCER_BYTES_PER_BOX};
 pub use grid::{Grid, Point};
 pub use problem::Problem;
+pub use vcores::VCores;

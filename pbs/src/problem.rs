@@ -156,17 +156,17 @@ mod tests {
 
     #[test]
     fn extreme_scales_balance_like_scale_one() {
-        use crate::{balance, methods, Cells, Options};
+        use crate::{balance, methods, StopRule, VCores};
         let g = Grid::new(24, 16).unwrap();
         let base: Vec<f64> = (0..g.len()).map(|k| 1.0 + ((k * 7919) % 13) as f64).collect();
         let run = |scale: f64| {
             let loads: Vec<f64> = base.iter().map(|q| q * scale).collect();
             let p = Problem::new(g, &loads, 6).unwrap();
             assert!(p.total().is_finite() && p.total() > 0.0, "scale {scale:e}: total {}", p.total());
-            let mut cells = Cells::random(&p, 3);
+            let mut vcores = VCores::random(&p, 3);
             let mut m = methods::by_name(methods::DEFAULT).unwrap();
-            let out = balance(m.as_mut(), &p, &mut cells, Options::default(), |_| {});
-            (cells.owners().to_vec(), out.max_avg, out.converged)
+            let out = balance(m.as_mut(), &p, &mut vcores, StopRule::default(), |_| {});
+            (vcores.owners().to_vec(), out.max_avg, out.converged)
         };
         let one = run(1.0);
         assert!(one.2 && one.1 > 0.99, "{:?}", (one.1, one.2));

@@ -2,7 +2,7 @@
 
 use pbs::assign::{assign, assign_brute, Assignment};
 use pbs::forces::{add_pair_forces, ForceLaw};
-use pbs::{balance, methods, metrics, Cells, Grid, Options, Point, Problem};
+use pbs::{balance, methods, metrics, Grid, Point, Problem, StopRule, VCores};
 use proptest::prelude::*;
 
 /// A grid, loads (with exact zeros and a few heavy boxes) and a vCore count.
@@ -75,24 +75,24 @@ proptest! {
         method in prop::sample::select(methods::NAMES.to_vec()),
     ) {
         let problem = Problem::new(grid, &loads, n).unwrap();
-        let mut cells = Cells::random(&problem, seed);
+        let mut vcores = VCores::random(&problem, seed);
         let mut m = methods::by_name(method).unwrap();
-        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 30, tol: 0.05 }, |_| {});
-        prop_assert_eq!(cells.owners().len(), grid.len());
-        prop_assert!(cells.owners().iter().all(|&o| (o as usize) < n));
+        let out = balance(m.as_mut(), &problem, &mut vcores, StopRule { max_steps: 30, tol: 0.05 }, |_| {});
+        prop_assert_eq!(vcores.owners().len(), grid.len());
+        prop_assert!(vcores.owners().iter().all(|&o| (o as usize) < n));
         // Each box belongs to exactly the vCore the definition names: argmin of the power
         // distance, ties to the lowest index (recomputed by brute force from the final state).
         let mut oracle = Assignment::default();
-        assign_brute(&grid, cells.positions(), cells.weights(), &mut oracle);
-        prop_assert_eq!(cells.owners(), &oracle.owner[..]);
-        let recomputed = metrics::charges(cells.owners(), &loads, n);
-        prop_assert_eq!(&recomputed, &cells.charges().to_vec());
-        let sum: f64 = cells.charges().iter().sum();
+        assign_brute(&grid, vcores.positions(), vcores.weights(), &mut oracle);
+        prop_assert_eq!(vcores.owners(), &oracle.owner[..]);
+        let recomputed = metrics::charges(vcores.owners(), &loads, n);
+        prop_assert_eq!(&recomputed, &vcores.charges().to_vec());
+        let sum: f64 = vcores.charges().iter().sum();
         prop_assert!((sum - problem.total()).abs() <= 1e-9 * problem.total().max(1.0), "{} vs {}", sum, problem.total());
         prop_assert!(out.max_avg.is_finite() && out.max_avg >= 1.0 - 1e-12);
         prop_assert!(out.max_avg >= out.lower_bound * (1.0 - 1e-12), "below the lower bound: {:?}", out);
-        prop_assert!(cells.positions().iter().flatten().all(|v| v.is_finite()));
-        prop_assert!(cells.weights().iter().all(|v| v.is_finite()));
+        prop_assert!(vcores.positions().iter().flatten().all(|v| v.is_finite()));
+        prop_assert!(vcores.weights().iter().all(|v| v.is_finite()));
     }
 
     /// Coincident vCores never produce NaN or infinity, in the forces or in a full step.
@@ -111,11 +111,11 @@ proptest! {
         let grid = Grid::new(8, 8).unwrap();
         let loads: Vec<f64> = (0..64).map(|k| (k % 5) as f64).collect();
         let problem = Problem::new(grid, &loads, n).unwrap();
-        let mut cells = Cells::new(&problem, same, vec![0.0; n]).unwrap();
+        let mut vcores = VCores::new(&problem, same, vec![0.0; n]).unwrap();
         let mut m = methods::by_name(method).unwrap();
-        let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 20, tol: 0.05 }, |_| {});
+        let out = balance(m.as_mut(), &problem, &mut vcores, StopRule { max_steps: 20, tol: 0.05 }, |_| {});
         prop_assert!(out.max_avg.is_finite());
-        prop_assert!(cells.positions().iter().flatten().all(|v| v.is_finite()));
+        prop_assert!(vcores.positions().iter().flatten().all(|v| v.is_finite()));
     }
 
     /// The same input and seed give the same result, bit for bit.
@@ -123,10 +123,10 @@ proptest! {
     fn same_seed_same_result((grid, loads, n) in problem_strategy(), seed in 0u64..1000) {
         let problem = Problem::new(grid, &loads, n).unwrap();
         let run = || {
-            let mut cells = Cells::random(&problem, seed);
-            let mut m = methods::by_name("pbs").unwrap();
-            let out = balance(m.as_mut(), &problem, &mut cells, Options { max_steps: 50, tol: 0.05 }, |_| {});
-            (cells.owners().to_vec(), cells.positions().to_vec(), cells.weights().to_vec(), out.steps, out.max_avg)
+            let mut vcores = VCores::random(&problem, seed);
+            let mut m = methods::by_name("power-cells").unwrap();
+            let out = balance(m.as_mut(), &problem, &mut vcores, StopRule { max_steps: 50, tol: 0.05 }, |_| {});
+            (vcores.owners().to_vec(), vcores.positions().to_vec(), vcores.weights().to_vec(), out.steps, out.max_avg)
         };
         prop_assert_eq!(run(), run());
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pbs::loadmap::PerlinMap;
-use pbs::{balance, methods, Cells, Grid, Options, Problem};
+use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::pool::Pool;
 
 /// Transitions per case; each is balanced once alone and once with the pool.
@@ -37,21 +37,21 @@ fn main() {
             let mut map = PerlinMap { seed: 7, frequency: 1.5, octaves: 3, contrast: 4.0, ..Default::default() };
             let loads = map.loads(&grid);
             let problem = Problem::new(grid, &loads, v).expect("valid loads");
-            let mut cells = Cells::random(&problem, 1);
-            let mut method = methods::by_name("pbs").expect("the default method");
-            let opts = Options { max_steps: 20, tol: 0.02 };
-            balance(method.as_mut(), &problem, &mut cells, Options { max_steps: 200, ..opts }, |_| {});
+            let mut vcores = VCores::random(&problem, 1);
+            let mut method = methods::by_name("power-cells").expect("the default method");
+            let opts = StopRule { max_steps: 20, tol: 0.02 };
+            balance(method.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, ..opts }, |_| {});
             let (mut alone, mut shared, mut steps) = (Vec::new(), Vec::new(), Vec::new());
             for i in 0..TRANSITIONS {
                 map.offset[0] += 2.0;
                 let loads = map.loads(&grid);
                 let problem = Problem::new(grid, &loads, v).expect("valid loads");
-                let mut serial = cells.clone();
+                let mut serial = vcores.clone();
                 // Alternate which goes first, so that neither always finds the caches warm.
                 let order = if i % 2 == 0 { [false, true] } else { [true, false] };
                 for with_pool in order {
                     let (problem, target) = if with_pool {
-                        (problem.clone().with_workers(&pool), &mut cells)
+                        (problem.clone().with_workers(&pool), &mut vcores)
                     } else {
                         (problem.clone(), &mut serial)
                     };
@@ -65,7 +65,7 @@ fn main() {
                         alone.push(us);
                     }
                 }
-                assert_eq!(serial.owners(), cells.owners(), "the pool changed the result");
+                assert_eq!(serial.owners(), vcores.owners(), "the pool changed the result");
             }
             let median = |mut v: Vec<f64>| {
                 v.sort_by(f64::total_cmp);

@@ -1,7 +1,7 @@
 //! NUMA-aware placement on a synthetic two-socket machine.
 
 use pbs::loadmap::PerlinMap;
-use pbs::{balance, methods, Cells, Grid, Options, Problem};
+use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::placement::{nodes_are_contiguous, numa_positions};
 use pbs_scheduler::topology::Topology;
 
@@ -16,17 +16,17 @@ fn threads_of_a_numa_node_own_one_contiguous_region() {
         let grid = Grid::new(nx, ny).unwrap();
         let uniform = vec![1.0; grid.len()];
         let problem = Problem::new(grid, &uniform, 8).unwrap();
-        let mut cells = Cells::new(&problem, numa_positions(&grid, &numa), vec![0.0; 8]).unwrap();
-        let mut m = methods::by_name("pbs").unwrap();
-        let out = balance(m.as_mut(), &problem, &mut cells, Options::default(), |_| {});
+        let mut vcores = VCores::new(&problem, numa_positions(&grid, &numa), vec![0.0; 8]).unwrap();
+        let mut m = methods::by_name("power-cells").unwrap();
+        let out = balance(m.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
         assert!(out.converged);
-        assert!(nodes_are_contiguous(&grid, cells.owners(), &numa), "{nx}x{ny} uniform");
+        assert!(nodes_are_contiguous(&grid, vcores.owners(), &numa), "{nx}x{ny} uniform");
         for seed in 1..4 {
             let loads = PerlinMap::with_seed(seed).loads(&grid);
             let p = Problem::new(grid, &loads, 8).unwrap();
-            let out = balance(m.as_mut(), &p, &mut cells, Options::default(), |_| {});
+            let out = balance(m.as_mut(), &p, &mut vcores, StopRule::default(), |_| {});
             assert!(out.converged, "{nx}x{ny} seed {seed}: {out:?}");
-            assert!(nodes_are_contiguous(&grid, cells.owners(), &numa), "{nx}x{ny} Perlin seed {seed}");
+            assert!(nodes_are_contiguous(&grid, vcores.owners(), &numa), "{nx}x{ny} Perlin seed {seed}");
         }
     }
 }

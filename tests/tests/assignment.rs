@@ -21,7 +21,7 @@ fn fast_equals_brute_at_72_and_1000_vcores_on_150x150() {
 #[test]
 fn a_balancing_shared_with_the_pool_ends_where_one_alone_does() {
     use pbs::loadmap::PerlinMap;
-    use pbs::{balance, methods, Cells, Options, Problem};
+    use pbs::{balance, methods, Problem, StopRule, VCores};
     use pbs_scheduler::pool::Pool;
     use std::sync::Arc;
 
@@ -31,14 +31,14 @@ fn a_balancing_shared_with_the_pool_ends_where_one_alone_does() {
         let mut map = PerlinMap::with_seed(vcores as u32);
         let loads = map.loads(&grid);
         let problem = Problem::new(grid, &loads, vcores).unwrap();
-        let (mut alone, mut shared) = (Cells::random(&problem, 3), Cells::random(&problem, 3));
-        let (mut m1, mut m2) = (methods::by_name("pbs").unwrap(), methods::by_name("pbs").unwrap());
+        let (mut alone, mut shared) = (VCores::random(&problem, 3), VCores::random(&problem, 3));
+        let (mut m1, mut m2) = (methods::by_name("power-cells").unwrap(), methods::by_name("power-cells").unwrap());
         // A first balancing from random vCores, then warm-started transitions.
         for transition in 0..4 {
             map.offset[0] += 1.5;
             let loads = map.loads(&grid);
             let problem = Problem::new(grid, &loads, vcores).unwrap();
-            let opts = Options { max_steps: 30, tol: 0.02 };
+            let opts = StopRule { max_steps: 30, tol: 0.02 };
             let (mut trace1, mut trace2) = (Vec::new(), Vec::new());
             let a = balance(m1.as_mut(), &problem, &mut alone, opts, |r| trace1.push(r.max_avg));
             let b = balance(m2.as_mut(), &problem.clone().with_workers(&pool), &mut shared, opts, |r| {

@@ -2,13 +2,13 @@
 //! and our implementation of the paper's eq. 7 reproduces the paper's failure on the line.
 
 use pbs::loadmap::{static_case, Case, PerlinMap};
-use pbs::{balance, methods, Cells, Grid, Options, Problem};
+use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 
 fn run(method: &str, grid: Grid, loads: &[f64], vcores: usize, max_steps: usize) -> pbs::Outcome {
     let problem = Problem::new(grid, loads, vcores).unwrap();
-    let mut cells = Cells::random(&problem, 1);
+    let mut vcores = VCores::random(&problem, 1);
     let mut m = methods::by_name(method).unwrap();
-    balance(m.as_mut(), &problem, &mut cells, Options { max_steps, tol: 0.05 }, |_| {})
+    balance(m.as_mut(), &problem, &mut vcores, StopRule { max_steps, tol: 0.05 }, |_| {})
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Load maps of shapes the paper never named, through the CSV path a user would take.
 
 use pbs::loadmap::{parse_csv, to_csv};
-use pbs::{balance, methods, Cells, Options, Problem};
+use pbs::{balance, methods, Problem, StopRule, VCores};
 use pbs_bench::shapes;
 
 fn balance_csv(name: &str, vcores: usize) -> (pbs::Outcome, usize) {
@@ -14,10 +14,10 @@ fn balance_csv_from(name: &str, vcores: usize, seed: u64) -> (pbs::Outcome, usiz
     let (grid, loads) = parse_csv(&to_csv(&shape.grid, &shape.loads)).unwrap();
     assert_eq!(grid, shape.grid);
     let problem = Problem::new(grid, &loads, vcores).unwrap();
-    let mut cells = Cells::random(&problem, seed);
+    let mut vcores = VCores::random(&problem, seed);
     let mut m = methods::by_name(methods::DEFAULT).unwrap();
     let max_steps = 1000;
-    (balance(m.as_mut(), &problem, &mut cells, Options { max_steps, tol: 0.05 }, |_| {}), max_steps)
+    (balance(m.as_mut(), &problem, &mut vcores, StopRule { max_steps, tol: 0.05 }, |_| {}), max_steps)
 }
 
 #[test]

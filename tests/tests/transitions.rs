@@ -4,7 +4,7 @@
 use pbs_bench::transitions::{run, Kind, Setup};
 
 fn setup(kind: Kind, vcores: usize, side: usize, trials: usize) -> Setup {
-    Setup::square(kind, "pbs", side, vcores, trials)
+    Setup::square(kind, "power-cells", side, vcores, trials)
 }
 
 /// Table 1: the paper averaged 432.7 steps per rough transition and 5.238 per smooth one.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use pbs::loadmap::{self, Case, PerlinMap};
-use pbs::{metrics, Balancer, Cells, Grid, Problem, StepRecord};
+use pbs::{metrics, Balancer, Grid, Problem, StepRecord, VCores};
 
 use crate::runner::{Command, Simulation};
 use crate::scene::{Scene, SceneKind};
@@ -85,7 +85,7 @@ impl Default for Settings {
     }
 }
 
-/// Converged when `max_avg ≤ (1 + TOL) × lower bound`, as `pbs::Options::default()`.
+/// Converged when `max_avg ≤ (1 + TOL) × lower bound`, as `pbs::StopRule::default()`.
 const TOL: f64 = 0.05;
 
 /// The running simulation.
@@ -97,7 +97,7 @@ pub struct Model {
     loads: Vec<f64>,
     perlin: Option<PerlinMap>,
     method: Box<dyn Balancer + Send>,
-    cells: Cells,
+    vcores: VCores,
     history: Vec<StepRecord>,
     arrows: Vec<[f64; 2]>,
 }
@@ -132,7 +132,7 @@ impl Model {
             return Err("the simulator shows 2D grids only".into());
         }
         let problem = Problem::new(grid, &base, settings.vcores).map_err(|e| e.to_string())?;
-        let cells = Cells::random(&problem, settings.seed);
+        let vcores = VCores::random(&problem, settings.seed);
         let mut model = Model {
             painted: vec![0.0; grid.len()],
             loads: base.clone(),
@@ -140,7 +140,7 @@ impl Model {
             grid,
             perlin,
             method,
-            cells,
+            vcores,
             history: Vec::new(),
             arrows: Vec::new(),
             settings,
@@ -155,8 +155,8 @@ impl Model {
     }
 
     /// The vCores and their cells.
-    pub fn cells(&self) -> &Cells {
-        &self.cells
+    pub fn vcores(&self) -> &VCores {
+        &self.vcores
     }
 
     /// The current loads (source plus paint).
@@ -171,17 +171,17 @@ impl Model {
 
     /// Whether the current state meets the convergence criterion.
     pub fn converged(&self) -> bool {
-        self.cells.max_avg() <= (1.0 + TOL) * self.problem().lower_bound()
+        self.vcores.max_avg() <= (1.0 + TOL) * self.problem().lower_bound()
     }
 
     fn problem(&self) -> Problem<'_> {
-        Problem::new(self.grid, &self.loads, self.cells.len()).expect("loads and vCore count were validated")
+        Problem::new(self.grid, &self.loads, self.vcores.len()).expect("loads and vCore count were validated")
     }
 
     fn record(&mut self, migrations: usize) {
-        let (dol_max, dol_min) = metrics::dol_extremes(self.cells.charges());
+        let (dol_max, dol_min) = metrics::dol_extremes(self.vcores.charges());
         let step = self.history.len();
-        self.history.push(StepRecord { step, max_avg: self.cells.max_avg(), dol_max, dol_min, migrations });
+        self.history.push(StepRecord { step, max_avg: self.vcores.max_avg(), dol_max, dol_min, migrations });
     }
 
     /// Rebuilds the loads from the source and the paint, and recharges the cells.
@@ -192,21 +192,21 @@ impl Model {
         // New loads start a new balancing problem: the method's adaptive state (step sizes,
         // stuck detection) belongs to the old one, as in `pbs::balance`.
         self.method.reset();
-        let problem = Problem::new(self.grid, &self.loads, self.cells.len()).map_err(|e| e.to_string())?;
-        self.cells.recharge(&problem);
+        let problem = Problem::new(self.grid, &self.loads, self.vcores.len()).map_err(|e| e.to_string())?;
+        self.vcores.recharge(&problem);
         Ok(())
     }
 
     /// One balancer step, with the step fraction applied; records it.
     pub fn step(&mut self) {
-        let before_owners = self.cells.owners().to_vec();
-        let before_pos = self.cells.positions().to_vec();
-        let before_w = self.cells.weights().to_vec();
-        let problem = Problem::new(self.grid, &self.loads, self.cells.len()).expect("validated");
-        self.method.step(&problem, &mut self.cells);
+        let before_owners = self.vcores.owners().to_vec();
+        let before_pos = self.vcores.positions().to_vec();
+        let before_w = self.vcores.weights().to_vec();
+        let problem = Problem::new(self.grid, &self.loads, self.vcores.len()).expect("validated");
+        self.method.step(&problem, &mut self.vcores);
         let f = self.settings.step_fraction;
         if f < 1.0 {
-            self.cells.update(&problem, |pos, w| {
+            self.vcores.update(&problem, |pos, w| {
                 for (p, b) in pos.iter_mut().zip(&before_pos) {
                     for d in 0..3 {
                         p[d] = b[d] + f * (p[d] - b[d]);
@@ -217,34 +217,35 @@ impl Model {
                 }
             });
         }
-        self.arrows = self.cells.positions().iter().zip(&before_pos).map(|(a, b)| [a[0] - b[0], a[1] - b[1]]).collect();
-        let moved = metrics::migrations(&before_owners, self.cells.owners());
+        self.arrows =
+            self.vcores.positions().iter().zip(&before_pos).map(|(a, b)| [a[0] - b[0], a[1] - b[1]]).collect();
+        let moved = metrics::migrations(&before_owners, self.vcores.owners());
         self.record(moved);
     }
 
     /// A new vCore at `p`, splitting the cell it lands in (it takes that cell's weight).
     fn add_vcore(&mut self, p: [f64; 2]) -> Result<(), String> {
         let k = self.grid_box_at(p).ok_or_else(|| format!("({:.1}, {:.1}) is outside the domain", p[0], p[1]))?;
-        let host = self.cells.owners()[k] as usize;
-        let mut positions = self.cells.positions().to_vec();
-        let mut weights = self.cells.weights().to_vec();
+        let host = self.vcores.owners()[k] as usize;
+        let mut positions = self.vcores.positions().to_vec();
+        let mut weights = self.vcores.weights().to_vec();
         positions.push([p[0], p[1], 0.5]);
         weights.push(weights[host]);
         let problem = Problem::new(self.grid, &self.loads, positions.len()).map_err(|e| e.to_string())?;
-        self.cells = Cells::new(&problem, positions, weights).map_err(|e| e.to_string())?;
-        self.settings.vcores = self.cells.len();
+        self.vcores = VCores::new(&problem, positions, weights).map_err(|e| e.to_string())?;
+        self.settings.vcores = self.vcores.len();
         self.method.reset();
         self.arrows.clear();
         Ok(())
     }
 
     fn move_vcore(&mut self, i: usize, p: [f64; 2]) -> Result<(), String> {
-        if i >= self.cells.len() {
-            return Err(format!("no vCore {i}: there are {}", self.cells.len()));
+        if i >= self.vcores.len() {
+            return Err(format!("no vCore {i}: there are {}", self.vcores.len()));
         }
-        let problem = Problem::new(self.grid, &self.loads, self.cells.len()).expect("validated");
+        let problem = Problem::new(self.grid, &self.loads, self.vcores.len()).expect("validated");
         // Clamped into the domain by `update`.
-        self.cells.update(&problem, |pos, _| pos[i] = [p[0], p[1], pos[i][2]]);
+        self.vcores.update(&problem, |pos, _| pos[i] = [p[0], p[1], pos[i][2]]);
         self.method.reset();
         Ok(())
     }
@@ -338,17 +339,17 @@ impl Simulation for Model {
             kind: SceneKind::Balancer,
             grid: self.grid,
             loads: self.loads.clone(),
-            owners: self.cells.owners().to_vec(),
-            markers: self.cells.positions().iter().map(|p| [p[0], p[1]]).collect(),
+            owners: self.vcores.owners().to_vec(),
+            markers: self.vcores.positions().iter().map(|p| [p[0], p[1]]).collect(),
             arrows: self.arrows.clone(),
             history: crate::scene::recent(&self.history),
-            bars: self.cells.charges().to_vec(),
+            bars: self.vcores.charges().to_vec(),
             bars_label: "charge per vCore",
             status: format!(
                 "{} · step {} · max_avg {:.4} (bound {:.4}) · {}",
                 self.settings.method,
                 self.history.len() - 1,
-                self.cells.max_avg(),
+                self.vcores.max_avg(),
                 self.problem().lower_bound(),
                 if self.converged() { "converged" } else { "balancing" }
             ),
@@ -375,7 +376,7 @@ mod tests {
         assert!(m.converged());
         assert_eq!(m.history().len(), ticks + 1);
         let s = m.scene();
-        assert_eq!(s.owners, m.cells().owners());
+        assert_eq!(s.owners, m.vcores().owners());
         assert_eq!(s.markers.len(), 6);
         assert!((s.bars.iter().sum::<f64>() - m.loads().iter().sum::<f64>()).abs() < 1e-6);
     }
@@ -387,7 +388,7 @@ mod tests {
             for _ in 0..5 {
                 m.tick().unwrap();
             }
-            (m.cells().owners().to_vec(), m.history().to_vec())
+            (m.vcores().owners().to_vec(), m.history().to_vec())
         };
         assert_eq!(run(), run());
     }
@@ -406,10 +407,10 @@ mod tests {
     fn vcores_can_be_added_moved_and_load_painted() {
         let mut m = Model::new(small()).unwrap();
         m.apply(Command::AddVCore([10.5, 10.5])).unwrap();
-        assert_eq!(m.cells().len(), 7);
+        assert_eq!(m.vcores().len(), 7);
         assert_eq!(m.scene().markers[6], [10.5, 10.5]);
         let k = Grid::new(40, 30).unwrap().index(10, 10, 0);
-        assert_eq!(m.cells().owners()[k], 6, "the new vCore owns the box it was put on");
+        assert_eq!(m.vcores().owners()[k], 6, "the new vCore owns the box it was put on");
         m.apply(Command::MoveVCore(6, [30.25, 5.75])).unwrap();
         assert_eq!(m.scene().markers[6], [30.25, 5.75]);
         let before: f64 = m.loads().iter().sum();
@@ -420,7 +421,7 @@ mod tests {
         assert!(m.loads().iter().all(|q| *q >= 0.0), "erasing never makes a load negative");
         m.apply(Command::ClearPaint).unwrap();
         assert!((m.loads().iter().sum::<f64>() - before).abs() < 1e-9);
-        assert!((m.cells().charges().iter().sum::<f64>() - before).abs() < 1e-6);
+        assert!((m.vcores().charges().iter().sum::<f64>() - before).abs() < 1e-6);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use pbs::Options;
+use pbs::StopRule;
 use pbs_bench::{converge, matrix, paper, progress, run, scaling, shapes, transitions};
 
 #[derive(Parser)]
@@ -71,11 +71,11 @@ struct Setting {
 }
 
 impl Setting {
-    fn options(&self) -> Result<Options, String> {
+    fn options(&self) -> Result<StopRule, String> {
         if !(self.tol.is_finite() && self.tol >= 0.0) {
             return Err(format!("--tol must be finite and ≥ 0, got {}", self.tol));
         }
-        Ok(Options { max_steps: self.max_steps, tol: self.tol })
+        Ok(StopRule { max_steps: self.max_steps, tol: self.tol })
     }
 }
 

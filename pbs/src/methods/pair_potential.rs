@@ -5,10 +5,10 @@
 //! every step so that the largest displacement is `step_fraction` of a box.
 
 use crate::balancer::Balancer;
-use crate::cells::Cells;
 use crate::forces::{add_pair_forces, add_task_attraction, ForceLaw};
 use crate::grid::Point;
 use crate::problem::Problem;
+use crate::vcores::VCores;
 
 /// Pair-potential steepest descent on Voronoi cells (weights stay as they are).
 #[derive(Debug, Clone)]
@@ -36,19 +36,19 @@ impl Balancer for PairPotential {
         &self.name
     }
 
-    fn step(&mut self, problem: &Problem, cells: &mut Cells) {
-        let n = cells.len();
+    fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
+        let n = vcores.len();
         self.forces.clear();
         self.forces.resize(n, [0.0; 3]);
         let mean = problem.mean();
-        add_pair_forces(self.law, cells.positions(), cells.charges(), mean, &mut self.forces);
+        add_pair_forces(self.law, vcores.positions(), vcores.charges(), mean, &mut self.forces);
         if self.attraction != 0.0 {
             let (grid, loads) = (problem.grid(), problem.loads());
             add_task_attraction(
                 grid,
                 loads,
-                cells.owners(),
-                cells.positions(),
+                vcores.owners(),
+                vcores.positions(),
                 mean,
                 self.attraction,
                 &mut self.forces,
@@ -60,7 +60,7 @@ impl Balancer for PairPotential {
         }
         let k = self.step_fraction / largest;
         let forces = &self.forces;
-        cells.update(problem, |positions, _| {
+        vcores.update(problem, |positions, _| {
             for (x, f) in positions.iter_mut().zip(forces) {
                 for a in 0..3 {
                     x[a] += k * f[a];

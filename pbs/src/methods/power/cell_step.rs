@@ -3,19 +3,19 @@
 
 use super::PowerCells;
 use crate::assign::NONE;
-use crate::cells::Cells;
 use crate::grid::dist2;
 use crate::problem::Problem;
+use crate::vcores::VCores;
 
 impl PowerCells {
     /// Per-cell weight shift that sheds (or captures) exactly the cell's excess (deficit).
-    pub(super) fn cell_direction(&mut self, problem: &Problem, cells: &Cells) {
-        let n = cells.len();
+    pub(super) fn cell_direction(&mut self, problem: &Problem, vcores: &VCores) {
+        let n = vcores.len();
         let loads = problem.loads();
-        let a = cells.assignment();
-        let excess: Vec<f64> = cells.charges().iter().zip(&self.capacity).map(|(q, c)| q - c).collect();
-        self.lists.resize_with(n, Vec::new);
-        for l in &mut self.lists {
+        let a = vcores.assignment();
+        let excess: Vec<f64> = vcores.charges().iter().zip(&self.run.capacity).map(|(q, c)| q - c).collect();
+        self.scratch.lists.resize_with(n, Vec::new);
+        for l in &mut self.scratch.lists {
             l.clear();
         }
         for (k, &q) in loads.iter().enumerate() {
@@ -23,31 +23,31 @@ impl PowerCells {
                 continue;
             }
             let (o, s, gap) = (a.owner[k] as usize, a.second[k] as usize, a.gap[k]);
-            if excess[o] > 0.0 && self.keep[o] != k {
-                self.lists[o].push((gap, q));
+            if excess[o] > 0.0 && self.run.giant_of[o] != k {
+                self.scratch.lists[o].push((gap, q));
             }
-            if excess[s] < 0.0 && !self.pinned[k] {
-                self.lists[s].push((gap, q));
+            if excess[s] < 0.0 && !self.run.held[k] {
+                self.scratch.lists[s].push((gap, q));
             }
         }
-        self.direction.clear();
-        self.direction.resize(n, 0.0);
+        self.scratch.direction.clear();
+        self.scratch.direction.resize(n, 0.0);
         for (i, &e) in excess.iter().enumerate() {
             let want = e.abs();
             if want == 0.0 {
                 continue;
             }
-            let list = &mut self.lists[i];
+            let list = &mut self.scratch.lists[i];
             let shift = if list.is_empty() {
                 if e > 0.0 {
                     continue; // nothing it may shed: it holds only its giant box
                 }
-                capture_distance(problem, cells, i, &self.pinned)
+                capture_distance(problem, vcores, i, &self.run.held)
             } else {
                 threshold_for(list, want)
             };
             let sign = if e > 0.0 { -1.0 } else { 1.0 };
-            self.direction[i] = sign * self.damping * shift;
+            self.scratch.direction[i] = sign * self.settings.damping * shift;
         }
     }
 }
@@ -91,14 +91,14 @@ fn threshold_for(list: &mut [(f64, f64)], want: f64) -> f64 {
     just_past(list.last().map_or(0.0, |x| x.0))
 }
 
-/// Weight increase that lets vCore `i` capture its nearest loaded box that is not pinned (used
+/// Weight increase that lets vCore `i` capture its nearest loaded box that no vCore holds (used
 /// when it is second best for no loaded box, e.g. an empty cell far from the load).
-pub(super) fn capture_distance(problem: &Problem, cells: &Cells, i: usize, pinned: &[bool]) -> f64 {
-    let (grid, loads, a) = (problem.grid(), problem.loads(), cells.assignment());
-    let (x, w) = (cells.positions()[i], cells.weights()[i]);
+pub(super) fn capture_distance(problem: &Problem, vcores: &VCores, i: usize, held: &[bool]) -> f64 {
+    let (grid, loads, a) = (problem.grid(), problem.loads(), vcores.assignment());
+    let (x, w) = (vcores.positions()[i], vcores.weights()[i]);
     let mut best = f64::INFINITY;
     for k in 0..grid.len() {
-        if loads[k] > 0.0 && !pinned[k] && a.owner[k] as usize != i {
+        if loads[k] > 0.0 && !held[k] && a.owner[k] as usize != i {
             best = best.min(dist2(&grid.centre(k), &x) - w - a.score[k]);
         }
     }

@@ -3,16 +3,16 @@
 //! holder owns it.
 
 use super::{PowerCells, NO_BOX};
-use crate::cells::Cells;
 use crate::grid::{dist2, Grid, Point};
 use crate::problem::Problem;
+use crate::vcores::VCores;
 
 impl PowerCells {
-    /// Sets, once per run, `capacity` (target charge per vCore), `keep` (the giant box a vCore
-    /// holds) and `pinned`.
-    pub(super) fn capacities(&mut self, problem: &Problem, cells: &Cells) {
-        let n = cells.len();
-        if self.keep.len() == n {
+    /// Sets, once per run, `capacity` (target charge per vCore), `giant_of` (the giant box a vCore
+    /// holds) and `held`.
+    pub(super) fn capacities(&mut self, problem: &Problem, vcores: &VCores) {
+        let n = vcores.len();
+        if self.run.giant_of.len() == n {
             return; // loads are fixed during a run
         }
         let loads = problem.loads();
@@ -42,37 +42,37 @@ impl PowerCells {
         // Each giant gets a holder for the whole run: its owner if that vCore holds no heavier
         // giant, else the nearest free vCore. A role that followed ownership would hop between
         // vCores and stack several of them on one giant.
-        self.keep.clear();
-        self.keep.resize(n, NO_BOX);
-        self.pinned.clear();
-        self.pinned.resize(loads.len(), false);
+        self.run.giant_of.clear();
+        self.run.giant_of.resize(n, NO_BOX);
+        self.run.held.clear();
+        self.run.held.resize(loads.len(), false);
         for &k in &giants {
-            let o = cells.owners()[k] as usize;
+            let o = vcores.owners()[k] as usize;
             let c = problem.grid().centre(k);
-            let holder = if self.keep[o] == NO_BOX {
+            let holder = if self.run.giant_of[o] == NO_BOX {
                 o
             } else {
                 (0..n)
-                    .filter(|&i| self.keep[i] == NO_BOX)
-                    .min_by(|&a, &b| dist2(&cells.positions()[a], &c).total_cmp(&dist2(&cells.positions()[b], &c)))
+                    .filter(|&i| self.run.giant_of[i] == NO_BOX)
+                    .min_by(|&a, &b| dist2(&vcores.positions()[a], &c).total_cmp(&dist2(&vcores.positions()[b], &c)))
                     .expect("fewer giants than vCores")
             };
-            self.keep[holder] = k;
-            self.pinned[k] = true;
+            self.run.giant_of[holder] = k;
+            self.run.held[k] = true;
         }
-        let kept: f64 = self.keep.iter().filter(|&&k| k != NO_BOX).map(|&k| loads[k]).sum();
-        let sharing = self.keep.iter().filter(|&&k| k == NO_BOX).count();
+        let kept: f64 = self.run.giant_of.iter().filter(|&&k| k != NO_BOX).map(|&k| loads[k]).sum();
+        let sharing = self.run.giant_of.iter().filter(|&&k| k == NO_BOX).count();
         let share = if sharing > 0 { (total - kept) / sharing as f64 } else { 0.0 };
-        self.capacity.clear();
-        self.capacity.extend(self.keep.iter().map(|&k| if k == NO_BOX { share } else { loads[k] }));
+        self.run.capacity.clear();
+        self.run.capacity.extend(self.run.giant_of.iter().map(|&k| if k == NO_BOX { share } else { loads[k] }));
     }
 }
 
 /// Raises the weight of each giant's holder just enough that it owns its giant (its power at
 /// the giant's centre beats every other vCore's): a projection onto linear constraints in `w`,
 /// applied to every trial so that no step hands a giant to a neighbour.
-pub(super) fn hold_giants(grid: &Grid, keep: &[usize], positions: &[Point], weights: &mut [f64]) {
-    for (i, &k) in keep.iter().enumerate() {
+pub(super) fn hold_giants(grid: &Grid, giant_of: &[usize], positions: &[Point], weights: &mut [f64]) {
+    for (i, &k) in giant_of.iter().enumerate() {
         if k == NO_BOX {
             continue;
         }
@@ -100,26 +100,26 @@ mod tests {
         let mut loads = vec![1.0; 10];
         loads[3] = 10.0;
         let problem = Problem::new(grid, &loads, 3).unwrap();
-        let cells =
-            Cells::new(&problem, vec![[0.5, 0.5, 0.5], [3.5, 0.5, 0.5], [8.5, 0.5, 0.5]], vec![0.0; 3]).unwrap();
+        let vcores =
+            VCores::new(&problem, vec![[0.5, 0.5, 0.5], [3.5, 0.5, 0.5], [8.5, 0.5, 0.5]], vec![0.0; 3]).unwrap();
         let mut p = PowerCells::default();
-        p.capacities(&problem, &cells);
-        assert_eq!(p.keep, vec![NO_BOX, 3, NO_BOX], "the owner of box 3 holds it");
-        assert_eq!(p.capacity, vec![4.5, 10.0, 4.5]);
-        assert!(p.pinned[3] && p.pinned.iter().filter(|&&x| x).count() == 1);
+        p.capacities(&problem, &vcores);
+        assert_eq!(p.run.giant_of, vec![NO_BOX, 3, NO_BOX], "the owner of box 3 holds it");
+        assert_eq!(p.run.capacity, vec![4.5, 10.0, 4.5]);
+        assert!(p.run.held[3] && p.run.held.iter().filter(|&&x| x).count() == 1);
     }
 
-    /// No box above the mean: everybody's capacity is the mean, nothing is pinned.
+    /// No box above the mean: everybody's capacity is the mean, no box is held.
     #[test]
     fn without_giants_every_capacity_is_the_mean() {
         let grid = Grid::new(4, 1).unwrap();
         let loads = [1.0, 2.0, 3.0, 2.0];
         let problem = Problem::new(grid, &loads, 2).unwrap();
-        let cells = Cells::random(&problem, 1);
+        let vcores = VCores::random(&problem, 1);
         let mut p = PowerCells::default();
-        p.capacities(&problem, &cells);
-        assert_eq!(p.capacity, vec![4.0, 4.0]);
-        assert!(p.pinned.iter().all(|&x| !x));
+        p.capacities(&problem, &vcores);
+        assert_eq!(p.run.capacity, vec![4.0, 4.0]);
+        assert!(p.run.held.iter().all(|&x| !x));
     }
 
     /// Two giants owned by one vCore: the lighter one gets the nearest free vCore as holder.
@@ -128,14 +128,14 @@ mod tests {
         let grid = Grid::new(6, 1).unwrap();
         let loads = [0.5, 9.0, 8.0, 0.5, 0.5, 0.5];
         let problem = Problem::new(grid, &loads, 3).unwrap();
-        let cells =
-            Cells::new(&problem, vec![[1.5, 0.5, 0.5], [4.5, 0.5, 0.5], [5.9, 0.5, 0.5]], vec![0.0; 3]).unwrap();
-        assert_eq!(&cells.owners()[1..3], &[0, 0]);
+        let vcores =
+            VCores::new(&problem, vec![[1.5, 0.5, 0.5], [4.5, 0.5, 0.5], [5.9, 0.5, 0.5]], vec![0.0; 3]).unwrap();
+        assert_eq!(&vcores.owners()[1..3], &[0, 0]);
         let mut p = PowerCells::default();
-        p.capacities(&problem, &cells);
-        assert_eq!(p.keep[0], 1, "the owner keeps the heavier giant");
-        assert_eq!(p.keep[1], 2, "vCore 1 is the nearest free one to box 2");
-        assert_eq!(p.capacity, vec![9.0, 8.0, 2.0]);
+        p.capacities(&problem, &vcores);
+        assert_eq!(p.run.giant_of[0], 1, "the owner keeps the heavier giant");
+        assert_eq!(p.run.giant_of[1], 2, "vCore 1 is the nearest free one to box 2");
+        assert_eq!(p.run.capacity, vec![9.0, 8.0, 2.0]);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `pbs`, the default method: vCores keep the paper's picture (points in the domain, cells
+//! `power-cells`, the default method: vCores keep the paper's picture (points in the domain, cells
 //! around them), but each carries a weight and owns a *power* cell
 //! `{c : |c − x_i|² − w_i minimal}`. Plain Voronoi cells cannot represent every balanced split
 //! (a thin line of load, a disc); power cells can, because a weight moves a cell's boundary
@@ -50,66 +50,112 @@ use giants::hold_giants;
 
 use crate::assign::{assign_on, Assignment, NONE};
 use crate::balancer::Balancer;
-use crate::cells::Cells;
 use crate::grid::{dist2, Grid, Point};
 use crate::laplacian::CellLaplacian;
 use crate::metrics;
 use crate::problem::Problem;
+use crate::vcores::VCores;
 
-/// The power-cell balancer (method `pbs`).
-#[derive(Debug, Clone)]
-pub struct PowerCells {
-    /// Fraction of the per-cell shift applied before the line search (0, 1].
+/// Settings of the power-cell method: the knobs a user may turn, validated by
+/// [`PowerCells::new`].
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PowerCellsSettings {
+    /// Fraction of the per-cell shift applied before the line search, in (0, 1].
     pub damping: f64,
-    /// Fraction of the way to its cell's centroid a vCore moves per step (0 disables).
+    /// Fraction of the way to its cell's centroid a vCore moves per step, in [0, 1] (0
+    /// disables the relaxation: cells may then grow long and thin).
     pub relax: f64,
     /// Times a line search may halve the step before it gives up.
     pub max_halvings: usize,
-    radius0: f64,
-    radius: f64,
-    /// Steps without a new best merit before the end game starts.
+    /// Steps without a new best merit before the end game starts (at least 1).
     pub patience: usize,
+}
+
+impl Default for PowerCellsSettings {
+    fn default() -> Self {
+        PowerCellsSettings { damping: 0.5, relax: 0.25, max_halvings: 4, patience: 6 }
+    }
+}
+
+/// The power-cell balancer (method `power-cells`): its settings, the state of the current
+/// run, and scratch buffers reused from step to step.
+#[derive(Debug, Clone, Default)]
+pub struct PowerCells {
+    settings: PowerCellsSettings,
+    run: RunState,
+    scratch: Scratch,
+}
+
+/// What one run (one call of [`crate::balance`]) carries from step to step; cleared by
+/// [`Balancer::reset`].
+#[derive(Debug, Clone, Default)]
+struct RunState {
+    /// Trust-region radius at the start of the run (0 until the first Newton step).
+    radius0: f64,
+    /// Current trust-region radius.
+    radius: f64,
+    /// The last step found no improving move.
     stuck: bool,
+    /// The end game has started (only merit-improving moves from now on).
     endgame: bool,
+    /// Steps since the merit last improved.
     since_best: usize,
+    /// The best state seen in the run.
     best: Option<Snapshot>,
+    /// Target charge of every vCore.
     capacity: Vec<f64>,
-    keep: Vec<usize>,
-    direction: Vec<f64>,
-    trial_w: Vec<f64>,
-    trial: Assignment,
-    lists: Vec<Vec<(f64, f64)>>,
-    /// Boxes a vCore must keep (its giant); they never flow.
-    pinned: Vec<bool>,
-    laplacian: CellLaplacian,
+    /// Per vCore, the giant box it holds (`NO_BOX` for none).
+    giant_of: Vec<usize>,
+    /// Per box: whether a vCore holds it (a giant); held boxes never change owner.
+    held: Vec<bool>,
+    /// Steps taken in this run.
     steps_in_run: usize,
+    /// Whether the run started near balance (a rebalancing; see [`RELAX_WITHIN`]).
     starts_near: bool,
 }
 
-impl Default for PowerCells {
-    fn default() -> Self {
-        PowerCells {
-            damping: 0.5,
-            relax: 0.25,
-            max_halvings: 4,
-            radius0: 0.0,
-            radius: 0.0,
-            patience: 6,
-            stuck: false,
-            endgame: false,
-            since_best: 0,
-            best: None,
-            capacity: Vec::new(),
-            keep: Vec::new(),
-            direction: Vec::new(),
-            trial_w: Vec::new(),
-            trial: Assignment::default(),
-            lists: Vec::new(),
-            pinned: Vec::new(),
-            laplacian: CellLaplacian::default(),
-            steps_in_run: 0,
-            starts_near: false,
+/// Buffers reused from step to step; their content does not outlive a step.
+#[derive(Debug, Clone, Default)]
+struct Scratch {
+    /// Weight change proposed by the Newton or per-cell step.
+    direction: Vec<f64>,
+    /// Trial weights of the line search.
+    trial_w: Vec<f64>,
+    /// Assignment of the trial weights.
+    trial: Assignment,
+    /// Per cell, its boxes' (gap, load) pairs for the per-cell step.
+    lists: Vec<Vec<(f64, f64)>>,
+    /// The cell graph's Laplacian of the Newton step.
+    laplacian: CellLaplacian,
+}
+
+impl PowerCells {
+    /// The method with the given settings; an error names the first one out of range.
+    ///
+    /// ```
+    /// use pbs::methods::{PowerCells, PowerCellsSettings};
+    /// let m = PowerCells::new(PowerCellsSettings { relax: 0.5, ..Default::default() }).unwrap();
+    /// assert_eq!(m.settings().relax, 0.5);
+    /// assert!(PowerCells::new(PowerCellsSettings { damping: 0.0, ..Default::default() }).is_err());
+    /// ```
+    pub fn new(settings: PowerCellsSettings) -> crate::Result<PowerCells> {
+        let bad = |name, value: String, reason| Err(crate::Error::Parameter { name, value, reason });
+        let s = settings;
+        if !(s.damping > 0.0 && s.damping <= 1.0) {
+            return bad("damping", s.damping.to_string(), "must be in (0, 1]");
         }
+        if !(0.0..=1.0).contains(&s.relax) {
+            return bad("relax", s.relax.to_string(), "must be in [0, 1]");
+        }
+        if s.patience == 0 {
+            return bad("patience", "0".into(), "must be at least 1 step");
+        }
+        Ok(PowerCells { settings, ..PowerCells::default() })
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &PowerCellsSettings {
+        &self.settings
     }
 }
 
@@ -137,50 +183,50 @@ type Snapshot = ((f64, f64), Vec<Point>, Vec<f64>);
 
 impl Balancer for PowerCells {
     fn name(&self) -> &str {
-        "pbs"
+        "power-cells"
     }
 
     fn reset(&mut self) {
-        self.radius0 = 0.0;
-        self.stuck = false;
-        self.endgame = false;
-        self.since_best = 0;
-        self.best = None;
-        self.keep.clear();
-        self.steps_in_run = 0;
+        self.run.radius0 = 0.0;
+        self.run.stuck = false;
+        self.run.endgame = false;
+        self.run.since_best = 0;
+        self.run.best = None;
+        self.run.giant_of.clear();
+        self.run.steps_in_run = 0;
     }
 
-    fn step(&mut self, problem: &Problem, cells: &mut Cells) {
-        self.capacities(problem, cells);
+    fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
+        self.capacities(problem, vcores);
         // A run from far away (a first balancing) relaxes at every step: that is what makes
         // its cells compact. A run that starts near balance (a rebalancing) relaxes at its
         // first step, then only while far from balance again (see `RELAX_WITHIN`).
-        if self.steps_in_run == 0 {
-            self.starts_near = cells.max_avg() <= 1.0 + NEAR_START;
+        if self.run.steps_in_run == 0 {
+            self.run.starts_near = vcores.max_avg() <= 1.0 + NEAR_START;
         }
-        if self.steps_in_run == 0 || !self.starts_near || cells.max_avg() > 1.0 + RELAX_WITHIN {
-            self.relax_positions(problem, cells);
+        if self.run.steps_in_run == 0 || !self.run.starts_near || vcores.max_avg() > 1.0 + RELAX_WITHIN {
+            self.relax_positions(problem, vcores);
         }
-        self.steps_in_run += 1;
-        if self.endgame {
-            self.stuck = !self.improve(problem, cells);
-            if self.stuck && self.starts_near {
+        self.run.steps_in_run += 1;
+        if self.run.endgame {
+            self.run.stuck = !self.improve(problem, vcores);
+            if self.run.stuck && self.run.starts_near {
                 // Stuck with the vCores held in place: let them move at every step again, as
                 // in a run from far away, before giving up.
-                self.starts_near = false;
-                self.stuck = false;
-                self.endgame = false;
-                self.since_best = 0;
-                self.best = Some((
-                    merit(cells.charges(), &self.capacity),
-                    cells.positions().to_vec(),
-                    cells.weights().to_vec(),
+                self.run.starts_near = false;
+                self.run.stuck = false;
+                self.run.endgame = false;
+                self.run.since_best = 0;
+                self.run.best = Some((
+                    merit(vcores.charges(), &self.run.capacity),
+                    vcores.positions().to_vec(),
+                    vcores.weights().to_vec(),
                 ));
             }
             return;
         }
-        self.newton_direction(problem, cells);
-        let accepted = self.line_search(problem, cells, Accept::DualIncrease);
+        self.newton_direction(problem, vcores);
+        let accepted = self.line_search(problem, vcores, Accept::DualIncrease);
         // Grow the trust region after a full step, shrink it after a short or failed one;
         // bounded so that a run of failures cannot freeze the method.
         let factor = match accepted {
@@ -188,44 +234,44 @@ impl Balancer for PowerCells {
             Some(t) => t.max(0.25),
             None => 0.25,
         };
-        self.radius = (self.radius * factor).clamp(self.radius0 / 64.0, self.radius0 * 64.0);
+        self.run.radius = (self.run.radius * factor).clamp(self.run.radius0 / 64.0, self.run.radius0 * 64.0);
         if accepted.is_none() {
             // No ascent along the Newton direction: take the per-cell step, whatever it gives.
-            self.cell_direction(problem, cells);
-            self.line_search(problem, cells, Accept::Any);
+            self.cell_direction(problem, vcores);
+            self.line_search(problem, vcores, Accept::Any);
         }
         // Watchdog: the Newton phase may worsen the balance on its way (that is how it leaves
         // bad basins), but near the end the smoothed model is blind to single boxes and can
         // cycle. After `patience` steps without a new best, return to the best state and
         // finish with moves that must each improve the merit.
-        let now = merit(cells.charges(), &self.capacity);
-        if self.best.as_ref().is_none_or(|b| now < b.0) {
-            self.best = Some((now, cells.positions().to_vec(), cells.weights().to_vec()));
-            self.since_best = 0;
+        let now = merit(vcores.charges(), &self.run.capacity);
+        if self.run.best.as_ref().is_none_or(|b| now < b.0) {
+            self.run.best = Some((now, vcores.positions().to_vec(), vcores.weights().to_vec()));
+            self.run.since_best = 0;
         } else {
-            self.since_best += 1;
-            if self.since_best >= self.patience {
-                let (_, positions, weights) = self.best.take().expect("checked above");
-                cells.update(problem, |p, w| {
+            self.run.since_best += 1;
+            if self.run.since_best >= self.settings.patience {
+                let (_, positions, weights) = self.run.best.take().expect("checked above");
+                vcores.update(problem, |p, w| {
                     p.copy_from_slice(&positions);
                     w.copy_from_slice(&weights);
                 });
-                self.endgame = true;
+                self.run.endgame = true;
             }
         }
     }
 
     fn is_stuck(&self) -> bool {
-        self.stuck
+        self.run.stuck
     }
 
     /// A run cut short in the Newton phase may end on a worse state than one it passed
     /// through (that phase may worsen the balance on its way): return to the best.
-    fn finish(&mut self, problem: &Problem, cells: &mut Cells) {
-        let now = merit(cells.charges(), &self.capacity);
-        if let Some((best, positions, weights)) = self.best.take() {
+    fn finish(&mut self, problem: &Problem, vcores: &mut VCores) {
+        let now = merit(vcores.charges(), &self.run.capacity);
+        if let Some((best, positions, weights)) = self.run.best.take() {
             if best < now {
-                cells.update(problem, |p, w| {
+                vcores.update(problem, |p, w| {
                     p.copy_from_slice(&positions);
                     w.copy_from_slice(&weights);
                 });
@@ -267,19 +313,19 @@ impl PowerCells {
     /// Moves every vCore towards the centroid of its cell (give or take [`off_centroid`]),
     /// keeping the target's power. A vCore that must keep a giant box moves onto it instead:
     /// its cell then shrinks around the giant and would lose it last.
-    fn relax_positions(&mut self, problem: &Problem, cells: &mut Cells) {
-        if self.relax <= 0.0 && self.keep.iter().all(|&k| k == NO_BOX) {
+    fn relax_positions(&mut self, problem: &Problem, vcores: &mut VCores) {
+        if self.settings.relax <= 0.0 && self.run.giant_of.iter().all(|&k| k == NO_BOX) {
             return;
         }
-        let n = cells.len();
+        let n = vcores.len();
         let grid = *problem.grid();
-        let (sum, count) = centre_sums(&grid, cells.owners(), n);
-        let keep = &self.keep;
-        let relax = self.relax;
-        cells.update(problem, |positions, weights| {
+        let (sum, count) = centre_sums(&grid, vcores.owners(), n);
+        let giant_of = &self.run.giant_of;
+        let relax = self.settings.relax;
+        vcores.update(problem, |positions, weights| {
             for i in 0..n {
-                let (p, beta): (Point, f64) = if keep[i] != NO_BOX {
-                    (grid.centre(keep[i]), 1.0)
+                let (p, beta): (Point, f64) = if giant_of[i] != NO_BOX {
+                    (grid.centre(giant_of[i]), 1.0)
                 } else if count[i] > 0 && relax > 0.0 {
                     let off = off_centroid(i);
                     (std::array::from_fn(|a| sum[i][a] / count[i] as f64 + off[a]), relax)
@@ -291,34 +337,34 @@ impl PowerCells {
                 weights[i] += dist2(&p, &moved) - dist2(&p, &x);
                 positions[i] = moved;
             }
-            hold_giants(&grid, keep, positions, weights);
+            hold_giants(&grid, giant_of, positions, weights);
         });
     }
 
     /// Damped-Newton direction: solves `L Δw = c − Q` on the cell graph (see
-    /// [`crate::laplacian`]). Cells with no loaded boundary get the stiffness implied by the
+    /// [`crate::laplacian`]). VCores with no loaded boundary get the stiffness implied by the
     /// distance to their nearest capturable box, so they still move.
-    fn newton_direction(&mut self, problem: &Problem, cells: &Cells) {
-        let n = cells.len();
-        self.laplacian.build(cells.positions(), problem.loads(), cells.assignment(), &self.pinned);
-        let mut rhs: Vec<f64> = self.capacity.iter().zip(cells.charges()).map(|(c, q)| c - q).collect();
+    fn newton_direction(&mut self, problem: &Problem, vcores: &VCores) {
+        let n = vcores.len();
+        self.scratch.laplacian.build(vcores.positions(), problem.loads(), vcores.assignment(), &self.run.held);
+        let mut rhs: Vec<f64> = self.run.capacity.iter().zip(vcores.charges()).map(|(c, q)| c - q).collect();
         // A holder's weight is bounded below by its giant (see `hold_giants`): lowering it is
         // undone by the projection, so the Newton system keeps it fixed (a Dirichlet condition)
         // and lets the neighbours take its extra boxes.
-        for (i, &k) in self.keep.iter().enumerate() {
+        for (i, &k) in self.run.giant_of.iter().enumerate() {
             if k != NO_BOX && rhs[i] < 0.0 {
                 rhs[i] = 0.0;
             }
         }
-        let mean_degree = self.laplacian.degree.iter().sum::<f64>() / n as f64;
+        let mean_degree = self.scratch.laplacian.degree.iter().sum::<f64>() / n as f64;
         let reg: Vec<f64> = (0..n)
             .map(|i| {
-                if self.keep[i] != NO_BOX && self.capacity[i] < cells.charges()[i] {
-                    1e6 * (self.laplacian.degree[i] + mean_degree).max(f64::MIN_POSITIVE)
-                } else if self.laplacian.degree[i] > 0.0 {
+                if self.run.giant_of[i] != NO_BOX && self.run.capacity[i] < vcores.charges()[i] {
+                    1e6 * (self.scratch.laplacian.degree[i] + mean_degree).max(f64::MIN_POSITIVE)
+                } else if self.scratch.laplacian.degree[i] > 0.0 {
                     1e-6 * mean_degree.max(f64::MIN_POSITIVE)
                 } else if rhs[i] > 0.0 {
-                    let d = capture_distance(problem, cells, i, &self.pinned);
+                    let d = capture_distance(problem, vcores, i, &self.run.held);
                     if d > 0.0 {
                         rhs[i] / d
                     } else {
@@ -329,38 +375,38 @@ impl PowerCells {
                 }
             })
             .collect();
-        self.direction = self.laplacian.solve(&reg, &rhs, 1e-6, 4 * n + 20);
+        self.scratch.direction = self.scratch.laplacian.solve(&reg, &rhs, 1e-6, 4 * n + 20);
         // Trust region: far from balance the smoothed Hessian underestimates how much load a
         // boundary sweeps through, and an uncapped step overshoots by more than the line search
         // can halve. The radius starts at `spacing²` (a boundary moves about half a cell),
         // doubles after every full step and shrinks to what the line search accepted.
-        if self.radius0 == 0.0 {
+        if self.run.radius0 == 0.0 {
             let grid = problem.grid();
             let dim = if grid.nz == 1 { 2.0 } else { 3.0 };
-            self.radius0 = (grid.len() as f64 / n as f64).powf(2.0 / dim);
-            self.radius = self.radius0;
+            self.run.radius0 = (grid.len() as f64 / n as f64).powf(2.0 / dim);
+            self.run.radius = self.run.radius0;
         }
-        let largest = self.direction.iter().fold(0.0f64, |m, d| m.max(d.abs()));
-        if largest > self.radius {
-            let scale = self.radius / largest;
-            self.direction.iter_mut().for_each(|d| *d *= scale);
+        let largest = self.scratch.direction.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+        if largest > self.run.radius {
+            let scale = self.run.radius / largest;
+            self.scratch.direction.iter_mut().for_each(|d| *d *= scale);
         }
     }
 
     /// Halves the step, from the full step, until the trial passes `accept`, and keeps it.
     /// Returns the step length kept, or `None` (state unchanged) after `max_halvings`.
-    fn line_search(&mut self, problem: &Problem, cells: &mut Cells, accept: Accept) -> Option<f64> {
-        if self.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
+    fn line_search(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept) -> Option<f64> {
+        if self.scratch.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
             return None;
         }
-        let g0 = dual(&self.capacity, cells.weights(), problem.loads(), &cells.assignment().score);
-        let m0 = merit(cells.charges(), &self.capacity);
+        let g0 = dual(&self.run.capacity, vcores.weights(), problem.loads(), &vcores.assignment().score);
+        let m0 = merit(vcores.charges(), &self.run.capacity);
         let mut t = 1.0;
-        for attempt in 0..=self.max_halvings {
-            self.trial_w.clear();
-            self.trial_w.extend(cells.weights().iter().zip(&self.direction).map(|(w, d)| w + t * d));
-            let last = attempt == self.max_halvings;
-            if self.try_trial(problem, cells, if last { accept } else { accept.strict() }, g0, m0) {
+        for attempt in 0..=self.settings.max_halvings {
+            self.scratch.trial_w.clear();
+            self.scratch.trial_w.extend(vcores.weights().iter().zip(&self.scratch.direction).map(|(w, d)| w + t * d));
+            let last = attempt == self.settings.max_halvings;
+            if self.try_trial(problem, vcores, if last { accept } else { accept.strict() }, g0, m0) {
                 return Some(t);
             }
             t *= 0.5;
@@ -369,53 +415,60 @@ impl PowerCells {
     }
 
     /// Assigns with `trial_w` (after securing giants) and keeps the result if it passes.
-    fn try_trial(&mut self, problem: &Problem, cells: &mut Cells, accept: Accept, g0: f64, m0: (f64, f64)) -> bool {
-        hold_giants(problem.grid(), &self.keep, cells.positions(), &mut self.trial_w);
-        assign_on(problem.workers(), problem.grid(), cells.positions(), &self.trial_w, &mut self.trial);
+    fn try_trial(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept, g0: f64, m0: (f64, f64)) -> bool {
+        hold_giants(problem.grid(), &self.run.giant_of, vcores.positions(), &mut self.scratch.trial_w);
+        assign_on(
+            problem.workers(),
+            problem.grid(),
+            vcores.positions(),
+            &self.scratch.trial_w,
+            &mut self.scratch.trial,
+        );
         let passes = match accept {
             Accept::Any => true,
             Accept::DualIncrease => {
-                dual(&self.capacity, &self.trial_w, problem.loads(), &self.trial.score) > g0 + 1e-12 * g0.abs()
+                dual(&self.run.capacity, &self.scratch.trial_w, problem.loads(), &self.scratch.trial.score)
+                    > g0 + 1e-12 * g0.abs()
             }
             Accept::MeritDecrease => {
-                let q = metrics::charges(&self.trial.owner, problem.loads(), cells.len());
-                merit(&q, &self.capacity) < m0
+                let q = metrics::charges(&self.scratch.trial.owner, problem.loads(), vcores.len());
+                merit(&q, &self.run.capacity) < m0
             }
         };
         if passes {
-            let trial_w = std::mem::take(&mut self.trial_w);
-            cells.accept(problem, &trial_w, &mut self.trial);
-            self.trial_w = trial_w;
+            let trial_w = std::mem::take(&mut self.scratch.trial_w);
+            vcores.accept(problem, &trial_w, &mut self.scratch.trial);
+            self.scratch.trial_w = trial_w;
         }
         passes
     }
 
     /// One end-game move that improves the merit: a Newton step, else the per-cell step, else
     /// a greedy move on the most loaded cell. Returns false if none improves.
-    fn improve(&mut self, problem: &Problem, cells: &mut Cells) -> bool {
-        let start = merit(cells.charges(), &self.capacity);
-        self.newton_direction(problem, cells);
-        if self.line_search(problem, cells, Accept::MeritDecrease).is_some() {
+    fn improve(&mut self, problem: &Problem, vcores: &mut VCores) -> bool {
+        let start = merit(vcores.charges(), &self.run.capacity);
+        self.newton_direction(problem, vcores);
+        if self.line_search(problem, vcores, Accept::MeritDecrease).is_some() {
             return true;
         }
-        self.cell_direction(problem, cells);
-        if self.line_search(problem, cells, Accept::MeritDecrease).is_some() {
+        self.cell_direction(problem, vcores);
+        if self.line_search(problem, vcores, Accept::MeritDecrease).is_some() {
             return true;
         }
-        self.shed_from_max(problem, cells, start)
+        self.shed_from_max(problem, vcores, start)
     }
 
     /// Greedy end-game move on the most loaded cell: flip its cheapest boundary box (smallest
     /// gap) whose second-best vCore can take it, either by lowering the cell's weight or by
     /// raising the neighbour's; kept only if the merit improves.
-    fn shed_from_max(&mut self, problem: &Problem, cells: &mut Cells, m0: (f64, f64)) -> bool {
-        let q = cells.charges();
+    fn shed_from_max(&mut self, problem: &Problem, vcores: &mut VCores, m0: (f64, f64)) -> bool {
+        let q = vcores.charges();
         let Some(i) = (0..q.len()).max_by(|&a, &b| q[a].total_cmp(&q[b]).then(b.cmp(&a))) else {
             return false;
         };
-        let (a, loads) = (cells.assignment(), problem.loads());
+        let (a, loads) = (vcores.assignment(), problem.loads());
         let mut moves: Vec<(f64, usize)> = (0..loads.len())
-            .filter(|&k| a.owner[k] as usize == i && a.second[k] != NONE && loads[k] > 0.0 && !self.pinned[k])
+            .filter(|&k| a.owner[k] as usize == i && a.second[k] != NONE && loads[k] > 0.0 && !self.run.held[k])
             .filter(|&k| q[a.second[k] as usize] + loads[k] < q[i])
             .map(|k| (a.gap[k], a.second[k] as usize))
             .collect();
@@ -425,10 +478,10 @@ impl PowerCells {
         for &(gap, s) in moves.iter().take(4) {
             let shift = gap + 1e-9 * (1.0 + gap.abs());
             for (v, sign) in [(i, -1.0), (s, 1.0)] {
-                self.trial_w.clear();
-                self.trial_w.extend_from_slice(cells.weights());
-                self.trial_w[v] += sign * shift;
-                if self.try_trial(problem, cells, Accept::MeritDecrease, g0, m0) {
+                self.scratch.trial_w.clear();
+                self.scratch.trial_w.extend_from_slice(vcores.weights());
+                self.scratch.trial_w[v] += sign * shift;
+                if self.try_trial(problem, vcores, Accept::MeritDecrease, g0, m0) {
                     return true;
                 }
             }
@@ -485,7 +538,7 @@ fn dual(capacity: &[f64], weights: &[f64], loads: &[f64], score: &[f64]) -> f64 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{balance, Grid, Options};
+    use crate::{balance, Grid, StopRule};
 
     /// Two vCores stacked in the middle column: their boundary runs along a row of box
     /// centres. Each row carries about 3 % of the load, so a 1 % balance needs the boundary to
@@ -495,13 +548,13 @@ mod tests {
         let grid = Grid::new(32, 32).unwrap();
         let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (grid.coords(k)[1] as f64 / 8.0).powi(2)).collect();
         let problem = Problem::new(grid, &loads, 2).unwrap();
-        let mut cells = Cells::new(&problem, vec![[16.0, 8.0, 0.5], [16.0, 24.0, 0.5]], vec![0.0; 2]).unwrap();
+        let mut vcores = VCores::new(&problem, vec![[16.0, 8.0, 0.5], [16.0, 24.0, 0.5]], vec![0.0; 2]).unwrap();
         let out =
-            balance(&mut PowerCells::default(), &problem, &mut cells, Options { max_steps: 20, tol: 0.01 }, |_| {});
+            balance(&mut PowerCells::default(), &problem, &mut vcores, StopRule { max_steps: 20, tol: 0.01 }, |_| {});
         assert!(out.converged, "stuck at max_avg {:.4} after {} steps", out.max_avg, out.steps);
         let row_of = |k: usize| grid.coords(k)[1];
         let split = (0..32).any(|j| {
-            let owners: Vec<u32> = (0..grid.len()).filter(|&k| row_of(k) == j).map(|k| cells.owners()[k]).collect();
+            let owners: Vec<u32> = (0..grid.len()).filter(|&k| row_of(k) == j).map(|k| vcores.owners()[k]).collect();
             owners.iter().any(|&o| o != owners[0])
         });
         assert!(split, "a 1 % balance with whole rows only");
@@ -549,13 +602,13 @@ mod tests {
         for seed in 0..8 {
             let loads = crate::loadmap::static_case(crate::loadmap::Case::Random, &grid, seed);
             let problem = Problem::new(grid, &loads, 16).unwrap();
-            let mut cells = Cells::random(&problem, seed);
+            let mut vcores = VCores::random(&problem, seed);
             let mut seen = Vec::new();
-            let opts = Options { max_steps: 6, tol: 0.001 };
-            let out = balance(&mut PowerCells::default(), &problem, &mut cells, opts, |r| seen.push(r.max_avg));
+            let opts = StopRule { max_steps: 6, tol: 0.001 };
+            let out = balance(&mut PowerCells::default(), &problem, &mut vcores, opts, |r| seen.push(r.max_avg));
             let best = seen[1..].iter().copied().fold(f64::INFINITY, f64::min);
             assert_eq!(out.max_avg, best, "seed {seed}: steps gave {seen:?}");
-            assert_eq!(cells.max_avg(), out.max_avg);
+            assert_eq!(vcores.max_avg(), out.max_avg);
             restored += (seen.last().copied() != Some(best)) as usize;
         }
         assert!(restored > 0, "no run ended worse than its best: the test shows nothing");

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
-use pbs::{balance, methods, Balancer, Cells, Grid, Options, Point, Problem};
+use pbs::{balance, methods, Balancer, Grid, Point, Problem, StopRule, VCores};
 
 use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
@@ -88,7 +88,7 @@ pub struct Pbs {
     tracker: Tracker,
     grid: Grid,
     balancer: Box<dyn Balancer + Send>,
-    cells: Cells,
+    vcores: VCores,
     criterion: Box<dyn Criterion>,
     lists: Vec<Vec<u32>>,
     /// Each thread's boxes as contiguous index ranges of at most `chunk` boxes, in list order:
@@ -156,15 +156,15 @@ impl Pbs {
         let ones = vec![1.0; grid.len()];
         let problem = Problem::new(grid, &ones, vcores)?.with_workers(&pool);
         let mut balancer = methods::by_name(&options.method)?;
-        let mut cells = match options.positions.take() {
+        let mut vcores = match options.positions.take() {
             Some(mut p) => {
                 p.truncate(vcores);
-                Cells::new(&problem, p, vec![0.0; vcores])?
+                VCores::new(&problem, p, vec![0.0; vcores])?
             }
-            None => Cells::random(&problem, options.seed),
+            None => VCores::random(&problem, options.seed),
         };
         let start = Instant::now();
-        balance(balancer.as_mut(), &problem, &mut cells, Options { max_steps: 200, tol: options.tol }, |_| {});
+        balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let (stealing, claim) = (options.steal == Stealing::Always, options.chunk);
@@ -173,7 +173,7 @@ impl Pbs {
             pool,
             grid,
             balancer,
-            cells,
+            vcores,
             criterion,
             lists: Vec::new(),
             runs: Vec::new(),
@@ -200,8 +200,8 @@ impl Pbs {
     }
 
     /// The balancer's current cells (positions, weights, owners).
-    pub fn cells(&self) -> &Cells {
-        &self.cells
+    pub fn vcores(&self) -> &VCores {
+        &self.vcores
     }
 
     /// Name of the criterion in use.
@@ -212,16 +212,16 @@ impl Pbs {
     fn rebuild_lists(&mut self) {
         let threads = self.pool.threads();
         self.lists = vec![Vec::new(); threads];
-        for (k, &o) in self.cells.owners().iter().enumerate() {
+        for (k, &o) in self.vcores.owners().iter().enumerate() {
             self.lists[o as usize].push(k as u32);
         }
         let chunk = self.options.chunk as usize;
         self.runs = self.lists.iter().map(|l| runs_of(l, chunk)).collect();
         // Neighbouring vCores (sharing a boundary) are the preferred victims of stealing.
-        let a = self.cells.assignment();
+        let a = self.vcores.assignment();
         // Threads without a vCore count as neighbours of everybody.
         let mut adj = vec![vec![false; threads]; threads];
-        for (t, row) in adj.iter_mut().enumerate().skip(self.cells.len()) {
+        for (t, row) in adj.iter_mut().enumerate().skip(self.vcores.len()) {
             row.iter_mut().enumerate().for_each(|(j, x)| *x = j != t);
         }
         for k in 0..self.grid.len() {
@@ -274,7 +274,7 @@ impl Pbs {
         let now: Vec<(u32, u32)> = self.stolen.iter().flat_map(|m| std::mem::take(&mut *m.lock().unwrap())).collect();
         let old_owners = self.owners_before.take();
         if let Some(before) = self.previous.take() {
-            let owners = self.cells.owners();
+            let owners = self.vcores.owners();
             let n = owners.len();
             let moved = if before.is_empty() && now.is_empty() && old_owners.is_none() {
                 0
@@ -392,7 +392,7 @@ unsafe impl Executor for Pbs {
     }
 
     fn planned_owners(&self) -> Option<Vec<u32>> {
-        Some(self.cells.owners().to_vec())
+        Some(self.vcores.owners().to_vec())
     }
 }
 
@@ -459,7 +459,7 @@ mod tests {
         let mut exec = Pbs::new(grid, 2, options).unwrap();
         // A worker kept off its core by the machine steals nothing: try a few phases.
         for _ in 0..5 {
-            let owners = exec.cells().owners().to_vec();
+            let owners = exec.vcores().owners().to_vec();
             let stats = exec.run_phase(&|k| {
                 if owners[k] == 0 {
                     let t = Instant::now();

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use pbs::{balance, metrics, Options, Problem};
+use pbs::{balance, metrics, Problem, StopRule};
 
 use super::Pbs;
 use crate::criteria::Sample;
@@ -82,26 +82,26 @@ impl Pbs {
         let start = Instant::now();
         let box_loads = box_loads(&self.tracker);
         // The balancer's assignments run on every thread of the pool, which waits meanwhile.
-        let problem = Problem::new(self.grid, &box_loads, self.cells.len())
+        let problem = Problem::new(self.grid, &box_loads, self.vcores.len())
             .expect("measured times are finite and ≥ 0")
             .with_workers(&self.pool);
         // Worth it? Skip the balancer, and restart the criterion's count with the cost of the
         // last real rebalancing, when the measured box loads say it has little to gain (the
         // imbalance the criterion saw is noise, or threads' speeds differ).
-        self.cells.recharge(&problem);
+        self.vcores.recharge(&problem);
         if !self.worth_rebalancing(&problem) {
             self.criterion.rebalanced(self.last_cost);
             end.rebalance_time = start.elapsed();
             return end;
         }
-        let before = self.cells.owners().to_vec();
+        let before = self.vcores.owners().to_vec();
         // All the allowed steps, even when some make the mapping worse for a while: that is
         // how the method leaves a bad basin (stopping after two steps without a new best left a
         // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
-        let opts = Options { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
-        let outcome = balance(self.balancer.as_mut(), &problem, &mut self.cells, opts, |_| {});
+        let opts = StopRule { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
+        let outcome = balance(self.balancer.as_mut(), &problem, &mut self.vcores, opts, |_| {});
         self.reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
-        end.migrations = metrics::migrations(&before, self.cells.owners());
+        end.migrations = metrics::migrations(&before, self.vcores.owners());
         if end.migrations > 0 {
             self.tracker.forget_samples();
             self.rebuild_lists();
@@ -125,7 +125,7 @@ impl Pbs {
     /// iterations, and used to stay; on empty tasks the same share wastes nanoseconds and
     /// still waits for the trigger.
     fn worth_rebalancing(&self, problem: &Problem) -> bool {
-        let (max_avg, bound) = (self.cells.max_avg(), problem.lower_bound());
+        let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
         if max_avg <= (1.0 + self.options.tol) * bound {
             return false;
         }
@@ -181,7 +181,7 @@ mod tests {
 
         /// The thread loads those boxes give under the current owners.
         fn threads(&self, boxes: &[f64]) -> Vec<f64> {
-            metrics::charges(self.exec.cells.owners(), boxes, 2)
+            metrics::charges(self.exec.vcores.owners(), boxes, 2)
         }
 
         /// Ends an iteration measured with `boxes` and the thread loads `threads` (one sampled
@@ -205,7 +205,7 @@ mod tests {
         let threads = p.threads(&boxes);
         let end = p.end(&boxes, &threads, 1e-3);
         assert!(end.rebalanced && end.migrations > 0, "{end:?}");
-        assert!(p.exec.cells.max_avg() <= 1.0 + p.exec.options.tol + 1e-9, "{}", p.exec.cells.max_avg());
+        assert!(p.exec.vcores.max_avg() <= 1.0 + p.exec.options.tol + 1e-9, "{}", p.exec.vcores.max_avg());
         // Later iterations: the criterion (never) decides, and no check is failing.
         for _ in 0..10 {
             let threads = p.threads(&boxes);
@@ -270,11 +270,11 @@ mod tests {
         exec.last_cost = 300e-6;
         // Box loads (seconds) putting thread 0 at `max_avg` = 1 + excess on the current mapping.
         let worth = |exec: &mut Pbs, box_time: f64, excess: f64| {
-            let owners = exec.cells.owners().to_vec();
+            let owners = exec.vcores.owners().to_vec();
             let loads: Vec<f64> =
                 owners.iter().map(|&o| box_time * if o == 0 { 1.0 + excess } else { 1.0 - excess }).collect();
             let problem = Problem::new(grid, &loads, 2).unwrap();
-            exec.cells.recharge(&problem);
+            exec.vcores.recharge(&problem);
             exec.worth_rebalancing(&problem)
         };
         // 32 boxes of 100 µs per thread (the stencil's scale): 3.5 % wastes 48 µs an iteration.

@@ -14,7 +14,7 @@ use crate::rng::SplitMix64;
 /// of the current positions and weights, and `charges()` the charges of the loads it was
 /// last given.
 #[derive(Debug, Clone)]
-pub struct Cells {
+pub struct VCores {
     grid: Grid,
     positions: Vec<Point>,
     weights: Vec<f64>,
@@ -22,10 +22,10 @@ pub struct Cells {
     charges: Vec<f64>,
 }
 
-impl Cells {
+impl VCores {
     /// vCores at the given positions (clamped into the domain) with the given weights
     /// (all zero gives plain Voronoi cells), assigned against `problem`'s loads.
-    pub fn new(problem: &Problem, positions: Vec<Point>, weights: Vec<f64>) -> Result<Cells> {
+    pub fn new(problem: &Problem, positions: Vec<Point>, weights: Vec<f64>) -> Result<VCores> {
         if positions.len() != weights.len() {
             return Err(Error::VCoreCount { positions: positions.len(), weights: weights.len() });
         }
@@ -46,21 +46,21 @@ impl Cells {
         }
         let grid = *problem.grid();
         let positions = positions.into_iter().map(|p| grid.clamp(p)).collect();
-        let mut cells = Cells { grid, positions, weights, assignment: Assignment::default(), charges: Vec::new() };
-        cells.reassign(problem);
-        Ok(cells)
+        let mut vcores = VCores { grid, positions, weights, assignment: Assignment::default(), charges: Vec::new() };
+        vcores.reassign(problem);
+        Ok(vcores)
     }
 
     /// `problem.vcores()` vCores at uniformly random positions drawn from `seed`, zero weights
     /// (the paper's starting point).
-    pub fn random(problem: &Problem, seed: u64) -> Cells {
+    pub fn random(problem: &Problem, seed: u64) -> VCores {
         let grid = problem.grid();
         let e = grid.extent();
         let mut rng = SplitMix64::new(seed);
         let positions = (0..problem.vcores())
             .map(|_| [rng.next_f64() * e[0], rng.next_f64() * e[1], rng.next_f64() * e[2]])
             .collect();
-        Cells::new(problem, positions, vec![0.0; problem.vcores()]).expect("random positions are finite")
+        VCores::new(problem, positions, vec![0.0; problem.vcores()]).expect("random positions are finite")
     }
 
     /// Number of vCores.
@@ -132,8 +132,8 @@ impl Cells {
     }
 
     fn check(&self, problem: &Problem) {
-        assert_eq!(*problem.grid(), self.grid, "cells and problem must share a grid");
-        assert_eq!(problem.vcores(), self.len(), "cells and problem must have as many vCores");
+        assert_eq!(*problem.grid(), self.grid, "vcores and problem must share a grid");
+        assert_eq!(problem.vcores(), self.len(), "vcores and problem must have as many vCores");
     }
 }
 
@@ -146,11 +146,11 @@ mod tests {
         let g = Grid::new(4, 4).unwrap();
         let loads = [1.0; 16];
         let p = Problem::new(g, &loads, 2).unwrap();
-        let e = Cells::new(&p, vec![[f64::NAN, 1.0, 0.5], [1.0, 1.0, 0.5]], vec![0.0; 2]).unwrap_err();
+        let e = VCores::new(&p, vec![[f64::NAN, 1.0, 0.5], [1.0, 1.0, 0.5]], vec![0.0; 2]).unwrap_err();
         assert!(matches!(e, Error::InvalidVCore { index: 0, what: "position", value } if value.is_nan()));
-        let e = Cells::new(&p, vec![[1.0; 3]; 2], vec![0.0, f64::INFINITY]).unwrap_err();
+        let e = VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0, f64::INFINITY]).unwrap_err();
         assert!(matches!(e, Error::InvalidVCore { index: 1, what: "weight", .. }));
-        assert!(matches!(Cells::new(&p, vec![[1.0; 3]; 2], vec![0.0]), Err(Error::VCoreCount { .. })));
+        assert!(matches!(VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0]), Err(Error::VCoreCount { .. })));
     }
 
     #[test]
@@ -158,8 +158,8 @@ mod tests {
         let g = Grid::new(10, 10).unwrap();
         let loads = [1.0; 100];
         let p = Problem::new(g, &loads, 5).unwrap();
-        let a = Cells::random(&p, 3);
-        let b = Cells::random(&p, 3);
+        let a = VCores::random(&p, 3);
+        let b = VCores::random(&p, 3);
         assert_eq!(a.positions(), b.positions());
         assert_eq!(a.owners(), b.owners());
         // Every box has an owner among the 5 vCores, every vCore owns a box, and the charges

@@ -50,6 +50,7 @@
 
 #![deny(missing_docs)]
 
+pub mod box_timing;
 pub mod cache_model;
 pub mod clock;
 pub mod counters;
@@ -64,5 +65,6 @@ pub mod report;
 pub mod runtime;
 pub mod topology;
 
+pub use box_timing::BoxTimer;
 pub use error::{Error, Result};
-pub use executor::{current_worker, for_each_box_mut, BoxTimer, Executor, IterationEnd, PhaseStats};
+pub use executor::{current_worker, for_each_box_mut, Executor, IterationEnd, PhaseStats};

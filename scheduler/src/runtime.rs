@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use pbs::Grid;
 
-use crate::executor::{BoxTimer, Executor};
+use crate::box_timing::BoxTimer;
+use crate::executor::Executor;
 use crate::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkStealing};
 use crate::placement::numa_positions;
 use crate::pool::Pool;

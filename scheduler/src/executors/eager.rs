@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use crate::executor::{pool_phase, BoxTimer, Executor, PhaseStats, Tracker};
+use crate::box_timing::{BoxTimer, Tracker};
+use crate::executor::{pool_phase, Executor, PhaseStats};
 use crate::pool::Pool;
 
 /// One shared FIFO.
@@ -26,7 +27,7 @@ impl EagerFifo {
 
     /// Over an existing pool.
     pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> crate::Result<Self> {
-        pbs::check_memory("executor state", boxes, crate::executor::EXECUTOR_BYTES_PER_BOX)?;
+        pbs::check_memory("executor state", boxes, crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let tracker = Tracker::new(boxes, pool.threads(), timer);
         Ok(EagerFifo { pool, tracker, boxes, next: CachePadded::new(AtomicUsize::new(0)) })
     }

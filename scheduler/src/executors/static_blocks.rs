@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::executor::{pool_phase, BoxTimer, Executor, PhaseStats, Tracker};
+use crate::box_timing::{BoxTimer, Tracker};
+use crate::executor::{pool_phase, Executor, PhaseStats};
 use crate::pool::Pool;
 
 /// Equal contiguous blocks.
@@ -21,7 +22,7 @@ impl StaticBlocks {
 
     /// Over an existing pool (pinned or not).
     pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> crate::Result<Self> {
-        pbs::check_memory("executor state", boxes, crate::executor::EXECUTOR_BYTES_PER_BOX)?;
+        pbs::check_memory("executor state", boxes, crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let tracker = Tracker::new(boxes, pool.threads(), timer);
         Ok(StaticBlocks { pool, tracker, boxes })
     }

@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use crate::box_timing::{BoxTimer, Local, Tracker};
 use crate::clock;
-use crate::executor::{BoxTimer, Executor, Local, PhaseStats, Tracker};
+use crate::executor::{Executor, PhaseStats};
 
 /// Rayon work stealing.
 pub struct WorkStealing {
@@ -39,7 +40,7 @@ impl WorkStealing {
         if threads > crate::pool::MAX_THREADS {
             return Err(crate::Error::TooManyThreads { threads, max: crate::pool::MAX_THREADS });
         }
-        pbs::check_memory("executor state", boxes, crate::executor::EXECUTOR_BYTES_PER_BOX)?;
+        pbs::check_memory("executor state", boxes, crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("pbs-ws-{i}"))

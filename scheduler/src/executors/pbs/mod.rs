@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use pbs::{balance, methods, Balancer, Grid, Point, Problem, StopRule, VCores};
 
+use crate::box_timing::{BoxTimer, Tracker};
 use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
-use crate::executor::{pool_phase, BoxTimer, Executor, IterationEnd, PhaseStats, Tracker};
+use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats};
 use crate::pool::Pool;
 pub use stealing::Stealing;
 use stealing::{claim_front, pack, steal_from, Lists, StealLog, STEAL_MIN_PHASE};
@@ -85,19 +86,38 @@ impl Default for PbsOptions {
 /// The PBS executor.
 pub struct Pbs {
     pool: Pool,
-    tracker: Tracker,
     grid: Grid,
+    options: PbsOptions,
+    /// The balancer and the vCores it moves: who owns which box.
     balancer: Box<dyn Balancer + Send>,
     vcores: VCores,
-    criterion: Box<dyn Criterion>,
+    /// Each thread's boxes, in index order (rebuilt after every rebalancing).
     lists: Vec<Vec<u32>>,
     /// Each thread's boxes as contiguous index ranges of at most `chunk` boxes, in list order:
     /// a compact cell owns a few runs per grid row, and walking ranges reads no index list.
     runs: Vec<Vec<std::ops::Range<usize>>>,
-    /// Per list: `front` (low 32 bits, owner side) and `back` (high 32 bits, thieves' side).
-    claims: Vec<CachePadded<AtomicU64>>,
+    /// Per thread, the other threads in the order its idle worker visits them (neighbouring
+    /// vCores first).
     neighbours: Vec<Vec<u32>>,
-    options: PbsOptions,
+    timing: Timing,
+    rebalance: Rebalance,
+    steal: Steal,
+    affinity: Affinity,
+}
+
+/// Box timing and the owner loads of the iteration under way.
+struct Timing {
+    tracker: Tracker,
+    /// Owner loads of the current iteration so far: each thread's busy time, minus what it
+    /// spent on stolen boxes, plus what others spent on its boxes.
+    iteration_busy: Vec<Duration>,
+    /// Phases run in the current iteration.
+    phases_in_iteration: usize,
+}
+
+/// What decides the next rebalancing (see `rebalancing.rs`).
+struct Rebalance {
+    criterion: Box<dyn Criterion>,
     /// Seconds the last real rebalancing took (the criterion's `C`).
     last_cost: f64,
     /// `max_avg / lower bound` where the last real rebalancing ended: what the balancer could
@@ -106,25 +126,31 @@ pub struct Pbs {
     /// Whether an iteration has been measured yet.
     measured: bool,
     /// Box-time samples completed when the last real rebalancing ran, and the thread
-    /// `max_avg` of the iterations since, until they have checked it (see [`rebalancing::MAX_CORRECTIONS`]).
+    /// `max_avg` of the iterations since, until they have checked it (see
+    /// [`rebalancing::MAX_CORRECTIONS`]).
     check_after: Option<(u32, Vec<(f64, f64)>)>,
     /// Rebalancings in a row that were corrections of the one before.
     corrections: u32,
-    /// Owner loads of the current iteration so far: each thread's busy time, minus what it
-    /// spent on stolen boxes, plus what others spent on its boxes.
-    iteration_busy: Vec<Duration>,
+}
+
+/// Stealing: the claim words of the lists and what thieves took (see `stealing.rs`).
+struct Steal {
     /// Whether this iteration's phases steal (see [`Stealing`]).
-    stealing: bool,
+    active: bool,
     /// Boxes an owner claims at a time when stealing is on (fewer when tasks are longer).
     claim: u32,
+    /// Per list: `front` (low 32 bits, owner side) and `back` (high 32 bits, thieves' side).
+    claims: Vec<CachePadded<AtomicU64>>,
     /// Per thread, in the current phase: clock ticks spent on other lists' boxes, and ticks
     /// others spent on this thread's boxes.
     foreign: Vec<CachePadded<AtomicU64>>,
     lost: Vec<CachePadded<AtomicU64>>,
-    /// Phases run in the current iteration.
-    phases_in_iteration: usize,
     /// Boxes stolen in the current phase, per thief: `(box, thief)`.
     stolen: Vec<CachePadded<Mutex<StealLog>>>,
+}
+
+/// What the affinity figure compares a phase with.
+struct Affinity {
     /// Boxes stolen in the previous phase (`None` before the first phase).
     previous: Option<Vec<(u32, u32)>>,
     /// The owners before the last rebalancing, until the next phase has compared with them.
@@ -149,7 +175,7 @@ impl Pbs {
             }
             .into());
         }
-        let per_box = crate::executor::EXECUTOR_BYTES_PER_BOX + pbs::BALANCER_BYTES_PER_BOX;
+        let per_box = crate::box_timing::EXECUTOR_BYTES_PER_BOX + pbs::BALANCER_BYTES_PER_BOX;
         pbs::check_memory("pbs executor state", grid.len(), per_box)?;
         // More threads than boxes: the extra threads own nothing and only steal.
         let vcores = threads.min(grid.len());
@@ -167,33 +193,39 @@ impl Pbs {
         balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
-        let (stealing, claim) = (options.steal == Stealing::Always, options.chunk);
+        let (active, claim) = (options.steal == Stealing::Always, options.chunk);
+        let padded = || (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let mut pbs = Pbs {
-            tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
             pool,
             grid,
             balancer,
             vcores,
-            criterion,
             lists: Vec::new(),
             runs: Vec::new(),
-            claims: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             neighbours: Vec::new(),
+            timing: Timing {
+                tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
+                iteration_busy: vec![Duration::ZERO; threads],
+                phases_in_iteration: 0,
+            },
+            rebalance: Rebalance {
+                criterion,
+                last_cost: cost,
+                reached: 1.0,
+                measured: false,
+                check_after: None,
+                corrections: 0,
+            },
+            steal: Steal {
+                active,
+                claim,
+                claims: padded(),
+                foreign: padded(),
+                lost: padded(),
+                stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
+            },
+            affinity: Affinity { previous: None, owners_before: None },
             options,
-            last_cost: cost,
-            reached: 1.0,
-            measured: false,
-            check_after: None,
-            corrections: 0,
-            iteration_busy: vec![Duration::ZERO; threads],
-            stealing,
-            claim,
-            foreign: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-            lost: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
-            phases_in_iteration: 0,
-            stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
-            previous: None,
-            owners_before: None,
         };
         pbs.rebuild_lists();
         Ok(pbs)
@@ -206,7 +238,7 @@ impl Pbs {
 
     /// Name of the criterion in use.
     pub fn criterion_name(&self) -> String {
-        self.criterion.name()
+        self.rebalance.criterion.name()
     }
 
     fn rebuild_lists(&mut self) {
@@ -259,21 +291,22 @@ impl Pbs {
     /// spent on others' boxes), so the next phase reports only itself, and compares the
     /// next phase's affinity with nothing.
     fn forget_phase(&mut self) {
-        for m in &self.stolen {
+        for m in &self.steal.stolen {
             m.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
-        self.foreign.iter().chain(&self.lost).for_each(|a| a.store(0, Ordering::Relaxed));
-        self.previous = None;
-        self.owners_before = None;
+        self.steal.foreign.iter().chain(&self.steal.lost).for_each(|a| a.store(0, Ordering::Relaxed));
+        self.affinity.previous = None;
+        self.affinity.owners_before = None;
     }
 
     /// Affinity without per-box bookkeeping: a box runs on another thread than last phase
     /// only if it was stolen now or then, or its owner changed in between. The full comparison
     /// runs only when something was stolen or moved.
     fn count_affinity(&mut self, stats: &mut PhaseStats) {
-        let now: Vec<(u32, u32)> = self.stolen.iter().flat_map(|m| std::mem::take(&mut *m.lock().unwrap())).collect();
-        let old_owners = self.owners_before.take();
-        if let Some(before) = self.previous.take() {
+        let now: Vec<(u32, u32)> =
+            self.steal.stolen.iter().flat_map(|m| std::mem::take(&mut *m.lock().unwrap())).collect();
+        let old_owners = self.affinity.owners_before.take();
+        if let Some(before) = self.affinity.previous.take() {
             let owners = self.vcores.owners();
             let n = owners.len();
             let moved = if before.is_empty() && now.is_empty() && old_owners.is_none() {
@@ -292,7 +325,7 @@ impl Pbs {
             stats.compared = n;
             stats.same_thread = n - moved;
         }
-        self.previous = Some(now);
+        self.affinity.previous = Some(now);
     }
 }
 
@@ -313,17 +346,18 @@ unsafe impl Executor for Pbs {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let steal = self.stealing;
+        let steal = self.steal.active;
         if steal {
-            for (c, l) in self.claims.iter().zip(&self.lists) {
+            for (c, l) in self.steal.claims.iter().zip(&self.lists) {
                 c.store(pack(0, l.len() as u32), Ordering::Release);
             }
         }
-        self.tracker.begin_phase();
-        self.phases_in_iteration += 1;
-        let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.claims, &self.neighbours);
-        let (claim, stolen, foreign, lost) = (self.claim, &self.stolen, &self.foreign, &self.lost);
-        let done = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
+        self.timing.tracker.begin_phase();
+        self.timing.phases_in_iteration += 1;
+        let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.steal.claims, &self.neighbours);
+        let (claim, stolen, foreign, lost) =
+            (self.steal.claim, &self.steal.stolen, &self.steal.foreign, &self.steal.lost);
+        let done = pool_phase(&self.pool, &mut self.timing.tracker, &|t, tracker, local| {
             let mine = &lists[t];
             if !steal {
                 // Nobody else touches this list: walk its runs without claiming chunks (no
@@ -352,42 +386,42 @@ unsafe impl Executor for Pbs {
         };
         self.count_affinity(&mut stats);
         let ns = clock::ns_per_tick();
-        for (t, (acc, b)) in self.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
+        for (t, (acc, b)) in self.timing.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
             if !steal {
                 *acc += *b;
                 continue;
             }
-            let abroad = self.foreign[t].swap(0, Ordering::Relaxed) as f64 * ns;
-            let lost = self.lost[t].swap(0, Ordering::Relaxed) as f64 * ns;
+            let abroad = self.steal.foreign[t].swap(0, Ordering::Relaxed) as f64 * ns;
+            let lost = self.steal.lost[t].swap(0, Ordering::Relaxed) as f64 * ns;
             *acc += Duration::from_nanos((b.as_nanos() as f64 - abroad + lost).max(0.0) as u64);
         }
         stats
     }
 
     fn end_iteration(&mut self) -> IterationEnd {
-        self.tracker.end_iteration();
-        let loads: Vec<f64> = self.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
+        self.timing.tracker.end_iteration();
+        let loads: Vec<f64> = self.timing.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
         let max_stride = self.options.timer.stride;
         if max_stride != 0 {
-            let boxes_run = (self.grid.len() * self.phases_in_iteration.max(1)) as f64;
+            let boxes_run = (self.grid.len() * self.timing.phases_in_iteration.max(1)) as f64;
             let mean_box = loads.iter().sum::<f64>() / boxes_run;
-            self.tracker.set_stride(timing_stride(mean_box, max_stride));
+            self.timing.tracker.set_stride(timing_stride(mean_box, max_stride));
             let piece = timing_piece(mean_box, self.options.chunk);
-            self.tracker.set_piece(piece);
+            self.timing.tracker.set_piece(piece);
             // Claims cost about a clock pair each: as many boxes per claim as per timed piece.
-            self.claim = piece as u32;
+            self.steal.claim = piece as u32;
         }
-        self.stealing = match self.options.steal {
+        self.steal.active = match self.options.steal {
             Stealing::Never => false,
             Stealing::Always => true,
             Stealing::Auto => {
                 let phase_per_thread =
-                    loads.iter().sum::<f64>() / (loads.len() * self.phases_in_iteration.max(1)) as f64;
+                    loads.iter().sum::<f64>() / (loads.len() * self.timing.phases_in_iteration.max(1)) as f64;
                 phase_per_thread >= STEAL_MIN_PHASE
             }
         };
-        self.phases_in_iteration = 0;
-        self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
+        self.timing.phases_in_iteration = 0;
+        self.timing.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         self.rebalance_if_due(&loads)
     }
 
@@ -410,12 +444,12 @@ mod tests {
             });
             exec.end_iteration();
         }
-        assert_eq!(exec.tracker.stride(), 8, "empty tasks");
+        assert_eq!(exec.timing.tracker.stride(), 8, "empty tasks");
         for _ in 0..3 {
             exec.run_phase(&|_| std::thread::sleep(Duration::from_micros(20)));
             exec.end_iteration();
         }
-        assert_eq!(exec.tracker.stride(), 1, "20 µs tasks");
+        assert_eq!(exec.timing.tracker.stride(), 1, "20 µs tasks");
     }
 
     #[test]

@@ -10,8 +10,9 @@ use std::time::Instant;
 use pbs::{balance, metrics, Problem, StopRule};
 
 use super::Pbs;
+use crate::box_timing::Tracker;
 use crate::criteria::Sample;
-use crate::executor::{IterationEnd, Tracker};
+use crate::executor::IterationEnd;
 
 /// Rebalancings in a row that may correct a rebalancing that missed its target.
 ///
@@ -62,25 +63,25 @@ impl Pbs {
         // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
         // does not grow, so an imbalance present from the start would never be corrected: the
         // first iteration with measured loads always rebalances, then the criterion decides.
-        let first = !self.measured;
-        self.measured = true;
+        let first = !self.rebalance.measured;
+        self.rebalance.measured = true;
         let mut correcting = false;
-        if let Some((samples, since)) = &mut self.check_after {
+        if let Some((samples, since)) = &mut self.rebalance.check_after {
             since.push((end.max_avg, sample.max - sample.mean));
-            if self.tracker.samples_completed() > *samples && since.len() >= CHECK_ITERATIONS {
+            if self.timing.tracker.samples_completed() > *samples && since.len() >= CHECK_ITERATIONS {
                 let ratio = metrics::median(&since.iter().map(|s| s.0).collect::<Vec<_>>());
                 let excess = metrics::median(&since.iter().map(|s| s.1).collect::<Vec<_>>());
-                self.check_after = None;
+                self.rebalance.check_after = None;
                 correcting = ratio > 1.0 + 2.0 * self.options.trigger
-                    && excess * PAYBACK_ITERATIONS >= self.last_cost
-                    && self.corrections < MAX_CORRECTIONS;
+                    && excess * PAYBACK_ITERATIONS >= self.rebalance.last_cost
+                    && self.rebalance.corrections < MAX_CORRECTIONS;
             }
         }
-        if !self.criterion.observe(sample) && !first && !correcting {
+        if !self.rebalance.criterion.observe(sample) && !first && !correcting {
             return end;
         }
         let start = Instant::now();
-        let box_loads = box_loads(&self.tracker);
+        let box_loads = box_loads(&self.timing.tracker);
         // The balancer's assignments run on every thread of the pool, which waits meanwhile.
         let problem = Problem::new(self.grid, &box_loads, self.vcores.len())
             .expect("measured times are finite and ≥ 0")
@@ -90,7 +91,7 @@ impl Pbs {
         // imbalance the criterion saw is noise, or threads' speeds differ).
         self.vcores.recharge(&problem);
         if !self.worth_rebalancing(&problem) {
-            self.criterion.rebalanced(self.last_cost);
+            self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
             end.rebalance_time = start.elapsed();
             return end;
         }
@@ -100,19 +101,20 @@ impl Pbs {
         // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
         let opts = StopRule { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
         let outcome = balance(self.balancer.as_mut(), &problem, &mut self.vcores, opts, |_| {});
-        self.reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
+        self.rebalance.reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
         end.migrations = metrics::migrations(&before, self.vcores.owners());
         if end.migrations > 0 {
-            self.tracker.forget_samples();
+            self.timing.tracker.forget_samples();
             self.rebuild_lists();
-            self.owners_before = Some(before);
+            self.affinity.owners_before = Some(before);
         }
         end.rebalanced = true;
         end.rebalance_time = start.elapsed();
-        self.corrections = if correcting { self.corrections + 1 } else { 0 };
-        self.check_after = Some((self.tracker.samples_completed(), Vec::with_capacity(CHECK_ITERATIONS)));
-        self.last_cost = end.rebalance_time.as_secs_f64();
-        self.criterion.rebalanced(self.last_cost);
+        self.rebalance.corrections = if correcting { self.rebalance.corrections + 1 } else { 0 };
+        self.rebalance.check_after =
+            Some((self.timing.tracker.samples_completed(), Vec::with_capacity(CHECK_ITERATIONS)));
+        self.rebalance.last_cost = end.rebalance_time.as_secs_f64();
+        self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
         end
     }
 
@@ -136,9 +138,9 @@ impl Pbs {
         // if it fell short (a balancer stopped at 3.5 % gains nothing on a 3.5 % imbalance;
         // without this floor, on 16 threads, every rebalancing that stopped short was
         // followed a few iterations later by another, stopping short again).
-        let floor = (1.0 + self.options.tol).max(self.reached) * bound;
+        let floor = (1.0 + self.options.tol).max(self.rebalance.reached) * bound;
         let waste = (max_avg - floor) * problem.mean();
-        waste * PAYBACK_ITERATIONS >= self.last_cost
+        waste * PAYBACK_ITERATIONS >= self.rebalance.last_cost
     }
 }
 
@@ -165,7 +167,7 @@ mod tests {
                 ..PbsOptions::default()
             };
             let mut exec = Pbs::new(grid, 2, options).unwrap();
-            exec.tracker.set_stride(1);
+            exec.timing.tracker.set_stride(1);
             Policy { exec, grid }
         }
 
@@ -187,12 +189,12 @@ mod tests {
         /// Ends an iteration measured with `boxes` and the thread loads `threads` (one sampled
         /// iteration of box times, as a stride of 1 gives).
         fn end(&mut self, boxes: &[f64], threads: &[f64], cost: f64) -> IterationEnd {
-            self.exec.tracker.begin_phase();
-            self.exec.tracker.end_iteration();
-            self.exec.last_cost = cost;
+            self.exec.timing.tracker.begin_phase();
+            self.exec.timing.tracker.end_iteration();
+            self.exec.rebalance.last_cost = cost;
             let end = self.exec.rebalance_on(threads, |_| boxes.to_vec());
             if end.rebalanced {
-                self.exec.last_cost = cost;
+                self.exec.rebalance.last_cost = cost;
             }
             end
         }
@@ -267,7 +269,7 @@ mod tests {
     fn a_small_imbalance_is_fixed_when_it_costs_more_than_a_rebalancing() {
         let grid = Grid::new(8, 8).unwrap();
         let mut exec = Pbs::new(grid, 2, PbsOptions::default()).unwrap();
-        exec.last_cost = 300e-6;
+        exec.rebalance.last_cost = 300e-6;
         // Box loads (seconds) putting thread 0 at `max_avg` = 1 + excess on the current mapping.
         let worth = |exec: &mut Pbs, box_time: f64, excess: f64| {
             let owners = exec.vcores.owners().to_vec();
@@ -284,7 +286,7 @@ mod tests {
         assert!(!worth(&mut exec, 0.1e-6, 0.035), "3.5 % on 3.2 µs per thread");
         assert!(worth(&mut exec, 0.1e-6, 0.08), "above the trigger, always");
         // After a rebalancing that stopped short at 3.5 %, only what lies beyond is won.
-        exec.reached = 1.035;
+        exec.rebalance.reached = 1.035;
         assert!(!worth(&mut exec, 100e-6, 0.035), "nothing to win on 3.5 %");
         assert!(worth(&mut exec, 100e-6, 0.045), "one point over 3.2 ms per thread, 3.2 ms in 100 iterations");
     }

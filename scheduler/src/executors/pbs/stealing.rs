@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::{Backoff, CachePadded};
 
+use crate::box_timing::{Local, Tracker};
 use crate::clock;
-use crate::executor::{Local, Tracker};
 
 /// When threads that ran dry steal boxes.
 ///

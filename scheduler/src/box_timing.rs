@@ -1,0 +1,383 @@
+//! Per-box and per-thread bookkeeping shared by the executors: who ran each box last (for the
+//! affinity figure), sampled box times (the loads the balancer sees) and per-thread counts.
+//!
+//! Box times are sampled by iteration, not by box: one iteration in `stride` times its chunks
+//! of boxes with one clock pair each and credits every box with its chunk's mean, summed over
+//! the iteration's phases. Everything here is written with relaxed atomics: each box runs once
+//! per phase, and the pool's barrier orders a phase's writes before the reads that follow it.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::clock;
+use crate::executor::PhaseStats;
+
+/// What the executor records per box execution.
+///
+/// Timing samples one box in `stride` (a power of two), rotating with the phase, so every box
+/// is measured every `stride` phases at `1/stride` of the cost of timing them all; the clock is
+/// the cheap [`crate::clock`]. `stride: 0` disables timing. Affinity is one relaxed load and
+/// store per box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BoxTimer {
+    /// Time one box in this many (a power of two), or 0 for none.
+    pub stride: u32,
+    /// Record which thread ran each box (for the affinity figure).
+    pub affinity: bool,
+}
+
+impl Default for BoxTimer {
+    fn default() -> Self {
+        BoxTimer { stride: 8, affinity: true }
+    }
+}
+
+impl BoxTimer {
+    /// No timing, no affinity: the executor as a plain loop.
+    pub const OFF: BoxTimer = BoxTimer { stride: 0, affinity: false };
+}
+
+/// Per-box and per-thread bookkeeping shared by the executors: who ran each box last, sampled
+/// box times, per-thread counts.
+pub struct Tracker {
+    last_thread: Vec<AtomicU32>,
+    /// Latest sampled time of each box, in clock ticks (`u64::MAX` = never measured).
+    box_ticks: Vec<AtomicU64>,
+    per_thread: Vec<CachePadded<ThreadCounters>>,
+    timer: BoxTimer,
+    phase: u32,
+    /// Iterations ended so far (see [`Tracker::end_iteration`]).
+    iteration: u32,
+    /// Phases run in the current iteration.
+    phase_in_iteration: u32,
+    /// Two per-box sample buffers, alternating: sampled iteration `n` sums its chunk times,
+    /// over all its phases, into `samples[n % 2]`. Loads are read from both only when the
+    /// balancer asks, so no per-iteration pass over the boxes is needed.
+    samples: [Vec<AtomicU64>; 2],
+    /// Sampled iterations completed.
+    completed: u32,
+    /// `completed` when older samples were last declared stale ([`Tracker::forget_samples`]).
+    fresh_from: u32,
+    /// Boxes timed together, at most, in a sampled iteration (see [`Tracker::set_piece`]).
+    piece: usize,
+}
+
+#[derive(Default)]
+struct ThreadCounters {
+    boxes: AtomicU64,
+    busy_ticks: AtomicU64,
+    same: AtomicU64,
+    compared: AtomicU64,
+}
+
+const NEVER: u32 = u32::MAX;
+
+/// Bytes per box of a [`Tracker`] and an executor's box lists, at most: what the executors
+/// ask [`pbs::check_memory`] for before they are built.
+pub(crate) const EXECUTOR_BYTES_PER_BOX: usize = 40;
+
+impl Local {
+    /// Adds busy time measured around a thread's work, in clock ticks.
+    pub fn add_busy_ticks(&mut self, ticks: u64) {
+        self.busy_ticks += ticks;
+    }
+}
+
+/// A relaxed load-then-store: each box runs once per phase, so no read-modify-write is needed.
+trait SwapRelaxed {
+    fn swap_relaxed(&self, v: u32) -> u32;
+}
+
+impl SwapRelaxed for AtomicU32 {
+    #[inline]
+    fn swap_relaxed(&self, v: u32) -> u32 {
+        let prev = self.load(Ordering::Relaxed);
+        self.store(v, Ordering::Relaxed);
+        prev
+    }
+}
+
+/// Counters of one thread during one phase, flushed once at the end of its work.
+#[derive(Default)]
+pub struct Local {
+    boxes: u64,
+    busy_ticks: u64,
+    same: u64,
+    compared: u64,
+}
+
+impl Tracker {
+    /// Bookkeeping for `boxes` boxes and `threads` threads.
+    pub fn new(boxes: usize, threads: usize, timer: BoxTimer) -> Tracker {
+        assert!(timer.stride == 0 || timer.stride.is_power_of_two(), "the timing stride must be 0 or a power of two");
+        Tracker {
+            last_thread: (0..boxes).map(|_| AtomicU32::new(NEVER)).collect(),
+            box_ticks: (0..boxes).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            per_thread: (0..threads).map(|_| CachePadded::new(ThreadCounters::default())).collect(),
+            timer,
+            phase: 0,
+            iteration: 0,
+            phase_in_iteration: 0,
+            samples: [(0..boxes).map(|_| AtomicU64::new(0)).collect(), (0..boxes).map(|_| AtomicU64::new(0)).collect()],
+            completed: 0,
+            fresh_from: 0,
+            piece: usize::MAX,
+        }
+    }
+
+    /// Runs box `k` on thread `t`, recording affinity and (for sampled boxes) its time.
+    #[inline]
+    pub fn run(&self, k: usize, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+        if self.timer.affinity {
+            let prev = self.last_thread[k].swap_relaxed(t as u32);
+            if prev != NEVER {
+                local.compared += 1;
+                local.same += u64::from(prev == t as u32);
+            }
+        }
+        local.boxes += 1;
+        let mask = self.timer.stride.wrapping_sub(1);
+        if self.timer.stride != 0 && (k as u32).wrapping_add(self.phase) & mask == 0 {
+            let start = clock::ticks();
+            task(k);
+            let dt = clock::ticks().wrapping_sub(start);
+            self.box_ticks[k].store(dt, Ordering::Relaxed);
+        } else {
+            task(k);
+        }
+    }
+
+    /// Runs the boxes `ks` on thread `t` as one chunk. In the sampled iterations (one in
+    /// `stride`) the chunk is timed with one clock pair and each box is credited with the
+    /// chunk's mean, summed over the iteration's phases; otherwise it runs untimed. Call
+    /// [`Tracker::begin_phase`] before and [`Tracker::end_iteration`] after as the executor's
+    /// iterations go. The thread's busy time is
+    /// measured around its whole work by the executor ([`Local::add_busy_ticks`]), so it is
+    /// exact every phase for two clock reads per thread.
+    #[inline]
+    pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+        if self.sampled_iteration() {
+            for piece in ks.chunks(self.piece) {
+                self.run_boxes(piece.iter().map(|&k| k as usize), t, local, task);
+            }
+        } else {
+            self.run_boxes(ks.iter().map(|&k| k as usize), t, local, task)
+        }
+    }
+
+    /// [`Tracker::run_chunk`] over a contiguous range of boxes: no index list to read.
+    #[inline]
+    pub fn run_range(&self, ks: std::ops::Range<usize>, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+        if self.sampled_iteration() {
+            let mut start = ks.start;
+            while start < ks.end {
+                let end = ks.end.min(start.saturating_add(self.piece));
+                self.run_boxes(start..end, t, local, task);
+                start = end;
+            }
+        } else {
+            self.run_boxes(ks, t, local, task)
+        }
+    }
+
+    #[inline]
+    fn run_boxes(
+        &self,
+        ks: impl ExactSizeIterator<Item = usize> + Clone,
+        t: usize,
+        local: &mut Local,
+        task: &(dyn Fn(usize) + Sync),
+    ) {
+        let timed = self.sampled_iteration();
+        let start = if timed { clock::ticks() } else { 0 };
+        if self.timer.affinity {
+            for k in ks.clone() {
+                let prev = self.last_thread[k].swap_relaxed(t as u32);
+                if prev != NEVER {
+                    local.compared += 1;
+                    local.same += u64::from(prev == t as u32);
+                }
+                task(k);
+            }
+        } else {
+            for k in ks.clone() {
+                task(k);
+            }
+        }
+        let len = ks.len();
+        local.boxes += len as u64;
+        if timed {
+            // Every box runs exactly once per phase: the first phase of the iteration stores
+            // its share (no clearing pass), later phases add theirs with a plain load and store.
+            let each = clock::ticks().wrapping_sub(start) / len.max(1) as u64;
+            let buffer = &self.samples[(self.completed % 2) as usize];
+            if self.phase_in_iteration == 1 {
+                for k in ks {
+                    buffer[k].store(each, Ordering::Relaxed);
+                }
+            } else {
+                for k in ks {
+                    let acc = &buffer[k];
+                    acc.store(acc.load(Ordering::Relaxed) + each, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Whether this iteration's chunks are timed: one iteration in `stride`. Sampling by
+    /// iteration, not by phase, makes a box's load the sum of all the phases it runs in.
+    fn sampled_iteration(&self) -> bool {
+        self.timer.stride != 0 && self.iteration & (self.timer.stride - 1) == 0
+    }
+
+    /// Call before each phase of an executor that uses [`Tracker::run_chunk`] (counts the
+    /// phases of the iteration).
+    pub fn begin_phase(&mut self) {
+        self.phase_in_iteration += 1;
+    }
+
+    /// Ends an iteration.
+    pub fn end_iteration(&mut self) {
+        if self.sampled_iteration() && self.phase_in_iteration > 0 {
+            self.completed += 1;
+        }
+        self.phase_in_iteration = 0;
+        self.iteration = self.iteration.wrapping_add(1);
+    }
+
+    /// Samples one iteration in `stride` from the next iteration on (a power of two; call
+    /// between iterations). An executor that knows its tasks' cost can afford to time coarse
+    /// tasks more often than tiny ones.
+    pub fn set_stride(&mut self, stride: u32) {
+        assert!(stride.is_power_of_two(), "the timing stride must be a power of two");
+        self.timer.stride = stride;
+    }
+
+    /// In sampled iterations, time the boxes of a chunk in pieces of at most `boxes` (each
+    /// box is credited with its piece's mean; default: the whole chunk). Finer pieces cost a
+    /// clock pair each but give the balancer sharper box times where the load varies within
+    /// a chunk (a chunk of whole grid rows across a density gradient).
+    pub fn set_piece(&mut self, boxes: usize) {
+        self.piece = boxes.max(1);
+    }
+
+    /// Sampled iterations completed so far: box loads are fresh after a rebalancing once this
+    /// has grown.
+    pub fn samples_completed(&self) -> u32 {
+        self.completed
+    }
+
+    /// One iteration in this many is timed (0 = none).
+    pub fn stride(&self) -> u32 {
+        self.timer.stride
+    }
+
+    /// Whether box times are being measured at all.
+    pub fn timing(&self) -> bool {
+        self.timer.stride != 0
+    }
+
+    /// Adds a thread's counters for this phase (call once per thread per phase).
+    pub fn flush(&self, t: usize, local: Local) {
+        let c = &self.per_thread[t];
+        c.boxes.fetch_add(local.boxes, Ordering::Relaxed);
+        c.busy_ticks.fetch_add(local.busy_ticks, Ordering::Relaxed);
+        c.same.fetch_add(local.same, Ordering::Relaxed);
+        c.compared.fetch_add(local.compared, Ordering::Relaxed);
+    }
+
+    /// Ends a phase: collects and resets the per-thread counters.
+    pub fn finish(&mut self, wall: Duration) -> PhaseStats {
+        let mut s = PhaseStats { wall, ..Default::default() };
+        for c in &self.per_thread {
+            s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
+            let busy = c.busy_ticks.swap(0, Ordering::Relaxed) as f64 * clock::ns_per_tick();
+            s.busy.push(Duration::from_nanos(busy as u64));
+            s.same_thread += c.same.swap(0, Ordering::Relaxed) as usize;
+            s.compared += c.compared.swap(0, Ordering::Relaxed) as usize;
+        }
+        self.phase = self.phase.wrapping_add(1);
+        s
+    }
+
+    /// From now on, [`Tracker::box_loads`] uses only samples completed after this call (once
+    /// there is one). For an executor whose mapping just changed: a box's time depends on
+    /// where it ran too (a migrated box starts cold on its new thread, the first iteration of a
+    /// run pays for page faults and growing buffers), and the mean of a sample from before
+    /// with one from after is neither.
+    pub fn forget_samples(&mut self) {
+        self.fresh_from = self.completed;
+    }
+
+    /// Measured time of every box in seconds: chunk-timed samples where there are any (the
+    /// smaller of the last two, or the last one alone when only it is newer than
+    /// [`Tracker::forget_samples`]), else per-box samples from [`Tracker::run`]; boxes never
+    /// measured get the mean of the measured ones (1 if none is). The smaller, not the mean:
+    /// noise only ever adds time (a thread preempted while it timed a piece charges the
+    /// preemption to the piece's boxes), and with another process taking a core every other
+    /// iteration the mean of two moved boxes away from that core and back again, ending tests
+    /// at 1.2–1.5; a load that really grows shows in both samples one iteration later.
+    pub fn box_loads(&self) -> Vec<f64> {
+        let to_s = clock::ticks_to_seconds();
+        let latest_only = self.completed.wrapping_sub(self.fresh_from) == 1;
+        let raw: Vec<Option<f64>> = match self.completed {
+            0 => self
+                .box_ticks
+                .iter()
+                .map(|a| a.load(Ordering::Relaxed))
+                .map(|v| (v != u64::MAX).then_some(v as f64))
+                .collect(),
+            n if n == 1 || latest_only => {
+                // The buffer of the last completed sample.
+                let last = &self.samples[((n - 1) % 2) as usize];
+                last.iter().map(|a| Some(a.load(Ordering::Relaxed) as f64)).collect()
+            }
+            _ => self.samples[0]
+                .iter()
+                .zip(&self.samples[1])
+                .map(|(a, b)| Some(a.load(Ordering::Relaxed).min(b.load(Ordering::Relaxed)) as f64))
+                .collect(),
+        };
+        let measured: Vec<f64> = raw.iter().flatten().map(|v| v * to_s).collect();
+        let fill = if measured.is_empty() { 1.0 } else { measured.iter().sum::<f64>() / measured.len() as f64 };
+        raw.iter().map(|v| v.map_or(fill, |v| v * to_s)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One sampled iteration over a 16-box chunk whose first half sleeps 2 ms a box.
+    fn loads_with_piece(piece: Option<usize>) -> Vec<f64> {
+        let mut tracker = Tracker::new(16, 1, BoxTimer { stride: 1, affinity: false });
+        if let Some(p) = piece {
+            tracker.set_piece(p);
+        }
+        tracker.begin_phase();
+        let mut local = Local::default();
+        tracker.run_range(0..16, 0, &mut local, &|k| {
+            if k < 8 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        tracker.end_iteration();
+        tracker.box_loads()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "times sleeps against empty calls, which Miri runs 1000× slower")]
+    fn pieces_separate_heavy_and_light_boxes_within_a_chunk() {
+        let whole = loads_with_piece(None);
+        assert!(whole.windows(2).all(|w| w[0] == w[1]), "one mean for the whole chunk: {whole:?}");
+        // Sleeping boxes measure ≥ 2 ms; the others measure what four empty calls take. Noise
+        // only adds time (a preempted thread), so the least of three runs, box by box.
+        let pieces =
+            (0..3).map(|_| loads_with_piece(Some(4))).reduce(|a, b| a.iter().zip(&b).map(|(x, y)| x.min(*y)).collect());
+        let pieces = pieces.unwrap();
+        assert!(pieces[..8].iter().all(|&l| l >= 2e-3), "{pieces:?}");
+        assert!(pieces[8..].iter().all(|&l| l < 1e-4), "{pieces:?}");
+    }
+}

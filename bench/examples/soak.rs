@@ -8,8 +8,8 @@
 //! checksum differs or memory grows by more than 4 MiB after the first tenth of a run.
 use std::time::Instant;
 
-use pbs_bench::apps::md::{Md, Scenario};
-use pbs_bench::apps::GridApp;
+use pbs_apps::md::{Md, Scenario};
+use pbs_apps::GridApp;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::{Runtime, EXECUTORS};
 use pbs_scheduler::topology::Topology;
@@ -40,7 +40,7 @@ fn main() {
     for name in EXECUTORS {
         let mut app = Md::new(Scenario::Gravity, 32, 32, 1);
         let (mut exec, _) = runtime.executor(name, app.grid()).expect("an executor");
-        let bar = pbs_bench::progress::bar(iterations as u64, name);
+        let bar = pbs_plot::progress::bar(iterations as u64, name);
         let start = Instant::now();
         let (mut settled, mut peak, mut rebalancings) = (0u64, 0u64, 0usize);
         let mut rec = Recorder::new(name, threads);

@@ -11,13 +11,10 @@
 
 #![deny(missing_docs)]
 
-pub mod apps;
 pub mod assign_cost;
 pub mod converge;
 pub mod matrix;
 pub mod paper;
-pub mod plot;
-pub mod progress;
 pub mod run;
 pub mod scaling;
 pub mod shapes;

@@ -6,11 +6,11 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::plot::{self, OwnerMap, Panel, Series, PALETTE};
-use crate::progress;
 use crate::run::{self, RunRow, RunSetup};
 use crate::table::Table;
 use crate::Stats;
+use pbs_plot::panels::{self, OwnerMap, Panel, Series, PALETTE};
+use pbs_plot::progress;
 
 /// How much to run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -203,7 +203,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
         all.push(last);
     }
     bar.finish_and_clear();
-    plot::line_panels(&out.join("iteration_time.png"), 1200, 900, 2, &panels)?;
+    panels::line_panels(&out.join("iteration_time.png"), 1200, 900, 2, &panels)?;
     let _ = writeln!(
         md,
         "![iteration time](iteration_time.png)\n\n![busy time per thread](busy.png)\n\n![pbs owner maps](owners.png)\n\n\
@@ -266,7 +266,7 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
             })
             .collect(),
     };
-    plot::line_panels(&out.join("busy.png"), 800, 500, 1, &[panel])
+    panels::line_panels(&out.join("busy.png"), 800, 500, 1, &[panel])
 }
 
 fn owner_maps(out: &Path, rows: &[RunRow], nx: usize, ny: usize) -> Result<(), String> {
@@ -284,7 +284,7 @@ fn owner_maps(out: &Path, rows: &[RunRow], nx: usize, ny: usize) -> Result<(), S
             positions: &positions,
         })
         .collect();
-    plot::owner_maps(&out.join("owners.png"), maps.len().max(1), 320, &maps)
+    panels::owner_maps(&out.join("owners.png"), maps.len().max(1), 320, &maps)
 }
 
 #[cfg(test)]

@@ -14,11 +14,11 @@ use pbs::{methods, Grid, StepRecord, StopRule};
 
 use crate::assign_cost::{self, AssignCost};
 use crate::converge::{run_one, ConvergeRow};
-use crate::plot::{self, OwnerMap, Panel, Series, PALETTE};
-use crate::progress;
 use crate::shapes;
 use crate::table::Table;
 use crate::transitions::{self, Kind, Setup, TransitionsReport};
+use pbs_plot::panels::{self, OwnerMap, Panel, Series, PALETTE};
+use pbs_plot::progress;
 
 /// Our implementation of the paper's final method.
 pub const PAPER_METHOD: &str = "paper-eq7";
@@ -161,7 +161,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
             }
         })
         .collect();
-    plot::line_panels(&out.join("fig5.png"), 1200, 900, 2, &fig5_panels)?;
+    panels::line_panels(&out.join("fig5.png"), 1200, 900, 2, &fig5_panels)?;
     let maps: Vec<OwnerMap> = [methods::DEFAULT, PAPER_METHOD]
         .iter()
         .flat_map(|m| finals.iter().filter(move |f| f.1 == *m))
@@ -173,7 +173,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
             positions: cells.positions(),
         })
         .collect();
-    plot::owner_maps(&out.join("cells.png"), 4, 300, &maps)?;
+    panels::owner_maps(&out.join("cells.png"), 4, 300, &maps)?;
 
     // Tables 1–3.
     let mut reports = Vec::new();
@@ -235,7 +235,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
             })
             .collect(),
     };
-    plot::line_panels(&out.join("assign_cost.png"), 800, 500, 1, &[cost_panel])?;
+    panels::line_panels(&out.join("assign_cost.png"), 800, 500, 1, &[cost_panel])?;
 
     // Shapes nobody named.
     bar.set_message("other shapes");

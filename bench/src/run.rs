@@ -12,10 +12,8 @@ use pbs_scheduler::runtime::{Runtime, EXECUTORS};
 use pbs_scheduler::topology::{per_core_cache_bytes, Topology};
 use pbs_scheduler::BoxTimer;
 
-use crate::apps::md::{Md, Scenario};
-use crate::apps::stencil::Stencil;
-use crate::apps::GridApp;
 use crate::table::Table;
+use pbs_apps::GridApp;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,15 +44,6 @@ pub struct RunSetup {
 }
 
 impl RunSetup {
-    /// Default scenario of an app.
-    pub fn default_scenario(app: &str) -> &'static str {
-        if app == "md" {
-            "gravity"
-        } else {
-            "drift"
-        }
-    }
-
     /// The modelled cache size: the machine's per-core cache, else 1 MiB.
     pub fn machine_cache_bytes() -> u64 {
         per_core_cache_bytes().unwrap_or(1 << 20)
@@ -62,14 +51,7 @@ impl RunSetup {
 
     /// A fresh app as set up.
     pub fn make_app(&self) -> Result<Box<dyn GridApp>, String> {
-        pbs::Grid::new(self.nx, self.ny).map_err(|e| e.to_string())?;
-        match (self.app.as_str(), self.scenario.as_str()) {
-            ("md", s) => Ok(Box::new(Md::new(Scenario::from_name(s)?, self.nx, self.ny, self.seed))),
-            ("stencil", "drift") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, None, self.seed as u32))),
-            ("stencil", "rough") => Ok(Box::new(Stencil::new(self.nx, self.ny, 16, 0.25, Some(10), self.seed as u32))),
-            ("stencil", s) => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
-            (a, _) => Err(format!("unknown app {a:?}; expected md or stencil")),
-        }
+        pbs_apps::build(&self.app, &self.scenario, self.nx, self.ny, self.seed)
     }
 }
 

@@ -10,10 +10,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::matrix::{cases, median_over, median_pbs_over};
-use crate::plot::{self, Panel, Series, PALETTE};
-use crate::progress;
 use crate::run::{self, RunRow, RunSetup};
 use crate::table::Table;
+use pbs_plot::panels::{self, Panel, Series, PALETTE};
+use pbs_plot::progress;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -218,7 +218,7 @@ fn plot_scaling(path: &Path, rows: &[ScalingRow]) -> Result<(), String> {
             }
         })
         .collect();
-    plot::line_panels(path, 1200, 400, panels.len().max(1), &panels)
+    panels::line_panels(path, 1200, 400, panels.len().max(1), &panels)
 }
 
 #[cfg(test)]

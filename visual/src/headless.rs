@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pbs_bench::plot::{line_panels_rgb, Panel, Series, PALETTE};
+use pbs_plot::panels::{line_panels_rgb, Panel, Series, PALETTE};
 
 use crate::raster::{render_map, Picture, Style};
 use crate::runner::Simulation;

@@ -1,10 +1,9 @@
-//! A grid app (`md` or `stencil` from `pbs-bench`) running on the `pbs` executor, watched
+//! A grid app (`md` or `stencil` from `pbs-apps`) running on the `pbs` executor, watched
 //! live: each tick is one real iteration on the worker threads; the scene shows the work each
 //! box did, which thread owns it, each thread's busy time and the thread-load `max_avg`.
 
 use pbs::{metrics, StepRecord};
-use pbs_bench::apps::GridApp;
-use pbs_bench::run::RunSetup;
+use pbs_apps::GridApp;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::Runtime;
 use pbs_scheduler::topology::Topology;
@@ -32,33 +31,20 @@ impl LiveApp {
         if threads == 0 {
             return Err("--threads must be at least 1".into());
         }
-        let scenario = if scenario.is_empty() { RunSetup::default_scenario(app) } else { scenario };
-        let setup = RunSetup {
-            app: app.into(),
-            scenario: scenario.into(),
-            schedulers: vec!["pbs".into()],
-            threads,
-            iters: 1,
-            nx,
-            ny,
-            cache_bytes: RunSetup::machine_cache_bytes(),
-            pin: false,
-            seed: 1,
-            turn_iters: 0,
-        };
-        let app = setup.make_app()?;
+        let scenario = if scenario.is_empty() { pbs_apps::default_scenario(app) } else { scenario };
+        let grid_app = pbs_apps::build(app, scenario, nx, ny, 1)?;
         let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };
-        let (exec, _bindings) = runtime.executor("pbs", app.grid()).map_err(|e| e.to_string())?;
-        let owners = exec.planned_owners().unwrap_or_else(|| vec![0; app.grid().len()]);
+        let (exec, _bindings) = runtime.executor("pbs", grid_app.grid()).map_err(|e| e.to_string())?;
+        let owners = exec.planned_owners().unwrap_or_else(|| vec![0; grid_app.grid().len()]);
         Ok(LiveApp {
-            app,
+            app: grid_app,
             exec,
             rec: Recorder::new("pbs", threads),
             busy_before: vec![0.0; threads],
             busy_last: vec![0.0; threads],
             owners,
             history: Vec::new(),
-            status: format!("{} {scenario} on {threads} pbs threads: press play", setup.app),
+            status: format!("{app} {scenario} on {threads} pbs threads: press play"),
         })
     }
 

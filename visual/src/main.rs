@@ -157,7 +157,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 style.px, grid.nx, grid.ny, style.px
             ));
         }
-        let bar = pbs_bench::progress::bar(cli.steps as u64, "steps");
+        let bar = pbs_plot::progress::bar(cli.steps as u64, "steps");
         let outputs = Outputs { png: cli.png.clone(), gif: cli.gif.clone(), gif_every: cli.gif_every };
         let scene = headless::run(sim.as_mut(), cli.steps, &style, &outputs, |t| bar.set_position(t as u64))?;
         bar.finish_and_clear();

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use pbs::StopRule;
-use pbs_bench::{converge, matrix, paper, progress, run, scaling, shapes, transitions};
+use pbs_bench::{converge, matrix, paper, run, scaling, shapes, transitions};
+use pbs_plot::progress;
 
 #[derive(Parser)]
 #[command(
@@ -300,7 +301,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
             };
             let setup = run::RunSetup {
-                scenario: scenario.unwrap_or_else(|| run::RunSetup::default_scenario(&app).to_string()),
+                scenario: scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string()),
                 app,
                 schedulers: run::schedulers(&scheduler)?,
                 threads,

@@ -178,26 +178,11 @@ pub struct OwnerMap<'a> {
     pub positions: &'a [Point],
 }
 
-fn owner_colour(owner: u32, shade: f64) -> RGBColor {
-    // Golden-angle hues keep neighbouring ids apart.
-    let h = (owner as f64 * 0.618_033_988_75).fract();
-    let (r, g, b) = hsv(h, 0.55, 1.0);
+/// An owner's colour (see [`crate::colour::owner_colour`]), darker where the load is higher.
+fn shaded_owner_colour(owner: u32, shade: f64) -> RGBColor {
     let k = 1.0 - 0.5 * shade.clamp(0.0, 1.0);
-    RGBColor((r * k * 255.0) as u8, (g * k * 255.0) as u8, (b * k * 255.0) as u8)
-}
-
-fn hsv(h: f64, s: f64, v: f64) -> (f64, f64, f64) {
-    let i = (h * 6.0).floor();
-    let f = h * 6.0 - i;
-    let (p, q, t) = (v * (1.0 - s), v * (1.0 - f * s), v * (1.0 - (1.0 - f) * s));
-    match i as i32 % 6 {
-        0 => (v, t, p),
-        1 => (q, v, p),
-        2 => (p, v, t),
-        3 => (p, q, v),
-        4 => (t, p, v),
-        _ => (v, p, q),
-    }
+    let [r, g, b] = crate::colour::owner_colour(owner).map(|v| (f64::from(v) * k) as u8);
+    RGBColor(r, g, b)
 }
 
 /// Draws owner maps in a grid of `cols` columns, each panel `panel_px` pixels wide.
@@ -218,7 +203,7 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
         let max = m.loads.iter().copied().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
         let boxes = (0..m.grid.nx * m.grid.ny).map(|k| {
             let [i, j, _] = m.grid.coords(k);
-            let c = owner_colour(m.owners[k], m.loads[k] / max);
+            let c = shaded_owner_colour(m.owners[k], m.loads[k] / max);
             Rectangle::new([(i as f64, j as f64), (i as f64 + 1.0, j as f64 + 1.0)], c.filled())
         });
         chart.draw_series(boxes).map_err(err)?;

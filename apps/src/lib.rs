@@ -1,0 +1,92 @@
+//! # pbs-apps — grid mini-apps that drive the executors
+//!
+//! Two real codes, written owner-computes, deterministic under every executor:
+//!
+//! | app | what it computes | its load | file |
+//! |---|---|---|---|
+//! | [`md::Md`] | Lennard-Jones molecular dynamics with cell lists (one box = one cell of the list) | particles per box, moved by the scenario (uniform, contraction, expansion, gravity) | `md.rs` |
+//! | [`stencil::Stencil`] | a 5-point Jacobi stencil, one tile of cells per box | an extra per-box cost from a drifting Perlin map (drift, rough) | `stencil.rs` |
+//!
+//! Every app keeps its state per box, runs each iteration as phases in which a box's task
+//! reads its neighbours' data from a previous phase and writes only its own, and sums in a
+//! fixed order within a box. Hence [`GridApp::checksum`] is the same under every executor and
+//! thread count (`tests/checksums.rs`).
+//!
+//! ```
+//! use pbs_scheduler::{executors::StaticBlocks, report::Recorder};
+//! let mut app = pbs_apps::build("stencil", "drift", 16, 16, 1)?;
+//! let mut exec = StaticBlocks::new(app.grid().len(), 2)?;
+//! let mut rec = Recorder::new("static", 2);
+//! for _ in 0..3 {
+//!     app.iterate(&mut exec, &mut rec, None);
+//! }
+//! assert_eq!(rec.iteration_ms().len(), 3);
+//! println!("checksum {:016x}", app.checksum());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod md;
+pub mod stencil;
+
+use pbs::Grid;
+use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::Executor;
+
+/// A grid code.
+pub trait GridApp: Send {
+    /// `md` or `stencil`.
+    fn name(&self) -> &'static str;
+    /// Its grid of boxes.
+    fn grid(&self) -> Grid;
+    /// Bytes of one box's data and of the halo a task reads from each neighbour (for the
+    /// modelled cache).
+    fn footprint(&self) -> (u64, u64);
+    /// One iteration on `exec`; every phase is recorded, and if a cache model is given every
+    /// box execution is fed to it.
+    fn iterate(&mut self, exec: &mut dyn Executor, rec: &mut Recorder, cache: Option<&CacheModel>);
+    /// A hash of the whole state, bit for bit.
+    fn checksum(&self) -> u64;
+    /// Work per box in the last iteration, for pictures of the load (arbitrary units).
+    fn box_work(&self) -> Vec<f64>;
+}
+
+/// The apps by name.
+pub const APPS: [&str; 2] = ["md", "stencil"];
+
+/// The scenario an app runs when none is named: `gravity` for md, `drift` for the stencil.
+pub fn default_scenario(app: &str) -> &'static str {
+    if app == "md" {
+        "gravity"
+    } else {
+        "drift"
+    }
+}
+
+/// A fresh `app` (`md` or `stencil`) in `scenario` on `nx × ny` boxes, its randomness (md's
+/// initial velocities, the stencil's cost map) drawn from `seed`. An error names what is
+/// unknown or out of range.
+pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Box<dyn GridApp>, String> {
+    Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    match (app, scenario) {
+        ("md", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed))),
+        ("stencil", "drift") => Ok(Box::new(stencil::Stencil::new(nx, ny, 16, 0.25, None, seed as u32))),
+        ("stencil", "rough") => Ok(Box::new(stencil::Stencil::new(nx, ny, 16, 0.25, Some(10), seed as u32))),
+        ("stencil", s) => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
+        (a, _) => Err(format!("unknown app {a:?}; expected md or stencil")),
+    }
+}
+
+/// FNV-1a over 64-bit words, in order.
+pub(crate) fn fnv(words: impl Iterator<Item = u64>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}

@@ -7,6 +7,7 @@
 use pbs::loadmap::PerlinMap;
 use pbs::Grid;
 use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::first_touch::{placement_owners, BoxData};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
@@ -16,8 +17,12 @@ use super::{fnv, GridApp};
 pub struct Stencil {
     grid: Grid,
     side: usize,
-    tiles: Vec<Vec<f64>>,
-    next: Vec<Vec<f64>>,
+    /// The tiles, each allocated by the thread that runs its box (first touch), and the
+    /// buffer the next iteration writes.
+    tiles: BoxData<Vec<f64>>,
+    next: BoxData<Vec<f64>>,
+    /// The owners the tiles were last placed for (`None` before the first iteration).
+    placed_for: Option<Vec<u32>>,
     map: PerlinMap,
     drift: f64,
     rough_every: Option<usize>,
@@ -45,8 +50,9 @@ impl Stencil {
         let mut s = Stencil {
             grid,
             side,
-            next: tiles.clone(),
-            tiles,
+            next: BoxData::from_vec(tiles.clone()),
+            tiles: BoxData::from_vec(tiles),
+            placed_for: None,
             map,
             drift,
             rough_every,
@@ -87,6 +93,26 @@ impl Stencil {
     }
 }
 
+impl Stencil {
+    /// Keeps every tile on the thread that runs its box: placed there before the first
+    /// iteration, moved there when a rebalancing gives its box to another thread.
+    fn follow_owners(&mut self, exec: &dyn Executor) {
+        let owners = placement_owners(exec);
+        match &self.placed_for {
+            Some(old) if *old == owners => return,
+            Some(old) => {
+                self.tiles.migrate(exec, old, &owners);
+                self.next.migrate(exec, old, &owners);
+            }
+            None => {
+                self.tiles.place(exec, &owners);
+                self.next.place(exec, &owners);
+            }
+        }
+        self.placed_for = Some(owners);
+    }
+}
+
 /// Deterministic busy work: `units` rounds of a logistic map, returned so it is used.
 fn busy(units: usize, seed: f64) -> f64 {
     let mut x = 0.25 + 0.5 * (seed.abs().fract());
@@ -109,6 +135,7 @@ impl GridApp for Stencil {
         (2 * (self.side * self.side) as u64 * cell, self.side as u64 * cell)
     }
     fn iterate(&mut self, exec: &mut dyn Executor, rec: &mut Recorder, cache: Option<&CacheModel>) {
+        self.follow_owners(exec);
         let s = self.side as isize;
         let mut next = std::mem::take(&mut self.next);
         let this = &*self;
@@ -150,9 +177,33 @@ impl GridApp for Stencil {
         rec.iteration(&exec.end_iteration());
     }
     fn checksum(&self) -> u64 {
-        fnv(self.tiles.iter().flatten().map(|v| v.to_bits()))
+        fnv(self.tiles.iter().flat_map(|t| t.iter()).map(|v| v.to_bits()))
     }
     fn box_work(&self) -> Vec<f64> {
         self.cost.iter().map(|c| c * self.work_scale + (self.side * self.side) as f64).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pbs_scheduler::executors::StaticBlocks;
+
+    /// Tiles follow the owners when the mapping changes (here from 2 to 3 static blocks), and
+    /// moving them changes no value.
+    #[test]
+    fn tiles_follow_their_owners_and_moving_them_changes_nothing() {
+        let (mut two, mut three) = (StaticBlocks::new(144, 2).unwrap(), StaticBlocks::new(144, 3).unwrap());
+        let mut rec = Recorder::new("static", 3);
+        let (mut moving, mut staying) =
+            (Stencil::new(12, 12, 4, 0.25, None, 5), Stencil::new(12, 12, 4, 0.25, None, 5));
+        for it in 0..6 {
+            let exec: &mut dyn Executor = if it < 3 { &mut two } else { &mut three };
+            moving.iterate(exec, &mut rec, None);
+            assert_eq!(moving.placed_for, Some(placement_owners(exec)), "iteration {it}");
+            staying.iterate(&mut two, &mut rec, None);
+        }
+        assert_ne!(moving.placed_for, staying.placed_for, "the tiles moved");
+        assert_eq!(moving.checksum(), staying.checksum());
     }
 }

@@ -140,66 +140,9 @@ pub fn stop_on_this_thread() -> Result<(Reading, Option<String>), String> {
     })
 }
 
-/// Per-box attribution: each box's share of every event, summed over the phases it ran in.
-/// Costs a read of every counter before and after each box (system calls, about a
-/// microsecond each), so it is an option for analysis runs, not for production.
-pub struct BoxAttribution {
-    events: usize,
-    per_box: Vec<std::sync::atomic::AtomicU64>,
-}
-
-impl BoxAttribution {
-    /// Room for `boxes` boxes and `events` events (4: the hardware or the software set).
-    pub fn new(boxes: usize, events: usize) -> BoxAttribution {
-        BoxAttribution { events, per_box: (0..boxes * events).map(|_| Default::default()).collect() }
-    }
-
-    /// `task`, counting its events per box on the calling thread's counters (start them on
-    /// every worker first with [`start_on_this_thread`]).
-    pub fn wrap<'a>(&'a self, task: &'a (dyn Fn(usize) + Sync)) -> impl Fn(usize) + Sync + 'a {
-        move |k| {
-            let before = MINE.with(|m| m.borrow_mut().as_mut().and_then(|c| c.as_mut().ok()).map(|c| c.peek()));
-            task(k);
-            if let Some(before) = before {
-                let after = MINE.with(|m| m.borrow_mut().as_mut().and_then(|c| c.as_mut().ok()).map(|c| c.peek()));
-                for (e, (a, b)) in after.unwrap_or_default().iter().zip(&before).enumerate().take(self.events) {
-                    self.per_box[k * self.events + e]
-                        .fetch_add(a.saturating_sub(*b), std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-        }
-    }
-
-    /// Event `e` of box `k`.
-    pub fn get(&self, k: usize, e: usize) -> u64 {
-        self.per_box[k * self.events + e].load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A box that does more work gets more of the events.
-    #[test]
-    #[ignore = "needs perf_event_open (perf_event_paranoid <= 2): scripts/test.sh runs it where it is allowed"]
-    fn attribution_charges_the_box_that_did_the_work() {
-        start_on_this_thread();
-        stop_on_this_thread().expect("perf counters open on this thread");
-        start_on_this_thread();
-        let attr = BoxAttribution::new(2, 4);
-        let work = |k: usize| {
-            let n = if k == 1 { 4_000_000 } else { 1_000 };
-            let v: Vec<u64> = (0..n).collect();
-            std::hint::black_box(v);
-        };
-        let wrapped = attr.wrap(&work);
-        wrapped(0);
-        wrapped(1);
-        // Event 0 is L1D misses (hardware) or task-clock (software): both grow with the work.
-        assert!(attr.get(1, 0) > 10 * attr.get(0, 0).max(1), "{} vs {}", attr.get(1, 0), attr.get(0, 0));
-        let _ = stop_on_this_thread();
-    }
 
     /// Opens the counters and touches 8 MiB under them.
     fn count_some_work() -> (ThreadCounters, Reading) {

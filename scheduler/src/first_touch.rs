@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use crate::executor::Executor;
 
 /// One heap allocation per box, made on its owner's thread.
+#[derive(Debug)]
 pub struct BoxData<T> {
     boxes: Vec<Box<T>>,
 }
@@ -40,6 +41,17 @@ fn page_size() -> usize {
     } else {
         4096
     }
+}
+
+/// The thread each box should live on: the owners `exec` plans for its next phase, or static
+/// blocks for executors that decide who runs a box only during the phase (`ws`, `eager`).
+pub fn placement_owners(exec: &dyn Executor) -> Vec<u32> {
+    exec.planned_owners().unwrap_or_else(|| placement_owners_of_blocks(exec.boxes(), exec.threads()))
+}
+
+/// The owner of every box under static blocks of `boxes` over `threads`.
+pub(crate) fn placement_owners_of_blocks(boxes: usize, threads: usize) -> Vec<u32> {
+    (0..threads).flat_map(|w| crate::executors::StaticBlocks::block(boxes, threads, w).map(move |_| w as u32)).collect()
 }
 
 /// Boxes made on one thread: `(box, allocation)`.
@@ -81,12 +93,20 @@ impl<T: Send> BoxData<T> {
         T: Clone + Sync,
     {
         let moved: Vec<usize> = (0..new.len()).filter(|&k| old[k] != new[k]).collect();
+        self.remake(exec, &moved, new);
+        moved.len()
+    }
+
+    /// Reallocates the boxes `ks` on their owner, keeping their contents.
+    fn remake(&mut self, exec: &dyn Executor, ks: &[usize], owners: &[u32])
+    where
+        T: Clone + Sync,
+    {
         let boxes = &self.boxes;
-        let made = make_on_owners(exec, &moved, |k| new[k] as usize, |k| (*boxes[k]).clone());
+        let made = make_on_owners(exec, ks, |k| owners[k] as usize, |k| (*boxes[k]).clone());
         for (k, b) in made {
             self.boxes[k] = b;
         }
-        moved.len()
     }
 
     /// Binds the memory of every box of at least one page to the NUMA node of its owner
@@ -122,24 +142,44 @@ impl<T: Send> BoxData<T> {
         Ok(report)
     }
 
-    /// The data of box `k`.
-    pub fn get(&self, k: usize) -> &T {
-        &self.boxes[k]
+    /// Boxes allocated by the calling thread, one allocation per box, as [`BoxData::migrate`]
+    /// expects: for data made before the executor exists. Place them on their owners with
+    /// [`BoxData::place`] once the executor does.
+    pub fn from_vec(data: Vec<T>) -> BoxData<T> {
+        BoxData { boxes: data.into_iter().map(Box::new).collect() }
     }
 
-    /// Mutable data of box `k`.
-    pub fn get_mut(&mut self, k: usize) -> &mut T {
-        &mut self.boxes[k]
+    /// Reallocates every box on its owner (`owners[k]`), keeping its contents: the first
+    /// touch of data made elsewhere.
+    pub fn place(&mut self, exec: &dyn Executor, owners: &[u32])
+    where
+        T: Clone + Sync,
+    {
+        assert_eq!(owners.len(), self.boxes.len(), "one owner per box");
+        let all: Vec<usize> = (0..owners.len()).collect();
+        self.remake(exec, &all, owners);
     }
+}
 
-    /// Number of boxes.
-    pub fn len(&self) -> usize {
-        self.boxes.len()
+/// No box: a placeholder to swap with (`std::mem::take`).
+impl<T> Default for BoxData<T> {
+    fn default() -> Self {
+        BoxData { boxes: Vec::new() }
     }
+}
 
-    /// Whether there is no box.
-    pub fn is_empty(&self) -> bool {
-        self.boxes.is_empty()
+/// The boxes as a slice, box `k` at index `k` (one `Box<T>` each): what
+/// [`crate::for_each_box_mut`] takes.
+impl<T> std::ops::Deref for BoxData<T> {
+    type Target = [Box<T>];
+    fn deref(&self) -> &[Box<T>] {
+        &self.boxes
+    }
+}
+
+impl<T> std::ops::DerefMut for BoxData<T> {
+    fn deref_mut(&mut self) -> &mut [Box<T>] {
+        &mut self.boxes
     }
 }
 
@@ -155,12 +195,32 @@ mod tests {
         let owners = exec.planned_owners().unwrap();
         let data = BoxData::first_touch(&exec, &owners, |k| (k, current_worker().unwrap()));
         for (k, &o) in owners.iter().enumerate() {
-            assert_eq!(*data.get(k), (k, o as usize), "box {k} was made by its owner");
+            assert_eq!(*data[k], (k, o as usize), "box {k} was made by its owner");
         }
         let mut data = data;
         let new: Vec<u32> = owners.iter().map(|&o| (o + 1) % 3).collect();
         assert_eq!(data.migrate(&exec, &owners, &new), 100);
-        assert_eq!(data.get(5).0, 5, "contents survive the move");
+        assert_eq!(data[5].0, 5, "contents survive the move");
+    }
+
+    /// Records the worker that made a copy.
+    struct MadeBy(usize, Option<usize>);
+    impl Clone for MadeBy {
+        fn clone(&self) -> Self {
+            MadeBy(self.0, current_worker())
+        }
+    }
+
+    #[test]
+    fn data_made_elsewhere_is_remade_on_its_owners() {
+        let exec = StaticBlocks::new(10, 2).unwrap();
+        let owners = exec.planned_owners().unwrap();
+        let mut data = BoxData::from_vec((0..10).map(|k| MadeBy(k, None)).collect());
+        assert!(data.iter().all(|b| b.1.is_none()), "made by the calling thread");
+        data.place(&exec, &owners);
+        for (k, b) in data.iter().enumerate() {
+            assert_eq!((b.0, b.1), (k, Some(owners[k] as usize)), "box {k}");
+        }
     }
 
     /// Page-sized boxes are bound to their owner's node (node 0 on a one-node machine); small

@@ -4,7 +4,7 @@
 //! resort one node with `available_parallelism` cores. Tests build machines they do not have
 //! from hwloc's *synthetic* descriptions (`"pack:2 numa:1 core:4 pu:1"`), parsed by hwloc when
 //! present and by [`Topology::synthetic`]'s own parser otherwise, so NUMA logic is tested
-//! everywhere. hwloc also reads XML exports (`lstopo out.xml`) with [`Topology::from_xml`].
+//! everywhere.
 //!
 //! One worker per core by default; `PBS_NUM_THREADS` overrides it, as `RAYON_NUM_THREADS`
 //! does for rayon. Workers are numbered so that consecutive ids share a NUMA node.
@@ -63,18 +63,6 @@ impl Topology {
         #[cfg(not(feature = "hwloc"))]
         {
             parse_synthetic(description)
-        }
-    }
-
-    /// A machine from an hwloc XML export (needs the `hwloc` feature).
-    pub fn from_xml(path: &std::path::Path) -> Result<Topology, String> {
-        #[cfg(feature = "hwloc")]
-        {
-            hwloc::xml(path)
-        }
-        #[cfg(not(feature = "hwloc"))]
-        {
-            Err(format!("cannot read {}: XML topologies need the `hwloc` feature", path.display()))
         }
     }
 
@@ -329,15 +317,6 @@ mod hwloc {
             .build()
             .map_err(|e| e.to_string())?;
         convert(&t, format!("synthetic: {desc}"))
-    }
-
-    pub fn xml(path: &std::path::Path) -> Result<Topology, String> {
-        let t = Hw::builder()
-            .from_xml_file(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-            .build()
-            .map_err(|e| e.to_string())?;
-        convert(&t, format!("xml: {}", path.display()))
     }
 
     fn convert(t: &Hw, source: String) -> Result<Topology, String> {

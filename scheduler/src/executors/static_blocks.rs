@@ -68,7 +68,6 @@ unsafe impl Executor for StaticBlocks {
         .unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
     fn planned_owners(&self) -> Option<Vec<u32>> {
-        let t = self.pool.threads();
-        Some((0..t).flat_map(|w| Self::block(self.boxes, t, w).map(move |_| w as u32)).collect())
+        Some(crate::first_touch::placement_owners_of_blocks(self.boxes, self.pool.threads()))
     }
 }

@@ -151,15 +151,12 @@ const MIN_PART_NS: f64 = 4000.0;
 
 /// What a box's result (24 bytes) costs the caller when another core wrote it: the
 /// balancer reads every owner and gap right after. With two sites a box is decided in about
-/// as long: sharing 4096 boxes over two threads made warm rebalancings 1.03–1.30× as long
-/// as not sharing (`examples/parallel_balancer.rs` in `pbs-scheduler`, medians of 200), where
-/// 1024 boxes over 16 sites took 0.68–0.97× and over 72 sites 0.64–0.75×.
+/// as long, so sharing two-site grids does not pay (docs/design-notes.md, "Parallel
+/// assignment").
 const RETURN_NS: f64 = 3.0;
 
-/// Serial assignment time per box, nanoseconds, on the low side: measured medians on 32×32
-/// to 100×100 boxes were 3.7–4.9 with two sites (the two-candidate leaves), 5–15 with three
-/// or four, 16–22 with 8 or 16, 27–67 with 32 to 72 (this 2-core VM). It only decides how
-/// many parts a grid is worth.
+/// Serial assignment time per box, nanoseconds, on the low side of what was measured. It only
+/// decides how many parts a grid is worth; the assignment is the same whatever it says.
 fn box_ns(sites: usize) -> f64 {
     match sites {
         0..=2 => 3.5,

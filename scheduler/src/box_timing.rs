@@ -317,8 +317,8 @@ impl Tracker {
     /// measured get the mean of the measured ones (1 if none is). The smaller, not the mean:
     /// noise only ever adds time (a thread preempted while it timed a piece charges the
     /// preemption to the piece's boxes), and with another process taking a core every other
-    /// iteration the mean of two moved boxes away from that core and back again, ending tests
-    /// at 1.2–1.5; a load that really grows shows in both samples one iteration later.
+    /// iteration the mean of two moves boxes away from that core and back again; a load that
+    /// really grows shows in both samples one iteration later.
     pub fn box_loads(&self) -> Vec<f64> {
         let to_s = clock::ticks_to_seconds();
         let latest_only = self.completed.wrapping_sub(self.fresh_from) == 1;

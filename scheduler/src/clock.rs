@@ -37,6 +37,47 @@ pub fn ns_per_tick() -> f64 {
     })
 }
 
+/// What timing costs on this machine, in seconds, measured once per process (about 0.1 ms
+/// the first time): the executors size their timing to stay a small share of the work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    /// One clock pair: two [`ticks`] reads back to back.
+    pub clock_pair: f64,
+    /// Timing one box in a timed iteration: a relaxed store of its share of a piece's time,
+    /// the bookkeeping [`crate::box_timing::Tracker`] does per timed box.
+    pub timed_box: f64,
+}
+
+/// The costs of timing on this machine (see [`Costs`]). Each is the least of a few batches:
+/// noise (a preempted thread) only ever adds time.
+pub fn costs() -> Costs {
+    static COSTS: OnceLock<Costs> = OnceLock::new();
+    *COSTS.get_or_init(|| {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        const PAIRS: usize = 1000;
+        const BOXES: usize = 4096;
+        let least = |f: &dyn Fn() -> Duration| (0..5).map(|_| f()).min().unwrap_or_default().as_secs_f64();
+        let pairs = least(&|| {
+            let start = Instant::now();
+            for _ in 0..PAIRS {
+                let t0 = ticks();
+                std::hint::black_box(ticks().wrapping_sub(t0));
+            }
+            start.elapsed()
+        });
+        let slots: Vec<AtomicU64> = (0..BOXES).map(|_| AtomicU64::new(0)).collect();
+        let stores = least(&|| {
+            let start = Instant::now();
+            for (k, slot) in slots.iter().enumerate() {
+                slot.store(std::hint::black_box(k as u64), Ordering::Relaxed);
+            }
+            start.elapsed()
+        });
+        // Floors keep a broken clock from turning timing off or on for everything.
+        Costs { clock_pair: (pairs / PAIRS as f64).max(1e-9), timed_box: (stores / BOXES as f64).max(0.2e-9) }
+    })
+}
+
 /// Seconds per tick.
 pub fn ticks_to_seconds() -> f64 {
     ns_per_tick() * 1e-9
@@ -45,6 +86,15 @@ pub fn ticks_to_seconds() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_costs_of_timing_are_measured_and_plausible() {
+        let c = costs();
+        // A clock read costs nanoseconds to a few microseconds (a virtualised clock) anywhere.
+        assert!((1e-9..1e-5).contains(&c.clock_pair), "{c:?}");
+        assert!((0.2e-9..1e-6).contains(&c.timed_box), "{c:?}");
+        assert_eq!(costs(), c, "measured once");
+    }
 
     #[test]
     fn ticks_convert_to_wall_time() {

@@ -91,11 +91,10 @@ impl Boulmier {
     /// With an initial estimate of the rebalancing cost in seconds.
     pub fn new(initial_cost: f64) -> Self {
         // `τ·u(τ)` turns a spike at a large τ into a rebalancing: a median of five removes
-        // bursts of two iterations, such as a thread that slept (its core idle while the
-        // program did something else) running its first two iterations back 10–25 % slower
-        // (measured on md's 0.18 ms iterations), which the balancer would otherwise answer
-        // by moving boxes that must move back three iterations later. A constant lag leaves
-        // the √(2C/α) rule of eq. 24 unchanged (τ·α(τ−L) − α(τ²/2 − Lτ) = ατ²/2).
+        // bursts of two iterations, such as a thread that slept running its first two
+        // iterations back slower, which the balancer would otherwise answer by moving boxes
+        // that must move back a few iterations later. A constant lag leaves the √(2C/α) rule
+        // of eq. 24 unchanged (τ·α(τ−L) − α(τ²/2 − Lτ) = ατ²/2).
         Boulmier(SinceLast::new(initial_cost, 5))
     }
 }

@@ -57,8 +57,8 @@ unsafe impl Executor for StaticBlocks {
                 }
             } else {
                 // Untimed, the block is a plain loop, as `schedule(static)` compiles to, in
-                // pieces of 128 boxes: on this VM a 5000-box loop of calls ran ~10 % slower than
-                // the same boxes in pieces (cause not pinned down); the baseline gets the faster.
+                // pieces of 128 boxes, which ran faster than one long loop of calls
+                // (docs/design-notes.md, "Static blocks"): the baseline gets the faster.
                 let block = Self::block(n, threads, t);
                 for start in block.clone().step_by(128) {
                     tracker.run_range(start..(start + 128).min(block.end), t, local, task);

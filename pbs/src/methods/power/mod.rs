@@ -164,18 +164,14 @@ const NO_BOX: usize = usize::MAX;
 /// Imbalance (`max_avg − 1`) under which the vCores of a run that started near balance stop
 /// moving to their centroids after its first step. Moving a vCore moves its cell's boundary
 /// by itself, which near balance undoes about as much as the Newton step fixes: the Newton
-/// model is built for the sites where they stand. Warm-started rebalancings of a 32×32
-/// stencil over 16 vCores (64 recorded live) took 18.3 steps on average, 23 of 64 reaching
-/// 2 %, relaxing at every step, and 14.0 steps, 43 of 64, with this rule; 20 md rebalancings
-/// over 2 vCores 4.1 and 2.75 steps. A run that gets stuck with its vCores held lets them
-/// move again at every step before it gives up: on the paper's hardest row (Table 3, 50×50,
-/// 72 vCores) 11 of 400 smooth transitions stuck at 1.05–1.06 otherwise; with it none, in
-/// 18.3 steps on average against 22.8 relaxing at every step (3 of 400 stuck).
+/// model is built for the sites where they stand. A run that gets stuck with its vCores held
+/// lets them move again at every step before it gives up. (Measurements behind both rules:
+/// docs/design-notes.md, "When vCores stop relaxing".)
 const RELAX_WITHIN: f64 = 0.1;
 
 /// Imbalance at the start under which a run counts as a rebalancing (see [`RELAX_WITHIN`]).
-/// Runs from further away relax at every step, as before: stopping there too left a Perlin
-/// map over 100 vCores stuck at 1.055 from a random start (`paper_cases`).
+/// Runs from further away (a first balancing) relax at every step: that is what makes their
+/// cells compact, and stopping there too left some random starts stuck short of balance.
 const NEAR_START: f64 = 0.5;
 
 /// The best state seen in a run: its merit, positions and weights.
@@ -491,8 +487,8 @@ impl PowerCells {
 }
 
 /// Per vCore, the sum of its boxes' centres and their count. A row is walked as runs of one
-/// owner, each added in closed form: adding box by box made every add wait for the previous
-/// one (neighbours share an owner), a fifth of a balancer step on 1024 boxes.
+/// owner, each added in closed form: adding box by box makes every add wait for the previous
+/// one (neighbours share an owner).
 fn centre_sums(grid: &Grid, owners: &[u32], n: usize) -> (Vec<Point>, Vec<usize>) {
     let mut sum = vec![[0.0; 3]; n];
     let mut count = vec![0usize; n];
@@ -519,9 +515,8 @@ fn centre_sums(grid: &Grid, owners: &[u32], n: usize) -> (Vec<Point>, Vec<usize>
 /// a box for every vCore. Exactly at the centroids, symmetric cells put vCores level with
 /// each other (two threads on a grid: both at the middle column), their boundary then runs
 /// along a row of box centres, every box of the row has the same power gap, and the row can
-/// only change hands as a whole: 1/32 of the load on a 32×32 grid, so md stayed at 1.03–1.05
-/// after 8 steps flipping the same row back and forth. Off level, the boundary is slightly
-/// tilted, the gaps along it differ, and boxes change hands one by one.
+/// only change hands as a whole (the balancer flips it back and forth). Off level, the
+/// boundary is slightly tilted, the gaps along it differ, and boxes change hands one by one.
 fn off_centroid(i: usize) -> Point {
     // Additive recurrences with the plastic number's reciprocals: well spread for any count.
     let frac = |a: f64| (0.5 + a * (i + 1) as f64).fract() - 0.5;

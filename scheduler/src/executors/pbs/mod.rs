@@ -189,6 +189,8 @@ impl Pbs {
             }
             None => VCores::random(&problem, options.seed),
         };
+        // Measured now rather than inside the first iteration.
+        let _ = (clock::costs(), clock::ns_per_tick());
         let start = Instant::now();
         balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
         let cost = start.elapsed().as_secs_f64();
@@ -405,8 +407,11 @@ unsafe impl Executor for Pbs {
         if max_stride != 0 {
             let boxes_run = (self.grid.len() * self.timing.phases_in_iteration.max(1)) as f64;
             let mean_box = loads.iter().sum::<f64>() / boxes_run;
-            self.timing.tracker.set_stride(timing_stride(mean_box, max_stride));
-            let piece = timing_piece(mean_box, self.options.chunk);
+            let costs = clock::costs();
+            let piece = timing_piece(mean_box, self.options.chunk, costs.clock_pair);
+            // A timed box costs its store plus its share of its piece's clock pair.
+            let per_box = costs.timed_box + costs.clock_pair / piece as f64;
+            self.timing.tracker.set_stride(timing_stride(mean_box, max_stride, per_box));
             self.timing.tracker.set_piece(piece);
             // Claims cost about a clock pair each: as many boxes per claim as per timed piece.
             self.steal.claim = piece as u32;

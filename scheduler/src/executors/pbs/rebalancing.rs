@@ -22,19 +22,17 @@ use crate::executor::IterationEnd;
 /// only the imbalance that *grows* after a rebalancing, would keep it for good. So each
 /// rebalancing is checked once box times have been measured again under it and
 /// [`CHECK_ITERATIONS`] iterations have run: if the median of their thread `max_avg` is above
-/// twice the trigger, it rebalances again, on the new times. (The median, because on
-/// sub-millisecond iterations one interrupt makes a single iteration look 20–30 % imbalanced;
-/// twice the trigger, because on md's 0.14 ms iterations a good mapping still measures 1.04–1.06
-/// per iteration on this VM, and checking against the trigger itself made half of all
-/// rebalancings corrections of sound ones, 6 % of the wall time. A rebalancing on misleading
-/// times leaves 1.3–1.6.) Bounded, because threads of different speeds can keep the measured
-/// imbalance up whatever the mapping.
+/// twice the trigger, it rebalances again, on the new times. The median, because on
+/// sub-millisecond iterations one interrupt makes a single iteration look imbalanced; twice
+/// the trigger, because a good mapping of short iterations still measures a few percent of
+/// noise (docs/design-notes.md, "Checking a rebalancing"). Bounded, because threads of
+/// different speeds can keep the measured imbalance up whatever the mapping.
 pub(super) const MAX_CORRECTIONS: u32 = 3;
 
 /// Iterations within which a rebalancing must pay for itself. A correction runs only if the
 /// threads' excess time (max − mean) over this many iterations would exceed the last
-/// rebalancing's cost: tiny tasks measure large *relative* imbalances that are only noise
-/// (empty tasks on 10⁴ boxes: 1.1–1.3 per iteration), and correcting them cost 1 ms a time.
+/// rebalancing's cost: tiny tasks measure large *relative* imbalances that are only noise,
+/// and correcting them costs more than the noise wastes.
 /// And an imbalance under the trigger is still fixed when the time it wastes over this many
 /// iterations exceeds that cost (see `worth_rebalancing`).
 const PAYBACK_ITERATIONS: f64 = 100.0;
@@ -122,10 +120,8 @@ impl Pbs {
     /// recharged on them). Not when the current mapping is within the balancer's own tolerance:
     /// it could not do better. Always when it is outside the trigger. In between, when the
     /// time the heaviest thread wastes over [`PAYBACK_ITERATIONS`] iterations exceeds the last
-    /// rebalancing's cost. On the stencil (~5 ms per thread and iteration) a 4 % imbalance, two
-    /// points over the tolerance, wastes 0.1 ms an iteration, a 0.3 ms rebalancing in three
-    /// iterations, and used to stay; on empty tasks the same share wastes nanoseconds and
-    /// still waits for the trigger.
+    /// rebalancing's cost: a few percent of a coarse task's time is worth fixing, the same
+    /// share of empty tasks still waits for the trigger.
     fn worth_rebalancing(&self, problem: &Problem) -> bool {
         let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
         if max_avg <= (1.0 + self.options.tol) * bound {
@@ -135,9 +131,8 @@ impl Pbs {
             return true;
         }
         // What a rebalancing can win: down to the tolerance, or to where the last one ended
-        // if it fell short (a balancer stopped at 3.5 % gains nothing on a 3.5 % imbalance;
-        // without this floor, on 16 threads, every rebalancing that stopped short was
-        // followed a few iterations later by another, stopping short again).
+        // if it fell short (a balancer that stopped at 3.5 % gains nothing on a 3.5 %
+        // imbalance, and would otherwise be run again and again).
         let floor = (1.0 + self.options.tol).max(self.rebalance.reached) * bound;
         let waste = (max_avg - floor) * problem.mean();
         waste * PAYBACK_ITERATIONS >= self.rebalance.last_cost

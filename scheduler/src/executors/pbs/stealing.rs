@@ -19,12 +19,8 @@ use crate::clock;
 /// the mapping has.
 ///
 /// `Auto` by default. Per phase, the slowest of `T` threads runs later the more threads
-/// there are, whatever the mapping: on a 16-core machine with 16 threads, pbs without
-/// stealing ran the stencil (32×32 boxes) 1.22–1.26× slower than rayon, each phase's slowest
-/// thread 1.3× the mean; with `Auto`, 0.99–1.04×, and 0.97–1.00× at 4 threads (1.00–1.06
-/// without). On 2 threads it gains less (md contraction pbs / ws 0.94–0.98 → 0.86–0.89 there,
-/// iteration time −2–4 % on the 2-core VM) for an affinity of 0.95–0.99 instead of 0.99+.
-/// (`pbs-bench run`, 200 iterations, seeds 1 and 2; on the 2-core VM seeds 1–3.)
+/// there are, whatever the mapping, and stealing takes that tail away for a few points of
+/// affinity (docs/design-notes.md, "Stealing").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stealing {
     /// Owners only.
@@ -112,9 +108,7 @@ pub(super) struct Lists<'a> {
 /// A victim that starts a little late (a late wake-up) is worth waiting for: stealing its
 /// boxes before it starts would scatter its cell. But one that is not running at all (more
 /// threads than free cores, another process on its core) may not start for a whole time
-/// slice, and a thief spinning for it holds the very core it needs (unbounded waiting made
-/// 64 threads on 2 cores collapse, and giving up left the victim's whole list to it when it
-/// came back: docs/soundness.md).
+/// slice, and a thief spinning for it holds the very core it needs (docs/soundness.md).
 const LATE_VICTIM_WAIT: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// Thief side of a phase, once thread `t` has run its own list: takes pairs of boxes from the

@@ -101,6 +101,12 @@ pub unsafe trait Executor {
     fn planned_owners(&self) -> Option<Vec<u32>> {
         None
     }
+    /// The balancer's vCores (positions, weights, owners, charges) where the executor has a
+    /// balancer (`pbs`); `None` for the others. Reachable from an executor built by name
+    /// ([`crate::runtime::Runtime::executor`]), to draw or log the cells.
+    fn vcores(&self) -> Option<&pbs::VCores> {
+        None
+    }
 }
 
 /// What happened between two iterations.
@@ -208,7 +214,116 @@ pub fn for_each_box_mut<T: Send>(
     })
 }
 
-struct SendPtr<T>(*mut T);
+/// Several per-box arrays written by one phase: a tuple of two or three `&'s mut [T]` of one
+/// length each, handed to [`for_each_box_zip`]. Sealed: the tuples below are all there is.
+pub trait BoxArrays<'s>: sealed::Sealed {
+    /// What the task of box `k` gets: a tuple of `&'s mut` to element `k` of each array
+    /// (unique, as `iter_mut` hands them out: each box runs once per phase).
+    type Refs;
+    /// The arrays' raw base pointers, shareable between workers.
+    #[doc(hidden)]
+    type Raw: Copy + Send + Sync;
+    /// The common length, or the lengths if they differ.
+    #[doc(hidden)]
+    fn length(&self) -> Result<usize, Vec<usize>>;
+    #[doc(hidden)]
+    fn raw(self) -> Self::Raw;
+    /// # Safety
+    /// `k` is below the length, `raw` comes from arrays mutably borrowed for `'s`, and no
+    /// other reference to element `k` of any of them is made during `'s`.
+    #[doc(hidden)]
+    unsafe fn at(raw: Self::Raw, k: usize) -> Self::Refs;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! box_arrays {
+    ($($t:ident $v:ident $i:tt),+) => {
+        impl<$($t),+> sealed::Sealed for ($(&mut [$t],)+) {}
+        impl<'s, $($t: Send),+> BoxArrays<'s> for ($(&'s mut [$t],)+) {
+            type Refs = ($(&'s mut $t,)+);
+            type Raw = ($(SendPtr<$t>,)+);
+            fn length(&self) -> Result<usize, Vec<usize>> {
+                let lengths = vec![$(self.$i.len()),+];
+                if lengths.iter().all(|&l| l == lengths[0]) { Ok(lengths[0]) } else { Err(lengths) }
+            }
+            fn raw(self) -> Self::Raw {
+                ($(SendPtr(self.$i.as_mut_ptr()),)+)
+            }
+            unsafe fn at(raw: Self::Raw, k: usize) -> Self::Refs {
+                let ($($v,)+) = raw;
+                // SAFETY: the caller's contract: `k` is in bounds of every array, which stay
+                // mutably borrowed for 's, and element `k` is referenced nowhere else.
+                unsafe { ($(&mut *$v.0.add(k),)+) }
+            }
+        }
+    };
+}
+box_arrays!(A a 0, B b 1);
+box_arrays!(A a 0, B b 1, C c 2);
+
+/// Runs `f(k, (&mut a[k], &mut b[k], …))` once for every box under `exec`: a phase that
+/// writes several per-box arrays (two or three, of one length each).
+///
+/// ```
+/// use pbs_scheduler::{for_each_box_zip, executors::StaticBlocks};
+/// let mut exec = StaticBlocks::new(100, 2).unwrap();
+/// let (mut position, mut velocity) = (vec![0.0f64; 100], vec![1.0f64; 100]);
+/// for_each_box_zip(&mut exec, (&mut position[..], &mut velocity[..]), |k, (x, v)| {
+///     *v -= 0.1 * k as f64;
+///     *x += *v;
+/// });
+/// assert_eq!((position[10], velocity[10]), (0.0, 0.0));
+/// ```
+pub fn for_each_box_zip<'s, D: BoxArrays<'s>>(
+    exec: &mut dyn Executor,
+    arrays: D,
+    f: impl Fn(usize, D::Refs) + Sync,
+) -> PhaseStats {
+    let len = match arrays.length() {
+        Ok(len) => len,
+        Err(lengths) => panic!("for_each_box_zip: arrays of different lengths {lengths:?}"),
+    };
+    assert_eq!(len, exec.boxes(), "one datum per box in every array");
+    let raw = arrays.raw();
+    exec.run_phase(&|k| {
+        assert!(k < len, "the executor ran box {k} of {len}");
+        // SAFETY: as in `for_each_box_mut`: the unsafe `Executor` contract runs each `k` at
+        // most once per phase and returns after every task ended, so the references are
+        // disjoint and do not outlive `arrays`' borrow; `k < len` is checked above.
+        f(k, unsafe { D::at(raw, k) })
+    })
+}
+
+/// Runs `map(k)` once for every box under `exec` and folds the results **in box order**
+/// with `combine`, starting from `identity`: a per-phase reduction whose result, floating
+/// point included, is the same under every executor and thread count.
+///
+/// ```
+/// use pbs_scheduler::{reduce_boxes, executors::StaticBlocks};
+/// let mut exec = StaticBlocks::new(1000, 2).unwrap();
+/// let heat: Vec<f64> = (0..1000).map(|k| 0.1 * k as f64).collect();
+/// let (total, _stats) = reduce_boxes(&mut exec, |k| heat[k], 0.0, |a, b| a + b);
+/// assert_eq!(total, heat.iter().fold(0.0, |a, b| a + b)); // bit for bit
+/// ```
+pub fn reduce_boxes<R: Send>(
+    exec: &mut dyn Executor,
+    map: impl Fn(usize) -> R + Sync,
+    identity: R,
+    combine: impl FnMut(R, R) -> R,
+) -> (R, PhaseStats) {
+    let mut each: Vec<Option<R>> = (0..exec.boxes()).map(|_| None).collect();
+    let stats = for_each_box_mut(exec, &mut each, |k, slot| *slot = Some(map(k)));
+    let total = each.into_iter().map(|r| r.expect("the executor ran every box")).fold(identity, combine);
+    (total, stats)
+}
+
+/// A raw pointer shared between workers, each of which derives `&mut` to different elements
+/// (only this module makes one).
+#[doc(hidden)]
+pub struct SendPtr<T>(*mut T);
 impl<T> Clone for SendPtr<T> {
     fn clone(&self) -> Self {
         *self

@@ -67,4 +67,6 @@ pub mod topology;
 
 pub use box_timing::BoxTimer;
 pub use error::{Error, Result};
-pub use executor::{current_worker, for_each_box_mut, Executor, IterationEnd, PhaseStats};
+pub use executor::{
+    current_worker, for_each_box_mut, for_each_box_zip, reduce_boxes, BoxArrays, Executor, IterationEnd, PhaseStats,
+};

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pbs::Grid;
 use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, Stealing, WorkStealing};
-use pbs_scheduler::{for_each_box_mut, Executor};
+use pbs_scheduler::{for_each_box_mut, for_each_box_zip, reduce_boxes, Executor};
 use proptest::prelude::*;
 
 const KINDS: [&str; 5] = ["pbs", "pbs-steal", "ws", "eager", "static"];
@@ -303,4 +303,46 @@ fn rebalancings_shared_with_the_pool_keep_every_box_running_once() {
         migrations += exec.end_iteration().migrations;
     }
     assert!(migrations > 0, "the moving band should have moved boxes");
+}
+
+/// A phase writing two arrays and a reduction over a third give, bit for bit, what a serial
+/// loop gives, under every executor and thread count; vCores are reachable from `pbs` only.
+#[test]
+fn several_arrays_and_reductions_match_a_serial_loop() {
+    let grid = Grid::new(23, 17).unwrap();
+    let n = grid.len();
+    let x0: Vec<f64> = (0..n).map(|k| (k as f64 * 0.37).sin()).collect();
+    let (mut x_serial, mut v_serial) = (x0.clone(), vec![0.5f64; n]);
+    for k in 0..n {
+        v_serial[k] -= 0.01 * x_serial[k];
+        x_serial[k] += 0.1 * v_serial[k];
+    }
+    let energy_serial = (0..n).map(|k| v_serial[k] * v_serial[k] + x_serial[k] * x_serial[k]).fold(0.0, |a, b| a + b);
+    for threads in 1..=3 {
+        for kind in KINDS {
+            let mut exec = make(kind, grid, threads);
+            let (mut x, mut v) = (x0.clone(), vec![0.5f64; n]);
+            let stats = for_each_box_zip(exec.as_mut(), (&mut x[..], &mut v[..]), |_, (x, v)| {
+                *v -= 0.01 * *x;
+                *x += 0.1 * *v;
+            });
+            assert_eq!(stats.boxes.iter().sum::<usize>(), n);
+            assert_eq!((&x, &v), (&x_serial, &v_serial), "{kind} on {threads} threads");
+            let (energy, _) = reduce_boxes(exec.as_mut(), |k| v[k] * v[k] + x[k] * x[k], 0.0, |a, b| a + b);
+            assert_eq!(energy.to_bits(), energy_serial.to_bits(), "{kind} on {threads} threads");
+            let vcores = exec.vcores();
+            assert_eq!(vcores.is_some(), kind.starts_with("pbs"), "{kind}");
+            if let Some(v) = vcores {
+                assert_eq!(v.owners(), &exec.planned_owners().unwrap()[..], "{kind}");
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "arrays of different lengths [4, 3]")]
+fn arrays_of_different_lengths_are_refused() {
+    let mut exec = StaticBlocks::new(4, 1).unwrap();
+    let (mut a, mut b) = (vec![0u8; 4], vec![0u8; 3]);
+    for_each_box_zip(&mut exec, (&mut a[..], &mut b[..]), |_, _| {});
 }

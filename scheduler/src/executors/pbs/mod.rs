@@ -433,6 +433,10 @@ unsafe impl Executor for Pbs {
     fn planned_owners(&self) -> Option<Vec<u32>> {
         Some(self.vcores.owners().to_vec())
     }
+
+    fn vcores(&self) -> Option<&VCores> {
+        Some(&self.vcores)
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! iteration and writes its own (owner computes). The executor is chosen by name; pbs measures
 //! the boxes' times itself and rebalances when its criterion says it pays.
 //!
-//! `cargo run --release -p pbs-bench --example my_grid_code -- [pbs|ws|eager|static]`
+//! `cargo run --release -p pbs-scheduler --example my_grid_code -- [pbs|ws|eager|static]`
 
 use pbs::Grid;
 use pbs_scheduler::{for_each_box_mut, runtime::Runtime};

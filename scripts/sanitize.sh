@@ -18,7 +18,7 @@ start=$(date +%s)
 
 echo "== Miri: pool, executors, claims, bookkeeping (pbs-scheduler without hwloc)"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-scheduler --no-default-features --lib -- \
-    pool:: executor::tests executors::pbs::stealing executors::pbs::rebalancing
+    pool:: executor::tests box_timing::tests executors::pbs::stealing executors::pbs::rebalancing
 echo "== Miri: the C interface's statuses and messages"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -- status::
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::clock;
-use crate::executor::PhaseStats;
+use crate::executor::{PhaseStats, Task};
 
 /// What the executor records per box execution.
 ///
@@ -129,23 +129,63 @@ impl Tracker {
 
     /// Runs box `k` on thread `t`, recording affinity and (for sampled boxes) its time.
     #[inline]
-    pub fn run(&self, k: usize, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
-        if self.timer.affinity {
-            let prev = self.last_thread[k].swap_relaxed(t as u32);
-            if prev != NEVER {
-                local.compared += 1;
-                local.same += u64::from(prev == t as u32);
-            }
-        }
+    pub fn run(&self, k: usize, t: usize, local: &mut Local, task: Task<'_>) {
+        self.note_affinity(k..k + 1, t, local);
         local.boxes += 1;
         let mask = self.timer.stride.wrapping_sub(1);
         if self.timer.stride != 0 && (k as u32).wrapping_add(self.phase) & mask == 0 {
             let start = clock::ticks();
-            task(k);
+            task.run_range(k..k + 1);
             let dt = clock::ticks().wrapping_sub(start);
             self.box_ticks[k].store(dt, Ordering::Relaxed);
         } else {
-            task(k);
+            task.run_range(k..k + 1);
+        }
+    }
+
+    /// Runs the boxes `ks` on thread `t`, timing one box in `stride` on its own as
+    /// [`Tracker::run`] does; the boxes between timed ones go to the task as whole ranges.
+    #[inline]
+    pub fn run_sampling_boxes(&self, ks: std::ops::Range<usize>, t: usize, local: &mut Local, task: Task<'_>) {
+        if self.timer.stride == 0 {
+            return self.run_untimed(ks, t, local, task);
+        }
+        let mask = self.timer.stride - 1;
+        let mut k = ks.start;
+        while k < ks.end {
+            // The next box with (k + phase) & mask == 0, as `run` samples them.
+            let skip = (0u32.wrapping_sub((k as u32).wrapping_add(self.phase)) & mask) as usize;
+            let sampled = (k + skip).min(ks.end);
+            self.run_untimed(k..sampled, t, local, task);
+            if sampled < ks.end {
+                self.run(sampled, t, local, task);
+            }
+            k = sampled + 1;
+        }
+    }
+
+    /// Runs the boxes `ks` on thread `t` in one call of a range task, untimed.
+    #[inline]
+    fn run_untimed(&self, ks: std::ops::Range<usize>, t: usize, local: &mut Local, task: Task<'_>) {
+        if ks.is_empty() {
+            return;
+        }
+        self.note_affinity(ks.clone(), t, local);
+        local.boxes += ks.len() as u64;
+        task.run_range(ks);
+    }
+
+    /// Records that thread `t` ran the boxes `ks` (for the affinity figure).
+    #[inline]
+    fn note_affinity(&self, ks: impl Iterator<Item = usize>, t: usize, local: &mut Local) {
+        if self.timer.affinity {
+            for k in ks {
+                let prev = self.last_thread[k].swap_relaxed(t as u32);
+                if prev != NEVER {
+                    local.compared += 1;
+                    local.same += u64::from(prev == t as u32);
+                }
+            }
         }
     }
 
@@ -153,59 +193,49 @@ impl Tracker {
     /// `stride`) the chunk is timed with one clock pair and each box is credited with the
     /// chunk's mean, summed over the iteration's phases; otherwise it runs untimed. Call
     /// [`Tracker::begin_phase`] before and [`Tracker::end_iteration`] after as the executor's
-    /// iterations go. The thread's busy time is
-    /// measured around its whole work by the executor ([`Local::add_busy_ticks`]), so it is
-    /// exact every phase for two clock reads per thread.
+    /// iterations go. The thread's busy time is measured around its whole work by the
+    /// executor ([`Local::add_busy_ticks`]), so it is exact every phase for two clock reads
+    /// per thread.
     #[inline]
-    pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+    pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: Task<'_>) {
         if self.sampled_iteration() {
             for piece in ks.chunks(self.piece) {
-                self.run_boxes(piece.iter().map(|&k| k as usize), t, local, task);
+                self.run_boxes(piece.iter().map(|&k| k as usize), t, local, || task.run_list(piece));
             }
         } else {
-            self.run_boxes(ks.iter().map(|&k| k as usize), t, local, task)
+            self.run_boxes(ks.iter().map(|&k| k as usize), t, local, || task.run_list(ks))
         }
     }
 
-    /// [`Tracker::run_chunk`] over a contiguous range of boxes: no index list to read.
+    /// [`Tracker::run_chunk`] over a contiguous range of boxes: no index list to read, and a
+    /// range task gets the whole range (or piece) in one call.
     #[inline]
-    pub fn run_range(&self, ks: std::ops::Range<usize>, t: usize, local: &mut Local, task: &(dyn Fn(usize) + Sync)) {
+    pub fn run_range(&self, ks: std::ops::Range<usize>, t: usize, local: &mut Local, task: Task<'_>) {
         if self.sampled_iteration() {
             let mut start = ks.start;
             while start < ks.end {
                 let end = ks.end.min(start.saturating_add(self.piece));
-                self.run_boxes(start..end, t, local, task);
+                self.run_boxes(start..end, t, local, || task.run_range(start..end));
                 start = end;
             }
         } else {
-            self.run_boxes(ks, t, local, task)
+            self.run_boxes(ks.clone(), t, local, || task.run_range(ks))
         }
     }
 
+    /// Runs `run` (which runs the boxes `ks`), with the bookkeeping of those boxes around it.
     #[inline]
     fn run_boxes(
         &self,
         ks: impl ExactSizeIterator<Item = usize> + Clone,
         t: usize,
         local: &mut Local,
-        task: &(dyn Fn(usize) + Sync),
+        run: impl FnOnce(),
     ) {
         let timed = self.sampled_iteration();
         let start = if timed { clock::ticks() } else { 0 };
-        if self.timer.affinity {
-            for k in ks.clone() {
-                let prev = self.last_thread[k].swap_relaxed(t as u32);
-                if prev != NEVER {
-                    local.compared += 1;
-                    local.same += u64::from(prev == t as u32);
-                }
-                task(k);
-            }
-        } else {
-            for k in ks.clone() {
-                task(k);
-            }
-        }
+        self.note_affinity(ks.clone(), t, local);
+        run();
         let len = ks.len();
         local.boxes += len as u64;
         if timed {
@@ -350,6 +380,33 @@ impl Tracker {
 mod tests {
     use super::*;
 
+    /// Sampling within a range times the boxes `run` would time, one by one, and hands the
+    /// boxes between them to a range task in whole runs, each box once.
+    #[test]
+    fn sampling_a_range_times_the_boxes_run_would() {
+        for phase in 0..4u32 {
+            let mut tracker = Tracker::new(40, 1, BoxTimer { stride: 4, affinity: true });
+            tracker.phase = phase;
+            let calls = std::sync::Mutex::new(Vec::new());
+            let mut local = Local::default();
+            tracker.run_sampling_boxes(3..37, 0, &mut local, Task::Ranges(&|r| calls.lock().unwrap().push(r)));
+            let calls = calls.into_inner().unwrap();
+            let covered: Vec<usize> = calls.iter().cloned().flatten().collect();
+            assert_eq!(covered, (3..37).collect::<Vec<_>>(), "phase {phase}: {calls:?}");
+            assert_eq!(local.boxes, 34);
+            for k in 0..40 {
+                let sampled = (3..37).contains(&k) && (k as u32 + phase) % 4 == 0;
+                let timed = tracker.box_ticks[k].load(Ordering::Relaxed) != u64::MAX;
+                assert_eq!(timed, sampled, "phase {phase} box {k}");
+                if sampled {
+                    assert!(calls.contains(&(k..k + 1)), "box {k} timed on its own");
+                }
+            }
+            // Runs between timed boxes are whole: at most stride − 1 boxes, never split.
+            assert!(calls.len() <= 2 * (34 / 4 + 2), "{calls:?}");
+        }
+    }
+
     /// One sampled iteration over a 16-box chunk whose first half sleeps 2 ms a box.
     fn loads_with_piece(piece: Option<usize>) -> Vec<f64> {
         let mut tracker = Tracker::new(16, 1, BoxTimer { stride: 1, affinity: false });
@@ -358,11 +415,16 @@ mod tests {
         }
         tracker.begin_phase();
         let mut local = Local::default();
-        tracker.run_range(0..16, 0, &mut local, &|k| {
-            if k < 8 {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        });
+        tracker.run_range(
+            0..16,
+            0,
+            &mut local,
+            Task::Each(&|k| {
+                if k < 8 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }),
+        );
         tracker.end_iteration();
         tracker.box_loads()
     }

@@ -5,6 +5,7 @@
 //! so results do not depend on the executor; [`for_each_box_mut`] enforces the write side by
 //! handing each task a `&mut` to its own box only.
 
+use std::ops::Range;
 use std::time::Duration;
 
 use crate::box_timing::{Local, Tracker};
@@ -50,8 +51,11 @@ impl PhaseStats {
 /// executor's [`Executor::run_phase`] for what makes those references unique. An
 /// implementation must, in every call of `run_phase(task)`:
 /// - call `task(k)` at most once for each `k`, and only for `k < self.boxes()` (exactly once
-///   for each, unless a task panics: then the others may be skipped);
-/// - not return (nor unwind) while a call of `task` is still running on any thread;
+///   for each, unless a task panics: then the others may be skipped); likewise, in every call
+///   of `run_phase_ranges(task)`, pass `task` only ranges within `0..self.boxes()` that
+///   cover each box at most once (exactly once unless a task panics);
+/// - not return (nor unwind) while a call of `task` is still running on any thread (in
+///   either method);
 /// - report through [`Executor::boxes`] the same number for the executor's whole life.
 ///
 /// The four executors of this crate are tested for it (`tests/executors.rs`); an executor
@@ -88,6 +92,13 @@ pub unsafe trait Executor {
     /// a task is re-raised here after the phase ended on every thread; the executor stays
     /// usable.
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats;
+    /// [`Executor::run_phase`] with one call per range of boxes: `task(a..b)` runs boxes `a`
+    /// to `b − 1`, the ranges together covering every box exactly once. One indirect call per
+    /// range lets a generic loop inline its body ([`for_each_box_mut`] does). The default
+    /// calls `task(k..k + 1)` for each box.
+    fn run_phase_ranges(&mut self, task: &(dyn Fn(Range<usize>) + Sync)) -> PhaseStats {
+        self.run_phase(&|k| task(k..k + 1))
+    }
     /// Called between iterations. The PBS executor turns measured box times into loads and
     /// may rebalance here; the others have nothing to do.
     fn end_iteration(&mut self) -> IterationEnd {
@@ -106,6 +117,43 @@ pub unsafe trait Executor {
     /// ([`crate::runtime::Runtime::executor`]), to draw or log the cells.
     fn vcores(&self) -> Option<&pbs::VCores> {
         None
+    }
+}
+
+/// The task of a phase as an executor holds it: one call per box, or one call per range of
+/// boxes (see [`Executor::run_phase_ranges`]).
+#[derive(Clone, Copy)]
+pub enum Task<'a> {
+    /// `f(k)` for each box.
+    Each(&'a (dyn Fn(usize) + Sync)),
+    /// `f(range)` for each range of boxes.
+    Ranges(&'a (dyn Fn(Range<usize>) + Sync)),
+}
+
+impl Task<'_> {
+    /// Runs the boxes `ks`.
+    #[inline]
+    pub fn run_range(self, ks: Range<usize>) {
+        match self {
+            Task::Each(f) => ks.for_each(f),
+            Task::Ranges(f) => f(ks),
+        }
+    }
+
+    /// Runs the boxes of `ks` (increasing box ids), a range task once per contiguous run.
+    #[inline]
+    pub fn run_list(self, ks: &[u32]) {
+        match self {
+            Task::Each(f) => ks.iter().for_each(|&k| f(k as usize)),
+            Task::Ranges(f) => {
+                let mut rest = ks;
+                while let Some(&first) = rest.first() {
+                    let len = rest.iter().enumerate().take_while(|&(i, &k)| k == first + i as u32).count();
+                    f(first as usize..first as usize + len);
+                    rest = &rest[len..];
+                }
+            }
+        }
     }
 }
 
@@ -202,15 +250,19 @@ pub fn for_each_box_mut<T: Send>(
 ) -> PhaseStats {
     assert_eq!(data.len(), exec.boxes(), "one datum per box");
     let (base, len) = (SendPtr(data.as_mut_ptr()), data.len());
-    exec.run_phase(&|k| {
+    // One indirect call per range, and `f` inlined in the loop over it.
+    exec.run_phase_ranges(&|r: Range<usize>| {
         let p = base;
         // A cheap guard: the contract already excludes it.
-        assert!(k < len, "the executor ran box {k} of {len}");
-        // SAFETY: `Executor` is an unsafe trait whose implementations call `task(k)` at most
-        // once per `k` per phase and return only after every call ended, so the `&mut` handed
-        // out are disjoint and do not outlive the borrow of `data`; `k < len` is checked above.
-        let slot = unsafe { &mut *p.0.add(k) };
-        f(k, slot)
+        assert!(r.end <= len, "the executor ran boxes {r:?} of {len}");
+        for k in r {
+            // SAFETY: `Executor` is an unsafe trait whose implementations cover each box at
+            // most once per phase and return only after every call ended, so the `&mut`
+            // handed out are disjoint and do not outlive the borrow of `data`; `k < len` by
+            // the check above.
+            let slot = unsafe { &mut *p.0.add(k) };
+            f(k, slot)
+        }
     })
 }
 
@@ -288,12 +340,14 @@ pub fn for_each_box_zip<'s, D: BoxArrays<'s>>(
     };
     assert_eq!(len, exec.boxes(), "one datum per box in every array");
     let raw = arrays.raw();
-    exec.run_phase(&|k| {
-        assert!(k < len, "the executor ran box {k} of {len}");
-        // SAFETY: as in `for_each_box_mut`: the unsafe `Executor` contract runs each `k` at
-        // most once per phase and returns after every task ended, so the references are
-        // disjoint and do not outlive `arrays`' borrow; `k < len` is checked above.
-        f(k, unsafe { D::at(raw, k) })
+    exec.run_phase_ranges(&|r: Range<usize>| {
+        assert!(r.end <= len, "the executor ran boxes {r:?} of {len}");
+        for k in r {
+            // SAFETY: as in `for_each_box_mut`: the unsafe `Executor` contract covers each
+            // box at most once per phase and returns after every task ended, so the
+            // references are disjoint; `k < len` by the check above.
+            f(k, unsafe { D::at(raw, k) })
+        }
     })
 }
 
@@ -352,5 +406,25 @@ mod tests {
         assert_eq!(s.affinity(), Some(0.75));
         let empty = super::PhaseStats::default();
         assert_eq!((empty.efficiency(), empty.affinity()), (None, None));
+    }
+
+    /// The safe entry points over both range paths: an executor's own ranges (`static`) and
+    /// the default one box per range. Run under Miri by scripts/sanitize.sh.
+    #[test]
+    fn the_safe_entry_points_write_each_box_once() {
+        use crate::executors::{EagerFifo, StaticBlocks};
+        let mut execs: Vec<Box<dyn super::Executor>> =
+            vec![Box::new(StaticBlocks::new(10, 2).unwrap()), Box::new(EagerFifo::new(10, 2).unwrap())];
+        for exec in &mut execs {
+            let mut a = vec![0u32; 10];
+            super::for_each_box_mut(exec.as_mut(), &mut a, |k, x| *x += k as u32);
+            let (mut b, mut c) = (vec![0u8; 10], vec![0u64; 10]);
+            super::for_each_box_zip(exec.as_mut(), (&mut b[..], &mut c[..]), |k, (b, c)| {
+                *b += 1;
+                *c += a[k] as u64;
+            });
+            let (sum, _) = super::reduce_boxes(exec.as_mut(), |k| c[k], 0, |x, y| x + y);
+            assert_eq!((a[9], b, sum), (9, vec![1; 10], 45), "{}", exec.name());
+        }
     }
 }

@@ -45,10 +45,16 @@ proptest! {
             let mut exec = make(kind, grid, threads);
             let counts: Vec<AtomicU32> = (0..grid.len()).map(|_| AtomicU32::new(0)).collect();
             for phase in 0..phases {
-                let stats = exec.run_phase(&|k| {
+                let one = |k: usize| {
                     counts[k].fetch_add(1, Ordering::Relaxed);
                     spin(Duration::from_micros(micros[k % micros.len()]));
-                });
+                };
+                // Odd phases hand out ranges of boxes instead of single boxes.
+                let stats = if phase % 2 == 0 {
+                    exec.run_phase(&one)
+                } else {
+                    exec.run_phase_ranges(&|r: std::ops::Range<usize>| r.for_each(one))
+                };
                 for (k, c) in counts.iter().enumerate() {
                     prop_assert_eq!(c.load(Ordering::Relaxed), phase as u32 + 1, "{} box {} phase {}", kind, k, phase);
                 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 
 use crate::box_timing::{BoxTimer, Tracker};
-use crate::executor::{pool_phase, Executor, PhaseStats};
+use crate::executor::{pool_phase, Executor, PhaseStats, Task};
 use crate::pool::Pool;
 
 /// One shared FIFO.
@@ -56,7 +56,7 @@ unsafe impl Executor for EagerFifo {
             if k >= n {
                 break;
             }
-            tracker.run(k, t, local, task);
+            tracker.run(k, t, local, Task::Each(task));
         })
         .unwrap_or_else(|p| std::panic::resume_unwind(p))
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::box_timing::{BoxTimer, Tracker};
-use crate::executor::{pool_phase, Executor, PhaseStats};
+use crate::executor::{pool_phase, Executor, PhaseStats, Task};
 use crate::pool::Pool;
 
 /// Equal contiguous blocks.
@@ -49,12 +49,22 @@ unsafe impl Executor for StaticBlocks {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        self.phase(Task::Each(task))
+    }
+    fn run_phase_ranges(&mut self, task: &(dyn Fn(std::ops::Range<usize>) + Sync)) -> PhaseStats {
+        self.phase(Task::Ranges(task))
+    }
+    fn planned_owners(&self) -> Option<Vec<u32>> {
+        Some(crate::first_touch::placement_owners_of_blocks(self.boxes, self.pool.threads()))
+    }
+}
+
+impl StaticBlocks {
+    fn phase(&mut self, task: Task<'_>) -> PhaseStats {
         let (n, threads) = (self.boxes, self.pool.threads());
         pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             if tracker.timing() {
-                for k in Self::block(n, threads, t) {
-                    tracker.run(k, t, local, task);
-                }
+                tracker.run_sampling_boxes(Self::block(n, threads, t), t, local, task);
             } else {
                 // Untimed, the block is a plain loop, as `schedule(static)` compiles to, in
                 // pieces of 128 boxes, which ran faster than one long loop of calls
@@ -66,8 +76,5 @@ unsafe impl Executor for StaticBlocks {
             }
         })
         .unwrap_or_else(|p| std::panic::resume_unwind(p))
-    }
-    fn planned_owners(&self) -> Option<Vec<u32>> {
-        Some(crate::first_touch::placement_owners_of_blocks(self.boxes, self.pool.threads()))
     }
 }

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::box_timing::{BoxTimer, Local, Tracker};
 use crate::clock;
-use crate::executor::{Executor, PhaseStats};
+use crate::executor::{Executor, PhaseStats, Task};
 
 /// Rayon work stealing.
 pub struct WorkStealing {
@@ -80,7 +80,7 @@ unsafe impl Executor for WorkStealing {
                         tracker,
                         started: clock::ticks(),
                     },
-                    |state, k| tracker.run(k, state.thread, &mut state.local, task),
+                    |state, k| tracker.run(k, state.thread, &mut state.local, Task::Each(task)),
                 )
             })
         }));

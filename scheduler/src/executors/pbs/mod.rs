@@ -26,7 +26,7 @@ use pbs::{balance, methods, Balancer, Grid, Point, Problem, StopRule, VCores};
 use crate::box_timing::{BoxTimer, Tracker};
 use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
-use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats};
+use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
 pub use stealing::Stealing;
 use stealing::{claim_front, pack, steal_from, Lists, StealLog, STEAL_MIN_PHASE};
@@ -348,6 +348,30 @@ unsafe impl Executor for Pbs {
         self.pool.run(f)
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        self.phase(Task::Each(task))
+    }
+
+    fn run_phase_ranges(&mut self, task: &(dyn Fn(std::ops::Range<usize>) + Sync)) -> PhaseStats {
+        self.phase(Task::Ranges(task))
+    }
+
+    fn end_iteration(&mut self) -> IterationEnd {
+        self.end_of_iteration()
+    }
+
+    fn planned_owners(&self) -> Option<Vec<u32>> {
+        Some(self.vcores.owners().to_vec())
+    }
+
+    fn vcores(&self) -> Option<&VCores> {
+        Some(&self.vcores)
+    }
+}
+
+impl Pbs {
+    /// One phase: each thread runs its own list (claiming chunks when stealing is on), then,
+    /// stealing, takes boxes from its neighbours' lists.
+    fn phase(&mut self, task: Task<'_>) -> PhaseStats {
         let steal = self.steal.active;
         if steal {
             for (c, l) in self.steal.claims.iter().zip(&self.lists) {
@@ -400,7 +424,9 @@ unsafe impl Executor for Pbs {
         stats
     }
 
-    fn end_iteration(&mut self) -> IterationEnd {
+    /// Ends an iteration: turns the measured times into loads, adapts timing and stealing,
+    /// and rebalances when due.
+    fn end_of_iteration(&mut self) -> IterationEnd {
         self.timing.tracker.end_iteration();
         let loads: Vec<f64> = self.timing.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
         let max_stride = self.options.timer.stride;
@@ -428,14 +454,6 @@ unsafe impl Executor for Pbs {
         self.timing.phases_in_iteration = 0;
         self.timing.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         self.rebalance_if_due(&loads)
-    }
-
-    fn planned_owners(&self) -> Option<Vec<u32>> {
-        Some(self.vcores.owners().to_vec())
-    }
-
-    fn vcores(&self) -> Option<&VCores> {
-        Some(&self.vcores)
     }
 }
 

@@ -9,6 +9,7 @@ use crossbeam_utils::{Backoff, CachePadded};
 
 use crate::box_timing::{Local, Tracker};
 use crate::clock;
+use crate::executor::Task;
 
 /// When threads that ran dry steal boxes.
 ///
@@ -124,7 +125,7 @@ pub(super) fn steal_from(
     t: usize,
     tracker: &Tracker,
     local: &mut Local,
-    task: &(dyn Fn(usize) + Sync),
+    task: Task<'_>,
 ) -> (StealLog, u64) {
     let mut log = Vec::new();
     let mut spent_abroad = 0;

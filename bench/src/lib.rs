@@ -1,13 +1,40 @@
-//! `pbs-bench`: the measurements of the project, as a library so that tests drive exactly what
-//! the command line runs.
+//! # pbs-bench — the measurements of the project
 //!
-//! - [`converge`]: balance static cases, Perlin maps or CSV load maps from scratch.
-//! - [`transitions`]: rough / smooth Perlin transitions, warm-started (the paper's Tables 1–3).
-//! - [`paper`]: the paper's Tables 1–3 and Fig. 5 with our method and the paper's side by side,
-//!   as a markdown report with PNG plots.
-//! - [`shapes`]: load maps of shapes the paper never named, for generality checks.
-//! - [`matrix`] and [`scaling`]: the grid apps under every scheduler, side by side, at one
-//!   thread count (`report`) or several (`scaling`).
+//! The `pbs-bench` command line (`cargo run --release -p pbs-bench -- --help`), as a library so
+//! that tests drive exactly what the command line runs. Every comparison runs side by side in
+//! one process: balancers on the same load maps, executors taking turns on the same app.
+//!
+//! ```
+//! use pbs_bench::run::{run, schedulers, RunSetup};
+//! // `pbs-bench run --app stencil --scheduler all --threads 2 --iters 4 --nx 8 --ny 8`
+//! let setup = RunSetup {
+//!     app: "stencil".into(),
+//!     scenario: "drift".into(),
+//!     schedulers: schedulers("all").unwrap(),
+//!     threads: 2,
+//!     iters: 4,
+//!     nx: 8,
+//!     ny: 8,
+//!     cache_bytes: 1 << 20,
+//!     pin: false,
+//!     seed: 1,
+//!     turn_iters: 0,
+//! };
+//! let rows = run(&setup, || {}).unwrap();
+//! assert_eq!(rows.len(), 4); // pbs, ws, eager, static
+//! assert!(rows.iter().all(|r| r.checksum == rows[0].checksum), "same result under every executor");
+//! ```
+//!
+//! | command | module | what |
+//! |---|---|---|
+//! | `converge` | [`converge`] | balance static cases, Perlin maps or CSV load maps from scratch |
+//! | `transitions` | [`transitions`] | rough / smooth Perlin transitions, warm-started (the paper's Tables 1–3) |
+//! | `paper` | [`paper`] | the paper's Tables 1–3 and Fig. 5, our method and the paper's side by side, markdown + PNG |
+//! | `shapes` | [`shapes`] | load maps of shapes the paper never named, for generality checks |
+//! | `run` | [`run`] | one grid app under chosen executors, taking turns |
+//! | `report`, `scaling` | [`matrix`], [`scaling`] | every app × scenario × executor at one thread count, or several |
+//!
+//! The apps live in `pbs-apps`, the plots in `pbs-plot`; [`table`] prints aligned tables.
 
 #![deny(missing_docs)]
 

@@ -1,16 +1,25 @@
-//! # pbs — pair-potential load balancing of grid tasks
+//! # pbs — load balancing of grid tasks that keeps each thread's boxes together
 //!
 //! A grid code (molecular dynamics with cell lists, stencils, finite elements) is cut into a
 //! regular grid of boxes, one task per box and iteration. `pbs` maps boxes to threads through
 //! *virtual cores* (vCores): points in the domain, each owning the boxes of its cell. The
-//! vCores move so that every cell carries the same load, while each cell stays a compact
-//! block of boxes — which is what keeps a thread's data in its cache and on its NUMA node.
+//! balancer moves the cells so that every cell carries the same load, while each cell stays a
+//! compact block of boxes, which is what keeps a thread's data in its cache and on its NUMA
+//! node.
 //!
-//! This crate is the balancer alone: pure, deterministic, single-threaded. Plain data goes in
-//! (a slice of `f64` loads, one per box) and plain data comes out (a slice of owner ids).
+//! The default method, `power-cells` ([`methods::PowerCells`]), gives each vCore a weight and
+//! a *power* cell, balances by adjusting the weights (a damped Newton ascent on a concave dual)
+//! and keeps cells compact by moving each vCore towards its cell's centroid. The pair-potential
+//! force laws of Papin et al. (Euro-Par 2014), which move vCores as charged particles, are the
+//! `paper-*` methods beside it ([`methods::PairPotential`]).
+//!
+//! This crate is the balancer alone: pure, deterministic, single-threaded unless given
+//! workers. Plain data goes in (a slice of `f64` loads, one per box) and plain data comes out
+//! (a slice of owner ids). The runtime that measures loads and runs the boxes is
+//! `pbs-scheduler`.
 //!
 //! ```
-//! use pbs::{balance, methods, VCores, Grid, StopRule, Problem};
+//! use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 //!
 //! let grid = Grid::new(80, 40)?;
 //! // Measured box times from your code; here a hot spot on a light background.
@@ -25,7 +34,7 @@
 //! let owner_of_box_0 = vcores.owners()[0];
 //! # let _ = owner_of_box_0;
 //!
-//! // Next iteration: new loads, warm start from the same cells.
+//! // Next iteration: new loads, warm start from the same vCores.
 //! let loads2: Vec<f64> = loads.iter().enumerate().map(|(k, q)| q * (1.0 + 0.1 * (k % 7) as f64)).collect();
 //! let problem2 = Problem::new(grid, &loads2, 8)?;
 //! let again = balance(method.as_mut(), &problem2, &mut vcores, StopRule::default(), |_| {});
@@ -33,10 +42,22 @@
 //! # Ok::<(), pbs::Error>(())
 //! ```
 //!
-//! Where things are: the force laws in [`forces`], the cell assignment in [`assign`], each
-//! method in its own file under [`methods`], the stopping rule and driver in [`balancer`],
-//! the definitions of `max_avg`, DOL, edge cut and migrations in [`metrics`], and the load
-//! maps (the paper's static cases, Perlin noise, CSV) in [`loadmap`].
+//! ## Concepts and where they live
+//!
+//! | concept | type | module |
+//! |---|---|---|
+//! | the grid of boxes, box centres and neighbours | [`Grid`] | [`grid`] |
+//! | loads, vCore count, lower bound (one balancing problem) | [`Problem`] | [`problem`] |
+//! | vCores: positions, weights, the owner of every box, charges | [`VCores`] | [`vcores`] |
+//! | which vCore owns a box (power distance, fast assignment) | [`assign::Assignment`] | [`assign`] |
+//! | a method: one step of moving the vCores | [`Balancer`] | [`methods`] (one file each) |
+//! | when to stop, the driver, what a run reports | [`StopRule`], [`balance`], [`Outcome`] | [`balancer`] |
+//! | the force laws of the paper | [`forces::ForceLaw`] | [`forces`] |
+//! | `max_avg`, DOL, edge cut, migrations | functions | [`metrics`] |
+//! | load maps: the paper's static cases, Perlin noise, CSV | functions, [`loadmap::PerlinMap`] | [`loadmap`] |
+//!
+//! The normative definitions (owner, charge, forces, `max_avg`, edge cut) are in
+//! `docs/design.md` of the repository.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

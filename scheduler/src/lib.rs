@@ -11,7 +11,8 @@
 //! | [`executors::StaticBlocks`] | thread `k·T/n` (OpenMP `static`) | `executors/static_blocks.rs` |
 //!
 //! All four implement [`Executor`]: one phase = every box exactly once, then a barrier.
-//! Switching is one line:
+//! Build one by name with [`runtime::Runtime`] (the machine, pinned workers), or directly;
+//! switching is one line:
 //!
 //! ```
 //! use pbs::Grid;
@@ -30,6 +31,17 @@
 //! assert!((u[0] - 1.0 / 1024.0).abs() < 1e-12);
 //! ```
 //!
+//! What a task may do in a phase: read anything from a previous phase, write its own box.
+//! The safe entry points enforce the write side:
+//!
+//! | entry point | a phase that… | example |
+//! |---|---|---|
+//! | [`for_each_box_mut`] | writes one per-box array | `examples/my_grid_code.rs` |
+//! | [`for_each_box_zip`] | writes two or three per-box arrays | `examples/leapfrog.rs` |
+//! | [`reduce_boxes`] | sums (or folds) a value per box, in box order: the same bits under every executor | `examples/leapfrog.rs` |
+//! | [`Executor::run_phase`], [`Executor::run_phase_ranges`] | calls your task per box or per range of boxes | `examples/range_tasks.rs` |
+//! | [`Executor::vcores`] | (between phases) shows the balancer's cells | `examples/watch_vcores.rs` |
+//!
 //! A panicking task does not deadlock the pool: the phase finishes on every thread, the panic
 //! reaches the caller, and the executor stays usable.
 //!
@@ -37,16 +49,19 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`executor`] | the [`Executor`] trait and its safety contract, the safe entry points |
 //! | [`pool`] | the team of workers, phase broadcast, barrier, panic propagation |
+//! | [`box_timing`] | per-box bookkeeping: sampled box times (the loads), affinity, per-thread counts |
+//! | [`clock`] | a cheap clock for per-box timing, and what timing costs on this machine |
 //! | [`topology`] | packages, NUMA nodes, cores (hwloc, sysfs, synthetic), pinning, `PBS_NUM_THREADS` |
 //! | [`placement`] | NUMA-aware starting vCores: one region of the domain per node |
-//! | [`first_touch`] | box data allocated by the thread that owns it |
+//! | [`first_touch`] | box data allocated by the thread that owns it, moved when its box moves |
 //! | [`runtime`] | detect, pin, and build any executor by name |
 //! | [`criteria`] | when to rebalance (Boulmier eq. 24, Menon, Procassini, Marquez, periodic) and the DP oracle |
-//! | [`clock`] | a cheap clock for per-box timing |
 //! | [`counters`] | per-thread perf counters, hardware or software with the reason |
 //! | [`cache_model`] | per-thread LRU over box footprints: deterministic modelled misses |
 //! | [`report`] | busy/idle, `max_avg`, efficiency, affinity, migrations, serialisable |
+//! | [`error`] | the typed [`Error`] of every constructor |
 
 #![deny(missing_docs)]
 

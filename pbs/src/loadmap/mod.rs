@@ -4,7 +4,7 @@
 mod csv;
 mod perlin;
 
-pub use csv::{parse_csv, read_csv, to_csv};
+pub use csv::{parse_csv, read_csv, to_csv, MAX_CSV_BYTES};
 pub use perlin::PerlinMap;
 
 use crate::grid::Grid;

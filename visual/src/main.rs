@@ -21,7 +21,7 @@ struct Cli {
     /// Number of vCores
     #[arg(long, default_value_t = 72)]
     vcores: usize,
-    /// Method: pbs, paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1
+    /// Method: power-cells (the default), paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1
     #[arg(long, default_value = pbs::methods::DEFAULT)]
     method: String,
     /// Load: uniform, line, disc, random, perlin, or a .csv file

@@ -105,7 +105,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             "max_avg per phase",
             "affinity",
             "migrations / iter",
-            "rebalances (% wall)",
+            "rebalances (critical % wall)",
             "modelled misses",
             "checksum",
         ]);
@@ -127,7 +127,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
                 format!("{:.1}", med(&row.scheduler, &|r| r.migrations_per_iter)),
                 run::rebalances(
                     med(&row.scheduler, &|r| r.rebalances as f64) as usize,
-                    med(&row.scheduler, &|r| r.rebalance_share),
+                    med(&row.scheduler, &|r| r.rebalance_critical_fraction),
                 ),
                 format!("{:.0}", med(&row.scheduler, &|r| r.modelled_misses as f64)),
                 row.checksum.clone(),

@@ -83,9 +83,16 @@ pub struct RunRow {
     pub migrations_per_iter: f64,
     /// rebalancings performed (pbs)
     pub rebalances: usize,
-    /// share of the wall time spent between iterations deciding on and performing
-    /// rebalancings (pbs; 0 for the others)
+    /// share of the wall time spent between iterations deciding on, starting, taking on or
+    /// performing rebalancings (pbs; 0 for the others)
     pub rebalance_share: f64,
+    /// share of the wall time rebalancing added to the critical path: `rebalance_share` plus
+    /// balancing that ran past the last busy thread of a phase (pbs; 0 for the others)
+    pub rebalance_critical_fraction: f64,
+    /// balancer time run in the threads' idle time, milliseconds, whole run (not task time)
+    pub balancing_in_slack_ms: f64,
+    /// rebalancings given up because they would have ended too late
+    pub rebalances_abandoned: usize,
     /// misses of the modelled per-thread cache, 64-byte lines, whole run
     pub modelled_misses: u64,
     /// accesses to the modelled cache, 64-byte lines, whole run
@@ -218,6 +225,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     let mut rows = Vec::new();
     for lane in lanes {
         let report = lane.rec.report();
+        let wall_ms = lane.rec.iteration_ms().iter().sum::<f64>().max(f64::MIN_POSITIVE);
         let misses = modelled_misses(setup, &runtime, &lane.scheduler, &mut progress)?;
         rows.push(RunRow {
             scheduler: lane.scheduler.clone(),
@@ -232,7 +240,10 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             affinity: report.affinity,
             migrations_per_iter: report.migrations_per_iter,
             rebalances: report.rebalances,
-            rebalance_share: report.rebalance_ms / lane.rec.iteration_ms().iter().sum::<f64>().max(f64::MIN_POSITIVE),
+            rebalance_share: report.rebalance_ms / wall_ms,
+            rebalance_critical_fraction: report.rebalance_critical_ms / wall_ms,
+            balancing_in_slack_ms: report.balancing_in_slack_ms,
+            rebalances_abandoned: report.rebalances_abandoned,
             modelled_misses: misses.misses,
             modelled_accesses: misses.accesses,
             hw_counters: (!lane.hw.is_empty()).then_some(lane.hw),
@@ -287,7 +298,7 @@ pub fn phases(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("/")
 }
 
-/// Rebalancings and their share of the wall time as `12 (3.1 %)`.
+/// Rebalancings and the share of the wall time they held up as `12 (3.1 %)`.
 pub fn rebalances(count: usize, share: f64) -> String {
     format!("{count} ({:.1} %)", 100.0 * share)
 }
@@ -306,7 +317,7 @@ pub fn table(rows: &[RunRow]) -> Table {
         "per phase",
         "affinity",
         "migr/iter",
-        "rebalances (% wall)",
+        "rebalances (critical % wall)",
         "modelled misses",
         "checksum",
     ]);
@@ -323,7 +334,7 @@ pub fn table(rows: &[RunRow]) -> Table {
             phases(&r.phase_max_avg),
             r.affinity.map_or("-".into(), |a| format!("{a:.3}")),
             format!("{:.1}", r.migrations_per_iter),
-            rebalances(r.rebalances, r.rebalance_share),
+            rebalances(r.rebalances, r.rebalance_critical_fraction),
             r.modelled_misses.to_string(),
             r.checksum.clone(),
         ]);

@@ -77,8 +77,18 @@ fn converge_is_deterministic_for_a_seed() {
         }
         v
     };
-    let args =
-        ["converge", "--case", "random", "--seed", "9", "--method", "power-cells,paper-eq7", "--max-steps", "300", "--json"];
+    let args = [
+        "converge",
+        "--case",
+        "random",
+        "--seed",
+        "9",
+        "--method",
+        "power-cells,paper-eq7",
+        "--max-steps",
+        "300",
+        "--json",
+    ];
     assert_eq!(strip(json(&args)), strip(json(&args)));
 }
 

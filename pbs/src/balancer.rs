@@ -13,7 +13,7 @@ pub trait Balancer {
     /// The method's name, as accepted by [`crate::methods::by_name`].
     fn name(&self) -> &str;
 
-    /// Moves the vCores one step. On entry `cells` holds the assignment and charges of the
+    /// Moves the vCores one step. On entry `vcores` holds the assignment and charges of the
     /// current state for `problem`'s loads; on exit, those of the new state.
     fn step(&mut self, problem: &Problem, vcores: &mut VCores);
 
@@ -26,10 +26,10 @@ pub trait Balancer {
         false
     }
 
-    /// Called by [`balance`] when a run ends without converging, to leave `cells` in the
+    /// Called by [`balance`] when a run ends without converging, to leave `vcores` in the
     /// method's best state rather than its last (a method that may worsen the balance on its
     /// way keeps its best). Does nothing by default: the paper's methods end where they stop.
-    fn finish(&mut self, _problem: &Problem, _cells: &mut VCores) {}
+    fn finish(&mut self, _problem: &Problem, _vcores: &mut VCores) {}
 }
 
 /// When to stop.
@@ -81,7 +81,7 @@ pub struct Outcome {
     pub edge_cut: usize,
     /// Boxes whose owner differs between the start and the end of the run.
     pub migrations: usize,
-    /// Wall time of the run.
+    /// Time the run took, inside its own calls (not what `on_step` spends).
     #[serde(serialize_with = "as_ms")]
     pub elapsed: Duration,
 }
@@ -90,19 +90,19 @@ fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64() * 1e3)
 }
 
-/// Whether `cells` meets the convergence criterion for `problem`.
+/// Whether `vcores` meets the convergence criterion for `problem`.
 pub fn is_converged(problem: &Problem, vcores: &VCores, tol: f64) -> bool {
     vcores.max_avg() <= (1.0 + tol) * problem.lower_bound()
 }
 
-/// Steps `balancer` from the state in `cells` until converged, stuck or `max_steps`, calling
+/// Steps `balancer` from the state in `vcores` until converged, stuck or `max_steps`, calling
 /// `on_step` with the starting state and after every step (pass `|_| {}` to ignore).
 ///
-/// `cells` must come from the same grid and vCore count; if the loads changed since it was
+/// `vcores` must come from the same grid and vCore count; if the loads changed since it was
 /// last assigned, it is recharged first (a warm start: owners depend only on the vCores).
 ///
 /// ```
-/// use pbs::{balance, methods, VCores, Grid, StopRule, Problem};
+/// use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 /// let grid = Grid::new(50, 50).unwrap();
 /// let loads = pbs::loadmap::static_case(pbs::loadmap::Case::Disc, &grid, 0);
 /// let problem = Problem::new(grid, &loads, 10).unwrap();
@@ -116,46 +116,117 @@ pub fn balance(
     balancer: &mut dyn Balancer,
     problem: &Problem,
     vcores: &mut VCores,
-    options: StopRule,
+    stop: StopRule,
     mut on_step: impl FnMut(&StepRecord),
 ) -> Outcome {
-    let start = Instant::now();
-    balancer.reset();
-    vcores.recharge(problem);
-    let initial: Vec<u32> = vcores.owners().to_vec();
-    let mut previous = initial.clone();
-    let mut steps = 0;
-    let record = |steps, vcores: &VCores, migrations| {
-        let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
-        StepRecord { step: steps, max_avg: vcores.max_avg(), dol_max, dol_min, migrations }
-    };
-    on_step(&record(0, vcores, 0));
-    let mut converged = is_converged(problem, vcores, options.tol);
-    while !converged && steps < options.max_steps {
+    let (mut run, first) = Run::start(balancer, problem, vcores, stop);
+    on_step(&first);
+    while let Some(record) = run.step(balancer, problem, vcores) {
+        on_step(&record);
+    }
+    run.finish(balancer, problem, vcores)
+}
+
+/// One balancing run taken a step at a time, for a caller that interleaves it with other work
+/// (the executor runs it in its threads' idle time): [`balance`] is `start`, `step` until it
+/// returns `None`, then `finish`. Every call of one run must get the same balancer, problem
+/// and vCores.
+#[derive(Debug, Clone)]
+pub struct Run {
+    stop: StopRule,
+    initial: Vec<u32>,
+    previous: Vec<u32>,
+    steps: usize,
+    converged: bool,
+    stuck: bool,
+    /// Time spent inside this run's calls.
+    elapsed: Duration,
+}
+
+impl Run {
+    /// Starts a run: resets the balancer, recharges `vcores` with `problem`'s loads, and
+    /// returns the run with the record of its starting state (step 0).
+    pub fn start(
+        balancer: &mut dyn Balancer,
+        problem: &Problem,
+        vcores: &mut VCores,
+        stop: StopRule,
+    ) -> (Run, StepRecord) {
+        let start = Instant::now();
+        balancer.reset();
+        vcores.recharge(problem);
+        let initial = vcores.owners().to_vec();
+        let mut run = Run {
+            stop,
+            previous: initial.clone(),
+            initial,
+            steps: 0,
+            converged: is_converged(problem, vcores, stop.tol),
+            stuck: false,
+            elapsed: Duration::ZERO,
+        };
+        let record = Self::record(0, vcores, 0);
+        run.elapsed = start.elapsed();
+        (run, record)
+    }
+
+    /// Whether the run has ended: converged, stuck, or out of steps.
+    pub fn is_done(&self) -> bool {
+        self.converged || self.stuck || self.steps >= self.stop.max_steps
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// Time spent inside the run's calls so far.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// One step, and its record; `None` (nothing done) once the run has ended.
+    pub fn step(&mut self, balancer: &mut dyn Balancer, problem: &Problem, vcores: &mut VCores) -> Option<StepRecord> {
+        if self.is_done() {
+            return None;
+        }
+        let start = Instant::now();
         balancer.step(problem, vcores);
-        steps += 1;
-        let moved = metrics::migrations(&previous, vcores.owners());
-        previous.copy_from_slice(vcores.owners());
-        on_step(&record(steps, vcores, moved));
-        converged = is_converged(problem, vcores, options.tol);
-        if !converged && balancer.is_stuck() {
-            break;
+        self.steps += 1;
+        let moved = metrics::migrations(&self.previous, vcores.owners());
+        self.previous.copy_from_slice(vcores.owners());
+        self.converged = is_converged(problem, vcores, self.stop.tol);
+        self.stuck = !self.converged && balancer.is_stuck();
+        self.elapsed += start.elapsed();
+        Some(Self::record(self.steps, vcores, moved))
+    }
+
+    /// Ends the run (leaving `vcores` in the method's best state if it did not converge) and
+    /// says how it went.
+    pub fn finish(mut self, balancer: &mut dyn Balancer, problem: &Problem, vcores: &mut VCores) -> Outcome {
+        let start = Instant::now();
+        if !self.converged {
+            balancer.finish(problem, vcores);
+        }
+        let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
+        let edge_cut = metrics::edge_cut(problem.grid(), vcores.owners());
+        let migrations = metrics::migrations(&self.initial, vcores.owners());
+        self.elapsed += start.elapsed();
+        Outcome {
+            steps: self.steps,
+            converged: self.converged,
+            max_avg: vcores.max_avg(),
+            lower_bound: problem.lower_bound(),
+            dol_max,
+            dol_min,
+            edge_cut,
+            migrations,
+            elapsed: self.elapsed,
         }
     }
-    if !converged {
-        balancer.finish(problem, vcores);
-    }
-    let elapsed = start.elapsed();
-    let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
-    Outcome {
-        steps,
-        converged,
-        max_avg: vcores.max_avg(),
-        lower_bound: problem.lower_bound(),
-        dol_max,
-        dol_min,
-        edge_cut: metrics::edge_cut(problem.grid(), vcores.owners()),
-        migrations: metrics::migrations(&initial, vcores.owners()),
-        elapsed,
+
+    fn record(step: usize, vcores: &VCores, migrations: usize) -> StepRecord {
+        let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
+        StepRecord { step, max_avg: vcores.max_avg(), dol_max, dol_min, migrations }
     }
 }

@@ -75,7 +75,7 @@ pub mod problem;
 pub mod rng;
 pub mod vcores;
 
-pub use balancer::{balance, is_converged, Balancer, Outcome, StepRecord, StopRule};
+pub use balancer::{balance, is_converged, Balancer, Outcome, Run, StepRecord, StopRule};
 pub use error::{check_memory, Error, Result, BALANCER_BYTES_PER_BOX};
 pub use grid::{Grid, Point};
 pub use problem::Problem;

@@ -79,6 +79,12 @@ impl<'a> Problem<'a> {
         Problem { workers: Some(workers), ..self }
     }
 
+    /// The same problem owning its loads (and without workers), to keep beyond the loads'
+    /// borrow: an executor balancing in its threads' idle time holds one across iterations.
+    pub fn into_owned(self) -> Problem<'static> {
+        Problem { loads: std::borrow::Cow::Owned(self.loads.into_owned()), workers: None, ..self }
+    }
+
     /// The threads assignments may share, if any.
     pub fn workers(&self) -> Option<&'a dyn Workers> {
         self.workers

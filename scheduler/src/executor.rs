@@ -160,10 +160,18 @@ impl Task<'_> {
 /// What happened between two iterations.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct IterationEnd {
-    /// Whether the balancer ran.
+    /// Whether a rebalancing's new owners were taken on (they apply from the next phase).
     pub rebalanced: bool,
-    /// Time the rebalancing took (the cost `C` of the criteria).
+    /// Time spent between the iteration's last phase and the next one deciding on, starting
+    /// or taking on a rebalancing (with the balancer run here, when it runs here).
     pub rebalance_time: Duration,
+    /// What rebalancing added to this iteration's wall time: `rebalance_time`, plus the time
+    /// a balancer running in the threads' idle time ran past the last busy thread.
+    pub rebalance_critical: Duration,
+    /// Balancer time run in the threads' idle time during this iteration's phases.
+    pub balancing_in_slack: Duration,
+    /// Whether a rebalancing was given up (it would have ended too late, or failed).
+    pub rebalance_abandoned: bool,
     /// Boxes whose owner changed.
     pub migrations: usize,
     /// `max_avg` of the thread loads measured in the iteration that just ended.

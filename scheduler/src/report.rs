@@ -41,9 +41,17 @@ pub struct RunReport {
     pub migrations_per_iter: f64,
     /// Rebalancings performed.
     pub rebalances: usize,
-    /// Time spent between iterations deciding on and performing rebalancings, milliseconds
-    /// (part of the wall time, not of any thread's busy time).
+    /// Time spent between iterations deciding on, starting, taking on or (when it runs
+    /// there) performing rebalancings, milliseconds (part of the wall time, not of any
+    /// thread's busy time).
     pub rebalance_ms: f64,
+    /// What rebalancing added to the wall time, milliseconds: `rebalance_ms` plus balancing
+    /// that ran past the last busy thread of a phase.
+    pub rebalance_critical_ms: f64,
+    /// Balancer time run in the threads' idle time, milliseconds (not task time).
+    pub balancing_in_slack_ms: f64,
+    /// Rebalancings given up (they would have ended too late).
+    pub rebalances_abandoned: usize,
     /// Per-thread counter readings, if measured.
     pub counters: Option<Vec<Reading>>,
     /// Why hardware counters are missing, if they are.
@@ -62,7 +70,10 @@ pub struct Recorder {
     compared: usize,
     migrations: usize,
     rebalance_time: Duration,
+    rebalance_critical: Duration,
+    balancing_in_slack: Duration,
     rebalances: usize,
+    abandoned: usize,
     /// Phases seen in the current iteration.
     phase_in_iteration: usize,
     /// Per phase of an iteration: (Σ max busy, Σ mean busy), seconds.
@@ -105,6 +116,9 @@ impl Recorder {
         self.migrations += end.migrations;
         self.rebalances += usize::from(end.rebalanced);
         self.rebalance_time += end.rebalance_time;
+        self.rebalance_critical += end.rebalance_critical;
+        self.balancing_in_slack += end.balancing_in_slack;
+        self.abandoned += usize::from(end.rebalance_abandoned);
         self.phase_in_iteration = 0;
     }
 
@@ -137,6 +151,9 @@ impl Recorder {
             migrations_per_iter: if iterations > 0 { self.migrations as f64 / iterations as f64 } else { 0.0 },
             rebalances: self.rebalances,
             rebalance_ms: self.rebalance_time.as_secs_f64() * 1e3,
+            rebalance_critical_ms: self.rebalance_critical.as_secs_f64() * 1e3,
+            balancing_in_slack_ms: self.balancing_in_slack.as_secs_f64() * 1e3,
+            rebalances_abandoned: self.abandoned,
             busy_ms,
             counters: None,
             hw_unavailable_reason: None,

@@ -12,6 +12,7 @@
 //! [`stealing`] the claims at both ends of a list and the thief's search; [`timing`] how
 //! densely boxes are timed; [`rebalancing`] when the balancer runs and whether it pays.
 
+mod overlap;
 mod rebalancing;
 mod stealing;
 mod timing;
@@ -28,6 +29,7 @@ use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
+use overlap::{Finish, Slack};
 pub use stealing::Stealing;
 use stealing::{claim_front, pack, steal_from, Lists, StealLog, STEAL_MIN_PHASE};
 use timing::{timing_piece, timing_stride};
@@ -57,6 +59,13 @@ pub struct PbsOptions {
     pub positions: Option<Vec<Point>>,
     /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
     pub criterion: Option<Box<dyn Criterion>>,
+    /// Run the balancer in the threads' idle time while they go on computing under the old
+    /// mapping, and take its owners on at an iteration boundary (see `overlap.rs`); `false`
+    /// stops the iteration for it. A pool of one thread has no idle time: it always stops.
+    pub overlap: bool,
+    /// Iterations a rebalancing running in idle time may take before it is given up: the
+    /// loads it balances are then that old.
+    pub max_pending: usize,
     /// Box timing: pbs times whole chunks (any non-zero stride turns it on). Box times, summed
     /// over an iteration's phases, are refreshed every `stride` iterations at most: once
     /// tasks are measured long enough that timing every iteration costs under
@@ -78,6 +87,8 @@ impl Default for PbsOptions {
             seed: 1,
             positions: None,
             criterion: None,
+            overlap: true,
+            max_pending: 25,
             timer: BoxTimer::default(),
         }
     }
@@ -88,8 +99,11 @@ pub struct Pbs {
     pool: Pool,
     grid: Grid,
     options: PbsOptions,
-    /// The balancer and the vCores it moves: who owns which box.
-    balancer: Box<dyn Balancer + Send>,
+    /// The balancer and the vCores it moves: who owns which box. The balancer is lent to a
+    /// rebalancing running in the threads' idle time while one is under way.
+    balancer: Option<Box<dyn Balancer + Send>>,
+    /// A rebalancing run in the threads' idle time (see `overlap.rs`).
+    slack: Slack,
     vcores: VCores,
     /// Each thread's boxes, in index order (rebuilt after every rebalancing).
     lists: Vec<Vec<u32>>,
@@ -131,6 +145,9 @@ struct Rebalance {
     check_after: Option<(u32, Vec<(f64, f64)>)>,
     /// Rebalancings in a row that were corrections of the one before.
     corrections: u32,
+    /// Balancer time in the threads' idle time, and its overrun, in this iteration so far.
+    in_slack: Duration,
+    overrun: Duration,
 }
 
 /// Stealing: the claim words of the lists and what thieves took (see `stealing.rs`).
@@ -198,9 +215,10 @@ impl Pbs {
         let (active, claim) = (options.steal == Stealing::Always, options.chunk);
         let padded = || (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let mut pbs = Pbs {
+            slack: Slack::new(threads),
             pool,
             grid,
-            balancer,
+            balancer: Some(balancer),
             vcores,
             lists: Vec::new(),
             runs: Vec::new(),
@@ -217,6 +235,8 @@ impl Pbs {
                 measured: false,
                 check_after: None,
                 corrections: 0,
+                in_slack: Duration::ZERO,
+                overrun: Duration::ZERO,
             },
             steal: Steal {
                 active,
@@ -299,6 +319,7 @@ impl Pbs {
         self.steal.foreign.iter().chain(&self.steal.lost).for_each(|a| a.store(0, Ordering::Relaxed));
         self.affinity.previous = None;
         self.affinity.owners_before = None;
+        let _ = self.slack.take_phase();
     }
 
     /// Affinity without per-box bookkeeping: a box runs on another thread than last phase
@@ -380,10 +401,20 @@ impl Pbs {
         }
         self.timing.tracker.begin_phase();
         self.timing.phases_in_iteration += 1;
+        self.slack.begin_phase(self.pool.threads());
         let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.steal.claims, &self.neighbours);
         let (claim, stolen, foreign, lost) =
             (self.steal.claim, &self.steal.stolen, &self.steal.foreign, &self.steal.lost);
+        // Balancing in idle time costs a few atomic operations per thread and phase: only
+        // while a rebalancing is under way.
+        let slack = self.slack.active.then_some(&self.slack);
         let done = pool_phase(&self.pool, &mut self.timing.tracker, &|t, tracker, local| {
+            let mut finish = slack.map(|slack| Finish { slack, t, done: false });
+            let mut balance_here = || {
+                if let Some(f) = &mut finish {
+                    f.done = f.slack.balance_while_others_work(t);
+                }
+            };
             let mine = &lists[t];
             if !steal {
                 // Nobody else touches this list: walk its runs without claiming chunks (no
@@ -391,6 +422,7 @@ impl Pbs {
                 for r in &runs[t] {
                     tracker.run_range(r.clone(), t, local, task);
                 }
+                balance_here();
             } else {
                 while let Some(r) = claim_front(&claims[t], claim) {
                     tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
@@ -401,6 +433,7 @@ impl Pbs {
                     *stolen[t].lock().unwrap() = log;
                     foreign[t].store(spent_abroad, Ordering::Relaxed);
                 }
+                balance_here();
             }
         });
         let mut stats = match done {
@@ -411,6 +444,15 @@ impl Pbs {
             }
         };
         self.count_affinity(&mut stats);
+        if self.slack.active {
+            // Balancing in idle time is not task time: it leaves the busy times and loads.
+            let (balancing, overrun) = self.slack.take_phase();
+            for (b, spent) in stats.busy.iter_mut().zip(&balancing) {
+                *b = b.saturating_sub(*spent);
+            }
+            self.rebalance.in_slack += balancing.iter().sum::<Duration>();
+            self.rebalance.overrun += overrun;
+        }
         let ns = clock::ns_per_tick();
         for (t, (acc, b)) in self.timing.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
             if !steal {
@@ -516,7 +558,9 @@ mod tests {
     fn stolen_time_counts_for_the_owner() {
         let grid = Grid::new(8, 8).unwrap();
         // Claims of 4 boxes: with the default 128 the owner would claim its 32 boxes at once.
-        let options = PbsOptions { steal: Stealing::Always, chunk: 4, ..PbsOptions::default() };
+        // Rebalancing stops the iteration here: balancing in idle time, thread 1 would balance
+        // instead of stealing while a rebalancing is under way.
+        let options = PbsOptions { steal: Stealing::Always, chunk: 4, overlap: false, ..PbsOptions::default() };
         let mut exec = Pbs::new(grid, 2, options).unwrap();
         // A worker kept off its core by the machine steals nothing: try a few phases.
         for _ in 0..5 {
@@ -537,5 +581,44 @@ mod tests {
             }
         }
         panic!("thread 1 never stole in five phases");
+    }
+
+    /// A task panicking while a rebalancing runs in idle time: the panic reaches the caller,
+    /// the balancing thread does not wait for the thread that unwound, and the executor goes
+    /// on running every box once and takes the rebalancing on.
+    #[test]
+    fn a_panic_during_a_rebalancing_in_idle_time_leaves_the_executor_usable() {
+        let grid = Grid::new(16, 16).unwrap();
+        let options = PbsOptions { steal: Stealing::Never, ..PbsOptions::default() };
+        let mut exec = Pbs::new(grid, 2, options).unwrap();
+        let heavy = |k: usize| {
+            if k < 64 {
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(20) {
+                    std::hint::spin_loop();
+                }
+            }
+        };
+        exec.run_phase(&heavy);
+        exec.end_iteration();
+        assert!(exec.slack.pending.get_mut().unwrap().is_some(), "a rebalancing started in idle time");
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            exec.run_phase(&|k| {
+                heavy(k);
+                assert!(k != 200, "task 200 fails");
+            })
+        }));
+        assert!(caught.is_err(), "the panic reaches the caller");
+        let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
+        let mut rebalanced = false;
+        for it in 0..40u64 {
+            exec.run_phase(&|k| {
+                heavy(k);
+                hits[k].fetch_add(1, Ordering::Relaxed);
+            });
+            rebalanced |= exec.end_iteration().rebalanced;
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it + 1));
+        }
+        assert!(rebalanced, "the rebalancing was taken on");
     }
 }

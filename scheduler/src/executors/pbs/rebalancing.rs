@@ -3,12 +3,13 @@
 //! measured iteration always rebalances, and so does a check, a few iterations after a
 //! rebalancing, that finds it left the threads imbalanced ([`MAX_CORRECTIONS`]). The balancer
 //! then runs only when the measured box loads say it has something to win
-//! ([`Pbs::worth_rebalancing`]).
+//! ([`Pbs::worth_rebalancing`]), in the threads' idle time by default (`overlap.rs`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use pbs::{balance, metrics, Problem, StopRule};
+use pbs::{balance, metrics, Outcome, Problem, StopRule};
 
+use super::overlap::Pending;
 use super::Pbs;
 use crate::box_timing::Tracker;
 use crate::criteria::Sample;
@@ -51,6 +52,7 @@ impl Pbs {
     /// [`Pbs::rebalance_if_due`] with the box loads given by `box_loads` (asked only when the
     /// balancer may run): the policy alone, testable on loads a test chooses.
     fn rebalance_on(&mut self, loads: &[f64], box_loads: impl FnOnce(&Tracker) -> Vec<f64>) -> IterationEnd {
+        let start = Instant::now();
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
         let sample = Sample {
             max: loads.iter().copied().fold(0.0, f64::max),
@@ -58,6 +60,8 @@ impl Pbs {
             min: loads.iter().copied().fold(f64::INFINITY, f64::min),
         };
         let mut end = IterationEnd { max_avg: metrics::max_avg(loads), ..Default::default() };
+        end.balancing_in_slack = std::mem::take(&mut self.rebalance.in_slack);
+        let overrun = std::mem::take(&mut self.rebalance.overrun);
         // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
         // does not grow, so an imbalance present from the start would never be corrected: the
         // first iteration with measured loads always rebalances, then the criterion decides.
@@ -75,10 +79,37 @@ impl Pbs {
                     && self.rebalance.corrections < MAX_CORRECTIONS;
             }
         }
-        if !self.rebalance.criterion.observe(sample) && !first && !correcting {
+        let asked = self.rebalance.criterion.observe(sample) || first || correcting;
+        // A rebalancing under way in idle time: take it on once ended, give it up when late.
+        if let Some(mut pending) = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            pending.age += 1;
+            pending.critical += overrun;
+            if pending.is_done() {
+                self.balancer = Some(pending.balancer);
+                match pending.outcome {
+                    Some(outcome) if !pending.failed => {
+                        let before = self.vcores.owners().to_vec();
+                        self.vcores = pending.vcores;
+                        let cost = pending.critical + start.elapsed();
+                        self.took_on(before, &outcome, pending.correcting, cost, &mut end);
+                    }
+                    _ => end.rebalance_abandoned = true,
+                }
+            } else if pending.age > self.options.max_pending {
+                self.balancer = Some(pending.balancer);
+                end.rebalance_abandoned = true;
+                self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+            } else {
+                *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
+            }
+            end.rebalance_time = start.elapsed();
+            end.rebalance_critical = end.rebalance_time + overrun;
             return end;
         }
-        let start = Instant::now();
+        if !asked {
+            end.rebalance_critical = overrun;
+            return end;
+        }
         let box_loads = box_loads(&self.timing.tracker);
         // The balancer's assignments run on every thread of the pool, which waits meanwhile.
         let problem = Problem::new(self.grid, &box_loads, self.vcores.len())
@@ -91,14 +122,42 @@ impl Pbs {
         if !self.worth_rebalancing(&problem) {
             self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
             end.rebalance_time = start.elapsed();
+            end.rebalance_critical = end.rebalance_time + overrun;
             return end;
         }
-        let before = self.vcores.owners().to_vec();
         // All the allowed steps, even when some make the mapping worse for a while: that is
         // how the method leaves a bad basin (stopping after two steps without a new best left a
         // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
-        let opts = StopRule { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
-        let outcome = balance(self.balancer.as_mut(), &problem, &mut self.vcores, opts, |_| {});
+        let stop = StopRule { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
+        let balancer = self.balancer.take().expect("the balancer is home when none is pending");
+        if self.options.overlap && self.pool.threads() > 1 {
+            // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
+            let mut pending = Pending::new(balancer, problem.into_owned(), self.vcores.clone(), stop, correcting);
+            pending.critical = start.elapsed();
+            *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
+        } else {
+            let mut balancer = balancer;
+            let before = self.vcores.owners().to_vec();
+            let outcome = balance(balancer.as_mut(), &problem, &mut self.vcores, stop, |_| {});
+            self.balancer = Some(balancer);
+            self.took_on(before, &outcome, correcting, start.elapsed(), &mut end);
+        }
+        end.rebalance_time = start.elapsed();
+        end.rebalance_critical = end.rebalance_time + overrun;
+        end
+    }
+
+    /// After a rebalancing ended with `outcome` and its owners are in `self.vcores` (those
+    /// before in `before`): new lists, fresh samples, the check to come, the criterion told its
+    /// cost `cost` (what it took on the critical path).
+    fn took_on(
+        &mut self,
+        before: Vec<u32>,
+        outcome: &Outcome,
+        correcting: bool,
+        cost: Duration,
+        end: &mut IterationEnd,
+    ) {
         self.rebalance.reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
         end.migrations = metrics::migrations(&before, self.vcores.owners());
         if end.migrations > 0 {
@@ -107,13 +166,11 @@ impl Pbs {
             self.affinity.owners_before = Some(before);
         }
         end.rebalanced = true;
-        end.rebalance_time = start.elapsed();
         self.rebalance.corrections = if correcting { self.rebalance.corrections + 1 } else { 0 };
         self.rebalance.check_after =
             Some((self.timing.tracker.samples_completed(), Vec::with_capacity(CHECK_ITERATIONS)));
-        self.rebalance.last_cost = end.rebalance_time.as_secs_f64();
+        self.rebalance.last_cost = cost.as_secs_f64();
         self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
-        end
     }
 
     /// Whether the balancer should run on `problem` (the measured box loads, with the cells
@@ -156,9 +213,11 @@ mod tests {
     impl Policy {
         fn new(criterion: Box<dyn crate::criteria::Criterion>) -> Policy {
             let grid = Grid::new(16, 8).unwrap();
+            // The policy alone: the balancer runs at once, between iterations.
             let options = PbsOptions {
                 criterion: Some(criterion),
                 steal: crate::executors::Stealing::Never,
+                overlap: false,
                 ..PbsOptions::default()
             };
             let mut exec = Pbs::new(grid, 2, options).unwrap();
@@ -284,5 +343,47 @@ mod tests {
         exec.rebalance.reached = 1.035;
         assert!(!worth(&mut exec, 100e-6, 0.035), "nothing to win on 3.5 %");
         assert!(worth(&mut exec, 100e-6, 0.045), "one point over 3.2 ms per thread, 3.2 ms in 100 iterations");
+    }
+
+    /// In idle time: the rebalancing starts without changing the owners, is taken on at the
+    /// first iteration end after it has ended, and one that has not ended after
+    /// `max_pending` iterations is given up. No phases run here, so the test advances the
+    /// pending run itself, as an idle thread would.
+    #[test]
+    fn a_rebalancing_in_idle_time_is_taken_on_when_ended_or_given_up_when_late() {
+        let mut p = Policy::new(Box::new(Never));
+        p.exec.options.overlap = true;
+        p.exec.options.max_pending = 3;
+        let boxes = p.boxes(8);
+        let threads = p.threads(&boxes);
+        let owners = p.exec.vcores.owners().to_vec();
+        let end = p.end(&boxes, &threads, 1e-3);
+        assert!(!end.rebalanced && end.migrations == 0, "started, not taken on: {end:?}");
+        assert_eq!(p.exec.vcores.owners(), &owners[..], "the owners hold until it ends");
+        let pending = p.exec.slack.pending.get_mut().unwrap();
+        while pending.as_mut().unwrap().advance() {}
+        let end = p.end(&boxes, &threads, 1e-3);
+        assert!(end.rebalanced && end.migrations > 0, "taken on: {end:?}");
+        assert!(p.exec.vcores.max_avg() <= 1.0 + p.exec.options.tol + 1e-9);
+        assert!(p.exec.balancer.is_some(), "the balancer is home again");
+
+        // A failed check starts another; nobody advances it: given up 3 iterations later.
+        let slow = [1.4, 0.6];
+        let mut started = None;
+        for i in 0..12 {
+            let end = p.end(&p.boxes(4), &slow, 1e-3);
+            assert!(!end.rebalanced, "iteration {i}: {end:?}");
+            if started.is_none() && p.exec.balancer.is_none() {
+                started = Some(i);
+            }
+            if end.rebalance_abandoned {
+                let s = started.expect("one started");
+                assert_eq!(i - s, p.exec.options.max_pending + 1, "given up after max_pending iterations");
+                break;
+            }
+            assert!(i < 11, "never given up");
+        }
+        assert!(p.exec.balancer.is_some(), "the balancer is home again");
+        assert!(p.exec.slack.pending.get_mut().unwrap().is_none());
     }
 }

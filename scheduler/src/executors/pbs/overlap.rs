@@ -1,0 +1,252 @@
+//! Rebalancing off the critical path: the balancer runs in the threads' idle time.
+//!
+//! When a rebalancing is due, the executor does not stop the iteration for it. It hands the
+//! balancer a copy of the vCores and the measured box loads (a [`Pending`] rebalancing), and
+//! the threads go on computing under the old mapping. In every phase, the first thread to
+//! run out of its own boxes takes the balancer and runs it one unit (start, a step, finish)
+//! at a time for as long as another thread still runs boxes: the time it would have waited at
+//! the barrier. Between iterations the executor adopts the new owners once the run has ended,
+//! so a phase never sees its owners change, and every box still runs exactly once.
+//!
+//! What stays on the critical path, and is reported as such: a unit that outlasts the last
+//! busy thread (the *overrun*; at most one step), and the work between iterations (deciding,
+//! copying the loads, adopting the owners). A rebalancing that has not ended within
+//! `max_pending` iterations balances loads that old, and is abandoned.
+//!
+//! Memory orderings: `working` counts the threads still running boxes; a thread records its
+//! finish time in `last_done` (`fetch_max`) before it decrements `working` (`AcqRel`), so the
+//! balancing thread that reads `working == 0` (`Acquire`) also sees every finish time. The
+//! pending run itself sits behind a mutex that only the holder of `token` takes during a
+//! phase, and the caller takes between phases (the pool's barrier orders the two).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use pbs::{Balancer, Outcome, Problem, Run, StopRule, VCores};
+
+use crate::clock;
+
+/// A rebalancing under way in the threads' idle time.
+pub(super) struct Pending {
+    pub balancer: Box<dyn Balancer + Send>,
+    problem: Problem<'static>,
+    /// The copy of the vCores the balancer moves; adopted when the run has ended.
+    pub vcores: VCores,
+    stop: StopRule,
+    run: Option<Run>,
+    /// How the run ended, once it has.
+    pub outcome: Option<Outcome>,
+    /// The balancer panicked (a bug): the rebalancing is dropped, the executor goes on.
+    pub failed: bool,
+    /// Iterations ended since it started.
+    pub age: usize,
+    /// Whether it corrects the rebalancing before it (see `MAX_CORRECTIONS`).
+    pub correcting: bool,
+    /// Critical-path time it has cost so far (its start, overruns).
+    pub critical: Duration,
+}
+
+impl Pending {
+    pub fn new(
+        balancer: Box<dyn Balancer + Send>,
+        problem: Problem<'static>,
+        vcores: VCores,
+        stop: StopRule,
+        correcting: bool,
+    ) -> Pending {
+        Pending {
+            balancer,
+            problem,
+            vcores,
+            stop,
+            run: None,
+            outcome: None,
+            failed: false,
+            age: 0,
+            correcting,
+            critical: Duration::ZERO,
+        }
+    }
+
+    /// Whether there is nothing left to run.
+    pub fn is_done(&self) -> bool {
+        self.outcome.is_some() || self.failed
+    }
+
+    /// Runs one unit of the balancing (its start, one step, or its end); false when there
+    /// was none left.
+    pub fn advance(&mut self) -> bool {
+        if self.is_done() {
+            return false;
+        }
+        let Pending { balancer, problem, vcores, stop, run, outcome, .. } = self;
+        let unit = catch_unwind(AssertUnwindSafe(|| match run {
+            None => *run = Some(Run::start(balancer.as_mut(), problem, vcores, *stop).0),
+            Some(r) => {
+                if r.step(balancer.as_mut(), problem, vcores).is_none() {
+                    let r = run.take().expect("matched Some");
+                    *outcome = Some(r.finish(balancer.as_mut(), problem, vcores));
+                }
+            }
+        }));
+        self.failed = unit.is_err();
+        true
+    }
+}
+
+/// What the threads share during a phase to balance in their idle time.
+pub(super) struct Slack {
+    /// The rebalancing under way, if any.
+    pub pending: Mutex<Option<Pending>>,
+    /// Whether a pending rebalancing has work left (set between phases).
+    pub active: bool,
+    /// Taken by the thread that balances in this phase.
+    token: AtomicBool,
+    /// Threads still running boxes in this phase.
+    working: CachePadded<AtomicUsize>,
+    /// Latest time (clock ticks) a thread finished its boxes in this phase.
+    last_done: CachePadded<AtomicU64>,
+    /// Per thread, clock ticks spent balancing in this phase.
+    spent: Vec<CachePadded<AtomicU64>>,
+    /// Clock ticks of balancing past the last busy thread in this phase.
+    overrun: AtomicU64,
+}
+
+impl Slack {
+    pub fn new(threads: usize) -> Slack {
+        Slack {
+            pending: Mutex::new(None),
+            active: false,
+            token: AtomicBool::new(false),
+            working: CachePadded::new(AtomicUsize::new(0)),
+            last_done: CachePadded::new(AtomicU64::new(0)),
+            spent: (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            overrun: AtomicU64::new(0),
+        }
+    }
+
+    /// Before a phase of `threads` threads.
+    pub fn begin_phase(&mut self, threads: usize) {
+        let pending = self.pending.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.active = pending.as_ref().is_some_and(|p| !p.is_done());
+        *self.token.get_mut() = false;
+        *self.working.get_mut() = threads;
+        *self.last_done.get_mut() = 0;
+    }
+
+    /// Thread `t` has run its own boxes: if a rebalancing has work left and no other thread
+    /// balances, it leaves the boxes to the others and balances while any of them still runs
+    /// boxes. Returns whether it did (it is then done with the phase's boxes).
+    pub fn balance_while_others_work(&self, t: usize) -> bool {
+        if !self.active || self.working.load(Ordering::Acquire) <= 1 || self.token.swap(true, Ordering::Acquire) {
+            return false;
+        }
+        let start = self.finish(t);
+        let mut slot = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(pending) = slot.as_mut() else { return true };
+        let mut end = start;
+        while self.working.load(Ordering::Acquire) > 0 && pending.advance() {
+            end = clock::ticks();
+        }
+        self.spent[t].fetch_add(end.wrapping_sub(start), Ordering::Relaxed);
+        if self.working.load(Ordering::Acquire) == 0 {
+            // Every other thread is done: what ran past the last of them held the barrier.
+            let last = self.last_done.load(Ordering::Acquire);
+            self.overrun.fetch_add(end.saturating_sub(last), Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Thread `t` has run all its boxes of the phase; returns the time (clock ticks).
+    pub fn finish(&self, _t: usize) -> u64 {
+        let now = clock::ticks();
+        self.last_done.fetch_max(now, Ordering::AcqRel);
+        self.working.fetch_sub(1, Ordering::AcqRel);
+        now
+    }
+
+    /// After a phase: the balancing time of every thread, and the overrun, reset to zero.
+    pub fn take_phase(&self) -> (Vec<Duration>, Duration) {
+        let ns = clock::ns_per_tick();
+        let to = |ticks: u64| Duration::from_nanos((ticks as f64 * ns) as u64);
+        let spent = self.spent.iter().map(|s| to(s.swap(0, Ordering::Relaxed))).collect();
+        (spent, to(self.overrun.swap(0, Ordering::Relaxed)))
+    }
+}
+
+/// Marks a thread done with its boxes when its part of the phase ends, even by a panic, so
+/// that a balancing thread never waits for a thread that has unwound.
+pub(super) struct Finish<'a> {
+    pub slack: &'a Slack,
+    pub t: usize,
+    pub done: bool,
+}
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.slack.finish(self.t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pbs::{methods, Grid};
+
+    fn pending(n: usize) -> Pending {
+        let grid = Grid::new(24, 24).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k < 100 { 5.0 } else { 1.0 }).collect();
+        let problem = Problem::new(grid, &loads, n).unwrap().into_owned();
+        let vcores = VCores::random(&problem, 3);
+        let stop = StopRule { max_steps: 20, tol: 0.02 };
+        Pending::new(methods::by_name("power-cells").unwrap(), problem, vcores, stop, false)
+    }
+
+    /// Advanced unit by unit, a pending rebalancing ends where `balance` ends.
+    #[test]
+    fn unit_by_unit_gives_what_balance_gives() {
+        let mut p = pending(4);
+        let mut units = 0;
+        while p.advance() {
+            units += 1;
+        }
+        let outcome = p.outcome.clone().unwrap();
+        assert_eq!(units, outcome.steps + 2, "start, the steps, the finish");
+        let mut q = pending(4);
+        let direct = pbs::balance(q.balancer.as_mut(), &q.problem, &mut q.vcores, q.stop, |_| {});
+        assert_eq!((outcome.steps, outcome.max_avg), (direct.steps, direct.max_avg));
+        assert_eq!(p.vcores.owners(), q.vcores.owners());
+        assert!(!p.advance(), "nothing left");
+    }
+
+    /// One thread finishes, balances while the other works, and stops when it is done; the
+    /// second thread cannot take the token; a panicking thread still counts as done.
+    #[test]
+    fn the_first_idle_thread_balances_until_the_others_are_done() {
+        let mut slack = Slack::new(2);
+        *slack.pending.get_mut().unwrap() = Some(pending(4));
+        slack.begin_phase(2);
+        assert!(slack.active);
+        std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                let _finish = Finish { slack: &slack, t: 1, done: false };
+                std::thread::sleep(Duration::from_millis(20));
+            });
+            assert!(slack.balance_while_others_work(0), "thread 0 balances");
+            worker.join().unwrap();
+        });
+        let (spent, overrun) = slack.take_phase();
+        assert!(spent[0] > Duration::ZERO && spent[1] == Duration::ZERO, "{spent:?}");
+        assert!(overrun <= spent[0], "{overrun:?} of {spent:?}");
+        let p = slack.pending.get_mut().unwrap().as_ref().unwrap();
+        assert!(p.run.is_some() || p.outcome.is_some(), "it started");
+        // The next phase: the token is free again, a lone thread never balances.
+        slack.begin_phase(1);
+        assert!(!slack.balance_while_others_work(0));
+    }
+}

@@ -3,6 +3,11 @@
 //! ws and eager (medians of within-run ratios), its efficiency and the affinity of pbs, ws and
 //! eager; a PNG of iteration time against threads per scheduler.
 //!
+//! The grid is the report's 32×32 by default; [`Sizes::Weak`] keeps the boxes per thread
+//! constant (the grid grows with the threads, up to [`MAX_SIDE`]² boxes), [`Sizes::Strong`]
+//! fixes a larger grid for every thread count. md keeps its particles per box and the stencil
+//! its cells per box at every size, so a box costs the same at every size.
+//!
 //! Timings with more threads than cores measure the operating system's time slicing, not a
 //! scheduler, so thread counts above the machine's cores are refused unless asked for.
 
@@ -26,15 +31,76 @@ pub struct ScalingSettings {
     pub repeats: usize,
     /// Pin workers.
     pub pin: bool,
+    /// How the grid grows with the threads.
+    pub sizes: Sizes,
+}
+
+/// The largest grid side `scaling` runs: 512×512 boxes.
+pub const MAX_SIDE: usize = 512;
+
+/// How the grid grows with the threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizes {
+    /// The report's grids (32×32) at every thread count.
+    Report,
+    /// Weak scaling: about this many boxes per thread, on the nearest square grid (at most
+    /// [`MAX_SIDE`]²).
+    Weak {
+        /// Boxes per thread.
+        boxes_per_thread: usize,
+    },
+    /// Strong scaling: this square grid at every thread count.
+    Strong {
+        /// Boxes along each side.
+        side: usize,
+    },
+}
+
+impl Sizes {
+    /// Checks the sizes: a side of 2 to [`MAX_SIDE`] boxes, at least one box per thread.
+    pub fn checked(self) -> Result<Sizes, String> {
+        match self {
+            Sizes::Weak { boxes_per_thread: 0 } => Err("--weak needs at least 1 box per thread".into()),
+            Sizes::Strong { side } if !(2..=MAX_SIDE).contains(&side) => {
+                Err(format!("--strong {side}: the side must be 2 to {MAX_SIDE} boxes"))
+            }
+            s => Ok(s),
+        }
+    }
+
+    /// The grid at `threads` threads for a case whose report grid is `report`.
+    pub fn grid(self, threads: usize, report: (usize, usize)) -> (usize, usize) {
+        match self {
+            Sizes::Report => report,
+            Sizes::Weak { boxes_per_thread } => {
+                let side = ((boxes_per_thread * threads) as f64).sqrt().round() as usize;
+                let side = side.clamp(2, MAX_SIDE);
+                (side, side)
+            }
+            Sizes::Strong { side } => (side, side),
+        }
+    }
+
+    /// How a case is named: with its grid, except under weak scaling where the grid changes.
+    fn case(self, app: &str, scenario: &str, grid: (usize, usize)) -> String {
+        match self {
+            Sizes::Weak { boxes_per_thread } => format!("{app} {scenario}, {boxes_per_thread} boxes/thread"),
+            _ => format!("{app} {scenario} {}×{}", grid.0, grid.1),
+        }
+    }
 }
 
 /// One line of the table: a case at one thread count.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ScalingRow {
-    /// `app scenario nx×ny`
+    /// `app scenario nx×ny`, or `app scenario, N boxes/thread` under weak scaling
     pub case: String,
     /// worker threads
     pub threads: usize,
+    /// boxes along x and y at this thread count
+    pub nx: usize,
+    /// boxes along y
+    pub ny: usize,
     /// median iteration time of each scheduler, ms, in [`run::schedulers`]`("all")` order
     pub iter_ms: Vec<(String, f64)>,
     /// pbs / static, pbs / ws, pbs / eager (medians of within-run ratios)
@@ -68,8 +134,9 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
     let bar =
         progress::bar((s.threads.len() * cases.len() * s.repeats * 2 * schedulers.len() * s.iters) as u64, "scaling");
     let mut rows = Vec::new();
-    for &(app, scenario, nx, ny) in cases {
+    for &(app, scenario, report_nx, report_ny) in cases {
         for &threads in &s.threads {
+            let (nx, ny) = s.sizes.grid(threads, (report_nx, report_ny));
             bar.set_message(format!("{app} {scenario}, {threads} threads"));
             let setup = |r: usize| RunSetup {
                 app: app.into(),
@@ -102,8 +169,10 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
             let checksum = runs[0][0].checksum.clone();
             let others = ["static", "ws", "eager"];
             rows.push(ScalingRow {
-                case: format!("{app} {scenario} {nx}×{ny}"),
+                case: s.sizes.case(app, scenario, (nx, ny)),
                 threads,
+                nx,
+                ny,
                 iter_ms: schedulers.iter().map(|x| (x.clone(), median_over(&runs, x, &|r| r.iter_ms_median))).collect(),
                 pbs_over: others.iter().map(|x| (x.to_string(), median_pbs_over(&runs, x))).collect(),
                 efficiency: median_over(&runs, "pbs", &|r| r.efficiency),
@@ -129,6 +198,7 @@ pub fn table(rows: &[ScalingRow]) -> Table {
     let mut t = Table::new(&[
         "case",
         "threads",
+        "grid",
         "pbs ms",
         "pbs / static",
         "pbs / ws",
@@ -141,6 +211,7 @@ pub fn table(rows: &[ScalingRow]) -> Table {
         t.row(vec![
             r.case.clone(),
             r.threads.to_string(),
+            format!("{}×{}", r.nx, r.ny),
             format!("{:.3}", of(&r.iter_ms, "pbs")),
             format!("{:.2}", of(&r.pbs_over, "static")),
             format!("{:.2}", of(&r.pbs_over, "ws")),
@@ -171,7 +242,11 @@ pub fn write(out: &Path, s: &ScalingSettings, rows: &[ScalingRow], cores: usize)
         "{}\nChecksums (run 1) {} across thread counts for each case, and identical across schedulers in every run.\n\n\
          ![iteration time against threads](scaling.png)\n",
         table(rows).markdown(),
-        if same_across_threads(rows) { "identical" } else { "**differ**" }
+        match (s.sizes, same_across_threads(rows)) {
+            (Sizes::Weak { .. }, _) => "change with the grid (weak scaling)",
+            (_, true) => "identical",
+            (_, false) => "**differ**",
+        }
     );
     plot_scaling(&out.join("scaling.png"), rows)?;
     std::fs::write(out.join("scaling.json"), serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?)
@@ -224,6 +299,18 @@ fn plot_scaling(path: &Path, rows: &[ScalingRow]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn weak_scaling_keeps_the_boxes_per_thread_up_to_the_largest_grid() {
+        let weak = Sizes::Weak { boxes_per_thread: 4096 };
+        assert_eq!(weak.grid(16, (32, 32)), (256, 256));
+        assert_eq!(weak.grid(64, (32, 32)), (512, 512));
+        assert_eq!(weak.grid(256, (32, 32)), (512, 512), "capped: 1024 boxes per thread");
+        assert_eq!(Sizes::Report.grid(16, (32, 32)), (32, 32));
+        assert_eq!(Sizes::Strong { side: 128 }.grid(4, (32, 32)), (128, 128));
+        assert!(Sizes::Strong { side: 1024 }.checked().unwrap_err().contains("2 to 512"));
+        assert!(Sizes::Weak { boxes_per_thread: 0 }.checked().is_err());
+    }
 
     #[test]
     fn thread_counts_above_the_cores_are_refused_unless_asked_for() {

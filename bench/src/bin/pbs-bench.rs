@@ -174,6 +174,12 @@ enum Command {
         /// Run thread counts above this machine's cores anyway (their timings mean little)
         #[arg(long)]
         oversubscribe: bool,
+        /// Weak scaling: this many boxes per thread (grids grow with the threads, up to 512×512)
+        #[arg(long, conflicts_with = "strong")]
+        weak: Option<usize>,
+        /// Strong scaling: this square grid side at every thread count (up to 512)
+        #[arg(long)]
+        strong: Option<usize>,
     },
     /// Reproduce the paper's Tables 1-3 and Fig. 5, ours beside theirs: markdown + PNG plots.
     Paper {
@@ -351,12 +357,23 @@ fn run(cli: Cli) -> Result<(), String> {
             let path = matrix::write(&out, &settings)?;
             println!("report written to {}", path.display());
         }
-        Command::Scaling { out, threads, runs, oversubscribe } => {
+        Command::Scaling { out, threads, runs, oversubscribe, weak, strong } => {
             let cores = pbs_scheduler::topology::Topology::detect().cores.len().max(1);
             scaling::check_threads(&threads, cores, oversubscribe)?;
             let runs = runs.checked()?;
-            let settings =
-                scaling::ScalingSettings { threads, iters: runs.iters, repeats: runs.repeats, pin: !runs.no_pin };
+            let sizes = match (weak, strong) {
+                (Some(boxes_per_thread), _) => scaling::Sizes::Weak { boxes_per_thread },
+                (None, Some(side)) => scaling::Sizes::Strong { side },
+                (None, None) => scaling::Sizes::Report,
+            }
+            .checked()?;
+            let settings = scaling::ScalingSettings {
+                threads,
+                iters: runs.iters,
+                repeats: runs.repeats,
+                pin: !runs.no_pin,
+                sizes,
+            };
             let rows = scaling::measure(&settings)?;
             print!("{}", scaling::table(&rows).text());
             let path = scaling::write(&out, &settings, &rows, cores)?;

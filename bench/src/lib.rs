@@ -41,6 +41,7 @@
 pub mod assign_cost;
 pub mod converge;
 pub mod matrix;
+pub mod model;
 pub mod paper;
 pub mod run;
 pub mod scaling;

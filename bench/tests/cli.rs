@@ -328,3 +328,80 @@ fn scaling_refuses_more_threads_than_cores_unless_asked() {
     assert!(stderr_of(&["report", "--iters", "0"]).contains("--iters and --repeats"));
     assert!(stderr_of(&["report", "--threads", "0"]).contains("--threads must be at least 1"));
 }
+
+/// `pbs-bench model`'s contract (issue 17): one object per scheduler × threads × NUMA nodes
+/// with the named fields; a trace from `run --trace` replays; the calibration prints the
+/// measurements beside the model.
+#[test]
+fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
+    let rows = json(&[
+        "model",
+        "--app",
+        "md",
+        "--threads",
+        "4,8",
+        "--numa-nodes",
+        "1,2",
+        "--boxes-per-thread",
+        "32",
+        "--iters",
+        "6",
+        "--record-iters",
+        "3",
+        "--json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 2 * 4, "threads × nodes × schedulers");
+    for r in rows {
+        for k in [
+            "app",
+            "scenario",
+            "scheduler",
+            "threads",
+            "numa_nodes",
+            "efficiency",
+            "iter_ms",
+            "rebalance_critical_fraction",
+            "remote_fraction",
+        ] {
+            assert!(r.get(k).is_some(), "{k} missing in {r}");
+        }
+        assert_eq!(r["scenario"], "gravity");
+    }
+    let dir = temp_dir("model");
+    let trace = dir.join("md.trace");
+    let trace_arg = trace.to_str().unwrap();
+    let out = bench(&[
+        "run",
+        "--app",
+        "stencil",
+        "--scheduler",
+        "static",
+        "--threads",
+        "1",
+        "--iters",
+        "3",
+        "--nx",
+        "8",
+        "--ny",
+        "8",
+        "--trace",
+        trace_arg,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows = json(&["model", "--trace", trace_arg, "--threads", "4", "--numa-nodes", "1", "--iters", "5", "--json"]);
+    assert_eq!(rows.as_array().unwrap().len(), 4);
+    assert_eq!((rows[0]["app"].as_str(), rows[0]["nx"].as_u64()), (Some("stencil"), Some(8)));
+    let cal = json(&["model", "--calibration", "--json"]);
+    let cal = cal.as_array().unwrap();
+    assert_eq!(cal.len(), 48);
+    for r in cal {
+        for k in ["source", "app", "threads", "scheduler", "fitted", "measured_efficiency", "modelled_efficiency"] {
+            assert!(r.get(k).is_some(), "{k} missing in {r}");
+        }
+    }
+    assert!(cal.iter().any(|r| r["fitted"] == false), "a measurement the fit did not use");
+    assert!(stderr_of(&["model", "--rebalancing", "sometimes"]).contains("overlap or stop"));
+    assert!(stderr_of(&["model", "--trace", "/nonexistent.trace"]).contains("cannot read trace"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -149,6 +149,52 @@ enum Command {
         /// Print a JSON array instead of a table
         #[arg(long)]
         json: bool,
+        /// Also record the app's per-box costs on one thread (same app, scenario, grid, seed
+        /// and iterations) into this trace file, for `pbs-bench model --trace`
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
+    /// Replay recorded box costs on 16-256 modelled threads and 1-8 NUMA nodes: every scheduler
+    /// side by side, with the real balancer making pbs's mappings.
+    Model {
+        /// md or stencil
+        #[arg(long, default_value = "md")]
+        app: String,
+        /// The app's scenario (default: gravity for md, drift for the stencil)
+        #[arg(long)]
+        scenario: Option<String>,
+        /// Modelled thread counts, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "16,64,256")]
+        threads: Vec<usize>,
+        /// NUMA node counts, comma-separated (threads spread evenly, consecutive ones on one node)
+        #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+        numa_nodes: Vec<usize>,
+        /// A trace from `pbs-bench run --trace` to replay at every thread count; without it one
+        /// is recorded per thread count with --boxes-per-thread boxes per thread (weak scaling)
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Boxes per thread of the recorded traces
+        #[arg(long, default_value_t = 256)]
+        boxes_per_thread: usize,
+        /// Iterations replayed (the recorded ones played forwards, then backwards, and so on)
+        #[arg(long, default_value_t = 200)]
+        iters: usize,
+        /// Iterations recorded, when no --trace is given
+        #[arg(long, default_value_t = 20)]
+        record_iters: usize,
+        /// Where pbs's balancer runs: overlap (in idle time, the default) or stop
+        #[arg(long, default_value = "overlap")]
+        rebalancing: String,
+        /// Print the calibration check (every measurement the model was fitted to or checked
+        /// against, beside the model) instead of projecting
+        #[arg(long)]
+        calibration: bool,
+        /// Fit the machine constants to the measurements again and print them
+        #[arg(long)]
+        fit: bool,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
     },
     /// Run the standard matrix (apps × scenarios × schedulers): markdown report with PNG plots.
     Report {
@@ -301,6 +347,7 @@ fn run(cli: Cli) -> Result<(), String> {
             seed,
             turn_iters,
             json,
+            trace,
         } => {
             let threads = match threads {
                 Some(t) => t,
@@ -331,6 +378,11 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             let rows = run::run(&setup, || bar.inc(1))?;
             bar.finish_and_clear();
+            if let Some(path) = trace {
+                let t = pbs_bench::model::trace::Trace::record(&setup.app, &setup.scenario, nx, ny, iters, seed)?;
+                t.write(&path)?;
+                eprintln!("trace of {} iterations of {}×{} boxes written to {}", iters, nx, ny, path.display());
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {
@@ -341,6 +393,71 @@ fn run(cli: Cli) -> Result<(), String> {
                         setup.cache_bytes / 1024
                     );
                 }
+            }
+        }
+        Command::Model {
+            app,
+            scenario,
+            threads,
+            numa_nodes,
+            trace,
+            boxes_per_thread,
+            iters,
+            record_iters,
+            rebalancing,
+            calibration,
+            fit,
+            json,
+        } => {
+            use pbs_bench::model::{self, calibration as cal};
+            let traces_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces");
+            let load = |name: &str| model::trace::Trace::read(&traces_dir.join(name));
+            if calibration || fit {
+                let (g, c, s) = (
+                    load("md-gravity-32x32.trace")?,
+                    load("md-contraction-32x32.trace")?,
+                    load("stencil-drift-32x32.trace")?,
+                );
+                let traces = cal::Traces {
+                    cases: vec![("md", "gravity", &g), ("md", "contraction", &c), ("stencil", "drift", &s)],
+                };
+                if fit {
+                    let (machine, md, stencil) = cal::fit(&traces)?;
+                    println!("{machine:#?}\nspeeds: md {md:.4}, stencil {stencil:.4}");
+                    return Ok(());
+                }
+                let rows = cal::check(&traces, &model::fitted_machine("md"), &|app| model::fitted_machine(app).speed)?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+                } else {
+                    print!("{}", model::calibration_table(&rows).text());
+                }
+                return Ok(());
+            }
+            let rebalancing = match rebalancing.as_str() {
+                "overlap" => model::replay::Rebalancing::Overlap,
+                "stop" => model::replay::Rebalancing::Stop,
+                other => return Err(format!("--rebalancing {other:?}: expected overlap or stop")),
+            };
+            pbs_apps::build(&app, scenario.as_deref().unwrap_or(pbs_apps::default_scenario(&app)), 4, 4, 1)?;
+            let settings = model::ModelSettings {
+                scenario: scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string()),
+                app,
+                threads,
+                numa_nodes,
+                trace,
+                boxes_per_thread,
+                iters,
+                record_iters,
+                rebalancing,
+            };
+            let bar = progress::bar(0, "model");
+            let rows = model::project(&settings, |m| bar.set_message(m))?;
+            bar.finish_and_clear();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", model::table(&rows).text());
             }
         }
         Command::Report { out, threads, runs } => {

@@ -1,0 +1,170 @@
+//! `pbs-bench model`: how the schedulers would do on 16–256 threads and 1–8 NUMA nodes,
+//! replayed from per-box costs recorded on this machine.
+//!
+//! In the spirit of the paper's simulator and of StarPU's simulated mode: a [`trace`] of real
+//! box costs is replayed ([`replay`]) on a modelled [`machine`] whose constants were fitted
+//! to real measurements ([`calibration`]), with the real balancer making pbs's mappings.
+//! What it models and what it leaves out is listed in [`replay`]; the fit and its error on a
+//! measurement it was not fitted to are printed by `pbs-bench model --calibration`.
+
+pub mod calibration;
+pub mod machine;
+pub mod replay;
+pub mod trace;
+
+use std::path::PathBuf;
+
+use machine::Machine;
+use replay::{plan_pbs, replay, Rebalancing, SCHEDULERS};
+use trace::Trace;
+
+/// The speeds fitted with the constants of [`Machine::fitted`]: the measured machine's time
+/// per recorded second, for md and for the stencil.
+pub const FITTED_SPEEDS: (f64, f64) = (2.0395, 1.6751);
+
+/// The fitted machine for `app`.
+pub fn fitted_machine(app: &str) -> Machine {
+    Machine::fitted(if app == "md" { FITTED_SPEEDS.0 } else { FITTED_SPEEDS.1 })
+}
+
+/// What to model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    /// `md` or `stencil`.
+    pub app: String,
+    /// The app's scenario.
+    pub scenario: String,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// NUMA node counts.
+    pub numa_nodes: Vec<usize>,
+    /// A trace to replay at every thread count (strong scaling); `None` records one per
+    /// thread count with `boxes_per_thread` boxes per thread (weak scaling).
+    pub trace: Option<PathBuf>,
+    /// Boxes per thread of the recorded traces.
+    pub boxes_per_thread: usize,
+    /// Iterations replayed (the recorded ones played forwards and backwards).
+    pub iters: usize,
+    /// Iterations recorded, when a trace is recorded.
+    pub record_iters: usize,
+    /// Where pbs's balancer runs.
+    pub rebalancing: Rebalancing,
+}
+
+/// One modelled run, with what it ran.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ModelRow {
+    /// `md` or `stencil`.
+    pub app: String,
+    /// The app's scenario.
+    pub scenario: String,
+    /// Boxes along x and y of the replayed trace.
+    pub nx: usize,
+    /// Boxes along y.
+    pub ny: usize,
+    /// The replay's figures.
+    #[serde(flatten)]
+    pub modelled: replay::Modelled,
+}
+
+/// Replays every scheduler at every thread count and NUMA node count.
+pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Vec<ModelRow>, String> {
+    if s.threads.is_empty() || s.numa_nodes.is_empty() || s.threads.contains(&0) || s.numa_nodes.contains(&0) {
+        return Err("--threads and --numa-nodes need one or more counts, each at least 1".into());
+    }
+    if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
+        return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
+    }
+    let given = s.trace.as_ref().map(|p| Trace::read(p)).transpose()?;
+    let mut rows = Vec::new();
+    for &threads in &s.threads {
+        let recorded;
+        let trace = match &given {
+            Some(t) => t,
+            None => {
+                let side = (((threads * s.boxes_per_thread) as f64).sqrt().round() as usize).clamp(2, 512);
+                progress(format!("recording {} {} on {side}×{side} boxes", s.app, s.scenario));
+                recorded = Trace::record(&s.app, &s.scenario, side, side, s.record_iters, 1)?;
+                &recorded
+            }
+        };
+        if trace.boxes() < threads {
+            return Err(format!("{threads} threads for a trace of {} boxes", trace.boxes()));
+        }
+        let machine = fitted_machine(&trace.header.app);
+        let iterations = s.iters;
+        for &nodes in &s.numa_nodes {
+            if nodes > threads {
+                continue;
+            }
+            progress(format!("pbs's mappings for {threads} threads on {nodes} NUMA nodes"));
+            let plan = plan_pbs(trace, threads, nodes, iterations, machine.balancer_box, machine.noise)?;
+            for scheduler in SCHEDULERS {
+                progress(format!("{scheduler} on {threads} threads, {nodes} NUMA nodes"));
+                let modelled =
+                    replay(trace, scheduler, threads, nodes, &machine, Some(&plan), s.rebalancing, iterations)?;
+                rows.push(ModelRow {
+                    app: trace.header.app.clone(),
+                    scenario: trace.header.scenario.clone(),
+                    nx: trace.header.nx,
+                    ny: trace.header.ny,
+                    modelled,
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The readable table.
+pub fn table(rows: &[ModelRow]) -> crate::table::Table {
+    let mut t = crate::table::Table::new(&[
+        "app",
+        "scenario",
+        "grid",
+        "scheduler",
+        "threads",
+        "numa",
+        "iter ms",
+        "efficiency",
+        "rebalancing critical",
+        "remote",
+        "rebalances",
+    ]);
+    for r in rows {
+        let m = &r.modelled;
+        t.row(vec![
+            r.app.clone(),
+            r.scenario.clone(),
+            format!("{}×{}", r.nx, r.ny),
+            m.scheduler.clone(),
+            m.threads.to_string(),
+            m.numa_nodes.to_string(),
+            format!("{:.3}", m.iter_ms),
+            format!("{:.3}", m.efficiency),
+            format!("{:.2} %", 100.0 * m.rebalance_critical_fraction),
+            format!("{:.3}", m.remote_fraction),
+            m.rebalances.to_string(),
+        ]);
+    }
+    t
+}
+
+/// The calibration check as a table.
+pub fn calibration_table(rows: &[calibration::CalibrationRow]) -> crate::table::Table {
+    let mut t = crate::table::Table::new(&["case", "threads", "figure", "fitted", "measured", "modelled", "error"]);
+    let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    for r in rows {
+        let figure = if r.scheduler == "pbs" { "pbs efficiency".to_string() } else { format!("pbs / {}", r.scheduler) };
+        t.row(vec![
+            format!("{} {}", r.app, r.scenario),
+            r.threads.to_string(),
+            figure,
+            if r.fitted { "yes" } else { "no" }.into(),
+            f(r.measured_efficiency.or(r.measured_ratio)),
+            f(r.modelled_efficiency.or(r.modelled_ratio)),
+            format!("{:+.1} %", 100.0 * r.error),
+        ]);
+    }
+    t
+}

@@ -1,0 +1,555 @@
+//! The replay: a trace's box costs run again on `P` modelled threads under each scheduler.
+//!
+//! Every phase is an event simulation: each thread takes boxes (its own list's front, a
+//! victim's back, or the shared FIFO's head) whenever it is free, a box taking its recorded
+//! cost times the machine's speed, times `1 + moved` when its previous run was on another
+//! thread, plus `moved` when its previous run was on another thread, plus `remote` when its
+//! data sits on another NUMA node, all times the thread's noise for the phase; each thread
+//! starts the phase after a random wake-up delay. The phase ends at the last thread's end
+//! plus the barrier.
+//!
+//! pbs's mappings come from the real balancer (`power-cells`) and the real criterion
+//! (Boulmier's eq. 24) fed with the recorded box loads of the iteration just ended; the
+//! balancer's cost is its steps times a fitted cost per box and step ([`Machine::balancer_box`],
+//! growing with log2 of the vCores as the assignment does), so that the replay is
+//! deterministic for a trace. It stops the iteration
+//! ([`Rebalancing::Stop`]) or runs in the first idle thread's slack, a step at a time
+//! ([`Rebalancing::Overlap`]), as the executor does. Left out: the check-and-correct
+//! rebalancings of the executor (the recorded loads have no measurement noise), memory
+//! bandwidth, hyper-threads, and the time slicing of more threads than cores.
+
+use pbs::{balance, methods, metrics, Grid, Problem, StopRule, VCores};
+use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
+
+use super::machine::Machine;
+use super::trace::Trace;
+use pbs::rng::SplitMix64;
+
+/// The schedulers the model replays.
+pub const SCHEDULERS: [&str; 4] = ["pbs", "static", "eager", "ws"];
+
+/// Where pbs's balancer runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rebalancing {
+    /// Between iterations, all threads waiting (the executor with `overlap: false`).
+    Stop,
+    /// In the first idle thread's slack, a step at a time (the executor's default).
+    Overlap,
+}
+
+/// One modelled run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Modelled {
+    /// `pbs`, `static`, `eager` or `ws`.
+    pub scheduler: String,
+    /// Modelled threads.
+    pub threads: usize,
+    /// NUMA nodes the threads are spread over (consecutive threads share a node).
+    pub numa_nodes: usize,
+    /// `Σ busy / (threads × wall)`.
+    pub efficiency: f64,
+    /// Mean iteration time, ms.
+    pub iter_ms: f64,
+    /// Rebalancing on the critical path / wall time.
+    pub rebalance_critical_fraction: f64,
+    /// Box executions whose data sat on another node than their thread.
+    pub remote_fraction: f64,
+    /// Rebalancings taken on (pbs).
+    pub rebalances: usize,
+}
+
+/// A rebalancing pbs decides at the end of an iteration.
+#[derive(Debug, Clone)]
+struct Event {
+    /// The iteration at whose end it was decided.
+    at: usize,
+    /// The owners it leads to.
+    owners: Vec<u32>,
+    /// Balancer units (start, steps, finish): the overlap runs one at a time.
+    units: usize,
+}
+
+/// What one balancer unit costs, in recorded seconds, for `boxes` boxes and `vcores` vCores.
+pub fn unit_cost(balancer_box: f64, boxes: usize, vcores: usize) -> f64 {
+    balancer_box * boxes as f64 * (1.0 + (vcores.max(1) as f64).log2())
+}
+
+/// pbs's decisions over a replay, from the recorded loads alone.
+#[derive(Debug, Clone)]
+pub struct PbsPlan {
+    initial: Vec<u32>,
+    events: Vec<Event>,
+}
+
+/// The executor's settings the plan follows (`PbsOptions`' defaults).
+const TOL: f64 = 0.02;
+const TRIGGER: f64 = 0.05;
+const STEPS: usize = 20;
+const PAYBACK: f64 = 100.0;
+/// Per-thread phase time from which pbs steals (`Stealing::Auto`).
+const STEAL_MIN_PHASE: f64 = 20e-6;
+
+/// pbs's mappings for `threads` threads over `iterations` iterations of `trace`, a balancer
+/// unit costing `balancer_box` per box and log2 of the vCores (see [`unit_cost`]). The
+/// executor measures each box on the thread that runs it: every box of a thread is seen
+/// `1 + e` times heavier, `e` the thread's noise for the iteration (exponential, mean
+/// `noise`), which is what makes the real executor rebalance on noise now and then.
+///
+/// The vCores start as the runtime starts them: on `numa_nodes` nodes, one region of the
+/// domain per node (`pbs_scheduler::placement`).
+pub fn plan_pbs(
+    trace: &Trace,
+    threads: usize,
+    numa_nodes: usize,
+    iterations: usize,
+    balancer_box: f64,
+    noise: f64,
+) -> Result<PbsPlan, String> {
+    let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
+    let vcores_n = threads.min(grid.len());
+    let ones = vec![1.0; grid.len()];
+    let uniform = Problem::new(grid, &ones, vcores_n).map_err(|e| e.to_string())?;
+    let mut balancer = methods::by_name(methods::DEFAULT).map_err(|e| e.to_string())?;
+    let mut vcores = if numa_nodes > 1 {
+        let numa: Vec<usize> = (0..vcores_n).map(|t| t * numa_nodes / threads).collect();
+        let positions = pbs_scheduler::placement::numa_positions(&grid, &numa);
+        VCores::new(&uniform, positions, vec![0.0; vcores_n]).map_err(|e| e.to_string())?
+    } else {
+        VCores::random(&uniform, 1)
+    };
+    let unit = unit_cost(balancer_box, grid.len(), vcores_n);
+    let first = balance(balancer.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol: TOL }, |_| {});
+    let mut last_cost = unit * (first.steps + 2) as f64;
+    let mut criterion = Boulmier::new(last_cost);
+    let initial = vcores.owners().to_vec();
+    let (mut events, mut reached) = (Vec::new(), 1.0);
+    let mut rng = SplitMix64::new(0x91a4 ^ threads as u64);
+    for i in 0..iterations {
+        let seen: Vec<f64> = (0..vcores_n).map(|_| 1.0 - noise * rng.next_f64().max(1e-12).ln()).collect();
+        let owners = vcores.owners().to_vec();
+        let loads: Vec<f64> = trace.loads(i).iter().zip(&owners).map(|(q, &o)| q * seen[o as usize]).collect();
+        let problem = Problem::new(grid, &loads, vcores_n).map_err(|e| e.to_string())?;
+        vcores.recharge(&problem);
+        let q = vcores.charges();
+        let sample = Sample {
+            max: q.iter().copied().fold(0.0, f64::max),
+            mean: q.iter().sum::<f64>() / q.len() as f64,
+            min: q.iter().copied().fold(f64::INFINITY, f64::min),
+        };
+        if !criterion.observe(sample) && i > 0 {
+            continue;
+        }
+        let (max_avg, bound) = (vcores.max_avg(), problem.lower_bound());
+        let floor = (1.0 + TOL).max(reached) * bound;
+        let worth = max_avg > (1.0 + TRIGGER) * bound
+            || (max_avg > (1.0 + TOL) * bound && (max_avg - floor) * problem.mean() * PAYBACK >= last_cost);
+        if !worth {
+            criterion.rebalanced(last_cost);
+            continue;
+        }
+        let out = balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: STEPS, tol: TOL }, |_| {});
+        last_cost = unit * (out.steps + 2) as f64;
+        reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
+        criterion.rebalanced(last_cost);
+        events.push(Event { at: i, owners: vcores.owners().to_vec(), units: out.steps + 2 });
+    }
+    Ok(PbsPlan { initial, events })
+}
+
+/// Who runs what in one phase.
+struct Lists {
+    /// Per thread, its boxes in the order it runs them (front first).
+    own: Vec<std::collections::VecDeque<u32>>,
+}
+
+/// How idle threads find work.
+#[derive(Clone, Copy)]
+enum Steal<'a> {
+    /// They do not.
+    Never,
+    /// From the back of the first thread in their order that has two boxes left (pbs).
+    Neighbours(&'a [Vec<u32>]),
+    /// Half of a random victim's remaining boxes, from the back (work stealing).
+    Half,
+}
+
+/// The state of the replay that lasts across phases.
+struct Boxes {
+    /// Thread of each box's previous run.
+    last: Vec<u32>,
+    /// NUMA node holding each box's data (first touch; moved with pbs's migrations).
+    home: Vec<u32>,
+    remote: u64,
+    runs: u64,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// Replays `iterations` iterations of `trace` under `scheduler` on `threads` threads over
+/// `numa_nodes` nodes.
+#[allow(clippy::too_many_arguments)]
+pub fn replay(
+    trace: &Trace,
+    scheduler: &str,
+    threads: usize,
+    numa_nodes: usize,
+    machine: &Machine,
+    plan: Option<&PbsPlan>,
+    rebalancing: Rebalancing,
+    iterations: usize,
+) -> Result<Modelled, String> {
+    if threads == 0 || numa_nodes == 0 || numa_nodes > threads {
+        return Err(format!("{threads} threads over {numa_nodes} NUMA nodes: need 1 ≤ nodes ≤ threads"));
+    }
+    if scheduler == "pbs" && plan.is_none() {
+        return Err("pbs needs its plan (plan_pbs)".into());
+    }
+    let n = trace.boxes();
+    let node_of = |t: usize| (t * numa_nodes / threads) as u32;
+    let mut state = Boxes { last: vec![NONE; n], home: vec![NONE; n], remote: 0, runs: 0 };
+    let mut rng = SplitMix64::new(0x5eed ^ threads as u64);
+    let (mut wall, mut busy, mut critical) = (0.0, 0.0, 0.0);
+    let barrier = machine.barrier_at(threads);
+    let blocks: Vec<Vec<u32>> =
+        (0..threads).map(|t| ((t * n / threads) as u32..((t + 1) * n / threads) as u32).collect()).collect();
+    // pbs: the owners in force, the next planned rebalancing, one under way in slack.
+    let mut owners: Vec<u32> = plan.map_or_else(Vec::new, |p| p.initial.clone());
+    let mut order = neighbour_order(trace, &owners, threads);
+    let mut next_event = 0;
+    let mut pending: Option<(usize, f64, usize)> = None; // (event, unit time, units left)
+    let mut rebalances = 0;
+    for i in 0..iterations {
+        let phases = &trace.costs[trace.recorded(i)];
+        for costs in phases {
+            let noise: Vec<f64> = (0..threads).map(|_| 1.0 - machine.noise * rng.next_f64().max(1e-12).ln()).collect();
+            let per_thread = machine.speed * costs.iter().sum::<f64>() / threads as f64;
+            let (lists, steal) = match scheduler {
+                "static" => (lists_of(&blocks), Steal::Never),
+                "ws" => {
+                    // Locality-blind: which worker's deque a range ends up in changes from one
+                    // phase to the next, so each thread starts from a random block.
+                    let mut perm: Vec<usize> = (0..threads).collect();
+                    for i in (1..threads).rev() {
+                        perm.swap(i, (rng.next_f64() * (i + 1) as f64) as usize % (i + 1));
+                    }
+                    let shuffled: Vec<Vec<u32>> = perm.iter().map(|&b| blocks[b].clone()).collect();
+                    (lists_of(&shuffled), Steal::Half)
+                }
+                "pbs" => {
+                    let mut own = vec![Vec::new(); threads];
+                    for (k, &o) in owners.iter().enumerate() {
+                        own[o as usize].push(k as u32);
+                    }
+                    let steal = if per_thread >= STEAL_MIN_PHASE { Steal::Neighbours(&order) } else { Steal::Never };
+                    (lists_of(&own), steal)
+                }
+                "eager" => (Lists { own: Vec::new() }, Steal::Never),
+                other => return Err(format!("unknown scheduler {other:?}; expected pbs, static, eager or ws")),
+            };
+            let cost = |k: u32, t: usize, state: &Boxes| {
+                let k = k as usize;
+                let mut c = machine.speed * costs[k];
+                if state.last[k] != NONE && state.last[k] != t as u32 {
+                    c += machine.moved;
+                }
+                if state.home[k] != NONE && state.home[k] != node_of(t) {
+                    c += machine.remote;
+                }
+                c * noise[t]
+            };
+            let wake: Vec<f64> = (0..threads).map(|_| -machine.wake * rng.next_f64().max(1e-12).ln()).collect();
+            let ends = if scheduler == "eager" {
+                run_fifo(n, &wake, machine, &mut state, &cost, &node_of)
+            } else {
+                run_lists(lists, steal, &wake, machine, &mut state, &cost, &node_of, &mut rng)
+            };
+            let (first, last) = ends.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &(e, _)| (a.min(e), b.max(e)));
+            busy += ends.iter().map(|e| e.1).sum::<f64>();
+            let mut phase = last + barrier;
+            // A rebalancing under way runs a unit at a time from the first idle thread's end
+            // while another thread works; a unit that outlasts them holds the barrier.
+            if let Some((_, unit, left)) = pending.as_mut() {
+                let mut at = first;
+                while *left > 0 && at < last {
+                    at += *unit;
+                    *left -= 1;
+                }
+                let over = (at - last).max(0.0);
+                phase += over;
+                critical += over;
+            }
+            wall += phase;
+        }
+        // Between iterations: take on an ended rebalancing, or decide the next one.
+        if let Some(&(e, _, 0)) = pending.as_ref() {
+            let moved =
+                take_on(&mut owners, &plan.expect("pbs has a plan").events[e].owners, &mut state, threads, &node_of);
+            let c = machine.migrate * moved as f64;
+            wall += c;
+            critical += c;
+            order = neighbour_order(trace, &owners, threads);
+            rebalances += 1;
+            pending = None;
+        }
+        if let Some(plan) = plan.filter(|_| scheduler == "pbs") {
+            while next_event < plan.events.len() && plan.events[next_event].at < i {
+                next_event += 1; // decided while another was under way: skipped
+            }
+            if next_event < plan.events.len() && plan.events[next_event].at == i && pending.is_none() {
+                let ev = &plan.events[next_event];
+                let unit = machine.speed * unit_cost(machine.balancer_box, n, threads.min(n));
+                let cost = unit * ev.units as f64;
+                if rebalancing == Rebalancing::Stop || threads == 1 {
+                    let moved = take_on(&mut owners, &ev.owners, &mut state, threads, &node_of);
+                    let c = cost + machine.migrate * moved as f64;
+                    wall += c;
+                    critical += c;
+                    order = neighbour_order(trace, &owners, threads);
+                    rebalances += 1;
+                } else {
+                    pending = Some((next_event, unit, ev.units));
+                }
+                next_event += 1;
+            }
+        }
+    }
+    Ok(Modelled {
+        scheduler: scheduler.into(),
+        threads,
+        numa_nodes,
+        efficiency: if wall > 0.0 { busy / threads as f64 / wall } else { 0.0 },
+        iter_ms: wall / iterations.max(1) as f64 * 1e3,
+        rebalance_critical_fraction: if wall > 0.0 { critical / wall } else { 0.0 },
+        remote_fraction: state.remote as f64 / state.runs.max(1) as f64,
+        rebalances,
+    })
+}
+
+fn lists_of(lists: &[Vec<u32>]) -> Lists {
+    Lists { own: lists.iter().map(|l| l.iter().copied().collect()).collect() }
+}
+
+/// Takes on new owners; moved boxes' data follows them (first touch on the new owner).
+/// Returns the most boxes one thread receives (the moves run in parallel).
+fn take_on(
+    owners: &mut [u32],
+    new: &[u32],
+    state: &mut Boxes,
+    threads: usize,
+    node_of: &dyn Fn(usize) -> u32,
+) -> usize {
+    let mut received = vec![0usize; threads];
+    for (k, (o, &n)) in owners.iter_mut().zip(new).enumerate() {
+        if *o != n {
+            received[n as usize] += 1;
+            state.home[k] = node_of(n as usize);
+            *o = n;
+        }
+    }
+    received.into_iter().max().unwrap_or(0)
+}
+
+/// For pbs's thieves: every thread's others, nearest cell first (centroids of the owned
+/// boxes), as the executor prefers neighbouring vCores.
+fn neighbour_order(trace: &Trace, owners: &[u32], threads: usize) -> Vec<Vec<u32>> {
+    if owners.is_empty() {
+        return Vec::new();
+    }
+    let nx = trace.header.nx;
+    let mut sum = vec![(0.0, 0.0, 0usize); threads];
+    for (k, &o) in owners.iter().enumerate() {
+        let s = &mut sum[o as usize];
+        s.0 += (k % nx) as f64;
+        s.1 += (k / nx) as f64;
+        s.2 += 1;
+    }
+    let c: Vec<(f64, f64)> = sum.iter().map(|s| (s.0 / s.2.max(1) as f64, s.1 / s.2.max(1) as f64)).collect();
+    (0..threads)
+        .map(|t| {
+            let mut others: Vec<u32> = (0..threads as u32).filter(|&j| j as usize != t).collect();
+            let d = |j: u32| (c[j as usize].0 - c[t].0).powi(2) + (c[j as usize].1 - c[t].1).powi(2);
+            others.sort_by(|&a, &b| d(a).total_cmp(&d(b)).then(a.cmp(&b)));
+            others
+        })
+        .collect()
+}
+
+/// Records that thread `t` ran box `k`.
+fn ran(state: &mut Boxes, k: u32, t: usize, node_of: &dyn Fn(usize) -> u32) {
+    let k = k as usize;
+    if state.home[k] == NONE {
+        state.home[k] = node_of(t);
+    }
+    state.remote += u64::from(state.home[k] != node_of(t));
+    state.runs += 1;
+    state.last[k] = t as u32;
+}
+
+/// A phase over per-thread lists, with stealing as `steal` says. Returns every thread's
+/// (end, busy).
+#[allow(clippy::too_many_arguments)]
+fn run_lists(
+    mut lists: Lists,
+    steal: Steal<'_>,
+    wake: &[f64],
+    machine: &Machine,
+    state: &mut Boxes,
+    cost: &dyn Fn(u32, usize, &Boxes) -> f64,
+    node_of: &dyn Fn(usize) -> u32,
+    rng: &mut SplitMix64,
+) -> Vec<(f64, f64)> {
+    let threads = wake.len();
+    let mut ends = vec![(0.0, 0.0); threads];
+    // Threads by the time they are free (earliest first; ties by id).
+    let mut free: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF64, usize)>> =
+        (0..threads).map(|t| std::cmp::Reverse((OrdF64(wake[t]), t))).collect();
+    while let Some(std::cmp::Reverse((OrdF64(now), t))) = free.pop() {
+        if let Some(k) = lists.own[t].pop_front() {
+            let c = cost(k, t, state);
+            ran(state, k, t, node_of);
+            ends[t].1 += c;
+            free.push(std::cmp::Reverse((OrdF64(now + c), t)));
+            continue;
+        }
+        let victim = match steal {
+            Steal::Never => None,
+            Steal::Neighbours(order) => order[t].iter().map(|&v| v as usize).find(|&v| lists.own[v].len() >= 2),
+            Steal::Half => {
+                let busy: Vec<usize> = (0..threads).filter(|&v| lists.own[v].len() >= 2).collect();
+                (!busy.is_empty()).then(|| busy[(rng.next_f64() * busy.len() as f64) as usize % busy.len()])
+            }
+        };
+        let Some(v) = victim else {
+            ends[t].0 = now;
+            continue;
+        };
+        let mut at = now + machine.steal;
+        match steal {
+            Steal::Half => {
+                // Work stealing: the stolen half becomes the thief's own range, which others
+                // may split again (a thread with boxes of its own never steals, and a half
+                // is at most half: no two threads pass boxes back and forth).
+                let len = lists.own[v].len();
+                let stolen: Vec<u32> = lists.own[v].drain(len - len / 2..).collect();
+                lists.own[t].extend(stolen);
+            }
+            _ => {
+                // pbs: the thief runs the pair it claimed at once (the executor's thieves do).
+                let len = lists.own[v].len();
+                let stolen: Vec<u32> = lists.own[v].drain(len - 2..).collect();
+                for k in stolen {
+                    let c = cost(k, t, state);
+                    ran(state, k, t, node_of);
+                    ends[t].1 += c;
+                    at += c;
+                }
+            }
+        }
+        free.push(std::cmp::Reverse((OrdF64(at), t)));
+    }
+    ends
+}
+
+/// eager: one shared FIFO of boxes in index order; each free thread takes the head.
+fn run_fifo(
+    n: usize,
+    wake: &[f64],
+    machine: &Machine,
+    state: &mut Boxes,
+    cost: &dyn Fn(u32, usize, &Boxes) -> f64,
+    node_of: &dyn Fn(usize) -> u32,
+) -> Vec<(f64, f64)> {
+    let threads = wake.len();
+    let mut ends = vec![(0.0, 0.0); threads];
+    let mut free: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF64, usize)>> =
+        (0..threads).map(|t| std::cmp::Reverse((OrdF64(wake[t]), t))).collect();
+    let mut next = 0u32;
+    while let Some(std::cmp::Reverse((OrdF64(now), t))) = free.pop() {
+        if next as usize == n {
+            ends[t].0 = now;
+            continue;
+        }
+        let k = next;
+        next += 1;
+        let c = cost(k, t, state);
+        ran(state, k, t, node_of);
+        ends[t].1 += c;
+        free.push(std::cmp::Reverse((OrdF64(now + c + machine.eager_pop), t)));
+    }
+    ends
+}
+
+/// A totally ordered time (the replay's times are finite).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OrdF64(f64);
+impl Eq for OrdF64 {}
+impl PartialOrd for OrdF64 {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for OrdF64 {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// The imbalance of pbs's mapping on a trace iteration, for tests.
+pub fn plan_max_avg(trace: &Trace, plan: &PbsPlan, threads: usize, iteration: usize) -> f64 {
+    let owners = plan.events.iter().rev().find(|e| e.at < iteration).map_or(&plan.initial, |e| &e.owners);
+    metrics::max_avg(&metrics::charges(owners, &trace.loads(iteration), threads))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trace recorded on the development VM and kept in `bench/traces/`.
+    fn trace(name: &str) -> Trace {
+        Trace::read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces").join(name)).unwrap()
+    }
+
+    /// Static blocks never run a box away from its data; locality-blind work stealing does
+    /// on several nodes, and pbs's owners keep theirs; every scheduler does all the work.
+    #[test]
+    fn remote_runs_follow_the_schedulers_locality() {
+        let trace = trace("md-gravity-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let plan = plan_pbs(&trace, 8, 4, 12, machine.balancer_box, machine.noise).unwrap();
+        let run = |s: &str| replay(&trace, s, 8, 4, &machine, Some(&plan), Rebalancing::Overlap, 12).unwrap();
+        let (st, ws, eager, pbs) = (run("static"), run("ws"), run("eager"), run("pbs"));
+        assert_eq!(st.remote_fraction, 0.0);
+        assert!(ws.remote_fraction > 0.3 && eager.remote_fraction > 0.3, "{ws:?} {eager:?}");
+        assert!(pbs.remote_fraction < 0.1 * ws.remote_fraction, "{pbs:?} vs {ws:?}");
+        for m in [&st, &ws, &eager, &pbs] {
+            assert!(m.efficiency > 0.0 && m.efficiency <= 1.0 + 1e-9, "{m:?}");
+            assert!(m.iter_ms > 0.0);
+        }
+        assert!(pbs.rebalances >= 1, "the first measured iteration rebalances");
+        let imbalance = plan_max_avg(&trace, &plan, 8, 11);
+        assert!(imbalance < 1.1, "{imbalance}");
+        assert!(replay(&trace, "pbs", 8, 9, &machine, Some(&plan), Rebalancing::Stop, 2).is_err(), "9 nodes");
+        assert!(replay(&trace, "pbs", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err(), "no plan");
+        assert!(replay(&trace, "metis", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err());
+    }
+
+    /// Overlapped, the balancer's units run in slack: less on the critical path than
+    /// stopping for them, and the same rebalancings are taken on.
+    #[test]
+    fn overlapping_takes_the_balancer_off_the_critical_path() {
+        let trace = trace("stencil-drift-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let plan = plan_pbs(&trace, 4, 1, 20, machine.balancer_box, machine.noise).unwrap();
+        let stop = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::Stop, 20).unwrap();
+        let overlap = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::Overlap, 20).unwrap();
+        assert!(stop.rebalances >= 1);
+        assert!(overlap.rebalance_critical_fraction < stop.rebalance_critical_fraction, "{overlap:?} vs {stop:?}");
+    }
+
+    #[test]
+    fn a_replay_longer_than_its_recording_plays_it_back_and_forth() {
+        let trace = Trace::record("md", "gravity", 4, 4, 3, 1).unwrap();
+        let order: Vec<usize> = (0..8).map(|i| trace.recorded(i)).collect();
+        assert_eq!(order, [0, 1, 2, 1, 0, 1, 2, 1]);
+    }
+}

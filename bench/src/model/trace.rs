@@ -1,0 +1,233 @@
+//! Per-box costs recorded from a real run of a grid app: the input of the replay model.
+//!
+//! The app runs on one thread, each box timed on its own (two clock reads, ~20 ns, around
+//! every task), so a cost is the box's own work without contention from other threads. A
+//! trace file is one line of JSON (what was recorded) followed by the costs: for every phase
+//! of every iteration, one little-endian `u32` per box, in nanoseconds.
+
+use std::io::{BufRead, Read, Write};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use pbs_scheduler::executors::StaticBlocks;
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::{clock, Executor, IterationEnd, PhaseStats};
+
+/// What a trace file says about itself.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Header {
+    /// `pbs-trace 1`.
+    pub format: String,
+    /// `md` or `stencil`.
+    pub app: String,
+    /// The app's scenario.
+    pub scenario: String,
+    /// Boxes along x.
+    pub nx: usize,
+    /// Boxes along y.
+    pub ny: usize,
+    /// Seed of the app.
+    pub seed: u64,
+    /// Phases of each iteration.
+    pub phases: Vec<usize>,
+}
+
+/// Costs of every box in every phase of every iteration of a run, in seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// What was recorded.
+    pub header: Header,
+    /// `costs[iteration][phase][box]`.
+    pub costs: Vec<Vec<Vec<f64>>>,
+}
+
+const FORMAT: &str = "pbs-trace 1";
+
+/// An executor on one thread that times every box on its own.
+struct Recording {
+    inner: StaticBlocks,
+    ticks: Vec<AtomicU64>,
+    phases: Vec<Vec<f64>>,
+    iterations: Vec<Vec<Vec<f64>>>,
+}
+
+// SAFETY: forwards `run_phase` to a `StaticBlocks`, which keeps the contract; the wrapper
+// only times each call of the task.
+unsafe impl Executor for Recording {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    fn threads(&self) -> usize {
+        1
+    }
+    fn boxes(&self) -> usize {
+        self.ticks.len()
+    }
+    fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        let ticks = &self.ticks;
+        let stats = self.inner.run_phase(&|k| {
+            let t0 = clock::ticks();
+            task(k);
+            ticks[k].store(clock::ticks().wrapping_sub(t0), Ordering::Relaxed);
+        });
+        let s = clock::ticks_to_seconds();
+        self.phases.push(self.ticks.iter().map(|t| t.load(Ordering::Relaxed) as f64 * s).collect());
+        stats
+    }
+    fn run_phase_ranges(&mut self, task: &(dyn Fn(Range<usize>) + Sync)) -> PhaseStats {
+        self.run_phase(&|k| task(k..k + 1))
+    }
+    fn end_iteration(&mut self) -> IterationEnd {
+        self.iterations.push(std::mem::take(&mut self.phases));
+        IterationEnd::default()
+    }
+    fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+        self.inner.on_each_thread(f)
+    }
+}
+
+impl Trace {
+    /// Runs `app` in `scenario` on `nx × ny` boxes for `iterations` iterations on one thread
+    /// and records every box's cost.
+    pub fn record(
+        app: &str,
+        scenario: &str,
+        nx: usize,
+        ny: usize,
+        iterations: usize,
+        seed: u64,
+    ) -> Result<Trace, String> {
+        if iterations == 0 {
+            return Err("a trace needs at least one iteration".into());
+        }
+        let mut grid_app = pbs_apps::build(app, scenario, nx, ny, seed)?;
+        let n = grid_app.grid().len();
+        let inner = StaticBlocks::new(n, 1).map_err(|e| e.to_string())?;
+        let mut exec = Recording {
+            inner,
+            ticks: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            phases: Vec::new(),
+            iterations: Vec::new(),
+        };
+        let mut rec = Recorder::new("recording", 1);
+        for _ in 0..iterations {
+            grid_app.iterate(&mut exec, &mut rec, None);
+        }
+        let header = Header {
+            format: FORMAT.into(),
+            app: app.into(),
+            scenario: scenario.into(),
+            nx,
+            ny,
+            seed,
+            phases: exec.iterations.iter().map(Vec::len).collect(),
+        };
+        Ok(Trace { header, costs: exec.iterations })
+    }
+
+    /// Boxes of the grid.
+    pub fn boxes(&self) -> usize {
+        self.header.nx * self.header.ny
+    }
+
+    /// Writes the trace to `path`.
+    pub fn write(&self, path: &Path) -> Result<(), String> {
+        let err = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path).map_err(err)?);
+        let header = serde_json::to_string(&self.header).map_err(|e| e.to_string())?;
+        writeln!(out, "{header}").map_err(err)?;
+        for phase in self.costs.iter().flatten() {
+            for &c in phase {
+                let ns = (c * 1e9).round().clamp(0.0, f64::from(u32::MAX)) as u32;
+                out.write_all(&ns.to_le_bytes()).map_err(err)?;
+            }
+        }
+        out.flush().map_err(err)
+    }
+
+    /// Reads a trace written by [`Trace::write`]; an error says what is wrong with the file.
+    pub fn read(path: &Path) -> Result<Trace, String> {
+        let what = path.display();
+        let file = std::fs::File::open(path).map_err(|e| format!("cannot read trace {what}: {e}"))?;
+        let mut input = std::io::BufReader::new(file);
+        let mut line = String::new();
+        input.read_line(&mut line).map_err(|e| format!("cannot read trace {what}: {e}"))?;
+        let header: Header = serde_json::from_str(line.trim_end())
+            .map_err(|e| format!("{what} is not a pbs trace (its first line is not the JSON header: {e})"))?;
+        if header.format != FORMAT {
+            return Err(format!("{what}: trace format {:?}, expected {FORMAT:?}", header.format));
+        }
+        let n = header.nx.checked_mul(header.ny).filter(|&n| n > 0).ok_or_else(|| format!("{what}: empty grid"))?;
+        let phases: usize = header.phases.iter().sum();
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes).map_err(|e| format!("cannot read trace {what}: {e}"))?;
+        if phases == 0 || bytes.len() != phases * n * 4 {
+            return Err(format!(
+                "{what}: {} bytes of costs, expected {} ({phases} phases of {n} boxes, 4 bytes each)",
+                bytes.len(),
+                phases * n * 4
+            ));
+        }
+        let mut values = bytes.chunks_exact(4).map(|b| f64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])) * 1e-9);
+        let costs =
+            header.phases.iter().map(|&p| (0..p).map(|_| values.by_ref().take(n).collect()).collect()).collect();
+        Ok(Trace { header, costs })
+    }
+
+    /// The recorded iteration a replay's iteration `i` uses: the recording played forwards,
+    /// then backwards, and so on, so that a replay longer than the recording sees loads that
+    /// drift on smoothly instead of jumping back to the start.
+    pub fn recorded(&self, i: usize) -> usize {
+        let len = self.costs.len();
+        if len < 2 {
+            return 0;
+        }
+        let r = i % (2 * len - 2);
+        if r < len {
+            r
+        } else {
+            2 * len - 2 - r
+        }
+    }
+
+    /// Box loads of the replay's iteration `i` (the sum over its phases), as the executor
+    /// measures them.
+    pub fn loads(&self, i: usize) -> Vec<f64> {
+        let mut loads = vec![0.0; self.boxes()];
+        for phase in &self.costs[self.recorded(i)] {
+            for (l, c) in loads.iter_mut().zip(phase) {
+                *l += c;
+            }
+        }
+        loads
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_trace_survives_the_file_and_bad_files_are_named() {
+        let trace = Trace::record("md", "gravity", 6, 5, 3, 1).unwrap();
+        assert_eq!(trace.costs.len(), 3);
+        assert!(trace.costs.iter().flatten().all(|p| p.len() == 30));
+        assert!(trace.loads(0).iter().sum::<f64>() > 0.0, "md does work");
+        let dir = std::env::temp_dir().join(format!("pbs-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.trace");
+        trace.write(&path).unwrap();
+        let back = Trace::read(&path).unwrap();
+        assert_eq!(back.header, trace.header);
+        for (a, b) in back.costs.iter().flatten().flatten().zip(trace.costs.iter().flatten().flatten()) {
+            assert!((a - b).abs() <= 0.6e-9, "{a} {b}");
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        assert!(Trace::read(&path).unwrap_err().contains("bytes of costs"));
+        std::fs::write(&path, b"hello\n").unwrap();
+        assert!(Trace::read(&path).unwrap_err().contains("not a pbs trace"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

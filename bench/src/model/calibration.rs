@@ -136,10 +136,11 @@ fn model_row(
 ) -> Result<(f64, f64, [f64; 3]), String> {
     let iterations = ITERATIONS;
     let plan = plans.get(trace, m.threads, machine)?;
-    let pbs = replay(trace, "pbs", m.threads, 1, machine, Some(plan), Rebalancing::Stop, iterations)?;
+    let pbs = replay(trace, "pbs", m.threads, 1, machine, Some(plan), Rebalancing::StopSerial, iterations)?;
     let mut ratios = [0.0; 3];
     for (r, other) in ratios.iter_mut().zip(OTHERS) {
-        *r = pbs.iter_ms / replay(trace, other, m.threads, 1, machine, None, Rebalancing::Stop, iterations)?.iter_ms;
+        *r = pbs.iter_ms
+            / replay(trace, other, m.threads, 1, machine, None, Rebalancing::StopSerial, iterations)?.iter_ms;
     }
     Ok((pbs.efficiency, pbs.iter_ms, ratios))
 }

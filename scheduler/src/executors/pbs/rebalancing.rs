@@ -88,6 +88,7 @@ impl Pbs {
                 self.balancer = Some(pending.balancer);
                 match pending.outcome {
                     Some(outcome) if !pending.failed => {
+                        self.rebalance.unit_time = outcome.elapsed.as_secs_f64() / (outcome.steps + 2) as f64;
                         let before = self.vcores.owners().to_vec();
                         self.vcores = pending.vcores;
                         let cost = pending.critical + start.elapsed();
@@ -130,7 +131,10 @@ impl Pbs {
         // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
         let stop = StopRule { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
         let balancer = self.balancer.take().expect("the balancer is home when none is pending");
-        if self.options.overlap && self.pool.threads() > 1 {
+        // In idle time while a step fits in a phase's idle time; otherwise between iterations,
+        // where the assignments of each step run on all the threads.
+        let fits = self.rebalance.unit_time <= self.rebalance.slack_per_phase;
+        if self.options.overlap && self.pool.threads() > 1 && fits {
             // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
             let mut pending = Pending::new(balancer, problem.into_owned(), self.vcores.clone(), stop, correcting);
             pending.critical = start.elapsed();
@@ -354,6 +358,8 @@ mod tests {
         let mut p = Policy::new(Box::new(Never));
         p.exec.options.overlap = true;
         p.exec.options.max_pending = 3;
+        // No phase runs here: say that a step fits in a phase's idle time.
+        p.exec.rebalance.slack_per_phase = f64::INFINITY;
         let boxes = p.boxes(8);
         let threads = p.threads(&boxes);
         let owners = p.exec.vcores.owners().to_vec();

@@ -410,17 +410,8 @@ fn run(cli: Cli) -> Result<(), String> {
             json,
         } => {
             use pbs_bench::model::{self, calibration as cal};
-            let traces_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces");
-            let load = |name: &str| model::trace::Trace::read(&traces_dir.join(name));
             if calibration || fit {
-                let (g, c, s) = (
-                    load("md-gravity-32x32.trace")?,
-                    load("md-contraction-32x32.trace")?,
-                    load("stencil-drift-32x32.trace")?,
-                );
-                let traces = cal::Traces {
-                    cases: vec![("md", "gravity", &g), ("md", "contraction", &c), ("stencil", "drift", &s)],
-                };
+                let traces = cal::Traces::kept()?;
                 if fit {
                     let (machine, md, stencil) = cal::fit(&traces)?;
                     println!("{machine:#?}\nspeeds: md {md:.4}, stencil {stencil:.4}");

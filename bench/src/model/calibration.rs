@@ -95,14 +95,23 @@ pub struct CalibrationRow {
 }
 
 /// The traces of the measured cases, by (app, scenario).
-pub struct Traces<'a> {
+pub struct Traces {
     /// `(app, scenario, trace)`.
-    pub cases: Vec<(&'static str, &'static str, &'a Trace)>,
+    pub cases: Vec<(&'static str, &'static str, Trace)>,
 }
 
-impl Traces<'_> {
+impl Traces {
+    /// The 32×32 traces kept in `bench/traces/`, recorded on the development VM.
+    pub fn kept() -> Result<Traces, String> {
+        let cases = [("md", "gravity"), ("md", "contraction"), ("stencil", "drift")]
+            .into_iter()
+            .map(|(app, scenario)| Ok((app, scenario, Trace::kept(&format!("{app}-{scenario}-32x32.trace"))?)))
+            .collect::<Result<_, String>>()?;
+        Ok(Traces { cases })
+    }
+
     fn get(&self, app: &str, scenario: &str) -> Option<&Trace> {
-        self.cases.iter().find(|c| c.0 == app && c.1 == scenario).map(|c| c.2)
+        self.cases.iter().find(|c| c.0 == app && c.1 == scenario).map(|c| &c.2)
     }
 }
 
@@ -147,11 +156,7 @@ fn model_row(
 
 /// The check: every measured figure beside the model's, with `machine` (its speed set per
 /// app by `speeds`).
-pub fn check(
-    traces: &Traces<'_>,
-    machine: &Machine,
-    speeds: &dyn Fn(&str) -> f64,
-) -> Result<Vec<CalibrationRow>, String> {
+pub fn check(traces: &Traces, machine: &Machine, speeds: &dyn Fn(&str) -> f64) -> Result<Vec<CalibrationRow>, String> {
     let mut plans = Plans::default();
     let mut rows = Vec::new();
     for m in &MEASURED {
@@ -191,7 +196,7 @@ pub fn check(
 /// 2-thread time, then the other constants one at a time over a grid of values (three
 /// sweeps), minimising the squared relative errors of efficiency and the three ratios.
 /// Returns the machine and the speeds of md and the stencil.
-pub fn fit(traces: &Traces<'_>) -> Result<(Machine, f64, f64), String> {
+pub fn fit(traces: &Traces) -> Result<(Machine, f64, f64), String> {
     let mut plans = Plans::default();
     let mut machine = Machine::fitted(1.0);
     let mut speeds = (1.0, 1.0);
@@ -243,12 +248,7 @@ pub fn fit(traces: &Traces<'_>) -> Result<(Machine, f64, f64), String> {
 }
 
 /// Each app's speed so that pbs's modelled 2-thread time matches the measured one.
-fn fit_speeds(
-    traces: &Traces<'_>,
-    machine: &Machine,
-    speeds: (f64, f64),
-    plans: &mut Plans,
-) -> Result<(f64, f64), String> {
+fn fit_speeds(traces: &Traces, machine: &Machine, speeds: (f64, f64), plans: &mut Plans) -> Result<(f64, f64), String> {
     let mut out = speeds;
     for m in MEASURED.iter().filter(|m| m.fitted && m.threads == 2) {
         let Some(trace) = traces.get(m.app, m.scenario) else { continue };
@@ -266,17 +266,11 @@ fn fit_speeds(
 mod tests {
     use super::*;
 
-    fn trace(name: &str) -> Trace {
-        Trace::read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces").join(name)).unwrap()
-    }
-
     /// The check on the recorded traces, with the constants in the code: what
     /// docs/model.md says the model reproduces, it reproduces.
     #[test]
     fn the_fitted_model_reproduces_the_measurements_it_claims_to() {
-        let (g, c, s) =
-            (trace("md-gravity-32x32.trace"), trace("md-contraction-32x32.trace"), trace("stencil-drift-32x32.trace"));
-        let traces = Traces { cases: vec![("md", "gravity", &g), ("md", "contraction", &c), ("stencil", "drift", &s)] };
+        let traces = Traces::kept().unwrap();
         let rows = check(&traces, &super::super::fitted_machine("md"), &|app| super::super::fitted_machine(app).speed)
             .unwrap();
         assert_eq!(rows.len(), 48, "12 measurements × (efficiency and 3 ratios)");

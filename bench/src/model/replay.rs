@@ -527,9 +527,8 @@ pub fn plan_max_avg(trace: &Trace, plan: &PbsPlan, threads: usize, iteration: us
 mod tests {
     use super::*;
 
-    /// A trace recorded on the development VM and kept in `bench/traces/`.
     fn trace(name: &str) -> Trace {
-        Trace::read(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces").join(name)).unwrap()
+        Trace::kept(name).unwrap()
     }
 
     /// Static blocks never run a box away from its data; locality-blind work stealing does

@@ -135,6 +135,11 @@ impl Trace {
         Ok(Trace { header, costs })
     }
 
+    /// A trace kept in the repository's `bench/traces/` (the ones the calibration uses).
+    pub fn kept(name: &str) -> Result<Trace, String> {
+        Trace::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("traces").join(name))
+    }
+
     /// Boxes of the grid.
     pub fn boxes(&self) -> usize {
         self.header.nx * self.header.ny

@@ -42,6 +42,8 @@ BUILD_PACKAGES=(libhwloc-dev libudev-dev pkg-config)
 # virtual display with software OpenGL for the window test.
 WINDOW_PACKAGES=(libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri)
 XVFB_PACKAGES=(xvfb xauth)
+# The install test builds a C program with CMake against the installed library.
+CMAKE_PACKAGES=(cmake)
 
 # Installs the given Debian packages when missing (as root, or through sudo).
 need_packages() {

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}"
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}"
 need_components
 
 echo "== cargo fmt --check"
@@ -37,6 +37,20 @@ if [ -e /sys/bus/event_source/devices/cpu/type ]; then
 else
     echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
 fi
+
+echo "== the C library installed in a temporary prefix: pkg-config, CMake, static link"
+prefix=$(mktemp -d)
+scripts/install.sh "$prefix" >/dev/null 2>&1 || scripts/install.sh "$prefix"
+readelf -d "$prefix/lib/libpbs.so" | grep >/dev/null 'SONAME.*libpbs\.so\.0\.' || { echo "no SONAME"; exit 1; }
+cc -std=c11 -O2 ffi/examples/balance.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pbs) -lm \
+    -Wl,-rpath,"$prefix/lib" -o "$prefix/balance-pkg-config"
+cmake -S ffi/examples/cmake -B "$prefix/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
+cmake --build "$prefix/build" >/dev/null
+for program in "$prefix/balance-pkg-config" "$prefix/build/balance" "$prefix/build/balance_static"; do
+    "$program" | grep '^warm: .*converged=1' >/dev/null || { echo "$program did not balance"; exit 1; }
+done
+ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'
+rm -rf "$prefix"
 
 echo "== the pool's protocol, model-checked (loom)"
 RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool --release

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Installs pbs's C interface as a C library under PREFIX:
+#   PREFIX/include/pbs.h
+#   PREFIX/lib/libpbs.so.X.Y.Z (SONAME libpbs.so.0.Y while the version is 0.Y.Z), libpbs.so.0.Y
+#     and libpbs.so links, and the static libpbs.a
+#   PREFIX/lib/pkgconfig/pbs.pc                       (pkg-config --cflags --libs pbs)
+#   PREFIX/lib/cmake/pbs/pbsConfig.cmake and version  (find_package(pbs): pbs::pbs, pbs::pbs_static)
+# Built with the `dist` profile: optimised, without debug info, stripped.
+#
+#   scripts/install.sh /usr/local          (or any prefix; prints the installed files' sizes)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+need_rust
+need_packages "${BUILD_PACKAGES[@]}"
+
+prefix=${1:?usage: scripts/install.sh PREFIX}
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' ffi/Cargo.toml | head -1)
+IFS=. read -r major minor _patch <<<"$version"
+# Semantic versioning: below 1.0 a minor release may break the ABI, so it is in the SONAME.
+if [ "$major" = 0 ]; then abi="0.$minor"; else abi="$major"; fi
+soname="libpbs.so.$abi"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# The SONAME goes on this link only; the static library's system dependencies are printed by
+# rustc and go into pbs.pc and the CMake package.
+cargo rustc --profile dist -p pbs-ffi --lib -- -C "link-arg=-Wl,-soname,$soname" --print native-static-libs 2>&1 | tee "$log" >&2
+native=$(sed -n 's/.*native-static-libs: //p' "$log" | tail -1)
+
+out=target/dist
+install -d "$prefix/include" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/pbs"
+install -m 644 ffi/include/pbs.h "$prefix/include/pbs.h"
+install -m 755 "$out/libpbs_ffi.so" "$prefix/lib/libpbs.so.$version"
+ln -sf "libpbs.so.$version" "$prefix/lib/$soname"
+ln -sf "$soname" "$prefix/lib/libpbs.so"
+install -m 644 "$out/libpbs_ffi.a" "$prefix/lib/libpbs.a"
+# The `dist` profile strips the shared library; the archive keeps its objects' debug sections.
+if command -v strip >/dev/null; then strip --strip-debug "$prefix/lib/libpbs.a"; fi
+
+cat >"$prefix/lib/pkgconfig/pbs.pc" <<PC
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: pbs
+Description: Load balancing and scheduling of grid tasks that keeps locality (C interface)
+Version: $version
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -lpbs
+Libs.private: $native
+PC
+
+cat >"$prefix/lib/cmake/pbs/pbsConfig.cmake" <<CMAKE
+# find_package(pbs) for pbs $version: pbs::pbs (shared) and pbs::pbs_static.
+get_filename_component(_pbs_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+if(NOT TARGET pbs::pbs)
+  add_library(pbs::pbs SHARED IMPORTED)
+  set_target_properties(pbs::pbs PROPERTIES
+    IMPORTED_LOCATION "\${_pbs_prefix}/lib/libpbs.so.$version"
+    IMPORTED_SONAME "$soname"
+    INTERFACE_INCLUDE_DIRECTORIES "\${_pbs_prefix}/include")
+  add_library(pbs::pbs_static STATIC IMPORTED)
+  set_target_properties(pbs::pbs_static PROPERTIES
+    IMPORTED_LOCATION "\${_pbs_prefix}/lib/libpbs.a"
+    INTERFACE_INCLUDE_DIRECTORIES "\${_pbs_prefix}/include"
+    INTERFACE_LINK_LIBRARIES "$native")
+endif()
+unset(_pbs_prefix)
+CMAKE
+
+cat >"$prefix/lib/cmake/pbs/pbsConfigVersion.cmake" <<CMAKE
+# Compatible when the ABI matches: the same major version (and minor while the major is 0).
+set(PACKAGE_VERSION "$version")
+set(PACKAGE_VERSION_COMPATIBLE FALSE)
+if(PACKAGE_FIND_VERSION_MAJOR EQUAL $major AND ($major GREATER 0 OR PACKAGE_FIND_VERSION_MINOR EQUAL $minor)
+   AND NOT PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+endif()
+if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)
+  set(PACKAGE_VERSION_EXACT TRUE)
+endif()
+CMAKE
+
+echo "installed pbs $version under $prefix (SONAME $soname; static link needs: $native)"
+ls -l "$prefix/lib/libpbs.so.$version" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'

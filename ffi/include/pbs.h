@@ -149,6 +149,12 @@ size_t pbs_executor_threads(const pbs_executor *e);
 pbs_status pbs_executor_run_phase(pbs_executor *e, pbs_task task, void *ctx,
                                   pbs_phase_stats *stats);
 
+/* A phase that computes value(ctx, k) once for every box k and writes the sum of the values,
+   added in box order, to *sum: the same bits under every scheduler and thread count (a
+   reduction per thread would not be). `stats` may be NULL. */
+pbs_status pbs_executor_reduce_sum(pbs_executor *e, double (*value)(void *ctx, size_t k), void *ctx,
+                                   double *sum, pbs_phase_stats *stats);
+
 /* Ends an iteration: "pbs" turns the measured box times into loads and rebalances if its
    criterion says it pays; the other schedulers have nothing to do. `end` may be NULL. */
 pbs_status pbs_executor_end_iteration(pbs_executor *e, pbs_iteration_end *end);

@@ -223,6 +223,41 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
     })
 }
 
+/// A phase that computes `value(ctx, k)` once for every box and writes their sum, added in
+/// box order, to `sum`: the same bits under every scheduler and thread count. `stats` may
+/// be NULL.
+///
+/// # Safety
+/// As [`pbs_executor_run_phase`]; `sum` is writable and `stats` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_reduce_sum(
+    e: *mut ExecutorHandle,
+    value: Option<unsafe extern "C" fn(*mut c_void, usize) -> f64>,
+    ctx: *mut c_void,
+    sum: *mut f64,
+    stats: *mut PhaseStats,
+) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+        let value = Callback { f: value.ok_or_else(|| null("value"))?, ctx };
+        // SAFETY: writable or NULL (caller's contract); NULL is refused.
+        let sum = unsafe { sum.as_mut() }.ok_or_else(|| null("sum"))?;
+        let mut entered = e.enter("pbs_executor_reduce_sum")?;
+        let (total, s) = pbs_scheduler::reduce_boxes(entered.exec(), |k| value.call(k), 0.0, |a, b| a + b);
+        *sum = total;
+        // SAFETY: NULL or writable (caller's contract).
+        if let Some(out) = unsafe { stats.as_mut() } {
+            *out = PhaseStats {
+                wall_ms: s.wall.as_secs_f64() * 1e3,
+                efficiency: s.efficiency().unwrap_or(1.0),
+                affinity: s.affinity().unwrap_or(-1.0),
+            };
+        }
+        Ok(())
+    })
+}
+
 /// Ends an iteration (pbs may rebalance); `end` may be NULL.
 ///
 /// # Safety
@@ -573,5 +608,46 @@ mod tests {
         unsafe { pbs_executor_free(e) };
         // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_executor_free(std::ptr::null_mut()) };
+    }
+
+    unsafe extern "C" fn tenth(_ctx: *mut c_void, k: usize) -> f64 {
+        0.1 * k as f64
+    }
+
+    /// The C reduction gives, bit for bit, the serial sum in box order under every scheduler
+    /// and thread count; NULLs are refused.
+    #[test]
+    fn the_c_reduction_sums_in_box_order() {
+        let serial = (0..63).map(|k| 0.1 * k as f64).fold(0.0, |a, b| a + b);
+        for name in [c"pbs", c"ws", c"eager", c"static"] {
+            for threads in 1..=3 {
+                // SAFETY: valid name and sizes.
+                let e = unsafe { pbs_executor_new(name.as_ptr(), 9, 7, 1, threads, 0) };
+                let mut sum = f64::NAN;
+                // SAFETY: a live handle, a C function of the right type, a writable sum.
+                let s = unsafe {
+                    pbs_executor_reduce_sum(e, Some(tenth), std::ptr::null_mut(), &mut sum, std::ptr::null_mut())
+                };
+                assert_eq!(s, Status::Ok);
+                assert_eq!(sum.to_bits(), serial.to_bits(), "{name:?} on {threads} threads");
+                // SAFETY: as above, NULL arguments are refused with a status.
+                let s =
+                    unsafe { pbs_executor_reduce_sum(e, None, std::ptr::null_mut(), &mut sum, std::ptr::null_mut()) };
+                assert_eq!(s, Status::NullPointer);
+                // SAFETY: as above.
+                let s = unsafe {
+                    pbs_executor_reduce_sum(
+                        e,
+                        Some(tenth),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                assert_eq!(s, Status::NullPointer);
+                // SAFETY: from pbs_executor_new, not used afterwards.
+                unsafe { pbs_executor_free(e) };
+            }
+        }
     }
 }

@@ -20,6 +20,7 @@ int main(void) {
         (void (*)(void))pbs_executor_end_iteration,
         (void (*)(void))pbs_executor_on_each_thread,
         (void (*)(void))pbs_executor_owners,
+        (void (*)(void))pbs_executor_reduce_sum,
         (void (*)(void))pbs_current_worker,
         (void (*)(void))pbs_executor_free,
     };

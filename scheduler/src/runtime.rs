@@ -65,7 +65,8 @@ impl Runtime {
     }
 
     /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
-    /// NUMA-aware vCore positions. Executors are `Send`: one can be built on one thread and
+    /// NUMA-aware vCore positions, with the settings of the environment
+    /// ([`PbsOptions::with_env`]: `PBS_TOL`, `PBS_STEAL`, …). Executors are `Send`: one can be built on one thread and
     /// driven from another: the driving thread becomes worker 0, but with `pin` the pinning of
     /// worker 0 was applied to the building thread. That pinning stays with the building
     /// thread, and on Linux every thread it spawns afterwards inherits it: an unpinned pool
@@ -85,7 +86,7 @@ impl Runtime {
             "pbs" => {
                 let (pool, b) = self.pool()?;
                 let positions = numa_positions(&grid, &self.topology.numa_of_workers(self.threads));
-                let options = PbsOptions { positions: Some(positions), ..PbsOptions::default() };
+                let options = PbsOptions { positions: Some(positions), ..PbsOptions::default() }.with_env()?;
                 (Box::new(Pbs::with_pool(grid, pool, options)?), b)
             }
             "ws" => {

@@ -94,6 +94,73 @@ impl Default for PbsOptions {
     }
 }
 
+impl PbsOptions {
+    /// These options with the settings of the environment applied, for codes nobody
+    /// recompiles: `PBS_METHOD`, `PBS_TOL`, `PBS_TRIGGER`, `PBS_STEPS` (per rebalancing),
+    /// `PBS_STEAL` (`never`, `always`, `auto`) and `PBS_OVERLAP` (`on`, `off`). An error names
+    /// the variable and what it accepts.
+    ///
+    /// ```
+    /// use pbs_scheduler::executors::{PbsOptions, Stealing};
+    /// let env = |name: &str| (name == "PBS_STEAL").then(|| "never".to_string());
+    /// let options = PbsOptions::default().with_settings(env).unwrap();
+    /// assert_eq!(options.steal, Stealing::Never);
+    /// let bad = |name: &str| (name == "PBS_TOL").then(|| "-1".to_string());
+    /// let error = PbsOptions::default().with_settings(bad).err().unwrap();
+    /// assert!(error.to_string().contains("PBS_TOL"));
+    /// ```
+    pub fn with_env(self) -> crate::Result<PbsOptions> {
+        self.with_settings(|name| std::env::var(name).ok())
+    }
+
+    /// [`PbsOptions::with_env`] with the settings looked up by `get`.
+    pub fn with_settings(mut self, get: impl Fn(&str) -> Option<String>) -> crate::Result<PbsOptions> {
+        let bad = |name: &'static str, value: &str, reason: &'static str| {
+            crate::Error::Balancer(pbs::Error::Parameter { name, value: value.to_string(), reason })
+        };
+        let fraction = |name: &'static str| -> crate::Result<Option<f64>> {
+            get(name)
+                .map(|v| match v.trim().parse::<f64>() {
+                    Ok(x) if x.is_finite() && x > 0.0 && x < 1.0 => Ok(x),
+                    _ => Err(bad(name, &v, "expected a number between 0 and 1, exclusive (0.02 is 2 %)")),
+                })
+                .transpose()
+        };
+        if let Some(m) = get("PBS_METHOD") {
+            methods::by_name(m.trim())?;
+            self.method = m.trim().to_string();
+        }
+        if let Some(t) = fraction("PBS_TOL")? {
+            self.tol = t;
+        }
+        if let Some(t) = fraction("PBS_TRIGGER")? {
+            self.trigger = t;
+        }
+        if let Some(v) = get("PBS_STEPS") {
+            self.steps_per_rebalance = match v.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => n,
+                _ => return Err(bad("PBS_STEPS", &v, "expected a whole number of balancer steps, at least 1")),
+            };
+        }
+        if let Some(v) = get("PBS_STEAL") {
+            self.steal = match v.trim() {
+                "never" => Stealing::Never,
+                "always" => Stealing::Always,
+                "auto" => Stealing::Auto,
+                _ => return Err(bad("PBS_STEAL", &v, "expected never, always or auto")),
+            };
+        }
+        if let Some(v) = get("PBS_OVERLAP") {
+            self.overlap = match v.trim() {
+                "on" | "1" => true,
+                "off" | "0" => false,
+                _ => return Err(bad("PBS_OVERLAP", &v, "expected on or off")),
+            };
+        }
+        Ok(self)
+    }
+}
+
 /// The PBS executor.
 pub struct Pbs {
     pool: Pool,
@@ -638,5 +705,36 @@ mod tests {
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it + 1));
         }
         assert!(rebalanced, "the rebalancing was taken on");
+    }
+
+    #[test]
+    fn every_setting_reads_from_the_environment_and_bad_values_are_named() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|p| p.0 == name).map(|p| p.1.to_string())
+        };
+        let o = PbsOptions::default()
+            .with_settings(env(&[
+                ("PBS_METHOD", "paper-eq7"),
+                ("PBS_TOL", "0.01"),
+                ("PBS_TRIGGER", " 0.1 "),
+                ("PBS_STEPS", "7"),
+                ("PBS_STEAL", "always"),
+                ("PBS_OVERLAP", "off"),
+            ]))
+            .unwrap();
+        assert_eq!((o.method.as_str(), o.tol, o.trigger, o.steps_per_rebalance), ("paper-eq7", 0.01, 0.1, 7));
+        assert_eq!((o.steal, o.overlap), (Stealing::Always, false));
+        for (name, value) in [
+            ("PBS_METHOD", "metis"),
+            ("PBS_TOL", "2"),
+            ("PBS_TRIGGER", "nan"),
+            ("PBS_STEPS", "0"),
+            ("PBS_STEAL", "sometimes"),
+            ("PBS_OVERLAP", "yes"),
+        ] {
+            let e = PbsOptions::default().with_settings(|n| (n == name).then(|| value.to_string())).err().unwrap();
+            let text = e.to_string();
+            assert!(text.contains(value) && (text.contains(name) || name == "PBS_METHOD"), "{name}: {text}");
+        }
     }
 }

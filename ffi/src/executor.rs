@@ -188,6 +188,17 @@ pub unsafe extern "C" fn pbs_executor_threads(e: *const ExecutorHandle) -> usize
     unsafe { e.as_ref() }.map_or(0, |e| e.threads)
 }
 
+impl PhaseStats {
+    /// The C view of a phase's statistics.
+    fn of(s: &pbs_scheduler::PhaseStats) -> PhaseStats {
+        PhaseStats {
+            wall_ms: s.wall.as_secs_f64() * 1e3,
+            efficiency: s.efficiency().unwrap_or(1.0),
+            affinity: s.affinity().unwrap_or(-1.0),
+        }
+    }
+}
+
 /// Runs `task(ctx, k)` once for every box `k`; `stats` may be NULL. `TaskFailed` when a task
 /// returned non-zero.
 ///
@@ -213,11 +224,7 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
         });
         // SAFETY: NULL or writable (caller's contract).
         if let Some(out) = unsafe { stats.as_mut() } {
-            *out = PhaseStats {
-                wall_ms: s.wall.as_secs_f64() * 1e3,
-                efficiency: s.efficiency().unwrap_or(1.0),
-                affinity: s.affinity().unwrap_or(-1.0),
-            };
+            *out = PhaseStats::of(&s);
         }
         failures.into_failure(&e.grid).map_or(Ok(()), Err)
     })
@@ -248,11 +255,7 @@ pub unsafe extern "C" fn pbs_executor_reduce_sum(
         *sum = total;
         // SAFETY: NULL or writable (caller's contract).
         if let Some(out) = unsafe { stats.as_mut() } {
-            *out = PhaseStats {
-                wall_ms: s.wall.as_secs_f64() * 1e3,
-                efficiency: s.efficiency().unwrap_or(1.0),
-                affinity: s.affinity().unwrap_or(-1.0),
-            };
+            *out = PhaseStats::of(&s);
         }
         Ok(())
     })

@@ -176,6 +176,20 @@ int pbs_current_worker(void);
    tasks it frees nothing and sets pbs_last_error(). */
 void pbs_executor_free(pbs_executor *e);
 
+/* ---- Cells to boxes ---------------------------------------------------------------------
+   A domain of cells_x * cells_y cells cut into tiles of tile_x * tile_y cells, one tile per
+   box; the last tile of a row or column is smaller when the tile size does not divide the
+   domain. On row-major data, wide tiles (tile_x = cells_x: whole rows) read memory in long
+   runs; square tiles keep the halo small. Errors name a zero size or a box out of range. */
+
+/* The grid of boxes to create the executor or partitioner with: *nx by *ny. */
+pbs_status pbs_tiling_grid(size_t cells_x, size_t cells_y, size_t tile_x, size_t tile_y,
+                           size_t *nx, size_t *ny);
+
+/* The cells of box k's tile: columns x0 <= x < x1, rows y0 <= y < y1. */
+pbs_status pbs_tiling_cells(size_t cells_x, size_t cells_y, size_t tile_x, size_t tile_y,
+                            size_t k, size_t *x0, size_t *x1, size_t *y0, size_t *y1);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `pbs_partitioner_*` | the balancer alone: loads of every box in, owner of every box out, warm-started call after call | `partitioner.rs` |
 //! | `pbs_executor_*`, `pbs_current_worker` | the runtime: a pinned pool runs a C task once per box and phase under `pbs`, `ws`, `eager` or `static` | `executor.rs` |
+//! | `pbs_tiling_grid`, `pbs_tiling_cells` | from a code's cells to boxes: tiles of any size, ragged edges included | `tiling.rs` |
 //! | `pbs_last_error`, `pbs_status` | errors: every call returns a status (constructors NULL) and the message names the bad input | `status.rs` |
 //!
 //! A heat-diffusion code in C, in full in `ffi/examples/heat.c`:
@@ -35,6 +36,7 @@
 pub mod executor;
 pub mod partitioner;
 pub mod status;
+pub mod tiling;
 
 pub use executor::{
     pbs_current_worker, pbs_executor_end_iteration, pbs_executor_free, pbs_executor_new, pbs_executor_on_each_thread,
@@ -43,3 +45,4 @@ pub use executor::{
 };
 pub use partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};
 pub use status::{pbs_last_error, Status};
+pub use tiling::{pbs_tiling_cells, pbs_tiling_grid};

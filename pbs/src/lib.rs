@@ -73,6 +73,7 @@ pub mod methods;
 pub mod metrics;
 pub mod problem;
 pub mod rng;
+pub mod tiling;
 pub mod vcores;
 
 pub use balancer::{balance, is_converged, Balancer, Outcome, Run, StepRecord, StopRule};

@@ -164,6 +164,11 @@ pbs_status pbs_executor_end_iteration(pbs_executor *e, pbs_iteration_end *end);
 pbs_status pbs_executor_on_each_thread(pbs_executor *e, void (*f)(void *ctx, size_t worker),
                                        void *ctx);
 
+/* Cost hints: loads known in advance (n == number of boxes, finite and >= 0: an obstacle
+   map, a density) map the boxes now under "pbs", instead of a uniform first guess;
+   PBS_UNSUPPORTED for the schedulers that do not balance. Call it between phases. */
+pbs_status pbs_executor_hint_loads(pbs_executor *e, const double *loads, size_t n);
+
 /* The worker that will run each box in the next phase (n == number of boxes), for
    schedulers that decide it in advance ("pbs": the balancer's owners; "static"): where to
    first-touch box data. PBS_UNSUPPORTED for "ws" and "eager". */

@@ -303,6 +303,37 @@ pub unsafe extern "C" fn pbs_executor_on_each_thread(
     })
 }
 
+/// Cost hints: `loads` (`n` entries, one per box, finite and ≥ 0), known in advance, map the
+/// boxes now under "pbs"; `Unsupported` for the schedulers that do not balance.
+///
+/// # Safety
+/// `e` is NULL or comes from [`pbs_executor_new`]; `loads` holds `n` readable entries.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_hint_loads(e: *mut ExecutorHandle, loads: *const f64, n: usize) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+        if loads.is_null() {
+            return Err(null("loads"));
+        }
+        let mut entered = e.enter("pbs_executor_hint_loads")?;
+        let exec = entered.exec();
+        if n != exec.boxes() {
+            return Err(invalid(format!("loads holds {n} entries but the grid has {} boxes", exec.boxes())));
+        }
+        // SAFETY: `loads` holds `n` readable entries (caller's contract), n = the boxes.
+        let loads = unsafe { std::slice::from_raw_parts(loads, n) };
+        if exec.hint_loads(loads)? {
+            Ok(())
+        } else {
+            Err(Failure(
+                Status::Unsupported,
+                format!("the {} scheduler does not balance: no use for hints", exec.name()),
+            ))
+        }
+    })
+}
+
 /// Writes the worker that will run each box in the next phase into `owners` (`n` entries).
 ///
 /// # Safety
@@ -651,6 +682,25 @@ mod tests {
                 // SAFETY: from pbs_executor_new, not used afterwards.
                 unsafe { pbs_executor_free(e) };
             }
+        }
+    }
+
+    #[test]
+    fn hints_from_c_apply_to_pbs_and_are_refused_clearly_elsewhere() {
+        let hints: Vec<f64> = (0..30).map(|k| if k < 6 { 9.0 } else { 1.0 }).collect();
+        // SAFETY: valid names and sizes; the handles are freed below.
+        let (pbs, st) = unsafe {
+            (pbs_executor_new(c"pbs".as_ptr(), 6, 5, 1, 2, 0), pbs_executor_new(c"static".as_ptr(), 6, 5, 1, 2, 0))
+        };
+        // SAFETY: live handles; `hints` holds the lengths passed.
+        unsafe {
+            assert_eq!(pbs_executor_hint_loads(pbs, hints.as_ptr(), 30), Status::Ok);
+            assert_eq!(pbs_executor_hint_loads(pbs, hints.as_ptr(), 29), Status::InvalidArgument);
+            assert!(crate::status::last_error().unwrap().contains("29 entries"));
+            assert_eq!(pbs_executor_hint_loads(pbs, std::ptr::null(), 30), Status::NullPointer);
+            assert_eq!(pbs_executor_hint_loads(st, hints.as_ptr(), 30), Status::Unsupported);
+            pbs_executor_free(pbs);
+            pbs_executor_free(st);
         }
     }
 }

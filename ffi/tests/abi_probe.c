@@ -21,6 +21,7 @@ int main(void) {
         (void (*)(void))pbs_executor_on_each_thread,
         (void (*)(void))pbs_executor_owners,
         (void (*)(void))pbs_executor_reduce_sum,
+        (void (*)(void))pbs_executor_hint_loads,
         (void (*)(void))pbs_tiling_grid,
         (void (*)(void))pbs_tiling_cells,
         (void (*)(void))pbs_current_worker,

@@ -118,6 +118,14 @@ pub unsafe trait Executor {
     fn vcores(&self) -> Option<&pbs::VCores> {
         None
     }
+    /// Cost hints: maps the boxes for these loads now, between phases, where the executor
+    /// balances (`pbs`; returns `Ok(true)`), for loads known in advance (an obstacle map, a
+    /// density) so that the first iterations do not run on a uniform guess. Executors that do
+    /// not balance ignore it (`Ok(false)`). An error names a wrong length or a bad load.
+    fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<bool> {
+        let _ = loads;
+        Ok(false)
+    }
 }
 
 /// The task of a phase as an executor holds it: one call per box, or one call per range of

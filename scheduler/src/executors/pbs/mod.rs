@@ -465,6 +465,11 @@ unsafe impl Executor for Pbs {
     fn vcores(&self) -> Option<&VCores> {
         Some(&self.vcores)
     }
+
+    fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<bool> {
+        self.balance_on_hints(loads)?;
+        Ok(true)
+    }
 }
 
 impl Pbs {
@@ -736,5 +741,26 @@ mod tests {
             let text = e.to_string();
             assert!(text.contains(value) && (text.contains(name) || name == "PBS_METHOD"), "{name}: {text}");
         }
+    }
+
+    /// Hints map the boxes for loads known in advance; a wrong length or a bad load is an
+    /// error; executors that do not balance ignore them.
+    #[test]
+    fn cost_hints_map_the_boxes_before_the_first_iteration() {
+        let grid = Grid::new(16, 16).unwrap();
+        let mut exec = Pbs::new(grid, 3, PbsOptions::default()).unwrap();
+        let hints: Vec<f64> = (0..grid.len()).map(|k| if grid.coords(k)[0] < 4 { 9.0 } else { 1.0 }).collect();
+        let before = exec.vcores().owners().to_vec();
+        assert!(exec.hint_loads(&hints).unwrap());
+        assert_ne!(exec.vcores().owners(), &before[..], "the hints moved boxes");
+        let charges = pbs::metrics::charges(exec.vcores().owners(), &hints, 3);
+        assert!(pbs::metrics::max_avg(&charges) <= 1.0 + exec.options.tol + 1e-9, "{charges:?}");
+        assert_eq!(exec.planned_owners().unwrap(), exec.vcores().owners(), "the lists follow");
+        assert!(exec.hint_loads(&hints[1..]).is_err(), "one load short");
+        let mut nan = hints.clone();
+        nan[5] = f64::NAN;
+        assert!(exec.hint_loads(&nan).unwrap_err().to_string().contains("NaN"));
+        let mut st = crate::executors::StaticBlocks::new(grid.len(), 2).unwrap();
+        assert!(!st.hint_loads(&hints).unwrap(), "static blocks do not balance");
     }
 }

@@ -151,6 +151,27 @@ impl Pbs {
         end
     }
 
+    /// Balances on loads given in advance (see `Executor::hint_loads`), between iterations:
+    /// a rebalancing under way is given up, and the first measured iteration does not force
+    /// another (the mapping no longer assumes uniform loads).
+    pub(super) fn balance_on_hints(&mut self, loads: &[f64]) -> crate::Result<()> {
+        let problem = Problem::new(self.grid, loads, self.vcores.len())?.with_workers(&self.pool);
+        if let Some(pending) = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            self.balancer = Some(pending.balancer);
+        }
+        let mut balancer = self.balancer.take().expect("the balancer is home when none is pending");
+        let before = self.vcores.owners().to_vec();
+        let start = Instant::now();
+        let stop = StopRule { max_steps: 200, tol: self.options.tol };
+        let outcome = balance(balancer.as_mut(), &problem, &mut self.vcores, stop, |_| {});
+        self.balancer = Some(balancer);
+        let mut end = IterationEnd::default();
+        self.took_on(before, &outcome, false, start.elapsed(), &mut end);
+        self.rebalance.check_after = None;
+        self.rebalance.measured = true;
+        Ok(())
+    }
+
     /// After a rebalancing ended with `outcome` and its owners are in `self.vcores` (those
     /// before in `before`): new lists, fresh samples, the check to come, the criterion told its
     /// cost `cost` (what it took on the critical path).

@@ -303,6 +303,15 @@ pub unsafe extern "C" fn pbs_executor_on_each_thread(
     })
 }
 
+/// An error unless the array `what` holds one entry (`n`) per box.
+fn one_per_box(what: &str, n: usize, boxes: usize) -> Result<(), Failure> {
+    if n == boxes {
+        Ok(())
+    } else {
+        Err(invalid(format!("{what} holds {n} entries but the grid has {boxes} boxes")))
+    }
+}
+
 /// Cost hints: `loads` (`n` entries, one per box, finite and ≥ 0), known in advance, map the
 /// boxes now under "pbs"; `Unsupported` for the schedulers that do not balance.
 ///
@@ -318,9 +327,7 @@ pub unsafe extern "C" fn pbs_executor_hint_loads(e: *mut ExecutorHandle, loads: 
         }
         let mut entered = e.enter("pbs_executor_hint_loads")?;
         let exec = entered.exec();
-        if n != exec.boxes() {
-            return Err(invalid(format!("loads holds {n} entries but the grid has {} boxes", exec.boxes())));
-        }
+        one_per_box("loads", n, exec.boxes())?;
         // SAFETY: `loads` holds `n` readable entries (caller's contract), n = the boxes.
         let loads = unsafe { std::slice::from_raw_parts(loads, n) };
         if exec.hint_loads(loads)? {
@@ -354,9 +361,7 @@ pub unsafe extern "C" fn pbs_executor_owners(e: *const ExecutorHandle, owners: *
                 format!("the {} scheduler decides who runs a box only as the phase runs", exec.name()),
             )
         })?;
-        if n != planned.len() {
-            return Err(invalid(format!("owners holds {n} entries but the grid has {} boxes", planned.len())));
-        }
+        one_per_box("owners", n, planned.len())?;
         // SAFETY: `owners` holds `n` entries (caller's contract), checked equal to the boxes.
         unsafe { std::slice::from_raw_parts_mut(owners, n) }.copy_from_slice(&planned);
         Ok(())

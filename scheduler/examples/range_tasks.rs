@@ -19,7 +19,9 @@ const PHASES: usize = 50;
 /// The base of the data, shared with the workers as `for_each_box_mut` shared it before it
 /// took ranges.
 struct Base(*mut f64);
-// SAFETY: the workers derive `&mut` to different boxes only (each box runs once per phase).
+// SAFETY: `f64` is `Send`; the workers derive `&mut` to different boxes only, because the
+// `Executor` contract runs each box at most once per phase and returns after every task, and
+// `x` is not touched elsewhere while the phase runs.
 unsafe impl Sync for Base {}
 
 fn median(v: &mut [f64]) -> f64 {

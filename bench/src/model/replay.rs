@@ -18,7 +18,7 @@
 //! rebalancings of the executor (the recorded loads have no measurement noise), memory
 //! bandwidth, hyper-threads, and the time slicing of more threads than cores.
 
-use pbs::{balance, methods, metrics, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
 
 use super::machine::Machine;
@@ -517,15 +517,16 @@ impl Ord for OrdF64 {
     }
 }
 
-/// The imbalance of pbs's mapping on a trace iteration, for tests.
-pub fn plan_max_avg(trace: &Trace, plan: &PbsPlan, threads: usize, iteration: usize) -> f64 {
-    let owners = plan.events.iter().rev().find(|e| e.at < iteration).map_or(&plan.initial, |e| &e.owners);
-    metrics::max_avg(&metrics::charges(owners, &trace.loads(iteration), threads))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The imbalance of pbs's mapping on a trace iteration, for tests.
+    fn plan_max_avg(trace: &Trace, plan: &PbsPlan, threads: usize, iteration: usize) -> f64 {
+        use pbs::metrics;
+        let owners = plan.events.iter().rev().find(|e| e.at < iteration).map_or(&plan.initial, |e| &e.owners);
+        metrics::max_avg(&metrics::charges(owners, &trace.loads(iteration), threads))
+    }
 
     fn trace(name: &str) -> Trace {
         Trace::kept(name).unwrap()

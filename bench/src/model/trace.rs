@@ -8,7 +8,6 @@
 //! of every iteration, one little-endian `u32` per box, in nanoseconds.
 
 use std::io::{BufRead, Read, Write};
-use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -54,8 +53,10 @@ struct Recording {
     iterations: Vec<Vec<Vec<f64>>>,
 }
 
-// SAFETY: forwards `run_phase` to a `StaticBlocks`, which keeps the contract; the wrapper
-// only times each call of the task.
+// SAFETY: forwards `run_phase` to a `StaticBlocks` over the same `n` boxes it reports from
+// `boxes()` (one tick slot per box, fixed for its life), which keeps the contract; the
+// wrapper only times each call of the task. `run_phase_ranges` is the trait's default, one
+// box per range through `run_phase`.
 unsafe impl Executor for Recording {
     fn name(&self) -> &'static str {
         "recording"
@@ -76,9 +77,6 @@ unsafe impl Executor for Recording {
         let s = clock::ticks_to_seconds();
         self.phases.push(self.ticks.iter().map(|t| t.load(Ordering::Relaxed) as f64 * s).collect());
         stats
-    }
-    fn run_phase_ranges(&mut self, task: &(dyn Fn(Range<usize>) + Sync)) -> PhaseStats {
-        self.run_phase(&|k| task(k..k + 1))
     }
     fn end_iteration(&mut self) -> IterationEnd {
         self.iterations.push(std::mem::take(&mut self.phases));

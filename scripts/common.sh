@@ -44,6 +44,8 @@ WINDOW_PACKAGES=(libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libxkbcommon
 XVFB_PACKAGES=(xvfb xauth)
 # The install test builds a C program with CMake against the installed library.
 CMAKE_PACKAGES=(cmake)
+# pbs.hpp is tested under both C++ compilers of Debian.
+CXX_PACKAGES=(g++ clang)
 
 # Installs the given Debian packages when missing (as root, or through sudo).
 need_packages() {

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}"
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}" "${CXX_PACKAGES[@]}"
 need_components
 
 echo "== cargo fmt --check"
@@ -38,12 +38,18 @@ else
     echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
 fi
 
+echo "== the C++ header under g++ and clang++"
+cargo test -p pbs-ffi --test c_programs the_cpp_header -- --ignored
+
 echo "== the C library installed in a temporary prefix: pkg-config, CMake, static link"
 prefix=$(mktemp -d)
 scripts/install.sh "$prefix" >/dev/null 2>&1 || scripts/install.sh "$prefix"
 readelf -d "$prefix/lib/libpbs.so" | grep >/dev/null 'SONAME.*libpbs\.so\.0\.' || { echo "no SONAME"; exit 1; }
 cc -std=c11 -O2 ffi/examples/balance.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pbs) -lm \
     -Wl,-rpath,"$prefix/lib" -o "$prefix/balance-pkg-config"
+c++ -std=c++17 -O2 -Wall -Wextra -Werror -pedantic ffi/tests/cpp_api.cpp \
+    $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pbs) -Wl,-rpath,"$prefix/lib" -o "$prefix/cpp-pkg-config"
+"$prefix/cpp-pkg-config" | tail -1 | grep >/dev/null '^all checks passed' || { echo "pbs.hpp against the installed copy failed"; exit 1; }
 cmake -S ffi/examples/cmake -B "$prefix/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
 cmake --build "$prefix/build" >/dev/null
 for program in "$prefix/balance-pkg-config" "$prefix/build/balance" "$prefix/build/balance_static"; do

@@ -4,13 +4,14 @@
 use pbs_apps::md::{Md, Scenario};
 use pbs_apps::stencil::Stencil;
 use pbs_apps::GridApp;
+use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::{Runtime, EXECUTORS};
 use pbs_scheduler::topology::Topology;
 use pbs_scheduler::BoxTimer;
 
 fn runtime(threads: usize) -> Runtime {
-    Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() }
+    Runtime { topology: Topology::detect(), threads, pin: Pinning::Off, timer: BoxTimer::default() }
 }
 
 fn checksum_under(make: &dyn Fn() -> Box<dyn GridApp>, executor: &str, threads: usize, iterations: usize) -> u64 {

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use pbs_apps::md::{Md, Scenario};
 use pbs_apps::GridApp;
+use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::{Runtime, EXECUTORS};
 use pbs_scheduler::topology::Topology;
@@ -28,7 +29,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let iterations: usize = args.next().map_or(100_000, |s| s.parse().expect("iterations: a whole number"));
     let threads: usize = args.next().map_or(2, |s| s.parse().expect("threads: a whole number"));
-    let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };
+    let runtime = Runtime { topology: Topology::detect(), threads, pin: Pinning::Off, timer: BoxTimer::default() };
     println!("md gravity 32×32, {iterations} iterations, {threads} threads, each executor in turn");
     println!();
     println!(

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use pbs_scheduler::cache_model::CacheModel;
 use pbs_scheduler::counters::{start_on_this_thread, stop_on_this_thread};
+use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::{Runtime, EXECUTORS};
 use pbs_scheduler::topology::{per_core_cache_bytes, Topology};
@@ -199,8 +200,12 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     if setup.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
-    let runtime =
-        Runtime { topology: Topology::detect(), threads: setup.threads, pin: setup.pin, timer: BoxTimer::default() };
+    let runtime = Runtime {
+        topology: Topology::detect(),
+        threads: setup.threads,
+        pin: if setup.pin { Pinning::Workers } else { Pinning::Off },
+        timer: BoxTimer::default(),
+    };
     let mut lanes = Vec::new();
     for scheduler in &setup.schedulers {
         let app = setup.make_app()?;

@@ -59,6 +59,10 @@ typedef enum pbs_status {
    until the next failing call on this thread. */
 const char *pbs_last_error(void);
 
+/* The status of the last failed call on this thread (PBS_OK if none failed): why a
+   constructor returned NULL. */
+pbs_status pbs_last_error_status(void);
+
 /* ---------------------------------------------------------------------------------------- */
 /* 1. The balancer: loads in, owners out.                                                   */
 /* ---------------------------------------------------------------------------------------- */
@@ -129,14 +133,28 @@ typedef struct pbs_iteration_end {
     double max_avg;      /* max_avg of the thread loads of the iteration that ended */
 } pbs_iteration_end;
 
+/* Which threads pbs_executor_new pins (the `pin` argument). */
+#define PBS_PIN_OFF 0 /* none: the OS places every thread */
+/* Each worker on its core for good; the calling thread (worker 0, as OpenMP's master) only
+   while it runs a phase, its own CPU mask given back on return, so that threads it creates
+   later (an OpenMP team, the user's) are not confined to one CPU. Costs two
+   sched_setaffinity calls per phase (about 4 us), none when the caller's mask already is
+   worker 0's. */
+#define PBS_PIN_WORKERS 1
+/* As PBS_PIN_WORKERS, and the calling thread stays on worker 0's core between phases and
+   after pbs_executor_free, as with OMP_PROC_BIND=true: no cost per phase, but every thread
+   it creates afterwards inherits that one core. */
+#define PBS_PIN_WORKERS_AND_CALLER 2
+
 /* An executor over nx * ny * nz boxes: `scheduler` is "pbs", "ws" (work stealing), "eager"
    (one FIFO queue) or "static" (equal contiguous blocks, like OpenMP schedule(static)).
-   `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. With `pin` != 0 each worker
-   is pinned to its core, the calling thread included (it is worker 0, as OpenMP's master),
-   and pbs starts its vCores one NUMA node per region of the domain. The calling thread stays
-   pinned after pbs_executor_free, and on Linux threads it creates later inherit that
-   pinning: create other thread pools first, or pass pin = 0. NULL on error: a bad argument,
-   or a thread or the memory the system refused (pbs_last_error() says which). */
+   `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. `pin` is one of PBS_PIN_*;
+   pinned, pbs starts its vCores one NUMA node per region of the domain. Idle workers spin
+   200 us, then sleep; PBS_WAIT_POLICY=passive makes them sleep at once, active spin until the
+   next phase (see docs/coexistence.md for OpenMP in the same process). The "pbs" scheduler's
+   settings come from PBS_METHOD, PBS_TOL, PBS_TRIGGER, PBS_STEPS, PBS_STEAL and PBS_OVERLAP
+   (README). NULL on error: a bad argument or environment variable, or a thread or
+   the memory the system refused (pbs_last_error() says which). */
 pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size_t nz,
                                size_t threads, int pin);
 

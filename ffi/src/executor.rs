@@ -6,6 +6,8 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use pbs::Grid;
+use pbs_scheduler::coexistence::{confined_caller_warning, openmp_spin_warning};
+use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::runtime::Runtime;
 use pbs_scheduler::topology::Topology;
 use pbs_scheduler::{current_worker, BoxTimer, Executor};
@@ -144,8 +146,20 @@ impl Failures {
     }
 }
 
+/// Prints [`openmp_spin_warning`] to stderr, once per process: a C program's author learns
+/// there why an OpenMP loop beside pbs makes both slow.
+fn warn_once_if_openmp_spins() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Some(advice) = openmp_spin_warning() {
+            eprintln!("{advice}");
+        }
+    });
+}
+
 /// An executor `scheduler` over `nx × ny × nz` boxes with `threads` workers (0: the default),
-/// pinned when `pin` ≠ 0; NULL on error.
+/// pinned as `pin` says ([`Pinning::from_c`]: 0 off, 1 workers, 2 workers and caller); NULL
+/// on error.
 ///
 /// # Safety
 /// `scheduler` is NULL or a NUL-terminated string.
@@ -169,7 +183,19 @@ pub unsafe extern "C" fn pbs_executor_new(
                 0 => topology.default_threads().map_err(invalid)?,
                 t => t,
             };
-            let runtime = Runtime { topology, threads, pin: pin != 0, timer: BoxTimer::default() };
+            let pin = Pinning::from_c(pin).ok_or_else(|| {
+                invalid(format!(
+                    "pin = {pin}: expected 0 (PBS_PIN_OFF), 1 (PBS_PIN_WORKERS) or 2 (PBS_PIN_WORKERS_AND_CALLER)"
+                ))
+            })?;
+            let machine_cpus = topology.cores.iter().map(|c| c.pus.len()).sum();
+            let runtime = Runtime { topology, threads, pin, timer: BoxTimer::default() };
+            warn_once_if_openmp_spins();
+            if pin == Pinning::Off {
+                if let Some(advice) = confined_caller_warning(threads, machine_cpus) {
+                    eprintln!("{advice}");
+                }
+            }
             let (exec, _bindings) = runtime.executor(name, grid)?;
             let threads = exec.threads();
             let handle = ExecutorHandle { busy: AtomicBool::new(false), exec: UnsafeCell::new(exec), threads, grid };

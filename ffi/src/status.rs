@@ -64,21 +64,28 @@ pub(crate) fn null(what: &str) -> Failure {
 }
 
 thread_local! {
-    static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
+    static LAST_ERROR: RefCell<Option<(Status, CString)>> = const { RefCell::new(None) };
 }
 
-fn set_last_error(message: &str) {
+fn set_last_error(status: Status, message: &str) {
     // An interior NUL cannot be represented in a C string: cut the message there.
     let message = message.split('\0').next().unwrap_or_default();
     let c = CString::new(message).expect("no interior NUL after the cut");
-    LAST_ERROR.with(|e| *e.borrow_mut() = Some(c));
+    LAST_ERROR.with(|e| *e.borrow_mut() = Some((status, c)));
 }
 
 /// The message of the last failed call on this thread, or NULL if none failed. The pointer
 /// stays valid until the next failing call on this thread.
 #[no_mangle]
 pub extern "C" fn pbs_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ref().map_or(std::ptr::null(), |c| c.as_ptr()))
+    LAST_ERROR.with(|e| e.borrow().as_ref().map_or(std::ptr::null(), |(_, c)| c.as_ptr()))
+}
+
+/// The status of the last failed call on this thread (`PBS_OK` if none failed): what a
+/// constructor that returned NULL would have returned.
+#[no_mangle]
+pub extern "C" fn pbs_last_error_status() -> Status {
+    LAST_ERROR.with(|e| e.borrow().as_ref().map_or(Status::Ok, |(s, _)| *s))
 }
 
 /// The last error message on this thread, for Rust tests.
@@ -103,7 +110,7 @@ pub(crate) fn guard<T>(on_failure: impl FnOnce(Status) -> T, f: impl FnOnce() ->
             Failure(Status::InternalError, format!("internal error in pbs: {what}"))
         }
     };
-    set_last_error(&failure.1);
+    set_last_error(failure.0, &failure.1);
     on_failure(failure.0)
 }
 

@@ -11,6 +11,7 @@
 int main(void) {
     void (*functions[])(void) = {
         (void (*)(void))pbs_last_error,
+        (void (*)(void))pbs_last_error_status,
         (void (*)(void))pbs_partitioner_new,
         (void (*)(void))pbs_partitioner_balance,
         (void (*)(void))pbs_partitioner_free,

@@ -22,11 +22,24 @@ fn library_dir() -> PathBuf {
 
 /// Compiles `source` (warnings are errors) against pbs.h and libpbs_ffi.so.
 fn compile(source: &Path, name: &str) -> PathBuf {
+    compile_with(source, name, &[])
+}
+
+/// [`compile`] with more compiler flags (`-fopenmp`).
+fn compile_with(source: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    compile_by(&cc, "-std=c11", source, name, flags)
+}
+
+/// `source` compiled by `compiler` in `standard`, warnings are errors, against pbs.h and
+/// libpbs_ffi.so.
+fn compile_by(compiler: &str, standard: &str, source: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let lib = library_dir();
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let result = Command::new(&cc)
-        .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+    let cc = compiler;
+    let result = Command::new(cc)
+        .args([standard, "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .args(flags)
         .arg(format!("-I{MANIFEST}/include"))
         .arg(source)
         .arg("-L")
@@ -36,7 +49,7 @@ fn compile(source: &Path, name: &str) -> PathBuf {
         .arg("-o")
         .arg(&out)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?} ({e}); Rust needs one to link: install gcc"));
+        .unwrap_or_else(|e| panic!("cannot run the compiler {cc:?} ({e}): install it (scripts/test.sh does)"));
     assert!(
         result.status.success(),
         "{} did not compile:\n{}",
@@ -46,8 +59,16 @@ fn compile(source: &Path, name: &str) -> PathBuf {
     out
 }
 
+/// `program` to run against this build's library: cargo's LD_LIBRARY_PATH, which outranks the
+/// rpath, may name a `target/debug/libpbs_ffi.so` left by an older build.
+fn command(program: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("LD_LIBRARY_PATH", library_dir());
+    c
+}
+
 fn run(program: &Path, args: &[&str]) -> Output {
-    Command::new(program).args(args).output().unwrap()
+    command(program).args(args).output().unwrap()
 }
 
 fn stdout(o: &Output) -> String {
@@ -204,6 +225,87 @@ fn heat_c_gives_one_checksum_under_every_scheduler_and_thread_count() {
     // The field did change from its start (a task that did nothing would also agree).
     let still = stdout(&run(&program, &["static", "1", "0", "12", "10", "6"]));
     assert_ne!(field(still.trim(), "checksum"), seen.first().unwrap());
+}
+
+/// The OpenMP baselines of heat.c, and pbs beside an OpenMP loop: the same field and diagnostic.
+#[test]
+fn heat_c_under_openmp_schedules_and_mixed_with_an_openmp_loop_gives_the_same_checksum() {
+    let program = compile_with(&Path::new(MANIFEST).join("examples/heat.c"), "heat_openmp", &["-fopenmp"]);
+    let sizes = ["40", "12", "10", "6"];
+    let checksum = |scheduler: &str, threads: &str, extra: &[&str]| {
+        let mut args = vec![scheduler, threads];
+        args.extend(sizes);
+        args.extend(extra);
+        // Passive: OpenMP's idle threads must not spin on the cores of the tests beside.
+        let o = command(&program).args(&args).env("OMP_WAIT_POLICY", "passive").output().unwrap();
+        let line = stdout(&o);
+        assert_eq!(field(line.trim(), "scheduler"), scheduler);
+        field(line.trim(), "checksum").to_string()
+    };
+    let mut plain = BTreeSet::new();
+    for scheduler in ["static", "omp-static", "omp-dynamic:2", "omp-guided"] {
+        for threads in ["1", "3"] {
+            plain.insert(checksum(scheduler, threads, &[]));
+        }
+    }
+    assert_eq!(plain.len(), 1, "OpenMP schedules and pbs's disagree: {plain:?}");
+    let mut mixed = BTreeSet::new();
+    for pin in ["pin=0", "pin=1", "pin=2"] {
+        for diag in ["diag=pbs", "diag=omp"] {
+            mixed.insert(checksum("pbs", "2", &[pin, diag]));
+        }
+    }
+    mixed.insert(checksum("omp-guided", "2", &["diag=pbs"]));
+    assert_eq!(mixed.len(), 1, "the diagnostic's sum differs between runtimes: {mixed:?}");
+    assert_ne!(mixed, plain, "the diagnostic goes into the checksum");
+    let o = run(&program, &["omp-sometimes", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown OpenMP schedule omp-sometimes"));
+}
+
+/// An OpenMP team created after a pinned executor: free under PBS_PIN_WORKERS, on worker 0's
+/// core under PBS_PIN_WORKERS_AND_CALLER (as documented); OpenMP's default spinning is named.
+#[test]
+fn openmp_threads_created_after_a_pinned_executor_keep_the_process_cpus() {
+    let program = compile_with(&Path::new(MANIFEST).join("tests/openmp_mask.c"), "openmp_mask", &["-fopenmp"]);
+    for pin in ["0", "1", "2"] {
+        let o = command(&program).arg(pin).env("OMP_WAIT_POLICY", "passive").output().unwrap();
+        let line = stdout(&o);
+        let cpus = |key: &str| field(line.trim(), key).parse::<i64>().unwrap();
+        let process = cpus("process_cpus");
+        if process < 2 {
+            eprintln!("skipped: this process may run on {process} CPU, nothing to confine");
+            return;
+        }
+        let expect = if pin == "2" { 1 } else { process };
+        for key in ["caller_cpus", "omp_thread_0_cpus", "omp_thread_1_cpus"] {
+            assert_eq!(cpus(key), expect, "pin={pin}, {key}: {line}");
+        }
+        assert!(o.stderr.is_empty(), "no note when a wait policy is set: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = command(&program).arg("1").env_remove("OMP_WAIT_POLICY").output().unwrap();
+    let note = String::from_utf8_lossy(&o.stderr);
+    assert!(note.contains("Set OMP_WAIT_POLICY=passive"), "no note on OpenMP's default spinning: {note}");
+}
+
+/// pbs.hpp under both C++ compilers of Debian, in C++11 and C++17: every check of the program
+/// passes, and the checksums agree across schedulers, thread counts and compilers.
+#[test]
+#[ignore = "needs g++ and clang++ (scripts/test.sh installs them and runs this)"]
+fn the_cpp_header_works_under_gxx_and_clangxx() {
+    let mut checksums = BTreeSet::new();
+    for compiler in ["g++", "clang++"] {
+        for standard in ["-std=c++11", "-std=c++17"] {
+            let name = format!("cpp_api_{}_{}", compiler.replace('+', "x"), &standard[5..]);
+            let program = compile_by(compiler, standard, &Path::new(MANIFEST).join("tests/cpp_api.cpp"), &name, &[]);
+            let text = stdout(&run(&program, &[]));
+            assert!(text.ends_with("all checks passed\n"), "{compiler} {standard}:\n{text}");
+            for line in text.lines().filter(|l| l.starts_with("checksum ")) {
+                checksums.insert(field(line, "value").to_string());
+            }
+        }
+    }
+    assert_eq!(checksums.len(), 1, "checksums differ: {checksums:?}");
 }
 
 #[test]

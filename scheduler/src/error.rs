@@ -47,6 +47,16 @@ pub enum Error {
     /// The machine's description or `PBS_NUM_THREADS` could not be used.
     #[error("{0}")]
     Topology(String),
+    /// An environment variable of the runtime has a value it does not take.
+    #[error("{name}={value:?}: {reason}")]
+    Environment {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What it takes instead.
+        reason: &'static str,
+    },
 }
 
 /// Shorthand for results of this crate.

@@ -50,10 +50,12 @@
 //! | module | what |
 //! |---|---|
 //! | [`executor`] | the [`Executor`] trait and its safety contract, the safe entry points |
-//! | [`pool`] | the team of workers, phase broadcast, barrier, panic propagation |
+//! | [`pool`] | the team of workers, phase broadcast, barrier, panic propagation, wait policy |
 //! | [`box_timing`] | per-box bookkeeping: sampled box times (the loads), affinity, per-thread counts |
 //! | [`clock`] | a cheap clock for per-box timing, and what timing costs on this machine |
-//! | [`topology`] | packages, NUMA nodes, cores (hwloc, sysfs, synthetic), pinning, `PBS_NUM_THREADS` |
+//! | [`topology`] | packages, NUMA nodes, cores (hwloc, sysfs, synthetic), `PBS_NUM_THREADS` |
+//! | [`pinning`] | workers bound to their cores; the calling thread during its phases only |
+//! | [`coexistence`] | another runtime (OpenMP, rayon, TBB) in the same process: wait policies |
 //! | [`placement`] | NUMA-aware starting vCores: one region of the domain per node |
 //! | [`first_touch`] | box data allocated by the thread that owns it, moved when its box moves |
 //! | [`runtime`] | detect, pin, and build any executor by name |
@@ -68,12 +70,14 @@
 pub mod box_timing;
 pub mod cache_model;
 pub mod clock;
+pub mod coexistence;
 pub mod counters;
 pub mod criteria;
 pub mod error;
 pub mod executor;
 pub mod executors;
 pub mod first_touch;
+pub mod pinning;
 pub mod placement;
 pub mod pool;
 pub mod report;

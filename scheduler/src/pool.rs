@@ -3,7 +3,9 @@
 //! its worker id, and the call returns when all have finished — the barrier between phases.
 //!
 //! Between phases workers spin briefly (phases of a grid code follow each other within
-//! microseconds), then sleep on a condition variable, so an idle pool costs nothing. A panic in
+//! microseconds), then sleep on a condition variable, so an idle pool costs nothing
+//! ([`WaitPolicy`]; `PBS_WAIT_POLICY=passive` sleeps at once, for a process whose other
+//! runtime, OpenMP or TBB, needs the cores between pbs's phases). A panic in
 //! a job is caught on the worker, the other workers finish the phase, and the first panic is
 //! re-raised in the caller; the pool stays usable.
 //!
@@ -44,6 +46,7 @@ use std::{
 use crossbeam_utils::CachePadded;
 
 use crate::error::Error;
+use crate::pinning::CallerPin;
 
 /// A job as the workers see it: called once per worker with the worker id.
 type Job<'a> = dyn Fn(usize) + Sync + 'a;
@@ -76,6 +79,51 @@ struct Shared {
     sleep: Mutex<()>,
     wake: Condvar,
     done: Condvar,
+    /// How long a waiting thread spins before it sleeps, in nanoseconds ([`WaitPolicy`]).
+    spin_ns: AtomicU64,
+}
+
+/// What an idle worker does between phases (and the caller while it waits for the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitPolicy {
+    /// Sleeps at once: no CPU taken from other runtimes, a wake-up's latency on every phase.
+    Passive,
+    /// Spins (yielding) for this long, then sleeps: phases that follow each other closely
+    /// start without a wake-up, and an idle pool soon costs nothing.
+    SpinThenSleep(std::time::Duration),
+    /// Spins (yielding) until the next phase: the least latency, a CPU per worker always busy.
+    Active,
+}
+
+impl WaitPolicy {
+    /// The spin before sleeping by default.
+    pub const DEFAULT: WaitPolicy = WaitPolicy::SpinThenSleep(std::time::Duration::from_micros(200));
+    /// The environment variable naming a policy.
+    pub const ENV: &'static str = "PBS_WAIT_POLICY";
+
+    /// `passive`, `active`, or unset for [`WaitPolicy::DEFAULT`]; an error names another value.
+    pub fn from_env() -> Result<WaitPolicy, Error> {
+        match std::env::var(Self::ENV) {
+            Err(_) => Ok(Self::DEFAULT),
+            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "passive" => Ok(WaitPolicy::Passive),
+                "active" => Ok(WaitPolicy::Active),
+                _ => Err(Error::Environment {
+                    name: Self::ENV,
+                    value: v,
+                    reason: "expected passive or active (unset: spin 200 µs, then sleep)",
+                }),
+            },
+        }
+    }
+
+    fn spin_ns(self) -> u64 {
+        match self {
+            WaitPolicy::Passive => 0,
+            WaitPolicy::SpinThenSleep(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            WaitPolicy::Active => u64::MAX,
+        }
+    }
 }
 
 /// A lifetime-erased pointer to the caller's job; valid while the caller waits in `run`.
@@ -90,6 +138,8 @@ pub struct Pool {
     shared: Arc<Shared>,
     handles: Vec<JoinHandle<()>>,
     threads: usize,
+    /// Where the caller runs its phases, if it is pinned only then ([`Pool::pin_caller_in_phases`]).
+    caller: Option<CallerPin>,
 }
 
 impl Pool {
@@ -122,8 +172,9 @@ impl Pool {
             sleep: Mutex::new(()),
             wake: Condvar::new(),
             done: Condvar::new(),
+            spin_ns: AtomicU64::new(WaitPolicy::DEFAULT.spin_ns()),
         });
-        let mut pool = Pool { shared, handles: Vec::with_capacity(threads - 1), threads };
+        let mut pool = Pool { shared, handles: Vec::with_capacity(threads - 1), threads, caller: None };
         for id in 1..threads {
             let shared = Arc::clone(&pool.shared);
             let on_start = std::sync::Arc::clone(&on_start);
@@ -146,6 +197,17 @@ impl Pool {
         self.threads
     }
 
+    /// Pins the calling thread to `pin` while it runs each phase, and gives it its own mask
+    /// back when the phase returns (see [`crate::pinning`]).
+    pub fn pin_caller_in_phases(&mut self, pin: CallerPin) {
+        self.caller = Some(pin);
+    }
+
+    /// How idle workers wait from now on.
+    pub fn set_wait_policy(&self, policy: WaitPolicy) {
+        self.shared.spin_ns.store(policy.spin_ns(), Ordering::Relaxed);
+    }
+
     /// Runs `job(id)` on every worker `id` in `0..threads` and returns when all are done. The
     /// caller runs `job(0)`. If any call panics, the first panic is re-raised here after the
     /// phase has finished everywhere.
@@ -160,6 +222,8 @@ impl Pool {
             panic!("{BUSY}");
         }
         let _release = InUse(&s.in_use);
+        // Dropped last, after the phase: the caller's own mask comes back.
+        let _caller_mask = self.caller.as_ref().and_then(CallerPin::enter);
         if self.threads > 1 {
             // SAFETY: only the lifetime is erased, for the duration of this call: we do not
             // return (nor unwind: job(0) runs under catch_unwind below) before `running` is
@@ -200,11 +264,12 @@ impl Drop for InUse<'_> {
     }
 }
 
-/// Spins briefly (not under loom), then sleeps on `cv` until `ready()`. No wake-up is lost:
-/// `ready` is checked with `sleep` held, and wakers change the state before taking it.
+/// Spins for the pool's [`WaitPolicy`] (not under loom), then sleeps on `cv` until `ready()`.
+/// No wake-up is lost: `ready` is checked with `sleep` held, and wakers change the state before
+/// taking it.
 fn wait_until(s: &Shared, ready: impl Fn() -> bool, cv: &Condvar) {
     #[cfg(not(pbs_loom))]
-    if spin_until(&ready) {
+    if spin_until(&ready, s.spin_ns.load(Ordering::Relaxed)) {
         return;
     }
     let mut g = s.sleep.lock().unwrap();
@@ -213,15 +278,16 @@ fn wait_until(s: &Shared, ready: impl Fn() -> bool, cv: &Condvar) {
     }
 }
 
-/// Spins, then yields, for at most [`SPIN_BEFORE_SLEEP`]; whether `ready()` came true.
+/// Spins, then yields, for at most `spin_ns`; whether `ready()` came true.
 #[cfg(not(pbs_loom))]
-fn spin_until(ready: &impl Fn() -> bool) -> bool {
-    /// How long a worker spins for the next phase before it sleeps.
-    const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
+fn spin_until(ready: &impl Fn() -> bool, spin_ns: u64) -> bool {
+    if spin_ns == 0 {
+        return ready();
+    }
     let start = std::time::Instant::now();
     let backoff = crossbeam_utils::Backoff::new();
     while !ready() {
-        if start.elapsed() >= SPIN_BEFORE_SLEEP {
+        if start.elapsed().as_nanos() >= u128::from(spin_ns) {
             return false;
         }
         backoff.snooze();

@@ -19,60 +19,74 @@ use pbs::Grid;
 use crate::box_timing::BoxTimer;
 use crate::executor::Executor;
 use crate::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkStealing};
+use crate::pinning::{pinning, Bindings, CallerPin, Pinning, SavedMask};
 use crate::placement::numa_positions;
-use crate::pool::Pool;
-use crate::topology::{pinning, Bindings, Topology};
+use crate::pool::{Pool, WaitPolicy};
+use crate::topology::Topology;
 
 /// The executors by name.
 pub const EXECUTORS: [&str; 4] = ["pbs", "ws", "eager", "static"];
 
-/// A machine, a thread count and whether to pin.
+/// A machine, a thread count and which threads to pin.
 #[derive(Debug, Clone)]
 pub struct Runtime {
     /// The machine.
     pub topology: Topology,
     /// Worker threads.
     pub threads: usize,
-    /// Pin worker `t` to the PUs of `topology.core_of_worker(t)`.
-    pub pin: bool,
+    /// Pin worker `t` to the PUs of `topology.core_of_worker(t)` ([`Pinning`]; the calling
+    /// thread, worker 0, only during phases by default).
+    pub pin: Pinning,
     /// Bookkeeping of the baselines (pbs always measures its boxes).
     pub timer: BoxTimer,
 }
 
 impl Runtime {
-    /// This machine, `PBS_NUM_THREADS` or one worker per core, pinned.
+    /// This machine, `PBS_NUM_THREADS` or one worker per core, workers pinned.
     pub fn detect() -> crate::Result<Runtime> {
         let topology = Topology::detect();
         let threads = topology.default_threads().map_err(crate::Error::Topology)?;
-        Ok(Runtime { topology, threads, pin: true, timer: BoxTimer::default() })
+        Ok(Runtime { topology, threads, pin: Pinning::default(), timer: BoxTimer::default() })
     }
 
     fn start_hook(&self) -> (Arc<dyn Fn(usize) + Send + Sync>, Bindings) {
-        if self.pin {
-            pinning(&self.topology, self.threads)
-        } else {
+        if self.pin == Pinning::Off {
             (Arc::new(|_| {}), Bindings::default())
+        } else {
+            pinning(&self.topology, self.threads)
         }
     }
 
-    /// A pool of pinned (or not) workers.
+    /// A pool of pinned (or not) workers, waiting between phases as `PBS_WAIT_POLICY` says.
     pub fn pool(&self) -> crate::Result<(Pool, Bindings)> {
+        let policy = WaitPolicy::from_env()?;
         let (hook, bindings) = self.start_hook();
-        let pool = Pool::new(self.threads, std::sync::Arc::clone(&hook))?;
-        // The caller is worker 0: pin it too, as OpenMP pins its master thread.
-        hook(0);
+        let mut pool = Pool::new(self.threads, std::sync::Arc::clone(&hook))?;
+        pool.set_wait_policy(policy);
+        // The caller is worker 0: pinned as OpenMP pins its master thread, for good or for
+        // its phases only (see crate::pinning). Its binding is recorded either way.
+        match self.pin {
+            Pinning::Off => {}
+            Pinning::WorkersAndCaller => hook(0),
+            Pinning::Workers => {
+                let own = SavedMask::of_this_thread();
+                hook(0);
+                drop(own);
+                if let Ok(pin) = CallerPin::new(&self.topology.core_of_worker(0).pus) {
+                    pool.pin_caller_in_phases(pin);
+                }
+            }
+        }
         Ok((pool, bindings))
     }
 
     /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
     /// NUMA-aware vCore positions, with the settings of the environment
-    /// ([`PbsOptions::with_env`]: `PBS_TOL`, `PBS_STEAL`, …). Executors are `Send`: one can be built on one thread and
-    /// driven from another: the driving thread becomes worker 0, but with `pin` the pinning of
-    /// worker 0 was applied to the building thread. That pinning stays with the building
-    /// thread, and on Linux every thread it spawns afterwards inherits it: an unpinned pool
-    /// (or any thread) created later from it runs on worker 0's core only. Build such threads
-    /// first, or from another thread. The bindings are complete on return: every worker has
-    /// started (and pinned itself) by then.
+    /// ([`PbsOptions::with_env`]: `PBS_TOL`, `PBS_STEAL`, …). Executors are `Send`: one can be
+    /// built on one thread and driven from another, which becomes worker 0 (and is pinned
+    /// during its phases). Under [`Pinning::WorkersAndCaller`] the building thread stays on
+    /// worker 0's core, and on Linux every thread it spawns afterwards inherits that core.
+    /// The bindings are complete on return: every worker has started (and pinned itself).
     pub fn executor(&self, name: &str, grid: Grid) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
         let (exec, bindings) = self.build(name, grid)?;
         // Workers pin themselves as they start, which a freshly spawned thread may not have

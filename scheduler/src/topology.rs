@@ -1,4 +1,5 @@
-//! Machine topology (packages, NUMA nodes, cores, hardware threads) and thread pinning.
+//! Machine topology: packages, NUMA nodes, cores, hardware threads. Binding threads to them
+//! is [`crate::pinning`]'s.
 //!
 //! Sources, in order: hwloc (cargo feature `hwloc`, on by default), Linux sysfs, and as a last
 //! resort one node with `available_parallelism` cores. Tests build machines they do not have
@@ -8,8 +9,6 @@
 //!
 //! One worker per core by default; `PBS_NUM_THREADS` overrides it, as `RAYON_NUM_THREADS`
 //! does for rayon. Workers are numbered so that consecutive ids share a NUMA node.
-
-use std::sync::{Arc, Mutex};
 
 /// One core.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -89,10 +88,6 @@ impl Topology {
     }
 }
 
-/// What one worker obtained: the OS CPUs it is bound to, or why it is not (`None`: the worker
-/// has not started yet).
-pub type Binding = Option<Result<Vec<usize>, String>>;
-
 /// Size in bytes of the per-core data cache the modelled cache should use: the level-2 cache
 /// of CPU 0 as sysfs reports it (or level 1 if there is no level 2); `None` if unknown.
 pub fn per_core_cache_bytes() -> Option<u64> {
@@ -118,61 +113,6 @@ pub fn per_core_cache_bytes() -> Option<u64> {
         }
     }
     best.map(|b| b.1)
-}
-
-/// The binding each worker actually obtained.
-#[derive(Debug, Clone, Default)]
-pub struct Bindings(Arc<Mutex<Vec<Binding>>>);
-
-impl Bindings {
-    /// What each worker reported, by worker id.
-    pub fn report(&self) -> Vec<Binding> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// A start hook for pools (ours or rayon's) that pins worker `t` to the PUs of
-/// `topology.core_of_worker(t)` and records the binding obtained.
-pub fn pinning(topology: &Topology, threads: usize) -> (Arc<dyn Fn(usize) + Send + Sync>, Bindings) {
-    let bindings = Bindings(Arc::new(Mutex::new(vec![None; threads])));
-    let cpus: Vec<Vec<usize>> = (0..threads).map(|t| topology.core_of_worker(t).pus.clone()).collect();
-    let b = bindings.clone();
-    let hook = Arc::new(move |t: usize| {
-        let r = pin_this_thread(&cpus[t % cpus.len()]);
-        if let Some(slot) = b.0.lock().unwrap().get_mut(t) {
-            *slot = Some(r);
-        }
-    });
-    (hook, bindings)
-}
-
-/// Pins the calling thread to `cpus`; returns the CPUs it is actually allowed on afterwards.
-pub fn pin_this_thread(cpus: &[usize]) -> Result<Vec<usize>, String> {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: cpu_set_t is plain data; CPU_SET/CPU_ISSET index within its fixed size.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            for &c in cpus {
-                if c >= libc::CPU_SETSIZE as usize {
-                    return Err(format!("CPU {c} beyond CPU_SETSIZE"));
-                }
-                libc::CPU_SET(c, &mut set);
-            }
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(format!("sched_setaffinity({cpus:?}): {}", std::io::Error::last_os_error()));
-            }
-            let mut got: libc::cpu_set_t = std::mem::zeroed();
-            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut got) != 0 {
-                return Err(format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
-            }
-            Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &got)).collect())
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Err(format!("pinning to {cpus:?} is implemented for Linux only"))
-    }
 }
 
 /// Parses the synthetic syntax without hwloc (see [`Topology::synthetic`]).
@@ -375,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn this_machine_is_detected_and_a_thread_can_be_pinned() {
+    fn this_machine_is_detected() {
         let t = Topology::detect();
         assert!(!t.cores.is_empty(), "{t:?}");
         eprintln!(
@@ -385,9 +325,6 @@ mod tests {
             t.numa_nodes,
             t.cores.len()
         );
-        let cpu = t.cores[0].pus[0];
-        let got = std::thread::spawn(move || pin_this_thread(&[cpu])).join().unwrap();
-        assert_eq!(got, Ok(vec![cpu]));
     }
 
     #[test]

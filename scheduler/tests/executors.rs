@@ -272,7 +272,7 @@ fn every_worker_has_reported_its_binding_when_the_executor_is_returned() {
     let runtime = pbs_scheduler::runtime::Runtime {
         topology: pbs_scheduler::topology::Topology::detect(),
         threads: 3,
-        pin: true,
+        pin: pbs_scheduler::pinning::Pinning::Workers,
         timer: pbs_scheduler::BoxTimer::default(),
     };
     let grid = Grid::new(6, 6).unwrap();

@@ -4,6 +4,7 @@
 
 use pbs::{metrics, StepRecord};
 use pbs_apps::GridApp;
+use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::Runtime;
 use pbs_scheduler::topology::Topology;
@@ -33,7 +34,7 @@ impl LiveApp {
         }
         let scenario = if scenario.is_empty() { pbs_apps::default_scenario(app) } else { scenario };
         let grid_app = pbs_apps::build(app, scenario, nx, ny, 1)?;
-        let runtime = Runtime { topology: Topology::detect(), threads, pin: false, timer: BoxTimer::default() };
+        let runtime = Runtime { topology: Topology::detect(), threads, pin: Pinning::Off, timer: BoxTimer::default() };
         let (exec, _bindings) = runtime.executor("pbs", grid_app.grid()).map_err(|e| e.to_string())?;
         let owners = exec.planned_owners().unwrap_or_else(|| vec![0; grid_app.grid().len()]);
         Ok(LiveApp {

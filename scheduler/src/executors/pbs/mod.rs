@@ -212,6 +212,9 @@ struct Rebalance {
     check_after: Option<(u32, Vec<(f64, f64)>)>,
     /// Rebalancings in a row that were corrections of the one before.
     corrections: u32,
+    /// Iterations in a row, under the current mapping, whose threads measured an imbalance
+    /// over the balancer's tolerance (see [`rebalancing::PERSISTENT_ITERATIONS`]).
+    over_tolerance: usize,
     /// Balancer time in the threads' idle time, and its overrun, in this iteration so far.
     in_slack: Duration,
     overrun: Duration,
@@ -310,6 +313,7 @@ impl Pbs {
                 measured: false,
                 check_after: None,
                 corrections: 0,
+                over_tolerance: 0,
                 in_slack: Duration::ZERO,
                 overrun: Duration::ZERO,
                 slack_this_iteration: 0.0,

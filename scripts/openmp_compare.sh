@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# pbs against OpenMP's own schedules on ffi/examples/heat.c, as a C code's author would weigh
+# them: the same task over the same boxes, in interleaved rounds (every variant once per round,
+# in a rotating order), medians of the per-round ratios. Part of scripts/perf.sh.
+#   scripts/openmp_compare.sh [ROUNDS=15] [THREADS=2] [ITERATIONS=300]
+# Three cases, each with its target (exit status 1 when one is missed):
+#   imbalanced (a hot corner): pbs <= 0.97x the best OpenMP schedule (static, dynamic and
+#     guided, chunks 1-64), pbs efficiency >= 0.97;
+#   uniform: pbs <= 1.02x OpenMP static, and no rebalancing after iteration 10 in most rounds;
+#   mixed: pbs beside an OpenMP loop (diag=omp, OMP_WAIT_POLICY=passive) <= 1.1x the same
+#     loop as a pbs phase (diag=pbs), unpinned and pinned; OpenMP's default wait policy is
+#     shown for the record.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+need_rust
+need_c_compiler
+rounds=${1:-15} threads=${2:-2} iters=${3:-300}
+
+cargo build --release -q -p pbs-ffi
+heat=target/release/heat-openmp
+"${CC:-cc}" -std=c11 -O2 -fopenmp -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi -lm \
+    -Wl,-rpath,"$PWD/target/release" -o "$heat"
+# OpenMP's threads pinned as pbs's are; only where pbs is absent, as OMP_PROC_BIND also binds
+# the initial thread, which unpinned pbs workers would inherit.
+bind="OMP_PROC_BIND=close OMP_PLACES=cores"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# rounds LABEL VARIANT... : runs each "ENV...|ARGS" variant once per round, rotating the order;
+# records "round variant ms efficiency late_rebalancings" in $work/LABEL.
+rounds() {
+    local label=$1
+    shift
+    local variants=("$@") n=$# r i v line
+    : >"$work/$label"
+    for ((r = 0; r < rounds; r++)); do
+        for ((i = 0; i < n; i++)); do
+            v=$(((i + r) % n))
+            # shellcheck disable=SC2086 # a variant is words: environment, then arguments
+            line=$(env ${variants[v]%%|*} "$heat" ${variants[v]#*|} 2>/dev/null)
+            echo "$r $v $(field ms_per_iteration "$line") $(field efficiency "$line") $(field rebalancings_after_10 "$line")" \
+                >>"$work/$label"
+        done
+        printf '\r  %s: round %d/%d' "$label" $((r + 1)) "$rounds" >&2
+    done
+    echo >&2
+}
+field() { sed -n "s/.*[ :]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# The median over rounds of variant A's time / variant B's time.
+ratio() { awk -v a="$2" -v b="$3" '$2 == a { t[$1] = $3 } $2 == b { u[$1] = $3 } END { for (r in t) print t[r] / u[r] }' "$work/$1" | median; }
+column_of() { awk -v v="$2" -v c="$3" '$2 == v { print $c }' "$work/$1" | median; }
+missed=()
+check() { # check NAME VALUE OP LIMIT
+    if awk -v x="$2" -v l="$4" "BEGIN { exit !(x $3 l) }"; then echo "  ok: $1 = $2 ($3 $4)"; else
+        echo "  MISSED: $1 = $2 (target $3 $4)"
+        missed+=("$1")
+    fi
+}
+
+args="pbs $threads $iters"
+echo "== heat.c, $threads threads, $iters iterations, $rounds interleaved rounds, medians"
+echo "-- imbalanced: a hot corner"
+omp=(omp-static omp-static:4 omp-dynamic:1 omp-dynamic:4 omp-dynamic:16 omp-dynamic:64 omp-guided omp-guided:4)
+variants=("|$args pin=1")
+for s in "${omp[@]}"; do variants+=("$bind|$s $threads $iters"); done
+rounds corner "${variants[@]}"
+best=1 best_ms=
+for ((v = 1; v < ${#variants[@]}; v++)); do
+    ms=$(column_of corner $v 3)
+    printf '  %-16s %8.4f ms/iteration  pbs/this %.3f\n' "${omp[v - 1]}" "$ms" "$(ratio corner 0 $v)"
+    if [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then best=$v best_ms=$ms; fi
+done
+printf '  %-16s %8.4f ms/iteration  efficiency %s\n' pbs "$(column_of corner 0 3)" "$(column_of corner 0 4)"
+check "pbs / best OpenMP (${omp[best - 1]})" "$(ratio corner 0 $best)" "<=" 0.97
+check "pbs efficiency" "$(column_of corner 0 4)" ">=" 0.97
+
+echo "-- uniform load"
+rounds uniform "|$args pin=1 load=uniform" "$bind|omp-static $threads $iters load=uniform"
+printf '  pbs %.4f ms/iteration, OpenMP static %.4f\n' "$(column_of uniform 0 3)" "$(column_of uniform 1 3)"
+check "pbs / OpenMP static" "$(ratio uniform 0 1)" "<=" 1.02
+check "pbs rebalancings after iteration 10 (median of rounds)" "$(column_of uniform 0 5)" "<=" 0
+
+echo "-- mixed: an OpenMP loop between pbs's phases"
+p=OMP_WAIT_POLICY=passive
+rounds mixed "$p|$args pin=0 diag=pbs" "$p|$args pin=0 diag=omp" "$p|$args pin=1 diag=pbs" \
+    "$p|$args pin=1 diag=omp" "|$args pin=0 diag=omp" "|$args pin=1 diag=omp"
+check "mixed / pure pbs, unpinned" "$(ratio mixed 1 0)" "<=" 1.1
+check "mixed / pure pbs, pinned" "$(ratio mixed 3 2)" "<=" 1.1
+printf '  for the record, OpenMP default wait policy: unpinned %.2fx, pinned %.2fx the pure-pbs time\n' \
+    "$(ratio mixed 4 0)" "$(ratio mixed 5 2)"
+
+if [ ${#missed[@]} -gt 0 ]; then
+    echo "openmp_compare: missed ${missed[*]}"
+    exit 1
+fi
+echo "openmp_compare: every target met"

@@ -215,6 +215,9 @@ struct Rebalance {
     /// Iterations in a row, under the current mapping, whose threads measured an imbalance
     /// over the balancer's tolerance (see [`rebalancing::PERSISTENT_ITERATIONS`]).
     over_tolerance: usize,
+    /// Each thread's load over the mean, in the last iterations under the current mapping, at
+    /// most [`rebalancing::RECENT_ITERATIONS`] (see `worth_rebalancing`).
+    recent: std::collections::VecDeque<Vec<f64>>,
     /// Balancer time in the threads' idle time, and its overrun, in this iteration so far.
     in_slack: Duration,
     overrun: Duration,
@@ -314,6 +317,7 @@ impl Pbs {
                 check_after: None,
                 corrections: 0,
                 over_tolerance: 0,
+                recent: std::collections::VecDeque::with_capacity(rebalancing::RECENT_ITERATIONS),
                 in_slack: Duration::ZERO,
                 overrun: Duration::ZERO,
                 slack_this_iteration: 0.0,

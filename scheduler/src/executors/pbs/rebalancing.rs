@@ -48,6 +48,13 @@ const CHECK_ITERATIONS: usize = 3;
 /// 5–15 iterations, and fixing each moved boxes that had to move back when it ended.
 pub(super) const PERSISTENT_ITERATIONS: usize = 16;
 
+/// Iterations under the current mapping over which a thread's median load must be over the
+/// trigger before an imbalance over it is fixed. On the
+/// shared VM, another process on one core made a uniform load measure 1.05–1.26 for one to
+/// three iterations in a row, one cluster every 50–80 iterations, often in both box-time
+/// samples; an imbalance of the boxes stays on the same thread for as long as it is not fixed.
+pub(super) const RECENT_ITERATIONS: usize = 7;
+
 impl Pbs {
     /// Ends an iteration whose owner loads (seconds per thread) are `loads`: tells the
     /// criterion, and rebalances when it, the first measurement or a failed check asks for it
@@ -69,6 +76,10 @@ impl Pbs {
         let mut end = IterationEnd { max_avg: metrics::max_avg(loads), ..Default::default() };
         self.rebalance.over_tolerance =
             if end.max_avg > 1.0 + self.options.tol { self.rebalance.over_tolerance + 1 } else { 0 };
+        if self.rebalance.recent.len() == RECENT_ITERATIONS {
+            self.rebalance.recent.pop_front();
+        }
+        self.rebalance.recent.push_back(loads.iter().map(|l| if mean > 0.0 { l / mean } else { 1.0 }).collect());
         end.balancing_in_slack = std::mem::take(&mut self.rebalance.in_slack);
         let overrun = std::mem::take(&mut self.rebalance.overrun);
         // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
@@ -196,6 +207,7 @@ impl Pbs {
         end.migrations = metrics::migrations(&before, self.vcores.owners());
         if end.migrations > 0 {
             self.rebalance.over_tolerance = 0;
+            self.rebalance.recent.clear();
             self.timing.tracker.forget_samples();
             self.rebuild_lists();
             self.affinity.owners_before = Some(before);
@@ -213,16 +225,17 @@ impl Pbs {
     /// it could not do better. Always when it is outside the trigger. In between, when the
     /// time the heaviest thread wastes over [`PAYBACK_ITERATIONS`] iterations exceeds the last
     /// rebalancing's cost: a few percent of a coarse task's time is worth fixing, the same
-    /// share of empty tasks still waits for the trigger. And only when the imbalance has
-    /// lasted [`PERSISTENT_ITERATIONS`] iterations, unless `checked` (the first measurement,
-    /// a failed check), which have their own evidence.
+    /// share of empty tasks still waits for the trigger. Unless `checked` (the first
+    /// measurement, a failed check: they have their own evidence), the threads must have
+    /// measured it too, for long enough: over the trigger, one thread's median over the last
+    /// [`RECENT_ITERATIONS`]; under it, [`PERSISTENT_ITERATIONS`] in a row over the tolerance.
     fn worth_rebalancing(&self, problem: &Problem, checked: bool) -> bool {
         let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
         if max_avg <= (1.0 + self.options.tol) * bound {
             return false;
         }
         if max_avg > (1.0 + self.options.trigger) * bound {
-            return true;
+            return checked || self.persistent_imbalance() > 1.0 + self.options.trigger;
         }
         if !checked && self.rebalance.over_tolerance < PERSISTENT_ITERATIONS {
             return false;
@@ -233,6 +246,18 @@ impl Pbs {
         let floor = (1.0 + self.options.tol).max(self.rebalance.reached) * bound;
         let waste = (max_avg - floor) * problem.mean();
         waste * PAYBACK_ITERATIONS >= self.rebalance.last_cost
+    }
+
+    /// The largest median, over the recent iterations, of a thread's load over the mean (1
+    /// with fewer than [`RECENT_ITERATIONS`] iterations under the current mapping): what stays
+    /// of an imbalance once a few slow iterations of one thread or another are set aside.
+    fn persistent_imbalance(&self) -> f64 {
+        let recent = &self.rebalance.recent;
+        if recent.len() < RECENT_ITERATIONS {
+            return 1.0;
+        }
+        let threads = recent.iter().map(Vec::len).min().unwrap_or(0);
+        (0..threads).map(|t| metrics::median(&recent.iter().map(|it| it[t]).collect::<Vec<_>>())).fold(1.0, f64::max)
     }
 }
 
@@ -359,6 +384,54 @@ mod tests {
         assert!(p.end(&heavy, &threads, 1e-3).rebalanced);
     }
 
+    /// A uniform load measured with noise as on the shared VM: every box ±3 % each iteration,
+    /// and about one iteration in twenty starting one to three slow ones (8–12 %) of a random
+    /// thread, in its box times too. The criterion asks every iteration; nothing moves after
+    /// the first few iterations.
+    #[test]
+    fn timing_noise_on_a_uniform_load_moves_nothing() {
+        // 20 runs of 300 iterations, the noise drawn from each run's seed.
+        let late: Vec<Vec<usize>> = (0..20).map(|seed| late_rebalancings_on_noise(seed * 7919 + 1)).collect();
+        let runs_with_any = late.iter().filter(|l| !l.is_empty()).count();
+        let total: usize = late.iter().map(Vec::len).sum();
+        // Allowed, rarely: two clusters on the same thread within seven iterations are a slow
+        // thread as far as any window of seven can tell, and a cluster in the first measured
+        // iteration misleads the first rebalancing; the next one undoes either (2 runs of 20).
+        assert!(runs_with_any <= 2 && total <= 4, "rebalanced on noise after iteration 10: {late:?}");
+    }
+
+    /// The iterations from 10 on at which a uniform load measured with noise as on the shared
+    /// VM rebalanced: every box ±3 % each iteration, and about one iteration in sixty starting
+    /// one to three slow ones (8–12 %) of a random thread, in its box times too; the criterion
+    /// asks every iteration.
+    fn late_rebalancings_on_noise(mut seed: u64) -> Vec<usize> {
+        let mut p = Policy::new(Box::new(Always));
+        let mut uniform = move || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (mut slow, mut slow_left) = (0u32, 0u32);
+        let mut late = Vec::new();
+        for it in 0..300 {
+            if slow_left == 0 && uniform() < 1.0 / 60.0 {
+                slow = (uniform() * 2.0) as u32;
+                slow_left = 1 + (uniform() * 3.0) as u32;
+            }
+            let factor = if slow_left > 0 { 1.08 + 0.04 * uniform() } else { 1.0 };
+            let owners = p.exec.vcores.owners().to_vec();
+            let boxes: Vec<f64> = owners
+                .iter()
+                .map(|&o| (1.0 + 0.06 * (uniform() - 0.5)) * if slow_left > 0 && o == slow { factor } else { 1.0 })
+                .collect();
+            slow_left = slow_left.saturating_sub(1);
+            let threads = p.threads(&boxes);
+            if p.end(&boxes, &threads, 50e-6).rebalanced && it >= 10 {
+                late.push(it);
+            }
+        }
+        late
+    }
+
     #[test]
     fn a_small_imbalance_is_fixed_when_it_costs_more_than_a_rebalancing() {
         let grid = Grid::new(8, 8).unwrap();
@@ -383,7 +456,14 @@ mod tests {
         assert!(!worth(&mut exec, 100e-6, 0.01), "within the balancer's tolerance");
         // 32 boxes of 0.1 µs: 3.5 % wastes 48 ns an iteration, 0.3 ms takes 6000 iterations.
         assert!(!worth(&mut exec, 0.1e-6, 0.035), "3.5 % on 3.2 µs per thread");
-        assert!(worth(&mut exec, 0.1e-6, 0.08), "above the trigger, always");
+        // Above the trigger, when the threads measured it in most of the last iterations.
+        let recent = |slow: &[usize]| {
+            (0..RECENT_ITERATIONS).map(|i| if slow.contains(&i) { vec![1.09, 0.91] } else { vec![1.0, 1.0] }).collect()
+        };
+        exec.rebalance.recent = recent(&[1, 3, 4]);
+        assert!(!worth(&mut exec, 0.1e-6, 0.08), "three slow iterations in seven");
+        exec.rebalance.recent = recent(&[1, 3, 4, 6]);
+        assert!(worth(&mut exec, 0.1e-6, 0.08), "above the trigger, in four of seven");
         // After a rebalancing that stopped short at 3.5 %, only what lies beyond is won.
         exec.rebalance.reached = 1.035;
         assert!(!worth(&mut exec, 100e-6, 0.035), "nothing to win on 3.5 %");

@@ -4,7 +4,8 @@
 # reports it separately (.ci/run). Exit status: 0 when every part met its target.
 #   - the balancing tests on real box times (scheduler/tests/balancing.rs, --ignored);
 #   - shared cores: more threads than cores, and busy processes beside (pbs ≤ 1.2× static);
-#   - the soak: 10^5 md iterations under every executor, same checksum, flat memory.
+#   - the soak: 10^5 md iterations under every executor, same checksum, flat memory;
+#   - heat.c against OpenMP's schedules, and beside an OpenMP loop (scripts/openmp_compare.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -19,6 +20,8 @@ echo "== shared cores (pbs within 1.2x static)"
 cargo run --release -q -p pbs-scheduler --example shared_cores -- "${SHARED_ROUNDS:-7}" 20 || failed+=(shared_cores)
 echo "== soak"
 cargo run --release -q -p pbs-bench --example soak -- "${SOAK_ITERATIONS:-100000}" 2 || failed+=(soak)
+echo "== heat.c against OpenMP"
+scripts/openmp_compare.sh "${OPENMP_ROUNDS:-15}" || failed+=(openmp_compare)
 if [ ${#failed[@]} -gt 0 ]; then
     echo "performance suite: missed its target in: ${failed[*]}"
     exit 1

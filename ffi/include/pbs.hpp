@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -113,6 +114,13 @@ double value_trampoline(void *ctx, std::size_t k) noexcept {
     }
 }
 
+struct executor_free {
+    void operator()(pbs_executor *e) const noexcept { pbs_executor_free(e); }
+};
+struct partitioner_free {
+    void operator()(pbs_partitioner *p) const noexcept { pbs_partitioner_free(p); }
+};
+
 template <class F>
 void worker_trampoline(void *ctx, std::size_t worker) noexcept {
     bound<F> *b = static_cast<bound<F> *>(ctx);
@@ -128,8 +136,9 @@ void worker_trampoline(void *ctx, std::size_t worker) noexcept {
 /* Which threads an executor pins (PBS_PIN_* of pbs.h). */
 enum class pinning { off = PBS_PIN_OFF, workers = PBS_PIN_WORKERS, workers_and_caller = PBS_PIN_WORKERS_AND_CALLER };
 
-/* A worker pool running a callable once per box and phase (pbs_executor_* of pbs.h). Movable,
-   not copyable; use it from one thread at a time, and not from inside its own tasks. */
+/* A worker pool running a callable once per box and phase (pbs_executor_* of pbs.h). Movable
+   (a moved-from executor throws PBS_NULL_POINTER), not copyable; use it from one thread at a
+   time, and not from inside its own tasks. */
 class executor {
   public:
     /* `scheduler`: "pbs", "ws", "eager" or "static"; threads = 0 takes PBS_NUM_THREADS or one
@@ -139,17 +148,8 @@ class executor {
         : e_(pbs_executor_new(scheduler.c_str(), nx, ny, nz, threads, static_cast<int>(pin))), boxes_(nx * ny * nz) {
         if (!e_) detail::throw_last_error();
     }
-    ~executor() { pbs_executor_free(e_); }
-    executor(executor &&other) noexcept : e_(other.e_), boxes_(other.boxes_) { other.e_ = nullptr; }
-    executor &operator=(executor &&other) noexcept {
-        std::swap(e_, other.e_);
-        std::swap(boxes_, other.boxes_);
-        return *this;
-    }
-    executor(const executor &) = delete;
-    executor &operator=(const executor &) = delete;
 
-    std::size_t threads() const noexcept { return pbs_executor_threads(e_); }
+    std::size_t threads() const noexcept { return pbs_executor_threads(e_.get()); }
     std::size_t boxes() const noexcept { return boxes_; }
 
     /* Calls f(k) exactly once for every box k (concurrently: write box k's own data only),
@@ -159,7 +159,7 @@ class executor {
         detail::bound<typename std::remove_reference<F>::type> b{f, {}};
         pbs_phase_stats stats{};
         pbs_status status = pbs_executor_run_phase(
-            e_, &detail::task_trampoline<typename std::remove_reference<F>::type>, &b, &stats);
+            e_.get(), &detail::task_trampoline<typename std::remove_reference<F>::type>, &b, &stats);
         b.thrown.rethrow_if_any();
         detail::check(status);
         return stats;
@@ -172,7 +172,7 @@ class executor {
         detail::bound<typename std::remove_reference<F>::type> b{f, {}};
         double sum = 0.0;
         pbs_status status = pbs_executor_reduce_sum(
-            e_, &detail::value_trampoline<typename std::remove_reference<F>::type>, &b, &sum, stats);
+            e_.get(), &detail::value_trampoline<typename std::remove_reference<F>::type>, &b, &sum, stats);
         b.thrown.rethrow_if_any();
         detail::check(status);
         return sum;
@@ -181,7 +181,7 @@ class executor {
     /* Ends an iteration: "pbs" may rebalance. */
     pbs_iteration_end end_iteration() {
         pbs_iteration_end end{};
-        detail::check(pbs_executor_end_iteration(e_, &end));
+        detail::check(pbs_executor_end_iteration(e_.get(), &end));
         return end;
     }
 
@@ -190,33 +190,33 @@ class executor {
     void on_each_thread(F &&f) {
         detail::bound<typename std::remove_reference<F>::type> b{f, {}};
         pbs_status status =
-            pbs_executor_on_each_thread(e_, &detail::worker_trampoline<typename std::remove_reference<F>::type>, &b);
+            pbs_executor_on_each_thread(e_.get(), &detail::worker_trampoline<typename std::remove_reference<F>::type>, &b);
         b.thrown.rethrow_if_any();
         detail::check(status);
     }
 
     /* Loads known in advance, one per box ("pbs" maps the boxes on them now). */
     void hint_loads(const std::vector<double> &loads) {
-        detail::check(pbs_executor_hint_loads(e_, loads.data(), loads.size()));
+        detail::check(pbs_executor_hint_loads(e_.get(), loads.data(), loads.size()));
     }
 
     /* The worker that runs each box next ("pbs" and "static"; pbs::error with
        PBS_UNSUPPORTED for "ws" and "eager"). */
     std::vector<std::uint32_t> owners() const {
         std::vector<std::uint32_t> owners(boxes_);
-        detail::check(pbs_executor_owners(e_, owners.data(), owners.size()));
+        detail::check(pbs_executor_owners(e_.get(), owners.data(), owners.size()));
         return owners;
     }
 
     /* The C handle, for the functions of pbs.h this class does not wrap. */
-    pbs_executor *get() const noexcept { return e_; }
+    pbs_executor *get() const noexcept { return e_.get(); }
 
   private:
-    pbs_executor *e_;
+    std::unique_ptr<pbs_executor, detail::executor_free> e_;
     std::size_t boxes_;
 };
 
-/* The balancer alone: loads in, owners out (pbs_partitioner_* of pbs.h). */
+/* The balancer alone: loads in, owners out (pbs_partitioner_* of pbs.h). Movable, not copyable. */
 class partitioner {
   public:
     partitioner(std::size_t nx, std::size_t ny, std::size_t nz, std::size_t vcores, const std::string &method = "power-cells",
@@ -224,15 +224,6 @@ class partitioner {
         : p_(pbs_partitioner_new(nx, ny, nz, vcores, method.c_str(), seed)), boxes_(nx * ny * nz) {
         if (!p_) detail::throw_last_error();
     }
-    ~partitioner() { pbs_partitioner_free(p_); }
-    partitioner(partitioner &&other) noexcept : p_(other.p_), boxes_(other.boxes_) { other.p_ = nullptr; }
-    partitioner &operator=(partitioner &&other) noexcept {
-        std::swap(p_, other.p_);
-        std::swap(boxes_, other.boxes_);
-        return *this;
-    }
-    partitioner(const partitioner &) = delete;
-    partitioner &operator=(const partitioner &) = delete;
 
     /* Balances `loads` (one per box), warm-started from the previous call, and writes the
        owner of every box into `owners` (resized to the number of boxes). */
@@ -240,12 +231,12 @@ class partitioner {
                         std::size_t max_steps = 1000) {
         owners.resize(boxes_);
         pbs_outcome outcome{};
-        detail::check(pbs_partitioner_balance(p_, loads.data(), loads.size(), tol, max_steps, owners.data(), &outcome));
+        detail::check(pbs_partitioner_balance(p_.get(), loads.data(), loads.size(), tol, max_steps, owners.data(), &outcome));
         return outcome;
     }
 
   private:
-    pbs_partitioner *p_;
+    std::unique_ptr<pbs_partitioner, detail::partitioner_free> p_;
     std::size_t boxes_;
 };
 

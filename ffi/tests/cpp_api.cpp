@@ -148,6 +148,12 @@ int main() {
         ++seen;
     });
     expect(seen == 2, "on_each_thread runs once per worker");
+    try {
+        exec.end_iteration();
+        expect(false, "a moved-from executor throws");
+    } catch (const pbs::error &e) {
+        expect(e.status() == PBS_NULL_POINTER, std::string("a moved-from executor: ") + e.what());
+    }
 
     // The balancer alone, and the tiling helpers.
     pbs::partitioner part(20, 20, 1, 4);

@@ -308,6 +308,27 @@ fn the_cpp_header_works_under_gxx_and_clangxx() {
     assert_eq!(checksums.len(), 1, "checksums differ: {checksums:?}");
 }
 
+/// tiles.c: the same field whatever the tile shape (ragged edges included), scheduler and
+/// thread count, and a changed one.
+#[test]
+fn tiles_c_gives_one_checksum_for_every_tile_shape() {
+    let program = compile(&Path::new(MANIFEST).join("examples/tiles.c"), "tiles");
+    let mut seen = BTreeSet::new();
+    for (tx, ty) in [("50", "4"), ("8", "8"), ("7", "5"), ("16", "30"), ("1", "1")] {
+        for (scheduler, threads) in [("pbs", "2"), ("static", "1"), ("ws", "3")] {
+            let text = stdout(&run(&program, &[scheduler, threads, "20", "50", "30", tx, ty]));
+            assert_eq!(field(text.trim(), "tile"), format!("{tx}x{ty}"));
+            seen.insert(field(text.trim(), "checksum").to_string());
+        }
+    }
+    assert_eq!(seen.len(), 1, "tile shapes disagree: {seen:?}");
+    let still = stdout(&run(&program, &["static", "1", "0", "50", "30", "8", "8"]));
+    assert_ne!(field(still.trim(), "checksum"), seen.first().unwrap());
+    let o = run(&program, &["pbs", "2", "1", "50", "30", "0", "8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("tile"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn heat_c_reports_a_failing_task_by_box() {
     let program = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat_nan");

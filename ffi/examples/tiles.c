@@ -7,6 +7,7 @@
  *   cc -std=c11 -O2 -Iffi/include ffi/examples/tiles.c -Ltarget/release -lpbs_ffi \
  *      -Wl,-rpath,$PWD/target/release -o tiles
  *   ./tiles [scheduler=pbs] [threads=0] [iterations=100] [W=1024] [H=1024] [tile_x=W] [tile_y=16]
+ *           [ranges=0: 1 runs the sweep as a range task, one call per run of boxes]
  *
  * Prints the time per iteration and per cell, and a checksum of the final field: the same for
  * every tile shape, scheduler and thread count.
@@ -43,6 +44,12 @@ static int sweep_box(void *ctx, size_t k) {
     return 0;
 }
 
+/* The same sweep as a range task: boxes begin..end-1. */
+static int sweep_range(void *ctx, size_t begin, size_t end) {
+    for (size_t k = begin; k < end; k++) sweep_box(ctx, k);
+    return 0;
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -55,6 +62,7 @@ int main(int argc, char **argv) {
     long iterations = argc > 3 ? strtol(argv[3], NULL, 10) : 100;
     size_t w = argc > 4 ? strtoul(argv[4], NULL, 10) : 1024, h = argc > 5 ? strtoul(argv[5], NULL, 10) : 1024;
     size_t tx = argc > 6 ? strtoul(argv[6], NULL, 10) : w, ty = argc > 7 ? strtoul(argv[7], NULL, 10) : 16;
+    int ranges = argc > 8 && atoi(argv[8]) != 0;
     size_t nx, ny;
     if (iterations < 0 || pbs_tiling_grid(w, h, tx, ty, &nx, &ny) != PBS_OK) {
         fprintf(stderr, "tiles: %s\n", iterations < 0 ? "iterations must be >= 0" : pbs_last_error());
@@ -75,7 +83,9 @@ int main(int argc, char **argv) {
     grid g = {w, h, a, b, range};
     double start = now_ms();
     for (long it = 0; it < iterations; it++) {
-        if (pbs_executor_run_phase(e, sweep_box, &g, NULL) != PBS_OK) {
+        pbs_status st = ranges ? pbs_executor_run_phase_ranges(e, sweep_range, &g, NULL)
+                               : pbs_executor_run_phase(e, sweep_box, &g, NULL);
+        if (st != PBS_OK) {
             fprintf(stderr, "tiles: %s\n", pbs_last_error());
             return 1;
         }

@@ -167,6 +167,16 @@ size_t pbs_executor_threads(const pbs_executor *e);
 pbs_status pbs_executor_run_phase(pbs_executor *e, pbs_task task, void *ctx,
                                   pbs_phase_stats *stats);
 
+/* A range task: runs boxes begin..end-1 (each once in the phase) and returns 0, or non-zero on
+   failure. The ranges are the scheduler's (contiguous runs of one worker's boxes). */
+typedef int (*pbs_range_task)(void *ctx, size_t begin, size_t end);
+
+/* pbs_executor_run_phase with a range task: one call per run of boxes instead of per box,
+   for boxes so small that a call each costs (empty cells, a few particles). A failure names
+   the lowest failing range by its first box. */
+pbs_status pbs_executor_run_phase_ranges(pbs_executor *e, pbs_range_task task, void *ctx,
+                                         pbs_phase_stats *stats);
+
 /* A phase that computes value(ctx, k) once for every box k and writes the sum of the values,
    added in box order, to *sum: the same bits under every scheduler and thread count (a
    reduction per thread would not be). `stats` may be NULL. */

@@ -93,10 +93,31 @@ int call_task(F &f, std::size_t k, std::false_type) {
 }
 
 template <class F>
+int call_range(F &f, std::size_t begin, std::size_t end, std::true_type /* returns void */) {
+    f(begin, end);
+    return 0;
+}
+template <class F>
+int call_range(F &f, std::size_t begin, std::size_t end, std::false_type) {
+    return static_cast<int>(f(begin, end));
+}
+
+template <class F>
 int task_trampoline(void *ctx, std::size_t k) noexcept {
     bound<F> *b = static_cast<bound<F> *>(ctx);
     try {
         return call_task(b->f, k, std::is_void<decltype(b->f(k))>());
+    } catch (...) {
+        b->thrown.keep();
+        return -1;
+    }
+}
+
+template <class F>
+int range_trampoline(void *ctx, std::size_t begin, std::size_t end) noexcept {
+    bound<F> *b = static_cast<bound<F> *>(ctx);
+    try {
+        return call_range(b->f, begin, end, std::is_void<decltype(b->f(begin, end))>());
     } catch (...) {
         b->thrown.keep();
         return -1;
@@ -160,6 +181,19 @@ class executor {
         pbs_phase_stats stats{};
         pbs_status status = pbs_executor_run_phase(
             e_.get(), &detail::task_trampoline<typename std::remove_reference<F>::type>, &b, &stats);
+        b.thrown.rethrow_if_any();
+        detail::check(status);
+        return stats;
+    }
+
+    /* Calls f(begin, end) for runs of boxes that cover every box once (as the scheduler groups
+       them): one call per run for boxes too small for a call each. */
+    template <class F>
+    pbs_phase_stats run_phase_ranges(F &&f) {
+        detail::bound<typename std::remove_reference<F>::type> b{f, {}};
+        pbs_phase_stats stats{};
+        pbs_status status = pbs_executor_run_phase_ranges(
+            e_.get(), &detail::range_trampoline<typename std::remove_reference<F>::type>, &b, &stats);
         b.thrown.rethrow_if_any();
         detail::check(status);
         return stats;

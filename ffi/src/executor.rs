@@ -105,6 +105,14 @@ impl<R> Callback<unsafe extern "C" fn(*mut c_void, usize) -> R> {
     }
 }
 
+impl Callback<unsafe extern "C" fn(*mut c_void, usize, usize) -> c_int> {
+    /// Calls the C range task on the boxes `ks`.
+    fn call_range(&self, ks: std::ops::Range<usize>) -> c_int {
+        // SAFETY: a C function of pbs.h's contract with the context it was given with.
+        unsafe { (self.f)(self.ctx, ks.start, ks.end) }
+    }
+}
+
 /// The failures of one phase's tasks: how many, and the lowest failing box with its code
 /// (packed `box << 32 | code`, so that `fetch_min` keeps the lowest box whatever the order
 /// the workers fail in: the message does not depend on the scheduler).
@@ -124,22 +132,25 @@ impl Failures {
         self.lowest.fetch_min((k as u64) << 32 | code as u32 as u64, Ordering::Relaxed);
     }
 
-    /// The phase's failure, if a task failed.
-    fn into_failure(self, grid: &Grid) -> Option<Failure> {
+    /// The phase's failure, if a task failed: tasks of one box each, or of `ranges` of boxes
+    /// (recorded by their first box).
+    fn into_failure(self, grid: &Grid, ranges: bool) -> Option<Failure> {
         let n = self.count.into_inner();
         let packed = self.lowest.into_inner();
         (n > 0).then(|| {
             let (k, code) = ((packed >> 32) as usize, packed as u32 as c_int);
             let [x, y, z] = grid.coords(k);
+            let (unit, units) = if ranges { ("range", "ranges") } else { ("box", "boxes") };
             let others = match n - 1 {
                 0 => String::new(),
-                1 => " (1 other box failed too)".to_string(),
-                m => format!(" ({m} other boxes failed too)"),
+                1 => format!(" (1 other {unit} failed too)"),
+                m => format!(" ({m} other {units} failed too)"),
             };
+            let at = if ranges { "on the range starting at box" } else { "at box" };
             Failure(
                 Status::TaskFailed,
                 format!(
-                    "the task failed at box {k} (x={x}, y={y}, z={z}) with code {code}{others}; every other box ran"
+                    "the task failed {at} {k} (x={x}, y={y}, z={z}) with code {code}{others}; every other {unit} ran"
                 ),
             )
         })
@@ -252,7 +263,41 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
         if let Some(out) = unsafe { stats.as_mut() } {
             *out = PhaseStats::of(&s);
         }
-        failures.into_failure(&e.grid).map_or(Ok(()), Err)
+        failures.into_failure(&e.grid, false).map_or(Ok(()), Err)
+    })
+}
+
+/// [`pbs_executor_run_phase`] with a task over ranges of boxes: `task(ctx, begin, end)` runs
+/// the boxes `begin..end` (each once in the phase, ranges as the scheduler groups them), so
+/// that tiny boxes cost one call per range, not per box.
+///
+/// # Safety
+/// As [`pbs_executor_run_phase`].
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_run_phase_ranges(
+    e: *mut ExecutorHandle,
+    task: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> c_int>,
+    ctx: *mut c_void,
+    stats: *mut PhaseStats,
+) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+        let task = Callback { f: task.ok_or_else(|| null("task"))?, ctx };
+        let mut entered = e.enter("pbs_executor_run_phase_ranges")?;
+        let failures = Failures::new();
+        let s = entered.exec().run_phase_ranges(&|ks| {
+            let first = ks.start;
+            match task.call_range(ks) {
+                0 => {}
+                code => failures.record(first, code),
+            }
+        });
+        // SAFETY: NULL or writable (caller's contract).
+        if let Some(out) = unsafe { stats.as_mut() } {
+            *out = PhaseStats::of(&s);
+        }
+        failures.into_failure(&e.grid, true).map_or(Ok(()), Err)
     })
 }
 
@@ -523,6 +568,59 @@ mod tests {
                 // SAFETY: a handle from its _new (or NULL), not used afterwards.
                 unsafe { pbs_executor_free(e) };
             }
+        }
+    }
+
+    /// A range task: counts each box of its range, and fails (code 5) on a range holding box 40
+    /// in odd phases.
+    unsafe extern "C" fn count_range(ctx: *mut c_void, begin: usize, end: usize) -> c_int {
+        let mut failed = 0;
+        for k in begin..end {
+            // SAFETY: as `count_and_fail`.
+            if unsafe { count_and_fail(ctx, k) } != 0 && k == 40 {
+                failed = 5;
+            }
+        }
+        failed
+    }
+
+    #[test]
+    fn range_tasks_run_every_box_once_and_name_a_failing_range() {
+        for name in [c"pbs", c"ws", c"eager", c"static"] {
+            // SAFETY: the strings are NULL or NUL-terminated literals.
+            let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
+            let c = Counts {
+                runs: (0..100).map(|_| AtomicU32::new(0)).collect(),
+                threads: 3,
+                bad_worker: AtomicU32::new(0),
+            };
+            let ctx = &c as *const Counts as *mut c_void;
+            for phase in 1..=4u32 {
+                // SAFETY: a live handle from its _new; pointers valid for the call.
+                let s = unsafe { pbs_executor_run_phase_ranges(e, Some(count_range), ctx, std::ptr::null_mut()) };
+                assert!(
+                    c.runs.iter().all(|r| r.load(Ordering::Relaxed) == phase),
+                    "{name:?}: a box skipped or run twice"
+                );
+                if phase % 2 == 1 {
+                    assert_eq!(s, Status::TaskFailed, "{name:?}");
+                    let m = last_error().unwrap();
+                    assert!(
+                        m.starts_with("the task failed on the range starting at box ") && m.contains("with code 5"),
+                        "{m}"
+                    );
+                    assert!(m.ends_with("every other range ran"), "{m}");
+                } else {
+                    assert_eq!(s, Status::Ok, "{name:?}");
+                }
+                // SAFETY: a live handle from its _new.
+                assert_eq!(unsafe { pbs_executor_end_iteration(e, std::ptr::null_mut()) }, Status::Ok);
+            }
+            // SAFETY: a NULL task is refused by name.
+            let s = unsafe { pbs_executor_run_phase_ranges(e, None, ctx, std::ptr::null_mut()) };
+            assert_eq!((s, last_error().unwrap()), (Status::NullPointer, "task is NULL".to_string()));
+            // SAFETY: a handle from its _new, not used afterwards.
+            unsafe { pbs_executor_free(e) };
         }
     }
 

@@ -41,7 +41,7 @@ pub mod tiling;
 pub use executor::{
     pbs_current_worker, pbs_executor_end_iteration, pbs_executor_free, pbs_executor_hint_loads, pbs_executor_new,
     pbs_executor_on_each_thread, pbs_executor_owners, pbs_executor_reduce_sum, pbs_executor_run_phase,
-    pbs_executor_threads, IterationEnd, PhaseStats,
+    pbs_executor_run_phase_ranges, pbs_executor_threads, IterationEnd, PhaseStats,
 };
 pub use partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};
 pub use status::{pbs_last_error, pbs_last_error_status, Status};

@@ -18,6 +18,7 @@ int main(void) {
         (void (*)(void))pbs_executor_new,
         (void (*)(void))pbs_executor_threads,
         (void (*)(void))pbs_executor_run_phase,
+        (void (*)(void))pbs_executor_run_phase_ranges,
         (void (*)(void))pbs_executor_end_iteration,
         (void (*)(void))pbs_executor_on_each_thread,
         (void (*)(void))pbs_executor_owners,

@@ -308,15 +308,17 @@ fn the_cpp_header_works_under_gxx_and_clangxx() {
     assert_eq!(checksums.len(), 1, "checksums differ: {checksums:?}");
 }
 
-/// tiles.c: the same field whatever the tile shape (ragged edges included), scheduler and
-/// thread count, and a changed one.
+/// tiles.c: the same field whatever the tile shape (ragged edges included), scheduler, thread
+/// count and kind of task (per box or per range), and a changed one.
 #[test]
 fn tiles_c_gives_one_checksum_for_every_tile_shape() {
     let program = compile(&Path::new(MANIFEST).join("examples/tiles.c"), "tiles");
     let mut seen = BTreeSet::new();
     for (tx, ty) in [("50", "4"), ("8", "8"), ("7", "5"), ("16", "30"), ("1", "1")] {
-        for (scheduler, threads) in [("pbs", "2"), ("static", "1"), ("ws", "3")] {
-            let text = stdout(&run(&program, &[scheduler, threads, "20", "50", "30", tx, ty]));
+        for (scheduler, threads, ranges) in
+            [("pbs", "2", "0"), ("static", "1", "0"), ("ws", "3", "0"), ("pbs", "2", "1")]
+        {
+            let text = stdout(&run(&program, &[scheduler, threads, "20", "50", "30", tx, ty, ranges]));
             assert_eq!(field(text.trim(), "tile"), format!("{tx}x{ty}"));
             seen.insert(field(text.trim(), "checksum").to_string());
         }

@@ -100,6 +100,13 @@ int main() {
     int count = 0;
     for (int r : ran) count += r;
     expect(count == 64, "every other box ran");
+    std::vector<int> twice(64, 0);
+    exec.run_phase_ranges([&twice](std::size_t begin, std::size_t end) {
+        for (std::size_t k = begin; k < end; ++k) twice[k] += 2;
+    });
+    bool all_twice = true;
+    for (int t : twice) all_twice = all_twice && t == 2;
+    expect(all_twice, "run_phase_ranges covers every box once");
     expect(exec.run_phase([](std::size_t) {}).efficiency >= 0.0, "the executor is usable after a throwing task");
 
     // A task returning non-zero fails the phase as in C.

@@ -213,7 +213,7 @@ void pbs_executor_free(pbs_executor *e);
    A domain of cells_x * cells_y cells cut into tiles of tile_x * tile_y cells, one tile per
    box; the last tile of a row or column is smaller when the tile size does not divide the
    domain. On row-major data, wide tiles (tile_x = cells_x: whole rows) read memory in long
-   runs; square tiles keep the halo small. Errors name a zero size or a box out of range. */
+   runs (15-50 % faster than 16x16 tiles in docs/tiles.md); square tiles keep the halo small. Errors name a zero size or a box out of range. */
 
 /* The grid of boxes to create the executor or partitioner with: *nx by *ny. */
 pbs_status pbs_tiling_grid(size_t cells_x, size_t cells_y, size_t tile_x, size_t tile_y,

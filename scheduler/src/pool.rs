@@ -101,19 +101,23 @@ impl WaitPolicy {
     /// The environment variable naming a policy.
     pub const ENV: &'static str = "PBS_WAIT_POLICY";
 
-    /// `passive`, `active`, or unset for [`WaitPolicy::DEFAULT`]; an error names another value.
+    /// `PBS_WAIT_POLICY`: `passive`, `active`, or unset for [`WaitPolicy::DEFAULT`]; an error
+    /// names another value.
     pub fn from_env() -> Result<WaitPolicy, Error> {
-        match std::env::var(Self::ENV) {
-            Err(_) => Ok(Self::DEFAULT),
-            Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "passive" => Ok(WaitPolicy::Passive),
-                "active" => Ok(WaitPolicy::Active),
-                _ => Err(Error::Environment {
-                    name: Self::ENV,
-                    value: v,
-                    reason: "expected passive or active (unset: spin 200 µs, then sleep)",
-                }),
-            },
+        Self::parse(std::env::var(Self::ENV).ok().as_deref())
+    }
+
+    /// [`WaitPolicy::from_env`] on a given value (`None`: unset).
+    pub fn parse(value: Option<&str>) -> Result<WaitPolicy, Error> {
+        match value.map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(Self::DEFAULT),
+            Some(v) if v == "passive" => Ok(WaitPolicy::Passive),
+            Some(v) if v == "active" => Ok(WaitPolicy::Active),
+            Some(_) => Err(Error::Environment {
+                name: Self::ENV,
+                value: value.unwrap_or_default().to_string(),
+                reason: "expected passive or active (unset: spin 200 µs, then sleep)",
+            }),
         }
     }
 
@@ -222,7 +226,7 @@ impl Pool {
             panic!("{BUSY}");
         }
         let _release = InUse(&s.in_use);
-        // Dropped last, after the phase: the caller's own mask comes back.
+        // Dropped when this returns or unwinds, after the phase: the caller's own mask comes back.
         let _caller_mask = self.caller.as_ref().and_then(CallerPin::enter);
         if self.threads > 1 {
             // SAFETY: only the lifetime is erased, for the duration of this call: we do not
@@ -474,6 +478,25 @@ mod tests {
             });
             assert_eq!(count.load(Ordering::Relaxed), 3);
         }
+    }
+
+    #[test]
+    fn every_wait_policy_runs_every_phase_and_a_bad_one_is_named() {
+        for policy in [WaitPolicy::Passive, WaitPolicy::DEFAULT, WaitPolicy::Active] {
+            let p = pool(3);
+            p.set_wait_policy(policy);
+            for _ in 0..50 {
+                let count = AtomicUsize::new(0);
+                p.run(&|_| {
+                    count.fetch_add(1, Ordering::Relaxed);
+                });
+                assert_eq!(count.load(Ordering::Relaxed), 3, "{policy:?}");
+            }
+        }
+        assert_eq!(WaitPolicy::parse(Some(" Passive ")).unwrap(), WaitPolicy::Passive);
+        assert_eq!(WaitPolicy::parse(None).unwrap(), WaitPolicy::DEFAULT);
+        let e = WaitPolicy::parse(Some("sometimes")).unwrap_err().to_string();
+        assert_eq!(e, "PBS_WAIT_POLICY=\"sometimes\": expected passive or active (unset: spin 200 µs, then sleep)");
     }
 
     #[test]

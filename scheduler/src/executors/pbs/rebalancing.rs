@@ -228,7 +228,8 @@ impl Pbs {
     /// share of empty tasks still waits for the trigger. Unless `checked` (the first
     /// measurement, a failed check: they have their own evidence), the threads must have
     /// measured it too, for long enough: over the trigger, one thread's median over the last
-    /// [`RECENT_ITERATIONS`]; under it, [`PERSISTENT_ITERATIONS`] in a row over the tolerance.
+    /// [`RECENT_ITERATIONS`]; under it, [`PERSISTENT_ITERATIONS`] in a row over the tolerance,
+    /// and one thread's median over it.
     fn worth_rebalancing(&self, problem: &Problem, checked: bool) -> bool {
         let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
         if max_avg <= (1.0 + self.options.tol) * bound {
@@ -237,7 +238,12 @@ impl Pbs {
         if max_avg > (1.0 + self.options.trigger) * bound {
             return checked || self.persistent_imbalance() > 1.0 + self.options.trigger;
         }
-        if !checked && self.rebalance.over_tolerance < PERSISTENT_ITERATIONS {
+        // With many threads the slowest of the moment is always a few percent over: the run
+        // must also be one thread's, as the median says.
+        if !checked
+            && (self.rebalance.over_tolerance < PERSISTENT_ITERATIONS
+                || self.persistent_imbalance() <= 1.0 + self.options.tol)
+        {
             return false;
         }
         // What a rebalancing can win: down to the tolerance, or to where the last one ended
@@ -384,10 +390,8 @@ mod tests {
         assert!(p.end(&heavy, &threads, 1e-3).rebalanced);
     }
 
-    /// A uniform load measured with noise as on the shared VM: every box ±3 % each iteration,
-    /// and about one iteration in twenty starting one to three slow ones (8–12 %) of a random
-    /// thread, in its box times too. The criterion asks every iteration; nothing moves after
-    /// the first few iterations.
+    /// A uniform load measured with the shared VM's noise (see `late_rebalancings_on_noise`):
+    /// nothing moves after the first few iterations, in all but rare runs.
     #[test]
     fn timing_noise_on_a_uniform_load_moves_nothing() {
         // 20 runs of 300 iterations, the noise drawn from each run's seed.
@@ -446,25 +450,42 @@ mod tests {
             exec.vcores.recharge(&problem);
             exec.worth_rebalancing(&problem, false)
         };
+        // The threads' loads over the mean in the last iterations: thread 0 at `heavy` in the
+        // iterations `slow`, even otherwise.
+        let recent = |heavy: f64, slow: &[usize]| {
+            (0..RECENT_ITERATIONS)
+                .map(|i| if slow.contains(&i) { vec![heavy, 2.0 - heavy] } else { vec![1.0, 1.0] })
+                .collect()
+        };
+        let always: Vec<usize> = (0..RECENT_ITERATIONS).collect();
         // An imbalance under the trigger that has not lasted is left alone...
+        exec.rebalance.recent = recent(1.035, &always);
         exec.rebalance.over_tolerance = PERSISTENT_ITERATIONS - 1;
         assert!(!worth(&mut exec, 100e-6, 0.035), "3.5 % for 15 iterations");
-        // ...and fixed once it has, when it pays.
+        // ...nor one that has, but on a different thread each time (the median is even)...
         exec.rebalance.over_tolerance = PERSISTENT_ITERATIONS;
+        exec.rebalance.recent = (0..RECENT_ITERATIONS)
+            .map(|i| match i % 2 {
+                _ if i == RECENT_ITERATIONS - 1 => vec![1.0, 1.0],
+                0 => vec![1.035, 0.965],
+                _ => vec![0.965, 1.035],
+            })
+            .collect();
+        assert!(!worth(&mut exec, 100e-6, 0.035), "3.5 % on one thread, then the other");
+        // ...and fixed once one thread has carried it, when it pays.
+        exec.rebalance.recent = recent(1.035, &always);
         // 32 boxes of 100 µs per thread (the stencil's scale): 3.5 % wastes 48 µs an iteration.
         assert!(worth(&mut exec, 100e-6, 0.035), "3.5 % on 3.2 ms per thread");
         assert!(!worth(&mut exec, 100e-6, 0.01), "within the balancer's tolerance");
         // 32 boxes of 0.1 µs: 3.5 % wastes 48 ns an iteration, 0.3 ms takes 6000 iterations.
         assert!(!worth(&mut exec, 0.1e-6, 0.035), "3.5 % on 3.2 µs per thread");
         // Above the trigger, when the threads measured it in most of the last iterations.
-        let recent = |slow: &[usize]| {
-            (0..RECENT_ITERATIONS).map(|i| if slow.contains(&i) { vec![1.09, 0.91] } else { vec![1.0, 1.0] }).collect()
-        };
-        exec.rebalance.recent = recent(&[1, 3, 4]);
+        exec.rebalance.recent = recent(1.09, &[1, 3, 4]);
         assert!(!worth(&mut exec, 0.1e-6, 0.08), "three slow iterations in seven");
-        exec.rebalance.recent = recent(&[1, 3, 4, 6]);
+        exec.rebalance.recent = recent(1.09, &[1, 3, 4, 6]);
         assert!(worth(&mut exec, 0.1e-6, 0.08), "above the trigger, in four of seven");
         // After a rebalancing that stopped short at 3.5 %, only what lies beyond is won.
+        exec.rebalance.recent = recent(1.045, &always);
         exec.rebalance.reached = 1.035;
         assert!(!worth(&mut exec, 100e-6, 0.035), "nothing to win on 3.5 %");
         assert!(worth(&mut exec, 100e-6, 0.045), "one point over 3.2 ms per thread, 3.2 ms in 100 iterations");

@@ -168,7 +168,8 @@ pbs_status pbs_executor_run_phase(pbs_executor *e, pbs_task task, void *ctx,
                                   pbs_phase_stats *stats);
 
 /* A range task: runs boxes begin..end-1 (each once in the phase) and returns 0, or non-zero on
-   failure. The ranges are the scheduler's (contiguous runs of one worker's boxes). */
+   failure, under the rules of pbs_task. The ranges are the scheduler's (contiguous runs of
+   one worker's boxes), so they differ from one scheduler to another. */
 typedef int (*pbs_range_task)(void *ctx, size_t begin, size_t end);
 
 /* pbs_executor_run_phase with a range task: one call per run of boxes instead of per box,
@@ -213,7 +214,8 @@ void pbs_executor_free(pbs_executor *e);
    A domain of cells_x * cells_y cells cut into tiles of tile_x * tile_y cells, one tile per
    box; the last tile of a row or column is smaller when the tile size does not divide the
    domain. On row-major data, wide tiles (tile_x = cells_x: whole rows) read memory in long
-   runs (15-50 % faster than 16x16 tiles in docs/tiles.md); square tiles keep the halo small. Errors name a zero size or a box out of range. */
+   runs (15-50 % faster than 16x16 tiles in docs/tiles.md); square tiles keep the halo small.
+   Errors name a zero size or a box out of range. */
 
 /* The grid of boxes to create the executor or partitioner with: *nx by *ny. */
 pbs_status pbs_tiling_grid(size_t cells_x, size_t cells_y, size_t tile_x, size_t tile_y,

@@ -250,21 +250,41 @@ pub unsafe extern "C" fn pbs_executor_run_phase(
     stats: *mut PhaseStats,
 ) -> Status {
     status(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
         let task = Callback { f: task.ok_or_else(|| null("task"))?, ctx };
-        let mut entered = e.enter("pbs_executor_run_phase")?;
-        let failures = Failures::new();
-        let s = entered.exec().run_phase(&|k| match task.call(k) {
-            0 => {}
-            code => failures.record(k, code),
-        });
-        // SAFETY: NULL or writable (caller's contract).
-        if let Some(out) = unsafe { stats.as_mut() } {
-            *out = PhaseStats::of(&s);
+        // SAFETY: the caller's contract.
+        unsafe {
+            phase_with_failures(e, "pbs_executor_run_phase", stats, false, |exec, failures| {
+                exec.run_phase(&|k| match task.call(k) {
+                    0 => {}
+                    code => failures.record(k, code),
+                })
+            })
         }
-        failures.into_failure(&e.grid, false).map_or(Ok(()), Err)
     })
+}
+
+/// The body of the run-phase entry points: runs `run`, a phase whose tasks record their
+/// failures, on `e`; fills `stats`; the failures (of boxes, or of `ranges`) become the result.
+///
+/// # Safety
+/// As [`pbs_executor_run_phase`].
+unsafe fn phase_with_failures(
+    e: *mut ExecutorHandle,
+    call: &str,
+    stats: *mut PhaseStats,
+    ranges: bool,
+    run: impl FnOnce(&mut (dyn Executor + Send), &Failures) -> pbs_scheduler::PhaseStats,
+) -> Result<(), Failure> {
+    // SAFETY: the caller's contract.
+    let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+    let mut entered = e.enter(call)?;
+    let failures = Failures::new();
+    let s = run(entered.exec(), &failures);
+    // SAFETY: NULL or writable (caller's contract).
+    if let Some(out) = unsafe { stats.as_mut() } {
+        *out = PhaseStats::of(&s);
+    }
+    failures.into_failure(&e.grid, ranges).map_or(Ok(()), Err)
 }
 
 /// [`pbs_executor_run_phase`] with a task over ranges of boxes: `task(ctx, begin, end)` runs
@@ -281,23 +301,19 @@ pub unsafe extern "C" fn pbs_executor_run_phase_ranges(
     stats: *mut PhaseStats,
 ) -> Status {
     status(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
         let task = Callback { f: task.ok_or_else(|| null("task"))?, ctx };
-        let mut entered = e.enter("pbs_executor_run_phase_ranges")?;
-        let failures = Failures::new();
-        let s = entered.exec().run_phase_ranges(&|ks| {
-            let first = ks.start;
-            match task.call_range(ks) {
-                0 => {}
-                code => failures.record(first, code),
-            }
-        });
-        // SAFETY: NULL or writable (caller's contract).
-        if let Some(out) = unsafe { stats.as_mut() } {
-            *out = PhaseStats::of(&s);
+        // SAFETY: the caller's contract.
+        unsafe {
+            phase_with_failures(e, "pbs_executor_run_phase_ranges", stats, true, |exec, failures| {
+                exec.run_phase_ranges(&|ks| {
+                    let first = ks.start;
+                    match task.call_range(ks) {
+                        0 => {}
+                        code => failures.record(first, code),
+                    }
+                })
+            })
         }
-        failures.into_failure(&e.grid, true).map_or(Ok(()), Err)
     })
 }
 
@@ -477,6 +493,12 @@ mod tests {
         bad_worker: AtomicU32,
     }
 
+    impl Counts {
+        fn new(boxes: usize, threads: usize) -> Counts {
+            Counts { runs: (0..boxes).map(|_| AtomicU32::new(0)).collect(), threads, bad_worker: AtomicU32::new(0) }
+        }
+    }
+
     unsafe extern "C" fn count(ctx: *mut c_void, k: usize) -> c_int {
         // SAFETY: ctx is a &Counts in these tests.
         let c = unsafe { &*(ctx as *const Counts) };
@@ -506,11 +528,7 @@ mod tests {
         for name in [c"pbs", c"ws", c"eager", c"static"] {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
-            let c = Counts {
-                runs: (0..100).map(|_| AtomicU32::new(0)).collect(),
-                threads: 3,
-                bad_worker: AtomicU32::new(0),
-            };
+            let c = Counts::new(100, 3);
             let ctx = &c as *const Counts as *mut c_void;
             for phase in 1..=4u32 {
                 let mut stats = PhaseStats::default();
@@ -544,11 +562,7 @@ mod tests {
                 assert!(!e.is_null(), "{:?}", last_error());
                 // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
                 assert_eq!(unsafe { pbs_executor_threads(e) }, threads);
-                let c = Counts {
-                    runs: (0..126).map(|_| AtomicU32::new(0)).collect(),
-                    threads,
-                    bad_worker: AtomicU32::new(0),
-                };
+                let c = Counts::new(126, threads);
                 for phase in 1..=3 {
                     let mut stats = PhaseStats::default();
                     // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
@@ -589,11 +603,7 @@ mod tests {
         for name in [c"pbs", c"ws", c"eager", c"static"] {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
-            let c = Counts {
-                runs: (0..100).map(|_| AtomicU32::new(0)).collect(),
-                threads: 3,
-                bad_worker: AtomicU32::new(0),
-            };
+            let c = Counts::new(100, 3);
             let ctx = &c as *const Counts as *mut c_void;
             for phase in 1..=4u32 {
                 // SAFETY: a live handle from its _new; pointers valid for the call.

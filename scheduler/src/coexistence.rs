@@ -5,7 +5,7 @@
 //! other runtime's workers need. pbs's workers spin 200 µs, yielding, then sleep
 //! ([`crate::pool::WaitPolicy`]). OpenMP's by default spin far longer: libgomp about 300 000
 //! pause loops (milliseconds), LLVM's and Intel's `KMP_BLOCKTIME` 200 ms. On 2 cores that made
-//! pbs's phases 2.5–9× slower beside one OpenMP loop per iteration, and `OMP_WAIT_POLICY=passive`
+//! pbs's phases 2–10× slower beside one OpenMP loop per iteration, and `OMP_WAIT_POLICY=passive`
 //! removes it (`docs/coexistence.md` has the measurements). [`openmp_spin_warning`] says so when
 //! it applies; the C interface prints it once.
 
@@ -19,7 +19,7 @@ pub fn openmp_spin_warning() -> Option<String> {
     Some(
         "pbs: an OpenMP runtime shares this process with its default wait policy: its idle threads \
 spin after every parallel region (libgomp: milliseconds; LLVM/Intel: 200 ms) on the cores pbs's workers \
-need, which made pbs's phases 2.5-9x slower on 2 cores. Set OMP_WAIT_POLICY=passive (setting \
+need, which made pbs's phases 2-10x slower on 2 cores. Set OMP_WAIT_POLICY=passive (setting \
 OMP_WAIT_POLICY, GOMP_SPINCOUNT or KMP_BLOCKTIME to any value silences this note); see docs/coexistence.md."
             .to_string(),
     )

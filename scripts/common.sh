@@ -36,8 +36,9 @@ need_components() {
 }
 
 # Debian packages the build needs: hwloc (topology, a default feature of pbs-scheduler) and
-# what its -sys crate needs to find it.
-BUILD_PACKAGES=(libhwloc-dev libudev-dev pkg-config)
+# what its -sys crate needs to find it; METIS for the peer partitioners of pbs-peers (which
+# builds without it, its METIS methods then saying so).
+BUILD_PACKAGES=(libhwloc-dev libudev-dev pkg-config libmetis-dev)
 # What the simulator's window needs at run time (winit and glow load these with dlopen), and a
 # virtual display with software OpenGL for the window test.
 WINDOW_PACKAGES=(libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libxkbcommon-x11-0 libgl1 libegl1 libgl1-mesa-dri)

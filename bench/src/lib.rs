@@ -31,6 +31,7 @@
 //! | `transitions` | [`transitions`] | rough / smooth Perlin transitions, warm-started (the paper's Tables 1–3) |
 //! | `paper` | [`paper`] | the paper's Tables 1–3 and Fig. 5, our method and the paper's side by side, markdown + PNG |
 //! | `shapes` | [`shapes`] | load maps of shapes the paper never named, for generality checks |
+//! | `peers` | [`peers`] | pbs beside RCB, Hilbert, coupe and METIS on the same maps |
 //! | `run` | [`run`] | one grid app under chosen executors, taking turns |
 //! | `report`, `scaling` | [`matrix`], [`scaling`] | every app × scenario × executor at one thread count, or several |
 //!
@@ -43,6 +44,7 @@ pub mod converge;
 pub mod matrix;
 pub mod model;
 pub mod paper;
+pub mod peers;
 pub mod run;
 pub mod scaling;
 pub mod shapes;

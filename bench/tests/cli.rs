@@ -405,3 +405,47 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     assert!(stderr_of(&["model", "--trace", "/nonexistent.trace"]).contains("cannot read trace"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn peers_prints_every_method_on_the_same_maps_including_metis() {
+    let dir = temp_dir("peers");
+    let map = dir.join("blob.csv");
+    let grid = pbs::Grid::new(40, 30).unwrap();
+    let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 11) as f64).collect();
+    std::fs::write(&map, pbs::loadmap::to_csv(&grid, &loads)).unwrap();
+    let args = ["peers", "--maps", dir.to_str().unwrap(), "--parts", "8,12", "--sequence", "2", "--repeats", "1"];
+    let v = json(&[&args[..], &["--json"]].concat());
+    let rows = v["partitions"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * pbs_peers::NAMES.len());
+    for r in rows {
+        let skipped = r["skipped"].as_str();
+        // METIS is installed by scripts/test.sh: a build without it must not pass unnoticed.
+        if r["method"] == "coupe-rcb" && r["parts"] == 12 {
+            assert!(skipped.unwrap().contains("power of two"));
+            continue;
+        }
+        assert!(skipped.is_none(), "{r}");
+        for key in [
+            "max_avg",
+            "lower_bound",
+            "edge_cut",
+            "disconnected_parts",
+            "empty_parts",
+            "to_bound",
+            "cut_to_best",
+            "time_ms",
+        ] {
+            assert!(r[key].is_number(), "{key} in {r}");
+        }
+    }
+    let seq = v["sequences"].as_array().unwrap();
+    assert_eq!(seq.len(), 2 * 2 * pbs_peers::NAMES.len()); // drift and redraw at two part counts
+    assert!(seq.iter().filter(|r| r["method"] == "pbs").all(|r| r["warm"] == true));
+    let text = String::from_utf8(bench(&args).stdout).unwrap();
+    assert!(text.contains("≤1.01×bound") && text.contains("moved/step"), "{text}");
+    let e = stderr_of(&["peers", "--methods", "zoltan"]);
+    assert!(e.contains("unknown partitioner") && e.contains("metis-kway"), "{e}");
+    let e = stderr_of(&["peers", "--parts", "0"]);
+    assert!(e.contains("at least 1"), "{e}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

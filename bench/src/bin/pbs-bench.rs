@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use pbs::StopRule;
-use pbs_bench::{converge, matrix, paper, run, scaling, shapes, transitions};
+use pbs_bench::{converge, matrix, paper, peers, run, scaling, shapes, transitions};
 use pbs_plot::progress;
 
 #[derive(Parser)]
@@ -247,6 +247,37 @@ enum Command {
         /// A few trials of everything, for CI and a first look
         #[arg(long)]
         quick: bool,
+    },
+    /// pbs against the partitioners users would pick instead (RCB, Hilbert, coupe, METIS) on
+    /// the same maps: balance, edge cut, connectivity, migrations on sequences, time.
+    Peers {
+        /// Only Perlin maps (default: the shapes of `maps` and Perlin maps)
+        #[arg(long, conflicts_with = "maps")]
+        perlin: bool,
+        /// Every .csv load map of this folder instead
+        #[arg(long)]
+        maps: Option<PathBuf>,
+        /// Part counts, comma-separated (a map runs where it has ≥ 20 boxes per part)
+        #[arg(long, value_delimiter = ',', default_value = "10,16,72,256")]
+        parts: Vec<usize>,
+        /// Boxes per part of the Perlin maps, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "500,100,20")]
+        boxes_per_part: Vec<usize>,
+        /// Perlin seeds per size
+        #[arg(long, default_value_t = 2)]
+        seeds: usize,
+        /// Steps of the drifting and re-drawn sequences (0: none)
+        #[arg(long, default_value_t = 20)]
+        sequence: usize,
+        /// Methods, comma-separated, or all
+        #[arg(long, default_value = "all")]
+        methods: String,
+        /// Timed runs per map and method, round-robin; times are medians
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Print one JSON object {"partitions": [...], "sequences": [...]} instead of tables
+        #[arg(long)]
+        json: bool,
     },
     /// Write the load maps of shapes the paper never named as CSV files.
     Maps {
@@ -495,6 +526,54 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let path = paper::write_report(&out, &settings).map_err(|e| e.to_string())?;
             println!("report written to {}", path.display());
+        }
+        Command::Peers { perlin, maps, parts, boxes_per_part, seeds, sequence, methods, repeats, json } => {
+            if parts.contains(&0) || boxes_per_part.contains(&0) {
+                return Err("--parts and --boxes-per-part must be at least 1".into());
+            }
+            if repeats == 0 {
+                return Err("--repeats must be at least 1".into());
+            }
+            let methods: Vec<String> = if methods == "all" {
+                pbs_peers::NAMES.iter().map(|s| s.to_string()).collect()
+            } else {
+                methods.split(',').map(|s| s.trim().to_string()).collect()
+            };
+            for m in &methods {
+                pbs_peers::by_name(m).map_err(|e| e.to_string())?;
+            }
+            let settings = peers::PeersSettings {
+                maps: match (perlin, maps) {
+                    (_, Some(dir)) => peers::Maps::Dir(dir),
+                    (true, None) => peers::Maps::Perlin,
+                    (false, None) => peers::Maps::Standard,
+                },
+                parts,
+                boxes_per_part,
+                seeds,
+                sequence,
+                methods,
+                repeats,
+            };
+            // A peer library that panics (coupe 0.1's multi-jagged does on some maps) is reported
+            // in its row as skipped; one line here, not a backtrace.
+            std::panic::set_hook(Box::new(|info| eprintln!("pbs-bench: a peer method panicked: {info}")));
+            let bar = progress::bar(0, "peers");
+            let rows = peers::partitions(&settings, |m| bar.set_message(m.to_string()))?;
+            let seq = peers::sequences(&settings, |m| bar.set_message(m.to_string()))?;
+            bar.finish_and_clear();
+            if json {
+                let v = serde_json::json!({ "partitions": rows, "sequences": seq });
+                println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", peers::partition_table(&rows).text());
+                println!();
+                print!("{}", peers::summary_table(&rows).text());
+                if !seq.is_empty() {
+                    println!();
+                    print!("{}", peers::sequence_table(&seq).text());
+                }
+            }
         }
         Command::Maps { out } => {
             std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;

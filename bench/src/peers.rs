@@ -1,0 +1,480 @@
+//! `pbs-bench peers`: pbs against the partitioners a user would pick instead (`pbs-peers`), on
+//! the same load maps in one process. Per map and part count every method runs in turn,
+//! `repeats` times round-robin (times are medians); per sequence step every method takes its
+//! turn on the same map. See docs/peers.md for what the figures found.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use pbs::loadmap::PerlinMap;
+use pbs::{metrics, Grid};
+use pbs_peers::{quality, Partitioner};
+
+use crate::shapes;
+use crate::table::Table;
+
+/// Where the load maps come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Maps {
+    /// The shapes of `pbs-bench maps` and Perlin maps sized per part count.
+    Standard,
+    /// Only the Perlin maps.
+    Perlin,
+    /// Every `*.csv` load map of a folder.
+    Dir(PathBuf),
+}
+
+/// What `peers` runs.
+#[derive(Debug, Clone)]
+pub struct PeersSettings {
+    /// The maps.
+    pub maps: Maps,
+    /// Part counts; a map is run at a count only where it has ≥ `min_boxes_per_part` boxes per part.
+    pub parts: Vec<usize>,
+    /// Boxes per part of the Perlin maps (each part count gets a square grid of about this many).
+    pub boxes_per_part: Vec<usize>,
+    /// Perlin seeds per size.
+    pub seeds: usize,
+    /// Steps of the drifting and re-drawn sequences (0: none).
+    pub sequence: usize,
+    /// Methods by `pbs_peers` name.
+    pub methods: Vec<String>,
+    /// Timed runs per map and method, round-robin.
+    pub repeats: usize,
+}
+
+/// Fewest boxes per part a map is run at.
+pub const MIN_BOXES_PER_PART: usize = 20;
+
+impl Default for PeersSettings {
+    fn default() -> Self {
+        PeersSettings {
+            maps: Maps::Standard,
+            parts: vec![10, 16, 72, 256],
+            boxes_per_part: vec![500, 100, 20],
+            seeds: 2,
+            sequence: 20,
+            methods: pbs_peers::NAMES.iter().map(|s| s.to_string()).collect(),
+            repeats: 3,
+        }
+    }
+}
+
+/// One method on one map at one part count.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PeerRow {
+    /// map name
+    pub map: String,
+    /// `NXxNY`
+    pub grid: String,
+    /// parts asked for
+    pub parts: usize,
+    /// method name
+    pub method: String,
+    /// why it did not run (e.g. coupe's RCB at a count that is not a power of two)
+    pub skipped: Option<String>,
+    /// the measures (absent when skipped)
+    #[serde(flatten)]
+    pub quality: Option<quality::Quality>,
+    /// `max_avg / lower_bound`
+    pub to_bound: Option<f64>,
+    /// edge cut over the smallest edge cut of the methods that ran on this map
+    pub cut_to_best: Option<f64>,
+    /// balancer steps, for iterative methods
+    pub steps: Option<usize>,
+    /// median time of a partition, in ms
+    pub time_ms: Option<f64>,
+}
+
+/// One method over one sequence of maps.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SequenceRow {
+    /// `drift` (the map translated by half a box per step) or `redraw` (a new map per step)
+    pub sequence: String,
+    /// `NXxNY`
+    pub grid: String,
+    /// parts
+    pub parts: usize,
+    /// method name
+    pub method: String,
+    /// whether the method started each step from its previous result
+    pub warm: bool,
+    /// boxes whose part changed per step (ids of from-scratch methods matched by overlap), mean
+    pub migrations_per_step: f64,
+    /// median over steps of `max_avg / lower_bound`
+    pub to_bound_median: f64,
+    /// worst step's `max_avg / lower_bound`
+    pub to_bound_max: f64,
+    /// median edge cut over steps
+    pub cut_median: f64,
+    /// median time of a step, in ms
+    pub time_ms: f64,
+    /// why it did not run
+    pub skipped: Option<String>,
+}
+
+/// A named map.
+struct Map {
+    name: String,
+    grid: Grid,
+    loads: Vec<f64>,
+}
+
+fn side_for(parts: usize, boxes_per_part: usize) -> usize {
+    ((parts * boxes_per_part) as f64).sqrt().round() as usize
+}
+
+fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
+    let mut out = Vec::new();
+    match &settings.maps {
+        Maps::Dir(dir) => {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(format!("{} holds no .csv load map", dir.display()));
+            }
+            for f in files {
+                let (grid, loads) = pbs::loadmap::read_csv(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+                let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                out.push(Map { name, grid, loads });
+            }
+        }
+        Maps::Standard | Maps::Perlin => {
+            if settings.maps == Maps::Standard {
+                out.extend(shapes::all().into_iter().map(|s| Map {
+                    name: s.name.into(),
+                    grid: s.grid,
+                    loads: s.loads,
+                }));
+            }
+            for &bpp in &settings.boxes_per_part {
+                let side = side_for(parts, bpp);
+                let grid = Grid::new(side, side).map_err(|e| e.to_string())?;
+                for seed in 0..settings.seeds as u32 {
+                    let loads = PerlinMap::with_seed(seed + 1).loads(&grid);
+                    out.push(Map { name: format!("perlin-{bpp}bpp-s{}", seed + 1), grid, loads });
+                }
+            }
+        }
+    }
+    out.retain(|m| m.grid.len() >= parts * MIN_BOXES_PER_PART && m.grid.nz == 1);
+    Ok(out)
+}
+
+fn grid_name(g: &Grid) -> String {
+    format!("{}x{}", g.nx, g.ny)
+}
+
+/// Runs every method on every map at every part count; calls `tick` once per (map, parts).
+pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result<Vec<PeerRow>, String> {
+    let mut rows = Vec::new();
+    for &parts in &settings.parts {
+        for map in maps(settings, parts)? {
+            tick(&format!("{} / {parts} parts", map.name));
+            let mut methods = make(&settings.methods)?;
+            let mut times = vec![Vec::new(); methods.len()];
+            let mut results: Vec<Result<Vec<u32>, String>> = vec![Err(String::new()); methods.len()];
+            for _ in 0..settings.repeats.max(1) {
+                for (i, m) in methods.iter_mut().enumerate() {
+                    m.reset();
+                    let t = Instant::now();
+                    let r = m.partition(&map.grid, &map.loads, parts);
+                    times[i].push(t.elapsed().as_secs_f64() * 1e3);
+                    results[i] = r.map_err(|e| e.to_string());
+                }
+            }
+            let first = rows.len();
+            for (i, m) in methods.iter().enumerate() {
+                let mut row = PeerRow {
+                    map: map.name.clone(),
+                    grid: grid_name(&map.grid),
+                    parts,
+                    method: m.name().to_string(),
+                    skipped: None,
+                    quality: None,
+                    to_bound: None,
+                    cut_to_best: None,
+                    steps: m.last_steps(),
+                    time_ms: None,
+                };
+                match &results[i] {
+                    Ok(owners) => {
+                        let q = quality::measure(&map.grid, &map.loads, owners, parts);
+                        row.to_bound = Some(q.max_avg / q.lower_bound);
+                        row.quality = Some(q);
+                        row.time_ms = Some(metrics::median(&times[i]));
+                    }
+                    Err(e) => row.skipped = Some(e.clone()),
+                }
+                rows.push(row);
+            }
+            let best = rows[first..].iter().filter_map(|r| r.quality.map(|q| q.edge_cut)).min().unwrap_or(0);
+            for r in &mut rows[first..] {
+                r.cut_to_best = r.quality.map(|q| q.edge_cut as f64 / best.max(1) as f64);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn make(names: &[String]) -> Result<Vec<Box<dyn Partitioner>>, String> {
+    names.iter().map(|n| pbs_peers::by_name(n).map_err(|e| e.to_string())).collect()
+}
+
+/// The grid side of the sequences at `parts` parts: the 64×64 at 16 parts and 150×150
+/// at 72, else 256 boxes per part.
+pub fn sequence_side(parts: usize) -> usize {
+    if parts == 72 {
+        150
+    } else {
+        side_for(parts, 256)
+    }
+}
+
+/// Runs the drifting and re-drawn Perlin sequences at every part count; `tick` per step.
+pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result<Vec<SequenceRow>, String> {
+    let mut rows = Vec::new();
+    if settings.sequence == 0 {
+        return Ok(rows);
+    }
+    for &parts in &settings.parts {
+        let side = sequence_side(parts);
+        let grid = Grid::new(side, side).map_err(|e| e.to_string())?;
+        for kind in ["drift", "redraw"] {
+            let mut methods = make(&settings.methods)?;
+            let n = methods.len();
+            let (mut moved, mut bound, mut cut, mut time) =
+                (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+            let mut previous: Vec<Option<Vec<u32>>> = vec![None; n];
+            let mut skipped: Vec<Option<String>> = vec![None; n];
+            let mut map = PerlinMap::with_seed(7);
+            // Step 0 is the cold start; steps 1..=sequence are measured.
+            for step in 0..=settings.sequence {
+                tick(&format!("{kind} {side}x{side} / {parts} parts, step {step}"));
+                let loads = map.loads(&grid);
+                for (i, m) in methods.iter_mut().enumerate() {
+                    if skipped[i].is_some() {
+                        continue;
+                    }
+                    let t = Instant::now();
+                    let owners = match m.partition(&grid, &loads, parts) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            skipped[i] = Some(e.to_string());
+                            continue;
+                        }
+                    };
+                    let elapsed = t.elapsed().as_secs_f64() * 1e3;
+                    let owners = match (&previous[i], m.warm_starts()) {
+                        (Some(p), false) => quality::match_labels(p, &owners, parts),
+                        _ => owners,
+                    };
+                    if let Some(p) = &previous[i] {
+                        let q = quality::measure(&grid, &loads, &owners, parts);
+                        moved[i].push(metrics::migrations(p, &owners) as f64);
+                        bound[i].push(q.max_avg / q.lower_bound);
+                        cut[i].push(q.edge_cut as f64);
+                        time[i].push(elapsed);
+                    }
+                    previous[i] = Some(owners);
+                }
+                map = if kind == "drift" { map.smooth(0.5) } else { map.rough() };
+            }
+            for (i, m) in methods.iter().enumerate() {
+                let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+                rows.push(SequenceRow {
+                    sequence: kind.to_string(),
+                    grid: grid_name(&grid),
+                    parts,
+                    method: m.name().to_string(),
+                    warm: m.warm_starts(),
+                    migrations_per_step: mean(&moved[i]),
+                    to_bound_median: metrics::median(&bound[i]),
+                    to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
+                    cut_median: metrics::median(&cut[i]),
+                    time_ms: metrics::median(&time[i]),
+                    skipped: skipped[i].clone(),
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The per-map table.
+pub fn partition_table(rows: &[PeerRow]) -> Table {
+    let mut t = Table::new(&[
+        "map", "grid", "parts", "method", "max_avg", "/bound", "cut", "/best", "disconn.", "empty", "steps", "ms",
+        "note",
+    ]);
+    for r in rows {
+        let mut cells = vec![r.map.clone(), r.grid.clone(), r.parts.to_string(), r.method.clone()];
+        match (&r.quality, &r.skipped) {
+            (Some(q), _) => cells.extend([
+                format!("{:.4}", q.max_avg),
+                format!("{:.4}", r.to_bound.unwrap_or(0.0)),
+                q.edge_cut.to_string(),
+                format!("{:.3}", r.cut_to_best.unwrap_or(0.0)),
+                q.disconnected_parts.to_string(),
+                q.empty_parts.to_string(),
+                r.steps.map_or("-".into(), |s| s.to_string()),
+                format!("{:.2}", r.time_ms.unwrap_or(0.0)),
+                String::new(),
+            ]),
+            (None, why) => {
+                cells.extend(std::iter::repeat_n("-".to_string(), 8));
+                cells.push(format!("skipped: {}", why.as_deref().unwrap_or("")));
+            }
+        }
+        t.row(cells);
+    }
+    t
+}
+
+/// One line per method over all maps: how often it reached the bound, its cut against the best,
+/// its disconnected parts and its time against `rcb`.
+pub fn summary_table(rows: &[PeerRow]) -> Table {
+    let mut t = Table::new(&[
+        "method",
+        "runs",
+        "≤1.01×bound",
+        "≤1.05×bound",
+        "cut/best median",
+        "cut/best max",
+        "≤1.05×best cut",
+        "disconnected parts",
+        "time/rcb median",
+    ]);
+    let mut names: Vec<&str> = Vec::new();
+    rows.iter().for_each(|r| {
+        if !names.contains(&r.method.as_str()) {
+            names.push(&r.method)
+        }
+    });
+    for name in names {
+        let mine: Vec<&PeerRow> = rows.iter().filter(|r| r.method == name && r.quality.is_some()).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let n = mine.len();
+        let count = |f: &dyn Fn(&PeerRow) -> bool| mine.iter().filter(|r| f(r)).count();
+        let cuts: Vec<f64> = mine.iter().filter_map(|r| r.cut_to_best).collect();
+        let time_to_rcb: Vec<f64> = mine
+            .iter()
+            .filter_map(|r| {
+                let rcb = rows.iter().find(|o| o.method == "rcb" && o.map == r.map && o.parts == r.parts)?;
+                Some(r.time_ms? / rcb.time_ms?.max(1e-6))
+            })
+            .collect();
+        t.row(vec![
+            name.to_string(),
+            n.to_string(),
+            format!("{}/{n}", count(&|r| r.to_bound.unwrap_or(f64::MAX) <= 1.01)),
+            format!("{}/{n}", count(&|r| r.to_bound.unwrap_or(f64::MAX) <= 1.05)),
+            format!("{:.3}", metrics::median(&cuts)),
+            format!("{:.3}", cuts.iter().copied().fold(0.0, f64::max)),
+            format!("{}/{n}", count(&|r| r.cut_to_best.unwrap_or(f64::MAX) <= 1.05)),
+            mine.iter().map(|r| r.quality.map_or(0, |q| q.disconnected_parts)).sum::<usize>().to_string(),
+            if time_to_rcb.is_empty() { "-".into() } else { format!("{:.2}", metrics::median(&time_to_rcb)) },
+        ]);
+    }
+    t
+}
+
+/// The sequences table.
+pub fn sequence_table(rows: &[SequenceRow]) -> Table {
+    let mut t = Table::new(&[
+        "sequence",
+        "grid",
+        "parts",
+        "method",
+        "warm",
+        "moved/step",
+        "/bound med",
+        "/bound max",
+        "cut",
+        "ms/step",
+        "note",
+    ]);
+    for r in rows {
+        let mut cells = vec![r.sequence.clone(), r.grid.clone(), r.parts.to_string(), r.method.clone()];
+        match &r.skipped {
+            Some(why) => {
+                cells.extend(std::iter::repeat_n("-".to_string(), 6));
+                cells.push(format!("skipped: {why}"));
+            }
+            None => cells.extend([
+                if r.warm { "yes" } else { "no" }.to_string(),
+                format!("{:.1}", r.migrations_per_step),
+                format!("{:.4}", r.to_bound_median),
+                format!("{:.4}", r.to_bound_max),
+                format!("{:.0}", r.cut_median),
+                format!("{:.2}", r.time_ms),
+                String::new(),
+            ]),
+        }
+        t.row(cells);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> PeersSettings {
+        PeersSettings {
+            maps: Maps::Perlin,
+            parts: vec![4, 16],
+            boxes_per_part: vec![40],
+            seeds: 1,
+            sequence: 3,
+            methods: vec!["pbs".into(), "rcb".into(), "coupe-rcb".into(), "hilbert".into()],
+            repeats: 2,
+        }
+    }
+
+    #[test]
+    fn every_method_has_a_row_per_map_and_the_best_cut_is_one() {
+        let rows = partitions(&small(), |_| {}).unwrap();
+        assert_eq!(rows.len(), 2 * 4);
+        for chunk in rows.chunks(4) {
+            let best = chunk.iter().filter_map(|r| r.cut_to_best).fold(f64::MAX, f64::min);
+            assert_eq!(best, 1.0);
+            assert!(chunk.iter().all(|r| r.quality.is_some()), "4 and 16 are powers of two: all run");
+        }
+        let text = summary_table(&rows).text();
+        assert!(text.contains("rcb") && text.contains("pbs"), "{text}");
+    }
+
+    #[test]
+    fn sequences_count_real_moves_not_renamings() {
+        let mut s = small();
+        s.parts = vec![6];
+        let rows = sequences(&s, |_| {}).unwrap();
+        assert_eq!(rows.len(), 2 * 4);
+        let coupe = rows.iter().find(|r| r.method == "coupe-rcb").unwrap();
+        assert!(coupe.skipped.as_deref().unwrap().contains("power of two"));
+        for r in rows.iter().filter(|r| r.skipped.is_none()) {
+            // A from-scratch split of a map drifting by half a box moves far fewer boxes than
+            // the grid holds once ids are matched.
+            if r.sequence == "drift" {
+                assert!(r.migrations_per_step < 0.5 * 39.0 * 39.0, "{r:?}");
+            }
+            assert!(r.to_bound_median >= 1.0 && r.to_bound_max >= r.to_bound_median);
+        }
+    }
+
+    #[test]
+    fn a_folder_without_maps_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("pbs-peers-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = PeersSettings { maps: Maps::Dir(dir.clone()), ..small() };
+        assert!(partitions(&s, |_| {}).unwrap_err().contains("no .csv"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,122 @@
+//! Adapters for coupe's geometric partitioners (LIHPC, crates.io `coupe` 0.1): boxes are
+//! points at their centres, weighted by their loads, and coupe's part ids become ours.
+
+use coupe::{Partition as _, Point2D};
+use pbs::Grid;
+
+use crate::{check_input, Error, Partitioner, Result};
+
+fn centres(grid: &Grid) -> Vec<Point2D> {
+    (0..grid.len())
+        .map(|k| {
+            let c = grid.centre(k);
+            Point2D::new(c[0], c[1])
+        })
+        .collect()
+}
+
+fn to_u32(ids: Vec<usize>) -> Vec<u32> {
+    ids.into_iter().map(|p| p as u32).collect()
+}
+
+fn coupe_error(method: &str, e: impl std::fmt::Display) -> Error {
+    Error::Coupe { method: method.to_string(), message: e.to_string() }
+}
+
+/// Runs a coupe call, turning a panic inside coupe into an error: coupe 0.1's multi-jagged
+/// unwraps past the end of its prefix scan on some inputs (rounding in its thresholds).
+fn guarded<T>(method: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        Err(coupe_error(method, format!("coupe panicked: {what}")))
+    })
+}
+
+/// coupe's recursive coordinate bisection (`coupe::Rcb`): `log2(parts)` rounds of bisections
+/// into equal halves, so only part counts that are powers of two.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CoupeRcb;
+
+impl Partitioner for CoupeRcb {
+    fn name(&self) -> &str {
+        "coupe-rcb"
+    }
+
+    fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
+        check_input(self.name(), grid, loads, parts)?;
+        if !parts.is_power_of_two() {
+            return Err(Error::PartCount {
+                method: self.name().to_string(),
+                parts,
+                reason: "coupe's RCB halves every part, so the count must be a power of two",
+            });
+        }
+        let mut ids = vec![0; grid.len()];
+        let mut rcb = coupe::Rcb { iter_count: parts.trailing_zeros() as usize, tolerance: 0.0, fast: false };
+        let name = self.name();
+        guarded(name, || rcb.partition(&mut ids, (centres(grid), loads.to_vec())).map_err(|e| coupe_error(name, e)))?;
+        Ok(to_u32(ids))
+    }
+}
+
+/// coupe's multi-jagged partitioner (Deveci et al., IEEE TPDS 2016): `parts^(1/rounds)` slabs
+/// along one axis per round, each cut again in the next round.
+#[derive(Debug, Clone, Copy)]
+pub struct CoupeMultiJagged {
+    /// Rounds of cuts (2 in 2D: slabs, then a jagged cut of each slab).
+    pub rounds: usize,
+}
+
+impl Default for CoupeMultiJagged {
+    fn default() -> Self {
+        CoupeMultiJagged { rounds: 2 }
+    }
+}
+
+impl Partitioner for CoupeMultiJagged {
+    fn name(&self) -> &str {
+        "coupe-multi-jagged"
+    }
+
+    fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
+        check_input(self.name(), grid, loads, parts)?;
+        let mut ids = vec![0; grid.len()];
+        let points = centres(grid);
+        let mut mj = coupe::MultiJagged { part_count: parts, max_iter: self.rounds.max(1) };
+        let name = self.name();
+        guarded(name, || mj.partition(&mut ids, (&points[..], loads)).map_err(|e| coupe_error(name, e)))?;
+        Ok(to_u32(ids))
+    }
+}
+
+/// coupe's Hilbert-curve split (`coupe::HilbertCurve`), the curve at `order` bits per axis.
+#[derive(Debug, Clone, Copy)]
+pub struct CoupeHilbert {
+    /// Bits per axis of the curve (coupe's default, 12, resolves 4096 positions per axis).
+    pub order: u32,
+}
+
+impl Default for CoupeHilbert {
+    fn default() -> Self {
+        CoupeHilbert { order: 12 }
+    }
+}
+
+impl Partitioner for CoupeHilbert {
+    fn name(&self) -> &str {
+        "coupe-hilbert"
+    }
+
+    fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
+        check_input(self.name(), grid, loads, parts)?;
+        let mut ids = vec![0; grid.len()];
+        let mut h = coupe::HilbertCurve { part_count: parts, order: self.order };
+        let name = self.name();
+        guarded(name, || h.partition(&mut ids, (centres(grid), loads)).map_err(|e| coupe_error(name, e)))?;
+        Ok(to_u32(ids))
+    }
+}

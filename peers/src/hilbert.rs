@@ -1,0 +1,115 @@
+//! `hilbert`: a prefix split along a Hilbert curve (the space-filling-curve partitioning of
+//! Pilkington & Baden, IEEE TPDS 1996). The boxes are ordered along the curve over the
+//! smallest power-of-two square that holds the grid, and the order is cut where the running
+//! load is nearest to each part's share. On a square power-of-two grid consecutive boxes are
+//! neighbours, so parts are connected; on other grids the curve leaves the grid and comes
+//! back, and a part may fall in two pieces (which the `disconnected` column shows).
+
+use pbs::Grid;
+
+use crate::cut::{nearest_cut, prefix_sums};
+use crate::{check_input, Partitioner, Result};
+
+/// The Hilbert-curve prefix split. It has no settings.
+///
+/// ```
+/// use pbs_peers::{HilbertPrefix, Partitioner};
+/// let grid = pbs::Grid::new(4, 4)?;
+/// let parts = HilbertPrefix.partition(&grid, &vec![1.0; 16], 4)?;
+/// // four 2×2 quadrants
+/// assert_eq!(parts[0], parts[5]);
+/// assert_ne!(parts[0], parts[2]);
+/// # Ok::<(), pbs_peers::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HilbertPrefix;
+
+/// Position of cell `(x, y)` along the Hilbert curve that fills the `side × side` square
+/// (`side` a power of two, `x, y < side`). Each level picks the quadrant in the curve's order
+/// (0, 1, 2, 3 = lower left, upper left, upper right, lower right of the rotated frame) and
+/// rotates the frame so that the sub-curve starts and ends where its neighbours need it.
+pub fn hilbert_index(side: u64, mut x: u64, mut y: u64) -> u64 {
+    debug_assert!(side.is_power_of_two() && x < side && y < side);
+    let mut d = 0;
+    let mut s = side / 2;
+    while s > 0 {
+        let rx = u64::from(x & s != 0);
+        let ry = u64::from(y & s != 0);
+        d += s * s * ((3 * rx) ^ ry);
+        if ry == 0 {
+            if rx == 1 {
+                x = side - 1 - x;
+                y = side - 1 - y;
+            }
+            std::mem::swap(&mut x, &mut y);
+        }
+        s /= 2;
+    }
+    d
+}
+
+impl Partitioner for HilbertPrefix {
+    fn name(&self) -> &str {
+        "hilbert"
+    }
+
+    fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
+        check_input(self.name(), grid, loads, parts)?;
+        let side = (grid.nx.max(grid.ny) as u64).next_power_of_two();
+        let mut order: Vec<usize> = (0..grid.len()).collect();
+        order.sort_unstable_by_key(|&k| {
+            let [i, j, _] = grid.coords(k);
+            hilbert_index(side, i as u64, j as u64)
+        });
+        let prefix = prefix_sums(order.iter().map(|&k| loads[k]));
+        let (n, total) = (order.len(), prefix[order.len()]);
+        let mut owners = vec![0; n];
+        let mut start = 0;
+        for p in 0..parts {
+            // Leave at least one box for each part still to come.
+            let end = if p + 1 == parts {
+                n
+            } else {
+                let share = total * (p + 1) as f64 / parts as f64;
+                nearest_cut(&prefix, share, start + 1, n - (parts - p - 1))
+            };
+            order[start..end].iter().for_each(|&k| owners[k] = p as u32);
+            start = end;
+        }
+        Ok(owners)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quality;
+
+    #[test]
+    fn the_curve_visits_every_cell_once_through_neighbours() {
+        for side in [1u64, 2, 4, 8, 32] {
+            let mut cells = vec![(0, 0); (side * side) as usize];
+            for x in 0..side {
+                for y in 0..side {
+                    cells[hilbert_index(side, x, y) as usize] = (x, y);
+                }
+            }
+            for w in cells.windows(2) {
+                let (a, b) = (w[0], w[1]);
+                assert_eq!(a.0.abs_diff(b.0) + a.1.abs_diff(b.1), 1, "side {side}: {a:?} -> {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn square_power_of_two_grids_give_connected_balanced_parts() {
+        let grid = Grid::new(64, 64).unwrap();
+        let loads = pbs::loadmap::PerlinMap::with_seed(9).loads(&grid);
+        for parts in [3, 10, 16, 72] {
+            let owners = HilbertPrefix.partition(&grid, &loads, parts).unwrap();
+            let q = quality::measure(&grid, &loads, &owners, parts);
+            assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{parts}");
+            assert!(q.max_avg < 1.05, "{parts}: {q:?}");
+        }
+    }
+}

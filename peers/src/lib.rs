@@ -1,0 +1,216 @@
+//! # pbs-peers — the partitioners a user would pick instead of pbs
+//!
+//! A user with a grid of boxes and a load per box has other ways to split it into parts than
+//! pbs: a recursive coordinate bisection (RCB), a prefix split along a space-filling curve, a
+//! graph partitioner such as METIS, or one of coupe's geometric algorithms. This crate puts
+//! them behind one small trait, [`Partitioner`], with pbs itself beside them, and gives the
+//! measures that compare them ([`quality`]): balance against its lower bound, edge cut,
+//! parts that are not 4-connected, empty parts, and migrations between two partitions.
+//! `pbs-bench peers` runs them side by side.
+//!
+//! Plain data in and out, as between all pbs crates: a [`Grid`], one `f64` load per box, a
+//! part count; one part id (`u32`) per box.
+//!
+//! | name | what it is | reference |
+//! |---|---|---|
+//! | `pbs` | pbs's default balancer to its default tolerance, warm-started on sequences | Papin et al. 2014; `pbs::methods` |
+//! | `rcb` | [`KwayRcb`]: k-way recursive coordinate bisection, any part count | Berger & Bokhari 1987 |
+//! | `hilbert` | [`HilbertPrefix`]: prefix split along a Hilbert curve | Pilkington & Baden 1996 |
+//! | `coupe-rcb` | coupe's RCB (part counts that are powers of two) | coupe 0.1 |
+//! | `coupe-multi-jagged` | coupe's multi-jagged | Deveci et al. 2016 |
+//! | `coupe-hilbert` | coupe's Hilbert-curve split | coupe 0.1 |
+//! | `metis-kway` | METIS k-way, contiguous parts | Karypis & Kumar 1998 |
+//! | `metis-recursive` | METIS recursive bisection | Karypis & Kumar 1998 |
+//!
+//! ```
+//! use pbs::Grid;
+//! use pbs_peers::{by_name, quality};
+//!
+//! let grid = Grid::new(40, 30)?;
+//! let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 7) as f64).collect();
+//! let mut rcb = by_name("rcb")?;
+//! let parts = rcb.partition(&grid, &loads, 10)?;
+//! let q = quality::measure(&grid, &loads, &parts, 10);
+//! assert!(q.max_avg < 1.05 && q.disconnected_parts == 0 && q.empty_parts == 0);
+//! # Ok::<(), pbs_peers::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod coupe_methods;
+mod cut;
+mod hilbert;
+mod metis;
+mod pbs_method;
+pub mod quality;
+mod rcb;
+
+pub use coupe_methods::{CoupeHilbert, CoupeMultiJagged, CoupeRcb};
+pub use hilbert::{hilbert_index, HilbertPrefix};
+pub use metis::{Metis, MetisScheme};
+pub use pbs_method::Pbs;
+pub use rcb::KwayRcb;
+
+use pbs::{Grid, Problem};
+
+/// What went wrong; every message names the method or the value at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The grid or loads are not a valid balancing problem (pbs's own checks).
+    #[error(transparent)]
+    Input(#[from] pbs::Error),
+    /// These methods split the plane; a grid with several layers is not one.
+    #[error("{method} partitions 2D grids only; this grid has {nz} layers")]
+    NotPlanar {
+        /// the method
+        method: String,
+        /// layers of the grid
+        nz: usize,
+    },
+    /// No method has this name.
+    #[error("unknown partitioner {name:?}; known: {known}")]
+    UnknownMethod {
+        /// the name asked for
+        name: String,
+        /// every known name
+        known: String,
+    },
+    /// The method cannot make this many parts.
+    #[error("{method} cannot make {parts} parts: {reason}")]
+    PartCount {
+        /// the method
+        method: String,
+        /// parts asked for
+        parts: usize,
+        /// why not
+        reason: &'static str,
+    },
+    /// This build found no METIS library.
+    #[error("{method}: METIS was not found when pbs-peers was built; install libmetis-dev (scripts/test.sh does) and rebuild")]
+    MetisUnavailable {
+        /// the method
+        method: String,
+    },
+    /// METIS returned an error code.
+    #[error("{method}: METIS failed with status {status} ({meaning})")]
+    Metis {
+        /// the method
+        method: String,
+        /// METIS's return code
+        status: i32,
+        /// what METIS documents for it
+        meaning: &'static str,
+    },
+    /// coupe refused the input.
+    #[error("{method}: coupe failed: {message}")]
+    Coupe {
+        /// the method
+        method: String,
+        /// coupe's message
+        message: String,
+    },
+}
+
+/// Results of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A method that splits a grid's boxes into parts of balanced load.
+pub trait Partitioner {
+    /// The method's name, as accepted by [`by_name`].
+    fn name(&self) -> &str;
+
+    /// One part id in `0..parts` per box. Methods that warm-start ([`Partitioner::warm_starts`])
+    /// begin from their previous result when the grid and part count are unchanged.
+    fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>>;
+
+    /// Whether [`Partitioner::partition`] starts from the previous result (part ids then stay
+    /// meaningful from call to call); methods that recompute from scratch need their ids
+    /// matched to the previous ones ([`quality::match_labels`]) before migrations are counted.
+    fn warm_starts(&self) -> bool {
+        false
+    }
+
+    /// Forgets the previous result: the next call is a cold start.
+    fn reset(&mut self) {}
+
+    /// Iterations the last call took, for iterative methods.
+    fn last_steps(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// Every method name, pbs first.
+pub const NAMES: &[&str] =
+    &["pbs", "rcb", "hilbert", "coupe-rcb", "coupe-multi-jagged", "coupe-hilbert", "metis-kway", "metis-recursive"];
+
+/// A method by name, with its default settings.
+pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
+    Ok(match name {
+        "pbs" => Box::new(Pbs::default()),
+        "rcb" => Box::new(KwayRcb),
+        "hilbert" => Box::new(HilbertPrefix),
+        "coupe-rcb" => Box::new(CoupeRcb),
+        "coupe-multi-jagged" => Box::new(CoupeMultiJagged::default()),
+        "coupe-hilbert" => Box::new(CoupeHilbert::default()),
+        "metis-kway" => Box::new(Metis::new(MetisScheme::Kway)),
+        "metis-recursive" => Box::new(Metis::new(MetisScheme::Recursive)),
+        _ => return Err(Error::UnknownMethod { name: name.to_string(), known: NAMES.join(", ") }),
+    })
+}
+
+/// pbs's checks of the grid, loads and part count (one part per box at most), plus flatness.
+fn check_input(method: &str, grid: &Grid, loads: &[f64], parts: usize) -> Result<()> {
+    Problem::new(*grid, loads, parts)?;
+    if grid.nz != 1 {
+        return Err(Error::NotPlanar { method: method.to_string(), nz: grid.nz });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(grid: &Grid) -> Vec<f64> {
+        pbs::loadmap::PerlinMap::with_seed(4).loads(grid)
+    }
+
+    #[test]
+    fn every_method_gives_every_box_a_valid_part_and_balances_a_perlin_map() {
+        let grid = Grid::new(48, 32).unwrap();
+        let loads = map(&grid);
+        for name in NAMES {
+            let mut m = by_name(name).unwrap();
+            assert_eq!(m.name(), *name);
+            let parts = 8; // a power of two, so that coupe-rcb runs too
+            let owners = match m.partition(&grid, &loads, parts) {
+                Err(Error::MetisUnavailable { .. }) if cfg!(not(pbs_metis)) => continue,
+                r => r.unwrap(),
+            };
+            assert_eq!(owners.len(), grid.len());
+            assert!(owners.iter().all(|&p| (p as usize) < parts), "{name}");
+            let q = quality::measure(&grid, &loads, &owners, parts);
+            assert!(q.max_avg < 1.12 * q.lower_bound, "{name}: {q:?}");
+            assert_eq!(q.empty_parts, 0, "{name}");
+        }
+    }
+
+    #[test]
+    fn bad_input_is_refused_by_name() {
+        let grid = Grid::new(4, 4).unwrap();
+        let loads = vec![1.0; 16];
+        for name in NAMES {
+            let mut m = by_name(name).unwrap();
+            let e = m.partition(&grid, &loads, 17).unwrap_err();
+            assert!(matches!(e, Error::Input(pbs::Error::TooManyVCores { .. })), "{name}: {e}");
+            let e = m.partition(&grid, &loads[..3], 2).unwrap_err();
+            assert!(e.to_string().contains("16 boxes"), "{name}: {e}");
+            let cube = Grid::new_3d(4, 4, 2).unwrap();
+            let e = m.partition(&cube, &[1.0; 32], 2).unwrap_err();
+            assert!(e.to_string().contains("2 layers"), "{name}: {e}");
+        }
+        assert!(by_name("zoltan").err().unwrap().to_string().contains("metis-kway"));
+        let e = by_name("coupe-rcb").unwrap().partition(&grid, &loads, 6).unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{e}");
+    }
+}

@@ -1,0 +1,286 @@
+//! `metis-kway` and `metis-recursive`: METIS 5 (Karypis & Kumar, SIAM J. Sci. Comput. 1998)
+//! on the grid's 4-neighbour graph, loads as vertex weights. Linked against the system
+//! library (Debian's `libmetis-dev`) through the two entry points used here; the build script
+//! reads the widths of `idx_t` and `real_t` from the installed `metis.h`.
+
+use pbs::Grid;
+
+use crate::{check_input, Error, Partitioner, Result};
+
+/// Which METIS driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetisScheme {
+    /// `METIS_PartGraphKway` with contiguous parts (`METIS_OPTION_CONTIG`) and METIS's default
+    /// imbalance tolerance (1.03).
+    Kway,
+    /// `METIS_PartGraphRecursive`, METIS's default tolerance (1.001 per bisection).
+    Recursive,
+}
+
+/// A METIS partitioner with a fixed seed, so that runs repeat.
+#[derive(Debug, Clone, Copy)]
+pub struct Metis {
+    /// Which driver.
+    pub scheme: MetisScheme,
+    /// METIS's random seed.
+    pub seed: i32,
+}
+
+impl Metis {
+    /// The given driver with seed 1.
+    pub fn new(scheme: MetisScheme) -> Metis {
+        Metis { scheme, seed: 1 }
+    }
+}
+
+/// Vertex weights are integers to METIS: loads are scaled so that they sum to this, which
+/// keeps every sum METIS forms well inside a 32-bit `idx_t`.
+const WEIGHT_TOTAL: f64 = 1e8;
+
+impl Partitioner for Metis {
+    fn name(&self) -> &str {
+        match self.scheme {
+            MetisScheme::Kway => "metis-kway",
+            MetisScheme::Recursive => "metis-recursive",
+        }
+    }
+
+    fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
+        check_input(self.name(), grid, loads, parts)?;
+        if !ffi::AVAILABLE {
+            return Err(Error::MetisUnavailable { method: self.name().to_string() });
+        }
+        if parts == 1 {
+            return Ok(vec![0; grid.len()]);
+        }
+        // The 4-neighbour graph in compressed rows.
+        let mut xadj = Vec::with_capacity(grid.len() + 1);
+        let mut adjncy = Vec::with_capacity(4 * grid.len());
+        xadj.push(0);
+        for k in 0..grid.len() {
+            grid.for_each_neighbour(k, |n| adjncy.push(n as ffi::Idx));
+            xadj.push(adjncy.len() as ffi::Idx);
+        }
+        let total: f64 = loads.iter().sum();
+        let weights: Vec<ffi::Idx> = if total > 0.0 {
+            loads.iter().map(|q| (q * (WEIGHT_TOTAL / total)).round() as ffi::Idx).collect()
+        } else {
+            vec![1; loads.len()]
+        };
+        let part = ffi::partition(self.scheme, &xadj, &adjncy, &weights, parts, self.seed)
+            .map_err(|(status, meaning)| Error::Metis { method: self.name().to_string(), status, meaning })?;
+        Ok(part.into_iter().map(|p| p as u32).collect())
+    }
+}
+
+#[cfg(pbs_metis)]
+mod ffi {
+    use super::MetisScheme;
+    use std::os::raw::c_int;
+
+    pub const AVAILABLE: bool = true;
+
+    #[cfg(pbs_metis_idx64)]
+    pub type Idx = i64;
+    #[cfg(not(pbs_metis_idx64))]
+    pub type Idx = i32;
+    #[cfg(pbs_metis_real64)]
+    type Real = f64;
+    #[cfg(not(pbs_metis_real64))]
+    type Real = f32;
+
+    const NOPTIONS: usize = 40;
+    const OPTION_SEED: usize = 8;
+    const OPTION_CONTIG: usize = 11;
+    const OPTION_NUMBERING: usize = 17;
+    const OK: c_int = 1;
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    type PartGraph = unsafe extern "C" fn(
+        nvtxs: *mut Idx,
+        ncon: *mut Idx,
+        xadj: *mut Idx,
+        adjncy: *mut Idx,
+        vwgt: *mut Idx,
+        vsize: *mut Idx,
+        adjwgt: *mut Idx,
+        nparts: *mut Idx,
+        tpwgts: *mut Real,
+        ubvec: *mut Real,
+        options: *mut Idx,
+        edgecut: *mut Idx,
+        part: *mut Idx,
+    ) -> c_int;
+
+    extern "C" {
+        fn METIS_SetDefaultOptions(options: *mut Idx) -> c_int;
+        fn METIS_PartGraphKway(
+            nvtxs: *mut Idx,
+            ncon: *mut Idx,
+            xadj: *mut Idx,
+            adjncy: *mut Idx,
+            vwgt: *mut Idx,
+            vsize: *mut Idx,
+            adjwgt: *mut Idx,
+            nparts: *mut Idx,
+            tpwgts: *mut Real,
+            ubvec: *mut Real,
+            options: *mut Idx,
+            edgecut: *mut Idx,
+            part: *mut Idx,
+        ) -> c_int;
+        fn METIS_PartGraphRecursive(
+            nvtxs: *mut Idx,
+            ncon: *mut Idx,
+            xadj: *mut Idx,
+            adjncy: *mut Idx,
+            vwgt: *mut Idx,
+            vsize: *mut Idx,
+            adjwgt: *mut Idx,
+            nparts: *mut Idx,
+            tpwgts: *mut Real,
+            ubvec: *mut Real,
+            options: *mut Idx,
+            edgecut: *mut Idx,
+            part: *mut Idx,
+        ) -> c_int;
+    }
+
+    /// While alive, file descriptor 1 writes to standard error (restored on drop): what any
+    /// thread writes to standard output meanwhile goes to standard error, nothing is lost.
+    struct StdoutToStderr {
+        saved: c_int,
+    }
+
+    impl StdoutToStderr {
+        fn new() -> StdoutToStderr {
+            use std::io::Write as _;
+            let _ = std::io::stdout().flush();
+            // SAFETY: dup and dup2 only create and replace descriptors of this process; a
+            // failed dup (-1) is remembered and leaves descriptor 1 untouched.
+            let saved = unsafe { libc::dup(1) };
+            if saved >= 0 {
+                // SAFETY: as above; 1 and 2 are the standard descriptors.
+                unsafe { libc::dup2(2, 1) };
+            }
+            StdoutToStderr { saved }
+        }
+    }
+
+    impl Drop for StdoutToStderr {
+        fn drop(&mut self) {
+            if self.saved >= 0 {
+                // SAFETY: METIS's printf buffer goes out first; then `saved`, a descriptor
+                // this value owns, is put back on 1 and closed.
+                unsafe {
+                    libc::fflush(std::ptr::null_mut());
+                    libc::dup2(self.saved, 1);
+                    libc::close(self.saved);
+                }
+            }
+        }
+    }
+
+    /// Runs METIS on a graph in compressed rows (`xadj.len() == weights.len() + 1`, `adjncy`
+    /// holding `xadj[n]` vertex ids below `n`, symmetric), returning a part id per vertex or
+    /// METIS's status and its meaning.
+    pub fn partition(
+        scheme: MetisScheme,
+        xadj: &[Idx],
+        adjncy: &[Idx],
+        weights: &[Idx],
+        parts: usize,
+        seed: i32,
+    ) -> Result<Vec<Idx>, (i32, &'static str)> {
+        let n = weights.len();
+        assert!(xadj.len() == n + 1 && xadj[n] as usize == adjncy.len(), "malformed graph");
+        let (mut xadj, mut adjncy, mut weights) = (xadj.to_vec(), adjncy.to_vec(), weights.to_vec());
+        let mut options = [0 as Idx; NOPTIONS];
+        // SAFETY: `options` holds the METIS_NOPTIONS entries METIS_SetDefaultOptions writes.
+        unsafe { METIS_SetDefaultOptions(options.as_mut_ptr()) };
+        options[OPTION_SEED] = seed as Idx;
+        options[OPTION_NUMBERING] = 0;
+        let driver: PartGraph = match scheme {
+            MetisScheme::Kway => {
+                options[OPTION_CONTIG] = 1;
+                METIS_PartGraphKway
+            }
+            MetisScheme::Recursive => METIS_PartGraphRecursive,
+        };
+        let (mut nvtxs, mut ncon, mut nparts, mut edgecut) = (n as Idx, 1 as Idx, parts as Idx, 0 as Idx);
+        let mut part = vec![0 as Idx; n];
+        let null = std::ptr::null_mut();
+        // METIS draws its random numbers from the C library's process-wide `rand()` state,
+        // reseeded per call: two calls at once would interleave their draws and neither would
+        // repeat. One call at a time keeps each seeded run repeatable.
+        let _one_at_a_time = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // METIS prints some diagnostics ("***Cannot bisect a graph with 0 vertices!") with
+        // printf; they would land in the middle of a caller's output (JSON included).
+        let _to_stderr = StdoutToStderr::new();
+        // SAFETY: every non-null pointer is to a live, exclusively borrowed buffer of the
+        // length METIS reads or writes for these arguments: one value for nvtxs, ncon, nparts
+        // and edgecut; n + 1 for xadj; xadj[n] for adjncy (checked above); n for vwgt and
+        // part; METIS_NOPTIONS for options. The null ones (vsize, adjwgt, tpwgts, ubvec) are
+        // documented by METIS as "use the default". METIS keeps no pointer after it returns.
+        let status = unsafe {
+            driver(
+                &mut nvtxs,
+                &mut ncon,
+                xadj.as_mut_ptr(),
+                adjncy.as_mut_ptr(),
+                weights.as_mut_ptr(),
+                null,
+                null,
+                &mut nparts,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                options.as_mut_ptr(),
+                &mut edgecut,
+                part.as_mut_ptr(),
+            )
+        };
+        match status {
+            OK => Ok(part),
+            -2 => Err((status, "erroneous inputs or options")),
+            -3 => Err((status, "out of memory")),
+            _ => Err((status, "an unspecified error")),
+        }
+    }
+}
+
+#[cfg(not(pbs_metis))]
+mod ffi {
+    use super::MetisScheme;
+
+    pub const AVAILABLE: bool = false;
+    pub type Idx = i32;
+
+    pub fn partition(
+        _: MetisScheme,
+        _: &[Idx],
+        _: &[Idx],
+        _: &[Idx],
+        _: usize,
+        _: i32,
+    ) -> Result<Vec<Idx>, (i32, &'static str)> {
+        unreachable!("callers check AVAILABLE first")
+    }
+}
+
+#[cfg(all(test, pbs_metis))]
+mod tests {
+    use super::*;
+    use crate::quality;
+
+    #[test]
+    fn kway_parts_are_contiguous_and_runs_repeat() {
+        let grid = Grid::new(80, 40).unwrap();
+        let loads = pbs::loadmap::PerlinMap::with_seed(2).loads(&grid);
+        let mut m = Metis::new(MetisScheme::Kway);
+        let a = m.partition(&grid, &loads, 72).unwrap();
+        assert!(a == m.partition(&grid, &loads, 72).unwrap(), "a seeded METIS run repeats");
+        let q = quality::measure(&grid, &loads, &a, 72);
+        assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{q:?}");
+        assert!(q.max_avg < 1.10, "{q:?}");
+    }
+}

@@ -1,0 +1,126 @@
+//! What a partition is judged on, as docs/design.md defines it: balance (`max_avg` against its
+//! lower bound `max(1, q_max/m)`), edge cut, parts that are not 4-connected, empty parts; and,
+//! between two partitions of the same grid, migrations after matching part ids by overlap.
+
+use pbs::{metrics, Grid};
+
+/// The measures of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Quality {
+    /// Largest part charge over the mean.
+    pub max_avg: f64,
+    /// `max(1, q_max / m)`: no partition can do better.
+    pub lower_bound: f64,
+    /// Face-neighbour box pairs in different parts.
+    pub edge_cut: usize,
+    /// Non-empty parts whose boxes form more than one 4-connected piece.
+    pub disconnected_parts: usize,
+    /// Parts that own no box.
+    pub empty_parts: usize,
+}
+
+/// The measures of `owners` (one part id below `parts` per box of `grid`).
+pub fn measure(grid: &Grid, loads: &[f64], owners: &[u32], parts: usize) -> Quality {
+    let charges = metrics::charges(owners, loads, parts);
+    let total: f64 = loads.iter().sum();
+    let mean = total / parts as f64;
+    let max_load = loads.iter().copied().fold(0.0, f64::max);
+    let mut sizes = vec![0usize; parts];
+    owners.iter().for_each(|&p| sizes[p as usize] += 1);
+    Quality {
+        max_avg: metrics::max_avg(&charges),
+        lower_bound: metrics::lower_bound_from(max_load, mean),
+        edge_cut: metrics::edge_cut(grid, owners),
+        disconnected_parts: disconnected_parts(grid, owners, parts),
+        empty_parts: sizes.iter().filter(|&&s| s == 0).count(),
+    }
+}
+
+/// Parts whose boxes form more than one 4-connected piece (a flood fill from each part's
+/// first box must reach all of its boxes).
+pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
+    let mut sizes = vec![0usize; parts];
+    owners.iter().for_each(|&p| sizes[p as usize] += 1);
+    let mut seen = vec![false; owners.len()];
+    let mut started = vec![false; parts];
+    let mut stack = Vec::new();
+    let mut disconnected = 0;
+    for k in 0..owners.len() {
+        let p = owners[k] as usize;
+        if started[p] {
+            continue;
+        }
+        started[p] = true;
+        let mut reached = 0;
+        seen[k] = true;
+        stack.push(k);
+        while let Some(b) = stack.pop() {
+            reached += 1;
+            grid.for_each_neighbour(b, |n| {
+                if !seen[n] && owners[n] as usize == p {
+                    seen[n] = true;
+                    stack.push(n);
+                }
+            });
+        }
+        disconnected += usize::from(reached < sizes[p]);
+    }
+    disconnected
+}
+
+/// `next` relabelled so that its parts keep the ids of the `previous` parts they overlap most
+/// (greedy on the largest overlaps, ties to the lower ids; parts left over take the ids left
+/// over in order). For methods that recompute from scratch, whose ids are arbitrary from call
+/// to call: without it every box would count as migrated.
+pub fn match_labels(previous: &[u32], next: &[u32], parts: usize) -> Vec<u32> {
+    let mut overlap = std::collections::HashMap::<(u32, u32), usize>::new();
+    for (&old, &new) in previous.iter().zip(next) {
+        *overlap.entry((new, old)).or_default() += 1;
+    }
+    let mut pairs: Vec<((u32, u32), usize)> = overlap.into_iter().collect();
+    pairs.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut label = vec![u32::MAX; parts];
+    let mut taken = vec![false; parts];
+    for ((new, old), _) in pairs {
+        if label[new as usize] == u32::MAX && !taken[old as usize] {
+            label[new as usize] = old;
+            taken[old as usize] = true;
+        }
+    }
+    let mut free = (0..parts as u32).filter(|&id| !taken[id as usize]);
+    for l in &mut label {
+        if *l == u32::MAX {
+            *l = free.next().expect("as many free ids as unlabelled parts");
+        }
+    }
+    next.iter().map(|&p| label[p as usize]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_of_a_small_partition() {
+        let g = Grid::new(3, 2).unwrap();
+        // part 0: two boxes apart; part 1: a connected L; part 2: empty
+        let owners = [0, 1, 0, 1, 1, 1];
+        let q = measure(&g, &[1.0; 6], &owners, 3);
+        assert_eq!(q.disconnected_parts, 1);
+        assert_eq!(q.empty_parts, 1);
+        assert_eq!(q.edge_cut, metrics::edge_cut(&g, &owners));
+        assert!((q.max_avg - 2.0).abs() < 1e-12); // 4 of 6 boxes where the mean is 2
+        assert_eq!(q.lower_bound, 1.0);
+    }
+
+    #[test]
+    fn matching_undoes_a_renaming_and_counts_real_moves_only() {
+        let before = [0, 0, 1, 1, 2, 2];
+        let renamed = [2, 2, 0, 0, 1, 1];
+        assert_eq!(match_labels(&before, &renamed, 3), before.to_vec());
+        // one box moved from the first part to the second, and all renamed
+        let moved = [2, 0, 0, 0, 1, 1];
+        let m = match_labels(&before, &moved, 3);
+        assert_eq!(metrics::migrations(&before, &m), 1);
+    }
+}

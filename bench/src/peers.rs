@@ -41,6 +41,8 @@ pub struct PeersSettings {
     pub methods: Vec<String>,
     /// Timed runs per map and method, round-robin.
     pub repeats: usize,
+    /// pbs's convergence tolerance (`max_avg ≤ (1 + tol) × bound`).
+    pub pbs_tol: f64,
 }
 
 /// Fewest boxes per part a map is run at.
@@ -56,6 +58,7 @@ impl Default for PeersSettings {
             sequence: 20,
             methods: pbs_peers::NAMES.iter().map(|s| s.to_string()).collect(),
             repeats: 3,
+            pbs_tol: pbs::StopRule::default().tol,
         }
     }
 }
@@ -175,7 +178,7 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
     for &parts in &settings.parts {
         for map in maps(settings, parts)? {
             tick(&format!("{} / {parts} parts", map.name));
-            let mut methods = make(&settings.methods)?;
+            let mut methods = make(settings)?;
             let mut times = vec![Vec::new(); methods.len()];
             let mut results: Vec<Result<Vec<u32>, String>> = vec![Err(String::new()); methods.len()];
             for _ in 0..settings.repeats.max(1) {
@@ -221,8 +224,15 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
     Ok(rows)
 }
 
-fn make(names: &[String]) -> Result<Vec<Box<dyn Partitioner>>, String> {
-    names.iter().map(|n| pbs_peers::by_name(n).map_err(|e| e.to_string())).collect()
+fn make(settings: &PeersSettings) -> Result<Vec<Box<dyn Partitioner>>, String> {
+    let pbs_stop = pbs::StopRule { tol: settings.pbs_tol, ..Default::default() };
+    let make = |n: &String| -> Result<Box<dyn Partitioner>, String> {
+        if n == "pbs" {
+            return Ok(Box::new(pbs_peers::Pbs::with_stop(pbs_stop)));
+        }
+        pbs_peers::by_name(n).map_err(|e| e.to_string())
+    };
+    settings.methods.iter().map(make).collect()
 }
 
 /// The grid side of the sequences at `parts` parts: the 64×64 at 16 parts and 150×150
@@ -245,7 +255,7 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
         let side = sequence_side(parts);
         let grid = Grid::new(side, side).map_err(|e| e.to_string())?;
         for kind in ["drift", "redraw"] {
-            let mut methods = make(&settings.methods)?;
+            let mut methods = make(settings)?;
             let n = methods.len();
             let (mut moved, mut bound, mut cut, mut time) =
                 (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
@@ -435,6 +445,7 @@ mod tests {
             sequence: 3,
             methods: vec!["pbs".into(), "rcb".into(), "coupe-rcb".into(), "hilbert".into()],
             repeats: 2,
+            pbs_tol: 0.05,
         }
     }
 

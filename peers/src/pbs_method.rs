@@ -24,6 +24,13 @@ impl Default for Pbs {
     }
 }
 
+impl Pbs {
+    /// The default method stopped by `stop` (e.g. a tighter tolerance than pbs's default).
+    pub fn with_stop(stop: StopRule) -> Pbs {
+        Pbs { stop, ..Pbs::default() }
+    }
+}
+
 impl Partitioner for Pbs {
     fn name(&self) -> &str {
         "pbs"

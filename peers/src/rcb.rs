@@ -30,32 +30,29 @@ impl Partitioner for KwayRcb {
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         check_input(self.name(), grid, loads, parts)?;
-        let mut boxes: Vec<usize> = (0..grid.len()).collect();
+        // Each box as (column, row, index): the sorts read coordinates without dividing.
+        let mut boxes: Vec<[u32; 3]> = (0..grid.len())
+            .map(|k| {
+                let [i, j, _] = grid.coords(k);
+                [i as u32, j as u32, k as u32]
+            })
+            .collect();
         let mut owners = vec![0; grid.len()];
         let mut pieces = Pieces { grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new() };
-        bisect(grid, loads, &mut boxes, 0, parts as u32, &mut owners, &mut pieces);
+        bisect(loads, &mut boxes, 0, parts as u32, &mut owners, &mut pieces);
         Ok(owners)
     }
 }
 
-fn bisect(
-    grid: &Grid,
-    loads: &[f64],
-    boxes: &mut [usize],
-    first: u32,
-    parts: u32,
-    owners: &mut [u32],
-    pieces: &mut Pieces,
-) {
+fn bisect(loads: &[f64], boxes: &mut [[u32; 3]], first: u32, parts: u32, owners: &mut [u32], pieces: &mut Pieces) {
     if parts == 1 {
-        boxes.iter().for_each(|&k| owners[k] = first);
+        boxes.iter().for_each(|b| owners[b[2] as usize] = first);
         return;
     }
-    let (mut lo, mut hi) = ([usize::MAX; 2], [0; 2]);
-    for &k in boxes.iter() {
-        let [i, j, _] = grid.coords(k);
-        lo = [lo[0].min(i), lo[1].min(j)];
-        hi = [hi[0].max(i), hi[1].max(j)];
+    let (mut lo, mut hi) = ([u32::MAX; 2], [0; 2]);
+    for b in boxes.iter() {
+        lo = [lo[0].min(b[0]), lo[1].min(b[1])];
+        hi = [hi[0].max(b[0]), hi[1].max(b[1])];
     }
     let axis = usize::from(hi[1] - lo[1] > hi[0] - lo[0]);
     let left = parts / 2;
@@ -66,19 +63,15 @@ fn bisect(
     // diagonally in one direction along the row, so both directions are tried, then a cut
     // between whole rows.
     for reversed in [false, true] {
-        boxes.sort_unstable_by_key(|&k| {
-            let c = grid.coords(k);
-            (c[axis], if reversed { usize::MAX - c[1 - axis] } else { c[1 - axis] })
-        });
-        let prefix = prefix_sums(boxes.iter().map(|&k| loads[k]));
+        boxes.sort_unstable_by_key(|b| (b[axis], if reversed { u32::MAX - b[1 - axis] } else { b[1 - axis] }));
+        let prefix = prefix_sums(boxes.iter().map(|b| loads[b[2] as usize]));
         let share = prefix[boxes.len()] * f64::from(left) / f64::from(parts);
         cut = nearest_cut(&prefix, share, min, max);
         if pieces.is_connected(&boxes[..cut]) && pieces.is_connected(&boxes[cut..]) {
             break;
         }
         if reversed {
-            let row = |b: usize| grid.coords(boxes[b])[axis];
-            let whole_rows = (min.max(1)..=max).filter(|&b| row(b - 1) != row(b));
+            let whole_rows = (min.max(1)..=max).filter(|&b| boxes[b - 1][axis] != boxes[b][axis]);
             if let Some(b) = whole_rows.min_by(|&a, &b| (prefix[a] - share).abs().total_cmp(&(prefix[b] - share).abs()))
             {
                 cut = b;
@@ -86,8 +79,8 @@ fn bisect(
         }
     }
     let (l, r) = boxes.split_at_mut(cut);
-    bisect(grid, loads, l, first, left, owners, pieces);
-    bisect(grid, loads, r, first + left, parts - left, owners, pieces);
+    bisect(loads, l, first, left, owners, pieces);
+    bisect(loads, r, first + left, parts - left, owners, pieces);
 }
 
 /// A flood fill restricted to a set of boxes, with a stamp per box so that nothing is
@@ -101,12 +94,13 @@ struct Pieces<'g> {
 
 impl Pieces<'_> {
     /// Whether `boxes` form one 4-connected piece (an empty set does).
-    fn is_connected(&mut self, boxes: &[usize]) -> bool {
-        let Some(&start) = boxes.first() else { return true };
+    fn is_connected(&mut self, boxes: &[[u32; 3]]) -> bool {
+        let Some(&[_, _, start]) = boxes.first() else { return true };
+        let start = start as usize;
         // Stamps: `now + 1` marks members, `now + 2` members reached.
         let (member, reached) = (self.now + 1, self.now + 2);
         self.now += 2;
-        boxes.iter().for_each(|&k| self.stamp[k] = member);
+        boxes.iter().for_each(|b| self.stamp[b[2] as usize] = member);
         self.stamp[start] = reached;
         self.stack.push(start);
         let mut count = 0;

@@ -275,6 +275,9 @@ enum Command {
         /// Timed runs per map and method, round-robin; times are medians
         #[arg(long, default_value_t = 3)]
         repeats: usize,
+        /// pbs's tolerance: converged when max_avg ≤ (1 + tol) × lower bound
+        #[arg(long, default_value_t = 0.05)]
+        pbs_tol: f64,
         /// Print one JSON object {"partitions": [...], "sequences": [...]} instead of tables
         #[arg(long)]
         json: bool,
@@ -527,7 +530,10 @@ fn run(cli: Cli) -> Result<(), String> {
             let path = paper::write_report(&out, &settings).map_err(|e| e.to_string())?;
             println!("report written to {}", path.display());
         }
-        Command::Peers { perlin, maps, parts, boxes_per_part, seeds, sequence, methods, repeats, json } => {
+        Command::Peers { perlin, maps, parts, boxes_per_part, seeds, sequence, methods, repeats, pbs_tol, json } => {
+            if !(pbs_tol.is_finite() && pbs_tol >= 0.0) {
+                return Err(format!("--pbs-tol must be finite and ≥ 0, got {pbs_tol}"));
+            }
             if parts.contains(&0) || boxes_per_part.contains(&0) {
                 return Err("--parts and --boxes-per-part must be at least 1".into());
             }
@@ -554,6 +560,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 sequence,
                 methods,
                 repeats,
+                pbs_tol,
             };
             // A peer library that panics (coupe 0.1's multi-jagged does on some maps) is reported
             // in its row as skipped; one line here, not a backtrace.

@@ -20,6 +20,9 @@ pub enum Maps {
     Standard,
     /// Only the Perlin maps.
     Perlin,
+    /// High-contrast 80×40 maps (rings, a disc, a gradient, a hot box, an md-like density),
+    /// `seeds` of each: small parts on dense maps, where iterative methods struggle.
+    Dense,
     /// Every `*.csv` load map of a folder.
     Dir(PathBuf),
 }
@@ -146,6 +149,7 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
                 out.push(Map { name, grid, loads });
             }
         }
+        Maps::Dense => out.extend(dense_maps(settings.seeds)),
         Maps::Standard | Maps::Perlin => {
             if settings.maps == Maps::Standard {
                 out.extend(shapes::all().into_iter().map(|s| Map {
@@ -166,6 +170,48 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
     }
     out.retain(|m| m.grid.len() >= parts * MIN_BOXES_PER_PART && m.grid.nz == 1);
     Ok(out)
+}
+
+/// The dense family (see [`Maps::Dense`]): five shapes on 80×40, each placed by its seed.
+fn dense_maps(seeds: usize) -> Vec<Map> {
+    let grid = Grid::new(80, 40).expect("non-empty");
+    let mut out = Vec::new();
+    for seed in 0..seeds as u64 {
+        let mut rng = pbs::rng::SplitMix64::new(1000 + seed);
+        let (cx, cy) = (20.0 + 40.0 * rng.next_f64(), 10.0 + 20.0 * rng.next_f64());
+        let noise: Vec<f64> = (0..grid.len()).map(|_| rng.next_f64()).collect();
+        let shape = |name: &str, f: &dyn Fn(f64, f64, usize) -> f64| Map {
+            name: format!("dense-{name}-s{}", seed + 1),
+            grid,
+            loads: (0..grid.len())
+                .map(|k| {
+                    let c = grid.centre(k);
+                    f(c[0], c[1], k)
+                })
+                .collect(),
+        };
+        let r = |x: f64, y: f64| ((x - cx).powi(2) + (y - cy).powi(2)).sqrt();
+        out.push(shape("rings", &|x, y, _| {
+            if (r(x, y) * std::f64::consts::TAU / 10.0).cos() > 0.3 {
+                1.0
+            } else {
+                0.02
+            }
+        }));
+        out.push(shape("disc", &|x, y, _| if r(x, y) < 12.0 { 50.0 } else { 1.0 }));
+        out.push(shape("gradient", &|x, _, _| (6.0 * (x + cx - 20.0).rem_euclid(80.0) / 80.0).exp()));
+        out.push(shape("hot-box", &|x, y, _| if (x - cx).abs() < 1.5 && (y - cy).abs() < 1.5 { 300.0 } else { 1.0 }));
+        // Particles settled under gravity: dense at the bottom, a free surface, noise.
+        out.push(shape("md-density", &|_, y, k| {
+            let surface = 28.0 + 4.0 * (cx / 10.0).sin();
+            if y < surface {
+                (1.0 + 0.4 * noise[k]) * (1.0 + 2.0 * (-y / 6.0).exp())
+            } else {
+                0.05 * noise[k]
+            }
+        }));
+    }
+    out
 }
 
 fn grid_name(g: &Grid) -> String {
@@ -227,8 +273,12 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
 fn make(settings: &PeersSettings) -> Result<Vec<Box<dyn Partitioner>>, String> {
     let pbs_stop = pbs::StopRule { tol: settings.pbs_tol, ..Default::default() };
     let make = |n: &String| -> Result<Box<dyn Partitioner>, String> {
-        if n == "pbs" {
-            return Ok(Box::new(pbs_peers::Pbs::with_stop(pbs_stop)));
+        if n == "pbs" || n == "pbs-pair" {
+            let mut p = pbs_peers::Pbs::with_stop(pbs_stop);
+            if n == "pbs-pair" {
+                p.method = "power-cells-pair".into();
+            }
+            return Ok(Box::new(p));
         }
         pbs_peers::by_name(n).map_err(|e| e.to_string())
     };

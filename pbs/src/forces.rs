@@ -15,6 +15,12 @@
 //! only on the pair's indices, so no configuration yields NaN or infinity and the result is
 //! deterministic.
 //!
+//! [`add_neighbour_springs`] is the pair potential of the `power-cells-pair` method: each pair
+//! of vCores whose cells touch is a spring whose rest length is the sum of the two cells'
+//! radii (the radius of a disc of the cell's box count), so that the vCores settle like
+//! packed discs of their cells' sizes; a domain wall that a cell touches acts as a mirrored
+//! neighbour. The balance itself is left to the power weights.
+//!
 //! [`add_task_attraction`] is the paper's §5.2 complement: vCores are also pulled towards heavy
 //! boxes. Summing over every box would cost O(vCores × boxes) again, so each vCore feels only
 //! the boxes of its own cell: the pull is `Σ_{k∈cell(i)} (q_k/m)(c_k − x_i)`, i.e. towards the
@@ -76,6 +82,82 @@ pub fn add_pair_forces(law: ForceLaw, positions: &[Point], charges: &[f64], mean
             }
         }
     }
+}
+
+/// Adds the neighbour-spring displacement of every vCore to `out` (see the module docs): for
+/// each neighbour `j` of `i`, `(s_ij − d_ij)/2` along the unit vector from `j` to `i`, with
+/// `s_ij = r_i + r_j`; for each wall its cell touches, `r_i − h` away from the wall at distance
+/// `h`; all divided by the number of terms, so that a vCore whose springs all agree moves the
+/// whole way. Returns the number of neighbour pairs.
+pub fn add_neighbour_springs(
+    grid: &Grid,
+    owner: &[u32],
+    positions: &[Point],
+    counts: &[usize],
+    out: &mut [Point],
+) -> usize {
+    let n = positions.len();
+    let flat = grid.nz == 1;
+    let radius = |c: usize| {
+        if flat {
+            (c as f64 / std::f64::consts::PI).sqrt()
+        } else {
+            (3.0 * c as f64 / (4.0 * std::f64::consts::PI)).cbrt()
+        }
+    };
+    let mut pairs = Vec::new();
+    grid.for_each_neighbour_pair(|a, b| {
+        let (i, j) = (owner[a].min(owner[b]), owner[a].max(owner[b]));
+        if i != j {
+            pairs.push((i, j));
+        }
+    });
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut terms = vec![0usize; n];
+    let mut sum = vec![[0.0; 3]; n];
+    for &(i, j) in &pairs {
+        let (i, j) = (i as usize, j as usize);
+        let (u, d) = direction(&positions[i], &positions[j], i, j);
+        let push = 0.5 * (radius(counts[i]) + radius(counts[j]) - d);
+        for a in 0..3 {
+            sum[i][a] += push * u[a];
+            sum[j][a] -= push * u[a];
+        }
+        terms[i] += 1;
+        terms[j] += 1;
+    }
+    // Walls: which cells touch the low and high side of each axis.
+    let dims = grid.dims();
+    let mut touches = vec![[[false; 2]; 3]; n];
+    for (k, &o) in owner.iter().enumerate() {
+        let c = grid.coords(k);
+        for a in 0..3 {
+            if dims[a] > 1 {
+                touches[o as usize][a][0] |= c[a] == 0;
+                touches[o as usize][a][1] |= c[a] + 1 == dims[a];
+            }
+        }
+    }
+    for i in 0..n {
+        let r = radius(counts[i]);
+        for a in 0..3 {
+            if touches[i][a][0] {
+                sum[i][a] += r - positions[i][a];
+                terms[i] += 1;
+            }
+            if touches[i][a][1] {
+                sum[i][a] -= r - (dims[a] as f64 - positions[i][a]);
+                terms[i] += 1;
+            }
+        }
+        if terms[i] > 0 {
+            for a in 0..3 {
+                out[i][a] += sum[i][a] / terms[i] as f64;
+            }
+        }
+    }
+    pairs.len()
 }
 
 /// Adds the §5.2 task attraction (see the module docs), scaled by `strength / spacing³` with
@@ -143,6 +225,24 @@ mod tests {
         let mut f = vec![[0.0; 3]; 2];
         add_pair_forces(ForceLaw::BalanceShortRange, &x[..2], &[1.0, 1.0], 1.0, &mut f);
         assert!(f[0][0] != 0.0 || f[0][1] != 0.0, "coincident vCores must be pushed apart");
+    }
+
+    #[test]
+    fn springs_push_crowded_neighbours_apart_and_pull_distant_ones_together() {
+        // Two cells of 8 boxes each (radius 1.6) side by side on a 4×4 grid.
+        let g = Grid::new(4, 4).unwrap();
+        let owner: Vec<u32> = (0..16).map(|k| u32::from(k % 4 >= 2)).collect();
+        let counts = [8, 8];
+        let mut near = vec![[0.0; 3]; 2];
+        assert_eq!(add_neighbour_springs(&g, &owner, &[[1.8, 2.0, 0.5], [2.2, 2.0, 0.5]], &counts, &mut near), 1);
+        assert!(near[0][0] < 0.0 && near[1][0] > 0.0, "too close: apart {near:?}");
+        let mut far = vec![[0.0; 3]; 2];
+        add_neighbour_springs(&g, &owner, &[[0.2, 2.0, 0.5], [3.8, 2.0, 0.5]], &counts, &mut far);
+        assert!(far[0][0] > 0.0 && far[1][0] < 0.0, "too far and pressed to the walls: together {far:?}");
+        // At the cells' centroids the spring and the walls cancel exactly.
+        let mut rest = vec![[0.0; 3]; 2];
+        add_neighbour_springs(&g, &owner, &[[1.0, 2.0, 0.5], [3.0, 2.0, 0.5]], &counts, &mut rest);
+        assert!(rest.iter().flatten().all(|v| v.abs() < 1e-12), "{rest:?}");
     }
 
     #[test]

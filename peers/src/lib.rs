@@ -14,6 +14,7 @@
 //! | name | what it is | reference |
 //! |---|---|---|
 //! | `pbs` | pbs's default balancer to its default tolerance, warm-started on sequences | Papin et al. 2014; `pbs::methods` |
+//! | `pbs-pair` | the same with vCores moved by neighbour springs (`power-cells-pair`) | issue 18 |
 //! | `rcb` | [`KwayRcb`]: k-way recursive coordinate bisection, any part count | Berger & Bokhari 1987 |
 //! | `hilbert` | [`HilbertPrefix`]: prefix split along a Hilbert curve | Pilkington & Baden 1996 |
 //! | `coupe-rcb` | coupe's RCB (part counts that are powers of two) | coupe 0.1 |
@@ -140,13 +141,23 @@ pub trait Partitioner {
 }
 
 /// Every method name, pbs first.
-pub const NAMES: &[&str] =
-    &["pbs", "rcb", "hilbert", "coupe-rcb", "coupe-multi-jagged", "coupe-hilbert", "metis-kway", "metis-recursive"];
+pub const NAMES: &[&str] = &[
+    "pbs",
+    "pbs-pair",
+    "rcb",
+    "hilbert",
+    "coupe-rcb",
+    "coupe-multi-jagged",
+    "coupe-hilbert",
+    "metis-kway",
+    "metis-recursive",
+];
 
 /// A method by name, with its default settings.
 pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
     Ok(match name {
         "pbs" => Box::new(Pbs::default()),
+        "pbs-pair" => Box::new(Pbs::with_method("power-cells-pair")),
         "rcb" => Box::new(KwayRcb),
         "hilbert" => Box::new(HilbertPrefix),
         "coupe-rcb" => Box::new(CoupeRcb),

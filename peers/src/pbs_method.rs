@@ -25,6 +25,11 @@ impl Default for Pbs {
 }
 
 impl Pbs {
+    /// The method of that name (from `pbs::methods::NAMES`) at the default stop rule.
+    pub fn with_method(method: &str) -> Pbs {
+        Pbs { method: method.to_string(), ..Pbs::default() }
+    }
+
     /// The default method stopped by `stop` (e.g. a tighter tolerance than pbs's default).
     pub fn with_stop(stop: StopRule) -> Pbs {
         Pbs { stop, ..Pbs::default() }
@@ -33,7 +38,13 @@ impl Pbs {
 
 impl Partitioner for Pbs {
     fn name(&self) -> &str {
-        "pbs"
+        if self.method == methods::DEFAULT {
+            "pbs"
+        } else if self.method == "power-cells-pair" {
+            "pbs-pair"
+        } else {
+            &self.method
+        }
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {

@@ -252,8 +252,11 @@ enum Command {
     /// the same maps: balance, edge cut, connectivity, migrations on sequences, time.
     Peers {
         /// Only Perlin maps (default: the shapes of `maps` and Perlin maps)
-        #[arg(long, conflicts_with = "maps")]
+        #[arg(long, conflicts_with_all = ["maps", "dense"])]
         perlin: bool,
+        /// Only the dense 80×40 family (rings, disc, gradient, hot box, md-like density), --seeds of each
+        #[arg(long, conflicts_with = "maps")]
+        dense: bool,
         /// Every .csv load map of this folder instead
         #[arg(long)]
         maps: Option<PathBuf>,
@@ -530,7 +533,19 @@ fn run(cli: Cli) -> Result<(), String> {
             let path = paper::write_report(&out, &settings).map_err(|e| e.to_string())?;
             println!("report written to {}", path.display());
         }
-        Command::Peers { perlin, maps, parts, boxes_per_part, seeds, sequence, methods, repeats, pbs_tol, json } => {
+        Command::Peers {
+            perlin,
+            dense,
+            maps,
+            parts,
+            boxes_per_part,
+            seeds,
+            sequence,
+            methods,
+            repeats,
+            pbs_tol,
+            json,
+        } => {
             if !(pbs_tol.is_finite() && pbs_tol >= 0.0) {
                 return Err(format!("--pbs-tol must be finite and ≥ 0, got {pbs_tol}"));
             }
@@ -549,10 +564,11 @@ fn run(cli: Cli) -> Result<(), String> {
                 pbs_peers::by_name(m).map_err(|e| e.to_string())?;
             }
             let settings = peers::PeersSettings {
-                maps: match (perlin, maps) {
-                    (_, Some(dir)) => peers::Maps::Dir(dir),
-                    (true, None) => peers::Maps::Perlin,
-                    (false, None) => peers::Maps::Standard,
+                maps: match (perlin, dense, maps) {
+                    (_, _, Some(dir)) => peers::Maps::Dir(dir),
+                    (true, _, None) => peers::Maps::Perlin,
+                    (_, true, None) => peers::Maps::Dense,
+                    (false, false, None) => peers::Maps::Standard,
                 },
                 parts,
                 boxes_per_part,

@@ -69,11 +69,24 @@ pub struct PowerCellsSettings {
     pub max_halvings: usize,
     /// Steps without a new best merit before the end game starts (at least 1).
     pub patience: usize,
+    /// What moves the vCores (their weights do the balancing either way).
+    pub motion: Motion,
+}
+
+/// What moves the vCores of the power-cell method between weight updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Motion {
+    /// `relax` of the way to their cells' centroids (Lloyd relaxation): method `power-cells`.
+    #[default]
+    Centroid,
+    /// `relax` of the way along the pair force of neighbouring cells
+    /// ([`crate::forces::add_neighbour_springs`]): method `power-cells-pair`.
+    PairSprings,
 }
 
 impl Default for PowerCellsSettings {
     fn default() -> Self {
-        PowerCellsSettings { damping: 0.5, relax: 0.25, max_halvings: 4, patience: 6 }
+        PowerCellsSettings { damping: 0.5, relax: 0.25, max_halvings: 4, patience: 6, motion: Motion::Centroid }
     }
 }
 
@@ -179,7 +192,10 @@ type Snapshot = ((f64, f64), Vec<Point>, Vec<f64>);
 
 impl Balancer for PowerCells {
     fn name(&self) -> &str {
-        "power-cells"
+        match self.settings.motion {
+            Motion::Centroid => "power-cells",
+            Motion::PairSprings => "power-cells-pair",
+        }
     }
 
     fn reset(&mut self) {
@@ -316,21 +332,32 @@ impl PowerCells {
         let n = vcores.len();
         let grid = *problem.grid();
         let (sum, count) = centre_sums(&grid, vcores.owners(), n);
+        let springs = (self.settings.motion == Motion::PairSprings).then(|| {
+            let mut push = vec![[0.0; 3]; n];
+            crate::forces::add_neighbour_springs(&grid, vcores.owners(), vcores.positions(), &count, &mut push);
+            push
+        });
         let giant_of = &self.run.giant_of;
         let relax = self.settings.relax;
         vcores.update(problem, |positions, weights| {
             for i in 0..n {
-                let (p, beta): (Point, f64) = if giant_of[i] != NO_BOX {
-                    (grid.centre(giant_of[i]), 1.0)
+                // The target, and the point whose power the move keeps (the centroid, for the
+                // springs: the cell stays where it is while its vCore moves inside it).
+                let (p, keep, beta): (Point, Point, f64) = if giant_of[i] != NO_BOX {
+                    (grid.centre(giant_of[i]), grid.centre(giant_of[i]), 1.0)
                 } else if count[i] > 0 && relax > 0.0 {
                     let off = off_centroid(i);
-                    (std::array::from_fn(|a| sum[i][a] / count[i] as f64 + off[a]), relax)
+                    let centroid: Point = std::array::from_fn(|a| sum[i][a] / count[i] as f64 + off[a]);
+                    match &springs {
+                        None => (centroid, centroid, relax),
+                        Some(push) => (std::array::from_fn(|a| positions[i][a] + push[i][a]), centroid, relax),
+                    }
                 } else {
                     continue;
                 };
                 let x = positions[i];
                 let moved: Point = grid.clamp(std::array::from_fn(|a| x[a] + beta * (p[a] - x[a])));
-                weights[i] += dist2(&p, &moved) - dist2(&p, &x);
+                weights[i] += dist2(&keep, &moved) - dist2(&keep, &x);
                 positions[i] = moved;
             }
             hold_giants(&grid, giant_of, positions, weights);
@@ -607,5 +634,20 @@ mod tests {
             restored += (seen.last().copied() != Some(best)) as usize;
         }
         assert!(restored > 0, "no run ended worse than its best: the test shows nothing");
+    }
+
+    #[test]
+    fn both_motions_converge_on_every_static_case() {
+        let grid = Grid::new(50, 50).unwrap();
+        for motion in [Motion::Centroid, Motion::PairSprings] {
+            for case in crate::loadmap::Case::ALL {
+                let loads = crate::loadmap::static_case(case, &grid, 1);
+                let problem = Problem::new(grid, &loads, 10).unwrap();
+                let mut vcores = VCores::random(&problem, 1);
+                let mut m = PowerCells::new(PowerCellsSettings { motion, ..Default::default() }).unwrap();
+                let out = balance(&mut m, &problem, &mut vcores, StopRule::default(), |_| {});
+                assert!(out.converged, "{motion:?} on {}: {out:?}", case.name());
+            }
+        }
     }
 }

@@ -273,11 +273,7 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
 fn make(settings: &PeersSettings) -> Result<Vec<Box<dyn Partitioner>>, String> {
     let pbs_stop = pbs::StopRule { tol: settings.pbs_tol, ..Default::default() };
     let make = |n: &String| -> Result<Box<dyn Partitioner>, String> {
-        if n == "pbs" || n == "pbs-pair" {
-            let mut p = pbs_peers::Pbs::with_stop(pbs_stop);
-            if n == "pbs-pair" {
-                p.method = "power-cells-pair".into();
-            }
+        if let Some(p) = pbs_peers::Pbs::variant(n, pbs_stop) {
             return Ok(Box::new(p));
         }
         pbs_peers::by_name(n).map_err(|e| e.to_string())

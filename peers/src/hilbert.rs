@@ -5,9 +5,9 @@
 //! neighbours, so parts are connected; on other grids the curve leaves the grid and comes
 //! back, and a part may fall in two pieces (which the `disconnected` column shows).
 
+use pbs::bisection::{nearest_cut, prefix_sums};
 use pbs::Grid;
 
-use crate::cut::{nearest_cut, prefix_sums};
 use crate::{check_input, Partitioner, Result};
 
 /// The Hilbert-curve prefix split. It has no settings.

@@ -13,8 +13,9 @@
 //!
 //! | name | what it is | reference |
 //! |---|---|---|
-//! | `pbs` | pbs's default balancer to its default tolerance, warm-started on sequences | Papin et al. 2014; `pbs::methods` |
-//! | `pbs-pair` | the same with vCores moved by neighbour springs (`power-cells-pair`) | issue 18 |
+//! | `pbs` | pbs's default balancer to its default tolerance, cold-started from the centroids of a k-way RCB (`VCores::from_bisection`), warm-started on sequences | Papin et al. 2014; `pbs::methods` |
+//! | `pbs-random-start` | the same from random vCores (the executor's start) | |
+//! | `pbs-pair` | `pbs` with vCores moved by neighbour springs (`power-cells-pair`) | |
 //! | `rcb` | [`KwayRcb`]: k-way recursive coordinate bisection, any part count | Berger & Bokhari 1987 |
 //! | `hilbert` | [`HilbertPrefix`]: prefix split along a Hilbert curve | Pilkington & Baden 1996 |
 //! | `coupe-rcb` | coupe's RCB (part counts that are powers of two) | coupe 0.1 |
@@ -39,7 +40,6 @@
 #![deny(missing_docs)]
 
 mod coupe_methods;
-mod cut;
 mod hilbert;
 mod metis;
 mod pbs_method;
@@ -49,7 +49,7 @@ mod rcb;
 pub use coupe_methods::{CoupeHilbert, CoupeMultiJagged, CoupeRcb};
 pub use hilbert::{hilbert_index, HilbertPrefix};
 pub use metis::{Metis, MetisScheme};
-pub use pbs_method::Pbs;
+pub use pbs_method::{ColdStart, Pbs};
 pub use rcb::KwayRcb;
 
 use pbs::{Grid, Problem};
@@ -156,8 +156,9 @@ pub const NAMES: &[&str] = &[
 /// A method by name, with its default settings.
 pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
     Ok(match name {
-        "pbs" => Box::new(Pbs::default()),
-        "pbs-pair" => Box::new(Pbs::with_method("power-cells-pair")),
+        "pbs" | "pbs-random-start" | "pbs-pair" => {
+            Box::new(Pbs::variant(name, pbs::StopRule::default()).expect("a pbs variant"))
+        }
         "rcb" => Box::new(KwayRcb),
         "hilbert" => Box::new(HilbertPrefix),
         "coupe-rcb" => Box::new(CoupeRcb),

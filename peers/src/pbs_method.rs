@@ -1,6 +1,7 @@
 //! `pbs`: the pbs balancer as a partitioner, so that it stands in the same table as its peers.
-//! A cold start places the vCores at random (seeded); later calls on the same grid and part
-//! count warm-start from the vCores where the previous call left them, as the executor does.
+//! A cold start places the vCores at the centroids of a k-way RCB (or at random); later calls
+//! on the same grid and part count warm-start from the vCores where the previous call left
+//! them, as the executor does.
 
 use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 
@@ -14,20 +15,48 @@ pub struct Pbs {
     pub stop: StopRule,
     /// Seed of the cold start's vCore positions.
     pub seed: u64,
+    /// Where a cold start places the vCores.
+    pub cold_start: ColdStart,
     state: Option<(Grid, VCores)>,
     steps: Option<usize>,
 }
 
+/// Where a cold start places the vCores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ColdStart {
+    /// At the centroids of a k-way RCB's parts ([`VCores::from_bisection`]): compact, nearly
+    /// balanced cells for the power-cell weights to finish.
+    #[default]
+    Bisection,
+    /// At random, from `seed` (as the executor does).
+    Random,
+}
+
 impl Default for Pbs {
     fn default() -> Self {
-        Pbs { method: methods::DEFAULT.to_string(), stop: StopRule::default(), seed: 1, state: None, steps: None }
+        Pbs {
+            method: methods::DEFAULT.to_string(),
+            stop: StopRule::default(),
+            seed: 1,
+            cold_start: ColdStart::Bisection,
+            state: None,
+            steps: None,
+        }
     }
 }
 
 impl Pbs {
-    /// The method of that name (from `pbs::methods::NAMES`) at the default stop rule.
-    pub fn with_method(method: &str) -> Pbs {
-        Pbs { method: method.to_string(), ..Pbs::default() }
+    /// The pbs rows of the peers table by name (`pbs`, `pbs-random-start`, `pbs-pair`), stopped
+    /// by `stop`; `None` for any other name.
+    pub fn variant(name: &str, stop: StopRule) -> Option<Pbs> {
+        let mut p = Pbs::with_stop(stop);
+        match name {
+            "pbs" => {}
+            "pbs-pair" => p.method = "power-cells-pair".into(),
+            "pbs-random-start" => p.cold_start = ColdStart::Random,
+            _ => return None,
+        }
+        Some(p)
     }
 
     /// The default method stopped by `stop` (e.g. a tighter tolerance than pbs's default).
@@ -38,7 +67,9 @@ impl Pbs {
 
 impl Partitioner for Pbs {
     fn name(&self) -> &str {
-        if self.method == methods::DEFAULT {
+        if self.cold_start == ColdStart::Random {
+            "pbs-random-start"
+        } else if self.method == methods::DEFAULT {
             "pbs"
         } else if self.method == "power-cells-pair" {
             "pbs-pair"
@@ -53,7 +84,10 @@ impl Partitioner for Pbs {
         let mut method = methods::by_name(&self.method)?;
         let mut vcores = match self.state.take() {
             Some((g, v)) if g == *grid && v.len() == parts => v,
-            _ => VCores::random(&problem, self.seed),
+            _ => match self.cold_start {
+                ColdStart::Random => VCores::random(&problem, self.seed),
+                ColdStart::Bisection => VCores::from_bisection(&problem),
+            },
         };
         let outcome = balance(method.as_mut(), &problem, &mut vcores, self.stop, |_| {});
         self.steps = Some(outcome.steps);

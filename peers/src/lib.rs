@@ -143,6 +143,7 @@ pub trait Partitioner {
 /// Every method name, pbs first.
 pub const NAMES: &[&str] = &[
     "pbs",
+    "pbs-random-start",
     "pbs-pair",
     "rcb",
     "hilbert",

@@ -96,55 +96,39 @@ mod ffi {
     const OK: c_int = 1;
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    type PartGraph = unsafe extern "C" fn(
-        nvtxs: *mut Idx,
-        ncon: *mut Idx,
-        xadj: *mut Idx,
-        adjncy: *mut Idx,
-        vwgt: *mut Idx,
-        vsize: *mut Idx,
-        adjwgt: *mut Idx,
-        nparts: *mut Idx,
-        tpwgts: *mut Real,
-        ubvec: *mut Real,
-        options: *mut Idx,
-        edgecut: *mut Idx,
-        part: *mut Idx,
-    ) -> c_int;
-
     extern "C" {
         fn METIS_SetDefaultOptions(options: *mut Idx) -> c_int;
-        fn METIS_PartGraphKway(
-            nvtxs: *mut Idx,
-            ncon: *mut Idx,
-            xadj: *mut Idx,
-            adjncy: *mut Idx,
-            vwgt: *mut Idx,
-            vsize: *mut Idx,
-            adjwgt: *mut Idx,
-            nparts: *mut Idx,
-            tpwgts: *mut Real,
-            ubvec: *mut Real,
-            options: *mut Idx,
-            edgecut: *mut Idx,
-            part: *mut Idx,
-        ) -> c_int;
-        fn METIS_PartGraphRecursive(
-            nvtxs: *mut Idx,
-            ncon: *mut Idx,
-            xadj: *mut Idx,
-            adjncy: *mut Idx,
-            vwgt: *mut Idx,
-            vsize: *mut Idx,
-            adjwgt: *mut Idx,
-            nparts: *mut Idx,
-            tpwgts: *mut Real,
-            ubvec: *mut Real,
-            options: *mut Idx,
-            edgecut: *mut Idx,
-            part: *mut Idx,
-        ) -> c_int;
     }
+
+    /// Declares METIS's graph partitioning drivers and `PartGraph`, the type of a pointer to
+    /// either: they share one signature, written once.
+    macro_rules! part_graph_drivers {
+        ($params:tt; $($name:ident),*) => {
+            type PartGraph = unsafe extern "C" fn $params -> c_int;
+            extern "C" {
+                $(fn $name $params -> c_int;)*
+            }
+        };
+    }
+    part_graph_drivers!(
+        (
+            nvtxs: *mut Idx,
+            ncon: *mut Idx,
+            xadj: *mut Idx,
+            adjncy: *mut Idx,
+            vwgt: *mut Idx,
+            vsize: *mut Idx,
+            adjwgt: *mut Idx,
+            nparts: *mut Idx,
+            tpwgts: *mut Real,
+            ubvec: *mut Real,
+            options: *mut Idx,
+            edgecut: *mut Idx,
+            part: *mut Idx
+        );
+        METIS_PartGraphKway,
+        METIS_PartGraphRecursive
+    );
 
     /// While alive, file descriptor 1 writes to standard error (restored on drop): what any
     /// thread writes to standard output meanwhile goes to standard error, nothing is lost.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main demo: balances the paper's four static cases and a Perlin map with our method and
-# the paper's side by side, runs warm-started rough and smooth transitions, runs the grid apps
+# the paper's side by side, runs warm-started rough and smooth transitions, sets pbs beside the
+# partitioners users would pick instead, runs the grid apps
 # (MD, stencil) under every scheduler and a C code through the C interface, then writes short
 # versions of the apps report and the paper report (markdown + PNG plots) to out/demo/.
 set -euo pipefail
@@ -22,6 +23,10 @@ $bench transitions --kind rough --trials 200
 echo
 echo "== 200 smooth transitions (the map translated by half a box), warm-started"
 $bench transitions --kind smooth --trials 200 --compare-scratch
+echo
+echo "== Against the partitioners users would pick instead (RCB, Hilbert, coupe, METIS), Perlin maps and"
+echo "   drifting/re-drawn sequences at 16 and 72 parts (the full table: $bench peers; docs/peers.md)"
+$bench peers --perlin --parts 16,72 --boxes-per-part 100 --seeds 1 --sequence 10 | sed -n '/^method /,$p'
 echo
 echo "== The runtime: per-phase overhead of every executor on empty tasks (10^4 boxes, 2 threads)"
 cargo run --release -q -p pbs-scheduler --example overhead

@@ -90,8 +90,8 @@ impl VCores {
 
     /// vCores at the centroids of a k-way recursive coordinate bisection of `problem`'s loads
     /// ([`crate::bisection::kway_rcb`]), weights zero: compact, nearly balanced cells for a
-    /// method to finish, in fewer steps and with a lower edge cut than from random positions
-    /// (docs/peers.md).
+    /// method to finish, usually in fewer steps and with a lower edge cut than from random
+    /// positions (docs/peers.md).
     pub fn from_bisection(problem: &Problem) -> VCores {
         let owners = crate::bisection::kway_rcb(problem.grid(), problem.loads(), problem.vcores())
             .expect("a valid problem is a valid bisection");

@@ -86,9 +86,10 @@ typedef struct pbs_outcome {
 } pbs_outcome;
 
 /* A balancer of `vcores` vCores over nx * ny * nz boxes. `method` is a method name
-   ("power-cells", the default, or the paper's "paper-eq7", "paper-eq7-attract", "paper-eq6",
-   "paper-eq4", "paper-eq1"); NULL means "power-cells". The first balancing starts from vCores at random positions
-   drawn from `seed`. NULL on error (pbs_last_error()). */
+   ("power-cells", the default; "power-cells-pair", its vCores moved by a pair potential; or
+   the paper's "paper-eq7", "paper-eq7-attract", "paper-eq6", "paper-eq4", "paper-eq1"); NULL
+   means "power-cells". The first balancing starts from vCores at random positions drawn from
+   `seed`. NULL on error (pbs_last_error()). */
 pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vcores,
                                      const char *method, uint64_t seed);
 

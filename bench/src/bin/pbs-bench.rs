@@ -54,7 +54,7 @@ struct Setting {
     /// Number of vCores
     #[arg(long, default_value_t = 10)]
     vcores: usize,
-    /// Method: power-cells (the default), paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1 (converge also takes a comma-separated list or `all`)
+    /// Method: power-cells (the default), power-cells-pair, paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1 (converge also takes a comma-separated list or `all`)
     #[arg(long, default_value = pbs::methods::DEFAULT)]
     method: String,
     /// Give up after this many steps (per transition for `transitions`)

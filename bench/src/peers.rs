@@ -267,6 +267,12 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
             }
         }
     }
+    if rows.is_empty() {
+        return Err(format!(
+            "no 2D map has at least {MIN_BOXES_PER_PART} boxes per part at {:?} parts: give fewer parts or larger maps",
+            settings.parts
+        ));
+    }
     Ok(rows)
 }
 

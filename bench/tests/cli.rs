@@ -447,5 +447,9 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     assert!(e.contains("unknown partitioner") && e.contains("metis-kway"), "{e}");
     let e = stderr_of(&["peers", "--parts", "0"]);
     assert!(e.contains("at least 1"), "{e}");
+    let e = stderr_of(&["peers", "--pbs-tol", "-1"]);
+    assert!(e.contains("--pbs-tol must be finite and ≥ 0"), "{e}");
+    let e = stderr_of(&["peers", "--maps", dir.to_str().unwrap(), "--parts", "100"]);
+    assert!(e.contains("no 2D map has at least 20 boxes per part"), "{e}");
     std::fs::remove_dir_all(dir).unwrap();
 }

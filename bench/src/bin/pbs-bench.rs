@@ -279,7 +279,7 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         repeats: usize,
         /// pbs's tolerance: converged when max_avg ≤ (1 + tol) × lower bound
-        #[arg(long, default_value_t = 0.05)]
+        #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
         pbs_tol: f64,
         /// Print one JSON object {"partitions": [...], "sequences": [...]} instead of tables
         #[arg(long)]
@@ -552,8 +552,8 @@ fn run(cli: Cli) -> Result<(), String> {
             if parts.contains(&0) || boxes_per_part.contains(&0) {
                 return Err("--parts and --boxes-per-part must be at least 1".into());
             }
-            if repeats == 0 {
-                return Err("--repeats must be at least 1".into());
+            if repeats == 0 || seeds == 0 {
+                return Err("--repeats and --seeds must be at least 1".into());
             }
             let methods: Vec<String> = if methods == "all" {
                 pbs_peers::NAMES.iter().map(|s| s.to_string()).collect()

@@ -44,8 +44,9 @@ pub struct PeersSettings {
     pub methods: Vec<String>,
     /// Timed runs per map and method, round-robin.
     pub repeats: usize,
-    /// pbs's convergence tolerance (`max_avg ≤ (1 + tol) × bound`).
-    pub pbs_tol: f64,
+    /// pbs's convergence tolerance (`max_avg ≤ (1 + tol) × bound`); `None`:
+    /// `StopRule::for_problem`.
+    pub pbs_tol: Option<f64>,
 }
 
 /// Fewest boxes per part a map is run at.
@@ -61,7 +62,7 @@ impl Default for PeersSettings {
             sequence: 20,
             methods: pbs_peers::NAMES.iter().map(|s| s.to_string()).collect(),
             repeats: 3,
-            pbs_tol: pbs::StopRule::default().tol,
+            pbs_tol: None,
         }
     }
 }
@@ -277,7 +278,7 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
 }
 
 fn make(settings: &PeersSettings) -> Result<Vec<Box<dyn Partitioner>>, String> {
-    let pbs_stop = pbs::StopRule { tol: settings.pbs_tol, ..Default::default() };
+    let pbs_stop = settings.pbs_tol.map(|tol| pbs::StopRule { tol, ..Default::default() });
     let make = |n: &String| -> Result<Box<dyn Partitioner>, String> {
         if let Some(p) = pbs_peers::Pbs::variant(n, pbs_stop) {
             return Ok(Box::new(p));
@@ -497,7 +498,7 @@ mod tests {
             sequence: 3,
             methods: vec!["pbs".into(), "rcb".into(), "coupe-rcb".into(), "hilbert".into()],
             repeats: 2,
-            pbs_tol: 0.05,
+            pbs_tol: None,
         }
     }
 

@@ -47,6 +47,32 @@ impl Default for StopRule {
     }
 }
 
+/// Boxes per vCore from which [`StopRule::for_problem`] asks for 1 % instead of 5 %.
+pub const TIGHT_FROM_BOXES_PER_VCORE: f64 = 250.0;
+
+impl StopRule {
+    /// The rule for a first balancing (a cold start): the default with the tolerance tightened
+    /// to 0.01 where that is cheap, from [`TIGHT_FROM_BOXES_PER_VCORE`] boxes per vCore, where
+    /// single boxes are small against a cell. From an RCB start on Perlin maps at 250 boxes per
+    /// vCore, 0.01 took 1.4 × the time of 0.05 and every run reached it; at 100–160 it took
+    /// 3–9 ×. Rebalancings from a warm start are better left at the default: on drifting maps
+    /// 0.01 made each one 1.5–11 × longer (docs/peers.md).
+    ///
+    /// ```
+    /// use pbs::{Grid, Problem, StopRule};
+    /// let grid = Grid::new(100, 100)?;
+    /// let loads = vec![1.0; grid.len()];
+    /// assert_eq!(StopRule::for_problem(&Problem::new(grid, &loads, 16)?).tol, 0.01); // 625 per vCore
+    /// assert_eq!(StopRule::for_problem(&Problem::new(grid, &loads, 72)?).tol, 0.05); // 139 per vCore
+    /// # Ok::<(), pbs::Error>(())
+    /// ```
+    pub fn for_problem(problem: &Problem) -> StopRule {
+        let per_vcore = problem.grid().len() as f64 / problem.vcores() as f64;
+        let tol = if per_vcore >= TIGHT_FROM_BOXES_PER_VCORE { 0.01 } else { StopRule::default().tol };
+        StopRule { tol, ..StopRule::default() }
+    }
+}
+
 /// The state after a step (step 0 is the starting state).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct StepRecord {

@@ -13,7 +13,7 @@
 //!
 //! | name | what it is | reference |
 //! |---|---|---|
-//! | `pbs` | pbs's default balancer to its default tolerance, cold-started from the centroids of a k-way RCB (`VCores::from_bisection`), warm-started on sequences | Papin et al. 2014; `pbs::methods` |
+//! | `pbs` | pbs's default balancer to `StopRule::for_problem` (tolerance 0.01 from 250 boxes per part, else 0.05), cold-started from the centroids of a k-way RCB (`VCores::from_bisection`), warm-started on sequences | Papin et al. 2014; `pbs::methods` |
 //! | `pbs-random-start` | the same from random vCores (the executor's start) | |
 //! | `pbs-pair` | `pbs` with vCores moved by neighbour springs (`power-cells-pair`) | |
 //! | `rcb` | [`KwayRcb`]: k-way recursive coordinate bisection, any part count | Berger & Bokhari 1987 |
@@ -157,9 +157,7 @@ pub const NAMES: &[&str] = &[
 /// A method by name, with its default settings.
 pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
     Ok(match name {
-        "pbs" | "pbs-random-start" | "pbs-pair" => {
-            Box::new(Pbs::variant(name, pbs::StopRule::default()).expect("a pbs variant"))
-        }
+        "pbs" | "pbs-random-start" | "pbs-pair" => Box::new(Pbs::variant(name, None).expect("a pbs variant")),
         "rcb" => Box::new(KwayRcb),
         "hilbert" => Box::new(HilbertPrefix),
         "coupe-rcb" => Box::new(CoupeRcb),

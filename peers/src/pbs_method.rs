@@ -48,7 +48,7 @@ impl Default for Pbs {
 
 impl Pbs {
     /// The pbs rows of the peers table by name (`pbs`, `pbs-random-start`, `pbs-pair`), stopped
-    /// by `stop`; `None` for any other name.
+    /// by `stop` (`None`: as [`Pbs::stop`] says); `None` for any other name.
     pub fn variant(name: &str, stop: Option<StopRule>) -> Option<Pbs> {
         let mut p = Pbs::with_stop(stop);
         match name {

@@ -26,7 +26,8 @@ $bench transitions --kind smooth --trials 200 --compare-scratch
 echo
 echo "== Against the partitioners users would pick instead (RCB, Hilbert, coupe, METIS), Perlin maps and"
 echo "   drifting/re-drawn sequences at 16 and 72 parts (the full table: $bench peers; docs/peers.md)"
-$bench peers --perlin --parts 16,72 --boxes-per-part 100 --seeds 1 --sequence 10 | sed -n '/^method /,$p'
+mkdir -p out/demo
+$bench peers --perlin --parts 16,72 --boxes-per-part 100 --seeds 1 --sequence 10 --png out/demo/peers.png | sed -n '/^method /,$p'
 echo
 echo "== The runtime: per-phase overhead of every executor on empty tasks (10^4 boxes, 2 threads)"
 cargo run --release -q -p pbs-scheduler --example overhead

@@ -368,6 +368,44 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
     Ok(rows)
 }
 
+/// Draws every method's partition of the first map the settings run (at the first part count
+/// that map runs at) into one PNG, a panel per method: boxes coloured by part, darker where
+/// the load is higher, the title giving `max_avg / bound` and the edge cut.
+/// Returns the map's name and part count.
+pub fn draw_first_case(settings: &PeersSettings, path: &std::path::Path) -> Result<(String, usize), String> {
+    let (parts, map) = settings
+        .parts
+        .iter()
+        .find_map(|&p| maps(settings, p).ok()?.into_iter().next().map(|m| (p, m)))
+        .ok_or("no map to draw")?;
+    let mut drawn = Vec::new();
+    for m in make(settings)?.iter_mut() {
+        if let Ok(owners) = m.partition(&map.grid, &map.loads, parts) {
+            let q = quality::measure(&map.grid, &map.loads, &owners, parts);
+            let title = format!(
+                "{}: {:.3}× bound, cut {}{}",
+                m.name(),
+                q.max_avg / q.lower_bound,
+                q.edge_cut,
+                if q.disconnected_parts > 0 { format!(", {} split", q.disconnected_parts) } else { String::new() }
+            );
+            drawn.push((title, owners));
+        }
+    }
+    let panels: Vec<pbs_plot::panels::OwnerMap<'_>> = drawn
+        .iter()
+        .map(|(title, owners)| pbs_plot::panels::OwnerMap {
+            title: title.clone(),
+            grid: map.grid,
+            loads: &map.loads,
+            owners,
+            positions: &[],
+        })
+        .collect();
+    pbs_plot::panels::owner_maps(path, 3, 360, &panels).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok((map.name, parts))
+}
+
 /// The per-map table.
 pub fn partition_table(rows: &[PeerRow]) -> Table {
     let mut t = Table::new(&[

@@ -441,7 +441,10 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     let seq = v["sequences"].as_array().unwrap();
     assert_eq!(seq.len(), 2 * 2 * pbs_peers::NAMES.len()); // drift and redraw at two part counts
     assert!(seq.iter().filter(|r| r["method"] == "pbs").all(|r| r["warm"] == true));
-    let text = String::from_utf8(bench(&args).stdout).unwrap();
+    let png = dir.join("parts.png");
+    let out = bench(&[&args[..], &["--png", png.to_str().unwrap()]].concat());
+    assert!(out.status.success() && std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("≤1.01×bound") && text.contains("moved/step"), "{text}");
     let e = stderr_of(&["peers", "--methods", "zoltan"]);
     assert!(e.contains("unknown partitioner") && e.contains("metis-kway"), "{e}");

@@ -285,6 +285,9 @@ enum Command {
         /// Print one JSON object {"partitions": [...], "sequences": [...]} instead of tables
         #[arg(long)]
         json: bool,
+        /// Also draw every method's partition of the first map into this PNG, a panel per method
+        #[arg(long)]
+        png: Option<PathBuf>,
     },
     /// Write the load maps of shapes the paper never named as CSV files.
     Maps {
@@ -546,6 +549,7 @@ fn run(cli: Cli) -> Result<(), String> {
             repeats,
             pbs_tol,
             json,
+            png,
         } => {
             if let Some(t) = pbs_tol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
                 return Err(format!("--pbs-tol must be finite and ≥ 0, got {t}"));
@@ -586,6 +590,10 @@ fn run(cli: Cli) -> Result<(), String> {
             let rows = peers::partitions(&settings, |m| bar.set_message(m.to_string()))?;
             let seq = peers::sequences(&settings, |m| bar.set_message(m.to_string()))?;
             bar.finish_and_clear();
+            if let Some(path) = &png {
+                let (map, parts) = peers::draw_first_case(&settings, path)?;
+                eprintln!("the partitions of {map} into {parts} parts drawn in {}", path.display());
+            }
             if json {
                 let v = serde_json::json!({ "partitions": rows, "sequences": seq });
                 println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);

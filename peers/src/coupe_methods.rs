@@ -15,8 +15,13 @@ fn centres(grid: &Grid) -> Vec<Point2D> {
         .collect()
 }
 
-fn to_u32(ids: Vec<usize>) -> Vec<u32> {
-    ids.into_iter().map(|p| p as u32).collect()
+/// coupe's part ids as ours, checked to be below `parts` (a library bug must not become an
+/// out-of-bounds index in the measures).
+fn to_u32(method: &str, ids: Vec<usize>, parts: usize) -> Result<Vec<u32>> {
+    match ids.iter().find(|&&p| p >= parts) {
+        Some(&p) => Err(coupe_error(method, format!("returned part id {p} for {parts} parts"))),
+        None => Ok(ids.into_iter().map(|p| p as u32).collect()),
+    }
 }
 
 fn coupe_error(method: &str, e: impl std::fmt::Display) -> Error {
@@ -59,7 +64,7 @@ impl Partitioner for CoupeRcb {
         let mut rcb = coupe::Rcb { iter_count: parts.trailing_zeros() as usize, tolerance: 0.0, fast: false };
         let name = self.name();
         guarded(name, || rcb.partition(&mut ids, (centres(grid), loads.to_vec())).map_err(|e| coupe_error(name, e)))?;
-        Ok(to_u32(ids))
+        to_u32(name, ids, parts)
     }
 }
 
@@ -89,7 +94,7 @@ impl Partitioner for CoupeMultiJagged {
         let mut mj = coupe::MultiJagged { part_count: parts, max_iter: self.rounds.max(1) };
         let name = self.name();
         guarded(name, || mj.partition(&mut ids, (&points[..], loads)).map_err(|e| coupe_error(name, e)))?;
-        Ok(to_u32(ids))
+        to_u32(name, ids, parts)
     }
 }
 
@@ -117,6 +122,18 @@ impl Partitioner for CoupeHilbert {
         let mut h = coupe::HilbertCurve { part_count: parts, order: self.order };
         let name = self.name();
         guarded(name, || h.partition(&mut ids, (centres(grid), loads)).map_err(|e| coupe_error(name, e)))?;
-        Ok(to_u32(ids))
+        to_u32(name, ids, parts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_ids_out_of_range_are_an_error_not_a_panic() {
+        assert_eq!(to_u32("m", vec![0, 2, 1], 3).unwrap(), vec![0, 2, 1]);
+        let e = to_u32("m", vec![0, 3], 3).unwrap_err();
+        assert!(e.to_string().contains("returned part id 3 for 3 parts"), "{e}");
     }
 }

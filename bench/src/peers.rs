@@ -32,7 +32,7 @@ pub enum Maps {
 pub struct PeersSettings {
     /// The maps.
     pub maps: Maps,
-    /// Part counts; a map is run at a count only where it has ≥ `min_boxes_per_part` boxes per part.
+    /// Part counts; a map is run at a count only where it has ≥ [`MIN_BOXES_PER_PART`] boxes per part.
     pub parts: Vec<usize>,
     /// Boxes per part of the Perlin maps (each part count gets a square grid of about this many).
     pub boxes_per_part: Vec<usize>,

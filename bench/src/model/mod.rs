@@ -2,9 +2,9 @@
 //! replayed from per-box costs recorded on this machine.
 //!
 //! In the spirit of the paper's simulator and of StarPU's simulated mode: a [`trace`] of real
-//! box costs is replayed ([`replay`]) on a modelled [`machine`] whose constants were fitted
+//! box costs is replayed ([`mod@replay`]) on a modelled [`machine`] whose constants were fitted
 //! to real measurements ([`calibration`]), with the real balancer making pbs's mappings.
-//! What it models and what it leaves out is listed in [`replay`]; the fit and its error on a
+//! What it models and what it leaves out is listed in [`mod@replay`]; the fit and its error on a
 //! measurement it was not fitted to are printed by `pbs-bench model --calibration`.
 
 pub mod calibration;

@@ -162,18 +162,6 @@ mod tests {
         assert_eq!(prefix_sums([0.0, 0.0].into_iter()), vec![0.0, 1.0, 2.0]);
     }
 
-    /// Parts of `owners` that are empty or in more than one piece.
-    fn empty_or_split(grid: &Grid, owners: &[u32], parts: usize) -> usize {
-        let mut pieces = Pieces { grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new() };
-        (0..parts as u32)
-            .filter(|&p| {
-                let mine: Vec<[u32; 4]> =
-                    (0..grid.len()).filter(|&k| owners[k] == p).map(|k| [0, 0, 0, k as u32]).collect();
-                mine.is_empty() || !pieces.is_connected(&mine)
-            })
-            .count()
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -187,7 +175,7 @@ mod tests {
             let owners = kway_rcb(&grid, &loads, parts).unwrap();
             // In 2D the retries keep every part in one piece; 3D cuts are not retried enough
             // for that (a part may fall in two pieces there), but none is empty.
-            let split = empty_or_split(&grid, &owners, parts);
+            let split = metrics::disconnected_parts(&grid, &owners, parts);
             if nz == 1 {
                 prop_assert_eq!(split, 0);
             }

@@ -86,6 +86,38 @@ pub fn edge_cut(grid: &Grid, owner: &[u32]) -> usize {
     cut
 }
 
+/// Parts (ids below `parts`) whose boxes form more than one face-connected piece: a flood fill
+/// from each part's first box must reach all of its boxes. Empty parts do not count.
+pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
+    let mut sizes = vec![0usize; parts];
+    owners.iter().for_each(|&p| sizes[p as usize] += 1);
+    let mut seen = vec![false; owners.len()];
+    let mut started = vec![false; parts];
+    let mut stack = Vec::new();
+    let mut disconnected = 0;
+    for k in 0..owners.len() {
+        let p = owners[k] as usize;
+        if started[p] {
+            continue;
+        }
+        started[p] = true;
+        let mut reached = 0;
+        seen[k] = true;
+        stack.push(k);
+        while let Some(b) = stack.pop() {
+            reached += 1;
+            grid.for_each_neighbour(b, |n| {
+                if !seen[n] && owners[n] as usize == p {
+                    seen[n] = true;
+                    stack.push(n);
+                }
+            });
+        }
+        disconnected += usize::from(reached < sizes[p]);
+    }
+    disconnected
+}
+
 /// Number of boxes whose owner differs between two mappings of the same grid.
 pub fn migrations(before: &[u32], after: &[u32]) -> usize {
     before.iter().zip(after).filter(|(a, b)| a != b).count()
@@ -128,6 +160,16 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn parts_in_pieces_are_counted_once_each() {
+        let g = Grid::new(3, 2).unwrap();
+        // part 0: two boxes apart; part 1: a connected L; part 2: empty
+        assert_eq!(disconnected_parts(&g, &[0, 1, 0, 1, 1, 1], 3), 1);
+        assert_eq!(disconnected_parts(&g, &[0, 0, 0, 1, 1, 1], 2), 0);
+        // a checkerboard: each part in three pieces counts once
+        assert_eq!(disconnected_parts(&g, &[0, 1, 0, 1, 0, 1], 2), 2);
     }
 
     #[test]

@@ -31,41 +31,9 @@ pub fn measure(grid: &Grid, loads: &[f64], owners: &[u32], parts: usize) -> Qual
         max_avg: metrics::max_avg(&charges),
         lower_bound: metrics::lower_bound_from(max_load, mean),
         edge_cut: metrics::edge_cut(grid, owners),
-        disconnected_parts: disconnected_parts(grid, owners, parts),
+        disconnected_parts: metrics::disconnected_parts(grid, owners, parts),
         empty_parts: sizes.iter().filter(|&&s| s == 0).count(),
     }
-}
-
-/// Parts whose boxes form more than one 4-connected piece (a flood fill from each part's
-/// first box must reach all of its boxes).
-pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
-    let mut sizes = vec![0usize; parts];
-    owners.iter().for_each(|&p| sizes[p as usize] += 1);
-    let mut seen = vec![false; owners.len()];
-    let mut started = vec![false; parts];
-    let mut stack = Vec::new();
-    let mut disconnected = 0;
-    for k in 0..owners.len() {
-        let p = owners[k] as usize;
-        if started[p] {
-            continue;
-        }
-        started[p] = true;
-        let mut reached = 0;
-        seen[k] = true;
-        stack.push(k);
-        while let Some(b) = stack.pop() {
-            reached += 1;
-            grid.for_each_neighbour(b, |n| {
-                if !seen[n] && owners[n] as usize == p {
-                    seen[n] = true;
-                    stack.push(n);
-                }
-            });
-        }
-        disconnected += usize::from(reached < sizes[p]);
-    }
-    disconnected
 }
 
 /// `next` relabelled so that its parts keep the ids of the `previous` parts they overlap most,

@@ -41,6 +41,22 @@ fn guarded<T>(method: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
+/// The steps every adapter shares: pbs's input checks, the boxes as coupe points, the coupe
+/// call (`call`, guarded against panics), and coupe's part ids checked and converted.
+fn run(
+    method: &str,
+    grid: &Grid,
+    loads: &[f64],
+    parts: usize,
+    call: impl FnOnce(&mut [usize], Vec<Point2D>) -> Result<()>,
+) -> Result<Vec<u32>> {
+    check_input(method, grid, loads, parts)?;
+    let mut ids = vec![0; grid.len()];
+    let points = centres(grid);
+    guarded(method, || call(&mut ids, points))?;
+    to_u32(method, ids, parts)
+}
+
 /// coupe's recursive coordinate bisection (`coupe::Rcb`): `log2(parts)` rounds of bisections
 /// into equal halves, so only part counts that are powers of two.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,19 +68,18 @@ impl Partitioner for CoupeRcb {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_input(self.name(), grid, loads, parts)?;
-        if !parts.is_power_of_two() {
-            return Err(Error::PartCount {
-                method: self.name().to_string(),
-                parts,
-                reason: "coupe's RCB halves every part, so the count must be a power of two",
-            });
-        }
-        let mut ids = vec![0; grid.len()];
-        let mut rcb = coupe::Rcb { iter_count: parts.trailing_zeros() as usize, tolerance: 0.0, fast: false };
         let name = self.name();
-        guarded(name, || rcb.partition(&mut ids, (centres(grid), loads.to_vec())).map_err(|e| coupe_error(name, e)))?;
-        to_u32(name, ids, parts)
+        run(name, grid, loads, parts, |ids, points| {
+            if !parts.is_power_of_two() {
+                return Err(Error::PartCount {
+                    method: name.to_string(),
+                    parts,
+                    reason: "coupe's RCB halves every part, so the count must be a power of two",
+                });
+            }
+            let mut rcb = coupe::Rcb { iter_count: parts.trailing_zeros() as usize, tolerance: 0.0, fast: false };
+            rcb.partition(ids, (points, loads.to_vec())).map_err(|e| coupe_error(name, e))
+        })
     }
 }
 
@@ -88,13 +103,11 @@ impl Partitioner for CoupeMultiJagged {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_input(self.name(), grid, loads, parts)?;
-        let mut ids = vec![0; grid.len()];
-        let points = centres(grid);
         let mut mj = coupe::MultiJagged { part_count: parts, max_iter: self.rounds.max(1) };
         let name = self.name();
-        guarded(name, || mj.partition(&mut ids, (&points[..], loads)).map_err(|e| coupe_error(name, e)))?;
-        to_u32(name, ids, parts)
+        run(name, grid, loads, parts, |ids, points| {
+            mj.partition(ids, (&points[..], loads)).map_err(|e| coupe_error(name, e))
+        })
     }
 }
 
@@ -117,12 +130,9 @@ impl Partitioner for CoupeHilbert {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_input(self.name(), grid, loads, parts)?;
-        let mut ids = vec![0; grid.len()];
         let mut h = coupe::HilbertCurve { part_count: parts, order: self.order };
         let name = self.name();
-        guarded(name, || h.partition(&mut ids, (centres(grid), loads)).map_err(|e| coupe_error(name, e)))?;
-        to_u32(name, ids, parts)
+        run(name, grid, loads, parts, |ids, points| h.partition(ids, (points, loads)).map_err(|e| coupe_error(name, e)))
     }
 }
 

@@ -67,7 +67,7 @@ impl Partitioner for Metis {
         } else {
             vec![1; loads.len()]
         };
-        let part = ffi::partition(self.scheme, &xadj, &adjncy, &weights, parts, self.seed)
+        let part = ffi::partition(self.scheme, xadj, adjncy, weights, parts, self.seed)
             .map_err(|(status, meaning)| Error::Metis { method: self.name().to_string(), status, meaning })?;
         Ok(part.into_iter().map(|p| p as u32).collect())
     }
@@ -167,18 +167,18 @@ mod ffi {
 
     /// Runs METIS on a graph in compressed rows (`xadj.len() == weights.len() + 1`, `adjncy`
     /// holding `xadj[n]` vertex ids below `n`, symmetric), returning a part id per vertex or
-    /// METIS's status and its meaning.
+    /// METIS's status and its meaning. The arrays are taken by value: METIS's prototypes ask
+    /// for mutable pointers even to what it only reads.
     pub fn partition(
         scheme: MetisScheme,
-        xadj: &[Idx],
-        adjncy: &[Idx],
-        weights: &[Idx],
+        mut xadj: Vec<Idx>,
+        mut adjncy: Vec<Idx>,
+        mut weights: Vec<Idx>,
         parts: usize,
         seed: i32,
     ) -> Result<Vec<Idx>, (i32, &'static str)> {
         let n = weights.len();
         assert!(xadj.len() == n + 1 && xadj[n] as usize == adjncy.len(), "malformed graph");
-        let (mut xadj, mut adjncy, mut weights) = (xadj.to_vec(), adjncy.to_vec(), weights.to_vec());
         let mut options = [0 as Idx; NOPTIONS];
         // SAFETY: `options` holds the METIS_NOPTIONS entries METIS_SetDefaultOptions writes.
         unsafe { METIS_SetDefaultOptions(options.as_mut_ptr()) };
@@ -241,9 +241,9 @@ mod ffi {
 
     pub fn partition(
         _: MetisScheme,
-        _: &[Idx],
-        _: &[Idx],
-        _: &[Idx],
+        _: Vec<Idx>,
+        _: Vec<Idx>,
+        _: Vec<Idx>,
         _: usize,
         _: i32,
     ) -> Result<Vec<Idx>, (i32, &'static str)> {

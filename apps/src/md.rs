@@ -89,6 +89,8 @@ struct Bin {
     stay: Vec<Particle>,
     /// Drifted into a neighbouring box (`bin` says which), which picks them up next step.
     leave: Vec<Particle>,
+    /// Sum of the velocities of `stay` and `leave`: the box's motion, for `norcb`.
+    momentum: [f64; 2],
 }
 
 thread_local! {
@@ -223,6 +225,7 @@ impl Md {
     fn step_box(&self, k: usize, out: &mut Bin, finish: bool) {
         out.stay.clear();
         out.leave.clear();
+        out.momentum = [0.0, 0.0];
         let [i, j, _] = self.grid.coords(k);
         let (nx, ny) = (self.grid.nx as isize, self.grid.ny as isize);
         ARRIVED.with_borrow_mut(|arrived| {
@@ -261,6 +264,8 @@ impl Md {
                     p.vy += 0.5 * DT * fy;
                 }
                 kick_drift(&mut p, self.width, self.height);
+                out.momentum[0] += p.vx;
+                out.momentum[1] += p.vy;
                 p.bin = self.box_of(p.x, p.y) as u32;
                 if p.bin as usize == k {
                     out.stay.push(p);
@@ -343,6 +348,12 @@ impl GridApp for Md {
         });
         rec.phase(&s);
         self.next = std::mem::replace(&mut self.boxes, next);
+        if exec.wants_motion() {
+            let momentum: Vec<[f64; 2]> = self.boxes.iter().map(|b| b.momentum).collect();
+            let particles: Vec<f64> = self.boxes.iter().map(|b| (b.stay.len() + b.leave.len()) as f64).collect();
+            // Speeds are capped in every step, so the sums are finite.
+            exec.hint_motion(&momentum, &particles).expect("finite momenta of a 2D grid");
+        }
         rec.iteration(&exec.end_iteration());
     }
     fn checksum(&self) -> u64 {

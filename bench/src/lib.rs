@@ -21,7 +21,7 @@
 //!     turn_iters: 0,
 //! };
 //! let rows = run(&setup, || {}).unwrap();
-//! assert_eq!(rows.len(), 4); // pbs, ws, eager, static
+//! assert_eq!(rows.len(), 7); // pbs, ws, eager, static, rcb, norcb, packsteal
 //! assert!(rows.iter().all(|r| r.checksum == rows[0].checksum), "same result under every executor");
 //! ```
 //!

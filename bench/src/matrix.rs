@@ -106,6 +106,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             "affinity",
             "migrations / iter",
             "rebalances (critical % wall)",
+            "effort ms",
             "modelled misses",
             "checksum",
         ]);
@@ -129,6 +130,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
                     med(&row.scheduler, &|r| r.rebalances as f64) as usize,
                     med(&row.scheduler, &|r| r.rebalance_critical_fraction),
                 ),
+                format!("{:.3}", med(&row.scheduler, &|r| r.effort_ms_median)),
                 format!("{:.0}", med(&row.scheduler, &|r| r.modelled_misses as f64)),
                 row.checksum.clone(),
             ]);

@@ -94,6 +94,11 @@ pub struct RunRow {
     pub balancing_in_slack_ms: f64,
     /// rebalancings given up because they would have ended too late
     pub rebalances_abandoned: usize,
+    /// Boulmier's effort of each interval between rebalancings, ms per iteration (see
+    /// `pbs_scheduler::report::RunReport::effort_ms`)
+    pub effort_ms: Vec<f64>,
+    /// median of `effort_ms`
+    pub effort_ms_median: f64,
     /// misses of the modelled per-thread cache, 64-byte lines, whole run
     pub modelled_misses: u64,
     /// accesses to the modelled cache, 64-byte lines, whole run
@@ -249,6 +254,8 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             rebalance_critical_fraction: report.rebalance_critical_ms / wall_ms,
             balancing_in_slack_ms: report.balancing_in_slack_ms,
             rebalances_abandoned: report.rebalances_abandoned,
+            effort_ms_median: pbs::metrics::median(&report.effort_ms),
+            effort_ms: report.effort_ms.clone(),
             modelled_misses: misses.misses,
             modelled_accesses: misses.accesses,
             hw_counters: (!lane.hw.is_empty()).then_some(lane.hw),
@@ -292,7 +299,7 @@ pub fn schedulers(spec: &str) -> Result<Vec<String>, String> {
     };
     for n in &names {
         if !EXECUTORS.contains(&n.as_str()) {
-            return Err(format!("unknown scheduler {n:?}; expected pbs, ws, eager, static or all"));
+            return Err(format!("unknown scheduler {n:?}; expected {} or all", EXECUTORS.join(", ")));
         }
     }
     Ok(names)
@@ -323,6 +330,7 @@ pub fn table(rows: &[RunRow]) -> Table {
         "affinity",
         "migr/iter",
         "rebalances (critical % wall)",
+        "effort ms",
         "modelled misses",
         "checksum",
     ]);
@@ -340,6 +348,7 @@ pub fn table(rows: &[RunRow]) -> Table {
             r.affinity.map_or("-".into(), |a| format!("{a:.3}")),
             format!("{:.1}", r.migrations_per_iter),
             rebalances(r.rebalances, r.rebalance_critical_fraction),
+            format!("{:.3}", r.effort_ms_median),
             r.modelled_misses.to_string(),
             r.checksum.clone(),
         ]);

@@ -201,7 +201,7 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
     ]);
     let rows = rows.as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
-    assert_eq!(names, ["pbs", "ws", "eager", "static"]);
+    assert_eq!(names, ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal"]);
     for r in rows {
         for k in [
             "scheduler",
@@ -214,6 +214,8 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
             "max_avg",
             "affinity",
             "migrations_per_iter",
+            "effort_ms",
+            "effort_ms_median",
             "modelled_misses",
             "hw_counters",
             "hw_unavailable_reason",
@@ -225,6 +227,11 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
         // Counters are either hardware numbers or null with a reason — never both missing.
         assert!(r["hw_counters"].is_object() || r["hw_unavailable_reason"].is_string(), "{r}");
         assert!(r["modelled_misses"].as_u64().unwrap() > 0);
+        // One effort per interval between rebalancings, and one for the interval still open
+        // unless the last iteration rebalanced.
+        let (efforts, rebalances) = (r["effort_ms"].as_array().unwrap().len(), r["rebalances"].as_u64().unwrap());
+        assert!(efforts as u64 == rebalances || efforts as u64 == rebalances + 1, "{r}");
+        assert!(r["effort_ms_median"].as_f64().unwrap() > 0.0, "{r}");
         // md runs one phase an iteration; a phase's max over mean is at least 1.
         let phases = r["phase_max_avg"].as_array().unwrap();
         assert_eq!(phases.len(), 1, "{r}");

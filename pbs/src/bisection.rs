@@ -16,6 +16,11 @@
 //! assert_eq!(&parts[..9], &[0, 0, 0, 1, 1, 1, 2, 2, 2]); // three 3×3 blocks
 //! # Ok::<(), pbs::Error>(())
 //! ```
+//!
+//! [`kway_norcb`] is Boulmier et al.'s non-orthogonal RCB ("informed partitioning", 2022):
+//! each cut of a 2D part runs *parallel to the mean velocity* of the particles in it, so that
+//! particles moving that way stay in their part for longer; a part whose mean speed is under
+//! a threshold is cut as RCB cuts it.
 
 use crate::error::Result;
 use crate::grid::Grid;
@@ -34,14 +39,116 @@ pub fn kway_rcb(grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         .collect();
     let mut owners = vec![0; grid.len()];
     let mut pieces = Pieces { grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new() };
-    bisect(loads, &mut boxes, 0, parts as u32, &mut owners, &mut pieces);
+    bisect(loads, &mut boxes, 0, parts as u32, &mut owners, &mut pieces, &|_| None);
     Ok(owners)
 }
 
-fn bisect(loads: &[f64], boxes: &mut [[u32; 4]], first: u32, parts: u32, owners: &mut [u32], pieces: &mut Pieces) {
+/// Non-orthogonal RCB (NoRCB; Boulmier, Raynaud, Abdennadher and Chopard, "On the benefits of
+/// informed partitioning", 2022) on a 2D grid: one part id in `0..parts` per box.
+///
+/// `momentum[k]` is the sum of the velocities of the particles in box `k` and `particles[k]`
+/// their number (the mean velocity of a part is its momentum over its particles). A part whose
+/// mean speed is at least `threshold` is cut along the line through its weighted median that
+/// runs parallel to its mean velocity (boxes ordered across the velocity, then along it, then
+/// by index); a slower part, or one that such a cut would leave in two pieces, is cut as
+/// [`kway_rcb`] cuts it. The paper's threshold is `1e-3`. 3D grids are refused (the paper
+/// leaves the plane's rotation open there).
+///
+/// ```
+/// let grid = pbs::Grid::new(8, 8)?;
+/// // Everything moves along +x: the cuts run along x, into horizontal stripes.
+/// let momentum = vec![[1.0, 0.0]; 64];
+/// let parts = pbs::bisection::kway_norcb(&grid, &vec![1.0; 64], &momentum, &vec![1.0; 64], 4, 1e-3)?;
+/// assert!(parts[..8].iter().all(|&p| p == parts[0])); // the first row is in one part
+/// assert_ne!(parts[0], parts[63]);
+/// # Ok::<(), pbs::Error>(())
+/// ```
+pub fn kway_norcb(
+    grid: &Grid,
+    loads: &[f64],
+    momentum: &[[f64; 2]],
+    particles: &[f64],
+    parts: usize,
+    threshold: f64,
+) -> Result<Vec<u32>> {
+    Problem::new(*grid, loads, parts)?;
+    let bad = |name: &'static str, value: String, reason: &'static str| crate::Error::Parameter { name, value, reason };
+    if grid.nz != 1 {
+        return Err(bad("grid", format!("{}×{}×{}", grid.nx, grid.ny, grid.nz), "NoRCB cuts 2D grids only"));
+    }
+    if momentum.len() != grid.len() || particles.len() != grid.len() {
+        return Err(crate::Error::LoadCount { expected: grid.len(), got: momentum.len().min(particles.len()) });
+    }
+    if !(threshold.is_finite() && threshold >= 0.0) {
+        return Err(bad("threshold", threshold.to_string(), "a speed must be finite and ≥ 0"));
+    }
+    if let Some(k) = (0..grid.len()).find(|&k| {
+        !(momentum[k][0].is_finite() && momentum[k][1].is_finite() && particles[k].is_finite() && particles[k] >= 0.0)
+    }) {
+        let value = format!("box {k}: momentum {:?}, particles {}", momentum[k], particles[k]);
+        return Err(bad("momentum", value, "momenta must be finite and particle counts finite and ≥ 0"));
+    }
+    let mut boxes: Vec<[u32; 4]> = (0..grid.len())
+        .map(|k| {
+            let [i, j, _] = grid.coords(k);
+            [i as u32, j as u32, 0, k as u32]
+        })
+        .collect();
+    let direction = |part: &[[u32; 4]]| {
+        let (mut p, mut n) = ([0.0, 0.0], 0.0);
+        for b in part {
+            let k = b[3] as usize;
+            p[0] += momentum[k][0];
+            p[1] += momentum[k][1];
+            n += particles[k];
+        }
+        let v = [p[0] / n, p[1] / n];
+        let speed = v[0].hypot(v[1]);
+        (n > 0.0 && speed >= threshold && speed > 0.0).then(|| [v[0] / speed, v[1] / speed])
+    };
+    let mut owners = vec![0; grid.len()];
+    let mut pieces = Pieces { grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new() };
+    bisect(loads, &mut boxes, 0, parts as u32, &mut owners, &mut pieces, &direction);
+    Ok(owners)
+}
+
+/// How a part of boxes is cut: along a unit direction, or (`None`) across its longest side.
+type CutDirection<'a> = &'a dyn Fn(&[[u32; 4]]) -> Option<[f64; 2]>;
+
+fn bisect(
+    loads: &[f64],
+    boxes: &mut [[u32; 4]],
+    first: u32,
+    parts: u32,
+    owners: &mut [u32],
+    pieces: &mut Pieces,
+    direction: CutDirection,
+) {
     if parts == 1 {
         boxes.iter().for_each(|b| owners[b[3] as usize] = first);
         return;
+    }
+    let left = parts / 2;
+    // Each side keeps at least one box per part.
+    let (min, max) = (left as usize, boxes.len() - (parts - left) as usize);
+    if let Some(d) = direction(boxes) {
+        // Across the velocity (the normal of the cut line), then along it, then by index.
+        let key = |b: &[u32; 4]| {
+            let (x, y) = (f64::from(b[0]), f64::from(b[1]));
+            (d[0] * y - d[1] * x, d[0] * x + d[1] * y)
+        };
+        boxes.sort_unstable_by(|a, b| {
+            let (ka, kb) = (key(a), key(b));
+            ka.0.total_cmp(&kb.0).then(ka.1.total_cmp(&kb.1)).then(a[3].cmp(&b[3]))
+        });
+        let prefix = prefix_sums(boxes.iter().map(|b| loads[b[3] as usize]));
+        let cut = nearest_cut(&prefix, prefix[boxes.len()] * f64::from(left) / f64::from(parts), min, max);
+        if pieces.is_connected(&boxes[..cut]) && pieces.is_connected(&boxes[cut..]) {
+            let (l, r) = boxes.split_at_mut(cut);
+            bisect(loads, l, first, left, owners, pieces, direction);
+            bisect(loads, r, first + left, parts - left, owners, pieces, direction);
+            return;
+        }
     }
     let (mut lo, mut hi) = ([u32::MAX; 3], [0; 3]);
     for b in boxes.iter() {
@@ -53,9 +160,6 @@ fn bisect(loads: &[f64], boxes: &mut [[u32; 4]], first: u32, parts: u32, owners:
     // The longest side (the first of equals), then the others in order.
     let axis = (0..3).fold(0, |best, a| if hi[a] - lo[a] > hi[best] - lo[best] { a } else { best });
     let (second, third) = ((axis + 1) % 3, (axis + 2) % 3);
-    let left = parts / 2;
-    // Each side keeps at least one box per part.
-    let (min, max) = (left as usize, boxes.len() - (parts - left) as usize);
     let mut cut = 0;
     for reversed in [false, true] {
         let flip = |v: u32| if reversed { u32::MAX - v } else { v };
@@ -75,8 +179,8 @@ fn bisect(loads: &[f64], boxes: &mut [[u32; 4]], first: u32, parts: u32, owners:
         }
     }
     let (l, r) = boxes.split_at_mut(cut);
-    bisect(loads, l, first, left, owners, pieces);
-    bisect(loads, r, first + left, parts - left, owners, pieces);
+    bisect(loads, l, first, left, owners, pieces, direction);
+    bisect(loads, r, first + left, parts - left, owners, pieces, direction);
 }
 
 /// Running sums of `weights` with a leading zero (`n + 1` values, non-decreasing). If the
@@ -197,5 +301,67 @@ mod tests {
         let grid = Grid::new(4, 4).unwrap();
         assert!(kway_rcb(&grid, &[1.0; 16], 17).is_err());
         assert!(kway_rcb(&grid, &[1.0; 15], 2).is_err());
+        let (ones, still) = (vec![1.0; 16], vec![[0.0, 0.0]; 16]);
+        assert!(kway_norcb(&grid, &ones, &still[..15], &ones, 2, 1e-3).is_err());
+        assert!(kway_norcb(&grid, &ones, &still, &ones, 2, f64::NAN).is_err());
+        let mut nan = still.clone();
+        nan[3][1] = f64::NAN;
+        let e = kway_norcb(&grid, &ones, &nan, &ones, 2, 1e-3).unwrap_err();
+        assert!(e.to_string().contains("box 3"), "{e}");
+        let cube = Grid::new_3d(2, 2, 2).unwrap();
+        let e = kway_norcb(&cube, &[1.0; 8], &[[0.0; 2]; 8], &[1.0; 8], 2, 1e-3).unwrap_err();
+        assert!(e.to_string().contains("2D"), "{e}");
+    }
+
+    /// Boxes next to each other along x in different parts: where particles moving along x
+    /// change part.
+    fn crossings_along_x(grid: &Grid, owners: &[u32]) -> usize {
+        (0..grid.len()).filter(|&k| grid.coords(k)[0] + 1 < grid.nx && owners[k] != owners[k + 1]).count()
+    }
+
+    #[test]
+    fn norcb_cuts_along_the_flow_where_rcb_cuts_across_it() {
+        // A long domain, everything moving along x: RCB cuts across the long side, NoRCB
+        // into stripes that particles moving along x never leave.
+        let grid = Grid::new(32, 8).unwrap();
+        let (loads, count) = (vec![1.0; 256], vec![2.0; 256]);
+        let rcb = kway_rcb(&grid, &loads, 4).unwrap();
+        let norcb = kway_norcb(&grid, &loads, &vec![[0.5, 0.0]; 256], &count, 4, 1e-3).unwrap();
+        assert!(crossings_along_x(&grid, &rcb) >= 24, "{}", crossings_along_x(&grid, &rcb));
+        assert_eq!(crossings_along_x(&grid, &norcb), 0);
+        assert_eq!(metrics::charges(&norcb, &loads, 4), vec![64.0; 4]);
+        // At rest (or under the threshold) it is RCB.
+        let slow = kway_norcb(&grid, &loads, &vec![[1e-4, 0.0]; 256], &count, 4, 1e-3).unwrap();
+        assert_eq!(slow, rcb);
+        // Opposite velocities cancel: the mean is what counts, as in the paper.
+        let mut opposed = vec![[1.0, 0.0]; 256];
+        opposed[128..].iter_mut().for_each(|m| m[0] = -1.0);
+        assert_eq!(kway_norcb(&grid, &loads, &opposed, &count, 4, 1e-3).unwrap(), rcb);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn norcb_parts_are_non_empty_and_as_balanced_as_rcb_bounds_them(
+            nx in 1usize..30, ny in 1usize..30, parts in 1usize..40, seed in 0u64..1000,
+        ) {
+            let grid = Grid::new(nx, ny).unwrap();
+            prop_assume!(parts <= grid.len());
+            let mut rng = crate::rng::SplitMix64::new(seed);
+            let loads: Vec<f64> = (0..grid.len()).map(|_| rng.next_f64()).collect();
+            let momentum: Vec<[f64; 2]> =
+                (0..grid.len()).map(|_| [rng.next_f64() - 0.3, rng.next_f64() - 0.6]).collect();
+            let count: Vec<f64> = (0..grid.len()).map(|_| (rng.next_f64() * 4.0).floor()).collect();
+            let owners = kway_norcb(&grid, &loads, &momentum, &count, parts, 1e-3).unwrap();
+            prop_assert_eq!(metrics::disconnected_parts(&grid, &owners, parts), 0);
+            let mut sizes = vec![0; parts];
+            owners.iter().for_each(|&p| sizes[p as usize] += 1);
+            prop_assert!(sizes.iter().all(|&s| s > 0));
+            let depth = (parts as f64).log2().ceil() + 1.0;
+            let max = loads.iter().copied().fold(0.0, f64::max);
+            let mean = loads.iter().sum::<f64>() / parts as f64;
+            let charges = metrics::charges(&owners, &loads, parts);
+            prop_assert!(metrics::max_avg(&charges) * mean <= mean + depth * max + 1e-9);
+        }
     }
 }

@@ -73,6 +73,7 @@ pub mod laplacian;
 pub mod loadmap;
 pub mod methods;
 pub mod metrics;
+pub mod pack_steal;
 pub mod problem;
 pub mod rng;
 pub mod tiling;

@@ -24,6 +24,13 @@ impl SplitMix64 {
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
+
+    /// Uniform in `0..n` (`n ≥ 1`), by the multiply-shift of the high 64 bits (Lemire's
+    /// method without the rejection step: a bias of at most `n / 2⁶⁴`).
+    pub fn below(&mut self, n: usize) -> usize {
+        assert!(n >= 1, "below(0) has no value to return");
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
 }
 
 #[cfg(test)]
@@ -38,6 +45,7 @@ mod tests {
             let x = a.next_f64();
             assert_eq!(x, b.next_f64());
             assert!((0.0..1.0).contains(&x));
+            assert!(a.below(3) < 3 && b.below(3) < 3);
         }
         assert_ne!(SplitMix64::new(1).next_u64(), SplitMix64::new(2).next_u64());
     }

@@ -82,7 +82,7 @@ impl PhaseStats {
 /// }
 /// ```
 pub unsafe trait Executor {
-    /// Short name: `pbs`, `ws`, `eager` or `static`.
+    /// Short name: `pbs`, `ws`, `eager`, `static`, `rcb`, `norcb` or `packsteal`.
     fn name(&self) -> &'static str;
     /// Number of worker threads.
     fn threads(&self) -> usize;
@@ -124,6 +124,19 @@ pub unsafe trait Executor {
     /// not balance ignore it (`Ok(false)`). An error names a wrong length or a bad load.
     fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<bool> {
         let _ = loads;
+        Ok(false)
+    }
+    /// Whether the executor's balancer uses how the load moves ([`Executor::hint_motion`]):
+    /// `norcb`. An app calls `hint_motion` only then, so the others cost it nothing.
+    fn wants_motion(&self) -> bool {
+        false
+    }
+    /// Motion hints, between iterations: per box, the sum of its particles' velocities
+    /// (`momentum`, unit masses) and their number (`particles`), for a balancer that cuts
+    /// along the flow (`norcb`, which keeps the last hints until the next). Executors that do
+    /// not use them ignore them (`Ok(false)`). An error names a wrong length or a bad value.
+    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> crate::Result<bool> {
+        let _ = (momentum, particles);
         Ok(false)
     }
 }

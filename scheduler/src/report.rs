@@ -52,6 +52,13 @@ pub struct RunReport {
     pub balancing_in_slack_ms: f64,
     /// Rebalancings given up (they would have ended too late).
     pub rebalances_abandoned: usize,
+    /// Boulmier et al.'s *effort* of each interval between rebalancings, milliseconds per
+    /// iteration: `(C + Σ iteration times) / length`, `C` the time the rebalancing that opened
+    /// the interval held the iterations up (0 for the first), the iterations those of the
+    /// interval (their phases, plus any decision taken between them that did not rebalance).
+    /// A balancer that corrects well, cheaply and for long has a low effort; one interval for
+    /// an executor that never rebalances.
+    pub effort_ms: Vec<f64>,
     /// Per-thread counter readings, if measured.
     pub counters: Option<Vec<Reading>>,
     /// Why hardware counters are missing, if they are.
@@ -78,6 +85,11 @@ pub struct Recorder {
     phase_in_iteration: usize,
     /// Per phase of an iteration: (Σ max busy, Σ mean busy), seconds.
     phase_busy: Vec<(f64, f64)>,
+    /// The interval since the last rebalancing: its `C`, the sum of its iteration times
+    /// (seconds) and its length; and the efforts of the intervals closed (see
+    /// [`RunReport::effort_ms`]).
+    interval: (f64, f64, usize),
+    efforts: Vec<f64>,
 }
 
 impl Recorder {
@@ -110,6 +122,16 @@ impl Recorder {
 
     /// Closes an iteration (its wall time is the sum of its phases plus the rebalancing).
     pub fn iteration(&mut self, end: &IterationEnd) {
+        // A rebalancing's time opens the next interval (its `C`); other decisions belong to
+        // the iteration they ended.
+        let phases = self.iter_wall.as_secs_f64();
+        let between = end.rebalance_time.as_secs_f64();
+        self.interval.1 += phases + if end.rebalanced { 0.0 } else { between };
+        self.interval.2 += 1;
+        if end.rebalanced {
+            self.efforts.push(effort_ms(self.interval));
+            self.interval = (between, 0.0, 0);
+        }
         self.iter_wall += end.rebalance_time;
         self.wall += end.rebalance_time;
         self.iter_times.push(std::mem::take(&mut self.iter_wall).as_secs_f64() * 1e3);
@@ -154,11 +176,23 @@ impl Recorder {
             rebalance_critical_ms: self.rebalance_critical.as_secs_f64() * 1e3,
             balancing_in_slack_ms: self.balancing_in_slack.as_secs_f64() * 1e3,
             rebalances_abandoned: self.abandoned,
+            effort_ms: {
+                let mut e = self.efforts.clone();
+                if self.interval.2 > 0 {
+                    e.push(effort_ms(self.interval));
+                }
+                e
+            },
             busy_ms,
             counters: None,
             hw_unavailable_reason: None,
         }
     }
+}
+
+/// `(C + Σ iteration times) / length` of an interval, milliseconds.
+fn effort_ms((cost, sum, len): (f64, f64, usize)) -> f64 {
+    1e3 * (cost + sum) / len.max(1) as f64
 }
 
 #[cfg(test)]
@@ -189,6 +223,32 @@ mod tests {
         assert!(serde_json::to_string(&rep).unwrap().contains("\"efficiency\":0.75"));
         assert_eq!(rep.phase_max_avg.len(), 1);
         assert!((rep.phase_max_avg[0] - 1.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_effort_of_each_interval_charges_the_rebalancing_that_opened_it() {
+        let mut r = Recorder::new("norcb", 2);
+        let ms = Duration::from_millis;
+        let phase = |wall| PhaseStats { wall: ms(wall), boxes: vec![1, 1], busy: vec![ms(1); 2], ..Default::default() };
+        // Interval 1: 4 + 6 (the decision of the second iteration, which did not rebalance,
+        // counts in it), closed by a rebalancing of 9 ms at the end of iteration 2.
+        r.phase(&phase(4));
+        r.iteration(&IterationEnd { rebalance_time: ms(2), ..Default::default() });
+        r.phase(&phase(4));
+        r.iteration(&IterationEnd { rebalanced: true, rebalance_time: ms(9), ..Default::default() });
+        // Interval 2: C = 9, then iterations of 3 ms, 3 of them, still open at the end.
+        for _ in 0..3 {
+            r.phase(&phase(3));
+            r.iteration(&IterationEnd::default());
+        }
+        let rep = r.report();
+        assert_eq!(rep.effort_ms.len(), 2);
+        assert!((rep.effort_ms[0] - 5.0).abs() < 1e-9, "{:?}", rep.effort_ms); // (0 + 4 + 2 + 4) / 2
+        assert!((rep.effort_ms[1] - 6.0).abs() < 1e-9, "{:?}", rep.effort_ms); // (9 + 9) / 3
+                                                                               // Every millisecond of the run is in exactly one interval.
+        let total: f64 = rep.effort_ms[0] * 2.0 + rep.effort_ms[1] * 3.0;
+        assert!((total - r.iteration_ms().iter().sum::<f64>()).abs() < 1e-9);
+        assert!(Recorder::new("static", 1).report().effort_ms.is_empty());
     }
 
     #[test]

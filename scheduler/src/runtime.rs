@@ -18,14 +18,14 @@ use pbs::Grid;
 
 use crate::box_timing::BoxTimer;
 use crate::executor::Executor;
-use crate::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkStealing};
+use crate::executors::{EagerFifo, Pbs, PbsOptions, RemapOptions, Remapper, Remapping, StaticBlocks, WorkStealing};
 use crate::pinning::{pinning, Bindings, CallerPin, Pinning, SavedMask};
 use crate::placement::numa_positions;
 use crate::pool::{Pool, WaitPolicy};
 use crate::topology::Topology;
 
-/// The executors by name.
-pub const EXECUTORS: [&str; 4] = ["pbs", "ws", "eager", "static"];
+/// The executors by name: pbs, the baselines, and the seed papers' other balancers.
+pub const EXECUTORS: [&str; 7] = ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal"];
 
 /// A machine, a thread count and which threads to pin.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ impl Runtime {
         Ok((pool, bindings))
     }
 
-    /// Executor `name` (`pbs`, `ws`, `eager`, `static`) over `grid`. pbs starts from
+    /// Executor `name` (one of [`EXECUTORS`]) over `grid`. pbs starts from
     /// NUMA-aware vCore positions, with the settings of the environment
     /// ([`PbsOptions::with_env`]: `PBS_TOL`, `PBS_STEAL`, …). Executors are `Send`: one can be
     /// built on one thread and driven from another, which becomes worker 0 (and is pinned
@@ -115,7 +115,13 @@ impl Runtime {
                 let (pool, b) = self.pool()?;
                 (Box::new(StaticBlocks::with_pool(grid.len(), pool, self.timer)?), b)
             }
-            other => return Err(crate::Error::UnknownExecutor { name: other.to_string() }),
+            other => match Remapper::by_name(other) {
+                Some(remapper) => {
+                    let (pool, b) = self.pool()?;
+                    (Box::new(Remapping::with_pool(grid, pool, RemapOptions::new(remapper))?), b)
+                }
+                None => return Err(crate::Error::UnknownExecutor { name: other.to_string() }),
+            },
         })
     }
 }

@@ -1,13 +1,19 @@
 //! The executors, one file each: [`Pbs`] (owner computes from the balancer's mapping),
 //! [`WorkStealing`] (rayon), [`EagerFifo`] (one shared FIFO, StarPU's default) and
-//! [`StaticBlocks`] (equal contiguous blocks, OpenMP `schedule(static)`).
+//! [`StaticBlocks`] (equal contiguous blocks, OpenMP `schedule(static)`), and [`Remapping`]
+//! (owner computes from the seed papers' other balancers: RCB, NoRCB, PackStealLB).
 
+mod check;
 mod eager;
+mod owner_lists;
 mod pbs;
+mod remapping;
 mod static_blocks;
+mod timing;
 mod work_stealing;
 
 pub use eager::EagerFifo;
 pub use pbs::{Pbs, PbsOptions, Stealing};
+pub use remapping::{RemapOptions, Remapper, Remapping};
 pub use static_blocks::StaticBlocks;
 pub use work_stealing::WorkStealing;

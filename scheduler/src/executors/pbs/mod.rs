@@ -9,13 +9,13 @@
 //! vCore's list, so the owner keeps the front it is working through.
 //!
 //! One concept per file: this one holds the executor loop (a phase, the end of an iteration);
-//! [`stealing`] the claims at both ends of a list and the thief's search; [`timing`] how
-//! densely boxes are timed; [`rebalancing`] when the balancer runs and whether it pays.
+//! [`stealing`] the claims at both ends of a list and the thief's search; [`rebalancing`]
+//! when the balancer runs and whether it pays; [`overlap`] the balancer in idle time.
+//! How densely boxes are timed is `executors/timing.rs`, shared with the remappers.
 
 mod overlap;
 mod rebalancing;
 mod stealing;
-mod timing;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use pbs::{balance, methods, Balancer, Grid, Point, Problem, StopRule, VCores};
 
+use super::check::Check;
+use super::owner_lists::OwnerLists;
+use super::timing;
 use crate::box_timing::{BoxTimer, Tracker};
 use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
@@ -32,7 +35,6 @@ use crate::pool::Pool;
 use overlap::{Finish, Slack};
 pub use stealing::Stealing;
 use stealing::{claim_front, pack, steal_from, Lists, StealLog, STEAL_MIN_PHASE};
-use timing::{timing_piece, timing_stride};
 
 /// Settings of the PBS executor.
 pub struct PbsOptions {
@@ -172,11 +174,8 @@ pub struct Pbs {
     /// A rebalancing run in the threads' idle time (see `overlap.rs`).
     slack: Slack,
     vcores: VCores,
-    /// Each thread's boxes, in index order (rebuilt after every rebalancing).
-    lists: Vec<Vec<u32>>,
-    /// Each thread's boxes as contiguous index ranges of at most `chunk` boxes, in list order:
-    /// a compact cell owns a few runs per grid row, and walking ranges reads no index list.
-    runs: Vec<Vec<std::ops::Range<usize>>>,
+    /// Each thread's boxes, as a list and as runs (rebuilt after every rebalancing).
+    lists: OwnerLists,
     /// Per thread, the other threads in the order its idle worker visits them (neighbouring
     /// vCores first).
     neighbours: Vec<Vec<u32>>,
@@ -206,12 +205,8 @@ struct Rebalance {
     reached: f64,
     /// Whether an iteration has been measured yet.
     measured: bool,
-    /// Box-time samples completed when the last real rebalancing ran, and the thread
-    /// `max_avg` of the iterations since, until they have checked it (see
-    /// [`rebalancing::MAX_CORRECTIONS`]).
-    check_after: Option<(u32, Vec<(f64, f64)>)>,
-    /// Rebalancings in a row that were corrections of the one before.
-    corrections: u32,
+    /// The check of the last real rebalancing (see `executors/check.rs`).
+    check: Check,
     /// Iterations in a row, under the current mapping, whose threads measured an imbalance
     /// over the balancer's tolerance (see [`rebalancing::PERSISTENT_ITERATIONS`]).
     over_tolerance: usize,
@@ -301,8 +296,7 @@ impl Pbs {
             grid,
             balancer: Some(balancer),
             vcores,
-            lists: Vec::new(),
-            runs: Vec::new(),
+            lists: OwnerLists::default(),
             neighbours: Vec::new(),
             timing: Timing {
                 tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
@@ -314,8 +308,7 @@ impl Pbs {
                 last_cost: cost,
                 reached: 1.0,
                 measured: false,
-                check_after: None,
-                corrections: 0,
+                check: Check::default(),
                 over_tolerance: 0,
                 recent: std::collections::VecDeque::with_capacity(rebalancing::RECENT_ITERATIONS),
                 in_slack: Duration::ZERO,
@@ -351,12 +344,7 @@ impl Pbs {
 
     fn rebuild_lists(&mut self) {
         let threads = self.pool.threads();
-        self.lists = vec![Vec::new(); threads];
-        for (k, &o) in self.vcores.owners().iter().enumerate() {
-            self.lists[o as usize].push(k as u32);
-        }
-        let chunk = self.options.chunk as usize;
-        self.runs = self.lists.iter().map(|l| runs_of(l, chunk)).collect();
+        self.lists = OwnerLists::new(self.vcores.owners(), threads, self.options.chunk as usize);
         // Neighbouring vCores (sharing a boundary) are the preferred victims of stealing.
         let a = self.vcores.assignment();
         // Threads without a vCore count as neighbours of everybody.
@@ -379,19 +367,6 @@ impl Pbs {
             })
             .collect();
     }
-}
-
-/// Cuts an increasing list of boxes into contiguous ranges of at most `chunk` boxes.
-fn runs_of(list: &[u32], chunk: usize) -> Vec<std::ops::Range<usize>> {
-    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    for &k in list {
-        let k = k as usize;
-        match runs.last_mut() {
-            Some(r) if r.end == k && r.len() < chunk => r.end += 1,
-            _ => runs.push(k..k + 1),
-        }
-    }
-    runs
 }
 
 impl Pbs {
@@ -486,14 +461,15 @@ impl Pbs {
     fn phase(&mut self, task: Task<'_>) -> PhaseStats {
         let steal = self.steal.active;
         if steal {
-            for (c, l) in self.steal.claims.iter().zip(&self.lists) {
+            for (c, l) in self.steal.claims.iter().zip(&self.lists.lists) {
                 c.store(pack(0, l.len() as u32), Ordering::Release);
             }
         }
         self.timing.tracker.begin_phase();
         self.timing.phases_in_iteration += 1;
         self.slack.begin_phase(self.pool.threads());
-        let (lists, runs, claims, neighbours) = (&self.lists, &self.runs, &self.steal.claims, &self.neighbours);
+        let (lists, runs, claims, neighbours) =
+            (&self.lists.lists, &self.lists.runs, &self.steal.claims, &self.neighbours);
         let (claim, stolen, foreign, lost) =
             (self.steal.claim, &self.steal.stolen, &self.steal.foreign, &self.steal.lost);
         // Balancing in idle time costs a few atomic operations per thread and phase: only
@@ -564,16 +540,9 @@ impl Pbs {
     fn end_of_iteration(&mut self) -> IterationEnd {
         self.timing.tracker.end_iteration();
         let loads: Vec<f64> = self.timing.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
-        let max_stride = self.options.timer.stride;
-        if max_stride != 0 {
-            let boxes_run = (self.grid.len() * self.timing.phases_in_iteration.max(1)) as f64;
-            let mean_box = loads.iter().sum::<f64>() / boxes_run;
-            let costs = clock::costs();
-            let piece = timing_piece(mean_box, self.options.chunk, costs.clock_pair);
-            // A timed box costs its store plus its share of its piece's clock pair.
-            let per_box = costs.timed_box + costs.clock_pair / piece as f64;
-            self.timing.tracker.set_stride(timing_stride(mean_box, max_stride, per_box));
-            self.timing.tracker.set_piece(piece);
+        let boxes_run = self.grid.len() * self.timing.phases_in_iteration.max(1);
+        let (max_stride, chunk) = (self.options.timer.stride, self.options.chunk);
+        if let Some(piece) = timing::adapt(&mut self.timing.tracker, &loads, boxes_run, chunk, max_stride) {
             // Claims cost about a clock pair each: as many boxes per claim as per timed piece.
             self.steal.claim = piece as u32;
         }
@@ -619,16 +588,6 @@ mod tests {
             exec.end_iteration();
         }
         assert_eq!(exec.timing.tracker.stride(), 1, "20 µs tasks");
-    }
-
-    #[test]
-    fn runs_cover_the_list_in_order_with_at_most_chunk_boxes() {
-        let list = [0, 1, 2, 3, 4, 7, 8, 10, 11, 12, 13, 14, 15, 16];
-        let runs = runs_of(&list, 4);
-        assert_eq!(runs, vec![0..4, 4..5, 7..9, 10..14, 14..17]);
-        let flat: Vec<u32> = runs.into_iter().flatten().map(|k| k as u32).collect();
-        assert_eq!(flat, list);
-        assert!(runs_of(&[], 4).is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! When pbs rebalances, and whether it pays. After each iteration the threads' owner loads go
 //! to the [`Criterion`](crate::criteria::Criterion) (Boulmier's eq. 24 by default); the first
 //! measured iteration always rebalances, and so does a check, a few iterations after a
-//! rebalancing, that finds it left the threads imbalanced ([`MAX_CORRECTIONS`]). The balancer
+//! rebalancing, that finds it left the threads imbalanced (`executors/check.rs`). The balancer
 //! then runs only when the measured box loads say it has something to win
 //! ([`Pbs::worth_rebalancing`]), in the threads' idle time by default (`overlap.rs`).
 
@@ -14,32 +14,7 @@ use super::Pbs;
 use crate::box_timing::Tracker;
 use crate::criteria::Sample;
 use crate::executor::IterationEnd;
-
-/// Rebalancings in a row that may correct a rebalancing that missed its target.
-///
-/// A rebalancing is only as good as the box times it used. If those were off (a thread
-/// interrupted in the one measured iteration, the warm-started balancer stopped short), the
-/// new mapping is imbalanced from its first iteration on, and Boulmier's eq. 24, which counts
-/// only the imbalance that *grows* after a rebalancing, would keep it for good. So each
-/// rebalancing is checked once box times have been measured again under it and
-/// [`CHECK_ITERATIONS`] iterations have run: if the median of their thread `max_avg` is above
-/// twice the trigger, it rebalances again, on the new times. The median, because on
-/// sub-millisecond iterations one interrupt makes a single iteration look imbalanced; twice
-/// the trigger, because a good mapping of short iterations still measures a few percent of
-/// noise (docs/design-notes.md, "Checking a rebalancing"). Bounded, because threads of
-/// different speeds can keep the measured imbalance up whatever the mapping.
-pub(super) const MAX_CORRECTIONS: u32 = 3;
-
-/// Iterations within which a rebalancing must pay for itself. A correction runs only if the
-/// threads' excess time (max − mean) over this many iterations would exceed the last
-/// rebalancing's cost: tiny tasks measure large *relative* imbalances that are only noise,
-/// and correcting them costs more than the noise wastes.
-/// And an imbalance under the trigger is still fixed when the time it wastes over this many
-/// iterations exceeds that cost (see `worth_rebalancing`).
-const PAYBACK_ITERATIONS: f64 = 100.0;
-
-/// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).
-const CHECK_ITERATIONS: usize = 3;
+use crate::executors::check::PAYBACK_ITERATIONS;
 
 /// Iterations in a row whose threads must all measure an imbalance over the tolerance before
 /// one under the trigger is fixed. An imbalance in the boxes' loads stays until it is fixed;
@@ -87,18 +62,9 @@ impl Pbs {
         // first iteration with measured loads always rebalances, then the criterion decides.
         let first = !self.rebalance.measured;
         self.rebalance.measured = true;
-        let mut correcting = false;
-        if let Some((samples, since)) = &mut self.rebalance.check_after {
-            since.push((end.max_avg, sample.max - sample.mean));
-            if self.timing.tracker.samples_completed() > *samples && since.len() >= CHECK_ITERATIONS {
-                let ratio = metrics::median(&since.iter().map(|s| s.0).collect::<Vec<_>>());
-                let excess = metrics::median(&since.iter().map(|s| s.1).collect::<Vec<_>>());
-                self.rebalance.check_after = None;
-                correcting = ratio > 1.0 + 2.0 * self.options.trigger
-                    && excess * PAYBACK_ITERATIONS >= self.rebalance.last_cost
-                    && self.rebalance.corrections < MAX_CORRECTIONS;
-            }
-        }
+        let samples = self.timing.tracker.samples_completed();
+        let correcting =
+            self.rebalance.check.fails(end.max_avg, &sample, samples, self.options.trigger, self.rebalance.last_cost);
         let asked = self.rebalance.criterion.observe(sample) || first || correcting;
         // A rebalancing under way in idle time: take it on once ended, give it up when late.
         if let Some(mut pending) = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
@@ -187,7 +153,7 @@ impl Pbs {
         self.balancer = Some(balancer);
         let mut end = IterationEnd::default();
         self.took_on(before, &outcome, false, start.elapsed(), &mut end);
-        self.rebalance.check_after = None;
+        self.rebalance.check.disarm();
         self.rebalance.measured = true;
         Ok(())
     }
@@ -213,9 +179,7 @@ impl Pbs {
             self.affinity.owners_before = Some(before);
         }
         end.rebalanced = true;
-        self.rebalance.corrections = if correcting { self.rebalance.corrections + 1 } else { 0 };
-        self.rebalance.check_after =
-            Some((self.timing.tracker.samples_completed(), Vec::with_capacity(CHECK_ITERATIONS)));
+        self.rebalance.check.arm(self.timing.tracker.samples_completed(), correcting);
         self.rebalance.last_cost = cost.as_secs_f64();
         self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
     }
@@ -271,6 +235,7 @@ impl Pbs {
 mod tests {
     use super::*;
     use crate::criteria::{Always, Never};
+    use crate::executors::check::MAX_CORRECTIONS;
     use crate::executors::PbsOptions;
     use pbs::Grid;
 

@@ -1,16 +1,43 @@
-//! How densely pbs times its boxes. Timing feeds the balancer, but a clock pair and a store
+//! How densely the owner-computes executors (`pbs`, the remappers) time their boxes. Timing
+//! feeds the balancer, but a clock pair and a store
 //! per box cost real time on microsecond tasks: the stride (iterations between timed ones)
 //! and the piece (boxes timed together) are the smallest that keep timing under
 //! [`TIMING_SHARE`] of the work, from the task time measured so far and the costs of timing
 //! measured on this machine at start-up ([`crate::clock::costs`]).
 
+use crate::box_timing::Tracker;
+use crate::clock;
+
 /// Largest share of the task time that box timing may cost (see [`super::PbsOptions::timer`]).
 const TIMING_SHARE: f64 = 0.005;
+
+/// Sets `tracker`'s stride (at most `max_stride`; 0 = timing off, left alone) and piece (at
+/// most `chunk`) for tasks whose threads were busy `thread_busy` seconds running `boxes_run`
+/// boxes in the iteration that ended; returns the piece, or `None` with timing off.
+pub(super) fn adapt(
+    tracker: &mut Tracker,
+    thread_busy: &[f64],
+    boxes_run: usize,
+    chunk: u32,
+    max_stride: u32,
+) -> Option<usize> {
+    if max_stride == 0 {
+        return None;
+    }
+    let mean_box = thread_busy.iter().sum::<f64>() / boxes_run.max(1) as f64;
+    let costs = clock::costs();
+    let piece = timing_piece(mean_box, chunk, costs.clock_pair);
+    // A timed box costs its store plus its share of its piece's clock pair.
+    let per_box = costs.timed_box + costs.clock_pair / piece as f64;
+    tracker.set_stride(timing_stride(mean_box, max_stride, per_box));
+    tracker.set_piece(piece);
+    Some(piece)
+}
 
 /// The timing stride for tasks of `mean_box_seconds` (a power of two ≤ `max`): the smallest
 /// that keeps `cost_per_box` (what timing one box in a timed iteration costs) under
 /// [`TIMING_SHARE`] of the work.
-pub(super) fn timing_stride(mean_box_seconds: f64, max: u32, cost_per_box: f64) -> u32 {
+fn timing_stride(mean_box_seconds: f64, max: u32, cost_per_box: f64) -> u32 {
     if mean_box_seconds.is_nan() || mean_box_seconds <= 0.0 {
         return max;
     }
@@ -23,7 +50,7 @@ pub(super) fn timing_stride(mean_box_seconds: f64, max: u32, cost_per_box: f64) 
 /// [`TIMING_SHARE`] of their time. Sub-microsecond boxes get pieces of a few tens, so a run of
 /// whole grid rows across a density gradient is not credited with one mean; empty tasks keep
 /// whole chunks.
-pub(super) fn timing_piece(mean_box_seconds: f64, chunk: u32, pair_cost: f64) -> usize {
+fn timing_piece(mean_box_seconds: f64, chunk: u32, pair_cost: f64) -> usize {
     let chunk = chunk.max(1) as usize;
     if mean_box_seconds.is_nan() || mean_box_seconds <= 0.0 {
         return chunk;

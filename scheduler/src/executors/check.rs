@@ -1,0 +1,97 @@
+//! Whether a rebalancing did what it promised: the check that `pbs` and the remappers run a
+//! few iterations after each rebalancing, and the bounded corrections it may ask for.
+
+use crate::criteria::Sample;
+
+/// Rebalancings in a row that may correct a rebalancing that missed its target.
+///
+/// A rebalancing is only as good as the box times it used. If those were off (a thread
+/// interrupted in the one measured iteration, the warm-started balancer stopped short), the
+/// new mapping is imbalanced from its first iteration on, and Boulmier's eq. 24, which counts
+/// only the imbalance that *grows* after a rebalancing, would keep it for good. So each
+/// rebalancing is checked once box times have been measured again under it and
+/// [`CHECK_ITERATIONS`] iterations have run: if the median of their thread `max_avg` is above
+/// twice the trigger, it rebalances again, on the new times. The median, because on
+/// sub-millisecond iterations one interrupt makes a single iteration look imbalanced; twice
+/// the trigger, because a good mapping of short iterations still measures a few percent of
+/// noise (docs/design-notes.md, "Checking a rebalancing"). Bounded, because threads of
+/// different speeds can keep the measured imbalance up whatever the mapping.
+pub(crate) const MAX_CORRECTIONS: u32 = 3;
+
+/// Iterations within which a rebalancing must pay for itself. A correction runs only if the
+/// threads' excess time (max − mean) over this many iterations would exceed the last
+/// rebalancing's cost: tiny tasks measure large *relative* imbalances that are only noise,
+/// and correcting them costs more than the noise wastes.
+/// And an imbalance under the trigger is still fixed when the time it wastes over this many
+/// iterations exceeds that cost (see `pbs/rebalancing.rs`, `worth_rebalancing`).
+pub(crate) const PAYBACK_ITERATIONS: f64 = 100.0;
+
+/// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).
+const CHECK_ITERATIONS: usize = 3;
+
+/// The check of the last rebalancing, and the corrections in a row so far.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Check {
+    /// Box-time samples completed when the last rebalancing was taken on, and the thread
+    /// `max_avg` and excess (max − mean, seconds) of each iteration since, until checked.
+    pending: Option<(u32, Vec<(f64, f64)>)>,
+    /// Rebalancings in a row that were corrections of the one before.
+    corrections: u32,
+}
+
+impl Check {
+    /// A rebalancing was taken on with `samples` box-time samples completed; `correcting`
+    /// when it was itself a correction.
+    pub fn arm(&mut self, samples: u32, correcting: bool) {
+        self.corrections = if correcting { self.corrections + 1 } else { 0 };
+        self.pending = Some((samples, Vec::with_capacity(CHECK_ITERATIONS)));
+    }
+
+    /// Nothing to check (the mapping came from loads given in advance).
+    pub fn disarm(&mut self) {
+        self.pending = None;
+    }
+
+    /// Sees one iteration (its thread `max_avg`, its thread loads `sample`, the samples
+    /// completed so far); true when the check it completes fails and a correction, paying for
+    /// itself within [`PAYBACK_ITERATIONS`] at a cost of `last_cost` seconds, is allowed.
+    pub fn fails(&mut self, max_avg: f64, sample: &Sample, samples: u32, trigger: f64, last_cost: f64) -> bool {
+        let Some((armed_at, since)) = &mut self.pending else { return false };
+        since.push((max_avg, sample.max - sample.mean));
+        if samples <= *armed_at || since.len() < CHECK_ITERATIONS {
+            return false;
+        }
+        let ratio = pbs::metrics::median(&since.iter().map(|s| s.0).collect::<Vec<_>>());
+        let excess = pbs::metrics::median(&since.iter().map(|s| s.1).collect::<Vec<_>>());
+        self.pending = None;
+        ratio > 1.0 + 2.0 * trigger && excess * PAYBACK_ITERATIONS >= last_cost && self.corrections < MAX_CORRECTIONS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_waits_for_fresh_samples_and_three_iterations_and_bounds_corrections() {
+        let imbalanced = Sample { max: 1.5, mean: 1.0, min: 0.5 };
+        let mut c = Check::default();
+        assert!(!c.fails(1.5, &imbalanced, 9, 0.05, 0.0), "nothing armed");
+        c.arm(4, false);
+        assert!(!c.fails(1.5, &imbalanced, 4, 0.05, 0.0));
+        assert!(!c.fails(1.5, &imbalanced, 4, 0.05, 0.0));
+        assert!(!c.fails(1.5, &imbalanced, 4, 0.05, 0.0), "no fresh sample yet");
+        assert!(c.fails(1.5, &imbalanced, 5, 0.05, 0.0));
+        assert!(!c.fails(1.5, &imbalanced, 6, 0.05, 0.0), "checked once");
+        // Within twice the trigger, or too costly to pay back: no correction.
+        c.arm(6, false);
+        (0..3).for_each(|_| assert!(!c.fails(1.09, &imbalanced, 7, 0.05, 0.0)));
+        c.arm(7, false);
+        (0..3).for_each(|_| assert!(!c.fails(1.5, &imbalanced, 8, 0.05, 1e3)));
+        for n in 0..=MAX_CORRECTIONS {
+            c.arm(10 + n, n > 0);
+            let verdicts: Vec<bool> = (0..3).map(|_| c.fails(1.5, &imbalanced, 11 + n, 0.05, 0.0)).collect();
+            assert_eq!(verdicts[2], n < MAX_CORRECTIONS, "correction {n}");
+        }
+    }
+}

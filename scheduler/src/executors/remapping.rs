@@ -1,0 +1,380 @@
+//! `rcb`, `norcb`, `packsteal`: owner computes, with the mapping remade by a partitioner of
+//! the seed papers instead of the vCores' cells. Each thread runs its own boxes in index
+//! order, timed as `pbs` times them; between iterations the threads' loads go to the same
+//! [`Criterion`] as `pbs` (Boulmier's eq. 24 by default, its cost `C` the measured time of the
+//! remapping), and when it asks, the [`Remapper`] maps the measured box loads anew:
+//! - `rcb`: k-way recursive coordinate bisection from scratch ([`pbs::bisection::kway_rcb`]),
+//!   what Zoltan's RCB does in the papers' comparisons;
+//! - `norcb`: Boulmier's non-orthogonal bisection, each cut parallel to the mean velocity of
+//!   its part ([`pbs::bisection::kway_norcb`]), from the app's [`Executor::hint_motion`];
+//! - `packsteal`: Freitas's PackStealLB, packs of boxes stolen from the overloaded threads by
+//!   the underloaded ones ([`pbs::pack_steal`]), the current mapping remapped in place.
+//!
+//! All three start from RCB on uniform loads. As in `pbs`, the first measured iteration
+//! always remaps, and so does a failed check a few iterations after a remapping (the loads it
+//! used were off: `executors/check.rs`); a remapping the criterion asks for runs only when
+//! the measured box loads put the current mapping over the trigger, and its owners are taken
+//! only when they are better balanced on those loads. No stealing within a phase, no balancing in idle
+//! time: the remapping runs between iterations, on the critical path, as in the papers.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pbs::bisection::{kway_norcb, kway_rcb};
+use pbs::pack_steal::{pack_steal, PackSteal};
+use pbs::{metrics, Grid};
+
+use super::check::Check;
+use super::owner_lists::OwnerLists;
+use super::timing;
+use crate::box_timing::{BoxTimer, Tracker};
+use crate::criteria::{Boulmier, Criterion, Sample};
+use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
+use crate::pool::Pool;
+
+/// The partitioner that remaps the boxes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Remapper {
+    /// k-way RCB from scratch.
+    Rcb,
+    /// NoRCB; parts slower than `threshold` (mean speed) are cut as RCB cuts them.
+    NoRcb {
+        /// The paper's `1e-3`.
+        threshold: f64,
+    },
+    /// PackStealLB with these settings.
+    PackSteal(PackSteal),
+}
+
+impl Remapper {
+    /// The executor name: `rcb`, `norcb` or `packsteal`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Remapper::Rcb => "rcb",
+            Remapper::NoRcb { .. } => "norcb",
+            Remapper::PackSteal(_) => "packsteal",
+        }
+    }
+
+    /// The remapper called `name` with the papers' settings, if there is one.
+    pub fn by_name(name: &str) -> Option<Remapper> {
+        match name {
+            "rcb" => Some(Remapper::Rcb),
+            "norcb" => Some(Remapper::NoRcb { threshold: 1e-3 }),
+            "packsteal" => Some(Remapper::PackSteal(PackSteal::default())),
+            _ => None,
+        }
+    }
+}
+
+/// Settings of the [`Remapping`] executor.
+pub struct RemapOptions {
+    /// Who remaps.
+    pub remapper: Remapper,
+    /// `max_avg` of the measured box loads under the current mapping at or under which a
+    /// remapping the criterion asked for is skipped (timing noise must not move boxes).
+    pub trigger: f64,
+    /// Boxes run (and timed) in one go at most.
+    pub chunk: u32,
+    /// When to remap; `None` = Boulmier's eq. 24 with the cost of the first mapping.
+    pub criterion: Option<Box<dyn Criterion>>,
+    /// Largest box-timing stride (see [`crate::executors::PbsOptions::timer`]).
+    pub timer: BoxTimer,
+    /// Seed of PackStealLB's random draws (each remapping draws from its own stream).
+    pub seed: u64,
+}
+
+impl RemapOptions {
+    /// The defaults for `remapper`: the trigger and chunk of `pbs`.
+    pub fn new(remapper: Remapper) -> RemapOptions {
+        RemapOptions { remapper, trigger: 0.05, chunk: 128, criterion: None, timer: BoxTimer::default(), seed: 1 }
+    }
+}
+
+/// The remapping executor.
+pub struct Remapping {
+    pool: Pool,
+    grid: Grid,
+    options: RemapOptions,
+    /// Thread of each box (below the part count, the smaller of threads and boxes).
+    owners: Vec<u32>,
+    lists: OwnerLists,
+    tracker: Tracker,
+    criterion: Box<dyn Criterion>,
+    /// Each thread's task time in the iteration under way.
+    iteration_busy: Vec<Duration>,
+    phases_in_iteration: usize,
+    /// Whether an iteration has been measured (the first one always remaps).
+    measured: bool,
+    /// The check of the last remapping.
+    check: Check,
+    /// Seconds the last remapping took: the criterion's `C`.
+    last_cost: f64,
+    /// The last motion hints: momentum and particles per box.
+    motion: Option<(Vec<[f64; 2]>, Vec<f64>)>,
+    /// Remappings computed so far (PackStealLB's stream).
+    remaps: u64,
+}
+
+impl Remapping {
+    /// `threads` unpinned workers over `grid`.
+    pub fn new(grid: Grid, threads: usize, options: RemapOptions) -> crate::Result<Self> {
+        Self::with_pool(grid, Pool::new(threads, Arc::new(|_| {}))?, options)
+    }
+
+    /// Over an existing pool. Maps uniform loads by RCB to start (its time is the initial
+    /// cost estimate of the default criterion).
+    pub fn with_pool(grid: Grid, pool: Pool, mut options: RemapOptions) -> crate::Result<Self> {
+        let bad = |name: &'static str, value: String, reason: &'static str| {
+            crate::Error::Balancer(pbs::Error::Parameter { name, value, reason })
+        };
+        if options.chunk == 0 {
+            return Err(bad("chunk", "0".into(), "a chunk must hold at least one box"));
+        }
+        if !(options.trigger.is_finite() && options.trigger >= 0.0) {
+            return Err(bad("trigger", options.trigger.to_string(), "expected a finite fraction ≥ 0"));
+        }
+        pbs::check_memory("remapping executor state", grid.len(), crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
+        let threads = pool.threads();
+        let start = Instant::now();
+        let owners = kway_rcb(&grid, &vec![1.0; grid.len()], threads.min(grid.len()))?;
+        let cost = start.elapsed().as_secs_f64();
+        let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
+        let lists = OwnerLists::new(&owners, threads, options.chunk as usize);
+        Ok(Remapping {
+            tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: true, ..options.timer }),
+            pool,
+            grid,
+            options,
+            owners,
+            lists,
+            criterion,
+            iteration_busy: vec![Duration::ZERO; threads],
+            phases_in_iteration: 0,
+            measured: false,
+            check: Check::default(),
+            last_cost: cost,
+            motion: None,
+            remaps: 0,
+        })
+    }
+
+    /// The current owner of every box.
+    pub fn owners(&self) -> &[u32] {
+        &self.owners
+    }
+
+    fn phase(&mut self, task: Task<'_>) -> PhaseStats {
+        self.tracker.begin_phase();
+        self.phases_in_iteration += 1;
+        let runs = &self.lists.runs;
+        let stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
+            for r in &runs[t] {
+                tracker.run_range(r.clone(), t, local, task);
+            }
+        })
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        for (acc, b) in self.iteration_busy.iter_mut().zip(&stats.busy) {
+            *acc += *b;
+        }
+        stats
+    }
+
+    /// The remapper's owners for `box_loads`.
+    fn remap(&mut self, box_loads: &[f64]) -> crate::Result<Vec<u32>> {
+        let parts = self.pool.threads().min(self.grid.len());
+        self.remaps += 1;
+        Ok(match &self.options.remapper {
+            Remapper::Rcb => kway_rcb(&self.grid, box_loads, parts)?,
+            Remapper::NoRcb { threshold } => match &self.motion {
+                Some((momentum, particles)) => {
+                    kway_norcb(&self.grid, box_loads, momentum, particles, parts, *threshold)?
+                }
+                None => kway_rcb(&self.grid, box_loads, parts)?,
+            },
+            Remapper::PackSteal(settings) => {
+                let mut owners = self.owners.clone();
+                let seed = self.options.seed ^ self.remaps.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                pack_steal(&self.grid, box_loads, &mut owners, parts, settings, seed)?;
+                owners
+            }
+        })
+    }
+
+    fn end_of_iteration(&mut self) -> IterationEnd {
+        self.tracker.end_iteration();
+        let loads: Vec<f64> = self.iteration_busy.iter().map(Duration::as_secs_f64).collect();
+        let boxes_run = self.grid.len() * self.phases_in_iteration.max(1);
+        timing::adapt(&mut self.tracker, &loads, boxes_run, self.options.chunk, self.options.timer.stride);
+        self.phases_in_iteration = 0;
+        self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
+        let start = Instant::now();
+        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+        let sample = Sample {
+            max: loads.iter().copied().fold(0.0, f64::max),
+            mean,
+            min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+        };
+        let mut end = IterationEnd { max_avg: metrics::max_avg(&loads), ..Default::default() };
+        let first = !self.measured;
+        self.measured = true;
+        let samples = self.tracker.samples_completed();
+        let correcting = self.check.fails(end.max_avg, &sample, samples, self.options.trigger, self.last_cost);
+        if !(self.criterion.observe(sample) || first || correcting) {
+            return end;
+        }
+        let parts = self.pool.threads().min(self.grid.len());
+        let box_loads = self.tracker.box_loads();
+        let now = metrics::max_avg(&metrics::charges(&self.owners, &box_loads, parts));
+        if now <= 1.0 + self.options.trigger && !first && !correcting {
+            self.criterion.rebalanced(self.last_cost);
+        } else {
+            // Measured times are finite and ≥ 0, the motion hints were checked on arrival.
+            let owners = self.remap(&box_loads).expect("a remapping of checked inputs");
+            let after = metrics::max_avg(&metrics::charges(&owners, &box_loads, parts));
+            if after < now {
+                end.migrations = metrics::migrations(&self.owners, &owners);
+                if end.migrations > 0 {
+                    self.owners = owners;
+                    self.lists = OwnerLists::new(&self.owners, self.pool.threads(), self.options.chunk as usize);
+                    self.tracker.forget_samples();
+                }
+                end.rebalanced = true;
+                self.check.arm(self.tracker.samples_completed(), correcting);
+            }
+            self.last_cost = start.elapsed().as_secs_f64();
+            self.criterion.rebalanced(self.last_cost);
+        }
+        end.rebalance_time = start.elapsed();
+        end.rebalance_critical = end.rebalance_time;
+        end
+    }
+}
+
+// SAFETY: every box is in exactly one thread's runs (`OwnerLists::new` files each box under its
+// one owner, below the thread count), each thread walks only its own runs, and the pool
+// returns after every worker's job ended.
+unsafe impl Executor for Remapping {
+    fn name(&self) -> &'static str {
+        self.options.remapper.name()
+    }
+    fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+    fn boxes(&self) -> usize {
+        self.grid.len()
+    }
+    fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+        self.pool.run(f)
+    }
+    fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        self.phase(Task::Each(task))
+    }
+    fn run_phase_ranges(&mut self, task: &(dyn Fn(std::ops::Range<usize>) + Sync)) -> PhaseStats {
+        self.phase(Task::Ranges(task))
+    }
+    fn end_iteration(&mut self) -> IterationEnd {
+        self.end_of_iteration()
+    }
+    fn planned_owners(&self) -> Option<Vec<u32>> {
+        Some(self.owners.clone())
+    }
+    fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<bool> {
+        pbs::Problem::new(self.grid, loads, 1)?;
+        let owners = self.remap(loads)?;
+        self.owners = owners;
+        self.lists = OwnerLists::new(&self.owners, self.pool.threads(), self.options.chunk as usize);
+        self.measured = true;
+        self.check.disarm();
+        Ok(true)
+    }
+    fn wants_motion(&self) -> bool {
+        matches!(self.options.remapper, Remapper::NoRcb { .. })
+    }
+    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> crate::Result<bool> {
+        if !self.wants_motion() {
+            return Ok(false);
+        }
+        // The same checks as the bisection's, now rather than at the next remapping.
+        kway_norcb(&self.grid, &vec![0.0; self.grid.len()], momentum, particles, 1, 0.0)?;
+        self.motion = Some((momentum.to_vec(), particles.to_vec()));
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Busy-waits `micros` microseconds.
+    fn spin(micros: u64) {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(micros) {
+            std::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn every_remapper_runs_each_box_once_and_moves_a_heavy_corner() {
+        for name in ["rcb", "norcb", "packsteal"] {
+            let grid = Grid::new(12, 12).unwrap();
+            let options = RemapOptions::new(Remapper::by_name(name).unwrap());
+            let mut exec = Remapping::new(grid, 2, options).unwrap();
+            assert_eq!(exec.name(), name);
+            let start = exec.owners().to_vec();
+            let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
+            let mut migrations = 0;
+            for it in 0..12u64 {
+                // The left three columns, all thread 0's under RCB's first cut, are heavy.
+                exec.run_phase(&|k| {
+                    if k % 12 < 3 {
+                        spin(20);
+                    }
+                    hits[k].fetch_add(1, Ordering::Relaxed);
+                });
+                migrations += exec.end_iteration().migrations;
+                assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it + 1), "{name}");
+            }
+            assert!(migrations > 0, "{name}: the heavy columns should have moved boxes");
+            let heavy_owners: std::collections::BTreeSet<u32> =
+                (0..grid.len()).filter(|k| k % 12 < 3).map(|k| exec.owners()[k]).collect();
+            assert_eq!(heavy_owners.len(), 2, "{name}: both threads share the heavy columns: {:?}", exec.owners());
+            assert_ne!(exec.owners(), start);
+        }
+    }
+
+    #[test]
+    fn norcb_takes_motion_hints_and_refuses_bad_ones() {
+        let grid = Grid::new(16, 4).unwrap();
+        let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::by_name("norcb").unwrap())).unwrap();
+        assert!(exec.wants_motion());
+        // Motion along x: the remapping cuts along it, into a bottom and a top half.
+        assert!(exec.hint_motion(&[[1.0, 0.0]; 64], &[1.0; 64]).unwrap());
+        exec.hint_loads(&[1.0; 64]).unwrap();
+        assert!(exec.owners()[..32].iter().all(|&o| o == exec.owners()[0]));
+        assert!(exec.owners()[32..].iter().all(|&o| o != exec.owners()[0]));
+        assert!(exec.hint_motion(&[[1.0, 0.0]; 63], &[1.0; 64]).is_err());
+        let mut nan = [[1.0, 0.0]; 64];
+        nan[7][0] = f64::NAN;
+        assert!(exec.hint_motion(&nan, &[1.0; 64]).unwrap_err().to_string().contains("box 7"));
+        // The others ignore hints.
+        let mut rcb = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
+        assert!(!rcb.wants_motion());
+        assert!(!rcb.hint_motion(&[[1.0, 0.0]; 64], &[1.0; 64]).unwrap());
+    }
+
+    #[test]
+    fn bad_settings_are_errors() {
+        let grid = Grid::new(4, 4).unwrap();
+        let options = RemapOptions { chunk: 0, ..RemapOptions::new(Remapper::Rcb) };
+        assert!(Remapping::new(grid, 2, options).err().unwrap().to_string().contains("chunk"));
+        let options = RemapOptions { trigger: f64::NAN, ..RemapOptions::new(Remapper::Rcb) };
+        assert!(Remapping::new(grid, 2, options).err().unwrap().to_string().contains("trigger"));
+        assert!(Remapper::by_name("zoltan").is_none());
+        // More threads than boxes: the extra threads own nothing.
+        let mut exec = Remapping::new(Grid::new(2, 1).unwrap(), 3, RemapOptions::new(Remapper::Rcb)).unwrap();
+        let stats = exec.run_phase(&|_| {});
+        assert_eq!(stats.boxes, vec![1, 1, 0]);
+    }
+}

@@ -4,7 +4,7 @@
 //!
 //! | app | what it computes | its load | file |
 //! |---|---|---|---|
-//! | [`md::Md`] | Lennard-Jones molecular dynamics with cell lists (one box = one cell of the list) | particles per box, moved by the scenario (uniform, contraction, expansion, gravity) | `md.rs` |
+//! | [`md::Md`] | Lennard-Jones molecular dynamics with cell lists (one box = one cell of the list); `md-split` runs it as two phases, rebin then forces ([`md::Md::split_phases`]) | particles per box, moved by the scenario (uniform, contraction, expansion, gravity) | `md.rs` |
 //! | [`stencil::Stencil`] | a 5-point Jacobi stencil, one tile of cells per box | an extra per-box cost from a drifting Perlin map (drift, rough) | `stencil.rs` |
 //!
 //! Every app keeps its state per box, runs each iteration as phases in which a box's task
@@ -37,7 +37,7 @@ use pbs_scheduler::Executor;
 
 /// A grid code.
 pub trait GridApp: Send {
-    /// `md` or `stencil`.
+    /// `md`, `md-split` or `stencil`.
     fn name(&self) -> &'static str;
     /// Its grid of boxes.
     fn grid(&self) -> Grid;
@@ -54,11 +54,12 @@ pub trait GridApp: Send {
 }
 
 /// The apps by name.
-pub const APPS: [&str; 2] = ["md", "stencil"];
+pub const APPS: [&str; 3] = ["md", "md-split", "stencil"];
 
-/// The scenario an app runs when none is named: `gravity` for md, `drift` for the stencil.
+/// The scenario an app runs when none is named: `gravity` for md and md-split, `drift` for
+/// the stencil.
 pub fn default_scenario(app: &str) -> &'static str {
-    if app == "md" {
+    if app.starts_with("md") {
         "gravity"
     } else {
         "drift"
@@ -72,10 +73,11 @@ pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Resu
     Grid::new(nx, ny).map_err(|e| e.to_string())?;
     match (app, scenario) {
         ("md", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed))),
+        ("md-split", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed).split_phases())),
         ("stencil", "drift") => Ok(Box::new(stencil::Stencil::new(nx, ny, 16, 0.25, None, seed as u32))),
         ("stencil", "rough") => Ok(Box::new(stencil::Stencil::new(nx, ny, 16, 0.25, Some(10), seed as u32))),
         ("stencil", s) => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
-        (a, _) => Err(format!("unknown app {a:?}; expected md or stencil")),
+        (a, _) => Err(format!("unknown app {a:?}; expected md, md-split or stencil")),
     }
 }
 

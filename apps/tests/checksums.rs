@@ -42,6 +42,16 @@ fn md_checksums_agree_under_every_executor_and_thread_count() {
 }
 
 #[test]
+fn md_split_into_rebin_and_force_phases_is_bit_for_bit_md_under_every_executor() {
+    for s in Scenario::ALL {
+        let one_phase = checksum_under(&|| Box::new(Md::new(s, 10, 10, 3)), "static", 1, 15);
+        let split = || -> Box<dyn GridApp> { Box::new(Md::new(s, 10, 10, 3).split_phases()) };
+        assert_eq!(checksum_under(&split, "static", 1, 15), one_phase, "{}", s.name());
+        same_everywhere(&format!("md-split {}", s.name()), &split, 15);
+    }
+}
+
+#[test]
 fn stencil_checksums_agree_under_every_executor_and_thread_count() {
     same_everywhere("stencil drift", &|| Box::new(Stencil::new(12, 10, 8, 0.3, None, 4)), 12);
     same_everywhere("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4)), 12);

@@ -62,6 +62,10 @@ pub struct Tracker {
     fresh_from: u32,
     /// Boxes timed together, at most, in a sampled iteration (see [`Tracker::set_piece`]).
     piece: usize,
+    /// Per phase of an iteration, each box's time in the last sampled iteration, when asked
+    /// for ([`Tracker::record_phases`]); and the phases that iteration had.
+    phase_samples: Vec<Vec<AtomicU64>>,
+    phases_sampled: usize,
 }
 
 #[derive(Default)]
@@ -127,7 +131,29 @@ impl Tracker {
             completed: 0,
             fresh_from: 0,
             piece: usize::MAX,
+            phase_samples: Vec::new(),
+            phases_sampled: 0,
         }
+    }
+
+    /// Also keeps each box's time per phase, for the first `phases` phases of an iteration
+    /// (for balancing vector loads: [`Tracker::phase_loads`]); one more store per timed box.
+    pub fn record_phases(&mut self, phases: usize) {
+        let boxes = self.box_ticks.len();
+        self.phase_samples = (0..phases).map(|_| (0..boxes).map(|_| AtomicU64::new(0)).collect()).collect();
+    }
+
+    /// Each box's time in seconds in each phase of the last sampled iteration (at most the
+    /// number of phases given to [`Tracker::record_phases`]); `None` before a sampled
+    /// iteration completed or without `record_phases`.
+    pub fn phase_loads(&self) -> Option<Vec<Vec<f64>>> {
+        let to_s = clock::ticks_to_seconds();
+        (self.phases_sampled > 0).then(|| {
+            self.phase_samples[..self.phases_sampled]
+                .iter()
+                .map(|phase| phase.iter().map(|a| a.load(Ordering::Relaxed) as f64 * to_s).collect())
+                .collect()
+        })
     }
 
     /// Runs box `k` on thread `t`, recording affinity and (for sampled boxes) its time.
@@ -245,6 +271,9 @@ impl Tracker {
             // Every box runs exactly once per phase: the first phase of the iteration stores
             // its share (no clearing pass), later phases add theirs with a plain load and store.
             let each = clock::ticks().wrapping_sub(start) / len.max(1) as u64;
+            if let Some(phase) = self.phase_samples.get((self.phase_in_iteration as usize).wrapping_sub(1)) {
+                ks.clone().for_each(|k| phase[k].store(each, Ordering::Relaxed));
+            }
             let buffer = &self.samples[(self.completed % 2) as usize];
             if self.phase_in_iteration == 1 {
                 for k in ks {
@@ -275,6 +304,7 @@ impl Tracker {
     pub fn end_iteration(&mut self) {
         if self.sampled_iteration() && self.phase_in_iteration > 0 {
             self.completed += 1;
+            self.phases_sampled = (self.phase_in_iteration as usize).min(self.phase_samples.len());
         }
         self.phase_in_iteration = 0;
         self.iteration = self.iteration.wrapping_add(1);

@@ -82,7 +82,7 @@ impl PhaseStats {
 /// }
 /// ```
 pub unsafe trait Executor {
-    /// Short name: `pbs`, `ws`, `eager`, `static`, `rcb`, `norcb` or `packsteal`.
+    /// Short name: `pbs`, `ws`, `eager`, `static`, `rcb`, `norcb`, `packsteal` or `vector-rcb`.
     fn name(&self) -> &'static str;
     /// Number of worker threads.
     fn threads(&self) -> usize;

@@ -25,7 +25,7 @@ use crate::pool::{Pool, WaitPolicy};
 use crate::topology::Topology;
 
 /// The executors by name: pbs, the baselines, and the seed papers' other balancers.
-pub const EXECUTORS: [&str; 7] = ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal"];
+pub const EXECUTORS: [&str; 8] = ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal", "vector-rcb"];
 
 /// A machine, a thread count and which threads to pin.
 #[derive(Debug, Clone)]

@@ -1,7 +1,8 @@
 //! The executors, one file each: [`Pbs`] (owner computes from the balancer's mapping),
 //! [`WorkStealing`] (rayon), [`EagerFifo`] (one shared FIFO, StarPU's default) and
 //! [`StaticBlocks`] (equal contiguous blocks, OpenMP `schedule(static)`), and [`Remapping`]
-//! (owner computes from the seed papers' other balancers: RCB, NoRCB, PackStealLB).
+//! (owner computes from the seed papers' other balancers: RCB, NoRCB, PackStealLB, vector
+//! RCB).
 
 mod check;
 mod eager;

@@ -8,7 +8,10 @@
 //! - `norcb`: Boulmier's non-orthogonal bisection, each cut parallel to the mean velocity of
 //!   its part ([`pbs::bisection::kway_norcb`]), from the app's [`Executor::hint_motion`];
 //! - `packsteal`: Freitas's PackStealLB, packs of boxes stolen from the overloaded threads by
-//!   the underloaded ones ([`pbs::pack_steal`]), the current mapping remapped in place.
+//!   the underloaded ones ([`pbs::pack_steal`]), the current mapping remapped in place;
+//! - `vector-rcb`: for iterations of several phases (Buch's vector loads), RCB whose cut
+//!   directions balance every phase at once ([`pbs::bisection::kway_vector_rcb`]), from each
+//!   box's time in each phase. Its imbalance is `Σ_phase max_thread / Σ_phase mean_thread`.
 //!
 //! All three start from RCB on uniform loads. As in `pbs`, the first measured iteration
 //! always remaps, and so does a failed check a few iterations after a remapping (the loads it
@@ -20,7 +23,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pbs::bisection::{kway_norcb, kway_rcb};
+use pbs::bisection::{kway_norcb, kway_rcb, kway_vector_rcb};
 use pbs::pack_steal::{pack_steal, PackSteal};
 use pbs::{metrics, Grid};
 
@@ -44,15 +47,21 @@ pub enum Remapper {
     },
     /// PackStealLB with these settings.
     PackSteal(PackSteal),
+    /// Vector RCB on the per-phase box times (of at most this many phases).
+    VectorRcb {
+        /// Phases of an iteration whose box times are kept (4 by default).
+        phases: usize,
+    },
 }
 
 impl Remapper {
-    /// The executor name: `rcb`, `norcb` or `packsteal`.
+    /// The executor name: `rcb`, `norcb`, `packsteal` or `vector-rcb`.
     pub fn name(&self) -> &'static str {
         match self {
             Remapper::Rcb => "rcb",
             Remapper::NoRcb { .. } => "norcb",
             Remapper::PackSteal(_) => "packsteal",
+            Remapper::VectorRcb { .. } => "vector-rcb",
         }
     }
 
@@ -62,6 +71,7 @@ impl Remapper {
             "rcb" => Some(Remapper::Rcb),
             "norcb" => Some(Remapper::NoRcb { threshold: 1e-3 }),
             "packsteal" => Some(Remapper::PackSteal(PackSteal::default())),
+            "vector-rcb" => Some(Remapper::VectorRcb { phases: 4 }),
             _ => None,
         }
     }
@@ -101,8 +111,10 @@ pub struct Remapping {
     lists: OwnerLists,
     tracker: Tracker,
     criterion: Box<dyn Criterion>,
-    /// Each thread's task time in the iteration under way.
+    /// Each thread's task time in the iteration under way, and per phase the largest, mean
+    /// and smallest thread time (seconds).
     iteration_busy: Vec<Duration>,
+    phase_busy: Vec<[f64; 3]>,
     phases_in_iteration: usize,
     /// Whether an iteration has been measured (the first one always remaps).
     measured: bool,
@@ -141,8 +153,12 @@ impl Remapping {
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let lists = OwnerLists::new(&owners, threads, options.chunk as usize);
+        let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: true, ..options.timer });
+        if let Remapper::VectorRcb { phases } = options.remapper {
+            tracker.record_phases(phases);
+        }
         Ok(Remapping {
-            tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: true, ..options.timer }),
+            tracker,
             pool,
             grid,
             options,
@@ -150,6 +166,7 @@ impl Remapping {
             lists,
             criterion,
             iteration_busy: vec![Duration::ZERO; threads],
+            phase_busy: Vec::new(),
             phases_in_iteration: 0,
             measured: false,
             check: Check::default(),
@@ -177,15 +194,26 @@ impl Remapping {
         for (acc, b) in self.iteration_busy.iter_mut().zip(&stats.busy) {
             *acc += *b;
         }
+        let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
+        let mean = busy.iter().sum::<f64>() / busy.len().max(1) as f64;
+        self.phase_busy.push([
+            busy.iter().copied().fold(0.0, f64::max),
+            mean,
+            busy.iter().copied().fold(f64::INFINITY, f64::min),
+        ]);
         stats
     }
 
-    /// The remapper's owners for `box_loads`.
-    fn remap(&mut self, box_loads: &[f64]) -> crate::Result<Vec<u32>> {
+    /// The remapper's owners for `box_loads` (per phase in `phase_loads`, for `vector-rcb`).
+    fn remap(&mut self, box_loads: &[f64], phase_loads: Option<&[Vec<f64>]>) -> crate::Result<Vec<u32>> {
         let parts = self.pool.threads().min(self.grid.len());
         self.remaps += 1;
         Ok(match &self.options.remapper {
             Remapper::Rcb => kway_rcb(&self.grid, box_loads, parts)?,
+            Remapper::VectorRcb { .. } => match phase_loads {
+                Some(phases) => kway_vector_rcb(&self.grid, phases, parts)?,
+                None => kway_rcb(&self.grid, box_loads, parts)?,
+            },
             Remapper::NoRcb { threshold } => match &self.motion {
                 Some((momentum, particles)) => {
                     kway_norcb(&self.grid, box_loads, momentum, particles, parts, *threshold)?
@@ -209,13 +237,22 @@ impl Remapping {
         self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let start = Instant::now();
-        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
-        let sample = Sample {
-            max: loads.iter().copied().fold(0.0, f64::max),
-            mean,
-            min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+        let vector = matches!(self.options.remapper, Remapper::VectorRcb { .. });
+        let phases = std::mem::take(&mut self.phase_busy);
+        // What the criterion and the check see: the threads' loads over the iteration, or for
+        // vector loads the sum over phases of each phase's largest, mean and smallest.
+        let sample = if vector {
+            let sum = |i: usize| phases.iter().map(|p| p[i]).sum::<f64>();
+            Sample { max: sum(0), mean: sum(1), min: sum(2) }
+        } else {
+            Sample {
+                max: loads.iter().copied().fold(0.0, f64::max),
+                mean: loads.iter().sum::<f64>() / loads.len() as f64,
+                min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+            }
         };
-        let mut end = IterationEnd { max_avg: metrics::max_avg(&loads), ..Default::default() };
+        let max_avg = if sample.mean > 0.0 { sample.max / sample.mean } else { 1.0 };
+        let mut end = IterationEnd { max_avg, ..Default::default() };
         let first = !self.measured;
         self.measured = true;
         let samples = self.tracker.samples_completed();
@@ -225,13 +262,31 @@ impl Remapping {
         }
         let parts = self.pool.threads().min(self.grid.len());
         let box_loads = self.tracker.box_loads();
-        let now = metrics::max_avg(&metrics::charges(&self.owners, &box_loads, parts));
+        let phase_loads = self.tracker.phase_loads();
+        // What the remapper minimises: the thread max_avg, or its sum over phases.
+        let imbalance = |owners: &[u32]| match &phase_loads {
+            Some(phases) if vector => {
+                let (mut max, mut mean) = (0.0, 0.0);
+                for loads in phases {
+                    let q = metrics::charges(owners, loads, parts);
+                    max += q.iter().copied().fold(0.0, f64::max);
+                    mean += q.iter().sum::<f64>() / parts as f64;
+                }
+                if mean > 0.0 {
+                    max / mean
+                } else {
+                    1.0
+                }
+            }
+            _ => metrics::max_avg(&metrics::charges(owners, &box_loads, parts)),
+        };
+        let now = imbalance(&self.owners);
         if now <= 1.0 + self.options.trigger && !first && !correcting {
             self.criterion.rebalanced(self.last_cost);
         } else {
             // Measured times are finite and ≥ 0, the motion hints were checked on arrival.
-            let owners = self.remap(&box_loads).expect("a remapping of checked inputs");
-            let after = metrics::max_avg(&metrics::charges(&owners, &box_loads, parts));
+            let owners = self.remap(&box_loads, phase_loads.as_deref()).expect("a remapping of checked inputs");
+            let after = imbalance(&owners);
             if after < now {
                 end.migrations = metrics::migrations(&self.owners, &owners);
                 if end.migrations > 0 {
@@ -281,7 +336,7 @@ unsafe impl Executor for Remapping {
     }
     fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<bool> {
         pbs::Problem::new(self.grid, loads, 1)?;
-        let owners = self.remap(loads)?;
+        let owners = self.remap(loads, None)?;
         self.owners = owners;
         self.lists = OwnerLists::new(&self.owners, self.pool.threads(), self.options.chunk as usize);
         self.measured = true;
@@ -317,7 +372,7 @@ mod tests {
 
     #[test]
     fn every_remapper_runs_each_box_once_and_moves_a_heavy_corner() {
-        for name in ["rcb", "norcb", "packsteal"] {
+        for name in ["rcb", "norcb", "packsteal", "vector-rcb"] {
             let grid = Grid::new(12, 12).unwrap();
             let options = RemapOptions::new(Remapper::by_name(name).unwrap());
             let mut exec = Remapping::new(grid, 2, options).unwrap();

@@ -19,9 +19,9 @@ use pbs_apps::GridApp;
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunSetup {
-    /// `md` or `stencil`.
+    /// `md`, `md-split` or `stencil`.
     pub app: String,
-    /// md: uniform, contraction, expansion, gravity; stencil: drift, rough.
+    /// md and md-split: uniform, contraction, expansion, gravity; stencil: drift, rough.
     pub scenario: String,
     /// Schedulers, in order.
     pub schedulers: Vec<String>,
@@ -59,12 +59,14 @@ impl RunSetup {
 /// One row, docs/design.md field names.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RunRow {
-    /// pbs, ws, eager or static
+    /// one of `pbs_scheduler::runtime::EXECUTORS`
     pub scheduler: String,
-    /// md or stencil
+    /// md, md-split or stencil
     pub app: String,
     /// scenario name
     pub scenario: String,
+    /// seed of the app
+    pub seed: u64,
     /// worker threads
     pub threads: usize,
     /// iterations
@@ -241,6 +243,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             scheduler: lane.scheduler.clone(),
             app: lane.app.name().into(),
             scenario: setup.scenario.clone(),
+            seed: setup.seed,
             threads: setup.threads,
             iters: setup.iters,
             iter_ms_median: report.iter_ms_median,
@@ -351,6 +354,63 @@ pub fn table(rows: &[RunRow]) -> Table {
             format!("{:.3}", r.effort_ms_median),
             r.modelled_misses.to_string(),
             r.checksum.clone(),
+        ]);
+    }
+    t
+}
+
+/// The readable table of several runs of the same schedulers (seeds in turn): medians over
+/// runs, and each scheduler's iteration time over the first scheduler's as the median of the
+/// ratios within each run.
+pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
+    let first = &runs[0];
+    let mut t = Table::new(&[
+        "scheduler",
+        "app",
+        "scenario",
+        "threads",
+        "runs",
+        "iter ms",
+        &format!("/ {}", first[0].scheduler),
+        "efficiency",
+        "max_avg",
+        "per phase",
+        "affinity",
+        "migr/iter",
+        "rebalances (critical % wall)",
+        "effort ms",
+        "checksums",
+    ]);
+    for (i, r) in first.iter().enumerate() {
+        let med =
+            |f: &dyn Fn(&RunRow) -> f64| pbs::metrics::median(&runs.iter().map(|run| f(&run[i])).collect::<Vec<_>>());
+        let per_phase: Vec<f64> =
+            (0..r.phase_max_avg.len()).map(|p| med(&|x| x.phase_max_avg.get(p).copied().unwrap_or(1.0))).collect();
+        t.row(vec![
+            r.scheduler.clone(),
+            r.app.clone(),
+            r.scenario.clone(),
+            r.threads.to_string(),
+            runs.len().to_string(),
+            format!("{:.3}", med(&|x| x.iter_ms_median)),
+            format!(
+                "{:.2}",
+                pbs::metrics::median(
+                    &runs.iter().map(|run| run[i].iter_ms_median / run[0].iter_ms_median).collect::<Vec<_>>()
+                )
+            ),
+            format!("{:.3}", med(&|x| x.efficiency)),
+            format!("{:.3}", med(&|x| x.max_avg)),
+            phases(&per_phase),
+            r.affinity.map_or("-".into(), |_| format!("{:.3}", med(&|x| x.affinity.unwrap_or(0.0)))),
+            format!("{:.1}", med(&|x| x.migrations_per_iter)),
+            rebalances(med(&|x| x.rebalances as f64) as usize, med(&|x| x.rebalance_critical_fraction)),
+            format!("{:.3}", med(&|x| x.effort_ms_median)),
+            if runs.iter().all(|run| run.iter().all(|x| x.checksum == run[0].checksum)) {
+                "same in each run".into()
+            } else {
+                "DIFFER".into()
+            },
         ]);
     }
     t

@@ -31,6 +31,12 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+fn stdout_of(args: &[&str]) -> String {
+    let out = bench(args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn stderr_of(args: &[&str]) -> String {
     let out = bench(args);
     assert!(!out.status.success(), "{args:?} should fail");
@@ -178,6 +184,32 @@ fn paper_quick_writes_a_report_with_plots() {
     let results: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["transitions"].as_array().unwrap().len(), 28); // 7 settings × rough/smooth × 2 methods
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
+    let args = |extra: &[&'static str]| {
+        let mut a =
+            vec!["run", "--app", "md-split", "--scenario", "contraction", "--scheduler", "pbs,vector-rcb,norcb"];
+        a.extend(["--threads", "2", "--iters", "4", "--nx", "8", "--ny", "8", "--no-pin", "--repeats", "2"]);
+        a.extend(extra);
+        a
+    };
+    let rows = json(&args(&["--json"]));
+    let rows = rows.as_array().unwrap();
+    let seen: Vec<(&str, u64)> =
+        rows.iter().map(|r| (r["scheduler"].as_str().unwrap(), r["seed"].as_u64().unwrap())).collect();
+    assert_eq!(seen, [("pbs", 1), ("vector-rcb", 1), ("norcb", 1), ("pbs", 2), ("vector-rcb", 2), ("norcb", 2)]);
+    for r in rows {
+        assert_eq!(r["app"], "md-split");
+        assert_eq!(r["phase_max_avg"].as_array().unwrap().len(), 2, "rebin and force: {r}");
+        let first_of_its_run = &rows[if r["seed"] == 1 { 0 } else { 3 }];
+        assert_eq!(r["checksum"], first_of_its_run["checksum"], "{r}");
+    }
+    assert_ne!(rows[0]["checksum"], rows[3]["checksum"], "two seeds, two runs");
+    let table = stdout_of(&args(&[]));
+    assert!(table.contains("/ pbs") && table.contains("same in each run"), "{table}");
+    assert!(stderr_of(&["run", "--app", "md", "--repeats", "0"]).contains("--repeats"));
 }
 
 #[test]

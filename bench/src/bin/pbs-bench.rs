@@ -112,10 +112,11 @@ enum Command {
     },
     /// Run a grid app under each scheduler; one row per scheduler (docs/design.md contract).
     Run {
-        /// md or stencil
+        /// md, md-split (md as rebin and force phases) or stencil
         #[arg(long)]
         app: String,
-        /// pbs, ws, eager, static, a comma-separated list, or all
+        /// pbs, ws, eager, static, rcb, norcb, packsteal, vector-rcb, a comma-separated list,
+        /// or all
         #[arg(long, default_value = "all")]
         scheduler: String,
         /// Worker threads (default: PBS_NUM_THREADS, else one per core)
@@ -127,6 +128,11 @@ enum Command {
         /// md: uniform, contraction, expansion, gravity (default); stencil: drift (default), rough
         #[arg(long)]
         scenario: Option<String>,
+        /// Runs, with seeds --seed, --seed + 1, …: the table gives medians over runs and each
+        /// scheduler's time over the first's (median of the ratios within each run); the JSON
+        /// array holds every run's rows
+        #[arg(long, default_value_t = 1)]
+        repeats: usize,
         /// Boxes along x
         #[arg(long, default_value_t = 32)]
         nx: usize,
@@ -381,6 +387,7 @@ fn run(cli: Cli) -> Result<(), String> {
             threads,
             iters,
             scenario,
+            repeats,
             nx,
             ny,
             cache_kib,
@@ -390,6 +397,9 @@ fn run(cli: Cli) -> Result<(), String> {
             json,
             trace,
         } => {
+            if repeats == 0 {
+                return Err("--repeats must be at least 1".into());
+            }
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
@@ -414,11 +424,14 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             setup.make_app()?; // refuse a bad app or scenario before anything runs
             let bar = progress::bar(
-                (2 * setup.schedulers.len() * iters) as u64,
+                (2 * setup.schedulers.len() * iters * repeats) as u64,
                 &format!("{} {}", setup.app, setup.scenario),
             );
-            let rows = run::run(&setup, || bar.inc(1))?;
+            let runs: Vec<Vec<run::RunRow>> = (0..repeats as u64)
+                .map(|r| run::run(&run::RunSetup { seed: seed + r, ..setup.clone() }, || bar.inc(1)))
+                .collect::<Result<_, _>>()?;
             bar.finish_and_clear();
+            let rows: Vec<run::RunRow> = runs.iter().flatten().cloned().collect();
             if let Some(path) = trace {
                 let t = pbs_bench::model::trace::Trace::record(&setup.app, &setup.scenario, nx, ny, iters, seed)?;
                 t.write(&path)?;
@@ -427,7 +440,8 @@ fn run(cli: Cli) -> Result<(), String> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {
-                print!("{}", run::table(&rows).text());
+                let table = if repeats == 1 { run::table(&rows) } else { run::median_table(&runs) };
+                print!("{}", table.text());
                 if let Some(why) = rows.iter().find_map(|r| r.hw_unavailable_reason.as_deref()) {
                     println!(
                         "hardware counters: {why}; modelled misses are from a per-thread LRU of {} KiB",

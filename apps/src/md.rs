@@ -111,6 +111,10 @@ pub struct Md {
     /// With separate rebin and force phases ([`Md::split_phases`]): each box's particles
     /// after the rebin phase, in the order `members` gives them.
     current: Option<Vec<Vec<Particle>>>,
+    /// Each box's momentum and particle count, for executors that use motion hints (kept
+    /// between iterations: allocating them each time slowed the next phases, see
+    /// docs/balancers.md).
+    motion: (Vec<[f64; 2]>, Vec<f64>),
 }
 
 impl Md {
@@ -162,6 +166,7 @@ impl Md {
             boxes: vec![Bin::default(); grid.len()],
             next: Vec::new(),
             current: None,
+            motion: Default::default(),
         };
         for mut p in particles {
             p.bin = md.box_of(p.x, p.y) as u32;
@@ -416,10 +421,13 @@ impl GridApp for Md {
         }
         self.next = std::mem::replace(&mut self.boxes, next);
         if exec.wants_motion() {
-            let momentum: Vec<[f64; 2]> = self.boxes.iter().map(|b| b.momentum).collect();
-            let particles: Vec<f64> = self.boxes.iter().map(|b| (b.stay.len() + b.leave.len()) as f64).collect();
+            let (momentum, particles) = &mut self.motion;
+            momentum.clear();
+            momentum.extend(self.boxes.iter().map(|b| b.momentum));
+            particles.clear();
+            particles.extend(self.boxes.iter().map(|b| (b.stay.len() + b.leave.len()) as f64));
             // Speeds are capped in every step, so the sums are finite.
-            exec.hint_motion(&momentum, &particles).expect("finite momenta of a 2D grid");
+            exec.hint_motion(momentum, particles).expect("finite momenta of a 2D grid");
         }
         rec.iteration(&exec.end_iteration());
     }

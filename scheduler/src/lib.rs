@@ -5,12 +5,15 @@
 //!
 //! | executor | who runs box `k` | file |
 //! |---|---|---|
-//! | [`executors::Pbs`] | its owner in the balancer's mapping (owner computes), idle threads steal boundary work | `executors/pbs/` (the loop in `mod.rs`; `stealing.rs`, `timing.rs`, `rebalancing.rs`) |
+//! | [`executors::Pbs`] | its owner in the balancer's mapping (owner computes), idle threads steal boundary work | `executors/pbs/` (the loop in `mod.rs`; `stealing.rs`, `rebalancing.rs`, `overlap.rs`) |
 //! | [`executors::WorkStealing`] | whichever rayon worker gets it | `executors/work_stealing.rs` |
 //! | [`executors::EagerFifo`] | the next idle thread, in FIFO order (StarPU's eager) | `executors/eager.rs` |
 //! | [`executors::StaticBlocks`] | thread `k·T/n` (OpenMP `static`) | `executors/static_blocks.rs` |
+//! | [`executors::Remapping`] | its owner in a mapping the seed papers' other balancers remake: `rcb`, `norcb` (Boulmier), `packsteal` (Freitas), `vector-rcb` (Buch's vector loads) | `executors/remapping.rs` |
 //!
-//! All four implement [`Executor`]: one phase = every box exactly once, then a barrier.
+//! All implement [`Executor`]: one phase = every box exactly once, then a barrier. The
+//! owner-computes ones share their box lists (`executors/owner_lists.rs`), how densely they
+//! time boxes (`executors/timing.rs`) and the check after a rebalancing (`executors/check.rs`).
 //! Build one by name with [`runtime::Runtime`] (the machine, pinned workers), or directly;
 //! switching is one line:
 //!

@@ -350,9 +350,27 @@ unsafe impl Executor for Remapping {
         if !self.wants_motion() {
             return Ok(false);
         }
-        // The same checks as the bisection's, now rather than at the next remapping.
-        kway_norcb(&self.grid, &vec![0.0; self.grid.len()], momentum, particles, 1, 0.0)?;
-        self.motion = Some((momentum.to_vec(), particles.to_vec()));
+        // The bisection's checks, now rather than at the next remapping, and into the same
+        // buffers every iteration (an allocation per hint slowed the phases that followed).
+        let n = self.grid.len();
+        if momentum.len() != n || particles.len() != n {
+            return Err(pbs::Error::LoadCount { expected: n, got: momentum.len().min(particles.len()) }.into());
+        }
+        if let Some(k) = (0..n).find(|&k| {
+            !(momentum[k][0].is_finite()
+                && momentum[k][1].is_finite()
+                && particles[k].is_finite()
+                && particles[k] >= 0.0)
+        }) {
+            let value = format!("box {k}: momentum {:?}, particles {}", momentum[k], particles[k]);
+            let reason = "momenta must be finite and particle counts finite and ≥ 0";
+            return Err(pbs::Error::Parameter { name: "momentum", value, reason }.into());
+        }
+        let (m, p) = self.motion.get_or_insert_with(Default::default);
+        m.clear();
+        m.extend_from_slice(momentum);
+        p.clear();
+        p.extend_from_slice(particles);
         Ok(true)
     }
 }

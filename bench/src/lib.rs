@@ -33,6 +33,7 @@
 //! | `shapes` | [`shapes`] | load maps of shapes the paper never named, for generality checks |
 //! | `peers` | [`peers`] | pbs beside RCB, Hilbert, coupe and METIS on the same maps |
 //! | `run` | [`run`] | one grid app under chosen executors, taking turns |
+//! | `lifetime` | [`lifetime`] | how long each balancer's partition of md lasts at many parts (NoRCB's claim) |
 //! | `report`, `scaling` | [`matrix`], [`scaling`] | every app × scenario × executor at one thread count, or several |
 //!
 //! The apps live in `pbs-apps`, the plots in `pbs-plot`; [`table`] prints aligned tables.
@@ -41,6 +42,7 @@
 
 pub mod assign_cost;
 pub mod converge;
+pub mod lifetime;
 pub mod matrix;
 pub mod model;
 pub mod paper;

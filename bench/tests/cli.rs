@@ -187,6 +187,46 @@ fn paper_quick_writes_a_report_with_plots() {
 }
 
 #[test]
+fn lifetime_prints_one_row_per_balancer_and_part_count() {
+    let rows = json(&[
+        "lifetime",
+        "--scenario",
+        "gravity",
+        "--nx",
+        "16",
+        "--ny",
+        "16",
+        "--parts",
+        "2,4",
+        "--iters",
+        "20",
+        "--json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    let seen: Vec<(u64, &str)> =
+        rows.iter().map(|r| (r["parts"].as_u64().unwrap(), r["balancer"].as_str().unwrap())).collect();
+    let balancers = ["pbs", "rcb", "norcb", "packsteal"];
+    let expected: Vec<(u64, &str)> = [2, 4].iter().flat_map(|&p| balancers.iter().map(move |&b| (p, b))).collect();
+    assert_eq!(seen, expected);
+    for r in rows {
+        for k in [
+            "scenario",
+            "remaps",
+            "lifetime_iters",
+            "migrations_per_iter",
+            "efficiency",
+            "max_avg_after_remap",
+            "remap_ms",
+        ] {
+            assert!(r.get(k).is_some(), "missing {k} in {r}");
+        }
+        assert!(r["remaps"].as_u64().unwrap() >= 1, "{r}");
+    }
+    assert!(stderr_of(&["lifetime", "--balancers", "zoltan", "--iters", "1"]).contains("unknown balancer"));
+    assert!(stderr_of(&["lifetime", "--parts", "0", "--iters", "1"]).contains("--parts"));
+}
+
+#[test]
 fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
     let args = |extra: &[&'static str]| {
         let mut a =

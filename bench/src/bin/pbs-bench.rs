@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use pbs::StopRule;
-use pbs_bench::{converge, matrix, paper, peers, run, scaling, shapes, transitions};
+use pbs_bench::{converge, lifetime, matrix, paper, peers, run, scaling, shapes, transitions};
 use pbs_plot::progress;
 
 #[derive(Parser)]
@@ -295,6 +295,37 @@ enum Command {
         #[arg(long)]
         png: Option<PathBuf>,
     },
+    /// How long each balancer's partition of md lasts at many parts (NoRCB's claim), from md's
+    /// pair counts per box: remaps, lifetime, migrations, efficiency.
+    Lifetime {
+        /// md scenario: uniform, contraction, expansion, gravity
+        #[arg(long, default_value = "contraction")]
+        scenario: String,
+        /// Boxes along x
+        #[arg(long, default_value_t = 96)]
+        nx: usize,
+        /// Boxes along y
+        #[arg(long, default_value_t = 96)]
+        ny: usize,
+        /// Part counts, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "2,16,64")]
+        parts: Vec<usize>,
+        /// md iterations
+        #[arg(long, default_value_t = 1000)]
+        iters: usize,
+        /// Remap a partition once its max_avg exceeds 1 + this
+        #[arg(long, default_value_t = 0.1)]
+        threshold: f64,
+        /// Balancers, comma-separated (pbs, rcb, norcb, packsteal), or all
+        #[arg(long, default_value = "all")]
+        balancers: String,
+        /// Seed of md
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print a JSON array instead of a table
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the load maps of shapes the paper never named as CSV files.
     Maps {
         /// Output folder (created)
@@ -550,6 +581,22 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let path = paper::write_report(&out, &settings).map_err(|e| e.to_string())?;
             println!("report written to {}", path.display());
+        }
+        Command::Lifetime { scenario, nx, ny, parts, iters, threshold, balancers, seed, json } => {
+            let balancers = if balancers == "all" {
+                lifetime::BALANCERS.iter().map(|b| b.to_string()).collect()
+            } else {
+                balancers.split(',').map(|b| b.trim().to_string()).collect()
+            };
+            let settings = lifetime::LifetimeSettings { scenario, nx, ny, parts, iters, threshold, balancers, seed };
+            let bar = progress::bar(iters as u64, "lifetime");
+            let rows = lifetime::measure(&settings, || bar.inc(1))?;
+            bar.finish_and_clear();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", lifetime::table(&rows).text());
+            }
         }
         Command::Peers {
             perlin,

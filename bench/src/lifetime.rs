@@ -1,0 +1,309 @@
+//! `pbs-bench lifetime`: how long a balancer's partition lasts on md at many parts, the
+//! mechanism behind Boulmier et al.'s NoRCB claim, measured without a many-core machine.
+//!
+//! md runs on one thread; after every iteration each balancer's partition into `parts` parts
+//! is charged with the iteration's work per box (pairs of particles within reach, md's
+//! [`pbs_apps::GridApp::box_work`], a count: no timing noise). When a partition's `max_avg` passes
+//! `1 + threshold`, that balancer remaps (and always at the first iteration). Reported per
+//! balancer and part count: remaps, iterations a partition lasted (its lifetime), boxes moved
+//! per iteration, `Σ mean part / Σ max part` over the run (the share of the modelled time the
+//! parts' work takes: an efficiency with no remapping cost), and the remapping time. NoRCB's
+//! cuts follow the particles' mean velocity, which md hands over through
+//! [`pbs_scheduler::Executor::hint_motion`]; the paper's claim is that such partitions last
+//! longer.
+
+use std::time::Instant;
+
+use pbs::bisection::{kway_norcb, kway_rcb};
+use pbs::pack_steal::{pack_steal, PackSteal};
+use pbs::{balance, methods, metrics, Grid, Problem, StopRule, VCores};
+use pbs_scheduler::executors::StaticBlocks;
+use pbs_scheduler::report::Recorder;
+use pbs_scheduler::{Executor, IterationEnd, PhaseStats};
+
+use crate::table::Table;
+
+/// The balancers `lifetime` compares.
+pub const BALANCERS: [&str; 4] = ["pbs", "rcb", "norcb", "packsteal"];
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LifetimeSettings {
+    /// md scenario.
+    pub scenario: String,
+    /// Boxes along x and y.
+    pub nx: usize,
+    /// Boxes along y.
+    pub ny: usize,
+    /// Part counts.
+    pub parts: Vec<usize>,
+    /// md iterations.
+    pub iters: usize,
+    /// A partition is remapped once its `max_avg` exceeds `1 + threshold`.
+    pub threshold: f64,
+    /// Balancers by name ([`BALANCERS`]).
+    pub balancers: Vec<String>,
+    /// Seed of md.
+    pub seed: u64,
+}
+
+/// One balancer at one part count.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LifetimeRow {
+    /// md scenario.
+    pub scenario: String,
+    /// Parts.
+    pub parts: usize,
+    /// Balancer name.
+    pub balancer: String,
+    /// Remappings (the first included).
+    pub remaps: usize,
+    /// Mean iterations between remappings.
+    pub lifetime_iters: f64,
+    /// Boxes whose part changed, per iteration.
+    pub migrations_per_iter: f64,
+    /// `Σ_iterations mean part work / Σ_iterations max part work`.
+    pub efficiency: f64,
+    /// Median `max_avg` right after a remapping.
+    pub max_avg_after_remap: f64,
+    /// Median time of a remapping, ms.
+    pub remap_ms: f64,
+}
+
+/// A one-thread executor that keeps md's motion hints.
+struct MotionTap {
+    inner: StaticBlocks,
+    momentum: Vec<[f64; 2]>,
+    particles: Vec<f64>,
+}
+
+// SAFETY: forwards `run_phase` to a `StaticBlocks` over the same boxes it reports from
+// `boxes()`, which keeps the contract; the wrapper only stores the hints between iterations.
+unsafe impl Executor for MotionTap {
+    fn name(&self) -> &'static str {
+        "motion-tap"
+    }
+    fn threads(&self) -> usize {
+        1
+    }
+    fn boxes(&self) -> usize {
+        self.inner.boxes()
+    }
+    fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        self.inner.run_phase(task)
+    }
+    fn run_phase_ranges(&mut self, task: &(dyn Fn(std::ops::Range<usize>) + Sync)) -> PhaseStats {
+        self.inner.run_phase_ranges(task)
+    }
+    fn end_iteration(&mut self) -> IterationEnd {
+        IterationEnd::default()
+    }
+    fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+        self.inner.on_each_thread(f)
+    }
+    fn wants_motion(&self) -> bool {
+        true
+    }
+    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
+        self.momentum.clear();
+        self.momentum.extend_from_slice(momentum);
+        self.particles.clear();
+        self.particles.extend_from_slice(particles);
+        Ok(true)
+    }
+}
+
+/// One balancer's partition over the run.
+struct Lane {
+    name: String,
+    owners: Vec<u32>,
+    /// pbs's vCores, warm from one remapping to the next.
+    vcores: Option<VCores>,
+    remaps: usize,
+    migrations: usize,
+    sum_mean: f64,
+    sum_max: f64,
+    after: Vec<f64>,
+    times: Vec<f64>,
+}
+
+/// Runs md once and every balancer of `s` at every part count beside it; `progress` after
+/// each iteration.
+pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<LifetimeRow>, String> {
+    if s.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    if !(s.threshold.is_finite() && s.threshold > 0.0) {
+        return Err(format!("--threshold must be a positive fraction, got {}", s.threshold));
+    }
+    for b in &s.balancers {
+        if !BALANCERS.contains(&b.as_str()) {
+            return Err(format!("unknown balancer {b:?}; expected {}", BALANCERS.join(", ")));
+        }
+    }
+    let grid = Grid::new(s.nx, s.ny).map_err(|e| e.to_string())?;
+    if let Some(p) = s.parts.iter().find(|&&p| p == 0 || p > grid.len()) {
+        return Err(format!("--parts {p}: between 1 and the {} boxes", grid.len()));
+    }
+    let mut app = pbs_apps::build("md", &s.scenario, s.nx, s.ny, s.seed)?;
+    let inner = StaticBlocks::new(grid.len(), 1).map_err(|e| e.to_string())?;
+    let mut exec = MotionTap { inner, momentum: Vec::new(), particles: Vec::new() };
+    let mut rec = Recorder::new("motion-tap", 1);
+    let mut lanes: Vec<(usize, Lane)> = s
+        .parts
+        .iter()
+        .flat_map(|&parts| {
+            s.balancers.iter().map(move |name| {
+                let lane = Lane {
+                    name: name.clone(),
+                    owners: Vec::new(),
+                    vcores: None,
+                    remaps: 0,
+                    migrations: 0,
+                    sum_mean: 0.0,
+                    sum_max: 0.0,
+                    after: Vec::new(),
+                    times: Vec::new(),
+                };
+                (parts, lane)
+            })
+        })
+        .collect();
+    let mut balancer = methods::by_name(methods::DEFAULT).map_err(|e| e.to_string())?;
+    for i in 0..s.iters {
+        app.iterate(&mut exec, &mut rec, None);
+        let work = app.box_work();
+        for (parts, lane) in &mut lanes {
+            let parts = *parts;
+            let problem = Problem::new(grid, &work, parts).map_err(|e| e.to_string())?;
+            let imbalance = |owners: &[u32]| metrics::max_avg(&metrics::charges(owners, &work, parts));
+            if i == 0 || imbalance(&lane.owners) > 1.0 + s.threshold {
+                let start = Instant::now();
+                let owners = match lane.name.as_str() {
+                    "rcb" => kway_rcb(&grid, &work, parts),
+                    "norcb" => kway_norcb(&grid, &work, &exec.momentum, &exec.particles, parts, 1e-3),
+                    "packsteal" if i > 0 => {
+                        let mut owners = lane.owners.clone();
+                        pack_steal(&grid, &work, &mut owners, parts, &PackSteal::default(), i as u64).map(|_| owners)
+                    }
+                    // PackStealLB remaps an existing partition: the first is RCB's.
+                    "packsteal" => kway_rcb(&grid, &work, parts),
+                    _ => {
+                        let vcores = lane.vcores.get_or_insert_with(|| VCores::from_bisection(&problem));
+                        vcores.recharge(&problem);
+                        let stop = StopRule { max_steps: if i == 0 { 200 } else { 20 }, tol: 0.02 };
+                        balance(balancer.as_mut(), &problem, vcores, stop, |_| {});
+                        Ok(vcores.owners().to_vec())
+                    }
+                }
+                .map_err(|e| e.to_string())?;
+                lane.times.push(start.elapsed().as_secs_f64() * 1e3);
+                if i > 0 {
+                    lane.migrations += metrics::migrations(&lane.owners, &owners);
+                }
+                lane.owners = owners;
+                lane.remaps += 1;
+                lane.after.push(imbalance(&lane.owners));
+            }
+            let q = metrics::charges(&lane.owners, &work, parts);
+            lane.sum_max += q.iter().copied().fold(0.0, f64::max);
+            lane.sum_mean += q.iter().sum::<f64>() / parts as f64;
+        }
+        progress();
+    }
+    Ok(lanes
+        .into_iter()
+        .map(|(parts, l)| LifetimeRow {
+            scenario: s.scenario.clone(),
+            parts,
+            balancer: l.name,
+            remaps: l.remaps,
+            lifetime_iters: s.iters as f64 / l.remaps as f64,
+            migrations_per_iter: l.migrations as f64 / s.iters as f64,
+            efficiency: if l.sum_max > 0.0 { l.sum_mean / l.sum_max } else { 1.0 },
+            max_avg_after_remap: metrics::median(&l.after),
+            remap_ms: metrics::median(&l.times),
+        })
+        .collect())
+}
+
+/// The readable table.
+pub fn table(rows: &[LifetimeRow]) -> Table {
+    let mut t = Table::new(&[
+        "scenario",
+        "parts",
+        "balancer",
+        "remaps",
+        "lifetime (iters)",
+        "migr/iter",
+        "efficiency",
+        "max_avg after remap",
+        "remap ms",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.scenario.clone(),
+            r.parts.to_string(),
+            r.balancer.clone(),
+            r.remaps.to_string(),
+            format!("{:.1}", r.lifetime_iters),
+            format!("{:.1}", r.migrations_per_iter),
+            format!("{:.3}", r.efficiency),
+            format!("{:.3}", r.max_avg_after_remap),
+            format!("{:.2}", r.remap_ms),
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(balancers: &[&str]) -> LifetimeSettings {
+        LifetimeSettings {
+            scenario: "gravity".into(),
+            nx: 16,
+            ny: 16,
+            parts: vec![4],
+            iters: 30,
+            threshold: 0.1,
+            balancers: balancers.iter().map(|s| s.to_string()).collect(),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn every_balancer_remaps_at_the_start_and_stays_within_the_threshold_after() {
+        let rows = measure(&settings(&BALANCERS), || {}).unwrap();
+        assert_eq!(rows.len(), 4);
+        for r in &rows {
+            assert!(r.remaps >= 1, "{r:?}");
+            assert!(r.efficiency > 0.5 && r.efficiency <= 1.0, "{r:?}");
+            assert!(r.lifetime_iters > 0.0 && r.lifetime_iters <= 30.0, "{r:?}");
+        }
+        // Deterministic: the same partitions, remaps and migrations again (times aside).
+        let again = measure(&settings(&BALANCERS), || {}).unwrap();
+        for (a, b) in rows.iter().zip(&again) {
+            assert_eq!(
+                (a.remaps, a.migrations_per_iter, a.efficiency),
+                (b.remaps, b.migrations_per_iter, b.efficiency)
+            );
+        }
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let mut s = settings(&["zoltan"]);
+        assert!(measure(&s, || {}).unwrap_err().contains("zoltan"));
+        s.balancers = vec!["rcb".into()];
+        s.parts = vec![0];
+        assert!(measure(&s, || {}).unwrap_err().contains("--parts"));
+        s.parts = vec![4];
+        s.threshold = 0.0;
+        assert!(measure(&s, || {}).unwrap_err().contains("--threshold"));
+        s.threshold = 0.1;
+        s.scenario = "rotation".into();
+        assert!(measure(&s, || {}).unwrap_err().contains("scenario"));
+    }
+}

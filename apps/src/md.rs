@@ -112,8 +112,7 @@ pub struct Md {
     /// after the rebin phase, in the order `members` gives them.
     current: Option<Vec<Vec<Particle>>>,
     /// Each box's momentum and particle count, for executors that use motion hints (kept
-    /// between iterations: allocating them each time slowed the next phases, see
-    /// docs/balancers.md).
+    /// between iterations, so that a hint allocates nothing).
     motion: (Vec<[f64; 2]>, Vec<f64>),
 }
 

@@ -9,7 +9,8 @@
  *     where it ended.
  *
  *  2. The runtime (pbs_executor_*): a pinned worker pool runs a C task once per box and
- *     phase, under the PBS executor or one of its baselines ("pbs", "ws", "eager", "static").
+ *     phase, under the PBS executor or one of its baselines ("pbs", "ws", "eager", "static",
+ *     and the seed papers' "rcb", "norcb", "packsteal", "vector-rcb").
  *     "pbs" times the boxes itself and rebalances between iterations when it pays.
  *
  * Boxes: a grid of nx * ny * nz boxes (nz = 1 for 2D); box k = (l * ny + j) * nx + i.
@@ -148,7 +149,9 @@ typedef struct pbs_iteration_end {
 #define PBS_PIN_WORKERS_AND_CALLER 2
 
 /* An executor over nx * ny * nz boxes: `scheduler` is "pbs", "ws" (work stealing), "eager"
-   (one FIFO queue) or "static" (equal contiguous blocks, like OpenMP schedule(static)).
+   (one FIFO queue), "static" (equal contiguous blocks, like OpenMP schedule(static)), or a
+   remapper of the seed papers: "rcb", "norcb", "packsteal", "vector-rcb" (docs/balancers.md;
+   "norcb" gets no motion from C and cuts as "rcb"; "norcb" and "vector-rcb" need nz == 1).
    `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. `pin` is one of PBS_PIN_*;
    pinned, pbs starts its vCores one NUMA node per region of the domain. Idle workers spin
    200 us, then sleep; PBS_WAIT_POLICY=passive makes them sleep at once, active spin until the
@@ -195,12 +198,14 @@ pbs_status pbs_executor_on_each_thread(pbs_executor *e, void (*f)(void *ctx, siz
                                        void *ctx);
 
 /* Cost hints: loads known in advance (n == number of boxes, finite and >= 0: an obstacle
-   map, a density) map the boxes now under "pbs", instead of a uniform first guess;
+   map, a density) map the boxes now under "pbs" and the remappers, instead of a uniform
+   first guess;
    PBS_UNSUPPORTED for the schedulers that do not balance. Call it between phases. */
 pbs_status pbs_executor_hint_loads(pbs_executor *e, const double *loads, size_t n);
 
 /* The worker that will run each box in the next phase (n == number of boxes), for
-   schedulers that decide it in advance ("pbs": the balancer's owners; "static"): where to
+   schedulers that decide it in advance ("pbs": the balancer's owners; "static"; the
+   remappers): where to
    first-touch box data. PBS_UNSUPPORTED for "ws" and "eager". */
 pbs_status pbs_executor_owners(const pbs_executor *e, uint32_t *owners, size_t n);
 

@@ -162,8 +162,9 @@ enum class pinning { off = PBS_PIN_OFF, workers = PBS_PIN_WORKERS, workers_and_c
    time, and not from inside its own tasks. */
 class executor {
   public:
-    /* `scheduler`: "pbs", "ws", "eager" or "static"; threads = 0 takes PBS_NUM_THREADS or one
-       per core. Throws pbs::error on a bad argument or a refused resource. */
+    /* `scheduler`: "pbs", "ws", "eager", "static" or a remapper ("rcb", "norcb", …: pbs.h);
+       threads = 0 takes PBS_NUM_THREADS or one per core. Throws pbs::error on a bad argument
+       or a refused resource. */
     executor(const std::string &scheduler, std::size_t nx, std::size_t ny, std::size_t nz = 1,
              std::size_t threads = 0, pinning pin = pinning::workers)
         : e_(pbs_executor_new(scheduler.c_str(), nx, ny, nz, threads, static_cast<int>(pin))), boxes_(nx * ny * nz) {

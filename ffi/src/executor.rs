@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn a_failing_task_fails_its_phase_by_name_and_the_executor_goes_on() {
-        for name in [c"pbs", c"ws", c"eager", c"static"] {
+        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
             let c = Counts::new(100, 3);
@@ -555,10 +555,12 @@ mod tests {
 
     #[test]
     fn every_scheduler_runs_every_box_once_per_phase() {
-        for name in [c"pbs", c"ws", c"eager", c"static"] {
+        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
+            // 126 boxes: 9 × 7 × 2, or 9 × 14 for the remappers that cut 2D grids only.
+            let (ny, nz) = if [c"norcb", c"vector-rcb"].contains(&name) { (14, 1) } else { (7, 2) };
             for threads in 1..=3 {
                 // SAFETY: the strings are NULL or NUL-terminated literals.
-                let e = unsafe { pbs_executor_new(name.as_ptr(), 9, 7, 2, threads, 0) };
+                let e = unsafe { pbs_executor_new(name.as_ptr(), 9, ny, nz, threads, 0) };
                 assert!(!e.is_null(), "{:?}", last_error());
                 // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
                 assert_eq!(unsafe { pbs_executor_threads(e) }, threads);
@@ -600,7 +602,7 @@ mod tests {
 
     #[test]
     fn range_tasks_run_every_box_once_and_name_a_failing_range() {
-        for name in [c"pbs", c"ws", c"eager", c"static"] {
+        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
             let c = Counts::new(100, 3);
@@ -715,7 +717,7 @@ mod tests {
 
     #[test]
     fn a_task_calling_its_own_executor_is_refused_as_busy_and_the_phase_goes_on() {
-        for name in [c"pbs", c"ws", c"eager", c"static"] {
+        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
             for threads in [1, 3] {
                 // SAFETY: the strings are NULL or NUL-terminated literals.
                 let e = unsafe { pbs_executor_new(name.as_ptr(), 6, 5, 1, threads, 0) };
@@ -745,7 +747,7 @@ mod tests {
 
     #[test]
     fn a_grid_too_large_for_memory_is_refused_as_out_of_resources() {
-        for name in [c"pbs", c"ws", c"eager", c"static"] {
+        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 65535, 65535, 1, 2, 0) };
             assert!(e.is_null(), "{name:?}");
@@ -792,7 +794,7 @@ mod tests {
     #[test]
     fn the_c_reduction_sums_in_box_order() {
         let serial = (0..63).map(|k| 0.1 * k as f64).fold(0.0, |a, b| a + b);
-        for name in [c"pbs", c"ws", c"eager", c"static"] {
+        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
             for threads in 1..=3 {
                 // SAFETY: valid name and sizes.
                 let e = unsafe { pbs_executor_new(name.as_ptr(), 9, 7, 1, threads, 0) };

@@ -323,8 +323,7 @@ fn bisect(
         }
     }
     // The longest side, the last of equals: on a square part the cut runs across the
-    // slowest-varying index, so each side keeps whole rows of consecutive boxes, which codes
-    // laid out row by row run faster (md on 48×48 boxes: 1.28× the time with a vertical cut).
+    // slowest-varying index, so each side keeps whole rows, one range of consecutive boxes.
     let axis = (0..3).fold(0, |best, a| if hi[a] - lo[a] >= hi[best] - lo[best] { a } else { best });
     let (second, third) = ((axis + 1) % 3, (axis + 2) % 3);
     let mut cut = 0;

@@ -146,6 +146,10 @@ impl Remapping {
         if !(options.trigger.is_finite() && options.trigger >= 0.0) {
             return Err(bad("trigger", options.trigger.to_string(), "expected a finite fraction ≥ 0"));
         }
+        if grid.nz != 1 && matches!(options.remapper, Remapper::NoRcb { .. } | Remapper::VectorRcb { .. }) {
+            let size = format!("{}×{}×{}", grid.nx, grid.ny, grid.nz);
+            return Err(bad("grid", size, "norcb and vector-rcb cut 2D grids only (nz = 1)"));
+        }
         pbs::check_memory("remapping executor state", grid.len(), crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let threads = pool.threads();
         let start = Instant::now();
@@ -351,7 +355,7 @@ unsafe impl Executor for Remapping {
             return Ok(false);
         }
         // The bisection's checks, now rather than at the next remapping, and into the same
-        // buffers every iteration (an allocation per hint slowed the phases that followed).
+        // buffers every iteration: a hint allocates nothing.
         let n = self.grid.len();
         if momentum.len() != n || particles.len() != n {
             return Err(pbs::Error::LoadCount { expected: n, got: momentum.len().min(particles.len()) }.into());
@@ -444,6 +448,12 @@ mod tests {
         let options = RemapOptions { trigger: f64::NAN, ..RemapOptions::new(Remapper::Rcb) };
         assert!(Remapping::new(grid, 2, options).err().unwrap().to_string().contains("trigger"));
         assert!(Remapper::by_name("zoltan").is_none());
+        let cube = Grid::new_3d(4, 4, 4).unwrap();
+        for name in ["norcb", "vector-rcb"] {
+            let e = Remapping::new(cube, 2, RemapOptions::new(Remapper::by_name(name).unwrap())).err().unwrap();
+            assert!(e.to_string().contains("2D"), "{name}: {e}");
+        }
+        assert!(Remapping::new(cube, 2, RemapOptions::new(Remapper::by_name("packsteal").unwrap())).is_ok());
         // More threads than boxes: the extra threads own nothing.
         let mut exec = Remapping::new(Grid::new(2, 1).unwrap(), 3, RemapOptions::new(Remapper::Rcb)).unwrap();
         let stats = exec.run_phase(&|_| {});

@@ -193,7 +193,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
                 .map(|(i, r)| Series {
                     label: r.scheduler.clone(),
                     points: r.iteration_ms.iter().enumerate().map(|(k, &v)| (k as f64, v)).collect(),
-                    color: PALETTE[i],
+                    color: PALETTE[i % PALETTE.len()],
                     dashed: false,
                 })
                 .collect(),
@@ -263,7 +263,7 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
             .map(|(i, r)| Series {
                 label: r.scheduler.clone(),
                 points: r.busy_ms.iter().enumerate().map(|(t, &v)| (t as f64, v)).collect(),
-                color: PALETTE[i],
+                color: PALETTE[i % PALETTE.len()],
                 dashed: false,
             })
             .collect(),

@@ -286,7 +286,7 @@ fn plot_scaling(path: &Path, rows: &[ScalingRow]) -> Result<(), String> {
                     .map(|(i, name)| Series {
                         label: name.clone(),
                         points: mine.iter().map(|r| (r.threads as f64, of(&r.iter_ms, name))).collect(),
-                        color: PALETTE[i],
+                        color: PALETTE[i % PALETTE.len()],
                         dashed: false,
                     })
                     .collect(),

@@ -273,7 +273,10 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
     ]);
     let rows = rows.as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
-    assert_eq!(names, ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal", "vector-rcb"]);
+    assert_eq!(
+        names,
+        ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"]
+    );
     for r in rows {
         for k in [
             "scheduler",

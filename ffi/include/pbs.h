@@ -10,7 +10,8 @@
  *
  *  2. The runtime (pbs_executor_*): a pinned worker pool runs a C task once per box and
  *     phase, under the PBS executor or one of its baselines ("pbs", "ws", "eager", "static",
- *     and the seed papers' "rcb", "norcb", "packsteal", "vector-rcb").
+ *     and the seed papers' "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
+ *     "norm-greedy").
  *     "pbs" times the boxes itself and rebalances between iterations when it pays.
  *
  * Boxes: a grid of nx * ny * nz boxes (nz = 1 for 2D); box k = (l * ny + j) * nx + i.
@@ -150,7 +151,8 @@ typedef struct pbs_iteration_end {
 
 /* An executor over nx * ny * nz boxes: `scheduler` is "pbs", "ws" (work stealing), "eager"
    (one FIFO queue), "static" (equal contiguous blocks, like OpenMP schedule(static)), or a
-   remapper of the seed papers: "rcb", "norcb", "packsteal", "vector-rcb" (docs/balancers.md;
+   remapper of the seed papers: "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
+   "norm-greedy" (docs/balancers.md;
    "norcb" gets no motion from C and cuts as "rcb"; "norcb" and "vector-rcb" need nz == 1).
    `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. `pin` is one of PBS_PIN_*;
    pinned, pbs starts its vCores one NUMA node per region of the domain. Idle workers spin

@@ -486,6 +486,11 @@ mod tests {
     use crate::status::last_error;
     use std::sync::atomic::AtomicU32;
 
+    /// Every executor, by the name `pbs_executor_new` takes.
+    fn schedulers() -> Vec<std::ffi::CString> {
+        pbs_scheduler::runtime::EXECUTORS.iter().map(|n| std::ffi::CString::new(*n).unwrap()).collect()
+    }
+
     /// Counts executions per box and checks the worker id seen inside the task.
     struct Counts {
         runs: Vec<AtomicU32>,
@@ -525,7 +530,7 @@ mod tests {
 
     #[test]
     fn a_failing_task_fails_its_phase_by_name_and_the_executor_goes_on() {
-        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
+        for name in schedulers() {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
             let c = Counts::new(100, 3);
@@ -555,9 +560,9 @@ mod tests {
 
     #[test]
     fn every_scheduler_runs_every_box_once_per_phase() {
-        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
+        for name in schedulers() {
             // 126 boxes: 9 × 7 × 2, or 9 × 14 for the remappers that cut 2D grids only.
-            let (ny, nz) = if [c"norcb", c"vector-rcb"].contains(&name) { (14, 1) } else { (7, 2) };
+            let (ny, nz) = if [c"norcb", c"vector-rcb"].contains(&name.as_c_str()) { (14, 1) } else { (7, 2) };
             for threads in 1..=3 {
                 // SAFETY: the strings are NULL or NUL-terminated literals.
                 let e = unsafe { pbs_executor_new(name.as_ptr(), 9, ny, nz, threads, 0) };
@@ -602,7 +607,7 @@ mod tests {
 
     #[test]
     fn range_tasks_run_every_box_once_and_name_a_failing_range() {
-        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
+        for name in schedulers() {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 10, 10, 1, 3, 0) };
             let c = Counts::new(100, 3);
@@ -717,7 +722,7 @@ mod tests {
 
     #[test]
     fn a_task_calling_its_own_executor_is_refused_as_busy_and_the_phase_goes_on() {
-        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
+        for name in schedulers() {
             for threads in [1, 3] {
                 // SAFETY: the strings are NULL or NUL-terminated literals.
                 let e = unsafe { pbs_executor_new(name.as_ptr(), 6, 5, 1, threads, 0) };
@@ -747,7 +752,7 @@ mod tests {
 
     #[test]
     fn a_grid_too_large_for_memory_is_refused_as_out_of_resources() {
-        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
+        for name in schedulers() {
             // SAFETY: the strings are NULL or NUL-terminated literals.
             let e = unsafe { pbs_executor_new(name.as_ptr(), 65535, 65535, 1, 2, 0) };
             assert!(e.is_null(), "{name:?}");
@@ -794,7 +799,7 @@ mod tests {
     #[test]
     fn the_c_reduction_sums_in_box_order() {
         let serial = (0..63).map(|k| 0.1 * k as f64).fold(0.0, |a, b| a + b);
-        for name in [c"pbs", c"ws", c"eager", c"static", c"rcb", c"norcb", c"packsteal", c"vector-rcb"] {
+        for name in schedulers() {
             for threads in 1..=3 {
                 // SAFETY: valid name and sizes.
                 let e = unsafe { pbs_executor_new(name.as_ptr(), 9, 7, 1, threads, 0) };

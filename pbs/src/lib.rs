@@ -68,6 +68,7 @@ pub mod balancer;
 pub mod bisection;
 pub mod error;
 pub mod forces;
+pub mod greedy;
 pub mod grid;
 pub mod laplacian;
 pub mod loadmap;

@@ -48,7 +48,7 @@ pub struct Panel {
 }
 
 /// Colours that stay distinguishable.
-pub const PALETTE: [RGBColor; 8] = [
+pub const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -57,6 +57,8 @@ pub const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 type PlotResult = Result<(), String>;

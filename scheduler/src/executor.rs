@@ -82,7 +82,8 @@ impl PhaseStats {
 /// }
 /// ```
 pub unsafe trait Executor {
-    /// Short name: `pbs`, `ws`, `eager`, `static`, `rcb`, `norcb`, `packsteal` or `vector-rcb`.
+    /// Short name: `pbs`, `ws`, `eager`, `static`, `rcb`, `norcb`, `packsteal`, `vector-rcb`,
+    /// `vector-greedy` or `norm-greedy`.
     fn name(&self) -> &'static str;
     /// Number of worker threads.
     fn threads(&self) -> usize;

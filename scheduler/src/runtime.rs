@@ -25,7 +25,8 @@ use crate::pool::{Pool, WaitPolicy};
 use crate::topology::Topology;
 
 /// The executors by name: pbs, the baselines, and the seed papers' other balancers.
-pub const EXECUTORS: [&str; 8] = ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal", "vector-rcb"];
+pub const EXECUTORS: [&str; 10] =
+    ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"];
 
 /// A machine, a thread count and which threads to pin.
 #[derive(Debug, Clone)]

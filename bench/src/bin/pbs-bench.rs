@@ -115,8 +115,8 @@ enum Command {
         /// md, md-split (md as rebin and force phases) or stencil
         #[arg(long)]
         app: String,
-        /// pbs, ws, eager, static, rcb, norcb, packsteal, vector-rcb, a comma-separated list,
-        /// or all
+        /// pbs, ws, eager, static, rcb, norcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
+        /// a comma-separated list, or all
         #[arg(long, default_value = "all")]
         scheduler: String,
         /// Worker threads (default: PBS_NUM_THREADS, else one per core)

@@ -2,7 +2,7 @@
 //! [`WorkStealing`] (rayon), [`EagerFifo`] (one shared FIFO, StarPU's default) and
 //! [`StaticBlocks`] (equal contiguous blocks, OpenMP `schedule(static)`), and [`Remapping`]
 //! (owner computes from the seed papers' other balancers: RCB, NoRCB, PackStealLB, vector
-//! RCB).
+//! RCB, vector and norm greedy).
 
 mod check;
 mod eager;

@@ -11,7 +11,9 @@
 //!   the underloaded ones ([`pbs::pack_steal`]), the current mapping remapped in place;
 //! - `vector-rcb`: for iterations of several phases (Buch's vector loads), RCB whose cut
 //!   directions balance every phase at once ([`pbs::bisection::kway_vector_rcb`]), from each
-//!   box's time in each phase. Its imbalance is `Σ_phase max_thread / Σ_phase mean_thread`.
+//!   box's time in each phase. Its imbalance is `Σ_phase max_thread / Σ_phase mean_thread`;
+//! - `vector-greedy`, `norm-greedy`: Buch's greedy placements on the same per-phase times,
+//!   which balance every phase but scatter the boxes ([`pbs::greedy`]).
 //!
 //! All three start from RCB on uniform loads. As in `pbs`, the first measured iteration
 //! always remaps, and so does a failed check a few iterations after a remapping (the loads it
@@ -52,16 +54,27 @@ pub enum Remapper {
         /// Phases of an iteration whose box times are kept (4 by default).
         phases: usize,
     },
+    /// Buch's vector greedy or (`norm: true`) norm greedy on the per-phase box times (of
+    /// at most this many phases): balanced phases, scattered boxes ([`pbs::greedy`]).
+    VectorGreedy {
+        /// Norm greedy rather than vector greedy.
+        norm: bool,
+        /// Phases of an iteration whose box times are kept (4 by default).
+        phases: usize,
+    },
 }
 
 impl Remapper {
-    /// The executor name: `rcb`, `norcb`, `packsteal` or `vector-rcb`.
+    /// The executor name: `rcb`, `norcb`, `packsteal`, `vector-rcb`, `vector-greedy` or
+    /// `norm-greedy`.
     pub fn name(&self) -> &'static str {
         match self {
             Remapper::Rcb => "rcb",
             Remapper::NoRcb { .. } => "norcb",
             Remapper::PackSteal(_) => "packsteal",
             Remapper::VectorRcb { .. } => "vector-rcb",
+            Remapper::VectorGreedy { norm: false, .. } => "vector-greedy",
+            Remapper::VectorGreedy { norm: true, .. } => "norm-greedy",
         }
     }
 
@@ -72,6 +85,8 @@ impl Remapper {
             "norcb" => Some(Remapper::NoRcb { threshold: 1e-3 }),
             "packsteal" => Some(Remapper::PackSteal(PackSteal::default())),
             "vector-rcb" => Some(Remapper::VectorRcb { phases: 4 }),
+            "vector-greedy" => Some(Remapper::VectorGreedy { norm: false, phases: 4 }),
+            "norm-greedy" => Some(Remapper::VectorGreedy { norm: true, phases: 4 }),
             _ => None,
         }
     }
@@ -158,7 +173,7 @@ impl Remapping {
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let lists = OwnerLists::new(&owners, threads, options.chunk as usize);
         let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: true, ..options.timer });
-        if let Remapper::VectorRcb { phases } = options.remapper {
+        if let Remapper::VectorRcb { phases } | Remapper::VectorGreedy { phases, .. } = options.remapper {
             tracker.record_phases(phases);
         }
         Ok(Remapping {
@@ -218,6 +233,15 @@ impl Remapping {
                 Some(phases) => kway_vector_rcb(&self.grid, phases, parts)?,
                 None => kway_rcb(&self.grid, box_loads, parts)?,
             },
+            Remapper::VectorGreedy { norm, .. } => {
+                let scalar = [box_loads.to_vec()];
+                let phases = phase_loads.unwrap_or(&scalar);
+                if *norm {
+                    pbs::greedy::norm_greedy(phases, parts)?
+                } else {
+                    pbs::greedy::vector_greedy(phases, parts)?
+                }
+            }
             Remapper::NoRcb { threshold } => match &self.motion {
                 Some((momentum, particles)) => {
                     kway_norcb(&self.grid, box_loads, momentum, particles, parts, *threshold)?
@@ -241,7 +265,7 @@ impl Remapping {
         self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let start = Instant::now();
-        let vector = matches!(self.options.remapper, Remapper::VectorRcb { .. });
+        let vector = matches!(self.options.remapper, Remapper::VectorRcb { .. } | Remapper::VectorGreedy { .. });
         let phases = std::mem::take(&mut self.phase_busy);
         // What the criterion and the check see: the threads' loads over the iteration, or for
         // vector loads the sum over phases of each phase's largest, mean and smallest.
@@ -394,7 +418,7 @@ mod tests {
 
     #[test]
     fn every_remapper_runs_each_box_once_and_moves_a_heavy_corner() {
-        for name in ["rcb", "norcb", "packsteal", "vector-rcb"] {
+        for name in ["rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"] {
             let grid = Grid::new(12, 12).unwrap();
             let options = RemapOptions::new(Remapper::by_name(name).unwrap());
             let mut exec = Remapping::new(grid, 2, options).unwrap();

@@ -1,0 +1,191 @@
+//! Buch's greedy strategies for vector loads (*Vector load balancing*, 2023, §3.2): each box
+//! has a load per phase, and boxes go one by one, heaviest first, to a part. Neither looks at
+//! where a box lies: the parts come out scattered over the grid, the price of placing each
+//! box where its phases fit best. The compact alternative is
+//! [`crate::bisection::kway_vector_rcb`].
+//!
+//! - [`vector_greedy`]: a box goes to the part least loaded in the box's *dominant* phase (its
+//!   largest load relative to that phase's mean box load);
+//! - [`norm_greedy`]: a box goes to the part whose load vector, with the box added and each
+//!   phase relative to its mean part load, has the smallest Euclidean norm (the placement
+//!   rule of Buch's `rk-d`, without its recursive splitting).
+//!
+//! Boxes are taken by decreasing largest relative load, ties by index; parts by index on ties:
+//! deterministic. Each placement scans the parts (`O(boxes × parts × phases)`; Buch keeps one
+//! heap per phase).
+//!
+//! ```
+//! // Two phases in opposite corners: the greedy strategies balance both.
+//! let a: Vec<f64> = (0..16).map(|k| if k < 8 { 2.0 } else { 0.1 }).collect();
+//! let b: Vec<f64> = (0..16).map(|k| if k < 8 { 0.1 } else { 2.0 }).collect();
+//! let owners = pbs::greedy::norm_greedy(&[a.clone(), b.clone()], 2)?;
+//! for loads in [&a, &b] {
+//!     assert_eq!(pbs::metrics::max_avg(&pbs::metrics::charges(&owners, loads, 2)), 1.0);
+//! }
+//! # Ok::<(), pbs::Error>(())
+//! ```
+
+use crate::error::{Error, Result};
+
+/// Vector greedy: one part id in `0..parts` per box, for box loads `phase_loads[p][k]`.
+pub fn vector_greedy(phase_loads: &[Vec<f64>], parts: usize) -> Result<Vec<u32>> {
+    place(phase_loads, parts, |part_loads, box_loads, scale| {
+        // The box's dominant phase, then the part least loaded in it.
+        let phase = (0..box_loads.len())
+            .max_by(|&a, &b| (box_loads[a] * scale[a]).total_cmp(&(box_loads[b] * scale[b])).then(b.cmp(&a)))
+            .expect("at least one phase");
+        (0..part_loads.len())
+            .min_by(|&a, &b| part_loads[a][phase].total_cmp(&part_loads[b][phase]).then(a.cmp(&b)))
+            .expect("at least one part")
+    })
+}
+
+/// Norm greedy: one part id in `0..parts` per box, for box loads `phase_loads[p][k]`.
+pub fn norm_greedy(phase_loads: &[Vec<f64>], parts: usize) -> Result<Vec<u32>> {
+    place(phase_loads, parts, |part_loads, box_loads, scale| {
+        let norm = |q: &[f64]| -> f64 {
+            q.iter().zip(box_loads).zip(scale).map(|((l, b), s)| ((l + b) * s).powi(2)).sum::<f64>()
+        };
+        (0..part_loads.len())
+            .min_by(|&a, &b| norm(&part_loads[a]).total_cmp(&norm(&part_loads[b])).then(a.cmp(&b)))
+            .expect("at least one part")
+    })
+}
+
+/// Places the boxes, heaviest first, on the part `choose(part loads, box loads, 1 / mean
+/// per phase)` picks.
+fn place(
+    phase_loads: &[Vec<f64>],
+    parts: usize,
+    choose: impl Fn(&[Vec<f64>], &[f64], &[f64]) -> usize,
+) -> Result<Vec<u32>> {
+    let Some(first) = phase_loads.first() else {
+        return Err(Error::Parameter {
+            name: "phase_loads",
+            value: "[]".into(),
+            reason: "at least one phase is needed",
+        });
+    };
+    let n = first.len();
+    if n == 0 {
+        return Err(Error::Parameter {
+            name: "phase_loads",
+            value: "no box".into(),
+            reason: "at least one box is needed",
+        });
+    }
+    if parts == 0 {
+        return Err(Error::NoVCores);
+    }
+    if parts > n {
+        return Err(Error::TooManyVCores { vcores: parts, boxes: n });
+    }
+    for loads in phase_loads {
+        if loads.len() != n {
+            return Err(Error::LoadCount { expected: n, got: loads.len() });
+        }
+        if let Some(k) = loads.iter().position(|l| !(l.is_finite() && *l >= 0.0)) {
+            return Err(Error::Parameter {
+                name: "phase_loads",
+                value: format!("box {k}: {}", loads[k]),
+                reason: "loads must be finite and ≥ 0",
+            });
+        }
+    }
+    let d = phase_loads.len();
+    // Each phase relative to its mean per part (a phase that weighs nothing counts 1).
+    let scale: Vec<f64> = phase_loads
+        .iter()
+        .map(|l| {
+            let mean = l.iter().sum::<f64>() / parts as f64;
+            if mean > 0.0 {
+                1.0 / mean
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    let relative = |k: usize| (0..d).map(|p| phase_loads[p][k] * scale[p]).fold(0.0, f64::max);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| relative(b).total_cmp(&relative(a)).then(a.cmp(&b)));
+    let mut part_loads = vec![vec![0.0; d]; parts];
+    let mut owners = vec![0; n];
+    let mut box_loads = vec![0.0; d];
+    for k in order {
+        box_loads.iter_mut().enumerate().for_each(|(p, b)| *b = phase_loads[p][k]);
+        let part = choose(&part_loads, &box_loads, &scale);
+        part_loads[part].iter_mut().zip(&box_loads).for_each(|(q, b)| *q += b);
+        owners[k] = part as u32;
+    }
+    Ok(owners)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics;
+    use proptest::prelude::*;
+
+    /// `Σ_phase max_part / Σ_phase mean_part`.
+    fn vector_cost(owners: &[u32], phases: &[Vec<f64>], parts: usize) -> f64 {
+        let (mut max, mut mean) = (0.0, 0.0);
+        for loads in phases {
+            let q = metrics::charges(owners, loads, parts);
+            max += q.iter().copied().fold(0.0, f64::max);
+            mean += q.iter().sum::<f64>() / parts as f64;
+        }
+        max / mean
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        assert!(vector_greedy(&[], 2).is_err());
+        assert!(norm_greedy(&[vec![]], 2).is_err());
+        assert!(norm_greedy(&[vec![1.0; 4]], 0).is_err());
+        assert!(norm_greedy(&[vec![1.0; 4]], 5).is_err());
+        assert!(vector_greedy(&[vec![1.0; 4], vec![1.0; 3]], 2).is_err());
+        let e = norm_greedy(&[vec![1.0, f64::NAN]], 1).unwrap_err();
+        assert!(e.to_string().contains("box 1"), "{e}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn greedy_placements_are_balanced_in_every_phase_and_deterministic(
+            n in 8usize..300, parts in 1usize..8, phases in 1usize..4, seed in 0u64..1000,
+        ) {
+            prop_assume!(parts <= n);
+            let mut rng = crate::rng::SplitMix64::new(seed);
+            let loads: Vec<Vec<f64>> = (0..phases).map(|_| (0..n).map(|_| rng.next_f64()).collect()).collect();
+            for strategy in [vector_greedy, norm_greedy] {
+                let owners = strategy(&loads, parts).unwrap();
+                prop_assert_eq!(&owners, &strategy(&loads, parts).unwrap());
+                prop_assert!(owners.iter().all(|&o| (o as usize) < parts));
+                // Greedy on boxes of at most 1 against parts of n / parts on average: within a
+                // few boxes of the mean in every phase.
+                let mean = n as f64 * 0.5 / parts as f64;
+                for l in &loads {
+                    let q = metrics::charges(&owners, l, parts);
+                    let max = q.iter().copied().fold(0.0, f64::max);
+                    prop_assert!(max <= mean + phases as f64 * 2.0 + 0.3 * mean, "{:?}", q);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn both_beat_a_scalar_greedy_on_phases_in_opposite_corners() {
+        // Phase 0 heavy on even boxes, phase 1 on odd ones, their sums all equal: a scalar
+        // greedy on the sum may pair them badly, the vector strategies do not.
+        let a: Vec<f64> = (0..64).map(|k| if k % 2 == 0 { 3.0 } else { 1.0 }).collect();
+        let b: Vec<f64> = (0..64).map(|k| if k % 2 == 0 { 1.0 } else { 3.0 }).collect();
+        let sum: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+        let scalar = vector_greedy(&[sum], 4).unwrap();
+        let phases = [a, b];
+        for strategy in [vector_greedy, norm_greedy] {
+            let owners = strategy(&phases, 4).unwrap();
+            assert!((vector_cost(&owners, &phases, 4) - 1.0).abs() < 1e-12, "every phase even");
+        }
+        assert!((vector_cost(&scalar, &phases, 4) - 1.5).abs() < 1e-12, "evens on parts 0 and 2");
+    }
+}

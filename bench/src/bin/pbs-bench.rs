@@ -191,6 +191,10 @@ enum Command {
         /// Where pbs's balancer runs: overlap (in idle time, the default) or stop
         #[arg(long, default_value = "overlap")]
         rebalancing: String,
+        /// Also replay the seed papers' remappers (rcb, packsteal, vector-rcb, vector-greedy,
+        /// norm-greedy; not norcb, whose particle motion a trace does not hold)
+        #[arg(long)]
+        remappers: bool,
         /// Print the calibration check (every measurement the model was fitted to or checked
         /// against, beside the model) instead of projecting
         #[arg(long)]
@@ -491,6 +495,7 @@ fn run(cli: Cli) -> Result<(), String> {
             iters,
             record_iters,
             rebalancing,
+            remappers,
             calibration,
             fit,
             json,
@@ -527,6 +532,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 iters,
                 record_iters,
                 rebalancing,
+                remappers,
             };
             let bar = progress::bar(0, "model");
             let rows = model::project(&settings, |m| bar.set_message(m))?;

@@ -15,7 +15,7 @@ pub mod trace;
 use std::path::PathBuf;
 
 use machine::Machine;
-use replay::{plan_pbs, replay, Rebalancing, SCHEDULERS};
+use replay::{plan_pbs, plan_remap, replay, Rebalancing, REMAPPERS, SCHEDULERS};
 use trace::Trace;
 
 /// The speeds fitted with the constants of [`Machine::fitted`]: the measured machine's time
@@ -49,6 +49,8 @@ pub struct ModelSettings {
     pub record_iters: usize,
     /// Where pbs's balancer runs.
     pub rebalancing: Rebalancing,
+    /// Also replay the seed papers' remappers ([`replay::REMAPPERS`]).
+    pub remappers: bool,
 }
 
 /// One modelled run, with what it ran.
@@ -99,10 +101,18 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
             }
             progress(format!("pbs's mappings for {threads} threads on {nodes} NUMA nodes"));
             let plan = plan_pbs(trace, threads, nodes, iterations, machine.balancer_box, machine.noise)?;
-            for scheduler in SCHEDULERS {
+            let schedulers = SCHEDULERS.iter().chain(if s.remappers { &REMAPPERS[..] } else { &[] });
+            for &scheduler in schedulers {
                 progress(format!("{scheduler} on {threads} threads, {nodes} NUMA nodes"));
+                let remap_plan;
+                let plan = if REMAPPERS.contains(&scheduler) {
+                    remap_plan = plan_remap(trace, scheduler, threads, iterations, machine.noise)?;
+                    &remap_plan
+                } else {
+                    &plan
+                };
                 let modelled =
-                    replay(trace, scheduler, threads, nodes, &machine, Some(&plan), s.rebalancing, iterations)?;
+                    replay(trace, scheduler, threads, nodes, &machine, Some(plan), s.rebalancing, iterations)?;
                 rows.push(ModelRow {
                     app: trace.header.app.clone(),
                     scenario: trace.header.scenario.clone(),

@@ -17,6 +17,10 @@
 //! ([`Rebalancing::Overlap`]), as the executor does. Left out: the check-and-correct
 //! rebalancings of the executor (the recorded loads have no measurement noise), memory
 //! bandwidth, hyper-threads, and the time slicing of more threads than cores.
+//!
+//! The seed papers' remappers ([`REMAPPERS`]) replay as the `Remapping` executor runs them:
+//! owner lists with no stealing, their remappings between iterations on the critical path,
+//! costed by their real time here ([`plan_remap`]).
 
 use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
@@ -27,6 +31,10 @@ use pbs::rng::SplitMix64;
 
 /// The schedulers the model replays.
 pub const SCHEDULERS: [&str; 4] = ["pbs", "static", "eager", "ws"];
+
+/// The seed papers' remappers the model replays beside them ([`plan_remap`]); `norcb` is not
+/// one: a trace holds box costs, not the particles' motion its cuts follow.
+pub const REMAPPERS: [&str; 5] = ["rcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"];
 
 /// Where pbs's balancer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +57,7 @@ const ASSIGNMENT_SHARE: f64 = 0.7;
 /// One modelled run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Modelled {
-    /// `pbs`, `static`, `eager` or `ws`.
+    /// `pbs`, `static`, `eager`, `ws` or one of [`REMAPPERS`].
     pub scheduler: String,
     /// Modelled threads.
     pub threads: usize,
@@ -63,7 +71,7 @@ pub struct Modelled {
     pub rebalance_critical_fraction: f64,
     /// Box executions whose data sat on another node than their thread.
     pub remote_fraction: f64,
-    /// Rebalancings taken on (pbs).
+    /// Rebalancings taken on (pbs), or remappings computed (the remappers).
     pub rebalances: usize,
 }
 
@@ -76,6 +84,8 @@ struct Event {
     owners: Vec<u32>,
     /// Balancer units (start, steps, finish): the overlap runs one at a time.
     units: usize,
+    /// A remapper's time, recorded seconds (`None` for pbs, costed by its units).
+    cost: Option<f64>,
 }
 
 /// What one balancer unit costs, in recorded seconds, for `boxes` boxes and `vcores` vCores.
@@ -160,7 +170,100 @@ pub fn plan_pbs(
         last_cost = unit * (out.steps + 2) as f64;
         reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
         criterion.rebalanced(last_cost);
-        events.push(Event { at: i, owners: vcores.owners().to_vec(), units: out.steps + 2 });
+        events.push(Event { at: i, owners: vcores.owners().to_vec(), units: out.steps + 2, cost: None });
+    }
+    Ok(PbsPlan { initial, events })
+}
+
+/// A remapper's decisions over a replay, as the `Remapping` executor takes them: RCB on
+/// uniform loads to start, then, when Boulmier's criterion asks (and always after the first
+/// iteration), a remapping of the loads the threads measured (each thread's boxes seen
+/// `1 + e` heavier, as in [`plan_pbs`]) when the current mapping is over the trigger; its
+/// owners are taken when better balanced. The vector remappers see each phase's costs and
+/// `Σ_phase max / Σ_phase mean`. A remapping's cost is its real time on this machine while
+/// planning, so two plans can differ by a rebalancing where the criterion is on the edge.
+pub fn plan_remap(
+    trace: &Trace,
+    remapper: &str,
+    threads: usize,
+    iterations: usize,
+    noise: f64,
+) -> Result<PbsPlan, String> {
+    use pbs::metrics;
+    let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
+    let parts = threads.min(grid.len());
+    let err = |e: pbs::Error| e.to_string();
+    let vector = remapper.starts_with("vector") || remapper == "norm-greedy";
+    let remap = |owners: &[u32], loads: &[f64], phases: &[Vec<f64>], call: u64| -> Result<Vec<u32>, String> {
+        match remapper {
+            "rcb" => pbs::bisection::kway_rcb(&grid, loads, parts).map_err(err),
+            "packsteal" => {
+                let mut owners = owners.to_vec();
+                let settings = pbs::pack_steal::PackSteal::default();
+                pbs::pack_steal::pack_steal(&grid, loads, &mut owners, parts, &settings, call).map_err(err)?;
+                Ok(owners)
+            }
+            "vector-rcb" => pbs::bisection::kway_vector_rcb(&grid, phases, parts).map_err(err),
+            "vector-greedy" => pbs::greedy::vector_greedy(phases, parts).map_err(err),
+            "norm-greedy" => pbs::greedy::norm_greedy(phases, parts).map_err(err),
+            other => Err(format!("unknown remapper {other:?}; expected {}", REMAPPERS.join(", "))),
+        }
+    };
+    // What the remapper minimises, on loads seen per phase.
+    let imbalance = |owners: &[u32], phases: &[Vec<f64>]| {
+        if vector {
+            let (mut max, mut mean) = (0.0, 0.0);
+            for loads in phases {
+                let q = metrics::charges(owners, loads, parts);
+                max += q.iter().copied().fold(0.0, f64::max);
+                mean += q.iter().sum::<f64>() / parts as f64;
+            }
+            if mean > 0.0 {
+                max / mean
+            } else {
+                1.0
+            }
+        } else {
+            let total: Vec<f64> = (0..owners.len()).map(|k| phases.iter().map(|p| p[k]).sum()).collect();
+            metrics::max_avg(&metrics::charges(owners, &total, parts))
+        }
+    };
+    let start = std::time::Instant::now();
+    let initial = pbs::bisection::kway_rcb(&grid, &vec![1.0; grid.len()], parts).map_err(err)?;
+    let mut last_cost = start.elapsed().as_secs_f64();
+    let mut criterion = Boulmier::new(last_cost);
+    let mut owners = initial.clone();
+    let mut events = Vec::new();
+    let mut rng = SplitMix64::new(0x91a4 ^ threads as u64);
+    for i in 0..iterations {
+        let seen: Vec<f64> = (0..parts).map(|_| 1.0 - noise * rng.next_f64().max(1e-12).ln()).collect();
+        let phases: Vec<Vec<f64>> = trace.costs[trace.recorded(i)]
+            .iter()
+            .map(|phase| phase.iter().zip(&owners).map(|(c, &o)| c * seen[o as usize]).collect())
+            .collect();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| phases.iter().map(|p| p[k]).sum()).collect();
+        let q = metrics::charges(&owners, &loads, parts);
+        let sample = Sample {
+            max: q.iter().copied().fold(0.0, f64::max),
+            mean: q.iter().sum::<f64>() / parts as f64,
+            min: q.iter().copied().fold(f64::INFINITY, f64::min),
+        };
+        if !criterion.observe(sample) && i > 0 {
+            continue;
+        }
+        let now = imbalance(&owners, &phases);
+        if now <= 1.0 + TRIGGER && i > 0 {
+            criterion.rebalanced(last_cost);
+            continue;
+        }
+        let start = std::time::Instant::now();
+        let new = remap(&owners, &loads, &phases, i as u64)?;
+        last_cost = start.elapsed().as_secs_f64();
+        criterion.rebalanced(last_cost);
+        if imbalance(&new, &phases) < now {
+            owners = new;
+        }
+        events.push(Event { at: i, owners: owners.clone(), units: 0, cost: Some(last_cost) });
     }
     Ok(PbsPlan { initial, events })
 }
@@ -210,8 +313,9 @@ pub fn replay(
     if threads == 0 || numa_nodes == 0 || numa_nodes > threads {
         return Err(format!("{threads} threads over {numa_nodes} NUMA nodes: need 1 ≤ nodes ≤ threads"));
     }
-    if scheduler == "pbs" && plan.is_none() {
-        return Err("pbs needs its plan (plan_pbs)".into());
+    let remapper = REMAPPERS.contains(&scheduler);
+    if (scheduler == "pbs" || remapper) && plan.is_none() {
+        return Err(format!("{scheduler} needs its plan (plan_pbs, plan_remap)"));
     }
     let n = trace.boxes();
     let node_of = |t: usize| (t * numa_nodes / threads) as u32;
@@ -255,8 +359,18 @@ pub fn replay(
                     let steal = if per_thread >= STEAL_MIN_PHASE { Steal::Neighbours(&order) } else { Steal::Never };
                     (lists_of(&own), steal)
                 }
+                _ if remapper => {
+                    let mut own = vec![Vec::new(); threads];
+                    for (k, &o) in owners.iter().enumerate() {
+                        own[o as usize].push(k as u32);
+                    }
+                    (lists_of(&own), Steal::Never)
+                }
                 "eager" => (Lists { own: Vec::new() }, Steal::Never),
-                other => return Err(format!("unknown scheduler {other:?}; expected pbs, static, eager or ws")),
+                other => {
+                    let known = [&SCHEDULERS[..], &REMAPPERS[..]].concat().join(", ");
+                    return Err(format!("unknown scheduler {other:?}; expected one of {known}"));
+                }
             };
             let cost = |k: u32, t: usize, state: &Boxes| {
                 let k = k as usize;
@@ -305,6 +419,16 @@ pub fn replay(
             order = neighbour_order(trace, &owners, threads);
             rebalances += 1;
             pending = None;
+        }
+        if let Some(plan) = plan.filter(|_| remapper) {
+            // A remapping runs between iterations, on the critical path, as the executor runs it.
+            if let Some(ev) = plan.events.iter().find(|e| e.at == i) {
+                let moved = take_on(&mut owners, &ev.owners, &mut state, threads, &node_of);
+                let c = machine.speed * ev.cost.unwrap_or(0.0) + machine.migrate * moved as f64;
+                wall += c;
+                critical += c;
+                rebalances += 1;
+            }
         }
         if let Some(plan) = plan.filter(|_| scheduler == "pbs") {
             while next_event < plan.events.len() && plan.events[next_event].at < i {
@@ -567,6 +691,29 @@ mod tests {
         let overlap = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::Overlap, 20).unwrap();
         assert!(stop.rebalances >= 1);
         assert!(overlap.rebalance_critical_fraction < stop.rebalance_critical_fraction, "{overlap:?} vs {stop:?}");
+    }
+
+    /// Every remapper replays from its plan: the first iteration remaps, the boxes stay with
+    /// their data on one node, and a remapper without its plan or unknown is an error.
+    #[test]
+    fn the_remappers_replay_from_their_plans() {
+        let trace = trace("md-contraction-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        for name in REMAPPERS {
+            let plan = plan_remap(&trace, name, 8, 12, machine.noise).unwrap();
+            assert_eq!(plan.events.first().map(|e| e.at), Some(0), "{name}: the first iteration remaps");
+            let m = replay(&trace, name, 8, 1, &machine, Some(&plan), Rebalancing::Stop, 12).unwrap();
+            assert!(m.efficiency > 0.0 && m.efficiency <= 1.0 + 1e-9, "{name}: {m:?}");
+            assert!(m.rebalances >= 1 && m.rebalance_critical_fraction > 0.0, "{name}: {m:?}");
+            assert_eq!(m.remote_fraction, 0.0, "{name}: one node");
+            // The remapped owners balance the iteration they were made for better than the
+            // uniform start did (PackStealLB, whose packs are small, only part of the way).
+            let max_avg = |owners: &[u32]| pbs::metrics::max_avg(&pbs::metrics::charges(owners, &trace.loads(0), 8));
+            let (start, remapped) = (max_avg(&plan.initial), max_avg(&plan.events[0].owners));
+            assert!(remapped < start && remapped < 1.3, "{name}: {remapped} from {start}");
+            assert!(replay(&trace, name, 8, 1, &machine, None, Rebalancing::Stop, 2).is_err(), "{name}: no plan");
+        }
+        assert!(plan_remap(&trace, "norcb", 8, 2, machine.noise).unwrap_err().contains("unknown remapper"));
     }
 
     #[test]

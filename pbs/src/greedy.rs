@@ -126,17 +126,6 @@ mod tests {
     use crate::metrics;
     use proptest::prelude::*;
 
-    /// `Σ_phase max_part / Σ_phase mean_part`.
-    fn vector_cost(owners: &[u32], phases: &[Vec<f64>], parts: usize) -> f64 {
-        let (mut max, mut mean) = (0.0, 0.0);
-        for loads in phases {
-            let q = metrics::charges(owners, loads, parts);
-            max += q.iter().copied().fold(0.0, f64::max);
-            mean += q.iter().sum::<f64>() / parts as f64;
-        }
-        max / mean
-    }
-
     #[test]
     fn bad_input_is_refused() {
         assert!(vector_greedy(&[], 2).is_err());
@@ -184,8 +173,8 @@ mod tests {
         let phases = [a, b];
         for strategy in [vector_greedy, norm_greedy] {
             let owners = strategy(&phases, 4).unwrap();
-            assert!((vector_cost(&owners, &phases, 4) - 1.0).abs() < 1e-12, "every phase even");
+            assert!((metrics::vector_max_avg(&owners, &phases, 4) - 1.0).abs() < 1e-12, "every phase even");
         }
-        assert!((vector_cost(&scalar, &phases, 4) - 1.5).abs() < 1e-12, "evens on parts 0 and 2");
+        assert!((metrics::vector_max_avg(&scalar, &phases, 4) - 1.5).abs() < 1e-12, "evens on parts 0 and 2");
     }
 }

@@ -59,6 +59,29 @@ pub fn max_avg(charges: &[f64]) -> f64 {
     charges.iter().copied().fold(0.0, f64::max) / mean
 }
 
+/// `Σ_phase max_part load / Σ_phase mean part load` of `owner` for per-phase box loads
+/// `phase_loads[p][k]` (Buch's vector loads: with a barrier after every phase, an iteration
+/// costs the sum of each phase's largest part); 1.0 when nothing weighs anything.
+///
+/// ```
+/// // Balanced in total, imbalanced in each phase: (3 + 3) / (2 + 2).
+/// let owner = [0, 1];
+/// assert_eq!(pbs::metrics::vector_max_avg(&owner, &[vec![3.0, 1.0], vec![1.0, 3.0]], 2), 1.5);
+/// ```
+pub fn vector_max_avg(owner: &[u32], phase_loads: &[Vec<f64>], parts: usize) -> f64 {
+    let (mut max, mut mean) = (0.0, 0.0);
+    for loads in phase_loads {
+        let q = charges(owner, loads, parts);
+        max += q.iter().copied().fold(0.0, f64::max);
+        mean += ordered_sum(&q) / parts as f64;
+    }
+    if mean > 0.0 {
+        max / mean
+    } else {
+        1.0
+    }
+}
+
 /// `max(1, max_load / mean)`: no mapping can do better than this.
 pub fn lower_bound_from(max_load: f64, mean: f64) -> f64 {
     if mean <= 0.0 {

@@ -24,6 +24,7 @@
 
 use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
+use pbs_scheduler::executors::{RemapInputs, Remapper};
 
 use super::machine::Machine;
 use super::trace::Trace;
@@ -193,36 +194,15 @@ pub fn plan_remap(
     let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
     let parts = threads.min(grid.len());
     let err = |e: pbs::Error| e.to_string();
-    let vector = remapper.starts_with("vector") || remapper == "norm-greedy";
-    let remap = |owners: &[u32], loads: &[f64], phases: &[Vec<f64>], call: u64| -> Result<Vec<u32>, String> {
-        match remapper {
-            "rcb" => pbs::bisection::kway_rcb(&grid, loads, parts).map_err(err),
-            "packsteal" => {
-                let mut owners = owners.to_vec();
-                let settings = pbs::pack_steal::PackSteal::default();
-                pbs::pack_steal::pack_steal(&grid, loads, &mut owners, parts, &settings, call).map_err(err)?;
-                Ok(owners)
-            }
-            "vector-rcb" => pbs::bisection::kway_vector_rcb(&grid, phases, parts).map_err(err),
-            "vector-greedy" => pbs::greedy::vector_greedy(phases, parts).map_err(err),
-            "norm-greedy" => pbs::greedy::norm_greedy(phases, parts).map_err(err),
-            other => Err(format!("unknown remapper {other:?}; expected {}", REMAPPERS.join(", "))),
-        }
-    };
+    let unknown = || format!("unknown remapper {remapper:?}; expected {}", REMAPPERS.join(", "));
+    if !REMAPPERS.contains(&remapper) {
+        return Err(unknown());
+    }
+    let mapper = Remapper::by_name(remapper).ok_or_else(unknown)?;
     // What the remapper minimises, on loads seen per phase.
     let imbalance = |owners: &[u32], phases: &[Vec<f64>]| {
-        if vector {
-            let (mut max, mut mean) = (0.0, 0.0);
-            for loads in phases {
-                let q = metrics::charges(owners, loads, parts);
-                max += q.iter().copied().fold(0.0, f64::max);
-                mean += q.iter().sum::<f64>() / parts as f64;
-            }
-            if mean > 0.0 {
-                max / mean
-            } else {
-                1.0
-            }
+        if mapper.is_vector() {
+            metrics::vector_max_avg(owners, phases, parts)
         } else {
             let total: Vec<f64> = (0..owners.len()).map(|k| phases.iter().map(|p| p[k]).sum()).collect();
             metrics::max_avg(&metrics::charges(owners, &total, parts))
@@ -257,7 +237,14 @@ pub fn plan_remap(
             continue;
         }
         let start = std::time::Instant::now();
-        let new = remap(&owners, &loads, &phases, i as u64)?;
+        let inputs = RemapInputs {
+            owners: &owners,
+            box_loads: &loads,
+            phase_loads: Some(&phases),
+            motion: None,
+            seed: i as u64,
+        };
+        let new = mapper.remap(&grid, parts, &inputs).map_err(err)?;
         last_cost = start.elapsed().as_secs_f64();
         criterion.rebalanced(last_cost);
         if imbalance(&new, &phases) < now {

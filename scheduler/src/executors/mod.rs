@@ -15,6 +15,6 @@ mod work_stealing;
 
 pub use eager::EagerFifo;
 pub use pbs::{Pbs, PbsOptions, Stealing};
-pub use remapping::{RemapOptions, Remapper, Remapping};
+pub use remapping::{RemapInputs, RemapOptions, Remapper, Remapping};
 pub use static_blocks::StaticBlocks;
 pub use work_stealing::WorkStealing;

@@ -64,7 +64,48 @@ pub enum Remapper {
     },
 }
 
+/// What a remapping sees: the current owners, the box loads (summed over the iteration's
+/// phases and per phase), the motion hints, and a seed for the random draws.
+#[derive(Debug, Clone, Copy)]
+pub struct RemapInputs<'a> {
+    /// The current owner of every box.
+    pub owners: &'a [u32],
+    /// Each box's load over the iteration.
+    pub box_loads: &'a [f64],
+    /// Each box's load per phase (`[phase][box]`), where measured.
+    pub phase_loads: Option<&'a [Vec<f64>]>,
+    /// Each box's momentum and particle count, where hinted.
+    pub motion: Option<(&'a [[f64; 2]], &'a [f64])>,
+    /// Seed of PackStealLB's draws.
+    pub seed: u64,
+}
+
 impl Remapper {
+    /// The new owner of every box of `grid`, in `parts` parts: RCB stands in for NoRCB without
+    /// motion and for the vector remappers without per-phase loads. An error names a bad load
+    /// or hint.
+    pub fn remap(&self, grid: &Grid, parts: usize, x: &RemapInputs<'_>) -> pbs::Result<Vec<u32>> {
+        match (self, x.phase_loads, x.motion) {
+            (Remapper::NoRcb { threshold }, _, Some((momentum, particles))) => {
+                kway_norcb(grid, x.box_loads, momentum, particles, parts, *threshold)
+            }
+            (Remapper::PackSteal(settings), _, _) => {
+                let mut owners = x.owners.to_vec();
+                pack_steal(grid, x.box_loads, &mut owners, parts, settings, x.seed)?;
+                Ok(owners)
+            }
+            (Remapper::VectorRcb { .. }, Some(phases), _) => kway_vector_rcb(grid, phases, parts),
+            (Remapper::VectorGreedy { norm: false, .. }, Some(phases), _) => pbs::greedy::vector_greedy(phases, parts),
+            (Remapper::VectorGreedy { norm: true, .. }, Some(phases), _) => pbs::greedy::norm_greedy(phases, parts),
+            _ => kway_rcb(grid, x.box_loads, parts),
+        }
+    }
+
+    /// Whether it balances per-phase loads (its imbalance is `metrics::vector_max_avg`).
+    pub fn is_vector(&self) -> bool {
+        matches!(self, Remapper::VectorRcb { .. } | Remapper::VectorGreedy { .. })
+    }
+
     /// The executor name: `rcb`, `norcb`, `packsteal`, `vector-rcb`, `vector-greedy` or
     /// `norm-greedy`.
     pub fn name(&self) -> &'static str {
@@ -223,38 +264,14 @@ impl Remapping {
         stats
     }
 
-    /// The remapper's owners for `box_loads` (per phase in `phase_loads`, for `vector-rcb`).
+    /// The remapper's owners for `box_loads` (and the per-phase loads, the motion).
     fn remap(&mut self, box_loads: &[f64], phase_loads: Option<&[Vec<f64>]>) -> crate::Result<Vec<u32>> {
         let parts = self.pool.threads().min(self.grid.len());
         self.remaps += 1;
-        Ok(match &self.options.remapper {
-            Remapper::Rcb => kway_rcb(&self.grid, box_loads, parts)?,
-            Remapper::VectorRcb { .. } => match phase_loads {
-                Some(phases) => kway_vector_rcb(&self.grid, phases, parts)?,
-                None => kway_rcb(&self.grid, box_loads, parts)?,
-            },
-            Remapper::VectorGreedy { norm, .. } => {
-                let scalar = [box_loads.to_vec()];
-                let phases = phase_loads.unwrap_or(&scalar);
-                if *norm {
-                    pbs::greedy::norm_greedy(phases, parts)?
-                } else {
-                    pbs::greedy::vector_greedy(phases, parts)?
-                }
-            }
-            Remapper::NoRcb { threshold } => match &self.motion {
-                Some((momentum, particles)) => {
-                    kway_norcb(&self.grid, box_loads, momentum, particles, parts, *threshold)?
-                }
-                None => kway_rcb(&self.grid, box_loads, parts)?,
-            },
-            Remapper::PackSteal(settings) => {
-                let mut owners = self.owners.clone();
-                let seed = self.options.seed ^ self.remaps.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                pack_steal(&self.grid, box_loads, &mut owners, parts, settings, seed)?;
-                owners
-            }
-        })
+        let seed = self.options.seed ^ self.remaps.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let motion = self.motion.as_ref().map(|(m, p)| (&m[..], &p[..]));
+        let inputs = RemapInputs { owners: &self.owners, box_loads, phase_loads, motion, seed };
+        Ok(self.options.remapper.remap(&self.grid, parts, &inputs)?)
     }
 
     fn end_of_iteration(&mut self) -> IterationEnd {
@@ -265,7 +282,7 @@ impl Remapping {
         self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let start = Instant::now();
-        let vector = matches!(self.options.remapper, Remapper::VectorRcb { .. } | Remapper::VectorGreedy { .. });
+        let vector = self.options.remapper.is_vector();
         let phases = std::mem::take(&mut self.phase_busy);
         // What the criterion and the check see: the threads' loads over the iteration, or for
         // vector loads the sum over phases of each phase's largest, mean and smallest.
@@ -293,19 +310,7 @@ impl Remapping {
         let phase_loads = self.tracker.phase_loads();
         // What the remapper minimises: the thread max_avg, or its sum over phases.
         let imbalance = |owners: &[u32]| match &phase_loads {
-            Some(phases) if vector => {
-                let (mut max, mut mean) = (0.0, 0.0);
-                for loads in phases {
-                    let q = metrics::charges(owners, loads, parts);
-                    max += q.iter().copied().fold(0.0, f64::max);
-                    mean += q.iter().sum::<f64>() / parts as f64;
-                }
-                if mean > 0.0 {
-                    max / mean
-                } else {
-                    1.0
-                }
-            }
+            Some(phases) if vector => metrics::vector_max_avg(owners, phases, parts),
             _ => metrics::max_avg(&metrics::charges(owners, &box_loads, parts)),
         };
         let now = imbalance(&self.owners);

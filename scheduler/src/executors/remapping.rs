@@ -1,5 +1,6 @@
-//! `rcb`, `norcb`, `packsteal`: owner computes, with the mapping remade by a partitioner of
-//! the seed papers instead of the vCores' cells. Each thread runs its own boxes in index
+//! The remappers (`rcb`, `norcb`, `packsteal`, `vector-rcb`, `vector-greedy`, `norm-greedy`):
+//! owner computes, with the mapping remade by a balancer of the seed papers instead of the
+//! vCores' cells. Each thread runs its own boxes in index
 //! order, timed as `pbs` times them; between iterations the threads' loads go to the same
 //! [`Criterion`] as `pbs` (Boulmier's eq. 24 by default, its cost `C` the measured time of the
 //! remapping), and when it asks, the [`Remapper`] maps the measured box loads anew:
@@ -15,12 +16,12 @@
 //! - `vector-greedy`, `norm-greedy`: Buch's greedy placements on the same per-phase times,
 //!   which balance every phase but scatter the boxes ([`pbs::greedy`]).
 //!
-//! All three start from RCB on uniform loads. As in `pbs`, the first measured iteration
-//! always remaps, and so does a failed check a few iterations after a remapping (the loads it
-//! used were off: `executors/check.rs`); a remapping the criterion asks for runs only when
-//! the measured box loads put the current mapping over the trigger, and its owners are taken
-//! only when they are better balanced on those loads. No stealing within a phase, no balancing in idle
-//! time: the remapping runs between iterations, on the critical path, as in the papers.
+//! All start from RCB on uniform loads. As in `pbs`, the first measured iteration always
+//! remaps, and so does a failed check a few iterations after a remapping (the loads it used
+//! were off: `executors/check.rs`); a remapping the criterion asks for runs only when the
+//! measured box loads put the current mapping over the trigger, and its owners are taken only
+//! when they are better balanced on those loads. No stealing within a phase, no balancing in
+//! idle time: the remapping runs between iterations, on the critical path, as in the papers.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -215,6 +216,7 @@ impl Remapping {
         let lists = OwnerLists::new(&owners, threads, options.chunk as usize);
         let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: true, ..options.timer });
         if let Remapper::VectorRcb { phases } | Remapper::VectorGreedy { phases, .. } = options.remapper {
+            pbs::check_memory("per-phase box times", grid.len(), phases.saturating_mul(8))?;
             tracker.record_phases(phases);
         }
         Ok(Remapping {
@@ -372,6 +374,7 @@ unsafe impl Executor for Remapping {
         let owners = self.remap(loads, None)?;
         self.owners = owners;
         self.lists = OwnerLists::new(&self.owners, self.pool.threads(), self.options.chunk as usize);
+        self.tracker.forget_samples();
         self.measured = true;
         self.check.disarm();
         Ok(true)

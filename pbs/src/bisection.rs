@@ -5,11 +5,11 @@
 //! Each bisection splits the part count in two halves `⌊k/2⌋ + ⌈k/2⌉`, orders the boxes along
 //! the longest side of their bounding box, the slowest-varying coordinate among equals (rows
 //! broken by the other coordinates, so a cut may step once mid-row), and cuts where the
-//! running load is nearest to the left half's share. A
-//! cut that would leave a side in two pieces (a step that touches the next row only at a
-//! corner) is retried with the rows ordered the other way, then moved to the nearest boundary
-//! between whole rows. Parts come out in one piece on every 2D grid the property test tries;
-//! in 3D a part may fall in two pieces.
+//! running load is nearest to the left half's share. A cut that would leave a side in two
+//! pieces (a step that touches the next row only at a corner) is retried with the rows
+//! ordered the other way, then moved to the nearest boundary between whole rows. Parts come
+//! out in one piece on every 2D grid the property test tries; in 3D a part may fall in two
+//! pieces.
 //!
 //! ```
 //! let grid = pbs::Grid::new(9, 3)?;
@@ -21,7 +21,8 @@
 //! [`kway_norcb`] is Boulmier et al.'s non-orthogonal RCB ("informed partitioning", 2022):
 //! each cut of a 2D part runs *parallel to the mean velocity* of the particles in it, so that
 //! particles moving that way stay in their part for longer; a part whose mean speed is under
-//! a threshold is cut as RCB cuts it.
+//! a threshold is cut as RCB cuts it. [`kway_vector_rcb`] chooses each cut's direction to
+//! balance several phases' loads at once (Buch's vector loads).
 
 use crate::error::Result;
 use crate::grid::Grid;
@@ -96,18 +97,10 @@ pub fn kway_norcb(
     if grid.nz != 1 {
         return Err(bad("grid", format!("{}×{}×{}", grid.nx, grid.ny, grid.nz), "NoRCB cuts 2D grids only"));
     }
-    if momentum.len() != grid.len() || particles.len() != grid.len() {
-        return Err(crate::Error::LoadCount { expected: grid.len(), got: momentum.len().min(particles.len()) });
-    }
     if !(threshold.is_finite() && threshold >= 0.0) {
         return Err(bad("threshold", threshold.to_string(), "a speed must be finite and ≥ 0"));
     }
-    if let Some(k) = (0..grid.len()).find(|&k| {
-        !(momentum[k][0].is_finite() && momentum[k][1].is_finite() && particles[k].is_finite() && particles[k] >= 0.0)
-    }) {
-        let value = format!("box {k}: momentum {:?}, particles {}", momentum[k], particles[k]);
-        return Err(bad("momentum", value, "momenta must be finite and particle counts finite and ≥ 0"));
-    }
+    check_motion(grid.len(), momentum, particles)?;
     let mut boxes: Vec<[u32; 4]> = (0..grid.len())
         .map(|k| {
             let [i, j, _] = grid.coords(k);
@@ -283,6 +276,25 @@ fn vector_split_cost(
         })
         .sum();
     (cost, last - first)
+}
+
+/// The checks of [`kway_norcb`]'s motion for `boxes` boxes: one momentum and one particle
+/// count per box, momenta finite, counts finite and ≥ 0; an error names the first bad box.
+pub fn check_motion(boxes: usize, momentum: &[[f64; 2]], particles: &[f64]) -> Result<()> {
+    if momentum.len() != boxes || particles.len() != boxes {
+        return Err(crate::Error::LoadCount { expected: boxes, got: momentum.len().min(particles.len()) });
+    }
+    let bad = |k: usize| {
+        !(momentum[k][0].is_finite() && momentum[k][1].is_finite() && particles[k].is_finite() && particles[k] >= 0.0)
+    };
+    match (0..boxes).find(|&k| bad(k)) {
+        Some(k) => Err(crate::Error::Parameter {
+            name: "momentum",
+            value: format!("box {k}: momentum {:?}, particles {}", momentum[k], particles[k]),
+            reason: "momenta must be finite and particle counts finite and ≥ 0",
+        }),
+        None => Ok(()),
+    }
 }
 
 /// How a part of boxes, `left` of whose `parts` parts go to the first side, is cut: along

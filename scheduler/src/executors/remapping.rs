@@ -386,22 +386,9 @@ unsafe impl Executor for Remapping {
         if !self.wants_motion() {
             return Ok(false);
         }
-        // The bisection's checks, now rather than at the next remapping, and into the same
-        // buffers every iteration: a hint allocates nothing.
-        let n = self.grid.len();
-        if momentum.len() != n || particles.len() != n {
-            return Err(pbs::Error::LoadCount { expected: n, got: momentum.len().min(particles.len()) }.into());
-        }
-        if let Some(k) = (0..n).find(|&k| {
-            !(momentum[k][0].is_finite()
-                && momentum[k][1].is_finite()
-                && particles[k].is_finite()
-                && particles[k] >= 0.0)
-        }) {
-            let value = format!("box {k}: momentum {:?}, particles {}", momentum[k], particles[k]);
-            let reason = "momenta must be finite and particle counts finite and ≥ 0";
-            return Err(pbs::Error::Parameter { name: "momentum", value, reason }.into());
-        }
+        // The bisection's checks now rather than at the next remapping, and the hints into
+        // the same buffers every iteration: a hint allocates nothing.
+        pbs::bisection::check_motion(self.grid.len(), momentum, particles)?;
         let (m, p) = self.motion.get_or_insert_with(Default::default);
         m.clear();
         m.extend_from_slice(momentum);

@@ -222,12 +222,16 @@ pub fn plan_remap(
             .map(|phase| phase.iter().zip(&owners).map(|(c, &o)| c * seen[o as usize]).collect())
             .collect();
         let loads: Vec<f64> = (0..grid.len()).map(|k| phases.iter().map(|p| p[k]).sum()).collect();
-        let q = metrics::charges(&owners, &loads, parts);
-        let sample = Sample {
-            max: q.iter().copied().fold(0.0, f64::max),
-            mean: q.iter().sum::<f64>() / parts as f64,
-            min: q.iter().copied().fold(f64::INFINITY, f64::min),
-        };
+        // The threads' loads, or for the vector remappers each phase's summed over phases, as
+        // the executor's criterion sees them.
+        let mut sample = Sample { max: 0.0, mean: 0.0, min: 0.0 };
+        let seen_by_criterion = if mapper.is_vector() { &phases[..] } else { std::slice::from_ref(&loads) };
+        for l in seen_by_criterion {
+            let q = metrics::charges(&owners, l, parts);
+            sample.max += q.iter().copied().fold(0.0, f64::max);
+            sample.mean += q.iter().sum::<f64>() / parts as f64;
+            sample.min += q.iter().copied().fold(f64::INFINITY, f64::min);
+        }
         if !criterion.observe(sample) && i > 0 {
             continue;
         }

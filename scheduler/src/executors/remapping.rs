@@ -183,6 +183,11 @@ pub struct Remapping {
     motion: Option<(Vec<[f64; 2]>, Vec<f64>)>,
     /// Remappings computed so far (PackStealLB's stream).
     remaps: u64,
+    /// Affinity without per-box bookkeeping: with no stealing a box changes thread only when
+    /// its owner changes, so a phase after the first compares every box and finds `moved` of
+    /// them elsewhere (the boxes the last remapping moved, if it came since).
+    ran_before: bool,
+    moved: usize,
 }
 
 impl Remapping {
@@ -214,7 +219,7 @@ impl Remapping {
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let lists = OwnerLists::new(&owners, threads, options.chunk as usize);
-        let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: true, ..options.timer });
+        let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer });
         if let Remapper::VectorRcb { phases } | Remapper::VectorGreedy { phases, .. } = options.remapper {
             pbs::check_memory("per-phase box times", grid.len(), phases.saturating_mul(8))?;
             tracker.record_phases(phases);
@@ -235,6 +240,8 @@ impl Remapping {
             last_cost: cost,
             motion: None,
             remaps: 0,
+            ran_before: false,
+            moved: 0,
         })
     }
 
@@ -247,12 +254,16 @@ impl Remapping {
         self.tracker.begin_phase();
         self.phases_in_iteration += 1;
         let runs = &self.lists.runs;
-        let stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
+        let mut stats = pool_phase(&self.pool, &mut self.tracker, &|t, tracker, local| {
             for r in &runs[t] {
                 tracker.run_range(r.clone(), t, local, task);
             }
         })
         .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        if std::mem::replace(&mut self.ran_before, true) {
+            stats.compared = self.grid.len();
+            stats.same_thread = self.grid.len() - std::mem::take(&mut self.moved);
+        }
         for (acc, b) in self.iteration_busy.iter_mut().zip(&stats.busy) {
             *acc += *b;
         }
@@ -324,6 +335,7 @@ impl Remapping {
             let after = imbalance(&owners);
             if after < now {
                 end.migrations = metrics::migrations(&self.owners, &owners);
+                self.moved += end.migrations;
                 if end.migrations > 0 {
                     self.owners = owners;
                     self.lists = OwnerLists::new(&self.owners, self.pool.threads(), self.options.chunk as usize);
@@ -372,6 +384,7 @@ unsafe impl Executor for Remapping {
     fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<bool> {
         pbs::Problem::new(self.grid, loads, 1)?;
         let owners = self.remap(loads, None)?;
+        self.moved += metrics::migrations(&self.owners, &owners);
         self.owners = owners;
         self.lists = OwnerLists::new(&self.owners, self.pool.threads(), self.options.chunk as usize);
         self.tracker.forget_samples();
@@ -457,6 +470,23 @@ mod tests {
         let mut rcb = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
         assert!(!rcb.wants_motion());
         assert!(!rcb.hint_motion(&[[1.0, 0.0]; 64], &[1.0; 64]).unwrap());
+    }
+
+    #[test]
+    fn affinity_counts_the_boxes_a_remapping_moved() {
+        let grid = Grid::new(8, 8).unwrap();
+        let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
+        let phase = |exec: &mut Remapping| exec.run_phase(&|_| {}).affinity();
+        assert_eq!(phase(&mut exec), None, "nothing to compare with yet");
+        assert_eq!(phase(&mut exec), Some(1.0));
+        // The first row weighs as much as the rest: RCB moves the cut.
+        let before = exec.owners().to_vec();
+        let loads: Vec<f64> = (0..64).map(|k| if k < 8 { 7.0 } else { 1.0 }).collect();
+        exec.hint_loads(&loads).unwrap();
+        let moved = pbs::metrics::migrations(&before, exec.owners());
+        assert!(moved > 0);
+        assert_eq!(phase(&mut exec), Some(1.0 - moved as f64 / 64.0));
+        assert_eq!(phase(&mut exec), Some(1.0));
     }
 
     #[test]

@@ -82,8 +82,12 @@ struct Particle {
     fy: f64,
 }
 
-/// One box's particles between steps.
+/// One box's particles between steps. A cache line of its own: threads owning neighbouring
+/// boxes of a row (a cut across the rows) reach them at the same time, and list headers
+/// sharing a line made each push of one thread evict the other's (md on 2 pinned threads:
+/// 1.23–1.26 × the time of whole-row ownership at equal balance, docs/balancers.md).
 #[derive(Debug, Clone, Default)]
+#[repr(align(64))]
 struct Bin {
     /// Drifted and still inside the box.
     stay: Vec<Particle>,
@@ -92,6 +96,11 @@ struct Bin {
     /// Sum of the velocities of `stay` and `leave`: the box's motion, for `norcb`.
     momentum: [f64; 2],
 }
+
+/// A box's particles gathered by md-split's rebin phase, a cache line of its own (as [`Bin`]).
+#[derive(Debug, Clone, Default)]
+#[repr(align(64))]
+struct Gathered(Vec<Particle>);
 
 thread_local! {
     /// A task's particles that arrived in each box of its 3×3 neighbourhood (slot
@@ -110,7 +119,7 @@ pub struct Md {
     next: Vec<Bin>,
     /// With separate rebin and force phases ([`Md::split_phases`]): each box's particles
     /// after the rebin phase, in the order `members` gives them.
-    current: Option<Vec<Vec<Particle>>>,
+    current: Option<Vec<Gathered>>,
     /// Each box's momentum and particle count, for executors that use motion hints (kept
     /// between iterations, so that a hint allocates nothing).
     motion: (Vec<[f64; 2]>, Vec<f64>),
@@ -191,7 +200,7 @@ impl Md {
     /// differently with density (rebin with the particles, forces with their pairs), so a
     /// mapping balanced on their sum leaves each phase imbalanced: the case of vector loads.
     pub fn split_phases(mut self) -> Md {
-        self.current = Some(vec![Vec::new(); self.grid.len()]);
+        self.current = Some(vec![Gathered::default(); self.grid.len()]);
         self
     }
 
@@ -395,8 +404,8 @@ impl GridApp for Md {
                 if let Some(c) = cache {
                     c.run_box(k);
                 }
-                list.clear();
-                list.extend(this.members(k));
+                list.0.clear();
+                list.0.extend(this.members(k));
             });
             rec.phase(&s);
             let lists = &current;
@@ -404,7 +413,7 @@ impl GridApp for Md {
                 if let Some(c) = cache {
                     c.run_box(k);
                 }
-                this.advance(k, out, true, lists[k].iter(), |n, _| [&lists[n], &[]]);
+                this.advance(k, out, true, lists[k].0.iter(), |n, _| [&lists[n].0, &[]]);
             });
             rec.phase(&s);
             self.current = Some(current);

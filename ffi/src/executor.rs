@@ -1,5 +1,5 @@
 //! The runtime from C: `pbs_executor_*`. A pinned pool runs a C task once per box and phase
-//! under any of the four executors, built by name as [`pbs_scheduler::runtime::Runtime`] does.
+//! under any of the executors, built by name as [`pbs_scheduler::runtime::Runtime`] does.
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void};

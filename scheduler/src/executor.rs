@@ -58,7 +58,7 @@ impl PhaseStats {
 ///   either method);
 /// - report through [`Executor::boxes`] the same number for the executor's whole life.
 ///
-/// The four executors of this crate are tested for it (`tests/executors.rs`); an executor
+/// Every executor of this crate is tested for it (`tests/executors.rs`); an executor
 /// that wraps one of them and forwards `run_phase` to it keeps it.
 ///
 /// Safe code cannot claim the contract: an executor that runs a box twice and one past the

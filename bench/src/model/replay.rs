@@ -199,13 +199,12 @@ pub fn plan_remap(
         return Err(unknown());
     }
     let mapper = Remapper::by_name(remapper).ok_or_else(unknown)?;
-    // What the remapper minimises, on loads seen per phase.
-    let imbalance = |owners: &[u32], phases: &[Vec<f64>]| {
+    // What the remapper minimises, on loads seen per phase (and their sums, `total`).
+    let imbalance = |owners: &[u32], phases: &[Vec<f64>], total: &[f64]| {
         if mapper.is_vector() {
             metrics::vector_max_avg(owners, phases, parts)
         } else {
-            let total: Vec<f64> = (0..owners.len()).map(|k| phases.iter().map(|p| p[k]).sum()).collect();
-            metrics::max_avg(&metrics::charges(owners, &total, parts))
+            metrics::max_avg(&metrics::charges(owners, total, parts))
         }
     };
     let start = std::time::Instant::now();
@@ -235,7 +234,7 @@ pub fn plan_remap(
         if !criterion.observe(sample) && i > 0 {
             continue;
         }
-        let now = imbalance(&owners, &phases);
+        let now = imbalance(&owners, &phases, &loads);
         if now <= 1.0 + TRIGGER && i > 0 {
             criterion.rebalanced(last_cost);
             continue;
@@ -251,7 +250,7 @@ pub fn plan_remap(
         let new = mapper.remap(&grid, parts, &inputs).map_err(err)?;
         last_cost = start.elapsed().as_secs_f64();
         criterion.rebalanced(last_cost);
-        if imbalance(&new, &phases) < now {
+        if imbalance(&new, &phases, &loads) < now {
             owners = new;
         }
         events.push(Event { at: i, owners: owners.clone(), units: 0, cost: Some(last_cost) });

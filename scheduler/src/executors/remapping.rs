@@ -353,9 +353,11 @@ impl Remapping {
     }
 }
 
-// SAFETY: every box is in exactly one thread's runs (`OwnerLists::new` files each box under its
-// one owner, below the thread count), each thread walks only its own runs, and the pool
-// returns after every worker's job ended.
+// SAFETY: every box is in exactly one thread's runs: `OwnerLists::new` files each box under its
+// one owner, and every remapper returns part ids below the part count, at most the thread
+// count (an id out of range would panic in `OwnerLists::new`, before any phase). Each thread
+// walks only its own runs; the lists change only between phases (`&mut self`); the grid, and
+// so `boxes()`, is fixed at construction; and the pool returns after every worker's job ended.
 unsafe impl Executor for Remapping {
     fn name(&self) -> &'static str {
         self.options.remapper.name()

@@ -245,7 +245,8 @@ mod tests {
         assert_eq!(rep.effort_ms.len(), 2);
         assert!((rep.effort_ms[0] - 5.0).abs() < 1e-9, "{:?}", rep.effort_ms); // (0 + 4 + 2 + 4) / 2
         assert!((rep.effort_ms[1] - 6.0).abs() < 1e-9, "{:?}", rep.effort_ms); // (9 + 9) / 3
-                                                                               // Every millisecond of the run is in exactly one interval.
+
+        // Every millisecond of the run is in exactly one interval.
         let total: f64 = rep.effort_ms[0] * 2.0 + rep.effort_ms[1] * 3.0;
         assert!((total - r.iteration_ms().iter().sum::<f64>()).abs() < 1e-9);
         assert!(Recorder::new("static", 1).report().effort_ms.is_empty());

@@ -1,7 +1,7 @@
 /*
  * pbs.h: the C interface to pbs, pair-potential scheduling for iterative grid codes.
  *
- * Two ways in, both on plain data:
+ * Three ways in, all on plain data:
  *
  *  1. The balancer alone (pbs_partitioner_*): you give the measured load of every box, it
  *     returns the owner of every box (a vCore id in 0..vcores-1). Run your own threads (OpenMP,
@@ -13,6 +13,9 @@
  *     and the seed papers' "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
  *     "norm-greedy").
  *     "pbs" times the boxes itself and rebalances between iterations when it pays.
+ *
+ *  3. The runtime's decisions without its threads (pbs_mapper_*), for a task runtime that
+ *     runs the tasks itself: the StarPU scheduling policy of starpu/ is built on it.
  *
  * Boxes: a grid of nx * ny * nz boxes (nz = 1 for 2D); box k = (l * ny + j) * nx + i.
  * Errors: functions return PBS_OK or another pbs_status (constructors return NULL), and
@@ -217,6 +220,37 @@ int pbs_current_worker(void);
 /* Stops the workers and frees the executor (NULL is allowed). From inside one of its own
    tasks it frees nothing and sets pbs_last_error(). */
 void pbs_executor_free(pbs_executor *e);
+
+/* ---------------------------------------------------------------------------------------- */
+/* 3. The runtime's decisions without its threads: for a runtime that runs the tasks itself.  */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The "pbs" executor's mapping decisions (balancer, criterion, first-measurement rule, check,
+   trigger; docs/design.md) for a task runtime that runs the tasks on its own workers, as the
+   StarPU policy of starpu/ does: after each iteration, give the measured box loads; the
+   mapper rebalances when it pays and says who owns each box and whom each worker should steal
+   from. The balancer runs inside pbs_mapper_end_iteration, on the calling thread. */
+typedef struct pbs_mapper pbs_mapper;
+
+/* A mapper of `workers` workers over nx * ny * nz boxes; starts from a balanced mapping of
+   uniform loads (vCores drawn from `seed`). Reads PBS_METHOD, PBS_TOL, PBS_TRIGGER and
+   PBS_STEPS as pbs_executor_new does. NULL on error (pbs_last_error()). */
+pbs_mapper *pbs_mapper_new(size_t nx, size_t ny, size_t nz, size_t workers, uint64_t seed);
+
+/* The owner (0..workers-1) of every box: n == number of boxes. */
+pbs_status pbs_mapper_owners(const pbs_mapper *m, uint32_t *owners, size_t n);
+
+/* The workers other than `worker`, in the order it should steal from them (those whose boxes
+   border its own first): n == workers - 1. */
+pbs_status pbs_mapper_victims(const pbs_mapper *m, size_t worker, uint32_t *victims, size_t n);
+
+/* Ends an iteration whose measured box loads (seconds; n == number of boxes, finite, >= 0)
+   are `loads`; rebalances when the criterion says it pays. `end` may be NULL. On error
+   nothing changes. */
+pbs_status pbs_mapper_end_iteration(pbs_mapper *m, const double *loads, size_t n, pbs_iteration_end *end);
+
+/* Frees a mapper (NULL is allowed). */
+void pbs_mapper_free(pbs_mapper *m);
 
 /* ---- Cells to boxes ---------------------------------------------------------------------
    A domain of cells_x * cells_y cells cut into tiles of tile_x * tile_y cells, one tile per

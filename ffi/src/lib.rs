@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `pbs_partitioner_*` | the balancer alone: loads of every box in, owner of every box out, warm-started call after call | `partitioner.rs` |
 //! | `pbs_executor_*`, `pbs_current_worker` | the runtime: a pinned pool runs a C task once per box and phase under `pbs`, `ws`, `eager` or `static` | `executor.rs` |
+//! | `pbs_mapper_*` | the runtime's decisions without its threads, for a runtime that runs the tasks itself (the StarPU policy of `starpu/`): box loads in, owners and victims out | `mapper.rs` |
 //! | `pbs_tiling_grid`, `pbs_tiling_cells` | from a code's cells to boxes: tiles of any size, ragged edges included | `tiling.rs` |
 //! | `pbs_last_error`, `pbs_last_error_status`, `pbs_status` | errors: every call returns a status (constructors NULL) and the message names the bad input | `status.rs` |
 //!
@@ -34,6 +35,7 @@
 #![deny(missing_docs)]
 
 pub mod executor;
+pub mod mapper;
 pub mod partitioner;
 pub mod status;
 pub mod tiling;
@@ -43,6 +45,7 @@ pub use executor::{
     pbs_executor_on_each_thread, pbs_executor_owners, pbs_executor_reduce_sum, pbs_executor_run_phase,
     pbs_executor_run_phase_ranges, pbs_executor_threads, IterationEnd, PhaseStats,
 };
+pub use mapper::{pbs_mapper_end_iteration, pbs_mapper_free, pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims};
 pub use partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};
 pub use status::{pbs_last_error, pbs_last_error_status, Status};
 pub use tiling::{pbs_tiling_cells, pbs_tiling_grid};

@@ -146,7 +146,7 @@ fn the_header_matches_the_library_layout_and_symbols() {
         .map(str::to_string)
         .collect();
     let mut exported = BTreeSet::new();
-    for file in ["status.rs", "partitioner.rs", "executor.rs", "tiling.rs"] {
+    for file in ["status.rs", "partitioner.rs", "executor.rs", "mapper.rs", "tiling.rs"] {
         let src = std::fs::read_to_string(Path::new(MANIFEST).join("src").join(file)).unwrap();
         let mut lines = src.lines();
         while let Some(l) = lines.next() {

@@ -62,6 +62,7 @@
 //! | [`placement`] | NUMA-aware starting vCores: one region of the domain per node |
 //! | [`first_touch`] | box data allocated by the thread that owns it, moved when its box moves |
 //! | [`runtime`] | detect, pin, and build any executor by name |
+//! | [`mapper`] | pbs's mapping decisions without its threads, for a runtime that runs the tasks (StarPU) |
 //! | [`criteria`] | when to rebalance (Boulmier eq. 24, Menon, Procassini, Marquez, periodic) and the DP oracle |
 //! | [`counters`] | per-thread perf counters, hardware or software with the reason |
 //! | [`cache_model`] | per-thread LRU over box footprints: deterministic modelled misses |
@@ -80,6 +81,7 @@ pub mod error;
 pub mod executor;
 pub mod executors;
 pub mod first_touch;
+pub mod mapper;
 pub mod pinning;
 pub mod placement;
 pub mod pool;

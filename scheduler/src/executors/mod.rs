@@ -4,7 +4,7 @@
 //! (owner computes from the seed papers' other balancers: RCB, NoRCB, PackStealLB, vector
 //! RCB, vector and norm greedy).
 
-mod check;
+pub(crate) mod check;
 mod eager;
 mod owner_lists;
 mod pbs;
@@ -14,6 +14,7 @@ mod timing;
 mod work_stealing;
 
 pub use eager::EagerFifo;
+pub(crate) use pbs::victim_order;
 pub use pbs::{Pbs, PbsOptions, Stealing};
 pub use remapping::{RemapInputs, RemapOptions, Remapper, Remapping};
 pub use static_blocks::StaticBlocks;

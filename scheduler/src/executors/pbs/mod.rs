@@ -33,6 +33,7 @@ use crate::criteria::{Boulmier, Criterion};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
 use overlap::{Finish, Slack};
+pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
 use stealing::{claim_front, pack, steal_from, Lists, StealLog, STEAL_MIN_PHASE};
 
@@ -345,27 +346,7 @@ impl Pbs {
     fn rebuild_lists(&mut self) {
         let threads = self.pool.threads();
         self.lists = OwnerLists::new(self.vcores.owners(), threads, self.options.chunk as usize);
-        // Neighbouring vCores (sharing a boundary) are the preferred victims of stealing.
-        let a = self.vcores.assignment();
-        // Threads without a vCore count as neighbours of everybody.
-        let mut adj = vec![vec![false; threads]; threads];
-        for (t, row) in adj.iter_mut().enumerate().skip(self.vcores.len()) {
-            row.iter_mut().enumerate().for_each(|(j, x)| *x = j != t);
-        }
-        for k in 0..self.grid.len() {
-            let (o, s) = (a.owner[k] as usize, a.second[k]);
-            if s != pbs::assign::NONE && a.gap[k] < 4.0 {
-                adj[o][s as usize] = true;
-                adj[s as usize][o] = true;
-            }
-        }
-        self.neighbours = (0..threads)
-            .map(|t| {
-                let mut n: Vec<u32> = (0..threads).filter(|&j| adj[t][j]).map(|j| j as u32).collect();
-                n.extend((0..threads).filter(|&j| j != t && !adj[t][j]).map(|j| j as u32));
-                n
-            })
-            .collect();
+        self.neighbours = stealing::victim_order(&self.vcores, threads, self.grid.len());
     }
 }
 

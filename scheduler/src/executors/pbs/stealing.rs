@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::{Backoff, CachePadded};
+use pbs::VCores;
 
 use crate::box_timing::{Local, Tracker};
 use crate::clock;
@@ -36,6 +37,33 @@ pub enum Stealing {
 
 /// Per-thread phase time from which [`Stealing::Auto`] steals, seconds.
 pub(super) const STEAL_MIN_PHASE: f64 = 20e-6;
+
+/// For every thread, the others in the order it tries them as victims: the threads whose
+/// vCore shares a boundary with its own first (their boxes are next to its boxes, so their
+/// data is partly in its cache already), then the rest; threads without a vCore (more threads
+/// than boxes) count as neighbours of everybody.
+pub(crate) fn victim_order(vcores: &VCores, threads: usize, boxes: usize) -> Vec<Vec<u32>> {
+    let a = vcores.assignment();
+    let mut adj = vec![vec![false; threads]; threads];
+    for (t, row) in adj.iter_mut().enumerate().skip(vcores.len()) {
+        row.iter_mut().enumerate().for_each(|(j, x)| *x = j != t);
+    }
+    for k in 0..boxes {
+        let (o, s) = (a.owner[k] as usize, a.second[k]);
+        // The second-nearest vCore of a box near its cell's boundary owns the other side.
+        if s != pbs::assign::NONE && a.gap[k] < 4.0 {
+            adj[o][s as usize] = true;
+            adj[s as usize][o] = true;
+        }
+    }
+    (0..threads)
+        .map(|t| {
+            let mut n: Vec<u32> = (0..threads).filter(|&j| adj[t][j]).map(|j| j as u32).collect();
+            n.extend((0..threads).filter(|&j| j != t && !adj[t][j]).map(|j| j as u32));
+            n
+        })
+        .collect()
+}
 
 /// `(box, thief)` for every box a thread stole in a phase.
 pub(super) type StealLog = Vec<(u32, u32)>;

@@ -1,0 +1,202 @@
+//! pbs's mapping decisions without its threads, for a runtime that runs the tasks itself (a
+//! StarPU scheduling policy, through `pbs_mapper_*` of the C interface): the box loads of an
+//! iteration in; whether to rebalance, every box's owner and every worker's victims out.
+//!
+//! The decisions are the `pbs` executor's: its balancer (warm-started, with its method, tolerance
+//! and steps per rebalancing), its criterion (Boulmier's eq. 24 with `C` the measured cost of the
+//! last rebalancing, by default), a first measured iteration that always rebalances (the starting
+//! mapping assumed uniform loads), the check that corrects a rebalancing that left the workers
+//! imbalanced (`executors/check.rs`), and its trigger: a rebalancing the criterion asks for is
+//! skipped while the owner loads are within `1 + trigger` of the lower bound (the rule of the
+//! remapping executors; `pbs`'s finer payback rule below the trigger needs per-thread history
+//! that a runtime outside does not report). The balancer runs in the call, on the caller's
+//! thread: there is no pool here to overlap it with.
+
+use std::time::Instant;
+
+use pbs::{balance, methods, metrics, Balancer, Grid, Problem, StopRule, VCores};
+
+use crate::criteria::{Boulmier, Criterion, Sample};
+use crate::executor::IterationEnd;
+use crate::executors::check::Check;
+use crate::executors::{victim_order, PbsOptions};
+
+/// The balancer, its criterion and its check over a grid and a number of workers.
+pub struct Mapper {
+    grid: Grid,
+    workers: usize,
+    balancer: Box<dyn Balancer + Send>,
+    vcores: VCores,
+    criterion: Box<dyn Criterion>,
+    check: Check,
+    iterations: u32,
+    last_cost: f64,
+    tol: f64,
+    trigger: f64,
+    steps: usize,
+}
+
+impl Mapper {
+    /// `workers` workers over `grid`, with `options`' method, tolerance, trigger, steps per
+    /// rebalancing, seed and criterion (its stealing, timing and overlap settings concern a
+    /// pool and are ignored). Balances uniform loads once to start, as the executor does; that
+    /// time is the criterion's first `C`.
+    pub fn new(grid: Grid, workers: usize, mut options: PbsOptions) -> crate::Result<Mapper> {
+        if workers == 0 {
+            return Err(
+                pbs::Error::Parameter { name: "workers", value: "0".into(), reason: "at least one worker" }.into()
+            );
+        }
+        pbs::check_memory("mapper state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)?;
+        // More workers than boxes: the extra workers own nothing and only steal.
+        let parts = workers.min(grid.len());
+        let ones = vec![1.0; grid.len()];
+        let problem = Problem::new(grid, &ones, parts)?;
+        let mut balancer = methods::by_name(&options.method)?;
+        let mut vcores = VCores::random(&problem, options.seed);
+        let start = Instant::now();
+        balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
+        let last_cost = start.elapsed().as_secs_f64();
+        let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(last_cost)));
+        Ok(Mapper {
+            grid,
+            workers,
+            balancer,
+            vcores,
+            criterion,
+            check: Check::default(),
+            iterations: 0,
+            last_cost,
+            tol: options.tol,
+            trigger: options.trigger,
+            steps: options.steps_per_rebalance,
+        })
+    }
+
+    /// The owner (worker id) of every box.
+    pub fn owners(&self) -> &[u32] {
+        self.vcores.owners()
+    }
+
+    /// Workers.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// For every worker, the others in the order it should steal from them: the workers whose
+    /// boxes border its own first.
+    pub fn victim_order(&self) -> Vec<Vec<u32>> {
+        victim_order(&self.vcores, self.workers, self.grid.len())
+    }
+
+    /// Ends an iteration whose measured box loads (seconds per box, finite and ≥ 0) are
+    /// `box_loads`: tells the criterion the workers' owner loads and rebalances when it, the
+    /// first measurement or a failed check asks for it and the loads are over the trigger.
+    /// An error names a wrong length or a bad load; nothing changes then.
+    pub fn end_iteration(&mut self, box_loads: &[f64]) -> crate::Result<IterationEnd> {
+        let start = Instant::now();
+        let parts = self.vcores.len();
+        let problem = Problem::new(self.grid, box_loads, parts)?;
+        let mut loads = metrics::charges(self.vcores.owners(), box_loads, parts);
+        loads.resize(self.workers, 0.0);
+        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+        let sample = Sample {
+            max: loads.iter().copied().fold(0.0, f64::max),
+            mean,
+            min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+        };
+        let max_avg = if mean > 0.0 { sample.max / mean } else { 1.0 };
+        let mut end = IterationEnd { max_avg, ..Default::default() };
+        let first = self.iterations == 0;
+        self.iterations += 1;
+        let correcting = self.check.fails(max_avg, &sample, self.iterations, self.trigger, self.last_cost);
+        if !(self.criterion.observe(sample) || first || correcting) {
+            return Ok(end);
+        }
+        self.vcores.recharge(&problem);
+        let (now, bound) = (self.vcores.max_avg(), problem.lower_bound());
+        let over = if first || correcting { 1.0 + self.tol } else { 1.0 + self.trigger };
+        if now <= over * bound {
+            // Nothing the balancer could win: the criterion counts again from the last real cost.
+            self.criterion.rebalanced(self.last_cost);
+        } else {
+            let before = self.vcores.owners().to_vec();
+            let stop = StopRule { max_steps: self.steps, tol: self.tol };
+            balance(self.balancer.as_mut(), &problem, &mut self.vcores, stop, |_| {});
+            end.migrations = metrics::migrations(&before, self.vcores.owners());
+            end.rebalanced = true;
+            self.check.arm(self.iterations, correcting);
+            self.last_cost = start.elapsed().as_secs_f64();
+            self.criterion.rebalanced(self.last_cost);
+        }
+        end.rebalance_time = start.elapsed();
+        end.rebalance_critical = end.rebalance_time;
+        Ok(end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corner(grid: Grid, heavy: f64) -> Vec<f64> {
+        (0..grid.len())
+            .map(|k| if k % grid.nx < grid.nx / 4 && k / grid.nx < grid.ny / 4 { heavy } else { 1.0 })
+            .collect()
+    }
+
+    #[test]
+    fn the_first_measured_iteration_balances_a_heavy_corner_and_a_balanced_load_stays() {
+        let grid = Grid::new(24, 24).unwrap();
+        let mut m = Mapper::new(grid, 4, PbsOptions::default()).unwrap();
+        let loads = corner(grid, 6.0);
+        let before = metrics::max_avg(&metrics::charges(m.owners(), &loads, 4));
+        let end = m.end_iteration(&loads).unwrap();
+        assert!(end.rebalanced && end.migrations > 0, "{end:?}");
+        assert!((end.max_avg - before).abs() < 1e-12, "max_avg is the iteration's, before rebalancing");
+        // Warm-started steps, a few iterations: as the executor, the check corrects a short one.
+        for _ in 0..20 {
+            m.end_iteration(&loads).unwrap();
+        }
+        let after = metrics::max_avg(&metrics::charges(m.owners(), &loads, 4));
+        assert!(after < 1.1 && after < before, "max_avg {before} -> {after}");
+        // Balanced now: 200 more iterations of the same loads move nothing.
+        let owners = m.owners().to_vec();
+        for _ in 0..200 {
+            assert!(!m.end_iteration(&loads).unwrap().rebalanced || m.owners() == owners);
+        }
+        assert_eq!(m.owners(), owners);
+    }
+
+    #[test]
+    fn bad_loads_are_named_and_change_nothing() {
+        let grid = Grid::new(8, 8).unwrap();
+        let mut m = Mapper::new(grid, 2, PbsOptions::default()).unwrap();
+        let owners = m.owners().to_vec();
+        let short = m.end_iteration(&[1.0; 10]).unwrap_err().to_string();
+        assert!(short.contains("10") && short.contains("64"), "{short}");
+        let mut nan = vec![1.0; 64];
+        nan[3] = f64::NAN;
+        assert!(m.end_iteration(&nan).unwrap_err().to_string().contains("3"));
+        assert_eq!(m.owners(), owners);
+        assert!(m.end_iteration(&vec![1.0; 64]).is_ok(), "still usable");
+        assert!(Mapper::new(grid, 0, PbsOptions::default()).is_err());
+    }
+
+    #[test]
+    fn every_worker_has_every_other_as_a_victim_neighbours_first() {
+        let grid = Grid::new(16, 16).unwrap();
+        for workers in [1, 2, 5, 300] {
+            let m = Mapper::new(grid, workers, PbsOptions::default()).unwrap();
+            let order = m.victim_order();
+            assert_eq!(order.len(), workers);
+            for (w, victims) in order.iter().enumerate() {
+                let mut sorted = victims.clone();
+                sorted.sort_unstable();
+                let others: Vec<u32> = (0..workers as u32).filter(|&v| v as usize != w).collect();
+                assert_eq!(sorted, others, "worker {w}");
+            }
+            assert!(m.owners().iter().all(|&o| (o as usize) < workers));
+        }
+    }
+}

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use pbs::{balance, methods, Balancer, Grid, Point, Problem, StopRule, VCores};
 
-use super::check::Check;
+use super::check::{Check, RecentLoads};
 use super::owner_lists::OwnerLists;
 use super::timing;
 use crate::box_timing::{BoxTimer, Tracker};
@@ -212,8 +212,8 @@ struct Rebalance {
     /// over the balancer's tolerance (see [`rebalancing::PERSISTENT_ITERATIONS`]).
     over_tolerance: usize,
     /// Each thread's load over the mean, in the last iterations under the current mapping, at
-    /// most [`rebalancing::RECENT_ITERATIONS`] (see `worth_rebalancing`).
-    recent: std::collections::VecDeque<Vec<f64>>,
+    /// most [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS) (see `worth_rebalancing`).
+    recent: RecentLoads,
     /// Balancer time in the threads' idle time, and its overrun, in this iteration so far.
     in_slack: Duration,
     overrun: Duration,
@@ -311,7 +311,7 @@ impl Pbs {
                 measured: false,
                 check: Check::default(),
                 over_tolerance: 0,
-                recent: std::collections::VecDeque::with_capacity(rebalancing::RECENT_ITERATIONS),
+                recent: RecentLoads::default(),
                 in_slack: Duration::ZERO,
                 overrun: Duration::ZERO,
                 slack_this_iteration: 0.0,

@@ -23,13 +23,6 @@ use crate::executors::check::PAYBACK_ITERATIONS;
 /// 5–15 iterations, and fixing each moved boxes that had to move back when it ended.
 pub(super) const PERSISTENT_ITERATIONS: usize = 16;
 
-/// Iterations under the current mapping over which a thread's median load must be over the
-/// trigger before an imbalance over it is fixed. On the
-/// shared VM, another process on one core made a uniform load measure 1.05–1.26 for one to
-/// three iterations in a row, one cluster every 50–80 iterations, often in both box-time
-/// samples; an imbalance of the boxes stays on the same thread for as long as it is not fixed.
-pub(super) const RECENT_ITERATIONS: usize = 7;
-
 impl Pbs {
     /// Ends an iteration whose owner loads (seconds per thread) are `loads`: tells the
     /// criterion, and rebalances when it, the first measurement or a failed check asks for it
@@ -51,10 +44,7 @@ impl Pbs {
         let mut end = IterationEnd { max_avg: metrics::max_avg(loads), ..Default::default() };
         self.rebalance.over_tolerance =
             if end.max_avg > 1.0 + self.options.tol { self.rebalance.over_tolerance + 1 } else { 0 };
-        if self.rebalance.recent.len() == RECENT_ITERATIONS {
-            self.rebalance.recent.pop_front();
-        }
-        self.rebalance.recent.push_back(loads.iter().map(|l| if mean > 0.0 { l / mean } else { 1.0 }).collect());
+        self.rebalance.recent.push(loads);
         end.balancing_in_slack = std::mem::take(&mut self.rebalance.in_slack);
         let overrun = std::mem::take(&mut self.rebalance.overrun);
         // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
@@ -192,7 +182,7 @@ impl Pbs {
     /// share of empty tasks still waits for the trigger. Unless `checked` (the first
     /// measurement, a failed check: they have their own evidence), the threads must have
     /// measured it too, for long enough: over the trigger, one thread's median over the last
-    /// [`RECENT_ITERATIONS`]; under it, [`PERSISTENT_ITERATIONS`] in a row over the tolerance,
+    /// [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS); under it, [`PERSISTENT_ITERATIONS`] in a row over the tolerance,
     /// and one thread's median over it.
     fn worth_rebalancing(&self, problem: &Problem, checked: bool) -> bool {
         let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
@@ -218,16 +208,9 @@ impl Pbs {
         waste * PAYBACK_ITERATIONS >= self.rebalance.last_cost
     }
 
-    /// The largest median, over the recent iterations, of a thread's load over the mean (1
-    /// with fewer than [`RECENT_ITERATIONS`] iterations under the current mapping): what stays
-    /// of an imbalance once a few slow iterations of one thread or another are set aside.
+    /// See [`RecentLoads::persistent_imbalance`](crate::executors::check::RecentLoads).
     fn persistent_imbalance(&self) -> f64 {
-        let recent = &self.rebalance.recent;
-        if recent.len() < RECENT_ITERATIONS {
-            return 1.0;
-        }
-        let threads = recent.iter().map(Vec::len).min().unwrap_or(0);
-        (0..threads).map(|t| metrics::median(&recent.iter().map(|it| it[t]).collect::<Vec<_>>())).fold(1.0, f64::max)
+        self.rebalance.recent.persistent_imbalance()
     }
 }
 
@@ -235,7 +218,7 @@ impl Pbs {
 mod tests {
     use super::*;
     use crate::criteria::{Always, Never};
-    use crate::executors::check::MAX_CORRECTIONS;
+    use crate::executors::check::{RecentLoads, MAX_CORRECTIONS, RECENT_ITERATIONS};
     use crate::executors::PbsOptions;
     use pbs::Grid;
 
@@ -418,9 +401,11 @@ mod tests {
         // The threads' loads over the mean in the last iterations: thread 0 at `heavy` in the
         // iterations `slow`, even otherwise.
         let recent = |heavy: f64, slow: &[usize]| {
-            (0..RECENT_ITERATIONS)
-                .map(|i| if slow.contains(&i) { vec![heavy, 2.0 - heavy] } else { vec![1.0, 1.0] })
-                .collect()
+            RecentLoads(
+                (0..RECENT_ITERATIONS)
+                    .map(|i| if slow.contains(&i) { vec![heavy, 2.0 - heavy] } else { vec![1.0, 1.0] })
+                    .collect(),
+            )
         };
         let always: Vec<usize> = (0..RECENT_ITERATIONS).collect();
         // An imbalance under the trigger that has not lasted is left alone...
@@ -429,13 +414,15 @@ mod tests {
         assert!(!worth(&mut exec, 100e-6, 0.035), "3.5 % for 15 iterations");
         // ...nor one that has, but on a different thread each time (the median is even)...
         exec.rebalance.over_tolerance = PERSISTENT_ITERATIONS;
-        exec.rebalance.recent = (0..RECENT_ITERATIONS)
-            .map(|i| match i % 2 {
-                _ if i == RECENT_ITERATIONS - 1 => vec![1.0, 1.0],
-                0 => vec![1.035, 0.965],
-                _ => vec![0.965, 1.035],
-            })
-            .collect();
+        exec.rebalance.recent = RecentLoads(
+            (0..RECENT_ITERATIONS)
+                .map(|i| match i % 2 {
+                    _ if i == RECENT_ITERATIONS - 1 => vec![1.0, 1.0],
+                    0 => vec![1.035, 0.965],
+                    _ => vec![0.965, 1.035],
+                })
+                .collect(),
+        );
         assert!(!worth(&mut exec, 100e-6, 0.035), "3.5 % on one thread, then the other");
         // ...and fixed once one thread has carried it, when it pays.
         exec.rebalance.recent = recent(1.035, &always);

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the StarPU side of pbs into target/starpu/: libpbs_starpu.so (the policy),
+# libpbs_starpu_preload.so (STARPU_SCHED=pbs for unchanged programs) and heat (ffi/examples'
+# heat code as StarPU tasks), against Debian's StarPU 1.3 and the release libpbs_ffi.so.
+# Usage: starpu/build.sh [--no-cargo]   (--no-cargo: libpbs_ffi.so is already built)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! pkg-config --exists starpu-1.3; then
+    echo "error: StarPU 1.3 not found (pkg-config starpu-1.3): apt-get install libstarpu-dev" >&2
+    exit 1
+fi
+[ "${1:-}" = "--no-cargo" ] || cargo build --release -q -p pbs-ffi
+out=target/starpu
+lib=$PWD/target/release
+mkdir -p "$out"
+cc=${CC:-cc}
+flags=(-std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -Iffi/include -Istarpu/include $(pkg-config --cflags starpu-1.3))
+starpu_libs=$(pkg-config --libs starpu-1.3)
+"$cc" "${flags[@]}" -shared starpu/src/policy.c -o "$out/libpbs_starpu.so" \
+    -L"$lib" -lpbs_ffi $starpu_libs -lpthread -Wl,-rpath,"$lib"
+"$cc" "${flags[@]}" -shared starpu/src/preload.c -o "$out/libpbs_starpu_preload.so" \
+    -L"$out" -lpbs_starpu $starpu_libs -ldl -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"
+"$cc" "${flags[@]}" starpu/examples/heat.c -o "$out/heat" \
+    -L"$out" -lpbs_starpu -L"$lib" -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"

@@ -1,0 +1,68 @@
+/*
+ * pbs_starpu.h: pbs as a StarPU 1.3 scheduling policy.
+ *
+ * The policy maps every task to a box of a grid through its data handles and queues it on the
+ * worker that owns the box (owner computes); a worker whose queue is empty steals from the back
+ * of the queues of the workers whose boxes border its own first. Box loads are the tasks'
+ * durations as StarPU measures them (the profiling information when the application turned
+ * profiling on, else the policy's pre- and post-execution hooks on StarPU's clock); after
+ * every iteration (as many box tasks run as there are boxes) the pbs mapper (pbs.h,
+ * pbs_mapper_*) decides, with the pbs executor's criterion, whether to rebalance.
+ *
+ * Selecting it is one line:
+ *
+ *     struct starpu_conf conf;
+ *     starpu_conf_init(&conf);
+ *     conf.sched_policy = &pbs_starpu_policy;
+ *     starpu_init(&conf);
+ *
+ * or, for a program nobody changes, STARPU_SCHED=pbs with libpbs_starpu_preload.so in
+ * LD_PRELOAD. Link: -lpbs_starpu (built by starpu/build.sh), with StarPU's own flags
+ * (pkg-config starpu-1.3). The pbs settings PBS_METHOD, PBS_TOL, PBS_TRIGGER and PBS_STEPS
+ * apply as for pbs_executor_new. One scheduling context per process uses the policy.
+ *
+ * Boxes: declare them once, after registering the handles (pbs_starpu_declare_grid). A task's
+ * box is that of its first written handle (else its first handle) that is declared. A program
+ * that declares nothing gets a 1D grid: handles numbered in the order tasks first name them at
+ * submission. A task without a box (no handle, or none declared while a grid is) still runs:
+ * it goes to the workers' queues in turn, and the first one in a declared grid is reported on
+ * stderr once.
+ */
+#ifndef PBS_STARPU_H
+#define PBS_STARPU_H
+
+#include <stddef.h>
+#include <starpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The policy, named "pbs". */
+extern struct starpu_sched_policy pbs_starpu_policy;
+
+/* Declares a grid of nx * ny boxes: handles[l * nx * ny + k] belongs to box k (box k is
+   column k % nx, row k / nx), for each of the count / (nx * ny) layers (a code with two
+   buffers per box gives both). Returns 0, or -EINVAL with the reason on stderr: a zero size,
+   a count that is not a multiple of nx * ny, a NULL handle, a handle given for two boxes (it
+   keeps the first), or a grid already declared (the first stays). */
+int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count);
+
+/* What the policy did since starpu_init. */
+struct pbs_starpu_stats {
+    size_t iterations;   /* iterations seen (as many box tasks run as there are boxes) */
+    size_t rebalancings; /* iterations after which the mapper rebalanced */
+    size_t migrations;   /* boxes whose owner changed, summed over rebalancings */
+    size_t stolen;       /* tasks run by a worker other than their box's owner */
+    size_t unboxed;      /* tasks that had no box */
+    double mapper_ms;    /* time spent in the mapper (on the critical path of one worker) */
+};
+
+/* Fills *stats (0, or -EINVAL if stats is NULL). */
+int pbs_starpu_get_stats(struct pbs_starpu_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PBS_STARPU_H */

@@ -1,0 +1,555 @@
+/*
+ * pbs as a StarPU 1.3 scheduling policy (pbs_starpu.h): owner computes through the boxes of the
+ * tasks' data handles, stealing from neighbouring workers, rebalancing by the pbs mapper.
+ *
+ * Locks, and what each protects:
+ *  - each worker's queue: StarPU's sched mutex of that worker (starpu_worker_lock), as StarPU's
+ *    own "ws" policy does. pop_task is called with the caller's mutex held; a thief only
+ *    try-locks a victim, so two thieves never wait on each other.
+ *  - the handle -> box table: table_lock (a read-write lock: lookups on every push and
+ *    post-execution, insertions at declaration and, without one, at submission).
+ *  - box loads of the iteration under way: load_lock, held for a few additions per task.
+ *  - the mapper: map_lock, held by the one worker that ends an iteration while it runs the
+ *    mapper; the others go on (while it is held, the next task's hook ends the iteration).
+ *  - the mapping in use (owners, victims): published whole through an atomic pointer with
+ *    release/acquire ordering, never changed once published, freed at deinit_sched only (a
+ *    push or pop may still be reading the one before), so readers take no lock.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starpu.h>
+#include <starpu_scheduler.h>
+
+#include "pbs.h"
+#include "pbs_starpu.h"
+
+#define NO_BOX SIZE_MAX
+
+/* The mapping in use: who owns each box, whom each worker steals from (worker positions). */
+struct mapping {
+    size_t boxes;
+    unsigned workers;
+    uint32_t *owner;   /* boxes entries */
+    uint32_t *victims; /* workers * (workers - 1) entries: row p for worker position p */
+    struct mapping *retired; /* the mapping this one replaced (freed at deinit) */
+};
+
+/* The handle -> box table: open addressing, linear probing, a power-of-two capacity. */
+struct slot {
+    const void *handle;
+    size_t box;
+};
+
+static struct {
+    /* handle -> box */
+    pthread_rwlock_t table_lock;
+    struct slot *slots;
+    size_t capacity, used;
+    _Atomic int declared; /* 1 once pbs_starpu_declare_grid ran */
+    size_t nx, ny;        /* the declared grid */
+    size_t boxes;  /* declared: nx * ny; else handles numbered so far */
+
+    /* the workers of the context, by position 0..workers-1 */
+    int active;
+    unsigned ctx;
+    unsigned workers;
+    int id[STARPU_NMAXWORKERS];       /* StarPU worker id of each position */
+    int position[STARPU_NMAXWORKERS]; /* position of each StarPU worker id, -1 if none */
+    struct starpu_task_list queue[STARPU_NMAXWORKERS]; /* by StarPU worker id */
+    size_t queued[STARPU_NMAXWORKERS];                 /* tasks in each queue */
+    double started_us[STARPU_NMAXWORKERS];             /* by StarPU worker id */
+
+    /* the mapping and the mapper */
+    struct mapping *_Atomic mapping;
+    pthread_mutex_t map_lock;
+    pbs_mapper *mapper;
+    size_t map_nx, map_ny; /* the mapper's grid: declared, or the handles numbered x 1 */
+
+    /* box loads of the iteration under way */
+    pthread_mutex_t load_lock;
+    double *sum, *load;
+    uint32_t *runs;
+    size_t load_capacity, done;
+
+    struct pbs_starpu_stats stats; /* iterations, rebalancings, migrations, mapper_ms: map_lock */
+    _Atomic size_t stolen, unboxed, next;
+    _Atomic int warned;
+} S = {
+    .table_lock = PTHREAD_RWLOCK_INITIALIZER,
+    .map_lock = PTHREAD_MUTEX_INITIALIZER,
+    .load_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static void say(const char *message) {
+    fprintf(stderr, "pbs (StarPU policy): %s\n", message);
+}
+
+/* ---- the handle -> box table (callers hold table_lock) ------------------------------------- */
+
+static size_t slot_of(const void *handle, size_t capacity) {
+    uint64_t h = (uint64_t)(uintptr_t)handle * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (capacity - 1);
+}
+
+static size_t table_find(const void *handle) {
+    if (!S.capacity) return NO_BOX;
+    for (size_t i = slot_of(handle, S.capacity);; i = (i + 1) & (S.capacity - 1)) {
+        if (S.slots[i].handle == handle) return S.slots[i].box;
+        if (!S.slots[i].handle) return NO_BOX;
+    }
+}
+
+/* Inserts handle -> box (the handle is absent); 0, or -ENOMEM. */
+static int table_insert(const void *handle, size_t box) {
+    if (2 * (S.used + 1) > S.capacity) {
+        size_t capacity = S.capacity ? 2 * S.capacity : 1024;
+        struct slot *slots = calloc(capacity, sizeof *slots);
+        if (!slots) return -ENOMEM;
+        for (size_t i = 0; i < S.capacity; i++)
+            if (S.slots[i].handle) {
+                size_t j = slot_of(S.slots[i].handle, capacity);
+                while (slots[j].handle) j = (j + 1) & (capacity - 1);
+                slots[j] = S.slots[i];
+            }
+        free(S.slots);
+        S.slots = slots;
+        S.capacity = capacity;
+    }
+    size_t j = slot_of(handle, S.capacity);
+    while (S.slots[j].handle) j = (j + 1) & (S.capacity - 1);
+    S.slots[j] = (struct slot){handle, box};
+    S.used++;
+    return 0;
+}
+
+static void table_clear(void) {
+    free(S.slots);
+    S.slots = NULL;
+    S.capacity = S.used = 0;
+}
+
+/* The handle that gives a task its box: its first written handle, else its first handle. */
+static starpu_data_handle_t box_handle(const struct starpu_task *task) {
+    if (!task->cl) return NULL;
+    unsigned n = STARPU_TASK_GET_NBUFFERS(task);
+    for (unsigned i = 0; i < n; i++)
+        if (STARPU_TASK_GET_MODE(task, i) & STARPU_W) return STARPU_TASK_GET_HANDLE(task, i);
+    return n ? STARPU_TASK_GET_HANDLE(task, 0) : NULL;
+}
+
+/* The task's box, or NO_BOX. In a declared grid, the first written (else first) declared
+   handle's; otherwise the number of its box handle. */
+static size_t box_of(const struct starpu_task *task) {
+    if (!task->cl) return NO_BOX;
+    size_t box = NO_BOX;
+    pthread_rwlock_rdlock(&S.table_lock);
+    if (S.declared) {
+        unsigned n = STARPU_TASK_GET_NBUFFERS(task);
+        for (int pass = 0; pass < 2 && box == NO_BOX; pass++)
+            for (unsigned i = 0; i < n && box == NO_BOX; i++)
+                if (pass == 1 || (STARPU_TASK_GET_MODE(task, i) & STARPU_W))
+                    box = table_find(STARPU_TASK_GET_HANDLE(task, i));
+    } else {
+        starpu_data_handle_t h = box_handle(task);
+        if (h) box = table_find(h);
+    }
+    pthread_rwlock_unlock(&S.table_lock);
+    return box;
+}
+
+int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count) {
+    char message[256];
+    if (!nx || !ny || !handles || !count || count % (nx * ny)) {
+        snprintf(message, sizeof message,
+                 "pbs_starpu_declare_grid(%zu, %zu, %s, %zu): the sizes must be > 0 and the count a "
+                 "multiple of nx * ny; nothing declared",
+                 nx, ny, handles ? "handles" : "NULL", count);
+        say(message);
+        return -EINVAL;
+    }
+    pthread_rwlock_wrlock(&S.table_lock);
+    if (S.declared) {
+        pthread_rwlock_unlock(&S.table_lock);
+        snprintf(message, sizeof message,
+                 "a grid is already declared (%zu x %zu boxes): this one (%zu x %zu) is ignored", S.nx, S.ny, nx,
+                 ny);
+        say(message);
+        return -EINVAL;
+    }
+    /* Handles numbered before the declaration (tasks submitted before it) are forgotten. */
+    table_clear();
+    int status = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t box = i % (nx * ny), had;
+        if (!handles[i]) {
+            snprintf(message, sizeof message, "handle %zu (box %zu) is NULL: not declared", i, box);
+            say(message);
+            status = -EINVAL;
+        } else if ((had = table_find(handles[i])) != NO_BOX) {
+            snprintf(message, sizeof message,
+                     "handle %zu is declared for box %zu and for box %zu: it stays in box %zu", i, had, box, had);
+            say(message);
+            status = -EINVAL;
+        } else if (table_insert(handles[i], box)) {
+            say("out of memory for the handle table: the rest of the grid is not declared");
+            status = -ENOMEM;
+            break;
+        }
+    }
+    S.declared = 1;
+    S.nx = nx;
+    S.ny = ny;
+    S.boxes = nx * ny;
+    pthread_rwlock_unlock(&S.table_lock);
+    return status;
+}
+
+/* Without a declared grid: numbers the box handle of a task at its submission. */
+static void submit_hook(struct starpu_task *task) {
+    starpu_data_handle_t h = box_handle(task);
+    if (!h) return;
+    pthread_rwlock_rdlock(&S.table_lock);
+    int known = S.declared || table_find(h) != NO_BOX;
+    pthread_rwlock_unlock(&S.table_lock);
+    if (known) return;
+    pthread_rwlock_wrlock(&S.table_lock);
+    if (!S.declared && table_find(h) == NO_BOX && table_insert(h, S.boxes) == 0) S.boxes++;
+    pthread_rwlock_unlock(&S.table_lock);
+}
+
+/* ---- the mapping ---------------------------------------------------------------------------- */
+
+static void fail(const char *what) {
+    char message[512];
+    snprintf(message, sizeof message, "%s: %s; the current mapping stays", what,
+             pbs_last_error() ? pbs_last_error() : "out of memory");
+    say(message);
+}
+
+/* A new mapping from the mapper (caller holds map_lock); published, the old one retired. */
+static void publish(void) {
+    struct mapping *m = calloc(1, sizeof *m);
+    size_t boxes = S.map_nx * S.map_ny, w = S.workers;
+    if (m) {
+        m->owner = malloc(boxes * sizeof *m->owner);
+        m->victims = malloc((w * (w - 1) + 1) * sizeof *m->victims);
+    }
+    if (!m || !m->owner || !m->victims) {
+        if (m) free(m->owner), free(m->victims);
+        free(m);
+        say("out of memory for a new mapping: the current one stays");
+        return;
+    }
+    m->boxes = boxes;
+    m->workers = S.workers;
+    if (pbs_mapper_owners(S.mapper, m->owner, boxes) != PBS_OK) {
+        fail("the mapper's owners");
+        free(m->owner), free(m->victims), free(m);
+        return;
+    }
+    for (unsigned p = 0; p < w; p++)
+        if (pbs_mapper_victims(S.mapper, p, m->victims + (size_t)p * (w - 1), w - 1) != PBS_OK) {
+            fail("the mapper's victims");
+            free(m->owner), free(m->victims), free(m);
+            return;
+        }
+    m->retired = atomic_load_explicit(&S.mapping, memory_order_relaxed);
+    atomic_store_explicit(&S.mapping, m, memory_order_release);
+}
+
+/* A mapper over the current grid (caller holds map_lock): declared, or the handles so far. */
+static void new_mapper(void) {
+    pthread_rwlock_rdlock(&S.table_lock);
+    size_t nx = S.declared ? S.nx : S.boxes, ny = S.declared ? S.ny : 1;
+    pthread_rwlock_unlock(&S.table_lock);
+    if (!nx || !S.workers) return;
+    pbs_mapper *m = pbs_mapper_new(nx, ny, 1, S.workers, 1);
+    if (!m) {
+        fail("a mapper for the grid");
+        return;
+    }
+    pbs_mapper_free(S.mapper);
+    S.mapper = m;
+    S.map_nx = nx;
+    S.map_ny = ny;
+    publish();
+}
+
+/* The position of the worker that runs a task of box `box` (a box beyond the mapping: the
+   workers in turn). */
+static unsigned owner_of(size_t box) {
+    struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
+    if (box != NO_BOX && m && box < m->boxes && m->workers == S.workers) return m->owner[box];
+    if (box != NO_BOX && box < SIZE_MAX / 2) return (unsigned)(box % S.workers);
+    return (unsigned)(atomic_fetch_add_explicit(&S.next, 1, memory_order_relaxed) % S.workers);
+}
+
+/* Ends an iteration on the loads measured: the mapper decides (caller holds map_lock). */
+static void end_iteration(const double *loads, size_t boxes) {
+    double t0 = starpu_timing_now();
+    if (!S.mapper || boxes != S.map_nx * S.map_ny) new_mapper();
+    if (S.mapper && boxes == S.map_nx * S.map_ny) {
+        pbs_iteration_end end;
+        if (pbs_mapper_end_iteration(S.mapper, loads, boxes, &end) != PBS_OK) {
+            fail("the mapper refused the loads");
+        } else {
+            S.stats.iterations++;
+            if (end.rebalanced) {
+                S.stats.rebalancings++;
+                S.stats.migrations += end.migrations;
+                if (end.migrations) publish();
+            }
+        }
+    }
+    S.stats.mapper_ms += (starpu_timing_now() - t0) / 1e3;
+}
+
+/* ---- the policy ----------------------------------------------------------------------------- */
+
+static void init_sched(unsigned ctx) {
+    if (S.active) {
+        say("a second scheduling context asked for the pbs policy: its tasks share the first one's "
+            "workers and mapping");
+        return;
+    }
+    S.active = 1;
+    S.ctx = ctx;
+    S.workers = 0;
+    for (int i = 0; i < STARPU_NMAXWORKERS; i++) S.position[i] = -1;
+    memset(&S.stats, 0, sizeof S.stats);
+    S.stolen = S.unboxed = S.next = 0;
+    S.warned = 0;
+    S.done = 0;
+}
+
+static void add_workers(unsigned ctx, int *ids, unsigned n) {
+    (void)ctx;
+    pthread_mutex_lock(&S.map_lock);
+    for (unsigned i = 0; i < n; i++) {
+        int w = ids[i];
+        if (w < 0 || w >= STARPU_NMAXWORKERS || S.position[w] >= 0) continue;
+        starpu_task_list_init(&S.queue[w]);
+        S.queued[w] = 0;
+        S.position[w] = (int)S.workers;
+        S.id[S.workers++] = w;
+    }
+    /* A mapping for other workers no longer applies: a new mapper at the next push. */
+    pbs_mapper_free(S.mapper);
+    S.mapper = NULL;
+    pthread_mutex_unlock(&S.map_lock);
+}
+
+static void remove_workers(unsigned ctx, int *ids, unsigned n) {
+    /* Called at shutdown. A worker removed while running keeps its queue, which the others
+       steal from (every position stays a victim). */
+    (void)ctx;
+    (void)ids;
+    (void)n;
+}
+
+static void deinit_sched(unsigned ctx) {
+    if (!S.active || ctx != S.ctx) return;
+    if (getenv("PBS_STARPU_VERBOSE"))
+        fprintf(stderr,
+                "pbs (StarPU policy): %zu iterations, %zu rebalancings, %zu migrations, %zu stolen, %zu "
+                "without a box, %.3f ms in the mapper\n",
+                S.stats.iterations, S.stats.rebalancings, S.stats.migrations, S.stolen, S.unboxed,
+                S.stats.mapper_ms);
+    pthread_mutex_lock(&S.map_lock);
+    pbs_mapper_free(S.mapper);
+    S.mapper = NULL;
+    struct mapping *m = atomic_exchange(&S.mapping, NULL);
+    while (m) {
+        struct mapping *next = m->retired;
+        free(m->owner), free(m->victims), free(m);
+        m = next;
+    }
+    pthread_mutex_unlock(&S.map_lock);
+    pthread_mutex_lock(&S.load_lock);
+    free(S.sum), free(S.load), free(S.runs);
+    S.sum = S.load = NULL;
+    S.runs = NULL;
+    S.load_capacity = S.done = 0;
+    pthread_mutex_unlock(&S.load_lock);
+    pthread_rwlock_wrlock(&S.table_lock);
+    table_clear();
+    S.declared = 0;
+    S.boxes = S.nx = S.ny = 0;
+    pthread_rwlock_unlock(&S.table_lock);
+    S.active = 0;
+}
+
+static int push_task(struct starpu_task *task) {
+    size_t box = box_of(task);
+    if (box == NO_BOX) {
+        atomic_fetch_add_explicit(&S.unboxed, 1, memory_order_relaxed);
+        if (S.declared && task->cl && !atomic_exchange(&S.warned, 1)) {
+            char message[256];
+            snprintf(message, sizeof message,
+                     "a task of codelet '%s' has none of its handles in the declared grid: it runs anyway, "
+                     "as will any other such task (the workers' queues in turn)",
+                     task->cl->name ? task->cl->name : "(unnamed)");
+            say(message);
+        }
+    } else if (S.declared && !atomic_load_explicit(&S.mapping, memory_order_acquire)) {
+        pthread_mutex_lock(&S.map_lock);
+        if (!S.mapper) new_mapper();
+        pthread_mutex_unlock(&S.map_lock);
+    }
+    int worker = S.id[owner_of(box)];
+    /* A worker that cannot run it (a CPU-only task, a GPU worker): the first that can. */
+    if (!starpu_worker_can_execute_task_first_impl(worker, task, NULL))
+        for (unsigned p = 0; p < S.workers; p++)
+            if (starpu_worker_can_execute_task_first_impl(S.id[p], task, NULL)) {
+                worker = S.id[p];
+                break;
+            }
+    starpu_worker_lock(worker);
+    starpu_task_list_push_back(&S.queue[worker], task);
+    S.queued[worker]++;
+    starpu_push_task_end(task);
+    starpu_worker_unlock(worker);
+    /* Every worker: an idle one may steal it if its owner is busy. */
+    for (unsigned p = 0; p < S.workers; p++) starpu_wake_worker_relax_light(S.id[p]);
+    return 0;
+}
+
+/* The last task of `victim`'s queue that worker `me` can run, taken out; the caller holds the
+   victim's mutex. The back: the owner works through the front. Only from a queue of two tasks
+   or more: a queue that tasks reach one by one, as fast as its owner runs them (a program that
+   submits as it goes), is not behind, and taking its one task would only move the box. */
+static struct starpu_task *take_back(int victim, int me) {
+    struct starpu_task_list *q = &S.queue[victim];
+    if (S.queued[victim] < 2) return NULL;
+    for (struct starpu_task *t = starpu_task_list_back(q); t; t = t->prev)
+        if (starpu_worker_can_execute_task_first_impl(me, t, NULL)) {
+            starpu_task_list_erase(q, t);
+            S.queued[victim]--;
+            return t;
+        }
+    return NULL;
+}
+
+/* Called with the caller's own mutex held (StarPU's contract). */
+static struct starpu_task *pop_task(unsigned ctx) {
+    (void)ctx;
+    int me = starpu_worker_get_id_check();
+    if (!starpu_task_list_empty(&S.queue[me])) {
+        S.queued[me]--;
+        return starpu_task_list_pop_front(&S.queue[me]);
+    }
+    int p = S.position[me];
+    struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
+    for (unsigned i = 0; p >= 0 && i + 1 < S.workers; i++) {
+        unsigned vp = m && m->workers == S.workers ? m->victims[(size_t)p * (S.workers - 1) + i]
+                                                   : (unsigned)(p + 1 + i) % S.workers;
+        int victim = S.id[vp];
+        if (starpu_worker_trylock(victim)) continue; /* busy scheduling: not now */
+        struct starpu_task *t = take_back(victim, me);
+        starpu_worker_unlock(victim);
+        if (t) {
+            atomic_fetch_add_explicit(&S.stolen, 1, memory_order_relaxed);
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static void pre_exec_hook(struct starpu_task *task, unsigned ctx) {
+    (void)task;
+    (void)ctx;
+    int me = starpu_worker_get_id();
+    if (me >= 0 && me < STARPU_NMAXWORKERS) S.started_us[me] = starpu_timing_now();
+}
+
+/* Grows the load arrays to `boxes` (caller holds load_lock); 0, or -ENOMEM. */
+static int loads_for(size_t boxes) {
+    if (boxes <= S.load_capacity) return 0;
+    size_t capacity = S.load_capacity ? S.load_capacity : 1024;
+    while (capacity < boxes) capacity *= 2;
+    double *sum = realloc(S.sum, capacity * sizeof *sum);
+    if (sum) S.sum = sum;
+    double *load = realloc(S.load, capacity * sizeof *load);
+    if (load) S.load = load;
+    uint32_t *runs = realloc(S.runs, capacity * sizeof *runs);
+    if (runs) S.runs = runs;
+    if (!sum || !load || !runs) return -ENOMEM;
+    for (size_t b = S.load_capacity; b < capacity; b++) S.sum[b] = S.load[b] = 0.0, S.runs[b] = 0;
+    S.load_capacity = capacity;
+    return 0;
+}
+
+static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
+    (void)ctx;
+    size_t box = box_of(task);
+    int me = starpu_worker_get_id();
+    if (box == NO_BOX || me < 0 || me >= STARPU_NMAXWORKERS) return;
+    /* StarPU's profiling times when the application turned profiling on, else the hooks'. */
+    double us = starpu_timing_now() - S.started_us[me];
+    struct starpu_profiling_task_info *info = task->profiling_info;
+    if (info && starpu_profiling_status_get() && info->end_time.tv_sec) {
+        double profiled = starpu_timing_timespec_delay_us(&info->start_time, &info->end_time);
+        if (profiled > 0) us = profiled;
+    }
+    pthread_rwlock_rdlock(&S.table_lock);
+    size_t boxes = S.boxes;
+    pthread_rwlock_unlock(&S.table_lock);
+    pthread_mutex_lock(&S.load_lock);
+    if (loads_for(boxes > box ? boxes : box + 1)) {
+        pthread_mutex_unlock(&S.load_lock);
+        return;
+    }
+    S.sum[box] += us * 1e-6;
+    S.runs[box]++;
+    if (++S.done < boxes || pthread_mutex_trylock(&S.map_lock)) {
+        pthread_mutex_unlock(&S.load_lock);
+        return;
+    }
+    /* An iteration's worth of box tasks ran: their mean time per box is its load (a box that
+       did not run keeps its last one). */
+    for (size_t b = 0; b < boxes; b++) {
+        if (S.runs[b]) S.load[b] = S.sum[b] / S.runs[b];
+        S.sum[b] = 0.0;
+        S.runs[b] = 0;
+    }
+    S.done = 0;
+    double *loads = malloc(boxes * sizeof *loads);
+    if (loads) memcpy(loads, S.load, boxes * sizeof *loads);
+    pthread_mutex_unlock(&S.load_lock);
+    if (loads) end_iteration(loads, boxes);
+    pthread_mutex_unlock(&S.map_lock);
+    free(loads);
+}
+
+int pbs_starpu_get_stats(struct pbs_starpu_stats *stats) {
+    if (!stats) return -EINVAL;
+    pthread_mutex_lock(&S.map_lock);
+    *stats = S.stats;
+    pthread_mutex_unlock(&S.map_lock);
+    stats->stolen = atomic_load(&S.stolen);
+    stats->unboxed = atomic_load(&S.unboxed);
+    return 0;
+}
+
+struct starpu_sched_policy pbs_starpu_policy = {
+    .init_sched = init_sched,
+    .deinit_sched = deinit_sched,
+    .add_workers = add_workers,
+    .remove_workers = remove_workers,
+    .push_task = push_task,
+    .pop_task = pop_task,
+    .submit_hook = submit_hook,
+    .pre_exec_hook = pre_exec_hook,
+    .post_exec_hook = post_exec_hook,
+    .policy_name = "pbs",
+    .policy_description = "pair-potential scheduling: owner computes over a grid of boxes, stealing "
+                          "from neighbours (pbs)",
+    .worker_type = STARPU_WORKER_LIST,
+};

@@ -45,6 +45,9 @@ WINDOW_PACKAGES=(libx11-6 libx11-xcb1 libxcursor1 libxrandr2 libxi6 libxkbcommon
 XVFB_PACKAGES=(xvfb xauth)
 # The install test builds a C program with CMake against the installed library.
 CMAKE_PACKAGES=(cmake)
+# The StarPU policy of starpu/ builds against Debian's StarPU 1.3 and is compared on StarPU's own
+# example programs, some of which are MPI programs that start an MPI singleton (orted).
+STARPU_PACKAGES=(libstarpu-dev starpu-examples openmpi-bin)
 # pbs.hpp is tested under both C++ compilers of Debian.
 CXX_PACKAGES=(g++ clang)
 

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}" "${CXX_PACKAGES[@]}"
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}" "${CXX_PACKAGES[@]}" "${STARPU_PACKAGES[@]}"
 need_components
 
 echo "== cargo fmt --check"
@@ -57,6 +57,9 @@ for program in "$prefix/balance-pkg-config" "$prefix/build/balance" "$prefix/bui
 done
 ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'
 rm -rf "$prefix"
+
+echo "== the StarPU policy against StarPU 1.3: our heat code, StarPU's programs, bad declarations"
+cargo test -p pbs-bench --test starpu -- --ignored
 
 echo "== the pool's protocol, model-checked (loom)"
 RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool --release

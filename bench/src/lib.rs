@@ -50,6 +50,7 @@ pub mod peers;
 pub mod run;
 pub mod scaling;
 pub mod shapes;
+pub mod starpu;
 pub mod table;
 pub mod transitions;
 

@@ -9,11 +9,12 @@
  *   starpu/build.sh
  *   target/starpu/heat [--sched pbs|eager|ws|lws|dmda|prio|...] [--workers 2] [--iters 200]
  *                      [--nx 32] [--ny 32] [--side 16] [--hot 100] [--load corner|uniform]
- *                      [--barrier 0|1] [--empty 0|1] [--trace FILE]
+ *                      [--barrier 0|1] [--window W] [--empty 0|1] [--trace FILE]
  *
- * Tasks are submitted as StarPU programs do, ahead of their execution (a window of four
- * iterations' worth), so iterations overlap where their dependencies allow; an iteration's time
- * is the time between the completions of its last task and the previous iteration's. --barrier 1
+ * Tasks are submitted as StarPU programs do, ahead of their execution (all of them, or at most
+ * W iterations' worth with --window W), so iterations overlap where their dependencies allow;
+ * an iteration's time is the time between the completions of its last task and the previous
+ * iteration's. --barrier 1
  * waits for every task after each iteration instead (submission then alternates with
  * execution). --empty 1 makes the task return at once (the policies' overhead per task; the
  * checksum is then that of the starting field).
@@ -137,14 +138,14 @@ static int by_double(const void *a, const void *b) {
 static int usage(const char *message) {
     fprintf(stderr,
             "heat: %s\nusage: heat [--sched NAME] [--workers N] [--iters K] [--nx N] [--ny N] [--side S] "
-            "[--hot T] [--load corner|uniform] [--barrier 0|1] [--empty 0|1] [--trace FILE]\n",
+            "[--hot T] [--load corner|uniform] [--barrier 0|1] [--window W] [--empty 0|1] [--trace FILE]\n",
             message);
     return 2;
 }
 
 int main(int argc, char **argv) {
     const char *sched = "pbs", *load = "corner", *trace_path = NULL;
-    long workers = 2, iterations = 200, barrier = 0;
+    long workers = 2, iterations = 200, barrier = 0, window = 0;
     double hot = 100.0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -163,6 +164,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(k, "--ny")) NY = (size_t)x;
             else if (!strcmp(k, "--side")) S = (size_t)x;
             else if (!strcmp(k, "--barrier")) barrier = x;
+            else if (!strcmp(k, "--window")) window = x;
             else if (!strcmp(k, "--empty")) empty = (int)x;
             else return usage("unknown option");
             if (x < 0) return usage("a negative size");
@@ -253,8 +255,8 @@ int main(int argc, char **argv) {
             for (int w = 0; w < STARPU_NMAXWORKERS; w++) task_ms += busy[w], busy[w] = 0.0;
             double wall = finished[it] - (it ? finished[it - 1] : start);
             efficiency += wall > 0 ? task_ms / ((double)workers * wall) : 1.0;
-        } else if (it >= 4) {
-            starpu_task_wait_for_n_submitted((unsigned)(4 * boxes));
+        } else if (window && it >= window) {
+            starpu_task_wait_for_n_submitted((unsigned)((size_t)window * boxes));
         }
     }
     starpu_task_wait_for_all();

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -31,6 +32,10 @@
 #include "pbs_starpu.h"
 
 #define NO_BOX SIZE_MAX
+
+/* Iterations whose times of a box give its load, as their median: a task kept off its core
+   (the submitting thread, another process) measures many times its time in one iteration. */
+#define LOAD_SAMPLES 3
 
 /* The mapping in use: who owns each box, whom each worker steals from (worker positions). */
 struct mapping {
@@ -74,13 +79,17 @@ static struct {
 
     /* box loads of the iteration under way */
     pthread_mutex_t load_lock;
-    double *sum, *load;
+    double *sum;
+    double *load; /* the last LOAD_SAMPLES iterations' time of each box (NAN: none yet) */
     uint32_t *runs;
     size_t load_capacity, done;
 
     struct pbs_starpu_stats stats; /* iterations, rebalancings, migrations, mapper_ms: map_lock */
     _Atomic size_t stolen, unboxed, next;
     _Atomic int warned;
+    int steal; /* PBS_STEAL: 0 = never, 1 = always, 2 = auto (the default) */
+    double idle_since[STARPU_NMAXWORKERS]; /* by StarPU worker id: when its queue ran dry, 0 if busy */
+    _Atomic double patience_us;            /* auto: how long a worker waits before it steals */
 } S = {
     .table_lock = PTHREAD_RWLOCK_INITIALIZER,
     .map_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -194,7 +203,7 @@ int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *ha
             status = -EINVAL;
         } else if ((had = table_find(handles[i])) != NO_BOX) {
             snprintf(message, sizeof message,
-                     "handle %zu is declared for box %zu and for box %zu: it stays in box %zu", i, had, box, had);
+                     "handles[%zu] (for box %zu) is already box %zu's handle: it stays box %zu's", i, box, had, had);
             say(message);
             status = -EINVAL;
         } else if (table_insert(handles[i], box)) {
@@ -295,6 +304,9 @@ static unsigned owner_of(size_t box) {
 static void end_iteration(const double *loads, size_t boxes) {
     double t0 = starpu_timing_now();
     if (!S.mapper || boxes != S.map_nx * S.map_ny) new_mapper();
+    double total = 0.0;
+    for (size_t b = 0; b < boxes; b++) total += loads[b];
+    atomic_store_explicit(&S.patience_us, boxes ? 2e6 * total / (double)boxes : 0.0, memory_order_relaxed);
     if (S.mapper && boxes == S.map_nx * S.map_ny) {
         pbs_iteration_end end;
         if (pbs_mapper_end_iteration(S.mapper, loads, boxes, &end) != PBS_OK) {
@@ -327,6 +339,18 @@ static void init_sched(unsigned ctx) {
     S.stolen = S.unboxed = S.next = 0;
     S.warned = 0;
     S.done = 0;
+    atomic_store(&S.patience_us, 0.0);
+    for (int i = 0; i < STARPU_NMAXWORKERS; i++) S.idle_since[i] = 0.0;
+    const char *steal = getenv("PBS_STEAL");
+    S.steal = 2;
+    if (steal && !strcmp(steal, "never")) S.steal = 0;
+    else if (steal && !strcmp(steal, "always")) S.steal = 1;
+    else if (steal && strcmp(steal, "auto")) {
+        char message[160];
+        snprintf(message, sizeof message, "PBS_STEAL=%.40s: expected never, always or auto; stealing stays auto",
+                 steal);
+        say(message);
+    }
 }
 
 static void add_workers(unsigned ctx, int *ids, unsigned n) {
@@ -443,9 +467,18 @@ static struct starpu_task *pop_task(unsigned ctx) {
     int me = starpu_worker_get_id_check();
     if (!starpu_task_list_empty(&S.queue[me])) {
         S.queued[me]--;
+        S.idle_since[me] = 0.0;
         return starpu_task_list_pop_front(&S.queue[me]);
     }
     int p = S.position[me];
+    if (!S.steal) return NULL;
+    if (S.steal == 2) {
+        /* auto: a queue that runs dry for less than two mean task times is waiting on its
+           neighbours' boxes (dependencies), not behind; stealing then only moves boxes. */
+        double now = starpu_timing_now();
+        if (S.idle_since[me] == 0.0) S.idle_since[me] = now;
+        if (now - S.idle_since[me] < atomic_load_explicit(&S.patience_us, memory_order_relaxed)) return NULL;
+    }
     struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
     for (unsigned i = 0; p >= 0 && i + 1 < S.workers; i++) {
         unsigned vp = m && m->workers == S.workers ? m->victims[(size_t)p * (S.workers - 1) + i]
@@ -456,6 +489,7 @@ static struct starpu_task *pop_task(unsigned ctx) {
         starpu_worker_unlock(victim);
         if (t) {
             atomic_fetch_add_explicit(&S.stolen, 1, memory_order_relaxed);
+            S.idle_since[me] = 0.0;
             return t;
         }
     }
@@ -476,14 +510,32 @@ static int loads_for(size_t boxes) {
     while (capacity < boxes) capacity *= 2;
     double *sum = realloc(S.sum, capacity * sizeof *sum);
     if (sum) S.sum = sum;
-    double *load = realloc(S.load, capacity * sizeof *load);
+    double *load = realloc(S.load, capacity * LOAD_SAMPLES * sizeof *load);
     if (load) S.load = load;
     uint32_t *runs = realloc(S.runs, capacity * sizeof *runs);
     if (runs) S.runs = runs;
     if (!sum || !load || !runs) return -ENOMEM;
-    for (size_t b = S.load_capacity; b < capacity; b++) S.sum[b] = S.load[b] = 0.0, S.runs[b] = 0;
+    for (size_t b = S.load_capacity; b < capacity; b++) {
+        S.sum[b] = 0.0;
+        S.runs[b] = 0;
+        for (int i = 0; i < LOAD_SAMPLES; i++) S.load[b * LOAD_SAMPLES + i] = NAN;
+    }
     S.load_capacity = capacity;
     return 0;
+}
+
+/* The median of a box's samples that are not NAN (0 if none). */
+static double median_of(const double *last) {
+    double v[LOAD_SAMPLES];
+    int n = 0;
+    for (int i = 0; i < LOAD_SAMPLES; i++)
+        if (!isnan(last[i])) {
+            int j = n++;
+            for (; j > 0 && v[j - 1] > last[i]; j--) v[j] = v[j - 1]; /* insertion sort */
+            v[j] = last[i];
+        }
+    if (!n) return 0.0;
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
@@ -512,16 +564,20 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         pthread_mutex_unlock(&S.load_lock);
         return;
     }
-    /* An iteration's worth of box tasks ran: their mean time per box is its load (a box that
-       did not run keeps its last one). */
+    /* An iteration's worth of box tasks ran: a box's time in it is the mean of its tasks', its
+       load the median of its last LOAD_SAMPLES times (a box that did not run keeps its last). */
+    double *loads = malloc(boxes * sizeof *loads);
     for (size_t b = 0; b < boxes; b++) {
-        if (S.runs[b]) S.load[b] = S.sum[b] / S.runs[b];
+        double *last = S.load + b * LOAD_SAMPLES;
+        if (S.runs[b]) {
+            memmove(last, last + 1, (LOAD_SAMPLES - 1) * sizeof *last);
+            last[LOAD_SAMPLES - 1] = S.sum[b] / S.runs[b];
+        }
         S.sum[b] = 0.0;
         S.runs[b] = 0;
+        if (loads) loads[b] = median_of(last);
     }
     S.done = 0;
-    double *loads = malloc(boxes * sizeof *loads);
-    if (loads) memcpy(loads, S.load, boxes * sizeof *loads);
     pthread_mutex_unlock(&S.load_lock);
     if (loads) end_iteration(loads, boxes);
     pthread_mutex_unlock(&S.map_lock);

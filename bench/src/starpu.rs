@@ -1,0 +1,558 @@
+//! `pbs-bench starpu`: pbs as a StarPU scheduling policy against StarPU's own policies, side by
+//! side in one run, on the heat code as StarPU tasks (`starpu/examples/heat.c`) and on programs
+//! of Debian's `starpu-examples`, run unchanged (pbs through `libpbs_starpu_preload.so`).
+//!
+//! Each round runs every policy once, in an order rotated from round to round; a warm-up round
+//! comes first (it also lets `dmda` calibrate its performance model). Time figures are medians
+//! over rounds, and ratios to `eager` are medians of the ratios within each round. Affinity and
+//! modelled misses come from the trace the heat program writes: which worker started which box,
+//! in order, replayed through the per-worker LRU model of `pbs_scheduler::cache_model` (the
+//! same model `pbs-bench run` uses).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use pbs::metrics::median;
+use pbs::Grid;
+use pbs_scheduler::cache_model::CacheModel;
+use serde::Serialize;
+
+use crate::table::Table;
+
+/// StarPU's policies compared by default, pbs first.
+pub const POLICIES: [&str; 6] = ["pbs", "eager", "ws", "lws", "dmda", "prio"];
+
+/// The checksum of a program whose results differ between runs under the same policy.
+const VARIES: &str = "varies";
+
+/// Longest a program may run before it is stopped (and reported as failed, never waited on).
+const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What `pbs-bench starpu` runs.
+#[derive(Debug, Clone)]
+pub struct StarpuSettings {
+    /// StarPU CPU workers.
+    pub workers: usize,
+    /// Heat iterations per run.
+    pub iters: usize,
+    /// Measured rounds (each runs every policy once).
+    pub repeats: usize,
+    /// Boxes along x and y, cells per box side.
+    pub nx: usize,
+    /// Boxes along y.
+    pub ny: usize,
+    /// Cells per box side.
+    pub side: usize,
+    /// Temperature of the hot corner (its boxes' extra work).
+    pub hot: f64,
+    /// `corner` (imbalanced) or `uniform`.
+    pub load: String,
+    /// Wait for every task after each iteration instead of submitting ahead.
+    pub barrier: bool,
+    /// Tasks that return at once: the policies' overhead per task.
+    pub empty: bool,
+    /// Policies, `pbs` and StarPU's names.
+    pub policies: Vec<String>,
+    /// Also run StarPU's example programs under every policy.
+    pub examples: bool,
+    /// Modelled cache per worker, bytes.
+    pub cache_bytes: u64,
+}
+
+/// One row: a program under a policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct StarpuRow {
+    /// `heat` (ours) or the name of StarPU's example.
+    pub program: String,
+    /// The StarPU policy.
+    pub scheduler: String,
+    /// Median iteration time, ms (heat only).
+    pub iter_ms_median: Option<f64>,
+    /// Median over rounds of this policy's iteration time over eager's in the same round.
+    pub ratio_to_eager: Option<f64>,
+    /// Task time / (workers × wall), median over rounds (heat only).
+    pub efficiency: Option<f64>,
+    /// Share of box executions on the worker that ran the box's previous one (heat only).
+    pub affinity: Option<f64>,
+    /// Modelled cache misses, 64-byte lines, median over rounds (heat only).
+    pub modelled_misses: Option<u64>,
+    /// Boxes whose owner changed, pbs only (the other policies have no owners).
+    pub migrations: Option<usize>,
+    /// Rebalancings, pbs only.
+    pub rebalancings: Option<usize>,
+    /// Heat: the program's checksum of the final field; an example: an FNV-1a hash of the
+    /// lines of its output that carry results (None when it prints none).
+    pub checksum: Option<String>,
+    /// Whether `checksum` equals eager's (None when there is nothing to compare).
+    pub output_matches_eager: Option<bool>,
+    /// Median wall time of the whole program, ms.
+    pub wall_ms_median: f64,
+    /// What a reader should know about the row.
+    pub note: String,
+}
+
+/// One of StarPU's example programs: its path under the examples folder, its arguments, and
+/// which lines of its output carry results (the others give times or worker ids).
+struct Example {
+    name: &'static str,
+    path: &'static str,
+    args: &'static [&'static str],
+    result_line: fn(&str) -> bool,
+}
+
+const EXAMPLES: [Example; 7] = [
+    Example {
+        name: "stencil",
+        path: "stencil/stencil",
+        args: &["-nbz", "8", "-sizex", "32", "-sizey", "32", "-sizez", "64", "-niter", "16"],
+        result_line: |_| false,
+    },
+    Example {
+        name: "heat (FEM, CG)",
+        path: "heat",
+        args: &["-nthick", "10", "-ntheta", "34", "-size", "256", "-cg"],
+        result_line: |l| l.contains("delta_new") || l.contains("DOT ="),
+    },
+    Example { name: "cg", path: "cg", args: &[], result_line: |l| l.starts_with("Delta") || l.starts_with("iter") },
+    Example {
+        name: "lu (double)",
+        path: "lu_example_double",
+        args: &["-check", "-size", "256"],
+        result_line: |l| l.contains("error") || l.contains("A-LU"),
+    },
+    Example { name: "dot_product", path: "dot_product", args: &[], result_line: |l| l.starts_with("Reference") },
+    Example {
+        name: "spmv",
+        path: "spmv",
+        args: &[],
+        result_line: |l| l.split('\t').count() == 2 && l.split('\t').all(|x| x.trim().parse::<f64>().is_ok()),
+    },
+    Example { name: "vector_scal", path: "vector_scal", args: &[], result_line: |l| l.starts_with('[') },
+];
+
+/// The repository root (the bench crate's parent).
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ has a parent").to_path_buf()
+}
+
+/// Builds the policy, the preload library and the heat program (`starpu/build.sh`); the folder
+/// they are in.
+pub fn build() -> Result<PathBuf, String> {
+    let root = repo_root();
+    let out = Command::new(root.join("starpu/build.sh"))
+        .current_dir(&root)
+        .output()
+        .map_err(|e| format!("cannot run starpu/build.sh: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("starpu/build.sh failed:\n{}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(root.join("target/starpu"))
+}
+
+/// LD_LIBRARY_PATH for the programs: the libraries this build made first (a path the caller
+/// set, cargo's for one, may name an older libpbs_ffi.so, and outranks the programs' rpath).
+pub fn library_path() -> String {
+    let root = repo_root();
+    let ours = format!("{}:{}", root.join("target/starpu").display(), root.join("target/release").display());
+    match std::env::var("LD_LIBRARY_PATH") {
+        Ok(p) if !p.is_empty() => format!("{ours}:{p}"),
+        _ => ours,
+    }
+}
+
+/// Where Debian's starpu-examples are.
+fn examples_dir() -> Result<PathBuf, String> {
+    let out = Command::new("pkg-config")
+        .args(["--variable=libdir", "starpu-1.3"])
+        .output()
+        .map_err(|e| format!("cannot run pkg-config: {e}"))?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("starpu/examples");
+    if dir.join("cg").exists() {
+        Ok(dir)
+    } else {
+        Err(format!("StarPU's example programs are not in {}: apt-get install starpu-examples", dir.display()))
+    }
+}
+
+/// What one program run printed, and its wall time.
+struct Ran {
+    stdout: String,
+    stderr: String,
+    wall_ms: f64,
+}
+
+/// Runs `cmd` with its output in files of `scratch` (no pipe to fill), stopped after
+/// [`PROGRAM_TIMEOUT`]; an error names the program, its status and the end of its stderr.
+fn run_program(mut cmd: Command, what: &str, scratch: &Path) -> Result<Ran, String> {
+    let (out_path, err_path) = (scratch.join("stdout"), scratch.join("stderr"));
+    let file = |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
+    cmd.stdout(Stdio::from(file(&out_path)?)).stderr(Stdio::from(file(&err_path)?));
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start {what}: {e}"))?;
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
+            break s;
+        }
+        if start.elapsed() > PROGRAM_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what} ran past {} s and was stopped", PROGRAM_TIMEOUT.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let (stdout, stderr) = (read(&out_path), read(&err_path));
+    if !status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        return Err(format!("{what} failed ({status}): {}", tail.into_iter().rev().collect::<Vec<_>>().join(" | ")));
+    }
+    Ok(Ran { stdout, stderr, wall_ms })
+}
+
+/// A command with StarPU's environment for `policy`: its own STARPU_HOME (performance models),
+/// no variable of the caller's that would pick another policy or worker count, and, for pbs on
+/// a program of StarPU's, the preload library.
+fn starpu_command(program: &Path, policy: &str, workers: usize, scratch: &Path, preload: Option<&Path>) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("LD_LIBRARY_PATH", library_path())
+        .env("STARPU_HOME", scratch.join("starpu-home"))
+        .env("STARPU_SILENT", "1")
+        .env("STARPU_NCPU", workers.to_string())
+        .env("STARPU_NCUDA", "0")
+        .env("STARPU_NOPENCL", "0")
+        .env("PBS_STARPU_VERBOSE", "1")
+        .env_remove("STARPU_SCHED")
+        .env_remove("LD_PRELOAD");
+    if let Some(lib) = preload {
+        cmd.env("STARPU_SCHED", policy);
+        if policy == "pbs" {
+            cmd.env("LD_PRELOAD", lib);
+        }
+    }
+    cmd
+}
+
+/// The value of `key=` in a line of `key=value` pairs.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace().find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+}
+
+/// One run of the heat program.
+struct HeatRun {
+    iter_ms_median: f64,
+    efficiency: f64,
+    checksum: String,
+    rebalancings: usize,
+    migrations: usize,
+    affinity: f64,
+    misses: u64,
+    wall_ms: f64,
+}
+
+fn heat_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Result<HeatRun, String> {
+    let trace = scratch.join("trace");
+    let mut cmd = starpu_command(&dir.join("heat"), policy, s.workers, scratch, None);
+    let number = |x: usize| x.to_string();
+    cmd.args(["--sched", policy, "--workers", &number(s.workers), "--iters", &number(s.iters)])
+        .args(["--nx", &number(s.nx), "--ny", &number(s.ny), "--side", &number(s.side)])
+        .args(["--hot", &s.hot.to_string(), "--load", &s.load])
+        .args(["--barrier", if s.barrier { "1" } else { "0" }, "--empty", if s.empty { "1" } else { "0" }])
+        .arg("--trace")
+        .arg(&trace);
+    let ran = run_program(cmd, &format!("heat under {policy}"), scratch)?;
+    let line = ran.stdout.lines().find(|l| l.starts_with("heat:")).ok_or("heat printed no result line")?;
+    let get = |key: &str| field(line, key).ok_or_else(|| format!("no {key} in heat's line {line:?}"));
+    let num = |key: &str| -> Result<f64, String> { get(key)?.parse().map_err(|_| format!("bad {key} in {line:?}")) };
+    let (affinity, misses) = replay(&std::fs::read_to_string(&trace).map_err(|e| e.to_string())?, s)?;
+    Ok(HeatRun {
+        iter_ms_median: num("iter_ms_median")?,
+        efficiency: num("efficiency")?,
+        checksum: get("checksum")?.to_string(),
+        rebalancings: num("rebalancings")? as usize,
+        migrations: num("migrations")? as usize,
+        affinity,
+        misses,
+        wall_ms: ran.wall_ms,
+    })
+}
+
+/// Affinity and modelled misses from a trace of "worker box" lines in the order tasks started.
+fn replay(trace: &str, s: &StarpuSettings) -> Result<(f64, u64), String> {
+    let grid = Grid::new(s.nx, s.ny).map_err(|e| e.to_string())?;
+    let cell_bytes = std::mem::size_of::<f64>() as u64;
+    let side = s.side as u64;
+    // A task writes its new tile and reads its old one, and a row or column of each neighbour's.
+    let cache = CacheModel::new(grid, s.workers, s.cache_bytes, 2 * side * side * cell_bytes, side * cell_bytes);
+    let mut last = vec![u32::MAX; grid.len()];
+    let (mut same, mut again) = (0u64, 0u64);
+    for line in trace.lines() {
+        let mut it = line.split_whitespace().map(str::parse::<usize>);
+        let (Some(Ok(worker)), Some(Ok(k))) = (it.next(), it.next()) else {
+            return Err(format!("a bad trace line {line:?}"));
+        };
+        if k >= grid.len() {
+            return Err(format!("box {k} in the trace, of {}", grid.len()));
+        }
+        let w = (worker % s.workers) as u32;
+        if last[k] != u32::MAX {
+            again += 1;
+            same += u64::from(last[k] == w);
+        }
+        last[k] = w;
+        cache.run_box_on(w as usize, k);
+    }
+    let affinity = if again > 0 { same as f64 / again as f64 } else { 1.0 };
+    Ok((affinity, cache.take().misses))
+}
+
+/// FNV-1a of the lines that carry results, or None when there are none.
+fn result_hash(stdout: &str, keep: fn(&str) -> bool) -> Option<String> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut any = false;
+    for line in stdout.lines().filter(|l| keep(l)) {
+        any = true;
+        for b in line.trim_end().bytes().chain([b'\n']) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    any.then(|| format!("{h:016x}"))
+}
+
+/// Runs everything; `progress` is called after every program run.
+pub fn measure(s: &StarpuSettings, mut progress: impl FnMut()) -> Result<Vec<StarpuRow>, String> {
+    if s.workers == 0 || s.repeats == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 {
+        return Err("workers, repeats, nx and ny must be ≥ 1 and side ≥ 3".into());
+    }
+    if !s.policies.iter().any(|p| p == "eager") {
+        return Err("the policies must include eager: every ratio and output is compared with it".into());
+    }
+    let dir = build()?;
+    let scratch = std::env::temp_dir().join(format!("pbs-bench-starpu-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let result = measure_in(s, &dir, &scratch, &mut progress);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+fn measure_in(
+    s: &StarpuSettings,
+    dir: &Path,
+    scratch: &Path,
+    progress: &mut impl FnMut(),
+) -> Result<Vec<StarpuRow>, String> {
+    let n = s.policies.len();
+    // runs[p][round]
+    let mut runs: Vec<Vec<HeatRun>> = (0..n).map(|_| Vec::new()).collect();
+    for round in 0..=s.repeats {
+        for i in 0..n {
+            let p = (i + round) % n;
+            let run = heat_run(dir, &s.policies[p], s, scratch)?;
+            progress();
+            if round > 0 {
+                runs[p].push(run);
+            }
+        }
+    }
+    let eager = s.policies.iter().position(|p| p == "eager").expect("checked");
+    let mut rows = Vec::new();
+    for (p, policy) in s.policies.iter().enumerate() {
+        let r = &runs[p];
+        let med = |f: fn(&HeatRun) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
+        let ratios: Vec<f64> = r.iter().zip(&runs[eager]).map(|(a, b)| a.iter_ms_median / b.iter_ms_median).collect();
+        let checksums: Vec<&str> = r.iter().map(|x| x.checksum.as_str()).collect();
+        let stable = checksums.iter().all(|c| *c == checksums[0]);
+        let pbs = policy == "pbs";
+        rows.push(StarpuRow {
+            program: "heat".into(),
+            scheduler: policy.clone(),
+            iter_ms_median: Some(med(|x| x.iter_ms_median)),
+            ratio_to_eager: Some(median(&ratios)),
+            efficiency: Some(med(|x| x.efficiency)),
+            affinity: Some(med(|x| x.affinity)),
+            modelled_misses: Some(med(|x| x.misses as f64) as u64),
+            migrations: pbs.then(|| med(|x| x.migrations as f64) as usize),
+            rebalancings: pbs.then(|| med(|x| x.rebalancings as f64) as usize),
+            checksum: Some(if stable { checksums[0].to_string() } else { VARIES.into() }),
+            output_matches_eager: Some(stable && checksums[0] == runs[eager][0].checksum),
+            wall_ms_median: med(|x| x.wall_ms),
+            note: if s.empty { "empty tasks".into() } else { String::new() },
+        });
+    }
+    if s.examples {
+        rows.extend(examples(s, dir, scratch, progress)?);
+    }
+    Ok(rows)
+}
+
+/// StarPU's programs, unchanged, under every policy (pbs through the preload library), in
+/// rounds as the heat code.
+fn examples(
+    s: &StarpuSettings,
+    dir: &Path,
+    scratch: &Path,
+    progress: &mut impl FnMut(),
+) -> Result<Vec<StarpuRow>, String> {
+    let root = examples_dir()?;
+    let preload = dir.join("libpbs_starpu_preload.so");
+    let mut rows = Vec::new();
+    for ex in &EXAMPLES {
+        let n = s.policies.len();
+        let mut wall: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut hash: Vec<Option<String>> = vec![None; n];
+        let mut used_pbs = true;
+        for round in 0..s.repeats.max(1) {
+            for i in 0..n {
+                let p = (i + round) % n;
+                let policy = &s.policies[p];
+                let mut cmd = starpu_command(&root.join(ex.path), policy, s.workers, scratch, Some(&preload));
+                cmd.args(ex.args);
+                let ran = run_program(cmd, &format!("StarPU's {} under {policy}", ex.name), scratch)?;
+                progress();
+                if policy == "pbs" && !ran.stderr.contains("pbs (StarPU policy):") {
+                    used_pbs = false;
+                }
+                wall[p].push(ran.wall_ms);
+                // StarPU's examples print their results on stdout or stderr.
+                let h = result_hash(&format!("{}\n{}", ran.stdout, ran.stderr), ex.result_line);
+                if round > 0 && h != hash[p] {
+                    hash[p] = Some(VARIES.into());
+                } else {
+                    hash[p] = h;
+                }
+            }
+        }
+        let eager = s.policies.iter().position(|p| p == "eager").expect("checked");
+        for (p, policy) in s.policies.iter().enumerate() {
+            let varies = |h: &Option<String>| h.as_deref() == Some(VARIES);
+            let matches = match (&hash[eager], &hash[p]) {
+                (Some(e), Some(mine)) if !varies(&hash[eager]) && !varies(&hash[p]) => Some(e == mine),
+                _ => None,
+            };
+            let mut note = String::new();
+            if hash[eager].is_none() {
+                note.push_str("prints no computed values; ");
+            }
+            if varies(&hash[p]) || varies(&hash[eager]) {
+                note.push_str("its results vary from run to run under one policy (eager's too): floating-point reductions in execution order; ");
+            }
+            if policy == "pbs" && !used_pbs {
+                note.push_str("the pbs policy did not report: the preload was not used; ");
+            }
+            rows.push(StarpuRow {
+                program: ex.name.into(),
+                scheduler: policy.clone(),
+                iter_ms_median: None,
+                ratio_to_eager: Some(median(&wall[p]) / median(&wall[eager])),
+                efficiency: None,
+                affinity: None,
+                modelled_misses: None,
+                migrations: None,
+                rebalancings: None,
+                checksum: hash[p].clone(),
+                output_matches_eager: matches,
+                wall_ms_median: median(&wall[p]),
+                note: note.trim_end_matches("; ").to_string(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Program runs `measure` makes (for a progress bar).
+pub fn runs(s: &StarpuSettings) -> usize {
+    let per_round = s.policies.len();
+    per_round * (s.repeats + 1) + if s.examples { EXAMPLES.len() * per_round * s.repeats.max(1) } else { 0 }
+}
+
+/// The rows as a table.
+pub fn table(rows: &[StarpuRow]) -> Table {
+    let mut t = Table::new(&[
+        "program",
+        "policy",
+        "iter ms",
+        "vs eager",
+        "efficiency",
+        "affinity",
+        "modelled misses",
+        "migrations",
+        "rebalancings",
+        "wall ms",
+        "checksum",
+        "= eager",
+        "note",
+    ]);
+    let opt = |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    for r in rows {
+        t.row(vec![
+            r.program.clone(),
+            r.scheduler.clone(),
+            opt(r.iter_ms_median, 3),
+            opt(r.ratio_to_eager, 3),
+            opt(r.efficiency, 3),
+            opt(r.affinity, 3),
+            r.modelled_misses.map_or("-".into(), |m| m.to_string()),
+            r.migrations.map_or("-".into(), |m| m.to_string()),
+            r.rebalancings.map_or("-".into(), |m| m.to_string()),
+            format!("{:.1}", r.wall_ms_median),
+            r.checksum.clone().unwrap_or_else(|| "-".into()),
+            r.output_matches_eager.map_or("-".into(), |m| if m { "yes".into() } else { "NO".into() }),
+            r.note.clone(),
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> StarpuSettings {
+        StarpuSettings {
+            workers: 2,
+            iters: 2,
+            repeats: 1,
+            nx: 2,
+            ny: 2,
+            side: 4,
+            hot: 1.0,
+            load: "corner".into(),
+            barrier: false,
+            empty: false,
+            policies: vec!["eager".into()],
+            examples: false,
+            cache_bytes: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn a_trace_gives_affinity_and_misses_and_bad_lines_are_named() {
+        let s = settings();
+        // Boxes 0..3 on workers 0,0,1,1, then again with box 3 moved to worker 0.
+        let (affinity, misses) = replay("0 0\n0 1\n1 2\n1 3\n0 0\n0 1\n1 2\n0 3\n", &s).unwrap();
+        assert_eq!(affinity, 0.75);
+        assert!(misses > 0);
+        assert!(replay("0 9\n", &s).unwrap_err().contains("box 9"));
+        assert!(replay("zero 1\n", &s).unwrap_err().contains("bad trace line"));
+    }
+
+    #[test]
+    fn result_lines_are_hashed_and_the_others_ignored() {
+        let keep: fn(&str) -> bool = |l| l.starts_with("Delta");
+        let a = result_hash("Delta 1\ntook 3 ms\n", keep);
+        assert_eq!(a, result_hash("Delta 1\ntook 4 ms\n", keep));
+        assert_ne!(a, result_hash("Delta 2\ntook 3 ms\n", keep));
+        assert_eq!(result_hash("took 3 ms\n", keep), None);
+    }
+
+    #[test]
+    fn settings_without_eager_or_with_zero_sizes_are_refused() {
+        let mut s = settings();
+        s.policies = vec!["pbs".into()];
+        assert!(measure(&s, || {}).unwrap_err().contains("eager"));
+        let mut s = settings();
+        s.workers = 0;
+        assert!(measure(&s, || {}).unwrap_err().contains("workers"));
+    }
+}

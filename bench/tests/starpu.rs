@@ -1,0 +1,184 @@
+//! The StarPU policy of `starpu/`, built and run against Debian's StarPU 1.3: the heat code's
+//! result under every policy and against the pbs runtime's own heat, StarPU's unchanged programs
+//! under pbs through the preload library, bad declarations, and `pbs-bench starpu` itself.
+//! They need libstarpu-dev, starpu-examples and openmpi-bin (StarPU's MPI-built examples start
+//! an MPI singleton), so they are ignored by plain `cargo test`; scripts/test.sh installs those
+//! and runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// starpu/build.sh, once for all the tests.
+fn built() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| pbs_bench::starpu::build().unwrap_or_else(|e| panic!("{e}"))).clone()
+}
+
+/// A StarPU program with the environment of `pbs-bench starpu`: two CPU workers, a private
+/// STARPU_HOME, no policy chosen by the caller's environment.
+fn starpu(program: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.env("LD_LIBRARY_PATH", pbs_bench::starpu::library_path())
+        .env("STARPU_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("starpu-home"))
+        .env("STARPU_SILENT", "1")
+        .env("STARPU_NCPU", "2")
+        .env_remove("STARPU_SCHED")
+        .env_remove("LD_PRELOAD");
+    c
+}
+
+fn ok(o: Output) -> (String, String) {
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string());
+    assert!(o.status.success(), "exit {:?}\nstdout: {out}\nstderr: {err}", o.status.code());
+    (out, err)
+}
+
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
+    let dir = built();
+    // The same heat code on the pbs runtime (ffi/examples/heat.c), for the reference checksum.
+    let reference_bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("heat-ffi");
+    let lib = root().join("target/release");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    ok(Command::new(cc)
+        .args(["-std=c11", "-O2", "-Werror", "-Wall"])
+        .arg(format!("-I{}", root().join("ffi/include").display()))
+        .arg(root().join("ffi/examples/heat.c"))
+        .arg(format!("-L{}", lib.display()))
+        .args(["-lpbs_ffi", "-lm"])
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&reference_bin)
+        .output()
+        .unwrap());
+    let (out, _) = ok(Command::new(&reference_bin)
+        .env("LD_LIBRARY_PATH", pbs_bench::starpu::library_path())
+        .args(["pbs", "2", "12", "6", "5", "8", "300"])
+        .output()
+        .unwrap());
+    let want = field(&out, "checksum").to_string();
+    for barrier in ["0", "1"] {
+        for policy in pbs_bench::starpu::POLICIES {
+            let (out, _) = ok(starpu(&dir.join("heat"))
+                .args(["--sched", policy, "--iters", "12", "--nx", "6", "--ny", "5", "--side", "8", "--hot", "300"])
+                .args(["--barrier", barrier])
+                .output()
+                .unwrap());
+            assert_eq!(field(&out, "checksum"), want, "{policy}, barrier {barrier}: {out}");
+        }
+    }
+    // Under pbs the policy ran: the hot corner made it rebalance.
+    let (out, _) = ok(starpu(&dir.join("heat")).args(["--iters", "30", "--nx", "8", "--ny", "8"]).output().unwrap());
+    assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
+    let dir = built();
+    let (out, err) = ok(starpu(&dir.join("errors")).output().unwrap());
+    assert!(out.contains("tasks run 90 of 90; without a box 15"), "{out}");
+    for message in [
+        "the count a multiple of nx * ny; nothing declared",
+        "handles[5] (for box 5) is already box 0's handle",
+        "a grid is already declared (4 x 4 boxes)",
+        "a task of codelet 'touch' has none of its handles in the declared grid: it runs anyway",
+    ] {
+        assert!(err.contains(message), "no {message:?} in:\n{err}");
+    }
+    // Bad settings of the environment are named, and the run goes on.
+    let (_, err) = ok(starpu(&dir.join("heat")).env("PBS_STEAL", "sometimes").args(["--iters", "2"]).output().unwrap());
+    assert!(err.contains("PBS_STEAL=sometimes: expected never, always or auto"), "{err}");
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn unchanged_starpu_programs_run_under_pbs_through_the_preload_with_eagers_results() {
+    let dir = built();
+    let preload = dir.join("libpbs_starpu_preload.so");
+    let examples = PathBuf::from(
+        String::from_utf8(
+            Command::new("pkg-config").args(["--variable=libdir", "starpu-1.3"]).output().unwrap().stdout,
+        )
+        .unwrap()
+        .trim(),
+    )
+    .join("starpu/examples");
+    let results = |text: &str, keep: fn(&str) -> bool| text.lines().filter(|l| keep(l)).collect::<Vec<_>>().join("\n");
+    // A program, its arguments, and which lines of its output carry results.
+    type Case = (&'static str, &'static [&'static str], fn(&str) -> bool);
+    let cases: [Case; 3] = [
+        ("vector_scal", &[], |l| l.starts_with("[AFTER]")),
+        ("spmv", &[], |l| l.split('\t').count() == 2),
+        ("heat", &["-nthick", "10", "-ntheta", "34", "-size", "256", "-cg"], |l| l.contains("delta_new")),
+    ];
+    for (program, args, keep) in cases {
+        let path = examples.join(program);
+        let (out, err) = ok(starpu(&path).env("STARPU_SCHED", "eager").args(args).output().unwrap());
+        let eager = results(&format!("{out}\n{err}"), keep);
+        assert!(!eager.is_empty(), "{program} printed no results under eager");
+        let (out, err) = ok(starpu(&path)
+            .env("STARPU_SCHED", "pbs")
+            .env("LD_PRELOAD", &preload)
+            .env("PBS_STARPU_VERBOSE", "1")
+            .args(args)
+            .output()
+            .unwrap());
+        assert!(err.contains("pbs (StarPU policy):"), "{program}: the pbs policy did not run:\n{err}");
+        assert!(!err.contains("was not found"), "{program}: StarPU looked for a policy named pbs:\n{err}");
+        assert_eq!(results(&format!("{out}\n{err}"), keep), eager, "{program}");
+    }
+    // Without STARPU_SCHED=pbs the preload changes nothing.
+    let (_, err) = ok(starpu(&examples.join("vector_scal"))
+        .env("LD_PRELOAD", &preload)
+        .env("PBS_STARPU_VERBOSE", "1")
+        .output()
+        .unwrap());
+    assert!(!err.contains("pbs (StarPU policy)"), "{err}");
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields() {
+    built();
+    let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
+        .args(["starpu", "--repeats", "1", "--iters", "6", "--nx", "6", "--ny", "6", "--side", "8", "--json"])
+        .args(["--policies", "pbs,eager,lws", "--no-examples"])
+        .env_remove("STARPU_SCHED")
+        .output()
+        .unwrap();
+    let (text, _) = ok(out);
+    let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in rows {
+        for key in ["program", "scheduler", "iter_ms_median", "efficiency", "affinity", "modelled_misses", "checksum"] {
+            assert!(r.get(key).is_some_and(|v| !v.is_null()), "{key} in {r}");
+        }
+        assert_eq!(r["output_matches_eager"], true, "{r}");
+        assert!(r["affinity"].as_f64().unwrap() <= 1.0);
+    }
+    assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]));
+    // StarPU not found: a clear error, no panic.
+    let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
+        .args(["starpu", "--repeats", "1", "--no-examples"])
+        .env("PKG_CONFIG_LIBDIR", "/nonexistent")
+        .env("PKG_CONFIG_PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("StarPU 1.3 not found"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -69,7 +69,8 @@ pub struct StarpuRow {
     pub scheduler: String,
     /// Median iteration time, ms (heat only).
     pub iter_ms_median: Option<f64>,
-    /// Median over rounds of this policy's iteration time over eager's in the same round.
+    /// Median over rounds of this policy's iteration time (heat) or wall time (an example)
+    /// over eager's in the same round.
     pub ratio_to_eager: Option<f64>,
     /// Task time / (workers × wall), median over rounds (heat only).
     pub efficiency: Option<f64>,
@@ -434,8 +435,11 @@ fn examples(
             if hash[eager].is_none() {
                 note.push_str("prints no computed values; ");
             }
-            if varies(&hash[p]) || varies(&hash[eager]) {
-                note.push_str("its results vary from run to run under one policy (eager's too): floating-point reductions in execution order; ");
+            // Floating-point reductions in execution order: not comparable.
+            if varies(&hash[p]) {
+                note.push_str("its results vary from run to run under this policy; ");
+            } else if varies(&hash[eager]) {
+                note.push_str("its results vary from run to run under eager; ");
             }
             if policy == "pbs" && !used_pbs {
                 note.push_str("the pbs policy did not report: the preload was not used; ");
@@ -444,7 +448,7 @@ fn examples(
                 program: ex.name.into(),
                 scheduler: policy.clone(),
                 iter_ms_median: None,
-                ratio_to_eager: Some(median(&wall[p]) / median(&wall[eager])),
+                ratio_to_eager: Some(median(&wall[p].iter().zip(&wall[eager]).map(|(a, b)| a / b).collect::<Vec<_>>())),
                 efficiency: None,
                 affinity: None,
                 modelled_misses: None,

@@ -158,7 +158,9 @@ static starpu_data_handle_t box_handle(const struct starpu_task *task) {
 static size_t box_of(const struct starpu_task *task) {
     if (!task->cl) return NO_BOX;
     size_t box = NO_BOX;
-    pthread_rwlock_rdlock(&S.table_lock);
+    /* A declared table never changes until deinit_sched: read it without the lock. */
+    int frozen = atomic_load_explicit(&S.declared, memory_order_acquire);
+    if (!frozen) pthread_rwlock_rdlock(&S.table_lock);
     if (S.declared) {
         unsigned n = STARPU_TASK_GET_NBUFFERS(task);
         for (int pass = 0; pass < 2 && box == NO_BOX; pass++)
@@ -169,7 +171,7 @@ static size_t box_of(const struct starpu_task *task) {
         starpu_data_handle_t h = box_handle(task);
         if (h) box = table_find(h);
     }
-    pthread_rwlock_unlock(&S.table_lock);
+    if (!frozen) pthread_rwlock_unlock(&S.table_lock);
     return box;
 }
 
@@ -212,10 +214,11 @@ int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *ha
             break;
         }
     }
-    S.declared = 1;
     S.nx = nx;
     S.ny = ny;
     S.boxes = nx * ny;
+    /* Last, with release: a reader that sees it set sees the whole table (box_of). */
+    atomic_store_explicit(&S.declared, 1, memory_order_release);
     pthread_rwlock_unlock(&S.table_lock);
     return status;
 }
@@ -412,6 +415,8 @@ static void deinit_sched(unsigned ctx) {
 
 static int push_task(struct starpu_task *task) {
     size_t box = box_of(task);
+    /* For post_exec_hook: the field is the scheduler's (starpu_task.h). */
+    task->sched_data = (void *)(uintptr_t)(box == NO_BOX ? 0 : box + 1);
     if (box == NO_BOX) {
         atomic_fetch_add_explicit(&S.unboxed, 1, memory_order_relaxed);
         if (S.declared && task->cl && !atomic_exchange(&S.warned, 1)) {
@@ -437,11 +442,13 @@ static int push_task(struct starpu_task *task) {
             }
     starpu_worker_lock(worker);
     starpu_task_list_push_back(&S.queue[worker], task);
-    S.queued[worker]++;
+    size_t queued = ++S.queued[worker];
     starpu_push_task_end(task);
     starpu_worker_unlock(worker);
-    /* Every worker: an idle one may steal it if its owner is busy. */
-    for (unsigned p = 0; p < S.workers; p++) starpu_wake_worker_relax_light(S.id[p]);
+    /* The owner; the others too once its queue holds something to steal (two tasks). */
+    if (queued < 2 || !S.steal) starpu_wake_worker_relax_light(worker);
+    else
+        for (unsigned p = 0; p < S.workers; p++) starpu_wake_worker_relax_light(S.id[p]);
     return 0;
 }
 
@@ -540,7 +547,8 @@ static double median_of(const double *last) {
 
 static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
     (void)ctx;
-    size_t box = box_of(task);
+    size_t box = task->sched_data ? (size_t)(uintptr_t)task->sched_data - 1 : NO_BOX;
+    task->sched_data = NULL;
     int me = starpu_worker_get_id();
     if (box == NO_BOX || me < 0 || me >= STARPU_NMAXWORKERS) return;
     /* StarPU's profiling times when the application turned profiling on, else the hooks'. */
@@ -550,9 +558,14 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         double profiled = starpu_timing_timespec_delay_us(&info->start_time, &info->end_time);
         if (profiled > 0) us = profiled;
     }
-    pthread_rwlock_rdlock(&S.table_lock);
-    size_t boxes = S.boxes;
-    pthread_rwlock_unlock(&S.table_lock);
+    size_t boxes;
+    if (atomic_load_explicit(&S.declared, memory_order_acquire)) {
+        boxes = S.boxes; /* fixed once declared */
+    } else {
+        pthread_rwlock_rdlock(&S.table_lock);
+        boxes = S.boxes;
+        pthread_rwlock_unlock(&S.table_lock);
+    }
     pthread_mutex_lock(&S.load_lock);
     if (loads_for(boxes > box ? boxes : box + 1)) {
         pthread_mutex_unlock(&S.load_lock);

@@ -212,7 +212,8 @@ struct Rebalance {
     /// over the balancer's tolerance (see [`rebalancing::PERSISTENT_ITERATIONS`]).
     over_tolerance: usize,
     /// Each thread's load over the mean, in the last iterations under the current mapping, at
-    /// most [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS) (see `worth_rebalancing`).
+    /// most [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS) (see
+    /// `worth_rebalancing`).
     recent: RecentLoads,
     /// Balancer time in the threads' idle time, and its overrun, in this iteration so far.
     in_slack: Duration,

@@ -182,8 +182,8 @@ impl Pbs {
     /// share of empty tasks still waits for the trigger. Unless `checked` (the first
     /// measurement, a failed check: they have their own evidence), the threads must have
     /// measured it too, for long enough: over the trigger, one thread's median over the last
-    /// [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS); under it, [`PERSISTENT_ITERATIONS`] in a row over the tolerance,
-    /// and one thread's median over it.
+    /// [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS); under it,
+    /// [`PERSISTENT_ITERATIONS`] in a row over the tolerance, and one thread's median over it.
     fn worth_rebalancing(&self, problem: &Problem, checked: bool) -> bool {
         let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
         if max_avg <= (1.0 + self.options.tol) * bound {

@@ -29,34 +29,47 @@ const VARIES: &str = "varies";
 /// Longest a program may run before it is stopped (and reported as failed, never waited on).
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// What `pbs-bench starpu` runs.
-#[derive(Debug, Clone)]
+/// What `pbs-bench starpu` runs (its command-line options).
+#[derive(Debug, Clone, clap::Args)]
 pub struct StarpuSettings {
-    /// StarPU CPU workers.
+    /// StarPU CPU workers
+    #[arg(long = "threads", value_name = "N", default_value_t = 2)]
     pub workers: usize,
-    /// Heat iterations per run.
+    /// Heat iterations per run
+    #[arg(long, default_value_t = 100)]
     pub iters: usize,
-    /// Measured rounds (each runs every policy once).
+    /// Measured rounds, each running every policy once (after one warm-up round)
+    #[arg(long, default_value_t = 5)]
     pub repeats: usize,
-    /// Boxes along x and y, cells per box side.
+    /// Boxes along x
+    #[arg(long, default_value_t = 16)]
     pub nx: usize,
-    /// Boxes along y.
+    /// Boxes along y
+    #[arg(long, default_value_t = 16)]
     pub ny: usize,
-    /// Cells per box side.
+    /// Cells per box side
+    #[arg(long, default_value_t = 64)]
     pub side: usize,
-    /// Temperature of the hot corner (its boxes' extra work).
+    /// Temperature of the hot corner: its boxes' extra work
+    #[arg(long, default_value_t = 2000.0)]
     pub hot: f64,
-    /// `corner` (imbalanced) or `uniform`.
+    /// corner (a hot corner: imbalanced) or uniform
+    #[arg(long, default_value = "corner", value_parser = ["corner", "uniform"])]
     pub load: String,
-    /// Wait for every task after each iteration instead of submitting ahead.
+    /// Wait for every task after each iteration instead of submitting ahead
+    #[arg(long)]
     pub barrier: bool,
-    /// Tasks that return at once: the policies' overhead per task.
+    /// Tasks that return at once: the policies' overhead per task
+    #[arg(long)]
     pub empty: bool,
-    /// Policies, `pbs` and StarPU's names.
+    /// Policies, comma-separated (must include eager)
+    #[arg(long, value_delimiter = ',', default_value = "pbs,eager,ws,lws,dmda,prio")]
     pub policies: Vec<String>,
-    /// Also run StarPU's example programs under every policy.
+    /// Skip StarPU's example programs
+    #[arg(long = "no-examples", action = clap::ArgAction::SetFalse)]
     pub examples: bool,
-    /// Modelled cache per worker, bytes.
+    /// Modelled cache per worker, bytes
+    #[arg(long, default_value_t = 1 << 20)]
     pub cache_bytes: u64,
 }
 

@@ -87,6 +87,17 @@ pub struct IterationEnd {
     pub max_avg: f64,
 }
 
+impl From<&pbs_scheduler::executor::IterationEnd> for IterationEnd {
+    fn from(r: &pbs_scheduler::executor::IterationEnd) -> IterationEnd {
+        IterationEnd {
+            rebalanced: r.rebalanced as i32,
+            rebalance_ms: r.rebalance_time.as_secs_f64() * 1e3,
+            migrations: r.migrations,
+            max_avg: r.max_avg,
+        }
+    }
+}
+
 /// A C function and its context, called from every worker: the C side promises (pbs.h) that
 /// the function may run concurrently with the same context.
 struct Callback<F> {
@@ -360,12 +371,7 @@ pub unsafe extern "C" fn pbs_executor_end_iteration(e: *mut ExecutorHandle, end:
         let r = e.enter("pbs_executor_end_iteration")?.exec().end_iteration();
         // SAFETY: NULL or writable (caller's contract).
         if let Some(out) = unsafe { end.as_mut() } {
-            *out = IterationEnd {
-                rebalanced: r.rebalanced as i32,
-                rebalance_ms: r.rebalance_time.as_secs_f64() * 1e3,
-                migrations: r.migrations,
-                max_avg: r.max_avg,
-            };
+            *out = IterationEnd::from(&r);
         }
         Ok(())
     })

@@ -108,12 +108,7 @@ pub unsafe extern "C" fn pbs_mapper_end_iteration(
         let r = m.0.end_iteration(loads)?;
         // SAFETY: NULL or writable (caller's contract).
         if let Some(out) = unsafe { end.as_mut() } {
-            *out = IterationEnd {
-                rebalanced: r.rebalanced as i32,
-                rebalance_ms: r.rebalance_time.as_secs_f64() * 1e3,
-                migrations: r.migrations,
-                max_avg: r.max_avg,
-            };
+            *out = IterationEnd::from(&r);
         }
         Ok(())
     })

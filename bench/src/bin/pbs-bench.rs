@@ -334,45 +334,8 @@ enum Command {
     /// and on StarPU's example programs; one row per program and policy (needs libstarpu-dev,
     /// starpu-examples; builds starpu/).
     Starpu {
-        /// StarPU CPU workers
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
-        /// Heat iterations per run
-        #[arg(long, default_value_t = 100)]
-        iters: usize,
-        /// Measured rounds, each running every policy once (after one warm-up round)
-        #[arg(long, default_value_t = 5)]
-        repeats: usize,
-        /// Boxes along x
-        #[arg(long, default_value_t = 16)]
-        nx: usize,
-        /// Boxes along y
-        #[arg(long, default_value_t = 16)]
-        ny: usize,
-        /// Cells per box side
-        #[arg(long, default_value_t = 64)]
-        side: usize,
-        /// Temperature of the hot corner: its boxes' extra work
-        #[arg(long, default_value_t = 2000.0)]
-        hot: f64,
-        /// corner (imbalanced, drifting) or uniform
-        #[arg(long, default_value = "corner")]
-        load: String,
-        /// Wait for every task after each iteration instead of submitting ahead
-        #[arg(long)]
-        barrier: bool,
-        /// Tasks that return at once: the policies' overhead per task
-        #[arg(long)]
-        empty: bool,
-        /// Policies, comma-separated (must include eager)
-        #[arg(long, default_value = "pbs,eager,ws,lws,dmda,prio")]
-        policies: String,
-        /// Skip StarPU's example programs
-        #[arg(long)]
-        no_examples: bool,
-        /// Modelled cache per worker, bytes
-        #[arg(long, default_value_t = 1 << 20)]
-        cache_bytes: u64,
+        #[command(flatten)]
+        settings: pbs_bench::starpu::StarpuSettings,
         /// Print a JSON array instead of a table
         #[arg(long)]
         json: bool,
@@ -651,41 +614,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 print!("{}", lifetime::table(&rows).text());
             }
         }
-        Command::Starpu {
-            threads,
-            iters,
-            repeats,
-            nx,
-            ny,
-            side,
-            hot,
-            load,
-            barrier,
-            empty,
-            policies,
-            no_examples,
-            cache_bytes,
-            json,
-        } => {
-            if load != "corner" && load != "uniform" {
-                return Err(format!("--load {load}: expected corner or uniform"));
-            }
-            let policies: Vec<String> = policies.split(',').map(|p| p.trim().to_string()).collect();
-            let settings = pbs_bench::starpu::StarpuSettings {
-                workers: threads,
-                iters,
-                repeats,
-                nx,
-                ny,
-                side,
-                hot,
-                load,
-                barrier,
-                empty,
-                policies,
-                examples: !no_examples,
-                cache_bytes,
-            };
+        Command::Starpu { mut settings, json } => {
+            settings.policies.iter_mut().for_each(|p| *p = p.trim().to_string());
             let bar = progress::bar(pbs_bench::starpu::runs(&settings) as u64, "starpu");
             let rows = pbs_bench::starpu::measure(&settings, || bar.inc(1))?;
             bar.finish_and_clear();

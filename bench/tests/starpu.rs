@@ -79,8 +79,12 @@ fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
             assert_eq!(field(&out, "checksum"), want, "{policy}, barrier {barrier}: {out}");
         }
     }
-    // Under pbs the policy ran: the hot corner made it rebalance.
-    let (out, _) = ok(starpu(&dir.join("heat")).args(["--iters", "30", "--nx", "8", "--ny", "8"]).output().unwrap());
+    // Under pbs the policy ran: the hot corner (its 4 boxes each 100 times a cold one's time)
+    // made it rebalance.
+    let (out, _) = ok(starpu(&dir.join("heat"))
+        .args(["--iters", "30", "--nx", "8", "--ny", "8", "--side", "16", "--hot", "3000"])
+        .output()
+        .unwrap());
     assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
 }
 

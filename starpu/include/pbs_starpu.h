@@ -19,7 +19,11 @@
  * or, for a program nobody changes, STARPU_SCHED=pbs with libpbs_starpu_preload.so in
  * LD_PRELOAD. Link: -lpbs_starpu (built by starpu/build.sh), with StarPU's own flags
  * (pkg-config starpu-1.3). The pbs settings PBS_METHOD, PBS_TOL, PBS_TRIGGER and PBS_STEPS
- * apply as for pbs_executor_new. One scheduling context per process uses the policy.
+ * apply as for pbs_executor_new; PBS_STEAL is never (owners only), always (an idle worker
+ * steals at once) or auto (the default: after two mean task times idle, from a queue of two
+ * tasks or more). PBS_STARPU_VERBOSE=1 prints the policy's figures at shutdown. One scheduling
+ * context per process uses the policy, and it uses each task's sched_data field (which StarPU
+ * leaves to the scheduler). Details and measurements: docs/starpu.md.
  *
  * Boxes: declare them once, after registering the handles (pbs_starpu_declare_grid). A task's
  * box is that of its first written handle (else its first handle) that is declared. A program

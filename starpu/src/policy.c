@@ -6,8 +6,10 @@
  *  - each worker's queue: StarPU's sched mutex of that worker (starpu_worker_lock), as StarPU's
  *    own "ws" policy does. pop_task is called with the caller's mutex held; a thief only
  *    try-locks a victim, so two thieves never wait on each other.
- *  - the handle -> box table: table_lock (a read-write lock: lookups on every push and
- *    post-execution, insertions at declaration and, without one, at submission).
+ *  - the handle -> box table: table_lock (a read-write lock: lookups on every push,
+ *    insertions at declaration and, without one, at submission). Once a grid is declared the
+ *    table never changes until deinit_sched, and `declared`, stored last with release, lets
+ *    readers skip the lock. A task's box travels from push to post-execution in sched_data.
  *  - box loads of the iteration under way: load_lock, held for a few additions per task.
  *  - the mapper: map_lock, held by the one worker that ends an iteration while it runs the
  *    mapper; the others go on (while it is held, the next task's hook ends the iteration).
@@ -59,7 +61,7 @@ static struct {
     size_t capacity, used;
     _Atomic int declared; /* 1 once pbs_starpu_declare_grid ran */
     size_t nx, ny;        /* the declared grid */
-    size_t boxes;  /* declared: nx * ny; else handles numbered so far */
+    size_t boxes;         /* declared: nx * ny; else handles numbered so far */
 
     /* the workers of the context, by position 0..workers-1 */
     int active;
@@ -83,6 +85,7 @@ static struct {
     double *load; /* the last LOAD_SAMPLES iterations' time of each box (NAN: none yet) */
     uint32_t *runs;
     size_t load_capacity, done;
+    size_t measured; /* iterations whose loads were measured (the mapper sees them from LOAD_SAMPLES on) */
 
     struct pbs_starpu_stats stats; /* iterations, rebalancings, migrations, mapper_ms: map_lock */
     _Atomic size_t stolen, unboxed, next;
@@ -100,7 +103,7 @@ static void say(const char *message) {
     fprintf(stderr, "pbs (StarPU policy): %s\n", message);
 }
 
-/* ---- the handle -> box table (callers hold table_lock) ------------------------------------- */
+/* ---- the handle -> box table (callers hold table_lock, or read a declared one) ------------ */
 
 static size_t slot_of(const void *handle, size_t capacity) {
     uint64_t h = (uint64_t)(uintptr_t)handle * 0x9E3779B97F4A7C15ull;
@@ -342,6 +345,7 @@ static void init_sched(unsigned ctx) {
     S.stolen = S.unboxed = S.next = 0;
     S.warned = 0;
     S.done = 0;
+    S.measured = 0;
     atomic_store(&S.patience_us, 0.0);
     for (int i = 0; i < STARPU_NMAXWORKERS; i++) S.idle_since[i] = 0.0;
     const char *steal = getenv("PBS_STEAL");
@@ -403,7 +407,7 @@ static void deinit_sched(unsigned ctx) {
     free(S.sum), free(S.load), free(S.runs);
     S.sum = S.load = NULL;
     S.runs = NULL;
-    S.load_capacity = S.done = 0;
+    S.load_capacity = S.done = S.measured = 0;
     pthread_mutex_unlock(&S.load_lock);
     pthread_rwlock_wrlock(&S.table_lock);
     table_clear();
@@ -591,8 +595,11 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         if (loads) loads[b] = median_of(last);
     }
     S.done = 0;
+    /* The mapper's first measurement rebalances whatever it shows: it waits until every box's
+       load is a median, not one time a preemption may have inflated or hidden an imbalance in. */
+    int ready = ++S.measured >= LOAD_SAMPLES;
     pthread_mutex_unlock(&S.load_lock);
-    if (loads) end_iteration(loads, boxes);
+    if (loads && ready) end_iteration(loads, boxes);
     pthread_mutex_unlock(&S.map_lock);
     free(loads);
 }

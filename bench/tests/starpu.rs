@@ -102,6 +102,10 @@ fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
     ] {
         assert!(err.contains(message), "no {message:?} in:\n{err}");
     }
+    // A policy StarPU does not have is refused, not replaced by StarPU's default.
+    let out = starpu(&dir.join("heat")).args(["--sched", "fifo-ish", "--iters", "2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("StarPU has no policy named fifo-ish"), "{err}");
     // Bad settings of the environment are named, and the run goes on.
     let (_, err) = ok(starpu(&dir.join("heat")).env("PBS_STEAL", "sometimes").args(["--iters", "2"]).output().unwrap());
     assert!(err.contains("PBS_STEAL=sometimes: expected never, always or auto"), "{err}");

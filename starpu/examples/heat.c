@@ -178,6 +178,18 @@ int main(int argc, char **argv) {
     if (env && strcmp(env, sched))
         return usage("STARPU_SCHED names another policy than --sched: unset it or make them agree");
 
+    /* A name StarPU does not know would silently give its default policy: refuse it. */
+    int known = !strcmp(sched, "pbs");
+    for (struct starpu_sched_policy **p = starpu_sched_get_predefined_policies(); !known && *p; p++)
+        known = (*p)->policy_name && !strcmp((*p)->policy_name, sched);
+    if (!known) {
+        fprintf(stderr, "heat: StarPU has no policy named %s; it has pbs (ours) and:", sched);
+        for (struct starpu_sched_policy **p = starpu_sched_get_predefined_policies(); *p; p++)
+            if ((*p)->policy_name) fprintf(stderr, " %s", (*p)->policy_name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     conf.ncpus = (int)workers;

@@ -2,14 +2,15 @@
 # The main demo: balances the paper's four static cases and a Perlin map with our method and
 # the paper's side by side, runs warm-started rough and smooth transitions, sets pbs beside the
 # partitioners users would pick instead, runs the grid apps
-# (MD, stencil) under every scheduler and a C code through the C interface, then writes short
+# (MD, stencil) under every scheduler, a C code through the C interface and the heat code inside
+# StarPU under pbs and StarPU's own policies, then writes short
 # versions of the apps report and the paper report (markdown + PNG plots) to out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}"
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${STARPU_PACKAGES[@]}"
 
 cargo build --release -p pbs-bench -p pbs-visual -p pbs-ffi
 bench=target/release/pbs-bench
@@ -43,6 +44,10 @@ echo "== From C (ffi/include/pbs.h): a heat-diffusion code in C on each schedule
 "${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/balance.c -Ltarget/release -lpbs_ffi -lm -Wl,-rpath,"$PWD/target/release" -o target/release/balance-c
 for s in pbs ws eager static; do target/release/heat-c "$s"; done
 target/release/balance-c
+echo
+echo "== Inside StarPU: pbs as a StarPU scheduling policy against StarPU's own, on the heat code as StarPU"
+echo "   tasks and on StarPU's example programs run unchanged (docs/starpu.md)"
+$bench starpu --repeats 2
 echo
 echo "== The standard matrix (apps x scenarios x schedulers), one run each (the full one: $bench report)"
 $bench report --out out/demo/apps --repeats 1

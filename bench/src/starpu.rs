@@ -176,7 +176,7 @@ pub fn library_path() -> String {
 }
 
 /// Where Debian's starpu-examples are.
-fn examples_dir() -> Result<PathBuf, String> {
+pub fn examples_dir() -> Result<PathBuf, String> {
     let out = Command::new("pkg-config")
         .args(["--variable=libdir", "starpu-1.3"])
         .output()
@@ -228,7 +228,7 @@ fn run_program(mut cmd: Command, what: &str, scratch: &Path) -> Result<Ran, Stri
 /// A command with StarPU's environment for `policy`: its own STARPU_HOME (performance models),
 /// no variable of the caller's that would pick another policy or worker count, and, for pbs on
 /// a program of StarPU's, the preload library.
-fn starpu_command(program: &Path, policy: &str, workers: usize, scratch: &Path, preload: Option<&Path>) -> Command {
+pub fn starpu_command(program: &Path, policy: &str, workers: usize, scratch: &Path, preload: Option<&Path>) -> Command {
     let mut cmd = Command::new(program);
     cmd.env("LD_LIBRARY_PATH", library_path())
         .env("STARPU_HOME", scratch.join("starpu-home"))

@@ -20,16 +20,16 @@ fn built() -> PathBuf {
 }
 
 /// A StarPU program with the environment of `pbs-bench starpu`: two CPU workers, a private
-/// STARPU_HOME, no policy chosen by the caller's environment.
+/// STARPU_HOME, no policy chosen by the caller's environment; with `preload`, STARPU_SCHED set
+/// to `policy` (and the preload library in LD_PRELOAD for pbs).
+fn starpu_as(program: &Path, policy: &str, preload: Option<&Path>) -> Command {
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    pbs_bench::starpu::starpu_command(program, policy, 2, scratch, preload)
+}
+
+/// [`starpu_as`] for our programs, which name their policy themselves.
 fn starpu(program: &Path) -> Command {
-    let mut c = Command::new(program);
-    c.env("LD_LIBRARY_PATH", pbs_bench::starpu::library_path())
-        .env("STARPU_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("starpu-home"))
-        .env("STARPU_SILENT", "1")
-        .env("STARPU_NCPU", "2")
-        .env_remove("STARPU_SCHED")
-        .env_remove("LD_PRELOAD");
-    c
+    starpu_as(program, "", None)
 }
 
 fn ok(o: Output) -> (String, String) {
@@ -116,14 +116,7 @@ fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
 fn unchanged_starpu_programs_run_under_pbs_through_the_preload_with_eagers_results() {
     let dir = built();
     let preload = dir.join("libpbs_starpu_preload.so");
-    let examples = PathBuf::from(
-        String::from_utf8(
-            Command::new("pkg-config").args(["--variable=libdir", "starpu-1.3"]).output().unwrap().stdout,
-        )
-        .unwrap()
-        .trim(),
-    )
-    .join("starpu/examples");
+    let examples = pbs_bench::starpu::examples_dir().unwrap();
     let results = |text: &str, keep: fn(&str) -> bool| text.lines().filter(|l| keep(l)).collect::<Vec<_>>().join("\n");
     // A program, its arguments, and which lines of its output carry results.
     type Case = (&'static str, &'static [&'static str], fn(&str) -> bool);
@@ -134,26 +127,16 @@ fn unchanged_starpu_programs_run_under_pbs_through_the_preload_with_eagers_resul
     ];
     for (program, args, keep) in cases {
         let path = examples.join(program);
-        let (out, err) = ok(starpu(&path).env("STARPU_SCHED", "eager").args(args).output().unwrap());
+        let (out, err) = ok(starpu_as(&path, "eager", Some(&preload)).args(args).output().unwrap());
         let eager = results(&format!("{out}\n{err}"), keep);
         assert!(!eager.is_empty(), "{program} printed no results under eager");
-        let (out, err) = ok(starpu(&path)
-            .env("STARPU_SCHED", "pbs")
-            .env("LD_PRELOAD", &preload)
-            .env("PBS_STARPU_VERBOSE", "1")
-            .args(args)
-            .output()
-            .unwrap());
+        let (out, err) = ok(starpu_as(&path, "pbs", Some(&preload)).args(args).output().unwrap());
         assert!(err.contains("pbs (StarPU policy):"), "{program}: the pbs policy did not run:\n{err}");
         assert!(!err.contains("was not found"), "{program}: StarPU looked for a policy named pbs:\n{err}");
         assert_eq!(results(&format!("{out}\n{err}"), keep), eager, "{program}");
     }
     // Without STARPU_SCHED=pbs the preload changes nothing.
-    let (_, err) = ok(starpu(&examples.join("vector_scal"))
-        .env("LD_PRELOAD", &preload)
-        .env("PBS_STARPU_VERBOSE", "1")
-        .output()
-        .unwrap());
+    let (_, err) = ok(starpu(&examples.join("vector_scal")).env("LD_PRELOAD", &preload).output().unwrap());
     assert!(!err.contains("pbs (StarPU policy)"), "{err}");
 }
 

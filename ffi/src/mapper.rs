@@ -77,9 +77,9 @@ pub unsafe extern "C" fn pbs_mapper_victims(
         if victims.is_null() {
             return Err(null("victims"));
         }
-        let order = m.0.victim_order().swap_remove(worker);
+        let order = &m.0.victim_order()[worker];
         // SAFETY: `victims` holds `n` = workers − 1 = order.len() elements (caller's contract).
-        unsafe { std::slice::from_raw_parts_mut(victims, n) }.copy_from_slice(&order);
+        unsafe { std::slice::from_raw_parts_mut(victims, n) }.copy_from_slice(order);
         Ok(())
     })
 }

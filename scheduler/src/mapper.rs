@@ -28,6 +28,8 @@ pub struct Mapper {
     workers: usize,
     balancer: Box<dyn Balancer + Send>,
     vcores: VCores,
+    /// Each worker's victims, neighbours first: recomputed when the owners change.
+    victims: Vec<Vec<u32>>,
     criterion: Box<dyn Criterion>,
     check: Check,
     recent: RecentLoads,
@@ -60,11 +62,13 @@ impl Mapper {
         balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
         let last_cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(last_cost)));
+        let victims = victim_order(&vcores, workers, grid.len());
         Ok(Mapper {
             grid,
             workers,
             balancer,
             vcores,
+            victims,
             criterion,
             check: Check::default(),
             recent: RecentLoads::default(),
@@ -88,8 +92,8 @@ impl Mapper {
 
     /// For every worker, the others in the order it should steal from them: the workers whose
     /// boxes border its own first.
-    pub fn victim_order(&self) -> Vec<Vec<u32>> {
-        victim_order(&self.vcores, self.workers, self.grid.len())
+    pub fn victim_order(&self) -> &[Vec<u32>] {
+        &self.victims
     }
 
     /// Ends an iteration whose measured box loads (seconds per box, finite and ≥ 0) are
@@ -134,6 +138,7 @@ impl Mapper {
             end.migrations = metrics::migrations(&before, self.vcores.owners());
             if end.migrations > 0 {
                 self.recent.clear();
+                self.victims = victim_order(&self.vcores, self.workers, self.grid.len());
             }
             end.rebalanced = true;
             self.check.arm(self.iterations, correcting);

@@ -54,7 +54,8 @@ int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *ha
 
 /* What the policy did since starpu_init. */
 struct pbs_starpu_stats {
-    size_t iterations;   /* iterations seen (as many box tasks run as there are boxes) */
+    size_t iterations;   /* iterations the mapper saw (as many box tasks run as there are boxes;
+                            from the third on, when every box's load is a median of three) */
     size_t rebalancings; /* iterations after which the mapper rebalanced */
     size_t migrations;   /* boxes whose owner changed, summed over rebalancings */
     size_t stolen;       /* tasks run by a worker other than their box's owner */

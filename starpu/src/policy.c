@@ -302,7 +302,7 @@ static void new_mapper(void) {
 static unsigned owner_of(size_t box) {
     struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
     if (box != NO_BOX && m && box < m->boxes && m->workers == S.workers) return m->owner[box];
-    if (box != NO_BOX && box < SIZE_MAX / 2) return (unsigned)(box % S.workers);
+    if (box != NO_BOX) return (unsigned)(box % S.workers);
     return (unsigned)(atomic_fetch_add_explicit(&S.next, 1, memory_order_relaxed) % S.workers);
 }
 

@@ -416,7 +416,7 @@ fn examples(
         let mut wall: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut hash: Vec<Option<String>> = vec![None; n];
         let mut used_pbs = true;
-        for round in 0..s.repeats.max(1) {
+        for round in 0..s.repeats {
             for i in 0..n {
                 let p = (i + round) % n;
                 let policy = &s.policies[p];
@@ -480,7 +480,7 @@ fn examples(
 /// Program runs `measure` makes (for a progress bar).
 pub fn runs(s: &StarpuSettings) -> usize {
     let per_round = s.policies.len();
-    per_round * (s.repeats + 1) + if s.examples { EXAMPLES.len() * per_round * s.repeats.max(1) } else { 0 }
+    per_round * (s.repeats + 1) + if s.examples { EXAMPLES.len() * per_round * s.repeats } else { 0 }
 }
 
 /// The rows as a table.

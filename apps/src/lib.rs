@@ -27,6 +27,7 @@
 
 #![deny(missing_docs)]
 
+pub mod distributed;
 pub mod md;
 pub mod stencil;
 
@@ -74,9 +75,7 @@ pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Resu
     match (app, scenario) {
         ("md", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed))),
         ("md-split", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed).split_phases())),
-        ("stencil", "drift") => Ok(Box::new(stencil::Stencil::new(nx, ny, 16, 0.25, None, seed as u32))),
-        ("stencil", "rough") => Ok(Box::new(stencil::Stencil::new(nx, ny, 16, 0.25, Some(10), seed as u32))),
-        ("stencil", s) => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
+        ("stencil", s) => stencil::Stencil::by_scenario(s, nx, ny, seed).map(|s| Box::new(s) as _),
         (a, _) => Err(format!("unknown app {a:?}; expected md, md-split or stencil")),
     }
 }

@@ -24,6 +24,7 @@ use pbs_scheduler::cache_model::CacheModel;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
+use super::distributed::{check_mask, Distributed, Pack, Reader};
 use super::{fnv, GridApp};
 
 const CUTOFF: f64 = 2.5;
@@ -123,6 +124,8 @@ pub struct Md {
     /// Each box's momentum and particle count, for executors that use motion hints (kept
     /// between iterations, so that a hint allocates nothing).
     motion: (Vec<[f64; 2]>, Vec<f64>),
+    /// The boxes this process computes (`None`: all; see [`Distributed`]).
+    local: Option<Vec<bool>>,
 }
 
 impl Md {
@@ -175,6 +178,7 @@ impl Md {
             next: Vec::new(),
             current: None,
             motion: Default::default(),
+            local: None,
         };
         for mut p in particles {
             p.bin = md.box_of(p.x, p.y) as u32;
@@ -420,6 +424,12 @@ impl GridApp for Md {
         } else {
             let this = &*self;
             let s = for_each_box_mut(exec, &mut next, |k, out| {
+                if this.local.as_ref().is_some_and(|l| !l[k]) {
+                    // Another process's box: nothing here until it sends it.
+                    out.stay.clear();
+                    out.leave.clear();
+                    return;
+                }
                 if let Some(c) = cache {
                     c.run_box(k);
                 }
@@ -450,6 +460,75 @@ impl GridApp for Md {
     }
 }
 
+/// A particle: id, box, then position, velocity and force, 56 bytes.
+const PARTICLE_BYTES: usize = 4 + 4 + 6 * 8;
+
+/// A box's particles: how many stayed and left, its momentum, then the particles.
+impl Pack for Bin {
+    fn pack(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.stay.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(self.leave.len() as u64).to_le_bytes());
+        self.momentum.iter().for_each(|m| out.extend_from_slice(&m.to_le_bytes()));
+        for p in self.stay.iter().chain(&self.leave) {
+            out.extend_from_slice(&p.id.to_le_bytes());
+            out.extend_from_slice(&p.bin.to_le_bytes());
+            [p.x, p.y, p.vx, p.vy, p.fx, p.fy].iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        }
+    }
+    fn unpack(bytes: &[u8]) -> Result<Self, String> {
+        let mut r = Reader::new(bytes);
+        let stay = r.u64()?;
+        let leave = r.len(PARTICLE_BYTES)?;
+        let momentum = [r.f64()?, r.f64()?];
+        let stay = usize::try_from(stay).map_err(|_| format!("{stay} staying particles"))?;
+        let mut particle = || -> Result<Particle, String> {
+            Ok(Particle {
+                id: r.u32()?,
+                bin: r.u32()?,
+                x: r.f64()?,
+                y: r.f64()?,
+                vx: r.f64()?,
+                vy: r.f64()?,
+                fx: r.f64()?,
+                fy: r.f64()?,
+            })
+        };
+        // Counts checked against the bytes as they are read: a corrupt count fails here.
+        let stay = (0..stay).map(|_| particle()).collect::<Result<Vec<_>, _>>()?;
+        let leave = (0..leave).map(|_| particle()).collect::<Result<Vec<_>, _>>()?;
+        r.end()?;
+        Ok(Bin { stay, leave, momentum })
+    }
+}
+
+impl Distributed for Md {
+    fn halo(&self) -> usize {
+        // A task reads its 3×3 neighbourhood's particles, and those that arrive there come
+        // from one box further.
+        2
+    }
+    fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String> {
+        check_mask(&local, self.grid.len())?;
+        if self.current.is_some() {
+            return Err("md-split does not run across processes; md does".into());
+        }
+        self.local = local;
+        Ok(())
+    }
+    fn pack_box(&self, k: usize, out: &mut Vec<u8>) {
+        self.boxes[k].pack(out);
+    }
+    fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
+        let bin = Bin::unpack(bytes)?;
+        let n = self.grid.len();
+        if let Some(p) = bin.stay.iter().chain(&bin.leave).find(|p| p.bin as usize >= n) {
+            return Err(format!("particle {} of box {k} is filed in box {} of {n}", p.id, p.bin));
+        }
+        self.boxes[k] = bin;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +554,23 @@ mod tests {
         let mut ps: Vec<Particle> = (0..md.grid.len()).flat_map(|k| md.members(k).copied()).collect();
         ps.sort_by_key(|p| p.id);
         ps
+    }
+
+    /// Why md's halo is two boxes deep: a particle that just left box 2 for box 1 (in box 2's
+    /// leave list) pulls on a particle of box 0, so box 0's task reads box 2.
+    #[test]
+    fn a_box_two_away_acts_through_its_leavers() {
+        let mut md = Md::new(Scenario::Uniform, 3, 1, 1);
+        let at = |id, bin, x| Particle { id, bin, x, y: 1.0, vx: 0.0, vy: 0.0, fx: 0.0, fy: 0.0 };
+        md.boxes = vec![Bin::default(); 3];
+        md.boxes[0].stay.push(at(0, 0, 2.45));
+        md.boxes[2].leave.push(at(1, 1, 4.6));
+        let (mut with, mut without) = (Bin::default(), Bin::default());
+        md.step_box(0, &mut with, true);
+        md.boxes[2].leave.clear();
+        md.step_box(0, &mut without, true);
+        assert_ne!(with.stay[0].fx, without.stay[0].fx);
+        assert_eq!(md.halo(), 2);
     }
 
     /// Boxes, migration through the leave lists, and one phase per step against the plain

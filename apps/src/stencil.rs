@@ -11,6 +11,7 @@ use pbs_scheduler::first_touch::{placement_owners, BoxData};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
+use super::distributed::{check_mask, Distributed, Pack};
 use super::{fnv, GridApp};
 
 /// The stencil app.
@@ -31,6 +32,8 @@ pub struct Stencil {
     pub work_scale: f64,
     cost: Vec<f64>,
     iteration: usize,
+    /// The boxes this process computes (`None`: all; see [`Distributed`]).
+    local: Option<Vec<bool>>,
 }
 
 impl Stencil {
@@ -59,9 +62,20 @@ impl Stencil {
             work_scale: 40000.0,
             cost: Vec::new(),
             iteration: 0,
+            local: None,
         };
         s.cost = s.map.loads(&s.grid);
         s
+    }
+
+    /// The scenario `drift` (the cost map drifts a quarter box per iteration) or `rough` (a
+    /// new map every 10 iterations) on `nx × ny` tiles of 16 × 16 cells.
+    pub fn by_scenario(scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Stencil, String> {
+        match scenario {
+            "drift" => Ok(Stencil::new(nx, ny, 16, 0.25, None, seed as u32)),
+            "rough" => Ok(Stencil::new(nx, ny, 16, 0.25, Some(10), seed as u32)),
+            s => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
+        }
     }
 
     fn value(&self, k: usize, x: isize, y: isize) -> f64 {
@@ -140,6 +154,9 @@ impl GridApp for Stencil {
         let mut next = std::mem::take(&mut self.next);
         let this = &*self;
         let stats = for_each_box_mut(exec, &mut next, |k, out| {
+            if this.local.as_ref().is_some_and(|l| !l[k]) {
+                return;
+            }
             if let Some(c) = cache {
                 c.run_box(k);
             }
@@ -181,6 +198,29 @@ impl GridApp for Stencil {
     }
     fn box_work(&self) -> Vec<f64> {
         self.cost.iter().map(|c| c * self.work_scale + (self.side * self.side) as f64).collect()
+    }
+}
+
+impl Distributed for Stencil {
+    fn halo(&self) -> usize {
+        1
+    }
+    fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String> {
+        check_mask(&local, self.grid.len())?;
+        self.local = local;
+        Ok(())
+    }
+    fn pack_box(&self, k: usize, out: &mut Vec<u8>) {
+        self.tiles[k].pack(out);
+    }
+    fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
+        let tile = Vec::<f64>::unpack(bytes)?;
+        if tile.len() != self.side * self.side {
+            return Err(format!("a tile of {} cells for box {k}; tiles have {}", tile.len(), self.side * self.side));
+        }
+        // Copied into the tile in place: its pages stay where first touch put them.
+        self.tiles[k].copy_from_slice(&tile);
+        Ok(())
     }
 }
 

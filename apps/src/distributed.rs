@@ -1,0 +1,280 @@
+//! What an app needs to run across processes (`pbs-mpi`): each process computes the boxes it
+//! owns, keeps a copy of the boxes its tasks read (the *halo*), and ships a box's data to
+//! another process as bytes when that process owns it next or reads it.
+//!
+//! A process keeps the whole grid's state but fills only its own boxes and its halo: a task
+//! reads exactly the data it reads in shared memory, in the same order, so every box's new
+//! state has the same bits as in a shared-memory run, and gathering every box back into one
+//! process gives the shared-memory checksum.
+//!
+//! ```
+//! use pbs_apps::distributed::{self, Pack};
+//! use pbs_scheduler::{executors::StaticBlocks, report::Recorder};
+//!
+//! // Two "processes" of one stencil in one program: the left and right halves.
+//! let build = || distributed::build("stencil", "drift", 8, 4, 1);
+//! let (mut left, mut right) = (build()?, build()?);
+//! let grid = left.grid();
+//! let owner = |k: usize| usize::from(grid.coords(k)[0] >= 4);
+//! left.compute_only(Some((0..grid.len()).map(|k| owner(k) == 0).collect()))?;
+//! right.compute_only(Some((0..grid.len()).map(|k| owner(k) == 1).collect()))?;
+//! let mut exec = StaticBlocks::new(grid.len(), 1)?;
+//! let mut rec = Recorder::new("static", 1);
+//! let mut bytes = Vec::new();
+//! for _ in 0..3 {
+//!     left.iterate(&mut exec, &mut rec, None);
+//!     right.iterate(&mut exec, &mut rec, None);
+//!     // The halo (depth 1 here): each side's boxes next to the cut, to the other side.
+//!     for k in 0..grid.len() {
+//!         let [i, _, _] = grid.coords(k);
+//!         let (from, to) = if owner(k) == 0 { (&left, &mut right) } else { (&right, &mut left) };
+//!         if i == 3 || i == 4 {
+//!             bytes.clear();
+//!             from.pack_box(k, &mut bytes);
+//!             to.unpack_box(k, &bytes)?;
+//!         }
+//!     }
+//! }
+//! // Gather: the right half's boxes into the left, then the whole state's checksum.
+//! for k in (0..grid.len()).filter(|&k| owner(k) == 1) {
+//!     bytes.clear();
+//!     right.pack_box(k, &mut bytes);
+//!     left.unpack_box(k, &bytes)?;
+//! }
+//! let mut whole = build()?;
+//! for _ in 0..3 {
+//!     whole.iterate(&mut exec, &mut rec, None);
+//! }
+//! assert_eq!(left.checksum(), whole.checksum());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::GridApp;
+
+/// A box's data that can travel between processes as bytes, bit for bit.
+pub trait Pack: Sized {
+    /// Appends the data to `out`.
+    fn pack(&self, out: &mut Vec<u8>);
+    /// The data `pack` wrote, or an error naming what is wrong with `bytes`.
+    fn unpack(bytes: &[u8]) -> Result<Self, String>;
+}
+
+/// A tile of cells: its length, then its values.
+impl Pack for Vec<f64> {
+    fn pack(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        self.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+    }
+    fn unpack(bytes: &[u8]) -> Result<Self, String> {
+        let mut r = Reader::new(bytes);
+        let n = r.len(8)?;
+        let values = (0..n).map(|_| r.f64()).collect::<Result<Vec<f64>, String>>()?;
+        r.end()?;
+        Ok(values)
+    }
+}
+
+/// Reads what a [`Pack`] implementation wrote, every short or long buffer an error.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes, at: 0 }
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let end = self.at + N;
+        let chunk = self
+            .bytes
+            .get(self.at..end)
+            .ok_or_else(|| format!("box data cut short: {} bytes, more than {} needed", self.bytes.len(), self.at))?;
+        self.at = end;
+        Ok(chunk.try_into().expect("N bytes"))
+    }
+
+    /// A little-endian u64.
+    pub fn u64(&mut self) -> Result<u64, String> {
+        self.take::<8>().map(u64::from_le_bytes)
+    }
+
+    /// A little-endian u32.
+    pub fn u32(&mut self) -> Result<u32, String> {
+        self.take::<4>().map(u32::from_le_bytes)
+    }
+
+    /// A little-endian f64.
+    pub fn f64(&mut self) -> Result<f64, String> {
+        self.take::<8>().map(f64::from_le_bytes)
+    }
+
+    /// A count of items of `item_bytes` each, refused when the rest of the buffer cannot hold
+    /// them (so that a corrupt count allocates nothing).
+    pub fn len(&mut self, item_bytes: usize) -> Result<usize, String> {
+        let n = self.u64()?;
+        let left = (self.bytes.len() - self.at) as u64;
+        if n.checked_mul(item_bytes as u64).is_none_or(|b| b > left) {
+            return Err(format!("box data claims {n} items of {item_bytes} bytes with {left} bytes left"));
+        }
+        Ok(n as usize)
+    }
+
+    /// Succeeds when every byte was read.
+    pub fn end(&self) -> Result<(), String> {
+        match self.bytes.len() - self.at {
+            0 => Ok(()),
+            extra => Err(format!("box data has {extra} bytes more than its items")),
+        }
+    }
+}
+
+/// A grid app whose boxes can live in several processes.
+pub trait Distributed: GridApp {
+    /// How far a box's task reads, in boxes along each axis (diagonals included): the boxes
+    /// within this distance of a process's own form its halo.
+    fn halo(&self) -> usize;
+    /// From the next iteration on, runs only the boxes marked `true` (`None`: all). The
+    /// others' tasks do nothing: their data is what [`Distributed::unpack_box`] put there
+    /// (md empties them at each iteration, so a box nobody refreshed holds no particle).
+    fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String>;
+    /// Appends box `k`'s data to `out`.
+    fn pack_box(&self, k: usize, out: &mut Vec<u8>);
+    /// Replaces box `k`'s data with what [`Distributed::pack_box`] wrote in another process.
+    fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String>;
+}
+
+/// [`crate::build`] for the apps that run across processes: `md` and `stencil`.
+pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Box<dyn Distributed>, String> {
+    pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    match (app, scenario) {
+        ("md", s) => Ok(Box::new(crate::md::Md::new(crate::md::Scenario::from_name(s)?, nx, ny, seed))),
+        ("stencil", s) => crate::stencil::Stencil::by_scenario(s, nx, ny, seed).map(|s| Box::new(s) as _),
+        (a, _) => Err(format!("{a:?} does not run across processes; md and stencil do")),
+    }
+}
+
+/// The processes other than `owners[k]` that need box `k` under `owners`: those owning a box
+/// within `halo` boxes of it (diagonals included), in increasing order. Box `k`'s owner sends
+/// it to each after every iteration.
+pub fn readers(grid: &pbs::Grid, owners: &[u32], k: usize, halo: usize) -> Vec<u32> {
+    let [i, j, _] = grid.coords(k);
+    let mut out = Vec::new();
+    for b in j.saturating_sub(halo)..(j + halo + 1).min(grid.ny) {
+        for a in i.saturating_sub(halo)..(i + halo + 1).min(grid.nx) {
+            let o = owners[grid.index(a, b, 0)];
+            if o != owners[k] && !out.contains(&o) {
+                out.push(o);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Checks a mask of boxes to compute against the grid's size.
+pub(crate) fn check_mask(local: &Option<Vec<bool>>, boxes: usize) -> Result<(), String> {
+    match local {
+        Some(m) if m.len() != boxes => Err(format!("{} flags for {boxes} boxes", m.len())),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pbs_scheduler::executors::StaticBlocks;
+    use pbs_scheduler::report::Recorder;
+
+    #[test]
+    fn a_tile_travels_bit_for_bit_and_bad_bytes_are_named() {
+        let tile = vec![1.5, -0.0, f64::MIN_POSITIVE, 1e300];
+        let mut bytes = Vec::new();
+        tile.pack(&mut bytes);
+        let back = Vec::<f64>::unpack(&bytes).unwrap();
+        assert!(back.iter().zip(&tile).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(Vec::<f64>::unpack(&bytes[..bytes.len() - 1]).unwrap_err().contains("claims 4 items"));
+        bytes.push(0);
+        assert!(Vec::<f64>::unpack(&bytes).unwrap_err().contains("1 bytes more"));
+        let huge = u64::MAX.to_le_bytes();
+        assert!(Vec::<f64>::unpack(&huge).unwrap_err().contains("claims"));
+        assert!(Vec::<f64>::unpack(&[1, 2]).unwrap_err().contains("cut short"));
+    }
+
+    /// Processes simulated in one program: each computes its own boxes, then every box goes to
+    /// the processes that read it under the next mapping, which moves boxes between processes
+    /// every few iterations; gathered, the state is the shared-memory run's, bit for bit.
+    fn gathered_checksum(app: &str, scenario: &str, processes: usize, iters: usize) -> (u64, u64) {
+        let (nx, ny) = (12, 9);
+        let grid = pbs::Grid::new(nx, ny).unwrap();
+        let mut exec = StaticBlocks::new(grid.len(), 2).unwrap();
+        let mut rec = Recorder::new("static", 2);
+        let mut whole = build(app, scenario, nx, ny, 3).unwrap();
+        let mut parts: Vec<_> = (0..processes).map(|_| build(app, scenario, nx, ny, 3).unwrap()).collect();
+        // Vertical slabs whose cuts shift by one column every third iteration.
+        let owners_at = |it: usize| -> Vec<u32> {
+            (0..grid.len()).map(|k| (((grid.coords(k)[0] + it / 3) * processes / nx) % processes) as u32).collect()
+        };
+        let mut bytes = Vec::new();
+        for it in 0..iters {
+            let owners = owners_at(it);
+            for (p, part) in parts.iter_mut().enumerate() {
+                part.compute_only(Some(owners.iter().map(|&o| o as usize == p).collect())).unwrap();
+                part.iterate(&mut exec, &mut rec, None);
+            }
+            whole.iterate(&mut exec, &mut rec, None);
+            let next = owners_at(it + 1);
+            for k in 0..grid.len() {
+                let from = owners[k] as usize;
+                let mut to = readers(&grid, &next, k, whole.halo());
+                if next[k] != owners[k] && !to.contains(&next[k]) {
+                    to.push(next[k]);
+                }
+                bytes.clear();
+                parts[from].pack_box(k, &mut bytes);
+                for q in to.into_iter().filter(|&q| q as usize != from) {
+                    parts[q as usize].unpack_box(k, &bytes).unwrap();
+                }
+            }
+        }
+        let owners = owners_at(iters);
+        let (first, rest) = parts.split_at_mut(1);
+        for k in (0..grid.len()).filter(|&k| owners[k] != 0) {
+            bytes.clear();
+            rest[owners[k] as usize - 1].pack_box(k, &mut bytes);
+            first[0].unpack_box(k, &bytes).unwrap();
+        }
+        (first[0].checksum(), whole.checksum())
+    }
+
+    #[test]
+    fn boxes_computed_in_several_processes_and_gathered_give_the_shared_memory_state() {
+        for (app, scenario) in [("md", "gravity"), ("md", "expansion"), ("stencil", "rough")] {
+            for processes in [1, 2, 3] {
+                let (gathered, whole) = gathered_checksum(app, scenario, processes, 60);
+                assert_eq!(gathered, whole, "{app} {scenario} on {processes} processes");
+            }
+        }
+    }
+
+    #[test]
+    fn readers_are_the_other_owners_within_the_halo() {
+        let grid = pbs::Grid::new(6, 1).unwrap();
+        let owners = [0, 0, 1, 1, 2, 2];
+        assert_eq!(readers(&grid, &owners, 1, 1), vec![1]);
+        assert_eq!(readers(&grid, &owners, 1, 2), vec![1]);
+        assert_eq!(readers(&grid, &owners, 2, 2), vec![0, 2]);
+        assert_eq!(readers(&grid, &owners, 5, 1), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn only_md_and_the_stencil_run_across_processes() {
+        assert!(build("md", "gravity", 4, 4, 1).is_ok());
+        assert!(build("stencil", "rough", 4, 4, 1).is_ok());
+        assert!(build("md-split", "gravity", 4, 4, 1).err().unwrap().contains("md and stencil"));
+        assert!(build("stencil", "x", 4, 4, 1).err().unwrap().contains("drift or rough"));
+        assert!(build("md", "gravity", 0, 4, 1).is_err());
+    }
+}

@@ -156,16 +156,16 @@ pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Resu
     }
 }
 
-/// The processes other than `owners[k]` that need box `k` under `owners`: those owning a box
-/// within `halo` boxes of it (diagonals included), in increasing order. Box `k`'s owner sends
-/// it to each after every iteration.
+/// The processes that need box `k` under `owners`: those owning a box within `halo` boxes of
+/// it (diagonals included, `owners[k]` itself too), in increasing order. After every
+/// iteration, box `k`'s last owner sends it to each of them but itself.
 pub fn readers(grid: &pbs::Grid, owners: &[u32], k: usize, halo: usize) -> Vec<u32> {
     let [i, j, _] = grid.coords(k);
     let mut out = Vec::new();
     for b in j.saturating_sub(halo)..(j + halo + 1).min(grid.ny) {
         for a in i.saturating_sub(halo)..(i + halo + 1).min(grid.nx) {
             let o = owners[grid.index(a, b, 0)];
-            if o != owners[k] && !out.contains(&o) {
+            if !out.contains(&o) {
                 out.push(o);
             }
         }
@@ -228,10 +228,7 @@ mod tests {
             let next = owners_at(it + 1);
             for k in 0..grid.len() {
                 let from = owners[k] as usize;
-                let mut to = readers(&grid, &next, k, whole.halo());
-                if next[k] != owners[k] && !to.contains(&next[k]) {
-                    to.push(next[k]);
-                }
+                let to = readers(&grid, &next, k, whole.halo());
                 bytes.clear();
                 parts[from].pack_box(k, &mut bytes);
                 for q in to.into_iter().filter(|&q| q as usize != from) {
@@ -260,13 +257,13 @@ mod tests {
     }
 
     #[test]
-    fn readers_are_the_other_owners_within_the_halo() {
+    fn readers_are_the_owners_within_the_halo() {
         let grid = pbs::Grid::new(6, 1).unwrap();
-        let owners = [0, 0, 1, 1, 2, 2];
-        assert_eq!(readers(&grid, &owners, 1, 1), vec![1]);
-        assert_eq!(readers(&grid, &owners, 1, 2), vec![1]);
-        assert_eq!(readers(&grid, &owners, 2, 2), vec![0, 2]);
-        assert_eq!(readers(&grid, &owners, 5, 1), Vec::<u32>::new());
+        let owners = [2, 0, 1, 1, 0, 0];
+        assert_eq!(readers(&grid, &owners, 1, 1), vec![0, 1, 2]);
+        assert_eq!(readers(&grid, &owners, 2, 2), vec![0, 1, 2]);
+        assert_eq!(readers(&grid, &owners, 5, 1), vec![0]);
+        assert_eq!(readers(&grid, &owners, 0, 0), vec![2]);
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Mapper {
     recent: RecentLoads,
     iterations: u32,
     last_cost: f64,
+    /// Whether the last `end_iteration` rebalanced (what `add_to_last_cost` adds to).
+    just_rebalanced: bool,
     tol: f64,
     trigger: f64,
     steps: usize,
@@ -74,6 +76,7 @@ impl Mapper {
             recent: RecentLoads::default(),
             iterations: 0,
             last_cost,
+            just_rebalanced: false,
             tol: options.tol,
             trigger: options.trigger,
             steps: options.steps_per_rebalance,
@@ -117,6 +120,7 @@ impl Mapper {
         let mut end = IterationEnd { max_avg, ..Default::default() };
         let first = self.iterations == 0;
         self.iterations += 1;
+        self.just_rebalanced = false;
         let correcting = self.check.fails(max_avg, &sample, self.iterations, self.trigger, self.last_cost);
         if !(self.criterion.observe(sample) || first || correcting) {
             return Ok(end);
@@ -141,6 +145,7 @@ impl Mapper {
                 self.victims = victim_order(&self.vcores, self.workers, self.grid.len());
             }
             end.rebalanced = true;
+            self.just_rebalanced = true;
             self.check.arm(self.iterations, correcting);
             self.last_cost = start.elapsed().as_secs_f64();
             self.criterion.rebalanced(self.last_cost);
@@ -148,6 +153,22 @@ impl Mapper {
         end.rebalance_time = start.elapsed();
         end.rebalance_critical = end.rebalance_time;
         Ok(end)
+    }
+
+    /// Adds `seconds` (finite, ≥ 0) to the cost `C` the criterion weighs against imbalance, when
+    /// the last [`Mapper::end_iteration`] rebalanced: the time a runtime then spent on what the
+    /// balancer does not see, moving the boxes' data (`pbs-mpi` across processes). Returns
+    /// whether it was added.
+    pub fn add_to_last_cost(&mut self, seconds: f64) -> crate::Result<bool> {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            let value = seconds.to_string();
+            return Err(pbs::Error::Parameter { name: "seconds", value, reason: "finite and ≥ 0" }.into());
+        }
+        if self.just_rebalanced {
+            self.last_cost += seconds;
+            self.criterion.rebalanced(self.last_cost);
+        }
+        Ok(self.just_rebalanced)
     }
 }
 
@@ -200,6 +221,35 @@ mod tests {
         // The same 30 % every iteration is the mapping's: it is fixed.
         let moved: usize = (0..50).map(|_| m.end_iteration(&slowed(&owners, true)).unwrap().migrations).sum();
         assert!(moved > 0);
+    }
+
+    /// The criterion's `C` after a rebalancing is the balancer's time plus what the caller adds.
+    #[test]
+    fn an_added_cost_reaches_the_criterion() {
+        struct Costs(std::sync::Arc<std::sync::Mutex<Vec<f64>>>);
+        impl Criterion for Costs {
+            fn name(&self) -> String {
+                "costs".into()
+            }
+            fn observe(&mut self, _: Sample) -> bool {
+                false
+            }
+            fn rebalanced(&mut self, cost: f64) {
+                self.0.lock().unwrap().push(cost);
+            }
+        }
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let options = PbsOptions { criterion: Some(Box::new(Costs(seen.clone()))), ..PbsOptions::default() };
+        let grid = Grid::new(16, 16).unwrap();
+        let mut m = Mapper::new(grid, 4, options).unwrap();
+        assert!(!m.add_to_last_cost(1.0).unwrap(), "nothing rebalanced yet");
+        assert!(m.end_iteration(&corner(grid, 4.0)).unwrap().rebalanced, "the first measurement rebalances");
+        assert!(m.add_to_last_cost(0.5).unwrap());
+        let costs = seen.lock().unwrap().clone();
+        assert_eq!(costs.len(), 2, "{costs:?}");
+        assert!((costs[1] - costs[0] - 0.5).abs() < 1e-12, "{costs:?}");
+        assert!(m.add_to_last_cost(f64::NAN).is_err());
+        assert!(!m.end_iteration(&corner(grid, 4.0)).unwrap().rebalanced || m.add_to_last_cost(0.0).unwrap());
     }
 
     #[test]

@@ -48,6 +48,9 @@ CMAKE_PACKAGES=(cmake)
 # The StarPU policy of starpu/ builds against Debian's StarPU 1.3 and is compared on StarPU's own
 # example programs, some of which are MPI programs that start an MPI singleton (orted).
 STARPU_PACKAGES=(libstarpu-dev starpu-examples openmpi-bin)
+# pbs-mpi builds on rsmpi (bindgen over Open MPI's headers, hence libclang) and its tests run
+# mpirun.
+MPI_PACKAGES=(libopenmpi-dev libclang-dev openmpi-bin)
 # pbs.hpp is tested under both C++ compilers of Debian.
 CXX_PACKAGES=(g++ clang)
 

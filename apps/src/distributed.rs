@@ -226,8 +226,8 @@ mod tests {
             }
             whole.iterate(&mut exec, &mut rec, None);
             let next = owners_at(it + 1);
-            for k in 0..grid.len() {
-                let from = owners[k] as usize;
+            for (k, &from) in owners.iter().enumerate() {
+                let from = from as usize;
                 let to = readers(&grid, &next, k, whole.halo());
                 bytes.clear();
                 parts[from].pack_box(k, &mut bytes);

@@ -1,0 +1,138 @@
+//! Boxes between ranks after every iteration: each rank sends every box it just computed to
+//! the ranks that own it or read it next (its halo); the same message carries a box to a new
+//! owner (a migration) and to its neighbours. One `MPI_Alltoall` of sizes, one
+//! `MPI_Alltoallv` of bytes.
+//!
+//! A message to one rank is a run of records `box id (u64) · length (u64) · the box's bytes`
+//! ([`pbs_apps::distributed::Pack`]).
+
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::traits::*;
+use mpi::Count;
+use pbs::Grid;
+use pbs_apps::distributed::{readers, Distributed, Reader};
+
+/// What one rank sends in one exchange.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Outgoing {
+    /// The bytes for each rank (none for itself).
+    pub to: Vec<Vec<u8>>,
+    /// Boxes sent to their new owner.
+    pub migrated_boxes: usize,
+    /// Bytes of those boxes.
+    pub migrated_bytes: usize,
+    /// Bytes of boxes sent to ranks that only read them.
+    pub halo_bytes: usize,
+}
+
+/// Packs the boxes `me` owned (`old`) for the ranks that need them under `new`.
+pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u32, ranks: usize) -> Outgoing {
+    let mut out = Outgoing { to: vec![Vec::new(); ranks], ..Outgoing::default() };
+    let mut bytes = Vec::new();
+    for k in (0..grid.len()).filter(|&k| old[k] == me) {
+        let to: Vec<u32> = readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me).collect();
+        if to.is_empty() {
+            continue;
+        }
+        bytes.clear();
+        app.pack_box(k, &mut bytes);
+        for r in to {
+            let buf = &mut out.to[r as usize];
+            buf.extend_from_slice(&(k as u64).to_le_bytes());
+            buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            buf.extend_from_slice(&bytes);
+            if r == new[k] {
+                out.migrated_boxes += 1;
+                out.migrated_bytes += bytes.len();
+            } else {
+                out.halo_bytes += bytes.len();
+            }
+        }
+    }
+    out
+}
+
+/// Unpacks received records into `app`; returns the boxes unpacked. An error names the record
+/// that is wrong.
+pub fn unpack(app: &mut dyn Distributed, boxes: usize, received: &[u8]) -> Result<usize, String> {
+    let mut r = Reader::new(received);
+    let mut at = 0;
+    let mut count = 0;
+    while at < received.len() {
+        let k = r.u64()? as usize;
+        let len = r.len(1)?;
+        let start = at + 16;
+        if k >= boxes {
+            return Err(format!("received box {k} of a {boxes}-box grid"));
+        }
+        app.unpack_box(k, &received[start..start + len]).map_err(|e| format!("box {k}: {e}"))?;
+        at = start + len;
+        r = Reader::new(&received[at..]);
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// Displacements of consecutive blocks of `counts`, as MPI counts them (an `int`).
+fn displacements(counts: &[usize]) -> Result<(Vec<Count>, Vec<Count>), String> {
+    let total: usize = counts.iter().sum();
+    if Count::try_from(total).is_err() {
+        return Err(format!("{total} bytes in one exchange: more than MPI's int counts ({})", Count::MAX));
+    }
+    let mut displs = Vec::with_capacity(counts.len());
+    let mut at = 0;
+    for &c in counts {
+        displs.push(at as Count);
+        at += c;
+    }
+    Ok((counts.iter().map(|&c| c as Count).collect(), displs))
+}
+
+/// Sends `out.to[r]` to every rank `r` and returns what all ranks sent to this one, in rank
+/// order.
+pub fn all_to_all(world: &impl Communicator, out: &Outgoing) -> Result<Vec<u8>, String> {
+    let sizes: Vec<usize> = out.to.iter().map(Vec::len).collect();
+    let (send_counts, send_displs) = displacements(&sizes)?;
+    let mut recv_counts = vec![0 as Count; out.to.len()];
+    world.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+    let received: Vec<usize> = recv_counts.iter().map(|&c| c as usize).collect();
+    let (recv_counts, recv_displs) = displacements(&received)?;
+    // One byte more than the messages: an empty Vec<u8>'s pointer is 0x1, Open MPI's
+    // MPI_IN_PLACE, which MPI_Alltoallv refuses.
+    let mut send: Vec<u8> = out.to.concat();
+    send.push(0);
+    let total = received.iter().sum();
+    let mut recv = vec![0u8; total + 1];
+    {
+        let sendbuf = Partition::new(&send[..], send_counts, send_displs);
+        let mut recvbuf = PartitionMut::new(&mut recv[..], recv_counts, recv_displs);
+        world.all_to_all_varcount_into(&sendbuf, &mut recvbuf);
+    }
+    recv.truncate(total);
+    Ok(recv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boxes_reach_their_new_owner_and_their_readers_and_bad_records_are_named() {
+        let grid = Grid::new(6, 1).unwrap();
+        let app = pbs_apps::distributed::build("stencil", "drift", 6, 1, 1).unwrap();
+        let old = [0, 0, 0, 1, 1, 1];
+        let new = [0, 0, 1, 1, 1, 2];
+        let out = pack(app.as_ref(), &grid, &old, &new, 0, 3);
+        // Box 2 moves to rank 1; box 1 is read by rank 1 (halo 1); rank 2 reads nothing of 0's.
+        assert_eq!(out.migrated_boxes, 1);
+        assert!(out.to[0].is_empty() && out.to[2].is_empty());
+        let mut other = pbs_apps::distributed::build("stencil", "drift", 6, 1, 1).unwrap();
+        assert_eq!(unpack(other.as_mut(), 6, &out.to[1]).unwrap(), 2);
+        assert_eq!(out.halo_bytes, out.migrated_bytes, "two tiles of the same size");
+        let mut bad = out.to[1].clone();
+        bad[0] = 9;
+        assert!(unpack(other.as_mut(), 6, &bad).unwrap_err().contains("box 9"));
+        assert!(unpack(other.as_mut(), 6, &out.to[1][..20]).is_err());
+        assert!(displacements(&[usize::MAX / 2, 3]).unwrap_err().contains("MPI's int"));
+    }
+}

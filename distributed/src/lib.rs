@@ -1,0 +1,37 @@
+//! # pbs-mpi — pbs across MPI ranks, threads inside each
+//!
+//! Grid codes that outgrow one node run as MPI ranks, each running threads. `pbs-mpi` applies
+//! the same method at both levels:
+//!
+//! | level | who decides | from what | file |
+//! |---|---|---|---|
+//! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `static`) | every box's CPU time, summed over ranks | `ranks.rs` |
+//! | box → thread | each rank: the pbs executor, as in shared memory | its own boxes' times | `pbs-scheduler` |
+//!
+//! A box's data moves with its box: apps implement [`pbs_apps::distributed::Distributed`]
+//! (pack, unpack, halo depth), and after every iteration each rank sends the boxes it just
+//! computed to their next owner and to the ranks whose tasks read them (`exchange.rs`: one
+//! `MPI_Alltoallv`). The per-box computation is the shared-memory one on the same data, so
+//! the final state, gathered on rank 0, has the shared-memory checksum for every rank and
+//! thread count (`tests/mpirun.rs` checks 1–4 ranks × 1–2 threads).
+//!
+//! When to rebalance across ranks is the pbs executor's rule (Boulmier et al.'s eq. 24 by
+//! default, through [`pbs_scheduler::mapper::Mapper`]) on the ranks' summed box times, its
+//! cost `C` the balancer's time plus the exchange that moved the boxes.
+//!
+//! The binary, `pbs-mpi run`, is what a user runs:
+//!
+//! ```text
+//! mpirun -np 4 target/release/pbs-mpi run --app md --scenario gravity --threads 2 --iters 200 --json
+//! ```
+//!
+//! Failure ends the whole job: a rank whose run fails or panics prints its message and calls
+//! `MPI_Abort`; a rank that exits makes `mpirun` end the others. `PBS_MPI_FAIL=rank:iteration`
+//! (`:exit` to exit instead of panicking) injects such a failure, for the tests.
+
+#![deny(missing_docs)]
+
+pub mod exchange;
+pub mod ranks;
+pub mod run;
+pub mod timed;

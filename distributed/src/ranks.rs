@@ -1,0 +1,234 @@
+//! Which rank owns which box: the decision rank 0 makes after every iteration from the box
+//! loads of all ranks. No MPI here, so it is tested like any balancer.
+//!
+//! - `pbs`: the pbs balancer with one vCore per rank, warm-started, through
+//!   [`pbs_scheduler::mapper::Mapper`]: the executor's decisions (Boulmier's eq. 24 with `C`
+//!   the balancer's time plus the migration's, the first measured iteration rebalancing, the
+//!   check, the 5 % trigger, a persistent imbalance).
+//! - `rcb`: k-way recursive coordinate bisection recomputed from scratch
+//!   ([`pbs::bisection::kway_rcb`], Zoltan's and Boulmier's reference), when the same
+//!   criterion asks for it (and after the first measured iteration, as `pbs`).
+//! - `static`: contiguous blocks of row-major box ids, horizontal slabs; never changes.
+//!
+//! One vCore per rank rather than one per NUMA node of each rank: the threads inside a rank
+//! already get the pbs executor's NUMA-aware cells, and a rank's boxes form one region, which
+//! keeps its halo (and so its messages) smallest.
+
+use std::time::Instant;
+
+use pbs::bisection::kway_rcb;
+use pbs::{metrics, Grid};
+use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
+use pbs_scheduler::executors::{PbsOptions, StaticBlocks};
+use pbs_scheduler::mapper::Mapper;
+
+/// The balancers across ranks, by name.
+pub const BALANCES: [&str; 3] = ["pbs", "rcb", "static"];
+
+/// What [`RankBalancer::end_iteration`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// `max / mean` of the ranks' loads in the iteration that ended (under the old owners).
+    pub imbalance: f64,
+    /// Whether the owners changed.
+    pub rebalanced: bool,
+    /// Boxes whose rank changed.
+    pub migrations: usize,
+    /// Seconds spent deciding (and balancing).
+    pub seconds: f64,
+}
+
+enum Kind {
+    Pbs(Box<Mapper>),
+    Rcb { criterion: Boulmier, measured: bool },
+    Static,
+}
+
+/// The owners of the boxes over ranks, and how they change.
+pub struct RankBalancer {
+    grid: Grid,
+    ranks: usize,
+    owners: Vec<u32>,
+    kind: Kind,
+    /// The box loads of the last iterations, oldest first (at most [`SMOOTHING`]).
+    recent: Vec<Vec<f64>>,
+    /// Iterations seen.
+    seen: usize,
+}
+
+/// Iterations whose loads the balancers do not see: the first one's times are those of page
+/// faults and first allocations (md gravity, 4 ranks: a mapping balanced on them measured
+/// 1.14 from the next iteration on).
+pub const WARMUP: usize = 1;
+
+/// Iterations whose box loads are smoothed (each box's median) before they reach the
+/// balancers: a box's CPU time is a few microseconds, and one iteration's measurement of it is
+/// noisy.
+pub const SMOOTHING: usize = 3;
+
+impl RankBalancer {
+    /// `balance` (one of [`BALANCES`]) over `ranks` ranks of `grid`, each rank owning at least
+    /// one box to start with. An error names a bad name or size.
+    pub fn new(balance: &str, grid: Grid, ranks: usize) -> Result<RankBalancer, String> {
+        if ranks == 0 || ranks > grid.len() {
+            return Err(format!("{ranks} ranks for {} boxes: between 1 and one rank per box", grid.len()));
+        }
+        let slabs =
+            || (0..ranks).flat_map(|r| StaticBlocks::block(grid.len(), ranks, r).map(move |_| r as u32)).collect();
+        let (kind, owners) = match balance {
+            "pbs" => {
+                // Up to 200 balancer steps per rebalancing (the executor's 20 stop short when a
+                // load moved far): across ranks, moving the boxes costs more than the steps.
+                let options = PbsOptions { steps_per_rebalance: 200, ..PbsOptions::default() };
+                let mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
+                let owners = mapper.owners().to_vec();
+                (Kind::Pbs(Box::new(mapper)), owners)
+            }
+            "rcb" => {
+                let owners = kway_rcb(&grid, &vec![1.0; grid.len()], ranks).map_err(|e| e.to_string())?;
+                (Kind::Rcb { criterion: Boulmier::new(0.0), measured: false }, owners)
+            }
+            "static" => (Kind::Static, slabs()),
+            other => return Err(format!("unknown balance {other:?}; expected {}", BALANCES.join(", "))),
+        };
+        Ok(RankBalancer { grid, ranks, owners, kind, recent: Vec::new(), seen: 0 })
+    }
+
+    /// Every box's rank.
+    pub fn owners(&self) -> &[u32] {
+        &self.owners
+    }
+
+    /// Each box's median over the recent iterations' loads, `latest` included.
+    fn smoothed(&mut self, latest: &[f64]) -> Vec<f64> {
+        if self.recent.len() == SMOOTHING {
+            self.recent.remove(0);
+        }
+        self.recent.push(latest.to_vec());
+        (0..latest.len())
+            .map(|k| {
+                let mut v: Vec<f64> = self.recent.iter().map(|l| l[k]).collect();
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            })
+            .collect()
+    }
+
+    /// Ends an iteration whose measured box loads (seconds, every rank's boxes) are
+    /// `measured`: may change the owners. The imbalance reported is the iteration's own; the
+    /// balancers see each box's median over the last [`SMOOTHING`] iterations.
+    pub fn end_iteration(&mut self, measured: &[f64]) -> Result<Decision, String> {
+        let start = Instant::now();
+        if measured.len() != self.grid.len() || measured.iter().any(|l| !(l.is_finite() && *l >= 0.0)) {
+            return Err(format!(
+                "{} box loads for {} boxes, or a load that is not finite and ≥ 0",
+                measured.len(),
+                self.grid.len()
+            ));
+        }
+        let loads = metrics::charges(&self.owners, measured, self.ranks);
+        let mean = loads.iter().sum::<f64>() / self.ranks as f64;
+        let max = loads.iter().copied().fold(0.0, f64::max);
+        let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
+        self.seen += 1;
+        if self.seen <= WARMUP {
+            return Ok(Decision {
+                imbalance,
+                rebalanced: false,
+                migrations: 0,
+                seconds: start.elapsed().as_secs_f64(),
+            });
+        }
+        let box_loads = &self.smoothed(measured);
+        let before = self.owners.clone();
+        match &mut self.kind {
+            Kind::Pbs(mapper) => {
+                mapper.end_iteration(box_loads).map_err(|e| e.to_string())?;
+                self.owners.copy_from_slice(mapper.owners());
+            }
+            Kind::Rcb { criterion, measured } => {
+                let min = loads.iter().copied().fold(f64::INFINITY, f64::min);
+                let asks = criterion.observe(Sample { max, mean, min });
+                if asks || !*measured {
+                    *measured = true;
+                    self.owners = kway_rcb(&self.grid, box_loads, self.ranks).map_err(|e| e.to_string())?;
+                    criterion.rebalanced(start.elapsed().as_secs_f64());
+                }
+            }
+            Kind::Static => {}
+        }
+        let migrations = metrics::migrations(&before, &self.owners);
+        Ok(Decision { imbalance, rebalanced: migrations > 0, migrations, seconds: start.elapsed().as_secs_f64() })
+    }
+
+    /// Adds the seconds spent moving the boxes of the last rebalancing to the cost the
+    /// criterion weighs (`pbs`, `rcb`).
+    pub fn add_to_last_cost(&mut self, seconds: f64, decided: &Decision) -> Result<(), String> {
+        match &mut self.kind {
+            Kind::Pbs(mapper) => mapper.add_to_last_cost(seconds).map(|_| ()).map_err(|e| e.to_string()),
+            Kind::Rcb { criterion, .. } if decided.rebalanced => {
+                criterion.rebalanced(decided.seconds + seconds);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A heavy corner that drifts along the diagonal, step by step.
+    fn drifting(grid: Grid, step: usize) -> Vec<f64> {
+        (0..grid.len())
+            .map(|k| {
+                let [i, j, _] = grid.coords(k);
+                let (ci, cj) = (4 + step / 4, 4 + step / 4);
+                let d2 = (i as f64 - ci as f64).powi(2) + (j as f64 - cj as f64).powi(2);
+                1e-5 * (1.0 + 8.0 * (-d2 / 20.0).exp())
+            })
+            .collect()
+    }
+
+    fn imbalance(owners: &[u32], loads: &[f64], ranks: usize) -> f64 {
+        metrics::max_avg(&metrics::charges(owners, loads, ranks))
+    }
+
+    #[test]
+    fn pbs_and_rcb_follow_a_drifting_load_and_static_does_not() {
+        let grid = Grid::new(32, 32).unwrap();
+        let mut last = Vec::new();
+        for name in BALANCES {
+            let mut b = RankBalancer::new(name, grid, 4).unwrap();
+            let mut moved = 0;
+            for step in 0..60 {
+                moved += b.end_iteration(&drifting(grid, step)).unwrap().migrations;
+            }
+            let after = imbalance(b.owners(), &drifting(grid, 60), 4);
+            last.push((name, after, moved));
+        }
+        let [(_, pbs, pbs_moved), (_, rcb, _), (_, fixed, fixed_moved)] = last[..] else { unreachable!() };
+        // Both lag the drift (smoothed loads, a criterion that waits for the imbalance to pay
+        // for the move) but stay far under the fixed slabs.
+        assert!(pbs < 0.75 * fixed && rcb < 0.75 * fixed, "{last:?}");
+        assert!(fixed > 1.3 && fixed_moved == 0, "{last:?}");
+        assert!(pbs_moved > 0);
+    }
+
+    #[test]
+    fn every_rank_owns_boxes_and_bad_sizes_are_named() {
+        let grid = Grid::new(5, 3).unwrap();
+        for name in BALANCES {
+            for ranks in [1, 4, 15] {
+                let b = RankBalancer::new(name, grid, ranks).unwrap();
+                let mut counts = vec![0; ranks];
+                b.owners().iter().for_each(|&o| counts[o as usize] += 1);
+                assert!(counts.iter().all(|&c| c > 0), "{name} on {ranks} ranks: {counts:?}");
+            }
+            assert!(RankBalancer::new(name, grid, 16).err().unwrap().contains("16 ranks for 15 boxes"));
+            assert!(RankBalancer::new(name, grid, 0).is_err());
+        }
+        assert!(RankBalancer::new("metis", grid, 2).err().unwrap().contains("pbs, rcb, static"));
+    }
+}

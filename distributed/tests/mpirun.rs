@@ -1,0 +1,102 @@
+//! pbs-mpi under `mpirun`: the shared-memory checksum on 1–4 ranks × 1–2 threads, and failures
+//! that end the job with their message (never a hang). Oversubscribed on small machines, which
+//! is fine for correctness.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use pbs_scheduler::executors::StaticBlocks;
+use pbs_scheduler::report::Recorder;
+
+/// `mpirun -np ranks pbs-mpi run args…`, killed after two minutes.
+fn mpirun(ranks: usize, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "--bind-to", "none", "-np", &ranks.to_string()]);
+    for (k, _) in env {
+        cmd.args(["-x", k]);
+    }
+    cmd.args(["timeout", "120", env!("CARGO_BIN_EXE_pbs-mpi"), "run"]).args(args);
+    // Open MPI refuses root without these (CI containers run as root).
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    cmd.envs(env.iter().copied());
+    let start = Instant::now();
+    let out = cmd.output().expect("mpirun runs (Open MPI: apt install openmpi-bin libopenmpi-dev)");
+    (out, start.elapsed())
+}
+
+fn shared_memory_checksum(app: &str, scenario: &str, iters: usize) -> String {
+    let mut app = pbs_apps::build(app, scenario, 32, 32, 1).unwrap();
+    let mut exec = StaticBlocks::new(app.grid().len(), 1).unwrap();
+    let mut rec = Recorder::new("static", 1);
+    for _ in 0..iters {
+        app.iterate(&mut exec, &mut rec, None);
+    }
+    format!("{:016x}", app.checksum())
+}
+
+#[test]
+fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
+    for (app, scenario, balance) in
+        [("md", "gravity", "pbs"), ("stencil", "drift", "pbs"), ("md", "contraction", "rcb")]
+    {
+        let expected = shared_memory_checksum(app, scenario, 30);
+        for ranks in 1..=4 {
+            for threads in ["1", "2"] {
+                let args = [
+                    "--app",
+                    app,
+                    "--scenario",
+                    scenario,
+                    "--threads",
+                    threads,
+                    "--iters",
+                    "30",
+                    "--balance",
+                    balance,
+                    "--json",
+                ];
+                let (out, _) = mpirun(ranks, &args, &[]);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(out.status.success(), "{app} on {ranks} ranks × {threads}: {stderr}");
+                let v: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).expect("one JSON object, from rank 0 alone");
+                assert_eq!(v["checksum"], expected.as_str(), "{app} {scenario} on {ranks} ranks × {threads} threads");
+                assert_eq!(v["ranks"], ranks);
+                assert_eq!(v["threads"], threads.parse::<usize>().unwrap());
+                assert_eq!(v["per_rank"].as_array().unwrap().len(), ranks);
+                let boxes: u64 = v["per_rank"].as_array().unwrap().iter().map(|r| r["boxes"].as_u64().unwrap()).sum();
+                assert_eq!(boxes, 1024, "every box owned once at the end");
+                if ranks > 1 {
+                    assert!(v["halo_bytes_per_iter"].as_f64().unwrap() > 0.0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_rank_that_panics_or_exits_ends_the_job_with_its_message() {
+    for (how, said) in [("1:3", "fault injected by PBS_MPI_FAIL"), ("2:5:exit", "exiting at iteration 5")] {
+        let (out, took) = mpirun(3, &["--app", "md", "--iters", "50"], &[("PBS_MPI_FAIL", how)]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{how}: {stderr}");
+        assert!(stderr.contains(said), "{how}: {stderr}");
+        assert!(took < Duration::from_secs(100), "{how}: the job ended by itself, not by the timeout ({took:?})");
+    }
+}
+
+#[test]
+fn bad_sizes_are_one_clear_error_from_rank_0() {
+    for (ranks, args, said) in [
+        (3, vec!["--app", "md", "--nx", "1", "--ny", "2"], "3 ranks for 2 boxes"),
+        (2, vec!["--app", "md", "--threads", "0"], "--threads 0"),
+        (2, vec!["--app", "md-split"], "md and stencil"),
+        (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, static"),
+    ] {
+        let (out, _) = mpirun(ranks, &args, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert_eq!(stderr.matches(said).count(), 1, "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

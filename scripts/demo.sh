@@ -10,9 +10,9 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${STARPU_PACKAGES[@]}"
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}"
 
-cargo build --release -p pbs-bench -p pbs-visual -p pbs-ffi
+cargo build --release -p pbs-bench -p pbs-visual -p pbs-ffi -p pbs-mpi
 bench=target/release/pbs-bench
 
 echo
@@ -48,6 +48,13 @@ echo
 echo "== Inside StarPU: pbs as a StarPU scheduling policy against StarPU's own, on the heat code as StarPU"
 echo "   tasks and on StarPU's example programs run unchanged (docs/starpu.md)"
 $bench starpu --repeats 2
+echo
+echo "== Across MPI ranks: md gravity on 4 ranks, boxes to ranks by pbs, by RCB and as static slabs, the"
+echo "   pbs executor inside each rank (docs/mpi.md; oversubscribed on a machine with fewer than 4 cores)"
+if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+for b in pbs rcb static; do
+    mpirun --oversubscribe --bind-to none -np 4 target/release/pbs-mpi run --app md --iters 200 --balance "$b" | sed -n '1p;7,$p'
+done
 echo
 echo "== The standard matrix (apps x scenarios x schedulers), one run each (the full one: $bench report)"
 $bench report --out out/demo/apps --repeats 1

@@ -37,10 +37,7 @@ pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u3
         bytes.clear();
         app.pack_box(k, &mut bytes);
         for r in to {
-            let buf = &mut out.to[r as usize];
-            buf.extend_from_slice(&(k as u64).to_le_bytes());
-            buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            buf.extend_from_slice(&bytes);
+            record(&mut out.to[r as usize], k, &bytes);
             if r == new[k] {
                 out.migrated_boxes += 1;
                 out.migrated_bytes += bytes.len();
@@ -50,6 +47,19 @@ pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u3
         }
     }
     out
+}
+
+fn record(buf: &mut Vec<u8>, k: usize, bytes: &[u8]) {
+    buf.extend_from_slice(&(k as u64).to_le_bytes());
+    buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    buf.extend_from_slice(bytes);
+}
+
+/// Appends box `k` of `app` to `buf` as a record (`scratch` holds its bytes meanwhile).
+pub fn push_record(buf: &mut Vec<u8>, app: &dyn Distributed, k: usize, scratch: &mut Vec<u8>) {
+    scratch.clear();
+    app.pack_box(k, scratch);
+    record(buf, k, scratch);
 }
 
 /// Unpacks received records into `app`; returns the boxes unpacked. An error names the record

@@ -34,4 +34,5 @@
 pub mod exchange;
 pub mod ranks;
 pub mod run;
+pub mod summary;
 pub mod timed;

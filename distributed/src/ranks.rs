@@ -36,11 +36,19 @@ pub struct Decision {
     pub migrations: usize,
     /// Seconds spent deciding (and balancing).
     pub seconds: f64,
+    /// `pbs` only, when it rebalanced: the boxes a k-way RCB recomputed from scratch on the
+    /// same loads would have moved, from its own partition at the last rebalancing (the
+    /// baseline of migrated bytes, at the same moments, in the same run).
+    pub rcb_would_move: Option<Vec<usize>>,
 }
 
 enum Kind {
-    Pbs(Box<Mapper>),
-    Rcb { criterion: Boulmier, measured: bool },
+    /// The mapper, and the RCB partition a from-scratch RCB would have at its rebalancings.
+    Pbs(Box<Mapper>, Vec<u32>),
+    Rcb {
+        criterion: Boulmier,
+        measured: bool,
+    },
     Static,
 }
 
@@ -82,7 +90,8 @@ impl RankBalancer {
                 let options = PbsOptions { steps_per_rebalance: 200, ..PbsOptions::default() };
                 let mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
                 let owners = mapper.owners().to_vec();
-                (Kind::Pbs(Box::new(mapper)), owners)
+                let shadow = kway_rcb(&grid, &vec![1.0; grid.len()], ranks).map_err(|e| e.to_string())?;
+                (Kind::Pbs(Box::new(mapper), shadow), owners)
             }
             "rcb" => {
                 let owners = kway_rcb(&grid, &vec![1.0; grid.len()], ranks).map_err(|e| e.to_string())?;
@@ -137,14 +146,20 @@ impl RankBalancer {
                 rebalanced: false,
                 migrations: 0,
                 seconds: start.elapsed().as_secs_f64(),
+                rcb_would_move: None,
             });
         }
         let box_loads = &self.smoothed(measured);
         let before = self.owners.clone();
+        let mut rcb_would_move = None;
         match &mut self.kind {
-            Kind::Pbs(mapper) => {
-                mapper.end_iteration(box_loads).map_err(|e| e.to_string())?;
-                self.owners.copy_from_slice(mapper.owners());
+            Kind::Pbs(mapper, shadow) => {
+                if mapper.end_iteration(box_loads).map_err(|e| e.to_string())?.migrations > 0 {
+                    self.owners.copy_from_slice(mapper.owners());
+                    let rcb = kway_rcb(&self.grid, box_loads, self.ranks).map_err(|e| e.to_string())?;
+                    rcb_would_move = Some((0..rcb.len()).filter(|&k| rcb[k] != shadow[k]).collect());
+                    *shadow = rcb;
+                }
             }
             Kind::Rcb { criterion, measured } => {
                 let min = loads.iter().copied().fold(f64::INFINITY, f64::min);
@@ -158,14 +173,15 @@ impl RankBalancer {
             Kind::Static => {}
         }
         let migrations = metrics::migrations(&before, &self.owners);
-        Ok(Decision { imbalance, rebalanced: migrations > 0, migrations, seconds: start.elapsed().as_secs_f64() })
+        let seconds = start.elapsed().as_secs_f64();
+        Ok(Decision { imbalance, rebalanced: migrations > 0, migrations, seconds, rcb_would_move })
     }
 
     /// Adds the seconds spent moving the boxes of the last rebalancing to the cost the
     /// criterion weighs (`pbs`, `rcb`).
     pub fn add_to_last_cost(&mut self, seconds: f64, decided: &Decision) -> Result<(), String> {
         match &mut self.kind {
-            Kind::Pbs(mapper) => mapper.add_to_last_cost(seconds).map(|_| ()).map_err(|e| e.to_string()),
+            Kind::Pbs(mapper, _) => mapper.add_to_last_cost(seconds).map(|_| ()).map_err(|e| e.to_string()),
             Kind::Rcb { criterion, .. } if decided.rebalanced => {
                 criterion.rebalanced(decided.seconds + seconds);
                 Ok(())

@@ -1,36 +1,25 @@
-//! An executor that also measures each box's CPU time: the loads a rank sends to rank 0.
+//! An executor that also measures each box's time: the loads a rank shares with the others.
 //!
-//! CPU time of the running thread (`CLOCK_THREAD_CPUTIME_ID`), not wall time: when ranks ×
-//! threads exceed the cores (as on a laptop or a 2-core CI machine), a box's wall time counts
-//! whatever the OS ran meanwhile, and the balancer would chase the OS scheduler. CPU time
-//! still counts cache and memory stalls. Two clock reads per box cost 0.3–0.4 µs each on our
-//! VM (a system call): what a pair of reads measures with nothing between them (calibrated
-//! once, the median of 201 pairs) is taken off each box's time, or md's nearly empty boxes
-//! would weigh as much as full ones.
+//! A box's load is its wall time scaled by the share of its range of boxes during which its
+//! thread really ran: a wall clock around each box (`Instant`, ~20 ns a read) and the thread's
+//! CPU clock (`CLOCK_THREAD_CPUTIME_ID`, a system call of ~0.4 µs here) around each range the
+//! executor hands out. When ranks × threads exceed the cores (a laptop, a 2-core CI machine),
+//! a preempted box's wall time counts what the OS ran meanwhile, and the balancer would chase
+//! the OS scheduler; the scale takes that out, so a rank's loads sum to its CPU time. Timing
+//! each box with the CPU clock instead cost 0.74 µs per box, more than an md box with a few
+//! particles computes, and the calibrated overhead taken off left each rank ~10 % off.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use pbs_scheduler::{Executor, IterationEnd, PhaseStats};
 
-/// The wrapped executor and every box's CPU nanoseconds since the last [`Timed::take_loads`].
+/// The wrapped executor and every box's nanoseconds since the last [`Timed::take_loads`].
 pub struct Timed {
     inner: Box<dyn Executor + Send>,
     nanos: Vec<AtomicU64>,
-    /// CPU nanoseconds a pair of clock reads measures by itself.
-    overhead: u64,
-}
-
-/// The median CPU time two consecutive clock reads measure.
-fn clock_overhead() -> u64 {
-    let mut pairs: Vec<u64> = (0..201)
-        .map(|_| {
-            let a = thread_cpu_nanos();
-            thread_cpu_nanos().saturating_sub(a)
-        })
-        .collect();
-    pairs.sort_unstable();
-    pairs[pairs.len() / 2]
 }
 
 fn thread_cpu_nanos() -> u64 {
@@ -43,17 +32,45 @@ fn thread_cpu_nanos() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+thread_local! {
+    /// Each box of the running range with its wall nanoseconds: reused, so that timing
+    /// allocates nothing once grown.
+    static WALLS: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
 impl Timed {
     /// `inner`, timed.
     pub fn new(inner: Box<dyn Executor + Send>) -> Timed {
         let nanos = (0..inner.boxes()).map(|_| AtomicU64::new(0)).collect();
-        Timed { inner, nanos, overhead: clock_overhead() }
+        Timed { inner, nanos }
     }
 
-    /// Every box's CPU seconds since the last call, the counters reset.
+    /// Every box's seconds since the last call, the counters reset.
     pub fn take_loads(&mut self) -> Vec<f64> {
         self.nanos.iter_mut().map(|n| std::mem::take(n.get_mut()) as f64 * 1e-9).collect()
     }
+}
+
+/// Runs the boxes `ks` with `task` and adds each one's scaled wall time to `nanos`.
+fn run_timed(nanos: &[AtomicU64], ks: Range<usize>, task: impl Fn(usize)) {
+    WALLS.with_borrow_mut(|walls| {
+        walls.clear();
+        let (cpu, wall) = (thread_cpu_nanos(), Instant::now());
+        for k in ks {
+            let start = Instant::now();
+            task(k);
+            walls.push((k, start.elapsed().as_nanos() as u64));
+        }
+        let (cpu, wall) = (thread_cpu_nanos().saturating_sub(cpu) as f64, wall.elapsed().as_nanos() as f64);
+        // Under 1 when the thread was off its core during the range; never over (the CPU
+        // clock's coarser updates can read a little more than the wall clock).
+        let scale = if wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };
+        for &(k, ns) in walls.iter() {
+            // Relaxed: the counters are read after the phase, whose end (the pool's barrier)
+            // orders every task's writes before the caller's reads.
+            nanos[k].fetch_add((ns as f64 * scale) as u64, Ordering::Relaxed);
+        }
+    });
 }
 
 // SAFETY: `run_phase` and `run_phase_ranges` call `task` only from the inner executor's calls
@@ -71,12 +88,12 @@ unsafe impl Executor for Timed {
         self.inner.boxes()
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let counters = Counters(&self.nanos, self.overhead);
-        self.inner.run_phase(&|k| counters.timed(k, || task(k)))
+        let nanos = &self.nanos;
+        self.inner.run_phase(&|k| run_timed(nanos, k..k + 1, task))
     }
     fn run_phase_ranges(&mut self, task: &(dyn Fn(Range<usize>) + Sync)) -> PhaseStats {
-        let counters = Counters(&self.nanos, self.overhead);
-        self.inner.run_phase_ranges(&|ks| ks.for_each(|k| counters.timed(k, || task(k..k + 1))))
+        let nanos = &self.nanos;
+        self.inner.run_phase_ranges(&|ks| run_timed(nanos, ks, |k| task(k..k + 1)))
     }
     fn end_iteration(&mut self) -> IterationEnd {
         self.inner.end_iteration()
@@ -95,31 +112,20 @@ unsafe impl Executor for Timed {
     }
 }
 
-/// The counters alone, borrowed while the inner executor runs a phase.
-struct Counters<'a>(&'a [AtomicU64], u64);
-
-impl Counters<'_> {
-    fn timed(&self, k: usize, run: impl FnOnce()) {
-        let start = thread_cpu_nanos();
-        run();
-        // Relaxed: the counters are read after the phase, whose end (the pool's barrier)
-        // orders every task's writes before the caller's reads.
-        let spent = thread_cpu_nanos().saturating_sub(start).saturating_sub(self.1);
-        self.0[k].fetch_add(spent, Ordering::Relaxed);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use pbs_scheduler::executors::StaticBlocks;
     use pbs_scheduler::for_each_box_mut;
 
+    fn spin(n: u64) -> u64 {
+        (0..n).fold(0u64, |a, i| std::hint::black_box(a.wrapping_mul(31).wrapping_add(i)))
+    }
+
     #[test]
     fn a_box_that_works_longer_is_measured_longer_and_every_box_runs_once() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(8, 2).unwrap()));
         let mut runs = vec![0u32; 8];
-        let spin = |n: u64| (0..n).fold(0u64, |a, i| std::hint::black_box(a.wrapping_mul(31).wrapping_add(i)));
         for_each_box_mut(&mut exec, &mut runs, |k, r| {
             *r += 1;
             std::hint::black_box(spin(if k == 5 { 20_000_000 } else { 1000 }));
@@ -129,5 +135,23 @@ mod tests {
         let others = loads.iter().enumerate().filter(|&(k, _)| k != 5).map(|(_, l)| *l).fold(0.0, f64::max);
         assert!(loads[5] > 10.0 * others, "{loads:?}");
         assert!(exec.take_loads().iter().all(|&l| l == 0.0), "taking resets");
+    }
+
+    /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is
+    /// not load: the boxes of its range sum to what they computed. (Within the range, the box
+    /// that was preempted still takes more than its share.)
+    #[test]
+    fn time_off_the_core_is_not_load() {
+        let mut exec = Timed::new(Box::new(StaticBlocks::new(2, 1).unwrap()));
+        let mut out = vec![0u64; 2];
+        for_each_box_mut(&mut exec, &mut out, |k, o| {
+            *o = spin(2_000_000);
+            if k == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        let loads = exec.take_loads();
+        assert!(loads[0] + loads[1] < 0.025, "50 ms asleep counted: {loads:?}");
+        assert!(loads[0] > 0.0 && loads[1] > 0.0, "{loads:?}");
     }
 }

@@ -69,6 +69,14 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
                 if ranks > 1 {
                     assert!(v["halo_bytes_per_iter"].as_f64().unwrap() > 0.0);
                 }
+                // Bytes sent to new owners in the exchanges = the packed sizes of the boxes
+                // whose owner changed, counted on rank 0 at each rebalancing.
+                let per: u64 = v["rebalancing_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum();
+                assert_eq!(per, v["migrated_bytes"].as_u64().unwrap(), "{app} on {ranks} ranks × {threads}");
+                assert_eq!(
+                    v["rebalancing_bytes"].as_array().unwrap().len(),
+                    v["rebalancings"].as_u64().unwrap() as usize
+                );
             }
         }
     }

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use mpi::environment::Threading;
 use mpi::traits::*;
-use pbs_mpi::run::{run, Settings, Summary};
+use pbs_mpi::run::{run, Settings};
+use pbs_mpi::summary::Summary;
 
 #[derive(Parser)]
 #[command(name = "pbs-mpi", about = "pbs across MPI ranks, threads inside each (start it with mpirun)")]
@@ -102,6 +103,12 @@ fn print_table(s: &Summary) {
         s.migrated_bytes_per_rebalancing,
         s.halo_bytes_per_iter
     );
+    if let Some(ratio) = s.rcb_bytes_over_pbs {
+        println!(
+            "bytes per rebalancing: pbs {:?}; a from-scratch RCB at the same moments {:?} ({ratio:.2} × pbs's in all)",
+            s.rebalancing_bytes, s.rcb_shadow_bytes
+        );
+    }
     println!("checksum {}", s.checksum);
 }
 

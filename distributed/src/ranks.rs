@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use pbs::bisection::kway_rcb;
 use pbs::{metrics, Grid};
-use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
+use pbs_scheduler::criteria::{self, Criterion, Sample};
 use pbs_scheduler::executors::{PbsOptions, StaticBlocks};
 use pbs_scheduler::mapper::Mapper;
 
@@ -46,7 +46,7 @@ enum Kind {
     /// The mapper, and the RCB partition a from-scratch RCB would have at its rebalancings.
     Pbs(Box<Mapper>, Vec<u32>),
     Rcb {
-        criterion: Boulmier,
+        criterion: Box<dyn Criterion>,
         measured: bool,
     },
     Static,
@@ -76,8 +76,12 @@ pub const SMOOTHING: usize = 3;
 
 impl RankBalancer {
     /// `balance` (one of [`BALANCES`]) over `ranks` ranks of `grid`, each rank owning at least
-    /// one box to start with. An error names a bad name or size.
-    pub fn new(balance: &str, grid: Grid, ranks: usize) -> Result<RankBalancer, String> {
+    /// one box to start with, rebalancing when `criterion` (one of
+    /// [`pbs_scheduler::criteria::NAMES`]; `boulmier` is eq. 24) asks. An error names a bad
+    /// name or size.
+    pub fn new(balance: &str, grid: Grid, ranks: usize, criterion: &str) -> Result<RankBalancer, String> {
+        // Its first cost: the first measured iteration rebalances anyway, and sets the real one.
+        let named = criteria::by_name(criterion, 0.0)?;
         if ranks == 0 || ranks > grid.len() {
             return Err(format!("{ranks} ranks for {} boxes: between 1 and one rank per box", grid.len()));
         }
@@ -87,7 +91,9 @@ impl RankBalancer {
             "pbs" => {
                 // Up to 200 balancer steps per rebalancing (the executor's 20 stop short when a
                 // load moved far): across ranks, moving the boxes costs more than the steps.
-                let options = PbsOptions { steps_per_rebalance: 200, ..PbsOptions::default() };
+                // Boulmier's with the mapper's own first cost, as the executor does.
+                let criterion = (criterion != "boulmier").then_some(named);
+                let options = PbsOptions { steps_per_rebalance: 200, criterion, ..PbsOptions::default() };
                 let mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
                 let owners = mapper.owners().to_vec();
                 let shadow = kway_rcb(&grid, &vec![1.0; grid.len()], ranks).map_err(|e| e.to_string())?;
@@ -95,7 +101,7 @@ impl RankBalancer {
             }
             "rcb" => {
                 let owners = kway_rcb(&grid, &vec![1.0; grid.len()], ranks).map_err(|e| e.to_string())?;
-                (Kind::Rcb { criterion: Boulmier::new(0.0), measured: false }, owners)
+                (Kind::Rcb { criterion: named, measured: false }, owners)
             }
             "static" => (Kind::Static, slabs()),
             other => return Err(format!("unknown balance {other:?}; expected {}", BALANCES.join(", "))),
@@ -216,7 +222,7 @@ mod tests {
         let grid = Grid::new(32, 32).unwrap();
         let mut last = Vec::new();
         for name in BALANCES {
-            let mut b = RankBalancer::new(name, grid, 4).unwrap();
+            let mut b = RankBalancer::new(name, grid, 4, "boulmier").unwrap();
             let mut moved = 0;
             for step in 0..60 {
                 moved += b.end_iteration(&drifting(grid, step)).unwrap().migrations;
@@ -237,14 +243,14 @@ mod tests {
         let grid = Grid::new(5, 3).unwrap();
         for name in BALANCES {
             for ranks in [1, 4, 15] {
-                let b = RankBalancer::new(name, grid, ranks).unwrap();
+                let b = RankBalancer::new(name, grid, ranks, "boulmier").unwrap();
                 let mut counts = vec![0; ranks];
                 b.owners().iter().for_each(|&o| counts[o as usize] += 1);
                 assert!(counts.iter().all(|&c| c > 0), "{name} on {ranks} ranks: {counts:?}");
             }
-            assert!(RankBalancer::new(name, grid, 16).err().unwrap().contains("16 ranks for 15 boxes"));
-            assert!(RankBalancer::new(name, grid, 0).is_err());
+            assert!(RankBalancer::new(name, grid, 16, "boulmier").err().unwrap().contains("16 ranks for 15 boxes"));
+            assert!(RankBalancer::new(name, grid, 0, "boulmier").is_err());
         }
-        assert!(RankBalancer::new("metis", grid, 2).err().unwrap().contains("pbs, rcb, static"));
+        assert!(RankBalancer::new("metis", grid, 2, "boulmier").err().unwrap().contains("pbs, rcb, static"));
     }
 }

@@ -49,6 +49,8 @@ pub struct Settings {
     pub seed: u64,
     /// How boxes go to ranks: `pbs`, `rcb` or `static`.
     pub balance: String,
+    /// When to rebalance across ranks (one of `pbs_scheduler::criteria::NAMES`).
+    pub criterion: String,
     /// The executor inside each rank (one of `pbs_scheduler::runtime::EXECUTORS`).
     pub executor: String,
     /// A fault to inject, for the tests of failure: `(rank, iteration, "panic" | "exit")`.
@@ -81,7 +83,7 @@ impl Settings {
             ));
         }
         pbs_apps::distributed::build(&self.app, &self.scenario, 1, 1, self.seed)?;
-        RankBalancer::new(&self.balance, grid, ranks)?;
+        RankBalancer::new(&self.balance, grid, ranks, &self.criterion)?;
         Ok(grid)
     }
 }
@@ -192,7 +194,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let (exec, _) = runtime.executor(&settings.executor, grid).map_err(|e| e.to_string())?;
     let mut exec = Timed::new(exec);
     let mut rec = Recorder::new(&settings.executor, settings.threads);
-    let balancer = RankBalancer::new(&settings.balance, grid, ranks)?;
+    let balancer = RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion)?;
     // Rank 0 decides, from the start: its owners reach every rank (floating point may differ
     // between the nodes of a job).
     let mut owners = balancer.owners().to_vec();

@@ -47,6 +47,8 @@ pub struct Summary {
     pub threads: usize,
     /// The balance across ranks.
     pub balance: String,
+    /// When to rebalance across ranks.
+    pub criterion: String,
     /// The executor inside each rank.
     pub executor: String,
     /// Whether some host ran more threads (ranks × threads) than it has cores: times are then
@@ -192,6 +194,7 @@ pub(crate) fn gather(
         ranks,
         threads: settings.threads,
         balance: settings.balance.clone(),
+        criterion: settings.criterion.clone(),
         executor: settings.executor.clone(),
         oversubscribed,
         checksum: format!("{checksum:016x}"),

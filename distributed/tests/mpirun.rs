@@ -10,12 +10,16 @@ use pbs_scheduler::report::Recorder;
 
 /// `mpirun -np ranks pbs-mpi run args…`, killed after two minutes.
 fn mpirun(ranks: usize, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
+    mpirun_command(ranks, "run", args, env)
+}
+
+fn mpirun_command(ranks: usize, command: &str, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--oversubscribe", "--bind-to", "none", "-np", &ranks.to_string()]);
     for (k, _) in env {
         cmd.args(["-x", k]);
     }
-    cmd.args(["timeout", "120", env!("CARGO_BIN_EXE_pbs-mpi"), "run"]).args(args);
+    cmd.args(["timeout", "120", env!("CARGO_BIN_EXE_pbs-mpi"), command]).args(args);
     // Open MPI refuses root without these (CI containers run as root).
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1").env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     cmd.envs(env.iter().copied());
@@ -83,6 +87,18 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
 }
 
 #[test]
+fn compare_runs_every_balance_in_one_job_with_one_checksum() {
+    let args = ["--app", "stencil", "--iters", "12", "--repeats", "2", "--balance", "static,pbs", "--json"];
+    let (out, _) = mpirun_command(3, "compare", &args, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let balances: Vec<&str> = runs.iter().map(|r| r["balance"].as_str().unwrap()).collect();
+    assert_eq!(balances, ["static", "pbs", "static", "pbs"], "rounds of every balance in turn");
+    let expected = shared_memory_checksum("stencil", "drift", 12);
+    assert!(runs.iter().all(|r| r["checksum"] == expected.as_str()));
+}
+
+#[test]
 fn a_rank_that_panics_or_exits_ends_the_job_with_its_message() {
     for (how, said) in [("1:3", "fault injected by PBS_MPI_FAIL"), ("2:5:exit", "exiting at iteration 5")] {
         let (out, took) = mpirun(3, &["--app", "md", "--iters", "50"], &[("PBS_MPI_FAIL", how)]);
@@ -100,6 +116,7 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
         (2, vec!["--app", "md", "--threads", "0"], "--threads 0"),
         (2, vec!["--app", "md-split"], "md and stencil"),
         (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, static"),
+        (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),
     ] {
         let (out, _) = mpirun(ranks, &args, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);

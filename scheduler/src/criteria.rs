@@ -27,6 +27,42 @@ pub struct Sample {
     pub min: f64,
 }
 
+/// The criteria by name, as [`by_name`] takes them.
+pub const NAMES: [&str; 7] = ["boulmier", "menon", "procassini:RHO", "marquez:XI", "periodic:T", "always", "never"];
+
+/// The criterion called `name` (one of [`NAMES`], a number after the colon), with `initial_cost`
+/// seconds as the cost of a rebalancing until one is measured. An error names what is wrong.
+///
+/// ```
+/// use pbs_scheduler::criteria::by_name;
+/// assert_eq!(by_name("periodic:10", 1e-3).unwrap().name(), "periodic(10)");
+/// assert!(by_name("periodic:0", 1e-3).err().unwrap().contains("a period ≥ 1"));
+/// assert!(by_name("metis", 1e-3).err().unwrap().contains("boulmier, menon"));
+/// ```
+pub fn by_name(name: &str, initial_cost: f64) -> Result<Box<dyn Criterion>, String> {
+    let (head, arg) = match name.split_once(':') {
+        Some((h, a)) => (h, Some(a)),
+        None => (name, None),
+    };
+    let number = |what: &str, ok: &dyn Fn(f64) -> bool| -> Result<f64, String> {
+        arg.and_then(|a| a.parse::<f64>().ok())
+            .filter(|&v| v.is_finite() && ok(v))
+            .ok_or_else(|| format!("criterion {name:?}: {head} takes {what}, as in {head}:…"))
+    };
+    Ok(match (head, arg) {
+        ("boulmier", None) => Box::new(Boulmier::new(initial_cost)),
+        ("menon", None) => Box::new(Menon::new(initial_cost)),
+        ("always", None) => Box::new(Always),
+        ("never", None) => Box::new(Never),
+        ("procassini", _) => {
+            Box::new(Procassini::new(number("a ratio 0 < ρ ≤ 1", &|v| v > 0.0 && v <= 1.0)?, initial_cost))
+        }
+        ("marquez", _) => Box::new(Marquez(number("a tolerance ξ > 0", &|v| v > 0.0)?)),
+        ("periodic", _) => Box::new(Periodic::new(number("a period ≥ 1", &|v| v >= 1.0 && v.fract() == 0.0)? as usize)),
+        _ => return Err(format!("unknown criterion {name:?}; expected one of {}", NAMES.join(", "))),
+    })
+}
+
 /// A when-to-rebalance rule.
 pub trait Criterion: Send {
     /// Name for reports.

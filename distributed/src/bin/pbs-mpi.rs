@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use mpi::environment::Threading;
 use mpi::traits::*;
 use pbs_mpi::run::{run, Settings};
@@ -15,39 +15,65 @@ struct Cli {
     command: Command,
 }
 
+/// What every run takes.
+#[derive(Args)]
+struct RunArgs {
+    /// md or stencil
+    #[arg(long)]
+    app: String,
+    /// md: uniform, contraction, expansion, gravity (default); stencil: drift (default), rough
+    #[arg(long)]
+    scenario: Option<String>,
+    /// Threads per rank
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Iterations
+    #[arg(long, default_value_t = 100)]
+    iters: usize,
+    /// When to rebalance across ranks: boulmier (eq. 24), menon, procassini:RHO, marquez:XI,
+    /// periodic:T, always, never
+    #[arg(long, default_value = "boulmier")]
+    criterion: String,
+    /// The executor inside each rank (pbs, ws, eager, static, ...)
+    #[arg(long, default_value = "pbs")]
+    executor: String,
+    /// Boxes along x
+    #[arg(long, default_value_t = 32)]
+    nx: usize,
+    /// Boxes along y
+    #[arg(long, default_value_t = 32)]
+    ny: usize,
+    /// Seed of the app (as pbs-bench run's)
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run an app across the ranks; rank 0 prints per-rank and global figures.
     Run {
-        /// md or stencil
-        #[arg(long)]
-        app: String,
-        /// md: uniform, contraction, expansion, gravity (default); stencil: drift (default), rough
-        #[arg(long)]
-        scenario: Option<String>,
-        /// Threads per rank
-        #[arg(long, default_value_t = 1)]
-        threads: usize,
-        /// Iterations
-        #[arg(long, default_value_t = 100)]
-        iters: usize,
+        #[command(flatten)]
+        args: RunArgs,
         /// Boxes across ranks: pbs (one vCore per rank), rcb (recomputed from scratch) or static
         /// (horizontal slabs)
         #[arg(long, default_value = "pbs")]
         balance: String,
-        /// The executor inside each rank (pbs, ws, eager, static, ...)
-        #[arg(long, default_value = "pbs")]
-        executor: String,
-        /// Boxes along x
-        #[arg(long, default_value_t = 32)]
-        nx: usize,
-        /// Boxes along y
-        #[arg(long, default_value_t = 32)]
-        ny: usize,
-        /// Seed of the app (as pbs-bench run's)
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
         /// Print one JSON object (rank 0) instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Several balances side by side in one job, taking turns, repeated; one row each (medians
+    /// over the repeats, ranges in brackets).
+    Compare {
+        #[command(flatten)]
+        args: RunArgs,
+        /// Balances, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "pbs,rcb,static")]
+        balance: Vec<String>,
+        /// Rounds: each runs every balance once
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Print a JSON array of every run's summary instead of the table
         #[arg(long)]
         json: bool,
     },
@@ -69,7 +95,7 @@ fn injected_fault() -> Result<Option<(usize, usize, String)>, String> {
 
 fn print_table(s: &Summary) {
     println!(
-        "{} {} on {}×{} boxes, {} ranks × {} threads, balance {} across ranks, {} inside, {} iterations{}",
+        "{} {} on {}×{} boxes, {} ranks × {} threads, balance {} across ranks ({}), {} inside, {} iterations{}",
         s.app,
         s.scenario,
         s.nx,
@@ -77,6 +103,7 @@ fn print_table(s: &Summary) {
         s.ranks,
         s.threads,
         s.balance,
+        s.criterion,
         s.executor,
         s.iters,
         if s.oversubscribed { " (OVERSUBSCRIBED: more threads than cores; times are the OS's sharing)" } else { "" }
@@ -112,6 +139,95 @@ fn print_table(s: &Summary) {
     println!("checksum {}", s.checksum);
 }
 
+fn print_comparison(runs: &[Summary], balances: &[String]) {
+    let first = &runs[0];
+    println!(
+        "{} {} on {}×{} boxes, {} ranks × {} threads, {} inside, {} iterations, {} rounds{}",
+        first.app,
+        first.scenario,
+        first.nx,
+        first.ny,
+        first.ranks,
+        first.threads,
+        first.executor,
+        first.iters,
+        runs.len() / balances.len(),
+        if first.oversubscribed { " (OVERSUBSCRIBED: times are the OS's sharing, not speeds)" } else { "" }
+    );
+    println!(
+        "{:<8} {:>22} {:>13} {:>16} {:>20} {:>16} {:>10}",
+        "balance",
+        "ranks max/avg (last)",
+        "rebalancings",
+        "bytes/rebalancing",
+        "RCB bytes / pbs's",
+        "iteration ms",
+        "checksum"
+    );
+    let cell = |xs: Vec<f64>, digits: usize| {
+        let (lo, hi) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| (l.min(x), h.max(x)));
+        format!("{:.*} [{:.*}–{:.*}]", digits, pbs::metrics::median(&xs), digits, lo, digits, hi)
+    };
+    for b in balances {
+        let mine: Vec<&Summary> = runs.iter().filter(|s| &s.balance == b).collect();
+        let shadow: Vec<f64> = mine.iter().filter_map(|s| s.rcb_bytes_over_pbs).collect();
+        println!(
+            "{:<8} {:>22} {:>13} {:>16} {:>20} {:>16} {:>10}",
+            b,
+            cell(mine.iter().map(|s| s.imbalance_ranks).collect(), 3),
+            cell(mine.iter().map(|s| s.rebalancings as f64).collect(), 0),
+            cell(mine.iter().map(|s| s.migrated_bytes_per_rebalancing).collect(), 0),
+            if shadow.is_empty() { "-".into() } else { cell(shadow, 2) },
+            cell(mine.iter().map(|s| s.iter_ms_median).collect(), 3),
+            if mine.iter().all(|s| s.checksum == first.checksum) { "same" } else { "DIFFERS" }
+        );
+    }
+    println!("checksum {} (every run's state gathered on rank 0)", first.checksum);
+}
+
+/// Parses the environment and checks the settings alike on every rank; rank 0 prints the error.
+fn prepare(world: &impl Communicator, args: RunArgs, balance: &str) -> Result<(Settings, pbs::Grid), String> {
+    let fail = injected_fault()?;
+    let RunArgs { app, scenario, threads, iters, criterion, executor, nx, ny, seed } = args;
+    let scenario = scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string());
+    let balance = balance.to_string();
+    let settings = Settings { app, scenario, threads, iters, nx, ny, seed, balance, criterion, executor, fail };
+    let grid = settings.check(world.size() as usize)?;
+    Ok((settings, grid))
+}
+
+/// Runs `settings`, ending the whole job when this rank fails.
+fn run_or_abort(world: &impl Communicator, settings: &Settings, grid: pbs::Grid) -> Option<Summary> {
+    // An error or a panic on one rank ends the job: the others may be waiting for it in a
+    // collective.
+    // AssertUnwindSafe: after a panic nothing is used again, the job is aborted.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(world, settings, grid))) {
+        Ok(Ok(summary)) => summary,
+        Ok(Err(e)) => {
+            eprintln!("pbs-mpi rank {}: error: {e}; aborting the job", world.rank());
+            world.abort(1);
+        }
+        Err(_) => {
+            // The panic's message was printed by the panic hook, with its place.
+            eprintln!("pbs-mpi rank {}: panicked; aborting the job", world.rank());
+            world.abort(70);
+        }
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> ExitCode {
+    match serde_json::to_string(value) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let Some((universe, _)) = mpi::initialize_with_threading(Threading::Funneled) else {
         eprintln!("error: MPI was already initialised");
@@ -121,6 +237,12 @@ fn main() -> ExitCode {
     let me = world.rank();
     // Every rank parses the same arguments and finds the same errors: rank 0 alone says so,
     // and all leave together (no rank waits in a collective for one that left).
+    let refuse = |e: String| {
+        if me == 0 {
+            eprintln!("error: {e}");
+        }
+        ExitCode::from(2)
+    };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -130,54 +252,51 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Command::Run { app, scenario, threads, iters, balance, executor, nx, ny, seed, json } = cli.command;
-    let fail = match injected_fault() {
-        Ok(f) => f,
-        Err(e) => {
-            if me == 0 {
-                eprintln!("error: {e}");
+    match cli.command {
+        Command::Run { args, balance, json } => {
+            let (settings, grid) = match prepare(&world, args, &balance) {
+                Ok(x) => x,
+                Err(e) => return refuse(e),
+            };
+            match run_or_abort(&world, &settings, grid) {
+                Some(s) if json => print_json(&s),
+                Some(s) => {
+                    print_table(&s);
+                    ExitCode::SUCCESS
+                }
+                None => ExitCode::SUCCESS,
             }
-            return ExitCode::from(2);
         }
-    };
-    let scenario = scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string());
-    let settings = Settings { app, scenario, threads, iters, nx, ny, seed, balance, executor, fail };
-    let grid = match settings.check(world.size() as usize) {
-        Ok(grid) => grid,
-        Err(e) => {
-            if me == 0 {
-                eprintln!("error: {e}");
+        Command::Compare { args, balance, repeats, json } => {
+            if repeats == 0 || balance.is_empty() {
+                return refuse("--repeats 0 or no --balance: nothing to compare".into());
             }
-            return ExitCode::from(2);
-        }
-    };
-    // From here on, an error or a panic on one rank ends the job: the others may be waiting
-    // for it in a collective.
-    let outcome = std::panic::catch_unwind(|| run(&world, &settings, grid));
-    let summary = match outcome {
-        Ok(Ok(summary)) => summary,
-        Ok(Err(e)) => {
-            eprintln!("pbs-mpi rank {me}: error: {e}; aborting the job");
-            world.abort(1);
-        }
-        Err(_) => {
-            // The panic's message was printed by the panic hook, with its place.
-            eprintln!("pbs-mpi rank {me}: panicked; aborting the job");
-            world.abort(70);
-        }
-    };
-    if let Some(s) = summary {
-        if json {
-            match serde_json::to_string(&s) {
-                Ok(text) => println!("{text}"),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
+            let (settings, grid) = match prepare(&world, args, &balance[0]) {
+                Ok(x) => x,
+                Err(e) => return refuse(e),
+            };
+            let mut all = Vec::new();
+            for b in &balance {
+                let one = Settings { balance: b.clone(), ..settings.clone() };
+                if let Err(e) = one.check(world.size() as usize) {
+                    return refuse(e);
                 }
             }
-        } else {
-            print_table(&s);
+            // Rounds of every balance in turn: a drift in the machine's speed hits all alike.
+            for _ in 0..repeats {
+                for b in &balance {
+                    let one = Settings { balance: b.clone(), ..settings.clone() };
+                    all.extend(run_or_abort(&world, &one, grid));
+                }
+            }
+            match (me, json) {
+                (0, true) => print_json(&all),
+                (0, false) => {
+                    print_comparison(&all, &balance);
+                    ExitCode::SUCCESS
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
     }
-    ExitCode::SUCCESS
 }

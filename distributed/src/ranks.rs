@@ -77,9 +77,18 @@ pub const SMOOTHING: usize = 3;
 impl RankBalancer {
     /// `balance` (one of [`BALANCES`]) over `ranks` ranks of `grid`, each rank owning at least
     /// one box to start with, rebalancing when `criterion` (one of
-    /// [`pbs_scheduler::criteria::NAMES`]; `boulmier` is eq. 24) asks. An error names a bad
-    /// name or size.
-    pub fn new(balance: &str, grid: Grid, ranks: usize, criterion: &str) -> Result<RankBalancer, String> {
+    /// [`pbs_scheduler::criteria::NAMES`]; `boulmier` is eq. 24) asks. `pbs` and `rcb` start
+    /// from a partition of `estimate` (the app's own estimate of each box's work), uniform
+    /// loads without it. An error names a bad name or size.
+    pub fn new(
+        balance: &str,
+        grid: Grid,
+        ranks: usize,
+        criterion: &str,
+        estimate: Option<&[f64]>,
+    ) -> Result<RankBalancer, String> {
+        let uniform = vec![1.0; grid.len()];
+        let start = estimate.unwrap_or(&uniform);
         // Its first cost: the first measured iteration rebalances anyway, and sets the real one.
         let named = criteria::by_name(criterion, 0.0)?;
         if ranks == 0 || ranks > grid.len() {
@@ -94,13 +103,16 @@ impl RankBalancer {
                 // Boulmier's with the mapper's own first cost, as the executor does.
                 let criterion = (criterion != "boulmier").then_some(named);
                 let options = PbsOptions { steps_per_rebalance: 200, criterion, ..PbsOptions::default() };
-                let mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
+                let mut mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
+                if estimate.is_some() {
+                    mapper.hint_loads(start).map_err(|e| e.to_string())?;
+                }
                 let owners = mapper.owners().to_vec();
-                let shadow = kway_rcb(&grid, &vec![1.0; grid.len()], ranks).map_err(|e| e.to_string())?;
+                let shadow = kway_rcb(&grid, start, ranks).map_err(|e| e.to_string())?;
                 (Kind::Pbs(Box::new(mapper), shadow), owners)
             }
             "rcb" => {
-                let owners = kway_rcb(&grid, &vec![1.0; grid.len()], ranks).map_err(|e| e.to_string())?;
+                let owners = kway_rcb(&grid, start, ranks).map_err(|e| e.to_string())?;
                 (Kind::Rcb { criterion: named, measured: false }, owners)
             }
             "static" => (Kind::Static, slabs()),
@@ -222,7 +234,7 @@ mod tests {
         let grid = Grid::new(32, 32).unwrap();
         let mut last = Vec::new();
         for name in BALANCES {
-            let mut b = RankBalancer::new(name, grid, 4, "boulmier").unwrap();
+            let mut b = RankBalancer::new(name, grid, 4, "boulmier", None).unwrap();
             let mut moved = 0;
             for step in 0..60 {
                 moved += b.end_iteration(&drifting(grid, step)).unwrap().migrations;
@@ -243,14 +255,17 @@ mod tests {
         let grid = Grid::new(5, 3).unwrap();
         for name in BALANCES {
             for ranks in [1, 4, 15] {
-                let b = RankBalancer::new(name, grid, ranks, "boulmier").unwrap();
+                let b = RankBalancer::new(name, grid, ranks, "boulmier", None).unwrap();
                 let mut counts = vec![0; ranks];
                 b.owners().iter().for_each(|&o| counts[o as usize] += 1);
                 assert!(counts.iter().all(|&c| c > 0), "{name} on {ranks} ranks: {counts:?}");
             }
-            assert!(RankBalancer::new(name, grid, 16, "boulmier").err().unwrap().contains("16 ranks for 15 boxes"));
-            assert!(RankBalancer::new(name, grid, 0, "boulmier").is_err());
+            assert!(RankBalancer::new(name, grid, 16, "boulmier", None)
+                .err()
+                .unwrap()
+                .contains("16 ranks for 15 boxes"));
+            assert!(RankBalancer::new(name, grid, 0, "boulmier", None).is_err());
         }
-        assert!(RankBalancer::new("metis", grid, 2, "boulmier").err().unwrap().contains("pbs, rcb, static"));
+        assert!(RankBalancer::new("metis", grid, 2, "boulmier", None).err().unwrap().contains("pbs, rcb, static"));
     }
 }

@@ -83,7 +83,7 @@ impl Settings {
             ));
         }
         pbs_apps::distributed::build(&self.app, &self.scenario, 1, 1, self.seed)?;
-        RankBalancer::new(&self.balance, grid, ranks, &self.criterion)?;
+        RankBalancer::new(&self.balance, grid, ranks, &self.criterion, None)?;
         Ok(grid)
     }
 }
@@ -194,12 +194,17 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let (exec, _) = runtime.executor(&settings.executor, grid).map_err(|e| e.to_string())?;
     let mut exec = Timed::new(exec);
     let mut rec = Recorder::new(&settings.executor, settings.threads);
-    let balancer = RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion)?;
-    // Rank 0 decides, from the start: its owners reach every rank (floating point may differ
-    // between the nodes of a job).
-    let mut owners = balancer.owners().to_vec();
+    // Rank 0 decides, from the start: its owners reach every rank. Every rank holds the whole
+    // initial state, so the first partition, of the app's own estimate of each box's work,
+    // moves nothing.
+    let mut balancer = if me == 0 {
+        let estimate = app.box_work();
+        Some(RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion, Some(&estimate))?)
+    } else {
+        None
+    };
+    let mut owners = balancer.as_ref().map_or_else(|| vec![0; grid.len()], |b| b.owners().to_vec());
     world.process_at_rank(0).broadcast_into(&mut owners[..]);
-    let mut balancer = (me == 0).then_some(balancer);
     app.compute_only(Some(owners.iter().map(|&o| o as usize == me).collect()))?;
     let mut tally = Tally::default();
     for it in 0..settings.iters {

@@ -5,7 +5,7 @@
 //!
 //! | level | who decides | from what | file |
 //! |---|---|---|---|
-//! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `static`) | every box's CPU time, summed over ranks | `ranks.rs` |
+//! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `static`) | every box's time on its core (`timed.rs`), summed over ranks | `ranks.rs` |
 //! | box → thread | each rank: the pbs executor, as in shared memory | its own boxes' times | `pbs-scheduler` |
 //!
 //! A box's data moves with its box: apps implement [`pbs_apps::distributed::Distributed`]
@@ -19,10 +19,12 @@
 //! default, through [`pbs_scheduler::mapper::Mapper`]) on the ranks' summed box times, its
 //! cost `C` the balancer's time plus the exchange that moved the boxes.
 //!
-//! The binary, `pbs-mpi run`, is what a user runs:
+//! The binary is what a user runs: `run` for one run, `compare` for several balances side by
+//! side in one job (`run.rs` is the loop, `summary.rs` the figures):
 //!
 //! ```text
-//! mpirun -np 4 target/release/pbs-mpi run --app md --scenario gravity --threads 2 --iters 200 --json
+//! mpirun --bind-to none -np 4 target/release/pbs-mpi run --app md --scenario gravity --threads 2 --iters 200 --json
+//! mpirun --bind-to none -np 4 target/release/pbs-mpi compare --app md --balance pbs,rcb,static --repeats 3
 //! ```
 //!
 //! Failure ends the whole job: a rank whose run fails or panics prints its message and calls

@@ -3,10 +3,10 @@
 //! Every rank builds the whole app from the seed (so each starts with every box's data), and
 //! then, each iteration:
 //! 1. computes the boxes it owns on its threads (the executor maps them, `pbs` by default);
-//! 2. shares its boxes' CPU times with every rank (`MPI_Allreduce`, a sum of vectors each
+//! 2. shares its boxes' times on their cores (`timed.rs`) with every rank (`MPI_Allreduce`, a sum of vectors each
 //!    rank fills only at its own boxes), so that a rank can map the boxes it receives to its
 //!    threads at once;
-//! 3. receives rank 0's decision (`MPI_Bcast`: whether the owners changed, and the new ones);
+//! 3. receives rank 0's decision (`ranks.rs`) (`MPI_Bcast`: whether the owners changed, and the new ones);
 //! 4. exchanges boxes ([`crate::exchange`]): to new owners and to the ranks that read them.
 //!
 //! At the end every rank sends its boxes to rank 0, which computes the checksum of the whole
@@ -166,6 +166,16 @@ fn count_rebalancing_bytes(
     }
 }
 
+/// Tells the executor inside the rank the loads of its own boxes (the others' are 0), so that
+/// its threads share those boxes at once (`pbs`; the others ignore hints).
+fn hint_local(exec: &mut Timed, loads: &[f64], local: &[bool]) -> Result<(), String> {
+    let hint: Vec<f64> = loads.iter().zip(local).map(|(&x, &l)| if l { x } else { 0.0 }).collect();
+    if hint.iter().sum::<f64>() > 0.0 {
+        exec.hint_loads(&hint).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 fn inject(fail: &Option<(usize, usize, String)>, me: usize, it: usize) {
     if let Some((rank, at, how)) = fail {
         if (*rank, *at) == (me, it) {
@@ -197,15 +207,17 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     // Rank 0 decides, from the start: its owners reach every rank. Every rank holds the whole
     // initial state, so the first partition, of the app's own estimate of each box's work,
     // moves nothing.
+    let estimate = app.box_work();
     let mut balancer = if me == 0 {
-        let estimate = app.box_work();
         Some(RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion, Some(&estimate))?)
     } else {
         None
     };
     let mut owners = balancer.as_ref().map_or_else(|| vec![0; grid.len()], |b| b.owners().to_vec());
     world.process_at_rank(0).broadcast_into(&mut owners[..]);
-    app.compute_only(Some(owners.iter().map(|&o| o as usize == me).collect()))?;
+    let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
+    hint_local(&mut exec, &estimate, &local)?;
+    app.compute_only(Some(local))?;
     let mut tally = Tally::default();
     for it in 0..settings.iters {
         inject(&settings.fail, me, it);
@@ -231,10 +243,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             let local: Vec<bool> = next.iter().map(|&o| o as usize == me).collect();
             // The threads' mapping follows at once, on this iteration's loads of the boxes
             // now here (those that arrived, as their last rank measured them).
-            let hint: Vec<f64> = all.iter().zip(&local).map(|(&x, &l)| if l { x } else { 0.0 }).collect();
-            if hint.iter().sum::<f64>() > 0.0 {
-                exec.hint_loads(&hint).map_err(|e| e.to_string())?;
-            }
+            hint_local(&mut exec, &all, &local)?;
             app.compute_only(Some(local))?;
             owners = next;
         }

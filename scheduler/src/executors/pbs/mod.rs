@@ -211,6 +211,9 @@ struct Rebalance {
     /// Iterations in a row, under the current mapping, whose threads measured an imbalance
     /// over the balancer's tolerance (see [`rebalancing::PERSISTENT_ITERATIONS`]).
     over_tolerance: usize,
+    /// Iterations in a row the criterion asked and the imbalance was not yet one thread's
+    /// (see `rebalancing.rs`, `Verdict::NotYet`).
+    waiting: usize,
     /// Each thread's load over the mean, in the last iterations under the current mapping, at
     /// most [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS) (see
     /// `worth_rebalancing`).
@@ -312,6 +315,7 @@ impl Pbs {
                 measured: false,
                 check: Check::default(),
                 over_tolerance: 0,
+                waiting: 0,
                 recent: RecentLoads::default(),
                 in_slack: Duration::ZERO,
                 overrun: Duration::ZERO,

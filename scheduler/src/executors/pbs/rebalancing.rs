@@ -14,7 +14,7 @@ use super::Pbs;
 use crate::box_timing::Tracker;
 use crate::criteria::Sample;
 use crate::executor::IterationEnd;
-use crate::executors::check::PAYBACK_ITERATIONS;
+use crate::executors::check::{PAYBACK_ITERATIONS, RECENT_ITERATIONS};
 
 /// Iterations in a row whose threads must all measure an imbalance over the tolerance before
 /// one under the trigger is fixed. An imbalance in the boxes' loads stays until it is fixed;
@@ -22,6 +22,16 @@ use crate::executors::check::PAYBACK_ITERATIONS;
 /// comes and goes: on a uniform load on the shared 2-core VM, stretches of 1.02–1.04 lasted
 /// 5–15 iterations, and fixing each moved boxes that had to move back when it ended.
 pub(super) const PERSISTENT_ITERATIONS: usize = 16;
+
+/// What the measured box loads say of a rebalancing the criterion asked for.
+#[derive(Clone, Copy)]
+enum Verdict {
+    Rebalance,
+    /// The imbalance is not (yet) one thread's: asked again next iteration.
+    NotYet,
+    /// The balancer could not win (enough): the criterion starts counting again.
+    NothingToWin,
+}
 
 impl Pbs {
     /// Ends an iteration whose owner loads (seconds per thread) are `loads`: tells the
@@ -87,21 +97,48 @@ impl Pbs {
             end.rebalance_critical = overrun;
             return end;
         }
-        let box_loads = box_loads(&self.timing.tracker);
-        // The balancer's assignments run on every thread of the pool, which waits meanwhile.
-        let problem = Problem::new(self.grid, &box_loads, self.vcores.len())
-            .expect("measured times are finite and ≥ 0")
-            .with_workers(&self.pool);
-        // Worth it? Skip the balancer, and restart the criterion's count with the cost of the
-        // last real rebalancing, when the measured box loads say it has little to gain (the
-        // imbalance the criterion saw is noise, or threads' speeds differ).
-        self.vcores.recharge(&problem);
-        if !self.worth_rebalancing(&problem, first || correcting) {
-            self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
-            end.rebalance_time = start.elapsed();
-            end.rebalance_critical = end.rebalance_time + overrun;
-            return end;
+        // Not one thread's yet (the cheap test, before any box load is read)? Then the criterion
+        // is not reset, and asks again next iteration, for as long as an imbalance of the
+        // mapping takes to show in one thread's median; reset at once, Boulmier's eq. 24 would
+        // never ask again for an imbalance that then stays constant
+        // (`a_lasting_jump_is_fixed_once_it_shows_on_one_thread`). Reset after that wait: it
+        // was noise.
+        let checked = first || correcting;
+        let mut verdict = Verdict::NotYet;
+        let mut problem = None;
+        let measured;
+        if checked || self.persistent_imbalance() > 1.0 + self.options.tol {
+            measured = box_loads(&self.timing.tracker);
+            // The balancer's assignments run on every thread of the pool, which waits meanwhile.
+            let p = Problem::new(self.grid, &measured, self.vcores.len())
+                .expect("measured times are finite and ≥ 0")
+                .with_workers(&self.pool);
+            self.vcores.recharge(&p);
+            verdict = self.worth_rebalancing(&p, checked);
+            problem = Some(p);
         }
+        self.rebalance.waiting = match verdict {
+            Verdict::NotYet if self.rebalance.waiting + 1 < RECENT_ITERATIONS => self.rebalance.waiting + 1,
+            _ => 0,
+        };
+        let problem = match (verdict, problem) {
+            (Verdict::Rebalance, Some(problem)) => problem,
+            (Verdict::NotYet, _) if self.rebalance.waiting > 0 => {
+                end.rebalance_time = start.elapsed();
+                end.rebalance_critical = end.rebalance_time + overrun;
+                return end;
+            }
+            // Skip the balancer, and restart the criterion's count with the cost of the last
+            // real rebalancing: the box loads say it has little to gain (the imbalance the
+            // criterion saw is noise, or threads' speeds differ), or it never became one
+            // thread's.
+            _ => {
+                self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+                end.rebalance_time = start.elapsed();
+                end.rebalance_critical = end.rebalance_time + overrun;
+                return end;
+            }
+        };
         // All the allowed steps, even when some make the mapping worse for a while: that is
         // how the method leaves a bad basin (stopping after two steps without a new best left a
         // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
@@ -184,13 +221,17 @@ impl Pbs {
     /// measured it too, for long enough: over the trigger, one thread's median over the last
     /// [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS); under it,
     /// [`PERSISTENT_ITERATIONS`] in a row over the tolerance, and one thread's median over it.
-    fn worth_rebalancing(&self, problem: &Problem, checked: bool) -> bool {
+    fn worth_rebalancing(&self, problem: &Problem, checked: bool) -> Verdict {
         let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
         if max_avg <= (1.0 + self.options.tol) * bound {
-            return false;
+            return Verdict::NothingToWin;
         }
         if max_avg > (1.0 + self.options.trigger) * bound {
-            return checked || self.persistent_imbalance() > 1.0 + self.options.trigger;
+            return if checked || self.persistent_imbalance() > 1.0 + self.options.trigger {
+                Verdict::Rebalance
+            } else {
+                Verdict::NotYet
+            };
         }
         // With many threads the slowest of the moment is always a few percent over: the run
         // must also be one thread's, as the median says.
@@ -198,14 +239,18 @@ impl Pbs {
             && (self.rebalance.over_tolerance < PERSISTENT_ITERATIONS
                 || self.persistent_imbalance() <= 1.0 + self.options.tol)
         {
-            return false;
+            return Verdict::NotYet;
         }
         // What a rebalancing can win: down to the tolerance, or to where the last one ended
         // if it fell short (a balancer that stopped at 3.5 % gains nothing on a 3.5 %
         // imbalance, and would otherwise be run again and again).
         let floor = (1.0 + self.options.tol).max(self.rebalance.reached) * bound;
         let waste = (max_avg - floor) * problem.mean();
-        waste * PAYBACK_ITERATIONS >= self.rebalance.last_cost
+        if waste * PAYBACK_ITERATIONS >= self.rebalance.last_cost {
+            Verdict::Rebalance
+        } else {
+            Verdict::NothingToWin
+        }
     }
 
     /// See [`RecentLoads::persistent_imbalance`](crate::executors::check::RecentLoads).
@@ -320,6 +365,27 @@ mod tests {
         }
     }
 
+    /// A load that jumps and then stays: Boulmier's eq. 24 asks as soon as the jump has cost
+    /// `C`, when one thread's median does not show it yet. Resetting the criterion then (as for
+    /// a noise the box loads do not confirm) would leave the imbalance in place for good: eq. 24
+    /// never asks again for an imbalance that stays constant.
+    #[test]
+    fn a_lasting_jump_is_fixed_once_it_shows_on_one_thread() {
+        let mut p = Policy::new(Box::new(crate::criteria::Boulmier::new(1e-3)));
+        let uniform = p.boxes(0);
+        for _ in 0..20 {
+            let threads = p.threads(&uniform);
+            p.end(&uniform, &threads, 1e-3);
+        }
+        let jumped = p.boxes(8);
+        let fixed = (0..60).find(|_| {
+            let threads = p.threads(&jumped);
+            p.end(&jumped, &threads, 1e-3).rebalanced
+        });
+        assert!(fixed.is_some_and(|i| i >= RECENT_ITERATIONS / 2), "{fixed:?}");
+        assert!(p.exec.vcores.max_avg() <= 1.0 + p.exec.options.trigger + 1e-9);
+    }
+
     #[test]
     fn the_balancer_is_skipped_when_the_box_loads_show_nothing_to_win() {
         let mut p = Policy::new(Box::new(Always));
@@ -396,7 +462,7 @@ mod tests {
                 owners.iter().map(|&o| box_time * if o == 0 { 1.0 + excess } else { 1.0 - excess }).collect();
             let problem = Problem::new(grid, &loads, 2).unwrap();
             exec.vcores.recharge(&problem);
-            exec.worth_rebalancing(&problem, false)
+            matches!(exec.worth_rebalancing(&problem, false), Verdict::Rebalance)
         };
         // The threads' loads over the mean in the last iterations: thread 0 at `heavy` in the
         // iterations `slow`, even otherwise.

@@ -237,11 +237,13 @@ fn main() -> ExitCode {
     let me = world.rank();
     // Every rank parses the same arguments and finds the same errors: rank 0 alone says so,
     // and all leave together (no rank waits in a collective for one that left).
+    // Exit status as docs/design.md says: 2 for what the parser refuses, 1 for a value it
+    // accepted and pbs-mpi did not.
     let refuse = |e: String| {
         if me == 0 {
             eprintln!("error: {e}");
         }
-        ExitCode::from(2)
+        ExitCode::from(1)
     };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -52,9 +52,7 @@ echo
 echo "== Across MPI ranks: md gravity on 4 ranks, boxes to ranks by pbs, by RCB and as static slabs, the"
 echo "   pbs executor inside each rank (docs/mpi.md; oversubscribed on a machine with fewer than 4 cores)"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-for b in pbs rcb static; do
-    mpirun --oversubscribe --bind-to none -np 4 target/release/pbs-mpi run --app md --iters 200 --balance "$b" | sed -n '1p;7,$p'
-done
+mpirun --oversubscribe --bind-to none -np 4 target/release/pbs-mpi compare --app md --nx 64 --ny 64 --iters 200 --repeats 2
 echo
 echo "== The standard matrix (apps x scenarios x schedulers), one run each (the full one: $bench report)"
 $bench report --out out/demo/apps --repeats 1

@@ -118,12 +118,15 @@ fn print_table(s: &Summary) {
             r.rank, r.host, r.boxes, r.compute_ms_median, r.imbalance_threads, r.migrated_bytes_sent, r.halo_bytes_sent
         );
     }
-    let after_first = s.imbalance_ranks_after_first.map_or("-".to_string(), |v| format!("{v:.3}"));
+    let imbalance = match s.imbalance_ranks_after_first {
+        Some(first) => format!("{:.3} after the last rebalancing, {first:.3} after the first", s.imbalance_ranks),
+        None if s.rebalancings > 0 => format!("{:.3} at the end", s.imbalance_ranks),
+        None => format!("{:.3}, never rebalanced", s.imbalance_ranks),
+    };
     println!(
-        "iteration {:.3} ms (exchange {:.3} ms) · ranks max/avg {:.3} after the last rebalancing, {after_first} after the first · {} rebalancings · {} boxes, {} bytes migrated ({:.0} per rebalancing) · halo {:.0} bytes per iteration",
+        "iteration {:.3} ms (exchange {:.3} ms) · ranks max/avg {imbalance} · {} rebalancings · {} boxes, {} bytes migrated ({:.0} per rebalancing) · halo {:.0} bytes per iteration",
         s.iter_ms_median,
         s.exchange_ms_median,
-        s.imbalance_ranks,
         s.rebalancings,
         s.migrated_boxes,
         s.migrated_bytes,
@@ -155,12 +158,12 @@ fn print_comparison(runs: &[Summary], balances: &[String]) {
         if first.oversubscribed { " (OVERSUBSCRIBED: times are the OS's sharing, not speeds)" } else { "" }
     );
     println!(
-        "{:<8} {:>22} {:>13} {:>16} {:>20} {:>16} {:>10}",
+        "{:<8} {:>24} {:>14} {:>26} {:>18} {:>24} {:>9}",
         "balance",
         "ranks max/avg (last)",
         "rebalancings",
-        "bytes/rebalancing",
-        "RCB bytes / pbs's",
+        "bytes per rebalancing",
+        "RCB bytes / pbs",
         "iteration ms",
         "checksum"
     );
@@ -172,7 +175,7 @@ fn print_comparison(runs: &[Summary], balances: &[String]) {
         let mine: Vec<&Summary> = runs.iter().filter(|s| &s.balance == b).collect();
         let shadow: Vec<f64> = mine.iter().filter_map(|s| s.rcb_bytes_over_pbs).collect();
         println!(
-            "{:<8} {:>22} {:>13} {:>16} {:>20} {:>16} {:>10}",
+            "{:<8} {:>24} {:>14} {:>26} {:>18} {:>24} {:>9}",
             b,
             cell(mine.iter().map(|s| s.imbalance_ranks).collect(), 3),
             cell(mine.iter().map(|s| s.rebalancings as f64).collect(), 0),

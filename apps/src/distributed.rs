@@ -122,6 +122,21 @@ impl<'a> Reader<'a> {
         Ok(n as usize)
     }
 
+    /// The next `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let left = self.bytes.len() - self.at;
+        if n > left {
+            return Err(format!("box data claims {n} bytes with {left} left"));
+        }
+        self.at += n;
+        Ok(&self.bytes[self.at - n..self.at])
+    }
+
+    /// Whether every byte was read.
+    pub fn is_empty(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+
     /// Succeeds when every byte was read.
     pub fn end(&self) -> Result<(), String> {
         match self.bytes.len() - self.at {

@@ -66,18 +66,14 @@ pub fn push_record(buf: &mut Vec<u8>, app: &dyn Distributed, k: usize, scratch: 
 /// that is wrong.
 pub fn unpack(app: &mut dyn Distributed, boxes: usize, received: &[u8]) -> Result<usize, String> {
     let mut r = Reader::new(received);
-    let mut at = 0;
     let mut count = 0;
-    while at < received.len() {
+    while !r.is_empty() {
         let k = r.u64()? as usize;
         let len = r.len(1)?;
-        let start = at + 16;
         if k >= boxes {
             return Err(format!("received box {k} of a {boxes}-box grid"));
         }
-        app.unpack_box(k, &received[start..start + len]).map_err(|e| format!("box {k}: {e}"))?;
-        at = start + len;
-        r = Reader::new(&received[at..]);
+        app.unpack_box(k, r.bytes(len)?).map_err(|e| format!("box {k}: {e}"))?;
         count += 1;
     }
     Ok(count)

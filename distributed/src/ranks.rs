@@ -87,13 +87,10 @@ impl RankBalancer {
         criterion: &str,
         estimate: Option<&[f64]>,
     ) -> Result<RankBalancer, String> {
+        // Its first cost: the first measured iteration rebalances anyway, and sets the real one.
+        let named = RankBalancer::check(balance, grid, ranks, criterion)?;
         let uniform = vec![1.0; grid.len()];
         let start = estimate.unwrap_or(&uniform);
-        // Its first cost: the first measured iteration rebalances anyway, and sets the real one.
-        let named = criteria::by_name(criterion, 0.0)?;
-        if ranks == 0 || ranks > grid.len() {
-            return Err(format!("{ranks} ranks for {} boxes: between 1 and one rank per box", grid.len()));
-        }
         let slabs =
             || (0..ranks).flat_map(|r| StaticBlocks::block(grid.len(), ranks, r).map(move |_| r as u32)).collect();
         let (kind, owners) = match balance {
@@ -115,10 +112,21 @@ impl RankBalancer {
                 let owners = kway_rcb(&grid, start, ranks).map_err(|e| e.to_string())?;
                 (Kind::Rcb { criterion: named, measured: false }, owners)
             }
-            "static" => (Kind::Static, slabs()),
-            other => return Err(format!("unknown balance {other:?}; expected {}", BALANCES.join(", "))),
+            _ => (Kind::Static, slabs()),
         };
         Ok(RankBalancer { grid, ranks, owners, kind, recent: Vec::new(), seen: 0 })
+    }
+
+    /// The errors [`RankBalancer::new`] would return for these names and sizes, found
+    /// without balancing anything; the criterion called `criterion` on success.
+    pub fn check(balance: &str, grid: Grid, ranks: usize, criterion: &str) -> Result<Box<dyn Criterion>, String> {
+        if !BALANCES.contains(&balance) {
+            return Err(format!("unknown balance {balance:?}; expected {}", BALANCES.join(", ")));
+        }
+        if ranks == 0 || ranks > grid.len() {
+            return Err(format!("{ranks} ranks for {} boxes: between 1 and one rank per box", grid.len()));
+        }
+        criteria::by_name(criterion, 0.0)
     }
 
     /// Every box's rank.

@@ -83,7 +83,7 @@ impl Settings {
             ));
         }
         pbs_apps::distributed::build(&self.app, &self.scenario, 1, 1, self.seed)?;
-        RankBalancer::new(&self.balance, grid, ranks, &self.criterion, None)?;
+        RankBalancer::check(&self.balance, grid, ranks, &self.criterion)?;
         Ok(grid)
     }
 }

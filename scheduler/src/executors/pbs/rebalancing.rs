@@ -104,19 +104,18 @@ impl Pbs {
         // (`a_lasting_jump_is_fixed_once_it_shows_on_one_thread`). Reset after that wait: it
         // was noise.
         let checked = first || correcting;
-        let mut verdict = Verdict::NotYet;
-        let mut problem = None;
         let measured;
-        if checked || self.persistent_imbalance() > 1.0 + self.options.tol {
+        let (verdict, problem) = if checked || self.persistent_imbalance() > 1.0 + self.options.tol {
             measured = box_loads(&self.timing.tracker);
             // The balancer's assignments run on every thread of the pool, which waits meanwhile.
             let p = Problem::new(self.grid, &measured, self.vcores.len())
                 .expect("measured times are finite and ≥ 0")
                 .with_workers(&self.pool);
             self.vcores.recharge(&p);
-            verdict = self.worth_rebalancing(&p, checked);
-            problem = Some(p);
-        }
+            (self.worth_rebalancing(&p, checked), Some(p))
+        } else {
+            (Verdict::NotYet, None)
+        };
         self.rebalance.waiting = match verdict {
             Verdict::NotYet if self.rebalance.waiting + 1 < RECENT_ITERATIONS => self.rebalance.waiting + 1,
             _ => 0,

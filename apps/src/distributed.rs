@@ -157,6 +157,9 @@ pub trait Distributed: GridApp {
     fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String>;
     /// Appends box `k`'s data to `out`.
     fn pack_box(&self, k: usize, out: &mut Vec<u8>);
+    /// The number of bytes [`Distributed::pack_box`] would append for box `k` now, without
+    /// packing it (what moving the box costs, for balancers that weigh it).
+    fn packed_len(&self, k: usize) -> usize;
     /// Replaces box `k`'s data with what [`Distributed::pack_box`] wrote in another process.
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String>;
 }
@@ -246,6 +249,7 @@ mod tests {
                 let to = readers(&grid, &next, k, whole.halo());
                 bytes.clear();
                 parts[from].pack_box(k, &mut bytes);
+                assert_eq!(parts[from].packed_len(k), bytes.len(), "{app} box {k}");
                 for q in to.into_iter().filter(|&q| q as usize != from) {
                     parts[q as usize].unpack_box(k, &bytes).unwrap();
                 }

@@ -518,6 +518,11 @@ impl Distributed for Md {
     fn pack_box(&self, k: usize, out: &mut Vec<u8>) {
         self.boxes[k].pack(out);
     }
+    fn packed_len(&self, k: usize) -> usize {
+        let b = &self.boxes[k];
+        // The two counts and the momentum, then the particles (`Bin::pack`).
+        4 * 8 + (b.stay.len() + b.leave.len()) * PARTICLE_BYTES
+    }
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
         let bin = Bin::unpack(bytes)?;
         let n = self.grid.len();

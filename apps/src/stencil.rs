@@ -213,6 +213,10 @@ impl Distributed for Stencil {
     fn pack_box(&self, k: usize, out: &mut Vec<u8>) {
         self.tiles[k].pack(out);
     }
+    fn packed_len(&self, k: usize) -> usize {
+        // The length, then the values.
+        8 + 8 * self.tiles[k].len()
+    }
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
         let tile = Vec::<f64>::unpack(bytes)?;
         if tile.len() != self.side * self.side {

@@ -5,7 +5,7 @@
 //!
 //! | level | who decides | from what | file |
 //! |---|---|---|---|
-//! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `static`) | every box's time on its core (`timed.rs`), summed over ranks | `ranks.rs` |
+//! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `diffusion`, `static`) | every box's time on its core (`timed.rs`), summed over ranks | `ranks.rs` |
 //! | box → thread | each rank: the pbs executor, as in shared memory | its own boxes' times | `pbs-scheduler` |
 //!
 //! A box's data moves with its box: apps implement [`pbs_apps::distributed::Distributed`]
@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! mpirun --bind-to none -np 4 target/release/pbs-mpi run --app md --scenario gravity --threads 2 --iters 200 --json
-//! mpirun --bind-to none -np 4 target/release/pbs-mpi compare --app md --balance pbs,rcb,static --repeats 3
+//! mpirun --bind-to none -np 4 target/release/pbs-mpi compare --app md --balance pbs,rcb,diffusion,static --repeats 3
 //! ```
 //!
 //! Failure ends the whole job: a rank whose run fails or panics prints its message and calls

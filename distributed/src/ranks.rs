@@ -8,6 +8,10 @@
 //! - `rcb`: k-way recursive coordinate bisection recomputed from scratch
 //!   ([`pbs::bisection::kway_rcb`], Zoltan's and Boulmier's reference), when the same
 //!   criterion asks for it (and after the first measured iteration, as `pbs`).
+//! - `diffusion`: from the current owners, boxes cross the existing borders as a diffusion
+//!   flow asks, densest per byte first ([`pbs::diffusion::diffuse`]; Hu and Blake, the
+//!   adaptive repartitioners of ParMETIS and Jostle), when the same criterion asks; it starts
+//!   from RCB's partition.
 //! - `static`: contiguous blocks of row-major box ids, horizontal slabs; never changes.
 //!
 //! One vCore per rank rather than one per NUMA node of each rank: the threads inside a rank
@@ -17,13 +21,14 @@
 use std::time::Instant;
 
 use pbs::bisection::kway_rcb;
+use pbs::diffusion::diffuse;
 use pbs::{metrics, Grid};
 use pbs_scheduler::criteria::{self, Criterion, Sample};
 use pbs_scheduler::executors::{PbsOptions, StaticBlocks};
 use pbs_scheduler::mapper::Mapper;
 
 /// The balancers across ranks, by name.
-pub const BALANCES: [&str; 3] = ["pbs", "rcb", "static"];
+pub const BALANCES: [&str; 4] = ["pbs", "rcb", "diffusion", "static"];
 
 /// What [`RankBalancer::end_iteration`] decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,16 +41,22 @@ pub struct Decision {
     pub migrations: usize,
     /// Seconds spent deciding (and balancing).
     pub seconds: f64,
-    /// `pbs` only, when it rebalanced: the boxes a k-way RCB recomputed from scratch on the
-    /// same loads would have moved, from its own partition at the last rebalancing (the
-    /// baseline of migrated bytes, at the same moments, in the same run).
+    /// `pbs` and `diffusion`, when they rebalanced: the boxes a k-way RCB recomputed from
+    /// scratch on the same loads would have moved, from its own partition at the last
+    /// rebalancing (the baseline of migrated bytes, at the same moments, in the same run).
     pub rcb_would_move: Option<Vec<usize>>,
+    /// When it rebalanced: the box loads it balanced on (each box's median over the last
+    /// [`SMOOTHING`] iterations), for [`migration_bound`].
+    pub balanced_on: Option<Vec<f64>>,
 }
 
 enum Kind {
-    /// The mapper, and the RCB partition a from-scratch RCB would have at its rebalancings.
-    Pbs(Box<Mapper>, Vec<u32>),
-    Rcb {
+    /// The mapper.
+    Pbs(Box<Mapper>),
+    /// RCB from scratch (`diffusion: false`) or diffusion from the owners, when `criterion`
+    /// asks, and after the first measured iteration.
+    Recut {
+        diffusion: bool,
         criterion: Box<dyn Criterion>,
         measured: bool,
     },
@@ -58,6 +69,8 @@ pub struct RankBalancer {
     ranks: usize,
     owners: Vec<u32>,
     kind: Kind,
+    /// `pbs`, `diffusion`: the partition a from-scratch RCB would have at their rebalancings.
+    shadow: Option<Vec<u32>>,
     /// The box loads of the last iterations, oldest first (at most [`SMOOTHING`]).
     recent: Vec<Vec<f64>>,
     /// Iterations seen.
@@ -105,16 +118,18 @@ impl RankBalancer {
                     mapper.hint_loads(start).map_err(|e| e.to_string())?;
                 }
                 let owners = mapper.owners().to_vec();
-                let shadow = kway_rcb(&grid, start, ranks).map_err(|e| e.to_string())?;
-                (Kind::Pbs(Box::new(mapper), shadow), owners)
+                (Kind::Pbs(Box::new(mapper)), owners)
             }
-            "rcb" => {
+            "rcb" | "diffusion" => {
                 let owners = kway_rcb(&grid, start, ranks).map_err(|e| e.to_string())?;
-                (Kind::Rcb { criterion: named, measured: false }, owners)
+                (Kind::Recut { diffusion: balance == "diffusion", criterion: named, measured: false }, owners)
             }
             _ => (Kind::Static, slabs()),
         };
-        Ok(RankBalancer { grid, ranks, owners, kind, recent: Vec::new(), seen: 0 })
+        let shadow = matches!(balance, "pbs" | "diffusion")
+            .then(|| kway_rcb(&grid, start, ranks).map_err(|e| e.to_string()))
+            .transpose()?;
+        Ok(RankBalancer { grid, ranks, owners, kind, shadow, recent: Vec::new(), seen: 0 })
     }
 
     /// The errors [`RankBalancer::new`] would return for these names and sizes, found
@@ -150,15 +165,20 @@ impl RankBalancer {
     }
 
     /// Ends an iteration whose measured box loads (seconds, every rank's boxes) are
-    /// `measured`: may change the owners. The imbalance reported is the iteration's own; the
-    /// balancers see each box's median over the last [`SMOOTHING`] iterations.
-    pub fn end_iteration(&mut self, measured: &[f64]) -> Result<Decision, String> {
+    /// `measured`, the boxes now weighing `bytes` each (what moving them costs): may change
+    /// the owners. The imbalance reported is the iteration's own; the balancers see each
+    /// box's median over the last [`SMOOTHING`] iterations.
+    pub fn end_iteration(&mut self, measured: &[f64], bytes: &[f64]) -> Result<Decision, String> {
         let start = Instant::now();
-        if measured.len() != self.grid.len() || measured.iter().any(|l| !(l.is_finite() && *l >= 0.0)) {
+        let n = self.grid.len();
+        if measured.len() != n
+            || bytes.len() != n
+            || measured.iter().chain(bytes).any(|l| !(l.is_finite() && *l >= 0.0))
+        {
             return Err(format!(
-                "{} box loads for {} boxes, or a load that is not finite and ≥ 0",
+                "{} box loads and {} sizes for {n} boxes, or a value that is not finite and ≥ 0",
                 measured.len(),
-                self.grid.len()
+                bytes.len(),
             ));
         }
         let loads = metrics::charges(&self.owners, measured, self.ranks);
@@ -173,48 +193,95 @@ impl RankBalancer {
                 migrations: 0,
                 seconds: start.elapsed().as_secs_f64(),
                 rcb_would_move: None,
+                balanced_on: None,
             });
         }
         let box_loads = &self.smoothed(measured);
         let before = self.owners.clone();
-        let mut rcb_would_move = None;
         match &mut self.kind {
-            Kind::Pbs(mapper, shadow) => {
+            Kind::Pbs(mapper) => {
                 if mapper.end_iteration(box_loads).map_err(|e| e.to_string())?.migrations > 0 {
                     self.owners.copy_from_slice(mapper.owners());
-                    let rcb = kway_rcb(&self.grid, box_loads, self.ranks).map_err(|e| e.to_string())?;
-                    rcb_would_move = Some((0..rcb.len()).filter(|&k| rcb[k] != shadow[k]).collect());
-                    *shadow = rcb;
                 }
             }
-            Kind::Rcb { criterion, measured } => {
+            Kind::Recut { diffusion, criterion, measured } => {
                 let min = loads.iter().copied().fold(f64::INFINITY, f64::min);
                 let asks = criterion.observe(Sample { max, mean, min });
                 if asks || !*measured {
                     *measured = true;
-                    self.owners = kway_rcb(&self.grid, box_loads, self.ranks).map_err(|e| e.to_string())?;
+                    self.owners = if *diffusion {
+                        diffuse(&self.grid, &self.owners, box_loads, bytes, self.ranks, DIFFUSION_LIMIT)
+                    } else {
+                        kway_rcb(&self.grid, box_loads, self.ranks)
+                    }
+                    .map_err(|e| e.to_string())?;
                     criterion.rebalanced(start.elapsed().as_secs_f64());
                 }
             }
             Kind::Static => {}
         }
         let migrations = metrics::migrations(&before, &self.owners);
+        let mut rcb_would_move = None;
+        if let (Some(shadow), true) = (&mut self.shadow, migrations > 0) {
+            let rcb = kway_rcb(&self.grid, box_loads, self.ranks).map_err(|e| e.to_string())?;
+            rcb_would_move = Some((0..rcb.len()).filter(|&k| rcb[k] != shadow[k]).collect());
+            *shadow = rcb;
+        }
         let seconds = start.elapsed().as_secs_f64();
-        Ok(Decision { imbalance, rebalanced: migrations > 0, migrations, seconds, rcb_would_move })
+        let balanced_on = (migrations > 0).then(|| box_loads.clone());
+        Ok(Decision { imbalance, rebalanced: migrations > 0, migrations, seconds, rcb_would_move, balanced_on })
     }
 
     /// Adds the seconds spent moving the boxes of the last rebalancing to the cost the
-    /// criterion weighs (`pbs`, `rcb`).
+    /// criterion weighs (all but `static`).
     pub fn add_to_last_cost(&mut self, seconds: f64, decided: &Decision) -> Result<(), String> {
         match &mut self.kind {
-            Kind::Pbs(mapper, _) => mapper.add_to_last_cost(seconds).map(|_| ()).map_err(|e| e.to_string()),
-            Kind::Rcb { criterion, .. } if decided.rebalanced => {
+            Kind::Pbs(mapper) => mapper.add_to_last_cost(seconds).map(|_| ()).map_err(|e| e.to_string()),
+            Kind::Recut { criterion, .. } if decided.rebalanced => {
                 criterion.rebalanced(decided.seconds + seconds);
                 Ok(())
             }
             _ => Ok(()),
         }
     }
+}
+
+/// The `max / mean` under which `diffusion` stops moving boxes (its flows aim at the mean).
+pub const DIFFUSION_LIMIT: f64 = 1.02;
+
+/// The `max / mean` of the ranks' loads that [`migration_bound`] asks a rebalancing to reach:
+/// the target of a rebalancing across ranks (docs/mpi.md).
+pub const BOUND_IMBALANCE: f64 = 1.05;
+
+/// A lower bound on the bytes that any new owners must move away from `owners` for no rank's
+/// load (the sum of its boxes' `loads`) to exceed `limit × mean`, a box of rank `r` weighing
+/// `bytes[k]` when it moves. Each rank above the limit must shed at least its excess; the
+/// fewest bytes that can carry it are those of its boxes of most load per byte, the last one
+/// counted in part (a fractional knapsack). Shapes, whole boxes and the receivers' own limits
+/// can only raise the real need, so no balancer reaching the limit moves less.
+pub fn migration_bound(owners: &[u32], loads: &[f64], bytes: &[f64], ranks: usize, limit: f64) -> f64 {
+    let charges = metrics::charges(owners, loads, ranks);
+    let cap = limit * charges.iter().sum::<f64>() / ranks as f64;
+    let mut bound = 0.0;
+    for (r, &charge) in charges.iter().enumerate() {
+        let mut excess = charge - cap;
+        if excess <= 0.0 {
+            continue;
+        }
+        let mut mine: Vec<usize> = (0..owners.len()).filter(|&k| owners[k] as usize == r && loads[k] > 0.0).collect();
+        // Most load per byte first. Sorted on the quotient itself: comparing cross products
+        // instead is not a total order once they round (a sort then panics).
+        mine.sort_by(|&a, &b| (bytes[a] / loads[a]).total_cmp(&(bytes[b] / loads[b])));
+        for k in mine {
+            let part = (excess / loads[k]).min(1.0);
+            bound += part * bytes[k];
+            excess -= part * loads[k];
+            if excess <= 0.0 {
+                break;
+            }
+        }
+    }
+    bound
 }
 
 #[cfg(test)]
@@ -238,24 +305,55 @@ mod tests {
     }
 
     #[test]
-    fn pbs_and_rcb_follow_a_drifting_load_and_static_does_not() {
+    fn pbs_rcb_and_diffusion_follow_a_drifting_load_and_static_does_not() {
         let grid = Grid::new(32, 32).unwrap();
         let mut last = Vec::new();
         for name in BALANCES {
             let mut b = RankBalancer::new(name, grid, 4, "boulmier", None).unwrap();
             let mut moved = 0;
             for step in 0..60 {
-                moved += b.end_iteration(&drifting(grid, step)).unwrap().migrations;
+                moved += b.end_iteration(&drifting(grid, step), &vec![100.0; grid.len()]).unwrap().migrations;
             }
             let after = imbalance(b.owners(), &drifting(grid, 60), 4);
             last.push((name, after, moved));
         }
-        let [(_, pbs, pbs_moved), (_, rcb, _), (_, fixed, fixed_moved)] = last[..] else { unreachable!() };
-        // Both lag the drift (smoothed loads, a criterion that waits for the imbalance to pay
+        let [(_, pbs, pbs_moved), (_, rcb, _), (_, diffusion, diffusion_moved), (_, fixed, fixed_moved)] = last[..]
+        else {
+            unreachable!()
+        };
+        // All lag the drift (smoothed loads, a criterion that waits for the imbalance to pay
         // for the move) but stay far under the fixed slabs.
-        assert!(pbs < 0.75 * fixed && rcb < 0.75 * fixed, "{last:?}");
+        assert!(pbs < 0.75 * fixed && rcb < 0.75 * fixed && diffusion < 0.75 * fixed, "{last:?}");
         assert!(fixed > 1.3 && fixed_moved == 0, "{last:?}");
-        assert!(pbs_moved > 0);
+        assert!(pbs_moved > 0 && diffusion_moved > 0);
+    }
+
+    #[test]
+    fn the_migration_bound_sheds_each_excess_with_the_densest_boxes() {
+        // Rank 0: loads 4 + 2 + 2 = 8, rank 1: 2; mean 5, limit 1.2 → cap 6, excess 2.
+        let owners = [0, 0, 0, 1];
+        let loads = [4.0, 2.0, 2.0, 2.0];
+        // Box 0 carries 4 for 100 bytes (0.04 per byte), box 1 2 for 10 (0.2), box 2 2 for 40.
+        let bytes = [100.0, 10.0, 40.0, 7.0];
+        assert_eq!(migration_bound(&owners, &loads, &bytes, 2, 1.2), 10.0);
+        // Excess 3 at limit 1.0: box 1 whole (2 for 10), then half of box 2 (1 for 20).
+        assert_eq!(migration_bound(&owners, &loads, &bytes, 2, 1.0), 30.0);
+        // Balanced enough: nothing needs to move.
+        assert_eq!(migration_bound(&owners, &loads, &bytes, 2, 1.6), 0.0);
+        // Every new partition under the limit moves at least the bound.
+        let loads = [3.0, 1.0, 2.0, 2.0, 1.0, 3.0];
+        let bytes = [5.0, 9.0, 2.0, 7.0, 3.0, 8.0];
+        let owners = [0, 0, 0, 0, 1, 2];
+        let bound = migration_bound(&owners, &loads, &bytes, 3, 1.1);
+        let mut best = f64::INFINITY;
+        for code in 0..3usize.pow(6) {
+            let next: Vec<u32> = (0..6).map(|k| (code / 3usize.pow(k as u32) % 3) as u32).collect();
+            if metrics::max_avg(&metrics::charges(&next, &loads, 3)) <= 1.1 {
+                let moved: f64 = (0..6).filter(|&k| next[k] != owners[k]).map(|k| bytes[k]).sum();
+                best = best.min(moved);
+            }
+        }
+        assert!(bound > 0.0 && bound <= best, "bound {bound}, best {best}");
     }
 
     #[test]
@@ -274,6 +372,9 @@ mod tests {
                 .contains("16 ranks for 15 boxes"));
             assert!(RankBalancer::new(name, grid, 0, "boulmier", None).is_err());
         }
-        assert!(RankBalancer::new("metis", grid, 2, "boulmier", None).err().unwrap().contains("pbs, rcb, static"));
+        assert!(RankBalancer::new("metis", grid, 2, "boulmier", None)
+            .err()
+            .unwrap()
+            .contains("pbs, rcb, diffusion, static"));
     }
 }

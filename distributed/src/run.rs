@@ -3,9 +3,9 @@
 //! Every rank builds the whole app from the seed (so each starts with every box's data), and
 //! then, each iteration:
 //! 1. computes the boxes it owns on its threads (the executor maps them, `pbs` by default);
-//! 2. shares its boxes' times on their cores (`timed.rs`) with every rank (`MPI_Allreduce`, a sum of vectors each
-//!    rank fills only at its own boxes), so that a rank can map the boxes it receives to its
-//!    threads at once;
+//! 2. shares its boxes' times on their cores (`timed.rs`) and their packed sizes with every
+//!    rank (`MPI_Allreduce`, a sum of vectors each rank fills only at its own boxes), so that
+//!    a rank can map the boxes it receives to its threads at once;
 //! 3. receives rank 0's decision (`ranks.rs`) (`MPI_Bcast`: whether the owners changed, and the new ones);
 //! 4. exchanges boxes ([`crate::exchange`]): to new owners and to the ranks that read them.
 //!
@@ -18,7 +18,6 @@ use std::time::Instant;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use pbs::Grid;
-use pbs_apps::distributed::Distributed;
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::Runtime;
@@ -26,7 +25,7 @@ use pbs_scheduler::topology::Topology;
 use pbs_scheduler::{BoxTimer, Executor};
 
 use crate::exchange;
-use crate::ranks::{Decision, RankBalancer};
+use crate::ranks::{self, Decision, RankBalancer};
 use crate::summary::{self, Summary};
 use crate::timed::Timed;
 
@@ -101,6 +100,8 @@ pub(crate) struct Tally {
     pub rebalancing_iterations: Vec<usize>,
     pub rebalancing_bytes: Vec<u64>,
     pub rcb_shadow_bytes: Vec<u64>,
+    /// Rank 0: at each rebalancing, [`ranks::migration_bound`] from the owners before it.
+    pub bound_bytes: Vec<f64>,
     /// Sent by this rank: boxes and bytes to new owners, bytes to readers.
     pub migrated_boxes: u64,
     pub migrated_bytes: u64,
@@ -112,7 +113,7 @@ pub(crate) struct Tally {
 fn decide(
     world: &impl Communicator,
     balancer: Option<&mut RankBalancer>,
-    loads: &[f64],
+    (loads, sizes): (&[f64], &[f64]),
     tally: &mut Tally,
 ) -> Result<(Option<Vec<u32>>, Option<Decision>), String> {
     let root = world.process_at_rank(0);
@@ -120,7 +121,7 @@ fn decide(
     let mut decision = None;
     let mut next = Vec::new();
     if let Some(b) = balancer {
-        let d = b.end_iteration(loads)?;
+        let d = b.end_iteration(loads, sizes)?;
         tally.imbalance.push(d.imbalance);
         changed = u8::from(d.rebalanced);
         next = b.owners().to_vec();
@@ -135,34 +136,23 @@ fn decide(
     Ok((Some(next), decision))
 }
 
-/// At a rebalancing, on rank 0: the bytes of the boxes that change owner and (`pbs`) of those
-/// a from-scratch RCB would have moved, from every box's packed size summed over ranks.
+/// At a rebalancing, on rank 0: the bytes of the boxes that change owner, the least bytes any
+/// balancer reaching [`ranks::BOUND_IMBALANCE`] would have moved, and (`pbs`, `diffusion`)
+/// those a from-scratch RCB would have moved, from every box's packed size `sizes`.
 fn count_rebalancing_bytes(
-    world: &impl Communicator,
-    app: &dyn Distributed,
+    sizes: &[f64],
     (owners, next): (&[u32], &[u32]),
-    decision: Option<&Decision>,
+    decision: &Decision,
+    ranks: usize,
     tally: &mut Tally,
 ) {
-    let me = world.rank() as u32;
-    let mut sizes = vec![0u64; owners.len()];
-    let mut scratch = Vec::new();
-    for k in (0..owners.len()).filter(|&k| owners[k] == me) {
-        scratch.clear();
-        app.pack_box(k, &mut scratch);
-        sizes[k] = scratch.len() as u64;
-    }
-    let root = world.process_at_rank(0);
-    if me != 0 {
-        root.reduce_into(&sizes[..], SystemOperation::sum());
-        return;
-    }
-    let mut all = vec![0u64; owners.len()];
-    root.reduce_into_root(&sizes[..], &mut all[..], SystemOperation::sum());
     let moved = (0..owners.len()).filter(|&k| owners[k] != next[k]);
-    tally.rebalancing_bytes.push(moved.map(|k| all[k]).sum());
-    if let Some(rcb) = decision.and_then(|d| d.rcb_would_move.as_ref()) {
-        tally.rcb_shadow_bytes.push(rcb.iter().map(|&k| all[k]).sum());
+    tally.rebalancing_bytes.push(moved.map(|k| sizes[k] as u64).sum());
+    if let Some(rcb) = &decision.rcb_would_move {
+        tally.rcb_shadow_bytes.push(rcb.iter().map(|&k| sizes[k] as u64).sum());
+    }
+    if let Some(loads) = &decision.balanced_on {
+        tally.bound_bytes.push(ranks::migration_bound(owners, loads, sizes, ranks, ranks::BOUND_IMBALANCE));
     }
 }
 
@@ -224,14 +214,23 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
         let start = Instant::now();
         app.iterate(&mut exec, &mut rec, None);
         tally.compute_ms.push(start.elapsed().as_secs_f64() * 1e3);
-        let mut loads = exec.take_loads();
-        loads.iter_mut().zip(&owners).filter(|(_, &o)| o as usize != me).for_each(|(l, _)| *l = 0.0);
-        let mut all = vec![0.0; grid.len()];
-        world.all_reduce_into(&loads[..], &mut all[..], SystemOperation::sum());
-        let (next, decision) = decide(world, balancer.as_mut(), &all, &mut tally)?;
+        let loads = exec.take_loads();
+        // This rank's boxes: their times, then their packed sizes (what moving them costs).
+        let n = grid.len();
+        let mut mine = vec![0.0; 2 * n];
+        for k in (0..n).filter(|&k| owners[k] as usize == me) {
+            mine[k] = loads[k];
+            mine[n + k] = app.packed_len(k) as f64;
+        }
+        let mut both = vec![0.0; 2 * n];
+        world.all_reduce_into(&mine[..], &mut both[..], SystemOperation::sum());
+        let (all, sizes) = both.split_at(n);
+        let (next, decision) = decide(world, balancer.as_mut(), (all, sizes), &mut tally)?;
         if let Some(next) = &next {
             tally.rebalancing_iterations.push(it);
-            count_rebalancing_bytes(world, app.as_ref(), (&owners, next), decision.as_ref(), &mut tally);
+            if let Some(d) = &decision {
+                count_rebalancing_bytes(sizes, (&owners, next), d, ranks, &mut tally);
+            }
         }
         let exchange_start = Instant::now();
         let out = exchange::pack(app.as_ref(), &grid, &owners, next.as_deref().unwrap_or(&owners), me as u32, ranks);
@@ -243,7 +242,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             let local: Vec<bool> = next.iter().map(|&o| o as usize == me).collect();
             // The threads' mapping follows at once, on this iteration's loads of the boxes
             // now here (those that arrived, as their last rank measured them).
-            hint_local(&mut exec, &all, &local)?;
+            hint_local(&mut exec, all, &local)?;
             app.compute_only(Some(local))?;
             owners = next;
         }

@@ -81,11 +81,19 @@ pub struct Summary {
     pub migrated_bytes_per_rebalancing: f64,
     /// Bytes migrated by each rebalancing (they sum to `migrated_bytes`).
     pub rebalancing_bytes: Vec<u64>,
-    /// `pbs` only: the bytes a k-way RCB recomputed from scratch on the same loads would have
-    /// migrated at each of the same rebalancings, from its partition at the one before.
+    /// `pbs` and `diffusion`: the bytes a k-way RCB recomputed from scratch on the same loads
+    /// would have migrated at each of the same rebalancings, from its partition at the one
+    /// before.
     pub rcb_shadow_bytes: Vec<u64>,
-    /// `pbs` only: `Σ rcb_shadow_bytes / migrated_bytes`.
+    /// `pbs` and `diffusion`: `Σ rcb_shadow_bytes / migrated_bytes`.
     pub rcb_bytes_over_pbs: Option<f64>,
+    /// At each rebalancing, a lower bound on the bytes any balancer would have moved from the
+    /// same owners, on the same loads, to bring the ranks to `max / mean` ≤ 1.05
+    /// (`ranks::migration_bound`).
+    pub migration_bound_bytes: Vec<u64>,
+    /// `Σ migration_bound_bytes / migrated_bytes`: the least share of the bytes moved that any
+    /// balancer reaching 1.05 had to move (`None` without migration).
+    pub bound_over_migrated: Option<f64>,
     /// Bytes sent to ranks that read a box (halo), per iteration.
     pub halo_bytes_per_iter: f64,
     /// Every rank's figures.
@@ -183,7 +191,7 @@ pub(crate) fn gather(
         Some(&last) => after(last).unwrap_or(series[series.len() - 1]),
         None => median(series),
     };
-    let pbs = settings.balance == "pbs";
+    let shadowed = matches!(settings.balance.as_str(), "pbs" | "diffusion");
     Some(Summary {
         app: settings.app.clone(),
         scenario: settings.scenario.clone(),
@@ -216,8 +224,11 @@ pub(crate) fn gather(
         halo_bytes_per_iter: halo as f64 / settings.iters as f64,
         rebalancing_bytes: tally.rebalancing_bytes.clone(),
         rcb_shadow_bytes: tally.rcb_shadow_bytes.clone(),
-        rcb_bytes_over_pbs: (pbs && migrated_bytes > 0)
+        rcb_bytes_over_pbs: (shadowed && migrated_bytes > 0)
             .then(|| tally.rcb_shadow_bytes.iter().sum::<u64>() as f64 / migrated_bytes as f64),
+        migration_bound_bytes: tally.bound_bytes.iter().map(|&b| b.round() as u64).collect(),
+        bound_over_migrated: (migrated_bytes > 0)
+            .then(|| tally.bound_bytes.iter().sum::<f64>() / migrated_bytes as f64),
         per_rank,
     })
 }

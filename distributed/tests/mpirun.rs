@@ -40,9 +40,12 @@ fn shared_memory_checksum(app: &str, scenario: &str, iters: usize) -> String {
 
 #[test]
 fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
-    for (app, scenario, balance) in
-        [("md", "gravity", "pbs"), ("stencil", "drift", "pbs"), ("md", "contraction", "rcb")]
-    {
+    for (app, scenario, balance) in [
+        ("md", "gravity", "pbs"),
+        ("stencil", "drift", "pbs"),
+        ("md", "contraction", "rcb"),
+        ("md", "expansion", "diffusion"),
+    ] {
         let expected = shared_memory_checksum(app, scenario, 30);
         for ranks in 1..=4 {
             for threads in ["1", "2"] {
@@ -77,10 +80,13 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
                 // whose owner changed, counted on rank 0 at each rebalancing.
                 let per: u64 = v["rebalancing_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).sum();
                 assert_eq!(per, v["migrated_bytes"].as_u64().unwrap(), "{app} on {ranks} ranks × {threads}");
-                assert_eq!(
-                    v["rebalancing_bytes"].as_array().unwrap().len(),
-                    v["rebalancings"].as_u64().unwrap() as usize
-                );
+                for per_rebalancing in ["rebalancing_bytes", "migration_bound_bytes"] {
+                    assert_eq!(
+                        v[per_rebalancing].as_array().unwrap().len(),
+                        v["rebalancings"].as_u64().unwrap() as usize,
+                        "{per_rebalancing}"
+                    );
+                }
             }
         }
     }
@@ -115,7 +121,7 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
         (3, vec!["--app", "md", "--nx", "1", "--ny", "2"], "3 ranks for 2 boxes"),
         (2, vec!["--app", "md", "--threads", "0"], "--threads 0"),
         (2, vec!["--app", "md-split"], "md and stencil"),
-        (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, static"),
+        (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, diffusion, static"),
         (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),
     ] {
         let (out, _) = mpirun(ranks, &args, &[]);

@@ -50,6 +50,7 @@
 //! | loads, vCore count, lower bound (one balancing problem) | [`Problem`] | [`problem`] |
 //! | vCores: positions, weights, the owner of every box, charges | [`VCores`] | [`vcores`] |
 //! | a k-way recursive coordinate bisection, the compact cold start | [`bisection::kway_rcb`], [`VCores::from_bisection`] | [`bisection`] |
+//! | mending a partition across its own borders (diffusion) | [`diffusion::diffuse`] | [`diffusion`] |
 //! | which vCore owns a box (power distance, fast assignment) | [`assign::Assignment`] | [`assign`] |
 //! | a method: one step of moving the vCores | [`Balancer`] | [`methods`] (one file each) |
 //! | when to stop, the driver, what a run reports | [`StopRule`], [`balance`], [`Outcome`] | [`balancer`] |
@@ -66,6 +67,7 @@
 pub mod assign;
 pub mod balancer;
 pub mod bisection;
+pub mod diffusion;
 pub mod error;
 pub mod forces;
 pub mod greedy;

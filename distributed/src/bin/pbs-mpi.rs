@@ -54,8 +54,8 @@ enum Command {
     Run {
         #[command(flatten)]
         args: RunArgs,
-        /// Boxes across ranks: pbs (one vCore per rank), rcb (recomputed from scratch) or static
-        /// (horizontal slabs)
+        /// Boxes across ranks: pbs (one vCore per rank), rcb (recomputed from scratch), diffusion
+        /// (boxes cross the existing borders) or static (horizontal slabs)
         #[arg(long, default_value = "pbs")]
         balance: String,
         /// Print one JSON object (rank 0) instead of a table
@@ -68,7 +68,7 @@ enum Command {
         #[command(flatten)]
         args: RunArgs,
         /// Balances, comma-separated
-        #[arg(long, value_delimiter = ',', default_value = "pbs,rcb,static")]
+        #[arg(long, value_delimiter = ',', default_value = "pbs,rcb,diffusion,static")]
         balance: Vec<String>,
         /// Rounds: each runs every balance once
         #[arg(long, default_value_t = 3)]
@@ -135,8 +135,14 @@ fn print_table(s: &Summary) {
     );
     if let Some(ratio) = s.rcb_bytes_over_pbs {
         println!(
-            "bytes per rebalancing: pbs {:?}; a from-scratch RCB at the same moments {:?} ({ratio:.2} × pbs's in all)",
-            s.rebalancing_bytes, s.rcb_shadow_bytes
+            "bytes per rebalancing: {} {:?}; a from-scratch RCB at the same moments {:?} ({ratio:.2} × {}'s in all)",
+            s.balance, s.rebalancing_bytes, s.rcb_shadow_bytes, s.balance
+        );
+    }
+    if let Some(share) = s.bound_over_migrated {
+        println!(
+            "the least any balancer reaching max/avg 1.05 had to move at each: {:?} bytes ({share:.2} of those moved)",
+            s.migration_bound_bytes
         );
     }
     println!("checksum {}", s.checksum);
@@ -158,12 +164,14 @@ fn print_comparison(runs: &[Summary], balances: &[String]) {
         if first.oversubscribed { " (OVERSUBSCRIBED: times are the OS's sharing, not speeds)" } else { "" }
     );
     println!(
-        "{:<8} {:>24} {:>14} {:>26} {:>18} {:>24} {:>9}",
+        "{:<10} {:>24} {:>14} {:>26} {:>18} {:>18} {:>22} {:>24} {:>9}",
         "balance",
         "ranks max/avg (last)",
         "rebalancings",
         "bytes per rebalancing",
-        "RCB bytes / pbs",
+        "RCB bytes / these",
+        "least / these",
+        "halo bytes per iter",
         "iteration ms",
         "checksum"
     );
@@ -173,14 +181,23 @@ fn print_comparison(runs: &[Summary], balances: &[String]) {
     };
     for b in balances {
         let mine: Vec<&Summary> = runs.iter().filter(|s| &s.balance == b).collect();
-        let shadow: Vec<f64> = mine.iter().filter_map(|s| s.rcb_bytes_over_pbs).collect();
+        let ratios = |f: fn(&Summary) -> Option<f64>| {
+            let xs: Vec<f64> = mine.iter().filter_map(|s| f(s)).collect();
+            if xs.is_empty() {
+                "-".into()
+            } else {
+                cell(xs, 2)
+            }
+        };
         println!(
-            "{:<8} {:>24} {:>14} {:>26} {:>18} {:>24} {:>9}",
+            "{:<10} {:>24} {:>14} {:>26} {:>18} {:>18} {:>22} {:>24} {:>9}",
             b,
             cell(mine.iter().map(|s| s.imbalance_ranks).collect(), 3),
             cell(mine.iter().map(|s| s.rebalancings as f64).collect(), 0),
             cell(mine.iter().map(|s| s.migrated_bytes_per_rebalancing).collect(), 0),
-            if shadow.is_empty() { "-".into() } else { cell(shadow, 2) },
+            ratios(|s| s.rcb_bytes_over_pbs),
+            ratios(|s| s.bound_over_migrated),
+            cell(mine.iter().map(|s| s.halo_bytes_per_iter).collect(), 0),
             cell(mine.iter().map(|s| s.iter_ms_median).collect(), 3),
             if mine.iter().all(|s| s.checksum == first.checksum) { "same" } else { "DIFFERS" }
         );

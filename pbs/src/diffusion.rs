@@ -1,0 +1,310 @@
+//! Diffusion from the current owners (Hu and Blake, Parallel Computing 1999; the adaptive
+//! repartitioners of ParMETIS and Jostle): a partition that drifted out of balance is mended
+//! by moving boxes across the borders it already has, as few bytes as the flow needs, instead
+//! of cutting the grid again.
+//!
+//! 1. **How much crosses each border.** Parts that touch (two face-neighbouring boxes of
+//!    theirs) form a graph with Laplacian `L`; with `b` each part's load minus the mean, the
+//!    solution of `L λ = b` gives the flow `λ_i − λ_j` from part `i` to part `j`, the
+//!    balancing flow of least 2-norm over the borders (conjugate gradients; `b` sums to zero
+//!    and the graph of a grid's parts is connected).
+//! 2. **Which boxes carry it.** Each flow, largest first, moves boxes of `i` that touch `j`,
+//!    one at a time, while what remains of the flow is at least half the box's load: first
+//!    boxes with two or more sides on `j` (filling notches keeps the border, and so the halo,
+//!    short), among them the most load per byte (in molecular dynamics a box's work grows
+//!    with the square of its particles and its bytes with their number, so dense boxes carry
+//!    the flow in fewer bytes).
+//! 3. Up to [`ROUNDS`] times, while a part is above `limit × mean`.
+//!
+//! Nothing makes a part disconnected on purpose, but nothing forbids it either; no part is
+//! ever emptied.
+//!
+//! ```
+//! use pbs::diffusion::diffuse;
+//! let grid = pbs::Grid::new(8, 8)?;
+//! // Two slabs; the left one's boxes became three times heavier.
+//! let loads: Vec<f64> = (0..64).map(|k| if k % 8 < 4 { 3.0 } else { 1.0 }).collect();
+//! let owners: Vec<u32> = (0..64).map(|k| u32::from(k % 8 >= 4)).collect();
+//! let bytes = vec![100.0; 64];
+//! let next = diffuse(&grid, &owners, &loads, &bytes, 2, 1.05)?;
+//! let charges = pbs::metrics::charges(&next, &loads, 2);
+//! assert!(pbs::metrics::max_avg(&charges) <= 1.05);
+//! // Only the flow moved: 11 boxes of 3 carry the 32 above the mean.
+//! assert_eq!(pbs::metrics::migrations(&owners, &next), 11);
+//! # Ok::<(), pbs::Error>(())
+//! ```
+
+use std::collections::BTreeSet;
+
+use crate::error::{Error, Result};
+use crate::grid::Grid;
+use crate::metrics;
+
+/// Rounds of flows and moves at most: a round's moves are whole boxes, so a second one mends
+/// what the first could not carry exactly.
+pub const ROUNDS: usize = 16;
+
+/// New owners near `owners` with no part's load above `limit × mean` where whole boxes across
+/// the existing borders allow it (see the module documentation). `bytes[k]` is what moving
+/// box `k` costs; `parts` the number of parts. An error names a bad length, load, owner or
+/// limit.
+pub fn diffuse(
+    grid: &Grid,
+    owners: &[u32],
+    loads: &[f64],
+    bytes: &[f64],
+    parts: usize,
+    limit: f64,
+) -> Result<Vec<u32>> {
+    crate::Problem::new(*grid, loads, 1)?;
+    let bad = |name: &'static str, value: String, reason: &'static str| Error::Parameter { name, value, reason };
+    if owners.len() != grid.len() || bytes.len() != grid.len() {
+        return Err(Error::LoadCount { expected: grid.len(), got: owners.len().min(bytes.len()) });
+    }
+    if parts == 0 {
+        return Err(bad("parts", "0".into(), "at least one part is needed"));
+    }
+    if let Some(k) = owners.iter().position(|&o| o as usize >= parts) {
+        return Err(bad(
+            "owners",
+            format!("box {k} owned by part {}", owners[k]),
+            "an owner must be below the part count",
+        ));
+    }
+    if let Some(k) = bytes.iter().position(|b| !(b.is_finite() && *b >= 0.0)) {
+        return Err(bad("bytes", format!("{} at box {k}", bytes[k]), "sizes must be finite and ≥ 0"));
+    }
+    if !(limit >= 1.0 && limit.is_finite()) {
+        return Err(bad("limit", limit.to_string(), "expected a max/mean of at least 1"));
+    }
+    let mut next = owners.to_vec();
+    for _ in 0..ROUNDS {
+        let charges = metrics::charges(&next, loads, parts);
+        let mean = charges.iter().sum::<f64>() / parts as f64;
+        if mean == 0.0 || charges.iter().all(|&c| c <= limit * mean) {
+            break;
+        }
+        let borders = borders(grid, &next);
+        let b: Vec<f64> = charges.iter().map(|c| c - mean).collect();
+        let lambda = solve(parts, &borders, &b);
+        let mut flows: Vec<(f64, u32, u32)> = borders
+            .iter()
+            .map(|&(i, j)| {
+                let f = lambda[i as usize] - lambda[j as usize];
+                if f >= 0.0 {
+                    (f, i, j)
+                } else {
+                    (-f, j, i)
+                }
+            })
+            .collect();
+        // Largest first; ties in the order of the borders, so the result is deterministic.
+        flows.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut moved = false;
+        let mut charges = charges;
+        for (amount, from, to) in flows {
+            moved |= carry(grid, &mut next, (loads, bytes), &mut charges, (from, to), (amount, limit * mean));
+        }
+        if !moved {
+            break;
+        }
+    }
+    Ok(next)
+}
+
+/// The pairs of parts `(i, j)`, `i < j`, with face-neighbouring boxes, in increasing order.
+fn borders(grid: &Grid, owners: &[u32]) -> BTreeSet<(u32, u32)> {
+    let mut out = BTreeSet::new();
+    grid.for_each_neighbour_pair(|a, b| {
+        let (i, j) = (owners[a], owners[b]);
+        if i != j {
+            out.insert((i.min(j), i.max(j)));
+        }
+    });
+    out
+}
+
+/// `λ` with `L λ = b` on the graph of `borders` (unit weights), by conjugate gradients from 0.
+fn solve(parts: usize, borders: &BTreeSet<(u32, u32)>, b: &[f64]) -> Vec<f64> {
+    let apply = |x: &[f64]| {
+        let mut y = vec![0.0; parts];
+        for &(i, j) in borders {
+            let d = x[i as usize] - x[j as usize];
+            y[i as usize] += d;
+            y[j as usize] -= d;
+        }
+        y
+    };
+    let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
+    let mut x = vec![0.0; parts];
+    let mut r = b.to_vec();
+    let mut p = r.clone();
+    let mut rr = dot(&r, &r);
+    let stop = 1e-24 * rr;
+    for _ in 0..4 * parts + 20 {
+        if rr <= stop {
+            break;
+        }
+        let q = apply(&p);
+        let pq = dot(&p, &q);
+        if pq <= 0.0 {
+            break;
+        }
+        let alpha = rr / pq;
+        x.iter_mut().zip(&p).for_each(|(x, p)| *x += alpha * p);
+        r.iter_mut().zip(&q).for_each(|(r, q)| *r -= alpha * q);
+        let next = dot(&r, &r);
+        p.iter_mut().zip(&r).for_each(|(p, r)| *p = r + next / rr * *p);
+        rr = next;
+    }
+    x
+}
+
+/// Moves boxes of `from` touching `to` into `to` while at least half a box's load of `amount`
+/// remains, or the box leaves `to` under `cap` (a box heavier than the flow can still mend a
+/// part above the cap) (module documentation, step 2). Whether it moved any.
+fn carry(
+    grid: &Grid,
+    owners: &mut [u32],
+    (loads, bytes): (&[f64], &[f64]),
+    charges: &mut [f64],
+    (from, to): (u32, u32),
+    (amount, cap): (f64, f64),
+) -> bool {
+    let touching = |owners: &[u32], k: usize| {
+        let mut sides = 0;
+        grid.for_each_neighbour(k, |n| sides += usize::from(owners[n] == to));
+        sides
+    };
+    let mut frontier: BTreeSet<usize> =
+        (0..owners.len()).filter(|&k| owners[k] == from && touching(owners, k) > 0).collect();
+    let mut left_in_from = owners.iter().filter(|&&o| o == from).count();
+    let (f, t) = (from as usize, to as usize);
+    let mut remaining = amount;
+    let mut moved = false;
+    while left_in_from > 1 {
+        // (notch, load per byte, -k): the largest wins.
+        let best = frontier
+            .iter()
+            .filter(|&&k| {
+                let l = loads[k];
+                l > 0.0 && (l <= 2.0 * remaining || (remaining > 0.0 && charges[t] + l <= cap && charges[f] > cap))
+            })
+            .map(|&k| (touching(owners, k) >= 2, loads[k] / bytes[k].max(1.0), k))
+            .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(b.2.cmp(&a.2)));
+        let Some((_, _, k)) = best else { break };
+        owners[k] = to;
+        remaining -= loads[k];
+        charges[f] -= loads[k];
+        charges[t] += loads[k];
+        left_in_from -= 1;
+        moved = true;
+        frontier.remove(&k);
+        grid.for_each_neighbour(k, |n| {
+            if owners[n] == from {
+                frontier.insert(n);
+            }
+        });
+    }
+    moved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisection::kway_rcb;
+    use crate::rng::SplitMix64;
+
+    /// A Gaussian hot spot at `(cx, cy)` on a light background.
+    fn spot(grid: &Grid, cx: f64, cy: f64) -> Vec<f64> {
+        (0..grid.len())
+            .map(|k| {
+                let c = grid.centre(k);
+                1.0 + 20.0 * (-((c[0] - cx).powi(2) + (c[1] - cy).powi(2)) / 40.0).exp()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_drifting_spot_stays_balanced_with_fewer_moves_than_bisection_from_scratch() {
+        let grid = Grid::new(48, 48).unwrap();
+        let bytes = vec![1.0; grid.len()];
+        for parts in [2, 4, 9, 16] {
+            let first = spot(&grid, 10.0, 10.0);
+            let mut owners = kway_rcb(&grid, &first, parts).unwrap();
+            let mut rcb = owners.clone();
+            let (mut moved, mut rcb_moved) = (0, 0);
+            for step in 1..=30 {
+                let loads = spot(&grid, 10.0 + step as f64, 10.0 + 0.8 * step as f64);
+                let next = diffuse(&grid, &owners, &loads, &bytes, parts, 1.05).unwrap();
+                let imbalance = metrics::max_avg(&metrics::charges(&next, &loads, parts));
+                assert!(imbalance <= 1.05, "{parts} parts, step {step}: {imbalance}");
+                moved += metrics::migrations(&owners, &next);
+                owners = next;
+                let again = kway_rcb(&grid, &loads, parts).unwrap();
+                rcb_moved += metrics::migrations(&rcb, &again);
+                rcb = again;
+            }
+            assert!(moved < rcb_moved, "{parts} parts: {moved} moves against RCB's {rcb_moved}");
+            let counts = metrics::charges(&owners, &vec![1.0; grid.len()], parts);
+            assert!(counts.iter().all(|&c| c > 0.0));
+        }
+    }
+
+    #[test]
+    fn dense_boxes_carry_the_flow_in_fewer_bytes() {
+        // Two slabs; in the left one, every other column is twice as loaded per byte.
+        let grid = Grid::new(12, 6).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if grid.coords(k)[0] < 6 { 2.0 } else { 1.0 }).collect();
+        let owners: Vec<u32> = (0..grid.len()).map(|k| u32::from(grid.coords(k)[0] >= 6)).collect();
+        let plain = vec![10.0; grid.len()];
+        let cheap_rows: Vec<f64> =
+            (0..grid.len()).map(|k| if grid.coords(k)[1] % 2 == 0 { 5.0 } else { 10.0 }).collect();
+        let moved_bytes = |sizes: &[f64]| {
+            let next = diffuse(&grid, &owners, &loads, sizes, 2, 1.05).unwrap();
+            assert!(metrics::max_avg(&metrics::charges(&next, &loads, 2)) <= 1.05);
+            (0..grid.len()).filter(|&k| next[k] != owners[k]).map(|k| sizes[k]).sum::<f64>()
+        };
+        let plain_bytes = moved_bytes(&plain);
+        let cheap_bytes = moved_bytes(&cheap_rows);
+        // The same load (9 boxes of 2, the left slab's 18 above the mean) moves either way;
+        // the cheap boxes go first.
+        assert_eq!(plain_bytes, 90.0);
+        assert!(cheap_bytes < plain_bytes, "{cheap_bytes} against {plain_bytes}");
+    }
+
+    #[test]
+    fn random_maps_end_balanced_or_unchanged_and_no_part_is_emptied() {
+        let mut rng = SplitMix64::new(5);
+        for case in 0..40 {
+            let (nx, ny) = (3 + (rng.next_u64() % 20) as usize, 3 + (rng.next_u64() % 20) as usize);
+            let grid = Grid::new(nx, ny).unwrap();
+            let parts = 1 + (rng.next_u64() % 8) as usize;
+            let start: Vec<f64> = (0..grid.len()).map(|_| rng.next_f64()).collect();
+            let owners = kway_rcb(&grid, &start, parts).unwrap();
+            let loads: Vec<f64> = (0..grid.len()).map(|_| 0.5 + rng.next_f64()).collect();
+            let bytes: Vec<f64> = (0..grid.len()).map(|_| 1.0 + 100.0 * rng.next_f64()).collect();
+            let next = diffuse(&grid, &owners, &loads, &bytes, parts, 1.1).unwrap();
+            assert_eq!(next, diffuse(&grid, &owners, &loads, &bytes, parts, 1.1).unwrap(), "deterministic");
+            let counts = metrics::charges(&next, &vec![1.0; grid.len()], parts);
+            assert!(counts.iter().all(|&c| c > 0.0), "case {case}: a part emptied");
+            let before = metrics::max_avg(&metrics::charges(&owners, &loads, parts));
+            let after = metrics::max_avg(&metrics::charges(&next, &loads, parts));
+            assert!(after <= before.max(1.1) + 1e-12, "case {case}: {before} → {after}");
+        }
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let grid = Grid::new(4, 4).unwrap();
+        let (owners, loads, bytes) = (vec![0u32; 16], vec![1.0; 16], vec![1.0; 16]);
+        assert!(diffuse(&grid, &owners[..3], &loads, &bytes, 1, 1.05).is_err());
+        assert!(diffuse(&grid, &owners, &loads, &bytes, 0, 1.05).is_err());
+        assert!(diffuse(&grid, &[2u32; 16], &loads, &bytes, 2, 1.05).unwrap_err().to_string().contains("part"));
+        let mut nan = bytes.clone();
+        nan[3] = f64::NAN;
+        assert!(diffuse(&grid, &owners, &loads, &nan, 1, 1.05).unwrap_err().to_string().contains("bytes"));
+        assert!(diffuse(&grid, &owners, &loads, &bytes, 1, 0.9).unwrap_err().to_string().contains("limit"));
+        assert_eq!(diffuse(&grid, &owners, &loads, &bytes, 1, 1.05).unwrap(), owners);
+    }
+}

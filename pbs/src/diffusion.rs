@@ -10,8 +10,8 @@
 //!    and the graph of a grid's parts is connected).
 //! 2. **Which boxes carry it.** Each flow, largest first, moves boxes of `i` that touch `j`,
 //!    one at a time, while what remains of the flow is at least half the box's load: first
-//!    boxes with two or more sides on `j` (filling notches keeps the border, and so the halo,
-//!    short), among them the most load per byte (in molecular dynamics a box's work grows
+//!    the boxes with the most sides on `j` (filling notches keeps the border, and so the
+//!    halo, short), among them the most load per byte (in molecular dynamics a box's work grows
 //!    with the square of its particles and its bytes with their number, so dense boxes carry
 //!    the flow in fewer bytes).
 //! 3. Up to [`ROUNDS`] times, while a part is above `limit × mean`.
@@ -34,7 +34,7 @@
 //! # Ok::<(), pbs::Error>(())
 //! ```
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Error, Result};
 use crate::grid::Grid;
@@ -84,7 +84,8 @@ pub fn diffuse(
         if mean == 0.0 || charges.iter().all(|&c| c <= limit * mean) {
             break;
         }
-        let borders = borders(grid, &next);
+        let mut frontiers = frontiers(grid, &next);
+        let borders: Vec<(u32, u32)> = frontiers.keys().copied().filter(|&(i, j)| i < j).collect();
         let b: Vec<f64> = charges.iter().map(|c| c - mean).collect();
         let lambda = solve(parts, &borders, &b);
         let mut flows: Vec<(f64, u32, u32)> = borders
@@ -102,8 +103,12 @@ pub fn diffuse(
         flows.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mut moved = false;
         let mut charges = charges;
+        let mut sizes = vec![0usize; parts];
+        next.iter().for_each(|&o| sizes[o as usize] += 1);
         for (amount, from, to) in flows {
-            moved |= carry(grid, &mut next, (loads, bytes), &mut charges, (from, to), (amount, limit * mean));
+            let frontier = frontiers.get_mut(&(from, to)).expect("every border has its two frontiers");
+            let parts = Parts { owners: &mut next, charges: &mut charges, sizes: &mut sizes };
+            moved |= carry(grid, parts, frontier, (loads, bytes), (from, to), (amount, limit * mean));
         }
         if !moved {
             break;
@@ -112,20 +117,29 @@ pub fn diffuse(
     Ok(next)
 }
 
-/// The pairs of parts `(i, j)`, `i < j`, with face-neighbouring boxes, in increasing order.
-fn borders(grid: &Grid, owners: &[u32]) -> BTreeSet<(u32, u32)> {
-    let mut out = BTreeSet::new();
+/// For each ordered pair of touching parts `(i, j)`, the boxes of `i` with a face on `j`, in
+/// one pass over the grid.
+fn frontiers(grid: &Grid, owners: &[u32]) -> BTreeMap<(u32, u32), BTreeSet<usize>> {
+    let mut out: BTreeMap<(u32, u32), BTreeSet<usize>> = BTreeMap::new();
     grid.for_each_neighbour_pair(|a, b| {
         let (i, j) = (owners[a], owners[b]);
         if i != j {
-            out.insert((i.min(j), i.max(j)));
+            out.entry((i, j)).or_default().insert(a);
+            out.entry((j, i)).or_default().insert(b);
         }
     });
     out
 }
 
+/// The partition being mended: every box's part, each part's load and box count.
+struct Parts<'a> {
+    owners: &'a mut [u32],
+    charges: &'a mut [f64],
+    sizes: &'a mut [usize],
+}
+
 /// `λ` with `L λ = b` on the graph of `borders` (unit weights), by conjugate gradients from 0.
-fn solve(parts: usize, borders: &BTreeSet<(u32, u32)>, b: &[f64]) -> Vec<f64> {
+fn solve(parts: usize, borders: &[(u32, u32)], b: &[f64]) -> Vec<f64> {
     let apply = |x: &[f64]| {
         let mut y = vec![0.0; parts];
         for &(i, j) in borders {
@@ -162,42 +176,47 @@ fn solve(parts: usize, borders: &BTreeSet<(u32, u32)>, b: &[f64]) -> Vec<f64> {
 
 /// Moves boxes of `from` touching `to` into `to` while at least half a box's load of `amount`
 /// remains, or the box leaves `to` under `cap` (a box heavier than the flow can still mend a
-/// part above the cap) (module documentation, step 2). Whether it moved any.
+/// part above the cap) (module documentation, step 2). `frontier` holds the boxes of `from`
+/// that touched `to` when the round began; the moves of other flows may have taken some, so
+/// each is checked again. Whether it moved any.
 fn carry(
     grid: &Grid,
-    owners: &mut [u32],
+    p: Parts<'_>,
+    frontier: &mut BTreeSet<usize>,
     (loads, bytes): (&[f64], &[f64]),
-    charges: &mut [f64],
     (from, to): (u32, u32),
     (amount, cap): (f64, f64),
 ) -> bool {
+    let Parts { owners, charges, sizes } = p;
     let touching = |owners: &[u32], k: usize| {
         let mut sides = 0;
         grid.for_each_neighbour(k, |n| sides += usize::from(owners[n] == to));
         sides
     };
-    let mut frontier: BTreeSet<usize> =
-        (0..owners.len()).filter(|&k| owners[k] == from && touching(owners, k) > 0).collect();
-    let mut left_in_from = owners.iter().filter(|&&o| o == from).count();
     let (f, t) = (from as usize, to as usize);
     let mut remaining = amount;
     let mut moved = false;
-    while left_in_from > 1 {
-        // (notch, load per byte, -k): the largest wins.
+    while sizes[f] > 1 {
+        // (sides on `to`, load per byte, -k): the largest wins.
         let best = frontier
             .iter()
             .filter(|&&k| {
                 let l = loads[k];
-                l > 0.0 && (l <= 2.0 * remaining || (remaining > 0.0 && charges[t] + l <= cap && charges[f] > cap))
+                owners[k] == from
+                    && l > 0.0
+                    && (l <= 2.0 * remaining || (remaining > 0.0 && charges[t] + l <= cap && charges[f] > cap))
             })
-            .map(|&k| (touching(owners, k) >= 2, loads[k] / bytes[k].max(1.0), k))
+            .map(|&k| (touching(owners, k), k))
+            .filter(|&(sides, _)| sides > 0)
+            .map(|(sides, k)| (sides, loads[k] / bytes[k].max(1.0), k))
             .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(b.2.cmp(&a.2)));
         let Some((_, _, k)) = best else { break };
         owners[k] = to;
         remaining -= loads[k];
         charges[f] -= loads[k];
         charges[t] += loads[k];
-        left_in_from -= 1;
+        sizes[f] -= 1;
+        sizes[t] += 1;
         moved = true;
         frontier.remove(&k);
         grid.for_each_neighbour(k, |n| {

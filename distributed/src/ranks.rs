@@ -221,13 +221,14 @@ impl RankBalancer {
             Kind::Static => {}
         }
         let migrations = metrics::migrations(&before, &self.owners);
+        // Before the shadow RCB: measuring the baseline is not part of the decision's cost.
+        let seconds = start.elapsed().as_secs_f64();
         let mut rcb_would_move = None;
         if let (Some(shadow), true) = (&mut self.shadow, migrations > 0) {
             let rcb = kway_rcb(&self.grid, box_loads, self.ranks).map_err(|e| e.to_string())?;
             rcb_would_move = Some((0..rcb.len()).filter(|&k| rcb[k] != shadow[k]).collect());
             *shadow = rcb;
         }
-        let seconds = start.elapsed().as_secs_f64();
         let balanced_on = (migrations > 0).then(|| box_loads.clone());
         Ok(Decision { imbalance, rebalanced: migrations > 0, migrations, seconds, rcb_would_move, balanced_on })
     }

@@ -86,7 +86,7 @@ pub struct Summary {
     /// before.
     pub rcb_shadow_bytes: Vec<u64>,
     /// `pbs` and `diffusion`: `Σ rcb_shadow_bytes / migrated_bytes`.
-    pub rcb_bytes_over_pbs: Option<f64>,
+    pub rcb_shadow_over_migrated: Option<f64>,
     /// At each rebalancing, a lower bound on the bytes any balancer would have moved from the
     /// same owners, on the same loads, to bring the ranks to `max / mean` ≤ 1.05
     /// (`ranks::migration_bound`).
@@ -224,7 +224,7 @@ pub(crate) fn gather(
         halo_bytes_per_iter: halo as f64 / settings.iters as f64,
         rebalancing_bytes: tally.rebalancing_bytes.clone(),
         rcb_shadow_bytes: tally.rcb_shadow_bytes.clone(),
-        rcb_bytes_over_pbs: (shadowed && migrated_bytes > 0)
+        rcb_shadow_over_migrated: (shadowed && migrated_bytes > 0)
             .then(|| tally.rcb_shadow_bytes.iter().sum::<u64>() as f64 / migrated_bytes as f64),
         migration_bound_bytes: tally.bound_bytes.iter().map(|&b| b.round() as u64).collect(),
         bound_over_migrated: (migrated_bytes > 0)

@@ -133,7 +133,7 @@ fn print_table(s: &Summary) {
         s.migrated_bytes_per_rebalancing,
         s.halo_bytes_per_iter
     );
-    if let Some(ratio) = s.rcb_bytes_over_pbs {
+    if let Some(ratio) = s.rcb_shadow_over_migrated {
         println!(
             "bytes per rebalancing: {} {:?}; a from-scratch RCB at the same moments {:?} ({ratio:.2} × {}'s in all)",
             s.balance, s.rebalancing_bytes, s.rcb_shadow_bytes, s.balance
@@ -195,7 +195,7 @@ fn print_comparison(runs: &[Summary], balances: &[String]) {
             cell(mine.iter().map(|s| s.imbalance_ranks).collect(), 3),
             cell(mine.iter().map(|s| s.rebalancings as f64).collect(), 0),
             cell(mine.iter().map(|s| s.migrated_bytes_per_rebalancing).collect(), 0),
-            ratios(|s| s.rcb_bytes_over_pbs),
+            ratios(|s| s.rcb_shadow_over_migrated),
             ratios(|s| s.bound_over_migrated),
             cell(mine.iter().map(|s| s.halo_bytes_per_iter).collect(), 0),
             cell(mine.iter().map(|s| s.iter_ms_median).collect(), 3),

@@ -58,17 +58,12 @@ pub fn diffuse(
 ) -> Result<Vec<u32>> {
     crate::Problem::new(*grid, loads, 1)?;
     let bad = |name: &'static str, value: String, reason: &'static str| Error::Parameter { name, value, reason };
-    if owners.len() != grid.len() || bytes.len() != grid.len() {
-        return Err(Error::LoadCount { expected: grid.len(), got: owners.len().min(bytes.len()) });
-    }
-    if parts == 0 {
-        return Err(bad("parts", "0".into(), "at least one part is needed"));
-    }
-    if let Some(k) = owners.iter().position(|&o| o as usize >= parts) {
+    crate::problem::validate_owners(grid, owners, parts, crate::problem::Unit::Part)?;
+    if bytes.len() != grid.len() {
         return Err(bad(
-            "owners",
-            format!("box {k} owned by part {}", owners[k]),
-            "an owner must be below the part count",
+            "bytes",
+            format!("{} sizes for {} boxes", bytes.len(), grid.len()),
+            "one size per box is needed",
         ));
     }
     if let Some(k) = bytes.iter().position(|b| !(b.is_finite() && *b >= 0.0)) {
@@ -318,6 +313,7 @@ mod tests {
         let grid = Grid::new(4, 4).unwrap();
         let (owners, loads, bytes) = (vec![0u32; 16], vec![1.0; 16], vec![1.0; 16]);
         assert!(diffuse(&grid, &owners[..3], &loads, &bytes, 1, 1.05).is_err());
+        assert!(diffuse(&grid, &owners, &loads, &bytes[..15], 1, 1.05).unwrap_err().to_string().contains("15 sizes"));
         assert!(diffuse(&grid, &owners, &loads, &bytes, 0, 1.05).is_err());
         assert!(diffuse(&grid, &[2u32; 16], &loads, &bytes, 2, 1.05).unwrap_err().to_string().contains("part"));
         let mut nan = bytes.clone();

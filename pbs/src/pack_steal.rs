@@ -83,19 +83,7 @@ pub fn pack_steal(
 ) -> Result<PackMoves> {
     crate::Problem::new(*grid, loads, 1)?;
     let bad = |name: &'static str, value: String, reason: &'static str| Error::Parameter { name, value, reason };
-    if owners.len() != grid.len() {
-        return Err(Error::LoadCount { expected: grid.len(), got: owners.len() });
-    }
-    if threads == 0 {
-        return Err(bad("threads", "0".into(), "at least one thread is needed"));
-    }
-    if let Some(k) = owners.iter().position(|&o| o as usize >= threads) {
-        return Err(bad(
-            "owners",
-            format!("box {k} owned by thread {}", owners[k]),
-            "an owner must be below the thread count",
-        ));
-    }
+    crate::problem::validate_owners(grid, owners, threads, crate::problem::Unit::Thread)?;
     if !(settings.xi > 0.0 && settings.xi < 1.0) {
         return Err(bad("xi", settings.xi.to_string(), "expected a fraction of the mean load in (0, 1)"));
     }

@@ -141,6 +141,34 @@ pub fn validate_loads(grid: &Grid, loads: &[f64]) -> Result<()> {
     Ok(())
 }
 
+/// Checks that `owners` maps every box of `grid` to one of `count` parts: `unit` names them
+/// in the errors (`"thread"`, `"part"`; `count` is then called `threads`, `parts`).
+pub(crate) fn validate_owners(grid: &Grid, owners: &[u32], count: usize, unit: Unit) -> Result<()> {
+    let bad = |name: &'static str, value: String, reason: &'static str| Error::Parameter { name, value, reason };
+    let (name, none, above) = match unit {
+        Unit::Thread => ("threads", "at least one thread is needed", "an owner must be below the thread count"),
+        Unit::Part => ("parts", "at least one part is needed", "an owner must be below the part count"),
+    };
+    if owners.len() != grid.len() {
+        return Err(Error::LoadCount { expected: grid.len(), got: owners.len() });
+    }
+    if count == 0 {
+        return Err(bad(name, "0".into(), none));
+    }
+    if let Some(k) = owners.iter().position(|&o| o as usize >= count) {
+        let word = &name[..name.len() - 1];
+        return Err(bad("owners", format!("box {k} owned by {word} {}", owners[k]), above));
+    }
+    Ok(())
+}
+
+/// What the parts of a partition are, for [`validate_owners`]'s messages.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Unit {
+    Thread,
+    Part,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

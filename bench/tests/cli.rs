@@ -275,7 +275,19 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
     let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"]
+        [
+            "pbs",
+            "ws",
+            "eager",
+            "static",
+            "rcb",
+            "norcb",
+            "packsteal",
+            "vector-rcb",
+            "vector-greedy",
+            "norm-greedy",
+            "diffusion"
+        ]
     );
     for r in rows {
         for k in [

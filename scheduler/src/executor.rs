@@ -83,7 +83,7 @@ impl PhaseStats {
 /// ```
 pub unsafe trait Executor {
     /// Short name: `pbs`, `ws`, `eager`, `static`, `rcb`, `norcb`, `packsteal`, `vector-rcb`,
-    /// `vector-greedy` or `norm-greedy`.
+    /// `vector-greedy`, `norm-greedy` or `diffusion`.
     fn name(&self) -> &'static str;
     /// Number of worker threads.
     fn threads(&self) -> usize;

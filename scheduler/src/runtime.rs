@@ -25,8 +25,19 @@ use crate::pool::{Pool, WaitPolicy};
 use crate::topology::Topology;
 
 /// The executors by name: pbs, the baselines, and the seed papers' other balancers.
-pub const EXECUTORS: [&str; 10] =
-    ["pbs", "ws", "eager", "static", "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"];
+pub const EXECUTORS: [&str; 11] = [
+    "pbs",
+    "ws",
+    "eager",
+    "static",
+    "rcb",
+    "norcb",
+    "packsteal",
+    "vector-rcb",
+    "vector-greedy",
+    "norm-greedy",
+    "diffusion",
+];
 
 /// A machine, a thread count and which threads to pin.
 #[derive(Debug, Clone)]

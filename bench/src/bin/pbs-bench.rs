@@ -116,7 +116,7 @@ enum Command {
         #[arg(long)]
         app: String,
         /// pbs, ws, eager, static, rcb, norcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
-        /// a comma-separated list, or all
+        /// diffusion, a comma-separated list, or all
         #[arg(long, default_value = "all")]
         scheduler: String,
         /// Worker threads (default: PBS_NUM_THREADS, else one per core)
@@ -191,8 +191,8 @@ enum Command {
         /// Where pbs's balancer runs: overlap (in idle time, the default) or stop
         #[arg(long, default_value = "overlap")]
         rebalancing: String,
-        /// Also replay the seed papers' remappers (rcb, packsteal, vector-rcb, vector-greedy,
-        /// norm-greedy; not norcb, whose particle motion a trace does not hold)
+        /// Also replay the remappers (rcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
+        /// diffusion; not norcb, whose particle motion a trace does not hold)
         #[arg(long)]
         remappers: bool,
         /// Print the calibration check (every measurement the model was fitted to or checked

@@ -49,7 +49,7 @@ pub struct ModelSettings {
     pub record_iters: usize,
     /// Where pbs's balancer runs.
     pub rebalancing: Rebalancing,
-    /// Also replay the seed papers' remappers ([`replay::REMAPPERS`]).
+    /// Also replay the remappers ([`replay::REMAPPERS`]).
     pub remappers: bool,
 }
 

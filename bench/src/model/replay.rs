@@ -18,7 +18,7 @@
 //! rebalancings of the executor (the recorded loads have no measurement noise), memory
 //! bandwidth, hyper-threads, and the time slicing of more threads than cores.
 //!
-//! The seed papers' remappers ([`REMAPPERS`]) replay as the `Remapping` executor runs them:
+//! The remappers ([`REMAPPERS`]: the seed papers', and diffusion) replay as the `Remapping` executor runs them:
 //! owner lists with no stealing, their remappings between iterations on the critical path,
 //! costed by their real time here ([`plan_remap`]).
 
@@ -33,9 +33,9 @@ use pbs::rng::SplitMix64;
 /// The schedulers the model replays.
 pub const SCHEDULERS: [&str; 4] = ["pbs", "static", "eager", "ws"];
 
-/// The seed papers' remappers the model replays beside them ([`plan_remap`]); `norcb` is not
+/// The remappers the model replays beside them ([`plan_remap`]); `norcb` is not
 /// one: a trace holds box costs, not the particles' motion its cuts follow.
-pub const REMAPPERS: [&str; 5] = ["rcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"];
+pub const REMAPPERS: [&str; 6] = ["rcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy", "diffusion"];
 
 /// Where pbs's balancer runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

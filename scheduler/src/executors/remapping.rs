@@ -1,4 +1,5 @@
-//! The remappers (`rcb`, `norcb`, `packsteal`, `vector-rcb`, `vector-greedy`, `norm-greedy`):
+//! The remappers (`rcb`, `norcb`, `packsteal`, `vector-rcb`, `vector-greedy`, `norm-greedy`,
+//! `diffusion`):
 //! owner computes, with the mapping remade by a balancer of the seed papers instead of the
 //! vCores' cells. Each thread runs its own boxes in index
 //! order, timed as `pbs` times them; between iterations the threads' loads go to the same
@@ -14,7 +15,10 @@
 //!   directions balance every phase at once ([`pbs::bisection::kway_vector_rcb`]), from each
 //!   box's time in each phase. Its imbalance is `Σ_phase max_thread / Σ_phase mean_thread`;
 //! - `vector-greedy`, `norm-greedy`: Buch's greedy placements on the same per-phase times,
-//!   which balance every phase but scatter the boxes ([`pbs::greedy`]).
+//!   which balance every phase but scatter the boxes ([`pbs::greedy`]);
+//! - `diffusion`: the current mapping mended across its own borders by a diffusion flow
+//!   ([`pbs::diffusion`]; Hu and Blake, the adaptive repartitioners of ParMETIS and Jostle),
+//!   every box weighing the same when it moves.
 //!
 //! All start from RCB on uniform loads. As in `pbs`, the first measured iteration always
 //! remaps, and so does a failed check a few iterations after a remapping (the loads it used
@@ -63,6 +67,11 @@ pub enum Remapper {
         /// Phases of an iteration whose box times are kept (4 by default).
         phases: usize,
     },
+    /// Diffusion from the current owners, until no thread is above `limit × mean`.
+    Diffusion {
+        /// `max / mean` under which it stops moving boxes (1.02 by default).
+        limit: f64,
+    },
 }
 
 /// What a remapping sees: the current owners, the box loads (summed over the iteration's
@@ -98,6 +107,9 @@ impl Remapper {
             (Remapper::VectorRcb { .. }, Some(phases), _) => kway_vector_rcb(grid, phases, parts),
             (Remapper::VectorGreedy { norm: false, .. }, Some(phases), _) => pbs::greedy::vector_greedy(phases, parts),
             (Remapper::VectorGreedy { norm: true, .. }, Some(phases), _) => pbs::greedy::norm_greedy(phases, parts),
+            (Remapper::Diffusion { limit }, _, _) => {
+                pbs::diffusion::diffuse(grid, x.owners, x.box_loads, &vec![1.0; grid.len()], parts, *limit)
+            }
             _ => kway_rcb(grid, x.box_loads, parts),
         }
     }
@@ -107,8 +119,8 @@ impl Remapper {
         matches!(self, Remapper::VectorRcb { .. } | Remapper::VectorGreedy { .. })
     }
 
-    /// The executor name: `rcb`, `norcb`, `packsteal`, `vector-rcb`, `vector-greedy` or
-    /// `norm-greedy`.
+    /// The executor name: `rcb`, `norcb`, `packsteal`, `vector-rcb`, `vector-greedy`,
+    /// `norm-greedy` or `diffusion`.
     pub fn name(&self) -> &'static str {
         match self {
             Remapper::Rcb => "rcb",
@@ -117,6 +129,7 @@ impl Remapper {
             Remapper::VectorRcb { .. } => "vector-rcb",
             Remapper::VectorGreedy { norm: false, .. } => "vector-greedy",
             Remapper::VectorGreedy { norm: true, .. } => "norm-greedy",
+            Remapper::Diffusion { .. } => "diffusion",
         }
     }
 
@@ -129,6 +142,7 @@ impl Remapper {
             "vector-rcb" => Some(Remapper::VectorRcb { phases: 4 }),
             "vector-greedy" => Some(Remapper::VectorGreedy { norm: false, phases: 4 }),
             "norm-greedy" => Some(Remapper::VectorGreedy { norm: true, phases: 4 }),
+            "diffusion" => Some(Remapper::Diffusion { limit: 1.02 }),
             _ => None,
         }
     }
@@ -428,7 +442,7 @@ mod tests {
 
     #[test]
     fn every_remapper_runs_each_box_once_and_moves_a_heavy_corner() {
-        for name in ["rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy"] {
+        for name in ["rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy", "diffusion"] {
             let grid = Grid::new(12, 12).unwrap();
             let options = RemapOptions::new(Remapper::by_name(name).unwrap());
             let mut exec = Remapping::new(grid, 2, options).unwrap();

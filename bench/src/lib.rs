@@ -21,7 +21,7 @@
 //!     turn_iters: 0,
 //! };
 //! let rows = run(&setup, || {}).unwrap();
-//! assert_eq!(rows.len(), 10); // pbs, ws, eager, static and the six remappers
+//! assert_eq!(rows.len(), 11); // pbs, ws, eager, static and the seven remappers
 //! assert!(rows.iter().all(|r| r.checksum == rows[0].checksum), "same result under every executor");
 //! ```
 //!

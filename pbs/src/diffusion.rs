@@ -56,7 +56,7 @@ pub fn diffuse(
     parts: usize,
     limit: f64,
 ) -> Result<Vec<u32>> {
-    crate::Problem::new(*grid, loads, 1)?;
+    crate::problem::validate_loads(grid, loads)?;
     let bad = |name: &'static str, value: String, reason: &'static str| Error::Parameter { name, value, reason };
     crate::problem::validate_owners(grid, owners, parts, crate::problem::Unit::Part)?;
     if bytes.len() != grid.len() {

@@ -57,6 +57,35 @@ fn stencil_checksums_agree_under_every_executor_and_thread_count() {
     same_everywhere("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4)), 12);
 }
 
+/// pbs with every rebalancing on the balancer thread, taken on at iteration boundaries while
+/// the phases run: the same checksums, and rebalancings do happen.
+#[test]
+fn checksums_agree_with_the_balancer_on_its_own_thread() {
+    use pbs_scheduler::criteria::Always;
+    use pbs_scheduler::executors::{Overlap, Pbs, PbsOptions};
+    type Make<'a> = &'a dyn Fn() -> Box<dyn GridApp>;
+    let apps: [(&str, Make); 2] = [
+        ("md contraction", &|| Box::new(Md::new(Scenario::Contraction, 12, 12, 3))),
+        ("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4))),
+    ];
+    for (name, make) in apps {
+        let reference = checksum_under(make, "static", 1, 30);
+        for threads in 2..=3 {
+            let mut app = make();
+            let options =
+                PbsOptions { overlap: Overlap::Thread, criterion: Some(Box::new(Always)), ..Default::default() };
+            let mut exec = Pbs::new(app.grid(), threads, options).unwrap();
+            let mut rec = Recorder::new("pbs", threads);
+            for _ in 0..30 {
+                app.iterate(&mut exec, &mut rec, None);
+            }
+            assert_eq!(app.checksum(), reference, "{name} on {threads} threads");
+            let report = rec.report();
+            assert!(report.rebalances > 0 && report.balancing_in_background_ms > 0.0, "{name}: {report:?}");
+        }
+    }
+}
+
 #[test]
 fn md_loads_move_through_the_domain() {
     for s in [Scenario::Gravity, Scenario::Contraction, Scenario::Expansion] {

@@ -94,6 +94,9 @@ pub struct RunRow {
     pub rebalance_critical_fraction: f64,
     /// balancer time run in the threads' idle time, milliseconds, whole run (not task time)
     pub balancing_in_slack_ms: f64,
+    /// balancer time run on the balancer thread beside the workers, milliseconds, whole run
+    /// (off the critical path, on a core: its cost is in the iteration times)
+    pub balancing_in_background_ms: f64,
     /// rebalancings given up because they would have ended too late
     pub rebalances_abandoned: usize,
     /// Boulmier's effort of each interval between rebalancings, ms per iteration (see
@@ -256,6 +259,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             rebalance_share: report.rebalance_ms / wall_ms,
             rebalance_critical_fraction: report.rebalance_critical_ms / wall_ms,
             balancing_in_slack_ms: report.balancing_in_slack_ms,
+            balancing_in_background_ms: report.balancing_in_background_ms,
             rebalances_abandoned: report.rebalances_abandoned,
             effort_ms_median: pbs::metrics::median(&report.effort_ms),
             effort_ms: report.effort_ms.clone(),

@@ -155,14 +155,15 @@ typedef struct pbs_iteration_end {
 /* An executor over nx * ny * nz boxes: `scheduler` is "pbs", "ws" (work stealing), "eager"
    (one FIFO queue), "static" (equal contiguous blocks, like OpenMP schedule(static)), or a
    remapper of the seed papers: "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
-   "norm-greedy" (docs/balancers.md;
+   "norm-greedy", "diffusion" (docs/balancers.md;
    "norcb" gets no motion from C and cuts as "rcb"; "norcb" and "vector-rcb" need nz == 1).
    `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. `pin` is one of PBS_PIN_*;
    pinned, pbs starts its vCores one NUMA node per region of the domain. Idle workers spin
    200 us, then sleep; PBS_WAIT_POLICY=passive makes them sleep at once, active spin until the
    next phase (see docs/coexistence.md for OpenMP in the same process). The "pbs" scheduler's
    settings come from PBS_METHOD, PBS_TOL, PBS_TRIGGER, PBS_STEPS, PBS_STEAL and PBS_OVERLAP
-   (README). NULL on error: a bad argument or environment variable, or a thread or
+   (on: the balancer in idle time, or on a thread of its own when a step outlasts that idle
+   time; idle: idle time or stop; thread: always its own thread; off: stop the iteration). NULL on error: a bad argument or environment variable, or a thread or
    the memory the system refused (pbs_last_error() says which). */
 pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size_t nz,
                                size_t threads, int pin);

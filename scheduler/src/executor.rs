@@ -192,6 +192,10 @@ pub struct IterationEnd {
     pub rebalance_critical: Duration,
     /// Balancer time run in the threads' idle time during this iteration's phases.
     pub balancing_in_slack: Duration,
+    /// Time the balancer thread spent on the rebalancing that came back at this iteration's
+    /// end (it ran beside the workers, on a core they may have needed: see
+    /// `executors/pbs/background.rs`).
+    pub balancing_in_background: Duration,
     /// Whether a rebalancing was given up (it would have ended too late, or failed).
     pub rebalance_abandoned: bool,
     /// Boxes whose owner changed.

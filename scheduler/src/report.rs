@@ -50,6 +50,9 @@ pub struct RunReport {
     pub rebalance_critical_ms: f64,
     /// Balancer time run in the threads' idle time, milliseconds (not task time).
     pub balancing_in_slack_ms: f64,
+    /// Balancer time run on the balancer thread beside the workers, milliseconds: not on the
+    /// critical path, but on a core (its cost shows in the iteration times).
+    pub balancing_in_background_ms: f64,
     /// Rebalancings given up (they would have ended too late).
     pub rebalances_abandoned: usize,
     /// Boulmier et al.'s *effort* of each interval between rebalancings, milliseconds per
@@ -79,6 +82,7 @@ pub struct Recorder {
     rebalance_time: Duration,
     rebalance_critical: Duration,
     balancing_in_slack: Duration,
+    balancing_in_background: Duration,
     rebalances: usize,
     abandoned: usize,
     /// Phases seen in the current iteration.
@@ -140,6 +144,7 @@ impl Recorder {
         self.rebalance_time += end.rebalance_time;
         self.rebalance_critical += end.rebalance_critical;
         self.balancing_in_slack += end.balancing_in_slack;
+        self.balancing_in_background += end.balancing_in_background;
         self.abandoned += usize::from(end.rebalance_abandoned);
         self.phase_in_iteration = 0;
     }
@@ -175,6 +180,7 @@ impl Recorder {
             rebalance_ms: self.rebalance_time.as_secs_f64() * 1e3,
             rebalance_critical_ms: self.rebalance_critical.as_secs_f64() * 1e3,
             balancing_in_slack_ms: self.balancing_in_slack.as_secs_f64() * 1e3,
+            balancing_in_background_ms: self.balancing_in_background.as_secs_f64() * 1e3,
             rebalances_abandoned: self.abandoned,
             effort_ms: {
                 let mut e = self.efforts.clone();

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use pbs::Grid;
-use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, Stealing, WorkStealing};
+use pbs_scheduler::executors::{EagerFifo, Overlap, Pbs, PbsOptions, StaticBlocks, Stealing, WorkStealing};
 use pbs_scheduler::{for_each_box_mut, for_each_box_zip, reduce_boxes, Executor};
 use proptest::prelude::*;
 
-const KINDS: [&str; 5] = ["pbs", "pbs-steal", "ws", "eager", "static"];
+const KINDS: [&str; 6] = ["pbs", "pbs-steal", "pbs-thread", "ws", "eager", "static"];
 
 fn make(kind: &str, grid: Grid, threads: usize) -> Box<dyn Executor> {
     let n = grid.len();
@@ -18,6 +18,15 @@ fn make(kind: &str, grid: Grid, threads: usize) -> Box<dyn Executor> {
         "pbs" => Box::new(Pbs::new(grid, threads, PbsOptions::default()).unwrap()),
         "pbs-steal" => Box::new(
             Pbs::new(grid, threads, PbsOptions { steal: Stealing::Always, chunk: 4, ..Default::default() }).unwrap(),
+        ),
+        // Every rebalancing on the balancer thread, beside the phases.
+        "pbs-thread" => Box::new(
+            Pbs::new(
+                grid,
+                threads,
+                PbsOptions { overlap: Overlap::Thread, steal: Stealing::Always, ..Default::default() },
+            )
+            .unwrap(),
         ),
         "ws" => Box::new(WorkStealing::new(n, threads).unwrap()),
         "eager" => Box::new(EagerFifo::new(n, threads).unwrap()),

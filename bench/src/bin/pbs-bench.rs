@@ -188,7 +188,9 @@ enum Command {
         /// Iterations recorded, when no --trace is given
         #[arg(long, default_value_t = 20)]
         record_iters: usize,
-        /// Where pbs's balancer runs: overlap (in idle time, the default) or stop
+        /// Where pbs's balancer runs: overlap (in idle time while a step fits there, else on a
+        /// balancer thread: the executor's default), idle (in idle time, else stop), thread
+        /// (always on the balancer thread) or stop
         #[arg(long, default_value = "overlap")]
         rebalancing: String,
         /// Also replay the remappers (rcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
@@ -526,11 +528,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 return Ok(());
             }
-            let rebalancing = match rebalancing.as_str() {
-                "overlap" => model::replay::Rebalancing::Overlap,
-                "stop" => model::replay::Rebalancing::Stop,
-                other => return Err(format!("--rebalancing {other:?}: expected overlap or stop")),
-            };
+            let rebalancing = model::replay::Rebalancing::by_name(&rebalancing)
+                .ok_or_else(|| format!("--rebalancing {rebalancing:?}: expected overlap, idle, thread or stop"))?;
             pbs_apps::build(&app, scenario.as_deref().unwrap_or(pbs_apps::default_scenario(&app)), 4, 4, 1)?;
             let settings = model::ModelSettings {
                 scenario: scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string()),

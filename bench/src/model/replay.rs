@@ -12,9 +12,10 @@
 //! (Boulmier's eq. 24) fed with the recorded box loads of the iteration just ended; the
 //! balancer's cost is its steps times a fitted cost per box and step ([`Machine::balancer_box`],
 //! growing with log2 of the vCores as the assignment does), so that the replay is
-//! deterministic for a trace. It stops the iteration
-//! ([`Rebalancing::Stop`]) or runs in the first idle thread's slack, a step at a time
-//! ([`Rebalancing::Overlap`]), as the executor does. Left out: the check-and-correct
+//! deterministic for a trace. It stops the iteration ([`Rebalancing::Stop`]), runs in the
+//! first idle thread's slack, a step at a time ([`Rebalancing::IdleTime`]), or on a balancer
+//! thread of its own beside the workers ([`Rebalancing::Thread`]), as the executor does; by
+//! default in slack while a step fits there, else on the thread. Left out: the check-and-correct
 //! rebalancings of the executor (the recorded loads have no measurement noise), memory
 //! bandwidth, hyper-threads, and the time slicing of more threads than cores.
 //!
@@ -47,9 +48,32 @@ pub enum Rebalancing {
     /// with, before its assignments ran on the pool.
     StopSerial,
     /// In the first idle thread's slack, a step at a time, while a step fits in a phase's
-    /// slack, else as [`Rebalancing::Stop`] (the executor's default).
-    Overlap,
+    /// slack, else as [`Rebalancing::Stop`].
+    IdleTime,
+    /// In slack while a step fits there, else as [`Rebalancing::Thread`] (the executor's
+    /// default).
+    IdleTimeOrThread,
+    /// On a balancer thread beside the workers, serially, sharing a core: see [`replay`].
+    Thread,
 }
+
+impl Rebalancing {
+    /// By the names of `pbs-bench model --rebalancing`.
+    pub fn by_name(name: &str) -> Option<Rebalancing> {
+        Some(match name {
+            "overlap" => Rebalancing::IdleTimeOrThread,
+            "idle" => Rebalancing::IdleTime,
+            "thread" => Rebalancing::Thread,
+            "stop" => Rebalancing::Stop,
+            _ => return None,
+        })
+    }
+}
+
+/// Iterations a rebalancing may stay under way before it is given up (`PbsOptions`'
+/// `max_pending` and `max_pending_on_thread`).
+const MAX_PENDING: usize = 25;
+const MAX_PENDING_ON_THREAD: usize = 1000;
 
 /// Share of a balancer step in its assignments, which the executor runs on all threads when
 /// it stops for a rebalancing (docs/results.md: 70 % at 16 vCores).
@@ -74,6 +98,8 @@ pub struct Modelled {
     pub remote_fraction: f64,
     /// Rebalancings taken on (pbs), or remappings computed (the remappers).
     pub rebalances: usize,
+    /// Rebalancings given up, still under way after [`MAX_PENDING`] iterations (pbs).
+    pub rebalances_abandoned: usize,
 }
 
 /// A rebalancing pbs decides at the end of an iteration.
@@ -259,6 +285,7 @@ pub fn plan_remap(
 }
 
 /// Who runs what in one phase.
+#[derive(Clone)]
 struct Lists {
     /// Per thread, its boxes in the order it runs them (front first).
     own: Vec<std::collections::VecDeque<u32>>,
@@ -276,6 +303,7 @@ enum Steal<'a> {
 }
 
 /// The state of the replay that lasts across phases.
+#[derive(Clone)]
 struct Boxes {
     /// Thread of each box's previous run.
     last: Vec<u32>,
@@ -319,15 +347,20 @@ pub fn replay(
     let mut owners: Vec<u32> = plan.map_or_else(Vec::new, |p| p.initial.clone());
     let mut order = neighbour_order(trace, &owners, threads);
     let mut next_event = 0;
-    let mut pending: Option<(usize, f64, usize)> = None; // (event, unit time, units left)
-    let mut rebalances = 0;
-    // What the executor learns: a unit's time from its last run in slack, and the slack per
-    // phase of the last iteration.
-    let (mut unit_seen, mut slack_now) = (None::<f64>, 0.0);
+    let mut pending: Option<(usize, f64, usize)> = None; // in slack: (event, unit time, units left)
+    let mut pending_age = 0;
+    let mut away: Option<Away> = None; // on the balancer thread
+    let (mut rebalances, mut abandoned, mut phase_count) = (0, 0, 0usize);
+    // What the executor learns: a unit's time from its initial balancing (on the pool), then
+    // from its last run; and the slack per phase of the last iteration.
+    let unit = machine.speed * unit_cost(machine.balancer_box, n, threads.min(n));
+    let mut unit_seen = unit * (1.0 - ASSIGNMENT_SHARE + ASSIGNMENT_SHARE / threads as f64);
+    let mut slack_now = 0.0;
     for i in 0..iterations {
         let phases = &trace.costs[trace.recorded(i)];
         for costs in phases {
-            let noise: Vec<f64> = (0..threads).map(|_| 1.0 - machine.noise * rng.next_f64().max(1e-12).ln()).collect();
+            let mut noise: Vec<f64> =
+                (0..threads).map(|_| 1.0 - machine.noise * rng.next_f64().max(1e-12).ln()).collect();
             let per_thread = machine.speed * costs.iter().sum::<f64>() / threads as f64;
             let (lists, steal) = match scheduler {
                 "static" => (lists_of(&blocks), Steal::Never),
@@ -362,25 +395,46 @@ pub fn replay(
                     return Err(format!("unknown scheduler {other:?}; expected one of {known}"));
                 }
             };
-            let cost = |k: u32, t: usize, state: &Boxes| {
-                let k = k as usize;
-                let mut c = machine.speed * costs[k];
-                if state.last[k] != NONE && state.last[k] != t as u32 {
-                    c += machine.moved;
-                }
-                if state.home[k] != NONE && state.home[k] != node_of(t) {
-                    c += machine.remote;
-                }
-                c * noise[t]
-            };
             let wake: Vec<f64> = (0..threads).map(|_| -machine.wake * rng.next_f64().max(1e-12).ln()).collect();
-            let ends = if scheduler == "eager" {
-                run_fifo(n, &wake, machine, &mut state, &cost, &node_of)
-            } else {
-                run_lists(lists, steal, &wake, machine, &mut state, &cost, &node_of, &mut rng)
+            let run = |noise: &[f64], lists: Lists, state: &mut Boxes, rng: &mut SplitMix64| {
+                let cost = |k: u32, t: usize, state: &Boxes| {
+                    let k = k as usize;
+                    let mut c = machine.speed * costs[k];
+                    if state.last[k] != NONE && state.last[k] != t as u32 {
+                        c += machine.moved;
+                    }
+                    if state.home[k] != NONE && state.home[k] != node_of(t) {
+                        c += machine.remote;
+                    }
+                    c * noise[t]
+                };
+                if scheduler == "eager" {
+                    run_fifo(n, &wake, machine, state, &cost, &node_of)
+                } else {
+                    run_lists(lists, steal, &wake, machine, state, &cost, &node_of, rng)
+                }
             };
+            let last_of = |ends: &[(f64, f64)]| ends.iter().fold(0.0f64, |m, e| m.max(e.0));
+            // The balancer thread shares a core with one worker (the OS moves it about: a
+            // different one each phase), which runs at half speed while both run; the
+            // phase is also run without it, so that what sharing costs is known.
+            let (mut alone, mut sharing) = (None, None);
+            if let Some(a) = away.as_ref().filter(|a| a.remaining > 0.0) {
+                let (mut state, mut rng) = (state.clone(), rng.clone());
+                alone = Some(last_of(&run(&noise, lists.clone(), &mut state, &mut rng)));
+                // Half its speed for as long as the balancer has left, at most the phase.
+                let (host, share) = (phase_count % threads, (a.remaining / per_thread.max(1e-12)).min(1.0));
+                noise[host] *= 1.0 + share;
+                sharing = Some((host, share));
+            }
+            phase_count += 1;
+            let ends = run(&noise, lists, &mut state, &mut rng);
             let (first, last) = ends.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &(e, _)| (a.min(e), b.max(e)));
             busy += ends.iter().map(|e| e.1).sum::<f64>();
+            if let Some((host, share)) = sharing {
+                // The host's time that went to the balancer thread is not work.
+                busy -= ends[host].1 * share / (1.0 + share);
+            }
             slack_now += last - first;
             let mut phase = last + barrier;
             // A rebalancing under way runs a unit at a time from the first idle thread's end
@@ -395,12 +449,34 @@ pub fn replay(
                 phase += over;
                 critical += over;
             }
+            // On its thread: half a core until the first worker is idle, a whole one after.
+            if let (Some(a), Some(alone)) = (away.as_mut(), alone) {
+                critical += (last - alone).max(0.0);
+                a.remaining -= 0.5 * first + (phase - first);
+            }
             wall += phase;
         }
         let slack_per_phase = std::mem::take(&mut slack_now) / phases.len().max(1) as f64;
-        // Between iterations: take on an ended rebalancing, or decide the next one.
-        if let Some(&(e, unit, 0)) = pending.as_ref() {
-            unit_seen = Some(unit);
+        // Between iterations: take on an ended rebalancing (give up a late one), or decide the
+        // next one.
+        let ended = match (pending.as_ref(), away.as_ref()) {
+            (Some(&(e, unit, 0)), _) => Some((e, unit)),
+            (_, Some(a)) if a.remaining <= 0.0 => Some((a.event, a.unit)),
+            _ => None,
+        };
+        // A run back from the balancer thread is taken on only if it balances this iteration's
+        // loads better than the owners in force (the executor's check on fresh loads).
+        let stale = |e: usize| {
+            let loads = trace.loads(i);
+            let imbalance = |o: &[u32]| pbs::metrics::max_avg(&pbs::metrics::charges(o, &loads, threads));
+            away.is_some() && imbalance(&plan.expect("pbs has a plan").events[e].owners) >= imbalance(&owners)
+        };
+        if let Some((_, run_unit)) = ended.filter(|&(e, _)| stale(e)) {
+            unit_seen = run_unit;
+            abandoned += 1;
+            (pending, away) = (None, None);
+        } else if let Some((e, run_unit)) = ended {
+            unit_seen = run_unit;
             let moved =
                 take_on(&mut owners, &plan.expect("pbs has a plan").events[e].owners, &mut state, threads, &node_of);
             let c = machine.migrate * moved as f64;
@@ -408,7 +484,13 @@ pub fn replay(
             critical += c;
             order = neighbour_order(trace, &owners, threads);
             rebalances += 1;
-            pending = None;
+            (pending, away) = (None, None);
+        } else if pending.is_some() || away.is_some() {
+            pending_age += 1;
+            if pending_age > if away.is_some() { MAX_PENDING_ON_THREAD } else { MAX_PENDING } {
+                abandoned += 1;
+                (pending, away) = (None, None);
+            }
         }
         if let Some(plan) = plan.filter(|_| remapper) {
             // A remapping runs between iterations, on the critical path, as the executor runs it.
@@ -424,13 +506,24 @@ pub fn replay(
             while next_event < plan.events.len() && plan.events[next_event].at < i {
                 next_event += 1; // decided while another was under way: skipped
             }
-            if next_event < plan.events.len() && plan.events[next_event].at == i && pending.is_none() {
+            let idle = pending.is_none() && away.is_none();
+            if next_event < plan.events.len() && plan.events[next_event].at == i && idle {
                 let ev = &plan.events[next_event];
-                let unit = machine.speed * unit_cost(machine.balancer_box, n, threads.min(n));
-                let overlap = rebalancing == Rebalancing::Overlap
-                    && threads > 1
-                    && unit_seen.is_none_or(|u| u <= slack_per_phase);
-                if !overlap {
+                let fits = unit_seen <= slack_per_phase;
+                let many = threads > 1;
+                let (in_slack, on_thread) = match rebalancing {
+                    Rebalancing::Stop | Rebalancing::StopSerial => (false, false),
+                    Rebalancing::IdleTime => (many && fits, false),
+                    Rebalancing::IdleTimeOrThread => (many && fits, many && !fits),
+                    Rebalancing::Thread => (false, many),
+                };
+                pending_age = 0;
+                if in_slack {
+                    pending = Some((next_event, unit, ev.units));
+                } else if on_thread {
+                    // Serially: the thread has no pool to share the assignments with.
+                    away = Some(Away { event: next_event, unit, remaining: unit * ev.units as f64 });
+                } else {
                     let parallel = if rebalancing == Rebalancing::StopSerial {
                         1.0
                     } else {
@@ -443,8 +536,6 @@ pub fn replay(
                     critical += c;
                     order = neighbour_order(trace, &owners, threads);
                     rebalances += 1;
-                } else {
-                    pending = Some((next_event, unit, ev.units));
                 }
                 next_event += 1;
             }
@@ -459,7 +550,18 @@ pub fn replay(
         rebalance_critical_fraction: if wall > 0.0 { critical / wall } else { 0.0 },
         remote_fraction: state.remote as f64 / state.runs.max(1) as f64,
         rebalances,
+        rebalances_abandoned: abandoned,
     })
+}
+
+/// A rebalancing under way on the balancer thread.
+struct Away {
+    /// Its event in the plan.
+    event: usize,
+    /// One unit's time (what the executor learns from it).
+    unit: f64,
+    /// Balancer seconds left.
+    remaining: f64,
 }
 
 fn lists_of(lists: &[Vec<u32>]) -> Lists {
@@ -653,7 +755,7 @@ mod tests {
         let trace = trace("md-gravity-32x32.trace");
         let machine = Machine::fitted(1.0);
         let plan = plan_pbs(&trace, 8, 4, 12, machine.balancer_box, machine.noise).unwrap();
-        let run = |s: &str| replay(&trace, s, 8, 4, &machine, Some(&plan), Rebalancing::Overlap, 12).unwrap();
+        let run = |s: &str| replay(&trace, s, 8, 4, &machine, Some(&plan), Rebalancing::Stop, 12).unwrap();
         let (st, ws, eager, pbs) = (run("static"), run("ws"), run("eager"), run("pbs"));
         assert_eq!(st.remote_fraction, 0.0);
         assert!(ws.remote_fraction > 0.3 && eager.remote_fraction > 0.3, "{ws:?} {eager:?}");
@@ -670,6 +772,21 @@ mod tests {
         assert!(replay(&trace, "metis", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err());
     }
 
+    /// On the balancer thread, a rebalancing costs the critical path less than stopping for
+    /// it, but not nothing (its host worker runs at half speed), and it lands later.
+    #[test]
+    fn the_balancer_thread_costs_less_than_stopping_but_not_nothing() {
+        let trace = trace("md-gravity-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let plan = plan_pbs(&trace, 16, 1, 200, machine.balancer_box, machine.noise).unwrap();
+        let run = |r| replay(&trace, "pbs", 16, 1, &machine, Some(&plan), r, 200).unwrap();
+        let (stop, thread) = (run(Rebalancing::Stop), run(Rebalancing::Thread));
+        assert!(stop.rebalances >= 1 && thread.rebalances >= 1, "{stop:?} {thread:?}");
+        assert!(thread.rebalance_critical_fraction < stop.rebalance_critical_fraction, "{thread:?} vs {stop:?}");
+        assert!(thread.rebalance_critical_fraction > 0.0, "sharing a core costs something: {thread:?}");
+        assert!(thread.efficiency <= 1.0 + 1e-9, "{thread:?}");
+    }
+
     /// Overlapped, the balancer's units run in slack: less on the critical path than
     /// stopping for them, and the same rebalancings are taken on.
     #[test]
@@ -678,7 +795,7 @@ mod tests {
         let machine = Machine::fitted(1.0);
         let plan = plan_pbs(&trace, 4, 1, 20, machine.balancer_box, machine.noise).unwrap();
         let stop = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::Stop, 20).unwrap();
-        let overlap = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::Overlap, 20).unwrap();
+        let overlap = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::IdleTimeOrThread, 20).unwrap();
         assert!(stop.rebalances >= 1);
         assert!(overlap.rebalance_critical_fraction < stop.rebalance_critical_fraction, "{overlap:?} vs {stop:?}");
     }

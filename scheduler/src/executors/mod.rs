@@ -15,7 +15,7 @@ mod work_stealing;
 
 pub use eager::EagerFifo;
 pub(crate) use pbs::victim_order;
-pub use pbs::{Pbs, PbsOptions, Stealing};
+pub use pbs::{Overlap, Pbs, PbsOptions, Stealing};
 pub use remapping::{RemapInputs, RemapOptions, Remapper, Remapping};
 pub use static_blocks::StaticBlocks;
 pub use work_stealing::WorkStealing;

@@ -10,9 +10,11 @@
 //!
 //! One concept per file: this one holds the executor loop (a phase, the end of an iteration);
 //! [`stealing`] the claims at both ends of a list and the thief's search; [`rebalancing`]
-//! when the balancer runs and whether it pays; [`overlap`] the balancer in idle time.
+//! when the balancer runs and whether it pays; [`overlap`] the balancer in idle time;
+//! [`background`] the balancer on a thread of its own when its steps outlast that idle time.
 //! How densely boxes are timed is `executors/timing.rs`, shared with the remappers.
 
+mod background;
 mod overlap;
 mod rebalancing;
 mod stealing;
@@ -32,6 +34,7 @@ use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
+use background::Background;
 use overlap::{Finish, Slack};
 pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
@@ -62,13 +65,17 @@ pub struct PbsOptions {
     pub positions: Option<Vec<Point>>,
     /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
     pub criterion: Option<Box<dyn Criterion>>,
-    /// Run the balancer in the threads' idle time while they go on computing under the old
-    /// mapping, and take its owners on at an iteration boundary (see `overlap.rs`); `false`
-    /// stops the iteration for it. A pool of one thread has no idle time: it always stops.
-    pub overlap: bool,
+    /// Where the balancer runs while the threads go on computing under the old mapping (its
+    /// owners are taken on at an iteration boundary), or whether it stops the iteration: see
+    /// [`Overlap`]. A pool of one thread always stops.
+    pub overlap: Overlap,
     /// Iterations a rebalancing running in idle time may take before it is given up: the
     /// loads it balances are then that old.
     pub max_pending: usize,
+    /// The same for a rebalancing on the balancer thread. It may take longer: it costs the
+    /// workers at most a share of one core while it runs, and its owners are taken on only if
+    /// they balance the freshest measured loads better than the owners in force.
+    pub max_pending_on_thread: usize,
     /// Box timing: pbs times whole chunks (any non-zero stride turns it on). Box times, summed
     /// over an iteration's phases, are refreshed every `stride` iterations at most: once
     /// tasks are measured long enough that timing every iteration costs under
@@ -90,8 +97,9 @@ impl Default for PbsOptions {
             seed: 1,
             positions: None,
             criterion: None,
-            overlap: true,
+            overlap: Overlap::default(),
             max_pending: 25,
+            max_pending_on_thread: 1000,
             timer: BoxTimer::default(),
         }
     }
@@ -100,8 +108,8 @@ impl Default for PbsOptions {
 impl PbsOptions {
     /// These options with the settings of the environment applied, for codes nobody
     /// recompiles: `PBS_METHOD`, `PBS_TOL`, `PBS_TRIGGER`, `PBS_STEPS` (per rebalancing),
-    /// `PBS_STEAL` (`never`, `always`, `auto`) and `PBS_OVERLAP` (`on`, `off`). An error names
-    /// the variable and what it accepts.
+    /// `PBS_STEAL` (`never`, `always`, `auto`) and `PBS_OVERLAP` (`on`, `idle`, `thread`,
+    /// `off`: see [`Overlap`]). An error names the variable and what it accepts.
     ///
     /// ```
     /// use pbs_scheduler::executors::{PbsOptions, Stealing};
@@ -155,13 +163,32 @@ impl PbsOptions {
         }
         if let Some(v) = get("PBS_OVERLAP") {
             self.overlap = match v.trim() {
-                "on" | "1" => true,
-                "off" | "0" => false,
-                _ => return Err(bad("PBS_OVERLAP", &v, "expected on or off")),
+                "on" | "1" => Overlap::IdleTimeOrThread,
+                "idle" => Overlap::IdleTime,
+                "thread" => Overlap::Thread,
+                "off" | "0" => Overlap::Stop,
+                _ => return Err(bad("PBS_OVERLAP", &v, "expected on, idle, thread or off")),
             };
         }
         Ok(self)
     }
+}
+
+/// Where a rebalancing runs (see `overlap.rs` and `background.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overlap {
+    /// Between iterations, every thread waiting (the assignments of each step run on all of
+    /// them).
+    Stop,
+    /// In the threads' idle time, a step at a time, while a step fits in a phase's idle time;
+    /// otherwise as [`Overlap::Stop`].
+    IdleTime,
+    /// In the threads' idle time while a step fits there; otherwise on a balancer thread of
+    /// its own while the workers go on (the default).
+    #[default]
+    IdleTimeOrThread,
+    /// Always on the balancer thread.
+    Thread,
 }
 
 /// The PBS executor.
@@ -174,6 +201,10 @@ pub struct Pbs {
     balancer: Option<Box<dyn Balancer + Send>>,
     /// A rebalancing run in the threads' idle time (see `overlap.rs`).
     slack: Slack,
+    /// The balancer thread (see `background.rs`), and what the executor keeps of the run it
+    /// has out.
+    background: Background,
+    away: Option<Away>,
     vcores: VCores,
     /// Each thread's boxes, as a list and as runs (rebuilt after every rebalancing).
     lists: OwnerLists,
@@ -184,6 +215,16 @@ pub struct Pbs {
     rebalance: Rebalance,
     steal: Steal,
     affinity: Affinity,
+}
+
+/// A rebalancing out on the balancer thread.
+struct Away {
+    /// Iterations ended since it went out.
+    age: usize,
+    /// Critical-path time it has cost (its start).
+    critical: Duration,
+    /// Given up: its result is dropped when it comes back.
+    cancelled: bool,
 }
 
 /// Box timing and the owner loads of the iteration under way.
@@ -226,8 +267,8 @@ struct Rebalance {
     /// critical path.
     slack_this_iteration: f64,
     slack_per_phase: f64,
-    /// Seconds one balancer unit (a step) took in the last rebalancing run in idle time (0
-    /// before the first).
+    /// Seconds one balancer unit (a step) took in the last rebalancing run in idle time or on
+    /// the balancer thread (before the first, per unit of the initial balancing).
     unit_time: f64,
 }
 
@@ -290,13 +331,19 @@ impl Pbs {
         // Measured now rather than inside the first iteration.
         let _ = (clock::costs(), clock::ns_per_tick());
         let start = Instant::now();
-        balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
+        let first =
+            balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
         let cost = start.elapsed().as_secs_f64();
+        // What a balancer unit costs, until a rebalancing measures it: it decides whether the
+        // first one fits in a phase's idle time (on the pool's threads, it is an underestimate).
+        let unit_time = cost / (first.steps + 2) as f64;
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let (active, claim) = (options.steal == Stealing::Always, options.chunk);
         let padded = || (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let mut pbs = Pbs {
             slack: Slack::new(threads),
+            background: Background::default(),
+            away: None,
             pool,
             grid,
             balancer: Some(balancer),
@@ -321,7 +368,7 @@ impl Pbs {
                 overrun: Duration::ZERO,
                 slack_this_iteration: 0.0,
                 slack_per_phase: 0.0,
-                unit_time: 0.0,
+                unit_time,
             },
             steal: Steal {
                 active,
@@ -605,7 +652,7 @@ mod tests {
         // Claims of 4 boxes: with the default 128 the owner would claim its 32 boxes at once.
         // Rebalancing stops the iteration here: balancing in idle time, thread 1 would balance
         // instead of stealing while a rebalancing is under way.
-        let options = PbsOptions { steal: Stealing::Always, chunk: 4, overlap: false, ..PbsOptions::default() };
+        let options = PbsOptions { steal: Stealing::Always, chunk: 4, overlap: Overlap::Stop, ..PbsOptions::default() };
         let mut exec = Pbs::new(grid, 2, options).unwrap();
         // A worker kept off its core by the machine steals nothing: try a few phases.
         for _ in 0..5 {
@@ -686,7 +733,16 @@ mod tests {
             ]))
             .unwrap();
         assert_eq!((o.method.as_str(), o.tol, o.trigger, o.steps_per_rebalance), ("paper-eq7", 0.01, 0.1, 7));
-        assert_eq!((o.steal, o.overlap), (Stealing::Always, false));
+        assert_eq!((o.steal, o.overlap), (Stealing::Always, Overlap::Stop));
+        for (value, overlap) in [
+            ("on", Overlap::IdleTimeOrThread),
+            ("idle", Overlap::IdleTime),
+            ("thread", Overlap::Thread),
+            ("0", Overlap::Stop),
+        ] {
+            let o = PbsOptions::default().with_settings(|n| (n == "PBS_OVERLAP").then(|| value.into())).unwrap();
+            assert_eq!(o.overlap, overlap, "{value}");
+        }
         for (name, value) in [
             ("PBS_METHOD", "metis"),
             ("PBS_TOL", "2"),

@@ -7,10 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use pbs::{balance, metrics, Outcome, Problem, StopRule};
+use pbs::{balance, methods, metrics, Outcome, Problem, StopRule};
 
+use super::background::Returned;
 use super::overlap::Pending;
-use super::Pbs;
+use super::{Away, Overlap, Pbs};
 use crate::box_timing::Tracker;
 use crate::criteria::Sample;
 use crate::executor::IterationEnd;
@@ -66,22 +67,19 @@ impl Pbs {
         let correcting =
             self.rebalance.check.fails(end.max_avg, &sample, samples, self.options.trigger, self.rebalance.last_cost);
         let asked = self.rebalance.criterion.observe(sample) || first || correcting;
-        // A rebalancing under way in idle time: take it on once ended, give it up when late.
+        // A rebalancing under way, in idle time or on the balancer thread: take it on once
+        // ended, give it up when late.
+        if self.background.is_out() {
+            self.poll_background(start, box_loads, &mut end);
+            end.rebalance_time = start.elapsed();
+            end.rebalance_critical = end.rebalance_time + overrun;
+            return end;
+        }
         if let Some(mut pending) = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
             pending.age += 1;
             pending.critical += overrun;
             if pending.is_done() {
-                self.balancer = Some(pending.balancer);
-                match pending.outcome {
-                    Some(outcome) if !pending.failed => {
-                        self.rebalance.unit_time = outcome.elapsed.as_secs_f64() / (outcome.steps + 2) as f64;
-                        let before = self.vcores.owners().to_vec();
-                        self.vcores = pending.vcores;
-                        let cost = pending.critical + start.elapsed();
-                        self.took_on(before, &outcome, pending.correcting, cost, &mut end);
-                    }
-                    _ => end.rebalance_abandoned = true,
-                }
+                self.take_on_ended(pending, start, None, &mut end);
             } else if pending.age > self.options.max_pending {
                 self.balancer = Some(pending.balancer);
                 end.rebalance_abandoned = true;
@@ -143,16 +141,35 @@ impl Pbs {
         // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
         let stop = StopRule { max_steps: self.options.steps_per_rebalance, tol: self.options.tol };
         let balancer = self.balancer.take().expect("the balancer is home when none is pending");
-        // In idle time while a step fits in a phase's idle time; otherwise between iterations,
-        // where the assignments of each step run on all the threads.
+        // In idle time while a step fits in a phase's idle time; otherwise on the balancer
+        // thread, or between iterations, where the assignments of each step run on all the
+        // threads.
         let fits = self.rebalance.unit_time <= self.rebalance.slack_per_phase;
-        if self.options.overlap && self.pool.threads() > 1 && fits {
-            // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
-            let mut pending = Pending::new(balancer, problem.into_owned(), self.vcores.clone(), stop, correcting);
+        let many = self.pool.threads() > 1;
+        let (in_slack, on_thread) = match self.options.overlap {
+            Overlap::Stop => (false, false),
+            Overlap::IdleTime => (many && fits, false),
+            Overlap::IdleTimeOrThread => (many && fits, many && !fits),
+            Overlap::Thread => (false, many),
+        };
+        let mut balancer = Some(balancer);
+        if in_slack || on_thread {
+            let b = balancer.take().expect("not lent yet");
+            let mut pending = Pending::new(b, problem.clone().into_owned(), self.vcores.clone(), stop, correcting);
             pending.critical = start.elapsed();
-            *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
-        } else {
-            let mut balancer = balancer;
+            if in_slack {
+                // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
+                *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
+            } else {
+                let critical = pending.critical;
+                match self.background.start(pending) {
+                    Ok(()) => self.away = Some(Away { age: 0, critical, cancelled: false }),
+                    // No balancer thread could be started: stop for it after all.
+                    Err(pending) => balancer = Some(pending.balancer),
+                }
+            }
+        }
+        if let Some(mut balancer) = balancer {
             let before = self.vcores.owners().to_vec();
             let outcome = balance(balancer.as_mut(), &problem, &mut self.vcores, stop, |_| {});
             self.balancer = Some(balancer);
@@ -163,6 +180,74 @@ impl Pbs {
         end
     }
 
+    /// A pending run that has ended, in idle time or on the balancer thread: its owners taken
+    /// on (a failed one dropped, and with `fresh`, one whose owners balance those box loads
+    /// no better than the owners in force), the balancer home again.
+    fn take_on_ended(&mut self, pending: Pending, start: Instant, fresh: Option<&[f64]>, end: &mut IterationEnd) {
+        self.balancer = Some(pending.balancer);
+        match pending.outcome {
+            Some(outcome) if !pending.failed => {
+                self.rebalance.unit_time = outcome.elapsed.as_secs_f64() / (outcome.steps + 2) as f64;
+                if let Some(loads) = fresh {
+                    let n = self.vcores.len();
+                    let now = metrics::max_avg(&metrics::charges(self.vcores.owners(), loads, n));
+                    let new = metrics::max_avg(&metrics::charges(pending.vcores.owners(), loads, n));
+                    if new >= now {
+                        end.rebalance_abandoned = true;
+                        self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+                        return;
+                    }
+                }
+                let before = self.vcores.owners().to_vec();
+                self.vcores = pending.vcores;
+                let cost = pending.critical + start.elapsed();
+                self.took_on(before, &outcome, pending.correcting, cost, end);
+            }
+            _ => end.rebalance_abandoned = true,
+        }
+    }
+
+    /// At an iteration end with a run out on the balancer thread: takes it on when it has
+    /// come back ended, gives it up after `max_pending_on_thread` iterations (it comes back
+    /// later and is dropped then).
+    fn poll_background(
+        &mut self,
+        start: Instant,
+        box_loads: impl FnOnce(&Tracker) -> Vec<f64>,
+        end: &mut IterationEnd,
+    ) {
+        let away = self.away.as_mut().expect("a run out has its record");
+        away.age += 1;
+        match self.background.try_take() {
+            Some(Returned { mut pending, spent }) => {
+                end.balancing_in_background = spent;
+                let away = self.away.take().expect("checked above");
+                if away.cancelled {
+                    self.balancer = Some(pending.balancer);
+                } else {
+                    pending.critical += away.critical;
+                    // It may have been out long: checked on the freshest box loads, if any.
+                    let tracker = &self.timing.tracker;
+                    let fresh = (tracker.samples_completed() > 0).then(|| box_loads(tracker));
+                    self.take_on_ended(pending, start, fresh.as_deref(), end);
+                }
+            }
+            None if !self.background.is_out() => {
+                // Lost with the thread (it cannot panic; this is a guard): a new balancer.
+                self.away = None;
+                end.rebalance_abandoned = true;
+                self.balancer = methods::by_name(&self.options.method).ok();
+            }
+            None if !away.cancelled && away.age > self.options.max_pending_on_thread => {
+                away.cancelled = true;
+                self.background.cancel();
+                end.rebalance_abandoned = true;
+                self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+            }
+            None => {}
+        }
+    }
+
     /// Balances on loads given in advance (see `Executor::hint_loads`), between iterations:
     /// a rebalancing under way is given up, and the first measured iteration does not force
     /// another (the mapping no longer assumes uniform loads).
@@ -171,6 +256,10 @@ impl Pbs {
         if let Some(pending) = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
             self.balancer = Some(pending.balancer);
         }
+        if let Some(r) = self.background.take_back() {
+            self.balancer = Some(r.pending.balancer);
+        }
+        self.away = None;
         let mut balancer = self.balancer.take().expect("the balancer is home when none is pending");
         let before = self.vcores.owners().to_vec();
         let start = Instant::now();
@@ -280,7 +369,7 @@ mod tests {
             let options = PbsOptions {
                 criterion: Some(criterion),
                 steal: crate::executors::Stealing::Never,
-                overlap: false,
+                overlap: Overlap::Stop,
                 ..PbsOptions::default()
             };
             let mut exec = Pbs::new(grid, 2, options).unwrap();
@@ -515,7 +604,7 @@ mod tests {
     #[test]
     fn a_rebalancing_in_idle_time_is_taken_on_when_ended_or_given_up_when_late() {
         let mut p = Policy::new(Box::new(Never));
-        p.exec.options.overlap = true;
+        p.exec.options.overlap = Overlap::IdleTime;
         p.exec.options.max_pending = 3;
         // No phase runs here: say that a step fits in a phase's idle time.
         p.exec.rebalance.slack_per_phase = f64::INFINITY;
@@ -550,5 +639,85 @@ mod tests {
         }
         assert!(p.exec.balancer.is_some(), "the balancer is home again");
         assert!(p.exec.slack.pending.get_mut().unwrap().is_none());
+    }
+
+    /// On the balancer thread: the owners hold while the run is out, it is taken on at the
+    /// first iteration end after it has come back, and a run still out after `max_pending`
+    /// iterations is given up, its balancer coming home when it returns.
+    #[test]
+    fn a_rebalancing_on_the_balancer_thread_is_taken_on_when_back_or_given_up_when_late() {
+        let mut p = Policy::new(Box::new(Never));
+        p.exec.options.overlap = Overlap::Thread;
+        p.exec.options.max_pending_on_thread = 3;
+        let boxes = p.boxes(8);
+        let threads = p.threads(&boxes);
+        let owners = p.exec.vcores.owners().to_vec();
+        let end = p.end(&boxes, &threads, 1e-3);
+        assert!(!end.rebalanced && p.exec.background.is_out(), "started, not taken on: {end:?}");
+        assert_eq!(p.exec.vcores.owners(), &owners[..], "the owners hold while it is out");
+        let mut taken = None;
+        for i in 0..2000 {
+            std::thread::sleep(Duration::from_millis(1));
+            p.exec.away.as_mut().unwrap().age = 0; // a slow machine must not make it late
+            let end = p.end(&boxes, &threads, 1e-3);
+            if end.rebalanced {
+                taken = Some(end);
+                break;
+            }
+            assert!(p.exec.background.is_out(), "iteration {i}: still out until taken on");
+        }
+        let end = taken.expect("came back within 2 s");
+        assert!(end.migrations > 0 && end.balancing_in_background > Duration::ZERO, "{end:?}");
+        assert!(p.exec.vcores.max_avg() <= 1.0 + p.exec.options.tol + 1e-9);
+        assert!(p.exec.balancer.is_some() && p.exec.away.is_none(), "the balancer is home again");
+
+        // Back after the loads went uniform again: its owners, balanced for the heavy corner,
+        // are worse on them than those in force, and are dropped.
+        let mut q = Policy::new(Box::new(Never));
+        q.exec.options.overlap = Overlap::Thread;
+        let owners = q.exec.vcores.owners().to_vec();
+        assert!(!q.end(&boxes, &q.threads(&boxes), 1e-3).rebalanced && q.exec.background.is_out());
+        let uniform = vec![1.0; q.grid.len()];
+        let dropped = (0..2000)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(1));
+                let end = q.end(&uniform, &q.threads(&uniform), 1e-3);
+                (!q.exec.background.is_out()).then_some(end)
+            })
+            .expect("came back within 2 s");
+        assert!(dropped.rebalance_abandoned && !dropped.rebalanced, "{dropped:?}");
+        assert_eq!(q.exec.vcores.owners(), &owners[..], "stale owners are not taken on");
+        assert!(q.exec.balancer.is_some());
+
+        // A balancer that never ends: given up after max_pending iterations, then home again.
+        struct Endless;
+        impl pbs::Balancer for Endless {
+            fn name(&self) -> &str {
+                "endless"
+            }
+            fn step(&mut self, _: &Problem, _: &mut pbs::VCores) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        p.exec.balancer = Some(Box::new(Endless));
+        let slow = [1.4, 0.6];
+        let mut started = None;
+        for i in 0..200 {
+            let end = p.end(&p.boxes(4), &slow, 1e-3);
+            assert!(!end.rebalanced, "iteration {i}: {end:?}");
+            if started.is_none() && p.exec.background.is_out() {
+                started = Some(i);
+            }
+            if end.rebalance_abandoned {
+                let s = started.expect("one started");
+                assert_eq!(i - s, p.exec.options.max_pending_on_thread + 1, "given up after max_pending_on_thread");
+            }
+            if started.is_some() && !p.exec.background.is_out() {
+                assert_eq!(p.exec.balancer.as_ref().unwrap().name(), "endless", "home again");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("the endless run never came home");
     }
 }

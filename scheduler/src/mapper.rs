@@ -64,7 +64,7 @@ impl Mapper {
         balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
         let last_cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(last_cost)));
-        let victims = victim_order(&vcores, workers, grid.len());
+        let victims = victim_order(&vcores, workers, grid.len(), None);
         Ok(Mapper {
             grid,
             workers,
@@ -142,7 +142,7 @@ impl Mapper {
             end.migrations = metrics::migrations(&before, self.vcores.owners());
             if end.migrations > 0 {
                 self.recent.clear();
-                self.victims = victim_order(&self.vcores, self.workers, self.grid.len());
+                self.victims = victim_order(&self.vcores, self.workers, self.grid.len(), None);
             }
             end.rebalanced = true;
             self.just_rebalanced = true;
@@ -167,7 +167,7 @@ impl Mapper {
         balance(self.balancer.as_mut(), &problem, &mut self.vcores, StopRule { max_steps: 200, tol: self.tol }, |_| {});
         let moved = metrics::migrations(&before, self.vcores.owners());
         if moved > 0 {
-            self.victims = victim_order(&self.vcores, self.workers, self.grid.len());
+            self.victims = victim_order(&self.vcores, self.workers, self.grid.len(), None);
         }
         Ok(moved)
     }

@@ -111,8 +111,10 @@ impl Runtime {
         Ok(match name {
             "pbs" => {
                 let (pool, b) = self.pool()?;
-                let positions = numa_positions(&grid, &self.topology.numa_of_workers(self.threads));
-                let options = PbsOptions { positions: Some(positions), ..PbsOptions::default() }.with_env()?;
+                let numa = self.topology.numa_of_workers(self.threads);
+                let positions = numa_positions(&grid, &numa);
+                let options =
+                    PbsOptions { positions: Some(positions), numa: Some(numa), ..PbsOptions::default() }.with_env()?;
                 (Box::new(Pbs::with_pool(grid, pool, options)?), b)
             }
             "ws" => {

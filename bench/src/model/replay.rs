@@ -345,7 +345,7 @@ pub fn replay(
         (0..threads).map(|t| ((t * n / threads) as u32..((t + 1) * n / threads) as u32).collect()).collect();
     // pbs: the owners in force, the next planned rebalancing, one under way in slack.
     let mut owners: Vec<u32> = plan.map_or_else(Vec::new, |p| p.initial.clone());
-    let mut order = neighbour_order(trace, &owners, threads);
+    let mut order = neighbour_order(trace, &owners, threads, &node_of);
     let mut next_event = 0;
     let mut pending: Option<(usize, f64, usize)> = None; // in slack: (event, unit time, units left)
     let mut pending_age = 0;
@@ -482,7 +482,7 @@ pub fn replay(
             let c = machine.migrate * moved as f64;
             wall += c;
             critical += c;
-            order = neighbour_order(trace, &owners, threads);
+            order = neighbour_order(trace, &owners, threads, &node_of);
             rebalances += 1;
             (pending, away) = (None, None);
         } else if pending.is_some() || away.is_some() {
@@ -534,7 +534,7 @@ pub fn replay(
                     let c = cost + machine.migrate * moved as f64;
                     wall += c;
                     critical += c;
-                    order = neighbour_order(trace, &owners, threads);
+                    order = neighbour_order(trace, &owners, threads, &node_of);
                     rebalances += 1;
                 }
                 next_event += 1;
@@ -588,9 +588,9 @@ fn take_on(
     received.into_iter().max().unwrap_or(0)
 }
 
-/// For pbs's thieves: every thread's others, nearest cell first (centroids of the owned
-/// boxes), as the executor prefers neighbouring vCores.
-fn neighbour_order(trace: &Trace, owners: &[u32], threads: usize) -> Vec<Vec<u32>> {
+/// For pbs's thieves: every thread's others, those on its own NUMA node first, then nearest
+/// cell first (centroids of the owned boxes), as the executor orders its victims.
+fn neighbour_order(trace: &Trace, owners: &[u32], threads: usize, node_of: &dyn Fn(usize) -> u32) -> Vec<Vec<u32>> {
     if owners.is_empty() {
         return Vec::new();
     }
@@ -607,7 +607,8 @@ fn neighbour_order(trace: &Trace, owners: &[u32], threads: usize) -> Vec<Vec<u32
         .map(|t| {
             let mut others: Vec<u32> = (0..threads as u32).filter(|&j| j as usize != t).collect();
             let d = |j: u32| (c[j as usize].0 - c[t].0).powi(2) + (c[j as usize].1 - c[t].1).powi(2);
-            others.sort_by(|&a, &b| d(a).total_cmp(&d(b)).then(a.cmp(&b)));
+            let away = |j: u32| node_of(j as usize) != node_of(t);
+            others.sort_by(|&a, &b| away(a).cmp(&away(b)).then(d(a).total_cmp(&d(b))).then(a.cmp(&b)));
             others
         })
         .collect()

@@ -63,6 +63,9 @@ pub struct PbsOptions {
     pub seed: u64,
     /// Initial vCore positions (e.g. from the NUMA placement), one per thread.
     pub positions: Option<Vec<Point>>,
+    /// The NUMA node of every thread, if known: idle threads then steal from their own node
+    /// first (ignored unless it has one entry per thread).
+    pub numa: Option<Vec<usize>>,
     /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
     pub criterion: Option<Box<dyn Criterion>>,
     /// Where the balancer runs while the threads go on computing under the old mapping (its
@@ -96,6 +99,7 @@ impl Default for PbsOptions {
             chunk: 128,
             seed: 1,
             positions: None,
+            numa: None,
             criterion: None,
             overlap: Overlap::default(),
             max_pending: 25,
@@ -398,7 +402,7 @@ impl Pbs {
     fn rebuild_lists(&mut self) {
         let threads = self.pool.threads();
         self.lists = OwnerLists::new(self.vcores.owners(), threads, self.options.chunk as usize);
-        self.neighbours = stealing::victim_order(&self.vcores, threads, self.grid.len());
+        self.neighbours = stealing::victim_order(&self.vcores, threads, self.grid.len(), self.options.numa.as_deref());
     }
 }
 

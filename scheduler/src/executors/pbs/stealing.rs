@@ -38,11 +38,13 @@ pub enum Stealing {
 /// Per-thread phase time from which [`Stealing::Auto`] steals, seconds.
 pub(super) const STEAL_MIN_PHASE: f64 = 20e-6;
 
-/// For every thread, the others in the order it tries them as victims: the threads whose
-/// vCore shares a boundary with its own first (their boxes are next to its boxes, so their
-/// data is partly in its cache already), then the rest; threads without a vCore (more threads
-/// than boxes) count as neighbours of everybody.
-pub(crate) fn victim_order(vcores: &VCores, threads: usize, boxes: usize) -> Vec<Vec<u32>> {
+/// For every thread, the others in the order it tries them as victims: with `numa` (the node
+/// of every thread), those on its own node first (a box stolen across nodes runs away from
+/// its data's memory); then, within each, the threads whose vCore shares a boundary with its
+/// own first (their boxes are next to its boxes, so their data is partly in its cache
+/// already), then the rest. Threads without a vCore (more threads than boxes) count as
+/// neighbours of everybody.
+pub(crate) fn victim_order(vcores: &VCores, threads: usize, boxes: usize, numa: Option<&[usize]>) -> Vec<Vec<u32>> {
     let a = vcores.assignment();
     let mut adj = vec![vec![false; threads]; threads];
     for (t, row) in adj.iter_mut().enumerate().skip(vcores.len()) {
@@ -60,6 +62,9 @@ pub(crate) fn victim_order(vcores: &VCores, threads: usize, boxes: usize) -> Vec
         .map(|t| {
             let mut n: Vec<u32> = (0..threads).filter(|&j| adj[t][j]).map(|j| j as u32).collect();
             n.extend((0..threads).filter(|&j| j != t && !adj[t][j]).map(|j| j as u32));
+            if let Some(node) = numa.filter(|m| m.len() == threads) {
+                n.sort_by_key(|&j| node[j as usize] != node[t]); // stable: keeps the order above
+            }
             n
         })
         .collect()
@@ -201,6 +206,33 @@ pub(super) fn steal_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Victims: touching cells first; with NUMA nodes, the own node's threads before the
+    /// others, each group keeping that order; every other thread exactly once.
+    #[test]
+    fn victims_on_the_own_node_come_first_then_neighbours() {
+        use pbs::{Grid, Problem};
+        let grid = Grid::new(16, 4).unwrap();
+        let loads = vec![1.0; grid.len()];
+        let problem = Problem::new(grid, &loads, 4).unwrap();
+        // Four vertical strips, left to right: 0 | 1 | 2 | 3.
+        let positions = (0..4).map(|i| [2.0 + 4.0 * i as f64, 2.0, 0.5]).collect();
+        let vcores = VCores::new(&problem, positions, vec![0.0; 4]).unwrap();
+        let flat = victim_order(&vcores, 4, grid.len(), None);
+        assert_eq!(flat[1], vec![0, 2, 3], "neighbours 0 and 2 first");
+        assert_eq!(flat[0], vec![1, 2, 3]);
+        // Threads 0 and 3 on node 0, 1 and 2 on node 1.
+        let numa = [0, 1, 1, 0];
+        let order = victim_order(&vcores, 4, grid.len(), Some(&numa));
+        assert_eq!(order[1], vec![2, 0, 3], "its node's thread 2, then the neighbour 0 on node 0");
+        assert_eq!(order[0], vec![3, 1, 2], "its node's thread 3 first, though not touching");
+        for (t, o) in order.iter().enumerate() {
+            let mut sorted = o.clone();
+            sorted.sort();
+            assert_eq!(sorted, (0..4u32).filter(|&j| j as usize != t).collect::<Vec<_>>());
+        }
+        assert_eq!(victim_order(&vcores, 4, grid.len(), Some(&[0, 1])), flat, "a map of the wrong length is ignored");
+    }
 
     /// An owner claiming from the front and a thief from the back, concurrently, share a list
     /// between them: every box is claimed exactly once, and the thief leaves the owner `keep`.

@@ -221,7 +221,16 @@ fn heat_c_gives_one_checksum_under_every_scheduler_and_thread_count() {
             seen.insert(field(line, "checksum").to_string());
         }
     }
-    assert_eq!(seen.len(), 1, "checksums differ between schedulers or thread counts: {seen:?}");
+    // Every PBS_OVERLAP setting, from an unchanged C program: the same field.
+    for overlap in ["on", "idle", "thread", "off"] {
+        let o =
+            command(&program).args(["pbs", "2", "40", "12", "10", "6"]).env("PBS_OVERLAP", overlap).output().unwrap();
+        seen.insert(field(stdout(&o).trim(), "checksum").to_string());
+    }
+    assert_eq!(seen.len(), 1, "checksums differ between schedulers, thread counts or overlap settings: {seen:?}");
+    let bad = command(&program).args(["pbs", "2", "40", "12", "10", "6"]).env("PBS_OVERLAP", "maybe").output().unwrap();
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && said.contains("PBS_OVERLAP"), "a bad PBS_OVERLAP is named: {said}");
     // The field did change from its start (a task that did nothing would also agree).
     let still = stdout(&run(&program, &["static", "1", "0", "12", "10", "6"]));
     assert_ne!(field(still.trim(), "checksum"), seen.first().unwrap());

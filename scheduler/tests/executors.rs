@@ -361,3 +361,56 @@ fn arrays_of_different_lengths_are_refused() {
     let (mut a, mut b) = (vec![0u8; 4], vec![0u8; 3]);
     for_each_box_zip(&mut exec, (&mut a[..], &mut b[..]), |_, _| {});
 }
+
+/// The balancer on its own thread while phases run: every box still runs once per phase,
+/// through rebalancings taken on at iteration boundaries, loads hinted while a run is out,
+/// a task that panics while one is out, and a drop with one out.
+#[test]
+fn the_balancer_thread_keeps_every_box_running_once_through_hints_panics_and_drop() {
+    use pbs_scheduler::criteria::Always;
+    let grid = Grid::new(48, 48).unwrap();
+    let options = PbsOptions { overlap: Overlap::Thread, criterion: Some(Box::new(Always)), ..PbsOptions::default() };
+    let mut exec = Pbs::new(grid, 3, options).unwrap();
+    let band = |it: usize, k: usize| (grid.coords(k)[1] + 48 * 48 - 2 * it) % 48 < 6;
+    let (mut rebalanced, mut migrations) = (0, 0);
+    for it in 0..60usize {
+        let counts: Vec<AtomicU32> = (0..grid.len()).map(|_| AtomicU32::new(0)).collect();
+        let phase = |k: usize| {
+            counts[k].fetch_add(1, Ordering::Relaxed);
+            if band(it, k) {
+                spin(Duration::from_micros(3));
+            }
+        };
+        if it == 30 {
+            let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+                exec.run_phase(&|k| {
+                    phase(k);
+                    assert!(k != 700, "box 700 fails");
+                })
+            }));
+            assert!(caught.is_err(), "the panic reaches the caller");
+            continue;
+        }
+        exec.run_phase(&phase);
+        assert!(counts.iter().all(|c| c.load(Ordering::Relaxed) == 1), "iteration {it}");
+        let end = exec.end_iteration();
+        rebalanced += usize::from(end.rebalanced);
+        migrations += end.migrations;
+        if it == 15 {
+            // Loads known in advance, whatever is out: taken at once.
+            let loads: Vec<f64> = (0..grid.len()).map(|k| if band(it, k) { 4.0 } else { 1.0 }).collect();
+            assert!(exec.hint_loads(&loads).unwrap());
+        }
+    }
+    assert!(rebalanced > 0 && migrations > 0, "{rebalanced} rebalancings, {migrations} migrations");
+    // End on an iteration that sends a run out, then drop: joins within one balancer unit.
+    exec.run_phase(&|k| {
+        if band(0, k) {
+            spin(Duration::from_micros(3));
+        }
+    });
+    exec.end_iteration();
+    let t = Instant::now();
+    drop(exec);
+    assert!(t.elapsed() < Duration::from_secs(2), "drop took {:?}", t.elapsed());
+}

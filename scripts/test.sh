@@ -61,5 +61,5 @@ rm -rf "$prefix"
 echo "== the StarPU policy against StarPU 1.3: our heat code, StarPU's programs, bad declarations"
 cargo test -p pbs-bench --test starpu -- --ignored
 
-echo "== the pool's protocol, model-checked (loom)"
-RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool --release
+echo "== the pool's and the balancer thread's protocols, model-checked (loom)"
+RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool --release --test loom_background

@@ -54,6 +54,7 @@
 //! |---|---|
 //! | [`executor`] | the [`Executor`] trait and its safety contract, the safe entry points |
 //! | [`pool`] | the team of workers, phase broadcast, barrier, panic propagation, wait policy |
+//! | [`background`] | one more thread for a long job beside the workers (pbs's balancer thread) |
 //! | [`box_timing`] | per-box bookkeeping: sampled box times (the loads), affinity, per-thread counts |
 //! | [`clock`] | a cheap clock for per-box timing, and what timing costs on this machine |
 //! | [`topology`] | packages, NUMA nodes, cores (hwloc, sysfs, synthetic), `PBS_NUM_THREADS` |
@@ -71,6 +72,7 @@
 
 #![deny(missing_docs)]
 
+pub mod background;
 pub mod box_timing;
 pub mod cache_model;
 pub mod clock;

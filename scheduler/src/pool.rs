@@ -349,7 +349,8 @@ impl Drop for Pool {
     }
 }
 
-#[cfg(test)]
+// Under loom the pool is checked by tests/loom_pool.rs; these run real threads.
+#[cfg(all(test, not(pbs_loom)))]
 mod tests {
     use super::*;
     use std::time::Duration;

@@ -10,11 +10,10 @@
 //!
 //! One concept per file: this one holds the executor loop (a phase, the end of an iteration);
 //! [`stealing`] the claims at both ends of a list and the thief's search; [`rebalancing`]
-//! when the balancer runs and whether it pays; [`overlap`] the balancer in idle time;
-//! [`background`] the balancer on a thread of its own when its steps outlast that idle time.
+//! when the balancer runs and whether it pays; [`overlap`] the balancer in idle time (or, when
+//! its steps outlast that idle time, on the thread of [`crate::background`]).
 //! How densely boxes are timed is `executors/timing.rs`, shared with the remappers.
 
-mod background;
 mod overlap;
 mod rebalancing;
 mod stealing;
@@ -29,13 +28,13 @@ use pbs::{balance, methods, Balancer, Grid, Point, Problem, StopRule, VCores};
 use super::check::{Check, RecentLoads};
 use super::owner_lists::OwnerLists;
 use super::timing;
+use crate::background::Background;
 use crate::box_timing::{BoxTimer, Tracker};
 use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
-use background::Background;
-use overlap::{Finish, Slack};
+use overlap::{Finish, Pending, Slack};
 pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
 use stealing::{claim_front, pack, steal_from, Lists, StealLog, STEAL_MIN_PHASE};
@@ -178,7 +177,7 @@ impl PbsOptions {
     }
 }
 
-/// Where a rebalancing runs (see `overlap.rs` and `background.rs`).
+/// Where a rebalancing runs (see `overlap.rs` and [`crate::background`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overlap {
     /// Between iterations, every thread waiting (the assignments of each step run on all of
@@ -205,9 +204,9 @@ pub struct Pbs {
     balancer: Option<Box<dyn Balancer + Send>>,
     /// A rebalancing run in the threads' idle time (see `overlap.rs`).
     slack: Slack,
-    /// The balancer thread (see `background.rs`), and what the executor keeps of the run it
-    /// has out.
-    background: Background,
+    /// The balancer thread (see [`crate::background`]), and what the executor keeps of the
+    /// run it has out.
+    background: Background<Pending>,
     away: Option<Away>,
     vcores: VCores,
     /// Each thread's boxes, as a list and as runs (rebuilt after every rebalancing).

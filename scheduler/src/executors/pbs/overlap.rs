@@ -97,6 +97,13 @@ impl Pending {
     }
 }
 
+/// On the balancer thread (`crate::background`), a pending rebalancing runs unit by unit too.
+impl crate::background::Job for Pending {
+    fn advance(&mut self) -> bool {
+        Pending::advance(self)
+    }
+}
+
 /// What the threads share during a phase to balance in their idle time.
 pub(super) struct Slack {
     /// The rebalancing under way, if any.
@@ -222,6 +229,24 @@ mod tests {
         assert_eq!((outcome.steps, outcome.max_avg), (direct.steps, direct.max_avg));
         assert_eq!(p.vcores.owners(), q.vcores.owners());
         assert!(!p.advance(), "nothing left");
+    }
+
+    /// Run on the balancer thread, a pending rebalancing ends where it ends here.
+    #[test]
+    fn on_the_balancer_thread_it_gives_what_it_gives_here() {
+        let mut b = crate::background::Background::default();
+        assert!(b.start(pending(4)).is_ok());
+        let back = loop {
+            if let Some(r) = b.try_take() {
+                break r.job;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        let mut here = pending(4);
+        while here.advance() {}
+        assert!(back.is_done());
+        assert_eq!(back.vcores.owners(), here.vcores.owners());
+        assert_eq!(back.outcome.map(|o| o.steps), here.outcome.map(|o| o.steps));
     }
 
     /// One thread finishes, balances while the other works, and stops when it is done; the

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use pbs::{balance, methods, metrics, Outcome, Problem, StopRule};
 
-use super::background::Returned;
 use super::overlap::Pending;
 use super::{Away, Overlap, Pbs};
+use crate::background::Returned;
 use crate::box_timing::Tracker;
 use crate::criteria::Sample;
 use crate::executor::IterationEnd;
@@ -219,7 +219,7 @@ impl Pbs {
         let away = self.away.as_mut().expect("a run out has its record");
         away.age += 1;
         match self.background.try_take() {
-            Some(Returned { mut pending, spent }) => {
+            Some(Returned { job: mut pending, spent }) => {
                 end.balancing_in_background = spent;
                 let away = self.away.take().expect("checked above");
                 if away.cancelled {
@@ -257,7 +257,7 @@ impl Pbs {
             self.balancer = Some(pending.balancer);
         }
         if let Some(r) = self.background.take_back() {
-            self.balancer = Some(r.pending.balancer);
+            self.balancer = Some(r.job.balancer);
         }
         self.away = None;
         let mut balancer = self.balancer.take().expect("the balancer is home when none is pending");

@@ -1,0 +1,287 @@
+//! A background thread that runs one long job at a time beside the workers: the pbs
+//! executor's balancer thread.
+//!
+//! `executors/pbs/overlap.rs` runs the balancer in the threads' idle time one unit (a step) at
+//! a time, and a unit cannot be cut: once a step outlasts a phase's idle time, every phase
+//! waits for it. On many threads this is the rule, not the exception (a step over a 128×128
+//! grid and 64 vCores is about a millisecond, an md iteration a quarter of that). So the
+//! executor hands such a rebalancing to one more thread and the workers go on under the old
+//! mapping; it takes the new owners on at the first iteration boundary after the run has
+//! come back, so a phase never sees its owners change and every box still runs once.
+//!
+//! What it costs: the thread has no core of its own. It takes the cores left idle at the end
+//! of phases and between them (a worker yields, then sleeps) and otherwise shares one with a
+//! worker, whose boxes its neighbours then steal. That cost shows in the iterations' times,
+//! not as stopped time; the executor reports the thread's time beside the critical-path time
+//! (`balancing_in_background`).
+//!
+//! # The protocol
+//!
+//! - One job at a time goes out ([`Background::start`]) over a channel; the thread advances it
+//!   unit by unit ([`Job::advance`]) until it has none left or `cancel` is set, and sends it
+//!   back over a second channel. The owner takes it back at a point of its choosing without
+//!   waiting ([`Background::try_take`]), or cancels and waits for it, one unit at most
+//!   ([`Background::take_back`]). Each channel orders everything written before a send with
+//!   the reads after the matching receive, so the job needs no lock.
+//! - `cancel` is `Relaxed`: it only ends a run early, and is reset before a send while the
+//!   thread is idle (no job is out), so a stale `true` cannot cut the next run.
+//! - The thread is spawned at the first job (it inherits the spawning thread's CPU mask: for
+//!   the executor, the caller's own between phases) and ends when its [`Background`] drops:
+//!   `Drop` sets `cancel`, sends a quit message and joins, which waits for one unit at most.
+//!   (A quit message rather than a closed channel, so that loom, whose channels do not model
+//!   hanging up, checks the drop too.)
+//!
+//! `scripts/test.sh` model-checks this protocol with loom (`tests/loom_background.rs`, built
+//! with `--cfg pbs_loom`, where this module takes its atomics, channels and threads from loom).
+
+#[cfg(pbs_loom)]
+use loom::{
+    sync::atomic::{AtomicBool, Ordering},
+    sync::mpsc::{channel, Receiver, Sender},
+    sync::Arc,
+    thread::{Builder, JoinHandle},
+};
+#[cfg(not(pbs_loom))]
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    sync::mpsc::{channel, Receiver, Sender},
+    sync::Arc,
+    thread::{Builder, JoinHandle},
+};
+
+use std::sync::mpsc::TryRecvError;
+use std::time::{Duration, Instant};
+
+/// A job the background thread advances a unit at a time.
+pub trait Job: Send + 'static {
+    /// Runs one unit; false when there was none left (the job is done).
+    fn advance(&mut self) -> bool;
+}
+
+/// A job sent back by the thread, with the time the thread spent on it.
+pub struct Returned<J> {
+    /// The job, done or, if cancelled, not.
+    pub job: J,
+    /// Wall time the thread spent advancing it.
+    pub spent: Duration,
+}
+
+/// The background thread and the channels to it (see the module documentation).
+pub struct Background<J: Job> {
+    thread: Option<Thread<J>>,
+    /// A job is out: sent and not yet taken back.
+    out: bool,
+}
+
+impl<J: Job> Default for Background<J> {
+    fn default() -> Self {
+        Background { thread: None, out: false }
+    }
+}
+
+struct Thread<J> {
+    to: Sender<Option<J>>,
+    from: Receiver<Returned<J>>,
+    cancel: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl<J: Job> Background<J> {
+    /// Whether a job is out.
+    pub fn is_out(&self) -> bool {
+        self.out
+    }
+
+    /// Sends `job` to the thread, spawning it at first use. Gives the job back when there is
+    /// no thread to run it (it could not be spawned, or one job is already out).
+    pub fn start(&mut self, job: J) -> Result<(), Box<J>> {
+        if self.out {
+            return Err(Box::new(job));
+        }
+        if self.thread.is_none() {
+            match spawn() {
+                Some(t) => self.thread = Some(t),
+                None => return Err(Box::new(job)),
+            }
+        }
+        let thread = self.thread.as_mut().expect("spawned above");
+        // The thread is idle (no job is out): nobody reads the flag until the send.
+        thread.cancel.store(false, Ordering::Relaxed);
+        match thread.to.send(Some(job)) {
+            Ok(()) => {
+                self.out = true;
+                Ok(())
+            }
+            // The thread has gone (a job that panicked in `advance`): forget it, so the next
+            // job spawns another.
+            Err(e) => {
+                self.thread = None;
+                Err(Box::new(e.0.expect("sent as Some")))
+            }
+        }
+    }
+
+    /// The job, if it has come back. `None` also when it was lost with its thread (a job
+    /// that panicked in `advance`); [`Background::is_out`] then says false.
+    pub fn try_take(&mut self) -> Option<Returned<J>> {
+        let thread = self.thread.as_mut()?;
+        match thread.from.try_recv() {
+            Ok(r) => {
+                self.out = false;
+                Some(r)
+            }
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => {
+                self.thread = None;
+                self.out = false;
+                None
+            }
+        }
+    }
+
+    /// Asks the thread to stop the job after its current unit and send it back.
+    pub fn cancel(&self) {
+        if let Some(t) = &self.thread {
+            t.cancel.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Cancels the job that is out and waits for it (one unit at most).
+    pub fn take_back(&mut self) -> Option<Returned<J>> {
+        if !self.out {
+            return None;
+        }
+        self.cancel();
+        self.out = false;
+        let r = self.thread.as_mut()?.from.recv().ok();
+        if r.is_none() {
+            self.thread = None;
+        }
+        r
+    }
+}
+
+fn spawn<J: Job>() -> Option<Thread<J>> {
+    let (to, inbox) = channel::<Option<J>>();
+    let (outbox, from) = channel::<Returned<J>>();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let handle = Builder::new()
+        .name("pbs-balancer".into())
+        .spawn(move || {
+            while let Ok(Some(mut job)) = inbox.recv() {
+                let start = Instant::now();
+                while !flag.load(Ordering::Relaxed) && job.advance() {}
+                if outbox.send(Returned { job, spent: start.elapsed() }).is_err() {
+                    break;
+                }
+            }
+        })
+        .ok()?;
+    Some(Thread { to, from, cancel, handle: Some(handle) })
+}
+
+impl<J> Drop for Thread<J> {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        // Fails only when the thread has gone already.
+        let _ = self.to.send(None);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(all(test, not(pbs_loom)))]
+mod tests {
+    use super::*;
+
+    /// Counts its units; `sleep` per unit; done after `units`.
+    struct Count {
+        done: usize,
+        units: usize,
+        sleep: Duration,
+    }
+    impl Job for Count {
+        fn advance(&mut self) -> bool {
+            if self.done == self.units {
+                return false;
+            }
+            std::thread::sleep(self.sleep);
+            self.done += 1;
+            true
+        }
+    }
+    fn count(units: usize, sleep_ms: u64) -> Count {
+        Count { done: 0, units, sleep: Duration::from_millis(sleep_ms) }
+    }
+
+    /// A job goes out, comes back done; one job at a time; the thread serves the next.
+    #[test]
+    fn a_job_comes_back_done_and_one_goes_out_at_a_time() {
+        let mut b = Background::default();
+        assert!(b.try_take().is_none() && !b.is_out() && b.take_back().is_none());
+        assert!(b.start(count(15, 0)).is_ok());
+        assert!(b.is_out());
+        assert!(b.start(count(15, 0)).is_err(), "one job at a time");
+        let back = loop {
+            if let Some(r) = b.try_take() {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert!(!b.is_out());
+        assert_eq!(back.job.done, 15);
+        assert!(b.start(count(3, 0)).is_ok(), "the thread serves the next job");
+        assert_eq!(b.take_back().map(|r| r.job.done <= 3), Some(true));
+    }
+
+    /// A cancelled job comes back unfinished, and a drop with a job out returns within a unit.
+    #[test]
+    fn a_cancelled_job_comes_back_and_drop_does_not_hang() {
+        let mut b = Background::default();
+        assert!(b.start(count(100_000, 1)).is_ok());
+        std::thread::sleep(Duration::from_millis(5));
+        let back = b.take_back().expect("comes back");
+        assert!(back.job.done < 100_000 && back.spent > Duration::ZERO);
+        assert!(!b.is_out());
+        assert!(b.start(count(100_000, 1)).is_ok());
+        let t = Instant::now();
+        drop(b);
+        assert!(t.elapsed() < Duration::from_secs(5), "drop waits for one unit, not the job");
+    }
+
+    /// A job that panics takes its thread with it: the job is lost, said so, and the next
+    /// job gets a new thread.
+    #[test]
+    fn a_job_lost_with_its_thread_is_reported_and_the_next_gets_a_new_thread() {
+        struct Boom;
+        impl Job for Boom {
+            fn advance(&mut self) -> bool {
+                panic!("a unit failed");
+            }
+        }
+        enum Either {
+            Boom(Boom),
+            Count(Count),
+        }
+        impl Job for Either {
+            fn advance(&mut self) -> bool {
+                match self {
+                    Either::Boom(b) => b.advance(),
+                    Either::Count(c) => c.advance(),
+                }
+            }
+        }
+        let mut b = Background::default();
+        assert!(b.start(Either::Boom(Boom)).is_ok());
+        let lost = (0..2000).find(|_| {
+            std::thread::sleep(Duration::from_millis(1));
+            b.try_take().is_none() && !b.is_out()
+        });
+        assert!(lost.is_some(), "the loss is seen");
+        assert!(b.start(Either::Count(count(2, 0))).is_ok(), "a new thread");
+        let r = b.take_back().expect("comes back");
+        assert!(matches!(r.job, Either::Count(_)));
+    }
+}

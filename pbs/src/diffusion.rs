@@ -17,7 +17,8 @@
 //! 3. Up to [`ROUNDS`] times, while a part is above `limit × mean`.
 //!
 //! Nothing makes a part disconnected on purpose, but nothing forbids it either; no part is
-//! ever emptied.
+//! ever emptied, and a part that comes in empty is first given a box on the border of the most
+//! loaded part.
 //!
 //! ```
 //! use pbs::diffusion::diffuse;
@@ -73,6 +74,7 @@ pub fn diffuse(
         return Err(bad("limit", limit.to_string(), "expected a max/mean of at least 1"));
     }
     let mut next = owners.to_vec();
+    seed_empty_parts(grid, &mut next, loads, parts);
     for _ in 0..ROUNDS {
         let charges = metrics::charges(&next, loads, parts);
         let mean = charges.iter().sum::<f64>() / parts as f64;
@@ -110,6 +112,43 @@ pub fn diffuse(
         }
     }
     Ok(next)
+}
+
+/// Gives every part that owns no box one box, the heaviest of the most loaded part's boxes
+/// with a face on another part (of all its boxes if it touches none; ties to the lowest
+/// index), so that it has a border for the flow to cross: an empty part would have none, the
+/// flow could not reach it, and it would stay empty however loaded the others are. A donor
+/// keeps a box at least.
+fn seed_empty_parts(grid: &Grid, owners: &mut [u32], loads: &[f64], parts: usize) {
+    let mut sizes = vec![0usize; parts];
+    owners.iter().for_each(|&o| sizes[o as usize] += 1);
+    let mut charges = metrics::charges(owners, loads, parts);
+    for empty in 0..parts {
+        if sizes[empty] > 0 {
+            continue;
+        }
+        let Some(donor) =
+            (0..parts).filter(|&p| sizes[p] > 1).max_by(|&a, &b| charges[a].total_cmp(&charges[b]).then(b.cmp(&a)))
+        else {
+            return;
+        };
+        let on_border = |k: usize| {
+            let mut other = false;
+            grid.for_each_neighbour(k, |n| other |= owners[n] as usize != donor);
+            other
+        };
+        let heaviest = |border: bool| {
+            (0..owners.len())
+                .filter(|&k| owners[k] as usize == donor && (!border || on_border(k)))
+                .max_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(b.cmp(&a)))
+        };
+        let k = heaviest(true).or_else(|| heaviest(false)).expect("the donor owns boxes");
+        owners[k] = empty as u32;
+        sizes[donor] -= 1;
+        sizes[empty] += 1;
+        charges[donor] -= loads[k];
+        charges[empty] += loads[k];
+    }
 }
 
 /// For each ordered pair of touching parts `(i, j)`, the boxes of `i` with a face on `j`, in
@@ -306,6 +345,25 @@ mod tests {
             let after = metrics::max_avg(&metrics::charges(&next, &loads, parts));
             assert!(after <= before.max(1.1) + 1e-12, "case {case}: {before} → {after}");
         }
+    }
+
+    /// A part that owns no box is given one, the heaviest on the border of the most loaded
+    /// part, and the flow then fills it like any other.
+    #[test]
+    fn an_empty_part_is_seeded_and_filled() {
+        let grid = Grid::new(12, 12).unwrap();
+        let loads = vec![1.0; grid.len()];
+        let bytes = vec![1.0; grid.len()];
+        // Parts 0 and 1 split the grid in two slabs; parts 2 and 3 own nothing.
+        let owners: Vec<u32> = (0..grid.len()).map(|k| u32::from(grid.coords(k)[0] >= 6)).collect();
+        let next = diffuse(&grid, &owners, &loads, &bytes, 4, 1.05).unwrap();
+        let charges = metrics::charges(&next, &loads, 4);
+        assert!(metrics::max_avg(&charges) <= 1.05, "{charges:?}");
+        assert_eq!(metrics::disconnected_parts(&grid, &next, 4), 0, "{next:?}");
+        // One part owning everything: the others are seeded one after the other.
+        let next = diffuse(&grid, &vec![0; grid.len()], &loads, &bytes, 3, 1.05).unwrap();
+        let charges = metrics::charges(&next, &loads, 3);
+        assert!(metrics::max_avg(&charges) <= 1.05, "{charges:?}");
     }
 
     #[test]

@@ -194,7 +194,7 @@ pub struct IterationEnd {
     pub balancing_in_slack: Duration,
     /// Time the balancer thread spent on the rebalancing that came back at this iteration's
     /// end (it ran beside the workers, on a core they may have needed: see
-    /// `executors/pbs/background.rs`).
+    /// [`crate::background`]).
     pub balancing_in_background: Duration,
     /// Whether a rebalancing was given up (it would have ended too late, or failed).
     pub rebalance_abandoned: bool,

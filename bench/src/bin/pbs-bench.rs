@@ -546,6 +546,9 @@ fn run(cli: Cli) -> Result<(), String> {
             let bar = progress::bar(0, "model");
             let rows = model::project(&settings, |m| bar.set_message(m))?;
             bar.finish_and_clear();
+            for note in model::notes(&settings)? {
+                eprintln!("note: {note}");
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {

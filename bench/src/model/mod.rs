@@ -12,6 +12,7 @@ pub mod machine;
 pub mod replay;
 pub mod trace;
 
+use crate::scaling::MAX_SIDE;
 use std::path::PathBuf;
 
 use machine::Machine;
@@ -69,7 +70,38 @@ pub struct ModelRow {
     pub modelled: replay::Modelled,
 }
 
-/// Replays every scheduler at every thread count and NUMA node count.
+/// What the settings leave out or change, one sentence each, for the user to read beside the
+/// figures: NUMA node counts above a thread count (a node needs a thread), and weak-scaling
+/// grids cut down to [`MAX_SIDE`] a side. An error when nothing is left to replay.
+pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
+    let mut notes = Vec::new();
+    let mut pairs = 0;
+    for &threads in &s.threads {
+        let over: Vec<String> = s.numa_nodes.iter().filter(|&&n| n > threads).map(|n| n.to_string()).collect();
+        pairs += s.numa_nodes.len() - over.len();
+        if !over.is_empty() {
+            notes.push(format!("{threads} threads: {} NUMA nodes left out (a node needs a thread)", over.join(", ")));
+        }
+        let side = (((threads * s.boxes_per_thread) as f64).sqrt().round() as usize).max(2);
+        if s.trace.is_none() && side > MAX_SIDE {
+            notes.push(format!(
+                "{threads} threads: {MAX_SIDE}×{MAX_SIDE} boxes recorded, {} per thread instead of {}",
+                MAX_SIDE * MAX_SIDE / threads,
+                s.boxes_per_thread
+            ));
+        }
+    }
+    if pairs == 0 {
+        return Err(format!(
+            "every NUMA node count is above every thread count (threads {:?}, NUMA nodes {:?}): a node needs a thread",
+            s.threads, s.numa_nodes
+        ));
+    }
+    Ok(notes)
+}
+
+/// Replays every scheduler at every thread count and NUMA node count (see [`notes`] for what
+/// it leaves out).
 pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Vec<ModelRow>, String> {
     if s.threads.is_empty() || s.numa_nodes.is_empty() || s.threads.contains(&0) || s.numa_nodes.contains(&0) {
         return Err("--threads and --numa-nodes need one or more counts, each at least 1".into());
@@ -77,6 +109,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
     if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
         return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
     }
+    notes(s)?;
     let given = s.trace.as_ref().map(|p| Trace::read(p)).transpose()?;
     let mut rows = Vec::new();
     for &threads in &s.threads {
@@ -84,7 +117,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
         let trace = match &given {
             Some(t) => t,
             None => {
-                let side = (((threads * s.boxes_per_thread) as f64).sqrt().round() as usize).clamp(2, 512);
+                let side = (((threads * s.boxes_per_thread) as f64).sqrt().round() as usize).clamp(2, MAX_SIDE);
                 progress(format!("recording {} {} on {side}×{side} boxes", s.app, s.scenario));
                 recorded = Trace::record(&s.app, &s.scenario, side, side, s.record_iters, 1)?;
                 &recorded
@@ -177,4 +210,36 @@ pub fn calibration_table(rows: &[calibration::CalibrationRow]) -> crate::table::
         ]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(threads: &[usize], numa_nodes: &[usize]) -> ModelSettings {
+        ModelSettings {
+            app: "md".into(),
+            scenario: "gravity".into(),
+            threads: threads.to_vec(),
+            numa_nodes: numa_nodes.to_vec(),
+            trace: None,
+            boxes_per_thread: 256,
+            iters: 10,
+            record_iters: 2,
+            rebalancing: Rebalancing::IdleTimeOrThread,
+            remappers: false,
+        }
+    }
+
+    /// What the settings leave out is said, not silently skipped; nothing left is an error.
+    #[test]
+    fn node_counts_above_the_threads_and_cut_grids_are_noted() {
+        assert!(notes(&settings(&[16, 64], &[1, 4, 8])).unwrap().is_empty());
+        let n = notes(&settings(&[4, 16], &[1, 8])).unwrap();
+        assert_eq!(n, vec!["4 threads: 8 NUMA nodes left out (a node needs a thread)".to_string()]);
+        let n = notes(&settings(&[2048], &[1])).unwrap();
+        assert_eq!(n, vec!["2048 threads: 512×512 boxes recorded, 128 per thread instead of 256".to_string()]);
+        let e = project(&settings(&[4], &[8]), |_| {}).unwrap_err();
+        assert!(e.contains("a node needs a thread"), "{e}");
+    }
 }

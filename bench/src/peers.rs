@@ -127,8 +127,31 @@ struct Map {
     loads: Vec<f64>,
 }
 
+/// The most boxes a generated Perlin map may have (1024 × 1024): the peers table runs every
+/// method on every map, METIS and the pair-potential methods included, which on larger grids
+/// take minutes each.
+pub const MAX_BOXES: usize = 1 << 20;
+
+/// The settings' error, if they ask for generated maps larger than [`MAX_BOXES`].
+pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
+    if !matches!(settings.maps, Maps::Standard | Maps::Perlin) {
+        return Ok(());
+    }
+    for &parts in &settings.parts {
+        for &bpp in &settings.boxes_per_part {
+            let side = side_for(parts, bpp);
+            if side.saturating_mul(side) > MAX_BOXES {
+                return Err(format!(
+                    "--parts {parts} with --boxes-per-part {bpp} asks for a {side}×{side} map; generated maps go up to {MAX_BOXES} boxes"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn side_for(parts: usize, boxes_per_part: usize) -> usize {
-    ((parts * boxes_per_part) as f64).sqrt().round() as usize
+    (parts.saturating_mul(boxes_per_part) as f64).sqrt().round() as usize
 }
 
 fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
@@ -538,6 +561,18 @@ mod tests {
             repeats: 2,
             pbs_tol: None,
         }
+    }
+
+    /// Generated maps past `MAX_BOXES` are refused before anything runs, overflow included;
+    /// maps from a folder or the dense family are not generated at those sizes.
+    #[test]
+    fn oversized_generated_maps_are_refused() {
+        assert!(check_sizes(&small()).is_ok());
+        let big = PeersSettings { parts: vec![4, 100_000], ..small() };
+        assert!(check_sizes(&big).unwrap_err().contains("--parts 100000"));
+        let absurd = PeersSettings { parts: vec![usize::MAX], boxes_per_part: vec![usize::MAX], ..small() };
+        assert!(check_sizes(&absurd).is_err());
+        assert!(check_sizes(&PeersSettings { maps: Maps::Dense, ..big }).is_ok());
     }
 
     #[test]

@@ -673,6 +673,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 repeats,
                 pbs_tol,
             };
+            peers::check_sizes(&settings)?;
             // A peer library that panics (coupe 0.1's multi-jagged does on some maps) is reported
             // in its row as skipped; one line here, not a backtrace.
             std::panic::set_hook(Box::new(|info| eprintln!("pbs-bench: a peer method panicked: {info}")));

@@ -163,7 +163,7 @@ enum Command {
     /// Replay recorded box costs on 16-256 modelled threads and 1-8 NUMA nodes: every scheduler
     /// side by side, with the real balancer making pbs's mappings.
     Model {
-        /// md or stencil
+        /// md, md-split (md as rebin and force phases) or stencil
         #[arg(long, default_value = "md")]
         app: String,
         /// The app's scenario (default: gravity for md, drift for the stencil)

@@ -100,6 +100,9 @@ pub struct Modelled {
     pub rebalances: usize,
     /// Rebalancings given up, still under way after [`MAX_PENDING`] iterations (pbs).
     pub rebalances_abandoned: usize,
+    /// Per phase of an iteration, `Σ max_thread work / Σ mean_thread work` (docs/design.md's
+    /// vector imbalance, as `pbs-bench run` reports it: work stolen counts for the thief).
+    pub phase_max_avg: Vec<f64>,
 }
 
 /// A rebalancing pbs decides at the end of an iteration.
@@ -356,9 +359,14 @@ pub fn replay(
     let unit = machine.speed * unit_cost(machine.balancer_box, n, threads.min(n));
     let mut unit_seen = unit * (1.0 - ASSIGNMENT_SHARE + ASSIGNMENT_SHARE / threads as f64);
     let mut slack_now = 0.0;
+    // Per phase of an iteration: Σ max_thread work, Σ mean_thread work.
+    let mut phase_busy: Vec<(f64, f64)> = Vec::new();
     for i in 0..iterations {
         let phases = &trace.costs[trace.recorded(i)];
-        for costs in phases {
+        for (p, costs) in phases.iter().enumerate() {
+            if phase_busy.len() <= p {
+                phase_busy.resize(p + 1, (0.0, 0.0));
+            }
             let mut noise: Vec<f64> =
                 (0..threads).map(|_| 1.0 - machine.noise * rng.next_f64().max(1e-12).ln()).collect();
             let per_thread = machine.speed * costs.iter().sum::<f64>() / threads as f64;
@@ -430,11 +438,15 @@ pub fn replay(
             phase_count += 1;
             let ends = run(&noise, lists, &mut state, &mut rng);
             let (first, last) = ends.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &(e, _)| (a.min(e), b.max(e)));
-            busy += ends.iter().map(|e| e.1).sum::<f64>();
+            let mut work: Vec<f64> = ends.iter().map(|e| e.1).collect();
             if let Some((host, share)) = sharing {
                 // The host's time that went to the balancer thread is not work.
-                busy -= ends[host].1 * share / (1.0 + share);
+                work[host] /= 1.0 + share;
             }
+            busy += work.iter().sum::<f64>();
+            let per_phase = &mut phase_busy[p];
+            per_phase.0 += work.iter().copied().fold(0.0, f64::max);
+            per_phase.1 += work.iter().sum::<f64>() / threads as f64;
             slack_now += last - first;
             let mut phase = last + barrier;
             // A rebalancing under way runs a unit at a time from the first idle thread's end
@@ -551,6 +563,7 @@ pub fn replay(
         remote_fraction: state.remote as f64 / state.runs.max(1) as f64,
         rebalances,
         rebalances_abandoned: abandoned,
+        phase_max_avg: phase_busy.iter().map(|&(max, mean)| if mean > 0.0 { max / mean } else { 1.0 }).collect(),
     })
 }
 
@@ -803,6 +816,24 @@ mod tests {
 
     /// Every remapper replays from its plan: the first iteration remaps, the boxes stay with
     /// their data on one node, and a remapper without its plan or unknown is an error.
+    /// Each phase of a multi-phase app gets its own imbalance: work stealing evens both out,
+    /// static blocks leave md contraction's force phase uneven, and a vector placement
+    /// balances both phases where it has the phases' costs.
+    #[test]
+    fn each_phase_has_its_imbalance() {
+        let trace = Trace::record("md-split", "contraction", 24, 24, 3, 1).unwrap();
+        let machine = Machine::fitted(1.0);
+        let run = |s: &str| {
+            let plan = REMAPPERS.contains(&s).then(|| plan_remap(&trace, s, 8, 6, machine.noise).unwrap());
+            replay(&trace, s, 8, 1, &machine, plan.as_ref(), Rebalancing::Stop, 6).unwrap().phase_max_avg
+        };
+        let (st, ws, greedy) = (run("static"), run("ws"), run("vector-greedy"));
+        assert!(st.len() == 2 && ws.len() == 2 && greedy.len() == 2);
+        assert!(ws.iter().all(|&m| (1.0..1.1).contains(&m)), "{ws:?}");
+        assert!(st[1] > 1.3, "{st:?}");
+        assert!(greedy.iter().all(|&m| m < st[1]), "{greedy:?} against {st:?}");
+    }
+
     #[test]
     fn the_remappers_replay_from_their_plans() {
         let trace = trace("md-contraction-32x32.trace");

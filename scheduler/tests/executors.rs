@@ -373,7 +373,15 @@ fn the_balancer_thread_keeps_every_box_running_once_through_hints_panics_and_dro
     let mut exec = Pbs::new(grid, 3, options).unwrap();
     let band = |it: usize, k: usize| (grid.coords(k)[1] + 48 * 48 - 2 * it) % 48 < 6;
     let (mut rebalanced, mut migrations) = (0, 0);
-    for it in 0..60usize {
+    // 60 iterations, and more on a machine too loaded to let the thread's run come back by
+    // then (a pause after each gives it the cores).
+    for it in 0..3000usize {
+        if it >= 60 {
+            if rebalanced > 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let counts: Vec<AtomicU32> = (0..grid.len()).map(|_| AtomicU32::new(0)).collect();
         let phase = |k: usize| {
             counts[k].fetch_add(1, Ordering::Relaxed);

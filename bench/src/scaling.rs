@@ -56,6 +56,12 @@ pub enum Sizes {
     },
 }
 
+/// The side of the square grid nearest to `boxes_per_thread × threads` boxes (at least 2), before
+/// [`MAX_SIDE`] caps it.
+pub fn weak_side(boxes_per_thread: usize, threads: usize) -> usize {
+    ((boxes_per_thread.saturating_mul(threads) as f64).sqrt().round() as usize).max(2)
+}
+
 impl Sizes {
     /// Checks the sizes: a side of 2 to [`MAX_SIDE`] boxes, at least one box per thread.
     pub fn checked(self) -> Result<Sizes, String> {
@@ -73,8 +79,7 @@ impl Sizes {
         match self {
             Sizes::Report => report,
             Sizes::Weak { boxes_per_thread } => {
-                let side = ((boxes_per_thread * threads) as f64).sqrt().round() as usize;
-                let side = side.clamp(2, MAX_SIDE);
+                let side = weak_side(boxes_per_thread, threads).min(MAX_SIDE);
                 (side, side)
             }
             Sizes::Strong { side } => (side, side),

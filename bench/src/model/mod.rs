@@ -82,7 +82,7 @@ pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
         if !over.is_empty() {
             notes.push(format!("{threads} threads: {} NUMA nodes left out (a node needs a thread)", over.join(", ")));
         }
-        let side = (((threads * s.boxes_per_thread) as f64).sqrt().round() as usize).max(2);
+        let side = crate::scaling::weak_side(s.boxes_per_thread, threads);
         if s.trace.is_none() && side > MAX_SIDE {
             notes.push(format!(
                 "{threads} threads: {MAX_SIDE}×{MAX_SIDE} boxes recorded, {} per thread instead of {}",
@@ -117,7 +117,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
         let trace = match &given {
             Some(t) => t,
             None => {
-                let side = (((threads * s.boxes_per_thread) as f64).sqrt().round() as usize).clamp(2, MAX_SIDE);
+                let side = crate::scaling::weak_side(s.boxes_per_thread, threads).min(MAX_SIDE);
                 progress(format!("recording {} {} on {side}×{side} boxes", s.app, s.scenario));
                 recorded = Trace::record(&s.app, &s.scenario, side, side, s.record_iters, 1)?;
                 &recorded

@@ -443,10 +443,11 @@ pub fn replay(
                 // The host's time that went to the balancer thread is not work.
                 work[host] /= 1.0 + share;
             }
-            busy += work.iter().sum::<f64>();
+            let total = work.iter().sum::<f64>();
+            busy += total;
             let per_phase = &mut phase_busy[p];
             per_phase.0 += work.iter().copied().fold(0.0, f64::max);
-            per_phase.1 += work.iter().sum::<f64>() / threads as f64;
+            per_phase.1 += total / threads as f64;
             slack_now += last - first;
             let mut phase = last + barrier;
             // A rebalancing under way runs a unit at a time from the first idle thread's end

@@ -38,26 +38,34 @@ pub fn random_sites(grid: &Grid, n: usize, seed: u64) -> (Vec<Point>, Vec<f64>) 
     (sites, w)
 }
 
-fn median_us(reps: usize, mut f: impl FnMut()) -> f64 {
-    f(); // warm-up
+/// Different diagrams the timings take turns on: timing one diagram over and over lets the
+/// branch predictor learn its boxes' outcomes (one 150×150, 72-vCore diagram timed repeatedly
+/// took 0.15 ms; the balancer's own assignments of such a grid, each new, 0.22–0.27 ms).
+const DIAGRAMS: u64 = 16;
+
+/// Median microseconds of `f(i)` over `reps` calls, `i` cycling through the diagrams.
+fn median_us(reps: usize, mut f: impl FnMut(usize)) -> f64 {
+    f(0); // warm-up
     let times: Vec<f64> = (0..reps)
-        .map(|_| {
+        .map(|r| {
             let t = Instant::now();
-            f();
+            f(r % DIAGRAMS as usize);
             t.elapsed().as_secs_f64() * 1e6
         })
         .collect();
     Stats::of(&times).median
 }
 
-/// Measures one (side, vCores) point; `reps` timings each, median kept.
+/// Measures one (side, vCores) point; `reps` timings each, median kept, each timing on the
+/// next of [`DIAGRAMS`] random diagrams.
 pub fn measure(side: usize, vcores: usize, reps: usize) -> AssignCost {
     let grid = Grid::new(side, side).expect("non-empty");
-    let (s, w) = random_sites(&grid, vcores, side as u64 * 31 + vcores as u64);
+    let diagrams: Vec<(Vec<Point>, Vec<f64>)> =
+        (0..DIAGRAMS).map(|d| random_sites(&grid, vcores, (side as u64 * 31 + vcores as u64) * DIAGRAMS + d)).collect();
     let mut a = Assignment::default();
-    let fast_us = median_us(reps, || assign(&grid, &s, &w, &mut a));
+    let fast_us = median_us(reps, |i| assign(&grid, &diagrams[i].0, &diagrams[i].1, &mut a));
     let brute_reps = (reps / 4).max(3);
-    let brute_us = median_us(brute_reps, || assign_brute(&grid, &s, &w, &mut a));
+    let brute_us = median_us(brute_reps, |i| assign_brute(&grid, &diagrams[i].0, &diagrams[i].1, &mut a));
     AssignCost {
         side,
         boxes: grid.len(),

@@ -309,15 +309,20 @@ impl<'a> Ctx<'a> {
             let low = c.0 - cr.0 - spread;
             low > 1e-9 * (1.0 + c.0.abs() + cr.0.abs() + spread + c.1.abs() + cr.1.abs())
         };
+        // Every candidate is written and only the kept ones advance the end: whether a site
+        // is dropped is data, not a pattern, and a branch on it was mispredicted often.
         let start = stack.len();
+        stack.resize(start + cands.len(), 0);
+        let mut end = start;
         for (n, idx) in cands.enumerate() {
             let i = stack[idx];
             let x = &self.sites[i as usize];
-            if n == a || n == b || !(above(x, bounds[n], 0) && above(x, bounds[n], 1)) {
-                stack.push(i);
-            }
+            let dropped = (n != a) & (n != b) & above(x, bounds[n], 0) & above(x, bounds[n], 1);
+            stack[end] = i;
+            end += usize::from(!dropped);
         }
-        start..stack.len()
+        stack.truncate(end);
+        start..end
     }
 
     /// Evaluates every box of the node against its candidates. Same expression and the same

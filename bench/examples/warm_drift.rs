@@ -1,0 +1,52 @@
+//! Warm rebalancings on a drifting Perlin map, as `pbs-bench peers` sequences them:
+//! `cargo run --release -p pbs-bench --example warm_drift -- SIDE VCORES [STEPS]` balances a
+//! SIDE×SIDE map cold (RCB start, `StopRule::for_problem`), then drifts it by half a box per
+//! step (STEPS, 60 by default) and rebalances warm to the default tolerance, printing the
+//! median time and the balancer steps per rebalancing.
+use pbs::loadmap::PerlinMap;
+use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let number = |i: usize, default: Option<usize>| -> usize {
+        match (args.get(i).map(|a| a.parse::<usize>()), default) {
+            (Some(Ok(v)), _) if v > 0 => v,
+            (None, Some(d)) => d,
+            _ => {
+                eprintln!("usage: warm_drift SIDE VCORES [STEPS], each a positive integer");
+                std::process::exit(2);
+            }
+        }
+    };
+    let (side, vcores, steps) = (number(0, None), number(1, None), number(2, Some(60)));
+    let fail = |e: pbs::Error| -> ! {
+        eprintln!("warm_drift: {e}");
+        std::process::exit(2);
+    };
+    let grid = Grid::new(side, side).unwrap_or_else(|e| fail(e));
+    let mut map = PerlinMap::with_seed(7);
+    let loads = map.loads(&grid);
+    let problem = Problem::new(grid, &loads, vcores).unwrap_or_else(|e| fail(e));
+    let mut state = VCores::from_bisection(&problem);
+    let mut method = methods::by_name(methods::DEFAULT).unwrap_or_else(|e| fail(e));
+    balance(method.as_mut(), &problem, &mut state, StopRule::for_problem(&problem), |_| {});
+    let (mut times, mut taken) = (Vec::new(), Vec::new());
+    for _ in 0..steps {
+        map = map.smooth(0.5);
+        let loads = map.loads(&grid);
+        let t = Instant::now();
+        let problem = Problem::new(grid, &loads, vcores).unwrap_or_else(|e| fail(e));
+        let outcome = balance(method.as_mut(), &problem, &mut state, StopRule::default(), |_| {});
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        taken.push(outcome.steps);
+    }
+    times.sort_by(f64::total_cmp);
+    taken.sort_unstable();
+    println!(
+        "{side}x{side} boxes, {vcores} vCores, {steps} warm rebalancings: median {:.3} ms, balancer steps median {} (max {})",
+        times[steps / 2],
+        taken[steps / 2],
+        taken[steps - 1]
+    );
+}

@@ -543,12 +543,13 @@ fn run(cli: Cli) -> Result<(), String> {
                 rebalancing,
                 remappers,
             };
+            // The notes first: they say what the run about to start leaves out.
+            for note in model::check(&settings)? {
+                eprintln!("note: {note}");
+            }
             let bar = progress::bar(0, "model");
             let rows = model::project(&settings, |m| bar.set_message(m))?;
             bar.finish_and_clear();
-            for note in model::notes(&settings)? {
-                eprintln!("note: {note}");
-            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {

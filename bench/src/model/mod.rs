@@ -100,16 +100,30 @@ pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
     Ok(notes)
 }
 
-/// Replays every scheduler at every thread count and NUMA node count (see [`notes`] for what
-/// it leaves out).
-pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Vec<ModelRow>, String> {
+/// Checks the settings and returns their [`notes`]: counts of at least 1, at most the
+/// executor's thread limit, and something left to replay.
+pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
     if s.threads.is_empty() || s.numa_nodes.is_empty() || s.threads.contains(&0) || s.numa_nodes.contains(&0) {
         return Err("--threads and --numa-nodes need one or more counts, each at least 1".into());
     }
     if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
         return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
     }
-    notes(s)?;
+    // The pool's own limit: `--threads 100000` (2 boxes per thread) still ran after 100 s with
+    // nothing printed.
+    if let Some(&threads) = s.threads.iter().find(|&&t| t > pbs_scheduler::pool::MAX_THREADS) {
+        return Err(format!(
+            "--threads {threads}: the model replays at most {} threads (the executor's limit)",
+            pbs_scheduler::pool::MAX_THREADS
+        ));
+    }
+    notes(s)
+}
+
+/// Replays every scheduler at every thread count and NUMA node count (see [`check`] for what
+/// it refuses and [`notes`] for what it leaves out).
+pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Vec<ModelRow>, String> {
+    check(s)?;
     let given = s.trace.as_ref().map(|p| Trace::read(p)).transpose()?;
     let mut rows = Vec::new();
     for &threads in &s.threads {
@@ -243,5 +257,7 @@ mod tests {
         assert_eq!(n, vec!["2048 threads: 512×512 boxes recorded, 128 per thread instead of 256".to_string()]);
         let e = project(&settings(&[4], &[8]), |_| {}).unwrap_err();
         assert!(e.contains("a node needs a thread"), "{e}");
+        let e = project(&settings(&[16, 100_000], &[1]), |_| {}).unwrap_err();
+        assert!(e.contains("--threads 100000") && e.contains("at most 4096"), "{e}");
     }
 }

@@ -135,7 +135,10 @@ const TOL: f64 = 0.02;
 const TRIGGER: f64 = 0.05;
 const STEPS: usize = 20;
 const PAYBACK: f64 = 100.0;
-/// Per-thread phase time from which pbs steals (`Stealing::Auto`).
+/// Per-thread phase time from which pbs steals (`Stealing::Auto`): as the executor decides
+/// it, at the end of each iteration from that iteration's busy time over threads and phases,
+/// for every phase of the next (none in the first). Idle time measured in an iteration that
+/// did not steal is not counted for the next when that one will.
 const STEAL_MIN_PHASE: f64 = 20e-6;
 
 /// pbs's mappings for `threads` threads over `iterations` iterations of `trace`, a balancer
@@ -361,6 +364,7 @@ pub fn replay(
     let mut slack_now = 0.0;
     // Per phase of an iteration: Σ max_thread work, Σ mean_thread work.
     let mut phase_busy: Vec<(f64, f64)> = Vec::new();
+    let (mut steal_on, mut iteration_work) = (false, 0.0);
     for i in 0..iterations {
         let phases = &trace.costs[trace.recorded(i)];
         for (p, costs) in phases.iter().enumerate() {
@@ -387,7 +391,7 @@ pub fn replay(
                     for (k, &o) in owners.iter().enumerate() {
                         own[o as usize].push(k as u32);
                     }
-                    let steal = if per_thread >= STEAL_MIN_PHASE { Steal::Neighbours(&order) } else { Steal::Never };
+                    let steal = if steal_on { Steal::Neighbours(&order) } else { Steal::Never };
                     (lists_of(&own), steal)
                 }
                 _ if remapper => {
@@ -445,6 +449,7 @@ pub fn replay(
             }
             let total = work.iter().sum::<f64>();
             busy += total;
+            iteration_work += total;
             let per_phase = &mut phase_busy[p];
             per_phase.0 += work.iter().copied().fold(0.0, f64::max);
             per_phase.1 += total / threads as f64;
@@ -469,7 +474,12 @@ pub fn replay(
             }
             wall += phase;
         }
-        let slack_per_phase = std::mem::take(&mut slack_now) / phases.len().max(1) as f64;
+        let mut slack_per_phase = std::mem::take(&mut slack_now) / phases.len().max(1) as f64;
+        let stole = steal_on;
+        steal_on = std::mem::take(&mut iteration_work) / (threads * phases.len().max(1)) as f64 >= STEAL_MIN_PHASE;
+        if steal_on && !stole {
+            slack_per_phase = 0.0;
+        }
         // Between iterations: take on an ended rebalancing (give up a late one), or decide the
         // next one.
         let ended = match (pending.as_ref(), away.as_ref()) {
@@ -833,6 +843,43 @@ mod tests {
         assert!(ws.iter().all(|&m| (1.0..1.1).contains(&m)), "{ws:?}");
         assert!(st[1] > 1.3, "{st:?}");
         assert!(greedy.iter().all(|&m| m < st[1]), "{greedy:?} against {st:?}");
+    }
+
+    /// pbs steals in a phase shorter than `STEAL_MIN_PHASE` per thread when the iteration's
+    /// phases together reach it, as the executor decides (it steals in every phase of an
+    /// iteration or in none, from the second iteration on); with the other phase short too,
+    /// it never steals.
+    #[test]
+    fn stealing_is_decided_per_iteration_as_the_executor_decides_it() {
+        // 8×8 boxes on 4 threads, a fixed mapping (quadrants, no rebalancing). Phase 0: 16 µs
+        // in the 3×3 boxes of one corner (one thread's), 4 µs per thread on average; phase 1
+        // uniform, `per_thread` per thread.
+        let (nx, ny, threads) = (8, 8, 4);
+        let short: Vec<f64> = (0..nx * ny).map(|k| if k % nx < 3 && k / nx < 3 { 16e-6 / 9.0 } else { 0.0 }).collect();
+        let trace = |per_thread: f64| Trace {
+            header: super::super::trace::Header {
+                format: "pbs-trace 1".into(),
+                app: "md".into(),
+                scenario: "synthetic".into(),
+                nx,
+                ny,
+                seed: 1,
+                phases: vec![2; 4],
+            },
+            costs: vec![vec![short.clone(), vec![per_thread * threads as f64 / (nx * ny) as f64; nx * ny]]; 4],
+        };
+        let quadrants = (0..nx * ny).map(|k| ((k % nx >= nx / 2) as u32) + 2 * ((k / nx >= ny / 2) as u32)).collect();
+        let plan = PbsPlan { initial: quadrants, events: Vec::new() };
+        let machine = Machine::fitted(1.0);
+        let short_phase = |per_thread: f64| {
+            replay(&trace(per_thread), "pbs", threads, 1, &machine, Some(&plan), Rebalancing::Stop, 20)
+                .unwrap()
+                .phase_max_avg[0]
+        };
+        // Mean per phase and thread: (4 + 100) / 2 µs, then (4 + 8) / 2 µs.
+        let (beside_long, beside_short) = (short_phase(100e-6), short_phase(8e-6));
+        assert!(beside_short > 2.5, "no stealing: {beside_short}");
+        assert!(beside_long < beside_short / 1.5, "stealing in every iteration: {beside_long}, {beside_short}");
     }
 
     #[test]

@@ -29,9 +29,10 @@ pub enum Stealing {
     Never,
     /// Every phase.
     Always,
-    /// Once a thread's share of a phase is measured to take at least 20 µs: on
-    /// microsecond phases stealing reacts to scheduling noise rather than imbalance, and the
-    /// end-of-phase search costs more than it saves (`examples/overhead.rs`).
+    /// In every iteration after one whose threads' share of a phase (over all its phases)
+    /// was measured to take at least 20 µs: on microsecond phases stealing reacts to
+    /// scheduling noise rather than imbalance, and the end-of-phase search costs more than it
+    /// saves (`examples/overhead.rs`).
     Auto,
 }
 

@@ -679,6 +679,7 @@ mod tests {
         assert!(exec.steal.active, "80 µs per thread: stealing from now on");
         assert_eq!(exec.rebalance.slack_per_phase, 0.0);
         assert!(exec.slack.pending.get_mut().unwrap().is_none(), "no rebalancing in idle time");
+        assert!(exec.away.is_some(), "the first rebalancing runs on the balancer thread");
     }
 
     /// Thread 1 owns only empty boxes and steals thread 0's: the threads' busy times come out

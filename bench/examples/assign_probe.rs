@@ -6,18 +6,8 @@ use pbs::assign::{assign, Assignment};
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |i: usize, default: Option<usize>| -> usize {
-        match (args.get(i).map(|a| a.parse::<usize>()), default) {
-            (Some(Ok(v)), _) if v > 0 => v,
-            (None, Some(d)) => d,
-            _ => {
-                eprintln!("usage: assign_probe SIDE VCORES [TIMINGS], each a positive integer");
-                std::process::exit(2);
-            }
-        }
-    };
-    let (side, vcores, timings) = (number(0, None), number(1, None), number(2, Some(400)));
+    let counts = pbs_bench::example_counts("assign_probe SIDE VCORES [TIMINGS]", &[None, None, Some(400)]);
+    let (side, vcores, timings) = (counts[0], counts[1], counts[2]);
     let grid = match pbs::Grid::new(side, side) {
         Ok(g) => g,
         Err(e) => {

@@ -8,18 +8,8 @@ use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let number = |i: usize, default: Option<usize>| -> usize {
-        match (args.get(i).map(|a| a.parse::<usize>()), default) {
-            (Some(Ok(v)), _) if v > 0 => v,
-            (None, Some(d)) => d,
-            _ => {
-                eprintln!("usage: warm_drift SIDE VCORES [STEPS], each a positive integer");
-                std::process::exit(2);
-            }
-        }
-    };
-    let (side, vcores, steps) = (number(0, None), number(1, None), number(2, Some(60)));
+    let counts = pbs_bench::example_counts("warm_drift SIDE VCORES [STEPS]", &[None, None, Some(60)]);
+    let (side, vcores, steps) = (counts[0], counts[1], counts[2]);
     let fail = |e: pbs::Error| -> ! {
         eprintln!("warm_drift: {e}");
         std::process::exit(2);

@@ -80,6 +80,28 @@ impl Stats {
     }
 }
 
+/// Positive integers from the command line, for the examples: one per entry of `defaults`
+/// (`None`: required). Anything else prints `usage` and exits with status 2.
+pub fn example_counts(usage: &str, defaults: &[Option<usize>]) -> Vec<usize> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let counts: Option<Vec<usize>> = (args.len() <= defaults.len())
+        .then(|| {
+            defaults
+                .iter()
+                .enumerate()
+                .map(|(i, d)| match args.get(i) {
+                    Some(a) => a.parse::<usize>().ok().filter(|&v| v > 0),
+                    None => *d,
+                })
+                .collect()
+        })
+        .flatten();
+    counts.unwrap_or_else(|| {
+        eprintln!("usage: {usage}, each a positive integer");
+        std::process::exit(2);
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,7 @@
 
 use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
-use pbs_scheduler::executors::{RemapInputs, Remapper};
+use pbs_scheduler::executors::{PbsOptions, RemapInputs, RemapOptions, Remapper, PAYBACK_ITERATIONS, STEAL_MIN_PHASE};
 
 use super::machine::Machine;
 use super::trace::Trace;
@@ -70,11 +70,6 @@ impl Rebalancing {
     }
 }
 
-/// Iterations a rebalancing may stay under way before it is given up (`PbsOptions`'
-/// `max_pending` and `max_pending_on_thread`).
-const MAX_PENDING: usize = 25;
-const MAX_PENDING_ON_THREAD: usize = 1000;
-
 /// Share of a balancer step in its assignments, which the executor runs on all threads when
 /// it stops for a rebalancing (docs/results.md: 70 % at 16 vCores).
 const ASSIGNMENT_SHARE: f64 = 0.7;
@@ -98,7 +93,8 @@ pub struct Modelled {
     pub remote_fraction: f64,
     /// Rebalancings taken on (pbs), or remappings computed (the remappers).
     pub rebalances: usize,
-    /// Rebalancings given up, still under way after [`MAX_PENDING`] iterations (pbs).
+    /// Rebalancings given up, still under way after `PbsOptions::max_pending` iterations in
+    /// idle time or `max_pending_on_thread` on the balancer thread (pbs).
     pub rebalances_abandoned: usize,
     /// Per phase of an iteration, `Σ max_thread work / Σ mean_thread work` (docs/design.md's
     /// vector imbalance, as `pbs-bench run` reports it: work stolen counts for the thief).
@@ -130,17 +126,6 @@ pub struct PbsPlan {
     events: Vec<Event>,
 }
 
-/// The executor's settings the plan follows (`PbsOptions`' defaults).
-const TOL: f64 = 0.02;
-const TRIGGER: f64 = 0.05;
-const STEPS: usize = 20;
-const PAYBACK: f64 = 100.0;
-/// Per-thread phase time from which pbs steals (`Stealing::Auto`): as the executor decides
-/// it, at the end of each iteration from that iteration's busy time over threads and phases,
-/// for every phase of the next (none in the first). Idle time measured in an iteration that
-/// did not steal is not counted for the next when that one will.
-const STEAL_MIN_PHASE: f64 = 20e-6;
-
 /// pbs's mappings for `threads` threads over `iterations` iterations of `trace`, a balancer
 /// unit costing `balancer_box` per box and log2 of the vCores (see [`unit_cost`]). The
 /// executor measures each box on the thread that runs it: every box of a thread is seen
@@ -170,7 +155,9 @@ pub fn plan_pbs(
         VCores::random(&uniform, 1)
     };
     let unit = unit_cost(balancer_box, grid.len(), vcores_n);
-    let first = balance(balancer.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol: TOL }, |_| {});
+    // The executor's own settings, so that the plan cannot drift from them.
+    let PbsOptions { tol, trigger, steps_per_rebalance: steps, .. } = PbsOptions::default();
+    let first = balance(balancer.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol }, |_| {});
     let mut last_cost = unit * (first.steps + 2) as f64;
     let mut criterion = Boulmier::new(last_cost);
     let initial = vcores.owners().to_vec();
@@ -192,14 +179,14 @@ pub fn plan_pbs(
             continue;
         }
         let (max_avg, bound) = (vcores.max_avg(), problem.lower_bound());
-        let floor = (1.0 + TOL).max(reached) * bound;
-        let worth = max_avg > (1.0 + TRIGGER) * bound
-            || (max_avg > (1.0 + TOL) * bound && (max_avg - floor) * problem.mean() * PAYBACK >= last_cost);
+        let floor = (1.0 + tol).max(reached) * bound;
+        let worth = max_avg > (1.0 + trigger) * bound
+            || (max_avg > (1.0 + tol) * bound && (max_avg - floor) * problem.mean() * PAYBACK_ITERATIONS >= last_cost);
         if !worth {
             criterion.rebalanced(last_cost);
             continue;
         }
-        let out = balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: STEPS, tol: TOL }, |_| {});
+        let out = balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: steps, tol }, |_| {});
         last_cost = unit * (out.steps + 2) as f64;
         reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
         criterion.rebalanced(last_cost);
@@ -231,6 +218,7 @@ pub fn plan_remap(
         return Err(unknown());
     }
     let mapper = Remapper::by_name(remapper).ok_or_else(unknown)?;
+    let trigger = RemapOptions::new(mapper.clone()).trigger;
     // What the remapper minimises, on loads seen per phase (and their sums, `total`).
     let imbalance = |owners: &[u32], phases: &[Vec<f64>], total: &[f64]| {
         if mapper.is_vector() {
@@ -267,7 +255,7 @@ pub fn plan_remap(
             continue;
         }
         let now = imbalance(&owners, &phases, &loads);
-        if now <= 1.0 + TRIGGER && i > 0 {
+        if now <= 1.0 + trigger && i > 0 {
             criterion.rebalanced(last_cost);
             continue;
         }
@@ -364,6 +352,10 @@ pub fn replay(
     let mut slack_now = 0.0;
     // Per phase of an iteration: Σ max_thread work, Σ mean_thread work.
     let mut phase_busy: Vec<(f64, f64)> = Vec::new();
+    // `Stealing::Auto` as the executor decides it: at the end of each iteration, from its busy
+    // time over threads and phases, for every phase of the next (none in the first); idle
+    // time measured in an iteration that did not steal is not counted for one that will.
+    let options = PbsOptions::default();
     let (mut steal_on, mut iteration_work) = (false, 0.0);
     for i in 0..iterations {
         let phases = &trace.costs[trace.recorded(i)];
@@ -510,7 +502,7 @@ pub fn replay(
             (pending, away) = (None, None);
         } else if pending.is_some() || away.is_some() {
             pending_age += 1;
-            if pending_age > if away.is_some() { MAX_PENDING_ON_THREAD } else { MAX_PENDING } {
+            if pending_age > if away.is_some() { options.max_pending_on_thread } else { options.max_pending } {
                 abandoned += 1;
                 (pending, away) = (None, None);
             }

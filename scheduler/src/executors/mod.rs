@@ -13,9 +13,10 @@ mod static_blocks;
 mod timing;
 mod work_stealing;
 
+pub use check::PAYBACK_ITERATIONS;
 pub use eager::EagerFifo;
 pub(crate) use pbs::victim_order;
-pub use pbs::{Overlap, Pbs, PbsOptions, Stealing};
+pub use pbs::{Overlap, Pbs, PbsOptions, Stealing, STEAL_MIN_PHASE};
 pub use remapping::{RemapInputs, RemapOptions, Remapper, Remapping};
 pub use static_blocks::StaticBlocks;
 pub use work_stealing::WorkStealing;

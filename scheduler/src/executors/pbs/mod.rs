@@ -37,7 +37,8 @@ use crate::pool::Pool;
 use overlap::{Finish, Pending, Slack};
 pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
-use stealing::{claim_front, pack, steal_from, Lists, StealLog, STEAL_MIN_PHASE};
+pub use stealing::STEAL_MIN_PHASE;
+use stealing::{claim_front, pack, steal_from, Lists, StealLog};
 
 /// Settings of the PBS executor.
 pub struct PbsOptions {

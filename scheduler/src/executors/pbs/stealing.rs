@@ -36,8 +36,9 @@ pub enum Stealing {
     Auto,
 }
 
-/// Per-thread phase time from which [`Stealing::Auto`] steals, seconds.
-pub(super) const STEAL_MIN_PHASE: f64 = 20e-6;
+/// Per-thread phase time from which [`Stealing::Auto`] steals, seconds: the busy time of an
+/// iteration over its threads and phases, for every phase of the next iteration.
+pub const STEAL_MIN_PHASE: f64 = 20e-6;
 
 /// For every thread, the others in the order it tries them as victims: with `numa` (the node
 /// of every thread), those on its own node first (a box stolen across nodes runs away from

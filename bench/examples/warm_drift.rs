@@ -1,35 +1,32 @@
 //! Warm rebalancings on a drifting Perlin map, as `pbs-bench peers` sequences them:
-//! `cargo run --release -p pbs-bench --example warm_drift -- SIDE VCORES [STEPS]` balances a
-//! SIDE×SIDE map cold (RCB start, `StopRule::for_problem`), then drifts it by half a box per
-//! step (STEPS, 60 by default) and rebalances warm to the default tolerance, printing the
-//! median time and the balancer steps per rebalancing.
+//! `cargo run --release -p pbs-bench --example warm_drift -- SIDE VCORES [STEPS]` partitions a
+//! SIDE×SIDE map with the `pbs` partitioner of `pbs-peers` (a cold start, then warm starts),
+//! drifts it by half a box per step (STEPS, 60 by default), and prints the median time and
+//! the balancer steps per rebalancing.
 use pbs::loadmap::PerlinMap;
-use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
+use pbs::Grid;
+use pbs_peers::{Partitioner, Pbs};
 use std::time::Instant;
 
 fn main() {
     let counts = pbs_bench::example_counts("warm_drift SIDE VCORES [STEPS]", &[None, None, Some(60)]);
     let (side, vcores, steps) = (counts[0], counts[1], counts[2]);
-    let fail = |e: pbs::Error| -> ! {
+    let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("warm_drift: {e}");
         std::process::exit(2);
     };
-    let grid = Grid::new(side, side).unwrap_or_else(|e| fail(e));
+    let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
     let mut map = PerlinMap::with_seed(7);
-    let loads = map.loads(&grid);
-    let problem = Problem::new(grid, &loads, vcores).unwrap_or_else(|e| fail(e));
-    let mut state = VCores::from_bisection(&problem);
-    let mut method = methods::by_name(methods::DEFAULT).unwrap_or_else(|e| fail(e));
-    balance(method.as_mut(), &problem, &mut state, StopRule::for_problem(&problem), |_| {});
+    let mut pbs = Pbs::default();
+    pbs.partition(&grid, &map.loads(&grid), vcores).unwrap_or_else(|e| fail(&e));
     let (mut times, mut taken) = (Vec::new(), Vec::new());
     for _ in 0..steps {
         map = map.smooth(0.5);
         let loads = map.loads(&grid);
         let t = Instant::now();
-        let problem = Problem::new(grid, &loads, vcores).unwrap_or_else(|e| fail(e));
-        let outcome = balance(method.as_mut(), &problem, &mut state, StopRule::default(), |_| {});
+        pbs.partition(&grid, &loads, vcores).unwrap_or_else(|e| fail(&e));
         times.push(t.elapsed().as_secs_f64() * 1e3);
-        taken.push(outcome.steps);
+        taken.push(pbs.last_steps().unwrap_or(0));
     }
     times.sort_by(f64::total_cmp);
     taken.sort_unstable();

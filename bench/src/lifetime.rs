@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use pbs::bisection::{kway_norcb, kway_rcb};
 use pbs::pack_steal::{pack_steal, PackSteal};
-use pbs::{balance, methods, metrics, Grid, Problem, StopRule, VCores};
+use pbs::{methods, metrics, rebalance, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::executors::StaticBlocks;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{Executor, IterationEnd, PhaseStats};
@@ -198,7 +198,7 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
                         let vcores = lane.vcores.get_or_insert_with(|| VCores::from_bisection(problem));
                         vcores.recharge(problem);
                         let stop = StopRule { max_steps: if i == 0 { 200 } else { 20 }, tol: 0.02 };
-                        balance(balancer.as_mut(), problem, vcores, stop, |_| {});
+                        rebalance(balancer.as_mut(), problem, vcores, stop);
                         Ok(vcores.owners().to_vec())
                     }
                 }

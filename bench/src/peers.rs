@@ -356,7 +356,9 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
                     };
                     let elapsed = t.elapsed().as_secs_f64() * 1e3;
                     let owners = match (&previous[i], m.warm_starts()) {
-                        (Some(p), false) => quality::match_labels(p, &owners, parts),
+                        (Some(p), false) => {
+                            metrics::match_labels(p, &owners, parts).map_err(|e| format!("{}: {e}", m.name()))?
+                        }
                         _ => owners,
                     };
                     if let Some(p) = &previous[i] {

@@ -107,6 +107,8 @@ pub struct Outcome {
     pub edge_cut: usize,
     /// Boxes whose owner differs between the start and the end of the run.
     pub migrations: usize,
+    /// Whether the run started over from a bisection (see [`rebalance`]).
+    pub restarted: bool,
     /// Time the run took, inside its own calls (not what `on_step` spends).
     #[serde(serialize_with = "as_ms")]
     pub elapsed: Duration,
@@ -153,6 +155,41 @@ pub fn balance(
     run.finish(balancer, problem, vcores)
 }
 
+/// Imbalance, over the lower bound, from which [`rebalance`] starts over from a bisection
+/// instead of moving the cells back (`1 +` the power-cell method's own line between a
+/// rebalancing and a first balancing). On md's first rebalancings at 16–256 vCores a start
+/// from there reached balance in fewer steps and moved fewer boxes; nearer to balance,
+/// moving the cells was as good or better (docs/design-notes.md, "Starting over").
+pub const RESTART_FROM: f64 = 1.5;
+
+/// [`balance`] for a rebalancing: when `vcores` are more than [`RESTART_FROM`] × the lower
+/// bound out of balance on `problem`'s loads (a jump in the loads, the first measured loads
+/// after a start on uniform ones), the run starts over from the centroids of a k-way
+/// recursive coordinate bisection of the loads ([`VCores::restart_from_bisection`]), each
+/// cell keeping the id of the old cell it overlaps most; otherwise it moves the cells from
+/// where they are. The outcome says which (`restarted`), and counts migrations from the
+/// owners before the restart.
+///
+/// ```
+/// use pbs::{rebalance, methods, Grid, Problem, StopRule, VCores};
+/// let grid = Grid::new(64, 64)?;
+/// let ones = vec![1.0; grid.len()];
+/// let uniform = Problem::new(grid, &ones, 16)?;
+/// let mut vcores = VCores::from_bisection(&uniform);
+/// // All the load gathers in the lower left quarter: far from balance.
+/// let loads: Vec<f64> = (0..grid.len()).map(|k| if k % 64 < 32 && k / 64 < 32 { 10.0 } else { 0.1 }).collect();
+/// let problem = Problem::new(grid, &loads, 16)?;
+/// let mut method = methods::by_name("power-cells")?;
+/// let out = rebalance(method.as_mut(), &problem, &mut vcores, StopRule { max_steps: 50, tol: 0.05 });
+/// assert!(out.restarted && out.converged);
+/// # Ok::<(), pbs::Error>(())
+/// ```
+pub fn rebalance(balancer: &mut dyn Balancer, problem: &Problem, vcores: &mut VCores, stop: StopRule) -> Outcome {
+    let (mut run, _) = Run::start_rebalancing(balancer, problem, vcores, stop);
+    while run.step(balancer, problem, vcores).is_some() {}
+    run.finish(balancer, problem, vcores)
+}
+
 /// One balancing run taken a step at a time, for a caller that interleaves it with other work
 /// (the executor runs it in its threads' idle time): [`balance`] is `start`, `step` until it
 /// returns `None`, then `finish`. Every call of one run must get the same balancer, problem
@@ -165,6 +202,7 @@ pub struct Run {
     steps: usize,
     converged: bool,
     stuck: bool,
+    restarted: bool,
     /// Time spent inside this run's calls.
     elapsed: Duration,
 }
@@ -178,17 +216,43 @@ impl Run {
         vcores: &mut VCores,
         stop: StopRule,
     ) -> (Run, StepRecord) {
+        Self::begin(balancer, problem, vcores, stop, false)
+    }
+
+    /// [`Run::start`] for a rebalancing: starts over from a bisection when `vcores` are far
+    /// from balance on `problem`'s loads (see [`rebalance`]).
+    pub fn start_rebalancing(
+        balancer: &mut dyn Balancer,
+        problem: &Problem,
+        vcores: &mut VCores,
+        stop: StopRule,
+    ) -> (Run, StepRecord) {
+        Self::begin(balancer, problem, vcores, stop, true)
+    }
+
+    fn begin(
+        balancer: &mut dyn Balancer,
+        problem: &Problem,
+        vcores: &mut VCores,
+        stop: StopRule,
+        may_restart: bool,
+    ) -> (Run, StepRecord) {
         let start = Instant::now();
         balancer.reset();
         vcores.recharge(problem);
         let initial = vcores.owners().to_vec();
+        let restarted = may_restart && vcores.max_avg() > RESTART_FROM * problem.lower_bound();
+        if restarted {
+            vcores.restart_from_bisection(problem);
+        }
         let mut run = Run {
             stop,
-            previous: initial.clone(),
+            previous: vcores.owners().to_vec(),
             initial,
             steps: 0,
             converged: is_converged(problem, vcores, stop.tol),
             stuck: false,
+            restarted,
             elapsed: Duration::ZERO,
         };
         let record = Self::record(0, vcores, 0);
@@ -247,6 +311,7 @@ impl Run {
             dol_min,
             edge_cut,
             migrations,
+            restarted: self.restarted,
             elapsed: self.elapsed,
         }
     }
@@ -254,5 +319,68 @@ impl Run {
     fn record(step: usize, vcores: &VCores, migrations: usize) -> StepRecord {
         let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
         StepRecord { step, max_avg: vcores.max_avg(), dol_max, dol_min, migrations }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{methods, Grid};
+
+    /// 64 × 64 boxes, 16 vCores balanced on uniform loads, then loads gathered in the lower
+    /// left quarter (10 against 0.1): the cells are far from balance.
+    fn far_case() -> (Grid, Vec<f64>, VCores) {
+        let grid = Grid::new(64, 64).unwrap();
+        let ones = vec![1.0; grid.len()];
+        let uniform = Problem::new(grid, &ones, 16).unwrap();
+        let mut vcores = VCores::random(&uniform, 3);
+        let mut method = methods::by_name(methods::DEFAULT).unwrap();
+        balance(method.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol: 0.02 }, |_| {});
+        let loads = (0..grid.len()).map(|k| if k % 64 < 32 && k / 64 < 32 { 10.0 } else { 0.1 }).collect();
+        (grid, loads, vcores)
+    }
+
+    #[test]
+    fn a_rebalancing_far_from_balance_starts_over_and_keeps_the_ids_it_can() {
+        let (grid, loads, start) = far_case();
+        let problem = Problem::new(grid, &loads, 16).unwrap();
+        let stop = StopRule { max_steps: 20, tol: 0.05 };
+        let mut method = methods::by_name(methods::DEFAULT).unwrap();
+        let (mut warm, mut fresh) = (start.clone(), start.clone());
+        let moved_back = balance(method.as_mut(), &problem, &mut warm, stop, |_| {});
+        let restarted = rebalance(method.as_mut(), &problem, &mut fresh, stop);
+        assert!(restarted.restarted && !moved_back.restarted);
+        assert_eq!(restarted.migrations, metrics::migrations(start.owners(), fresh.owners()), "counted from before");
+        // Moving the cells back takes them further than 20 steps; starting over does not.
+        assert!(restarted.converged && !moved_back.converged, "{restarted:?}\n{moved_back:?}");
+        // The ids: the bisection's own would move more boxes than the matched ones.
+        let mut matched = start.clone();
+        matched.restart_from_bisection(&problem);
+        let own_ids = VCores::from_bisection(&problem);
+        assert_eq!(matched.charges().iter().sum::<f64>(), own_ids.charges().iter().sum::<f64>());
+        assert!(
+            metrics::migrations(start.owners(), matched.owners())
+                < metrics::migrations(start.owners(), own_ids.owners())
+        );
+    }
+
+    #[test]
+    fn a_rebalancing_near_balance_is_a_plain_run() {
+        let (grid, loads, _) = far_case();
+        let problem = Problem::new(grid, &loads, 16).unwrap();
+        let mut method = methods::by_name(methods::DEFAULT).unwrap();
+        let mut vcores = VCores::from_bisection(&problem);
+        balance(method.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: 0.02 }, |_| {});
+        // The loads drift a little: 1.3 × more in one column of boxes.
+        let drifted: Vec<f64> =
+            loads.iter().enumerate().map(|(k, &l)| if k % 64 == 10 { 1.3 * l } else { l }).collect();
+        let problem = Problem::new(grid, &drifted, 16).unwrap();
+        let stop = StopRule { max_steps: 20, tol: 0.005 };
+        let (mut a, mut b) = (vcores.clone(), vcores);
+        let plain = balance(method.as_mut(), &problem, &mut a, stop, |_| {});
+        let re = rebalance(method.as_mut(), &problem, &mut b, stop);
+        assert!(!re.restarted);
+        assert_eq!((plain.steps, plain.max_avg, plain.migrations), (re.steps, re.max_avg, re.migrations));
+        assert_eq!(a.owners(), b.owners());
     }
 }

@@ -82,7 +82,7 @@ pub mod rng;
 pub mod tiling;
 pub mod vcores;
 
-pub use balancer::{balance, is_converged, Balancer, Outcome, Run, StepRecord, StopRule};
+pub use balancer::{balance, is_converged, rebalance, Balancer, Outcome, Run, StepRecord, StopRule, RESTART_FROM};
 pub use error::{check_memory, Error, Result, BALANCER_BYTES_PER_BOX};
 pub use grid::{Grid, Point};
 pub use problem::Problem;

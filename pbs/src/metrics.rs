@@ -146,6 +146,94 @@ pub fn migrations(before: &[u32], after: &[u32]) -> usize {
     before.iter().zip(after).filter(|(a, b)| a != b).count()
 }
 
+/// `next` relabelled so that its parts keep the ids of the `previous` parts they overlap most
+/// (both give one part id below `parts` per box), for a partition computed from scratch,
+/// whose ids are arbitrary: without it every box would change owner. Greedy on the largest
+/// overlaps (ties to the lower ids; parts left over take the ids left over in order), then
+/// pairs of ids swapped while a swap keeps more boxes in place, and never worse than keeping
+/// `next`'s own ids. An error names a length or an id out of range.
+///
+/// ```
+/// // The same two halves, named the other way round: nothing moved.
+/// let before = [0, 0, 1, 1];
+/// let after = pbs::metrics::match_labels(&before, &[1, 1, 0, 0], 2)?;
+/// assert_eq!(after, vec![0, 0, 1, 1]);
+/// # Ok::<(), pbs::Error>(())
+/// ```
+pub fn match_labels(previous: &[u32], next: &[u32], parts: usize) -> crate::Result<Vec<u32>> {
+    let bad = |name, value: String, reason| Err(crate::Error::Parameter { name, value, reason });
+    if previous.len() != next.len() {
+        return bad("next", format!("{} part ids", next.len()), "must give one part id per box of `previous`");
+    }
+    for (name, ids) in [("previous", previous), ("next", next)] {
+        if let Some(&p) = ids.iter().find(|&&p| p as usize >= parts) {
+            return bad(name, format!("part id {p}"), "must be below the part count");
+        }
+    }
+    let mut overlap = std::collections::HashMap::<(u32, u32), usize>::new();
+    for (&old, &new) in previous.iter().zip(next) {
+        *overlap.entry((new, old)).or_default() += 1;
+    }
+    let kept = |new: usize, old: u32| overlap.get(&(new as u32, old)).copied().unwrap_or(0);
+    let mut pairs: Vec<((u32, u32), usize)> = overlap.iter().map(|(&k, &v)| (k, v)).collect();
+    pairs.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Per new part the old ids it overlaps, per old id the new parts overlapping it.
+    let (mut olds, mut news) = (vec![Vec::new(); parts], vec![Vec::new(); parts]);
+    for &((new, old), _) in &pairs {
+        olds[new as usize].push(old);
+        news[old as usize].push(new as usize);
+    }
+    let mut label = vec![u32::MAX; parts];
+    let mut taken = vec![false; parts];
+    for &((new, old), _) in &pairs {
+        if label[new as usize] == u32::MAX && !taken[old as usize] {
+            label[new as usize] = old;
+            taken[old as usize] = true;
+        }
+    }
+    let mut free = (0..parts as u32).filter(|&id| !taken[id as usize]);
+    for l in &mut label {
+        if *l == u32::MAX {
+            *l = free.next().expect("as many free ids as unlabelled parts");
+        }
+    }
+    let mut holder = vec![0usize; parts]; // the new part that has each id
+    for (new, &old) in label.iter().enumerate() {
+        holder[old as usize] = new;
+    }
+    // Greedy can lose to other pairings (one large overlap taken first can leave two parts
+    // with none): swap pairs of ids, in the order (a, b > a), while that keeps more boxes, a
+    // few passes at most. A swap can only gain where `a` overlaps `b`'s id or `b` overlaps
+    // `a`'s, so only those `b` are visited: the same swaps as visiting every pair, in
+    // O(overlaps) instead of O(parts²).
+    for _ in 0..8 {
+        let mut improved = false;
+        for a in 0..parts {
+            let mut b = a;
+            loop {
+                let candidates =
+                    olds[a].iter().map(|&o| holder[o as usize]).chain(news[label[a] as usize].iter().copied());
+                let Some(c) = candidates.filter(|&c| c > b).min() else { break };
+                b = c;
+                if kept(a, label[b]) + kept(b, label[a]) > kept(a, label[a]) + kept(b, label[b]) {
+                    label.swap(a, b);
+                    holder[label[a] as usize] = a;
+                    holder[label[b] as usize] = b;
+                    improved = true;
+                }
+            }
+        }
+        if !improved {
+            break;
+        }
+    }
+    let total = |l: &dyn Fn(usize) -> u32| (0..parts).map(|p| kept(p, l(p))).sum::<usize>();
+    if total(&|p| p as u32) > total(&|p| label[p]) {
+        return Ok(next.to_vec());
+    }
+    Ok(next.iter().map(|&p| label[p as usize]).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +286,123 @@ mod tests {
     #[test]
     fn migrations_count_changed_owners() {
         assert_eq!(migrations(&[0, 1, 2], &[0, 2, 2]), 1);
+    }
+
+    #[test]
+    fn matching_beats_the_greedy_trap() {
+        // Overlaps new0/old0 = 5, new1/old1 = 5, new0/old1 = 6: greedy alone pairs new0 with
+        // old1 first and keeps 6 boxes; keeping the ids keeps 10.
+        let before: Vec<u32> = [vec![0; 5], vec![1; 5], vec![1; 6]].concat();
+        let next: Vec<u32> = [vec![0; 5], vec![1; 5], vec![0; 6]].concat();
+        let m = match_labels(&before, &next, 2).unwrap();
+        assert_eq!(migrations(&before, &m), 6);
+    }
+
+    #[test]
+    fn matching_undoes_a_renaming_and_counts_real_moves_only() {
+        let before = [0, 0, 1, 1, 2, 2];
+        let renamed = [2, 2, 0, 0, 1, 1];
+        assert_eq!(match_labels(&before, &renamed, 3).unwrap(), before.to_vec());
+        // one box moved from the first part to the second, and all renamed
+        let moved = [2, 0, 0, 0, 1, 1];
+        let m = match_labels(&before, &moved, 3).unwrap();
+        assert_eq!(migrations(&before, &m), 1);
+    }
+
+    #[test]
+    fn matching_names_bad_input() {
+        let e = match_labels(&[0, 1], &[0], 2).unwrap_err().to_string();
+        assert!(e.contains("next") && e.contains("1 part ids"), "{e}");
+        let e = match_labels(&[0, 2], &[0, 1], 2).unwrap_err().to_string();
+        assert!(e.contains("previous") && e.contains("part id 2"), "{e}");
+        let e = match_labels(&[0, 1], &[0, 5], 2).unwrap_err().to_string();
+        assert!(e.contains("next") && e.contains("part id 5"), "{e}");
+    }
+
+    /// The swap passes over every pair (a, b > a), as `match_labels` ran before it visited only
+    /// the pairs that overlap: the reference the faster pass must agree with.
+    fn swaps_over_every_pair(previous: &[u32], next: &[u32], parts: usize) -> Vec<u32> {
+        let mut overlap = std::collections::HashMap::<(u32, u32), usize>::new();
+        for (&old, &new) in previous.iter().zip(next) {
+            *overlap.entry((new, old)).or_default() += 1;
+        }
+        let kept = |new: usize, old: u32| overlap.get(&(new as u32, old)).copied().unwrap_or(0);
+        let mut pairs: Vec<((u32, u32), usize)> = overlap.iter().map(|(&k, &v)| (k, v)).collect();
+        pairs.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let (mut label, mut taken) = (vec![u32::MAX; parts], vec![false; parts]);
+        for ((new, old), _) in pairs {
+            if label[new as usize] == u32::MAX && !taken[old as usize] {
+                label[new as usize] = old;
+                taken[old as usize] = true;
+            }
+        }
+        let mut free = (0..parts as u32).filter(|&id| !taken[id as usize]);
+        label.iter_mut().filter(|l| **l == u32::MAX).for_each(|l| *l = free.next().unwrap());
+        for _ in 0..8 {
+            let mut improved = false;
+            for a in 0..parts {
+                for b in a + 1..parts {
+                    if kept(a, label[b]) + kept(b, label[a]) > kept(a, label[a]) + kept(b, label[b]) {
+                        label.swap(a, b);
+                        improved = true;
+                    }
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
+        let total = |l: &dyn Fn(usize) -> u32| (0..parts).map(|p| kept(p, l(p))).sum::<usize>();
+        if total(&|p| p as u32) > total(&|p| label[p]) {
+            return next.to_vec();
+        }
+        next.iter().map(|&p| label[p as usize]).collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+        /// Matching renames whole parts only (a bijection on ids: the part sizes are kept),
+        /// never counts more moves than no matching would, and swaps exactly as a pass over
+        /// every pair of parts would.
+        #[test]
+        fn matching_is_a_renaming_that_never_adds_moves(
+            parts in 1usize..24,
+            seed in 0u64..1000,
+            boxes in 1usize..200,
+            spread in 1usize..4,
+        ) {
+            let mut rng = crate::rng::SplitMix64::new(seed);
+            // Each old part split between two new ids (`spread` 1: anywhere instead), as
+            // repartitions that shift every boundary do: chains of overlaps in which the
+            // greedy pairing can lose and the swaps matter.
+            let before: Vec<u32> = (0..boxes).map(|_| (rng.next_f64() * parts as f64) as u32).collect();
+            let mut draw = |n: usize| (rng.next_f64() * n as f64) as u32;
+            let (first, second, share): (Vec<u32>, Vec<u32>, Vec<u32>) =
+                ((0..parts).map(|_| draw(parts)).collect(), (0..parts).map(|_| draw(parts)).collect(), (0..parts).map(|_| draw(10)).collect());
+            let next: Vec<u32> = before
+                .iter()
+                .map(|&p| match (spread, draw(10) < share[p as usize]) {
+                    (1, _) => draw(parts),
+                    (_, true) => first[p as usize],
+                    _ => second[p as usize],
+                })
+                .collect();
+            let m = match_labels(&before, &next, parts).unwrap();
+            let sizes = |o: &[u32]| {
+                let mut s = vec![0usize; parts];
+                o.iter().for_each(|&p| s[p as usize] += 1);
+                s.sort_unstable();
+                s
+            };
+            proptest::prop_assert_eq!(sizes(&m), sizes(&next));
+            // The same grouping: boxes together in `next` are together in `m`.
+            for a in 0..boxes {
+                for b in 0..boxes {
+                    proptest::prop_assert_eq!(next[a] == next[b], m[a] == m[b]);
+                }
+            }
+            proptest::prop_assert!(migrations(&before, &m) <= migrations(&before, &next));
+            proptest::prop_assert_eq!(&m, &swaps_over_every_pair(&before, &next, parts));
+        }
     }
 }

@@ -126,7 +126,7 @@ pub trait Partitioner {
 
     /// Whether [`Partitioner::partition`] starts from the previous result (part ids then stay
     /// meaningful from call to call); methods that recompute from scratch need their ids
-    /// matched to the previous ones ([`quality::match_labels`]) before migrations are counted.
+    /// matched to the previous ones ([`pbs::metrics::match_labels`]) before migrations are counted.
     fn warm_starts(&self) -> bool {
         false
     }

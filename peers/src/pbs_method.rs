@@ -3,7 +3,7 @@
 //! on the same grid and part count warm-start from the vCores where the previous call left
 //! them, as the executor does.
 
-use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, rebalance, Grid, Problem, StopRule, VCores};
 
 use crate::{check_input, Partitioner, Result};
 
@@ -94,7 +94,12 @@ impl Partitioner for Pbs {
         // `StopRule::for_problem`).
         let stop =
             self.stop.unwrap_or_else(|| if warm { StopRule::default() } else { StopRule::for_problem(&problem) });
-        let outcome = balance(method.as_mut(), &problem, &mut vcores, stop, |_| {});
+        // A warm start is a rebalancing: far from balance (a re-drawn map) it starts over.
+        let outcome = if warm {
+            rebalance(method.as_mut(), &problem, &mut vcores, stop)
+        } else {
+            balance(method.as_mut(), &problem, &mut vcores, stop, |_| {})
+        };
         self.steps = Some(outcome.steps);
         let owners = vcores.owners().to_vec();
         self.state = Some((*grid, vcores));

@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use pbs::{balance, methods, metrics, Balancer, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, metrics, rebalance, Balancer, Grid, Problem, StopRule, VCores};
 
 use crate::criteria::{Boulmier, Criterion, Sample};
 use crate::executor::IterationEnd;
@@ -138,7 +138,7 @@ impl Mapper {
         } else {
             let before = self.vcores.owners().to_vec();
             let stop = StopRule { max_steps: self.steps, tol: self.tol };
-            balance(self.balancer.as_mut(), &problem, &mut self.vcores, stop, |_| {});
+            rebalance(self.balancer.as_mut(), &problem, &mut self.vcores, stop);
             end.migrations = metrics::migrations(&before, self.vcores.owners());
             if end.migrations > 0 {
                 self.recent.clear();
@@ -164,7 +164,7 @@ impl Mapper {
     pub fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<usize> {
         let problem = Problem::new(self.grid, loads, self.vcores.len())?;
         let before = self.vcores.owners().to_vec();
-        balance(self.balancer.as_mut(), &problem, &mut self.vcores, StopRule { max_steps: 200, tol: self.tol }, |_| {});
+        rebalance(self.balancer.as_mut(), &problem, &mut self.vcores, StopRule { max_steps: 200, tol: self.tol });
         let moved = metrics::migrations(&before, self.vcores.owners());
         if moved > 0 {
             self.victims = victim_order(&self.vcores, self.workers, self.grid.len(), None);

@@ -23,7 +23,7 @@
 //! owner lists with no stealing, their remappings between iterations on the critical path,
 //! costed by their real time here ([`plan_remap`]).
 
-use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, rebalance, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
 use pbs_scheduler::executors::{PbsOptions, RemapInputs, RemapOptions, Remapper, PAYBACK_ITERATIONS, STEAL_MIN_PHASE};
 
@@ -119,6 +119,11 @@ pub fn unit_cost(balancer_box: f64, boxes: usize, vcores: usize) -> f64 {
     balancer_box * boxes as f64 * (1.0 + (vcores.max(1) as f64).log2())
 }
 
+/// What a rebalancing's start over from a bisection ([`pbs::rebalance`]) costs, in balancer
+/// units: a k-way RCB and one assignment took 3.3–4.3 times a step's time on md's loads at
+/// 16–256 vCores on the development VM (`examples/first_rebalancing.rs`).
+pub const RESTART_UNITS: usize = 4;
+
 /// pbs's decisions over a replay, from the recorded loads alone.
 #[derive(Debug, Clone)]
 pub struct PbsPlan {
@@ -186,11 +191,12 @@ pub fn plan_pbs(
             criterion.rebalanced(last_cost);
             continue;
         }
-        let out = balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: steps, tol }, |_| {});
-        last_cost = unit * (out.steps + 2) as f64;
+        let out = rebalance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: steps, tol });
+        let units = out.steps + 2 + if out.restarted { RESTART_UNITS } else { 0 };
+        last_cost = unit * units as f64;
         reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
         criterion.rebalanced(last_cost);
-        events.push(Event { at: i, owners: vcores.owners().to_vec(), units: out.steps + 2, cost: None });
+        events.push(Event { at: i, owners: vcores.owners().to_vec(), units, cost: None });
     }
     Ok(PbsPlan { initial, events })
 }

@@ -84,7 +84,7 @@ impl Pending {
         }
         let Pending { balancer, problem, vcores, stop, run, outcome, .. } = self;
         let unit = catch_unwind(AssertUnwindSafe(|| match run {
-            None => *run = Some(Run::start(balancer.as_mut(), problem, vcores, *stop).0),
+            None => *run = Some(Run::start_rebalancing(balancer.as_mut(), problem, vcores, *stop).0),
             Some(r) => {
                 if r.step(balancer.as_mut(), problem, vcores).is_none() {
                     let r = run.take().expect("matched Some");
@@ -225,7 +225,7 @@ mod tests {
         let outcome = p.outcome.clone().unwrap();
         assert_eq!(units, outcome.steps + 2, "start, the steps, the finish");
         let mut q = pending(4);
-        let direct = pbs::balance(q.balancer.as_mut(), &q.problem, &mut q.vcores, q.stop, |_| {});
+        let direct = pbs::rebalance(q.balancer.as_mut(), &q.problem, &mut q.vcores, q.stop);
         assert_eq!((outcome.steps, outcome.max_avg), (direct.steps, direct.max_avg));
         assert_eq!(p.vcores.owners(), q.vcores.owners());
         assert!(!p.advance(), "nothing left");

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use pbs::{balance, methods, metrics, Outcome, Problem, StopRule};
+use pbs::{methods, metrics, rebalance, Outcome, Problem, StopRule};
 
 use super::overlap::Pending;
 use super::{Away, Overlap, Pbs};
@@ -171,7 +171,7 @@ impl Pbs {
         }
         if let Some(mut balancer) = balancer {
             let before = self.vcores.owners().to_vec();
-            let outcome = balance(balancer.as_mut(), &problem, &mut self.vcores, stop, |_| {});
+            let outcome = rebalance(balancer.as_mut(), &problem, &mut self.vcores, stop);
             self.balancer = Some(balancer);
             self.took_on(before, &outcome, correcting, start.elapsed(), &mut end);
         }
@@ -264,7 +264,7 @@ impl Pbs {
         let before = self.vcores.owners().to_vec();
         let start = Instant::now();
         let stop = StopRule { max_steps: 200, tol: self.options.tol };
-        let outcome = balance(balancer.as_mut(), &problem, &mut self.vcores, stop, |_| {});
+        let outcome = rebalance(balancer.as_mut(), &problem, &mut self.vcores, stop);
         self.balancer = Some(balancer);
         let mut end = IterationEnd::default();
         self.took_on(before, &outcome, false, start.elapsed(), &mut end);

@@ -222,6 +222,21 @@ mod tests {
         assert_eq!(m.owners(), owners);
     }
 
+    /// Far from balance (all the load in one quarter, 16 workers), one rebalancing starts over
+    /// from a bisection and balances it; moving the cells back would take many.
+    #[test]
+    fn a_jump_far_from_balance_is_balanced_by_one_rebalancing() {
+        let grid = Grid::new(64, 64).unwrap();
+        let mut m = Mapper::new(grid, 16, PbsOptions::default()).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k % 64 < 32 && k / 64 < 32 { 10.0 } else { 0.1 }).collect();
+        let before = metrics::max_avg(&metrics::charges(m.owners(), &loads, 16));
+        assert!(before > 1.5 * pbs::Problem::new(grid, &loads, 16).unwrap().lower_bound());
+        let end = m.end_iteration(&loads).unwrap();
+        assert!(end.rebalanced, "{end:?}");
+        let after = metrics::max_avg(&metrics::charges(m.owners(), &loads, 16));
+        assert!(after <= 1.05, "max_avg {before} -> {after} in one rebalancing");
+    }
+
     #[test]
     fn a_worker_slowed_now_and_then_moves_nothing_but_a_lasting_imbalance_does() {
         let grid = Grid::new(16, 16).unwrap();

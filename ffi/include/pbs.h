@@ -100,7 +100,9 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
 
 /* Balances `loads` (n_loads == nx * ny * nz values, finite and >= 0; box times from the last
    iteration, say) and writes the owner of every box into `owners` (n_loads entries). Starts
-   from where the previous call ended. Stops when converged within `tol` or after
+   from where the previous call ended, or, when that mapping is more than 1.5 times the lower
+   bound out of balance on these loads, over from a recursive bisection of them, each part
+   keeping the id of the old part it overlaps most. Stops when converged within `tol` or after
    `max_steps` steps, leaving the best mapping found. `outcome` may be NULL. */
 pbs_status pbs_partitioner_balance(pbs_partitioner *p, const double *loads, size_t n_loads,
                                    double tol, size_t max_steps, uint32_t *owners,

@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 use std::time::Instant;
 
-use pbs::{balance, methods, Balancer, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, rebalance, Balancer, Grid, Problem, StopRule, VCores};
 
 use crate::status::{guard, invalid, null, status, text, Status};
 
@@ -102,8 +102,15 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         let loads = unsafe { std::slice::from_raw_parts(loads, n_loads) };
         let start = Instant::now();
         let problem = Problem::new(p.grid, loads, p.vcores)?;
-        let state = p.state.get_or_insert_with(|| VCores::random(&problem, p.seed));
-        let out = balance(p.method.as_mut(), &problem, state, StopRule { max_steps, tol }, |_| {});
+        let stop = StopRule { max_steps, tol };
+        // A later call is a rebalancing: far from balance it starts over (`pbs::rebalance`).
+        let (out, state) = match p.state.as_mut() {
+            Some(state) => (rebalance(p.method.as_mut(), &problem, state, stop), state),
+            None => {
+                let state = p.state.insert(VCores::random(&problem, p.seed));
+                (balance(p.method.as_mut(), &problem, state, stop, |_| {}), state)
+            }
+        };
         // SAFETY: `owners` holds `n_loads` = grid.len() entries (checked by Problem::new).
         unsafe { std::slice::from_raw_parts_mut(owners, n_loads) }.copy_from_slice(state.owners());
         // SAFETY: NULL or writable (caller's contract).
@@ -162,9 +169,13 @@ mod tests {
         let mut method = methods::by_name("power-cells").unwrap();
         let problem = Problem::new(grid, &first, 6).unwrap();
         let mut vcores = VCores::random(&problem, 7);
-        for loads in [&first, &second] {
+        for (call, loads) in [&first, &second].into_iter().enumerate() {
             let problem = Problem::new(grid, loads, 6).unwrap();
-            let want = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
+            let want = if call == 0 {
+                balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {})
+            } else {
+                rebalance(method.as_mut(), &problem, &mut vcores, StopRule::default())
+            };
             let mut owners = vec![u32::MAX; grid.len()];
             let mut out = Outcome::default();
             // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
@@ -178,6 +189,29 @@ mod tests {
             assert!(out.converged == 1 && out.max_avg <= 1.05 * out.lower_bound);
         }
         // SAFETY: a handle from its _new (or NULL), not used afterwards.
+        unsafe { pbs_partitioner_free(p) };
+    }
+
+    /// A later call far from balance (all the load in one quarter) starts over, and 20 steps
+    /// balance it.
+    #[test]
+    fn a_later_call_far_from_balance_starts_over() {
+        // SAFETY: the method is NULL (the default).
+        let p = unsafe { pbs_partitioner_new(64, 64, 1, 16, std::ptr::null(), 3) };
+        assert!(!p.is_null());
+        let uniform = vec![1.0; 64 * 64];
+        let quarter: Vec<f64> = (0..64 * 64).map(|k| if k % 64 < 32 && k / 64 < 32 { 10.0 } else { 0.1 }).collect();
+        let mut owners = vec![0u32; 64 * 64];
+        for (loads, steps) in [(&uniform, 200), (&quarter, 20)] {
+            let mut out = Outcome::default();
+            // SAFETY: a live handle; buffers of the lengths passed.
+            let s = unsafe {
+                pbs_partitioner_balance(p, loads.as_ptr(), 64 * 64, 0.05, steps, owners.as_mut_ptr(), &mut out)
+            };
+            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            assert!(out.converged == 1, "{out:?}");
+        }
+        // SAFETY: a handle from its _new, not used afterwards.
         unsafe { pbs_partitioner_free(p) };
     }
 

@@ -7,7 +7,7 @@ use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, rebalance, Grid, Problem, StopRule, VCores};
 use pbs_ffi::{IterationEnd, Outcome, PhaseStats, Status};
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
@@ -188,10 +188,15 @@ fn balance_c_gets_the_owners_of_the_rust_balancer() {
     let mut method = methods::by_name("power-cells").unwrap();
     let first = hot_spot(&grid, 30.0, 8.0);
     let mut vcores = VCores::random(&Problem::new(grid, &first, 6).unwrap(), 7);
-    for (line, (cx, cy)) in lines.iter().zip([(30.0, 8.0), (12.0, 20.0)]) {
+    for (call, (line, (cx, cy))) in lines.iter().zip([(30.0, 8.0), (12.0, 20.0)]).enumerate() {
         let loads = hot_spot(&grid, cx, cy);
-        let out =
-            balance(method.as_mut(), &Problem::new(grid, &loads, 6).unwrap(), &mut vcores, StopRule::default(), |_| {});
+        let problem = Problem::new(grid, &loads, 6).unwrap();
+        // The second call is a rebalancing (`pbs::rebalance`), as the library makes it.
+        let out = if call == 0 {
+            balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {})
+        } else {
+            rebalance(method.as_mut(), &problem, &mut vcores, StopRule::default())
+        };
         assert_eq!(field(line, "owners"), fnv_of_owners(vcores.owners()), "{line}");
         assert_eq!(field(line, "steps"), out.steps.to_string(), "{line}");
         assert_eq!(field(line, "migrations"), out.migrations.to_string(), "{line}");

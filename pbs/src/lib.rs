@@ -19,7 +19,7 @@
 //! `pbs-scheduler`.
 //!
 //! ```
-//! use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
+//! use pbs::{balance, methods, rebalance, Grid, Problem, StopRule, VCores};
 //!
 //! let grid = Grid::new(80, 40)?;
 //! // Measured box times from your code; here a hot spot on a light background.
@@ -34,10 +34,11 @@
 //! let owner_of_box_0 = vcores.owners()[0];
 //! # let _ = owner_of_box_0;
 //!
-//! // Next iteration: new loads, warm start from the same vCores.
+//! // Next iteration: new loads, a rebalancing from the same vCores (warm; it would start over
+//! // from a bisection were they more than `RESTART_FROM` × the lower bound out of balance).
 //! let loads2: Vec<f64> = loads.iter().enumerate().map(|(k, q)| q * (1.0 + 0.1 * (k % 7) as f64)).collect();
 //! let problem2 = Problem::new(grid, &loads2, 8)?;
-//! let again = balance(method.as_mut(), &problem2, &mut vcores, StopRule::default(), |_| {});
+//! let again = rebalance(method.as_mut(), &problem2, &mut vcores, StopRule::default());
 //! assert!(again.converged);
 //! # Ok::<(), pbs::Error>(())
 //! ```
@@ -53,7 +54,7 @@
 //! | mending a partition across its own borders (diffusion) | [`diffusion::diffuse`] | [`diffusion`] |
 //! | which vCore owns a box (power distance, fast assignment) | [`assign::Assignment`] | [`assign`] |
 //! | a method: one step of moving the vCores | [`Balancer`] | [`methods`] (one file each) |
-//! | when to stop, the driver, what a run reports | [`StopRule`], [`balance`], [`Outcome`] | [`balancer`] |
+//! | when to stop, the driver (a first balancing, a rebalancing), what a run reports | [`StopRule`], [`balance`], [`rebalance`], [`Outcome`] | [`balancer`] |
 //! | the force laws of the paper | [`forces::ForceLaw`] | [`forces`] |
 //! | `max_avg`, DOL, edge cut, migrations | functions | [`metrics`] |
 //! | load maps: the paper's static cases, Perlin noise, CSV | functions, [`loadmap::PerlinMap`] | [`loadmap`] |

@@ -1,7 +1,8 @@
 //! `pbs`: the pbs balancer as a partitioner, so that it stands in the same table as its peers.
 //! A cold start places the vCores at the centroids of a k-way RCB (or at random); later calls
-//! on the same grid and part count warm-start from the vCores where the previous call left
-//! them, as the executor does.
+//! on the same grid and part count are rebalancings, as the executor's: they warm-start from the
+//! vCores where the previous call left them, or start over when those are far from balance
+//! ([`pbs::rebalance`]).
 
 use pbs::{balance, methods, rebalance, Grid, Problem, StopRule, VCores};
 

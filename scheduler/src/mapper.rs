@@ -2,8 +2,8 @@
 //! StarPU scheduling policy, through `pbs_mapper_*` of the C interface): the box loads of an
 //! iteration in; whether to rebalance, every box's owner and every worker's victims out.
 //!
-//! The decisions are the `pbs` executor's: its balancer (warm-started, with its method, tolerance
-//! and steps per rebalancing), its criterion (Boulmier's eq. 24 with `C` the measured cost of the
+//! The decisions are the `pbs` executor's: its balancer (warm-started, or started over when far
+//! from balance, [`pbs::rebalance`]; with its method, tolerance and steps per rebalancing), its criterion (Boulmier's eq. 24 with `C` the measured cost of the
 //! last rebalancing, by default), a first measured iteration that always rebalances (the starting
 //! mapping assumed uniform loads), the check that corrects a rebalancing that left the workers
 //! imbalanced (`executors/check.rs`), and its trigger: a rebalancing the criterion asks for runs

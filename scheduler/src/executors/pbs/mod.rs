@@ -5,7 +5,8 @@
 //! always rebalances (the starting mapping assumed uniform loads), and so does a rebalancing
 //! that the next few measured iterations show to have left the threads imbalanced (a few
 //! times at most); otherwise a [`Criterion`] decides whether the balancer runs (a few
-//! warm-started steps), and is skipped when the measured loads are already balanced. Optionally, a thread that runs dry steals from the *end* of a neighbouring
+//! warm-started steps, or a start over from a bisection when the cells are far from balance:
+//! [`pbs::rebalance`]), and is skipped when the measured loads are already balanced. Optionally, a thread that runs dry steals from the *end* of a neighbouring
 //! vCore's list, so the owner keeps the front it is working through.
 //!
 //! One concept per file: this one holds the executor loop (a phase, the end of an iteration);

@@ -41,7 +41,7 @@ pub fn random_sites(grid: &Grid, n: usize, seed: u64) -> (Vec<Point>, Vec<f64>) 
 /// Different diagrams the timings take turns on: timing one diagram over and over lets the
 /// branch predictor learn its boxes' outcomes (one 150×150, 72-vCore diagram timed repeatedly
 /// took 0.15 ms; the balancer's own assignments of such a grid, each new, 0.22–0.27 ms).
-const DIAGRAMS: u64 = 16;
+pub const DIAGRAMS: u64 = 16;
 
 /// Median microseconds of `f(i)` over `reps` calls, `i` cycling through the diagrams.
 fn median_us(reps: usize, mut f: impl FnMut(usize)) -> f64 {

@@ -166,9 +166,9 @@ pub const RESTART_FROM: f64 = 1.5;
 /// bound out of balance on `problem`'s loads (a jump in the loads, the first measured loads
 /// after a start on uniform ones), the run starts over from the centroids of a k-way
 /// recursive coordinate bisection of the loads ([`VCores::restart_from_bisection`]), each
-/// cell keeping the id of the old cell it overlaps most; otherwise it moves the cells from
-/// where they are. The outcome says which (`restarted`), and counts migrations from the
-/// owners before the restart.
+/// cell keeping the id of the old cell it overlaps most, if that start is better balanced;
+/// otherwise it moves the cells from where they are. The outcome says which (`restarted`),
+/// and counts migrations from the owners before the restart.
 ///
 /// ```
 /// use pbs::{rebalance, methods, Grid, Problem, StopRule, VCores};
@@ -241,9 +241,16 @@ impl Run {
         balancer.reset();
         vcores.recharge(problem);
         let initial = vcores.owners().to_vec();
-        let restarted = may_restart && vcores.max_avg() > RESTART_FROM * problem.lower_bound();
-        if restarted {
-            vcores.restart_from_bisection(problem);
+        let mut restarted = false;
+        if may_restart && vcores.max_avg() > RESTART_FROM * problem.lower_bound() {
+            // Taken only when better balanced than where the cells are: a run never starts
+            // worse than it was asked to.
+            let mut fresh = vcores.clone();
+            fresh.restart_from_bisection(problem);
+            if fresh.max_avg() < vcores.max_avg() {
+                *vcores = fresh;
+                restarted = true;
+            }
         }
         let mut run = Run {
             stop,

@@ -2,7 +2,7 @@
 
 use pbs::assign::{assign, assign_brute, Assignment};
 use pbs::forces::{add_pair_forces, ForceLaw};
-use pbs::{balance, methods, metrics, Grid, Point, Problem, StopRule, VCores};
+use pbs::{balance, methods, metrics, Grid, Point, Problem, Run, StopRule, VCores, RESTART_FROM};
 use proptest::prelude::*;
 
 /// A grid, loads (with exact zeros and a few heavy boxes) and a vCore count.
@@ -129,5 +129,27 @@ proptest! {
             (vcores.owners().to_vec(), vcores.positions().to_vec(), vcores.weights().to_vec(), out.steps, out.max_avg)
         };
         prop_assert_eq!(run(), run());
+    }
+
+    /// A rebalancing never starts worse than the cells it is given: it starts over from a
+    /// bisection only from `RESTART_FROM` × the lower bound and only to a better start, and
+    /// says so; every box keeps one owner.
+    #[test]
+    fn a_rebalancing_never_starts_worse_than_its_cells((grid, loads, n) in problem_strategy(), seed in 0u64..1000) {
+        let problem = Problem::new(grid, &loads, n).unwrap();
+        // Random sites: often far from balance.
+        let mut vcores = VCores::random(&problem, seed);
+        let given = vcores.max_avg();
+        let mut m = methods::by_name("power-cells").unwrap();
+        let (mut run, first) =
+            Run::start_rebalancing(m.as_mut(), &problem, &mut vcores, StopRule { max_steps: 5, tol: 0.05 });
+        prop_assert!(first.max_avg <= given, "{} > {}", first.max_avg, given);
+        while run.step(m.as_mut(), &problem, &mut vcores).is_some() {}
+        let out = run.finish(m.as_mut(), &problem, &mut vcores);
+        prop_assert_eq!(out.restarted, first.max_avg < given);
+        if out.restarted {
+            prop_assert!(given > RESTART_FROM * problem.lower_bound());
+        }
+        prop_assert!(vcores.owners().len() == grid.len() && vcores.owners().iter().all(|&o| (o as usize) < n));
     }
 }

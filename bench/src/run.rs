@@ -99,6 +99,8 @@ pub struct RunRow {
     pub balancing_in_background_ms: f64,
     /// rebalancings given up because they would have ended too late
     pub rebalances_abandoned: usize,
+    /// rebalancings taken on that started over from a bisection, far from balance
+    pub rebalances_restarted: usize,
     /// Boulmier's effort of each interval between rebalancings, ms per iteration (see
     /// `pbs_scheduler::report::RunReport::effort_ms`)
     pub effort_ms: Vec<f64>,
@@ -261,6 +263,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             balancing_in_slack_ms: report.balancing_in_slack_ms,
             balancing_in_background_ms: report.balancing_in_background_ms,
             rebalances_abandoned: report.rebalances_abandoned,
+            rebalances_restarted: report.rebalances_restarted,
             effort_ms_median: pbs::metrics::median(&report.effort_ms),
             effort_ms: report.effort_ms.clone(),
             modelled_misses: misses.misses,

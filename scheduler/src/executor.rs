@@ -198,6 +198,9 @@ pub struct IterationEnd {
     pub balancing_in_background: Duration,
     /// Whether a rebalancing was given up (it would have ended too late, or failed).
     pub rebalance_abandoned: bool,
+    /// Whether the rebalancing taken on started over from a bisection, the cells having been
+    /// far from balance ([`pbs::rebalance`]).
+    pub rebalance_restarted: bool,
     /// Boxes whose owner changed.
     pub migrations: usize,
     /// `max_avg` of the thread loads measured in the iteration that just ended.

@@ -138,7 +138,7 @@ impl Mapper {
         } else {
             let before = self.vcores.owners().to_vec();
             let stop = StopRule { max_steps: self.steps, tol: self.tol };
-            rebalance(self.balancer.as_mut(), &problem, &mut self.vcores, stop);
+            end.rebalance_restarted = rebalance(self.balancer.as_mut(), &problem, &mut self.vcores, stop).restarted;
             end.migrations = metrics::migrations(&before, self.vcores.owners());
             if end.migrations > 0 {
                 self.recent.clear();
@@ -232,7 +232,7 @@ mod tests {
         let before = metrics::max_avg(&metrics::charges(m.owners(), &loads, 16));
         assert!(before > 1.5 * pbs::Problem::new(grid, &loads, 16).unwrap().lower_bound());
         let end = m.end_iteration(&loads).unwrap();
-        assert!(end.rebalanced, "{end:?}");
+        assert!(end.rebalanced && end.rebalance_restarted, "{end:?}");
         let after = metrics::max_avg(&metrics::charges(m.owners(), &loads, 16));
         assert!(after <= 1.05, "max_avg {before} -> {after} in one rebalancing");
     }

@@ -55,6 +55,8 @@ pub struct RunReport {
     pub balancing_in_background_ms: f64,
     /// Rebalancings given up (they would have ended too late).
     pub rebalances_abandoned: usize,
+    /// Rebalancings taken on that started over from a bisection, far from balance.
+    pub rebalances_restarted: usize,
     /// Boulmier et al.'s *effort* of each interval between rebalancings, milliseconds per
     /// iteration: `(C + Σ iteration times) / length`, `C` the time the rebalancing that opened
     /// the interval held the iterations up (0 for the first), the iterations those of the
@@ -85,6 +87,7 @@ pub struct Recorder {
     balancing_in_background: Duration,
     rebalances: usize,
     abandoned: usize,
+    restarted: usize,
     /// Phases seen in the current iteration.
     phase_in_iteration: usize,
     /// Per phase of an iteration: (Σ max busy, Σ mean busy), seconds.
@@ -146,6 +149,7 @@ impl Recorder {
         self.balancing_in_slack += end.balancing_in_slack;
         self.balancing_in_background += end.balancing_in_background;
         self.abandoned += usize::from(end.rebalance_abandoned);
+        self.restarted += usize::from(end.rebalanced && end.rebalance_restarted);
         self.phase_in_iteration = 0;
     }
 
@@ -182,6 +186,7 @@ impl Recorder {
             balancing_in_slack_ms: self.balancing_in_slack.as_secs_f64() * 1e3,
             balancing_in_background_ms: self.balancing_in_background.as_secs_f64() * 1e3,
             rebalances_abandoned: self.abandoned,
+            rebalances_restarted: self.restarted,
             effort_ms: {
                 let mut e = self.efforts.clone();
                 if self.interval.2 > 0 {
@@ -256,6 +261,18 @@ mod tests {
         let total: f64 = rep.effort_ms[0] * 2.0 + rep.effort_ms[1] * 3.0;
         assert!((total - r.iteration_ms().iter().sum::<f64>()).abs() < 1e-9);
         assert!(Recorder::new("static", 1).report().effort_ms.is_empty());
+    }
+
+    #[test]
+    fn restarts_count_among_the_rebalancings_taken_on() {
+        let mut r = Recorder::new("pbs", 1);
+        let restarted = IterationEnd { rebalanced: true, rebalance_restarted: true, ..Default::default() };
+        let moved_back = IterationEnd { rebalanced: true, ..Default::default() };
+        for end in [&restarted, &moved_back, &IterationEnd::default(), &restarted] {
+            r.iteration(end);
+        }
+        let rep = r.report();
+        assert_eq!((rep.rebalances, rep.rebalances_restarted), (3, 2));
     }
 
     #[test]

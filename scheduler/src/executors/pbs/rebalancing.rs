@@ -294,6 +294,7 @@ impl Pbs {
             self.affinity.owners_before = Some(before);
         }
         end.rebalanced = true;
+        end.rebalance_restarted = outcome.restarted;
         self.rebalance.check.arm(self.timing.tracker.samples_completed(), correcting);
         self.rebalance.last_cost = cost.as_secs_f64();
         self.rebalance.criterion.rebalanced(self.rebalance.last_cost);

@@ -8,7 +8,7 @@
 //! 64 and 256 vCores (256 boxes each), what a run of that length reaches when it moves the
 //! cells from where they are (`pbs::balance`) and when it starts over from the centroids of a
 //! k-way RCB of the measured loads, the cells keeping the ids they overlap most
-//! (`VCores::restart_from_bisection`, which `pbs::rebalance` does from `RESTART_FROM` × the
+//! (`VCores::restarted_from_bisection`, which `pbs::rebalance` does from `RESTART_FROM` × the
 //! lower bound): max_avg over the lower bound, steps, time and boxes moved; and what the
 //! restart itself costs, in ms and in steps of the run after it. docs/design-notes.md
 //! ("Starting over") reads it.
@@ -52,9 +52,8 @@ fn main() {
             let w = balance(balancer.as_mut(), &problem, &mut warm, stop, |_| {});
             let warm_ms = t.elapsed().as_secs_f64() * 1e3;
 
-            let mut fresh = vcores.clone();
             let t = Instant::now();
-            fresh.restart_from_bisection(&problem);
+            let mut fresh = vcores.restarted_from_bisection(&problem);
             let restart_ms = t.elapsed().as_secs_f64() * 1e3;
             let fresh_start = fresh.max_avg() / bound;
             let f = balance(balancer.as_mut(), &problem, &mut fresh, stop, |_| {});

@@ -118,16 +118,6 @@ fn rebin_side_steps(
 /// A column-major prefix split of `loads` into `parts` runs of about equal load.
 fn column_strips(grid: &Grid, loads: &[f64], parts: usize) -> Vec<u32> {
     let [nx, ny, _] = grid.dims();
-    let total: f64 = loads.iter().sum();
-    let mut owners = vec![0u32; loads.len()];
-    let mut before = 0.0;
-    for x in 0..nx {
-        for y in 0..ny {
-            let k = grid.index(x, y, 0);
-            let part = ((before + 0.5 * loads[k]) / total * parts as f64).floor().min(parts as f64 - 1.0);
-            owners[k] = part as u32;
-            before += loads[k];
-        }
-    }
-    owners
+    let order: Vec<usize> = (0..nx).flat_map(|x| (0..ny).map(move |y| grid.index(x, y, 0))).collect();
+    pbs::bisection::split_order(&order, loads, parts)
 }

@@ -165,7 +165,7 @@ pub const RESTART_FROM: f64 = 1.5;
 /// [`balance`] for a rebalancing: when `vcores` are more than [`RESTART_FROM`] × the lower
 /// bound out of balance on `problem`'s loads (a jump in the loads, the first measured loads
 /// after a start on uniform ones), the run starts over from the centroids of a k-way
-/// recursive coordinate bisection of the loads ([`VCores::restart_from_bisection`]), each
+/// recursive coordinate bisection of the loads ([`VCores::restarted_from_bisection`]), each
 /// cell keeping the id of the old cell it overlaps most, if that start is better balanced;
 /// otherwise it moves the cells from where they are. The outcome says which (`restarted`),
 /// and counts migrations from the owners before the restart.
@@ -245,8 +245,7 @@ impl Run {
         if may_restart && vcores.max_avg() > RESTART_FROM * problem.lower_bound() {
             // Taken only when better balanced than where the cells are: a run never starts
             // worse than it was asked to.
-            let mut fresh = vcores.clone();
-            fresh.restart_from_bisection(problem);
+            let fresh = vcores.restarted_from_bisection(problem);
             if fresh.max_avg() < vcores.max_avg() {
                 *vcores = fresh;
                 restarted = true;
@@ -361,8 +360,7 @@ mod tests {
         // Moving the cells back takes them further than 20 steps; starting over does not.
         assert!(restarted.converged && !moved_back.converged, "{restarted:?}\n{moved_back:?}");
         // The ids: the bisection's own would move more boxes than the matched ones.
-        let mut matched = start.clone();
-        matched.restart_from_bisection(&problem);
+        let matched = start.restarted_from_bisection(&problem);
         let own_ids = VCores::from_bisection(&problem);
         assert_eq!(matched.charges().iter().sum::<f64>(), own_ids.charges().iter().sum::<f64>());
         assert!(

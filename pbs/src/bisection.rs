@@ -408,6 +408,34 @@ fn sort_by_coordinates(
     }
 }
 
+/// The boxes of `order` (each box of the grid once) cut into `parts` consecutive runs of about
+/// equal load, each at least one box long: one part id per box. A prefix split along an
+/// order (a space-filling curve, columns). Needs `1 ≤ parts ≤ order.len()`.
+///
+/// ```
+/// // Boxes 3, 1, 0, 2 in that order; box 3 carries half the load.
+/// let owners = pbs::bisection::split_order(&[3, 1, 0, 2], &[1.0, 1.0, 1.0, 3.0], 2);
+/// assert_eq!(owners, vec![1, 1, 1, 0]);
+/// ```
+pub fn split_order(order: &[usize], loads: &[f64], parts: usize) -> Vec<u32> {
+    let prefix = prefix_sums(order.iter().map(|&k| loads[k]));
+    let (n, total) = (order.len(), prefix[order.len()]);
+    let mut owners = vec![0; n];
+    let mut start = 0;
+    for p in 0..parts {
+        // Leave at least one box for each part still to come.
+        let end = if p + 1 == parts {
+            n
+        } else {
+            let share = total * (p + 1) as f64 / parts as f64;
+            nearest_cut(&prefix, share, start + 1, n - (parts - p - 1))
+        };
+        order[start..end].iter().for_each(|&k| owners[k] = p as u32);
+        start = end;
+    }
+    owners
+}
+
 /// Running sums of `weights` with a leading zero (`n + 1` values, non-decreasing). If the
 /// weights sum to zero, every box counts 1 instead, so that an empty region is still split
 /// into parts of equal box counts rather than all into one.

@@ -98,20 +98,20 @@ impl VCores {
         VCores::at_centroids(problem, &owners).expect("one valid part id per box")
     }
 
-    /// Starts over from the centroids of a k-way recursive coordinate bisection of
-    /// `problem`'s loads (weights zero, as [`VCores::from_bisection`]), each part taking the
-    /// id of the current cell it overlaps most ([`metrics::match_labels`]), so that as few
-    /// boxes as possible change owner and each vCore stays where its thread's data is. For
+    /// New vCores at the centroids of a k-way recursive coordinate bisection of `problem`'s
+    /// loads (weights zero, as [`VCores::from_bisection`]), each part taking the id of the cell
+    /// of these vCores it overlaps most ([`metrics::match_labels`]), so that as few boxes as
+    /// possible change owner and each vCore stays where its thread's data is. A start over for
     /// cells far from balance, which a balancer would take more steps to move back
     /// ([`crate::rebalance`]).
-    pub fn restart_from_bisection(&mut self, problem: &Problem) {
+    pub fn restarted_from_bisection(&self, problem: &Problem) -> VCores {
         self.check(problem);
         let n = self.len();
         let parts = crate::bisection::kway_rcb(problem.grid(), problem.loads(), n)
             .expect("a valid problem is a valid bisection");
         let ids =
             metrics::match_labels(self.owners(), &parts, n).expect("both give one id below the vCore count per box");
-        *self = VCores::at_centroids(problem, &ids).expect("one valid part id per box");
+        VCores::at_centroids(problem, &ids).expect("one valid part id per box")
     }
 
     /// Number of vCores.

@@ -5,7 +5,7 @@
 //! neighbours, so parts are connected; on other grids the curve leaves the grid and comes
 //! back, and a part may fall in two pieces (which the `disconnected` column shows).
 
-use pbs::bisection::{nearest_cut, prefix_sums};
+use pbs::bisection::split_order;
 use pbs::Grid;
 
 use crate::{check_input, Partitioner, Result};
@@ -61,22 +61,7 @@ impl Partitioner for HilbertPrefix {
             let [i, j, _] = grid.coords(k);
             hilbert_index(side, i as u64, j as u64)
         });
-        let prefix = prefix_sums(order.iter().map(|&k| loads[k]));
-        let (n, total) = (order.len(), prefix[order.len()]);
-        let mut owners = vec![0; n];
-        let mut start = 0;
-        for p in 0..parts {
-            // Leave at least one box for each part still to come.
-            let end = if p + 1 == parts {
-                n
-            } else {
-                let share = total * (p + 1) as f64 / parts as f64;
-                nearest_cut(&prefix, share, start + 1, n - (parts - p - 1))
-            };
-            order[start..end].iter().for_each(|&k| owners[k] = p as u32);
-            start = end;
-        }
-        Ok(owners)
+        Ok(split_order(&order, loads, parts))
     }
 }
 

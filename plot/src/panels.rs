@@ -120,8 +120,8 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
         .y_label_area_size(56)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(err)?;
-    let fmt_x = |v: &f64| if p.log_x { format_tick(10f64.powf(*v)) } else { format_tick(*v) };
-    let fmt_y = |v: &f64| if p.log_y { format_tick(10f64.powf(*v)) } else { format_tick(*v) };
+    let fmt_x = |v: &f64| if p.log_x { format_log_tick(10f64.powf(*v)) } else { format_tick(*v) };
+    let fmt_y = |v: &f64| if p.log_y { format_log_tick(10f64.powf(*v)) } else { format_tick(*v) };
     chart
         .configure_mesh()
         .x_desc(&p.x_label)
@@ -150,6 +150,21 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(err)
+}
+
+/// A tick of a logarithmic axis, to two significant digits: its ticks fall between round
+/// numbers (15.85 threads reads as 16).
+fn format_log_tick(v: f64) -> String {
+    if !(1e-2..1e5).contains(&v) {
+        return format_tick(v);
+    }
+    let digits = v.log10().floor() as i32;
+    let rounded = (v / 10f64.powi(digits - 1)).round() * 10f64.powi(digits - 1);
+    if digits >= 1 {
+        format!("{rounded:.0}")
+    } else {
+        format!("{rounded:.*}", (1 - digits) as usize)
+    }
 }
 
 fn format_tick(v: f64) -> String {
@@ -253,5 +268,11 @@ mod tests {
         owner_maps(&dir.join("map.png"), 1, 200, &[m]).unwrap();
         assert!(std::fs::metadata(dir.join("map.png")).unwrap().len() > 100);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn log_ticks_read_as_two_significant_digits() {
+        let ticks: Vec<String> = [15.848, 6.3096, 251.19, 1.0, 0.15849, 0.031623, 2e5].map(format_log_tick).to_vec();
+        assert_eq!(ticks, ["16", "6.3", "250", "1.0", "0.16", "0.032", "2e5"]);
     }
 }

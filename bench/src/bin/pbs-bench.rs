@@ -207,6 +207,10 @@ enum Command {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+        /// Also draw the projection into this PNG: efficiency, iteration time, critical-path
+        /// balancing and remote runs against threads, a column per NUMA node count
+        #[arg(long)]
+        png: Option<PathBuf>,
     },
     /// Run the standard matrix (apps × scenarios × schedulers): markdown report with PNG plots.
     Report {
@@ -511,8 +515,12 @@ fn run(cli: Cli) -> Result<(), String> {
             calibration,
             fit,
             json,
+            png,
         } => {
             use pbs_bench::model::{self, calibration as cal};
+            if (calibration || fit) && png.is_some() {
+                return Err("--png draws a projection; --calibration and --fit print tables".into());
+            }
             if calibration || fit {
                 let traces = cal::Traces::kept()?;
                 if fit {
@@ -550,6 +558,10 @@ fn run(cli: Cli) -> Result<(), String> {
             let bar = progress::bar(0, "model");
             let rows = model::project(&settings, |m| bar.set_message(m))?;
             bar.finish_and_clear();
+            if let Some(path) = &png {
+                model::plot(path, &rows)?;
+                eprintln!("projection drawn into {}", path.display());
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {

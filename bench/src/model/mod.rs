@@ -209,6 +209,77 @@ pub fn table(rows: &[ModelRow]) -> crate::table::Table {
     t
 }
 
+/// What [`plot`] draws, one row of panels each: the title, the unit, whether the axis is
+/// logarithmic, and the figure of a row.
+type Metric = (&'static str, &'static str, bool, fn(&replay::Modelled) -> f64);
+
+const PLOTTED: [Metric; 4] = [
+    ("efficiency", "busy / (threads × wall)", false, |m| m.efficiency),
+    ("iteration time", "ms", true, |m| m.iter_ms),
+    ("critical-path balancing", "% of wall time", false, |m| 100.0 * m.rebalance_critical_fraction),
+    ("remote box runs", "% of box runs", false, |m| 100.0 * m.remote_fraction),
+];
+
+/// Draws the projection into a PNG: a column per NUMA node count, a row per figure (efficiency,
+/// iteration time, balancing on the critical path, remote runs) against
+/// the thread count, a line per scheduler.
+pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
+    use pbs_plot::panels::{line_panels, Panel, Series, PALETTE};
+    let mut nodes: Vec<usize> = rows.iter().map(|r| r.modelled.numa_nodes).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let mut schedulers: Vec<&str> = Vec::new();
+    for r in rows {
+        if !schedulers.contains(&r.modelled.scheduler.as_str()) {
+            schedulers.push(&r.modelled.scheduler);
+        }
+    }
+    let Some(first) = rows.first() else { return Err("nothing to plot: the projection has no row".into()) };
+    let case = format!("{} {}", first.app, first.scenario);
+    let mut panels = Vec::new();
+    for (row, (title, unit, log_y, figure)) in PLOTTED.into_iter().enumerate() {
+        for &n in &nodes {
+            if row == PLOTTED.len() - 1 && n == 1 {
+                // Every box's data is on the one node.
+                panels.push(Panel {
+                    title: format!("{case}, 1 NUMA node: no remote runs"),
+                    x_label: "threads".into(),
+                    y_label: unit.into(),
+                    log_x: false,
+                    log_y: false,
+                    series: Vec::new(),
+                });
+                continue;
+            }
+            let series = schedulers
+                .iter()
+                .enumerate()
+                .map(|(i, &name)| {
+                    let mut points: Vec<(f64, f64)> = rows
+                        .iter()
+                        .filter(|r| r.modelled.scheduler == name && r.modelled.numa_nodes == n)
+                        .map(|r| (r.modelled.threads as f64, figure(&r.modelled)))
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Series { label: name.to_string(), points, color: PALETTE[i % PALETTE.len()], dashed: false }
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect();
+            let nodes = if n == 1 { "1 NUMA node".to_string() } else { format!("{n} NUMA nodes") };
+            panels.push(Panel {
+                title: format!("{case}, {nodes}: {title}"),
+                x_label: "threads".into(),
+                y_label: unit.into(),
+                log_x: true,
+                log_y,
+                series,
+            });
+        }
+    }
+    let cols = nodes.len();
+    line_panels(path, 480 * cols as u32, 300 * PLOTTED.len() as u32, cols, &panels)
+}
+
 /// The calibration check as a table.
 pub fn calibration_table(rows: &[calibration::CalibrationRow]) -> crate::table::Table {
     let mut t = crate::table::Table::new(&["case", "threads", "figure", "fitted", "measured", "modelled", "error"]);

@@ -483,9 +483,31 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         trace_arg,
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows = json(&["model", "--trace", trace_arg, "--threads", "4", "--numa-nodes", "1", "--iters", "5", "--json"]);
-    assert_eq!(rows.as_array().unwrap().len(), 4);
+    let png = dir.join("model.png");
+    let rows = json(&[
+        "model",
+        "--trace",
+        trace_arg,
+        "--threads",
+        "2,4",
+        "--numa-nodes",
+        "1,2",
+        "--iters",
+        "5",
+        "--png",
+        png.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(rows.as_array().unwrap().len(), 2 * 2 * 4);
     assert_eq!((rows[0]["app"].as_str(), rows[0]["nx"].as_u64()), (Some("stencil"), Some(8)));
+    let drawn = std::fs::read(&png).expect("--png writes the picture");
+    assert_eq!(&drawn[1..4], b"PNG");
+    // Two columns (NUMA node counts) of 480 pixels, four rows of figures of 300.
+    assert_eq!(
+        (u32::from_be_bytes(drawn[16..20].try_into().unwrap()), u32::from_be_bytes(drawn[20..24].try_into().unwrap())),
+        (960, 1200)
+    );
+    assert!(stderr_of(&["model", "--calibration", "--png", png.to_str().unwrap()]).contains("--png draws a projection"));
     let cal = json(&["model", "--calibration", "--json"]);
     let cal = cal.as_array().unwrap();
     assert_eq!(cal.len(), 48);

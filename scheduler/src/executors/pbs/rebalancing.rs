@@ -496,6 +496,7 @@ mod tests {
     /// A uniform load measured with the shared VM's noise (see `late_rebalancings_on_noise`):
     /// nothing moves after the first few iterations, in all but rare runs.
     #[test]
+    #[cfg_attr(miri, ignore = "a statistic over 6,000 iterations of the balancer: hours under Miri, nothing unsafe")]
     fn timing_noise_on_a_uniform_load_moves_nothing() {
         // 20 runs of 300 iterations, the noise drawn from each run's seed.
         let late: Vec<Vec<usize>> = (0..20).map(|seed| late_rebalancings_on_noise(seed * 7919 + 1)).collect();

@@ -221,8 +221,8 @@ const PLOTTED: [Metric; 4] = [
 ];
 
 /// Draws the projection into a PNG: a column per NUMA node count, a row per figure (efficiency,
-/// iteration time, balancing on the critical path, remote runs) against
-/// the thread count, a line per scheduler.
+/// iteration time, balancing on the critical path, remote runs) against the thread count, a
+/// line per scheduler.
 pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
     use pbs_plot::panels::{line_panels, Panel, Series, PALETTE};
     let mut nodes: Vec<usize> = rows.iter().map(|r| r.modelled.numa_nodes).collect();
@@ -265,9 +265,9 @@ pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
                 })
                 .filter(|s| !s.points.is_empty())
                 .collect();
-            let nodes = if n == 1 { "1 NUMA node".to_string() } else { format!("{n} NUMA nodes") };
+            let machine = if n == 1 { "1 NUMA node".to_string() } else { format!("{n} NUMA nodes") };
             panels.push(Panel {
-                title: format!("{case}, {nodes}: {title}"),
+                title: format!("{case}, {machine}: {title}"),
                 x_label: "threads".into(),
                 y_label: unit.into(),
                 log_x: true,

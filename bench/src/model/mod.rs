@@ -210,14 +210,14 @@ pub fn table(rows: &[ModelRow]) -> crate::table::Table {
 }
 
 /// What [`plot`] draws, one row of panels each: the title, the unit, whether the axis is
-/// logarithmic, and the figure of a row.
-type Metric = (&'static str, &'static str, bool, fn(&replay::Modelled) -> f64);
+/// logarithmic, whether the figure exists on one NUMA node, and the figure of a row.
+type Metric = (&'static str, &'static str, bool, bool, fn(&replay::Modelled) -> f64);
 
 const PLOTTED: [Metric; 4] = [
-    ("efficiency", "busy / (threads × wall)", false, |m| m.efficiency),
-    ("iteration time", "ms", true, |m| m.iter_ms),
-    ("critical-path balancing", "% of wall time", false, |m| 100.0 * m.rebalance_critical_fraction),
-    ("remote box runs", "% of box runs", false, |m| 100.0 * m.remote_fraction),
+    ("efficiency", "busy / (threads × wall)", false, true, |m| m.efficiency),
+    ("iteration time", "ms", true, true, |m| m.iter_ms),
+    ("critical-path balancing", "% of wall time", false, true, |m| 100.0 * m.rebalance_critical_fraction),
+    ("remote box runs", "% of box runs", false, false, |m| 100.0 * m.remote_fraction),
 ];
 
 /// Draws the projection into a PNG: a column per NUMA node count, a row per figure (efficiency,
@@ -237,12 +237,12 @@ pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
     let Some(first) = rows.first() else { return Err("nothing to plot: the projection has no row".into()) };
     let case = format!("{} {}", first.app, first.scenario);
     let mut panels = Vec::new();
-    for (row, (title, unit, log_y, figure)) in PLOTTED.into_iter().enumerate() {
+    for (title, unit, log_y, on_one_node, figure) in PLOTTED {
         for &n in &nodes {
-            if row == PLOTTED.len() - 1 && n == 1 {
-                // Every box's data is on the one node.
+            if n == 1 && !on_one_node {
+                // Every box's data is on the one node: nothing to draw.
                 panels.push(Panel {
-                    title: format!("{case}, 1 NUMA node: no remote runs"),
+                    title: format!("{case}, 1 NUMA node: no {title}"),
                     x_label: "threads".into(),
                     y_label: unit.into(),
                     log_x: false,

@@ -58,7 +58,7 @@ done
 ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'
 rm -rf "$prefix"
 
-echo "== the StarPU policy against StarPU 1.3: our heat code, StarPU's programs, bad declarations"
+echo "== the StarPU policy against StarPU 1.3: our heat code and md, StarPU's programs, bad declarations"
 cargo test -p pbs-bench --test starpu -- --ignored
 
 echo "== the pool's and the balancer thread's protocols, model-checked (loom)"

@@ -1,13 +1,14 @@
 //! `pbs-bench starpu`: pbs as a StarPU scheduling policy against StarPU's own policies, side by
-//! side in one run, on the heat code as StarPU tasks (`starpu/examples/heat.c`) and on programs
-//! of Debian's `starpu-examples`, run unchanged (pbs through `libpbs_starpu_preload.so`).
+//! side in one run, on our apps as StarPU tasks (the heat code, `starpu/examples/heat.c`, or md,
+//! `starpu/examples/md.c`) and on programs of Debian's `starpu-examples`, run unchanged (pbs
+//! through `libpbs_starpu_preload.so`).
 //!
 //! Each round runs every policy once, in an order rotated from round to round; a warm-up round
 //! comes first (it also lets `dmda` calibrate its performance model). Time figures are medians
 //! over rounds, and ratios to `eager` are medians of the ratios within each round. Affinity and
-//! modelled misses come from the trace the heat program writes: which worker started which box,
-//! in order, replayed through the per-worker LRU model of `pbs_scheduler::cache_model` (the
-//! same model `pbs-bench run` uses).
+//! modelled misses come from the trace the app writes: which worker started which box, in
+//! order, replayed through the per-worker LRU model of `pbs_scheduler::cache_model` (the same
+//! model `pbs-bench run` uses) with the footprint the app prints.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,30 +33,43 @@ const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
 /// What `pbs-bench starpu` runs (its command-line options).
 #[derive(Debug, Clone, clap::Args)]
 pub struct StarpuSettings {
+    /// Our app as StarPU tasks: heat (a hot corner) or md (particles, Verlet boxes in tiles)
+    #[arg(long, default_value = "heat", value_parser = ["heat", "md"])]
+    pub app: String,
     /// StarPU CPU workers
     #[arg(long = "threads", value_name = "N", default_value_t = 2)]
     pub workers: usize,
-    /// Heat iterations per run
+    /// Iterations per run of the app
     #[arg(long, default_value_t = 100)]
     pub iters: usize,
     /// Measured rounds, each running every policy once (after one warm-up round)
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
-    /// Boxes along x
+    /// Boxes along x: one task each per iteration (md: tiles of --tile × --tile Verlet boxes)
     #[arg(long, default_value_t = 16)]
     pub nx: usize,
     /// Boxes along y
     #[arg(long, default_value_t = 16)]
     pub ny: usize,
-    /// Cells per box side
+    /// heat: cells per box side
     #[arg(long, default_value_t = 64)]
     pub side: usize,
-    /// Temperature of the hot corner: its boxes' extra work
+    /// heat: temperature of the hot corner, its boxes' extra work
     #[arg(long, default_value_t = 2000.0)]
     pub hot: f64,
-    /// corner (a hot corner: imbalanced) or uniform
+    /// heat: corner (a hot corner: imbalanced) or uniform
     #[arg(long, default_value = "corner", value_parser = ["corner", "uniform"])]
     pub load: String,
+    /// md: Verlet boxes per tile side (a Verlet box alone is a few µs of work, less than a
+    /// StarPU task costs)
+    #[arg(long, default_value_t = 8)]
+    pub tile: usize,
+    /// md: uniform, contraction, expansion or gravity
+    #[arg(long, default_value = "gravity", value_parser = ["uniform", "contraction", "expansion", "gravity"])]
+    pub scenario: String,
+    /// md: seed of the particles' placement
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
     /// Wait for every task after each iteration instead of submitting ahead
     #[arg(long)]
     pub barrier: bool,
@@ -76,26 +90,26 @@ pub struct StarpuSettings {
 /// One row: a program under a policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct StarpuRow {
-    /// `heat` (ours) or the name of StarPU's example.
+    /// `heat` or `md` (ours), or the name of StarPU's example.
     pub program: String,
     /// The StarPU policy.
     pub scheduler: String,
-    /// Median iteration time, ms (heat only).
+    /// Median iteration time, ms (our apps only).
     pub iter_ms_median: Option<f64>,
-    /// Median over rounds of this policy's iteration time (heat) or wall time (an example)
+    /// Median over rounds of this policy's iteration time (our apps) or wall time (an example)
     /// over eager's in the same round.
     pub ratio_to_eager: Option<f64>,
-    /// Task time / (workers × wall), median over rounds (heat only).
+    /// Task time / (workers × wall), median over rounds (our apps only).
     pub efficiency: Option<f64>,
-    /// Share of box executions on the worker that ran the box's previous one (heat only).
+    /// Share of box executions on the worker that ran the box's previous one (our apps only).
     pub affinity: Option<f64>,
-    /// Modelled cache misses, 64-byte lines, median over rounds (heat only).
+    /// Modelled cache misses, 64-byte lines, median over rounds (our apps only).
     pub modelled_misses: Option<u64>,
     /// Boxes whose owner changed, pbs only (the other policies have no owners).
     pub migrations: Option<usize>,
     /// Rebalancings, pbs only.
     pub rebalancings: Option<usize>,
-    /// Heat: the program's checksum of the final field; an example: an FNV-1a hash of the
+    /// Our apps: the program's checksum of the final state; an example: an FNV-1a hash of the
     /// lines of its output that carry results (None when it prints none).
     pub checksum: Option<String>,
     /// Whether `checksum` equals eager's (None when there is nothing to compare).
@@ -150,8 +164,8 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("bench/ has a parent").to_path_buf()
 }
 
-/// Builds the policy, the preload library and the heat program (`starpu/build.sh`); the folder
-/// they are in.
+/// Builds the policy, the preload library and our apps' programs (`starpu/build.sh`); the
+/// folder they are in.
 pub fn build() -> Result<PathBuf, String> {
     let root = repo_root();
     let out = Command::new(root.join("starpu/build.sh"))
@@ -253,8 +267,8 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace().find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
-/// One run of the heat program.
-struct HeatRun {
+/// One run of an app's program.
+struct AppRun {
     iter_ms_median: f64,
     efficiency: f64,
     checksum: String,
@@ -265,22 +279,30 @@ struct HeatRun {
     wall_ms: f64,
 }
 
-fn heat_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Result<HeatRun, String> {
+fn app_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Result<AppRun, String> {
     let trace = scratch.join("trace");
-    let mut cmd = starpu_command(&dir.join("heat"), policy, s.workers, scratch, None);
+    let app = s.app.as_str();
+    let mut cmd = starpu_command(&dir.join(app), policy, s.workers, scratch, None);
     let number = |x: usize| x.to_string();
     cmd.args(["--sched", policy, "--workers", &number(s.workers), "--iters", &number(s.iters)])
-        .args(["--nx", &number(s.nx), "--ny", &number(s.ny), "--side", &number(s.side)])
-        .args(["--hot", &s.hot.to_string(), "--load", &s.load])
+        .args(["--nx", &number(s.nx), "--ny", &number(s.ny)])
         .args(["--barrier", if s.barrier { "1" } else { "0" }, "--empty", if s.empty { "1" } else { "0" }])
         .arg("--trace")
         .arg(&trace);
-    let ran = run_program(cmd, &format!("heat under {policy}"), scratch)?;
-    let line = ran.stdout.lines().find(|l| l.starts_with("heat:")).ok_or("heat printed no result line")?;
-    let get = |key: &str| field(line, key).ok_or_else(|| format!("no {key} in heat's line {line:?}"));
+    if app == "md" {
+        cmd.args(["--tile", &number(s.tile), "--scenario", &s.scenario, "--seed", &s.seed.to_string()]);
+    } else {
+        cmd.args(["--side", &number(s.side), "--hot", &s.hot.to_string(), "--load", &s.load]);
+    }
+    let ran = run_program(cmd, &format!("{app} under {policy}"), scratch)?;
+    let prefix = format!("{app}:");
+    let line = ran.stdout.lines().find(|l| l.starts_with(&prefix)).ok_or(format!("{app} printed no result line"))?;
+    let get = |key: &str| field(line, key).ok_or_else(|| format!("no {key} in {app}'s line {line:?}"));
     let num = |key: &str| -> Result<f64, String> { get(key)?.parse().map_err(|_| format!("bad {key} in {line:?}")) };
-    let (affinity, misses) = replay(&std::fs::read_to_string(&trace).map_err(|e| e.to_string())?, s)?;
-    Ok(HeatRun {
+    let bytes = |key: &str| -> Result<u64, String> { get(key)?.parse().map_err(|_| format!("bad {key} in {line:?}")) };
+    let trace = std::fs::read_to_string(&trace).map_err(|e| e.to_string())?;
+    let (affinity, misses) = replay(&trace, s, bytes("box_bytes")?, bytes("halo_bytes")?)?;
+    Ok(AppRun {
         iter_ms_median: num("iter_ms_median")?,
         efficiency: num("efficiency")?,
         checksum: get("checksum")?.to_string(),
@@ -292,13 +314,11 @@ fn heat_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Res
     })
 }
 
-/// Affinity and modelled misses from a trace of "worker box" lines in the order tasks started.
-fn replay(trace: &str, s: &StarpuSettings) -> Result<(f64, u64), String> {
+/// Affinity and modelled misses from a trace of "worker box" lines in the order tasks started,
+/// a task touching `box_bytes` of its own box and `halo_bytes` of each neighbour's.
+fn replay(trace: &str, s: &StarpuSettings, box_bytes: u64, halo_bytes: u64) -> Result<(f64, u64), String> {
     let grid = Grid::new(s.nx, s.ny).map_err(|e| e.to_string())?;
-    let cell_bytes = std::mem::size_of::<f64>() as u64;
-    let side = s.side as u64;
-    // A task writes its new tile and reads its old one, and a row or column of each neighbour's.
-    let cache = CacheModel::new(grid, s.workers, s.cache_bytes, 2 * side * side * cell_bytes, side * cell_bytes);
+    let cache = CacheModel::new(grid, s.workers, s.cache_bytes, box_bytes, halo_bytes);
     let mut last = vec![u32::MAX; grid.len()];
     let (mut same, mut again) = (0u64, 0u64);
     for line in trace.lines() {
@@ -336,8 +356,8 @@ fn result_hash(stdout: &str, keep: fn(&str) -> bool) -> Option<String> {
 
 /// Runs everything; `progress` is called after every program run.
 pub fn measure(s: &StarpuSettings, mut progress: impl FnMut()) -> Result<Vec<StarpuRow>, String> {
-    if s.workers == 0 || s.repeats == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 {
-        return Err("workers, repeats, nx and ny must be ≥ 1 and side ≥ 3".into());
+    if s.workers == 0 || s.repeats == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 || s.tile == 0 {
+        return Err("workers, repeats, nx, ny and tile must be ≥ 1 and side ≥ 3".into());
     }
     if !s.policies.iter().any(|p| p == "eager") {
         return Err("the policies must include eager: every ratio and output is compared with it".into());
@@ -358,11 +378,11 @@ fn measure_in(
 ) -> Result<Vec<StarpuRow>, String> {
     let n = s.policies.len();
     // runs[p][round]
-    let mut runs: Vec<Vec<HeatRun>> = (0..n).map(|_| Vec::new()).collect();
+    let mut runs: Vec<Vec<AppRun>> = (0..n).map(|_| Vec::new()).collect();
     for round in 0..=s.repeats {
         for i in 0..n {
             let p = (i + round) % n;
-            let run = heat_run(dir, &s.policies[p], s, scratch)?;
+            let run = app_run(dir, &s.policies[p], s, scratch)?;
             progress();
             if round > 0 {
                 runs[p].push(run);
@@ -373,13 +393,13 @@ fn measure_in(
     let mut rows = Vec::new();
     for (p, policy) in s.policies.iter().enumerate() {
         let r = &runs[p];
-        let med = |f: fn(&HeatRun) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
+        let med = |f: fn(&AppRun) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
         let ratios: Vec<f64> = r.iter().zip(&runs[eager]).map(|(a, b)| a.iter_ms_median / b.iter_ms_median).collect();
         let checksums: Vec<&str> = r.iter().map(|x| x.checksum.as_str()).collect();
         let stable = checksums.iter().all(|c| *c == checksums[0]);
         let pbs = policy == "pbs";
         rows.push(StarpuRow {
-            program: "heat".into(),
+            program: s.app.clone(),
             scheduler: policy.clone(),
             iter_ms_median: Some(med(|x| x.iter_ms_median)),
             ratio_to_eager: Some(median(&ratios)),
@@ -401,7 +421,7 @@ fn measure_in(
 }
 
 /// StarPU's programs, unchanged, under every policy (pbs through the preload library), in
-/// rounds as the heat code.
+/// rounds as our apps.
 fn examples(
     s: &StarpuSettings,
     dir: &Path,
@@ -527,6 +547,7 @@ mod tests {
 
     fn settings() -> StarpuSettings {
         StarpuSettings {
+            app: "heat".into(),
             workers: 2,
             iters: 2,
             repeats: 1,
@@ -535,6 +556,9 @@ mod tests {
             side: 4,
             hot: 1.0,
             load: "corner".into(),
+            tile: 1,
+            scenario: "gravity".into(),
+            seed: 1,
             barrier: false,
             empty: false,
             policies: vec!["eager".into()],
@@ -547,11 +571,11 @@ mod tests {
     fn a_trace_gives_affinity_and_misses_and_bad_lines_are_named() {
         let s = settings();
         // Boxes 0..3 on workers 0,0,1,1, then again with box 3 moved to worker 0.
-        let (affinity, misses) = replay("0 0\n0 1\n1 2\n1 3\n0 0\n0 1\n1 2\n0 3\n", &s).unwrap();
+        let (affinity, misses) = replay("0 0\n0 1\n1 2\n1 3\n0 0\n0 1\n1 2\n0 3\n", &s, 256, 32).unwrap();
         assert_eq!(affinity, 0.75);
         assert!(misses > 0);
-        assert!(replay("0 9\n", &s).unwrap_err().contains("box 9"));
-        assert!(replay("zero 1\n", &s).unwrap_err().contains("bad trace line"));
+        assert!(replay("0 9\n", &s, 256, 32).unwrap_err().contains("box 9"));
+        assert!(replay("zero 1\n", &s, 256, 32).unwrap_err().contains("bad trace line"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The StarPU policy of `starpu/`, built and run against Debian's StarPU 1.3: the heat code's
-//! result under every policy and against the pbs runtime's own heat, StarPU's unchanged programs
+//! and md's results under every policy and against the pbs runtime's own heat and md, StarPU's unchanged programs
 //! under pbs through the preload library, bad declarations, and `pbs-bench starpu` itself.
 //! They need libstarpu-dev, starpu-examples and openmpi-bin (StarPU's MPI-built examples start
 //! an MPI singleton), so they are ignored by plain `cargo test`; scripts/test.sh installs those
@@ -8,6 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+
+use pbs_apps::md::{Md, Scenario};
+use pbs_apps::GridApp;
+use pbs_scheduler::executors::StaticBlocks;
+use pbs_scheduler::report::Recorder;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -140,28 +145,83 @@ fn unchanged_starpu_programs_run_under_pbs_through_the_preload_with_eagers_resul
     assert!(!err.contains("pbs (StarPU policy)"), "{err}");
 }
 
+/// md on the pbs runtime's reference: one thread, static blocks (any executor gives it).
+fn md_checksum(scenario: Scenario, nx: usize, ny: usize, seed: u64, iters: usize) -> String {
+    let mut md = Md::new(scenario, nx, ny, seed);
+    let mut exec = StaticBlocks::new(md.grid().len(), 1).unwrap();
+    let mut rec = Recorder::new("static", 1);
+    (0..iters).for_each(|_| md.iterate(&mut exec, &mut rec, None));
+    format!("{:016x}", md.checksum())
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile() {
+    let dir = built();
+    // Tiles of 1 (a task reads 5 × 5 tiles: 26 buffers, past STARPU_NMAXBUFS), 2 and 3 Verlet
+    // boxes; grids whose tiles reach the walls unevenly.
+    for (scenario, tile, nx, ny) in
+        [(Scenario::Contraction, 1, 7, 5), (Scenario::Gravity, 2, 4, 3), (Scenario::Expansion, 3, 3, 2)]
+    {
+        let want = md_checksum(scenario, nx * tile, ny * tile, 5, 25);
+        for barrier in ["0", "1"] {
+            for policy in pbs_bench::starpu::POLICIES {
+                let (out, _) = ok(starpu(&dir.join("md"))
+                    .args(["--sched", policy, "--iters", "25", "--seed", "5", "--scenario", scenario.name()])
+                    .args(["--nx", &nx.to_string(), "--ny", &ny.to_string(), "--tile", &tile.to_string()])
+                    .args(["--barrier", barrier])
+                    .output()
+                    .unwrap());
+                assert_eq!(field(&out, "checksum"), want, "{policy}, tile {tile}, barrier {barrier}: {out}");
+                assert_eq!(field(&out, "verlet"), format!("{}x{}", nx * tile, ny * tile));
+            }
+        }
+    }
+    // Under pbs the policy ran: gravity piles the particles on the floor, and it rebalanced.
+    let (out, _) =
+        ok(starpu(&dir.join("md")).args(["--iters", "40", "--nx", "6", "--ny", "6", "--tile", "4"]).output().unwrap());
+    assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
+    // Bad options: named, no run.
+    for (args, says) in [
+        (["--tile", "0"], "--tile 0"),
+        (["--scenario", "storm"], "unknown scenario storm"),
+        (["--seed", "-3"], "--seed -3"),
+    ] {
+        let o = starpu(&dir.join("md")).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields() {
     built();
-    let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
-        .args(["starpu", "--repeats", "1", "--iters", "6", "--nx", "6", "--ny", "6", "--side", "8", "--json"])
-        .args(["--policies", "pbs,eager,lws", "--no-examples"])
-        .env_remove("STARPU_SCHED")
-        .output()
-        .unwrap();
-    let (text, _) = ok(out);
-    let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 3);
-    for r in rows {
-        for key in ["program", "scheduler", "iter_ms_median", "efficiency", "affinity", "modelled_misses", "checksum"] {
-            assert!(r.get(key).is_some_and(|v| !v.is_null()), "{key} in {r}");
+    for app in [["--app", "heat", "--side", "8"], ["--app", "md", "--tile", "2"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
+            .args(["starpu", "--repeats", "1", "--iters", "6", "--nx", "6", "--ny", "6", "--json"])
+            .args(app)
+            .args(["--policies", "pbs,eager,lws", "--no-examples"])
+            .env_remove("STARPU_SCHED")
+            .output()
+            .unwrap();
+        let (text, _) = ok(out);
+        let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 3);
+        for r in rows {
+            for key in
+                ["program", "scheduler", "iter_ms_median", "efficiency", "affinity", "modelled_misses", "checksum"]
+            {
+                assert!(r.get(key).is_some_and(|v| !v.is_null()), "{key} in {r}");
+            }
+            assert_eq!(r["program"], app[1], "{r}");
+            assert_eq!(r["output_matches_eager"], true, "{r}");
+            assert!(r["affinity"].as_f64().unwrap() <= 1.0);
         }
-        assert_eq!(r["output_matches_eager"], true, "{r}");
-        assert!(r["affinity"].as_f64().unwrap() <= 1.0);
+        assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]));
     }
-    assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]));
     // StarPU not found: a clear error, no panic.
     let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
         .args(["starpu", "--repeats", "1", "--no-examples"])

@@ -336,8 +336,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// pbs as a StarPU scheduling policy against StarPU's own, on the heat code as StarPU tasks
-    /// and on StarPU's example programs; one row per program and policy (needs libstarpu-dev,
+    /// pbs as a StarPU scheduling policy against StarPU's own, on the heat code or md as StarPU
+    /// tasks and on StarPU's example programs; one row per program and policy (needs libstarpu-dev,
     /// starpu-examples; builds starpu/).
     Starpu {
         #[command(flatten)]

@@ -127,8 +127,11 @@ static void external(const struct particle *p, double *fx, double *fy) {
     }
 }
 
-/* Adds the Lennard-Jones forces of QS on P (within the cutoff, soft core) in order. */
-static void pair_forces(const struct particle *p, const struct list *qs, double *fx, double *fy) {
+/* Adds the Lennard-Jones forces of QS on P (within the cutoff, soft core) in order. The sums
+   run in locals: through FX and FY, which may alias a particle's doubles as far as the compiler
+   knows, every addition went to memory. */
+static void pair_forces(const struct particle *p, const struct list *qs, double *fx_sum, double *fy_sum) {
+    double fx = *fx_sum, fy = *fy_sum;
     for (size_t i = 0; i < qs->n; i++) {
         const struct particle *q = &qs->p[i];
         if (q->id == p->id) continue;
@@ -138,9 +141,10 @@ static void pair_forces(const struct particle *p, const struct list *qs, double 
         if (r2 < R_MIN * R_MIN) r2 = R_MIN * R_MIN;
         double inv6 = 1.0 / (r2 * r2 * r2);
         double f = 24.0 * inv6 * (2.0 * inv6 - 1.0) / r2;
-        *fx += f * dx;
-        *fy += f * dy;
+        fx += f * dx;
+        fy += f * dy;
     }
+    *fx_sum = fx, *fy_sum = fy;
 }
 
 /* A reflecting wall at 0 and at LIMIT along one axis. */
@@ -263,6 +267,13 @@ static void md_tile(void *buffers[], void *cl_arg) {
     int me = starpu_worker_get_id();
     struct list *arr = arrived[me >= 0 ? me : STARPU_NMAXWORKERS];
     size_t tx = arg->k % NX, ty = arg->k / NX;
+    /* Verlet column x of the task's reach (x0 = its first) is in buffer column tile_col[x - x0]
+       at offset col_at[x - x0]; rows alike. */
+    size_t x0 = tx * T >= 2 ? tx * T - 2 : 0, y0 = ty * T >= 2 ? ty * T - 2 : 0;
+    size_t tile_col[1028], col_at[1028], tile_row[1028], row_at[1028];
+    for (size_t x = x0; x < VX && x < (tx + 1) * T + 2; x++) tile_col[x - x0] = x / T - r.x0, col_at[x - x0] = x % T;
+    for (size_t y = y0; y < VY && y < (ty + 1) * T + 2; y++)
+        tile_row[y - y0] = (y / T - r.y0) * (r.x1 - r.x0), row_at[y - y0] = (y % T) * T;
     for (size_t b = ty * T; b < (ty + 1) * T; b++)
         for (size_t a = tx * T; a < (tx + 1) * T; a++) {
             struct window w = window_of(b * VX + a);
@@ -270,8 +281,8 @@ static void md_tile(void *buffers[], void *cl_arg) {
             size_t n = 0;
             for (size_t y = w.b0; y < w.b1; y++)
                 for (size_t x = w.a0; x < w.a1; x++) {
-                    size_t buffer = 1 + (y / T - r.y0) * (r.x1 - r.x0) + (x / T - r.x0);
-                    around[n++] = (struct bin *)STARPU_VARIABLE_GET_PTR(buffers[buffer]) + (y % T) * T + x % T;
+                    void *tile = (void *)STARPU_VARIABLE_GET_PTR(buffers[1 + tile_row[y - y0] + tile_col[x - x0]]);
+                    around[n++] = (struct bin *)tile + row_at[y - y0] + col_at[x - x0];
                 }
             step_box(b * VX + a, around, out + (b % T) * T + a % T, 1, arr);
         }

@@ -115,6 +115,9 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     size_t nx = pbs_example_nx, ny = pbs_example_ny;
     if (workers < 1 || iterations < 0 || nx < 1 || ny < 1)
         return usage(app, "workers >= 1, iterations >= 0, nx, ny >= 1");
+    /* Sizes whose products (handles, tasks, trace entries) would wrap around. */
+    if (nx > UINT32_MAX / ny || (iterations && nx * ny > SIZE_MAX / 16 / (size_t)iterations))
+        return usage(app, "nx x ny x iterations too large to count");
     const char *env = getenv("STARPU_SCHED");
     if (env && strcmp(env, sched))
         return usage(app, "STARPU_SCHED names another policy than --sched: unset it or make them agree");

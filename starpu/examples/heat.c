@@ -127,6 +127,10 @@ static int option(const char *key, const char *value) {
 
 static int setup(size_t nx, size_t ny, starpu_data_handle_t *handle) {
     size_t boxes = nx * ny;
+    if (S > UINT32_MAX / S || boxes > SIZE_MAX / sizeof(double) / (S * S)) {
+        fprintf(stderr, "heat: %zu boxes of %zu x %zu cells: too many cells to count\n", boxes, S, S);
+        return -1;
+    }
     sink = calloc(boxes, sizeof *sink);
     tile[0] = malloc(boxes * S * S * sizeof(double));
     tile[1] = malloc(boxes * S * S * sizeof(double));

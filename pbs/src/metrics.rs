@@ -161,6 +161,12 @@ pub fn migrations(before: &[u32], after: &[u32]) -> usize {
 /// # Ok::<(), pbs::Error>(())
 /// ```
 pub fn match_labels(previous: &[u32], next: &[u32], parts: usize) -> crate::Result<Vec<u32>> {
+    let label = matched_ids(previous, next, parts)?;
+    Ok(next.iter().map(|&p| label[p as usize]).collect())
+}
+
+/// The id [`match_labels`] gives each part of `next`, by part: a permutation of `0..parts`.
+pub(crate) fn matched_ids(previous: &[u32], next: &[u32], parts: usize) -> crate::Result<Vec<u32>> {
     let bad = |name, value: String, reason| Err(crate::Error::Parameter { name, value, reason });
     if previous.len() != next.len() {
         return bad("next", format!("{} part ids", next.len()), "must give one part id per box of `previous`");
@@ -229,9 +235,9 @@ pub fn match_labels(previous: &[u32], next: &[u32], parts: usize) -> crate::Resu
     }
     let total = |l: &dyn Fn(usize) -> u32| (0..parts).map(|p| kept(p, l(p))).sum::<usize>();
     if total(&|p| p as u32) > total(&|p| label[p]) {
-        return Ok(next.to_vec());
+        return Ok((0..parts as u32).collect());
     }
-    Ok(next.iter().map(|&p| label[p as usize]).collect())
+    Ok(label)
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub struct VCores {
     weights: Vec<f64>,
     assignment: Assignment,
     charges: Vec<f64>,
+    /// The group of every vCore ([`VCores::with_groups`]); empty when none was given.
+    groups: Vec<u32>,
 }
 
 impl VCores {
@@ -46,7 +48,14 @@ impl VCores {
         }
         let grid = *problem.grid();
         let positions = positions.into_iter().map(|p| grid.clamp(p)).collect();
-        let mut vcores = VCores { grid, positions, weights, assignment: Assignment::default(), charges: Vec::new() };
+        let mut vcores = VCores {
+            grid,
+            positions,
+            weights,
+            assignment: Assignment::default(),
+            charges: Vec::new(),
+            groups: Vec::new(),
+        };
         vcores.reassign(problem);
         Ok(vcores)
     }
@@ -104,14 +113,131 @@ impl VCores {
     /// possible change owner and each vCore stays where its thread's data is. A start over for
     /// cells far from balance, which a balancer would take more steps to move back
     /// ([`crate::rebalance`]).
+    ///
+    /// With [groups](VCores::with_groups) of equal size (the vCores of each NUMA node), a
+    /// second labelling keeps each group on one region: the bisection numbers its parts depth
+    /// first, so each run of a group's size of consecutive ids is a compact region (a subtree
+    /// of the bisection when the counts are powers of two); each run goes to the group whose
+    /// old cells it overlaps most, and each of its parts to the vCore of that group whose old
+    /// cell it overlaps most. It is taken when the first labelling leaves a group's region in
+    /// pieces and it leaves fewer. The cells are the same either way; only who gets which
+    /// changes.
     pub fn restarted_from_bisection(&self, problem: &Problem) -> VCores {
         self.check(problem);
         let n = self.len();
         let parts = crate::bisection::kway_rcb(problem.grid(), problem.loads(), n)
             .expect("a valid problem is a valid bisection");
-        let ids =
+        let mut ids =
             metrics::match_labels(self.owners(), &parts, n).expect("both give one id below the vCore count per box");
-        VCores::at_centroids(problem, &ids).expect("one valid part id per box")
+        if let Some(members) = self.equal_groups() {
+            let mut group_of = vec![0u32; n];
+            for (g, vs) in members.iter().enumerate() {
+                vs.iter().for_each(|&v| group_of[v as usize] = g as u32);
+            }
+            let split = |ids: &[u32]| {
+                let regions: Vec<u32> = ids.iter().map(|&v| group_of[v as usize]).collect();
+                metrics::disconnected_parts(problem.grid(), &regions, members.len())
+            };
+            let split_now = split(&ids);
+            if split_now > 0 {
+                let grouped = self.grouped_ids(&parts, &members);
+                if split(&grouped) < split_now {
+                    ids = grouped;
+                }
+            }
+        }
+        let mut fresh = VCores::at_centroids(problem, &ids).expect("one valid part id per box");
+        fresh.groups = self.groups.clone();
+        fresh
+    }
+
+    /// These vCores with a group for each (`groups[i]` for vCore `i`: the NUMA node of its
+    /// thread, say), which a restart keeps on one region each
+    /// ([`VCores::restarted_from_bisection`]). An error names a count that is not one per vCore.
+    ///
+    /// ```
+    /// let grid = pbs::Grid::new(16, 16)?;
+    /// let problem = pbs::Problem::new(grid, &vec![1.0; 256], 4)?;
+    /// let vcores = pbs::VCores::from_bisection(&problem).with_groups(&[0, 0, 1, 1])?;
+    /// assert_eq!(vcores.groups(), Some(&[0, 0, 1, 1][..]));
+    /// # Ok::<(), pbs::Error>(())
+    /// ```
+    pub fn with_groups(mut self, groups: &[usize]) -> Result<VCores> {
+        if groups.len() != self.len() {
+            return Err(Error::Parameter {
+                name: "groups",
+                value: format!("{} groups", groups.len()),
+                reason: "must give exactly one group per vCore",
+            });
+        }
+        self.groups = groups
+            .iter()
+            .map(|&g| {
+                u32::try_from(g).map_err(|_| Error::Parameter {
+                    name: "groups",
+                    value: g.to_string(),
+                    reason: "a group id must fit in 32 bits",
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(self)
+    }
+
+    /// The group of every vCore, if [`VCores::with_groups`] gave them.
+    pub fn groups(&self) -> Option<&[u32]> {
+        (!self.groups.is_empty()).then_some(&self.groups[..])
+    }
+
+    /// The vCores of each group, in id order, when there are two groups or more and all have
+    /// the same size (a group-aware restart needs runs of parts of one size).
+    fn equal_groups(&self) -> Option<Vec<Vec<u32>>> {
+        let mut labels = self.groups.clone();
+        labels.sort_unstable();
+        labels.dedup();
+        if labels.len() < 2 {
+            return None;
+        }
+        let mut members = vec![Vec::new(); labels.len()];
+        for (v, g) in self.groups.iter().enumerate() {
+            members[labels.binary_search(g).expect("every group is a label")].push(v as u32);
+        }
+        let size = members[0].len();
+        members.iter().all(|m| m.len() == size).then_some(members)
+    }
+
+    /// The vCore of every box for the bisection's `parts` when `members` (the vCores of each
+    /// group, all groups of one size) must each keep one run of consecutive part ids.
+    fn grouped_ids(&self, parts: &[u32], members: &[Vec<u32>]) -> Vec<u32> {
+        let (groups, size) = (members.len(), members[0].len());
+        let (mut group_of, mut rank) = (vec![0u32; self.len()], vec![0u32; self.len()]);
+        for (g, vs) in members.iter().enumerate() {
+            for (r, &v) in vs.iter().enumerate() {
+                group_of[v as usize] = g as u32;
+                rank[v as usize] = r as u32;
+            }
+        }
+        let owners = self.owners();
+        let old_group: Vec<u32> = owners.iter().map(|&o| group_of[o as usize]).collect();
+        let run: Vec<u32> = parts.iter().map(|&p| p / size as u32).collect();
+        let group_of_run = metrics::matched_ids(&old_group, &run, groups).expect("ids below the group count");
+        // Per run, its boxes that its group owned: (the owner's rank in the group, the part's).
+        let mut kept: Vec<(Vec<u32>, Vec<u32>)> = vec![Default::default(); groups];
+        for k in 0..parts.len() {
+            let r = run[k] as usize;
+            if old_group[k] == group_of_run[r] {
+                kept[r].0.push(rank[owners[k] as usize]);
+                kept[r].1.push(parts[k] % size as u32);
+            }
+        }
+        let mut vcore_of_part = vec![0u32; self.len()];
+        for (r, (old, new)) in kept.iter().enumerate() {
+            let ids = metrics::matched_ids(old, new, size).expect("ranks below the group size");
+            let vs = &members[group_of_run[r] as usize];
+            for (p, &id) in ids.iter().enumerate() {
+                vcore_of_part[r * size + p] = vs[id as usize];
+            }
+        }
+        parts.iter().map(|&p| vcore_of_part[p as usize]).collect()
     }
 
     /// Number of vCores.
@@ -237,5 +363,38 @@ mod tests {
         // The bisection start of a uniform map is already balanced: two 4×4 halves.
         let b = VCores::from_bisection(&p);
         assert_eq!(b.max_avg(), 1.0);
+    }
+
+    /// Two nodes whose cells alternate along a row (A B A B): the plain restart keeps every
+    /// box on its vCore, so each node keeps two separate regions; with the nodes as groups,
+    /// each node gets one half of the row.
+    #[test]
+    fn a_restart_with_groups_gives_each_group_one_region() {
+        let g = Grid::new(8, 1).unwrap();
+        let p = Problem::new(g, &[1.0; 8], 4).unwrap();
+        // Columns 0-1: vCore 0, 2-3: vCore 2, 4-5: vCore 1, 6-7: vCore 3; node 0 = {0, 1}.
+        let v = VCores::at_centroids(&p, &[0, 0, 2, 2, 1, 1, 3, 3]).unwrap();
+        let plain = v.restarted_from_bisection(&p);
+        assert_eq!(plain.owners(), [0, 0, 2, 2, 1, 1, 3, 3]);
+        assert_eq!(plain.groups(), None);
+        let grouped = v.with_groups(&[0, 0, 1, 1]).unwrap().restarted_from_bisection(&p);
+        let nodes: Vec<u32> = grouped.owners().iter().map(|&o| grouped.groups().unwrap()[o as usize]).collect();
+        assert_eq!(nodes, [0, 0, 0, 0, 1, 1, 1, 1]);
+        // Within node 0, vCore 0 keeps its columns; the same cells as the plain restart.
+        assert_eq!(&grouped.owners()[..2], [0, 0]);
+        assert_eq!(grouped.max_avg(), plain.max_avg());
+    }
+
+    #[test]
+    fn groups_must_be_one_per_vcore_and_unequal_groups_restart_as_without() {
+        let g = Grid::new(8, 1).unwrap();
+        let p = Problem::new(g, &[1.0; 8], 4).unwrap();
+        let v = VCores::at_centroids(&p, &[0, 0, 2, 2, 1, 1, 3, 3]).unwrap();
+        let e = v.clone().with_groups(&[0, 1]).unwrap_err();
+        assert!(matches!(e, Error::Parameter { name: "groups", .. }), "{e}");
+        // Three and one: no runs of one size, so the plain matching (and the groups kept).
+        let uneven = v.clone().with_groups(&[0, 0, 0, 1]).unwrap().restarted_from_bisection(&p);
+        assert_eq!(uneven.owners(), v.restarted_from_bisection(&p).owners());
+        assert_eq!(uneven.groups(), Some(&[0, 0, 0, 1][..]));
     }
 }

@@ -131,6 +131,55 @@ proptest! {
         prop_assert_eq!(run(), run());
     }
 
+    /// A restart with groups of equal size (NUMA nodes) gives the vCores the same positions
+    /// as without groups (the centroids of the bisection's parts), only perhaps to other
+    /// vCores: when it does, each group sits on one run of the bisection's depth-first part
+    /// ids, and the groups' regions are in fewer pieces than without.
+    #[test]
+    fn a_restart_with_groups_moves_no_cell_and_splits_no_more_groups((grid, loads, n) in problem_strategy(), seed in 0u64..1000) {
+        let groups = (2..5).find(|g| n % g == 0);
+        prop_assume!(groups.is_some());
+        let groups = groups.unwrap();
+        let size = n / groups;
+        let problem = Problem::new(grid, &loads, n).unwrap();
+        let vcores = VCores::random(&problem, seed);
+        let plain = vcores.restarted_from_bisection(&problem);
+        // Equal sizes, the labels shuffled: v * 7 mod groups cycles through them (7 is prime to 2, 3 and 4).
+        let group: Vec<usize> = (0..n).map(|v| (v * 7 + seed as usize) % groups).collect();
+        let grouped = vcores.with_groups(&group).unwrap().restarted_from_bisection(&problem);
+        let bits = |p: &[f64; 3]| p.map(f64::to_bits);
+        let sorted = |v: &VCores| {
+            let mut p: Vec<[u64; 3]> = v.positions().iter().map(bits).collect();
+            p.sort_unstable();
+            p
+        };
+        prop_assert_eq!(sorted(&grouped), sorted(&plain));
+        // Which part each vCore sits at the centroid of (parts with one centroid: skipped).
+        let parts = pbs::bisection::kway_rcb(&grid, &loads, n).unwrap();
+        let centroids = VCores::at_centroids(&problem, &parts).unwrap();
+        let mut part_at = std::collections::HashMap::new();
+        for (p, c) in centroids.positions().iter().enumerate() {
+            prop_assume!(part_at.insert(bits(c), p).is_none());
+        }
+        let group_of_part = |v: &VCores| {
+            let mut g = vec![0u32; n];
+            v.positions().iter().enumerate().for_each(|(i, c)| g[part_at[&bits(c)]] = group[i] as u32);
+            g
+        };
+        let pieces = |g: &[u32]| {
+            let regions: Vec<u32> = parts.iter().map(|&p| g[p as usize]).collect();
+            metrics::disconnected_parts(&grid, &regions, groups)
+        };
+        let (with, without) = (group_of_part(&grouped), group_of_part(&plain));
+        prop_assert!(pieces(&with) <= pieces(&without));
+        if with != without {
+            prop_assert!(pieces(&with) < pieces(&without));
+            for run in with.chunks(size) {
+                prop_assert!(run.iter().all(|&g| g == run[0]), "a run shared: {:?}", run);
+            }
+        }
+    }
+
     /// A rebalancing never starts worse than the cells it is given: it starts over from a
     /// bisection only from `RESTART_FROM` × the lower bound and only to a better start, and
     /// says so; every box keeps one owner.

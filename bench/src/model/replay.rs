@@ -138,7 +138,7 @@ pub struct PbsPlan {
 /// `noise`), which is what makes the real executor rebalance on noise now and then.
 ///
 /// The vCores start as the runtime starts them: on `numa_nodes` nodes, one region of the
-/// domain per node (`pbs_scheduler::placement`).
+/// domain per node (`pbs_scheduler::placement`), the nodes their groups for a restart.
 pub fn plan_pbs(
     trace: &Trace,
     threads: usize,
@@ -155,7 +155,9 @@ pub fn plan_pbs(
     let mut vcores = if numa_nodes > 1 {
         let numa: Vec<usize> = (0..vcores_n).map(|t| t * numa_nodes / threads).collect();
         let positions = pbs_scheduler::placement::numa_positions(&grid, &numa);
-        VCores::new(&uniform, positions, vec![0.0; vcores_n]).map_err(|e| e.to_string())?
+        VCores::new(&uniform, positions, vec![0.0; vcores_n])
+            .and_then(|v| v.with_groups(&numa))
+            .map_err(|e| e.to_string())?
     } else {
         VCores::random(&uniform, 1)
     };

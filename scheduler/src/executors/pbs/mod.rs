@@ -65,7 +65,8 @@ pub struct PbsOptions {
     /// Initial vCore positions (e.g. from the NUMA placement), one per thread.
     pub positions: Option<Vec<Point>>,
     /// The NUMA node of every thread, if known: idle threads then steal from their own node
-    /// first (ignored unless it has one entry per thread).
+    /// first, and a rebalancing that starts over from a bisection keeps each node's vCores on
+    /// one region ([`pbs::VCores::with_groups`]) (ignored unless it has one entry per thread).
     pub numa: Option<Vec<usize>>,
     /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
     pub criterion: Option<Box<dyn Criterion>>,
@@ -333,6 +334,10 @@ impl Pbs {
             }
             None => VCores::random(&problem, options.seed),
         };
+        if let Some(numa) = options.numa.as_ref().filter(|m| m.len() == threads) {
+            let n = vcores.len();
+            vcores = vcores.with_groups(&numa[..n])?;
+        }
         // Measured now rather than inside the first iteration.
         let _ = (clock::costs(), clock::ns_per_tick());
         let start = Instant::now();

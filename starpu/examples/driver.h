@@ -79,4 +79,23 @@ void pbs_example_task_end(long it, double t0);
    The exit status of main. */
 int pbs_example_main(const struct pbs_example *app, int argc, char **argv);
 
+/* The main of a program whose functions bear the names of struct pbs_example's fields. */
+#define PBS_EXAMPLE_MAIN(NAME, USAGE)                                                                  \
+    int main(int argc, char **argv) {                                                                  \
+        static const struct pbs_example app = {                                                        \
+            .name = NAME,                                                                              \
+            .usage = USAGE,                                                                            \
+            .option = option,                                                                          \
+            .setup = setup,                                                                            \
+            .submit = submit,                                                                          \
+            .check = check,                                                                            \
+            .checksum = checksum,                                                                      \
+            .print_fields = print_fields,                                                              \
+            .box_bytes = box_bytes,                                                                    \
+            .halo_bytes = halo_bytes,                                                                  \
+            .cleanup = cleanup,                                                                        \
+        };                                                                                             \
+        return pbs_example_main(&app, argc, argv);                                                     \
+    }
+
 #endif

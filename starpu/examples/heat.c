@@ -204,19 +204,4 @@ static uint64_t halo_bytes(void) { return S * sizeof(double); }
 
 static void cleanup(void) { free(sink), free(tile[0]), free(tile[1]); }
 
-int main(int argc, char **argv) {
-    static const struct pbs_example heat = {
-        .name = "heat",
-        .usage = "[--side S] [--hot T] [--load corner|uniform]",
-        .option = option,
-        .setup = setup,
-        .submit = submit,
-        .check = check,
-        .checksum = checksum,
-        .print_fields = print_fields,
-        .box_bytes = box_bytes,
-        .halo_bytes = halo_bytes,
-        .cleanup = cleanup,
-    };
-    return pbs_example_main(&heat, argc, argv);
-}
+PBS_EXAMPLE_MAIN("heat", "[--side S] [--hot T] [--load corner|uniform]")

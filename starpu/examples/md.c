@@ -494,19 +494,4 @@ static void cleanup(void) {
         for (int s = 0; s < 9; s++) free(arrived[w][s].p);
 }
 
-int main(int argc, char **argv) {
-    static const struct pbs_example md = {
-        .name = "md",
-        .usage = "[--tile T] [--scenario uniform|contraction|expansion|gravity] [--seed N]",
-        .option = option,
-        .setup = setup,
-        .submit = submit,
-        .check = check,
-        .checksum = checksum,
-        .print_fields = print_fields,
-        .box_bytes = box_bytes,
-        .halo_bytes = halo_bytes,
-        .cleanup = cleanup,
-    };
-    return pbs_example_main(&md, argc, argv);
-}
+PBS_EXAMPLE_MAIN("md", "[--tile T] [--scenario uniform|contraction|expansion|gravity] [--seed N]")

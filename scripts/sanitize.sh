@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Miri and ThreadSanitizer on the scheduler's and the C interface's tests (nightly toolchain,
-# installed through rustup when missing), then a long fuzzing run. Longer than the test suite,
+# installed through rustup when missing), AddressSanitizer and UBSan on the StarPU policy and its
+# programs, then a long fuzzing run. Longer than the test suite,
 # so not part of it: see docs/soundness.md for how long each part takes on the 2-core VM.
 #
 # Miri interprets the pure-Rust tests: the pool, the claims, the executors, the C statuses.
@@ -35,6 +36,51 @@ tsan() {
 }
 tsan -p pbs-scheduler --lib --tests
 tsan -p pbs-ffi --lib --test fuzz_arguments
+
+echo "== AddressSanitizer and UBSan: the StarPU policy, heat and md as StarPU tasks, its error cases"
+need_packages "${STARPU_PACKAGES[@]}"
+cargo build --release -q -p pbs-ffi
+asan=target/asan-starpu
+lib=$PWD/target/release
+mkdir -p "$asan/home"
+flags=(-std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+    -Wall -Wextra -Werror -fPIC -Iffi/include -Istarpu/include $(pkg-config --cflags starpu-1.3))
+starpu_libs=$(pkg-config --libs starpu-1.3)
+"${CC:-cc}" "${flags[@]}" -shared starpu/src/policy.c -o "$asan/libpbs_starpu.so" -L"$lib" -lpbs_ffi $starpu_libs \
+    -lpthread -lm -Wl,-rpath,"$lib"
+for program in examples/heat examples/md tests/errors; do
+    sources=("starpu/$program.c")
+    [ "$program" = tests/errors ] || sources+=(starpu/examples/driver.c)
+    "${CC:-cc}" "${flags[@]}" "${sources[@]}" -o "$asan/$(basename $program)" "$asan/libpbs_starpu.so" -L"$lib" \
+        -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$asan" -Wl,-rpath,"$lib"
+done
+export STARPU_SILENT=1 STARPU_HOME="$PWD/$asan/home" STARPU_NCPU=2
+# Any memory error or undefined behaviour ends the program with an error status.
+checked() { ASAN_OPTIONS=detect_leaks=0 "$@" > /dev/null; }
+for policy in pbs eager ws; do
+    for barrier in 0 1; do
+        checked "$asan/heat" --sched "$policy" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --barrier "$barrier"
+        checked "$asan/md" --sched "$policy" --iters 30 --nx 5 --ny 4 --tile 1 --scenario contraction --barrier "$barrier"
+        checked "$asan/md" --sched "$policy" --iters 30 --nx 3 --ny 3 --tile 3 --barrier "$barrier"
+    done
+done
+PBS_STEAL=always STARPU_NCPU=4 checked "$asan/heat" --workers 4 --iters 50 --nx 9 --ny 7 --side 5
+checked "$asan/errors" 2> /dev/null
+# StarPU leaks about 1 KB at start-up under every policy (from a module it loads and unloads):
+# the leaks under pbs must be eager's.
+leaked() {
+    # (a leak makes the status 23: only the summary is read)
+    { ASAN_OPTIONS=detect_leaks=1 "$@" 2>&1 > /dev/null || true; } |
+        sed -n 's/^SUMMARY: AddressSanitizer: \([0-9]*\) byte.*/\1/p'
+}
+for app in heat md; do
+    eager=$(leaked "$asan/$app" --sched eager --iters 20 --nx 4 --ny 4)
+    pbs=$(leaked "$asan/$app" --sched pbs --iters 20 --nx 4 --ny 4)
+    if [ "${pbs:-0}" != "${eager:-0}" ]; then
+        echo "error: $app leaks ${pbs:-0} bytes under pbs, ${eager:-0} under eager" >&2
+        exit 1
+    fi
+done
 
 echo "== fuzzing: the CSV reader and the C interface's arguments (proptest, release)"
 PROPTEST_CASES="${FUZZ_CASES:-20000}" cargo test --release -p pbs --test fuzz_csv

@@ -240,8 +240,8 @@ static void step_box(size_t k, struct bin *const *around, struct bin *out, int f
         }
 }
 
-/* The tiles whose old particles the task of tile (tx, ty) reads: those within two Verlet
-   boxes, columns x0..x1 and rows y0..y1 (ends excluded). */
+/* The tiles whose old particles the task of TILE reads: those within two Verlet boxes of it,
+   columns x0..x1 and rows y0..y1 of the tile grid (ends excluded). */
 struct tiles {
     size_t x0, x1, y0, y1;
 };

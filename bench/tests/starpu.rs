@@ -187,6 +187,7 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile()
         (["--scenario", "storm"], "unknown scenario storm"),
         (["--seed", "-3"], "--seed -3"),
         (["--nx", "4000000000"], "too large to count"),
+        (["--workers", "100000"], "workers from 1 to"),
     ] {
         let o = starpu(&dir.join("md")).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

@@ -12,6 +12,9 @@
 
 size_t pbs_example_nx = 32, pbs_example_ny = 32;
 
+#define TEXT_OF(x) #x
+#define TEXT(x) TEXT_OF(x) /* a macro's value as a string literal */
+
 static double busy[STARPU_NMAXWORKERS]; /* task time per worker (ms) */
 static _Atomic size_t seq;              /* tasks started so far: the trace's order */
 static _Atomic size_t *completed;       /* per iteration: tasks done */
@@ -113,8 +116,9 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
         if (end && *end) return usage(app, "a value that is not a number");
     }
     size_t nx = pbs_example_nx, ny = pbs_example_ny;
-    if (workers < 1 || iterations < 0 || nx < 1 || ny < 1)
-        return usage(app, "workers >= 1, iterations >= 0, nx, ny >= 1");
+    if (workers < 1 || workers > STARPU_NMAXWORKERS || iterations < 0 || nx < 1 || ny < 1)
+        return usage(app, "workers from 1 to " TEXT(STARPU_NMAXWORKERS) " (this StarPU's most), iterations >= 0, "
+                          "nx, ny >= 1");
     /* Sizes whose products (handles, tasks, trace entries) would wrap around. */
     if (nx > UINT32_MAX / ny || (iterations && nx * ny > SIZE_MAX / 16 / (size_t)iterations))
         return usage(app, "nx x ny x iterations too large to count");

@@ -157,7 +157,8 @@ impl VCores {
     ///
     /// ```
     /// let grid = pbs::Grid::new(16, 16)?;
-    /// let problem = pbs::Problem::new(grid, &vec![1.0; 256], 4)?;
+    /// let loads = vec![1.0; 256];
+    /// let problem = pbs::Problem::new(grid, &loads, 4)?;
     /// let vcores = pbs::VCores::from_bisection(&problem).with_groups(&[0, 0, 1, 1])?;
     /// assert_eq!(vcores.groups(), Some(&[0, 0, 1, 1][..]));
     /// # Ok::<(), pbs::Error>(())

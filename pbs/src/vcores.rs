@@ -140,7 +140,7 @@ impl VCores {
             };
             let split_now = split(&ids);
             if split_now > 0 {
-                let grouped = self.grouped_ids(&parts, &members);
+                let grouped = self.grouped_ids(&parts, &members, &group_of);
                 if split(&grouped) < split_now {
                     ids = grouped;
                 }
@@ -207,15 +207,13 @@ impl VCores {
     }
 
     /// The vCore of every box for the bisection's `parts` when `members` (the vCores of each
-    /// group, all groups of one size) must each keep one run of consecutive part ids.
-    fn grouped_ids(&self, parts: &[u32], members: &[Vec<u32>]) -> Vec<u32> {
+    /// group, all groups of one size; `group_of` each vCore's index among them) must each keep
+    /// one run of consecutive part ids.
+    fn grouped_ids(&self, parts: &[u32], members: &[Vec<u32>], group_of: &[u32]) -> Vec<u32> {
         let (groups, size) = (members.len(), members[0].len());
-        let (mut group_of, mut rank) = (vec![0u32; self.len()], vec![0u32; self.len()]);
-        for (g, vs) in members.iter().enumerate() {
-            for (r, &v) in vs.iter().enumerate() {
-                group_of[v as usize] = g as u32;
-                rank[v as usize] = r as u32;
-            }
+        let mut rank = vec![0u32; self.len()];
+        for vs in members {
+            vs.iter().enumerate().for_each(|(r, &v)| rank[v as usize] = r as u32);
         }
         let owners = self.owners();
         let old_group: Vec<u32> = owners.iter().map(|&o| group_of[o as usize]).collect();

@@ -276,6 +276,13 @@ impl Run {
         self.steps
     }
 
+    /// Whether the run started over from a bisection ([`Run::start_rebalancing`]): its state
+    /// after the start is then a new mapping already, which a caller may take on before any
+    /// step (the executor does, when the run would otherwise land late).
+    pub fn restarted(&self) -> bool {
+        self.restarted
+    }
+
     /// Time spent inside the run's calls so far.
     pub fn elapsed(&self) -> Duration {
         self.elapsed
@@ -356,6 +363,9 @@ mod tests {
         let moved_back = balance(method.as_mut(), &problem, &mut warm, stop, |_| {});
         let restarted = rebalance(method.as_mut(), &problem, &mut fresh, stop);
         assert!(restarted.restarted && !moved_back.restarted);
+        // A run says so from its start, before any step.
+        let (run, _) = Run::start_rebalancing(method.as_mut(), &problem, &mut start.clone(), stop);
+        assert!(run.restarted() && run.steps() == 0);
         assert_eq!(restarted.migrations, metrics::migrations(start.owners(), fresh.owners()), "counted from before");
         // Moving the cells back takes them further than 20 steps; starting over does not.
         assert!(restarted.converged && !moved_back.converged, "{restarted:?}\n{moved_back:?}");

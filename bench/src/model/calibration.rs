@@ -129,7 +129,15 @@ impl Plans {
         if let Some(i) = self.0.iter().position(|(k, _)| *k == key) {
             return Ok(&self.0[i].1);
         }
-        let plan = plan_pbs(trace, threads, 1, ITERATIONS, machine.balancer_box, machine.noise)?;
+        let plan = plan_pbs(
+            trace,
+            threads,
+            1,
+            ITERATIONS,
+            machine.balancer_box,
+            machine.noise,
+            Rebalancing::StopSerial.lands_restart_at_once(),
+        )?;
         self.0.push((key, plan));
         Ok(&self.0.last().expect("just pushed").1)
     }

@@ -23,9 +23,11 @@
 //! owner lists with no stealing, their remappings between iterations on the critical path,
 //! costed by their real time here ([`plan_remap`]).
 
-use pbs::{balance, methods, rebalance, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, Grid, Problem, Run, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
-use pbs_scheduler::executors::{PbsOptions, RemapInputs, RemapOptions, Remapper, PAYBACK_ITERATIONS, STEAL_MIN_PHASE};
+use pbs_scheduler::executors::{
+    balancer_units, PbsOptions, RemapInputs, RemapOptions, Remapper, PAYBACK_ITERATIONS, STEAL_MIN_PHASE,
+};
 
 use super::machine::Machine;
 use super::trace::Trace;
@@ -67,6 +69,15 @@ impl Rebalancing {
             "stop" => Rebalancing::Stop,
             _ => return None,
         })
+    }
+
+    /// Whether a rebalancing that starts over lands at once, as the executor's runs off the
+    /// critical path do ([`PbsOptions::restart_lands_at_once`]). `IdleTime` runs are
+    /// planned as stopping ones, which they are whenever a step outlasts the slack: the plan
+    /// is made before the replay knows where each run goes.
+    pub fn lands_restart_at_once(self) -> bool {
+        matches!(self, Rebalancing::IdleTimeOrThread | Rebalancing::Thread)
+            && PbsOptions::default().restart_lands_at_once
     }
 }
 
@@ -119,11 +130,6 @@ pub fn unit_cost(balancer_box: f64, boxes: usize, vcores: usize) -> f64 {
     balancer_box * boxes as f64 * (1.0 + (vcores.max(1) as f64).log2())
 }
 
-/// What a rebalancing's start over from a bisection ([`pbs::rebalance`]) costs, in balancer
-/// units: a k-way RCB and one assignment took 3.3–4.3 times a step's time on md's loads at
-/// 16–256 vCores on the development VM (`examples/first_rebalancing.rs`).
-pub const RESTART_UNITS: usize = 4;
-
 /// pbs's decisions over a replay, from the recorded loads alone.
 #[derive(Debug, Clone)]
 pub struct PbsPlan {
@@ -146,6 +152,7 @@ pub fn plan_pbs(
     iterations: usize,
     balancer_box: f64,
     noise: f64,
+    restart_lands: bool,
 ) -> Result<PbsPlan, String> {
     let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
     let vcores_n = threads.min(grid.len());
@@ -193,8 +200,13 @@ pub fn plan_pbs(
             criterion.rebalanced(last_cost);
             continue;
         }
-        let out = rebalance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: steps, tol });
-        let units = out.steps + 2 + if out.restarted { RESTART_UNITS } else { 0 };
+        let stop = StopRule { max_steps: steps, tol };
+        let (mut run, _) = Run::start_rebalancing(balancer.as_mut(), &problem, &mut vcores, stop);
+        if !(restart_lands && run.restarted()) {
+            while run.step(balancer.as_mut(), &problem, &mut vcores).is_some() {}
+        }
+        let out = run.finish(balancer.as_mut(), &problem, &mut vcores);
+        let units = balancer_units(&out);
         last_cost = unit * units as f64;
         reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
         criterion.rebalanced(last_cost);
@@ -779,7 +791,7 @@ mod tests {
     fn remote_runs_follow_the_schedulers_locality() {
         let trace = trace("md-gravity-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = plan_pbs(&trace, 8, 4, 12, machine.balancer_box, machine.noise).unwrap();
+        let plan = plan_pbs(&trace, 8, 4, 12, machine.balancer_box, machine.noise, false).unwrap();
         let run = |s: &str| replay(&trace, s, 8, 4, &machine, Some(&plan), Rebalancing::Stop, 12).unwrap();
         let (st, ws, eager, pbs) = (run("static"), run("ws"), run("eager"), run("pbs"));
         assert_eq!(st.remote_fraction, 0.0);
@@ -803,7 +815,7 @@ mod tests {
     fn the_balancer_thread_costs_less_than_stopping_but_not_nothing() {
         let trace = trace("md-gravity-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = plan_pbs(&trace, 16, 1, 200, machine.balancer_box, machine.noise).unwrap();
+        let plan = plan_pbs(&trace, 16, 1, 200, machine.balancer_box, machine.noise, false).unwrap();
         let run = |r| replay(&trace, "pbs", 16, 1, &machine, Some(&plan), r, 200).unwrap();
         let (stop, thread) = (run(Rebalancing::Stop), run(Rebalancing::Thread));
         assert!(stop.rebalances >= 1 && thread.rebalances >= 1, "{stop:?} {thread:?}");
@@ -812,13 +824,28 @@ mod tests {
         assert!(thread.efficiency <= 1.0 + 1e-9, "{thread:?}");
     }
 
+    /// A rebalancing that starts over is planned as the executor runs it: ended at its start
+    /// when it runs off the critical path (its cost the start over, its start and its end),
+    /// on to its steps when it stops the iteration.
+    #[test]
+    fn a_start_over_lands_at_once_off_the_critical_path() {
+        let trace = trace("md-contraction-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let plan = |lands| plan_pbs(&trace, 16, 1, 40, machine.balancer_box, machine.noise, lands).unwrap();
+        let (lands, goes_on) = (plan(true), plan(false));
+        let first = |p: &PbsPlan| (p.events[0].at, p.events[0].units);
+        assert_eq!(first(&lands), (0, 2 + pbs_scheduler::executors::RESTART_UNITS), "md contraction starts over");
+        assert!(first(&goes_on).1 > first(&lands).1, "then its steps: {:?}", first(&goes_on));
+        assert!(Rebalancing::IdleTimeOrThread.lands_restart_at_once() && !Rebalancing::Stop.lands_restart_at_once());
+    }
+
     /// Overlapped, the balancer's units run in slack: less on the critical path than
     /// stopping for them, and the same rebalancings are taken on.
     #[test]
     fn overlapping_takes_the_balancer_off_the_critical_path() {
         let trace = trace("stencil-drift-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = plan_pbs(&trace, 4, 1, 20, machine.balancer_box, machine.noise).unwrap();
+        let plan = plan_pbs(&trace, 4, 1, 20, machine.balancer_box, machine.noise, false).unwrap();
         let stop = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::Stop, 20).unwrap();
         let overlap = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::IdleTimeOrThread, 20).unwrap();
         assert!(stop.rebalances >= 1);

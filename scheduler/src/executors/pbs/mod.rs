@@ -36,6 +36,7 @@ use crate::criteria::{Boulmier, Criterion};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
 use overlap::{Finish, Pending, Slack};
+pub use rebalancing::{balancer_units, RESTART_UNITS};
 pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
 pub use stealing::STEAL_MIN_PHASE;
@@ -81,6 +82,14 @@ pub struct PbsOptions {
     /// workers at most a share of one core while it runs, and its owners are taken on only if
     /// they balance the freshest measured loads better than the owners in force.
     pub max_pending_on_thread: usize,
+    /// Whether a rebalancing that runs while the threads compute (in idle time or on the
+    /// balancer thread) and starts over from a bisection ([`pbs::rebalance`]) ends there: the
+    /// bisection's cells are taken on at the next iteration boundary, and the check a few
+    /// iterations later or the criterion calls the run that moves them on. Its steps would
+    /// otherwise keep the threads on the far worse cells they replace for as long as the steps
+    /// take, which with many threads is tens to hundreds of iterations (docs/design-notes.md,
+    /// "Starting over"). A rebalancing between iterations ([`Overlap::Stop`]) goes on.
+    pub restart_lands_at_once: bool,
     /// Box timing: pbs times whole chunks (any non-zero stride turns it on). Box times, summed
     /// over an iteration's phases, are refreshed every `stride` iterations at most: once
     /// tasks are measured long enough that timing every iteration costs under
@@ -106,6 +115,7 @@ impl Default for PbsOptions {
             overlap: Overlap::default(),
             max_pending: 25,
             max_pending_on_thread: 1000,
+            restart_lands_at_once: true,
             timer: BoxTimer::default(),
         }
     }

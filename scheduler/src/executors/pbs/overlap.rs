@@ -36,6 +36,8 @@ pub(super) struct Pending {
     /// The copy of the vCores the balancer moves; adopted when the run has ended.
     pub vcores: VCores,
     stop: StopRule,
+    /// Whether a start over from a bisection ends the run ([`super::PbsOptions::restart_lands_at_once`]).
+    restart_lands: bool,
     run: Option<Run>,
     /// How the run ended, once it has.
     pub outcome: Option<Outcome>,
@@ -55,6 +57,7 @@ impl Pending {
         problem: Problem<'static>,
         vcores: VCores,
         stop: StopRule,
+        restart_lands: bool,
         correcting: bool,
     ) -> Pending {
         Pending {
@@ -62,6 +65,7 @@ impl Pending {
             problem,
             vcores,
             stop,
+            restart_lands,
             run: None,
             outcome: None,
             failed: false,
@@ -82,9 +86,17 @@ impl Pending {
         if self.is_done() {
             return false;
         }
-        let Pending { balancer, problem, vcores, stop, run, outcome, .. } = self;
+        let Pending { balancer, problem, vcores, stop, restart_lands, run, outcome, .. } = self;
         let unit = catch_unwind(AssertUnwindSafe(|| match run {
-            None => *run = Some(Run::start_rebalancing(balancer.as_mut(), problem, vcores, *stop).0),
+            None => {
+                let (r, _) = Run::start_rebalancing(balancer.as_mut(), problem, vcores, *stop);
+                if r.restarted() && *restart_lands {
+                    // The start over is a mapping already: taken on as it is.
+                    *outcome = Some(r.finish(balancer.as_mut(), problem, vcores));
+                } else {
+                    *run = Some(r);
+                }
+            }
             Some(r) => {
                 if r.step(balancer.as_mut(), problem, vcores).is_none() {
                     let r = run.take().expect("matched Some");
@@ -211,7 +223,7 @@ mod tests {
         let problem = Problem::new(grid, &loads, n).unwrap().into_owned();
         let vcores = VCores::random(&problem, 3);
         let stop = StopRule { max_steps: 20, tol: 0.02 };
-        Pending::new(methods::by_name("power-cells").unwrap(), problem, vcores, stop, false)
+        Pending::new(methods::by_name("power-cells").unwrap(), problem, vcores, stop, false, false)
     }
 
     /// Advanced unit by unit, a pending rebalancing ends where `balance` ends.
@@ -229,6 +241,39 @@ mod tests {
         assert_eq!((outcome.steps, outcome.max_avg), (direct.steps, direct.max_avg));
         assert_eq!(p.vcores.owners(), q.vcores.owners());
         assert!(!p.advance(), "nothing left");
+    }
+
+    /// Cells far from balance: a pending rebalancing that starts over ends there when asked
+    /// to (in the unit that starts it), and goes on to its steps otherwise.
+    #[test]
+    fn a_start_over_lands_at_once_when_asked() {
+        let grid = Grid::new(32, 32).unwrap();
+        let ones = vec![1.0; grid.len()];
+        let uniform = Problem::new(grid, &ones, 8).unwrap();
+        let mut vcores = VCores::from_bisection(&uniform);
+        let mut method = methods::by_name("power-cells").unwrap();
+        pbs::balance(method.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol: 0.02 }, |_| {});
+        // All the load in the lower left quarter.
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k % 32 < 16 && k / 32 < 16 { 10.0 } else { 0.1 }).collect();
+        let problem = Problem::new(grid, &loads, 8).unwrap().into_owned();
+        let stop = StopRule { max_steps: 20, tol: 0.02 };
+        for lands in [true, false] {
+            let balancer = methods::by_name("power-cells").unwrap();
+            let mut p = Pending::new(balancer, problem.clone(), vcores.clone(), stop, lands, false);
+            let mut units = 0;
+            while p.advance() {
+                units += 1;
+            }
+            let outcome = p.outcome.clone().unwrap();
+            assert!(outcome.restarted, "far from balance: {outcome:?}");
+            if lands {
+                assert_eq!((units, outcome.steps), (1, 0), "the start over, ended at once");
+                let fresh = vcores.restarted_from_bisection(&problem);
+                assert_eq!(p.vcores.owners(), fresh.owners(), "the bisection's cells as they are");
+            } else {
+                assert!(outcome.steps > 0 && units == outcome.steps + 2, "{units} units, {outcome:?}");
+            }
+        }
     }
 
     /// Run on the balancer thread, a pending rebalancing ends where it ends here.

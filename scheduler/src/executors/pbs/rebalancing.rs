@@ -24,6 +24,19 @@ use crate::executors::check::{PAYBACK_ITERATIONS, RECENT_ITERATIONS};
 /// 5–15 iterations, and fixing each moved boxes that had to move back when it ended.
 pub(super) const PERSISTENT_ITERATIONS: usize = 16;
 
+/// What a rebalancing's start over from a bisection ([`pbs::rebalance`]) costs, in balancer
+/// units (a step each; a run's start and end one each): a k-way RCB and one assignment took
+/// 3.3–4.3 times a step's time on md's loads at 16–256 vCores on the development VM
+/// (`bench/examples/first_rebalancing.rs`).
+pub const RESTART_UNITS: usize = 4;
+
+/// The balancer units a run took: its start and end, its steps, and a start over if there was
+/// one. What one unit costs, measured, decides whether the next run fits in the threads' idle
+/// time; the many-core model costs runs by it.
+pub fn balancer_units(outcome: &Outcome) -> usize {
+    outcome.steps + 2 + if outcome.restarted { RESTART_UNITS } else { 0 }
+}
+
 /// What the measured box loads say of a rebalancing the criterion asked for.
 #[derive(Clone, Copy)]
 enum Verdict {
@@ -155,7 +168,14 @@ impl Pbs {
         let mut balancer = Some(balancer);
         if in_slack || on_thread {
             let b = balancer.take().expect("not lent yet");
-            let mut pending = Pending::new(b, problem.clone().into_owned(), self.vcores.clone(), stop, correcting);
+            let mut pending = Pending::new(
+                b,
+                problem.clone().into_owned(),
+                self.vcores.clone(),
+                stop,
+                self.options.restart_lands_at_once,
+                correcting,
+            );
             pending.critical = start.elapsed();
             if in_slack {
                 // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
@@ -187,7 +207,7 @@ impl Pbs {
         self.balancer = Some(pending.balancer);
         match pending.outcome {
             Some(outcome) if !pending.failed => {
-                self.rebalance.unit_time = outcome.elapsed.as_secs_f64() / (outcome.steps + 2) as f64;
+                self.rebalance.unit_time = outcome.elapsed.as_secs_f64() / balancer_units(&outcome) as f64;
                 if let Some(loads) = fresh {
                     let n = self.vcores.len();
                     let now = metrics::max_avg(&metrics::charges(self.vcores.owners(), loads, n));

@@ -174,12 +174,13 @@ impl PowerCells {
 
 const NO_BOX: usize = usize::MAX;
 
-/// Imbalance (`max_avg − 1`) under which the vCores of a run that started near balance stop
-/// moving to their centroids after its first step. Moving a vCore moves its cell's boundary
-/// by itself, which near balance undoes about as much as the Newton step fixes: the Newton
-/// model is built for the sites where they stand. A run that gets stuck with its vCores held
-/// lets them move again at every step before it gives up. (Measurements behind both rules:
-/// docs/design-notes.md, "When vCores stop relaxing".)
+/// Imbalance (`max_avg − 1`) under which the vCores of a run that started near balance do
+/// not move to their centroids. Moving a vCore moves its cell's boundary by itself, which
+/// near balance undoes about as much as the Newton step fixes: the Newton model is built for
+/// the sites where they stand; and a relaxation is an assignment of its own, the larger part
+/// of a one-step rebalancing. A run that gets stuck with its vCores held lets them move again
+/// at every step before it gives up. (Measurements behind these rules: docs/design-notes.md,
+/// "When vCores stop relaxing".)
 const RELAX_WITHIN: f64 = 0.1;
 
 /// Imbalance at the start under which a run counts as a rebalancing (see [`RELAX_WITHIN`]).
@@ -211,12 +212,12 @@ impl Balancer for PowerCells {
     fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
         self.capacities(problem, vcores);
         // A run from far away (a first balancing) relaxes at every step: that is what makes
-        // its cells compact. A run that starts near balance (a rebalancing) relaxes at its
-        // first step, then only while far from balance again (see `RELAX_WITHIN`).
+        // its cells compact. A run that starts near balance (a rebalancing) relaxes only while
+        // far from balance (see `RELAX_WITHIN`).
         if self.run.steps_in_run == 0 {
             self.run.starts_near = vcores.max_avg() <= 1.0 + NEAR_START;
         }
-        if self.run.steps_in_run == 0 || !self.run.starts_near || vcores.max_avg() > 1.0 + RELAX_WITHIN {
+        if !self.run.starts_near || vcores.max_avg() > 1.0 + RELAX_WITHIN {
             self.relax_positions(problem, vcores);
         }
         self.run.steps_in_run += 1;

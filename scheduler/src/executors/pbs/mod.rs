@@ -88,7 +88,7 @@ pub struct PbsOptions {
     /// iterations later or the criterion calls the run that moves them on. Its steps would
     /// otherwise keep the threads on the far worse cells they replace for as long as the steps
     /// take, which with many threads is tens to hundreds of iterations (docs/design-notes.md,
-    /// "Starting over"). A rebalancing between iterations ([`Overlap::Stop`]) goes on.
+    /// "Landing at once"). A rebalancing between iterations ([`Overlap::Stop`]) goes on.
     pub restart_lands_at_once: bool,
     /// Box timing: pbs times whole chunks (any non-zero stride turns it on). Box times, summed
     /// over an iteration's phases, are refreshed every `stride` iterations at most: once

@@ -663,6 +663,34 @@ mod tests {
         assert!(p.exec.slack.pending.get_mut().unwrap().is_none());
     }
 
+    /// A rebalancing in idle time that starts over (one thread's cells carry 99 % of the load)
+    /// is taken on after the unit that starts it when `restart_lands_at_once` says so, and
+    /// after its steps otherwise: the option reaches the run.
+    #[test]
+    fn a_start_over_in_idle_time_lands_at_once_unless_told_otherwise() {
+        for lands in [true, false] {
+            let mut p = Policy::new(Box::new(Never));
+            p.exec.options.overlap = Overlap::IdleTime;
+            p.exec.options.restart_lands_at_once = lands;
+            p.exec.rebalance.slack_per_phase = f64::INFINITY;
+            let boxes: Vec<f64> = p.exec.vcores.owners().iter().map(|&o| if o == 0 { 10.0 } else { 0.1 }).collect();
+            let threads = p.threads(&boxes);
+            assert!(!p.end(&boxes, &threads, 1e-3).rebalanced, "started in idle time");
+            let pending = p.exec.slack.pending.get_mut().unwrap().as_mut().expect("a run pending");
+            let mut units = 0;
+            while pending.advance() {
+                units += 1;
+            }
+            let end = p.end(&boxes, &threads, 1e-3);
+            assert!(end.rebalanced && end.rebalance_restarted && end.migrations > 0, "{end:?}");
+            if lands {
+                assert_eq!(units, 1, "the start over, taken on as it is");
+            } else {
+                assert!(units >= 2, "a start, then a step or the end: {units}");
+            }
+        }
+    }
+
     /// On the balancer thread: the owners hold while the run is out, it is taken on at the
     /// first iteration end after it has come back, and a run still out after `max_pending`
     /// iterations is given up, its balancer coming home when it returns.

@@ -240,6 +240,13 @@ pub fn median_pbs_over(runs: &[Vec<RunRow>], scheduler: &str) -> f64 {
     Stats::of(&runs.iter().map(|run| pbs_over(run, scheduler)).collect::<Vec<_>>()).median
 }
 
+/// [`median_pbs_over`] on mean iteration times (whole runs' wall times), which count the long
+/// iterations that medians leave out.
+pub fn median_pbs_over_mean(runs: &[Vec<RunRow>], scheduler: &str) -> f64 {
+    let ratio = |run: &[RunRow]| row_of(run, "pbs").iter_ms_mean / row_of(run, scheduler).iter_ms_mean;
+    Stats::of(&runs.iter().map(|run| ratio(run)).collect::<Vec<_>>()).median
+}
+
 fn hw_line() -> String {
     match pbs_scheduler::counters::ThreadCounters::open() {
         Ok(c) if c.hardware() => "available (L1D and LLC read misses in results.json)".into(),

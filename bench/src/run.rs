@@ -73,6 +73,8 @@ pub struct RunRow {
     pub iters: usize,
     /// median iteration wall time, ms
     pub iter_ms_median: f64,
+    /// mean iteration wall time (the run's wall time over its iterations), ms
+    pub iter_ms_mean: f64,
     /// (Σ box times / threads) / wall time
     pub efficiency: f64,
     /// max_avg of per-thread busy time
@@ -252,6 +254,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             threads: setup.threads,
             iters: setup.iters,
             iter_ms_median: report.iter_ms_median,
+            iter_ms_mean: report.iter_ms_mean,
             efficiency: report.efficiency,
             max_avg: report.max_avg,
             phase_max_avg: report.phase_max_avg.clone(),
@@ -334,6 +337,7 @@ pub fn table(rows: &[RunRow]) -> Table {
         "threads",
         "iters",
         "iter ms",
+        "mean ms",
         "efficiency",
         "max_avg",
         "per phase",
@@ -352,6 +356,7 @@ pub fn table(rows: &[RunRow]) -> Table {
             r.threads.to_string(),
             r.iters.to_string(),
             format!("{:.3}", r.iter_ms_median),
+            format!("{:.3}", r.iter_ms_mean),
             format!("{:.3}", r.efficiency),
             format!("{:.3}", r.max_avg),
             phases(&r.phase_max_avg),
@@ -379,6 +384,7 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
         "runs",
         "iter ms",
         &format!("/ {}", first[0].scheduler),
+        "mean ms",
         "efficiency",
         "max_avg",
         "per phase",
@@ -406,6 +412,7 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
                     &runs.iter().map(|run| run[i].iter_ms_median / run[0].iter_ms_median).collect::<Vec<_>>()
                 )
             ),
+            format!("{:.3}", med(&|x| x.iter_ms_mean)),
             format!("{:.3}", med(&|x| x.efficiency)),
             format!("{:.3}", med(&|x| x.max_avg)),
             phases(&per_phase),

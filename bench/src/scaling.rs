@@ -1,7 +1,8 @@
 //! `pbs-bench scaling`: the side-by-side table of `report` at several thread counts (2, 4, 8
 //! and 16 by default): per case and thread count, pbs's iteration time, its ratio to static,
-//! ws and eager (medians of within-run ratios), its efficiency and the affinity of pbs, ws and
-//! eager; a PNG of iteration time against threads per scheduler.
+//! ws and eager (medians of within-run ratios, of median iterations and of whole runs' mean
+//! iterations), its efficiency and the affinity of pbs, ws and eager; a PNG of iteration time
+//! against threads per scheduler.
 //!
 //! The grid is the report's 32×32 by default; [`Sizes::Weak`] keeps the boxes per thread
 //! constant (the grid grows with the threads, up to [`MAX_SIDE`]² boxes), [`Sizes::Strong`]
@@ -14,7 +15,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::matrix::{cases, median_over, median_pbs_over};
+use crate::matrix::{cases, median_over, median_pbs_over, median_pbs_over_mean};
 use crate::run::{self, RunRow, RunSetup};
 use crate::table::Table;
 use pbs_plot::panels::{self, Panel, Series, PALETTE};
@@ -33,6 +34,23 @@ pub struct ScalingSettings {
     pub pin: bool,
     /// How the grid grows with the threads.
     pub sizes: Sizes,
+    /// The schedulers run (`run::schedulers`' names); pbs and the three it is compared with,
+    /// static, ws and eager, among them.
+    pub schedulers: Vec<String>,
+}
+
+/// The schedulers every scaling row compares: pbs and the three of its ratios.
+pub const COMPARED: [&str; 4] = ["pbs", "static", "ws", "eager"];
+
+/// `run::schedulers(spec)`, refused unless it holds every one of [`COMPARED`].
+pub fn schedulers(spec: &str) -> Result<Vec<String>, String> {
+    let names = run::schedulers(spec)?;
+    match COMPARED.iter().find(|c| !names.iter().any(|n| n == *c)) {
+        Some(missing) => Err(format!(
+            "--schedulers {spec}: scaling compares pbs with static, ws and eager, so it needs all four ({missing} is missing)"
+        )),
+        None => Ok(names),
+    }
 }
 
 /// The largest grid side `scaling` runs: 512×512 boxes.
@@ -106,10 +124,13 @@ pub struct ScalingRow {
     pub nx: usize,
     /// boxes along y
     pub ny: usize,
-    /// median iteration time of each scheduler, ms, in [`run::schedulers`]`("all")` order
+    /// median iteration time of each scheduler run, ms, in the order they ran
     pub iter_ms: Vec<(String, f64)>,
-    /// pbs / static, pbs / ws, pbs / eager (medians of within-run ratios)
+    /// pbs / static, pbs / ws, pbs / eager (medians of within-run ratios of median iterations)
     pub pbs_over: Vec<(String, f64)>,
+    /// The same ratios of mean iterations (whole runs' wall times over their iterations):
+    /// these count the long iterations that medians leave out
+    pub pbs_over_mean: Vec<(String, f64)>,
     /// pbs's efficiency (median)
     pub efficiency: f64,
     /// affinity of pbs, ws and eager (medians)
@@ -135,7 +156,7 @@ pub fn check_threads(threads: &[usize], cores: usize, oversubscribe: bool) -> Re
 /// Runs every case of the report (without the cache case) at every thread count.
 pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
     let cases = &cases(RunSetup::machine_cache_bytes())[..3];
-    let schedulers = run::schedulers("all")?;
+    let schedulers = &s.schedulers;
     let bar =
         progress::bar((s.threads.len() * cases.len() * s.repeats * 2 * schedulers.len() * s.iters) as u64, "scaling");
     let mut rows = Vec::new();
@@ -180,6 +201,7 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
                 ny,
                 iter_ms: schedulers.iter().map(|x| (x.clone(), median_over(&runs, x, &|r| r.iter_ms_median))).collect(),
                 pbs_over: others.iter().map(|x| (x.to_string(), median_pbs_over(&runs, x))).collect(),
+                pbs_over_mean: others.iter().map(|x| (x.to_string(), median_pbs_over_mean(&runs, x))).collect(),
                 efficiency: median_over(&runs, "pbs", &|r| r.efficiency),
                 affinity: ["pbs", "ws", "eager"]
                     .iter()
@@ -208,6 +230,7 @@ pub fn table(rows: &[ScalingRow]) -> Table {
         "pbs / static",
         "pbs / ws",
         "pbs / eager",
+        "means: pbs / static, ws, eager",
         "efficiency pbs",
         "affinity pbs / ws / eager",
         "checksum",
@@ -221,6 +244,12 @@ pub fn table(rows: &[ScalingRow]) -> Table {
             format!("{:.2}", of(&r.pbs_over, "static")),
             format!("{:.2}", of(&r.pbs_over, "ws")),
             format!("{:.2}", of(&r.pbs_over, "eager")),
+            format!(
+                "{:.2} / {:.2} / {:.2}",
+                of(&r.pbs_over_mean, "static"),
+                of(&r.pbs_over_mean, "ws"),
+                of(&r.pbs_over_mean, "eager")
+            ),
             format!("{:.3}", r.efficiency),
             format!("{:.3} / {:.3} / {:.3}", of(&r.affinity, "pbs"), of(&r.affinity, "ws"), of(&r.affinity, "eager")),
             r.checksum.clone(),
@@ -237,7 +266,8 @@ pub fn write(out: &Path, s: &ScalingSettings, rows: &[ScalingRow], cores: usize)
     let _ = writeln!(
         md,
         "`pbs-bench scaling`: {} iterations per run, {} runs per case and thread count, run r with seed r; within a run \
-         the schedulers take turns; medians over runs, `pbs / x` the median of the ratios within each run. Machine: {cores} cores{}.\n",
+         the schedulers take turns; medians over runs, `pbs / x` the median of the ratios within each run (of median \
+         iterations; under *means*, of whole runs' mean iterations, which count the long ones). Machine: {cores} cores{}.\n",
         s.iters,
         s.repeats,
         if s.threads.iter().any(|&t| t > cores) { " — **oversubscribed**: thread counts above it time the OS's time slicing" } else { "" }
@@ -304,6 +334,15 @@ fn plot_scaling(path: &Path, rows: &[ScalingRow]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scheduler_list_must_hold_pbs_and_the_three_it_is_compared_with() {
+        assert_eq!(schedulers("eager,ws,static,pbs").unwrap(), ["eager", "ws", "static", "pbs"]);
+        assert_eq!(schedulers("all").unwrap().len(), run::schedulers("all").unwrap().len());
+        let e = schedulers("pbs,static,ws").unwrap_err();
+        assert!(e.contains("eager is missing"), "{e}");
+        assert!(schedulers("pbs,static,ws,eager,nope").unwrap_err().contains("unknown scheduler"));
+    }
 
     #[test]
     fn weak_scaling_keeps_the_boxes_per_thread_up_to_the_largest_grid() {

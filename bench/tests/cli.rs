@@ -297,6 +297,7 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
             "threads",
             "iters",
             "iter_ms_median",
+            "iter_ms_mean",
             "efficiency",
             "max_avg",
             "affinity",
@@ -388,8 +389,20 @@ fn report_writes_tables_plots_and_identical_checksums() {
 #[test]
 fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
     let dir = temp_dir("scaling");
-    let args =
-        ["scaling", "--out", dir.to_str().unwrap(), "--threads", "1,2", "--iters", "4", "--repeats", "1", "--no-pin"];
+    let args = [
+        "scaling",
+        "--out",
+        dir.to_str().unwrap(),
+        "--threads",
+        "1,2",
+        "--iters",
+        "4",
+        "--repeats",
+        "1",
+        "--no-pin",
+        "--schedulers",
+        "ws,pbs,eager,static",
+    ];
     let out = bench(&args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("scaling.json")).unwrap()).unwrap();
@@ -402,6 +415,13 @@ fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
         assert_eq!(mine[0]["checksum"], mine[1]["checksum"], "{case}: the state must not depend on the thread count");
         // One thread: every box runs where it ran before.
         assert!(mine[0]["affinity"].as_array().unwrap().iter().all(|a| a[1].as_f64() == Some(1.0)), "{case}");
+        for r in &mine {
+            let ran: Vec<&str> = r["iter_ms"].as_array().unwrap().iter().map(|p| p[0].as_str().unwrap()).collect();
+            assert_eq!(ran, ["ws", "pbs", "eager", "static"], "{case}: the schedulers asked for, in that order");
+            let means = r["pbs_over_mean"].as_array().unwrap();
+            assert_eq!(means.len(), 3, "{case}");
+            assert!(means.iter().all(|p| p[1].as_f64().is_some_and(|x| x > 0.0 && x.is_finite())), "{case}: {means:?}");
+        }
     }
     let md = std::fs::read_to_string(dir.join("scaling.md")).unwrap();
     assert!(md.contains("Checksums (run 1) identical across thread counts"), "{md}");
@@ -419,6 +439,7 @@ fn scaling_refuses_more_threads_than_cores_unless_asked() {
     assert!(err.contains(&format!("{too_many} threads on a machine with")) && err.contains("--oversubscribe"), "{err}");
     assert!(stderr_of(&["scaling", "--threads", "0"]).contains("at least 1"));
     assert!(stderr_of(&["scaling", "--threads", "1", "--repeats", "0"]).contains("--iters and --repeats"));
+    assert!(stderr_of(&["scaling", "--threads", "1", "--schedulers", "pbs,ws"]).contains("static is missing"));
     assert!(stderr_of(&["report", "--iters", "0"]).contains("--iters and --repeats"));
     assert!(stderr_of(&["report", "--threads", "0"]).contains("--threads must be at least 1"));
 }

@@ -20,6 +20,10 @@ pub struct RunReport {
     pub iterations: usize,
     /// Median wall time of an iteration, milliseconds.
     pub iter_ms_median: f64,
+    /// Mean wall time of an iteration (the run's wall time over its iterations),
+    /// milliseconds: what a user waits for. Far above the median when a few iterations run
+    /// long (a worker sharing its core, a rebalancing on the critical path).
+    pub iter_ms_mean: f64,
     /// Busy (task) time per thread, milliseconds.
     pub busy_ms: Vec<f64>,
     /// Idle time per thread (wall − busy), milliseconds.
@@ -170,6 +174,7 @@ impl Recorder {
             threads,
             iterations,
             iter_ms_median: median,
+            iter_ms_mean: if iterations > 0 { self.iter_times.iter().sum::<f64>() / iterations as f64 } else { 0.0 },
             idle_ms: busy_ms.iter().map(|b| (wall_ms - b).max(0.0)).collect(),
             max_avg: pbs::metrics::max_avg(&busy_ms),
             efficiency: if wall_ms > 0.0 { busy_ms.iter().sum::<f64>() / threads as f64 / wall_ms } else { 0.0 },
@@ -234,6 +239,20 @@ mod tests {
         assert!(serde_json::to_string(&rep).unwrap().contains("\"efficiency\":0.75"));
         assert_eq!(rep.phase_max_avg.len(), 1);
         assert!((rep.phase_max_avg[0] - 1.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_mean_iteration_counts_the_long_ones_that_the_median_hides() {
+        let mut r = Recorder::new("pbs", 2);
+        let ms = Duration::from_millis;
+        for (wall, rebalance) in [(10, 0), (10, 0), (10, 30)] {
+            r.phase(&PhaseStats { wall: ms(wall), boxes: vec![1, 1], busy: vec![ms(5); 2], ..Default::default() });
+            r.iteration(&IterationEnd { rebalance_time: ms(rebalance), ..Default::default() });
+        }
+        let rep = r.report();
+        assert!((rep.iter_ms_median - 10.0).abs() < 1e-9, "{rep:?}");
+        assert!((rep.iter_ms_mean - 20.0).abs() < 1e-9, "{rep:?}"); // (10 + 10 + 40) / 3
+        assert_eq!(Recorder::new("pbs", 2).report().iter_ms_mean, 0.0, "no iteration, no division by zero");
     }
 
     #[test]

@@ -242,6 +242,10 @@ enum Command {
         /// Strong scaling: this square grid side at every thread count (up to 512)
         #[arg(long)]
         strong: Option<usize>,
+        /// Schedulers to run, comma-separated, pbs, static, ws and eager among them (fewer
+        /// schedulers, a shorter run), or all
+        #[arg(long, default_value = "all")]
+        schedulers: String,
     },
     /// Reproduce the paper's Tables 1-3 and Fig. 5, ours beside theirs: markdown + PNG plots.
     Paper {
@@ -582,9 +586,10 @@ fn run(cli: Cli) -> Result<(), String> {
             let path = matrix::write(&out, &settings)?;
             println!("report written to {}", path.display());
         }
-        Command::Scaling { out, threads, runs, oversubscribe, weak, strong } => {
+        Command::Scaling { out, threads, runs, oversubscribe, weak, strong, schedulers } => {
             let cores = pbs_scheduler::topology::Topology::detect().cores.len().max(1);
             scaling::check_threads(&threads, cores, oversubscribe)?;
+            let schedulers = scaling::schedulers(&schedulers)?;
             let runs = runs.checked()?;
             let sizes = match (weak, strong) {
                 (Some(boxes_per_thread), _) => scaling::Sizes::Weak { boxes_per_thread },
@@ -598,6 +603,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 repeats: runs.repeats,
                 pin: !runs.no_pin,
                 sizes,
+                schedulers,
             };
             let rows = scaling::measure(&settings)?;
             print!("{}", scaling::table(&rows).text());

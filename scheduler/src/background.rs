@@ -13,7 +13,10 @@
 //! of phases and between them (a worker yields, then sleeps) and otherwise shares one with a
 //! worker, whose boxes its neighbours then steal. That cost shows in the iterations' times,
 //! not as stopped time; the executor reports the thread's time beside the critical-path time
-//! (`balancing_in_background`).
+//! (`balancing_in_background`). Where the workers hold every CPU, the worker it shares a core
+//! with is away for its time slice and the phases wait for that worker: on 16 cores at 16
+//! threads, md's iterations grew by about the thread's time. The executor then counts that
+//! time in the rebalancing's cost for its criterion.
 //!
 //! # The protocol
 //!

@@ -286,6 +286,12 @@ struct Rebalance {
     /// Seconds one balancer unit (a step) took in the last rebalancing run in idle time or on
     /// the balancer thread (before the first, per unit of the initial balancing).
     unit_time: f64,
+    /// Whether the balancer thread's time counts in a rebalancing's cost `C`: when the workers
+    /// hold every CPU the process may use, the thread shares a worker's core, and the phases
+    /// wait for that worker while the thread runs its time slice. On a 16-core machine at 16
+    /// threads, md's mean iteration grew by about the balancer thread's time (docs/results.md,
+    /// "Sixteen threads, 2026-11-26"); at 8 threads, with cores to spare, it did not.
+    thread_time_is_wall_time: bool,
 }
 
 /// Stealing: the claim words of the lists and what thieves took (see `stealing.rs`).
@@ -389,6 +395,8 @@ impl Pbs {
                 slack_this_iteration: 0.0,
                 slack_per_phase: 0.0,
                 unit_time,
+                thread_time_is_wall_time: std::thread::available_parallelism()
+                    .map_or(true, |cpus| cpus.get() <= threads),
             },
             steal: Steal {
                 active,

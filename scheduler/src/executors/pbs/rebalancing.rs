@@ -92,7 +92,7 @@ impl Pbs {
             pending.age += 1;
             pending.critical += overrun;
             if pending.is_done() {
-                self.take_on_ended(pending, start, None, &mut end);
+                self.take_on_ended(pending, start, None, Duration::ZERO, &mut end);
             } else if pending.age > self.options.max_pending {
                 self.balancer = Some(pending.balancer);
                 end.rebalance_abandoned = true;
@@ -202,8 +202,17 @@ impl Pbs {
 
     /// A pending run that has ended, in idle time or on the balancer thread: its owners taken
     /// on (a failed one dropped, and with `fresh`, one whose owners balance those box loads
-    /// no better than the owners in force), the balancer home again.
-    fn take_on_ended(&mut self, pending: Pending, start: Instant, fresh: Option<&[f64]>, end: &mut IterationEnd) {
+    /// no better than the owners in force), the balancer home again. Its cost for the
+    /// criterion is its critical-path time plus `off_path`, the time off it that still held
+    /// the iterations up.
+    fn take_on_ended(
+        &mut self,
+        pending: Pending,
+        start: Instant,
+        fresh: Option<&[f64]>,
+        off_path: Duration,
+        end: &mut IterationEnd,
+    ) {
         self.balancer = Some(pending.balancer);
         match pending.outcome {
             Some(outcome) if !pending.failed => {
@@ -220,7 +229,7 @@ impl Pbs {
                 }
                 let before = self.vcores.owners().to_vec();
                 self.vcores = pending.vcores;
-                let cost = pending.critical + start.elapsed();
+                let cost = pending.critical + start.elapsed() + off_path;
                 self.took_on(before, &outcome, pending.correcting, cost, end);
             }
             _ => end.rebalance_abandoned = true,
@@ -246,10 +255,12 @@ impl Pbs {
                     self.balancer = Some(pending.balancer);
                 } else {
                     pending.critical += away.critical;
+                    // Without a core of its own, the thread's time held the phases up too.
+                    let off_path = if self.rebalance.thread_time_is_wall_time { spent } else { Duration::ZERO };
                     // It may have been out long: checked on the freshest box loads, if any.
                     let tracker = &self.timing.tracker;
                     let fresh = (tracker.samples_completed() > 0).then(|| box_loads(tracker));
-                    self.take_on_ended(pending, start, fresh.as_deref(), end);
+                    self.take_on_ended(pending, start, fresh.as_deref(), off_path, end);
                 }
             }
             None if !self.background.is_out() => {
@@ -295,7 +306,7 @@ impl Pbs {
 
     /// After a rebalancing ended with `outcome` and its owners are in `self.vcores` (those
     /// before in `before`): new lists, fresh samples, the check to come, the criterion told its
-    /// cost `cost` (what it took on the critical path).
+    /// cost `cost` (what it added to the wall time, as far as the executor knows).
     fn took_on(
         &mut self,
         before: Vec<u32>,
@@ -689,6 +700,59 @@ mod tests {
                 assert!(units >= 2, "a start, then a step or the end: {units}");
             }
         }
+    }
+
+    /// Where the balancer thread shares a worker's core, its time is charged to the criterion
+    /// (the phases wait for that worker); where it has a core of its own, only the time on the
+    /// critical path is.
+    #[test]
+    fn the_balancer_threads_time_is_charged_where_it_has_no_core_of_its_own() {
+        /// The default method, each step 2 ms slower: the thread's time dwarfs the rest.
+        struct Slow(Box<dyn pbs::Balancer + Send>);
+        impl pbs::Balancer for Slow {
+            fn name(&self) -> &str {
+                "slow"
+            }
+            fn step(&mut self, problem: &Problem, vcores: &mut pbs::VCores) {
+                std::thread::sleep(Duration::from_millis(2));
+                self.0.step(problem, vcores);
+            }
+            fn reset(&mut self) {
+                self.0.reset();
+            }
+            fn is_stuck(&self) -> bool {
+                self.0.is_stuck()
+            }
+            fn finish(&mut self, problem: &Problem, vcores: &mut pbs::VCores) {
+                self.0.finish(problem, vcores);
+            }
+        }
+        let mut costs = Vec::new();
+        for no_core in [true, false] {
+            let mut p = Policy::new(Box::new(Never));
+            p.exec.options.overlap = Overlap::Thread;
+            p.exec.options.restart_lands_at_once = false;
+            p.exec.rebalance.thread_time_is_wall_time = no_core;
+            p.exec.balancer = Some(Box::new(Slow(methods::by_name(methods::DEFAULT).unwrap())));
+            let boxes = p.boxes(8);
+            let threads = p.threads(&boxes);
+            assert!(!p.end(&boxes, &threads, 1e-3).rebalanced && p.exec.background.is_out());
+            let end = (0..5000)
+                .find_map(|_| {
+                    std::thread::sleep(Duration::from_millis(1));
+                    p.exec.timing.tracker.begin_phase();
+                    p.exec.timing.tracker.end_iteration();
+                    let end = p.exec.rebalance_on(&threads, |_| boxes.to_vec());
+                    end.rebalanced.then_some(end)
+                })
+                .expect("taken on within 5 s");
+            let spent = end.balancing_in_background.as_secs_f64();
+            assert!(spent >= 2e-3, "at least one slow step: {end:?}");
+            costs.push((p.exec.rebalance.last_cost, spent));
+        }
+        let ((shared, spent), (own, _)) = (costs[0], costs[1]);
+        assert!(shared >= spent, "sharing a core: the thread's {spent} s are in the cost {shared}");
+        assert!(own < 2e-3, "a core of its own: the critical path only, {own} s");
     }
 
     /// On the balancer thread: the owners hold while the run is out, it is taken on at the

@@ -33,6 +33,12 @@ pub struct Machine {
     /// One balancer unit (a step) costs this, in recorded seconds, per box and per
     /// `1 + log2(vCores)` (the assignment's cost grows with the vCores it chooses among).
     pub balancer_box: f64,
+    /// The time slice the operating system gives the balancer thread on the core it shares
+    /// with a worker, which is away that long. Assumed: Linux's default (EEVDF's base slice,
+    /// 0.75 ms × (1 + log2 of the CPUs, at most 8)) at 8 CPUs or more; its effect, md's mean
+    /// iteration growing by about the balancer thread's time at 16 threads on 16 cores, was
+    /// measured (docs/results.md, "Sixteen threads, 2026-11-26").
+    pub slice: f64,
 }
 
 impl Machine {
@@ -51,6 +57,7 @@ impl Machine {
             remote: 1.0e-6,
             migrate: 0.2e-6,
             balancer_box: 7.19e-9,
+            slice: 3e-3,
         }
     }
 

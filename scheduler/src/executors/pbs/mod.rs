@@ -237,8 +237,6 @@ pub struct Pbs {
 struct Away {
     /// Iterations ended since it went out.
     age: usize,
-    /// Critical-path time it has cost (its start).
-    critical: Duration,
     /// Given up: its result is dropped when it comes back.
     cancelled: bool,
 }

@@ -181,9 +181,8 @@ impl Pbs {
                 // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
                 *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
             } else {
-                let critical = pending.critical;
                 match self.background.start(pending) {
-                    Ok(()) => self.away = Some(Away { age: 0, critical, cancelled: false }),
+                    Ok(()) => self.away = Some(Away { age: 0, cancelled: false }),
                     // No balancer thread could be started: stop for it after all.
                     Err(pending) => balancer = Some(pending.balancer),
                 }
@@ -248,13 +247,12 @@ impl Pbs {
         let away = self.away.as_mut().expect("a run out has its record");
         away.age += 1;
         match self.background.try_take() {
-            Some(Returned { job: mut pending, spent }) => {
+            Some(Returned { job: pending, spent }) => {
                 end.balancing_in_background = spent;
                 let away = self.away.take().expect("checked above");
                 if away.cancelled {
                     self.balancer = Some(pending.balancer);
                 } else {
-                    pending.critical += away.critical;
                     // Without a core of its own, the thread's time held the phases up too.
                     let off_path = if self.rebalance.thread_time_is_wall_time { spent } else { Duration::ZERO };
                     // It may have been out long: checked on the freshest box loads, if any.

@@ -385,27 +385,33 @@ impl Tracker {
     pub fn box_loads(&self) -> Vec<f64> {
         let to_s = clock::ticks_to_seconds();
         let latest_only = self.completed.wrapping_sub(self.fresh_from) == 1;
-        let raw: Vec<Option<f64>> = match self.completed {
-            0 => self
-                .box_ticks
-                .iter()
-                .map(|a| a.load(Ordering::Relaxed))
-                .map(|v| (v != u64::MAX).then_some(v as f64))
-                .collect(),
-            n if n == 1 || latest_only => {
-                // The buffer of the last completed sample.
-                let last = &self.samples[((n - 1) % 2) as usize];
-                last.iter().map(|a| Some(a.load(Ordering::Relaxed) as f64)).collect()
+        let ticks = |k: usize| -> Option<u64> {
+            match self.completed {
+                0 => Some(self.box_ticks[k].load(Ordering::Relaxed)).filter(|&v| v != u64::MAX),
+                n if n == 1 || latest_only => Some(self.samples[((n - 1) % 2) as usize][k].load(Ordering::Relaxed)),
+                _ => Some(self.samples[0][k].load(Ordering::Relaxed).min(self.samples[1][k].load(Ordering::Relaxed))),
             }
-            _ => self.samples[0]
-                .iter()
-                .zip(&self.samples[1])
-                .map(|(a, b)| Some(a.load(Ordering::Relaxed).min(b.load(Ordering::Relaxed)) as f64))
-                .collect(),
         };
-        let measured: Vec<f64> = raw.iter().flatten().map(|v| v * to_s).collect();
-        let fill = if measured.is_empty() { 1.0 } else { measured.iter().sum::<f64>() / measured.len() as f64 };
-        raw.iter().map(|v| v.map_or(fill, |v| v * to_s)).collect()
+        // One pass over the counters (the executor asks between iterations, on its critical
+        // path): each box's time, or a negative mark where it has none, and the sum of the
+        // measured ones in index order for their mean.
+        let (mut sum, mut measured) = (0.0, 0usize);
+        let mut loads: Vec<f64> = (0..self.box_ticks.len())
+            .map(|k| match ticks(k) {
+                Some(v) => {
+                    let seconds = v as f64 * to_s;
+                    sum += seconds;
+                    measured += 1;
+                    seconds
+                }
+                None => -1.0,
+            })
+            .collect();
+        if measured < loads.len() {
+            let fill = if measured == 0 { 1.0 } else { sum / measured as f64 };
+            loads.iter_mut().filter(|q| **q < 0.0).for_each(|q| *q = fill);
+        }
+        loads
     }
 }
 
@@ -438,6 +444,33 @@ mod tests {
             // Runs between timed boxes are whole: at most stride − 1 boxes, never split.
             assert!(calls.len() <= 2 * (34 / 4 + 2), "{calls:?}");
         }
+    }
+
+    /// Which counters `box_loads` reads, and what a box never measured gets: the mean of the
+    /// measured ones, 1 when none is.
+    #[test]
+    fn box_loads_take_the_right_sample_and_fill_the_unmeasured_with_the_mean() {
+        let to_s = clock::ticks_to_seconds();
+        let set =
+            |v: &[AtomicU64], ticks: &[u64]| v.iter().zip(ticks).for_each(|(a, &t)| a.store(t, Ordering::Relaxed));
+        let mut tracker = Tracker::new(4, 1, BoxTimer { stride: 1, affinity: false });
+        assert_eq!(tracker.box_loads(), vec![1.0; 4], "nothing measured");
+        set(&tracker.box_ticks, &[100, u64::MAX, 300, u64::MAX]);
+        let mean = (100.0 * to_s + 300.0 * to_s) / 2.0;
+        assert_eq!(tracker.box_loads(), vec![100.0 * to_s, mean, 300.0 * to_s, mean], "per-box samples");
+        set(&tracker.samples[0], &[10, 20, 30, 40]);
+        set(&tracker.samples[1], &[5, 25, 35, 1]);
+        tracker.completed = 1;
+        assert_eq!(tracker.box_loads(), [10.0, 20.0, 30.0, 40.0].map(|t| t * to_s), "the one sample");
+        tracker.completed = 2;
+        assert_eq!(tracker.box_loads(), [5.0, 20.0, 30.0, 1.0].map(|t| t * to_s), "the smaller of two");
+        tracker.forget_samples();
+        tracker.completed = 3; // the third sample went into the first buffer
+        assert_eq!(
+            tracker.box_loads(),
+            [10.0, 20.0, 30.0, 40.0].map(|t| t * to_s),
+            "the latest, alone since forgotten"
+        );
     }
 
     /// One sampled iteration over a 16-box chunk whose first half sleeps 2 ms a box.

@@ -290,11 +290,13 @@ pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
 
 /// The calibration check as a table.
 pub fn calibration_table(rows: &[calibration::CalibrationRow]) -> crate::table::Table {
-    let mut t = crate::table::Table::new(&["case", "threads", "figure", "fitted", "measured", "modelled", "error"]);
+    let mut t =
+        crate::table::Table::new(&["source", "case", "threads", "figure", "fitted", "measured", "modelled", "error"]);
     let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
     for r in rows {
         let figure = if r.scheduler == "pbs" { "pbs efficiency".to_string() } else { format!("pbs / {}", r.scheduler) };
         t.row(vec![
+            r.source.clone(),
             format!("{} {}", r.app, r.scenario),
             r.threads.to_string(),
             figure,

@@ -51,9 +51,9 @@ pub const MEASURED: [Measured; 15] = [
     row("stencil", "drift", 4, 4.155, [0.74, 0.99, 0.96], 0.982, true),
     row("stencil", "drift", 8, 2.305, [0.66, 1.00, 1.02], 0.928, true),
     row("stencil", "drift", 16, 1.218, [0.69, 1.02, 1.00], 0.687, true),
-    leased("md", "gravity", 4, 0.182, [0.76, 0.76, 0.71], 0.873),
-    leased("md", "contraction", 4, 0.132, [0.67, 0.76, 0.65], 0.793),
-    leased("stencil", "drift", 4, 4.295, [0.76, 0.97, 0.95], 0.985),
+    leased(row("md", "gravity", 4, 0.182, [0.76, 0.76, 0.71], 0.873, false)),
+    leased(row("md", "contraction", 4, 0.132, [0.67, 0.76, 0.65], 0.793, false)),
+    leased(row("stencil", "drift", 4, 4.295, [0.76, 0.97, 0.95], 0.985, false)),
 ];
 
 #[allow(clippy::too_many_arguments)]
@@ -79,27 +79,10 @@ const fn row(
     }
 }
 
-/// A row of the later lease: checked, not fitted; its executor balanced in idle time or on
-/// its thread.
-const fn leased(
-    app: &'static str,
-    scenario: &'static str,
-    threads: usize,
-    pbs_ms: f64,
-    ratios: [f64; 3],
-    efficiency: f64,
-) -> Measured {
-    Measured {
-        source: LEASE,
-        app,
-        scenario,
-        threads,
-        pbs_ms,
-        ratios,
-        efficiency,
-        fitted: false,
-        executor: Rebalancing::IdleTimeOrThread,
-    }
+/// `m` as a row of the later lease: checked, not fitted; its executor balanced in idle time
+/// or on its thread.
+const fn leased(m: Measured) -> Measured {
+    Measured { source: LEASE, fitted: false, executor: Rebalancing::IdleTimeOrThread, ..m }
 }
 
 /// Iterations per replay: as many as the measurements ran.

@@ -78,9 +78,10 @@ pub struct PbsOptions {
     /// Iterations a rebalancing running in idle time may take before it is given up: the
     /// loads it balances are then that old.
     pub max_pending: usize,
-    /// The same for a rebalancing on the balancer thread. It may take longer: it costs the
-    /// workers at most a share of one core while it runs, and its owners are taken on only if
-    /// they balance the freshest measured loads better than the owners in force.
+    /// The same for a rebalancing on the balancer thread. It may take longer: it does not stop
+    /// the workers (though where they hold every core, the one sharing its core is away for
+    /// its time slices), and its owners are taken on only if they balance the freshest
+    /// measured loads better than the owners in force.
     pub max_pending_on_thread: usize,
     /// Whether a rebalancing that runs while the threads compute (in idle time or on the
     /// balancer thread) and starts over from a bisection ([`pbs::rebalance`]) ends there: the

@@ -18,7 +18,10 @@
 //! - Sleeping never loses a wake-up: a waiter checks its condition with `sleep` locked and waits
 //!   on the condition variable, which releases the lock atomically; a waker changes the state
 //!   *before* it takes `sleep` to notify, so it either sees no waiter yet (who will then see the
-//!   new state) or notifies one that is waiting. Waits are untimed.
+//!   new state) or notifies one that is waiting. Waits are untimed. A waiter counts itself in
+//!   `sleepers` while it holds `sleep`, and the waker, holding `sleep` too, notifies only when
+//!   that count is not zero: when every thread is still spinning (phases in quick succession)
+//!   a phase costs no futex system call.
 //! - One phase at a time: `in_use` is taken for the whole of `run`. A second caller (another
 //!   thread, or a job calling `run` on its own pool) is refused with a panic instead of sharing
 //!   the job slot and the counter, which would skip workers or hang.
@@ -77,6 +80,8 @@ struct Shared {
     /// Held by the one `run` in progress.
     in_use: AtomicBool,
     sleep: Mutex<()>,
+    /// Threads waiting on `wake` or `done`; changed and read only with `sleep` held.
+    sleepers: AtomicUsize,
     wake: Condvar,
     done: Condvar,
     /// How long a waiting thread spins before it sleeps, in nanoseconds ([`WaitPolicy`]).
@@ -174,6 +179,7 @@ impl Pool {
             shutdown: AtomicBool::new(false),
             in_use: AtomicBool::new(false),
             sleep: Mutex::new(()),
+            sleepers: AtomicUsize::new(0),
             wake: Condvar::new(),
             done: Condvar::new(),
             spin_ns: AtomicU64::new(WaitPolicy::DEFAULT.spin_ns()),
@@ -236,8 +242,7 @@ impl Pool {
             *s.job.lock().unwrap() = Some(JobRef(erased));
             s.running.store(self.threads - 1, Ordering::SeqCst);
             s.epoch.fetch_add(1, Ordering::SeqCst);
-            let _g = s.sleep.lock().unwrap();
-            s.wake.notify_all();
+            notify(s, &s.wake);
         }
         let mine = panic::catch_unwind(AssertUnwindSafe(|| {
             let _id = crate::executor::as_worker(0);
@@ -277,8 +282,19 @@ fn wait_until(s: &Shared, ready: impl Fn() -> bool, cv: &Condvar) {
         return;
     }
     let mut g = s.sleep.lock().unwrap();
+    s.sleepers.fetch_add(1, Ordering::Relaxed);
     while !ready() {
         g = cv.wait(g).unwrap();
+    }
+    s.sleepers.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Wakes the threads sleeping on `cv`, if any: call it after changing the state they wait on.
+/// `sleepers` is only touched with `sleep` held, so Relaxed suffices: the lock orders it.
+fn notify(s: &Shared, cv: &Condvar) {
+    let _g = s.sleep.lock().unwrap();
+    if s.sleepers.load(Ordering::Relaxed) > 0 {
+        cv.notify_all();
     }
 }
 
@@ -315,8 +331,7 @@ fn worker_loop(s: &Shared, id: usize) {
             s.panic.lock().unwrap().get_or_insert(p);
         }
         if s.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let _g = s.sleep.lock().unwrap();
-            s.done.notify_all();
+            notify(s, &s.done);
         }
     }
 }
@@ -339,10 +354,7 @@ impl Drop for Pool {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
         self.shared.epoch.fetch_add(1, Ordering::SeqCst);
-        {
-            let _g = self.shared.sleep.lock().unwrap();
-            self.shared.wake.notify_all();
-        }
+        notify(&self.shared, &self.shared.wake);
         for h in self.handles.drain(..) {
             let _ = h.join();
         }

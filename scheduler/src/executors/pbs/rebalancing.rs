@@ -704,15 +704,16 @@ mod tests {
     /// (the phases wait for that worker); where it has a core of its own, only the time on the
     /// critical path is.
     #[test]
+    #[cfg_attr(miri, ignore = "compares wall-clock times, which Miri stretches a hundredfold")]
     fn the_balancer_threads_time_is_charged_where_it_has_no_core_of_its_own() {
-        /// The default method, each step 2 ms slower: the thread's time dwarfs the rest.
+        /// The default method, each step 20 ms slower: the thread's time dwarfs the rest.
         struct Slow(Box<dyn pbs::Balancer + Send>);
         impl pbs::Balancer for Slow {
             fn name(&self) -> &str {
                 "slow"
             }
             fn step(&mut self, problem: &Problem, vcores: &mut pbs::VCores) {
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(20));
                 self.0.step(problem, vcores);
             }
             fn reset(&mut self) {
@@ -745,12 +746,12 @@ mod tests {
                 })
                 .expect("taken on within 5 s");
             let spent = end.balancing_in_background.as_secs_f64();
-            assert!(spent >= 2e-3, "at least one slow step: {end:?}");
+            assert!(spent >= 20e-3, "at least one slow step: {end:?}");
             costs.push((p.exec.rebalance.last_cost, spent));
         }
-        let ((shared, spent), (own, _)) = (costs[0], costs[1]);
+        let ((shared, spent), (own, own_spent)) = (costs[0], costs[1]);
         assert!(shared >= spent, "sharing a core: the thread's {spent} s are in the cost {shared}");
-        assert!(own < 2e-3, "a core of its own: the critical path only, {own} s");
+        assert!(own < own_spent / 2.0, "a core of its own: the critical path only, {own} s of {own_spent}");
     }
 
     /// On the balancer thread: the owners hold while the run is out, it is taken on at the

@@ -11,10 +11,14 @@
 //!
 //! # The protocol
 //!
-//! - A phase is `epoch += 1`. The caller publishes the job in `job`, sets `running` to the
-//!   number of spawned workers, then bumps `epoch` (SeqCst); a worker that sees the bump reads
-//!   the job, runs it, and decrements `running`. The caller waits for `running == 0` before it
-//!   clears `job` and returns, so the job, whose lifetime `run` erases, outlives every use.
+//! - A phase is `epoch += 1`. The caller publishes a pointer to the job in `job` (a slot on its
+//!   own stack), sets `running` to the number of spawned workers, then bumps `epoch` (SeqCst,
+//!   which releases the writes before it); a worker that sees the bump (SeqCst, which
+//!   acquires them) reads the job, runs it, and decrements `running`. The caller waits for
+//!   `running == 0` before it clears `job` and returns, so the job and its slot, whose
+//!   lifetimes `run` erases, outlive every use. No lock is taken to read the job: at 16
+//!   threads every worker taking one mutex at the start of every phase was a suspect for the
+//!   phase's cost there (docs/results.md, "Sixteen threads").
 //! - Sleeping never loses a wake-up: a waiter checks its condition with `sleep` locked and waits
 //!   on the condition variable, which releases the lock atomically; a waker changes the state
 //!   *before* it takes `sleep` to notify, so it either sees no waiter yet (who will then see the
@@ -35,13 +39,13 @@ use std::panic::{self, AssertUnwindSafe};
 
 #[cfg(pbs_loom)]
 use loom::{
-    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     sync::{Arc, Condvar, Mutex},
     thread::{Builder, JoinHandle},
 };
 #[cfg(not(pbs_loom))]
 use std::{
-    sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering},
     sync::{Arc, Condvar, Mutex},
     thread::{Builder, JoinHandle},
 };
@@ -72,9 +76,10 @@ struct Shared {
     epoch: CachePadded<AtomicU64>,
     /// Workers (other than the caller) still running the current phase.
     running: CachePadded<AtomicUsize>,
-    /// The current job. Written by the caller before `epoch` is bumped and read by workers
-    /// after they observe the bump; cleared only after `running` drops to zero.
-    job: Mutex<Option<JobRef>>,
+    /// The current job's slot on the caller's stack (null between phases). Written by the
+    /// caller before `epoch` is bumped and read by workers after they observe the bump;
+    /// cleared only after `running` drops to zero.
+    job: AtomicPtr<JobRef>,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     shutdown: AtomicBool,
     /// Held by the one `run` in progress.
@@ -138,9 +143,6 @@ impl WaitPolicy {
 /// A lifetime-erased pointer to the caller's job; valid while the caller waits in `run`.
 #[derive(Clone, Copy)]
 struct JobRef(*const Job<'static>);
-// SAFETY: the pointee is `Sync` (so callable from any thread) and outlives every use: `run`
-// does not return before every worker has finished with it (see the module's protocol).
-unsafe impl Send for JobRef {}
 
 /// A team of `threads` workers (the caller plus `threads - 1` spawned threads).
 pub struct Pool {
@@ -174,7 +176,7 @@ impl Pool {
         let shared = Arc::new(Shared {
             epoch: CachePadded::new(AtomicU64::new(0)),
             running: CachePadded::new(AtomicUsize::new(0)),
-            job: Mutex::new(None),
+            job: AtomicPtr::new(std::ptr::null_mut()),
             panic: Mutex::new(None),
             shutdown: AtomicBool::new(false),
             in_use: AtomicBool::new(false),
@@ -234,12 +236,13 @@ impl Pool {
         let _release = InUse(&s.in_use);
         // Dropped when this returns or unwinds, after the phase: the caller's own mask comes back.
         let _caller_mask = self.caller.as_ref().and_then(CallerPin::enter);
+        // SAFETY: only the lifetime is erased, for the duration of this call: we do not return
+        // (nor unwind: job(0) runs under catch_unwind below) before `running` is zero, i.e.
+        // before every worker is done with it, and `job` is cleared then. `slot` lives as long.
+        let slot = JobRef(unsafe { std::mem::transmute::<*const Job<'_>, *const Job<'static>>(job) });
         if self.threads > 1 {
-            // SAFETY: only the lifetime is erased, for the duration of this call: we do not
-            // return (nor unwind: job(0) runs under catch_unwind below) before `running` is
-            // zero, i.e. before every worker is done with it, and the slot is cleared then.
-            let erased: *const Job<'static> = unsafe { std::mem::transmute(job as *const Job<'_>) };
-            *s.job.lock().unwrap() = Some(JobRef(erased));
+            // Relaxed: the epoch's SeqCst bump below releases it to the workers.
+            s.job.store(std::ptr::from_ref(&slot).cast_mut(), Ordering::Relaxed);
             s.running.store(self.threads - 1, Ordering::SeqCst);
             s.epoch.fetch_add(1, Ordering::SeqCst);
             notify(s, &s.wake);
@@ -253,7 +256,7 @@ impl Pool {
         }
         if self.threads > 1 {
             wait_until(s, || s.running.load(Ordering::SeqCst) == 0, &s.done);
-            *s.job.lock().unwrap() = None;
+            s.job.store(std::ptr::null_mut(), Ordering::Relaxed);
         }
         // Take the payload out before unwinding: unwinding while holding the guard would
         // poison the mutex and break the next phase.
@@ -323,10 +326,13 @@ fn worker_loop(s: &Shared, id: usize) {
         if s.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        let job = (*s.job.lock().unwrap()).expect("a phase has a job");
-        // SAFETY: the caller keeps the job alive until `running` reaches zero (see `run`),
-        // and this worker has not decremented it yet.
-        let f = unsafe { &*job.0 };
+        // Relaxed: the SeqCst load of `epoch` that saw this phase acquired the caller's store.
+        let slot = s.job.load(Ordering::Relaxed);
+        assert!(!slot.is_null(), "a phase has a job");
+        // SAFETY: `slot` points at the caller's `JobRef`, which the caller keeps alive and
+        // unchanged until `running` reaches zero (see `run`); this worker has not decremented
+        // it yet, and the job it names lives as long.
+        let f = unsafe { &*(*slot).0 };
         if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| f(id))) {
             s.panic.lock().unwrap().get_or_insert(p);
         }

@@ -229,22 +229,25 @@ pub fn median_over(runs: &[Vec<RunRow>], scheduler: &str, f: &dyn Fn(&RunRow) ->
     Stats::of(&runs.iter().map(|r| f(row_of(r, scheduler))).collect::<Vec<_>>()).median
 }
 
-/// pbs's iteration time over `scheduler`'s within one run (same seed, same machine state).
+/// pbs's `time` over `scheduler`'s within one run (same seed, same machine state).
+fn pbs_ratio(run: &[RunRow], scheduler: &str, time: fn(&RunRow) -> f64) -> f64 {
+    time(row_of(run, "pbs")) / time(row_of(run, scheduler))
+}
+
+/// pbs's median iteration time over `scheduler`'s within one run.
 pub fn pbs_over(run: &[RunRow], scheduler: &str) -> f64 {
-    row_of(run, "pbs").iter_ms_median / row_of(run, scheduler).iter_ms_median
+    pbs_ratio(run, scheduler, |r| r.iter_ms_median)
 }
 
-/// `pbs / scheduler` as reports give it: the median over runs of the ratio within each run,
-/// not a ratio of medians.
+/// `pbs / scheduler` on `time` as reports give it: the median over runs of the ratio within
+/// each run, not a ratio of medians.
+pub fn median_pbs_ratio(runs: &[Vec<RunRow>], scheduler: &str, time: fn(&RunRow) -> f64) -> f64 {
+    Stats::of(&runs.iter().map(|run| pbs_ratio(run, scheduler, time)).collect::<Vec<_>>()).median
+}
+
+/// [`median_pbs_ratio`] on median iteration times.
 pub fn median_pbs_over(runs: &[Vec<RunRow>], scheduler: &str) -> f64 {
-    Stats::of(&runs.iter().map(|run| pbs_over(run, scheduler)).collect::<Vec<_>>()).median
-}
-
-/// [`median_pbs_over`] on mean iteration times (whole runs' wall times), which count the long
-/// iterations that medians leave out.
-pub fn median_pbs_over_mean(runs: &[Vec<RunRow>], scheduler: &str) -> f64 {
-    let ratio = |run: &[RunRow]| row_of(run, "pbs").iter_ms_mean / row_of(run, scheduler).iter_ms_mean;
-    Stats::of(&runs.iter().map(|run| ratio(run)).collect::<Vec<_>>()).median
+    median_pbs_ratio(runs, scheduler, |r| r.iter_ms_median)
 }
 
 fn hw_line() -> String {

@@ -15,7 +15,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::matrix::{cases, median_over, median_pbs_over, median_pbs_over_mean};
+use crate::matrix::{cases, median_over, median_pbs_over, median_pbs_ratio};
 use crate::run::{self, RunRow, RunSetup};
 use crate::table::Table;
 use pbs_plot::panels::{self, Panel, Series, PALETTE};
@@ -201,7 +201,10 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
                 ny,
                 iter_ms: schedulers.iter().map(|x| (x.clone(), median_over(&runs, x, &|r| r.iter_ms_median))).collect(),
                 pbs_over: others.iter().map(|x| (x.to_string(), median_pbs_over(&runs, x))).collect(),
-                pbs_over_mean: others.iter().map(|x| (x.to_string(), median_pbs_over_mean(&runs, x))).collect(),
+                pbs_over_mean: others
+                    .iter()
+                    .map(|x| (x.to_string(), median_pbs_ratio(&runs, x, |r| r.iter_ms_mean)))
+                    .collect(),
                 efficiency: median_over(&runs, "pbs", &|r| r.efficiency),
                 affinity: ["pbs", "ws", "eager"]
                     .iter()

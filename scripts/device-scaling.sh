@@ -7,9 +7,11 @@
 #   there:  bash scripts/device-scaling.sh run     through the device tool, carry [".devbin"];
 #                                                  everything lands in $OUT (about 4 minutes on
 #                                                  16 cores: give it a 420 s timeout)
-# What it measures: an empty phase of the pool per thread count, the balancer alone and on the
-# pool, where the balancer runs at all cores (PBS_OVERLAP on, idle, off; mean and median
-# iterations), and weak scaling (256 boxes per thread) of pbs, static, ws and eager.
+# What it measures: an empty phase of the pool per thread count; md with and without a worker
+# lending its core to the balancer thread (PBS_LEND never / auto) at all cores and at 8 and 4
+# threads confined to as many CPUs; the stencil the same at all cores; md with the balancer in
+# idle time or stopping the iteration (PBS_OVERLAP idle / off); and weak scaling (256 boxes per
+# thread) of pbs, static, ws and eager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,16 +45,44 @@ run)
         echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: ${side}x${side}"
         lscpu | grep -E 'Model name|NUMA node\(s\)|L2 cache|L3 cache' || true
         for t in ${threads//,/ }; do timeout 20 .devbin/phase_latency "$t" | tail -1; done
-        timeout 60 .devbin/parallel_balancer 2 "$cores" "$cores:$((cores * 4))"
-        for scenario in gravity contraction; do
-            for overlap in on idle off; do
-                echo "== md $scenario ${side}x${side}, $cores threads, PBS_OVERLAP=$overlap"
-                PBS_OVERLAP=$overlap timeout 90 "$B" run --app md --scenario "$scenario" --threads "$cores" \
-                    --nx "$side" --ny "$side" --iters 200 --repeats 3 --scheduler pbs,ws,static
+        # A worker lending its core to the balancer thread (PBS_LEND), where the workers hold
+        # every CPU: all cores, and 8 and 4 threads confined to as many CPUs (taskset).
+        mkdir -p "$out/lend"
+        for t in "$cores" 8 4; do
+            [ "$t" -le "$cores" ] || continue
+            s=$(awk -v t="$t" 'BEGIN { s = sqrt(256 * t); print (s == int(s)) ? s : int(s) + 1 }')
+            confine=()
+            if [ "$t" -lt "$cores" ]; then
+                command -v taskset >/dev/null || { echo "no taskset: $t threads not measured"; continue; }
+                confine=(taskset -c "0-$((t - 1))")
+            fi
+            for seed in 1 2; do
+                for scenario in gravity contraction; do
+                    order="never auto"; [ "$seed" = 2 ] && order="auto never"
+                    for lend in $order; do
+                        echo "== md $scenario ${s}x${s}, $t threads on $t CPUs, seed $seed, PBS_LEND=$lend"
+                        PBS_LEND=$lend timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
+                            --threads "$t" --nx "$s" --ny "$s" --iters 200 --repeats 3 --seed "$seed" \
+                            --scheduler pbs,static --json >"$out/lend/md-$scenario-$t-$seed-$lend.json" || true
+                    done
+                done
             done
         done
-        timeout 300 "$B" scaling --threads "$threads" --weak 256 --repeats 3 --schedulers pbs,static,ws,eager \
-            --out "$out/weak"
+        for lend in never auto; do
+            echo "== stencil drift ${side}x${side}, $cores threads, PBS_LEND=$lend"
+            PBS_LEND=$lend timeout 60 "$B" run --app stencil --scenario drift --threads "$cores" --nx "$side" --ny "$side" \
+                --iters 200 --repeats 3 --scheduler pbs,static --json >"$out/lend/stencil-drift-$cores-1-$lend.json" || true
+        done
+        for scenario in gravity contraction; do
+            for overlap in idle off; do
+                echo "== md $scenario ${side}x${side}, $cores threads, PBS_OVERLAP=$overlap"
+                PBS_OVERLAP=$overlap timeout 60 "$B" run --app md --scenario "$scenario" --threads "$cores" \
+                    --nx "$side" --ny "$side" --iters 200 --repeats 3 --scheduler pbs,static \
+                    --json >"$out/lend/md-$scenario-$cores-1-overlap_$overlap.json" || true
+            done
+        done
+        timeout 240 "$B" scaling --threads "$threads" --weak 256 --repeats 3 --schedulers pbs,static,ws,eager \
+            --out "$out/weak" || true
         date
     } 2>&1 | tee "$out/log.txt"
     ;;

@@ -28,6 +28,10 @@
 //!   the reads after the matching receive, so the job needs no lock.
 //! - `cancel` is `Relaxed`: it only ends a run early, and is reset before a send while the
 //!   thread is idle (no job is out), so a stale `true` cannot cut the next run.
+//! - Asked to ([`Background::with_idle_priority`]), the thread runs under Linux's `SCHED_IDLE`
+//!   policy: it gets a core only when no other thread wants it, and a worker woken on its core
+//!   takes the core back at once rather than after the thread's time slice. The executor asks
+//!   for it where a worker lends the thread its core (`executors/pbs/lending.rs`).
 //! - The thread is spawned at the first job (it inherits the spawning thread's CPU mask: for
 //!   the executor, the caller's own between phases) and ends when its [`Background`] drops:
 //!   `Drop` sets `cancel`, sends a quit message and joins, which waits for one unit at most.
@@ -74,11 +78,13 @@ pub struct Background<J: Job> {
     thread: Option<Thread<J>>,
     /// A job is out: sent and not yet taken back.
     out: bool,
+    /// Whether the thread is to run under `SCHED_IDLE`.
+    idle_priority: bool,
 }
 
 impl<J: Job> Default for Background<J> {
     fn default() -> Self {
-        Background { thread: None, out: false }
+        Background { thread: None, out: false, idle_priority: false }
     }
 }
 
@@ -87,9 +93,22 @@ struct Thread<J> {
     from: Receiver<Returned<J>>,
     cancel: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
+    /// Whether it runs under `SCHED_IDLE`.
+    at_idle_priority: bool,
 }
 
 impl<J: Job> Background<J> {
+    /// A background whose thread runs under `SCHED_IDLE` (see the module documentation), if
+    /// the system lets it: [`Background::at_idle_priority`] says whether it does.
+    pub fn with_idle_priority() -> Self {
+        Background { idle_priority: true, ..Self::default() }
+    }
+
+    /// Whether the thread has been started and runs under `SCHED_IDLE`.
+    pub fn at_idle_priority(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| t.at_idle_priority)
+    }
+
     /// Whether a job is out.
     pub fn is_out(&self) -> bool {
         self.out
@@ -102,7 +121,7 @@ impl<J: Job> Background<J> {
             return Err(Box::new(job));
         }
         if self.thread.is_none() {
-            match spawn() {
+            match spawn(self.idle_priority) {
                 Some(t) => self.thread = Some(t),
                 None => return Err(Box::new(job)),
             }
@@ -164,7 +183,7 @@ impl<J: Job> Background<J> {
     }
 }
 
-fn spawn<J: Job>() -> Option<Thread<J>> {
+fn spawn<J: Job>(idle_priority: bool) -> Option<Thread<J>> {
     let (to, inbox) = channel::<Option<J>>();
     let (outbox, from) = channel::<Returned<J>>();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -181,7 +200,23 @@ fn spawn<J: Job>() -> Option<Thread<J>> {
             }
         })
         .ok()?;
-    Some(Thread { to, from, cancel, handle: Some(handle) })
+    let at_idle_priority = idle_priority && lower_to_idle_priority(&handle);
+    Some(Thread { to, from, cancel, handle: Some(handle), at_idle_priority })
+}
+
+/// Puts `thread` under `SCHED_IDLE`; whether it worked.
+#[cfg(all(target_os = "linux", not(pbs_loom)))]
+fn lower_to_idle_priority(thread: &JoinHandle<()>) -> bool {
+    use std::os::unix::thread::JoinHandleExt;
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: the handle names a thread that has not been joined (we hold its handle), so its
+    // pthread_t is valid; `param` is a valid sched_param that outlives the call.
+    unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), libc::SCHED_IDLE, &param) == 0 }
+}
+
+#[cfg(not(all(target_os = "linux", not(pbs_loom))))]
+fn lower_to_idle_priority(_thread: &JoinHandle<()>) -> bool {
+    false
 }
 
 impl<J> Drop for Thread<J> {

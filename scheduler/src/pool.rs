@@ -91,6 +91,8 @@ struct Shared {
     done: Condvar,
     /// How long a waiting thread spins before it sleeps, in nanoseconds ([`WaitPolicy`]).
     spin_ns: AtomicU64,
+    /// Per worker: sleep at once when waiting, whatever the policy ([`Pool::set_passive`]).
+    passive: Box<[AtomicBool]>,
 }
 
 /// What an idle worker does between phases (and the caller while it waits for the others).
@@ -185,6 +187,7 @@ impl Pool {
             wake: Condvar::new(),
             done: Condvar::new(),
             spin_ns: AtomicU64::new(WaitPolicy::DEFAULT.spin_ns()),
+            passive: (0..threads).map(|_| AtomicBool::new(false)).collect(),
         });
         let mut pool = Pool { shared, handles: Vec::with_capacity(threads - 1), threads, caller: None };
         for id in 1..threads {
@@ -218,6 +221,15 @@ impl Pool {
     /// How idle workers wait from now on.
     pub fn set_wait_policy(&self, policy: WaitPolicy) {
         self.shared.spin_ns.store(policy.spin_ns(), Ordering::Relaxed);
+    }
+
+    /// Whether worker `id` sleeps at once when it waits, from its next wait on, leaving its
+    /// core to another thread (the pbs executor's balancer thread, while that worker lends
+    /// it its core). Ignored for an `id` past the last worker.
+    pub fn set_passive(&self, id: usize, passive: bool) {
+        if let Some(p) = self.shared.passive.get(id) {
+            p.store(passive, Ordering::Relaxed);
+        }
     }
 
     /// Runs `job(id)` on every worker `id` in `0..threads` and returns when all are done. The
@@ -255,7 +267,7 @@ impl Pool {
             s.panic.lock().unwrap().get_or_insert(p);
         }
         if self.threads > 1 {
-            wait_until(s, || s.running.load(Ordering::SeqCst) == 0, &s.done);
+            wait_until(s, 0, || s.running.load(Ordering::SeqCst) == 0, &s.done);
             s.job.store(std::ptr::null_mut(), Ordering::Relaxed);
         }
         // Take the payload out before unwinding: unwinding while holding the guard would
@@ -276,14 +288,20 @@ impl Drop for InUse<'_> {
     }
 }
 
-/// Spins for the pool's [`WaitPolicy`] (not under loom), then sleeps on `cv` until `ready()`.
-/// No wake-up is lost: `ready` is checked with `sleep` held, and wakers change the state before
-/// taking it.
-fn wait_until(s: &Shared, ready: impl Fn() -> bool, cv: &Condvar) {
+/// Worker `id` spins for the pool's [`WaitPolicy`] (not under loom, nor when it is passive),
+/// then sleeps on `cv` until `ready()`. No wake-up is lost: `ready` is checked with `sleep`
+/// held, and wakers change the state before taking it.
+fn wait_until(s: &Shared, id: usize, ready: impl Fn() -> bool, cv: &Condvar) {
     #[cfg(not(pbs_loom))]
-    if spin_until(&ready, s.spin_ns.load(Ordering::Relaxed)) {
-        return;
+    {
+        // Relaxed: a stale value only makes one wait spin, or sleep, when the other was asked.
+        let spin_ns = if s.passive[id].load(Ordering::Relaxed) { 0 } else { s.spin_ns.load(Ordering::Relaxed) };
+        if spin_until(&ready, spin_ns) {
+            return;
+        }
     }
+    #[cfg(pbs_loom)]
+    let _ = id;
     let mut g = s.sleep.lock().unwrap();
     s.sleepers.fetch_add(1, Ordering::Relaxed);
     while !ready() {
@@ -321,7 +339,7 @@ fn spin_until(ready: &impl Fn() -> bool, spin_ns: u64) -> bool {
 fn worker_loop(s: &Shared, id: usize) {
     let mut seen = 0u64;
     loop {
-        wait_until(s, || s.epoch.load(Ordering::SeqCst) != seen, &s.wake);
+        wait_until(s, id, || s.epoch.load(Ordering::SeqCst) != seen, &s.wake);
         seen = s.epoch.load(Ordering::SeqCst);
         if s.shutdown.load(Ordering::SeqCst) {
             return;

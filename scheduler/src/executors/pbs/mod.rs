@@ -12,9 +12,11 @@
 //! One concept per file: this one holds the executor loop (a phase, the end of an iteration);
 //! [`stealing`] the claims at both ends of a list and the thief's search; [`rebalancing`]
 //! when the balancer runs and whether it pays; [`overlap`] the balancer in idle time (or, when
-//! its steps outlast that idle time, on the thread of [`crate::background`]).
+//! its steps outlast that idle time, on the thread of [`crate::background`]); [`lending`] the
+//! worker that gives that thread its core where no core is spare.
 //! How densely boxes are timed is `executors/timing.rs`, shared with the remappers.
 
+mod lending;
 mod overlap;
 mod rebalancing;
 mod stealing;
@@ -35,6 +37,8 @@ use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
+use lending::Lender;
+pub use lending::Lending;
 use overlap::{Finish, Pending, Slack};
 pub use rebalancing::{balancer_units, RESTART_UNITS};
 pub(crate) use stealing::victim_order;
@@ -75,6 +79,9 @@ pub struct PbsOptions {
     /// owners are taken on at an iteration boundary), or whether it stops the iteration: see
     /// [`Overlap`]. A pool of one thread always stops.
     pub overlap: Overlap,
+    /// Whether a worker lends its core to the balancer thread while a rebalancing runs there
+    /// (see [`Lending`]).
+    pub lend: Lending,
     /// Iterations a rebalancing running in idle time may take before it is given up: the
     /// loads it balances are then that old.
     pub max_pending: usize,
@@ -114,6 +121,7 @@ impl Default for PbsOptions {
             numa: None,
             criterion: None,
             overlap: Overlap::default(),
+            lend: Lending::default(),
             max_pending: 25,
             max_pending_on_thread: 1000,
             restart_lands_at_once: true,
@@ -125,8 +133,9 @@ impl Default for PbsOptions {
 impl PbsOptions {
     /// These options with the settings of the environment applied, for codes nobody
     /// recompiles: `PBS_METHOD`, `PBS_TOL`, `PBS_TRIGGER`, `PBS_STEPS` (per rebalancing),
-    /// `PBS_STEAL` (`never`, `always`, `auto`) and `PBS_OVERLAP` (`on`, `idle`, `thread`,
-    /// `off`: see [`Overlap`]). An error names the variable and what it accepts.
+    /// `PBS_STEAL` (`never`, `always`, `auto`), `PBS_OVERLAP` (`on`, `idle`, `thread`,
+    /// `off`: see [`Overlap`]) and `PBS_LEND` (`never`, `auto`, `always`: see [`Lending`]).
+    /// An error names the variable and what it accepts.
     ///
     /// ```
     /// use pbs_scheduler::executors::{PbsOptions, Stealing};
@@ -187,6 +196,14 @@ impl PbsOptions {
                 _ => return Err(bad("PBS_OVERLAP", &v, "expected on, idle, thread or off")),
             };
         }
+        if let Some(v) = get("PBS_LEND") {
+            self.lend = match v.trim() {
+                "never" => Lending::Never,
+                "auto" => Lending::Auto,
+                "always" => Lending::Always,
+                _ => return Err(bad("PBS_LEND", &v, "expected never, auto or always")),
+            };
+        }
         Ok(self)
     }
 }
@@ -222,6 +239,8 @@ pub struct Pbs {
     /// run it has out.
     background: Background<Pending>,
     away: Option<Away>,
+    /// The worker that lends its core to the balancer thread, if one does.
+    lender: Lender,
     vcores: VCores,
     /// Each thread's boxes, as a list and as runs (rebuilt after every rebalancing).
     lists: OwnerLists,
@@ -364,11 +383,15 @@ impl Pbs {
         let unit_time = cost / (first.steps + 2) as f64;
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let (active, claim) = (options.steal == Stealing::Always, options.chunk);
+        let no_core_spare = std::thread::available_parallelism().map_or(true, |cpus| cpus.get() <= threads);
+        let lender = Lender::new(options.lend, threads, no_core_spare, options.steal);
+        let background = if lender.worker.is_some() { Background::with_idle_priority() } else { Background::default() };
         let padded = || (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let mut pbs = Pbs {
             slack: Slack::new(threads),
-            background: Background::default(),
+            background,
             away: None,
+            lender,
             pool,
             grid,
             balancer: Some(balancer),
@@ -394,8 +417,7 @@ impl Pbs {
                 slack_this_iteration: 0.0,
                 slack_per_phase: 0.0,
                 unit_time,
-                thread_time_is_wall_time: std::thread::available_parallelism()
-                    .map_or(true, |cpus| cpus.get() <= threads),
+                thread_time_is_wall_time: no_core_spare,
             },
             steal: Steal {
                 active,
@@ -519,7 +541,9 @@ impl Pbs {
     /// One phase: each thread runs its own list (claiming chunks when stealing is on), then,
     /// stealing, takes boxes from its neighbours' lists.
     fn phase(&mut self, task: Task<'_>) -> PhaseStats {
-        let steal = self.steal.active;
+        // A lender's boxes are run by the others, who steal them (see `lending.rs`).
+        let lender = self.lender.now();
+        let steal = self.steal.active || lender.is_some();
         if steal {
             for (c, l) in self.steal.claims.iter().zip(&self.lists.lists) {
                 c.store(pack(0, l.len() as u32), Ordering::Release);
@@ -537,6 +561,9 @@ impl Pbs {
         let slack = self.slack.active.then_some(&self.slack);
         let done = pool_phase(&self.pool, &mut self.timing.tracker, &|t, tracker, local| {
             let mut finish = slack.map(|slack| Finish { slack, t, done: false });
+            if lender == Some(t) {
+                return;
+            }
             let mut balance_here = || {
                 if let Some(f) = &mut finish {
                     f.done = f.slack.balance_while_others_work(t);
@@ -554,7 +581,7 @@ impl Pbs {
                 while let Some(r) = claim_front(&claims[t], claim) {
                     tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
                 }
-                let at = Lists { lists, claims, lost };
+                let at = Lists { lists, claims, lost, lender };
                 let (log, spent_abroad) = steal_from(&neighbours[t], &at, claim, t, tracker, local, task);
                 if !log.is_empty() {
                     *stolen[t].lock().unwrap() = log;
@@ -580,7 +607,9 @@ impl Pbs {
             self.rebalance.in_slack += balancing.iter().sum::<Duration>();
             self.rebalance.overrun += overrun;
         }
-        let least = stats.busy.iter().min().copied().unwrap_or_default();
+        // The lender's idle time is the balancer thread's, not a step's room.
+        let working = stats.busy.iter().enumerate().filter(|&(t, _)| lender != Some(t));
+        let least = working.map(|(_, b)| *b).min().unwrap_or_default();
         self.rebalance.slack_this_iteration += stats.wall.saturating_sub(least).as_secs_f64();
         let ns = clock::ns_per_tick();
         for (t, (acc, b)) in self.timing.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
@@ -633,8 +662,85 @@ impl Pbs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// The default method, each step 20 ms slower: a run on the balancer thread stays out.
+    pub(in crate::executors::pbs) struct SlowSteps(Box<dyn Balancer + Send>);
+
+    impl Default for SlowSteps {
+        fn default() -> Self {
+            SlowSteps(methods::by_name(methods::DEFAULT).unwrap())
+        }
+    }
+
+    impl Balancer for SlowSteps {
+        fn name(&self) -> &str {
+            "slow"
+        }
+        fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
+            std::thread::sleep(Duration::from_millis(20));
+            self.0.step(problem, vcores);
+        }
+        fn reset(&mut self) {
+            self.0.reset();
+        }
+        fn is_stuck(&self) -> bool {
+            self.0.is_stuck()
+        }
+        fn finish(&mut self, problem: &Problem, vcores: &mut VCores) {
+            self.0.finish(problem, vcores);
+        }
+    }
+
+    /// While a rebalancing runs on the balancer thread, the last worker lends it its core: it
+    /// runs none of its boxes, the others do, every box still runs once per phase, the thread
+    /// runs under `SCHED_IDLE`, and the core comes back with the run.
+    #[test]
+    #[cfg(target_os = "linux")]
+    #[cfg_attr(miri, ignore = "waits for a balancer thread whose steps sleep 20 ms")]
+    fn a_lender_runs_none_of_its_boxes_and_every_box_still_runs_once() {
+        let grid = Grid::new(16, 16).unwrap();
+        let options = PbsOptions {
+            overlap: Overlap::Thread,
+            lend: Lending::Always,
+            steal: Stealing::Always,
+            chunk: 4,
+            restart_lands_at_once: false,
+            ..PbsOptions::default()
+        };
+        let mut exec = Pbs::new(grid, 3, options).unwrap();
+        exec.balancer = Some(Box::new(SlowSteps::default()));
+        let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
+        let ran_on: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(u64::MAX)).collect();
+        let (mut lent_phases, mut taken_on) = (0, false);
+        let start = Instant::now();
+        for it in 1u64.. {
+            let lent = exec.lender.now();
+            exec.run_phase(&|k| {
+                // The lower left quarter is heavy: the first measured iteration rebalances.
+                if k % 16 < 8 && k / 16 < 8 {
+                    std::hint::black_box((0..3000).sum::<u64>());
+                }
+                hits[k].fetch_add(1, Ordering::Relaxed);
+                ran_on[k].store(crate::executor::current_worker().unwrap() as u64, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it), "iteration {it}: every box once");
+            if let Some(l) = lent {
+                assert_eq!(l, 2);
+                assert!(ran_on.iter().all(|w| w.load(Ordering::Relaxed) != 2), "the lender ran a box");
+                assert!(exec.background.at_idle_priority(), "lent to a SCHED_IDLE thread only");
+                lent_phases += 1;
+            }
+            if exec.end_iteration().rebalanced && lent_phases > 0 {
+                taken_on = true;
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "the run came back within 20 s");
+        }
+        assert!(taken_on && lent_phases > 0);
+        assert_eq!(exec.lender.now(), None, "the core comes back with the run");
+    }
 
     #[test]
     fn the_stride_follows_the_measured_task_time() {

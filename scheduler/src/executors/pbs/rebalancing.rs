@@ -182,7 +182,10 @@ impl Pbs {
                 *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
             } else {
                 match self.background.start(pending) {
-                    Ok(()) => self.away = Some(Away { age: 0, cancelled: false }),
+                    Ok(()) => {
+                        self.away = Some(Away { age: 0, cancelled: false });
+                        self.lender.lend(true, &self.pool, self.background.at_idle_priority());
+                    }
                     // No balancer thread could be started: stop for it after all.
                     Err(pending) => balancer = Some(pending.balancer),
                 }
@@ -250,11 +253,17 @@ impl Pbs {
             Some(Returned { job: pending, spent }) => {
                 end.balancing_in_background = spent;
                 let away = self.away.take().expect("checked above");
+                let lent = self.lender.lend(false, &self.pool, false);
                 if away.cancelled {
                     self.balancer = Some(pending.balancer);
                 } else {
-                    // Without a core of its own, the thread's time held the phases up too.
-                    let off_path = if self.rebalance.thread_time_is_wall_time { spent } else { Duration::ZERO };
+                    // Without a core of its own, the thread's time held the phases up too; on
+                    // a lent core, the lender's share of the iterations meanwhile.
+                    let off_path = match (lent, self.rebalance.thread_time_is_wall_time) {
+                        (true, _) => spent / self.pool.threads() as u32,
+                        (false, true) => spent,
+                        (false, false) => Duration::ZERO,
+                    };
                     // It may have been out long: checked on the freshest box loads, if any.
                     let tracker = &self.timing.tracker;
                     let fresh = (tracker.samples_completed() > 0).then(|| box_loads(tracker));
@@ -264,6 +273,7 @@ impl Pbs {
             None if !self.background.is_out() => {
                 // Lost with the thread (it cannot panic; this is a guard): a new balancer.
                 self.away = None;
+                self.lender.lend(false, &self.pool, false);
                 end.rebalance_abandoned = true;
                 self.balancer = methods::by_name(&self.options.method).ok();
             }
@@ -289,6 +299,7 @@ impl Pbs {
             self.balancer = Some(r.job.balancer);
         }
         self.away = None;
+        self.lender.lend(false, &self.pool, false);
         let mut balancer = self.balancer.take().expect("the balancer is home when none is pending");
         let before = self.vcores.owners().to_vec();
         let start = Instant::now();
@@ -706,33 +717,13 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "compares wall-clock times, which Miri stretches a hundredfold")]
     fn the_balancer_threads_time_is_charged_where_it_has_no_core_of_its_own() {
-        /// The default method, each step 20 ms slower: the thread's time dwarfs the rest.
-        struct Slow(Box<dyn pbs::Balancer + Send>);
-        impl pbs::Balancer for Slow {
-            fn name(&self) -> &str {
-                "slow"
-            }
-            fn step(&mut self, problem: &Problem, vcores: &mut pbs::VCores) {
-                std::thread::sleep(Duration::from_millis(20));
-                self.0.step(problem, vcores);
-            }
-            fn reset(&mut self) {
-                self.0.reset();
-            }
-            fn is_stuck(&self) -> bool {
-                self.0.is_stuck()
-            }
-            fn finish(&mut self, problem: &Problem, vcores: &mut pbs::VCores) {
-                self.0.finish(problem, vcores);
-            }
-        }
         let mut costs = Vec::new();
         for no_core in [true, false] {
             let mut p = Policy::new(Box::new(Never));
             p.exec.options.overlap = Overlap::Thread;
             p.exec.options.restart_lands_at_once = false;
             p.exec.rebalance.thread_time_is_wall_time = no_core;
-            p.exec.balancer = Some(Box::new(Slow(methods::by_name(methods::DEFAULT).unwrap())));
+            p.exec.balancer = Some(Box::new(super::super::tests::SlowSteps::default()));
             let boxes = p.boxes(8);
             let threads = p.threads(&boxes);
             assert!(!p.end(&boxes, &threads, 1e-3).rebalanced && p.exec.background.is_out());

@@ -136,6 +136,9 @@ pub(super) struct Lists<'a> {
     pub lists: &'a [Vec<u32>],
     pub claims: &'a [CachePadded<AtomicU64>],
     pub lost: &'a [CachePadded<AtomicU64>],
+    /// A thread that runs none of its boxes (it lends its core: `lending.rs`): its list is
+    /// taken to the last box, at once.
+    pub lender: Option<usize>,
 }
 
 /// How long a thief waits, at most, for victims with boxes to spare that have not started,
@@ -171,6 +174,7 @@ pub(super) fn steal_from(
         let mut waiting = false;
         let mut took = false;
         for &v in victims {
+            let (keep, late) = if at.lender == Some(v as usize) { (0, true) } else { (keep, late) };
             match claim_back(&at.claims[v as usize], 2, keep, late) {
                 Steal::Took(r) => {
                     let ks = &at.lists[v as usize][r.start as usize..r.end as usize];

@@ -1,0 +1,105 @@
+//! Lending a core: where the workers hold every CPU, one worker gives its core to the
+//! balancer thread for as long as a rebalancing runs there.
+//!
+//! The balancer thread has no core of its own when there are as many workers as CPUs. Left to
+//! the OS it shares one with a worker, and that worker is away for the thread's time slice
+//! (milliseconds, against md phases of 0.2 ms) while every phase waits for it at the barrier:
+//! on 16 cores at 16 threads md's wall time grew by about the thread's whole time
+//! (docs/results.md, "Sixteen threads, 2026-11-26"). Lending turns that into a known price:
+//! - the *lender* (the last worker) runs none of its boxes while the run is out; the others
+//!   steal them from the back of its list, its neighbours first, as they steal from a late
+//!   thread (every box still runs exactly once: the claim word of `stealing.rs`), and the
+//!   lender's owner load is what they spent on its boxes, so the balancer sees no change;
+//! - it waits passively ([`crate::pool::Pool::set_passive`]), so its core is idle and the
+//!   balancer thread runs there;
+//! - the balancer thread runs under `SCHED_IDLE` ([`crate::background`]): when the lender is
+//!   woken for the next phase it takes its core back at once, marks the phase done, and
+//!   sleeps again, instead of waiting out the thread's time slice.
+//!
+//! The price is one worker's share of the iterations that run meanwhile: about the thread's
+//! time over the number of threads, which is what the criterion's cost `C` counts for such a
+//! run. Without `SCHED_IDLE` (not Linux) or without stealing ([`Stealing::Never`]) nobody
+//! lends.
+
+use super::Stealing;
+use crate::pool::Pool;
+
+/// Whether a worker lends its core to the balancer thread while a rebalancing runs there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lending {
+    /// Never: the balancer thread shares a core as the OS decides.
+    Never,
+    /// When the workers hold every CPU the process may use (the default).
+    #[default]
+    Auto,
+    /// Whenever a rebalancing runs on the balancer thread (tests use it on machines with
+    /// cores to spare).
+    Always,
+}
+
+/// The worker that lends its core, if one does, and whether it does now.
+pub(super) struct Lender {
+    pub worker: Option<usize>,
+    lent: bool,
+}
+
+impl Lender {
+    /// In a pool of `threads`, the last worker, which owns no box at all when there are more
+    /// threads than boxes; none when lending is not asked for or not possible.
+    /// `no_core_spare`: the workers hold every CPU the process may use.
+    pub fn new(lending: Lending, threads: usize, no_core_spare: bool, steal: Stealing) -> Lender {
+        let wanted = match lending {
+            Lending::Never => false,
+            Lending::Auto => no_core_spare,
+            Lending::Always => true,
+        };
+        let able = threads > 1 && steal != Stealing::Never && cfg!(target_os = "linux");
+        Lender { worker: (wanted && able).then(|| threads - 1), lent: false }
+    }
+
+    /// The worker lending its core now.
+    pub fn now(&self) -> Option<usize> {
+        self.worker.filter(|_| self.lent)
+    }
+
+    /// A run has gone out to the balancer thread (`out`) or come back: the worker lends it its
+    /// core, or takes it back. Only a thread under `SCHED_IDLE` (`idle_thread`) is lent one: at
+    /// normal priority it would keep the lender off its core for a time slice, and every phase
+    /// would wait for the lender. Returns whether the core was lent until now.
+    pub fn lend(&mut self, out: bool, pool: &Pool, idle_thread: bool) -> bool {
+        let was = self.lent;
+        self.lent = out && idle_thread && self.worker.is_some();
+        if let Some(w) = self.worker {
+            pool.set_passive(w, self.lent);
+        }
+        was
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_last_worker_lends_when_asked_and_able() {
+        let worker = |l: Lending, threads, no_core_spare, steal| Lender::new(l, threads, no_core_spare, steal).worker;
+        assert_eq!(worker(Lending::Auto, 16, true, Stealing::Auto), Some(15));
+        assert_eq!(worker(Lending::Auto, 16, false, Stealing::Auto), None, "a core to spare");
+        assert_eq!(worker(Lending::Always, 4, false, Stealing::Always), Some(3));
+        assert_eq!(worker(Lending::Always, 1, true, Stealing::Auto), None, "nobody to run its boxes");
+        assert_eq!(worker(Lending::Always, 4, true, Stealing::Never), None, "its boxes are stolen");
+        assert_eq!(worker(Lending::Never, 4, true, Stealing::Auto), None);
+    }
+
+    /// Lent only to a thread under `SCHED_IDLE`, and taken back when the run comes back.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_core_is_lent_only_to_an_idle_priority_thread() {
+        let pool = Pool::new(3, std::sync::Arc::new(|_| {})).unwrap();
+        let mut l = Lender::new(Lending::Always, 3, false, Stealing::Auto);
+        assert!(!l.lend(true, &pool, false) && l.now().is_none(), "normal priority: not lent");
+        assert!(!l.lend(true, &pool, true) && l.now() == Some(2));
+        assert!(l.lend(false, &pool, false) && l.now().is_none());
+    }
+}

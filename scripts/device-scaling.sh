@@ -5,8 +5,11 @@
 #   here:   scripts/device-scaling.sh prepare      release build, stripped into .devbin/ (git
 #                                                  ignores it) with the libraries it links
 #   there:  bash scripts/device-scaling.sh run     through the device tool, carry [".devbin"];
-#                                                  everything lands in $OUT (about 4 minutes on
-#                                                  16 cores: give it a 420 s timeout)
+#                                                  everything lands in $OUT as log.txt and
+#                                                  results.tgz (about 3 minutes on 16 cores:
+#                                                  give it a 420 s timeout)
+#           bash scripts/device-scaling.sh timeline  every iteration's time, md at all cores
+#                                                  (under a minute): timeline.tgz
 # What it measures: an empty phase of the pool per thread count; md with and without a worker
 # lending its core to the balancer thread (PBS_LEND never / auto) at all cores and at 8 and 4
 # threads confined to as many CPUs; the stencil the same at all cores; md with the balancer in
@@ -85,9 +88,31 @@ run)
             --out "$out/weak" || true
         date
     } 2>&1 | tee "$out/log.txt"
+    # The device tool brings back a few files only: one archive.
+    tar czf "$out/results.tgz" -C "$out" lend weak && rm -rf "$out/lend" "$out/weak"
+    ;;
+timeline)
+    # Which iterations run long at all cores: every iteration's time and what happened at its
+    # end, md at 256 boxes per thread (pbs-bench run --timeline), packed into one file.
+    [ -x .devbin/pbs-bench ] || { echo "no .devbin/pbs-bench: run '$0 prepare' here and carry .devbin" >&2; exit 1; }
+    export LD_LIBRARY_PATH=$PWD/.devbin
+    out=${OUT:-out/device}
+    mkdir -p "$out/timeline"
+    cores=$(nproc)
+    side=$(awk -v c="$cores" 'BEGIN { s = sqrt(256 * c); print (s == int(s)) ? s : int(s) + 1 }')
+    for scenario in gravity contraction; do
+        for variant in "PBS_LEND=never" "PBS_LEND=auto" "PBS_OVERLAP=idle" "PBS_LEND=never --turn-iters 0" "PBS_BALANCER_IDLE=1"; do
+            read -r var extra <<<"$variant"
+            name="$scenario-${var#PBS_}${extra:+-one-after-the-other}"
+            echo "== md $scenario ${side}x${side}, $cores threads, $variant"
+            env PBS_LEND=never "$var" timeout 60 .devbin/pbs-bench run --app md --scenario "$scenario" --threads "$cores" --nx "$side" \
+                --ny "$side" --iters 200 --repeats 2 --scheduler pbs,static $extra --timeline "$out/timeline/$name.csv" || true
+        done
+    done 2>&1 | tee "$out/timeline/log.txt"
+    tar czf "$out/timeline.tgz" -C "$out" timeline && rm -rf "$out/timeline"
     ;;
 *)
-    echo "usage: $0 prepare|run (see the comment at the top)" >&2
+    echo "usage: $0 prepare|run|timeline (see the comment at the top)" >&2
     exit 2
     ;;
 esac

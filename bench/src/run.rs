@@ -123,6 +123,9 @@ pub struct RunRow {
     /// wall time of every iteration, ms (for plots)
     #[serde(skip)]
     pub iteration_ms: Vec<f64>,
+    /// what happened at the end of every iteration (for the timeline)
+    #[serde(skip)]
+    pub iteration_ends: Vec<pbs_scheduler::IterationEnd>,
     /// busy time per thread over the run, ms (for plots)
     #[serde(skip)]
     pub busy_ms: Vec<f64>,
@@ -276,6 +279,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             sw_counters: (!lane.sw.is_empty()).then_some(lane.sw),
             checksum: format!("{:016x}", lane.app.checksum()),
             iteration_ms: lane.rec.iteration_ms().to_vec(),
+            iteration_ends: lane.rec.iteration_ends().to_vec(),
             busy_ms: report.busy_ms.clone(),
             snapshots: lane.snapshots,
         });
@@ -316,6 +320,32 @@ pub fn schedulers(spec: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(names)
+}
+
+/// Every iteration of every row as CSV, one line each: its wall time and what happened at its
+/// end (`under_way`: a rebalancing runs in idle time or on the balancer thread as the next
+/// iteration starts). Where a mean iteration is far above the median, this shows which
+/// iterations run long.
+pub fn timeline_csv(rows: &[RunRow]) -> String {
+    let mut out = String::from(
+        "scheduler,seed,iteration,ms,under_way,rebalanced,abandoned,critical_ms,background_ms,migrations\n",
+    );
+    for r in rows {
+        for (i, (ms, e)) in r.iteration_ms.iter().zip(&r.iteration_ends).enumerate() {
+            out += &format!(
+                "{},{},{i},{ms:.4},{},{},{},{:.4},{:.4},{}\n",
+                r.scheduler,
+                r.seed,
+                u8::from(e.under_way),
+                u8::from(e.rebalanced),
+                u8::from(e.rebalance_abandoned),
+                e.rebalance_critical.as_secs_f64() * 1e3,
+                e.balancing_in_background.as_secs_f64() * 1e3,
+                e.migrations
+            );
+        }
+    }
+    out
 }
 
 /// Per-phase `max_avg` values as `1.03/1.09/1.06`.

@@ -205,6 +205,9 @@ pub struct IterationEnd {
     pub migrations: usize,
     /// `max_avg` of the thread loads measured in the iteration that just ended.
     pub max_avg: f64,
+    /// Whether a rebalancing is under way (in the threads' idle time or on the balancer
+    /// thread) as the next iteration starts.
+    pub under_way: bool,
 }
 
 thread_local! {

@@ -101,6 +101,8 @@ pub struct Recorder {
     /// [`RunReport::effort_ms`]).
     interval: (f64, f64, usize),
     efforts: Vec<f64>,
+    /// What happened at the end of every iteration so far.
+    ends: Vec<IterationEnd>,
 }
 
 impl Recorder {
@@ -155,11 +157,17 @@ impl Recorder {
         self.abandoned += usize::from(end.rebalance_abandoned);
         self.restarted += usize::from(end.rebalanced && end.rebalance_restarted);
         self.phase_in_iteration = 0;
+        self.ends.push(end.clone());
     }
 
     /// Wall time of every iteration so far, milliseconds.
     pub fn iteration_ms(&self) -> &[f64] {
         &self.iter_times
+    }
+
+    /// What happened at the end of every iteration so far (rebalancings, balancer time).
+    pub fn iteration_ends(&self) -> &[IterationEnd] {
+        &self.ends
     }
 
     /// The summary so far.

@@ -159,6 +159,10 @@ enum Command {
         /// and iterations) into this trace file, for `pbs-bench model --trace`
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// Also write every iteration's time and what happened at its end (rebalancing under
+        /// way, taken on, given up; balancer time) as CSV into this file
+        #[arg(long)]
+        timeline: Option<PathBuf>,
     },
     /// Replay recorded box costs on 16-256 modelled threads and 1-8 NUMA nodes: every scheduler
     /// side by side, with the real balancer making pbs's mappings.
@@ -451,6 +455,7 @@ fn run(cli: Cli) -> Result<(), String> {
             turn_iters,
             json,
             trace,
+            timeline,
         } => {
             if repeats == 0 {
                 return Err("--repeats must be at least 1".into());
@@ -491,6 +496,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 let t = pbs_bench::model::trace::Trace::record(&setup.app, &setup.scenario, nx, ny, iters, seed)?;
                 t.write(&path)?;
                 eprintln!("trace of {} iterations of {}×{} boxes written to {}", iters, nx, ny, path.display());
+            }
+            if let Some(path) = timeline {
+                std::fs::write(&path, run::timeline_csv(&rows))
+                    .map_err(|e| format!("cannot write the timeline to {}: {e}", path.display()))?;
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);

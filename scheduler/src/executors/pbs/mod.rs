@@ -385,7 +385,10 @@ impl Pbs {
         let (active, claim) = (options.steal == Stealing::Always, options.chunk);
         let no_core_spare = std::thread::available_parallelism().map_or(true, |cpus| cpus.get() <= threads);
         let lender = Lender::new(options.lend, threads, no_core_spare, options.steal);
-        let background = if lender.worker.is_some() { Background::with_idle_priority() } else { Background::default() };
+        // EXPERIMENT (device run of 2026-11-26): PBS_BALANCER_IDLE=1 puts the thread under
+        // SCHED_IDLE without a lender.
+        let idle = lender.worker.is_some() || std::env::var_os("PBS_BALANCER_IDLE").is_some();
+        let background = if idle { Background::with_idle_priority() } else { Background::default() };
         let padded = || (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let mut pbs = Pbs {
             slack: Slack::new(threads),
@@ -657,7 +660,10 @@ impl Pbs {
         }
         self.timing.phases_in_iteration = 0;
         self.timing.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
-        self.rebalance_if_due(&loads)
+        let mut end = self.rebalance_if_due(&loads);
+        let in_slack = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).as_ref();
+        end.under_way = self.away.is_some() || in_slack.is_some_and(|p| !p.is_done());
+        end
     }
 }
 

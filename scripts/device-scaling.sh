@@ -101,7 +101,7 @@ timeline)
     cores=$(nproc)
     side=$(awk -v c="$cores" 'BEGIN { s = sqrt(256 * c); print (s == int(s)) ? s : int(s) + 1 }')
     for scenario in gravity contraction; do
-        for variant in "PBS_LEND=never" "PBS_LEND=auto" "PBS_OVERLAP=idle" "PBS_LEND=never --turn-iters 0" "PBS_BALANCER_IDLE=1"; do
+        for variant in "PBS_LEND=never" "PBS_LEND=auto" "PBS_OVERLAP=idle" "PBS_LEND=never --turn-iters 0"; do
             read -r var extra <<<"$variant"
             name="$scenario-${var#PBS_}${extra:+-one-after-the-other}"
             echo "== md $scenario ${side}x${side}, $cores threads, $variant"

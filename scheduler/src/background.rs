@@ -28,10 +28,10 @@
 //!   the reads after the matching receive, so the job needs no lock.
 //! - `cancel` is `Relaxed`: it only ends a run early, and is reset before a send while the
 //!   thread is idle (no job is out), so a stale `true` cannot cut the next run.
-//! - Asked to ([`Background::with_idle_priority`]), the thread runs under Linux's `SCHED_IDLE`
-//!   policy: it gets a core only when no other thread wants it, and a worker woken on its core
-//!   takes the core back at once rather than after the thread's time slice. The executor asks
-//!   for it where a worker lends the thread its core (`executors/pbs/lending.rs`).
+//! - Asked to ([`Background::on_lent_core`]), the thread is bound to the CPUs of a worker that
+//!   lends it its core (`executors/pbs/lending.rs`) and runs under Linux's `SCHED_IDLE`
+//!   policy: it gets that core only when the worker does not want it, and the worker, woken,
+//!   takes it back at once rather than after the thread's time slice.
 //! - The thread is spawned at the first job (it inherits the spawning thread's CPU mask: for
 //!   the executor, the caller's own between phases) and ends when its [`Background`] drops:
 //!   `Drop` sets `cancel`, sends a quit message and joins, which waits for one unit at most.
@@ -78,13 +78,13 @@ pub struct Background<J: Job> {
     thread: Option<Thread<J>>,
     /// A job is out: sent and not yet taken back.
     out: bool,
-    /// Whether the thread is to run under `SCHED_IDLE`.
-    idle_priority: bool,
+    /// The CPUs of a lent core, if the thread is to run there under `SCHED_IDLE`.
+    lent_core: Option<Vec<usize>>,
 }
 
 impl<J: Job> Default for Background<J> {
     fn default() -> Self {
-        Background { thread: None, out: false, idle_priority: false }
+        Background { thread: None, out: false, lent_core: None }
     }
 }
 
@@ -93,20 +93,21 @@ struct Thread<J> {
     from: Receiver<Returned<J>>,
     cancel: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
-    /// Whether it runs under `SCHED_IDLE`.
-    at_idle_priority: bool,
+    /// Whether it runs on the lent core under `SCHED_IDLE`.
+    on_lent_core: bool,
 }
 
 impl<J: Job> Background<J> {
-    /// A background whose thread runs under `SCHED_IDLE` (see the module documentation), if
-    /// the system lets it: [`Background::at_idle_priority`] says whether it does.
-    pub fn with_idle_priority() -> Self {
-        Background { idle_priority: true, ..Self::default() }
+    /// A background whose thread is bound to `cpus` (a worker's, lent) and runs under
+    /// `SCHED_IDLE` (see the module documentation), if the system lets it:
+    /// [`Background::on_lent_core`] says whether it does.
+    pub fn for_lent_core(cpus: Vec<usize>) -> Self {
+        Background { lent_core: Some(cpus), ..Self::default() }
     }
 
-    /// Whether the thread has been started and runs under `SCHED_IDLE`.
-    pub fn at_idle_priority(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| t.at_idle_priority)
+    /// Whether the thread has been started, bound to the lent core and under `SCHED_IDLE`.
+    pub fn on_lent_core(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| t.on_lent_core)
     }
 
     /// Whether a job is out.
@@ -121,7 +122,7 @@ impl<J: Job> Background<J> {
             return Err(Box::new(job));
         }
         if self.thread.is_none() {
-            match spawn(self.idle_priority) {
+            match spawn(self.lent_core.as_deref()) {
                 Some(t) => self.thread = Some(t),
                 None => return Err(Box::new(job)),
             }
@@ -183,7 +184,7 @@ impl<J: Job> Background<J> {
     }
 }
 
-fn spawn<J: Job>(idle_priority: bool) -> Option<Thread<J>> {
+fn spawn<J: Job>(lent_core: Option<&[usize]>) -> Option<Thread<J>> {
     let (to, inbox) = channel::<Option<J>>();
     let (outbox, from) = channel::<Returned<J>>();
     let cancel = Arc::new(AtomicBool::new(false));
@@ -200,22 +201,28 @@ fn spawn<J: Job>(idle_priority: bool) -> Option<Thread<J>> {
             }
         })
         .ok()?;
-    let at_idle_priority = idle_priority && lower_to_idle_priority(&handle);
-    Some(Thread { to, from, cancel, handle: Some(handle), at_idle_priority })
+    let on_lent_core = lent_core.is_some_and(|cpus| settle_on_lent_core(&handle, cpus));
+    Some(Thread { to, from, cancel, handle: Some(handle), on_lent_core })
 }
 
-/// Puts `thread` under `SCHED_IDLE`; whether it worked.
+/// Binds `thread` to `cpus` and puts it under `SCHED_IDLE`; whether both worked.
 #[cfg(all(target_os = "linux", not(pbs_loom)))]
-fn lower_to_idle_priority(thread: &JoinHandle<()>) -> bool {
+fn settle_on_lent_core(thread: &JoinHandle<()>, cpus: &[usize]) -> bool {
     use std::os::unix::thread::JoinHandleExt;
+    let Ok(mask) = crate::pinning::mask_of(cpus) else { return false };
     let param = libc::sched_param { sched_priority: 0 };
+    let t = thread.as_pthread_t();
     // SAFETY: the handle names a thread that has not been joined (we hold its handle), so its
-    // pthread_t is valid; `param` is a valid sched_param that outlives the call.
-    unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), libc::SCHED_IDLE, &param) == 0 }
+    // pthread_t is valid; `mask` and `param` are valid values that outlive the calls, and the
+    // size given is the mask's.
+    unsafe {
+        libc::pthread_setaffinity_np(t, std::mem::size_of_val(&mask), &mask) == 0
+            && libc::pthread_setschedparam(t, libc::SCHED_IDLE, &param) == 0
+    }
 }
 
 #[cfg(not(all(target_os = "linux", not(pbs_loom))))]
-fn lower_to_idle_priority(_thread: &JoinHandle<()>) -> bool {
+fn settle_on_lent_core(_thread: &JoinHandle<()>, _cpus: &[usize]) -> bool {
     false
 }
 

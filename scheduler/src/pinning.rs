@@ -79,6 +79,12 @@ pub fn pin_this_thread(cpus: &[usize]) -> Result<Vec<usize>, String> {
     Ok(os::cpus(&got))
 }
 
+/// The OS mask of `cpus` (an error names a CPU this OS cannot address).
+#[cfg(target_os = "linux")]
+pub(crate) fn mask_of(cpus: &[usize]) -> Result<libc::cpu_set_t, String> {
+    os::mask_of(cpus)
+}
+
 /// The CPUs the calling thread may run on (`None` where the OS does not say).
 pub fn cpus_of_this_thread() -> Option<Vec<usize>> {
     os::current().map(|m| os::cpus(&m))

@@ -2,24 +2,28 @@
 //! balancer thread for as long as a rebalancing runs there.
 //!
 //! The balancer thread has no core of its own when there are as many workers as CPUs. Left to
-//! the OS it shares one with a worker, and that worker is away for the thread's time slice
-//! (milliseconds, against md phases of 0.2 ms) while every phase waits for it at the barrier:
-//! on 16 cores at 16 threads md's wall time grew by about the thread's whole time
-//! (docs/results.md, "Sixteen threads, 2026-11-26"). Lending turns that into a known price:
+//! the OS, it lands on a worker's core, and every time that worker yields in a wait between
+//! phases the thread takes the core for a time slice (milliseconds, against md phases of
+//! 0.2 ms) while the next phase waits for the worker at its barrier: on 16 cores at 16
+//! threads, md's iterations with a rebalancing out ran 1–6 ms against a median of 0.2, and
+//! their excess was about the thread's whole time (docs/results.md, "Sixteen threads"). Even
+//! under `SCHED_IDLE` it did so. Lending turns that into a known price:
 //! - the *lender* (the last worker) runs none of its boxes while the run is out; the others
 //!   steal them from the back of its list, its neighbours first, as they steal from a late
 //!   thread (every box still runs exactly once: the claim word of `stealing.rs`), and the
 //!   lender's owner load is what they spent on its boxes, so the balancer sees no change;
-//! - it waits passively ([`crate::pool::Pool::set_passive`]), so its core is idle and the
-//!   balancer thread runs there;
-//! - the balancer thread runs under `SCHED_IDLE` ([`crate::background`]): when the lender is
-//!   woken for the next phase it takes its core back at once, marks the phase done, and
-//!   sleeps again, instead of waiting out the thread's time slice.
+//! - it waits passively ([`crate::pool::Pool::set_passive`]), so its core is idle;
+//! - the balancer thread is bound to the lender's CPUs and runs under `SCHED_IDLE`
+//!   ([`crate::background`]), so it runs there and nowhere else, and when the lender is woken
+//!   for the next phase it takes its core back at once, marks the phase done, and sleeps
+//!   again, instead of waiting out the thread's time slice.
 //!
 //! The price is one worker's share of the iterations that run meanwhile: about the thread's
 //! time over the number of threads, which is what the criterion's cost `C` counts for such a
-//! run. Without `SCHED_IDLE` (not Linux) or without stealing ([`Stealing::Never`]) nobody
-//! lends.
+//! run. Nobody lends without stealing ([`Stealing::Never`]), outside Linux, or where the
+//! lender is not bound to CPUs of its own (the thread could not follow it).
+
+use std::sync::Mutex;
 
 use super::Stealing;
 use crate::pool::Pool;
@@ -35,6 +39,20 @@ pub enum Lending {
     /// Whenever a rebalancing runs on the balancer thread (tests use it on machines with
     /// cores to spare).
     Always,
+}
+
+/// The CPUs worker `w` of `pool` is bound to, if it is bound to fewer than the process may
+/// use: the balancer thread is bound to them while the worker lends them.
+pub(super) fn bound_cpus(pool: &Pool, w: usize) -> Option<Vec<usize>> {
+    let got = Mutex::new(None);
+    pool.run(&|t| {
+        if t == w {
+            *got.lock().unwrap() = crate::pinning::cpus_of_this_thread();
+        }
+    });
+    let cpus = got.into_inner().unwrap()?;
+    let all = std::thread::available_parallelism().map_or(usize::MAX, |n| n.get());
+    (!cpus.is_empty() && cpus.len() < all).then_some(cpus)
 }
 
 /// The worker that lends its core, if one does, and whether it does now.
@@ -63,12 +81,12 @@ impl Lender {
     }
 
     /// A run has gone out to the balancer thread (`out`) or come back: the worker lends it its
-    /// core, or takes it back. Only a thread under `SCHED_IDLE` (`idle_thread`) is lent one: at
-    /// normal priority it would keep the lender off its core for a time slice, and every phase
-    /// would wait for the lender. Returns whether the core was lent until now.
-    pub fn lend(&mut self, out: bool, pool: &Pool, idle_thread: bool) -> bool {
+    /// core, or takes it back. Only a thread bound there under `SCHED_IDLE` (`thread_there`)
+    /// is lent one: at normal priority it would keep the lender off its core for a time slice,
+    /// and every phase would wait for the lender. Returns whether the core was lent until now.
+    pub fn lend(&mut self, out: bool, pool: &Pool, thread_there: bool) -> bool {
         let was = self.lent;
-        self.lent = out && idle_thread && self.worker.is_some();
+        self.lent = out && thread_there && self.worker.is_some();
         if let Some(w) = self.worker {
             pool.set_passive(w, self.lent);
         }
@@ -92,7 +110,8 @@ mod tests {
         assert_eq!(worker(Lending::Never, 4, true, Stealing::Auto), None);
     }
 
-    /// Lent only to a thread under `SCHED_IDLE`, and taken back when the run comes back.
+    /// Lent only to a thread bound to the core under `SCHED_IDLE`, and taken back when the run
+    /// comes back.
     #[test]
     #[cfg(target_os = "linux")]
     fn a_core_is_lent_only_to_an_idle_priority_thread() {

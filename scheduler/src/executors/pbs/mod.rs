@@ -384,11 +384,14 @@ impl Pbs {
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let (active, claim) = (options.steal == Stealing::Always, options.chunk);
         let no_core_spare = std::thread::available_parallelism().map_or(true, |cpus| cpus.get() <= threads);
-        let lender = Lender::new(options.lend, threads, no_core_spare, options.steal);
-        // EXPERIMENT (device run of 2026-11-26): PBS_BALANCER_IDLE=1 puts the thread under
-        // SCHED_IDLE without a lender.
-        let idle = lender.worker.is_some() || std::env::var_os("PBS_BALANCER_IDLE").is_some();
-        let background = if idle { Background::with_idle_priority() } else { Background::default() };
+        let mut lender = Lender::new(options.lend, threads, no_core_spare, options.steal);
+        let background = match lender.worker.and_then(|w| lending::bound_cpus(&pool, w)) {
+            Some(cpus) => Background::for_lent_core(cpus),
+            None => {
+                lender.worker = None; // not bound: the balancer thread could not follow it
+                Background::default()
+            }
+        };
         let padded = || (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let mut pbs = Pbs {
             slack: Slack::new(threads),
@@ -715,7 +718,20 @@ pub(super) mod tests {
             restart_lands_at_once: false,
             ..PbsOptions::default()
         };
-        let mut exec = Pbs::new(grid, 3, options).unwrap();
+        // Bound workers: a core is lent only by a worker the balancer thread can follow. The
+        // lender (worker 2) alone on the last CPU, the others on the first.
+        let cpus = crate::pinning::cpus_of_this_thread().unwrap();
+        if cpus.len() < 2 {
+            return; // one CPU: nothing to lend
+        }
+        let (first, last) = (cpus[0], cpus[cpus.len() - 1]);
+        let bind = move |t: usize| {
+            crate::pinning::pin_this_thread(&[if t == 2 { last } else { first }]).unwrap();
+        };
+        let mut pool = Pool::new(3, Arc::new(bind)).unwrap();
+        pool.pin_caller_in_phases(crate::pinning::CallerPin::new(&[first]).unwrap());
+        let mut exec = Pbs::with_pool(grid, pool, options).unwrap();
+        assert_eq!(exec.lender.worker, Some(2));
         exec.balancer = Some(Box::new(SlowSteps::default()));
         let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
         let ran_on: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(u64::MAX)).collect();
@@ -735,7 +751,7 @@ pub(super) mod tests {
             if let Some(l) = lent {
                 assert_eq!(l, 2);
                 assert!(ran_on.iter().all(|w| w.load(Ordering::Relaxed) != 2), "the lender ran a box");
-                assert!(exec.background.at_idle_priority(), "lent to a SCHED_IDLE thread only");
+                assert!(exec.background.on_lent_core(), "lent to a bound SCHED_IDLE thread only");
                 lent_phases += 1;
             }
             if exec.end_iteration().rebalanced && lent_phases > 0 {

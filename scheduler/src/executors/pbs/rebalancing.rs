@@ -184,7 +184,7 @@ impl Pbs {
                 match self.background.start(pending) {
                     Ok(()) => {
                         self.away = Some(Away { age: 0, cancelled: false });
-                        self.lender.lend(true, &self.pool, self.background.at_idle_priority());
+                        self.lender.lend(true, &self.pool, self.background.on_lent_core());
                     }
                     // No balancer thread could be started: stop for it after all.
                     Err(pending) => balancer = Some(pending.balancer),
@@ -280,6 +280,8 @@ impl Pbs {
             None if !away.cancelled && away.age > self.options.max_pending_on_thread => {
                 away.cancelled = true;
                 self.background.cancel();
+                // Its unit may not end soon (something else holds the lent core): take it back.
+                self.lender.lend(false, &self.pool, false);
                 end.rebalance_abandoned = true;
                 self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
             }

@@ -538,7 +538,7 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         }
     }
     assert!(cal.iter().any(|r| r["fitted"] == false), "a measurement the fit did not use");
-    assert!(stderr_of(&["model", "--rebalancing", "sometimes"]).contains("overlap, idle, thread or stop"));
+    assert!(stderr_of(&["model", "--rebalancing", "sometimes"]).contains("overlap, idle, thread, lend or stop"));
     assert!(stderr_of(&["model", "--trace", "/nonexistent.trace"]).contains("cannot read trace"));
     let _ = std::fs::remove_dir_all(&dir);
 }

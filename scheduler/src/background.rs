@@ -115,17 +115,19 @@ impl<J: Job> Background<J> {
         self.out
     }
 
+    /// Spawns the thread if there is none yet; whether there is one now.
+    pub fn spawn(&mut self) -> bool {
+        if self.thread.is_none() {
+            self.thread = spawn(self.lent_core.as_deref());
+        }
+        self.thread.is_some()
+    }
+
     /// Sends `job` to the thread, spawning it at first use. Gives the job back when there is
     /// no thread to run it (it could not be spawned, or one job is already out).
     pub fn start(&mut self, job: J) -> Result<(), Box<J>> {
-        if self.out {
+        if self.out || !self.spawn() {
             return Err(Box::new(job));
-        }
-        if self.thread.is_none() {
-            match spawn(self.lent_core.as_deref()) {
-                Some(t) => self.thread = Some(t),
-                None => return Err(Box::new(job)),
-            }
         }
         let thread = self.thread.as_mut().expect("spawned above");
         // The thread is idle (no job is out): nobody reads the flag until the send.

@@ -5,7 +5,8 @@
 //! Between phases workers spin briefly (phases of a grid code follow each other within
 //! microseconds), then sleep on a condition variable, so an idle pool costs nothing
 //! ([`WaitPolicy`]; `PBS_WAIT_POLICY=passive` sleeps at once, for a process whose other
-//! runtime, OpenMP or TBB, needs the cores between pbs's phases). A panic in
+//! runtime, OpenMP or TBB, needs the cores between pbs's phases; [`Pool::set_passive`] makes
+//! one worker do so, for a thread it lends its core to). A panic in
 //! a job is caught on the worker, the other workers finish the phase, and the first panic is
 //! re-raised in the caller; the pool stays usable.
 //!
@@ -294,9 +295,11 @@ impl Drop for InUse<'_> {
 fn wait_until(s: &Shared, id: usize, ready: impl Fn() -> bool, cv: &Condvar) {
     #[cfg(not(pbs_loom))]
     {
-        // Relaxed: a stale value only makes one wait spin, or sleep, when the other was asked.
-        let spin_ns = if s.passive[id].load(Ordering::Relaxed) { 0 } else { s.spin_ns.load(Ordering::Relaxed) };
-        if spin_until(&ready, spin_ns) {
+        // Relaxed: a stale value only makes one round of the spin go on, or sleep, when the
+        // other was asked. Checked in every round: a worker asked to leave its core while it
+        // spins stops before its next yield, which would hand the core over for a time slice.
+        let passive = &s.passive[id];
+        if spin_until(&ready, || passive.load(Ordering::Relaxed), s.spin_ns.load(Ordering::Relaxed)) {
             return;
         }
     }
@@ -319,21 +322,24 @@ fn notify(s: &Shared, cv: &Condvar) {
     }
 }
 
-/// Spins, then yields, for at most `spin_ns`; whether `ready()` came true.
+/// Spins, then yields, for at most `spin_ns`, and not once `stop()`; whether `ready()` came
+/// true.
 #[cfg(not(pbs_loom))]
-fn spin_until(ready: &impl Fn() -> bool, spin_ns: u64) -> bool {
+fn spin_until(ready: &impl Fn() -> bool, stop: impl Fn() -> bool, spin_ns: u64) -> bool {
     if spin_ns == 0 {
         return ready();
     }
     let start = std::time::Instant::now();
     let backoff = crossbeam_utils::Backoff::new();
-    while !ready() {
-        if start.elapsed().as_nanos() >= u128::from(spin_ns) {
+    loop {
+        if ready() {
+            return true;
+        }
+        if stop() || start.elapsed().as_nanos() >= u128::from(spin_ns) {
             return false;
         }
         backoff.snooze();
     }
-    true
 }
 
 fn worker_loop(s: &Shared, id: usize) {

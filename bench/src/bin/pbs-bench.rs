@@ -194,7 +194,8 @@ enum Command {
         record_iters: usize,
         /// Where pbs's balancer runs: overlap (in idle time while a step fits there, else on a
         /// balancer thread: the executor's default), idle (in idle time, else stop), thread
-        /// (always on the balancer thread) or stop
+        /// (always on the balancer thread), lend (overlap, the last worker lending the thread its
+        /// core where that pays: PBS_LEND=auto) or stop
         #[arg(long, default_value = "overlap")]
         rebalancing: String,
         /// Also replay the remappers (rcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
@@ -549,8 +550,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 return Ok(());
             }
-            let rebalancing = model::replay::Rebalancing::by_name(&rebalancing)
-                .ok_or_else(|| format!("--rebalancing {rebalancing:?}: expected overlap, idle, thread or stop"))?;
+            let rebalancing = model::replay::Rebalancing::by_name(&rebalancing).ok_or_else(|| {
+                format!("--rebalancing {rebalancing:?}: expected overlap, idle, thread, lend or stop")
+            })?;
             pbs_apps::build(&app, scenario.as_deref().unwrap_or(pbs_apps::default_scenario(&app)), 4, 4, 1)?;
             let settings = model::ModelSettings {
                 scenario: scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string()),

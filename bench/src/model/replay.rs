@@ -16,7 +16,9 @@
 //! first idle thread's slack, a step at a time ([`Rebalancing::IdleTime`]), or on a balancer
 //! thread of its own beside the workers ([`Rebalancing::Thread`]), as the executor does; by
 //! default in slack while a step fits there, else on the thread, which takes a worker's core
-//! for a time slice ([`Machine::slice`]). Left out: the check-and-correct rebalancings of the
+//! for a time slice ([`Machine::slice`]), or is lent the last worker's core
+//! ([`Rebalancing::LentCore`]: the others steal its boxes, the thread runs whole phases).
+//! Left out: the check-and-correct rebalancings of the
 //! executor (the recorded loads have no measurement noise), memory bandwidth, hyper-threads,
 //! and the time slicing of more workers than cores.
 //!
@@ -27,7 +29,7 @@
 use pbs::{balance, methods, Grid, Problem, Run, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
 use pbs_scheduler::executors::{
-    balancer_units, PbsOptions, RemapInputs, RemapOptions, Remapper, PAYBACK_ITERATIONS, STEAL_MIN_PHASE,
+    balancer_units, Lending, PbsOptions, RemapInputs, RemapOptions, Remapper, PAYBACK_ITERATIONS, STEAL_MIN_PHASE,
 };
 
 use super::machine::Machine;
@@ -58,6 +60,10 @@ pub enum Rebalancing {
     IdleTimeOrThread,
     /// On a balancer thread beside the workers, serially, sharing a core: see [`replay`].
     Thread,
+    /// As [`Rebalancing::IdleTimeOrThread`], the last worker lending the thread its core
+    /// where that pays ([`Lending::pays`], on the run's units and the last iteration's time):
+    /// `PBS_LEND=auto` where the workers hold every core.
+    LentCore,
 }
 
 impl Rebalancing {
@@ -68,6 +74,7 @@ impl Rebalancing {
             "idle" => Rebalancing::IdleTime,
             "thread" => Rebalancing::Thread,
             "stop" => Rebalancing::Stop,
+            "lend" => Rebalancing::LentCore,
             _ => return None,
         })
     }
@@ -77,7 +84,7 @@ impl Rebalancing {
     /// planned as stopping ones, which they are whenever a step outlasts the slack: the plan
     /// is made before the replay knows where each run goes.
     pub fn lands_restart_at_once(self) -> bool {
-        matches!(self, Rebalancing::IdleTimeOrThread | Rebalancing::Thread)
+        matches!(self, Rebalancing::IdleTimeOrThread | Rebalancing::Thread | Rebalancing::LentCore)
             && PbsOptions::default().restart_lands_at_once
     }
 }
@@ -383,12 +390,16 @@ pub fn replay(
     let options = PbsOptions::default();
     let (mut steal_on, mut iteration_work) = (false, 0.0);
     for i in 0..iterations {
+        let iteration_start = wall;
         let phases = &trace.costs[trace.recorded(i)];
         for (p, costs) in phases.iter().enumerate() {
             if phase_busy.len() <= p {
                 phase_busy.resize(p + 1, (0.0, 0.0));
             }
             let noise: Vec<f64> = (0..threads).map(|_| 1.0 - machine.noise * rng.next_f64().max(1e-12).ln()).collect();
+            // The worker whose core the balancer thread has: it runs nothing, the others steal
+            // all its boxes.
+            let lender = away.as_ref().filter(|a| a.lent && a.remaining > 0.0).map(|_| threads - 1);
             let (lists, steal) = match scheduler {
                 "static" => (lists_of(&blocks), Steal::Never),
                 "ws" => {
@@ -406,7 +417,7 @@ pub fn replay(
                     for (k, &o) in owners.iter().enumerate() {
                         own[o as usize].push(k as u32);
                     }
-                    let steal = if steal_on { Steal::Neighbours(&order) } else { Steal::Never };
+                    let steal = if steal_on || lender.is_some() { Steal::Neighbours(&order) } else { Steal::Never };
                     (lists_of(&own), steal)
                 }
                 _ if remapper => {
@@ -438,7 +449,7 @@ pub fn replay(
                 if scheduler == "eager" {
                     run_fifo(n, wake, machine, state, &cost, &node_of)
                 } else {
-                    run_lists(lists, steal, wake, machine, state, &cost, &node_of, rng)
+                    run_lists(lists, steal, lender, wake, machine, state, &cost, &node_of, rng)
                 }
             };
             let last_of = |ends: &[(f64, f64)]| ends.iter().fold(0.0f64, |m, e| m.max(e.0));
@@ -449,7 +460,7 @@ pub fn replay(
             // without it. The phase is also run without the thread, so that what sharing
             // costs is known.
             let (mut alone, mut away_for) = (None, 0.0);
-            if let Some(a) = away.as_ref().filter(|a| a.remaining > 0.0) {
+            if let Some(a) = away.as_ref().filter(|a| a.remaining > 0.0 && !a.lent) {
                 let (mut state, mut rng) = (state.clone(), rng.clone());
                 alone = Some(last_of(&run(&noise, &wake, lists.clone(), &mut state, &mut rng)));
                 away_for = a.remaining.min(machine.slice);
@@ -457,7 +468,8 @@ pub fn replay(
             }
             phase_count += 1;
             let ends = run(&noise, &wake, lists, &mut state, &mut rng);
-            let (first, last) = ends.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &(e, _)| (a.min(e), b.max(e)));
+            let working = ends.iter().enumerate().filter(|&(t, _)| lender != Some(t));
+            let (first, last) = working.fold((f64::INFINITY, 0.0f64), |(a, b), (_, &(e, _))| (a.min(e), b.max(e)));
             let work: Vec<f64> = ends.iter().map(|e| e.1).collect();
             let total = work.iter().sum::<f64>();
             busy += total;
@@ -479,13 +491,17 @@ pub fn replay(
                 phase += over;
                 critical += over;
             }
-            // On its thread: its slice on the shared core, then the first idle worker's core.
+            // On its thread: its slice on the shared core, then the first idle worker's core;
+            // on a lent core, the whole phase.
             if let (Some(a), Some(alone)) = (away.as_mut(), alone) {
                 critical += (last - alone).max(0.0);
                 a.remaining -= away_for + (phase - first.max(away_for)).max(0.0);
+            } else if let Some(a) = away.as_mut().filter(|_| lender.is_some()) {
+                a.remaining -= phase;
             }
             wall += phase;
         }
+        let last_iteration = wall - iteration_start;
         let mut slack_per_phase = std::mem::take(&mut slack_now) / phases.len().max(1) as f64;
         let stole = steal_on;
         steal_on = std::mem::take(&mut iteration_work) / (threads * phases.len().max(1)) as f64 >= STEAL_MIN_PHASE;
@@ -549,7 +565,7 @@ pub fn replay(
                 let (in_slack, on_thread) = match rebalancing {
                     Rebalancing::Stop | Rebalancing::StopSerial => (false, false),
                     Rebalancing::IdleTime => (many && fits, false),
-                    Rebalancing::IdleTimeOrThread => (many && fits, many && !fits),
+                    Rebalancing::IdleTimeOrThread | Rebalancing::LentCore => (many && fits, many && !fits),
                     Rebalancing::Thread => (false, many),
                 };
                 pending_age = 0;
@@ -557,7 +573,10 @@ pub fn replay(
                     pending = Some((next_event, unit, ev.units));
                 } else if on_thread {
                     // Serially: the thread has no pool to share the assignments with.
-                    away = Some(Away { event: next_event, unit, remaining: unit * ev.units as f64 });
+                    let remaining = unit * ev.units as f64;
+                    let lent =
+                        rebalancing == Rebalancing::LentCore && Lending::pays(remaining, last_iteration, threads);
+                    away = Some(Away { event: next_event, unit, remaining, lent });
                 } else {
                     let parallel = if rebalancing == Rebalancing::StopSerial {
                         1.0
@@ -598,6 +617,8 @@ struct Away {
     unit: f64,
     /// Balancer seconds left.
     remaining: f64,
+    /// Whether a worker lends it its core.
+    lent: bool,
 }
 
 fn lists_of(lists: &[Vec<u32>]) -> Lists {
@@ -667,6 +688,7 @@ fn ran(state: &mut Boxes, k: u32, t: usize, node_of: &dyn Fn(usize) -> u32) {
 fn run_lists(
     mut lists: Lists,
     steal: Steal<'_>,
+    lender: Option<usize>,
     wake: &[f64],
     machine: &Machine,
     state: &mut Boxes,
@@ -678,7 +700,9 @@ fn run_lists(
     let mut ends = vec![(0.0, 0.0); threads];
     // Threads by the time they are free (earliest first; ties by id).
     let mut free: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF64, usize)>> =
-        (0..threads).map(|t| std::cmp::Reverse((OrdF64(wake[t]), t))).collect();
+        (0..threads).filter(|&t| lender != Some(t)).map(|t| std::cmp::Reverse((OrdF64(wake[t]), t))).collect();
+    // A thief leaves a victim its last box, but takes a lender's to the last.
+    let spare = |v: usize, left: usize| if lender == Some(v) { left >= 1 } else { left >= 2 };
     while let Some(std::cmp::Reverse((OrdF64(now), t))) = free.pop() {
         if let Some(k) = lists.own[t].pop_front() {
             let c = cost(k, t, state);
@@ -689,7 +713,7 @@ fn run_lists(
         }
         let victim = match steal {
             Steal::Never => None,
-            Steal::Neighbours(order) => order[t].iter().map(|&v| v as usize).find(|&v| lists.own[v].len() >= 2),
+            Steal::Neighbours(order) => order[t].iter().map(|&v| v as usize).find(|&v| spare(v, lists.own[v].len())),
             Steal::Half => {
                 let busy: Vec<usize> = (0..threads).filter(|&v| lists.own[v].len() >= 2).collect();
                 (!busy.is_empty()).then(|| busy[(rng.next_f64() * busy.len() as f64) as usize % busy.len()])
@@ -712,7 +736,7 @@ fn run_lists(
             _ => {
                 // pbs: the thief runs the pair it claimed at once (the executor's thieves do).
                 let len = lists.own[v].len();
-                let stolen: Vec<u32> = lists.own[v].drain(len - 2..).collect();
+                let stolen: Vec<u32> = lists.own[v].drain(len.saturating_sub(2)..).collect();
                 for k in stolen {
                     let c = cost(k, t, state);
                     ran(state, k, t, node_of);
@@ -825,6 +849,23 @@ mod tests {
         assert!(thread.rebalance_critical_fraction > stop.rebalance_critical_fraction, "{thread:?} vs {stop:?}");
         assert!(unsliced.rebalance_critical_fraction < 0.5 * thread.rebalance_critical_fraction, "{unsliced:?}");
         assert!(thread.efficiency <= 1.0 + 1e-9 && unsliced.efficiency <= 1.0 + 1e-9, "{thread:?}");
+    }
+
+    /// A lent core: the thread runs whole phases on the lender's core instead of taking a
+    /// worker away for its slice, so the phases no longer wait for it; the lender's boxes are
+    /// all run by the others (every box of every phase runs once, as the busy time shows).
+    #[test]
+    fn a_lent_core_takes_the_balancer_thread_off_the_phases() {
+        let trace = trace("md-gravity-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let plan = plan_pbs(&trace, 16, 1, 200, machine.balancer_box, machine.noise, true).unwrap();
+        let run = |r| replay(&trace, "pbs", 16, 1, &machine, Some(&plan), r, 200).unwrap();
+        let (thread, lent) = (run(Rebalancing::IdleTimeOrThread), run(Rebalancing::LentCore));
+        assert!(thread.rebalances >= 1 && lent.rebalances >= 1, "{thread:?} {lent:?}");
+        assert!(lent.rebalance_critical_fraction < 0.5 * thread.rebalance_critical_fraction, "{lent:?} vs {thread:?}");
+        assert!(lent.efficiency > thread.efficiency && lent.efficiency <= 1.0 + 1e-9, "{lent:?} vs {thread:?}");
+        let work = |m: &Modelled| m.efficiency * m.iter_ms * 16.0;
+        assert!((work(&lent) / work(&thread) - 1.0).abs() < 0.05, "the same work: {lent:?} vs {thread:?}");
     }
 
     /// A rebalancing that starts over is planned as the executor runs it: ended at its start

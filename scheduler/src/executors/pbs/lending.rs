@@ -18,9 +18,9 @@
 //!   for the next phase it takes its core back at once, marks the phase done, and sleeps
 //!   again, instead of waiting out the thread's time slice.
 //!
-//! The price is one worker's share of the iterations that run meanwhile: about the thread's
-//! time over the number of threads, which is what the criterion's cost `C` counts for such a
-//! run. Nobody lends without stealing ([`Stealing::Never`]), outside Linux, or where the
+//! The price is one worker's share of the iterations that run meanwhile ([`Lending::pays`] weighs it
+//! against the stall it avoids), about the thread's time over the number of threads, which is
+//! what the criterion's cost `C` counts for such a run. Nobody lends without stealing ([`Stealing::Never`]), outside Linux, or where the
 //! lender is not bound to CPUs of its own (the thread could not follow it).
 
 use std::sync::Mutex;
@@ -31,13 +31,15 @@ use crate::pool::Pool;
 /// Whether a worker lends its core to the balancer thread while a rebalancing runs there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Lending {
-    /// Never: the balancer thread shares a core as the OS decides.
-    Never,
-    /// When the workers hold every CPU the process may use (the default).
+    /// Never: the balancer thread shares a core as the OS decides (the default until a
+    /// many-core machine has measured [`Lending::Auto`]: docs/results.md, "Sixteen threads").
     #[default]
+    Never,
+    /// When the workers hold every CPU the process may use and the run is expected to take
+    /// longer than the share of the iterations it spans that the others then take on
+    /// ([`Lending::pays`]: never on 2 threads).
     Auto,
-    /// Whenever a rebalancing runs on the balancer thread (tests use it on machines with
-    /// cores to spare).
+    /// As [`Lending::Auto`], with cores to spare too (tests use it).
     Always,
 }
 
@@ -59,6 +61,22 @@ pub(super) fn bound_cpus(pool: &Pool, w: usize) -> Option<Vec<usize>> {
 pub(super) struct Lender {
     pub worker: Option<usize>,
     lent: bool,
+}
+
+impl Lending {
+    /// Whether lending a core pays for a run expected to take `run` seconds, in iterations of
+    /// `iteration` seconds on `threads` threads. Not lending, a worker is away for about the
+    /// run's time (on 16 cores at 16 threads, the iterations with a run out grew by the
+    /// thread's time); lending, the other `threads - 1` run the lender's boxes in every
+    /// iteration the run is out, at least one: `iteration / (threads - 1)` more each. On 2
+    /// threads that never pays.
+    pub fn pays(run: f64, iteration: f64, threads: usize) -> bool {
+        if threads < 2 || iteration <= 0.0 {
+            return false;
+        }
+        let iterations_out = (run / iteration).ceil().max(1.0);
+        iterations_out * iteration / ((threads - 1) as f64) < run
+    }
 }
 
 impl Lender {
@@ -108,6 +126,19 @@ mod tests {
         assert_eq!(worker(Lending::Always, 1, true, Stealing::Auto), None, "nobody to run its boxes");
         assert_eq!(worker(Lending::Always, 4, true, Stealing::Never), None, "its boxes are stolen");
         assert_eq!(worker(Lending::Never, 4, true, Stealing::Auto), None);
+    }
+
+    #[test]
+    fn lending_pays_for_a_run_longer_than_a_workers_share_of_the_iterations_it_spans() {
+        // 16 threads, 0.2 ms iterations: a 2 ms run stalls a worker 2 ms; lent, it costs 10
+        // iterations × 0.2 / 15 ms.
+        assert!(Lending::pays(2e-3, 0.2e-3, 16));
+        assert!(Lending::pays(0.1e-3, 0.2e-3, 16), "one iteration out: 0.013 ms against 0.1");
+        assert!(!Lending::pays(0.01e-3, 0.2e-3, 16), "a run shorter than a worker's share of one iteration");
+        for run in [0.1e-3, 1e-3, 10e-3] {
+            assert!(!Lending::pays(run, 0.7e-3, 2), "2 threads: the other one does twice the work");
+        }
+        assert!(!Lending::pays(1e-3, 0.0, 16) && !Lending::pays(1e-3, 0.2e-3, 1));
     }
 
     /// Lent only to a thread bound to the core under `SCHED_IDLE`, and taken back when the run

@@ -269,6 +269,9 @@ struct Timing {
     iteration_busy: Vec<Duration>,
     /// Phases run in the current iteration.
     phases_in_iteration: usize,
+    /// Wall time of the current iteration's phases so far, and of the last iteration's.
+    wall_this_iteration: Duration,
+    last_iteration_wall: Duration,
 }
 
 /// What decides the next rebalancing (see `rebalancing.rs`).
@@ -304,6 +307,9 @@ struct Rebalance {
     /// Seconds one balancer unit (a step) took in the last rebalancing run in idle time or on
     /// the balancer thread (before the first, per unit of the initial balancing).
     unit_time: f64,
+    /// Seconds the last rebalancing run in idle time or on the balancer thread took (before
+    /// the first, a full run's units at `unit_time`).
+    run_time: f64,
     /// Whether the balancer thread's time counts in a rebalancing's cost `C`: when the workers
     /// hold every CPU the process may use, the thread shares a worker's core, and the phases
     /// wait for that worker while the thread runs its time slice. On a 16-core machine at 16
@@ -408,6 +414,8 @@ impl Pbs {
                 tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
                 iteration_busy: vec![Duration::ZERO; threads],
                 phases_in_iteration: 0,
+                wall_this_iteration: Duration::ZERO,
+                last_iteration_wall: Duration::ZERO,
             },
             rebalance: Rebalance {
                 criterion,
@@ -423,6 +431,7 @@ impl Pbs {
                 slack_this_iteration: 0.0,
                 slack_per_phase: 0.0,
                 unit_time,
+                run_time: unit_time * (options.steps_per_rebalance + 2) as f64,
                 thread_time_is_wall_time: no_core_spare,
             },
             steal: Steal {
@@ -616,6 +625,7 @@ impl Pbs {
         // The lender's idle time is the balancer thread's, not a step's room.
         let working = stats.busy.iter().enumerate().filter(|&(t, _)| lender != Some(t));
         let least = working.map(|(_, b)| *b).min().unwrap_or_default();
+        self.timing.wall_this_iteration += stats.wall;
         self.rebalance.slack_this_iteration += stats.wall.saturating_sub(least).as_secs_f64();
         let ns = clock::ns_per_tick();
         for (t, (acc, b)) in self.timing.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
@@ -662,6 +672,7 @@ impl Pbs {
             self.rebalance.slack_per_phase = 0.0;
         }
         self.timing.phases_in_iteration = 0;
+        self.timing.last_iteration_wall = std::mem::take(&mut self.timing.wall_this_iteration);
         self.timing.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
         let mut end = self.rebalance_if_due(&loads);
         let in_slack = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).as_ref();
@@ -733,6 +744,7 @@ pub(super) mod tests {
         let mut exec = Pbs::with_pool(grid, pool, options).unwrap();
         assert_eq!(exec.lender.worker, Some(2));
         exec.balancer = Some(Box::new(SlowSteps::default()));
+        exec.rebalance.run_time = 1.0; // a long run: lending pays (`lending::pays`)
         let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
         let ran_on: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(u64::MAX)).collect();
         let (mut lent_phases, mut taken_on) = (0, false);
@@ -921,10 +933,11 @@ pub(super) mod tests {
                 ("PBS_STEPS", "7"),
                 ("PBS_STEAL", "always"),
                 ("PBS_OVERLAP", "off"),
+                ("PBS_LEND", "auto"),
             ]))
             .unwrap();
         assert_eq!((o.method.as_str(), o.tol, o.trigger, o.steps_per_rebalance), ("paper-eq7", 0.01, 0.1, 7));
-        assert_eq!((o.steal, o.overlap), (Stealing::Always, Overlap::Stop));
+        assert_eq!((o.steal, o.overlap, o.lend), (Stealing::Always, Overlap::Stop, Lending::Auto));
         for (value, overlap) in [
             ("on", Overlap::IdleTimeOrThread),
             ("idle", Overlap::IdleTime),
@@ -941,6 +954,7 @@ pub(super) mod tests {
             ("PBS_STEPS", "0"),
             ("PBS_STEAL", "sometimes"),
             ("PBS_OVERLAP", "yes"),
+            ("PBS_LEND", "sometimes"),
         ] {
             let e = PbsOptions::default().with_settings(|n| (n == name).then(|| value.to_string())).err().unwrap();
             let text = e.to_string();

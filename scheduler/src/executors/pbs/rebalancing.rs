@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use pbs::{methods, metrics, rebalance, Outcome, Problem, StopRule};
 
 use super::overlap::Pending;
-use super::{Away, Overlap, Pbs};
+use super::{Away, Lending, Overlap, Pbs};
 use crate::background::Returned;
 use crate::box_timing::Tracker;
 use crate::criteria::Sample;
@@ -181,13 +181,19 @@ impl Pbs {
                 // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
                 *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
             } else {
+                // The lender leaves its core before the thread starts: a lender still spinning
+                // when it starts would yield the core to it for a time slice.
+                let there = self.background.spawn() && self.background.on_lent_core();
+                let iteration = self.timing.last_iteration_wall.as_secs_f64();
+                let pays = Lending::pays(self.rebalance.run_time, iteration, self.pool.threads());
+                self.lender.lend(true, &self.pool, there && pays);
                 match self.background.start(pending) {
-                    Ok(()) => {
-                        self.away = Some(Away { age: 0, cancelled: false });
-                        self.lender.lend(true, &self.pool, self.background.on_lent_core());
-                    }
+                    Ok(()) => self.away = Some(Away { age: 0, cancelled: false }),
                     // No balancer thread could be started: stop for it after all.
-                    Err(pending) => balancer = Some(pending.balancer),
+                    Err(pending) => {
+                        self.lender.lend(false, &self.pool, false);
+                        balancer = Some(pending.balancer);
+                    }
                 }
             }
         }
@@ -219,6 +225,7 @@ impl Pbs {
         match pending.outcome {
             Some(outcome) if !pending.failed => {
                 self.rebalance.unit_time = outcome.elapsed.as_secs_f64() / balancer_units(&outcome) as f64;
+                self.rebalance.run_time = outcome.elapsed.as_secs_f64();
                 if let Some(loads) = fresh {
                     let n = self.vcores.len();
                     let now = metrics::max_avg(&metrics::charges(self.vcores.owners(), loads, n));

@@ -247,9 +247,27 @@ fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
         assert_eq!(r["checksum"], first_of_its_run["checksum"], "{r}");
     }
     assert_ne!(rows[0]["checksum"], rows[3]["checksum"], "two seeds, two runs");
-    let table = stdout_of(&args(&[]));
+    let dir = temp_dir("timeline");
+    let csv = dir.join("timeline.csv");
+    let path: &'static str = Box::leak(csv.to_str().unwrap().to_string().into_boxed_str());
+    let table = stdout_of(&args(&["--timeline", path]));
     assert!(table.contains("/ pbs") && table.contains("same in each run"), "{table}");
+    // One line per scheduler, seed and iteration, in that order.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("scheduler,seed,iteration,ms,under_way,rebalanced,abandoned,critical_ms,background_ms,migrations")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3 * 2 * 4, "{text}");
+    for (i, r) in rows.iter().enumerate() {
+        let (seed, scheduler) = (i / 12 + 1, ["pbs", "vector-rcb", "norcb"][i / 4 % 3]);
+        assert_eq!((r[0], r[1], r[2]), (scheduler, seed.to_string().as_str(), (i % 4).to_string().as_str()), "{text}");
+        assert!(r[3].parse::<f64>().unwrap() > 0.0 && ["0", "1"].contains(&r[4]) && r.len() == 10, "{text}");
+    }
     assert!(stderr_of(&["run", "--app", "md", "--repeats", "0"]).contains("--repeats"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

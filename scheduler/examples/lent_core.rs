@@ -43,7 +43,12 @@ fn main() {
         return;
     }
     let bound = cpus.clone();
-    let mut pool = Pool::new(threads, Arc::new(move |t| drop(pin_this_thread(&[bound[t]])))).unwrap();
+    let bind = move |t: usize| {
+        if let Err(e) = pin_this_thread(&[bound[t]]) {
+            eprintln!("worker {t} runs unbound: {e}");
+        }
+    };
+    let mut pool = Pool::new(threads, Arc::new(bind)).unwrap();
     pool.pin_caller_in_phases(CallerPin::new(&[cpus[0]]).unwrap());
     let lender = threads - 1;
     let mut normal: Background<Busy> = Background::default();

@@ -179,30 +179,29 @@ impl PbsOptions {
                 _ => return Err(bad("PBS_STEPS", &v, "expected a whole number of balancer steps, at least 1")),
             };
         }
+        /// The choice `value` names, if any.
+        fn one_of<T: Copy>(value: &str, choices: &[(&str, T)]) -> Option<T> {
+            choices.iter().find(|c| c.0 == value.trim()).map(|c| c.1)
+        }
         if let Some(v) = get("PBS_STEAL") {
-            self.steal = match v.trim() {
-                "never" => Stealing::Never,
-                "always" => Stealing::Always,
-                "auto" => Stealing::Auto,
-                _ => return Err(bad("PBS_STEAL", &v, "expected never, always or auto")),
-            };
+            let choices = [("never", Stealing::Never), ("always", Stealing::Always), ("auto", Stealing::Auto)];
+            self.steal = one_of(&v, &choices).ok_or_else(|| bad("PBS_STEAL", &v, "expected never, always or auto"))?;
         }
         if let Some(v) = get("PBS_OVERLAP") {
-            self.overlap = match v.trim() {
-                "on" | "1" => Overlap::IdleTimeOrThread,
-                "idle" => Overlap::IdleTime,
-                "thread" => Overlap::Thread,
-                "off" | "0" => Overlap::Stop,
-                _ => return Err(bad("PBS_OVERLAP", &v, "expected on, idle, thread or off")),
-            };
+            let choices = [
+                ("on", Overlap::IdleTimeOrThread),
+                ("1", Overlap::IdleTimeOrThread),
+                ("idle", Overlap::IdleTime),
+                ("thread", Overlap::Thread),
+                ("off", Overlap::Stop),
+                ("0", Overlap::Stop),
+            ];
+            self.overlap =
+                one_of(&v, &choices).ok_or_else(|| bad("PBS_OVERLAP", &v, "expected on, idle, thread or off"))?;
         }
         if let Some(v) = get("PBS_LEND") {
-            self.lend = match v.trim() {
-                "never" => Lending::Never,
-                "auto" => Lending::Auto,
-                "always" => Lending::Always,
-                _ => return Err(bad("PBS_LEND", &v, "expected never, auto or always")),
-            };
+            let choices = [("never", Lending::Never), ("auto", Lending::Auto), ("always", Lending::Always)];
+            self.lend = one_of(&v, &choices).ok_or_else(|| bad("PBS_LEND", &v, "expected never, auto or always"))?;
         }
         Ok(self)
     }
@@ -727,6 +726,8 @@ pub(super) mod tests {
             steal: Stealing::Always,
             chunk: 4,
             restart_lands_at_once: false,
+            // Two slow steps: the run stays out for about 40 ms.
+            steps_per_rebalance: 2,
             ..PbsOptions::default()
         };
         // Bound workers: a core is lent only by a worker the balancer thread can follow. The
@@ -770,6 +771,8 @@ pub(super) mod tests {
                 taken_on = true;
                 break;
             }
+            // Light on the machine: other tests run beside this one.
+            std::thread::sleep(Duration::from_millis(1));
             assert!(start.elapsed() < Duration::from_secs(20), "the run came back within 20 s");
         }
         assert!(taken_on && lent_phases > 0);

@@ -66,7 +66,8 @@ run)
                         echo "== md $scenario ${s}x${s}, $t threads on $t CPUs, seed $seed, PBS_LEND=$lend"
                         PBS_LEND=$lend timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
                             --threads "$t" --nx "$s" --ny "$s" --iters 200 --repeats 3 --seed "$seed" \
-                            --scheduler pbs,static --json >"$out/lend/md-$scenario-$t-$seed-$lend.json" || true
+                            --scheduler pbs,static --timeline "$out/lend/md-$scenario-$t-$seed-$lend.csv" \
+                            --json >"$out/lend/md-$scenario-$t-$seed-$lend.json" || true
                     done
                 done
             done

@@ -348,6 +348,22 @@ pub fn timeline_csv(rows: &[RunRow]) -> String {
     out
 }
 
+/// Where a run's long iterations are: of its time above the median iteration, the share in
+/// the iterations that ran while a rebalancing was under way (flagged at the end of the
+/// iteration before), and the share of iterations those are. `None` when no iteration ran
+/// with one under way or none ran long.
+pub fn tail_while_under_way(ms: &[f64], ends: &[pbs_scheduler::IterationEnd]) -> Option<(f64, f64)> {
+    let median = pbs::metrics::median(ms);
+    let over = |i: usize| (ms[i] - median).max(0.0);
+    let total: f64 = (0..ms.len()).map(over).sum();
+    let under_way: Vec<usize> = (1..ms.len().min(ends.len() + 1)).filter(|&i| ends[i - 1].under_way).collect();
+    if under_way.is_empty() || total <= 0.0 {
+        return None;
+    }
+    let share = under_way.iter().map(|&i| over(i)).sum::<f64>() / total;
+    Some((share, under_way.len() as f64 / ms.len() as f64))
+}
+
 /// Per-phase `max_avg` values as `1.03/1.09/1.06`.
 pub fn phases(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("/")
@@ -458,4 +474,25 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
         ]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Of 3 ms above the median (1 ms), 2 are in the one iteration run with a rebalancing
+    /// under way, one in ten.
+    #[test]
+    fn the_long_iterations_are_found_where_a_rebalancing_was_under_way() {
+        let mut ms = vec![1.0; 10];
+        ms[4] = 3.0;
+        ms[8] = 2.0;
+        let mut ends = vec![pbs_scheduler::IterationEnd::default(); 10];
+        ends[3].under_way = true;
+        assert_eq!(tail_while_under_way(&ms, &ends), Some((2.0 / 3.0, 0.1)));
+        ends[3].under_way = false;
+        assert_eq!(tail_while_under_way(&ms, &ends), None, "none under way");
+        ends[0].under_way = true;
+        assert_eq!(tail_while_under_way(&[1.0; 10], &ends), None, "none long");
+    }
 }

@@ -501,6 +501,18 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(path) = timeline {
                 std::fs::write(&path, run::timeline_csv(&rows))
                     .map_err(|e| format!("cannot write the timeline to {}: {e}", path.display()))?;
+                for r in &rows {
+                    if let Some((share, iterations)) = run::tail_while_under_way(&r.iteration_ms, &r.iteration_ends) {
+                        eprintln!(
+                            "{} (seed {}): {:.0} % of the time above the median iteration was in the {:.0} % of \
+                             iterations run with a rebalancing under way",
+                            r.scheduler,
+                            r.seed,
+                            100.0 * share,
+                            100.0 * iterations
+                        );
+                    }
+                }
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);

@@ -18,9 +18,9 @@
 //! default in slack while a step fits there, else on the thread, which takes a worker's core
 //! for a time slice ([`Machine::slice`]), or is lent the last worker's core
 //! ([`Rebalancing::LentCore`]: the others steal its boxes, the thread runs whole phases).
-//! Left out: the check-and-correct rebalancings of the
-//! executor (the recorded loads have no measurement noise), memory bandwidth, hyper-threads,
-//! and the time slicing of more workers than cores.
+//! Left out: the check-and-correct rebalancings of the executor (the recorded loads have no
+//! measurement noise), memory bandwidth, hyper-threads, and the time slicing of more workers
+//! than cores.
 //!
 //! The remappers ([`REMAPPERS`]: the seed papers', and diffusion) replay as the `Remapping` executor runs them:
 //! owner lists with no stealing, their remappings between iterations on the critical path,

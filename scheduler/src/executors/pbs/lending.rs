@@ -6,8 +6,8 @@
 //! phases the thread takes the core for a time slice (milliseconds, against md phases of
 //! 0.2 ms) while the next phase waits for the worker at its barrier: on 16 cores at 16
 //! threads, md's iterations with a rebalancing out ran 1–6 ms against a median of 0.2, and
-//! their excess was about the thread's whole time (docs/results.md, "Sixteen threads"). Even
-//! under `SCHED_IDLE` it did so. Lending turns that into a known price:
+//! their excess was about the thread's whole time (docs/results.md, "Sixteen threads
+//! again"). Even under `SCHED_IDLE` it did so. Lending turns that into a known price:
 //! - the *lender* (the last worker) runs none of its boxes while the run is out; the others
 //!   steal them from the back of its list, its neighbours first, as they steal from a late
 //!   thread (every box still runs exactly once: the claim word of `stealing.rs`), and the
@@ -18,10 +18,11 @@
 //!   for the next phase it takes its core back at once, marks the phase done, and sleeps
 //!   again, instead of waiting out the thread's time slice.
 //!
-//! The price is one worker's share of the iterations that run meanwhile ([`Lending::pays`] weighs it
-//! against the stall it avoids), about the thread's time over the number of threads, which is
-//! what the criterion's cost `C` counts for such a run. Nobody lends without stealing ([`Stealing::Never`]), outside Linux, or where the
-//! lender is not bound to CPUs of its own (the thread could not follow it).
+//! The price is one worker's share of the iterations that run meanwhile ([`Lending::pays`]
+//! weighs it against the stall it avoids), about the thread's time over the number of threads,
+//! which is what the criterion's cost `C` counts for such a run. Nobody lends without stealing
+//! ([`Stealing::Never`]), outside Linux, or where the lender is not bound to CPUs of its own
+//! (the thread could not follow it).
 
 use std::sync::Mutex;
 
@@ -32,7 +33,8 @@ use crate::pool::Pool;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Lending {
     /// Never: the balancer thread shares a core as the OS decides (the default until a
-    /// many-core machine has measured [`Lending::Auto`]: docs/results.md, "Sixteen threads").
+    /// many-core machine has measured [`Lending::Auto`]: docs/results.md, "Sixteen threads
+    /// again").
     #[default]
     Never,
     /// When the workers hold every CPU the process may use and the run is expected to take
@@ -41,6 +43,22 @@ pub enum Lending {
     Auto,
     /// As [`Lending::Auto`], with cores to spare too (tests use it).
     Always,
+}
+
+impl Lending {
+    /// Whether lending a core pays for a run expected to take `run` seconds, in iterations of
+    /// `iteration` seconds on `threads` threads. Not lending, a worker is away for about the
+    /// run's time (on 16 cores at 16 threads, the iterations with a run out grew by the
+    /// thread's time); lending, the other `threads - 1` run the lender's boxes in every
+    /// iteration the run is out, at least one: `iteration / (threads - 1)` more each. On 2
+    /// threads that never pays.
+    pub fn pays(run: f64, iteration: f64, threads: usize) -> bool {
+        if threads < 2 || iteration <= 0.0 {
+            return false;
+        }
+        let iterations_out = (run / iteration).ceil().max(1.0);
+        iterations_out * iteration / ((threads - 1) as f64) < run
+    }
 }
 
 /// The CPUs worker `w` of `pool` is bound to, if it is bound to fewer than the process may
@@ -61,22 +79,6 @@ pub(super) fn bound_cpus(pool: &Pool, w: usize) -> Option<Vec<usize>> {
 pub(super) struct Lender {
     pub worker: Option<usize>,
     lent: bool,
-}
-
-impl Lending {
-    /// Whether lending a core pays for a run expected to take `run` seconds, in iterations of
-    /// `iteration` seconds on `threads` threads. Not lending, a worker is away for about the
-    /// run's time (on 16 cores at 16 threads, the iterations with a run out grew by the
-    /// thread's time); lending, the other `threads - 1` run the lender's boxes in every
-    /// iteration the run is out, at least one: `iteration / (threads - 1)` more each. On 2
-    /// threads that never pays.
-    pub fn pays(run: f64, iteration: f64, threads: usize) -> bool {
-        if threads < 2 || iteration <= 0.0 {
-            return false;
-        }
-        let iterations_out = (run / iteration).ceil().max(1.0);
-        iterations_out * iteration / ((threads - 1) as f64) < run
-    }
 }
 
 impl Lender {

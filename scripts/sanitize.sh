@@ -20,7 +20,7 @@ start=$(date +%s)
 echo "== Miri: pool, executors, claims, bookkeeping (pbs-scheduler without hwloc)"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-scheduler --no-default-features --lib -- \
     pool:: background:: executor::tests box_timing::tests executors::pbs::stealing executors::pbs::rebalancing \
-    executors::pbs::overlap
+    executors::pbs::overlap executors::pbs::lending
 echo "== Miri: the C interface's statuses and messages"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -- status::
 

@@ -427,9 +427,7 @@ impl<T> Copy for SendPtr<T> {}
 // SAFETY: the pointer field is private, so moving or sharing a `SendPtr` does nothing by
 // itself: only this module dereferences it (`for_each_box_mut`, and `BoxArrays::at`, an
 // unsafe fn), each time to derive a `&mut T` to a box no other thread touches in that phase.
-// Such a `&mut T` may end up on another thread, hence `T: Send`. Used only to hand out
-// disjoint `&mut T` to the workers (see `for_each_box_mut`),
-// which is sound for `T: Send`.
+// Such a `&mut T` may end up on another thread, hence `T: Send`.
 unsafe impl<T: Send> Send for SendPtr<T> {}
 // SAFETY: as for `Send`: shared between workers only to derive disjoint `&mut T`.
 unsafe impl<T: Send> Sync for SendPtr<T> {}

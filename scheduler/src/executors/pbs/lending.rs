@@ -143,11 +143,11 @@ mod tests {
         assert!(!Lending::pays(1e-3, 0.0, 16) && !Lending::pays(1e-3, 0.2e-3, 1));
     }
 
-    /// Lent only to a thread bound to the core under `SCHED_IDLE`, and taken back when the run
-    /// comes back.
+    /// Lent only when the caller says the thread is there (bound to the core under
+    /// `SCHED_IDLE`), and taken back when the run comes back.
     #[test]
     #[cfg(target_os = "linux")]
-    fn a_core_is_lent_only_to_an_idle_priority_thread() {
+    fn lent_only_with_the_thread_there_and_taken_back_with_the_run() {
         let pool = Pool::new(3, std::sync::Arc::new(|_| {})).unwrap();
         let mut l = Lender::new(Lending::Always, 3, false, Stealing::Auto);
         assert!(!l.lend(true, &pool, false) && l.now().is_none(), "normal priority: not lent");

@@ -509,9 +509,11 @@ impl Pbs {
     }
 }
 
-// SAFETY: each box is in exactly one thread's list; the owner claims it from the front or a thief
-// from the back of the same atomic word (stealing.rs), never both, and the pool returns after
-// every worker's job ended.
+// SAFETY: each box is in exactly one thread's list (rebuilt only between phases, `&mut self`).
+// Without stealing each thread walks only its own list; with stealing (always on while a worker
+// lends its core, which then walks none) every box is claimed once through its list's atomic
+// word, by the owner from the front or a thief from the back (stealing.rs), never both; and the
+// pool returns after every worker's job ended.
 unsafe impl Executor for Pbs {
     fn name(&self) -> &'static str {
         "pbs"

@@ -169,13 +169,14 @@ pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
     })
 }
 
-/// pbs's checks of the grid, loads and part count (one part per box at most), plus flatness.
-fn check_input(method: &str, grid: &Grid, loads: &[f64], parts: usize) -> Result<()> {
-    Problem::new(*grid, loads, parts)?;
+/// pbs's checks of the grid, loads and part count (one part per box at most), plus flatness;
+/// the checked problem, for a method that goes on with it (its checks read every load).
+fn check_input<'a>(method: &str, grid: &Grid, loads: &'a [f64], parts: usize) -> Result<Problem<'a>> {
+    let problem = Problem::new(*grid, loads, parts)?;
     if grid.nz != 1 {
         return Err(Error::NotPlanar { method: method.to_string(), nz: grid.nz });
     }
-    Ok(())
+    Ok(problem)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! vCores where the previous call left them, or start over when those are far from balance
 //! ([`pbs::rebalance`]).
 
-use pbs::{balance, methods, rebalance, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, rebalance, Grid, StopRule, VCores};
 
 use crate::{check_input, Partitioner, Result};
 
@@ -81,8 +81,7 @@ impl Partitioner for Pbs {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_input(self.name(), grid, loads, parts)?;
-        let problem = Problem::new(*grid, loads, parts)?;
+        let problem = check_input(self.name(), grid, loads, parts)?;
         let mut method = methods::by_name(&self.method)?;
         let (mut vcores, warm) = match self.state.take() {
             Some((g, v)) if g == *grid && v.len() == parts => (v, true),

@@ -29,7 +29,9 @@
 //!    returns there and continues with moves that must each improve the merit (the largest
 //!    charge, then the squared excess): Newton, the per-cell step, then flipping the cheapest
 //!    boundary box of the most loaded cell. When none improves, the method reports itself stuck
-//!    and [`crate::balance`] stops.
+//!    and [`crate::balance`] stops. A run that starts within 1.1 × the mean (a warm
+//!    rebalancing) begins in the end game: from there the Newton phase's test let the largest
+//!    charge rise.
 //! 4. **Compactness.** Before each step the vCores move `relax` of the way to the centroid of
 //!    their cells, each weight corrected so that the centroid's power is unchanged: cells stay
 //!    round and the balance barely moves. Each vCore aims a little off its centroid, in a
@@ -190,8 +192,9 @@ const RELAX_WITHIN: f64 = 0.1;
 /// lower the largest charge. The Newton phase keeps a step when the dual rises, and from this
 /// close to balance that often raised the largest charge instead (a warm rebalancing at
 /// 1.063 × the mean went to 1.085, then took five more steps); it only reached the end game
-/// after `patience` steps without a new best. A run that gets stuck there from a near start
-/// goes back to the Newton phase with moving vCores (see `step`). Measurements:
+/// after `patience` steps without a new best. A run stuck in the end game it began in goes
+/// through the Newton phase with its vCores held, then, stuck again, with them moving (see
+/// `step`). Measurements:
 /// docs/design-notes.md, "Warm runs start in the end game".
 const END_GAME_WITHIN: f64 = 0.1;
 
@@ -668,7 +671,7 @@ mod tests {
     /// Newton phase, whose steps only need the dual to rise, warm runs on this drifting map
     /// went up on their way (at 256²/256, 1.063 × the mean to 1.085).
     #[test]
-    fn a_warm_run_near_balance_never_raises_the_largest_charge() {
+    fn a_warm_run_near_balance_begins_in_the_end_game_where_the_largest_charge_never_rises() {
         let grid = Grid::new(96, 96).unwrap();
         let mut map = crate::loadmap::PerlinMap::with_seed(7);
         let loads = map.loads(&grid);

@@ -120,11 +120,15 @@ pub struct SequenceRow {
     pub skipped: Option<String>,
 }
 
-/// A named map.
-struct Map {
-    name: String,
-    grid: Grid,
-    loads: Vec<f64>,
+/// A named load map.
+#[derive(Debug, Clone)]
+pub struct Map {
+    /// e.g. `dense-rings-s1`
+    pub name: String,
+    /// its grid
+    pub grid: Grid,
+    /// one load per box
+    pub loads: Vec<f64>,
 }
 
 /// The most boxes a generated Perlin map may have (1024 × 1024): the peers table runs every
@@ -197,7 +201,7 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
 }
 
 /// The dense family (see [`Maps::Dense`]): five shapes on 80×40, each placed by its seed.
-fn dense_maps(seeds: usize) -> Vec<Map> {
+pub fn dense_maps(seeds: usize) -> Vec<Map> {
     let grid = Grid::new(80, 40).expect("non-empty");
     let mut out = Vec::new();
     for seed in 0..seeds as u64 {

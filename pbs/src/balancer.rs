@@ -367,8 +367,9 @@ mod tests {
         let (run, _) = Run::start_rebalancing(method.as_mut(), &problem, &mut start.clone(), stop);
         assert!(run.restarted() && run.steps() == 0);
         assert_eq!(restarted.migrations, metrics::migrations(start.owners(), fresh.owners()), "counted from before");
-        // Moving the cells back takes them further than 20 steps; starting over does not.
-        assert!(restarted.converged && !moved_back.converged, "{restarted:?}\n{moved_back:?}");
+        // Starting over converges in fewer steps than moving the cells back (5 against 14;
+        // before the end game of a run from far away held its vCores, more than 20).
+        assert!(restarted.converged && restarted.steps < moved_back.steps, "{restarted:?}\n{moved_back:?}");
         // The ids: the bisection's own would move more boxes than the matched ones.
         let matched = start.restarted_from_bisection(&problem);
         let own_ids = VCores::from_bisection(&problem);

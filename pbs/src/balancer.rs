@@ -26,9 +26,10 @@ pub trait Balancer {
         false
     }
 
-    /// Called by [`balance`] when a run ends without converging, to leave `vcores` in the
+    /// Called by [`balance`] when a run ends, converged or not, to leave `vcores` in the
     /// method's best state rather than its last (a method that may worsen the balance on its
-    /// way keeps its best). Does nothing by default: the paper's methods end where they stop.
+    /// way keeps its best) and to tidy it. Does nothing by default: the paper's methods end
+    /// where they stop.
     fn finish(&mut self, _problem: &Problem, _vcores: &mut VCores) {}
 }
 
@@ -304,13 +305,11 @@ impl Run {
         Some(Self::record(self.steps, vcores, moved))
     }
 
-    /// Ends the run (leaving `vcores` in the method's best state if it did not converge) and
+    /// Ends the run (leaving `vcores` in the method's best state, see [`Balancer::finish`]) and
     /// says how it went.
     pub fn finish(mut self, balancer: &mut dyn Balancer, problem: &Problem, vcores: &mut VCores) -> Outcome {
         let start = Instant::now();
-        if !self.converged {
-            balancer.finish(problem, vcores);
-        }
+        balancer.finish(problem, vcores);
         let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
         let edge_cut = metrics::edge_cut(problem.grid(), vcores.owners());
         let migrations = metrics::migrations(&self.initial, vcores.owners());

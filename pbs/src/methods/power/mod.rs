@@ -48,6 +48,7 @@
 
 mod cell_step;
 mod giants;
+mod pieces;
 
 use cell_step::capture_distance;
 use giants::hold_giants;
@@ -351,7 +352,9 @@ impl Balancer for PowerCells {
     }
 
     /// A run cut short in the Newton phase may end on a worse state than one it passed
-    /// through (that phase may worsen the balance on its way): return to the best.
+    /// through (that phase may worsen the balance on its way): return to the best. Then, after a
+    /// first balancing, mend the parts that fell in pieces where that keeps the balance (see
+    /// `pieces`).
     fn finish(&mut self, problem: &Problem, vcores: &mut VCores) {
         let now = merit(vcores.charges(), &self.run.capacity);
         if let Some((best, positions, weights)) = self.run.best.take() {
@@ -361,6 +364,12 @@ impl Balancer for PowerCells {
                     w.copy_from_slice(&weights);
                 });
             }
+        }
+        // A first balancing only: mending takes a labelling of the parts and, where one is in
+        // pieces, assignments, which doubled a warm rebalancing's time on drifting maps.
+        let cold = if self.run.steps_in_run == 0 { vcores.max_avg() > 1.0 + NEAR_START } else { self.run.cold };
+        if cold {
+            self.mend_pieces(problem, vcores);
         }
     }
 }

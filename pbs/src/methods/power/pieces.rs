@@ -1,0 +1,210 @@
+//! Parts in pieces. A power cell is convex in the plane, but the boxes whose centres fall in a
+//! thin cell need not touch, and such a part then runs as two or more separate blocks. After a
+//! run, each piece but the main one of a part is handed to the neighbours by one weight shift,
+//! kept only if fewer parts are in pieces and no charge rises above the largest one before.
+
+use super::{hold_giants, PowerCells, NO_BOX};
+use crate::assign::assign_on;
+use crate::grid::{dist2, Grid};
+use crate::metrics;
+use crate::problem::Problem;
+use crate::vcores::VCores;
+
+/// Most weight shifts tried to mend one run's pieces (each is an assignment).
+const MAX_TRIALS: usize = 24;
+
+/// The pieces of the parts that are in pieces, smallest first: per piece, its part and boxes.
+/// A part's main piece, which is not listed, is the one holding its giant box if it holds one,
+/// else its largest. Also returns how many parts are in pieces.
+fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize, Vec<usize>)>) {
+    let n = giant_of.len();
+    let mut component = vec![u32::MAX; owners.len()];
+    // Per component: its part and its size.
+    let mut components: Vec<(usize, usize)> = Vec::new();
+    let mut stack = Vec::new();
+    for k in 0..owners.len() {
+        if component[k] != u32::MAX {
+            continue;
+        }
+        let (id, part) = (components.len() as u32, owners[k]);
+        component[k] = id;
+        stack.push(k);
+        let mut size = 0;
+        while let Some(b) = stack.pop() {
+            size += 1;
+            grid.for_each_neighbour(b, |c| {
+                if component[c] == u32::MAX && owners[c] == part {
+                    component[c] = id;
+                    stack.push(c);
+                }
+            });
+        }
+        components.push((part as usize, size));
+    }
+    if components.len() <= n {
+        // Every part in one piece (or empty): the common case, decided without more work.
+        let mut seen = vec![false; n];
+        if components.iter().all(|&(p, _)| !std::mem::replace(&mut seen[p], true)) {
+            return (0, Vec::new());
+        }
+    }
+    // The main component of each part: its giant's, else its largest.
+    let mut main = vec![u32::MAX; n];
+    for (id, &(p, size)) in components.iter().enumerate() {
+        if main[p] == u32::MAX || size > components[main[p] as usize].1 {
+            main[p] = id as u32;
+        }
+    }
+    for (p, &giant) in giant_of.iter().enumerate() {
+        if giant != NO_BOX && owners[giant] as usize == p {
+            main[p] = component[giant];
+        }
+    }
+    let mut index = vec![usize::MAX; components.len()];
+    let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (id, &(p, _)) in components.iter().enumerate() {
+        if main[p] != id as u32 {
+            index[id] = out.len();
+            out.push((p, Vec::new()));
+        }
+    }
+    for (k, &c) in component.iter().enumerate() {
+        if index[c as usize] != usize::MAX {
+            out[index[c as usize]].1.push(k);
+        }
+    }
+    let mut broken: Vec<usize> = out.iter().map(|(p, _)| *p).collect();
+    broken.sort_unstable();
+    broken.dedup();
+    out.sort_by_key(|(p, boxes)| (boxes.len(), *p));
+    (broken.len(), out)
+}
+
+impl PowerCells {
+    /// Hands pieces of parts to their neighbours while that keeps the balance (see the module
+    /// documentation); a part whose pieces cannot be mended that way stays as it is.
+    pub(super) fn mend_pieces(&mut self, problem: &Problem, vcores: &mut VCores) {
+        // A run that took no step has not looked for giants yet.
+        self.capacities(problem, vcores);
+        let grid = *problem.grid();
+        let mut trials = 0;
+        'mend: while trials < MAX_TRIALS {
+            let (broken, list) = pieces(&grid, vcores.owners(), &self.run.giant_of);
+            if broken == 0 {
+                return;
+            }
+            let largest = vcores.charges().iter().copied().fold(0.0, f64::max);
+            for (part, boxes) in list {
+                if boxes.iter().any(|&k| self.run.held[k]) {
+                    continue;
+                }
+                // The shifts that hand the whole piece over: the part's weight down by the
+                // largest gap to a box's second-best vCore, or one of those vCores' weight up
+                // until it beats the part on every box of the piece.
+                let (positions, weights) = (vcores.positions(), vcores.weights());
+                let power = |i: usize, k: usize| dist2(&grid.centre(k), &positions[i]) - weights[i];
+                let a = vcores.assignment();
+                let mut seconds: Vec<usize> = boxes.iter().map(|&k| a.second[k] as usize).collect();
+                seconds.sort_unstable();
+                seconds.dedup();
+                seconds.retain(|&s| s < vcores.len());
+                let lower = boxes.iter().map(|&k| a.gap[k]).fold(0.0, f64::max);
+                let mut shifts = Vec::new();
+                if lower.is_finite() {
+                    shifts.push((part, -lower));
+                }
+                for &s in &seconds {
+                    shifts.push((s, boxes.iter().map(|&k| power(s, k) - power(part, k)).fold(0.0, f64::max)));
+                }
+                for (v, shift) in shifts {
+                    if trials == MAX_TRIALS {
+                        return;
+                    }
+                    trials += 1;
+                    let shift = shift + shift.signum() * 1e-9 * (1.0 + shift.abs());
+                    self.scratch.trial_w.clear();
+                    self.scratch.trial_w.extend_from_slice(vcores.weights());
+                    self.scratch.trial_w[v] += shift;
+                    hold_giants(&grid, &self.run.giant_of, vcores.positions(), &mut self.scratch.trial_w);
+                    assign_on(
+                        problem.workers(),
+                        &grid,
+                        vcores.positions(),
+                        &self.scratch.trial_w,
+                        &mut self.scratch.trial,
+                    );
+                    let q = metrics::charges(&self.scratch.trial.owner, problem.loads(), vcores.len());
+                    if q.iter().copied().fold(0.0, f64::max) > largest {
+                        continue;
+                    }
+                    if pieces(&grid, &self.scratch.trial.owner, &self.run.giant_of).0 < broken {
+                        let trial_w = std::mem::take(&mut self.scratch.trial_w);
+                        vcores.accept(problem, &trial_w, &mut self.scratch.trial);
+                        self.scratch.trial_w = trial_w;
+                        continue 'mend;
+                    }
+                }
+            }
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// From random sites and weights over random loads (with a heavy box now and then),
+        /// mending never raises the largest charge nor leaves more parts in pieces, every box
+        /// keeps an owner, and every giant stays with its holder.
+        #[test]
+        fn mending_keeps_the_balance_and_never_breaks_more_parts(
+            nx in 4usize..40, ny in 4usize..40, parts in 2usize..30, seed in 0u64..1000,
+        ) {
+            let grid = Grid::new(nx, ny).unwrap();
+            prop_assume!(parts * 4 <= grid.len());
+            let mut rng = crate::rng::SplitMix64::new(seed);
+            let mut loads: Vec<f64> = (0..grid.len()).map(|_| rng.next_f64()).collect();
+            if seed % 3 == 0 {
+                loads[seed as usize % grid.len()] = 3.0 * grid.len() as f64 / parts as f64;
+            }
+            let problem = Problem::new(grid, &loads, parts).unwrap();
+            let positions: Vec<_> =
+                (0..parts).map(|_| [rng.next_f64() * nx as f64, rng.next_f64() * ny as f64, 0.5]).collect();
+            let weights: Vec<f64> = (0..parts).map(|_| rng.next_f64() * 6.0).collect();
+            let mut vcores = VCores::new(&problem, positions, weights).unwrap();
+            let mut method = PowerCells::default();
+            method.capacities(&problem, &vcores);
+            let (broken, _) = pieces(&grid, vcores.owners(), &method.run.giant_of);
+            let largest = vcores.charges().iter().copied().fold(0.0, f64::max);
+            method.mend_pieces(&problem, &mut vcores);
+            let (after, _) = pieces(&grid, vcores.owners(), &method.run.giant_of);
+            prop_assert!(after <= broken);
+            prop_assert_eq!(after, metrics::disconnected_parts(&grid, vcores.owners(), parts));
+            prop_assert!(vcores.charges().iter().copied().fold(0.0, f64::max) <= largest);
+            prop_assert_eq!(vcores.owners().len(), grid.len());
+            for (i, &k) in method.run.giant_of.iter().enumerate() {
+                if k != NO_BOX {
+                    prop_assert_eq!(vcores.owners()[k] as usize, i);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_lists_every_piece_but_the_main_one() {
+        let grid = Grid::new(5, 1).unwrap();
+        // Part 0 in three pieces (sizes 1, 2, 1), part 1 in two.
+        let owners = [0, 1, 0, 0, 1];
+        let (broken, list) = pieces(&grid, &owners, &[NO_BOX, NO_BOX]);
+        assert_eq!(broken, 2);
+        assert_eq!(list, vec![(0, vec![0]), (1, vec![4])]);
+        // With box 0 a giant of part 0, its piece is the main one.
+        let (_, list) = pieces(&grid, &owners, &[0, NO_BOX]);
+        assert_eq!(list, vec![(1, vec![4]), (0, vec![2, 3])]);
+        assert_eq!(pieces(&grid, &[0, 0, 1, 1, 2], &[NO_BOX; 3]), (0, Vec::new()));
+    }
+}

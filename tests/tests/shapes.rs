@@ -99,35 +99,26 @@ fn dense_rings_and_densities_converge_in_a_few_dozen_steps() {
     assert!(median <= 40.0 && steps[11] <= 100, "steps {steps:?}");
 }
 
-/// `three-giants` over 10 vCores from the RCB start: no convex partition reaches the bound
+/// `three-giants` from the RCB start. Over 10 vCores no convex partition reaches the bound
 /// (docs/peers.md), but pbs ends no worse than the k-way RCB it starts from (1.093 × the
-/// bound); it ended at 1.173 when its end game relaxed at every step.
+/// bound); it ended at 1.173 when its end game relaxed at every step. Over 16 it ended at
+/// 1.194 × the bound, then 1.125, while its end game tried to shed boxes to the other giant's
+/// holder (a move the holder's projection undoes); 1.058 now (RCB: 1.025).
 #[test]
-fn three_giants_end_no_worse_than_rcb() {
+fn three_giants_end_no_worse_than_rcb_over_10_and_near_the_bound_over_16() {
     let shape = shapes::all().into_iter().find(|s| s.name == "three-giants").expect("known shape");
-    let problem = Problem::new(shape.grid, &shape.loads, 10).unwrap();
-    let rcb = pbs::bisection::kway_rcb(&shape.grid, &shape.loads, 10).unwrap();
-    let q = pbs::metrics::charges(&rcb, &shape.loads, 10);
-    let rcb_max = q.iter().copied().fold(0.0, f64::max) / problem.mean();
-    let mut vcores = VCores::from_bisection(&problem);
-    let mut m = methods::by_name(methods::DEFAULT).unwrap();
-    let out = balance(m.as_mut(), &problem, &mut vcores, StopRule::for_problem(&problem), |_| {});
-    assert!(out.max_avg <= rcb_max, "pbs {} against RCB {rcb_max}: {out:?}", out.max_avg);
-}
-
-/// The dense hot-box maps (a 3×3 block of boxes each 300 × the background) over 72 vCores, from
-/// the RCB start: the start is balanced within 5 % and the run takes no step, but the thin
-/// cells around the block left 1–3 parts in pieces on four of the six maps. The end of a first
-/// balancing now mends them without raising the largest charge.
-#[test]
-fn dense_hot_boxes_end_with_every_part_in_one_piece() {
-    for map in pbs_bench::peers::dense_maps(6).into_iter().filter(|m| m.name.contains("hot-box")) {
-        let problem = Problem::new(map.grid, &map.loads, 72).unwrap();
+    for parts in [10, 16] {
+        let problem = Problem::new(shape.grid, &shape.loads, parts).unwrap();
+        let rcb = pbs::bisection::kway_rcb(&shape.grid, &shape.loads, parts).unwrap();
+        let q = pbs::metrics::charges(&rcb, &shape.loads, parts);
+        let rcb_max = q.iter().copied().fold(0.0, f64::max) / problem.mean();
         let mut vcores = VCores::from_bisection(&problem);
-        let start = vcores.max_avg();
         let mut m = methods::by_name(methods::DEFAULT).unwrap();
         let out = balance(m.as_mut(), &problem, &mut vcores, StopRule::for_problem(&problem), |_| {});
-        assert_eq!(pbs::metrics::disconnected_parts(&map.grid, vcores.owners(), 72), 0, "{}: {out:?}", map.name);
-        assert!(out.converged && out.max_avg <= start, "{}: {out:?}", map.name);
+        if parts == 10 {
+            assert!(out.max_avg <= rcb_max, "pbs {} against RCB {rcb_max}: {out:?}", out.max_avg);
+        } else {
+            assert!(out.max_avg <= 1.06 * out.lower_bound, "{out:?}");
+        }
     }
 }

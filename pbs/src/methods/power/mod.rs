@@ -563,9 +563,10 @@ impl PowerCells {
         self.shed_from_max(problem, vcores, start)
     }
 
-    /// Greedy end-game move on the most loaded cell: flip its cheapest boundary box (smallest
-    /// gap) whose second-best vCore can take it, either by lowering the cell's weight or by
-    /// raising the neighbour's; kept only if the merit improves.
+    /// Greedy end-game move on the most loaded cell: flip one of its eight cheapest boundary
+    /// boxes (smallest gap) whose second-best vCore can take it, either by lowering the cell's
+    /// weight or by raising the neighbour's; kept only if the merit improves. (Four made
+    /// three-giants over 10 vCores stop at 1.087 × its bound instead of 1.082.)
     fn shed_from_max(&mut self, problem: &Problem, vcores: &mut VCores, m0: (f64, f64)) -> bool {
         let q = vcores.charges();
         let Some(i) = (0..q.len()).max_by(|&a, &b| q[a].total_cmp(&q[b]).then(b.cmp(&a))) else {
@@ -575,12 +576,17 @@ impl PowerCells {
         let mut moves: Vec<(f64, usize)> = (0..loads.len())
             .filter(|&k| a.owner[k] as usize == i && a.second[k] != NONE && loads[k] > 0.0 && !self.run.held[k])
             .filter(|&k| q[a.second[k] as usize] + loads[k] < q[i])
+            // Not to a giant's holder: it is at or above its capacity already, and between two
+            // adjacent holders the cheapest moves all go to the other one, each undone by the
+            // projection that keeps the giants (three-giants over 16 vCores stuck at 1.125 ×
+            // its bound trying them).
+            .filter(|&k| self.run.giant_of[a.second[k] as usize] == NO_BOX)
             .map(|k| (a.gap[k], a.second[k] as usize))
             .collect();
         moves.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         moves.dedup();
         let g0 = f64::NAN; // unused by MeritDecrease
-        for &(gap, s) in moves.iter().take(4) {
+        for &(gap, s) in moves.iter().take(8) {
             let shift = gap + 1e-9 * (1.0 + gap.abs());
             for (v, sign) in [(i, -1.0), (s, 1.0)] {
                 self.scratch.trial_w.clear();

@@ -39,6 +39,9 @@
 //!    round and the balance barely moves. Each vCore aims a little off its centroid, in a
 //!    direction of its own, so that no boundary runs exactly along a row of boxes (whose boxes
 //!    could then only change hands all at once).
+//! 5. **Parts in pieces.** The boxes of a thin convex cell need not touch. A first balancing
+//!    ends by handing each stray piece of a part to its neighbours, by one weight shift kept
+//!    only if fewer parts are left in pieces and the largest charge does not rise.
 //!
 //! Capacities are `m` for everybody unless single boxes outweigh the share they would need: a
 //! water-filling pass finds these giants, gives each a holder vCore for the whole run (its

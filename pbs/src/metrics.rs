@@ -109,36 +109,40 @@ pub fn edge_cut(grid: &Grid, owner: &[u32]) -> usize {
     cut
 }
 
-/// Parts (ids below `parts`) whose boxes form more than one face-connected piece: a flood fill
-/// from each part's first box must reach all of its boxes. Empty parts do not count.
-pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
-    let mut sizes = vec![0usize; parts];
-    owners.iter().for_each(|&p| sizes[p as usize] += 1);
-    let mut seen = vec![false; owners.len()];
-    let mut started = vec![false; parts];
+/// The face-connected pieces of a mapping: per box, the index of its piece; per piece, its
+/// owner and its number of boxes. Pieces are numbered in the order of their first box.
+pub fn connected_pieces(grid: &Grid, owners: &[u32]) -> (Vec<u32>, Vec<(u32, usize)>) {
+    let mut piece = vec![u32::MAX; owners.len()];
+    let mut pieces = Vec::new();
     let mut stack = Vec::new();
-    let mut disconnected = 0;
     for k in 0..owners.len() {
-        let p = owners[k] as usize;
-        if started[p] {
+        if piece[k] != u32::MAX {
             continue;
         }
-        started[p] = true;
-        let mut reached = 0;
-        seen[k] = true;
+        let (id, owner) = (pieces.len() as u32, owners[k]);
+        piece[k] = id;
         stack.push(k);
+        let mut size = 0;
         while let Some(b) = stack.pop() {
-            reached += 1;
+            size += 1;
             grid.for_each_neighbour(b, |n| {
-                if !seen[n] && owners[n] as usize == p {
-                    seen[n] = true;
+                if piece[n] == u32::MAX && owners[n] == owner {
+                    piece[n] = id;
                     stack.push(n);
                 }
             });
         }
-        disconnected += usize::from(reached < sizes[p]);
+        pieces.push((owner, size));
     }
-    disconnected
+    (piece, pieces)
+}
+
+/// Parts (ids below `parts`) whose boxes form more than one face-connected piece. Empty parts
+/// do not count.
+pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
+    let mut count = vec![0usize; parts];
+    connected_pieces(grid, owners).1.iter().for_each(|&(p, _)| count[p as usize] += 1);
+    count.iter().filter(|&&c| c > 1).count()
 }
 
 /// Number of boxes whose owner differs between two mappings of the same grid.
@@ -287,6 +291,10 @@ mod tests {
         assert_eq!(disconnected_parts(&g, &[0, 0, 0, 1, 1, 1], 2), 0);
         // a checkerboard: each part in three pieces counts once
         assert_eq!(disconnected_parts(&g, &[0, 1, 0, 1, 0, 1], 2), 2);
+        // the pieces of the first mapping, numbered by their first box (rows of 3)
+        let (piece, pieces) = connected_pieces(&g, &[0, 1, 0, 1, 1, 1]);
+        assert_eq!(piece, vec![0, 1, 2, 1, 1, 1]);
+        assert_eq!(pieces, vec![(0, 1), (1, 4), (0, 1)]);
     }
 
     #[test]

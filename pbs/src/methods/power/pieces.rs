@@ -18,29 +18,8 @@ const MAX_TRIALS: usize = 24;
 /// else its largest. Also returns how many parts are in pieces.
 fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize, Vec<usize>)>) {
     let n = giant_of.len();
-    let mut component = vec![u32::MAX; owners.len()];
-    // Per component: its part and its size.
-    let mut components: Vec<(usize, usize)> = Vec::new();
-    let mut stack = Vec::new();
-    for k in 0..owners.len() {
-        if component[k] != u32::MAX {
-            continue;
-        }
-        let (id, part) = (components.len() as u32, owners[k]);
-        component[k] = id;
-        stack.push(k);
-        let mut size = 0;
-        while let Some(b) = stack.pop() {
-            size += 1;
-            grid.for_each_neighbour(b, |c| {
-                if component[c] == u32::MAX && owners[c] == part {
-                    component[c] = id;
-                    stack.push(c);
-                }
-            });
-        }
-        components.push((part as usize, size));
-    }
+    let (component, pieces) = metrics::connected_pieces(grid, owners);
+    let components: Vec<(usize, usize)> = pieces.iter().map(|&(p, size)| (p as usize, size)).collect();
     if components.len() <= n {
         // Every part in one piece (or empty): the common case, decided without more work.
         let mut seen = vec![false; n];

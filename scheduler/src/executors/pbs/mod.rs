@@ -862,8 +862,11 @@ pub(super) mod tests {
         // instead of stealing while a rebalancing is under way.
         let options = PbsOptions { steal: Stealing::Always, chunk: 4, overlap: Overlap::Stop, ..PbsOptions::default() };
         let mut exec = Pbs::new(grid, 2, options).unwrap();
-        // A worker kept off its core by the machine steals nothing: try a few phases.
-        for _ in 0..5 {
+        // A worker kept off its core by the machine steals nothing, and one preempted while it
+        // searches for victims counts that wall time as its own (1 in 30 single phases here
+        // measured 1.36): judge the clearest of a few phases in which thread 1 stole.
+        let mut clearest: Option<f64> = None;
+        for _ in 0..12 {
             let owners = exec.vcores().owners().to_vec();
             let stats = exec.run_phase(&|k| {
                 if owners[k] == 0 {
@@ -876,14 +879,16 @@ pub(super) mod tests {
             let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
             let end = exec.end_iteration();
             if busy[1] > 0.25 * busy[0] {
-                // All the work is thread 0's: 2.0, less the thief's own search and wait for
-                // victims, which count as its busy time (measured 1.76-1.99); busy times
-                // would give about 1.2.
-                assert!(end.max_avg > 1.6, "owner loads: all the work is thread 0's, max_avg {}", end.max_avg);
-                return;
+                clearest = Some(clearest.map_or(end.max_avg, |m: f64| m.max(end.max_avg)));
+                if end.max_avg > 1.6 {
+                    break;
+                }
             }
         }
-        panic!("thread 1 never stole in five phases");
+        // All the work is thread 0's: 2.0, less the thief's own search and wait for victims,
+        // which count as its busy time (measured 1.76-1.99); busy times would give about 1.2.
+        let clearest = clearest.expect("thread 1 never stole in twelve phases");
+        assert!(clearest > 1.6, "owner loads: all the work is thread 0's, max_avg at most {clearest}");
     }
 
     /// A task panicking while a rebalancing runs in idle time: the panic reaches the caller,

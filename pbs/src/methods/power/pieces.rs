@@ -19,18 +19,17 @@ const MAX_TRIALS: usize = 24;
 fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize, Vec<usize>)>) {
     let n = giant_of.len();
     let (component, pieces) = metrics::connected_pieces(grid, owners);
-    let components: Vec<(usize, usize)> = pieces.iter().map(|&(p, size)| (p as usize, size)).collect();
-    if components.len() <= n {
-        // Every part in one piece (or empty): the common case, decided without more work.
-        let mut seen = vec![false; n];
-        if components.iter().all(|&(p, _)| !std::mem::replace(&mut seen[p], true)) {
-            return (0, Vec::new());
-        }
+    let mut count = vec![0usize; n];
+    pieces.iter().for_each(|&(p, _)| count[p as usize] += 1);
+    let broken = count.iter().filter(|&&c| c > 1).count();
+    if broken == 0 {
+        return (0, Vec::new());
     }
-    // The main component of each part: its giant's, else its largest.
+    // The main piece of each part: its giant's, else its largest.
     let mut main = vec![u32::MAX; n];
-    for (id, &(p, size)) in components.iter().enumerate() {
-        if main[p] == u32::MAX || size > components[main[p] as usize].1 {
+    for (id, &(p, size)) in pieces.iter().enumerate() {
+        let p = p as usize;
+        if main[p] == u32::MAX || size > pieces[main[p] as usize].1 {
             main[p] = id as u32;
         }
     }
@@ -39,12 +38,12 @@ fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize
             main[p] = component[giant];
         }
     }
-    let mut index = vec![usize::MAX; components.len()];
+    let mut index = vec![usize::MAX; pieces.len()];
     let mut out: Vec<(usize, Vec<usize>)> = Vec::new();
-    for (id, &(p, _)) in components.iter().enumerate() {
-        if main[p] != id as u32 {
+    for (id, &(p, _)) in pieces.iter().enumerate() {
+        if main[p as usize] != id as u32 {
             index[id] = out.len();
-            out.push((p, Vec::new()));
+            out.push((p as usize, Vec::new()));
         }
     }
     for (k, &c) in component.iter().enumerate() {
@@ -52,11 +51,8 @@ fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize
             out[index[c as usize]].1.push(k);
         }
     }
-    let mut broken: Vec<usize> = out.iter().map(|(p, _)| *p).collect();
-    broken.sort_unstable();
-    broken.dedup();
     out.sort_by_key(|(p, boxes)| (boxes.len(), *p));
-    (broken.len(), out)
+    (broken, out)
 }
 
 impl PowerCells {
@@ -67,8 +63,9 @@ impl PowerCells {
         self.capacities(problem, vcores);
         let grid = *problem.grid();
         let mut trials = 0;
+        let mut current = pieces(&grid, vcores.owners(), &self.run.giant_of);
         'mend: while trials < MAX_TRIALS {
-            let (broken, list) = pieces(&grid, vcores.owners(), &self.run.giant_of);
+            let (broken, list) = std::mem::take(&mut current);
             if broken == 0 {
                 return;
             }
@@ -116,10 +113,12 @@ impl PowerCells {
                     if q.iter().copied().fold(0.0, f64::max) > largest {
                         continue;
                     }
-                    if pieces(&grid, &self.scratch.trial.owner, &self.run.giant_of).0 < broken {
+                    let after = pieces(&grid, &self.scratch.trial.owner, &self.run.giant_of);
+                    if after.0 < broken {
                         let trial_w = std::mem::take(&mut self.scratch.trial_w);
                         vcores.accept(problem, &trial_w, &mut self.scratch.trial);
                         self.scratch.trial_w = trial_w;
+                        current = after;
                         continue 'mend;
                     }
                 }

@@ -14,12 +14,15 @@ need_c_compiler
 need_packages "${BUILD_PACKAGES[@]}"
 
 failed=()
+# One build for the three, features resolved over the workspace (a `-p` per program would
+# build the shared dependencies once per package).
+cargo build --release --workspace --example shared_cores --example soak
 echo "== wall-clock balancing tests"
-cargo test --release -p pbs-scheduler --test balancing -- --ignored --test-threads 1 || failed+=(balancing)
+cargo test --release --workspace --test balancing -- --ignored --test-threads 1 || failed+=(balancing)
 echo "== shared cores (pbs within 1.2x static)"
-cargo run --release -q -p pbs-scheduler --example shared_cores -- "${SHARED_ROUNDS:-7}" 20 || failed+=(shared_cores)
+target/release/examples/shared_cores "${SHARED_ROUNDS:-7}" 20 || failed+=(shared_cores)
 echo "== soak"
-cargo run --release -q -p pbs-bench --example soak -- "${SOAK_ITERATIONS:-100000}" 2 || failed+=(soak)
+target/release/examples/soak "${SOAK_ITERATIONS:-100000}" 2 || failed+=(soak)
 echo "== heat.c against OpenMP"
 scripts/openmp_compare.sh "${OPENMP_ROUNDS:-15}" || failed+=(openmp_compare)
 if [ ${#failed[@]} -gt 0 ]; then

@@ -22,24 +22,27 @@ cargo test --workspace
 
 # Tests that need what a machine may lack are #[ignore]d with their reason, so that plain
 # `cargo test` reports them skipped; here they run wherever this machine has what they need.
+# Each selects its test with `--workspace` and a target or name filter, not `-p`: a `-p` run
+# resolves features for that package alone and rebuilds the shared dependencies (2.5 minutes
+# for the window test on 2 cores).
 echo "== the window under Xvfb"
-cargo test -p pbs-visual --test window -- --ignored
+cargo test --workspace --test window -- --ignored
 echo "== memory binding to the owner's NUMA node"
-cargo test -p pbs-scheduler --lib first_touch -- --ignored
+cargo test --workspace --lib first_touch -- --ignored
 echo "== perf counters"
 if [ "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 4)" -le 2 ]; then
-    cargo test -p pbs-scheduler --lib counters -- --ignored --skip hardware_counters
+    cargo test --workspace --lib counters -- --ignored --skip hardware_counters
 else
     echo "skipped: perf_event_paranoid > 2, no perf_event_open for this user"
 fi
 if [ -e /sys/bus/event_source/devices/cpu/type ]; then
-    cargo test -p pbs-scheduler --lib counters::tests::hardware_counters -- --ignored
+    cargo test --workspace --lib counters::tests::hardware_counters -- --ignored
 else
     echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
 fi
 
 echo "== the C++ header under g++ and clang++"
-cargo test -p pbs-ffi --test c_programs the_cpp_header -- --ignored
+cargo test --workspace --test c_programs the_cpp_header -- --ignored
 
 echo "== the C library installed in a temporary prefix: pkg-config, CMake, static link"
 prefix=$(mktemp -d)
@@ -59,7 +62,7 @@ ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f
 rm -rf "$prefix"
 
 echo "== the StarPU policy against StarPU 1.3: our heat code and md, StarPU's programs, bad declarations"
-cargo test -p pbs-bench --test starpu -- --ignored
+cargo test --workspace --test starpu -- --ignored
 
 echo "== the pool's and the balancer thread's protocols, model-checked (loom)"
 RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool --release --test loom_background

@@ -162,6 +162,141 @@ pub trait Distributed: GridApp {
     fn packed_len(&self, k: usize) -> usize;
     /// Replaces box `k`'s data with what [`Distributed::pack_box`] wrote in another process.
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String>;
+    /// Whether a task reads, of the boxes around its own, only the cells on the faces they
+    /// share with it (a five-point stencil), so that a process is sent only those faces of the
+    /// boxes it does not own ([`Part`]). False by default: md's tasks read whole boxes,
+    /// diagonal ones too. An app that says true implements the two methods below.
+    fn reads_faces_only(&self) -> bool {
+        false
+    }
+    /// Appends the cells of box `k` on `faces` to `out` (the whole box by default).
+    fn pack_faces(&self, k: usize, faces: Faces, out: &mut Vec<u8>) {
+        let _ = faces;
+        self.pack_box(k, out);
+    }
+    /// Replaces the cells of box `k` on `faces` with what [`Distributed::pack_faces`] wrote
+    /// (the whole box by default).
+    fn unpack_faces(&mut self, k: usize, faces: Faces, bytes: &[u8]) -> Result<(), String> {
+        let _ = faces;
+        self.unpack_box(k, bytes)
+    }
+}
+
+/// A set of faces of a box, each named by the neighbour across it: bit `2a` the neighbour one
+/// box lower along axis `a` (x, y, z), bit `2a + 1` the one higher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Faces(u8);
+
+impl Faces {
+    /// The faces of box `k` across which `owners` gives a neighbour to `process`.
+    pub fn towards(grid: &pbs::Grid, owners: &[u32], k: usize, process: u32) -> Faces {
+        let c = grid.coords(k);
+        let dims = [grid.nx, grid.ny, grid.nz];
+        let mut bits = 0;
+        for axis in 0..3 {
+            for (side, step) in [(0, -1isize), (1, 1)] {
+                let Some(n) = c[axis].checked_add_signed(step).filter(|&n| n < dims[axis]) else {
+                    continue;
+                };
+                let mut at = c;
+                at[axis] = n;
+                if owners[grid.index(at[0], at[1], at[2])] == process {
+                    bits |= 1 << (2 * axis + side);
+                }
+            }
+        }
+        Faces(bits)
+    }
+
+    /// The set from its bits, refused when a bit names no face.
+    pub fn from_bits(bits: u64) -> Result<Faces, String> {
+        u8::try_from(bits)
+            .ok()
+            .filter(|b| *b < 64)
+            .map(Faces)
+            .ok_or_else(|| format!("face bits {bits:#x} name no face"))
+    }
+
+    /// The bits (see [`Faces`]).
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Each face in the set as `(axis, side)`, side 0 towards lower coordinates, in bit order.
+    pub fn iter(self) -> impl Iterator<Item = (usize, usize)> {
+        (0..6).filter(move |b| self.0 & (1 << b) != 0).map(|b| (b / 2, b % 2))
+    }
+}
+
+/// What of a box one process sends another after an iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The whole box: to its next owner, or to a reader of an app whose tasks read whole boxes.
+    Whole,
+    /// Its cells on these faces: to a process that only reads them (see
+    /// [`Distributed::reads_faces_only`]).
+    Faces(Faces),
+}
+
+impl Part {
+    /// What box `k`, computed by its last owner, must send to `process` (not that owner) under
+    /// the next mapping `owners`: the whole box to its new owner; to a process owning a box
+    /// within the app's halo, the faces towards its boxes where the app reads faces only, else
+    /// the whole box; `None` when `process` reads nothing of it.
+    pub fn for_process(
+        app: &dyn Distributed,
+        grid: &pbs::Grid,
+        owners: &[u32],
+        k: usize,
+        process: u32,
+    ) -> Option<Part> {
+        if owners[k] == process {
+            return Some(Part::Whole);
+        }
+        if app.reads_faces_only() {
+            let faces = Faces::towards(grid, owners, k, process);
+            return (!faces.is_empty()).then_some(Part::Faces(faces));
+        }
+        readers(grid, owners, k, app.halo()).contains(&process).then_some(Part::Whole)
+    }
+
+    /// The part as one number for a message: 0 for the whole box, else the faces' bits.
+    pub fn code(self) -> u64 {
+        match self {
+            Part::Whole => 0,
+            Part::Faces(f) => u64::from(f.bits()),
+        }
+    }
+
+    /// The part a [`Part::code`] names; an error for bits that name no face.
+    pub fn from_code(code: u64) -> Result<Part, String> {
+        if code == 0 {
+            Ok(Part::Whole)
+        } else {
+            Faces::from_bits(code).map(Part::Faces)
+        }
+    }
+
+    /// Appends this part of box `k` of `app` to `out`.
+    pub fn pack(self, app: &dyn Distributed, k: usize, out: &mut Vec<u8>) {
+        match self {
+            Part::Whole => app.pack_box(k, out),
+            Part::Faces(f) => app.pack_faces(k, f, out),
+        }
+    }
+
+    /// Replaces this part of box `k` of `app` with `bytes`.
+    pub fn unpack(self, app: &mut dyn Distributed, k: usize, bytes: &[u8]) -> Result<(), String> {
+        match self {
+            Part::Whole => app.unpack_box(k, bytes),
+            Part::Faces(f) => app.unpack_faces(k, f, bytes),
+        }
+    }
 }
 
 /// [`crate::build`] for the apps that run across processes: `md` and `stencil`.
@@ -231,9 +366,15 @@ mod tests {
         let mut rec = Recorder::new("static", 2);
         let mut whole = build(app, scenario, nx, ny, 3).unwrap();
         let mut parts: Vec<_> = (0..processes).map(|_| build(app, scenario, nx, ny, 3).unwrap()).collect();
-        // Vertical slabs whose cuts shift by one column every third iteration.
+        // Vertical slabs whose cuts shift by one column every third iteration, the upper half
+        // of the grid shifted by one process: boxes meet across faces and corners alike.
         let owners_at = |it: usize| -> Vec<u32> {
-            (0..grid.len()).map(|k| (((grid.coords(k)[0] + it / 3) * processes / nx) % processes) as u32).collect()
+            (0..grid.len())
+                .map(|k| {
+                    let [i, j, _] = grid.coords(k);
+                    (((i + it / 3) * processes / nx + usize::from(j >= ny / 2)) % processes) as u32
+                })
+                .collect()
         };
         let mut bytes = Vec::new();
         for it in 0..iters {
@@ -246,12 +387,16 @@ mod tests {
             let next = owners_at(it + 1);
             for (k, &from) in owners.iter().enumerate() {
                 let from = from as usize;
-                let to = readers(&grid, &next, k, whole.halo());
                 bytes.clear();
                 parts[from].pack_box(k, &mut bytes);
                 assert_eq!(parts[from].packed_len(k), bytes.len(), "{app} box {k}");
-                for q in to.into_iter().filter(|&q| q as usize != from) {
-                    parts[q as usize].unpack_box(k, &bytes).unwrap();
+                // Each process gets the part it reads, as `pbs-mpi`'s exchange sends it.
+                for q in (0..processes).filter(|&q| q != from) {
+                    if let Some(part) = Part::for_process(parts[from].as_ref(), &grid, &next, k, q as u32) {
+                        bytes.clear();
+                        part.pack(parts[from].as_ref(), k, &mut bytes);
+                        part.unpack(parts[q].as_mut(), k, &bytes).unwrap();
+                    }
                 }
             }
         }
@@ -273,6 +418,50 @@ mod tests {
                 assert_eq!(gathered, whole, "{app} {scenario} on {processes} processes");
             }
         }
+    }
+
+    /// The stencil's readers get the faces they read, md's whole boxes; the faces travel bit
+    /// for bit and bad face data is named.
+    #[test]
+    fn a_reader_gets_the_part_its_tasks_read() {
+        let grid = pbs::Grid::new(3, 3).unwrap();
+        // Process 1 owns the box left of the centre and the lower right corner, 2 the one above.
+        let owners = [0, 0, 1, 1, 0, 0, 0, 2, 0];
+        let stencil = build("stencil", "drift", 3, 3, 1).unwrap();
+        let md = build("md", "gravity", 3, 3, 1).unwrap();
+        let centre = 4;
+        let part = |app: &dyn Distributed, p| Part::for_process(app, &grid, &owners, centre, p);
+        assert_eq!(part(stencil.as_ref(), 0), Some(Part::Whole), "the owner takes it whole");
+        let left = Faces::towards(&grid, &owners, centre, 1);
+        assert_eq!(left.iter().collect::<Vec<_>>(), vec![(0, 0)], "the corner is no face");
+        assert_eq!(part(stencil.as_ref(), 1), Some(Part::Faces(left)));
+        assert_eq!(part(stencil.as_ref(), 2).map(Part::code), Some(1 << 3), "the face above");
+        assert_eq!(part(stencil.as_ref(), 3), None, "process 3 owns nothing near");
+        assert_eq!(part(md.as_ref(), 1), Some(Part::Whole));
+        // Process 2 touches box 5 at a corner only: the stencil reads nothing there, md all.
+        assert_eq!(Part::for_process(stencil.as_ref(), &grid, &owners, 5, 2), None);
+        assert_eq!(Part::for_process(md.as_ref(), &grid, &owners, 5, 2), Some(Part::Whole));
+
+        // A stencil run a few iterations, so that the tiles differ; its left face into a fresh one.
+        let mut from = build("stencil", "drift", 3, 3, 1).unwrap();
+        let mut exec = StaticBlocks::new(grid.len(), 1).unwrap();
+        let mut rec = Recorder::new("static", 1);
+        for _ in 0..3 {
+            from.iterate(&mut exec, &mut rec, None);
+        }
+        let mut to = build("stencil", "drift", 3, 3, 1).unwrap();
+        let mut bytes = Vec::new();
+        Part::Faces(left).pack(from.as_ref(), centre, &mut bytes);
+        let mut whole = Vec::new();
+        from.pack_box(centre, &mut whole);
+        assert!(bytes.len() * 10 < whole.len(), "a face, not the tile: {} bytes", bytes.len());
+        Part::Faces(left).unpack(to.as_mut(), centre, &bytes).unwrap();
+        let mut back = Vec::new();
+        Part::Faces(left).pack(to.as_ref(), centre, &mut back);
+        assert_eq!(back, bytes);
+        assert!(Part::Faces(left).unpack(to.as_mut(), centre, &bytes[1..]).unwrap_err().contains("bytes for 1 faces"));
+        assert!(Part::from_code(1 << 6).unwrap_err().contains("no face"));
+        assert_eq!(Part::from_code(0), Ok(Part::Whole));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use pbs_scheduler::first_touch::{placement_owners, BoxData};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
-use super::distributed::{check_mask, Distributed, Pack};
+use super::distributed::{check_mask, Distributed, Faces, Pack};
 use super::{fnv, GridApp};
 
 /// The stencil app.
@@ -225,6 +225,50 @@ impl Distributed for Stencil {
         // Copied into the tile in place: its pages stay where first touch put them.
         self.tiles[k].copy_from_slice(&tile);
         Ok(())
+    }
+    fn reads_faces_only(&self) -> bool {
+        // A cell reads its four face neighbours: a tile's rim reads one edge row or column
+        // of each face neighbour, and nothing of the diagonal ones.
+        true
+    }
+    fn pack_faces(&self, k: usize, faces: Faces, out: &mut Vec<u8>) {
+        let tile = &self.tiles[k];
+        for face in faces.iter() {
+            for c in self.face_cells(face) {
+                out.extend_from_slice(&tile[c].to_le_bytes());
+            }
+        }
+    }
+    fn unpack_faces(&mut self, k: usize, faces: Faces, bytes: &[u8]) -> Result<(), String> {
+        if let Some((axis, _)) = faces.iter().find(|&(axis, _)| axis > 1) {
+            return Err(format!("a face along axis {axis} for box {k}; the stencil's tiles are 2D"));
+        }
+        let want = faces.iter().count() * self.side * 8;
+        if bytes.len() != want {
+            return Err(format!(
+                "{} bytes for {} faces of box {k}; a face has {} cells",
+                bytes.len(),
+                faces.iter().count(),
+                self.side
+            ));
+        }
+        let mut values = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
+        for face in faces.iter() {
+            for c in self.face_cells(face) {
+                self.tiles[k][c] = values.next().expect("counted above");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Stencil {
+    /// The cells of a tile on a face (`(axis, side)`, see [`Faces`]), in row-major order: those
+    /// the face neighbour's rim reads.
+    fn face_cells(&self, (axis, side): (usize, usize)) -> impl Iterator<Item = usize> {
+        let s = self.side;
+        let edge = if side == 0 { 0 } else { s - 1 };
+        (0..s).map(move |t| if axis == 0 { t * s + edge } else { edge * s + t })
     }
 }
 

@@ -1,16 +1,17 @@
 //! Boxes between ranks after every iteration: each rank sends every box it just computed to
 //! the ranks that own it or read it next (its halo); the same message carries a box to a new
 //! owner (a migration) and to its neighbours. One `MPI_Alltoall` of sizes, one
-//! `MPI_Alltoallv` of bytes.
+//! `MPI_Alltoallv` of bytes. A reader gets the part of the box its tasks read
+//! ([`Part::for_process`]): the stencil's, the edge rows and columns its boxes touch.
 //!
-//! A message to one rank is a run of records `box id (u64) · length (u64) · the box's bytes`
-//! ([`pbs_apps::distributed::Pack`]).
+//! A message to one rank is a run of records `box id (u64) · part (u64, [`Part::code`]) ·
+//! length (u64) · the part's bytes` ([`pbs_apps::distributed::Pack`]).
 
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use mpi::Count;
 use pbs::Grid;
-use pbs_apps::distributed::{readers, Distributed, Reader};
+use pbs_apps::distributed::{readers, Distributed, Part, Reader};
 
 /// What one rank sends in one exchange.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -21,23 +22,35 @@ pub struct Outgoing {
     pub migrated_boxes: usize,
     /// Bytes of those boxes.
     pub migrated_bytes: usize,
-    /// Bytes of boxes sent to ranks that only read them.
+    /// Bytes of the parts of boxes sent to ranks that only read them.
     pub halo_bytes: usize,
 }
 
 /// Packs the boxes `me` owned (`old`) for the ranks that need them under `new`.
 pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u32, ranks: usize) -> Outgoing {
     let mut out = Outgoing { to: vec![Vec::new(); ranks], ..Outgoing::default() };
-    let mut bytes = Vec::new();
+    let (mut whole, mut faces) = (Vec::new(), Vec::new());
     for k in (0..grid.len()).filter(|&k| old[k] == me) {
-        let to: Vec<u32> = readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me).collect();
-        if to.is_empty() {
-            continue;
-        }
-        bytes.clear();
-        app.pack_box(k, &mut bytes);
-        for r in to {
-            record(&mut out.to[r as usize], k, &bytes);
+        // Whoever needs box k owns a box within the halo. The whole box is packed once, for
+        // all who take it whole.
+        let mut packed = false;
+        for r in readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me) {
+            let Some(part) = Part::for_process(app, grid, new, k, r) else {
+                continue;
+            };
+            let bytes = if part == Part::Whole {
+                if !packed {
+                    whole.clear();
+                    app.pack_box(k, &mut whole);
+                    packed = true;
+                }
+                &whole
+            } else {
+                faces.clear();
+                part.pack(app, k, &mut faces);
+                &faces
+            };
+            record(&mut out.to[r as usize], k, part, bytes);
             if r == new[k] {
                 out.migrated_boxes += 1;
                 out.migrated_bytes += bytes.len();
@@ -49,31 +62,34 @@ pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u3
     out
 }
 
-fn record(buf: &mut Vec<u8>, k: usize, bytes: &[u8]) {
+fn record(buf: &mut Vec<u8>, k: usize, part: Part, bytes: &[u8]) {
     buf.extend_from_slice(&(k as u64).to_le_bytes());
+    buf.extend_from_slice(&part.code().to_le_bytes());
     buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     buf.extend_from_slice(bytes);
 }
 
-/// Appends box `k` of `app` to `buf` as a record (`scratch` holds its bytes meanwhile).
+/// Appends the whole box `k` of `app` to `buf` as a record (`scratch` holds its bytes meanwhile).
 pub fn push_record(buf: &mut Vec<u8>, app: &dyn Distributed, k: usize, scratch: &mut Vec<u8>) {
     scratch.clear();
     app.pack_box(k, scratch);
-    record(buf, k, scratch);
+    record(buf, k, Part::Whole, scratch);
 }
 
-/// Unpacks received records into `app`; returns the boxes unpacked. An error names the record
-/// that is wrong.
+/// Unpacks received records into `app`; returns the records unpacked. An error names the
+/// record that is wrong.
 pub fn unpack(app: &mut dyn Distributed, boxes: usize, received: &[u8]) -> Result<usize, String> {
     let mut r = Reader::new(received);
     let mut count = 0;
     while !r.is_empty() {
         let k = r.u64()? as usize;
+        let part = r.u64()?;
         let len = r.len(1)?;
         if k >= boxes {
             return Err(format!("received box {k} of a {boxes}-box grid"));
         }
-        app.unpack_box(k, r.bytes(len)?).map_err(|e| format!("box {k}: {e}"))?;
+        let part = Part::from_code(part).map_err(|e| format!("box {k}: {e}"))?;
+        part.unpack(app, k, r.bytes(len)?).map_err(|e| format!("box {k}: {e}"))?;
         count += 1;
     }
     Ok(count)
@@ -129,15 +145,20 @@ mod tests {
         let old = [0, 0, 0, 1, 1, 1];
         let new = [0, 0, 1, 1, 1, 2];
         let out = pack(app.as_ref(), &grid, &old, &new, 0, 3);
-        // Box 2 moves to rank 1; box 1 is read by rank 1 (halo 1); rank 2 reads nothing of 0's.
+        // Box 2 moves to rank 1, whole; rank 1 reads box 1's face towards box 2 (the stencil
+        // reads faces); rank 2 reads nothing of 0's.
         assert_eq!(out.migrated_boxes, 1);
         assert!(out.to[0].is_empty() && out.to[2].is_empty());
         let mut other = pbs_apps::distributed::build("stencil", "drift", 6, 1, 1).unwrap();
         assert_eq!(unpack(other.as_mut(), 6, &out.to[1]).unwrap(), 2);
-        assert_eq!(out.halo_bytes, out.migrated_bytes, "two tiles of the same size");
+        assert_eq!(out.migrated_bytes, app.packed_len(2), "the whole tile");
+        assert_eq!(out.halo_bytes * 16 + 8, out.migrated_bytes, "one edge of a 16 × 16 tile");
         let mut bad = out.to[1].clone();
         bad[0] = 9;
         assert!(unpack(other.as_mut(), 6, &bad).unwrap_err().contains("box 9"));
+        let mut bad = out.to[1].clone();
+        bad[8] = 64;
+        assert!(unpack(other.as_mut(), 6, &bad).unwrap_err().contains("name no face"));
         assert!(unpack(other.as_mut(), 6, &out.to[1][..20]).is_err());
         assert!(displacements(&[usize::MAX / 2, 3]).unwrap_err().contains("MPI's int"));
     }

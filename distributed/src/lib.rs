@@ -10,7 +10,8 @@
 //!
 //! A box's data moves with its box: apps implement [`pbs_apps::distributed::Distributed`]
 //! (pack, unpack, halo depth), and after every iteration each rank sends the boxes it just
-//! computed to their next owner and to the ranks whose tasks read them (`exchange.rs`: one
+//! computed to their next owner and to the ranks whose tasks read them, each reader the part
+//! it reads (the stencil's, the edge rows and columns next to its boxes; `exchange.rs`: one
 //! `MPI_Alltoallv`). The per-box computation is the shared-memory one on the same data, so
 //! the final state, gathered on rank 0, has the shared-memory checksum for every rank and
 //! thread count (`tests/mpirun.rs` checks 1–4 ranks × 1–2 threads).

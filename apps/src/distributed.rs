@@ -162,23 +162,48 @@ pub trait Distributed: GridApp {
     fn packed_len(&self, k: usize) -> usize;
     /// Replaces box `k`'s data with what [`Distributed::pack_box`] wrote in another process.
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String>;
-    /// Whether a task reads, of the boxes around its own, only the cells on the faces they
-    /// share with it (a five-point stencil), so that a process is sent only those faces of the
-    /// boxes it does not own ([`Part`]). False by default: md's tasks read whole boxes,
-    /// diagonal ones too. An app that says true implements the two methods below.
-    fn reads_faces_only(&self) -> bool {
-        false
+    /// What `process`, which owns boxes within the halo of box `k` under `owners` but not `k`
+    /// itself, reads of box `k`, as a part code for [`Distributed::pack_part`]: `Some(0)` for
+    /// the whole box (the default), `None` when its tasks read nothing of it. The stencil's
+    /// tasks read one edge of each face neighbour (the code is the [`Faces`] towards the
+    /// process's boxes); md's read only the leave list of a box two away.
+    fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
+        let _ = (owners, k, process);
+        Some(WHOLE)
     }
-    /// Appends the cells of box `k` on `faces` to `out` (the whole box by default).
-    fn pack_faces(&self, k: usize, faces: Faces, out: &mut Vec<u8>) {
-        let _ = faces;
-        self.pack_box(k, out);
+    /// Appends the part `part` (a code from [`Distributed::reader_part`]) of box `k` to `out`.
+    fn pack_part(&self, k: usize, part: u64, out: &mut Vec<u8>) -> Result<(), String> {
+        match part {
+            WHOLE => {
+                self.pack_box(k, out);
+                Ok(())
+            }
+            other => Err(format!("part {other:#x} of box {k}: this app sends whole boxes only")),
+        }
     }
-    /// Replaces the cells of box `k` on `faces` with what [`Distributed::pack_faces`] wrote
-    /// (the whole box by default).
-    fn unpack_faces(&mut self, k: usize, faces: Faces, bytes: &[u8]) -> Result<(), String> {
-        let _ = faces;
-        self.unpack_box(k, bytes)
+    /// Replaces the part `part` of box `k` with what [`Distributed::pack_part`] wrote.
+    fn unpack_part(&mut self, k: usize, part: u64, bytes: &[u8]) -> Result<(), String> {
+        match part {
+            WHOLE => self.unpack_box(k, bytes),
+            other => Err(format!("part {other:#x} of box {k}: this app sends whole boxes only")),
+        }
+    }
+}
+
+/// The part code of a whole box (see [`Distributed::reader_part`]).
+pub const WHOLE: u64 = 0;
+
+/// What box `k`, computed by its last owner, sends to `process` (not that owner) after an
+/// iteration, under the next mapping `owners`: the whole box to its new owner; to a process
+/// owning a box within the app's halo, the part its tasks read
+/// ([`Distributed::reader_part`]); `None` to any other.
+pub fn part_for(app: &dyn Distributed, owners: &[u32], k: usize, process: u32) -> Option<u64> {
+    if owners[k] == process {
+        Some(WHOLE)
+    } else if readers(&app.grid(), owners, k, app.halo()).contains(&process) {
+        app.reader_part(owners, k, process)
+    } else {
+        None
     }
 }
 
@@ -218,8 +243,8 @@ impl Faces {
     }
 
     /// The bits (see [`Faces`]).
-    pub fn bits(self) -> u8 {
-        self.0
+    pub fn bits(self) -> u64 {
+        u64::from(self.0)
     }
 
     /// Whether the set is empty.
@@ -230,72 +255,6 @@ impl Faces {
     /// Each face in the set as `(axis, side)`, side 0 towards lower coordinates, in bit order.
     pub fn iter(self) -> impl Iterator<Item = (usize, usize)> {
         (0..6).filter(move |b| self.0 & (1 << b) != 0).map(|b| (b / 2, b % 2))
-    }
-}
-
-/// What of a box one process sends another after an iteration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
-    /// The whole box: to its next owner, or to a reader of an app whose tasks read whole boxes.
-    Whole,
-    /// Its cells on these faces: to a process that only reads them (see
-    /// [`Distributed::reads_faces_only`]).
-    Faces(Faces),
-}
-
-impl Part {
-    /// What box `k`, computed by its last owner, must send to `process` (not that owner) under
-    /// the next mapping `owners`: the whole box to its new owner; to a process owning a box
-    /// within the app's halo, the faces towards its boxes where the app reads faces only, else
-    /// the whole box; `None` when `process` reads nothing of it.
-    pub fn for_process(
-        app: &dyn Distributed,
-        grid: &pbs::Grid,
-        owners: &[u32],
-        k: usize,
-        process: u32,
-    ) -> Option<Part> {
-        if owners[k] == process {
-            return Some(Part::Whole);
-        }
-        if app.reads_faces_only() {
-            let faces = Faces::towards(grid, owners, k, process);
-            return (!faces.is_empty()).then_some(Part::Faces(faces));
-        }
-        readers(grid, owners, k, app.halo()).contains(&process).then_some(Part::Whole)
-    }
-
-    /// The part as one number for a message: 0 for the whole box, else the faces' bits.
-    pub fn code(self) -> u64 {
-        match self {
-            Part::Whole => 0,
-            Part::Faces(f) => u64::from(f.bits()),
-        }
-    }
-
-    /// The part a [`Part::code`] names; an error for bits that name no face.
-    pub fn from_code(code: u64) -> Result<Part, String> {
-        if code == 0 {
-            Ok(Part::Whole)
-        } else {
-            Faces::from_bits(code).map(Part::Faces)
-        }
-    }
-
-    /// Appends this part of box `k` of `app` to `out`.
-    pub fn pack(self, app: &dyn Distributed, k: usize, out: &mut Vec<u8>) {
-        match self {
-            Part::Whole => app.pack_box(k, out),
-            Part::Faces(f) => app.pack_faces(k, f, out),
-        }
-    }
-
-    /// Replaces this part of box `k` of `app` with `bytes`.
-    pub fn unpack(self, app: &mut dyn Distributed, k: usize, bytes: &[u8]) -> Result<(), String> {
-        match self {
-            Part::Whole => app.unpack_box(k, bytes),
-            Part::Faces(f) => app.unpack_faces(k, f, bytes),
-        }
     }
 }
 
@@ -392,10 +351,10 @@ mod tests {
                 assert_eq!(parts[from].packed_len(k), bytes.len(), "{app} box {k}");
                 // Each process gets the part it reads, as `pbs-mpi`'s exchange sends it.
                 for q in (0..processes).filter(|&q| q != from) {
-                    if let Some(part) = Part::for_process(parts[from].as_ref(), &grid, &next, k, q as u32) {
+                    if let Some(part) = part_for(parts[from].as_ref(), &next, k, q as u32) {
                         bytes.clear();
-                        part.pack(parts[from].as_ref(), k, &mut bytes);
-                        part.unpack(parts[q].as_mut(), k, &bytes).unwrap();
+                        parts[from].pack_part(k, part, &mut bytes).unwrap();
+                        parts[q].unpack_part(k, part, &bytes).unwrap();
                     }
                 }
             }
@@ -420,48 +379,56 @@ mod tests {
         }
     }
 
-    /// The stencil's readers get the faces they read, md's whole boxes; the faces travel bit
-    /// for bit and bad face data is named.
+    /// A reader gets the part its tasks read: of a stencil tile the faces next to its boxes,
+    /// of an md box the whole box next to its boxes and the leave list two away; the parts
+    /// travel bit for bit and bad part data is named.
     #[test]
     fn a_reader_gets_the_part_its_tasks_read() {
-        let grid = pbs::Grid::new(3, 3).unwrap();
-        // Process 1 owns the box left of the centre and the lower right corner, 2 the one above.
-        let owners = [0, 0, 1, 1, 0, 0, 0, 2, 0];
-        let stencil = build("stencil", "drift", 3, 3, 1).unwrap();
-        let md = build("md", "gravity", 3, 3, 1).unwrap();
-        let centre = 4;
-        let part = |app: &dyn Distributed, p| Part::for_process(app, &grid, &owners, centre, p);
-        assert_eq!(part(stencil.as_ref(), 0), Some(Part::Whole), "the owner takes it whole");
+        let grid = pbs::Grid::new(5, 3).unwrap();
+        // Around the centre box 7 (2, 1): process 1 owns the box left of it and the lower
+        // right corner, 2 the one above, 3 only boxes two columns away.
+        #[rustfmt::skip]
+        let owners = [3, 0, 0, 1, 3,
+                      3, 1, 0, 0, 3,
+                      3, 0, 2, 0, 3];
+        let stencil = build("stencil", "drift", 5, 3, 1).unwrap();
+        let md = build("md", "gravity", 5, 3, 1).unwrap();
+        let centre = 7;
+        let part = |app: &dyn Distributed, p| part_for(app, &owners, centre, p);
+        assert_eq!(part(stencil.as_ref(), 0), Some(WHOLE), "the owner takes it whole");
         let left = Faces::towards(&grid, &owners, centre, 1);
         assert_eq!(left.iter().collect::<Vec<_>>(), vec![(0, 0)], "the corner is no face");
-        assert_eq!(part(stencil.as_ref(), 1), Some(Part::Faces(left)));
-        assert_eq!(part(stencil.as_ref(), 2).map(Part::code), Some(1 << 3), "the face above");
-        assert_eq!(part(stencil.as_ref(), 3), None, "process 3 owns nothing near");
-        assert_eq!(part(md.as_ref(), 1), Some(Part::Whole));
-        // Process 2 touches box 5 at a corner only: the stencil reads nothing there, md all.
-        assert_eq!(Part::for_process(stencil.as_ref(), &grid, &owners, 5, 2), None);
-        assert_eq!(Part::for_process(md.as_ref(), &grid, &owners, 5, 2), Some(Part::Whole));
+        assert_eq!(part(stencil.as_ref(), 1), Some(left.bits()));
+        assert_eq!(part(stencil.as_ref(), 2), Some(1 << 3), "the face above");
+        assert_eq!(part(stencil.as_ref(), 3), None, "two away: beyond the stencil's halo");
+        assert_eq!(part(md.as_ref(), 1), Some(WHOLE));
+        assert_eq!(part(md.as_ref(), 3), Some(crate::md::LEAVERS), "two away: md's leave list");
+        assert_eq!(part(md.as_ref(), 4), None);
+        // Box 8 (3, 1): process 2 owns (2, 2), across a corner only.
+        assert_eq!(part_for(stencil.as_ref(), &owners, 8, 2), None, "a corner only: nothing");
 
-        // A stencil run a few iterations, so that the tiles differ; its left face into a fresh one.
-        let mut from = build("stencil", "drift", 3, 3, 1).unwrap();
+        // Apps run a few iterations, so that the data differ; a part of each into a fresh one.
         let mut exec = StaticBlocks::new(grid.len(), 1).unwrap();
         let mut rec = Recorder::new("static", 1);
-        for _ in 0..3 {
-            from.iterate(&mut exec, &mut rec, None);
+        for (app, process) in [("stencil", 1), ("md", 3)] {
+            let scenario = if app == "md" { "gravity" } else { "drift" };
+            let mut from = build(app, scenario, 5, 3, 1).unwrap();
+            for _ in 0..3 {
+                from.iterate(&mut exec, &mut rec, None);
+            }
+            let mut to = build(app, scenario, 5, 3, 1).unwrap();
+            let code = part_for(from.as_ref(), &owners, centre, process).unwrap();
+            let (mut bytes, mut whole, mut back) = (Vec::new(), Vec::new(), Vec::new());
+            from.pack_part(centre, code, &mut bytes).unwrap();
+            from.pack_box(centre, &mut whole);
+            assert!(bytes.len() < whole.len(), "{app}: a part, not the box: {} bytes of {}", bytes.len(), whole.len());
+            to.unpack_part(centre, code, &bytes).unwrap();
+            to.pack_part(centre, code, &mut back).unwrap();
+            assert_eq!(back, bytes, "{app}");
+            assert!(to.unpack_part(centre, code, &bytes[1..]).is_err(), "{app}");
+            assert!(to.unpack_part(centre, 1 << 40, &bytes).unwrap_err().contains("box 7"), "{app}");
+            assert!(from.pack_part(centre, 1 << 40, &mut back).is_err(), "{app}");
         }
-        let mut to = build("stencil", "drift", 3, 3, 1).unwrap();
-        let mut bytes = Vec::new();
-        Part::Faces(left).pack(from.as_ref(), centre, &mut bytes);
-        let mut whole = Vec::new();
-        from.pack_box(centre, &mut whole);
-        assert!(bytes.len() * 10 < whole.len(), "a face, not the tile: {} bytes", bytes.len());
-        Part::Faces(left).unpack(to.as_mut(), centre, &bytes).unwrap();
-        let mut back = Vec::new();
-        Part::Faces(left).pack(to.as_ref(), centre, &mut back);
-        assert_eq!(back, bytes);
-        assert!(Part::Faces(left).unpack(to.as_mut(), centre, &bytes[1..]).unwrap_err().contains("bytes for 1 faces"));
-        assert!(Part::from_code(1 << 6).unwrap_err().contains("no face"));
-        assert_eq!(Part::from_code(0), Ok(Part::Whole));
     }
 
     #[test]

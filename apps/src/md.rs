@@ -24,7 +24,7 @@ use pbs_scheduler::cache_model::CacheModel;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
-use super::distributed::{check_mask, Distributed, Pack, Reader};
+use super::distributed::{check_mask, Distributed, Pack, Reader, WHOLE};
 use super::{fnv, GridApp};
 
 const CUTOFF: f64 = 2.5;
@@ -466,14 +466,7 @@ const PARTICLE_BYTES: usize = 4 + 4 + 6 * 8;
 /// A box's particles: how many stayed and left, its momentum, then the particles.
 impl Pack for Bin {
     fn pack(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(self.stay.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(self.leave.len() as u64).to_le_bytes());
-        self.momentum.iter().for_each(|m| out.extend_from_slice(&m.to_le_bytes()));
-        for p in self.stay.iter().chain(&self.leave) {
-            out.extend_from_slice(&p.id.to_le_bytes());
-            out.extend_from_slice(&p.bin.to_le_bytes());
-            [p.x, p.y, p.vx, p.vy, p.fx, p.fy].iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
-        }
+        pack_lists(&self.stay, &self.leave, self.momentum, out);
     }
     fn unpack(bytes: &[u8]) -> Result<Self, String> {
         let mut r = Reader::new(bytes);
@@ -501,6 +494,33 @@ impl Pack for Bin {
     }
 }
 
+/// A [`Bin`] of these lists, packed as [`Bin::pack`] packs one.
+fn pack_lists(stay: &[Particle], leave: &[Particle], momentum: [f64; 2], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(stay.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(leave.len() as u64).to_le_bytes());
+    momentum.iter().for_each(|m| out.extend_from_slice(&m.to_le_bytes()));
+    for p in stay.iter().chain(leave) {
+        out.extend_from_slice(&p.id.to_le_bytes());
+        out.extend_from_slice(&p.bin.to_le_bytes());
+        [p.x, p.y, p.vx, p.vy, p.fx, p.fy].iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+    }
+}
+
+/// The part code of a box's leave list alone (see [`Distributed::reader_part`]).
+pub(crate) const LEAVERS: u64 = 1;
+
+impl Md {
+    /// Box `k`'s data from another process: its particles must be filed in boxes of the grid.
+    fn receive(&mut self, k: usize, bin: Bin) -> Result<(), String> {
+        let n = self.grid.len();
+        if let Some(p) = bin.stay.iter().chain(&bin.leave).find(|p| p.bin as usize >= n) {
+            return Err(format!("particle {} of box {k} is filed in box {} of {n}", p.id, p.bin));
+        }
+        self.boxes[k] = bin;
+        Ok(())
+    }
+}
+
 impl Distributed for Md {
     fn halo(&self) -> usize {
         // A task reads its 3×3 neighbourhood's particles, and those that arrive there come
@@ -524,13 +544,34 @@ impl Distributed for Md {
         4 * 8 + (b.stay.len() + b.leave.len()) * PARTICLE_BYTES
     }
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
-        let bin = Bin::unpack(bytes)?;
-        let n = self.grid.len();
-        if let Some(p) = bin.stay.iter().chain(&bin.leave).find(|p| p.bin as usize >= n) {
-            return Err(format!("particle {} of box {k} is filed in box {} of {n}", p.id, p.bin));
+        self.receive(k, Bin::unpack(bytes)?)
+    }
+    fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
+        // A task reads the particles of its 3×3 neighbourhood and the leavers of its 5×5 (those
+        // that arrive in the 3×3): a process whose nearest box is two away reads only the
+        // leave list.
+        let next_to = self.around(k).any(|n| owners[n] == process);
+        Some(if next_to { WHOLE } else { LEAVERS })
+    }
+    fn pack_part(&self, k: usize, part: u64, out: &mut Vec<u8>) -> Result<(), String> {
+        let b = &self.boxes[k];
+        match part {
+            WHOLE => pack_lists(&b.stay, &b.leave, b.momentum, out),
+            LEAVERS => pack_lists(&[], &b.leave, b.momentum, out),
+            other => return Err(format!("part {other:#x} of box {k}: md sends whole boxes or leave lists")),
         }
-        self.boxes[k] = bin;
         Ok(())
+    }
+    fn unpack_part(&mut self, k: usize, part: u64, bytes: &[u8]) -> Result<(), String> {
+        let bin = Bin::unpack(bytes)?;
+        match part {
+            WHOLE => {}
+            LEAVERS if bin.stay.is_empty() => {}
+            LEAVERS => return Err(format!("the leave list of box {k} came with {} staying particles", bin.stay.len())),
+            other => return Err(format!("part {other:#x} of box {k}: md sends whole boxes or leave lists")),
+        }
+        // A box two away from every box here: nothing here reads its staying particles.
+        self.receive(k, bin)
     }
 }
 
@@ -576,6 +617,37 @@ mod tests {
         md.step_box(0, &mut without, true);
         assert_ne!(with.stay[0].fx, without.stay[0].fx);
         assert_eq!(md.halo(), 2);
+    }
+
+    /// So a process whose nearest box is two away from a box gets its leave list, and that is
+    /// all it reads of it: box 0's step in a process holding box 2's leave list alone is its
+    /// step where all boxes are whole.
+    #[test]
+    fn a_process_two_boxes_away_gets_the_leave_list_it_reads() {
+        let at = |id, bin, x| Particle { id, bin, x, y: 1.0, vx: 0.0, vy: 0.0, fx: 0.0, fy: 0.0 };
+        let mut whole = Md::new(Scenario::Uniform, 3, 1, 1);
+        whole.boxes = vec![Bin::default(); 3];
+        whole.boxes[0].stay.push(at(0, 0, 2.45));
+        whole.boxes[2].stay.push(at(2, 2, 6.5));
+        whole.boxes[2].leave.push(at(1, 1, 4.6));
+        let owners = [0, 1, 1];
+        let part = crate::distributed::part_for(&whole, &owners, 2, 0);
+        assert_eq!(part, Some(LEAVERS));
+        let mut bytes = Vec::new();
+        whole.pack_part(2, LEAVERS, &mut bytes).unwrap();
+        assert_eq!(bytes.len(), whole.packed_len(2) - PARTICLE_BYTES, "the staying particle stays");
+        let mut here = Md::new(Scenario::Uniform, 3, 1, 1);
+        here.boxes = vec![Bin::default(); 3];
+        here.boxes[0] = whole.boxes[0].clone();
+        here.unpack_part(2, LEAVERS, &bytes).unwrap();
+        let (mut a, mut b) = (Bin::default(), Bin::default());
+        whole.step_box(0, &mut a, true);
+        here.step_box(0, &mut b, true);
+        assert_eq!(a.stay[0].fx.to_bits(), b.stay[0].fx.to_bits());
+        assert_ne!(a.stay[0].fx, 0.0, "the leaver pulls");
+        let mut stay = Vec::new();
+        whole.pack_box(0, &mut stay);
+        assert!(here.unpack_part(2, LEAVERS, &stay).unwrap_err().contains("staying particles"));
     }
 
     /// Boxes, migration through the leave lists, and one phase per step against the plain

@@ -11,7 +11,7 @@ use pbs_scheduler::first_touch::{placement_owners, BoxData};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
-use super::distributed::{check_mask, Distributed, Faces, Pack};
+use super::distributed::{check_mask, Distributed, Faces, Pack, WHOLE};
 use super::{fnv, GridApp};
 
 /// The stencil app.
@@ -226,34 +226,41 @@ impl Distributed for Stencil {
         self.tiles[k].copy_from_slice(&tile);
         Ok(())
     }
-    fn reads_faces_only(&self) -> bool {
-        // A cell reads its four face neighbours: a tile's rim reads one edge row or column
-        // of each face neighbour, and nothing of the diagonal ones.
-        true
+    fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
+        // A cell reads its four face neighbours: a tile's rim reads one edge row or column of
+        // each face neighbour, and nothing of the diagonal ones.
+        let faces = Faces::towards(&self.grid, owners, k, process);
+        (!faces.is_empty()).then_some(faces.bits())
     }
-    fn pack_faces(&self, k: usize, faces: Faces, out: &mut Vec<u8>) {
+    fn pack_part(&self, k: usize, part: u64, out: &mut Vec<u8>) -> Result<(), String> {
+        if part == WHOLE {
+            self.pack_box(k, out);
+            return Ok(());
+        }
         let tile = &self.tiles[k];
-        for face in faces.iter() {
+        for face in self.faces(k, part)? {
             for c in self.face_cells(face) {
                 out.extend_from_slice(&tile[c].to_le_bytes());
             }
         }
+        Ok(())
     }
-    fn unpack_faces(&mut self, k: usize, faces: Faces, bytes: &[u8]) -> Result<(), String> {
-        if let Some((axis, _)) = faces.iter().find(|&(axis, _)| axis > 1) {
-            return Err(format!("a face along axis {axis} for box {k}; the stencil's tiles are 2D"));
+    fn unpack_part(&mut self, k: usize, part: u64, bytes: &[u8]) -> Result<(), String> {
+        if part == WHOLE {
+            return self.unpack_box(k, bytes);
         }
-        let want = faces.iter().count() * self.side * 8;
+        let faces = self.faces(k, part)?;
+        let want = faces.len() * self.side * 8;
         if bytes.len() != want {
             return Err(format!(
                 "{} bytes for {} faces of box {k}; a face has {} cells",
                 bytes.len(),
-                faces.iter().count(),
+                faces.len(),
                 self.side
             ));
         }
         let mut values = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
-        for face in faces.iter() {
+        for face in faces {
             for c in self.face_cells(face) {
                 self.tiles[k][c] = values.next().expect("counted above");
             }
@@ -263,6 +270,15 @@ impl Distributed for Stencil {
 }
 
 impl Stencil {
+    /// The faces a part code names (see [`Faces`]), refused unless they are faces of a 2D tile.
+    fn faces(&self, k: usize, part: u64) -> Result<Vec<(usize, usize)>, String> {
+        let faces: Vec<_> = Faces::from_bits(part).map_err(|e| format!("box {k}: {e}"))?.iter().collect();
+        match faces.iter().find(|&&(axis, _)| axis > 1) {
+            Some((axis, _)) => Err(format!("a face along axis {axis} for box {k}; the stencil's tiles are 2D")),
+            None => Ok(faces),
+        }
+    }
+
     /// The cells of a tile on a face (`(axis, side)`, see [`Faces`]), in row-major order: those
     /// the face neighbour's rim reads.
     fn face_cells(&self, (axis, side): (usize, usize)) -> impl Iterator<Item = usize> {

@@ -2,16 +2,17 @@
 //! the ranks that own it or read it next (its halo); the same message carries a box to a new
 //! owner (a migration) and to its neighbours. One `MPI_Alltoall` of sizes, one
 //! `MPI_Alltoallv` of bytes. A reader gets the part of the box its tasks read
-//! ([`Part::for_process`]): the stencil's, the edge rows and columns its boxes touch.
+//! ([`part_for`]): of a stencil tile, the edges next to its boxes; of an md box two away from
+//! its boxes, the leave list.
 //!
-//! A message to one rank is a run of records `box id (u64) · part (u64, [`Part::code`]) ·
-//! length (u64) · the part's bytes` ([`pbs_apps::distributed::Pack`]).
+//! A message to one rank is a run of records `box id (u64) · part code (u64) · length (u64) ·
+//! the part's bytes` ([`Distributed::pack_part`]).
 
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use mpi::Count;
 use pbs::Grid;
-use pbs_apps::distributed::{readers, Distributed, Part, Reader};
+use pbs_apps::distributed::{part_for, readers, Distributed, Reader, WHOLE};
 
 /// What one rank sends in one exchange.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -26,19 +27,27 @@ pub struct Outgoing {
     pub halo_bytes: usize,
 }
 
-/// Packs the boxes `me` owned (`old`) for the ranks that need them under `new`.
-pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u32, ranks: usize) -> Outgoing {
+/// Packs the boxes `me` owned (`old`) for the ranks that need them under `new`. An error is
+/// the app's refusal of a part it named itself (a bug in the app).
+pub fn pack(
+    app: &dyn Distributed,
+    grid: &Grid,
+    old: &[u32],
+    new: &[u32],
+    me: u32,
+    ranks: usize,
+) -> Result<Outgoing, String> {
     let mut out = Outgoing { to: vec![Vec::new(); ranks], ..Outgoing::default() };
-    let (mut whole, mut faces) = (Vec::new(), Vec::new());
+    let (mut whole, mut part_bytes) = (Vec::new(), Vec::new());
     for k in (0..grid.len()).filter(|&k| old[k] == me) {
         // Whoever needs box k owns a box within the halo. The whole box is packed once, for
         // all who take it whole.
         let mut packed = false;
         for r in readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me) {
-            let Some(part) = Part::for_process(app, grid, new, k, r) else {
+            let Some(part) = part_for(app, new, k, r) else {
                 continue;
             };
-            let bytes = if part == Part::Whole {
+            let bytes = if part == WHOLE {
                 if !packed {
                     whole.clear();
                     app.pack_box(k, &mut whole);
@@ -46,9 +55,9 @@ pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u3
                 }
                 &whole
             } else {
-                faces.clear();
-                part.pack(app, k, &mut faces);
-                &faces
+                part_bytes.clear();
+                app.pack_part(k, part, &mut part_bytes)?;
+                &part_bytes
             };
             record(&mut out.to[r as usize], k, part, bytes);
             if r == new[k] {
@@ -59,12 +68,12 @@ pub fn pack(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u3
             }
         }
     }
-    out
+    Ok(out)
 }
 
-fn record(buf: &mut Vec<u8>, k: usize, part: Part, bytes: &[u8]) {
+fn record(buf: &mut Vec<u8>, k: usize, part: u64, bytes: &[u8]) {
     buf.extend_from_slice(&(k as u64).to_le_bytes());
-    buf.extend_from_slice(&part.code().to_le_bytes());
+    buf.extend_from_slice(&part.to_le_bytes());
     buf.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     buf.extend_from_slice(bytes);
 }
@@ -73,7 +82,7 @@ fn record(buf: &mut Vec<u8>, k: usize, part: Part, bytes: &[u8]) {
 pub fn push_record(buf: &mut Vec<u8>, app: &dyn Distributed, k: usize, scratch: &mut Vec<u8>) {
     scratch.clear();
     app.pack_box(k, scratch);
-    record(buf, k, Part::Whole, scratch);
+    record(buf, k, WHOLE, scratch);
 }
 
 /// Unpacks received records into `app`; returns the records unpacked. An error names the
@@ -88,8 +97,7 @@ pub fn unpack(app: &mut dyn Distributed, boxes: usize, received: &[u8]) -> Resul
         if k >= boxes {
             return Err(format!("received box {k} of a {boxes}-box grid"));
         }
-        let part = Part::from_code(part).map_err(|e| format!("box {k}: {e}"))?;
-        part.unpack(app, k, r.bytes(len)?).map_err(|e| format!("box {k}: {e}"))?;
+        app.unpack_part(k, part, r.bytes(len)?).map_err(|e| format!("box {k}: {e}"))?;
         count += 1;
     }
     Ok(count)
@@ -144,7 +152,7 @@ mod tests {
         let app = pbs_apps::distributed::build("stencil", "drift", 6, 1, 1).unwrap();
         let old = [0, 0, 0, 1, 1, 1];
         let new = [0, 0, 1, 1, 1, 2];
-        let out = pack(app.as_ref(), &grid, &old, &new, 0, 3);
+        let out = pack(app.as_ref(), &grid, &old, &new, 0, 3).unwrap();
         // Box 2 moves to rank 1, whole; rank 1 reads box 1's face towards box 2 (the stencil
         // reads faces); rank 2 reads nothing of 0's.
         assert_eq!(out.migrated_boxes, 1);

@@ -233,7 +233,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             }
         }
         let exchange_start = Instant::now();
-        let out = exchange::pack(app.as_ref(), &grid, &owners, next.as_deref().unwrap_or(&owners), me as u32, ranks);
+        let out = exchange::pack(app.as_ref(), &grid, &owners, next.as_deref().unwrap_or(&owners), me as u32, ranks)?;
         exchange::unpack(app.as_mut(), grid.len(), &exchange::all_to_all(world, &out)?)?;
         tally.migrated_boxes += out.migrated_boxes as u64;
         tally.migrated_bytes += out.migrated_bytes as u64;

@@ -2,7 +2,7 @@
 //! the ranks that own it or read it next (its halo); the same message carries a box to a new
 //! owner (a migration) and to its neighbours. One `MPI_Alltoall` of sizes, one
 //! `MPI_Alltoallv` of bytes. A reader gets the part of the box its tasks read
-//! ([`part_for`]): of a stencil tile, the edges next to its boxes; of an md box two away from
+//! ([`pbs_apps::distributed::part_for`]): of a stencil tile, the edges next to its boxes; of an md box two away from
 //! its boxes, the leave list.
 //!
 //! A message to one rank is a run of records `box id (u64) · part code (u64) · length (u64) ·
@@ -12,7 +12,7 @@ use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use mpi::Count;
 use pbs::Grid;
-use pbs_apps::distributed::{part_for, readers, Distributed, Reader, WHOLE};
+use pbs_apps::distributed::{readers, Distributed, Reader, WHOLE};
 
 /// What one rank sends in one exchange.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -44,7 +44,9 @@ pub fn pack(
         // all who take it whole.
         let mut packed = false;
         for r in readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me) {
-            let Some(part) = part_for(app, new, k, r) else {
+            // `part_for`, with r known to be a reader.
+            let part = if r == new[k] { Some(WHOLE) } else { app.reader_part(new, k, r) };
+            let Some(part) = part else {
                 continue;
             };
             let bytes = if part == WHOLE {

@@ -39,7 +39,8 @@ pub fn pack(
 ) -> Result<Outgoing, String> {
     let mut out = Outgoing { to: vec![Vec::new(); ranks], ..Outgoing::default() };
     let (mut whole, mut part_bytes) = (Vec::new(), Vec::new());
-    for k in (0..grid.len()).filter(|&k| old[k] == me) {
+    let near = near_others(grid, new, me, app.halo());
+    for k in (0..grid.len()).filter(|&k| old[k] == me && near[k]) {
         // Whoever needs box k owns a box within the halo. The whole box is packed once, for
         // all who take it whole.
         let mut packed = false;
@@ -71,6 +72,43 @@ pub fn pack(
         }
     }
     Ok(out)
+}
+
+/// Per box of a 2D grid: whether a box within `halo` of it (diagonals included, itself too)
+/// belongs to another rank than `me` under `owners`; only those boxes can have a reader. Two
+/// passes of a sliding window, where listing each box's readers costs `(2 halo + 1)²` reads.
+fn near_others(grid: &Grid, owners: &[u32], me: u32, halo: usize) -> Vec<bool> {
+    let (nx, ny) = (grid.nx, grid.ny);
+    // Along rows: how many boxes of others lie within `halo` in the row.
+    let mut rows = vec![0u32; nx * ny];
+    for j in 0..ny {
+        let other = |i: usize| u32::from(owners[grid.index(i, j, 0)] != me);
+        let mut count: u32 = (0..=halo.min(nx - 1)).map(other).sum();
+        for i in 0..nx {
+            rows[j * nx + i] = count;
+            if i + halo + 1 < nx {
+                count += other(i + halo + 1);
+            }
+            if i >= halo {
+                count -= other(i - halo);
+            }
+        }
+    }
+    // Along columns, over the rows' counts.
+    let mut near = vec![false; nx * ny];
+    for i in 0..nx {
+        let mut count: u32 = (0..=halo.min(ny - 1)).map(|j| rows[j * nx + i]).sum();
+        for j in 0..ny {
+            near[grid.index(i, j, 0)] = count > 0;
+            if j + halo + 1 < ny {
+                count += rows[(j + halo + 1) * nx + i];
+            }
+            if j >= halo {
+                count -= rows[(j - halo) * nx + i];
+            }
+        }
+    }
+    near
 }
 
 fn record(buf: &mut Vec<u8>, k: usize, part: u64, bytes: &[u8]) {
@@ -147,6 +185,25 @@ pub fn all_to_all(world: &impl Communicator, out: &Outgoing) -> Result<Vec<u8>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sliding windows agree with listing every box's readers, on random owners.
+    #[test]
+    fn boxes_near_others_are_those_with_a_reader() {
+        let mut rng = pbs::rng::SplitMix64::new(3);
+        for (nx, ny) in [(1, 1), (7, 1), (1, 9), (6, 5), (13, 11)] {
+            let grid = Grid::new(nx, ny).unwrap();
+            for _ in 0..20 {
+                let owners: Vec<u32> = (0..grid.len()).map(|_| u32::from(rng.next_f64() < 0.1)).collect();
+                for halo in [0, 1, 2, 3] {
+                    let near = near_others(&grid, &owners, 0, halo);
+                    for (k, &near) in near.iter().enumerate() {
+                        let readers = readers(&grid, &owners, k, halo);
+                        assert_eq!(near, readers.iter().any(|&r| r != 0), "{nx}x{ny} halo {halo} box {k}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn boxes_reach_their_new_owner_and_their_readers_and_bad_records_are_named() {

@@ -155,10 +155,18 @@ impl RankBalancer {
             self.recent.remove(0);
         }
         self.recent.push(latest.to_vec());
+        // Without a vector per box: those took 0.15 ms of every 1.5 ms iteration of md on
+        // 64 × 64 boxes, rank 0 deciding while the other ranks waited. (The loads are finite,
+        // checked by the caller, so `min` and `max` order them as a sort would.)
+        if let [a, b, c] = &self.recent[..] {
+            return (0..latest.len()).map(|k| a[k].min(b[k]).max(a[k].max(b[k]).min(c[k]))).collect();
+        }
+        let mut v = [0.0; SMOOTHING];
+        let v = &mut v[..self.recent.len()];
         (0..latest.len())
             .map(|k| {
-                let mut v: Vec<f64> = self.recent.iter().map(|l| l[k]).collect();
-                v.sort_by(f64::total_cmp);
+                v.iter_mut().zip(&self.recent).for_each(|(x, l)| *x = l[k]);
+                v.sort_unstable_by(f64::total_cmp);
                 v[v.len() / 2]
             })
             .collect()
@@ -288,6 +296,30 @@ pub fn migration_bound(owners: &[u32], loads: &[f64], bytes: &[f64], ranks: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each box's load reaches the balancers as its median over the last `SMOOTHING`
+    /// iterations (fewer at the start), ties and repeats included.
+    #[test]
+    fn smoothed_loads_are_each_box_median_of_the_recent_iterations() {
+        let grid = Grid::new(6, 4).unwrap();
+        let mut b = RankBalancer::new("static", grid, 2, "boulmier", None).unwrap();
+        let mut rng = pbs::rng::SplitMix64::new(9);
+        let mut history: Vec<Vec<f64>> = Vec::new();
+        for _ in 0..7 {
+            // Few distinct values, so that ties occur.
+            let latest: Vec<f64> = (0..grid.len()).map(|_| (rng.next_f64() * 4.0).floor()).collect();
+            history.push(latest.clone());
+            let recent = &history[history.len().saturating_sub(SMOOTHING)..];
+            let want: Vec<f64> = (0..grid.len())
+                .map(|k| {
+                    let mut v: Vec<f64> = recent.iter().map(|l| l[k]).collect();
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2]
+                })
+                .collect();
+            assert_eq!(b.smoothed(&latest), want);
+        }
+    }
 
     /// A heavy corner that drifts along the diagonal, step by step. Boxes of 10-90 ms: the
     /// criteria weigh the imbalance against a rebalancing's wall time, which a loaded machine

@@ -157,8 +157,9 @@ fn count_rebalancing_bytes(
 }
 
 /// Tells the executor inside the rank the loads of its own boxes (the others' are 0), so that
-/// its threads share those boxes at once (`pbs`; the others ignore hints).
+/// its threads share those boxes at once (`pbs`; the others ignore hints), and times only them.
 fn hint_local(exec: &mut Timed, loads: &[f64], local: &[bool]) -> Result<(), String> {
+    exec.time_only(Some(local.to_vec()))?;
     let hint: Vec<f64> = loads.iter().zip(local).map(|(&x, &l)| if l { x } else { 0.0 }).collect();
     if hint.iter().sum::<f64>() > 0.0 {
         exec.hint_loads(&hint).map_err(|e| e.to_string())?;

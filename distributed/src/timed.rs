@@ -20,6 +20,8 @@ use pbs_scheduler::{Executor, IterationEnd, PhaseStats};
 pub struct Timed {
     inner: Box<dyn Executor + Send>,
     nanos: Vec<AtomicU64>,
+    /// The boxes timed (`None`: all); see [`Timed::time_only`].
+    timed: Option<Vec<bool>>,
 }
 
 fn thread_cpu_nanos() -> u64 {
@@ -42,7 +44,21 @@ impl Timed {
     /// `inner`, timed.
     pub fn new(inner: Box<dyn Executor + Send>) -> Timed {
         let nanos = (0..inner.boxes()).map(|_| AtomicU64::new(0)).collect();
-        Timed { inner, nanos }
+        Timed { inner, nanos, timed: None }
+    }
+
+    /// From now on, times only the boxes marked `true` (`None`: all); the others still run,
+    /// untimed, and their load reads 0. A rank's executor runs every box of the grid, the other
+    /// ranks' as tasks that return at once: on md with 64 × 64 boxes over 2 ranks, timing those
+    /// too cost more than the exchange. An error if the mask's length is not the box count.
+    pub fn time_only(&mut self, timed: Option<Vec<bool>>) -> Result<(), String> {
+        match &timed {
+            Some(m) if m.len() != self.nanos.len() => Err(format!("{} flags for {} boxes", m.len(), self.nanos.len())),
+            _ => {
+                self.timed = timed;
+                Ok(())
+            }
+        }
     }
 
     /// Every box's seconds since the last call, the counters reset.
@@ -51,12 +67,22 @@ impl Timed {
     }
 }
 
-/// Runs the boxes `ks` with `task` and adds each one's scaled wall time to `nanos`.
-fn run_timed(nanos: &[AtomicU64], ks: Range<usize>, task: impl Fn(usize)) {
+/// Runs the boxes `ks` with `task` and adds the scaled wall time of each one that `timed`
+/// marks (all without a mask) to `nanos`.
+fn run_timed(nanos: &[AtomicU64], timed: Option<&[bool]>, ks: Range<usize>, task: impl Fn(usize)) {
+    let is_timed = |k: usize| timed.is_none_or(|t| t[k]);
+    if !ks.clone().any(is_timed) {
+        ks.for_each(task);
+        return;
+    }
     WALLS.with_borrow_mut(|walls| {
         walls.clear();
         let (cpu, wall) = (thread_cpu_nanos(), Instant::now());
         for k in ks {
+            if !is_timed(k) {
+                task(k);
+                continue;
+            }
             let start = Instant::now();
             task(k);
             walls.push((k, start.elapsed().as_nanos() as u64));
@@ -88,12 +114,12 @@ unsafe impl Executor for Timed {
         self.inner.boxes()
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let nanos = &self.nanos;
-        self.inner.run_phase(&|k| run_timed(nanos, k..k + 1, task))
+        let (nanos, timed) = (&self.nanos, self.timed.as_deref());
+        self.inner.run_phase(&|k| run_timed(nanos, timed, k..k + 1, task))
     }
     fn run_phase_ranges(&mut self, task: &(dyn Fn(Range<usize>) + Sync)) -> PhaseStats {
-        let nanos = &self.nanos;
-        self.inner.run_phase_ranges(&|ks| run_timed(nanos, ks, |k| task(k..k + 1)))
+        let (nanos, timed) = (&self.nanos, self.timed.as_deref());
+        self.inner.run_phase_ranges(&|ks| run_timed(nanos, timed, ks, |k| task(k..k + 1)))
     }
     fn end_iteration(&mut self) -> IterationEnd {
         self.inner.end_iteration()
@@ -135,6 +161,23 @@ mod tests {
         let others = loads.iter().enumerate().filter(|&(k, _)| k != 5).map(|(_, l)| *l).fold(0.0, f64::max);
         assert!(loads[5] > 10.0 * others, "{loads:?}");
         assert!(exec.take_loads().iter().all(|&l| l == 0.0), "taking resets");
+    }
+
+    /// Boxes outside the mask still run, once each, but are not timed.
+    #[test]
+    fn only_the_boxes_marked_are_timed() {
+        let mut exec = Timed::new(Box::new(StaticBlocks::new(6, 2).unwrap()));
+        assert!(exec.time_only(Some(vec![true; 5])).unwrap_err().contains("5 flags for 6 boxes"));
+        exec.time_only(Some(vec![true, false, true, false, false, false])).unwrap();
+        let mut runs = vec![0u32; 6];
+        for_each_box_mut(&mut exec, &mut runs, |_, r| {
+            *r += 1;
+            std::hint::black_box(spin(100_000));
+        });
+        assert_eq!(runs, vec![1; 6]);
+        let loads = exec.take_loads();
+        assert!(loads[0] > 0.0 && loads[2] > 0.0, "{loads:?}");
+        assert!([1, 3, 4, 5].iter().all(|&k| loads[k] == 0.0), "{loads:?}");
     }
 
     /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is

@@ -194,6 +194,11 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     };
     let (exec, _) = runtime.executor(&settings.executor, grid).map_err(|e| e.to_string())?;
     let mut exec = Timed::new(exec);
+    // Only where the node runs more threads than it has cores can a box's wall time count
+    // another thread's turn on the core, which reading the CPU clock takes out.
+    let mut node_threads = 0u64;
+    world.split_shared(0).all_reduce_into(&(settings.threads as u64), &mut node_threads, SystemOperation::sum());
+    exec.preempted(node_threads > summary::online_cores() as u64);
     let mut rec = Recorder::new(&settings.executor, settings.threads);
     // Rank 0 decides, from the start: its owners reach every rank. Every rank holds the whole
     // initial state, so the first partition, of the app's own estimate of each box's work,

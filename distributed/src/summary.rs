@@ -111,7 +111,8 @@ fn host() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-fn online_cores() -> usize {
+/// The cores the OS has online on this node.
+pub(crate) fn online_cores() -> usize {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).unwrap_or(1).max(1)

@@ -7,7 +7,8 @@
 //! a preempted box's wall time counts what the OS ran meanwhile, and the balancer would chase
 //! the OS scheduler; the scale takes that out, so a rank's loads sum to its CPU time. Timing
 //! each box with the CPU clock instead cost 0.74 µs per box, more than an md box with a few
-//! particles computes, and the calibrated overhead taken off left each rank ~10 % off.
+//! particles computes, and the calibrated overhead taken off left each rank ~10 % off. Where
+//! the node has a core for every thread, the CPU clock is not read ([`Timed::preempted`]).
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -22,6 +23,8 @@ pub struct Timed {
     nanos: Vec<AtomicU64>,
     /// The boxes timed (`None`: all); see [`Timed::time_only`].
     timed: Option<Vec<bool>>,
+    /// Whether wall times are scaled by the thread's CPU clock; see [`Timed::preempted`].
+    cpu_clock: bool,
 }
 
 fn thread_cpu_nanos() -> u64 {
@@ -44,7 +47,15 @@ impl Timed {
     /// `inner`, timed.
     pub fn new(inner: Box<dyn Executor + Send>) -> Timed {
         let nanos = (0..inner.boxes()).map(|_| AtomicU64::new(0)).collect();
-        Timed { inner, nanos, timed: None }
+        Timed { inner, nanos, timed: None, cpu_clock: true }
+    }
+
+    /// Whether threads may lose their core while they run boxes (more threads on the node than
+    /// cores; the default): then each range's wall times are scaled by the thread's CPU clock,
+    /// read around the range. With a core per thread that scale is 1 and its two system calls
+    /// per range are saved (md hands out its boxes one by one: two per box).
+    pub fn preempted(&mut self, may_be: bool) {
+        self.cpu_clock = may_be;
     }
 
     /// From now on, times only the boxes marked `true` (`None`: all); the others still run,
@@ -67,9 +78,9 @@ impl Timed {
     }
 }
 
-/// Runs the boxes `ks` with `task` and adds the scaled wall time of each one that `timed`
-/// marks (all without a mask) to `nanos`.
-fn run_timed(nanos: &[AtomicU64], timed: Option<&[bool]>, ks: Range<usize>, task: impl Fn(usize)) {
+/// Runs the boxes `ks` with `task` and adds the wall time of each one that `timed` marks (all
+/// without a mask) to `nanos`, scaled by the CPU clock's share of the range if `cpu_clock`.
+fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), ks: Range<usize>, task: impl Fn(usize)) {
     let is_timed = |k: usize| timed.is_none_or(|t| t[k]);
     if !ks.clone().any(is_timed) {
         ks.for_each(task);
@@ -77,7 +88,8 @@ fn run_timed(nanos: &[AtomicU64], timed: Option<&[bool]>, ks: Range<usize>, task
     }
     WALLS.with_borrow_mut(|walls| {
         walls.clear();
-        let (cpu, wall) = (thread_cpu_nanos(), Instant::now());
+        let read_cpu = || if cpu_clock { thread_cpu_nanos() } else { 0 };
+        let (cpu, wall) = (read_cpu(), Instant::now());
         for k in ks {
             if !is_timed(k) {
                 task(k);
@@ -87,10 +99,10 @@ fn run_timed(nanos: &[AtomicU64], timed: Option<&[bool]>, ks: Range<usize>, task
             task(k);
             walls.push((k, start.elapsed().as_nanos() as u64));
         }
-        let (cpu, wall) = (thread_cpu_nanos().saturating_sub(cpu) as f64, wall.elapsed().as_nanos() as f64);
+        let (cpu, wall) = (read_cpu().saturating_sub(cpu) as f64, wall.elapsed().as_nanos() as f64);
         // Under 1 when the thread was off its core during the range; never over (the CPU
         // clock's coarser updates can read a little more than the wall clock).
-        let scale = if wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };
+        let scale = if cpu_clock && wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };
         for &(k, ns) in walls.iter() {
             // Relaxed: the counters are read after the phase, whose end (the pool's barrier)
             // orders every task's writes before the caller's reads.
@@ -114,12 +126,12 @@ unsafe impl Executor for Timed {
         self.inner.boxes()
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let (nanos, timed) = (&self.nanos, self.timed.as_deref());
-        self.inner.run_phase(&|k| run_timed(nanos, timed, k..k + 1, task))
+        let (nanos, how) = (&self.nanos, (self.timed.as_deref(), self.cpu_clock));
+        self.inner.run_phase(&|k| run_timed(nanos, how, k..k + 1, task))
     }
     fn run_phase_ranges(&mut self, task: &(dyn Fn(Range<usize>) + Sync)) -> PhaseStats {
-        let (nanos, timed) = (&self.nanos, self.timed.as_deref());
-        self.inner.run_phase_ranges(&|ks| run_timed(nanos, timed, ks, |k| task(k..k + 1)))
+        let (nanos, how) = (&self.nanos, (self.timed.as_deref(), self.cpu_clock));
+        self.inner.run_phase_ranges(&|ks| run_timed(nanos, how, ks, |k| task(k..k + 1)))
     }
     fn end_iteration(&mut self) -> IterationEnd {
         self.inner.end_iteration()
@@ -196,5 +208,13 @@ mod tests {
         let loads = exec.take_loads();
         assert!(loads[0] + loads[1] < 0.025, "50 ms asleep counted: {loads:?}");
         assert!(loads[0] > 0.0 && loads[1] > 0.0, "{loads:?}");
+        // Told that no thread loses its core, the wrapper reads the wall clock alone.
+        exec.preempted(false);
+        for_each_box_mut(&mut exec, &mut out, |k, _| {
+            if k == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        assert!(exec.take_loads()[1] >= 0.05);
     }
 }

@@ -1,7 +1,7 @@
 //! An executor that also measures each box's time: the loads a rank shares with the others.
 //!
 //! A box's load is its wall time scaled by the share of its range of boxes during which its
-//! thread really ran: a wall clock around each box (`Instant`, ~20 ns a read) and the thread's
+//! thread really ran: a wall clock between boxes (`Instant`, ~20 ns a read) and the thread's
 //! CPU clock (`CLOCK_THREAD_CPUTIME_ID`, a system call of ~0.4 µs here) around each range the
 //! executor hands out. When ranks × threads exceed the cores (a laptop, a 2-core CI machine),
 //! a preempted box's wall time counts what the OS ran meanwhile, and the balancer would chase
@@ -90,16 +90,17 @@ fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), k
         walls.clear();
         let read_cpu = || if cpu_clock { thread_cpu_nanos() } else { 0 };
         let (cpu, wall) = (read_cpu(), Instant::now());
+        // One clock read per box: each box ends where the next begins.
+        let mut last = wall;
         for k in ks {
-            if !is_timed(k) {
-                task(k);
-                continue;
-            }
-            let start = Instant::now();
             task(k);
-            walls.push((k, start.elapsed().as_nanos() as u64));
+            let now = Instant::now();
+            if is_timed(k) {
+                walls.push((k, (now - last).as_nanos() as u64));
+            }
+            last = now;
         }
-        let (cpu, wall) = (read_cpu().saturating_sub(cpu) as f64, wall.elapsed().as_nanos() as f64);
+        let (cpu, wall) = (read_cpu().saturating_sub(cpu) as f64, (last - wall).as_nanos() as f64);
         // Under 1 when the thread was off its core during the range; never over (the CPU
         // clock's coarser updates can read a little more than the wall clock).
         let scale = if cpu_clock && wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };

@@ -2,8 +2,8 @@
 //! the ranks that own it or read it next (its halo); the same message carries a box to a new
 //! owner (a migration) and to its neighbours. One `MPI_Alltoall` of sizes, one
 //! `MPI_Alltoallv` of bytes. A reader gets the part of the box its tasks read
-//! ([`pbs_apps::distributed::part_for`]): of a stencil tile, the edges next to its boxes; of an md box two away from
-//! its boxes, the leave list.
+//! ([`pbs_apps::distributed::part_for`]): of a stencil tile, the edges next to its boxes; of
+//! an md box two away from its boxes, the leave list.
 //!
 //! A message to one rank is a run of records `box id (u64) · part code (u64) · length (u64) ·
 //! the part's bytes` ([`Distributed::pack_part`]).

@@ -60,8 +60,8 @@ impl Timed {
 
     /// From now on, times only the boxes marked `true` (`None`: all); the others still run,
     /// untimed, and their load reads 0. A rank's executor runs every box of the grid, the other
-    /// ranks' as tasks that return at once: on md with 64 × 64 boxes over 2 ranks, timing those
-    /// too cost more than the exchange. An error if the mask's length is not the box count.
+    /// ranks' as tasks that return at once, whose timing would cost more than they do. An
+    /// error if the mask's length is not the box count.
     pub fn time_only(&mut self, timed: Option<Vec<bool>>) -> Result<(), String> {
         match &timed {
             Some(m) if m.len() != self.nanos.len() => Err(format!("{} flags for {} boxes", m.len(), self.nanos.len())),

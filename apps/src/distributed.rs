@@ -198,12 +198,20 @@ pub const WHOLE: u64 = 0;
 /// owning a box within the app's halo, the part its tasks read
 /// ([`Distributed::reader_part`]); `None` to any other.
 pub fn part_for(app: &dyn Distributed, owners: &[u32], k: usize, process: u32) -> Option<u64> {
-    if owners[k] == process {
-        Some(WHOLE)
-    } else if readers(&app.grid(), owners, k, app.halo()).contains(&process) {
-        app.reader_part(owners, k, process)
+    if readers(&app.grid(), owners, k, app.halo()).contains(&process) {
+        part_for_reader(app, owners, k, process)
     } else {
         None
+    }
+}
+
+/// [`part_for`] for a `process` known to be among box `k`'s [`readers`] (as the exchange,
+/// which lists them, knows).
+pub fn part_for_reader(app: &dyn Distributed, owners: &[u32], k: usize, process: u32) -> Option<u64> {
+    if owners[k] == process {
+        Some(WHOLE)
+    } else {
+        app.reader_part(owners, k, process)
     }
 }
 
@@ -216,20 +224,14 @@ impl Faces {
     /// The faces of box `k` across which `owners` gives a neighbour to `process`.
     pub fn towards(grid: &pbs::Grid, owners: &[u32], k: usize, process: u32) -> Faces {
         let c = grid.coords(k);
-        let dims = [grid.nx, grid.ny, grid.nz];
         let mut bits = 0;
-        for axis in 0..3 {
-            for (side, step) in [(0, -1isize), (1, 1)] {
-                let Some(n) = c[axis].checked_add_signed(step).filter(|&n| n < dims[axis]) else {
-                    continue;
-                };
-                let mut at = c;
-                at[axis] = n;
-                if owners[grid.index(at[0], at[1], at[2])] == process {
-                    bits |= 1 << (2 * axis + side);
-                }
+        grid.for_each_neighbour(k, |n| {
+            if owners[n] == process {
+                let d = grid.coords(n);
+                let axis = (0..3).find(|&a| d[a] != c[a]).expect("a face neighbour differs along one axis");
+                bits |= 1 << (2 * axis + usize::from(d[axis] > c[axis]));
             }
-        }
+        });
         Faces(bits)
     }
 

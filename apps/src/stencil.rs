@@ -238,7 +238,7 @@ impl Distributed for Stencil {
             return Ok(());
         }
         let tile = &self.tiles[k];
-        for face in self.faces(k, part)? {
+        for face in self.faces(k, part)?.iter() {
             for c in self.face_cells(face) {
                 out.extend_from_slice(&tile[c].to_le_bytes());
             }
@@ -250,17 +250,12 @@ impl Distributed for Stencil {
             return self.unpack_box(k, bytes);
         }
         let faces = self.faces(k, part)?;
-        let want = faces.len() * self.side * 8;
-        if bytes.len() != want {
-            return Err(format!(
-                "{} bytes for {} faces of box {k}; a face has {} cells",
-                bytes.len(),
-                faces.len(),
-                self.side
-            ));
+        let count = faces.iter().count();
+        if bytes.len() != count * self.side * 8 {
+            return Err(format!("{} bytes for {count} faces of box {k}; a face has {} cells", bytes.len(), self.side));
         }
         let mut values = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
-        for face in faces {
+        for face in faces.iter() {
             for c in self.face_cells(face) {
                 self.tiles[k][c] = values.next().expect("counted above");
             }
@@ -271,9 +266,9 @@ impl Distributed for Stencil {
 
 impl Stencil {
     /// The faces a part code names (see [`Faces`]), refused unless they are faces of a 2D tile.
-    fn faces(&self, k: usize, part: u64) -> Result<Vec<(usize, usize)>, String> {
-        let faces: Vec<_> = Faces::from_bits(part).map_err(|e| format!("box {k}: {e}"))?.iter().collect();
-        match faces.iter().find(|&&(axis, _)| axis > 1) {
+    fn faces(&self, k: usize, part: u64) -> Result<Faces, String> {
+        let faces = Faces::from_bits(part).map_err(|e| format!("box {k}: {e}"))?;
+        match faces.iter().find(|&(axis, _)| axis > 1) {
             Some((axis, _)) => Err(format!("a face along axis {axis} for box {k}; the stencil's tiles are 2D")),
             None => Ok(faces),
         }

@@ -12,7 +12,7 @@ use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use mpi::Count;
 use pbs::Grid;
-use pbs_apps::distributed::{readers, Distributed, Reader, WHOLE};
+use pbs_apps::distributed::{part_for_reader, readers, Distributed, Reader, WHOLE};
 
 /// What one rank sends in one exchange.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -45,9 +45,7 @@ pub fn pack(
         // all who take it whole.
         let mut packed = false;
         for r in readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me) {
-            // `part_for`, with r known to be a reader.
-            let part = if r == new[k] { Some(WHOLE) } else { app.reader_part(new, k, r) };
-            let Some(part) = part else {
+            let Some(part) = part_for_reader(app, new, k, r) else {
                 continue;
             };
             let bytes = if part == WHOLE {

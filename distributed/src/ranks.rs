@@ -1,5 +1,9 @@
-//! Which rank owns which box: the decision rank 0 makes after every iteration from the box
-//! loads of all ranks. No MPI here, so it is tested like any balancer.
+//! Which rank owns which box: the decision rank 0 makes after every iteration. It sees each
+//! rank's sum of its boxes' loads ([`RankBalancer::observe`]), and asks for the loads of every
+//! box only when a rebalancing may follow ([`RankBalancer::balance_on`]): gathering a number
+//! per box from every rank after every iteration cost more than the decision. Each rank keeps
+//! its boxes' recent loads ([`LoadHistory`]). No MPI here, so it is tested like any balancer;
+//! [`RankBalancer::end_iteration`] is the same protocol in one process.
 //!
 //! - `pbs`: the pbs balancer with one vCore per rank, warm-started, through
 //!   [`pbs_scheduler::mapper::Mapper`]: the executor's decisions (Boulmier's eq. 24 with `C`
@@ -25,12 +29,21 @@ use pbs::diffusion::diffuse;
 use pbs::{metrics, Grid};
 use pbs_scheduler::criteria::{self, Criterion, Sample};
 use pbs_scheduler::executors::{PbsOptions, StaticBlocks};
-use pbs_scheduler::mapper::Mapper;
+use pbs_scheduler::mapper::{Mapper, Observed};
 
 /// The balancers across ranks, by name.
 pub const BALANCES: [&str; 4] = ["pbs", "rcb", "diffusion", "static"];
 
-/// What [`RankBalancer::end_iteration`] decided.
+/// What [`RankBalancer::observe`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Decided without the box loads: the owners stay.
+    Decided(Decision),
+    /// A rebalancing may follow: pass every box's loads to [`RankBalancer::balance_on`].
+    NeedsBoxLoads,
+}
+
+/// What a rank balancer decided after an iteration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     /// `max / mean` of the ranks' loads in the iteration that ended (under the old owners).
@@ -71,10 +84,10 @@ pub struct RankBalancer {
     kind: Kind,
     /// `pbs`, `diffusion`: the partition a from-scratch RCB would have at their rebalancings.
     shadow: Option<Vec<u32>>,
-    /// The box loads of the last iterations, oldest first (at most [`SMOOTHING`]).
-    recent: Vec<Vec<f64>>,
     /// Iterations seen.
     seen: usize,
+    /// When `observe` asked for the box loads: its start and the iteration's imbalance.
+    pending: Option<(Instant, f64)>,
 }
 
 /// Iterations whose loads the balancers do not see: the first one's times are those of page
@@ -86,6 +99,89 @@ pub const WARMUP: usize = 1;
 /// balancers: a box's CPU time is a few microseconds, and one iteration's measurement of it is
 /// noisy.
 pub const SMOOTHING: usize = 3;
+
+/// The loads of a rank's boxes over the last [`SMOOTHING`] iterations after the warm-up, oldest
+/// first: what each box's median, the load the balancers see, is taken over. Each rank writes
+/// only its own boxes' entries; before the owners change, the ranks sum their shares
+/// ([`LoadHistory::share`], [`LoadHistory::set_from_sum`]), so that a box's new owner holds its
+/// whole history.
+#[derive(Debug, Clone)]
+pub struct LoadHistory {
+    boxes: usize,
+    recent: Vec<Vec<f64>>,
+    seen: usize,
+}
+
+impl LoadHistory {
+    /// An empty history of `boxes` boxes.
+    pub fn new(boxes: usize) -> LoadHistory {
+        LoadHistory { boxes, recent: Vec::new(), seen: 0 }
+    }
+
+    /// Sees an iteration: `loads[i]` is box `boxes[i]`'s (each below the box count); the other
+    /// boxes' entries are not this rank's to know. The [`WARMUP`] iterations are left out.
+    pub fn push(&mut self, boxes: &[usize], loads: &[f64]) {
+        self.seen += 1;
+        if self.seen <= WARMUP {
+            return;
+        }
+        let mut latest = if self.recent.len() == SMOOTHING { self.recent.remove(0) } else { vec![0.0; self.boxes] };
+        for (&k, &l) in boxes.iter().zip(loads) {
+            latest[k] = l;
+        }
+        self.recent.push(latest);
+    }
+
+    /// Box `k`'s median over the recent iterations (0 before any). The loads are finite, so
+    /// `min` and `max` order them as a sort would.
+    fn median(&self, k: usize) -> f64 {
+        match &self.recent[..] {
+            [] => 0.0,
+            [a] => a[k],
+            [a, b] => a[k].max(b[k]),
+            [a, b, c] => a[k].min(b[k]).max(a[k].max(b[k]).min(c[k])),
+            _ => unreachable!("at most SMOOTHING = 3 iterations are kept"),
+        }
+    }
+
+    /// Every box's median.
+    pub fn smoothed(&self) -> Vec<f64> {
+        (0..self.boxes).map(|k| self.median(k)).collect()
+    }
+
+    /// The sum of the medians of `boxes`, in their order.
+    pub fn smoothed_sum(&self, boxes: impl IntoIterator<Item = usize>) -> f64 {
+        boxes.into_iter().fold(0.0, |sum, k| sum + self.median(k))
+    }
+
+    /// Every box's latest load (0 before any).
+    pub fn latest(&self) -> Vec<f64> {
+        self.recent.last().cloned().unwrap_or_else(|| vec![0.0; self.boxes])
+    }
+
+    /// The loads of the boxes that `mine` marks (one flag per box), iteration after iteration,
+    /// zeros elsewhere: summed over the ranks, every box's history.
+    pub fn share(&self, mine: &[bool]) -> Vec<f64> {
+        self.recent.iter().flat_map(|l| l.iter().zip(mine).map(|(&x, &m)| if m { x } else { 0.0 })).collect()
+    }
+
+    /// Takes the sum of every rank's [`LoadHistory::share`]. An error if its length is not
+    /// this history's.
+    pub fn set_from_sum(&mut self, sum: &[f64]) -> Result<(), String> {
+        if sum.len() != self.recent.len() * self.boxes {
+            return Err(format!(
+                "a history of {} values for {} iterations of {} boxes",
+                sum.len(),
+                self.recent.len(),
+                self.boxes
+            ));
+        }
+        for (l, s) in self.recent.iter_mut().zip(sum.chunks(self.boxes.max(1))) {
+            l.copy_from_slice(s);
+        }
+        Ok(())
+    }
+}
 
 impl RankBalancer {
     /// `balance` (one of [`BALANCES`]) over `ranks` ranks of `grid`, each rank owning at least
@@ -129,7 +225,7 @@ impl RankBalancer {
         let shadow = matches!(balance, "pbs" | "diffusion")
             .then(|| kway_rcb(&grid, start, ranks).map_err(|e| e.to_string()))
             .transpose()?;
-        Ok(RankBalancer { grid, ranks, owners, kind, shadow, recent: Vec::new(), seen: 0 })
+        Ok(RankBalancer { grid, ranks, owners, kind, shadow, seen: 0, pending: None })
     }
 
     /// The errors [`RankBalancer::new`] would return for these names and sizes, found
@@ -149,82 +245,95 @@ impl RankBalancer {
         &self.owners
     }
 
-    /// Each box's median over the recent iterations' loads, `latest` included.
-    fn smoothed(&mut self, latest: &[f64]) -> Vec<f64> {
-        if self.recent.len() == SMOOTHING {
-            self.recent.remove(0);
-        }
-        self.recent.push(latest.to_vec());
-        // Without a vector per box: the other ranks wait for rank 0's decision (docs/mpi.md).
-        // The loads are finite, checked by the caller, so `min` and `max` order them as a sort
-        // would.
-        if let [a, b, c] = &self.recent[..] {
-            return (0..latest.len()).map(|k| a[k].min(b[k]).max(a[k].max(b[k]).min(c[k]))).collect();
-        }
-        let mut v = [0.0; SMOOTHING];
-        let v = &mut v[..self.recent.len()];
-        (0..latest.len())
-            .map(|k| {
-                v.iter_mut().zip(&self.recent).for_each(|(x, l)| *x = l[k]);
-                v.sort_unstable_by(f64::total_cmp);
-                v[v.len() / 2]
-            })
-            .collect()
-    }
-
-    /// Ends an iteration whose measured box loads (seconds, every rank's boxes) are
-    /// `measured`, the boxes now weighing `bytes` each (what moving them costs): may change
-    /// the owners. The imbalance reported is the iteration's own; the balancers see each
-    /// box's median over the last [`SMOOTHING`] iterations.
-    pub fn end_iteration(&mut self, measured: &[f64], bytes: &[f64]) -> Result<Decision, String> {
+    /// Sees the iteration that ended through each rank's sum of its boxes' loads: `measured`,
+    /// this iteration's, and `smoothed`, the sum of its boxes' medians over the recent
+    /// iterations ([`LoadHistory::smoothed_sum`]). The imbalance reported is the measured one;
+    /// `pbs` decides on the smoothed sums, `rcb` and `diffusion`'s criterion on the measured
+    /// ones, as the box loads they then balance are smoothed. The time until
+    /// [`RankBalancer::balance_on`] returns, the gathering of the box loads included, is the
+    /// decision's. An error names a wrong length or a bad load.
+    pub fn observe(&mut self, measured: &[f64], smoothed: &[f64]) -> Result<Step, String> {
         let start = Instant::now();
-        let n = self.grid.len();
-        if measured.len() != n
-            || bytes.len() != n
-            || measured.iter().chain(bytes).any(|l| !(l.is_finite() && *l >= 0.0))
+        if measured.len() != self.ranks
+            || smoothed.len() != self.ranks
+            || measured.iter().chain(smoothed).any(|l| !(l.is_finite() && *l >= 0.0))
         {
             return Err(format!(
-                "{} box loads and {} sizes for {n} boxes, or a value that is not finite and ≥ 0",
+                "{} rank loads and {} smoothed for {} ranks, or a value that is not finite and ≥ 0",
                 measured.len(),
-                bytes.len(),
+                smoothed.len(),
+                self.ranks,
             ));
         }
-        let loads = metrics::charges(&self.owners, measured, self.ranks);
-        let mean = loads.iter().sum::<f64>() / self.ranks as f64;
-        let max = loads.iter().copied().fold(0.0, f64::max);
+        self.pending = None;
+        let mean = measured.iter().sum::<f64>() / self.ranks as f64;
+        let max = measured.iter().copied().fold(0.0, f64::max);
         let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
-        self.seen += 1;
-        if self.seen <= WARMUP {
-            return Ok(Decision {
+        let decided = |start: Instant| {
+            Step::Decided(Decision {
                 imbalance,
                 rebalanced: false,
                 migrations: 0,
                 seconds: start.elapsed().as_secs_f64(),
                 rcb_would_move: None,
                 balanced_on: None,
-            });
+            })
+        };
+        self.seen += 1;
+        if self.seen <= WARMUP {
+            return Ok(decided(start));
         }
-        let box_loads = &self.smoothed(measured);
+        let asks = match &mut self.kind {
+            Kind::Pbs(mapper) => mapper.observe(smoothed).map_err(|e| e.to_string())? == Observed::NeedsBoxLoads,
+            Kind::Recut { criterion, measured: seen_one, .. } => {
+                let min = measured.iter().copied().fold(f64::INFINITY, f64::min);
+                let asks = criterion.observe(Sample { max, mean, min });
+                asks || !*seen_one
+            }
+            Kind::Static => false,
+        };
+        if !asks {
+            return Ok(decided(start));
+        }
+        self.pending = Some((start, imbalance));
+        Ok(Step::NeedsBoxLoads)
+    }
+
+    /// After [`RankBalancer::observe`] asked for them: every box's load (its median over the
+    /// recent iterations, [`LoadHistory::smoothed`]) and every box's size in bytes (what
+    /// moving it costs); may change the owners. An error names a wrong length, a bad value
+    /// or a call that was not asked for.
+    pub fn balance_on(&mut self, box_loads: &[f64], bytes: &[f64]) -> Result<Decision, String> {
+        let n = self.grid.len();
+        if box_loads.len() != n
+            || bytes.len() != n
+            || box_loads.iter().chain(bytes).any(|l| !(l.is_finite() && *l >= 0.0))
+        {
+            return Err(format!(
+                "{} box loads and {} sizes for {n} boxes, or a value that is not finite and ≥ 0",
+                box_loads.len(),
+                bytes.len(),
+            ));
+        }
+        let Some((start, imbalance)) = self.pending.take() else {
+            return Err("box loads given without a request from observe".into());
+        };
         let before = self.owners.clone();
         match &mut self.kind {
             Kind::Pbs(mapper) => {
-                if mapper.end_iteration(box_loads).map_err(|e| e.to_string())?.migrations > 0 {
+                if mapper.balance_on(box_loads).map_err(|e| e.to_string())?.migrations > 0 {
                     self.owners.copy_from_slice(mapper.owners());
                 }
             }
             Kind::Recut { diffusion, criterion, measured } => {
-                let min = loads.iter().copied().fold(f64::INFINITY, f64::min);
-                let asks = criterion.observe(Sample { max, mean, min });
-                if asks || !*measured {
-                    *measured = true;
-                    self.owners = if *diffusion {
-                        diffuse(&self.grid, &self.owners, box_loads, bytes, self.ranks, DIFFUSION_LIMIT)
-                    } else {
-                        kway_rcb(&self.grid, box_loads, self.ranks)
-                    }
-                    .map_err(|e| e.to_string())?;
-                    criterion.rebalanced(start.elapsed().as_secs_f64());
+                *measured = true;
+                self.owners = if *diffusion {
+                    diffuse(&self.grid, &self.owners, box_loads, bytes, self.ranks, DIFFUSION_LIMIT)
+                } else {
+                    kway_rcb(&self.grid, box_loads, self.ranks)
                 }
+                .map_err(|e| e.to_string())?;
+                criterion.rebalanced(start.elapsed().as_secs_f64());
             }
             Kind::Static => {}
         }
@@ -237,8 +346,29 @@ impl RankBalancer {
             rcb_would_move = Some((0..rcb.len()).filter(|&k| rcb[k] != shadow[k]).collect());
             *shadow = rcb;
         }
-        let balanced_on = (migrations > 0).then(|| box_loads.clone());
+        let balanced_on = (migrations > 0).then(|| box_loads.to_vec());
         Ok(Decision { imbalance, rebalanced: migrations > 0, migrations, seconds, rcb_would_move, balanced_on })
+    }
+
+    /// [`RankBalancer::observe`] and, when asked, [`RankBalancer::balance_on`] in one process,
+    /// from every box's `measured` loads (seconds, every rank's boxes) and sizes `bytes`;
+    /// `history` sees the loads first. What `pbs-mpi` does across ranks.
+    pub fn end_iteration(
+        &mut self,
+        history: &mut LoadHistory,
+        measured: &[f64],
+        bytes: &[f64],
+    ) -> Result<Decision, String> {
+        if measured.len() != self.grid.len() {
+            return Err(format!("{} box loads for {} boxes", measured.len(), self.grid.len()));
+        }
+        let all: Vec<usize> = (0..measured.len()).collect();
+        history.push(&all, measured);
+        let sums = |loads: &[f64]| metrics::charges(&self.owners, loads, self.ranks);
+        match self.observe(&sums(measured), &sums(&history.smoothed()))? {
+            Step::Decided(d) => Ok(d),
+            Step::NeedsBoxLoads => self.balance_on(&history.smoothed(), bytes),
+        }
     }
 
     /// Adds the seconds spent moving the boxes of the last rebalancing to the cost the
@@ -298,27 +428,67 @@ mod tests {
     use super::*;
 
     /// Each box's load reaches the balancers as its median over the last `SMOOTHING`
-    /// iterations (fewer at the start), ties and repeats included.
+    /// iterations after the warm-up (fewer at the start), ties and repeats included.
     #[test]
     fn smoothed_loads_are_each_box_median_of_the_recent_iterations() {
-        let grid = Grid::new(6, 4).unwrap();
-        let mut b = RankBalancer::new("static", grid, 2, "boulmier", None).unwrap();
+        let n = 24;
+        let all: Vec<usize> = (0..n).collect();
+        let mut h = LoadHistory::new(n);
+        h.push(&all, &vec![1e9; n]);
+        assert_eq!(h.smoothed(), vec![0.0; n], "the warm-up is left out");
         let mut rng = pbs::rng::SplitMix64::new(9);
         let mut history: Vec<Vec<f64>> = Vec::new();
         for _ in 0..7 {
             // Few distinct values, so that ties occur.
-            let latest: Vec<f64> = (0..grid.len()).map(|_| (rng.next_f64() * 4.0).floor()).collect();
+            let latest: Vec<f64> = (0..n).map(|_| (rng.next_f64() * 4.0).floor()).collect();
             history.push(latest.clone());
+            h.push(&all, &latest);
             let recent = &history[history.len().saturating_sub(SMOOTHING)..];
-            let want: Vec<f64> = (0..grid.len())
+            let want: Vec<f64> = (0..n)
                 .map(|k| {
                     let mut v: Vec<f64> = recent.iter().map(|l| l[k]).collect();
                     v.sort_by(f64::total_cmp);
                     v[v.len() / 2]
                 })
                 .collect();
-            assert_eq!(b.smoothed(&latest), want);
+            assert_eq!(h.smoothed(), want);
+            assert_eq!(h.smoothed_sum([3, 5]), want[3] + want[5]);
         }
+    }
+
+    /// Ranks that each write only their own boxes, and sum their shares when the owners
+    /// change, hold the history one process holding every box would.
+    #[test]
+    fn summed_shares_give_every_rank_the_whole_history() {
+        let n = 10;
+        let mut rng = pbs::rng::SplitMix64::new(4);
+        let mut owners: Vec<u32> = (0..n).map(|k| u32::from(k >= 5)).collect();
+        let (mut whole, mut ranks) = (LoadHistory::new(n), [LoadHistory::new(n), LoadHistory::new(n)]);
+        for it in 0..12 {
+            let loads: Vec<f64> = (0..n).map(|_| rng.next_f64()).collect();
+            whole.push(&(0..n).collect::<Vec<_>>(), &loads);
+            for (r, h) in ranks.iter_mut().enumerate() {
+                let mine: Vec<usize> = (0..n).filter(|&k| owners[k] as usize == r).collect();
+                let theirs: Vec<f64> = mine.iter().map(|&k| loads[k]).collect();
+                h.push(&mine, &theirs);
+                let sum = h.smoothed_sum(mine.iter().copied());
+                assert_eq!(sum, whole.smoothed_sum(mine), "iteration {it}, rank {r}");
+            }
+            if it % 3 == 2 {
+                // A rebalancing: the shares summed, then boxes change owner.
+                let shares: Vec<Vec<f64>> = (0..2)
+                    .map(|r| ranks[r].share(&owners.iter().map(|&o| o as usize == r).collect::<Vec<_>>()))
+                    .collect();
+                let sum: Vec<f64> = shares[0].iter().zip(&shares[1]).map(|(a, b)| a + b).collect();
+                for h in &mut ranks {
+                    h.set_from_sum(&sum).unwrap();
+                    assert_eq!(h.smoothed(), whole.smoothed(), "iteration {it}");
+                    assert_eq!(h.latest(), whole.latest());
+                }
+                owners.iter_mut().for_each(|o| *o = u32::from(rng.next_f64() < 0.5));
+            }
+        }
+        assert!(ranks[0].set_from_sum(&[1.0; 3]).unwrap_err().contains("3 values for 3 iterations of 10 boxes"));
     }
 
     /// A heavy corner that drifts along the diagonal, step by step. Boxes of 10-90 ms: the
@@ -346,9 +516,11 @@ mod tests {
         let mut last = Vec::new();
         for name in BALANCES {
             let mut b = RankBalancer::new(name, grid, 4, "boulmier", None).unwrap();
+            let mut history = LoadHistory::new(grid.len());
             let mut moved = 0;
             for step in 0..60 {
-                moved += b.end_iteration(&drifting(grid, step), &vec![100.0; grid.len()]).unwrap().migrations;
+                moved +=
+                    b.end_iteration(&mut history, &drifting(grid, step), &vec![100.0; grid.len()]).unwrap().migrations;
             }
             let after = imbalance(b.owners(), &drifting(grid, 60), 4);
             last.push((name, after, moved));
@@ -362,6 +534,33 @@ mod tests {
         assert!(pbs < 0.75 * fixed && rcb < 0.75 * fixed && diffusion < 0.75 * fixed, "{last:?}");
         assert!(fixed > 1.3 && fixed_moved == 0, "{last:?}");
         assert!(pbs_moved > 0 && diffusion_moved > 0);
+    }
+
+    /// On balanced ranks the box loads are asked for once, at the first measured iteration;
+    /// `static` never asks; a call out of turn or of the wrong size is named.
+    #[test]
+    fn box_loads_are_asked_for_only_when_a_rebalancing_may_follow() {
+        let grid = Grid::new(16, 16).unwrap();
+        let (box_loads, bytes) = (vec![1e-2; grid.len()], vec![8.0; grid.len()]);
+        for name in BALANCES {
+            let mut b = RankBalancer::new(name, grid, 4, "boulmier", None).unwrap();
+            assert!(b.balance_on(&box_loads, &bytes).unwrap_err().contains("without a request"));
+            let sums = metrics::charges(b.owners(), &box_loads, 4);
+            let mut asked = Vec::new();
+            for it in 0..50 {
+                match b.observe(&sums, &sums).unwrap() {
+                    Step::Decided(d) => assert!(!d.rebalanced && d.imbalance < 1.05, "{name}: {d:?}"),
+                    Step::NeedsBoxLoads => {
+                        asked.push(it);
+                        assert_eq!(b.balance_on(&box_loads, &bytes).unwrap().migrations, 0, "{name}");
+                    }
+                }
+            }
+            let want: &[usize] = if name == "static" { &[] } else { &[WARMUP] };
+            assert_eq!(asked, want, "{name}");
+            assert!(b.observe(&[1.0; 3], &[1.0; 3]).unwrap_err().contains("3 rank loads"));
+            assert!(b.observe(&[1.0, 1.0, f64::NAN, 1.0], &sums).is_err());
+        }
     }
 
     #[test]

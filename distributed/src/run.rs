@@ -3,8 +3,9 @@
 //! Every rank builds the whole app from the seed (so each starts with every box's data), and
 //! then, each iteration:
 //! 1. computes the boxes it owns on its threads (the executor maps them, `pbs` by default);
-//! 2. shares its boxes' times on their cores (`timed.rs`) and their packed sizes with every
-//!    rank (`MPI_Allreduce`, a sum of vectors each rank fills only at its own boxes), so that
+//! 2. tells rank 0 its boxes' summed times on their cores (`MPI_Gather`, two numbers a rank);
+//!    only when rank 0's criterion asks do the ranks share every box's recent times and packed
+//!    size (`MPI_Allreduce`, a sum of vectors each rank fills only at its own boxes), so that
 //!    a rank can map the boxes it receives to its threads at once;
 //! 3. receives rank 0's decision (`ranks.rs`) (`MPI_Bcast`: whether the owners changed, and the new ones);
 //! 4. exchanges boxes ([`crate::exchange`]): to new owners and to the ranks that read them.
@@ -18,6 +19,7 @@ use std::time::Instant;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use pbs::Grid;
+use pbs_apps::distributed::Distributed;
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::Runtime;
@@ -25,7 +27,7 @@ use pbs_scheduler::topology::Topology;
 use pbs_scheduler::{BoxTimer, Executor};
 
 use crate::exchange;
-use crate::ranks::{self, Decision, RankBalancer};
+use crate::ranks::{self, Decision, LoadHistory, RankBalancer, Step};
 use crate::summary::{self, Summary};
 use crate::timed::Timed;
 
@@ -108,32 +110,71 @@ pub(crate) struct Tally {
     pub halo_bytes: u64,
 }
 
-/// Rank 0's decision after an iteration, known to every rank: the owners for the next one
-/// (`None`: unchanged).
+/// Rank 0's decision after an iteration, known to every rank.
+struct Decided {
+    /// The owners for the next iteration (`None`: unchanged).
+    next: Option<Vec<u32>>,
+    /// Rank 0's decision.
+    decision: Option<Decision>,
+    /// Every box's packed size in bytes, when the box loads were gathered.
+    sizes: Option<Vec<f64>>,
+}
+
+/// Rank 0 decides from each rank's `sums` (its boxes' measured and smoothed loads:
+/// `MPI_Gather`), and asks for every box's load history and size when a rebalancing may follow
+/// (`MPI_Allreduce` of vectors each rank fills at its own boxes: every rank then holds the
+/// history of the boxes it may receive); the decision reaches every rank (`MPI_Bcast`).
 fn decide(
     world: &impl Communicator,
-    balancer: Option<&mut RankBalancer>,
-    (loads, sizes): (&[f64], &[f64]),
-    tally: &mut Tally,
-) -> Result<(Option<Vec<u32>>, Option<Decision>), String> {
+    mut balancer: Option<&mut RankBalancer>,
+    history: &mut LoadHistory,
+    sums: [f64; 2],
+    (owners, me): (&[u32], usize),
+    app: &dyn Distributed,
+) -> Result<Decided, String> {
     let root = world.process_at_rank(0);
+    let ranks = world.size() as usize;
+    let mut decided = Decided { next: None, decision: None, sizes: None };
+    let mut asks = 0u8;
+    if let Some(b) = balancer.as_deref_mut() {
+        let mut all = vec![0.0; 2 * ranks];
+        root.gather_into_root(&sums[..], &mut all[..]);
+        let (measured, smoothed): (Vec<f64>, Vec<f64>) = all.chunks(2).map(|s| (s[0], s[1])).unzip();
+        match b.observe(&measured, &smoothed)? {
+            Step::Decided(d) => decided.decision = Some(d),
+            Step::NeedsBoxLoads => asks = 1,
+        }
+    } else {
+        root.gather_into(&sums[..]);
+    }
+    root.broadcast_into(&mut asks);
+    if asks == 0 {
+        return Ok(decided);
+    }
+    let n = owners.len();
+    let mine: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
+    let mut share = history.share(&mine);
+    share.extend((0..n).map(|k| if mine[k] { app.packed_len(k) as f64 } else { 0.0 }));
+    let mut sum = vec![0.0; share.len()];
+    world.all_reduce_into(&share[..], &mut sum[..], SystemOperation::sum());
+    let sizes = sum.split_off(sum.len() - n);
+    history.set_from_sum(&sum)?;
     let mut changed = 0u8;
-    let mut decision = None;
     let mut next = Vec::new();
     if let Some(b) = balancer {
-        let d = b.end_iteration(loads, sizes)?;
-        tally.imbalance.push(d.imbalance);
+        let d = b.balance_on(&history.smoothed(), &sizes)?;
         changed = u8::from(d.rebalanced);
         next = b.owners().to_vec();
-        decision = Some(d);
+        decided.decision = Some(d);
     }
+    decided.sizes = Some(sizes);
     root.broadcast_into(&mut changed);
-    if changed == 0 {
-        return Ok((None, decision));
+    if changed == 1 {
+        next.resize(n, 0);
+        root.broadcast_into(&mut next[..]);
+        decided.next = Some(next);
     }
-    next.resize(loads.len(), 0);
-    root.broadcast_into(&mut next[..]);
-    Ok((Some(next), decision))
+    Ok(decided)
 }
 
 /// At a rebalancing, on rank 0: the bytes of the boxes that change owner, the least bytes any
@@ -214,27 +255,28 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
     hint_local(&mut exec, &estimate, &local)?;
     app.compute_only(Some(local))?;
+    let own = |owners: &[u32]| -> Vec<usize> { (0..owners.len()).filter(|&k| owners[k] as usize == me).collect() };
+    let mut mine = own(&owners);
+    let mut history = LoadHistory::new(grid.len());
     let mut tally = Tally::default();
     for it in 0..settings.iters {
         inject(&settings.fail, me, it);
         let start = Instant::now();
         app.iterate(&mut exec, &mut rec, None);
         tally.compute_ms.push(start.elapsed().as_secs_f64() * 1e3);
-        let loads = exec.take_loads();
-        // This rank's boxes: their times, then their packed sizes (what moving them costs).
-        let n = grid.len();
-        let mut mine = vec![0.0; 2 * n];
-        for k in (0..n).filter(|&k| owners[k] as usize == me) {
-            mine[k] = loads[k];
-            mine[n + k] = app.packed_len(k) as f64;
+        // This rank's boxes' times on their cores, and their sums (in box order, as
+        // `metrics::charges` adds them).
+        let loads = exec.take_loads_of(&mine);
+        history.push(&mine, &loads);
+        let sums = [loads.iter().fold(0.0, |a, &l| a + l), history.smoothed_sum(mine.iter().copied())];
+        let decided = decide(world, balancer.as_mut(), &mut history, sums, (&owners, me), app.as_ref())?;
+        let (next, decision) = (decided.next, decided.decision);
+        if let Some(d) = &decision {
+            tally.imbalance.push(d.imbalance);
         }
-        let mut both = vec![0.0; 2 * n];
-        world.all_reduce_into(&mine[..], &mut both[..], SystemOperation::sum());
-        let (all, sizes) = both.split_at(n);
-        let (next, decision) = decide(world, balancer.as_mut(), (all, sizes), &mut tally)?;
         if let Some(next) = &next {
             tally.rebalancing_iterations.push(it);
-            if let Some(d) = &decision {
+            if let (Some(d), Some(sizes)) = (&decision, &decided.sizes) {
                 count_rebalancing_bytes(sizes, (&owners, next), d, ranks, &mut tally);
             }
         }
@@ -248,8 +290,9 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             let local: Vec<bool> = next.iter().map(|&o| o as usize == me).collect();
             // The threads' mapping follows at once, on this iteration's loads of the boxes
             // now here (those that arrived, as their last rank measured them).
-            hint_local(&mut exec, all, &local)?;
+            hint_local(&mut exec, &history.latest(), &local)?;
             app.compute_only(Some(local))?;
+            mine = own(&next);
             owners = next;
         }
         let exchange_s = exchange_start.elapsed().as_secs_f64();

@@ -76,6 +76,13 @@ impl Timed {
     pub fn take_loads(&mut self) -> Vec<f64> {
         self.nanos.iter_mut().map(|n| std::mem::take(n.get_mut()) as f64 * 1e-9).collect()
     }
+
+    /// The seconds of the boxes `boxes` since the last call, in their order, their counters
+    /// reset: [`Timed::take_loads`] for a rank that times only its own boxes (the others' read
+    /// 0), without a pass over the whole grid.
+    pub fn take_loads_of(&mut self, boxes: &[usize]) -> Vec<f64> {
+        boxes.iter().map(|&k| std::mem::take(self.nanos[k].get_mut()) as f64 * 1e-9).collect()
+    }
 }
 
 /// Runs the boxes `ks` with `task` and adds the wall time of each one that `timed` marks (all
@@ -191,6 +198,13 @@ mod tests {
         let loads = exec.take_loads();
         assert!(loads[0] > 0.0 && loads[2] > 0.0, "{loads:?}");
         assert!([1, 3, 4, 5].iter().all(|&k| loads[k] == 0.0), "{loads:?}");
+        // Taken box by box: the same, and reset.
+        for_each_box_mut(&mut exec, &mut runs, |_, _| {
+            std::hint::black_box(spin(100_000));
+        });
+        let some = exec.take_loads_of(&[2, 0]);
+        assert!(some[0] > 0.0 && some[1] > 0.0, "{some:?}");
+        assert_eq!(exec.take_loads_of(&[0, 2]), vec![0.0; 2]);
     }
 
     /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is

@@ -22,6 +22,24 @@ use crate::executor::IterationEnd;
 use crate::executors::check::{Check, RecentLoads};
 use crate::executors::{victim_order, PbsOptions};
 
+/// What [`Mapper::observe`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observed {
+    /// The iteration ended without a rebalancing.
+    Ended(IterationEnd),
+    /// A rebalancing may follow: pass the iteration's box loads to [`Mapper::balance_on`].
+    NeedsBoxLoads,
+}
+
+/// An iteration observed whose box loads are awaited.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    start: Instant,
+    max_avg: f64,
+    first: bool,
+    correcting: bool,
+}
+
 /// The balancer, its criterion and its check over a grid and a number of workers.
 pub struct Mapper {
     grid: Grid,
@@ -37,6 +55,8 @@ pub struct Mapper {
     last_cost: f64,
     /// Whether the last `end_iteration` rebalanced (what `add_to_last_cost` adds to).
     just_rebalanced: bool,
+    /// What `observe` found when it asked for the box loads.
+    pending: Option<Pending>,
     tol: f64,
     trigger: f64,
     steps: usize,
@@ -77,6 +97,7 @@ impl Mapper {
             iterations: 0,
             last_cost,
             just_rebalanced: false,
+            pending: None,
             tol: options.tol,
             trigger: options.trigger,
             steps: options.steps_per_rebalance,
@@ -104,27 +125,70 @@ impl Mapper {
     /// first measurement or a failed check asks for it and the loads are over the trigger.
     /// An error names a wrong length or a bad load; nothing changes then.
     pub fn end_iteration(&mut self, box_loads: &[f64]) -> crate::Result<IterationEnd> {
-        let start = Instant::now();
-        let parts = self.vcores.len();
-        let problem = Problem::new(self.grid, box_loads, parts)?;
-        let mut loads = metrics::charges(self.vcores.owners(), box_loads, parts);
+        pbs::problem::validate_loads(&self.grid, box_loads)?;
+        let mut loads = metrics::charges(self.vcores.owners(), box_loads, self.vcores.len());
         loads.resize(self.workers, 0.0);
-        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+        match self.observe(&loads)? {
+            Observed::Ended(end) => Ok(end),
+            Observed::NeedsBoxLoads => self.balance_on(box_loads),
+        }
+    }
+
+    /// The first half of [`Mapper::end_iteration`], for a caller whose box loads are costly to
+    /// gather (`pbs-mpi`: they are spread over the ranks) while each worker's sum of its boxes'
+    /// loads is cheap: the criterion and the check see `worker_loads` (one per worker, finite
+    /// and ≥ 0), and the box loads are asked for only when a rebalancing may follow. The
+    /// decisions are those of `end_iteration` given the same loads; the time until
+    /// [`Mapper::balance_on`] returns (the caller's gathering included) is the rebalancing's
+    /// cost `C`. An error names a wrong length or a bad load; nothing changes then.
+    pub fn observe(&mut self, worker_loads: &[f64]) -> crate::Result<Observed> {
+        let start = Instant::now();
+        if worker_loads.len() != self.workers || worker_loads.iter().any(|l| !(l.is_finite() && *l >= 0.0)) {
+            let value = format!("{} loads for {} workers, or one not finite and ≥ 0", worker_loads.len(), self.workers);
+            return Err(pbs::Error::Parameter {
+                name: "worker_loads",
+                value,
+                reason: "one finite load ≥ 0 per worker",
+            }
+            .into());
+        }
+        let mean = worker_loads.iter().sum::<f64>() / worker_loads.len() as f64;
         let sample = Sample {
-            max: loads.iter().copied().fold(0.0, f64::max),
+            max: worker_loads.iter().copied().fold(0.0, f64::max),
             mean,
-            min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+            min: worker_loads.iter().copied().fold(f64::INFINITY, f64::min),
         };
         let max_avg = if mean > 0.0 { sample.max / mean } else { 1.0 };
-        self.recent.push(&loads);
-        let mut end = IterationEnd { max_avg, ..Default::default() };
+        self.recent.push(worker_loads);
         let first = self.iterations == 0;
         self.iterations += 1;
         self.just_rebalanced = false;
+        self.pending = None;
         let correcting = self.check.fails(max_avg, &sample, self.iterations, self.trigger, self.last_cost);
         if !(self.criterion.observe(sample) || first || correcting) {
-            return Ok(end);
+            return Ok(Observed::Ended(IterationEnd { max_avg, ..Default::default() }));
         }
+        self.pending = Some(Pending { start, max_avg, first, correcting });
+        Ok(Observed::NeedsBoxLoads)
+    }
+
+    /// The second half of [`Mapper::end_iteration`], after [`Mapper::observe`] asked for the
+    /// box loads of the iteration it observed: rebalances when they put the owners over the
+    /// trigger. An error names a wrong length or a bad load (nothing changes then; the call
+    /// may be repeated), or a call that `observe` did not ask for.
+    pub fn balance_on(&mut self, box_loads: &[f64]) -> crate::Result<IterationEnd> {
+        let Some(Pending { start, max_avg, first, correcting }) = self.pending else {
+            let value = "no pending iteration".to_string();
+            return Err(pbs::Error::Parameter {
+                name: "balance_on",
+                value,
+                reason: "called after observe asked for box loads",
+            }
+            .into());
+        };
+        let problem = Problem::new(self.grid, box_loads, self.vcores.len())?;
+        self.pending = None;
+        let mut end = IterationEnd { max_avg, ..Default::default() };
         self.vcores.recharge(&problem);
         let (now, bound) = (self.vcores.max_avg(), problem.lower_bound());
         let checked = first || correcting;
@@ -282,6 +346,50 @@ mod tests {
         assert!((costs[1] - costs[0] - 0.5).abs() < 1e-12, "{costs:?}");
         assert!(m.add_to_last_cost(f64::NAN).is_err());
         assert!(!m.end_iteration(&corner(grid, 4.0)).unwrap().rebalanced || m.add_to_last_cost(0.0).unwrap());
+    }
+
+    /// Observing the workers' loads, with the box loads given only when asked, decides as
+    /// `end_iteration` does on the same loads.
+    #[test]
+    fn observing_then_balancing_when_asked_decides_as_end_iteration() {
+        let grid = Grid::new(24, 24).unwrap();
+        // A criterion that reads no clock, so that both mappers decide alike.
+        let options = || PbsOptions {
+            criterion: Some(crate::criteria::by_name("periodic:4", 0.0).unwrap()),
+            ..PbsOptions::default()
+        };
+        let (mut whole, mut split) =
+            (Mapper::new(grid, 4, options()).unwrap(), Mapper::new(grid, 4, options()).unwrap());
+        assert!(split.balance_on(&corner(grid, 2.0)).is_err(), "no box loads asked for yet");
+        let (mut asked, mut rebalanced) = (0, 0);
+        for step in 0..60 {
+            // A heavy square drifting along the diagonal.
+            let loads: Vec<f64> = (0..grid.len())
+                .map(|k| {
+                    let (x, y) = (k % 24, k / 24);
+                    if (step / 3..step / 3 + 8).contains(&x) && (step / 4..step / 4 + 8).contains(&y) {
+                        5.0
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
+            let a = whole.end_iteration(&loads).unwrap();
+            let b = match split.observe(&metrics::charges(split.owners(), &loads, 4)).unwrap() {
+                Observed::Ended(end) => end,
+                Observed::NeedsBoxLoads => {
+                    asked += 1;
+                    split.balance_on(&loads).unwrap()
+                }
+            };
+            let decided = |e: &IterationEnd| (e.max_avg, e.rebalanced, e.migrations, e.rebalance_restarted);
+            assert_eq!(decided(&a), decided(&b), "iteration {step}");
+            assert_eq!(whole.owners(), split.owners(), "iteration {step}");
+            rebalanced += usize::from(a.migrations > 0);
+        }
+        assert!(rebalanced > 2 && asked < 30, "{rebalanced} rebalancings, box loads asked {asked} times");
+        assert!(split.observe(&[1.0; 3]).unwrap_err().to_string().contains("3 loads for 4 workers"));
+        assert!(split.observe(&[1.0, f64::NAN, 1.0, 1.0]).is_err());
     }
 
     #[test]

@@ -166,7 +166,9 @@ pub trait Distributed: GridApp {
     /// itself, reads of box `k`, as a part code for [`Distributed::pack_part`]: `Some(0)` for
     /// the whole box (the default), `None` when its tasks read nothing of it. The stencil's
     /// tasks read one edge of each face neighbour (the code is the [`Faces`] towards the
-    /// process's boxes); md's read only the leave list of a box two away.
+    /// process's boxes); md's read only the leave list of a box two away. A function of the
+    /// owners alone, not of the box's data: a rank lists its sends when the owners change and
+    /// keeps them while they stay.
     fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
         let _ = (owners, k, process);
         Some(WHOLE)

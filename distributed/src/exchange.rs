@@ -27,46 +27,58 @@ pub struct Outgoing {
     pub halo_bytes: usize,
 }
 
-/// Packs the boxes `me` owned (`old`) for the ranks that need them under `new`. An error is
-/// the app's refusal of a part it named itself (a bug in the app).
-pub fn pack(
-    app: &dyn Distributed,
-    grid: &Grid,
-    old: &[u32],
-    new: &[u32],
-    me: u32,
-    ranks: usize,
-) -> Result<Outgoing, String> {
+/// Who gets which part of which box of one rank: a function of the owners alone, so that a
+/// rank lists it when they change and keeps it while they stay (listing it passes over the
+/// whole grid).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    /// By box: the box, the rank it goes to, the part, and whether that rank is its new owner.
+    sends: Vec<(usize, u32, u64, bool)>,
+}
+
+impl Plan {
+    /// The sends of the boxes `me` owned (`old`) to the ranks that need them under `new`.
+    pub fn new(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u32) -> Plan {
+        let mut sends = Vec::new();
+        let near = near_others(grid, new, me, app.halo());
+        for k in (0..grid.len()).filter(|&k| old[k] == me && near[k]) {
+            // Whoever needs box k owns a box within the halo.
+            for r in readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me) {
+                if let Some(part) = part_for_reader(app, new, k, r) {
+                    sends.push((k, r, part, r == new[k]));
+                }
+            }
+        }
+        Plan { sends }
+    }
+}
+
+/// Packs the boxes of `plan` for the `ranks` ranks. An error is the app's refusal of a part it
+/// named itself (a bug in the app).
+pub fn pack(app: &dyn Distributed, plan: &Plan, ranks: usize) -> Result<Outgoing, String> {
     let mut out = Outgoing { to: vec![Vec::new(); ranks], ..Outgoing::default() };
     let (mut whole, mut part_bytes) = (Vec::new(), Vec::new());
-    let near = near_others(grid, new, me, app.halo());
-    for k in (0..grid.len()).filter(|&k| old[k] == me && near[k]) {
-        // Whoever needs box k owns a box within the halo. The whole box is packed once, for
-        // all who take it whole.
-        let mut packed = false;
-        for r in readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me) {
-            let Some(part) = part_for_reader(app, new, k, r) else {
-                continue;
-            };
-            let bytes = if part == WHOLE {
-                if !packed {
-                    whole.clear();
-                    app.pack_box(k, &mut whole);
-                    packed = true;
-                }
-                &whole
-            } else {
-                part_bytes.clear();
-                app.pack_part(k, part, &mut part_bytes)?;
-                &part_bytes
-            };
-            record(&mut out.to[r as usize], k, part, bytes);
-            if r == new[k] {
-                out.migrated_boxes += 1;
-                out.migrated_bytes += bytes.len();
-            } else {
-                out.halo_bytes += bytes.len();
+    // The box whose whole bytes `whole` holds: packed once, for all who take it whole.
+    let mut packed = None;
+    for &(k, r, part, migrates) in &plan.sends {
+        let bytes = if part == WHOLE {
+            if packed != Some(k) {
+                whole.clear();
+                app.pack_box(k, &mut whole);
+                packed = Some(k);
             }
+            &whole
+        } else {
+            part_bytes.clear();
+            app.pack_part(k, part, &mut part_bytes)?;
+            &part_bytes
+        };
+        record(&mut out.to[r as usize], k, part, bytes);
+        if migrates {
+            out.migrated_boxes += 1;
+            out.migrated_bytes += bytes.len();
+        } else {
+            out.halo_bytes += bytes.len();
         }
     }
     Ok(out)
@@ -209,7 +221,7 @@ mod tests {
         let app = pbs_apps::distributed::build("stencil", "drift", 6, 1, 1).unwrap();
         let old = [0, 0, 0, 1, 1, 1];
         let new = [0, 0, 1, 1, 1, 2];
-        let out = pack(app.as_ref(), &grid, &old, &new, 0, 3).unwrap();
+        let out = pack(app.as_ref(), &Plan::new(app.as_ref(), &grid, &old, &new, 0), 3).unwrap();
         // Box 2 moves to rank 1, whole; rank 1 reads box 1's face towards box 2 (the stencil
         // reads faces); rank 2 reads nothing of 0's.
         assert_eq!(out.migrated_boxes, 1);

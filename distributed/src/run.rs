@@ -258,6 +258,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let own = |owners: &[u32]| -> Vec<usize> { (0..owners.len()).filter(|&k| owners[k] as usize == me).collect() };
     let mut mine = own(&owners);
     let mut history = LoadHistory::new(grid.len());
+    let mut steady = exchange::Plan::new(app.as_ref(), &grid, &owners, &owners, me as u32);
     let mut tally = Tally::default();
     for it in 0..settings.iters {
         inject(&settings.fail, me, it);
@@ -281,7 +282,14 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             }
         }
         let exchange_start = Instant::now();
-        let out = exchange::pack(app.as_ref(), &grid, &owners, next.as_deref().unwrap_or(&owners), me as u32, ranks)?;
+        let out = match &next {
+            Some(next) => exchange::pack(
+                app.as_ref(),
+                &exchange::Plan::new(app.as_ref(), &grid, &owners, next, me as u32),
+                ranks,
+            )?,
+            None => exchange::pack(app.as_ref(), &steady, ranks)?,
+        };
         exchange::unpack(app.as_mut(), grid.len(), &exchange::all_to_all(world, &out)?)?;
         tally.migrated_boxes += out.migrated_boxes as u64;
         tally.migrated_bytes += out.migrated_bytes as u64;
@@ -293,6 +301,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             hint_local(&mut exec, &history.latest(), &local)?;
             app.compute_only(Some(local))?;
             mine = own(&next);
+            steady = exchange::Plan::new(app.as_ref(), &grid, &next, &next, me as u32);
             owners = next;
         }
         let exchange_s = exchange_start.elapsed().as_secs_f64();

@@ -1,7 +1,9 @@
 //! An executor that also measures each box's time: the loads a rank shares with the others.
 //!
 //! A box's load is its wall time scaled by the share of its range of boxes during which its
-//! thread really ran: a wall clock between boxes (`Instant`, ~20 ns a read) and the thread's
+//! thread really ran: a wall clock between boxes (the executors' tick counter,
+//! [`pbs_scheduler::clock::ticks`], a few nanoseconds a read against ~25 for `Instant`; with
+//! `Instant` this timing was 12–15 % of md's compute on one thread) and the thread's
 //! CPU clock (`CLOCK_THREAD_CPUTIME_ID`, a system call of ~0.4 µs here) around each range the
 //! executor hands out. When ranks × threads exceed the cores (a laptop, a 2-core CI machine),
 //! a preempted box's wall time counts what the OS ran meanwhile, and the balancer would chase
@@ -10,12 +12,10 @@
 //! particles computes, and the calibrated overhead taken off left each rank ~10 % off. Where
 //! the node has a core for every thread, the CPU clock is not read ([`Timed::preempted`]).
 
+use pbs_scheduler::{clock, Executor, IterationEnd, PhaseStats};
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
-
-use pbs_scheduler::{Executor, IterationEnd, PhaseStats};
 
 /// The wrapped executor and every box's nanoseconds since the last [`Timed::take_loads`].
 pub struct Timed {
@@ -38,7 +38,7 @@ fn thread_cpu_nanos() -> u64 {
 }
 
 thread_local! {
-    /// Each box of the running range with its wall nanoseconds: reused, so that timing
+    /// Each box of the running range with its wall time in ticks: reused, so that timing
     /// allocates nothing once grown.
     static WALLS: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
 }
@@ -89,6 +89,22 @@ impl Timed {
 /// without a mask) to `nanos`, scaled by the CPU clock's share of the range if `cpu_clock`.
 fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), ks: Range<usize>, task: impl Fn(usize)) {
     let is_timed = |k: usize| timed.is_none_or(|t| t[k]);
+    let ns_per_tick = clock::ns_per_tick();
+    // Relaxed: the counters are read after the phase, whose end (the pool's barrier) orders
+    // every task's writes before the caller's reads.
+    let add = |k: usize, ticks: u64, scale: f64| {
+        nanos[k].fetch_add((ticks as f64 * ns_per_tick * scale) as u64, Ordering::Relaxed);
+    };
+    if ks.len() == 1 && !cpu_clock {
+        // One box, as md hands them out: two reads of the tick counter, nothing else.
+        let k = ks.start;
+        if !is_timed(k) {
+            return task(k);
+        }
+        let t0 = clock::ticks();
+        task(k);
+        return add(k, clock::ticks().wrapping_sub(t0), 1.0);
+    }
     if !ks.clone().any(is_timed) {
         ks.for_each(task);
         return;
@@ -96,25 +112,24 @@ fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), k
     WALLS.with_borrow_mut(|walls| {
         walls.clear();
         let read_cpu = || if cpu_clock { thread_cpu_nanos() } else { 0 };
-        let (cpu, wall) = (read_cpu(), Instant::now());
+        let (cpu, first) = (read_cpu(), clock::ticks());
         // One clock read per box: each box ends where the next begins.
-        let mut last = wall;
+        let mut last = first;
         for k in ks {
             task(k);
-            let now = Instant::now();
+            let now = clock::ticks();
             if is_timed(k) {
-                walls.push((k, (now - last).as_nanos() as u64));
+                walls.push((k, now.wrapping_sub(last)));
             }
             last = now;
         }
-        let (cpu, wall) = (read_cpu().saturating_sub(cpu) as f64, (last - wall).as_nanos() as f64);
+        let cpu = read_cpu().saturating_sub(cpu) as f64;
+        let wall = last.wrapping_sub(first) as f64 * ns_per_tick;
         // Under 1 when the thread was off its core during the range; never over (the CPU
         // clock's coarser updates can read a little more than the wall clock).
         let scale = if cpu_clock && wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };
-        for &(k, ns) in walls.iter() {
-            // Relaxed: the counters are read after the phase, whose end (the pool's barrier)
-            // orders every task's writes before the caller's reads.
-            nanos[k].fetch_add((ns as f64 * scale) as u64, Ordering::Relaxed);
+        for &(k, ticks) in walls.iter() {
+            add(k, ticks, scale);
         }
     });
 }
@@ -205,6 +220,24 @@ mod tests {
         let some = exec.take_loads_of(&[2, 0]);
         assert!(some[0] > 0.0 && some[1] > 0.0, "{some:?}");
         assert_eq!(exec.take_loads_of(&[0, 2]), vec![0.0; 2]);
+    }
+
+    /// Boxes handed out one by one on a node with a core per thread (md's case) are timed by
+    /// two reads of the tick counter each, in seconds: together about the phase's wall time.
+    #[test]
+    fn boxes_handed_out_one_by_one_are_timed_in_seconds() {
+        let mut exec = Timed::new(Box::new(StaticBlocks::new(4, 1).unwrap()));
+        exec.preempted(false);
+        exec.time_only(Some(vec![true, true, false, true])).unwrap();
+        let start = std::time::Instant::now();
+        exec.run_phase(&|k| {
+            std::hint::black_box(spin(if k == 1 { 4_000_000 } else { 200_000 }));
+        });
+        let wall = start.elapsed().as_secs_f64();
+        let loads = exec.take_loads();
+        assert!(loads[1] > 10.0 * loads[0] && loads[0] > 0.0 && loads[3] > 0.0 && loads[2] == 0.0, "{loads:?}");
+        let sum: f64 = loads.iter().sum();
+        assert!(sum <= wall && sum > 0.5 * wall, "{sum} s timed in a phase of {wall} s");
     }
 
     /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is

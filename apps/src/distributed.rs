@@ -2,10 +2,10 @@
 //! owns, keeps a copy of the boxes its tasks read (the *halo*), and ships a box's data to
 //! another process as bytes when that process owns it next or reads it.
 //!
-//! A process keeps the whole grid's state but fills only its own boxes and its halo: a task
-//! reads exactly the data it reads in shared memory, in the same order, so every box's new
-//! state has the same bits as in a shared-memory run, and gathering every box back into one
-//! process gives the shared-memory checksum.
+//! A process holds the data of its own boxes and its halo alone ([`build_holding`]; the other
+//! boxes are empty slots): a task reads exactly the data it reads in shared memory, in the
+//! same order, so every box's new state has the same bits as in a shared-memory run, and
+//! gathering every box back into one process gives the shared-memory checksum.
 //!
 //! ```
 //! use pbs_apps::distributed::{self, Pack};
@@ -153,7 +153,8 @@ pub trait Distributed: GridApp {
     fn halo(&self) -> usize;
     /// From the next iteration on, runs only the boxes marked `true` (`None`: all). The
     /// others' tasks do nothing: their data is what [`Distributed::unpack_box`] put there
-    /// (md empties them at each iteration, so a box nobody refreshed holds no particle).
+    /// (md empties them at each iteration, so a box nobody refreshed holds no particle; the
+    /// stencil frees the tiles its tasks no longer read).
     fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String>;
     /// Appends box `k`'s data to `out`.
     fn pack_box(&self, k: usize, out: &mut Vec<u8>);
@@ -264,11 +265,43 @@ impl Faces {
 
 /// [`crate::build`] for the apps that run across processes: `md` and `stencil`.
 pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Box<dyn Distributed>, String> {
-    pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    build_holding(app, scenario, nx, ny, seed, None)
+}
+
+/// [`build`] holding the data of the boxes `holds` marks alone (`None`: all), for a process
+/// that computes some of them: it marks its own and those its tasks read, and receives from
+/// their owners the state of those it does not compute before its first iteration (md's
+/// initial step leaves them empty). Its memory is then that of its share of the grid.
+pub fn build_holding(
+    app: &str,
+    scenario: &str,
+    nx: usize,
+    ny: usize,
+    seed: u64,
+    holds: Option<&[bool]>,
+) -> Result<Box<dyn Distributed>, String> {
+    let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    if let Some(h) = holds.filter(|h| h.len() != grid.len()) {
+        return Err(format!("{} flags for {} boxes", h.len(), grid.len()));
+    }
     match (app, scenario) {
-        ("md", s) => Ok(Box::new(crate::md::Md::new(crate::md::Scenario::from_name(s)?, nx, ny, seed))),
-        ("stencil", s) => crate::stencil::Stencil::by_scenario(s, nx, ny, seed).map(|s| Box::new(s) as _),
+        ("md", s) => Ok(Box::new(crate::md::Md::holding(crate::md::Scenario::from_name(s)?, nx, ny, seed, holds))),
+        ("stencil", s) => {
+            crate::stencil::Stencil::by_scenario_holding(s, nx, ny, seed, holds).map(|s| Box::new(s) as _)
+        }
         (a, _) => Err(format!("{a:?} does not run across processes; md and stencil do")),
+    }
+}
+
+/// Every box's work at the start, as [`GridApp::box_work`] estimates it, without building the
+/// state: what the processes are first balanced on, before each builds its share. md counts
+/// its particles as placed (before the initial step that `box_work` sees); the stencil's is
+/// its cost map.
+pub fn initial_work(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Vec<f64>, String> {
+    pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    match app {
+        "md" => Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, nx, ny, seed)),
+        _ => Ok(build_holding(app, scenario, nx, ny, seed, Some(&vec![false; nx * ny]))?.box_work()),
     }
 }
 
@@ -319,16 +352,20 @@ mod tests {
         assert!(Vec::<f64>::unpack(&[1, 2]).unwrap_err().contains("cut short"));
     }
 
-    /// Processes simulated in one program: each computes its own boxes, then every box goes to
-    /// the processes that read it under the next mapping, which moves boxes between processes
-    /// every few iterations; gathered, the state is the shared-memory run's, bit for bit.
+    /// Processes simulated in one program: each holds only the boxes it computes or reads
+    /// (and gets from their owners those it only reads before the first iteration), computes
+    /// its own boxes, then every box goes to the processes that read it under the next mapping,
+    /// which moves boxes between processes every few iterations; gathered, the state is the
+    /// shared-memory run's, bit for bit. After each iteration a process holds data only in the
+    /// boxes within its halo.
     fn gathered_checksum(app: &str, scenario: &str, processes: usize, iters: usize) -> (u64, u64) {
         let (nx, ny) = (12, 9);
         let grid = pbs::Grid::new(nx, ny).unwrap();
         let mut exec = StaticBlocks::new(grid.len(), 2).unwrap();
         let mut rec = Recorder::new("static", 2);
         let mut whole = build(app, scenario, nx, ny, 3).unwrap();
-        let mut parts: Vec<_> = (0..processes).map(|_| build(app, scenario, nx, ny, 3).unwrap()).collect();
+        let nothing = build_holding(app, scenario, nx, ny, 3, Some(&vec![false; grid.len()])).unwrap();
+        let halo = nothing.halo();
         // Vertical slabs whose cuts shift by one column every third iteration, the upper half
         // of the grid shifted by one process: boxes meet across faces and corners alike.
         let owners_at = |it: usize| -> Vec<u32> {
@@ -339,29 +376,54 @@ mod tests {
                 })
                 .collect()
         };
+        let near = |owners: &[u32], p: usize| -> Vec<bool> {
+            (0..grid.len()).map(|k| readers(&grid, owners, k, halo).contains(&(p as u32))).collect()
+        };
+        let start = owners_at(0);
+        let mut parts: Vec<_> =
+            (0..processes).map(|p| build_holding(app, scenario, nx, ny, 3, Some(&near(&start, p))).unwrap()).collect();
+        // The packed size of a box that holds nothing: md's two counts and momentum, the
+        // stencil's length of an empty tile.
+        let empty = if app == "md" { 32 } else { 8 };
+        let holds_within =
+            |part: &dyn Distributed, mine: &[bool]| (0..grid.len()).all(|k| mine[k] || part.packed_len(k) == empty);
+        for (p, part) in parts.iter().enumerate() {
+            assert!(
+                holds_within(part.as_ref(), &near(&start, p)),
+                "{app}: process {p} was built with a box beyond its halo"
+            );
+        }
         let mut bytes = Vec::new();
-        for it in 0..iters {
-            let owners = owners_at(it);
-            for (p, part) in parts.iter_mut().enumerate() {
-                part.compute_only(Some(owners.iter().map(|&o| o as usize == p).collect())).unwrap();
-                part.iterate(&mut exec, &mut rec, None);
-            }
-            whole.iterate(&mut exec, &mut rec, None);
-            let next = owners_at(it + 1);
+        // Each box from its owner under `owners` to the processes that read it under `next`,
+        // the part they read, as `pbs-mpi`'s exchange sends it.
+        let mut exchange = |parts: &mut Vec<Box<dyn Distributed>>, owners: &[u32], next: &[u32]| {
             for (k, &from) in owners.iter().enumerate() {
                 let from = from as usize;
                 bytes.clear();
                 parts[from].pack_box(k, &mut bytes);
                 assert_eq!(parts[from].packed_len(k), bytes.len(), "{app} box {k}");
-                // Each process gets the part it reads, as `pbs-mpi`'s exchange sends it.
                 for q in (0..processes).filter(|&q| q != from) {
-                    if let Some(part) = part_for(parts[from].as_ref(), &next, k, q as u32) {
+                    if let Some(part) = part_for(parts[from].as_ref(), next, k, q as u32) {
                         bytes.clear();
                         parts[from].pack_part(k, part, &mut bytes).unwrap();
                         parts[q].unpack_part(k, part, &bytes).unwrap();
                     }
                 }
             }
+        };
+        exchange(&mut parts, &start, &start);
+        for it in 0..iters {
+            let owners = owners_at(it);
+            for (p, part) in parts.iter_mut().enumerate() {
+                part.compute_only(Some(owners.iter().map(|&o| o as usize == p).collect())).unwrap();
+                part.iterate(&mut exec, &mut rec, None);
+                assert!(
+                    holds_within(part.as_ref(), &near(&owners, p)),
+                    "{app}: process {p} holds a box beyond its halo"
+                );
+            }
+            whole.iterate(&mut exec, &mut rec, None);
+            exchange(&mut parts, &owners, &owners_at(it + 1));
         }
         let owners = owners_at(iters);
         let (first, rest) = parts.split_at_mut(1);
@@ -452,5 +514,19 @@ mod tests {
         assert!(build("md-split", "gravity", 4, 4, 1).err().unwrap().contains("md and stencil"));
         assert!(build("stencil", "x", 4, 4, 1).err().unwrap().contains("drift or rough"));
         assert!(build("md", "gravity", 0, 4, 1).is_err());
+        assert!(build_holding("md", "gravity", 4, 4, 1, Some(&[true; 3]))
+            .err()
+            .unwrap()
+            .contains("3 flags for 16 boxes"));
+        assert!(initial_work("md", "gravity", 0, 4, 1).is_err());
+        assert!(initial_work("stencil", "x", 4, 4, 1).err().unwrap().contains("drift or rough"));
+    }
+
+    /// The first partition's estimate, found without the state: the stencil's is its cost
+    /// map, as `box_work` gives it (md's is tested beside it).
+    #[test]
+    fn the_initial_work_needs_no_state() {
+        let stencil = build("stencil", "drift", 7, 5, 2).unwrap();
+        assert_eq!(initial_work("stencil", "drift", 7, 5, 2).unwrap(), stencil.box_work());
     }
 }

@@ -131,43 +131,20 @@ pub struct Md {
 impl Md {
     /// `nx × ny` Verlet boxes, particles placed from `seed`.
     pub fn new(scenario: Scenario, nx: usize, ny: usize, seed: u64) -> Md {
+        Md::holding(scenario, nx, ny, seed, None)
+    }
+
+    /// [`Md::new`] holding only the boxes `holds` marks (`None`: all), for a process that
+    /// computes some of them (`pbs-mpi`): the other boxes hold no particle, and a box whose
+    /// 5 × 5 neighbourhood is not all held (the initial step reads it) starts empty too, until
+    /// its owner sends it. Particle ids are those of the whole grid.
+    pub fn holding(scenario: Scenario, nx: usize, ny: usize, seed: u64, holds: Option<&[bool]>) -> Md {
         let grid = Grid::new(nx, ny).expect("non-empty grid");
         let (width, height) = (nx as f64 * CUTOFF, ny as f64 * CUTOFF);
-        let mut rng = SplitMix64::new(seed);
-        let mut particles = Vec::new();
         let centre = match scenario {
             Scenario::Contraction => (0.3 * width, 0.3 * height),
             _ => (0.5 * width, 0.5 * height),
         };
-        let radius = 0.3 * width.min(height);
-        // Jittered lattices: no two particles start closer than the soft core.
-        let mut lattice = |spacing: f64, keep: &dyn Fn(f64, f64) -> bool, velocity: &dyn Fn(f64, f64) -> (f64, f64)| {
-            let mut y = 0.5 * spacing;
-            while y < height {
-                let mut x = 0.5 * spacing;
-                while x < width {
-                    let (jx, jy) = (0.1 * spacing * (rng.next_f64() - 0.5), 0.1 * spacing * (rng.next_f64() - 0.5));
-                    let (px, py) = (x + jx, y + jy);
-                    if keep(px, py) {
-                        let (vx, vy) = velocity(px, py);
-                        let id = particles.len() as u32;
-                        particles.push(Particle { id, bin: 0, x: px, y: py, vx, vy, fx: 0.0, fy: 0.0 });
-                    }
-                    x += spacing;
-                }
-                y += spacing;
-            }
-        };
-        let inside = move |x: f64, y: f64| (x - centre.0).powi(2) + (y - centre.1).powi(2) < radius * radius;
-        match scenario {
-            Scenario::Uniform => lattice(1.6, &|_, _| true, &|_, _| (0.0, 0.0)),
-            Scenario::Contraction => lattice(1.2, &inside, &|_, _| (0.0, 0.0)),
-            Scenario::Expansion => lattice(1.1, &|x, y| (x - centre.0).hypot(y - centre.1) < 0.5 * radius, &|x, y| {
-                let (dx, dy) = (x - centre.0, y - centre.1);
-                (0.3 * dx, 0.3 * dy)
-            }),
-            Scenario::Gravity => lattice(1.3, &|_, y| y > 0.35 * height, &|_, _| (0.0, 0.0)),
-        }
         let mut md = Md {
             grid,
             scenario,
@@ -180,21 +157,42 @@ impl Md {
             motion: Default::default(),
             local: None,
         };
-        for mut p in particles {
-            p.bin = md.box_of(p.x, p.y) as u32;
-            md.boxes[p.bin as usize].stay.push(p);
-        }
+        let held = |k: usize| holds.is_none_or(|h| h[k]);
+        let boxes = &mut md.boxes;
+        initial_particles(scenario, (width, height, centre), seed, |mut p| {
+            p.bin = box_at(&grid, p.x, p.y) as u32;
+            if held(p.bin as usize) {
+                boxes[p.bin as usize].stay.push(p);
+            }
+        });
         // The initial forces and the first half-kick and drift: the state every iteration
         // starts from.
+        let computable = |k: usize| {
+            let [i, j, _] = grid.coords(k);
+            (j.saturating_sub(2)..(j + 3).min(ny))
+                .all(|b| (i.saturating_sub(2)..(i + 3).min(nx)).all(|a| held(grid.index(a, b, 0))))
+        };
         md.next = (0..grid.len())
             .map(|k| {
                 let mut bin = Bin::default();
-                md.step_box(k, &mut bin, false);
+                if computable(k) {
+                    md.step_box(k, &mut bin, false);
+                }
                 bin
             })
             .collect();
         std::mem::swap(&mut md.boxes, &mut md.next);
         md
+    }
+
+    /// Every box's work at the start as [`GridApp::box_work`] estimates it after the initial
+    /// step, but from the particles as placed, before it, and without holding them: what a
+    /// process that holds only its own boxes balances on first.
+    pub fn initial_work(scenario: Scenario, nx: usize, ny: usize, seed: u64) -> Vec<f64> {
+        let md = Md::holding(scenario, nx, ny, seed, Some(&vec![false; nx * ny]));
+        let mut counts = vec![0usize; md.grid.len()];
+        initial_particles(scenario, (md.width, md.height, md.centre), seed, |p| counts[md.box_of(p.x, p.y)] += 1);
+        (0..md.grid.len()).map(|k| (counts[k] * md.around(k).map(|n| counts[n]).sum::<usize>()) as f64).collect()
     }
 
     /// The same physics in two phases per iteration, `md-split`: a *rebin* phase gathers each
@@ -224,9 +222,7 @@ impl Md {
     }
 
     fn box_of(&self, x: f64, y: f64) -> usize {
-        let i = ((x / CUTOFF) as usize).min(self.grid.nx - 1);
-        let j = ((y / CUTOFF) as usize).min(self.grid.ny - 1);
-        self.grid.index(i, j, 0)
+        box_at(&self.grid, x, y)
     }
 
     /// The 3×3 neighbourhood of box `k` (itself included), in a fixed order.
@@ -381,6 +377,54 @@ fn reflect(pos: &mut f64, vel: &mut f64, limit: f64) {
         *pos = 2.0 * limit - *pos - 1e-9;
         *vel = -*vel;
     }
+}
+
+/// Calls `f` with every particle `scenario` places from `seed` in a domain of `width ×
+/// height` (centred on `centre`), in id order (`bin` 0).
+fn initial_particles(
+    scenario: Scenario,
+    (width, height, centre): (f64, f64, (f64, f64)),
+    seed: u64,
+    mut f: impl FnMut(Particle),
+) {
+    let mut rng = SplitMix64::new(seed);
+    let mut id = 0u32;
+    let radius = 0.3 * width.min(height);
+    // Jittered lattices: no two particles start closer than the soft core.
+    let mut lattice = |spacing: f64, keep: &dyn Fn(f64, f64) -> bool, velocity: &dyn Fn(f64, f64) -> (f64, f64)| {
+        let mut y = 0.5 * spacing;
+        while y < height {
+            let mut x = 0.5 * spacing;
+            while x < width {
+                let (jx, jy) = (0.1 * spacing * (rng.next_f64() - 0.5), 0.1 * spacing * (rng.next_f64() - 0.5));
+                let (px, py) = (x + jx, y + jy);
+                if keep(px, py) {
+                    let (vx, vy) = velocity(px, py);
+                    f(Particle { id, bin: 0, x: px, y: py, vx, vy, fx: 0.0, fy: 0.0 });
+                    id += 1;
+                }
+                x += spacing;
+            }
+            y += spacing;
+        }
+    };
+    let inside = move |x: f64, y: f64| (x - centre.0).powi(2) + (y - centre.1).powi(2) < radius * radius;
+    match scenario {
+        Scenario::Uniform => lattice(1.6, &|_, _| true, &|_, _| (0.0, 0.0)),
+        Scenario::Contraction => lattice(1.2, &inside, &|_, _| (0.0, 0.0)),
+        Scenario::Expansion => lattice(1.1, &|x, y| (x - centre.0).hypot(y - centre.1) < 0.5 * radius, &|x, y| {
+            let (dx, dy) = (x - centre.0, y - centre.1);
+            (0.3 * dx, 0.3 * dy)
+        }),
+        Scenario::Gravity => lattice(1.3, &|_, y| y > 0.35 * height, &|_, _| (0.0, 0.0)),
+    }
+}
+
+/// The box of a point of the domain of `grid` (boxes of side `CUTOFF`).
+fn box_at(grid: &Grid, x: f64, y: f64) -> usize {
+    let i = ((x / CUTOFF) as usize).min(grid.nx - 1);
+    let j = ((y / CUTOFF) as usize).min(grid.ny - 1);
+    grid.index(i, j, 0)
 }
 
 impl GridApp for Md {
@@ -604,6 +648,19 @@ mod tests {
 
     /// Why md's halo is two boxes deep: a particle that just left box 2 for box 1 (in box 2's
     /// leave list) pulls on a particle of box 0, so box 0's task reads box 2.
+    /// The estimate a process balances on first, without holding any particle, is
+    /// `box_work` of the particles as placed (the whole state before its initial step).
+    #[test]
+    fn the_initial_work_counts_the_particles_as_placed() {
+        for scenario in [Scenario::Gravity, Scenario::Contraction] {
+            let mut md = Md::new(scenario, 9, 7, 2);
+            std::mem::swap(&mut md.boxes, &mut md.next);
+            let placed = md.box_work();
+            assert!(placed.iter().any(|&w| w > 0.0) && placed.contains(&0.0));
+            assert_eq!(Md::initial_work(scenario, 9, 7, 2), placed);
+        }
+    }
+
     #[test]
     fn a_box_two_away_acts_through_its_leavers() {
         let mut md = Md::new(Scenario::Uniform, 3, 1, 1);

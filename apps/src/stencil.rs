@@ -39,9 +39,27 @@ pub struct Stencil {
 impl Stencil {
     /// `nx × ny` boxes of `side × side` cells; the cost map drifts `drift` boxes per iteration.
     pub fn new(nx: usize, ny: usize, side: usize, drift: f64, rough_every: Option<usize>, seed: u32) -> Stencil {
+        Stencil::holding(nx, ny, side, drift, rough_every, seed, None)
+    }
+
+    /// [`Stencil::new`] holding only the tiles of the boxes `holds` marks (`None`: all), for
+    /// a process that computes some of them (`pbs-mpi`); the others are empty until they
+    /// arrive.
+    pub fn holding(
+        nx: usize,
+        ny: usize,
+        side: usize,
+        drift: f64,
+        rough_every: Option<usize>,
+        seed: u32,
+        holds: Option<&[bool]>,
+    ) -> Stencil {
         let grid = Grid::new(nx, ny).expect("non-empty grid");
         let tiles: Vec<Vec<f64>> = (0..grid.len())
             .map(|k| {
+                if holds.is_some_and(|h| !h[k]) {
+                    return Vec::new();
+                }
                 let [i, j, _] = grid.coords(k);
                 // A hot square in one corner of the domain, cold elsewhere.
                 let hot = i < nx / 4 && j < ny / 4;
@@ -71,10 +89,31 @@ impl Stencil {
     /// The scenario `drift` (the cost map drifts a quarter box per iteration) or `rough` (a
     /// new map every 10 iterations) on `nx × ny` tiles of 16 × 16 cells.
     pub fn by_scenario(scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Stencil, String> {
+        Stencil::by_scenario_holding(scenario, nx, ny, seed, None)
+    }
+
+    /// [`Stencil::by_scenario`] holding only the tiles `holds` marks (see [`Stencil::holding`]).
+    pub fn by_scenario_holding(
+        scenario: &str,
+        nx: usize,
+        ny: usize,
+        seed: u64,
+        holds: Option<&[bool]>,
+    ) -> Result<Stencil, String> {
         match scenario {
-            "drift" => Ok(Stencil::new(nx, ny, 16, 0.25, None, seed as u32)),
-            "rough" => Ok(Stencil::new(nx, ny, 16, 0.25, Some(10), seed as u32)),
+            "drift" => Ok(Stencil::holding(nx, ny, 16, 0.25, None, seed as u32, holds)),
+            "rough" => Ok(Stencil::holding(nx, ny, 16, 0.25, Some(10), seed as u32, holds)),
             s => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
+        }
+    }
+
+    /// Box `k`'s tile in both buffers, zeros where it held none.
+    fn hold(&mut self, k: usize) {
+        let cells = self.side * self.side;
+        for buffer in [&mut self.tiles, &mut self.next] {
+            if buffer[k].len() != cells {
+                *buffer[k] = vec![0.0; cells];
+            }
         }
     }
 
@@ -207,6 +246,18 @@ impl Distributed for Stencil {
     }
     fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String> {
         check_mask(&local, self.grid.len())?;
+        if let Some(l) = &local {
+            // The tiles its tasks read (its own and their face neighbours') stay; the others
+            // are freed, so that a process holds its share of the grid, not the grid.
+            for k in 0..self.grid.len() {
+                let mut read = l[k];
+                self.grid.for_each_neighbour(k, |n| read |= l[n]);
+                if !read {
+                    *self.tiles[k] = Vec::new();
+                    *self.next[k] = Vec::new();
+                }
+            }
+        }
         self.local = local;
         Ok(())
     }
@@ -223,6 +274,7 @@ impl Distributed for Stencil {
             return Err(format!("a tile of {} cells for box {k}; tiles have {}", tile.len(), self.side * self.side));
         }
         // Copied into the tile in place: its pages stay where first touch put them.
+        self.hold(k);
         self.tiles[k].copy_from_slice(&tile);
         Ok(())
     }
@@ -255,6 +307,7 @@ impl Distributed for Stencil {
             return Err(format!("{} bytes for {count} faces of box {k}; a face has {} cells", bytes.len(), self.side));
         }
         let mut values = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
+        self.hold(k);
         for face in faces.iter() {
             for c in self.face_cells(face) {
                 self.tiles[k][c] = values.next().expect("counted above");

@@ -1,7 +1,8 @@
 //! One run on every rank: the iteration loop across ranks.
 //!
-//! Every rank builds the whole app from the seed (so each starts with every box's data), and
-//! then, each iteration:
+//! Rank 0 partitions the boxes on the app's estimate of their work; every rank builds the
+//! boxes it computes or reads alone, from the seed, and gets from their owners the state of
+//! those it only reads. Then, each iteration:
 //! 1. computes the boxes it owns on its threads (the executor maps them, `pbs` by default);
 //! 2. tells rank 0 its boxes' summed times on their cores (`MPI_Gather`, two numbers a rank);
 //!    only when rank 0's criterion asks do the ranks share every box's recent times and packed
@@ -19,7 +20,7 @@ use std::time::Instant;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use pbs::Grid;
-use pbs_apps::distributed::Distributed;
+use pbs_apps::distributed::{readers, Distributed};
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::Runtime;
@@ -224,7 +225,6 @@ fn inject(fail: &Option<(usize, usize, String)>, me: usize, it: usize) {
 /// own (the caller aborts the job with it).
 pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<Option<Summary>, String> {
     let (me, ranks) = (world.rank() as usize, world.size() as usize);
-    let mut app = pbs_apps::distributed::build(&settings.app, &settings.scenario, grid.nx, grid.ny, settings.seed)?;
     // Ranks may share a node: none pins its threads, or all would pin to the same cores
     // (bind ranks with mpirun's own options instead).
     let runtime = Runtime {
@@ -241,10 +241,12 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     world.split_shared(0).all_reduce_into(&(settings.threads as u64), &mut node_threads, SystemOperation::sum());
     exec.preempted(node_threads > summary::online_cores() as u64);
     let mut rec = Recorder::new(&settings.executor, settings.threads);
-    // Rank 0 decides, from the start: its owners reach every rank. Every rank holds the whole
-    // initial state, so the first partition, of the app's own estimate of each box's work,
-    // moves nothing.
-    let estimate = app.box_work();
+    // Rank 0 decides, from the start: its owners reach every rank. The first partition is of
+    // the app's own estimate of each box's work, found without building the state; then each
+    // rank builds the boxes it computes or reads alone, and gets the state of those it only
+    // reads from their owners.
+    let (app_name, scenario, seed) = (&settings.app, &settings.scenario, settings.seed);
+    let estimate = pbs_apps::distributed::initial_work(app_name, scenario, grid.nx, grid.ny, seed)?;
     let mut balancer = if me == 0 {
         Some(RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion, Some(&estimate))?)
     } else {
@@ -252,13 +254,19 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     };
     let mut owners = balancer.as_ref().map_or_else(|| vec![0; grid.len()], |b| b.owners().to_vec());
     world.process_at_rank(0).broadcast_into(&mut owners[..]);
+    let nothing = vec![false; grid.len()];
+    let halo = pbs_apps::distributed::build_holding(app_name, scenario, grid.nx, grid.ny, seed, Some(&nothing))?.halo();
+    let holds: Vec<bool> = (0..grid.len()).map(|k| readers(&grid, &owners, k, halo).contains(&(me as u32))).collect();
+    let mut app = pbs_apps::distributed::build_holding(app_name, scenario, grid.nx, grid.ny, seed, Some(&holds))?;
     let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
     hint_local(&mut exec, &estimate, &local)?;
     app.compute_only(Some(local))?;
+    let mut steady = exchange::Plan::new(app.as_ref(), &grid, &owners, &owners, me as u32);
+    let initial = exchange::all_to_all(world, &exchange::pack(app.as_ref(), &steady, ranks)?)?;
+    exchange::unpack(app.as_mut(), grid.len(), &initial)?;
     let own = |owners: &[u32]| -> Vec<usize> { (0..owners.len()).filter(|&k| owners[k] as usize == me).collect() };
     let mut mine = own(&owners);
     let mut history = LoadHistory::new(grid.len());
-    let mut steady = exchange::Plan::new(app.as_ref(), &grid, &owners, &owners, me as u32);
     let mut tally = Tally::default();
     for it in 0..settings.iters {
         inject(&settings.fail, me, it);

@@ -51,6 +51,9 @@
 
 use crate::GridApp;
 
+/// The state [`Distributed::checksum_from`] starts from.
+pub const CHECKSUM_START: u64 = crate::FNV_START;
+
 /// A box's data that can travel between processes as bytes, bit for bit.
 pub trait Pack: Sized {
     /// Appends the data to `out`.
@@ -184,6 +187,13 @@ pub trait Distributed: GridApp {
             other => Err(format!("part {other:#x} of box {k}: this app sends whole boxes only")),
         }
     }
+    /// [`GridApp::checksum`] of the boxes `boxes`, continued from `hash`: chained over
+    /// consecutive ranges from [`CHECKSUM_START`] and box 0 to the last box, it is the whole
+    /// state's checksum. Reads the boxes of the range and those within [`Distributed::halo`]
+    /// of them; a process can so hash the state a band at a time.
+    fn checksum_from(&self, boxes: std::ops::Range<usize>, hash: u64) -> u64;
+    /// Drops box `k`'s data: the process no longer computes or reads it.
+    fn release(&mut self, k: usize);
     /// Replaces the part `part` of box `k` with what [`Distributed::pack_part`] wrote.
     fn unpack_part(&mut self, k: usize, part: u64, bytes: &[u8]) -> Result<(), String> {
         match part {
@@ -520,6 +530,30 @@ mod tests {
             .contains("3 flags for 16 boxes"));
         assert!(initial_work("md", "gravity", 0, 4, 1).is_err());
         assert!(initial_work("stencil", "x", 4, 4, 1).err().unwrap().contains("drift or rough"));
+    }
+
+    /// Hashed a range of boxes at a time, the state gives its checksum; a released box
+    /// holds nothing.
+    #[test]
+    fn checksums_chain_over_ranges_of_boxes() {
+        let mut exec = StaticBlocks::new(7 * 5, 1).unwrap();
+        let mut rec = Recorder::new("static", 1);
+        for (app, scenario, empty) in [("md", "contraction", 32), ("stencil", "drift", 8)] {
+            let mut a = build(app, scenario, 7, 5, 2).unwrap();
+            for _ in 0..4 {
+                a.iterate(&mut exec, &mut rec, None);
+            }
+            for step in [1, 4, 35] {
+                let chained =
+                    (0..35).step_by(step).fold(CHECKSUM_START, |h, k| a.checksum_from(k..(k + step).min(35), h));
+                assert_eq!(chained, a.checksum(), "{app}, ranges of {step}");
+            }
+            assert_ne!(a.checksum_from(0..3, CHECKSUM_START), a.checksum_from(0..4, CHECKSUM_START));
+            let full = (0..35).max_by_key(|&k| a.packed_len(k)).unwrap();
+            assert!(a.packed_len(full) > empty);
+            a.release(full);
+            assert_eq!(a.packed_len(full), empty, "{app}");
+        }
     }
 
     /// The first partition's estimate, found without the state: the stencil's is its cost

@@ -80,9 +80,12 @@ pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Resu
     }
 }
 
-/// FNV-1a over 64-bit words, in order.
-pub(crate) fn fnv(words: impl Iterator<Item = u64>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a's starting state.
+pub(crate) const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a over 64-bit words, in order, continued from the state `h` ([`FNV_START`], or the
+/// hash of the words before these): the apps' checksums.
+pub(crate) fn fnv_from(mut h: u64, words: impl Iterator<Item = u64>) -> u64 {
     for w in words {
         for b in w.to_le_bytes() {
             h ^= u64::from(b);

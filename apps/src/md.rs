@@ -25,7 +25,7 @@ use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
 use super::distributed::{check_mask, Distributed, Pack, Reader, WHOLE};
-use super::{fnv, GridApp};
+use super::{fnv_from, GridApp, FNV_START};
 
 const CUTOFF: f64 = 2.5;
 const DT: f64 = 0.004;
@@ -494,9 +494,7 @@ impl GridApp for Md {
         rec.iteration(&exec.end_iteration());
     }
     fn checksum(&self) -> u64 {
-        fnv((0..self.grid.len())
-            .flat_map(|k| self.members(k))
-            .flat_map(|p| [u64::from(p.id), p.x.to_bits(), p.y.to_bits(), p.vx.to_bits(), p.vy.to_bits()]))
+        self.checksum_from(0..self.grid.len(), FNV_START)
     }
     fn box_work(&self) -> Vec<f64> {
         let counts: Vec<usize> = (0..self.grid.len()).map(|k| self.members(k).count()).collect();
@@ -589,6 +587,17 @@ impl Distributed for Md {
     }
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
         self.receive(k, Bin::unpack(bytes)?)
+    }
+    fn checksum_from(&self, boxes: std::ops::Range<usize>, hash: u64) -> u64 {
+        fnv_from(
+            hash,
+            boxes
+                .flat_map(|k| self.members(k))
+                .flat_map(|p| [u64::from(p.id), p.x.to_bits(), p.y.to_bits(), p.vx.to_bits(), p.vy.to_bits()]),
+        )
+    }
+    fn release(&mut self, k: usize) {
+        self.boxes[k] = Bin::default();
     }
     fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
         // A task reads the particles of its 3×3 neighbourhood and the leavers of its 5×5 (those

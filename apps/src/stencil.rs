@@ -12,7 +12,7 @@ use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
 use super::distributed::{check_mask, Distributed, Faces, Pack, WHOLE};
-use super::{fnv, GridApp};
+use super::{fnv_from, GridApp, FNV_START};
 
 /// The stencil app.
 pub struct Stencil {
@@ -233,7 +233,7 @@ impl GridApp for Stencil {
         rec.iteration(&exec.end_iteration());
     }
     fn checksum(&self) -> u64 {
-        fnv(self.tiles.iter().flat_map(|t| t.iter()).map(|v| v.to_bits()))
+        self.checksum_from(0..self.grid.len(), FNV_START)
     }
     fn box_work(&self) -> Vec<f64> {
         self.cost.iter().map(|c| c * self.work_scale + (self.side * self.side) as f64).collect()
@@ -277,6 +277,13 @@ impl Distributed for Stencil {
         self.hold(k);
         self.tiles[k].copy_from_slice(&tile);
         Ok(())
+    }
+    fn checksum_from(&self, boxes: std::ops::Range<usize>, hash: u64) -> u64 {
+        fnv_from(hash, self.tiles[boxes].iter().flat_map(|t| t.iter()).map(|v| v.to_bits()))
+    }
+    fn release(&mut self, k: usize) {
+        *self.tiles[k] = Vec::new();
+        *self.next[k] = Vec::new();
     }
     fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
         // A cell reads its four face neighbours: a tile's rim reads one edge row or column of

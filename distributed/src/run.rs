@@ -20,7 +20,7 @@ use std::time::Instant;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use pbs::Grid;
-use pbs_apps::distributed::{readers, Distributed};
+use pbs_apps::distributed::{readers, Distributed, CHECKSUM_START};
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::Runtime;
@@ -321,15 +321,42 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
         }
         tally.iter_ms.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    // The whole state on rank 0, for the checksum.
-    let mut to_root = exchange::Outgoing { to: vec![Vec::new(); ranks], ..Default::default() };
-    if me != 0 {
-        let mut bytes = Vec::new();
-        for k in (0..grid.len()).filter(|&k| owners[k] as usize == me) {
-            exchange::push_record(&mut to_root.to[0], app.as_ref(), k, &mut bytes);
+    let checksum = gather_checksum(world, app.as_mut(), &grid, &owners)?;
+    let boxes = owners.iter().filter(|&&o| o as usize == me).count();
+    Ok(summary::gather(world, settings, grid, &tally, boxes, &rec.report(), checksum))
+}
+
+/// The checksum of the whole final state, on rank 0 (0 elsewhere): the value of
+/// `GridApp::checksum` on the state gathered in one process, hashed a band of rows at a time.
+/// For each band every rank sends rank 0 its boxes of the band and of the rows within the halo
+/// around it, and rank 0 drops them once hashed, so that it holds a band of other ranks'
+/// boxes at a time, not the grid.
+fn gather_checksum(
+    world: &impl Communicator,
+    app: &mut dyn Distributed,
+    grid: &Grid,
+    owners: &[u32],
+) -> Result<u64, String> {
+    let (me, ranks) = (world.rank() as u32, world.size() as usize);
+    let (nx, ny, halo) = (grid.nx, grid.ny, app.halo());
+    let rows = ny.div_ceil(ranks);
+    let mut hash = CHECKSUM_START;
+    let mut bytes = Vec::new();
+    for first in (0..ny).step_by(rows) {
+        let end = (first + rows).min(ny);
+        let around = first.saturating_sub(halo) * nx..(end + halo).min(ny) * nx;
+        let mut to_root = exchange::Outgoing { to: vec![Vec::new(); ranks], ..Default::default() };
+        if me != 0 {
+            for k in around.clone().filter(|&k| owners[k] == me) {
+                exchange::push_record(&mut to_root.to[0], app, k, &mut bytes);
+            }
+        }
+        let received = exchange::all_to_all(world, &to_root)?;
+        if me == 0 {
+            exchange::unpack(app, grid.len(), &received)?;
+            hash = app.checksum_from(first * nx..end * nx, hash);
+            around.filter(|&k| owners[k] != 0).for_each(|k| app.release(k));
         }
     }
-    exchange::unpack(app.as_mut(), grid.len(), &exchange::all_to_all(world, &to_root)?)?;
-    let boxes = owners.iter().filter(|&&o| o as usize == me).count();
-    Ok(summary::gather(world, settings, grid, &tally, boxes, &rec.report(), app.checksum()))
+    Ok(if me == 0 { hash } else { 0 })
 }

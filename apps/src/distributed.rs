@@ -296,10 +296,13 @@ pub fn build_holding(
     }
     match (app, scenario) {
         ("md", s) => Ok(Box::new(crate::md::Md::holding(crate::md::Scenario::from_name(s)?, nx, ny, seed, holds))),
+        ("md-split", s) => {
+            Ok(Box::new(crate::md::Md::holding(crate::md::Scenario::from_name(s)?, nx, ny, seed, holds).split_phases()))
+        }
         ("stencil", s) => {
             crate::stencil::Stencil::by_scenario_holding(s, nx, ny, seed, holds).map(|s| Box::new(s) as _)
         }
-        (a, _) => Err(format!("{a:?} does not run across processes; md and stencil do")),
+        (a, _) => Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
     }
 }
 
@@ -310,7 +313,7 @@ pub fn build_holding(
 pub fn initial_work(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Vec<f64>, String> {
     pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
     match app {
-        "md" => Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, nx, ny, seed)),
+        "md" | "md-split" => Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, nx, ny, seed)),
         _ => Ok(build_holding(app, scenario, nx, ny, seed, Some(&vec![false; nx * ny]))?.box_work()),
     }
 }
@@ -394,7 +397,7 @@ mod tests {
             (0..processes).map(|p| build_holding(app, scenario, nx, ny, 3, Some(&near(&start, p))).unwrap()).collect();
         // The packed size of a box that holds nothing: md's two counts and momentum, the
         // stencil's length of an empty tile.
-        let empty = if app == "md" { 32 } else { 8 };
+        let empty = if app.starts_with("md") { 32 } else { 8 };
         let holds_within =
             |part: &dyn Distributed, mine: &[bool]| (0..grid.len()).all(|k| mine[k] || part.packed_len(k) == empty);
         for (p, part) in parts.iter().enumerate() {
@@ -447,7 +450,9 @@ mod tests {
 
     #[test]
     fn boxes_computed_in_several_processes_and_gathered_give_the_shared_memory_state() {
-        for (app, scenario) in [("md", "gravity"), ("md", "expansion"), ("stencil", "rough")] {
+        for (app, scenario) in
+            [("md", "gravity"), ("md", "expansion"), ("md-split", "contraction"), ("stencil", "rough")]
+        {
             for processes in [1, 2, 3] {
                 let (gathered, whole) = gathered_checksum(app, scenario, processes, 60);
                 assert_eq!(gathered, whole, "{app} {scenario} on {processes} processes");
@@ -518,10 +523,11 @@ mod tests {
     }
 
     #[test]
-    fn only_md_and_the_stencil_run_across_processes() {
+    fn only_md_md_split_and_the_stencil_run_across_processes() {
         assert!(build("md", "gravity", 4, 4, 1).is_ok());
         assert!(build("stencil", "rough", 4, 4, 1).is_ok());
-        assert!(build("md-split", "gravity", 4, 4, 1).err().unwrap().contains("md and stencil"));
+        assert!(build("md-split", "gravity", 4, 4, 1).is_ok());
+        assert!(build("heat", "gravity", 4, 4, 1).err().unwrap().contains("md, md-split and stencil"));
         assert!(build("stencil", "x", 4, 4, 1).err().unwrap().contains("drift or rough"));
         assert!(build("md", "gravity", 0, 4, 1).is_err());
         assert!(build_holding("md", "gravity", 4, 4, 1, Some(&[true; 3]))

@@ -126,6 +126,9 @@ pub struct Md {
     motion: (Vec<[f64; 2]>, Vec<f64>),
     /// The boxes this process computes (`None`: all; see [`Distributed`]).
     local: Option<Vec<bool>>,
+    /// md-split across processes: the boxes whose lists the rebin phase gathers, those within
+    /// one box of `local` (`None`: all).
+    gathered: Option<Vec<bool>>,
 }
 
 impl Md {
@@ -156,6 +159,7 @@ impl Md {
             current: None,
             motion: Default::default(),
             local: None,
+            gathered: None,
         };
         let held = |k: usize| holds.is_none_or(|h| h[k]);
         let boxes = &mut md.boxes;
@@ -223,6 +227,17 @@ impl Md {
 
     fn box_of(&self, x: f64, y: f64) -> usize {
         box_at(&self.grid, x, y)
+    }
+
+    /// Whether box `k` is another process's (see [`Distributed`]); then its next state here is
+    /// empty until that process sends it.
+    fn elsewhere(&self, k: usize, out: &mut Bin) -> bool {
+        let elsewhere = self.local.as_ref().is_some_and(|l| !l[k]);
+        if elsewhere {
+            out.stay.clear();
+            out.leave.clear();
+        }
+        elsewhere
     }
 
     /// The 3×3 neighbourhood of box `k` (itself included), in a fixed order.
@@ -449,15 +464,23 @@ impl GridApp for Md {
         if let Some(mut current) = self.current.take() {
             let this = &*self;
             let s = for_each_box_mut(exec, &mut current, |k, list| {
+                list.0.clear();
+                // Across processes the lists of the 3×3 around a process's boxes, which its
+                // force tasks read, are gathered here too (from its halo).
+                if this.gathered.as_ref().is_some_and(|g| !g[k]) {
+                    return;
+                }
                 if let Some(c) = cache {
                     c.run_box(k);
                 }
-                list.0.clear();
                 list.0.extend(this.members(k));
             });
             rec.phase(&s);
             let lists = &current;
             let s = for_each_box_mut(exec, &mut next, |k, out| {
+                if this.elsewhere(k, out) {
+                    return;
+                }
                 if let Some(c) = cache {
                     c.run_box(k);
                 }
@@ -468,10 +491,7 @@ impl GridApp for Md {
         } else {
             let this = &*self;
             let s = for_each_box_mut(exec, &mut next, |k, out| {
-                if this.local.as_ref().is_some_and(|l| !l[k]) {
-                    // Another process's box: nothing here until it sends it.
-                    out.stay.clear();
-                    out.leave.clear();
+                if this.elsewhere(k, out) {
                     return;
                 }
                 if let Some(c) = cache {
@@ -571,9 +591,10 @@ impl Distributed for Md {
     }
     fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String> {
         check_mask(&local, self.grid.len())?;
-        if self.current.is_some() {
-            return Err("md-split does not run across processes; md does".into());
-        }
+        self.gathered = match (&local, &self.current) {
+            (Some(l), Some(_)) => Some((0..self.grid.len()).map(|k| self.around(k).any(|n| l[n])).collect()),
+            _ => None,
+        };
         self.local = local;
         Ok(())
     }

@@ -45,6 +45,7 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
         ("stencil", "drift", "pbs"),
         ("md", "contraction", "rcb"),
         ("md", "expansion", "diffusion"),
+        ("md-split", "contraction", "pbs"),
     ] {
         let expected = shared_memory_checksum(app, scenario, 30);
         for ranks in 1..=4 {
@@ -120,7 +121,7 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
     for (ranks, args, said) in [
         (3, vec!["--app", "md", "--nx", "1", "--ny", "2"], "3 ranks for 2 boxes"),
         (2, vec!["--app", "md", "--threads", "0"], "--threads 0"),
-        (2, vec!["--app", "md-split"], "md and stencil"),
+        (2, vec!["--app", "heat"], "md, md-split and stencil"),
         (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, diffusion, static"),
         (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),
     ] {

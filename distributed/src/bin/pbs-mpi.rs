@@ -18,7 +18,7 @@ struct Cli {
 /// What every run takes.
 #[derive(Args)]
 struct RunArgs {
-    /// md or stencil
+    /// md, md-split (md as rebin and force phases) or stencil
     #[arg(long)]
     app: String,
     /// md: uniform, contraction, expansion, gravity (default); stencil: drift (default), rough

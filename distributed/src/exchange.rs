@@ -40,7 +40,7 @@ impl Plan {
     /// The sends of the boxes `me` owned (`old`) to the ranks that need them under `new`.
     pub fn new(app: &dyn Distributed, grid: &Grid, old: &[u32], new: &[u32], me: u32) -> Plan {
         let mut sends = Vec::new();
-        let near = near_others(grid, new, me, app.halo());
+        let near = within(grid, app.halo(), |k| new[k] != me);
         for k in (0..grid.len()).filter(|&k| old[k] == me && near[k]) {
             // Whoever needs box k owns a box within the halo.
             for r in readers(grid, new, k, app.halo()).into_iter().filter(|&r| r != me) {
@@ -84,23 +84,24 @@ pub fn pack(app: &dyn Distributed, plan: &Plan, ranks: usize) -> Result<Outgoing
     Ok(out)
 }
 
-/// Per box of a 2D grid: whether a box within `halo` of it (diagonals included, itself too)
-/// belongs to another rank than `me` under `owners`; only those boxes can have a reader. Two
-/// passes of a sliding window, where listing each box's readers costs `(2 halo + 1)²` reads.
-fn near_others(grid: &Grid, owners: &[u32], me: u32, halo: usize) -> Vec<bool> {
+/// Per box of a 2D grid: whether a box within `halo` of it (diagonals included, itself too) is
+/// `marked`. With the boxes of other ranks marked, the boxes that can have a reader; with a
+/// rank's own, those it computes or reads. Two passes of a sliding window, where looking
+/// around each box costs `(2 halo + 1)²` reads.
+pub fn within(grid: &Grid, halo: usize, marked: impl Fn(usize) -> bool) -> Vec<bool> {
     let (nx, ny) = (grid.nx, grid.ny);
-    // Along rows: how many boxes of others lie within `halo` in the row.
+    // Along rows: how many marked boxes lie within `halo` in the row.
     let mut rows = vec![0u32; nx * ny];
     for j in 0..ny {
-        let other = |i: usize| u32::from(owners[grid.index(i, j, 0)] != me);
-        let mut count: u32 = (0..=halo.min(nx - 1)).map(other).sum();
+        let at = |i: usize| u32::from(marked(grid.index(i, j, 0)));
+        let mut count: u32 = (0..=halo.min(nx - 1)).map(at).sum();
         for i in 0..nx {
             rows[j * nx + i] = count;
             if i + halo + 1 < nx {
-                count += other(i + halo + 1);
+                count += at(i + halo + 1);
             }
             if i >= halo {
-                count -= other(i - halo);
+                count -= at(i - halo);
             }
         }
     }
@@ -205,7 +206,7 @@ mod tests {
             for _ in 0..20 {
                 let owners: Vec<u32> = (0..grid.len()).map(|_| u32::from(rng.next_f64() < 0.1)).collect();
                 for halo in [0, 1, 2, 3] {
-                    let near = near_others(&grid, &owners, 0, halo);
+                    let near = within(&grid, halo, |k| owners[k] != 0);
                     for (k, &near) in near.iter().enumerate() {
                         let readers = readers(&grid, &owners, k, halo);
                         assert_eq!(near, readers.iter().any(|&r| r != 0), "{nx}x{ny} halo {halo} box {k}");

@@ -20,7 +20,7 @@ use std::time::Instant;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use pbs::Grid;
-use pbs_apps::distributed::{readers, Distributed, CHECKSUM_START};
+use pbs_apps::distributed::{Distributed, CHECKSUM_START};
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::runtime::Runtime;
@@ -221,6 +221,41 @@ fn inject(fail: &Option<(usize, usize, String)>, me: usize, it: usize) {
     }
 }
 
+/// The start: rank 0 partitions the boxes on the app's own estimate of each box's work, found
+/// without building the state, and the owners reach every rank; each rank then builds only the
+/// boxes it computes or reads (it gets the state of those it only reads from their owners in
+/// a first exchange).
+fn start(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<Start, String> {
+    let (me, ranks) = (world.rank() as u32, world.size() as usize);
+    let (app, scenario, seed) = (&settings.app, &settings.scenario, settings.seed);
+    let estimate = pbs_apps::distributed::initial_work(app, scenario, grid.nx, grid.ny, seed)?;
+    let balancer = if me == 0 {
+        Some(RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion, Some(&estimate))?)
+    } else {
+        None
+    };
+    let mut owners = balancer.as_ref().map_or_else(|| vec![0; grid.len()], |b| b.owners().to_vec());
+    world.process_at_rank(0).broadcast_into(&mut owners[..]);
+    // The app's halo, from an instance that holds nothing.
+    let nothing = vec![false; grid.len()];
+    let halo = pbs_apps::distributed::build_holding(app, scenario, grid.nx, grid.ny, seed, Some(&nothing))?.halo();
+    let holds = exchange::within(&grid, halo, |k| owners[k] == me);
+    let app = pbs_apps::distributed::build_holding(app, scenario, grid.nx, grid.ny, seed, Some(&holds))?;
+    Ok(Start { app, balancer, owners, estimate })
+}
+
+/// What [`start`] leaves a rank with.
+struct Start {
+    /// The app, holding the boxes the rank computes or reads.
+    app: Box<dyn Distributed>,
+    /// Rank 0's balancer (`None` elsewhere).
+    balancer: Option<RankBalancer>,
+    /// Every box's rank.
+    owners: Vec<u32>,
+    /// The app's estimate of each box's work, the first partition's loads.
+    estimate: Vec<f64>,
+}
+
 /// Runs `settings` on every rank of `world`; rank 0 gets the summary. An error is this rank's
 /// own (the caller aborts the job with it).
 pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<Option<Summary>, String> {
@@ -241,23 +276,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     world.split_shared(0).all_reduce_into(&(settings.threads as u64), &mut node_threads, SystemOperation::sum());
     exec.preempted(node_threads > summary::online_cores() as u64);
     let mut rec = Recorder::new(&settings.executor, settings.threads);
-    // Rank 0 decides, from the start: its owners reach every rank. The first partition is of
-    // the app's own estimate of each box's work, found without building the state; then each
-    // rank builds the boxes it computes or reads alone, and gets the state of those it only
-    // reads from their owners.
-    let (app_name, scenario, seed) = (&settings.app, &settings.scenario, settings.seed);
-    let estimate = pbs_apps::distributed::initial_work(app_name, scenario, grid.nx, grid.ny, seed)?;
-    let mut balancer = if me == 0 {
-        Some(RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion, Some(&estimate))?)
-    } else {
-        None
-    };
-    let mut owners = balancer.as_ref().map_or_else(|| vec![0; grid.len()], |b| b.owners().to_vec());
-    world.process_at_rank(0).broadcast_into(&mut owners[..]);
-    let nothing = vec![false; grid.len()];
-    let halo = pbs_apps::distributed::build_holding(app_name, scenario, grid.nx, grid.ny, seed, Some(&nothing))?.halo();
-    let holds: Vec<bool> = (0..grid.len()).map(|k| readers(&grid, &owners, k, halo).contains(&(me as u32))).collect();
-    let mut app = pbs_apps::distributed::build_holding(app_name, scenario, grid.nx, grid.ny, seed, Some(&holds))?;
+    let Start { mut app, mut balancer, mut owners, estimate } = start(world, settings, grid)?;
     let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
     hint_local(&mut exec, &estimate, &local)?;
     app.compute_only(Some(local))?;

@@ -1,6 +1,9 @@
 //! pbs's mapping decisions without its threads, for a runtime that runs the tasks itself (a
 //! StarPU scheduling policy, through `pbs_mapper_*` of the C interface): the box loads of an
-//! iteration in; whether to rebalance, every box's owner and every worker's victims out.
+//! iteration in; whether to rebalance, every box's owner and every worker's victims out. A
+//! caller whose box loads are costly to gather (`pbs-mpi`, where they are spread over the
+//! ranks) gives each worker's load first and the box loads only when asked
+//! ([`Mapper::observe`], [`Mapper::balance_on`]).
 //!
 //! The decisions are the `pbs` executor's: its balancer (warm-started, or started over when far
 //! from balance, [`pbs::rebalance`]; with its method, tolerance and steps per rebalancing), its criterion (Boulmier's eq. 24 with `C` the measured cost of the

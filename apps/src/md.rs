@@ -196,7 +196,13 @@ impl Md {
         let md = Md::holding(scenario, nx, ny, seed, Some(&vec![false; nx * ny]));
         let mut counts = vec![0usize; md.grid.len()];
         initial_particles(scenario, (md.width, md.height, md.centre), seed, |p| counts[md.box_of(p.x, p.y)] += 1);
-        (0..md.grid.len()).map(|k| (counts[k] * md.around(k).map(|n| counts[n]).sum::<usize>()) as f64).collect()
+        md.pair_work(&counts)
+    }
+
+    /// Each box's particles times those of its 3×3 neighbourhood, from every box's particle
+    /// count: the pairs its task weighs.
+    fn pair_work(&self, counts: &[usize]) -> Vec<f64> {
+        (0..self.grid.len()).map(|k| (counts[k] * self.around(k).map(|n| counts[n]).sum::<usize>()) as f64).collect()
     }
 
     /// The same physics in two phases per iteration, `md-split`: a *rebin* phase gathers each
@@ -518,7 +524,7 @@ impl GridApp for Md {
     }
     fn box_work(&self) -> Vec<f64> {
         let counts: Vec<usize> = (0..self.grid.len()).map(|k| self.members(k).count()).collect();
-        (0..self.grid.len()).map(|k| (counts[k] * self.around(k).map(|n| counts[n]).sum::<usize>()) as f64).collect()
+        self.pair_work(&counts)
     }
 }
 

@@ -253,8 +253,7 @@ impl Distributed for Stencil {
                 let mut read = l[k];
                 self.grid.for_each_neighbour(k, |n| read |= l[n]);
                 if !read {
-                    *self.tiles[k] = Vec::new();
-                    *self.next[k] = Vec::new();
+                    self.release(k);
                 }
             }
         }

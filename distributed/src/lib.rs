@@ -5,20 +5,22 @@
 //!
 //! | level | who decides | from what | file |
 //! |---|---|---|---|
-//! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `diffusion`, `static`) | every box's time on its core (`timed.rs`), summed over ranks | `ranks.rs` |
+//! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `diffusion`, `static`) | each rank's summed box times on their cores (`timed.rs`), every box's only before a rebalancing | `ranks.rs` |
 //! | box → thread | each rank: the pbs executor, as in shared memory | its own boxes' times | `pbs-scheduler` |
 //!
 //! A box's data moves with its box: apps implement [`pbs_apps::distributed::Distributed`]
 //! (pack, unpack, halo depth), and after every iteration each rank sends the boxes it just
 //! computed to their next owner and to the ranks whose tasks read them, each reader the part
 //! it reads (the stencil's, the edge rows and columns next to its boxes; `exchange.rs`: one
-//! `MPI_Alltoallv`). The per-box computation is the shared-memory one on the same data, so
-//! the final state, gathered on rank 0, has the shared-memory checksum for every rank and
-//! thread count (`tests/mpirun.rs` checks 1–4 ranks × 1–2 threads).
+//! `MPI_Alltoallv`). A rank holds only the boxes it computes or reads. The per-box computation
+//! is the shared-memory one on the same data, so the final state, hashed on rank 0 a band of
+//! rows at a time, has the shared-memory checksum for every rank and thread count
+//! (`tests/mpirun.rs` checks 1–4 ranks × 1–2 threads).
 //!
 //! When to rebalance across ranks is the pbs executor's rule (Boulmier et al.'s eq. 24 by
 //! default, through [`pbs_scheduler::mapper::Mapper`]) on the ranks' summed box times, its
-//! cost `C` the balancer's time plus the exchange that moved the boxes.
+//! cost `C` the balancer's time plus the gathering of the box loads and the exchange that
+//! moved the boxes.
 //!
 //! The binary is what a user runs: `run` for one run, `compare` for several balances side by
 //! side in one job (`run.rs` is the loop, `summary.rs` the figures):

@@ -88,7 +88,7 @@ pub fn pack(app: &dyn Distributed, plan: &Plan, ranks: usize) -> Result<Outgoing
 /// `marked`. With the boxes of other ranks marked, the boxes that can have a reader; with a
 /// rank's own, those it computes or reads. Two passes of a sliding window, where looking
 /// around each box costs `(2 halo + 1)²` reads.
-pub fn within(grid: &Grid, halo: usize, marked: impl Fn(usize) -> bool) -> Vec<bool> {
+pub(crate) fn within(grid: &Grid, halo: usize, marked: impl Fn(usize) -> bool) -> Vec<bool> {
     let (nx, ny) = (grid.nx, grid.ny);
     // Along rows: how many marked boxes lie within `halo` in the row.
     let mut rows = vec![0u32; nx * ny];

@@ -365,9 +365,10 @@ impl RankBalancer {
         let all: Vec<usize> = (0..measured.len()).collect();
         history.push(&all, measured);
         let sums = |loads: &[f64]| metrics::charges(&self.owners, loads, self.ranks);
-        match self.observe(&sums(measured), &sums(&history.smoothed()))? {
+        let smoothed = history.smoothed();
+        match self.observe(&sums(measured), &sums(&smoothed))? {
             Step::Decided(d) => Ok(d),
-            Step::NeedsBoxLoads => self.balance_on(&history.smoothed(), bytes),
+            Step::NeedsBoxLoads => self.balance_on(&smoothed, bytes),
         }
     }
 

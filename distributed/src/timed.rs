@@ -223,24 +223,37 @@ mod tests {
     }
 
     /// Boxes handed out one by one on a node with a core per thread (md's case) are timed by
-    /// two reads of the tick counter each, in seconds: each about the wall time the task
-    /// itself measured. (Against the whole phase's wall time, the check failed when tests ran
-    /// side by side: waking the pool's thread took as long as the boxes.)
+    /// two reads of the tick counter each, in seconds: each at least the wall time the task
+    /// itself measured (the ticks enclose it), and about that much in a run where the thread
+    /// kept its core. Only the timing's own window is compared: against the phase's wall time,
+    /// or against another box's, the check failed when tests ran side by side and the OS took
+    /// the core away during one box (a CI run timed a 200 k-spin box at 3.1 ms).
     #[test]
     fn boxes_handed_out_one_by_one_are_timed_in_seconds() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(4, 1).unwrap()));
         exec.preempted(false);
         exec.time_only(Some(vec![true, true, false, true])).unwrap();
-        let inside: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
-        exec.run_phase(&|k| {
-            let start = std::time::Instant::now();
-            std::hint::black_box(spin(if k == 1 { 4_000_000 } else { 200_000 }));
-            inside[k].store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        });
-        let loads = exec.take_loads();
-        assert!(loads[1] > 10.0 * loads[0] && loads[0] > 0.0 && loads[3] > 0.0 && loads[2] == 0.0, "{loads:?}");
-        let own = inside[1].load(Ordering::Relaxed) as f64 * 1e-9;
-        assert!(loads[1] >= 0.9 * own && loads[1] <= 1.25 * own, "{} s timed for a box of {own} s", loads[1]);
+        let mut worst_excess = f64::INFINITY;
+        // Preemption only adds to the ticks' window; the best of a few runs shows the timing
+        // itself adds next to nothing.
+        for _ in 0..5 {
+            let inside: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+            exec.run_phase(&|k| {
+                let start = std::time::Instant::now();
+                std::hint::black_box(spin(if k == 1 { 4_000_000 } else { 200_000 }));
+                inside[k].store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            });
+            let loads = exec.take_loads();
+            assert_eq!(loads[2], 0.0, "an untimed box has no load: {loads:?}");
+            let mut excess = 0.0f64;
+            for k in [0, 1, 3] {
+                let own = inside[k].load(Ordering::Relaxed) as f64 * 1e-9;
+                assert!(loads[k] >= 0.95 * own, "box {k}: {} s timed for a box of {own} s", loads[k]);
+                excess = excess.max(loads[k] / own);
+            }
+            worst_excess = worst_excess.min(excess);
+        }
+        assert!(worst_excess <= 1.25, "timed {worst_excess} × the boxes' own wall time at best");
     }
 
     /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is

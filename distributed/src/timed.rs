@@ -183,19 +183,26 @@ mod tests {
         (0..n).fold(0u64, |a, i| std::hint::black_box(a.wrapping_mul(31).wrapping_add(i)))
     }
 
+    /// The long box measures longest in a run where no short box of its range lost its core
+    /// (a short box preempted for a time slice would read as long as the long one: the best of
+    /// a few runs is compared).
     #[test]
     fn a_box_that_works_longer_is_measured_longer_and_every_box_runs_once() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(8, 2).unwrap()));
-        let mut runs = vec![0u32; 8];
-        for_each_box_mut(&mut exec, &mut runs, |k, r| {
-            *r += 1;
-            std::hint::black_box(spin(if k == 5 { 20_000_000 } else { 1000 }));
-        });
-        assert_eq!(runs, vec![1; 8]);
-        let loads = exec.take_loads();
-        let others = loads.iter().enumerate().filter(|&(k, _)| k != 5).map(|(_, l)| *l).fold(0.0, f64::max);
-        assert!(loads[5] > 10.0 * others, "{loads:?}");
-        assert!(exec.take_loads().iter().all(|&l| l == 0.0), "taking resets");
+        let mut best_ratio = 0.0f64;
+        for _ in 0..5 {
+            let mut runs = vec![0u32; 8];
+            for_each_box_mut(&mut exec, &mut runs, |k, r| {
+                *r += 1;
+                std::hint::black_box(spin(if k == 5 { 20_000_000 } else { 1000 }));
+            });
+            assert_eq!(runs, vec![1; 8]);
+            let loads = exec.take_loads();
+            let others = loads.iter().enumerate().filter(|&(k, _)| k != 5).map(|(_, l)| *l).fold(0.0, f64::max);
+            best_ratio = best_ratio.max(loads[5] / others);
+            assert!(exec.take_loads().iter().all(|&l| l == 0.0), "taking resets");
+        }
+        assert!(best_ratio > 10.0, "the long box measured {best_ratio} × the longest short one at best");
     }
 
     /// Boxes outside the mask still run, once each, but are not timed.

@@ -7,7 +7,8 @@
 # Miri interprets the pure-Rust tests: the pool, the claims, the executors, the C statuses.
 # It cannot run what calls C (hwloc, perf_event_open, thread pinning, the C programs), so
 # the scheduler is built without hwloc (sysfs fallback) and those tests are filtered out.
-# ThreadSanitizer runs every test of both crates, the C interface's included.
+# ThreadSanitizer runs every test of both crates, the C interface's included, and pbs-mpi's
+# unit tests (its timing wrapper).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -36,6 +37,10 @@ tsan() {
 }
 tsan -p pbs-scheduler --lib --tests
 tsan -p pbs-ffi --lib --test fuzz_arguments
+# pbs-mpi's own unsafe code: the timing wrapper's Executor implementation over the pool and its
+# CPU-clock call (its MPI runs are separate processes, which the test suite runs).
+need_packages "${MPI_PACKAGES[@]}"
+tsan -p pbs-mpi --lib
 
 echo "== AddressSanitizer and UBSan: the StarPU policy, heat and md as StarPU tasks, its error cases"
 need_packages "${STARPU_PACKAGES[@]}"

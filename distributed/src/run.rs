@@ -65,6 +65,10 @@ impl Settings {
         if self.threads == 0 {
             return Err("--threads 0: a rank needs at least one thread".into());
         }
+        let max = pbs_scheduler::pool::MAX_THREADS;
+        if self.threads > max {
+            return Err(pbs_scheduler::Error::TooManyThreads { threads: self.threads, max }.to_string());
+        }
         if self.iters == 0 {
             return Err("--iters 0: nothing to run".into());
         }

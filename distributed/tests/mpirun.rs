@@ -121,6 +121,7 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
     for (ranks, args, said) in [
         (3, vec!["--app", "md", "--nx", "1", "--ny", "2"], "3 ranks for 2 boxes"),
         (2, vec!["--app", "md", "--threads", "0"], "--threads 0"),
+        (2, vec!["--app", "md", "--threads", "100000"], "100000 threads: a pool takes at most 4096"),
         (2, vec!["--app", "heat"], "md, md-split and stencil"),
         (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, diffusion, static"),
         (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),

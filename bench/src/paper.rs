@@ -47,6 +47,22 @@ impl Settings {
     pub fn quick() -> Self {
         Settings { trials: 8, large_trials: 2, paper_trials: 2, paper_max_steps: 200 }
     }
+
+    /// Every count at least 1: a row of zero transitions would print as converged in 0 steps,
+    /// "∞ × the paper".
+    pub fn check(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("--trials", self.trials),
+            ("--large-trials", self.large_trials),
+            ("--paper-trials", self.paper_trials),
+            ("--paper-max-steps", self.paper_max_steps),
+        ] {
+            if value == 0 {
+                return Err(format!("{name} must be at least 1: a row of zero transitions or steps measures nothing"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One published row of the paper's Tables 1–3: (vCores, side, kind, steps avg/min/max, ms avg/min/max).
@@ -104,6 +120,7 @@ pub struct Results {
 /// Runs everything and writes `report.md`, `results.json` and the PNGs into `out`; returns the
 /// report's path.
 pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
+    s.check()?;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let configs: Vec<(usize, usize)> =
         [(10, 50)].into_iter().chain([13, 72].into_iter().flat_map(|v| [50, 100, 150].map(|side| (v, side)))).collect();
@@ -430,5 +447,28 @@ fn ratio(theirs: f64, ours: f64) -> String {
         format!("{:.1}×", theirs / ours)
     } else {
         "∞".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_of_zero_is_refused_before_anything_is_written() {
+        assert!(Settings::default().check().is_ok());
+        assert!(Settings::quick().check().is_ok());
+        let zeroed = [
+            ("--trials", Settings { trials: 0, ..Settings::quick() }),
+            ("--large-trials", Settings { large_trials: 0, ..Settings::quick() }),
+            ("--paper-trials", Settings { paper_trials: 0, ..Settings::quick() }),
+            ("--paper-max-steps", Settings { paper_max_steps: 0, ..Settings::quick() }),
+        ];
+        let out = std::env::temp_dir().join(format!("pbs-paper-zero-{}", std::process::id()));
+        for (name, settings) in zeroed {
+            let err = write_report(&out, &settings).unwrap_err();
+            assert!(err.starts_with(name), "{name}: {err}");
+            assert!(!out.exists(), "{name}: the report folder was created");
+        }
     }
 }

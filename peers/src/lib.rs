@@ -23,6 +23,7 @@
 //! | `coupe-hilbert` | coupe's Hilbert-curve split | coupe 0.1 |
 //! | `metis-kway` | METIS k-way, contiguous parts | Karypis & Kumar 1998 |
 //! | `metis-recursive` | METIS recursive bisection | Karypis & Kumar 1998 |
+//! | `diffusion` | [`Diffusion`]: boxes moved across the existing borders by a balancing flow; a k-way RCB cold | Hu & Blake 1999; ParMETIS's adaptive repartitioning |
 //!
 //! ```
 //! use pbs::Grid;
@@ -40,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod coupe_methods;
+mod diffusion;
 mod hilbert;
 mod metis;
 mod pbs_method;
@@ -47,6 +49,7 @@ pub mod quality;
 mod rcb;
 
 pub use coupe_methods::{CoupeHilbert, CoupeMultiJagged, CoupeRcb};
+pub use diffusion::Diffusion;
 pub use hilbert::{hilbert_index, HilbertPrefix};
 pub use metis::{Metis, MetisScheme};
 pub use pbs_method::{ColdStart, Pbs};
@@ -152,6 +155,7 @@ pub const NAMES: &[&str] = &[
     "coupe-hilbert",
     "metis-kway",
     "metis-recursive",
+    "diffusion",
 ];
 
 /// A method by name, with its default settings.
@@ -165,6 +169,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
         "coupe-hilbert" => Box::new(CoupeHilbert::default()),
         "metis-kway" => Box::new(Metis::new(MetisScheme::Kway)),
         "metis-recursive" => Box::new(Metis::new(MetisScheme::Recursive)),
+        "diffusion" => Box::new(Diffusion::default()),
         _ => return Err(Error::UnknownMethod { name: name.to_string(), known: NAMES.join(", ") }),
     })
 }

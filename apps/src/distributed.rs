@@ -156,8 +156,9 @@ pub trait Distributed: GridApp {
     fn halo(&self) -> usize;
     /// From the next iteration on, runs only the boxes marked `true` (`None`: all). The
     /// others' tasks do nothing: their data is what [`Distributed::unpack_box`] put there
-    /// (md empties them at each iteration, so a box nobody refreshed holds no particle; the
-    /// stencil frees the tiles its tasks no longer read).
+    /// (md empties them at each iteration, so a box nobody refreshed holds no particle). The
+    /// boxes beyond the halo of the marked ones are dropped at once, so that an executor may
+    /// leave their tasks out (`pbs-mpi` runs a rank's window only).
     fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String>;
     /// Appends box `k`'s data to `out`.
     fn pack_box(&self, k: usize, out: &mut Vec<u8>);
@@ -318,6 +319,44 @@ pub fn initial_work(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) 
     }
 }
 
+/// Per box of a 2D grid: whether a box within `halo` of it (diagonals included, itself too) is
+/// `marked`. With the boxes of other processes marked, the boxes that can have a reader; with a
+/// process's own, those it computes or reads. Two passes of a sliding window, where looking
+/// around each box costs `(2 halo + 1)²` reads.
+pub fn within(grid: &pbs::Grid, halo: usize, marked: impl Fn(usize) -> bool) -> Vec<bool> {
+    let (nx, ny) = (grid.nx, grid.ny);
+    // Along rows: how many marked boxes lie within `halo` in the row.
+    let mut rows = vec![0u32; nx * ny];
+    for j in 0..ny {
+        let at = |i: usize| u32::from(marked(grid.index(i, j, 0)));
+        let mut count: u32 = (0..=halo.min(nx - 1)).map(at).sum();
+        for i in 0..nx {
+            rows[j * nx + i] = count;
+            if i + halo + 1 < nx {
+                count += at(i + halo + 1);
+            }
+            if i >= halo {
+                count -= at(i - halo);
+            }
+        }
+    }
+    // Along columns, over the rows' counts.
+    let mut near = vec![false; nx * ny];
+    for i in 0..nx {
+        let mut count: u32 = (0..=halo.min(ny - 1)).map(|j| rows[j * nx + i]).sum();
+        for j in 0..ny {
+            near[grid.index(i, j, 0)] = count > 0;
+            if j + halo + 1 < ny {
+                count += rows[(j + halo + 1) * nx + i];
+            }
+            if j >= halo {
+                count -= rows[(j - halo) * nx + i];
+            }
+        }
+    }
+    near
+}
+
 /// The processes that need box `k` under `owners`: those owning a box within `halo` boxes of
 /// it (diagonals included, `owners[k]` itself too), in increasing order. After every
 /// iteration, box `k`'s last owner sends it to each of them but itself.
@@ -349,6 +388,39 @@ mod tests {
     use super::*;
     use pbs_scheduler::executors::StaticBlocks;
     use pbs_scheduler::report::Recorder;
+    use pbs_scheduler::{Executor, PhaseStats};
+
+    /// Runs only the boxes `runs` marks, as `pbs-mpi`'s executor over a rank's window does
+    /// (its window holds at least the boxes within the halo of the rank's own).
+    struct Only {
+        inner: StaticBlocks,
+        runs: Vec<bool>,
+    }
+
+    // SAFETY: `task` runs only from the inner executor's calls, for a subset of the boxes it
+    // hands out: each box at most once, in range, none after it returns.
+    unsafe impl Executor for Only {
+        fn name(&self) -> &'static str {
+            "only"
+        }
+        fn threads(&self) -> usize {
+            self.inner.threads()
+        }
+        fn boxes(&self) -> usize {
+            self.inner.boxes()
+        }
+        fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+            let runs = &self.runs;
+            self.inner.run_phase(&|k| {
+                if runs[k] {
+                    task(k)
+                }
+            })
+        }
+        fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+            self.inner.on_each_thread(f)
+        }
+    }
 
     #[test]
     fn a_tile_travels_bit_for_bit_and_bad_bytes_are_named() {
@@ -371,7 +443,8 @@ mod tests {
     /// which moves boxes between processes every few iterations; gathered, the state is the
     /// shared-memory run's, bit for bit. After each iteration a process holds data only in the
     /// boxes within its halo.
-    fn gathered_checksum(app: &str, scenario: &str, processes: usize, iters: usize) -> (u64, u64) {
+    /// With `only_near`, a process's executor runs only the boxes within its halo.
+    fn gathered_checksum(app: &str, scenario: &str, processes: usize, iters: usize, only_near: bool) -> (u64, u64) {
         let (nx, ny) = (12, 9);
         let grid = pbs::Grid::new(nx, ny).unwrap();
         let mut exec = StaticBlocks::new(grid.len(), 2).unwrap();
@@ -429,7 +502,12 @@ mod tests {
             let owners = owners_at(it);
             for (p, part) in parts.iter_mut().enumerate() {
                 part.compute_only(Some(owners.iter().map(|&o| o as usize == p).collect())).unwrap();
-                part.iterate(&mut exec, &mut rec, None);
+                if only_near {
+                    let runs = near(&owners, p);
+                    part.iterate(&mut Only { inner: StaticBlocks::new(grid.len(), 2).unwrap(), runs }, &mut rec, None);
+                } else {
+                    part.iterate(&mut exec, &mut rec, None);
+                }
                 assert!(
                     holds_within(part.as_ref(), &near(&owners, p)),
                     "{app}: process {p} holds a box beyond its halo"
@@ -454,8 +532,10 @@ mod tests {
             [("md", "gravity"), ("md", "expansion"), ("md-split", "contraction"), ("stencil", "rough")]
         {
             for processes in [1, 2, 3] {
-                let (gathered, whole) = gathered_checksum(app, scenario, processes, 60);
-                assert_eq!(gathered, whole, "{app} {scenario} on {processes} processes");
+                for only_near in [false, true] {
+                    let (gathered, whole) = gathered_checksum(app, scenario, processes, 60, only_near);
+                    assert_eq!(gathered, whole, "{app} {scenario} on {processes} processes, only near {only_near}");
+                }
             }
         }
     }

@@ -597,6 +597,15 @@ impl Distributed for Md {
     }
     fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String> {
         check_mask(&local, self.grid.len())?;
+        if let Some(l) = &local {
+            // The boxes its tasks read (within the halo of its own) stay; the others are
+            // dropped at once: a process's executor may no longer run their tasks, which
+            // empty them (`pbs-mpi`'s runs only the rank's window).
+            let near = crate::distributed::within(&self.grid, self.halo(), |k| l[k]);
+            for k in (0..self.grid.len()).filter(|&k| !near[k]) {
+                self.release(k);
+            }
+        }
         self.gathered = match (&local, &self.current) {
             (Some(l), Some(_)) => Some((0..self.grid.len()).map(|k| self.around(k).any(|n| l[n])).collect()),
             _ => None,
@@ -624,7 +633,14 @@ impl Distributed for Md {
         )
     }
     fn release(&mut self, k: usize) {
+        // Both buffers: the other one becomes the state at the next iteration's end.
         self.boxes[k] = Bin::default();
+        if let Some(b) = self.next.get_mut(k) {
+            *b = Bin::default();
+        }
+        if let Some(list) = self.current.as_mut().and_then(|c| c.get_mut(k)) {
+            list.0 = Vec::new();
+        }
     }
     fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
         // A task reads the particles of its 3×3 neighbourhood and the leavers of its 5×5 (those

@@ -12,7 +12,7 @@ use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 use mpi::Count;
 use pbs::Grid;
-use pbs_apps::distributed::{part_for_reader, readers, Distributed, Reader, WHOLE};
+use pbs_apps::distributed::{part_for_reader, readers, within, Distributed, Reader, WHOLE};
 
 /// What one rank sends in one exchange.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -82,44 +82,6 @@ pub fn pack(app: &dyn Distributed, plan: &Plan, ranks: usize) -> Result<Outgoing
         }
     }
     Ok(out)
-}
-
-/// Per box of a 2D grid: whether a box within `halo` of it (diagonals included, itself too) is
-/// `marked`. With the boxes of other ranks marked, the boxes that can have a reader; with a
-/// rank's own, those it computes or reads. Two passes of a sliding window, where looking
-/// around each box costs `(2 halo + 1)²` reads.
-pub(crate) fn within(grid: &Grid, halo: usize, marked: impl Fn(usize) -> bool) -> Vec<bool> {
-    let (nx, ny) = (grid.nx, grid.ny);
-    // Along rows: how many marked boxes lie within `halo` in the row.
-    let mut rows = vec![0u32; nx * ny];
-    for j in 0..ny {
-        let at = |i: usize| u32::from(marked(grid.index(i, j, 0)));
-        let mut count: u32 = (0..=halo.min(nx - 1)).map(at).sum();
-        for i in 0..nx {
-            rows[j * nx + i] = count;
-            if i + halo + 1 < nx {
-                count += at(i + halo + 1);
-            }
-            if i >= halo {
-                count -= at(i - halo);
-            }
-        }
-    }
-    // Along columns, over the rows' counts.
-    let mut near = vec![false; nx * ny];
-    for i in 0..nx {
-        let mut count: u32 = (0..=halo.min(ny - 1)).map(|j| rows[j * nx + i]).sum();
-        for j in 0..ny {
-            near[grid.index(i, j, 0)] = count > 0;
-            if j + halo + 1 < ny {
-                count += rows[(j + halo + 1) * nx + i];
-            }
-            if j >= halo {
-                count -= rows[(j - halo) * nx + i];
-            }
-        }
-    }
-    near
 }
 
 fn record(buf: &mut Vec<u8>, k: usize, part: u64, bytes: &[u8]) {

@@ -6,7 +6,7 @@
 //! | level | who decides | from what | file |
 //! |---|---|---|---|
 //! | box → rank | rank 0: the pbs balancer with one vCore per rank (or `rcb`, `diffusion`, `static`) | each rank's summed box times on their cores (`timed.rs`), every box's only before a rebalancing | `ranks.rs` |
-//! | box → thread | each rank: the pbs executor, as in shared memory | its own boxes' times | `pbs-scheduler` |
+//! | box → thread | each rank: the pbs executor, as in shared memory, over the rank's window (its boxes' bounding box grown by the halo) | its own boxes' times | `window.rs`, `pbs-scheduler` |
 //!
 //! A box's data moves with its box: apps implement [`pbs_apps::distributed::Distributed`]
 //! (pack, unpack, halo depth), and after every iteration each rank sends the boxes it just
@@ -41,3 +41,4 @@ pub mod ranks;
 pub mod run;
 pub mod summary;
 pub mod timed;
+pub mod window;

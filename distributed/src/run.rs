@@ -31,6 +31,7 @@ use crate::exchange;
 use crate::ranks::{self, Decision, LoadHistory, RankBalancer, Step};
 use crate::summary::{self, Summary};
 use crate::timed::Timed;
+use crate::window::{self, Window};
 
 /// What to run (the command line of `pbs-mpi run`).
 #[derive(Debug, Clone, PartialEq)]
@@ -204,7 +205,7 @@ fn count_rebalancing_bytes(
 
 /// Tells the executor inside the rank the loads of its own boxes (the others' are 0), so that
 /// its threads share those boxes at once (`pbs`; the others ignore hints), and times only them.
-fn hint_local(exec: &mut Timed, loads: &[f64], local: &[bool]) -> Result<(), String> {
+fn hint_local(exec: &mut Timed<Window>, loads: &[f64], local: &[bool]) -> Result<(), String> {
     exec.time_only(Some(local.to_vec()))?;
     let hint: Vec<f64> = loads.iter().zip(local).map(|(&x, &l)| if l { x } else { 0.0 }).collect();
     if hint.iter().sum::<f64>() > 0.0 {
@@ -243,7 +244,7 @@ fn start(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<S
     // The app's halo, from an instance that holds nothing.
     let nothing = vec![false; grid.len()];
     let halo = pbs_apps::distributed::build_holding(app, scenario, grid.nx, grid.ny, seed, Some(&nothing))?.halo();
-    let holds = exchange::within(&grid, halo, |k| owners[k] == me);
+    let holds = pbs_apps::distributed::within(&grid, halo, |k| owners[k] == me);
     let app = pbs_apps::distributed::build_holding(app, scenario, grid.nx, grid.ny, seed, Some(&holds))?;
     Ok(Start { app, balancer, owners, estimate })
 }
@@ -272,16 +273,18 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
         pin: Pinning::Off,
         timer: BoxTimer::default(),
     };
-    let (exec, _) = runtime.executor(&settings.executor, grid).map_err(|e| e.to_string())?;
-    let mut exec = Timed::new(exec);
+    let name = settings.executor.clone();
+    let make: window::Make =
+        Box::new(move |g: Grid| runtime.executor(&name, g).map(|(exec, _)| exec).map_err(|e| e.to_string()));
     // Only where the node runs more threads than it has cores can a box's wall time count
     // another thread's turn on the core, which reading the CPU clock takes out.
     let mut node_threads = 0u64;
     world.split_shared(0).all_reduce_into(&(settings.threads as u64), &mut node_threads, SystemOperation::sum());
-    exec.preempted(node_threads > summary::online_cores() as u64);
     let mut rec = Recorder::new(&settings.executor, settings.threads);
     let Start { mut app, mut balancer, mut owners, estimate } = start(world, settings, grid)?;
     let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
+    let mut exec = Timed::new(Box::new(Window::new(grid, &local, app.halo(), make)?));
+    exec.preempted(node_threads > summary::online_cores() as u64);
     hint_local(&mut exec, &estimate, &local)?;
     app.compute_only(Some(local))?;
     let mut steady = exchange::Plan::new(app.as_ref(), &grid, &owners, &owners, me as u32);
@@ -327,8 +330,10 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
         tally.halo_bytes += out.halo_bytes as u64;
         if let Some(next) = next {
             let local: Vec<bool> = next.iter().map(|&o| o as usize == me).collect();
-            // The threads' mapping follows at once, on this iteration's loads of the boxes
-            // now here (those that arrived, as their last rank measured them).
+            // The executor moves to the new region, and the threads' mapping follows at once,
+            // on this iteration's loads of the boxes now here (those that arrived, as their
+            // last rank measured them).
+            exec.inner_mut().follow(&local, app.halo())?;
             hint_local(&mut exec, &history.latest(), &local)?;
             app.compute_only(Some(local))?;
             mine = own(&next);

@@ -1,11 +1,12 @@
 //! An executor that also measures each box's time: the loads a rank shares with the others.
 //!
-//! A box's load is its wall time scaled by the share of its range of boxes during which its
-//! thread really ran: a wall clock between boxes (the executors' tick counter,
+//! A box's load is its wall time scaled by the share of a span of its thread's boxes during
+//! which the thread really ran: a wall clock between boxes (the executors' tick counter,
 //! [`pbs_scheduler::clock::ticks`], a few nanoseconds a read against ~25 for `Instant`; with
 //! `Instant` this timing was 12–15 % of md's compute on one thread) and the thread's
-//! CPU clock (`CLOCK_THREAD_CPUTIME_ID`, a system call of ~0.4 µs here) around each range the
-//! executor hands out. When ranks × threads exceed the cores (a laptop, a 2-core CI machine),
+//! CPU clock (`CLOCK_THREAD_CPUTIME_ID`, a system call of ~0.4 µs here, more under
+//! oversubscription) at the start and end of spans of at least [`CPU_SPAN_NS`] (the last one of
+//! a phase at its end). When ranks × threads exceed the cores (a laptop, a 2-core CI machine),
 //! a preempted box's wall time counts what the OS ran meanwhile, and the balancer would chase
 //! the OS scheduler; the scale takes that out, so a rank's loads sum to its CPU time. Timing
 //! each box with the CPU clock instead cost 0.74 µs per box, more than an md box with a few
@@ -18,8 +19,8 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The wrapped executor and every box's nanoseconds since the last [`Timed::take_loads`].
-pub struct Timed {
-    inner: Box<dyn Executor + Send>,
+pub struct Timed<E: Executor + ?Sized> {
+    inner: Box<E>,
     nanos: Vec<AtomicU64>,
     /// The boxes timed (`None`: all); see [`Timed::time_only`].
     timed: Option<Vec<bool>>,
@@ -37,23 +38,70 @@ fn thread_cpu_nanos() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-thread_local! {
-    /// Each box of the running range with its wall time in ticks: reused, so that timing
-    /// allocates nothing once grown.
-    static WALLS: RefCell<Vec<(usize, u64)>> = const { RefCell::new(Vec::new()) };
+/// Wall time, in nanoseconds, over which a thread's CPU clock is read once where threads may
+/// lose their core. The pbs executor hands out md's boxes in pieces of about 16 (8 µs), and two
+/// reads of the CPU clock (system calls) per piece made a rank of md 256 × 256 over 8 ranks on
+/// 2 cores spend two thirds of its compute in them; over 200 µs the reads cost under 1 %.
+const CPU_SPAN_NS: f64 = 200_000.0;
+
+/// The boxes a thread timed since its CPU clock was last read, to be scaled together.
+#[derive(Default)]
+struct Span {
+    /// Each box with its wall time in ticks.
+    walls: Vec<(usize, u64)>,
+    /// The thread's CPU clock and the tick counter when the span began; `None`: none open.
+    start: Option<(u64, u64)>,
+    /// The tick counter at the end of the span's last range.
+    last: u64,
 }
 
-impl Timed {
+impl Span {
+    /// Adds the span's boxes to `nanos`, their wall times scaled by the share of the span's
+    /// wall time during which the thread ran (read from its CPU clock now), and closes it.
+    fn close(&mut self, nanos: &[AtomicU64]) {
+        let Some((cpu0, t0)) = self.start.take() else { return };
+        let ns_per_tick = clock::ns_per_tick();
+        let cpu = thread_cpu_nanos().saturating_sub(cpu0) as f64;
+        let wall = self.last.wrapping_sub(t0) as f64 * ns_per_tick;
+        // Under 1 when the thread was off its core during the span; never over (the CPU
+        // clock's coarser updates, and what the thread ran between its last box and this
+        // read, can make it read a little more than the wall clock).
+        let scale = if wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };
+        for &(k, ticks) in &self.walls {
+            add(nanos, k, ticks, scale);
+        }
+        self.walls.clear();
+    }
+}
+
+thread_local! {
+    /// The thread's open span: reused, so that timing allocates nothing once grown.
+    static SPAN: RefCell<Span> = RefCell::new(Span::default());
+}
+
+/// Adds box `k`'s `ticks`, scaled, to its nanoseconds. Relaxed: the counters are read after
+/// the phase, whose end (the pool's barrier) orders every task's writes before the caller's
+/// reads.
+fn add(nanos: &[AtomicU64], k: usize, ticks: u64, scale: f64) {
+    nanos[k].fetch_add((ticks as f64 * clock::ns_per_tick() * scale) as u64, Ordering::Relaxed);
+}
+
+impl<E: Executor + ?Sized> Timed<E> {
     /// `inner`, timed.
-    pub fn new(inner: Box<dyn Executor + Send>) -> Timed {
+    pub fn new(inner: Box<E>) -> Timed<E> {
         let nanos = (0..inner.boxes()).map(|_| AtomicU64::new(0)).collect();
         Timed { inner, nanos, timed: None, cpu_clock: true }
     }
 
+    /// The wrapped executor (its box count must stay the same).
+    pub fn inner_mut(&mut self) -> &mut E {
+        &mut self.inner
+    }
+
     /// Whether threads may lose their core while they run boxes (more threads on the node than
-    /// cores; the default): then each range's wall times are scaled by the thread's CPU clock,
-    /// read around the range. With a core per thread that scale is 1 and its two system calls
-    /// per range are saved (md hands out its boxes one by one: two per box).
+    /// cores; the default): then the wall times are scaled by the thread's CPU clock, read
+    /// around spans of boxes ([`CPU_SPAN_NS`]), and each phase ends with a round on the threads
+    /// that closes their spans. With a core per thread that scale is 1, and both are saved.
     pub fn preempted(&mut self, may_be: bool) {
         self.cpu_clock = may_be;
     }
@@ -72,6 +120,16 @@ impl Timed {
         }
     }
 
+    /// Closes every thread's open [`Span`] (reading the CPU clock reads are for), so that the
+    /// phase's boxes are counted in the phase: one more round on the threads, where the CPU
+    /// clock is read at all.
+    fn close_spans(&self) {
+        if self.cpu_clock {
+            let nanos = &self.nanos;
+            self.inner.on_each_thread(&|_| SPAN.with_borrow_mut(|span| span.close(nanos)));
+        }
+    }
+
     /// Every box's seconds since the last call, the counters reset.
     pub fn take_loads(&mut self) -> Vec<f64> {
         self.nanos.iter_mut().map(|n| std::mem::take(n.get_mut()) as f64 * 1e-9).collect()
@@ -86,50 +144,41 @@ impl Timed {
 }
 
 /// Runs the boxes `ks` with `task` and adds the wall time of each one that `timed` marks (all
-/// without a mask) to `nanos`, scaled by the CPU clock's share of the range if `cpu_clock`.
+/// without a mask) to `nanos`; with `cpu_clock`, through the thread's [`Span`], closed once it
+/// lasts [`CPU_SPAN_NS`] (the rest at the phase's end, [`Timed::close_spans`]).
 fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), ks: Range<usize>, task: impl Fn(usize)) {
     let is_timed = |k: usize| timed.is_none_or(|t| t[k]);
-    let ns_per_tick = clock::ns_per_tick();
-    // Relaxed: the counters are read after the phase, whose end (the pool's barrier) orders
-    // every task's writes before the caller's reads.
-    let add = |k: usize, ticks: u64, scale: f64| {
-        nanos[k].fetch_add((ticks as f64 * ns_per_tick * scale) as u64, Ordering::Relaxed);
-    };
-    if ks.len() == 1 && !cpu_clock {
-        // One box, as md hands them out: two reads of the tick counter, nothing else.
-        let k = ks.start;
-        if !is_timed(k) {
-            return task(k);
-        }
-        let t0 = clock::ticks();
-        task(k);
-        return add(k, clock::ticks().wrapping_sub(t0), 1.0);
-    }
     if !ks.clone().any(is_timed) {
         ks.for_each(task);
         return;
     }
-    WALLS.with_borrow_mut(|walls| {
-        walls.clear();
-        let read_cpu = || if cpu_clock { thread_cpu_nanos() } else { 0 };
-        let (cpu, first) = (read_cpu(), clock::ticks());
+    if !cpu_clock {
         // One clock read per box: each box ends where the next begins.
-        let mut last = first;
+        let mut last = clock::ticks();
         for k in ks {
             task(k);
             let now = clock::ticks();
             if is_timed(k) {
-                walls.push((k, now.wrapping_sub(last)));
+                add(nanos, k, now.wrapping_sub(last), 1.0);
             }
             last = now;
         }
-        let cpu = read_cpu().saturating_sub(cpu) as f64;
-        let wall = last.wrapping_sub(first) as f64 * ns_per_tick;
-        // Under 1 when the thread was off its core during the range; never over (the CPU
-        // clock's coarser updates can read a little more than the wall clock).
-        let scale = if cpu_clock && wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };
-        for &(k, ticks) in walls.iter() {
-            add(k, ticks, scale);
+        return;
+    }
+    SPAN.with_borrow_mut(|span| {
+        let (_, t0) = *span.start.get_or_insert_with(|| (thread_cpu_nanos(), clock::ticks()));
+        let mut last = clock::ticks();
+        for k in ks {
+            task(k);
+            let now = clock::ticks();
+            if is_timed(k) {
+                span.walls.push((k, now.wrapping_sub(last)));
+            }
+            last = now;
+        }
+        span.last = last;
+        if last.wrapping_sub(t0) as f64 * clock::ns_per_tick() >= CPU_SPAN_NS {
+            span.close(nanos);
         }
     });
 }
@@ -138,7 +187,7 @@ fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), k
 // of the wrapper's closures, with the boxes the inner executor gives (a range split into its
 // boxes, in order), so the inner executor's guarantees (each box at most once, only boxes
 // below `boxes()`, no return while a task runs) hold for `task`; `boxes` is the inner's.
-unsafe impl Executor for Timed {
+unsafe impl<E: Executor + ?Sized> Executor for Timed<E> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
@@ -150,11 +199,15 @@ unsafe impl Executor for Timed {
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
         let (nanos, how) = (&self.nanos, (self.timed.as_deref(), self.cpu_clock));
-        self.inner.run_phase(&|k| run_timed(nanos, how, k..k + 1, task))
+        let stats = self.inner.run_phase(&|k| run_timed(nanos, how, k..k + 1, task));
+        self.close_spans();
+        stats
     }
     fn run_phase_ranges(&mut self, task: &(dyn Fn(Range<usize>) + Sync)) -> PhaseStats {
         let (nanos, how) = (&self.nanos, (self.timed.as_deref(), self.cpu_clock));
-        self.inner.run_phase_ranges(&|ks| run_timed(nanos, how, ks, |k| task(k..k + 1)))
+        let stats = self.inner.run_phase_ranges(&|ks| run_timed(nanos, how, ks, |k| task(k..k + 1)));
+        self.close_spans();
+        stats
     }
     fn end_iteration(&mut self) -> IterationEnd {
         self.inner.end_iteration()
@@ -170,6 +223,12 @@ unsafe impl Executor for Timed {
     }
     fn hint_loads(&mut self, loads: &[f64]) -> pbs_scheduler::Result<bool> {
         self.inner.hint_loads(loads)
+    }
+    fn wants_motion(&self) -> bool {
+        self.inner.wants_motion()
+    }
+    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
+        self.inner.hint_motion(momentum, particles)
     }
 }
 
@@ -261,6 +320,28 @@ mod tests {
             best_excess = best_excess.min(excess);
         }
         assert!(best_excess <= 1.25, "timed {best_excess} × the boxes' own wall time at best");
+    }
+
+    /// Where the CPU clock is read, boxes shorter than a span together are still counted in
+    /// their phase (their span is closed when the phase ends), and a sleep inside a span is
+    /// taken out of the boxes around it too.
+    #[test]
+    fn short_boxes_are_counted_in_their_phase_and_their_span_scaled() {
+        let mut exec = Timed::new(Box::new(StaticBlocks::new(40, 1).unwrap()));
+        exec.run_phase(&|_| {
+            std::hint::black_box(spin(1000));
+        });
+        let loads = exec.take_loads();
+        assert!(loads.iter().all(|&l| l > 0.0), "boxes of an open span were not counted: {loads:?}");
+        assert!(loads.iter().sum::<f64>() < 0.01, "{loads:?}");
+        exec.run_phase(&|k| {
+            std::hint::black_box(spin(1000));
+            if k == 20 {
+                std::thread::sleep(std::time::Duration::from_millis(30));
+            }
+        });
+        let loads = exec.take_loads();
+        assert!(loads.iter().sum::<f64>() < 0.015, "30 ms asleep counted: {}", loads.iter().sum::<f64>());
     }
 
     /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is

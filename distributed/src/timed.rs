@@ -120,9 +120,8 @@ impl<E: Executor + ?Sized> Timed<E> {
         }
     }
 
-    /// Closes every thread's open [`Span`] (reading the CPU clock reads are for), so that the
-    /// phase's boxes are counted in the phase: one more round on the threads, where the CPU
-    /// clock is read at all.
+    /// Closes every thread's open [`Span`], so that the phase's boxes are counted in the phase:
+    /// one more round on the threads, only where the CPU clock is read.
     fn close_spans(&self) {
         if self.cpu_clock {
             let nanos = &self.nanos;

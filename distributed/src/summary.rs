@@ -16,6 +16,9 @@ pub struct RankFigures {
     pub host: String,
     /// Boxes it owned at the end.
     pub boxes: usize,
+    /// Boxes its executor spanned at the end: its boxes' bounding box grown by the halo
+    /// (`window.rs`).
+    pub window_boxes: usize,
     /// Median time of its compute phase per iteration, ms.
     pub compute_ms_median: f64,
     /// `max_avg` of its threads' busy times over the run.
@@ -119,7 +122,7 @@ pub(crate) fn online_cores() -> usize {
 }
 
 /// Fixed-size figures of one rank, as gathered (f64s, then the host name's bytes).
-const FIGURES: usize = 8;
+const FIGURES: usize = 9;
 const HOST_BYTES: usize = 64;
 
 /// Gathers every rank's figures on rank 0 and returns the summary there (`None` elsewhere).
@@ -128,7 +131,7 @@ pub(crate) fn gather(
     settings: &Settings,
     grid: Grid,
     tally: &Tally,
-    boxes: usize,
+    (boxes, window_boxes): (usize, usize),
     report: &RunReport,
     checksum: u64,
 ) -> Option<Summary> {
@@ -141,6 +144,7 @@ pub(crate) fn gather(
         tally.migrated_boxes as f64,
         online_cores() as f64,
         settings.threads as f64,
+        window_boxes as f64,
     ];
     let mut name = [0u8; HOST_BYTES];
     let h = host();
@@ -165,6 +169,7 @@ pub(crate) fn gather(
                 rank: r,
                 host: String::from_utf8_lossy(&n[..n.iter().position(|&b| b == 0).unwrap_or(HOST_BYTES)]).into_owned(),
                 boxes: f[0] as usize,
+                window_boxes: f[8] as usize,
                 compute_ms_median: f[1],
                 imbalance_threads: f[2],
                 migrated_bytes_sent: f[3] as u64,

@@ -74,6 +74,15 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
                 assert_eq!(v["per_rank"].as_array().unwrap().len(), ranks);
                 let boxes: u64 = v["per_rank"].as_array().unwrap().iter().map(|r| r["boxes"].as_u64().unwrap()).sum();
                 assert_eq!(boxes, 1024, "every box owned once at the end");
+                // Each rank's executor spans its window: its boxes and their halo, within the grid.
+                let windows: Vec<u64> =
+                    v["per_rank"].as_array().unwrap().iter().map(|r| r["window_boxes"].as_u64().unwrap()).collect();
+                for (r, w) in v["per_rank"].as_array().unwrap().iter().zip(&windows) {
+                    assert!(r["boxes"].as_u64().unwrap() <= *w && *w <= 1024, "{r}");
+                }
+                if ranks > 1 {
+                    assert!(windows.iter().sum::<u64>() < ranks as u64 * 1024, "every window is the grid: {windows:?}");
+                }
                 if ranks > 1 {
                     assert!(v["halo_bytes_per_iter"].as_f64().unwrap() > 0.0);
                 }

@@ -109,13 +109,20 @@ fn print_table(s: &Summary) {
         if s.oversubscribed { " (OVERSUBSCRIBED: more threads than cores; times are the OS's sharing)" } else { "" }
     );
     println!(
-        "{:>4}  {:<16} {:>6} {:>11} {:>11} {:>14} {:>14}",
-        "rank", "host", "boxes", "compute ms", "thr max/avg", "migrated B", "halo B"
+        "{:>4}  {:<16} {:>6} {:>7} {:>11} {:>11} {:>14} {:>14}",
+        "rank", "host", "boxes", "window", "compute ms", "thr max/avg", "migrated B", "halo B"
     );
     for r in &s.per_rank {
         println!(
-            "{:>4}  {:<16} {:>6} {:>11.3} {:>11.3} {:>14} {:>14}",
-            r.rank, r.host, r.boxes, r.compute_ms_median, r.imbalance_threads, r.migrated_bytes_sent, r.halo_bytes_sent
+            "{:>4}  {:<16} {:>6} {:>7} {:>11.3} {:>11.3} {:>14} {:>14}",
+            r.rank,
+            r.host,
+            r.boxes,
+            r.window_boxes,
+            r.compute_ms_median,
+            r.imbalance_threads,
+            r.migrated_bytes_sent,
+            r.halo_bytes_sent
         );
     }
     let imbalance = match s.imbalance_ranks_after_first {

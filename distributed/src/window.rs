@@ -226,6 +226,25 @@ mod tests {
         assert!(owners.iter().all(|&o| o < 3));
     }
 
+    /// A grid of several layers: the window is a box of boxes in all three axes.
+    #[test]
+    fn a_window_in_three_dimensions_runs_its_boxes_once() {
+        let grid = Grid::new_3d(6, 5, 4).unwrap();
+        let mine: Vec<bool> = (0..grid.len()).map(|k| grid.coords(k) == [3, 2, 1]).collect();
+        let mut w = Window::new(grid, &mine, 1, static_blocks(2)).unwrap();
+        assert_eq!(w.window_boxes(), 3 * 3 * 3);
+        let counts: Vec<std::sync::atomic::AtomicU32> = (0..grid.len()).map(|_| Default::default()).collect();
+        w.run_phase_ranges(&|ks| {
+            ks.for_each(|k| {
+                counts[k].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            })
+        });
+        for (k, c) in counts.iter().enumerate() {
+            let inside = grid.coords(k).iter().zip([3, 2, 1]).all(|(&a, b)| a.abs_diff(b) <= 1);
+            assert_eq!(c.load(std::sync::atomic::Ordering::Relaxed), u32::from(inside), "box {k}");
+        }
+    }
+
     /// Following new owners rebuilds the inner executor only when the window moves; a rank
     /// with no box keeps a window of one box; wrong lengths are named.
     #[test]

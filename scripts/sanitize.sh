@@ -8,7 +8,7 @@
 # It cannot run what calls C (hwloc, perf_event_open, thread pinning, the C programs), so
 # the scheduler is built without hwloc (sysfs fallback) and those tests are filtered out.
 # ThreadSanitizer runs every test of both crates, the C interface's included, and pbs-mpi's
-# unit tests (its timing wrapper).
+# unit tests (its timing wrapper and window).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -37,8 +37,8 @@ tsan() {
 }
 tsan -p pbs-scheduler --lib --tests
 tsan -p pbs-ffi --lib --test fuzz_arguments
-# pbs-mpi's own unsafe code: the timing wrapper's Executor implementation over the pool and its
-# CPU-clock call (its MPI runs are separate processes, which the test suite runs).
+# pbs-mpi's own unsafe code: the timing wrapper's and the window's Executor implementations over
+# the pool, and the CPU-clock call (its MPI runs are separate processes, which the test suite runs).
 need_packages "${MPI_PACKAGES[@]}"
 tsan -p pbs-mpi --lib
 

@@ -398,7 +398,9 @@ mod tests {
     }
 
     // SAFETY: `task` runs only from the inner executor's calls, for a subset of the boxes it
-    // hands out: each box at most once, in range, none after it returns.
+    // hands out: each box at most once, in range, none after it returns (the boxes left out
+    // break "exactly once", a promise about results that this test's apps are built to waive,
+    // not one the unique `&mut` of `for_each_box_mut` rests on).
     unsafe impl Executor for Only {
         fn name(&self) -> &'static str {
             "only"

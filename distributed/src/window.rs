@@ -111,7 +111,11 @@ impl Window {
 // range crosses a row of the window, each piece a range of the grid's boxes). `global` is
 // one-to-one (distinct window coordinates are distinct grid coordinates) and in range (the
 // window lies inside the grid), so the inner executor's promises (each box at most once, in
-// range, no return while a task runs) carry over to the grid's boxes.
+// range, no return while a task runs) carry over to the grid's boxes, and `boxes()` is the
+// grid's for the window's whole life. The contract's "exactly once" holds for the window's
+// boxes only: boxes outside never run. That is a promise about results, not about the unique
+// `&mut` that `for_each_box_mut` builds (which rests on "at most once"), and the apps `run`
+// gives it to drop the boxes outside first (see the module documentation).
 unsafe impl Executor for Window {
     fn name(&self) -> &'static str {
         self.inner.name()

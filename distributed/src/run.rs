@@ -351,7 +351,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     }
     let checksum = gather_checksum(world, app.as_mut(), &grid, &owners)?;
     let boxes = owners.iter().filter(|&&o| o as usize == me).count();
-    let window_boxes = exec.inner_mut().window_boxes();
+    let window_boxes = exec.inner().window_boxes();
     Ok(summary::gather(world, settings, grid, &tally, (boxes, window_boxes), &rec.report(), checksum))
 }
 

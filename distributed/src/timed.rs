@@ -68,7 +68,7 @@ impl Span {
         // read, can make it read a little more than the wall clock).
         let scale = if wall > 0.0 { (cpu / wall).min(1.0) } else { 1.0 };
         for &(k, ticks) in &self.walls {
-            add(nanos, k, ticks, scale);
+            add(nanos, k, ticks as f64 * ns_per_tick * scale);
         }
         self.walls.clear();
     }
@@ -79,11 +79,10 @@ thread_local! {
     static SPAN: RefCell<Span> = RefCell::new(Span::default());
 }
 
-/// Adds box `k`'s `ticks`, scaled, to its nanoseconds. Relaxed: the counters are read after
-/// the phase, whose end (the pool's barrier) orders every task's writes before the caller's
-/// reads.
-fn add(nanos: &[AtomicU64], k: usize, ticks: u64, scale: f64) {
-    nanos[k].fetch_add((ticks as f64 * clock::ns_per_tick() * scale) as u64, Ordering::Relaxed);
+/// Adds `ns` nanoseconds to box `k`'s. Relaxed: the counters are read after the phase, whose
+/// end (the pool's barrier) orders every task's writes before the caller's reads.
+fn add(nanos: &[AtomicU64], k: usize, ns: f64) {
+    nanos[k].fetch_add(ns as u64, Ordering::Relaxed);
 }
 
 impl<E: Executor + ?Sized> Timed<E> {
@@ -91,6 +90,11 @@ impl<E: Executor + ?Sized> Timed<E> {
     pub fn new(inner: Box<E>) -> Timed<E> {
         let nanos = (0..inner.boxes()).map(|_| AtomicU64::new(0)).collect();
         Timed { inner, nanos, timed: None, cpu_clock: true }
+    }
+
+    /// The wrapped executor.
+    pub fn inner(&self) -> &E {
+        &self.inner
     }
 
     /// The wrapped executor (its box count must stay the same).
@@ -151,6 +155,7 @@ fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), k
         ks.for_each(task);
         return;
     }
+    let ns_per_tick = clock::ns_per_tick();
     if !cpu_clock {
         // One clock read per box: each box ends where the next begins.
         let mut last = clock::ticks();
@@ -158,7 +163,7 @@ fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), k
             task(k);
             let now = clock::ticks();
             if is_timed(k) {
-                add(nanos, k, now.wrapping_sub(last), 1.0);
+                add(nanos, k, now.wrapping_sub(last) as f64 * ns_per_tick);
             }
             last = now;
         }
@@ -176,7 +181,7 @@ fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), k
             last = now;
         }
         span.last = last;
-        if last.wrapping_sub(t0) as f64 * clock::ns_per_tick() >= CPU_SPAN_NS {
+        if last.wrapping_sub(t0) as f64 * ns_per_tick >= CPU_SPAN_NS {
             span.close(nanos);
         }
     });

@@ -181,9 +181,21 @@ mod tests {
     use super::*;
     use pbs_scheduler::executors::StaticBlocks;
     use pbs_scheduler::for_each_box_mut;
+    use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
     fn static_blocks(threads: usize) -> Make {
         Box::new(move |g: Grid| Ok(Box::new(StaticBlocks::new(g.len(), threads).map_err(|e| e.to_string())?) as _))
+    }
+
+    /// How many times one phase of ranges ran each box of the grid.
+    fn runs_as_ranges(w: &mut Window) -> Vec<u32> {
+        let counts: Vec<AtomicU32> = (0..w.boxes()).map(|_| AtomicU32::new(0)).collect();
+        w.run_phase_ranges(&|ks| {
+            ks.for_each(|k| {
+                counts[k].fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        counts.into_iter().map(AtomicU32::into_inner).collect()
     }
 
     #[test]
@@ -211,13 +223,7 @@ mod tests {
         for ranges in [false, true] {
             let mut runs = vec![0u32; grid.len()];
             if ranges {
-                let counts: Vec<std::sync::atomic::AtomicU32> = (0..grid.len()).map(|_| Default::default()).collect();
-                w.run_phase_ranges(&|ks| {
-                    ks.for_each(|k| {
-                        counts[k].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    })
-                });
-                runs = counts.into_iter().map(|c| c.into_inner()).collect();
+                runs = runs_as_ranges(&mut w);
             } else {
                 for_each_box_mut(&mut w, &mut runs, |_, r| *r += 1);
             }
@@ -237,15 +243,9 @@ mod tests {
         let mine: Vec<bool> = (0..grid.len()).map(|k| grid.coords(k) == [3, 2, 1]).collect();
         let mut w = Window::new(grid, &mine, 1, static_blocks(2)).unwrap();
         assert_eq!(w.window_boxes(), 3 * 3 * 3);
-        let counts: Vec<std::sync::atomic::AtomicU32> = (0..grid.len()).map(|_| Default::default()).collect();
-        w.run_phase_ranges(&|ks| {
-            ks.for_each(|k| {
-                counts[k].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            })
-        });
-        for (k, c) in counts.iter().enumerate() {
+        for (k, runs) in runs_as_ranges(&mut w).into_iter().enumerate() {
             let inside = grid.coords(k).iter().zip([3, 2, 1]).all(|(&a, b)| a.abs_diff(b) <= 1);
-            assert_eq!(c.load(std::sync::atomic::Ordering::Relaxed), u32::from(inside), "box {k}");
+            assert_eq!(runs, u32::from(inside), "box {k}");
         }
     }
 
@@ -254,10 +254,10 @@ mod tests {
     #[test]
     fn the_window_follows_the_owners_and_names_bad_lengths() {
         let grid = Grid::new(8, 8).unwrap();
-        let built = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let built = std::sync::Arc::new(AtomicUsize::new(0));
         let count = built.clone();
         let make: Make = Box::new(move |g: Grid| {
-            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            count.fetch_add(1, Ordering::Relaxed);
             Ok(Box::new(StaticBlocks::new(g.len(), 2).map_err(|e| e.to_string())?) as _)
         });
         let left: Vec<bool> = (0..64).map(|k| k % 8 < 4).collect();
@@ -268,7 +268,7 @@ mod tests {
         assert!(w.follow(&right, 1).unwrap());
         assert!(w.follow(&[false; 64], 1).unwrap());
         assert_eq!(w.window_boxes(), 1);
-        assert_eq!(built.load(std::sync::atomic::Ordering::Relaxed), 3);
+        assert_eq!(built.load(Ordering::Relaxed), 3);
         assert!(w.follow(&[true; 3], 1).unwrap_err().contains("3 flags for 64 boxes"));
         assert!(w.hint_loads(&[1.0; 3]).unwrap_err().to_string().contains("3 values for 64 boxes"));
     }

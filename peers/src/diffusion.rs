@@ -5,9 +5,9 @@
 //! [`pbs::RESTART_FROM`] × the lower bound out of balance (a re-drawn map), is a k-way RCB whose
 //! part ids are matched to the previous ones.
 
-use pbs::{bisection::kway_rcb, metrics, Grid, RESTART_FROM};
+use pbs::{bisection::kway_rcb, metrics, Grid, Problem, RESTART_FROM};
 
-use crate::{check_input, Partitioner, Result};
+use crate::{check_planar, Partitioner, Result};
 
 /// Diffusion from the previous call's parts, to within `1 + tol` of the lower bound.
 ///
@@ -42,25 +42,21 @@ impl Partitioner for Diffusion {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        let problem = check_input(self.name(), grid, loads, parts)?;
-        let bound = problem.lower_bound();
-        let next = match self.previous.take() {
-            Some((g, p, owners)) if g == *grid && p == parts => {
-                let now = metrics::max_avg(&metrics::charges(&owners, loads, parts));
+        check_planar(self.name(), grid)?;
+        let next = match &self.previous {
+            Some((g, p, owners)) if g == grid && *p == parts => {
+                let bound = Problem::new(*grid, loads, parts)?.lower_bound();
+                let now = metrics::max_avg(&metrics::charges(owners, loads, parts));
                 if now > RESTART_FROM * bound {
-                    metrics::match_labels(&owners, &kway_rcb(grid, loads, parts)?, parts)?
+                    metrics::match_labels(owners, &kway_rcb(grid, loads, parts)?, parts)?
                 } else {
                     // Every box moves at the same cost: the flow is carried by the fewest boxes.
-                    pbs::diffusion::diffuse(
-                        grid,
-                        &owners,
-                        loads,
-                        &vec![1.0; grid.len()],
-                        parts,
-                        (1.0 + self.tol) * bound,
-                    )?
+                    let bytes = vec![1.0; grid.len()];
+                    pbs::diffusion::diffuse(grid, owners, loads, &bytes, parts, (1.0 + self.tol) * bound)?
                 }
             }
+            // A cold start is an RCB, which checks the grid, loads and part count itself (so
+            // that its time includes reading the loads once, as `rcb`'s does).
             _ => kway_rcb(grid, loads, parts)?,
         };
         self.previous = Some((*grid, parts, next.clone()));

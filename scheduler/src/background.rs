@@ -32,8 +32,9 @@
 //!   lends it its core (`executors/pbs/lending.rs`) and runs under Linux's `SCHED_IDLE`
 //!   policy: it gets that core only when the worker does not want it, and the worker, woken,
 //!   takes it back at once rather than after the thread's time slice.
-//! - The thread is spawned at the first job (it inherits the spawning thread's CPU mask: for
-//!   the executor, the caller's own between phases) and ends when its [`Background`] drops:
+//! - The thread is spawned by [`Background::spawn`] or at the first job (it inherits the
+//!   spawning thread's CPU mask: for the executor, the caller's own as it builds the
+//!   executor) and ends when its [`Background`] drops:
 //!   `Drop` sets `cancel`, sends a quit message and joins, which waits for one unit at most.
 //!   (A quit message rather than a closed channel, so that loom, whose channels do not model
 //!   hanging up, checks the drop too.)

@@ -192,11 +192,11 @@ enum Command {
         /// Iterations recorded, when no --trace is given
         #[arg(long, default_value_t = 20)]
         record_iters: usize,
-        /// Where pbs's balancer runs: overlap (in idle time while a step fits there, else on a
-        /// balancer thread: the executor's default), idle (in idle time, else stop), thread
-        /// (always on the balancer thread), lend (overlap, the last worker lending the thread its
-        /// core where that pays: PBS_LEND=auto) or stop
-        #[arg(long, default_value = "overlap")]
+        /// Where pbs's balancer runs: lend (in idle time while a step fits there, else on a
+        /// balancer thread, the last worker lending the thread its core where that pays: the
+        /// executor's default, PBS_LEND=auto), overlap (the same, no core lent: PBS_LEND=never),
+        /// idle (in idle time, else stop), thread (always on the balancer thread) or stop
+        #[arg(long, default_value = "lend")]
         rebalancing: String,
         /// Also replay the remappers (rcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
         /// diffusion; not norcb, whose particle motion a trace does not hold)

@@ -55,14 +55,13 @@ pub enum Rebalancing {
     /// In the first idle thread's slack, a step at a time, while a step fits in a phase's
     /// slack, else as [`Rebalancing::Stop`].
     IdleTime,
-    /// In slack while a step fits there, else as [`Rebalancing::Thread`] (the executor's
-    /// default).
+    /// In slack while a step fits there, else as [`Rebalancing::Thread`] (`PBS_LEND=never`).
     IdleTimeOrThread,
     /// On a balancer thread beside the workers, serially, sharing a core: see [`replay`].
     Thread,
     /// As [`Rebalancing::IdleTimeOrThread`], the last worker lending the thread its core
     /// where that pays ([`Lending::pays`], on the run's units and the last iteration's time):
-    /// `PBS_LEND=auto` where the workers hold every core.
+    /// the executor's default (`PBS_LEND=auto`) where the workers hold every core.
     LentCore,
 }
 

@@ -241,11 +241,9 @@ pub struct Pbs {
     /// The worker that lends its core to the balancer thread, if one does.
     lender: Lender,
     vcores: VCores,
-    /// Each thread's boxes, as a list and as runs (rebuilt after every rebalancing).
-    lists: OwnerLists,
-    /// Per thread, the other threads in the order its idle worker visits them (neighbouring
-    /// vCores first).
-    neighbours: Vec<Vec<u32>>,
+    /// Each thread's boxes and whom it steals from (new after every rebalancing that moved
+    /// a box).
+    lists: ThreadLists,
     timing: Timing,
     rebalance: Rebalance,
     steal: Steal,
@@ -407,8 +405,7 @@ impl Pbs {
             grid,
             balancer: Some(balancer),
             vcores,
-            lists: OwnerLists::default(),
-            neighbours: Vec::new(),
+            lists: ThreadLists::default(),
             timing: Timing {
                 tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
                 iteration_busy: vec![Duration::ZERO; threads],
@@ -444,7 +441,12 @@ impl Pbs {
             affinity: Affinity { previous: None, owners_before: None },
             options,
         };
-        pbs.rebuild_lists();
+        pbs.lists = pbs.list_shape().lists(&pbs.vcores);
+        // The balancer thread starts now rather than in the iteration of the first run there
+        // (up to 0.12 ms on the 16-core lease).
+        if threads > 1 && matches!(pbs.options.overlap, Overlap::IdleTimeOrThread | Overlap::Thread) {
+            pbs.background.spawn();
+        }
         Ok(pbs)
     }
 
@@ -458,10 +460,41 @@ impl Pbs {
         self.rebalance.criterion.name()
     }
 
-    fn rebuild_lists(&mut self) {
-        let threads = self.pool.threads();
-        self.lists = OwnerLists::new(self.vcores.owners(), threads, self.options.chunk as usize);
-        self.neighbours = stealing::victim_order(&self.vcores, threads, self.grid.len(), self.options.numa.as_deref());
+    /// How this executor's [`ThreadLists`] are built.
+    fn list_shape(&self) -> ListShape {
+        ListShape { threads: self.pool.threads(), chunk: self.options.chunk as usize, numa: self.options.numa.clone() }
+    }
+}
+
+/// What each thread runs and whom it steals from, under one mapping. A run on the balancer
+/// thread builds them there, off the critical path: between iterations they took 74–92 µs of
+/// a 100–120 µs take-on at 4,096 boxes on 16 threads (docs/results.md, "Sixteen threads, a
+/// third lease").
+#[derive(Debug, Default, PartialEq)]
+struct ThreadLists {
+    /// Each thread's boxes, as a list and as runs.
+    owned: OwnerLists,
+    /// Per thread, the other threads in the order its idle worker visits them (neighbouring
+    /// vCores first).
+    victims: Vec<Vec<u32>>,
+}
+
+/// What [`ThreadLists`] are built from besides the vCores: plain data a pending run carries.
+#[derive(Clone)]
+struct ListShape {
+    threads: usize,
+    chunk: usize,
+    numa: Option<Vec<usize>>,
+}
+
+impl ListShape {
+    /// The lists of the mapping of `vcores`.
+    fn lists(&self, vcores: &VCores) -> ThreadLists {
+        let owners = vcores.owners();
+        ThreadLists {
+            owned: OwnerLists::new(owners, self.threads, self.chunk),
+            victims: stealing::victim_order(vcores, self.threads, owners.len(), self.numa.as_deref()),
+        }
     }
 }
 
@@ -561,7 +594,7 @@ impl Pbs {
         let lender = self.lender.now();
         let steal = self.steal.active || lender.is_some();
         if steal {
-            for (c, l) in self.steal.claims.iter().zip(&self.lists.lists) {
+            for (c, l) in self.steal.claims.iter().zip(&self.lists.owned.lists) {
                 c.store(pack(0, l.len() as u32), Ordering::Release);
             }
         }
@@ -569,7 +602,7 @@ impl Pbs {
         self.timing.phases_in_iteration += 1;
         self.slack.begin_phase(self.pool.threads());
         let (lists, runs, claims, neighbours) =
-            (&self.lists.lists, &self.lists.runs, &self.steal.claims, &self.neighbours);
+            (&self.lists.owned.lists, &self.lists.owned.runs, &self.steal.claims, &self.lists.victims);
         let (claim, stolen, foreign, lost) =
             (self.steal.claim, &self.steal.stolen, &self.steal.foreign, &self.steal.lost);
         // Balancing in idle time costs a few atomic operations per thread and phase: only
@@ -943,11 +976,11 @@ pub(super) mod tests {
                 ("PBS_STEPS", "7"),
                 ("PBS_STEAL", "always"),
                 ("PBS_OVERLAP", "off"),
-                ("PBS_LEND", "auto"),
+                ("PBS_LEND", "never"),
             ]))
             .unwrap();
         assert_eq!((o.method.as_str(), o.tol, o.trigger, o.steps_per_rebalance), ("paper-eq7", 0.01, 0.1, 7));
-        assert_eq!((o.steal, o.overlap, o.lend), (Stealing::Always, Overlap::Stop, Lending::Auto));
+        assert_eq!((o.steal, o.overlap, o.lend), (Stealing::Always, Overlap::Stop, Lending::Never));
         for (value, overlap) in [
             ("on", Overlap::IdleTimeOrThread),
             ("idle", Overlap::IdleTime),

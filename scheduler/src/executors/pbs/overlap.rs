@@ -27,6 +27,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use pbs::{Balancer, Outcome, Problem, Run, StopRule, VCores};
 
+use super::{ListShape, ThreadLists};
 use crate::clock;
 
 /// A rebalancing under way in the threads' idle time.
@@ -49,6 +50,11 @@ pub(super) struct Pending {
     pub correcting: bool,
     /// Critical-path time it has cost so far (its start, overruns).
     pub critical: Duration,
+    /// What the new mapping's [`ThreadLists`] are built from, where the unit that ends the
+    /// run builds them (off the critical path); `None`: the executor builds them.
+    lists_for: Option<ListShape>,
+    /// Built by the unit that ended the run, for its vCores.
+    pub lists: Option<ThreadLists>,
 }
 
 impl Pending {
@@ -59,6 +65,7 @@ impl Pending {
         stop: StopRule,
         restart_lands: bool,
         correcting: bool,
+        lists_for: Option<ListShape>,
     ) -> Pending {
         Pending {
             balancer,
@@ -72,6 +79,8 @@ impl Pending {
             age: 0,
             correcting,
             critical: Duration::ZERO,
+            lists_for,
+            lists: None,
         }
     }
 
@@ -86,22 +95,27 @@ impl Pending {
         if self.is_done() {
             return false;
         }
-        let Pending { balancer, problem, vcores, stop, restart_lands, run, outcome, .. } = self;
-        let unit = catch_unwind(AssertUnwindSafe(|| match run {
-            None => {
-                let (r, _) = Run::start_rebalancing(balancer.as_mut(), problem, vcores, *stop);
-                if r.restarted() && *restart_lands {
-                    // The start over is a mapping already: taken on as it is.
-                    *outcome = Some(r.finish(balancer.as_mut(), problem, vcores));
-                } else {
-                    *run = Some(r);
+        let Pending { balancer, problem, vcores, stop, restart_lands, run, outcome, lists_for, lists, .. } = self;
+        let unit = catch_unwind(AssertUnwindSafe(|| {
+            match run {
+                None => {
+                    let (r, _) = Run::start_rebalancing(balancer.as_mut(), problem, vcores, *stop);
+                    if r.restarted() && *restart_lands {
+                        // The start over is a mapping already: taken on as it is.
+                        *outcome = Some(r.finish(balancer.as_mut(), problem, vcores));
+                    } else {
+                        *run = Some(r);
+                    }
+                }
+                Some(r) => {
+                    if r.step(balancer.as_mut(), problem, vcores).is_none() {
+                        let r = run.take().expect("matched Some");
+                        *outcome = Some(r.finish(balancer.as_mut(), problem, vcores));
+                    }
                 }
             }
-            Some(r) => {
-                if r.step(balancer.as_mut(), problem, vcores).is_none() {
-                    let r = run.take().expect("matched Some");
-                    *outcome = Some(r.finish(balancer.as_mut(), problem, vcores));
-                }
+            if outcome.is_some() {
+                *lists = lists_for.as_ref().map(|shape| shape.lists(vcores));
             }
         }));
         self.failed = unit.is_err();
@@ -223,7 +237,7 @@ mod tests {
         let problem = Problem::new(grid, &loads, n).unwrap().into_owned();
         let vcores = VCores::random(&problem, 3);
         let stop = StopRule { max_steps: 20, tol: 0.02 };
-        Pending::new(methods::by_name("power-cells").unwrap(), problem, vcores, stop, false, false)
+        Pending::new(methods::by_name("power-cells").unwrap(), problem, vcores, stop, false, false, None)
     }
 
     /// Advanced unit by unit, a pending rebalancing ends where `balance` ends.
@@ -243,6 +257,26 @@ mod tests {
         assert!(!p.advance(), "nothing left");
     }
 
+    /// A run asked for the lists of its mapping builds them in its last unit, for the vCores
+    /// it ends with; one not asked builds none.
+    #[test]
+    fn the_last_unit_builds_the_lists_of_the_new_mapping_when_asked() {
+        let shape = ListShape { threads: 4, chunk: 8, numa: Some(vec![0, 0, 1, 1]) };
+        let mut p = pending(4);
+        p.lists_for = Some(shape.clone());
+        let before = shape.lists(&p.vcores);
+        while p.lists.is_none() {
+            assert!(p.advance(), "ended without its lists");
+        }
+        assert!(p.is_done(), "the lists come with the last unit");
+        let built = p.lists.take().unwrap();
+        assert_eq!(built, shape.lists(&p.vcores));
+        assert_ne!(built, before, "the run moved boxes: other lists");
+        let mut q = pending(4);
+        while q.advance() {}
+        assert!(q.lists.is_none());
+    }
+
     /// Cells far from balance: a pending rebalancing that starts over ends there when asked
     /// to (in the unit that starts it), and goes on to its steps otherwise.
     #[test]
@@ -259,7 +293,7 @@ mod tests {
         let stop = StopRule { max_steps: 20, tol: 0.02 };
         for lands in [true, false] {
             let balancer = methods::by_name("power-cells").unwrap();
-            let mut p = Pending::new(balancer, problem.clone(), vcores.clone(), stop, lands, false);
+            let mut p = Pending::new(balancer, problem.clone(), vcores.clone(), stop, lands, false, None);
             let mut units = 0;
             while p.advance() {
                 units += 1;

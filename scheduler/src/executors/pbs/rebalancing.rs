@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use pbs::{methods, metrics, rebalance, Outcome, Problem, StopRule};
 
 use super::overlap::Pending;
-use super::{Away, Lending, Overlap, Pbs};
+use super::{Away, Lending, Overlap, Pbs, ThreadLists};
 use crate::background::Returned;
 use crate::box_timing::Tracker;
 use crate::criteria::Sample;
@@ -175,6 +175,7 @@ impl Pbs {
                 stop,
                 self.options.restart_lands_at_once,
                 correcting,
+                Some(self.list_shape()),
             );
             pending.critical = start.elapsed();
             if in_slack {
@@ -201,7 +202,7 @@ impl Pbs {
             let before = self.vcores.owners().to_vec();
             let outcome = rebalance(balancer.as_mut(), &problem, &mut self.vcores, stop);
             self.balancer = Some(balancer);
-            self.took_on(before, &outcome, correcting, start.elapsed(), &mut end);
+            self.took_on(before, &outcome, correcting, start.elapsed(), None, &mut end);
         }
         end.rebalance_time = start.elapsed();
         end.rebalance_critical = end.rebalance_time + overrun;
@@ -239,7 +240,7 @@ impl Pbs {
                 let before = self.vcores.owners().to_vec();
                 self.vcores = pending.vcores;
                 let cost = pending.critical + start.elapsed() + off_path;
-                self.took_on(before, &outcome, pending.correcting, cost, end);
+                self.took_on(before, &outcome, pending.correcting, cost, pending.lists, end);
             }
             _ => end.rebalance_abandoned = true,
         }
@@ -316,21 +317,23 @@ impl Pbs {
         let outcome = rebalance(balancer.as_mut(), &problem, &mut self.vcores, stop);
         self.balancer = Some(balancer);
         let mut end = IterationEnd::default();
-        self.took_on(before, &outcome, false, start.elapsed(), &mut end);
+        self.took_on(before, &outcome, false, start.elapsed(), None, &mut end);
         self.rebalance.check.disarm();
         self.rebalance.measured = true;
         Ok(())
     }
 
     /// After a rebalancing ended with `outcome` and its owners are in `self.vcores` (those
-    /// before in `before`): new lists, fresh samples, the check to come, the criterion told its
-    /// cost `cost` (what it added to the wall time, as far as the executor knows).
+    /// before in `before`): new lists (`lists` where the run built them), fresh samples, the
+    /// check to come, the criterion told its cost `cost` (what it added to the wall time, as
+    /// far as the executor knows).
     fn took_on(
         &mut self,
         before: Vec<u32>,
         outcome: &Outcome,
         correcting: bool,
         cost: Duration,
+        lists: Option<ThreadLists>,
         end: &mut IterationEnd,
     ) {
         self.rebalance.reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
@@ -339,7 +342,7 @@ impl Pbs {
             self.rebalance.over_tolerance = 0;
             self.rebalance.recent.clear();
             self.timing.tracker.forget_samples();
-            self.rebuild_lists();
+            self.lists = lists.unwrap_or_else(|| self.list_shape().lists(&self.vcores));
             self.affinity.owners_before = Some(before);
         }
         end.rebalanced = true;

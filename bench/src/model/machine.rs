@@ -33,6 +33,19 @@ pub struct Machine {
     /// One balancer unit (a step) costs this, in recorded seconds, per box and per
     /// `1 + log2(vCores)` (the assignment's cost grows with the vCores it chooses among).
     pub balancer_box: f64,
+    /// Serial work between iterations, per box, to decide a rebalancing and send it out
+    /// (reading the box loads, building the problem, copying loads and vCores for the run).
+    /// Measured on the 16-core machine: 55–70 µs over 4,096 boxes (docs/results.md, "Sixteen
+    /// threads, a third lease").
+    pub start_box: f64,
+    /// Serial work between iterations, per box, to take on a run back from the balancer
+    /// thread (reading the fresh box loads, checking the new owners on them). Measured there:
+    /// about 30 µs over 4,096 boxes once the thread builds the lists.
+    pub take_on_box: f64,
+    /// Serial work per box to rebuild the threads' lists and steal orders, where a
+    /// rebalancing stops the iteration (a run off the critical path builds them there).
+    /// Measured there: 74–92 µs over 4,096 boxes.
+    pub lists_box: f64,
     /// The time slice the operating system gives the balancer thread on the core it shares
     /// with a worker, which is away that long. Assumed: Linux's default (EEVDF's base slice,
     /// 0.75 ms × (1 + log2 of the CPUs, at most 8)) at 8 CPUs or more; its effect, md's mean
@@ -57,6 +70,9 @@ impl Machine {
             remote: 1.0e-6,
             migrate: 0.2e-6,
             balancer_box: 7.19e-9,
+            start_box: 15e-9,
+            take_on_box: 7.5e-9,
+            lists_box: 20e-9,
             slice: 3e-3,
         }
     }

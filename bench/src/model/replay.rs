@@ -521,6 +521,12 @@ pub fn replay(
             let imbalance = |o: &[u32]| pbs::metrics::max_avg(&pbs::metrics::charges(o, &loads, threads));
             away.is_some() && imbalance(&plan.expect("pbs has a plan").events[e].owners) >= imbalance(&owners)
         };
+        // A run back from the thread is checked on fresh loads (taken on or not), serially.
+        if ended.is_some() && away.is_some() {
+            let c = machine.take_on_box * n as f64;
+            wall += c;
+            critical += c;
+        }
         if let Some((_, run_unit)) = ended.filter(|&(e, _)| stale(e)) {
             unit_seen = run_unit;
             abandoned += 1;
@@ -568,6 +574,10 @@ pub fn replay(
                     Rebalancing::Thread => (false, many),
                 };
                 pending_age = 0;
+                // Deciding and (off the critical path) sending the run out read every box.
+                let decide = machine.start_box * n as f64;
+                wall += decide;
+                critical += decide;
                 if in_slack {
                     pending = Some((next_event, unit, ev.units));
                 } else if on_thread {
@@ -584,7 +594,7 @@ pub fn replay(
                     };
                     let cost = unit * ev.units as f64 * parallel;
                     let moved = take_on(&mut owners, &ev.owners, &mut state, threads, &node_of);
-                    let c = cost + machine.migrate * moved as f64;
+                    let c = cost + machine.migrate * moved as f64 + machine.lists_box * n as f64;
                     wall += c;
                     critical += c;
                     order = neighbour_order(trace, &owners, threads, &node_of);

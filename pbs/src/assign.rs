@@ -23,7 +23,7 @@ use crate::grid::{dist2, Grid, Point};
 pub const NONE: u32 = u32::MAX;
 
 /// Per-box result of an assignment.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Assignment {
     /// Owner vCore of every box.
     pub owner: Vec<u32>,
@@ -33,6 +33,23 @@ pub struct Assignment {
     pub second: Vec<u32>,
     /// Power-distance gap between the second best and the owner (≥ 0; infinite with one vCore).
     pub gap: Vec<f64>,
+}
+
+/// `clone_from` keeps the arrays' memory: an executor copies the vCores for every rebalancing
+/// it hands to another thread.
+impl Clone for Assignment {
+    fn clone(&self) -> Assignment {
+        let Assignment { owner, score, second, gap } = self;
+        Assignment { owner: owner.clone(), score: score.clone(), second: second.clone(), gap: gap.clone() }
+    }
+
+    fn clone_from(&mut self, source: &Assignment) {
+        let Assignment { owner, score, second, gap } = self;
+        owner.clone_from(&source.owner);
+        score.clone_from(&source.score);
+        second.clone_from(&source.second);
+        gap.clone_from(&source.gap);
+    }
 }
 
 impl Assignment {

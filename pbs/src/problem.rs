@@ -50,26 +50,50 @@ impl<'a> Problem<'a> {
     /// Validates `loads` against `grid` (one finite, non-negative load per box) and the vCore
     /// count (at least one, at most one per box).
     pub fn new(grid: Grid, loads: &'a [f64], vcores: usize) -> Result<Self> {
-        validate_loads(&grid, loads)?;
+        Problem::checked(grid, std::borrow::Cow::Borrowed(loads), vcores)
+    }
+
+    /// [`Problem::new`] on loads it keeps: no copy, now or in [`Problem::into_owned`] (an
+    /// executor hands the problem to its balancer thread).
+    pub fn from_vec(grid: Grid, loads: Vec<f64>, vcores: usize) -> Result<Problem<'static>> {
+        Problem::checked(grid, std::borrow::Cow::Owned(loads), vcores)
+    }
+
+    fn checked(grid: Grid, loads: std::borrow::Cow<'a, [f64]>, vcores: usize) -> Result<Self> {
+        // One pass: the check, the largest load and the sum in index order (what
+        // `metrics::ordered_sum` gives).
+        validate_count(&grid, &loads)?;
+        let (mut max_load, mut total) = (0.0f64, 0.0);
+        for (index, &q) in loads.iter().enumerate() {
+            if !q.is_finite() || q < 0.0 {
+                return Err(invalid_load(&grid, index, q));
+            }
+            max_load = max_load.max(q);
+            total += q;
+        }
         if vcores == 0 {
             return Err(Error::NoVCores);
         }
         if vcores > grid.len() {
             return Err(Error::TooManyVCores { vcores, boxes: grid.len() });
         }
-        let max_load = loads.iter().copied().fold(0.0, f64::max);
         let exponent = if max_load > 0.0 { max_load.log2().floor() as i32 } else { 0 };
-        let (loads, scale) = if exponent.abs() > SCALE_LIMIT {
-            // Clamped: 2^1074 (for a largest load among the subnormals) is not a float.
-            let scale = 2f64.powi((-exponent).clamp(-1000, 1000));
-            let scaled: Vec<f64> = loads.iter().map(|q| q * scale).collect();
-            (std::borrow::Cow::Owned(scaled), scale)
-        } else {
-            (std::borrow::Cow::Borrowed(loads), 1.0)
-        };
-        let total = metrics::ordered_sum(&loads);
-        let max_load = max_load * scale;
-        Ok(Problem { grid, loads, scale, vcores, total, max_load, workers: None })
+        if exponent.abs() <= SCALE_LIMIT {
+            return Ok(Problem { grid, loads, scale: 1.0, vcores, total, max_load, workers: None });
+        }
+        // Clamped: 2^1074 (for a largest load among the subnormals) is not a float.
+        let scale = 2f64.powi((-exponent).clamp(-1000, 1000));
+        let scaled: Vec<f64> = loads.iter().map(|q| q * scale).collect();
+        let total = metrics::ordered_sum(&scaled);
+        Ok(Problem {
+            grid,
+            loads: std::borrow::Cow::Owned(scaled),
+            scale,
+            vcores,
+            total,
+            max_load: max_load * scale,
+            workers: None,
+        })
     }
 
     /// The same problem, with threads its assignments may share (see
@@ -131,14 +155,23 @@ pub const SCALE_LIMIT: i32 = 100;
 
 /// Checks that `loads` has one finite, non-negative entry per box of `grid`.
 pub fn validate_loads(grid: &Grid, loads: &[f64]) -> Result<()> {
+    validate_count(grid, loads)?;
+    match loads.iter().enumerate().find(|(_, q)| !q.is_finite() || **q < 0.0) {
+        Some((index, &value)) => Err(invalid_load(grid, index, value)),
+        None => Ok(()),
+    }
+}
+
+fn validate_count(grid: &Grid, loads: &[f64]) -> Result<()> {
     if loads.len() != grid.len() {
         return Err(Error::LoadCount { expected: grid.len(), got: loads.len() });
     }
-    if let Some((index, &value)) = loads.iter().enumerate().find(|(_, q)| !q.is_finite() || **q < 0.0) {
-        let [x, y, z] = grid.coords(index);
-        return Err(Error::InvalidLoad { index, x, y, z, value });
-    }
     Ok(())
+}
+
+fn invalid_load(grid: &Grid, index: usize, value: f64) -> Error {
+    let [x, y, z] = grid.coords(index);
+    Error::InvalidLoad { index, x, y, z, value }
 }
 
 /// Checks that `owners` maps every box of `grid` to one of `count` parts: `unit` names them
@@ -186,6 +219,27 @@ mod tests {
         assert_eq!(Problem::new(g, &[1.0; 3], 1).unwrap_err(), Error::LoadCount { expected: 4, got: 3 });
         assert_eq!(Problem::new(g, &[1.0; 4], 0).unwrap_err(), Error::NoVCores);
         assert_eq!(Problem::new(g, &[1.0; 4], 5).unwrap_err(), Error::TooManyVCores { vcores: 5, boxes: 4 });
+    }
+
+    /// From a vector it keeps, the same problem as from a slice, and the same errors.
+    #[test]
+    fn a_problem_on_its_own_loads_is_the_problem_on_borrowed_ones() {
+        let g = Grid::new(3, 2).unwrap();
+        let loads = vec![0.5, 2.0, 0.0, 1.5, 3.0, 1.0];
+        for l in [loads.clone(), loads.iter().map(|q| q * 1e200).collect()] {
+            let (a, b) = (Problem::new(g, &l, 2).unwrap(), Problem::from_vec(g, l.clone(), 2).unwrap());
+            assert_eq!(
+                (a.loads(), a.total(), a.max_load(), a.scale()),
+                (b.loads(), b.total(), b.max_load(), b.scale())
+            );
+            assert_eq!(a.total(), metrics::ordered_sum(a.loads()), "the sum of the loads kept, in index order");
+        }
+        let owned = Problem::from_vec(g, loads.clone(), 2).unwrap();
+        assert_eq!(owned.loads().as_ptr(), owned.into_owned().loads().as_ptr(), "kept, not copied");
+        let mut bad = loads;
+        bad[4] = f64::NAN;
+        assert!(matches!(Problem::from_vec(g, bad, 2), Err(Error::InvalidLoad { index: 4, x: 1, y: 1, .. })));
+        assert_eq!(Problem::from_vec(g, vec![1.0; 6], 7).unwrap_err(), Error::TooManyVCores { vcores: 7, boxes: 6 });
     }
 
     #[test]

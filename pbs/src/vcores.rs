@@ -13,7 +13,7 @@ use crate::rng::SplitMix64;
 /// Invariant: after construction and after every balancer step, `owners()` is the assignment
 /// of the current positions and weights, and `charges()` the charges of the loads it was
 /// last given.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct VCores {
     grid: Grid,
     positions: Vec<Point>,
@@ -22,6 +22,32 @@ pub struct VCores {
     charges: Vec<f64>,
     /// The group of every vCore ([`VCores::with_groups`]); empty when none was given.
     groups: Vec<u32>,
+}
+
+/// `clone_from` keeps the per-box arrays' memory (see [`Assignment`]'s).
+impl Clone for VCores {
+    fn clone(&self) -> VCores {
+        let VCores { grid, positions, weights, assignment, charges, groups } = self;
+        VCores {
+            grid: *grid,
+            positions: positions.clone(),
+            weights: weights.clone(),
+            assignment: assignment.clone(),
+            charges: charges.clone(),
+            groups: groups.clone(),
+        }
+    }
+
+    // Every field named, so that a new one cannot be forgotten here.
+    fn clone_from(&mut self, source: &VCores) {
+        let VCores { grid, positions, weights, assignment, charges, groups } = self;
+        *grid = source.grid;
+        positions.clone_from(&source.positions);
+        weights.clone_from(&source.weights);
+        assignment.clone_from(&source.assignment);
+        charges.clone_from(&source.charges);
+        groups.clone_from(&source.groups);
+    }
 }
 
 impl VCores {
@@ -327,6 +353,25 @@ mod tests {
         let e = VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0, f64::INFINITY]).unwrap_err();
         assert!(matches!(e, Error::InvalidVCore { index: 1, what: "weight", .. }));
         assert!(matches!(VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0]), Err(Error::VCoreCount { .. })));
+    }
+
+    /// A copy made into another vCores of the same grid equals a fresh clone and keeps the
+    /// memory it had.
+    #[test]
+    fn a_copy_into_other_vcores_keeps_their_memory() {
+        let g = Grid::new(12, 10).unwrap();
+        let loads: Vec<f64> = (0..g.len()).map(|k| 1.0 + (k % 7) as f64).collect();
+        let p = Problem::new(g, &loads, 5).unwrap();
+        let (a, mut b) = (VCores::random(&p, 1), VCores::random(&p, 2));
+        assert_ne!(a.owners(), b.owners());
+        let before = (b.owners().as_ptr(), b.assignment().gap.as_ptr());
+        b.clone_from(&a);
+        assert_eq!(
+            (b.owners(), b.positions(), b.weights(), b.charges()),
+            (a.owners(), a.positions(), a.weights(), a.charges())
+        );
+        assert_eq!(b.assignment(), a.clone().assignment());
+        assert_eq!(before, (b.owners().as_ptr(), b.assignment().gap.as_ptr()), "the same memory");
     }
 
     #[test]

@@ -241,6 +241,8 @@ pub struct Pbs {
     /// The worker that lends its core to the balancer thread, if one does.
     lender: Lender,
     vcores: VCores,
+    /// The vCores a run took on replaced, whose memory the next run's copy reuses.
+    spare_vcores: Option<VCores>,
     /// Each thread's boxes and whom it steals from (new after every rebalancing that moved
     /// a box).
     lists: ThreadLists,
@@ -405,6 +407,7 @@ impl Pbs {
             grid,
             balancer: Some(balancer),
             vcores,
+            spare_vcores: None,
             lists: ThreadLists::default(),
             timing: Timing {
                 tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),

@@ -84,6 +84,11 @@ impl Pending {
         }
     }
 
+    /// The balancer and the problem back, from a run that could not go out.
+    pub fn into_balancer_and_problem(self) -> (Box<dyn Balancer + Send>, Problem<'static>) {
+        (self.balancer, self.problem)
+    }
+
     /// Whether there is nothing left to run.
     pub fn is_done(&self) -> bool {
         self.outcome.is_some() || self.failed

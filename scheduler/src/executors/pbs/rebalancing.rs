@@ -16,6 +16,7 @@ use crate::box_timing::Tracker;
 use crate::criteria::Sample;
 use crate::executor::IterationEnd;
 use crate::executors::check::{PAYBACK_ITERATIONS, RECENT_ITERATIONS};
+use crate::pool::Pool;
 
 /// Iterations in a row whose threads must all measure an imbalance over the tolerance before
 /// one under the trigger is fixed. An imbalance in the boxes' loads stays until it is fixed;
@@ -52,12 +53,12 @@ impl Pbs {
     /// criterion, and rebalances when it, the first measurement or a failed check asks for it
     /// and the measured box loads say it is worth it.
     pub(super) fn rebalance_if_due(&mut self, loads: &[f64]) -> IterationEnd {
-        self.rebalance_on(loads, |tracker| tracker.box_loads())
+        self.rebalance_on(loads, |tracker, pool| tracker.box_loads_on(pool))
     }
 
     /// [`Pbs::rebalance_if_due`] with the box loads given by `box_loads` (asked only when the
     /// balancer may run): the policy alone, testable on loads a test chooses.
-    fn rebalance_on(&mut self, loads: &[f64], box_loads: impl FnOnce(&Tracker) -> Vec<f64>) -> IterationEnd {
+    fn rebalance_on(&mut self, loads: &[f64], box_loads: impl FnOnce(&Tracker, &Pool) -> Vec<f64>) -> IterationEnd {
         let start = Instant::now();
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
         let sample = Sample {
@@ -115,11 +116,10 @@ impl Pbs {
         // (`a_lasting_jump_is_fixed_once_it_shows_on_one_thread`). Reset after that wait: it
         // was noise.
         let checked = first || correcting;
-        let measured;
         let (verdict, problem) = if checked || self.persistent_imbalance() > 1.0 + self.options.tol {
-            measured = box_loads(&self.timing.tracker);
-            // The balancer's assignments run on every thread of the pool, which waits meanwhile.
-            let p = Problem::new(self.grid, &measured, self.vcores.len())
+            // The problem keeps the loads, so a run sent out takes them without a copy. The
+            // balancer's assignments run on every thread of the pool, which waits meanwhile.
+            let p = Problem::from_vec(self.grid, box_loads(&self.timing.tracker, &self.pool), self.vcores.len())
                 .expect("measured times are finite and ≥ 0")
                 .with_workers(&self.pool);
             self.vcores.recharge(&p);
@@ -165,13 +165,22 @@ impl Pbs {
             Overlap::IdleTimeOrThread => (many && fits, many && !fits),
             Overlap::Thread => (false, many),
         };
-        let mut balancer = Some(balancer);
+        // What runs here, stopping the iteration: all of it, or a run that could not go out.
+        let mut here = Some((balancer, problem));
         if in_slack || on_thread {
-            let b = balancer.take().expect("not lent yet");
+            let (b, problem) = here.take().expect("not sent yet");
+            // The run's copy of the vCores goes into the memory of the last one's.
+            let copy = match self.spare_vcores.take() {
+                Some(mut spare) => {
+                    spare.clone_from(&self.vcores);
+                    spare
+                }
+                None => self.vcores.clone(),
+            };
             let mut pending = Pending::new(
                 b,
-                problem.clone().into_owned(),
-                self.vcores.clone(),
+                problem.into_owned(),
+                copy,
                 stop,
                 self.options.restart_lands_at_once,
                 correcting,
@@ -193,12 +202,13 @@ impl Pbs {
                     // No balancer thread could be started: stop for it after all.
                     Err(pending) => {
                         self.lender.lend(false, &self.pool, false);
-                        balancer = Some(pending.balancer);
+                        let (b, problem) = pending.into_balancer_and_problem();
+                        here = Some((b, problem.with_workers(&self.pool)));
                     }
                 }
             }
         }
-        if let Some(mut balancer) = balancer {
+        if let Some((mut balancer, problem)) = here {
             let before = self.vcores.owners().to_vec();
             let outcome = rebalance(balancer.as_mut(), &problem, &mut self.vcores, stop);
             self.balancer = Some(balancer);
@@ -238,7 +248,7 @@ impl Pbs {
                     }
                 }
                 let before = self.vcores.owners().to_vec();
-                self.vcores = pending.vcores;
+                self.spare_vcores = Some(std::mem::replace(&mut self.vcores, pending.vcores));
                 let cost = pending.critical + start.elapsed() + off_path;
                 self.took_on(before, &outcome, pending.correcting, cost, pending.lists, end);
             }
@@ -252,7 +262,7 @@ impl Pbs {
     fn poll_background(
         &mut self,
         start: Instant,
-        box_loads: impl FnOnce(&Tracker) -> Vec<f64>,
+        box_loads: impl FnOnce(&Tracker, &Pool) -> Vec<f64>,
         end: &mut IterationEnd,
     ) {
         let away = self.away.as_mut().expect("a run out has its record");
@@ -274,7 +284,7 @@ impl Pbs {
                     };
                     // It may have been out long: checked on the freshest box loads, if any.
                     let tracker = &self.timing.tracker;
-                    let fresh = (tracker.samples_completed() > 0).then(|| box_loads(tracker));
+                    let fresh = (tracker.samples_completed() > 0).then(|| box_loads(tracker, &self.pool));
                     self.take_on_ended(pending, start, fresh.as_deref(), off_path, end);
                 }
             }
@@ -451,7 +461,7 @@ mod tests {
             self.exec.timing.tracker.begin_phase();
             self.exec.timing.tracker.end_iteration();
             self.exec.rebalance.last_cost = cost;
-            let end = self.exec.rebalance_on(threads, |_| boxes.to_vec());
+            let end = self.exec.rebalance_on(threads, |_, _| boxes.to_vec());
             if end.rebalanced {
                 self.exec.rebalance.last_cost = cost;
             }
@@ -744,7 +754,7 @@ mod tests {
                     std::thread::sleep(Duration::from_millis(1));
                     p.exec.timing.tracker.begin_phase();
                     p.exec.timing.tracker.end_iteration();
-                    let end = p.exec.rebalance_on(&threads, |_| boxes.to_vec());
+                    let end = p.exec.rebalance_on(&threads, |_, _| boxes.to_vec());
                     end.rebalanced.then_some(end)
                 })
                 .expect("taken on within 5 s");

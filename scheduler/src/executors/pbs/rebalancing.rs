@@ -244,6 +244,7 @@ impl Pbs {
                     if new >= now {
                         end.rebalance_abandoned = true;
                         self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+                        self.spare_vcores = Some(pending.vcores);
                         return;
                     }
                 }
@@ -252,7 +253,10 @@ impl Pbs {
                 let cost = pending.critical + start.elapsed() + off_path;
                 self.took_on(before, &outcome, pending.correcting, cost, pending.lists, end);
             }
-            _ => end.rebalance_abandoned = true,
+            _ => {
+                end.rebalance_abandoned = true;
+                self.spare_vcores = Some(pending.vcores);
+            }
         }
     }
 

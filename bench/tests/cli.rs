@@ -549,7 +549,7 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     assert!(stderr_of(&["model", "--calibration", "--png", png.to_str().unwrap()]).contains("--png draws a projection"));
     let cal = json(&["model", "--calibration", "--json"]);
     let cal = cal.as_array().unwrap();
-    assert_eq!(cal.len(), 60, "15 measurements × 4 figures");
+    assert_eq!(cal.len(), 72, "18 measurements × 4 figures");
     for r in cal {
         for k in ["source", "app", "threads", "scheduler", "fitted", "measured_efficiency", "modelled_efficiency"] {
             assert!(r.get(k).is_some(), "{k} missing in {r}");

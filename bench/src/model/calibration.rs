@@ -144,9 +144,10 @@ impl Traces {
     }
 }
 
-/// pbs's plans, made once per (case, threads, balancer cost, where the executor rebalances).
+/// pbs's plans, made once per (case, threads, the machine's constants they read, where the
+/// executor rebalances).
 #[derive(Default)]
-struct Plans(Vec<((String, usize, u64, bool), PbsPlan)>);
+struct Plans(Vec<((String, usize, [u64; 5], Rebalancing), PbsPlan)>);
 
 impl Plans {
     fn get(
@@ -156,17 +157,16 @@ impl Plans {
         machine: &Machine,
         executor: Rebalancing,
     ) -> Result<&PbsPlan, String> {
-        let restart_lands = executor.lands_restart_at_once();
         let key = (
             format!("{} {}", trace.header.app, trace.header.scenario),
             threads,
-            machine.balancer_box.to_bits() ^ machine.noise.to_bits().rotate_left(32),
-            restart_lands,
+            [machine.balancer_box, machine.noise, machine.speed, machine.start_box, machine.take_on_box].map(f64::to_bits),
+            executor,
         );
         if let Some(i) = self.0.iter().position(|(k, _)| *k == key) {
             return Ok(&self.0[i].1);
         }
-        let plan = plan_pbs(trace, threads, 1, ITERATIONS, machine.balancer_box, machine.noise, restart_lands)?;
+        let plan = plan_pbs(trace, threads, 1, ITERATIONS, machine, executor)?;
         self.0.push((key, plan));
         Ok(&self.0.last().expect("just pushed").1)
     }

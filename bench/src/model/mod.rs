@@ -147,15 +147,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
                 continue;
             }
             progress(format!("pbs's mappings for {threads} threads on {nodes} NUMA nodes"));
-            let plan = plan_pbs(
-                trace,
-                threads,
-                nodes,
-                iterations,
-                machine.balancer_box,
-                machine.noise,
-                s.rebalancing.lands_restart_at_once(),
-            )?;
+            let plan = plan_pbs(trace, threads, nodes, iterations, &machine, s.rebalancing)?;
             let schedulers = SCHEDULERS.iter().chain(if s.remappers { &REMAPPERS[..] } else { &[] });
             for &scheduler in schedulers {
                 progress(format!("{scheduler} on {threads} threads, {nodes} NUMA nodes"));

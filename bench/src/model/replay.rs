@@ -149,10 +149,18 @@ pub struct PbsPlan {
 }
 
 /// pbs's mappings for `threads` threads over `iterations` iterations of `trace`, a balancer
-/// unit costing `balancer_box` per box and log2 of the vCores (see [`unit_cost`]). The
-/// executor measures each box on the thread that runs it: every box of a thread is seen
-/// `1 + e` times heavier, `e` the thread's noise for the iteration (exponential, mean
-/// `noise`), which is what makes the real executor rebalance on noise now and then.
+/// unit costing the `machine`'s `balancer_box` per box and log2 of the vCores (see
+/// [`unit_cost`]). The executor measures each box on the thread that runs it: every box of a
+/// thread is seen `1 + e` times heavier, `e` the thread's noise for the iteration
+/// (exponential, mean the machine's `noise`), which is what makes the real executor rebalance
+/// on noise now and then.
+///
+/// The criterion is told what the executor tells it a rebalancing cost where it runs as
+/// `rebalancing` says: the balancer's whole time (on the critical path, or on a thread that
+/// takes a worker's core), or, on a lent core, the lender's share of it; plus the serial work
+/// between iterations ([`Machine::start_box`], [`Machine::take_on_box`]). A cheaper run is
+/// asked for sooner: on the 16-core lease the executor rebalanced 6–8 times per 200 md
+/// iterations on a lent core.
 ///
 /// The vCores start as the runtime starts them: on `numa_nodes` nodes, one region of the
 /// domain per node (`pbs_scheduler::placement`), the nodes their groups for a restart.
@@ -161,10 +169,10 @@ pub fn plan_pbs(
     threads: usize,
     numa_nodes: usize,
     iterations: usize,
-    balancer_box: f64,
-    noise: f64,
-    restart_lands: bool,
+    machine: &Machine,
+    rebalancing: Rebalancing,
 ) -> Result<PbsPlan, String> {
+    let (balancer_box, noise, restart_lands) = (machine.balancer_box, machine.noise, rebalancing.lands_restart_at_once());
     let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
     let vcores_n = threads.min(grid.len());
     let ones = vec![1.0; grid.len()];
@@ -180,6 +188,11 @@ pub fn plan_pbs(
         VCores::random(&uniform, 1)
     };
     let unit = unit_cost(balancer_box, grid.len(), vcores_n);
+    // What a run of `units` costs the criterion, in recorded seconds (the machine's serial
+    // work is in its own).
+    let lent = rebalancing == Rebalancing::LentCore && threads > 2;
+    let serial = (machine.start_box + machine.take_on_box) * grid.len() as f64 / machine.speed;
+    let cost_of = |units: usize| unit * units as f64 / if lent { threads as f64 } else { 1.0 } + serial;
     // The executor's own settings, so that the plan cannot drift from them.
     let PbsOptions { tol, trigger, steps_per_rebalance: steps, .. } = PbsOptions::default();
     let first = balance(balancer.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol }, |_| {});
@@ -218,7 +231,7 @@ pub fn plan_pbs(
         }
         let out = run.finish(balancer.as_mut(), &problem, &mut vcores);
         let units = balancer_units(&out);
-        last_cost = unit * units as f64;
+        last_cost = cost_of(units);
         reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
         criterion.rebalanced(last_cost);
         events.push(Event { at: i, owners: vcores.owners().to_vec(), units, cost: None });
@@ -824,7 +837,7 @@ mod tests {
     fn remote_runs_follow_the_schedulers_locality() {
         let trace = trace("md-gravity-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = plan_pbs(&trace, 8, 4, 12, machine.balancer_box, machine.noise, false).unwrap();
+        let plan = plan_pbs(&trace, 8, 4, 12, &machine, Rebalancing::Stop).unwrap();
         let run = |s: &str| replay(&trace, s, 8, 4, &machine, Some(&plan), Rebalancing::Stop, 12).unwrap();
         let (st, ws, eager, pbs) = (run("static"), run("ws"), run("eager"), run("pbs"));
         assert_eq!(st.remote_fraction, 0.0);
@@ -850,7 +863,7 @@ mod tests {
     fn the_balancer_thread_holds_the_phases_up_for_its_time_slice() {
         let trace = trace("md-gravity-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = plan_pbs(&trace, 16, 1, 200, machine.balancer_box, machine.noise, false).unwrap();
+        let plan = plan_pbs(&trace, 16, 1, 200, &machine, Rebalancing::Stop).unwrap();
         let run = |r, m: &Machine| replay(&trace, "pbs", 16, 1, m, Some(&plan), r, 200).unwrap();
         let (stop, thread) = (run(Rebalancing::Stop, &machine), run(Rebalancing::Thread, &machine));
         let unsliced = run(Rebalancing::Thread, &Machine { slice: 0.0, ..machine });
@@ -867,7 +880,7 @@ mod tests {
     fn a_lent_core_takes_the_balancer_thread_off_the_phases() {
         let trace = trace("md-gravity-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = plan_pbs(&trace, 16, 1, 200, machine.balancer_box, machine.noise, true).unwrap();
+        let plan = plan_pbs(&trace, 16, 1, 200, &machine, Rebalancing::IdleTimeOrThread).unwrap();
         let run = |r| replay(&trace, "pbs", 16, 1, &machine, Some(&plan), r, 200).unwrap();
         let (thread, lent) = (run(Rebalancing::IdleTimeOrThread), run(Rebalancing::LentCore));
         assert!(thread.rebalances >= 1 && lent.rebalances >= 1, "{thread:?} {lent:?}");
@@ -884,8 +897,8 @@ mod tests {
     fn a_start_over_lands_at_once_off_the_critical_path() {
         let trace = trace("md-contraction-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = |lands| plan_pbs(&trace, 16, 1, 40, machine.balancer_box, machine.noise, lands).unwrap();
-        let (lands, goes_on) = (plan(true), plan(false));
+        let plan = |r| plan_pbs(&trace, 16, 1, 40, &machine, r).unwrap();
+        let (lands, goes_on) = (plan(Rebalancing::IdleTimeOrThread), plan(Rebalancing::Stop));
         let first = |p: &PbsPlan| (p.events[0].at, p.events[0].units);
         assert_eq!(first(&lands), (0, 2 + pbs_scheduler::executors::RESTART_UNITS), "md contraction starts over");
         assert!(first(&goes_on).1 > first(&lands).1, "then its steps: {:?}", first(&goes_on));
@@ -898,7 +911,7 @@ mod tests {
     fn overlapping_takes_the_balancer_off_the_critical_path() {
         let trace = trace("stencil-drift-32x32.trace");
         let machine = Machine::fitted(1.0);
-        let plan = plan_pbs(&trace, 4, 1, 20, machine.balancer_box, machine.noise, false).unwrap();
+        let plan = plan_pbs(&trace, 4, 1, 20, &machine, Rebalancing::Stop).unwrap();
         let stop = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::Stop, 20).unwrap();
         let overlap = replay(&trace, "pbs", 4, 1, &machine, Some(&plan), Rebalancing::IdleTimeOrThread, 20).unwrap();
         assert!(stop.rebalances >= 1);

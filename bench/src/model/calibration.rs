@@ -160,7 +160,8 @@ impl Plans {
         let key = (
             format!("{} {}", trace.header.app, trace.header.scenario),
             threads,
-            [machine.balancer_box, machine.noise, machine.speed, machine.start_box, machine.take_on_box].map(f64::to_bits),
+            [machine.balancer_box, machine.noise, machine.speed, machine.start_box, machine.take_on_box]
+                .map(f64::to_bits),
             executor,
         );
         if let Some(i) = self.0.iter().position(|(k, _)| *k == key) {

@@ -172,7 +172,8 @@ pub fn plan_pbs(
     machine: &Machine,
     rebalancing: Rebalancing,
 ) -> Result<PbsPlan, String> {
-    let (balancer_box, noise, restart_lands) = (machine.balancer_box, machine.noise, rebalancing.lands_restart_at_once());
+    let (balancer_box, noise, restart_lands) =
+        (machine.balancer_box, machine.noise, rebalancing.lands_restart_at_once());
     let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
     let vcores_n = threads.min(grid.len());
     let ones = vec![1.0; grid.len()];

@@ -10,8 +10,9 @@
 //!
 //! What stays on the critical path, and is reported as such: a unit that outlasts the last
 //! busy thread (the *overrun*; at most one step), and the work between iterations (deciding,
-//! copying the loads, adopting the owners). A rebalancing that has not ended within
-//! `max_pending` iterations balances loads that old, and is abandoned.
+//! copying the vCores, adopting the owners; the run's last unit builds the threads' lists for
+//! its mapping, and the problem hands its loads over uncopied). A rebalancing that has not
+//! ended within `max_pending` iterations balances loads that old, and is abandoned.
 //!
 //! Memory orderings: `working` counts the threads still running boxes; a thread records its
 //! finish time in `last_done` (`fetch_max`) before it decrements `working` (`AcqRel`), so the

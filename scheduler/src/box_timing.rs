@@ -16,9 +16,12 @@ use crate::clock;
 use crate::executor::{PhaseStats, Task};
 use crate::pool::Pool;
 
-/// Fewest boxes per thread for which [`Tracker::box_loads_on`] shares the reading out: below,
-/// a phase of the pool (1–2 µs at 16 threads) costs more than the reading it saves.
-pub const PARALLEL_MIN_BOXES: usize = 256;
+/// Fewest boxes per share for which [`Tracker::box_loads_on`] shares the reading out. On the
+/// 2-core VM, shares of 32,768 boxes halved the reading and shares of 2,048 gained nothing;
+/// with shares of 512 (md contraction, 32×32 boxes, 2 threads) pbs ran at 0.81–0.86 × static
+/// in three rounds where the build before ran at 0.75–0.78 (with this bound, 0.76–0.80
+/// against 0.73–0.84).
+pub const PARALLEL_MIN_BOXES: usize = 8192;
 
 /// What the executor records per box execution.
 ///
@@ -397,8 +400,8 @@ impl Tracker {
 
     /// [`Tracker::box_loads`], each of `pool`'s threads reading a share of the boxes where
     /// the shares are large enough to outweigh a phase ([`PARALLEL_MIN_BOXES`] each). The
-    /// executor asks between iterations, on its critical path; read by one thread, the
-    /// counters the others wrote took 15–21 µs over 4,096 boxes on 16 cores. The mean given
+    /// executor asks between iterations, on its critical path; read by one thread, 65,536
+    /// boxes took 220–540 µs on the 2-core VM. The mean given
     /// to unmeasured boxes is summed share by share, so it may differ from
     /// [`Tracker::box_loads`]'s in its last bits.
     pub fn box_loads_on(&self, pool: &Pool) -> Vec<f64> {

@@ -83,12 +83,14 @@ pub(super) struct Lender {
 
 impl Lender {
     /// In a pool of `threads`, the last worker, which owns no box at all when there are more
-    /// threads than boxes; none when lending is not asked for or not possible.
+    /// threads than boxes; none when lending is not asked for or not possible, nor for
+    /// [`Lending::Auto`] on 2 threads, where it never pays (the balancer thread then stays
+    /// unbound, at normal priority, as with [`Lending::Never`]).
     /// `no_core_spare`: the workers hold every CPU the process may use.
     pub fn new(lending: Lending, threads: usize, no_core_spare: bool, steal: Stealing) -> Lender {
         let wanted = match lending {
             Lending::Never => false,
-            Lending::Auto => no_core_spare,
+            Lending::Auto => no_core_spare && threads > 2,
             Lending::Always => true,
         };
         let able = threads > 1 && steal != Stealing::Never && cfg!(target_os = "linux");
@@ -124,6 +126,9 @@ mod tests {
         let worker = |l: Lending, threads, no_core_spare, steal| Lender::new(l, threads, no_core_spare, steal).worker;
         assert_eq!(worker(Lending::Auto, 16, true, Stealing::Auto), Some(15));
         assert_eq!(worker(Lending::Auto, 16, false, Stealing::Auto), None, "a core to spare");
+        assert_eq!(worker(Lending::Auto, 2, true, Stealing::Auto), None, "never pays on 2 threads");
+        assert!(!Lending::pays(1.0, 1e-4, 2) && !Lending::pays(1e-5, 1e-4, 2));
+        assert_eq!(worker(Lending::Auto, 3, true, Stealing::Auto), Some(2));
         assert_eq!(worker(Lending::Always, 4, false, Stealing::Always), Some(3));
         assert_eq!(worker(Lending::Always, 1, true, Stealing::Auto), None, "nobody to run its boxes");
         assert_eq!(worker(Lending::Always, 4, true, Stealing::Never), None, "its boxes are stolen");

@@ -147,7 +147,11 @@ impl Traces {
 /// pbs's plans, made once per (case, threads, the machine's constants they read, where the
 /// executor rebalances).
 #[derive(Default)]
-struct Plans(Vec<((String, usize, [u64; 5], Rebalancing), PbsPlan)>);
+struct Plans(Vec<(PlanKey, PbsPlan)>);
+
+/// A case, a thread count, the bits of the machine's constants a plan reads, and where the
+/// executor rebalances.
+type PlanKey = (String, usize, [u64; 5], Rebalancing);
 
 impl Plans {
     fn get(

@@ -401,9 +401,8 @@ impl Tracker {
     /// [`Tracker::box_loads`], each of `pool`'s threads reading a share of the boxes where
     /// the shares are large enough to outweigh a phase ([`PARALLEL_MIN_BOXES`] each). The
     /// executor asks between iterations, on its critical path; read by one thread, 65,536
-    /// boxes took 220–540 µs on the 2-core VM. The mean given
-    /// to unmeasured boxes is summed share by share, so it may differ from
-    /// [`Tracker::box_loads`]'s in its last bits.
+    /// boxes took 220–540 µs on the 2-core VM. The mean given to unmeasured boxes is summed
+    /// share by share, so it may differ from [`Tracker::box_loads`]'s in its last bits.
     pub fn box_loads_on(&self, pool: &Pool) -> Vec<f64> {
         let (n, threads) = (self.box_ticks.len(), pool.threads());
         if threads < 2 || n < 2 * PARALLEL_MIN_BOXES {
@@ -506,8 +505,6 @@ mod tests {
         }
     }
 
-    /// Which counters `box_loads` reads, and what a box never measured gets: the mean of the
-    /// measured ones, 1 when none is.
     /// Read by a pool's threads, share by share, the box loads are the ones read by one
     /// thread: from each kind of sample, the unmeasured boxes given the measured ones' mean.
     #[test]
@@ -532,6 +529,8 @@ mod tests {
         }
     }
 
+    /// Which counters `box_loads` reads, and what a box never measured gets: the mean of the
+    /// measured ones, 1 when none is.
     #[test]
     fn box_loads_take_the_right_sample_and_fill_the_unmeasured_with_the_mean() {
         let to_s = clock::ticks_to_seconds();

@@ -891,6 +891,19 @@ mod tests {
         assert!((work(&lent) / work(&thread) - 1.0).abs() < 0.05, "the same work: {lent:?} vs {thread:?}");
     }
 
+    /// The criterion is told a lent run's cost as the executor tells it, the lender's share
+    /// of the balancer's time: it asks sooner, and the plan rebalances at least as often as
+    /// one told the whole time; on 2 threads nobody lends, and the plans are the same.
+    #[test]
+    fn a_lent_run_costs_the_criterion_its_share_only() {
+        let trace = trace("md-gravity-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let plan = |threads, r| plan_pbs(&trace, threads, 1, 200, &machine, r).unwrap().events.len();
+        let (lent, whole) = (plan(16, Rebalancing::LentCore), plan(16, Rebalancing::IdleTimeOrThread));
+        assert!(lent > whole, "lent {lent} against {whole}");
+        assert_eq!(plan(2, Rebalancing::LentCore), plan(2, Rebalancing::IdleTimeOrThread));
+    }
+
     /// A rebalancing that starts over is planned as the executor runs it: ended at its start
     /// when it runs off the critical path (its cost the start over, its start and its end),
     /// on to its steps when it stops the iteration.

@@ -469,10 +469,10 @@ impl Pbs {
     }
 }
 
-/// What each thread runs and whom it steals from, under one mapping. A run on the balancer
-/// thread builds them there, off the critical path: between iterations they took 74–92 µs of
-/// a 100–120 µs take-on at 4,096 boxes on 16 threads (docs/results.md, "Sixteen threads, a
-/// third lease").
+/// What each thread runs and whom it steals from, under one mapping. A run off the critical
+/// path (on the balancer thread, or in idle time) builds them in its last unit: between
+/// iterations they took 74–92 µs of a 100–120 µs take-on at 4,096 boxes on 16 threads
+/// (docs/results.md, "Sixteen threads, a third lease").
 #[derive(Debug, Default, PartialEq)]
 struct ThreadLists {
     /// Each thread's boxes, as a list and as runs.
@@ -545,7 +545,9 @@ impl Pbs {
     }
 }
 
-// SAFETY: each box is in exactly one thread's list (rebuilt only between phases, `&mut self`).
+// SAFETY: each box is in exactly one thread's list: `OwnerLists::new` files every box under
+// its one owner, whether the executor or a run's last unit (on the balancer thread, or in idle
+// time on a copy) builds them, and they are installed only between phases (`&mut self`).
 // Without stealing each thread walks only its own list; with stealing (always on while a worker
 // lends its core, which then walks none) every box is claimed once through its list's atomic
 // word, by the owner from the front or a thief from the back (stealing.rs), never both; and the

@@ -8,8 +8,9 @@
 //! starts the phase after a random wake-up delay. The phase ends at the last thread's end
 //! plus the barrier.
 //!
-//! pbs's mappings come from the real balancer (`power-cells`) and the real criterion
-//! (Boulmier's eq. 24) fed with the recorded box loads of the iteration just ended; the
+//! pbs's mappings come from the real balancer (`power-cells`) and the executor's own rules
+//! ([`RebalancePolicy`]: Boulmier's eq. 24, the check and its corrections, the wait for an
+//! imbalance to be one thread's) fed with the recorded box loads of the iteration just ended; the
 //! balancer's cost is its steps times a fitted cost per box and step ([`Machine::balancer_box`],
 //! growing with log2 of the vCores as the assignment does), so that the replay is
 //! deterministic for a trace. It stops the iteration ([`Rebalancing::Stop`]), runs in the
@@ -18,9 +19,9 @@
 //! default in slack while a step fits there, else on the thread, which takes a worker's core
 //! for a time slice ([`Machine::slice`]), or is lent the last worker's core
 //! ([`Rebalancing::LentCore`]: the others steal its boxes, the thread runs whole phases).
-//! Left out: the check-and-correct rebalancings of the executor (the recorded loads have no
-//! measurement noise), memory bandwidth, hyper-threads, and the time slicing of more workers
-//! than cores.
+//! Left out: memory bandwidth, hyper-threads, the time slicing of more workers than cores,
+//! and noise that lasts: the plan's measurement noise is drawn afresh every iteration, which
+//! the executor's medians filter out where a core slowed for several iterations would not be.
 //!
 //! The remappers ([`REMAPPERS`]: the seed papers', and diffusion) replay as the `Remapping` executor runs them:
 //! owner lists with no stealing, their remappings between iterations on the critical path,
@@ -29,7 +30,8 @@
 use pbs::{balance, methods, Grid, Problem, Run, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
 use pbs_scheduler::executors::{
-    balancer_units, Lending, PbsOptions, RemapInputs, RemapOptions, Remapper, PAYBACK_ITERATIONS, STEAL_MIN_PHASE,
+    balancer_units, Lending, PbsOptions, RebalancePolicy, RemapInputs, RemapOptions, Remapper, Standing,
+    STEAL_MIN_PHASE,
 };
 
 use super::machine::Machine;
@@ -50,7 +52,8 @@ pub enum Rebalancing {
     /// threads (the executor with `overlap: false`).
     Stop,
     /// Between iterations, on one thread: the executor the 16-core measurements were taken
-    /// with, before its assignments ran on the pool.
+    /// with, before its assignments ran on the pool, and before an imbalance had to be one
+    /// thread's to be fixed ([`RebalancePolicy::without_waiting`]).
     StopSerial,
     /// In the first idle thread's slack, a step at a time, while a step fits in a phase's
     /// slack, else as [`Rebalancing::Stop`].
@@ -150,10 +153,12 @@ pub struct PbsPlan {
 
 /// pbs's mappings for `threads` threads over `iterations` iterations of `trace`, a balancer
 /// unit costing the `machine`'s `balancer_box` per box and log2 of the vCores (see
-/// [`unit_cost`]). The executor measures each box on the thread that runs it: every box of a
-/// thread is seen `1 + e` times heavier, `e` the thread's noise for the iteration
-/// (exponential, mean the machine's `noise`), which is what makes the real executor rebalance
-/// on noise now and then.
+/// [`unit_cost`]), decided by the executor's rules ([`RebalancePolicy`]; for
+/// [`Rebalancing::StopSerial`] without the wait, as that executor ran). The executor measures
+/// each box on the thread that runs it: every box of a thread is seen `1 + e` times heavier,
+/// `e` the thread's noise for the iteration (exponential, mean the machine's `noise`), which
+/// is what makes the real executor rebalance on noise now and then. The plan takes each run's owners on at once: the replay may land them
+/// later, and skips the runs decided meanwhile.
 ///
 /// The criterion is told what the executor tells it a rebalancing cost where it runs as
 /// `rebalancing` says: the balancer's whole time (on the critical path, or on a thread that
@@ -197,32 +202,30 @@ pub fn plan_pbs(
     // The executor's own settings, so that the plan cannot drift from them.
     let PbsOptions { tol, trigger, steps_per_rebalance: steps, .. } = PbsOptions::default();
     let first = balance(balancer.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol }, |_| {});
-    let mut last_cost = unit * (first.steps + 2) as f64;
-    let mut criterion = Boulmier::new(last_cost);
+    let first_cost = unit * (first.steps + 2) as f64;
+    let policy = RebalancePolicy::new(Box::new(Boulmier::new(first_cost)), tol, trigger, first_cost);
+    let mut policy = if rebalancing == Rebalancing::StopSerial { policy.without_waiting() } else { policy };
     let initial = vcores.owners().to_vec();
-    let (mut events, mut reached) = (Vec::new(), 1.0);
+    let mut events = Vec::new();
     let mut rng = SplitMix64::new(0x91a4 ^ threads as u64);
     for i in 0..iterations {
         let seen: Vec<f64> = (0..vcores_n).map(|_| 1.0 - noise * rng.next_f64().max(1e-12).ln()).collect();
         let owners = vcores.owners().to_vec();
         let loads: Vec<f64> = trace.loads(i).iter().zip(&owners).map(|(q, &o)| q * seen[o as usize]).collect();
-        let problem = Problem::new(grid, &loads, vcores_n).map_err(|e| e.to_string())?;
-        vcores.recharge(&problem);
-        let q = vcores.charges();
-        let sample = Sample {
-            max: q.iter().copied().fold(0.0, f64::max),
-            mean: q.iter().sum::<f64>() / q.len() as f64,
-            min: q.iter().copied().fold(f64::INFINITY, f64::min),
-        };
-        if !criterion.observe(sample) && i > 0 {
+        let threads_seen = pbs::metrics::charges(&owners, &loads, vcores_n);
+        // Every iteration completes a box-time sample (md's and the stencil's boxes are
+        // timed every iteration or every other).
+        let samples = i as u32 + 1;
+        let observed = policy.observe(&threads_seen, samples);
+        if !observed.asked {
             continue;
         }
-        let (max_avg, bound) = (vcores.max_avg(), problem.lower_bound());
-        let floor = (1.0 + tol).max(reached) * bound;
-        let worth = max_avg > (1.0 + trigger) * bound
-            || (max_avg > (1.0 + tol) * bound && (max_avg - floor) * problem.mean() * PAYBACK_ITERATIONS >= last_cost);
-        if !worth {
-            criterion.rebalanced(last_cost);
+        let problem = Problem::new(grid, &loads, vcores_n).map_err(|e| e.to_string())?;
+        let standing = policy.reads_box_loads(observed).then(|| {
+            vcores.recharge(&problem);
+            Standing { max_avg: vcores.max_avg(), bound: problem.lower_bound(), mean: problem.mean() }
+        });
+        if !policy.decide(observed, standing) {
             continue;
         }
         let stop = StopRule { max_steps: steps, tol };
@@ -232,9 +235,9 @@ pub fn plan_pbs(
         }
         let out = run.finish(balancer.as_mut(), &problem, &mut vcores);
         let units = balancer_units(&out);
-        last_cost = cost_of(units);
-        reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
-        criterion.rebalanced(last_cost);
+        let reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
+        let moved = vcores.owners() != &owners[..];
+        policy.took_on(reached, moved, observed.correcting, cost_of(units), samples);
         events.push(Event { at: i, owners: vcores.owners().to_vec(), units, cost: None });
     }
     Ok(PbsPlan { initial, events })

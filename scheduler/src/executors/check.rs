@@ -23,7 +23,7 @@ pub(crate) const MAX_CORRECTIONS: u32 = 3;
 /// rebalancing's cost: tiny tasks measure large *relative* imbalances that are only noise,
 /// and correcting them costs more than the noise wastes.
 /// And an imbalance under the trigger is still fixed when the time it wastes over this many
-/// iterations exceeds that cost (see `pbs/rebalancing.rs`, `worth_rebalancing`).
+/// iterations exceeds that cost (see `pbs/policy.rs`, `RebalancePolicy::verdict`).
 pub const PAYBACK_ITERATIONS: f64 = 100.0;
 
 /// Iterations whose median imbalance checks a rebalancing (see [`MAX_CORRECTIONS`]).

@@ -16,7 +16,10 @@ mod work_stealing;
 pub use check::PAYBACK_ITERATIONS;
 pub use eager::EagerFifo;
 pub(crate) use pbs::victim_order;
-pub use pbs::{balancer_units, Lending, Overlap, Pbs, PbsOptions, Stealing, RESTART_UNITS, STEAL_MIN_PHASE};
+pub use pbs::{
+    balancer_units, Lending, Observation, Overlap, Pbs, PbsOptions, RebalancePolicy, Standing, Stealing, RESTART_UNITS,
+    STEAL_MIN_PHASE,
+};
 pub use remapping::{RemapInputs, RemapOptions, Remapper, Remapping};
 pub use static_blocks::StaticBlocks;
 pub use work_stealing::WorkStealing;

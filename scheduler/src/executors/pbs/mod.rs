@@ -18,6 +18,7 @@
 
 mod lending;
 mod overlap;
+mod policy;
 mod rebalancing;
 mod stealing;
 
@@ -28,7 +29,6 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 use pbs::{balance, methods, Balancer, Grid, Point, Problem, StopRule, VCores};
 
-use super::check::{Check, RecentLoads};
 use super::owner_lists::OwnerLists;
 use super::timing;
 use crate::background::Background;
@@ -40,6 +40,7 @@ use crate::pool::Pool;
 use lending::Lender;
 pub use lending::Lending;
 use overlap::{Finish, Pending, Slack};
+pub use policy::{Observation, RebalancePolicy, Standing};
 pub use rebalancing::{balancer_units, RESTART_UNITS};
 pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
@@ -275,26 +276,8 @@ struct Timing {
 
 /// What decides the next rebalancing (see `rebalancing.rs`).
 struct Rebalance {
-    criterion: Box<dyn Criterion>,
-    /// Seconds the last real rebalancing took (the criterion's `C`).
-    last_cost: f64,
-    /// `max_avg / lower bound` where the last real rebalancing ended: what the balancer could
-    /// reach on those loads when it fell short of its tolerance (1 when it converged).
-    reached: f64,
-    /// Whether an iteration has been measured yet.
-    measured: bool,
-    /// The check of the last real rebalancing (see `executors/check.rs`).
-    check: Check,
-    /// Iterations in a row, under the current mapping, whose threads measured an imbalance
-    /// over the balancer's tolerance (see [`rebalancing::PERSISTENT_ITERATIONS`]).
-    over_tolerance: usize,
-    /// Iterations in a row the criterion asked and the imbalance was not yet one thread's
-    /// (see `rebalancing.rs`, `Verdict::NotYet`).
-    waiting: usize,
-    /// Each thread's load over the mean, in the last iterations under the current mapping, at
-    /// most [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS) (see
-    /// `worth_rebalancing`).
-    recent: RecentLoads,
+    /// The rules that decide when to rebalance (see `policy.rs`).
+    policy: RebalancePolicy,
     /// Balancer time in the threads' idle time, and its overrun, in this iteration so far.
     in_slack: Duration,
     overrun: Duration,
@@ -417,14 +400,7 @@ impl Pbs {
                 last_iteration_wall: Duration::ZERO,
             },
             rebalance: Rebalance {
-                criterion,
-                last_cost: cost,
-                reached: 1.0,
-                measured: false,
-                check: Check::default(),
-                over_tolerance: 0,
-                waiting: 0,
-                recent: RecentLoads::default(),
+                policy: RebalancePolicy::new(criterion, options.tol, options.trigger, cost),
                 in_slack: Duration::ZERO,
                 overrun: Duration::ZERO,
                 slack_this_iteration: 0.0,
@@ -460,7 +436,7 @@ impl Pbs {
 
     /// Name of the criterion in use.
     pub fn criterion_name(&self) -> String {
-        self.rebalance.criterion.name()
+        self.rebalance.policy.criterion_name()
     }
 
     /// How this executor's [`ThreadLists`] are built.

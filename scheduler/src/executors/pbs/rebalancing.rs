@@ -2,28 +2,21 @@
 //! to the [`Criterion`](crate::criteria::Criterion) (Boulmier's eq. 24 by default); the first
 //! measured iteration always rebalances, and so does a check, a few iterations after a
 //! rebalancing, that finds it left the threads imbalanced (`executors/check.rs`). The balancer
-//! then runs only when the measured box loads say it has something to win
-//! ([`Pbs::worth_rebalancing`]), in the threads' idle time by default (`overlap.rs`).
+//! then runs only when the measured box loads say it has something to win: the rules are
+//! `policy.rs`'s; here they are applied, and the balancer run in the threads' idle time, on the
+//! balancer thread or between iterations (`overlap.rs`, `lending.rs`).
 
 use std::time::{Duration, Instant};
 
 use pbs::{methods, metrics, rebalance, Outcome, Problem, StopRule};
 
 use super::overlap::Pending;
+use super::policy::Standing;
 use super::{Away, Lending, Overlap, Pbs, ThreadLists};
 use crate::background::Returned;
 use crate::box_timing::Tracker;
-use crate::criteria::Sample;
 use crate::executor::IterationEnd;
-use crate::executors::check::{PAYBACK_ITERATIONS, RECENT_ITERATIONS};
 use crate::pool::Pool;
-
-/// Iterations in a row whose threads must all measure an imbalance over the tolerance before
-/// one under the trigger is fixed. An imbalance in the boxes' loads stays until it is fixed;
-/// one thread slowed by something else on its core (another process, an interrupt storm)
-/// comes and goes: on a uniform load on the shared 2-core VM, stretches of 1.02–1.04 lasted
-/// 5–15 iterations, and fixing each moved boxes that had to move back when it ended.
-pub(super) const PERSISTENT_ITERATIONS: usize = 16;
 
 /// What a rebalancing's start over from a bisection ([`pbs::rebalance`]) costs, in balancer
 /// units (a step each; a run's start and end one each): a k-way RCB and one assignment took
@@ -38,16 +31,6 @@ pub fn balancer_units(outcome: &Outcome) -> usize {
     outcome.steps + 2 + if outcome.restarted { RESTART_UNITS } else { 0 }
 }
 
-/// What the measured box loads say of a rebalancing the criterion asked for.
-#[derive(Clone, Copy)]
-enum Verdict {
-    Rebalance,
-    /// The imbalance is not (yet) one thread's: asked again next iteration.
-    NotYet,
-    /// The balancer could not win (enough): the criterion starts counting again.
-    NothingToWin,
-}
-
 impl Pbs {
     /// Ends an iteration whose owner loads (seconds per thread) are `loads`: tells the
     /// criterion, and rebalances when it, the first measurement or a failed check asks for it
@@ -60,27 +43,10 @@ impl Pbs {
     /// balancer may run): the policy alone, testable on loads a test chooses.
     fn rebalance_on(&mut self, loads: &[f64], box_loads: impl FnOnce(&Tracker, &Pool) -> Vec<f64>) -> IterationEnd {
         let start = Instant::now();
-        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
-        let sample = Sample {
-            max: loads.iter().copied().fold(0.0, f64::max),
-            mean,
-            min: loads.iter().copied().fold(f64::INFINITY, f64::min),
-        };
         let mut end = IterationEnd { max_avg: metrics::max_avg(loads), ..Default::default() };
-        self.rebalance.over_tolerance =
-            if end.max_avg > 1.0 + self.options.tol { self.rebalance.over_tolerance + 1 } else { 0 };
-        self.rebalance.recent.push(loads);
+        let seen = self.rebalance.policy.observe(loads, self.timing.tracker.samples_completed());
         end.balancing_in_slack = std::mem::take(&mut self.rebalance.in_slack);
         let overrun = std::mem::take(&mut self.rebalance.overrun);
-        // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
-        // does not grow, so an imbalance present from the start would never be corrected: the
-        // first iteration with measured loads always rebalances, then the criterion decides.
-        let first = !self.rebalance.measured;
-        self.rebalance.measured = true;
-        let samples = self.timing.tracker.samples_completed();
-        let correcting =
-            self.rebalance.check.fails(end.max_avg, &sample, samples, self.options.trigger, self.rebalance.last_cost);
-        let asked = self.rebalance.criterion.observe(sample) || first || correcting;
         // A rebalancing under way, in idle time or on the balancer thread: take it on once
         // ended, give it up when late.
         if self.background.is_out() {
@@ -97,7 +63,7 @@ impl Pbs {
             } else if pending.age > self.options.max_pending {
                 self.balancer = Some(pending.balancer);
                 end.rebalance_abandoned = true;
-                self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+                self.rebalance.policy.gave_up();
             } else {
                 *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
             }
@@ -105,50 +71,36 @@ impl Pbs {
             end.rebalance_critical = end.rebalance_time + overrun;
             return end;
         }
-        if !asked {
+        if !seen.asked {
             end.rebalance_critical = overrun;
             return end;
         }
-        // Not one thread's yet (the cheap test, before any box load is read)? Then the criterion
-        // is not reset, and asks again next iteration, for as long as an imbalance of the
-        // mapping takes to show in one thread's median; reset at once, Boulmier's eq. 24 would
-        // never ask again for an imbalance that then stays constant
-        // (`a_lasting_jump_is_fixed_once_it_shows_on_one_thread`). Reset after that wait: it
-        // was noise.
-        let checked = first || correcting;
-        let (verdict, problem) = if checked || self.persistent_imbalance() > 1.0 + self.options.tol {
+        let problem = if self.rebalance.policy.reads_box_loads(seen) {
             // The problem keeps the loads, so a run sent out takes them without a copy. The
             // balancer's assignments run on every thread of the pool, which waits meanwhile.
             let p = Problem::from_vec(self.grid, box_loads(&self.timing.tracker, &self.pool), self.vcores.len())
                 .expect("measured times are finite and ≥ 0")
                 .with_workers(&self.pool);
             self.vcores.recharge(&p);
-            (self.worth_rebalancing(&p, checked), Some(p))
+            Some(p)
         } else {
-            (Verdict::NotYet, None)
+            None
         };
-        self.rebalance.waiting = match verdict {
-            Verdict::NotYet if self.rebalance.waiting + 1 < RECENT_ITERATIONS => self.rebalance.waiting + 1,
-            _ => 0,
-        };
-        let problem = match (verdict, problem) {
-            (Verdict::Rebalance, Some(problem)) => problem,
-            (Verdict::NotYet, _) if self.rebalance.waiting > 0 => {
-                end.rebalance_time = start.elapsed();
-                end.rebalance_critical = end.rebalance_time + overrun;
-                return end;
-            }
-            // Skip the balancer, and restart the criterion's count with the cost of the last
-            // real rebalancing: the box loads say it has little to gain (the imbalance the
-            // criterion saw is noise, or threads' speeds differ), or it never became one
-            // thread's.
+        let standing = problem.as_ref().map(|p| Standing {
+            max_avg: self.vcores.max_avg(),
+            bound: p.lower_bound(),
+            mean: p.mean(),
+        });
+        let due = self.rebalance.policy.decide(seen, standing);
+        let problem = match problem {
+            Some(problem) if due => problem,
             _ => {
-                self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
                 end.rebalance_time = start.elapsed();
                 end.rebalance_critical = end.rebalance_time + overrun;
                 return end;
             }
         };
+        let correcting = seen.correcting;
         // All the allowed steps, even when some make the mapping worse for a while: that is
         // how the method leaves a bad basin (stopping after two steps without a new best left a
         // 1.75 imbalance in place for good; `a_strong_imbalance_is_balanced...`).
@@ -243,7 +195,7 @@ impl Pbs {
                     let new = metrics::max_avg(&metrics::charges(pending.vcores.owners(), loads, n));
                     if new >= now {
                         end.rebalance_abandoned = true;
-                        self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+                        self.rebalance.policy.gave_up();
                         self.spare_vcores = Some(pending.vcores);
                         return;
                     }
@@ -305,7 +257,7 @@ impl Pbs {
                 // Its unit may not end soon (something else holds the lent core): take it back.
                 self.lender.lend(false, &self.pool, false);
                 end.rebalance_abandoned = true;
-                self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
+                self.rebalance.policy.gave_up();
             }
             None => {}
         }
@@ -332,8 +284,7 @@ impl Pbs {
         self.balancer = Some(balancer);
         let mut end = IterationEnd::default();
         self.took_on(before, &outcome, false, start.elapsed(), None, &mut end);
-        self.rebalance.check.disarm();
-        self.rebalance.measured = true;
+        self.rebalance.policy.given_loads();
         Ok(())
     }
 
@@ -350,67 +301,17 @@ impl Pbs {
         lists: Option<ThreadLists>,
         end: &mut IterationEnd,
     ) {
-        self.rebalance.reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
         end.migrations = metrics::migrations(&before, self.vcores.owners());
         if end.migrations > 0 {
-            self.rebalance.over_tolerance = 0;
-            self.rebalance.recent.clear();
             self.timing.tracker.forget_samples();
             self.lists = lists.unwrap_or_else(|| self.list_shape().lists(&self.vcores));
             self.affinity.owners_before = Some(before);
         }
         end.rebalanced = true;
         end.rebalance_restarted = outcome.restarted;
-        self.rebalance.check.arm(self.timing.tracker.samples_completed(), correcting);
-        self.rebalance.last_cost = cost.as_secs_f64();
-        self.rebalance.criterion.rebalanced(self.rebalance.last_cost);
-    }
-
-    /// Whether the balancer should run on `problem` (the measured box loads, with the cells
-    /// recharged on them). Not when the current mapping is within the balancer's own tolerance:
-    /// it could not do better. Always when it is outside the trigger. In between, when the
-    /// time the heaviest thread wastes over [`PAYBACK_ITERATIONS`] iterations exceeds the last
-    /// rebalancing's cost: a few percent of a coarse task's time is worth fixing, the same
-    /// share of empty tasks still waits for the trigger. Unless `checked` (the first
-    /// measurement, a failed check: they have their own evidence), the threads must have
-    /// measured it too, for long enough: over the trigger, one thread's median over the last
-    /// [`RECENT_ITERATIONS`](crate::executors::check::RECENT_ITERATIONS); under it,
-    /// [`PERSISTENT_ITERATIONS`] in a row over the tolerance, and one thread's median over it.
-    fn worth_rebalancing(&self, problem: &Problem, checked: bool) -> Verdict {
-        let (max_avg, bound) = (self.vcores.max_avg(), problem.lower_bound());
-        if max_avg <= (1.0 + self.options.tol) * bound {
-            return Verdict::NothingToWin;
-        }
-        if max_avg > (1.0 + self.options.trigger) * bound {
-            return if checked || self.persistent_imbalance() > 1.0 + self.options.trigger {
-                Verdict::Rebalance
-            } else {
-                Verdict::NotYet
-            };
-        }
-        // With many threads the slowest of the moment is always a few percent over: the run
-        // must also be one thread's, as the median says.
-        if !checked
-            && (self.rebalance.over_tolerance < PERSISTENT_ITERATIONS
-                || self.persistent_imbalance() <= 1.0 + self.options.tol)
-        {
-            return Verdict::NotYet;
-        }
-        // What a rebalancing can win: down to the tolerance, or to where the last one ended
-        // if it fell short (a balancer that stopped at 3.5 % gains nothing on a 3.5 %
-        // imbalance, and would otherwise be run again and again).
-        let floor = (1.0 + self.options.tol).max(self.rebalance.reached) * bound;
-        let waste = (max_avg - floor) * problem.mean();
-        if waste * PAYBACK_ITERATIONS >= self.rebalance.last_cost {
-            Verdict::Rebalance
-        } else {
-            Verdict::NothingToWin
-        }
-    }
-
-    /// See [`RecentLoads::persistent_imbalance`](crate::executors::check::RecentLoads).
-    fn persistent_imbalance(&self) -> f64 {
-        self.rebalance.recent.persistent_imbalance()
+        let reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
+        let samples = self.timing.tracker.samples_completed();
+        self.rebalance.policy.took_on(reached, end.migrations > 0, correcting, cost.as_secs_f64(), samples);
     }
 }
 
@@ -418,7 +319,7 @@ impl Pbs {
 mod tests {
     use super::*;
     use crate::criteria::{Always, Never};
-    use crate::executors::check::{RecentLoads, MAX_CORRECTIONS, RECENT_ITERATIONS};
+    use crate::executors::check::{MAX_CORRECTIONS, RECENT_ITERATIONS};
     use crate::executors::PbsOptions;
     use pbs::Grid;
 
@@ -464,10 +365,10 @@ mod tests {
         fn end(&mut self, boxes: &[f64], threads: &[f64], cost: f64) -> IterationEnd {
             self.exec.timing.tracker.begin_phase();
             self.exec.timing.tracker.end_iteration();
-            self.exec.rebalance.last_cost = cost;
+            self.exec.rebalance.policy.set_last_cost(cost);
             let end = self.exec.rebalance_on(threads, |_, _| boxes.to_vec());
             if end.rebalanced {
-                self.exec.rebalance.last_cost = cost;
+                self.exec.rebalance.policy.set_last_cost(cost);
             }
             end
         }
@@ -606,65 +507,6 @@ mod tests {
         late
     }
 
-    #[test]
-    fn a_small_imbalance_is_fixed_when_it_costs_more_than_a_rebalancing() {
-        let grid = Grid::new(8, 8).unwrap();
-        let mut exec = Pbs::new(grid, 2, PbsOptions::default()).unwrap();
-        exec.rebalance.last_cost = 300e-6;
-        // Box loads (seconds) putting thread 0 at `max_avg` = 1 + excess on the current mapping.
-        let worth = |exec: &mut Pbs, box_time: f64, excess: f64| {
-            let owners = exec.vcores.owners().to_vec();
-            let loads: Vec<f64> =
-                owners.iter().map(|&o| box_time * if o == 0 { 1.0 + excess } else { 1.0 - excess }).collect();
-            let problem = Problem::new(grid, &loads, 2).unwrap();
-            exec.vcores.recharge(&problem);
-            matches!(exec.worth_rebalancing(&problem, false), Verdict::Rebalance)
-        };
-        // The threads' loads over the mean in the last iterations: thread 0 at `heavy` in the
-        // iterations `slow`, even otherwise.
-        let recent = |heavy: f64, slow: &[usize]| {
-            RecentLoads(
-                (0..RECENT_ITERATIONS)
-                    .map(|i| if slow.contains(&i) { vec![heavy, 2.0 - heavy] } else { vec![1.0, 1.0] })
-                    .collect(),
-            )
-        };
-        let always: Vec<usize> = (0..RECENT_ITERATIONS).collect();
-        // An imbalance under the trigger that has not lasted is left alone...
-        exec.rebalance.recent = recent(1.035, &always);
-        exec.rebalance.over_tolerance = PERSISTENT_ITERATIONS - 1;
-        assert!(!worth(&mut exec, 100e-6, 0.035), "3.5 % for 15 iterations");
-        // ...nor one that has, but on a different thread each time (the median is even)...
-        exec.rebalance.over_tolerance = PERSISTENT_ITERATIONS;
-        exec.rebalance.recent = RecentLoads(
-            (0..RECENT_ITERATIONS)
-                .map(|i| match i % 2 {
-                    _ if i == RECENT_ITERATIONS - 1 => vec![1.0, 1.0],
-                    0 => vec![1.035, 0.965],
-                    _ => vec![0.965, 1.035],
-                })
-                .collect(),
-        );
-        assert!(!worth(&mut exec, 100e-6, 0.035), "3.5 % on one thread, then the other");
-        // ...and fixed once one thread has carried it, when it pays.
-        exec.rebalance.recent = recent(1.035, &always);
-        // 32 boxes of 100 µs per thread (the stencil's scale): 3.5 % wastes 48 µs an iteration.
-        assert!(worth(&mut exec, 100e-6, 0.035), "3.5 % on 3.2 ms per thread");
-        assert!(!worth(&mut exec, 100e-6, 0.01), "within the balancer's tolerance");
-        // 32 boxes of 0.1 µs: 3.5 % wastes 48 ns an iteration, 0.3 ms takes 6000 iterations.
-        assert!(!worth(&mut exec, 0.1e-6, 0.035), "3.5 % on 3.2 µs per thread");
-        // Above the trigger, when the threads measured it in most of the last iterations.
-        exec.rebalance.recent = recent(1.09, &[1, 3, 4]);
-        assert!(!worth(&mut exec, 0.1e-6, 0.08), "three slow iterations in seven");
-        exec.rebalance.recent = recent(1.09, &[1, 3, 4, 6]);
-        assert!(worth(&mut exec, 0.1e-6, 0.08), "above the trigger, in four of seven");
-        // After a rebalancing that stopped short at 3.5 %, only what lies beyond is won.
-        exec.rebalance.recent = recent(1.045, &always);
-        exec.rebalance.reached = 1.035;
-        assert!(!worth(&mut exec, 100e-6, 0.035), "nothing to win on 3.5 %");
-        assert!(worth(&mut exec, 100e-6, 0.045), "one point over 3.2 ms per thread, 3.2 ms in 100 iterations");
-    }
-
     /// In idle time: the rebalancing starts without changing the owners, is taken on at the
     /// first iteration end after it has ended, and one that has not ended after
     /// `max_pending` iterations is given up. No phases run here, so the test advances the
@@ -764,7 +606,7 @@ mod tests {
                 .expect("taken on within 5 s");
             let spent = end.balancing_in_background.as_secs_f64();
             assert!(spent >= 20e-3, "at least one slow step: {end:?}");
-            costs.push((p.exec.rebalance.last_cost, spent));
+            costs.push((p.exec.rebalance.policy.last_cost(), spent));
         }
         let ((shared, spent), (own, own_spent)) = (costs[0], costs[1]);
         assert!(shared >= spent, "sharing a core: the thread's {spent} s are in the cost {shared}");

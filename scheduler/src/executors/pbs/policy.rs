@@ -1,0 +1,343 @@
+//! When pbs rebalances: the executor's rules, with no clock, pool or balancer in them, so
+//! that the many-core model (`pbs-bench model`) plans with the rules the executor runs by.
+//!
+//! An iteration's owner loads go to [`RebalancePolicy::observe`]: the criterion (Boulmier's
+//! eq. 24 by default) sees them, and so do the check of the last rebalancing
+//! (`executors/check.rs`) and the thread medians that tell the mapping's imbalance from the
+//! machine's. If anything asked, [`RebalancePolicy::decide`] weighs the measured box loads
+//! (read only where [`RebalancePolicy::reads_box_loads`] says they may be worth reading);
+//! a rebalancing that ran is reported with [`RebalancePolicy::took_on`], one given up with
+//! [`RebalancePolicy::gave_up`].
+
+use crate::criteria::{Criterion, Sample};
+use crate::executors::check::{Check, RecentLoads, PAYBACK_ITERATIONS, RECENT_ITERATIONS};
+
+/// Iterations in a row whose threads must all measure an imbalance over the tolerance before
+/// one under the trigger is fixed. An imbalance in the boxes' loads stays until it is fixed;
+/// one thread slowed by something else on its core (another process, an interrupt storm)
+/// comes and goes: on a uniform load on the shared 2-core VM, stretches of 1.02–1.04 lasted
+/// 5–15 iterations, and fixing each moved boxes that had to move back when it ended.
+pub(crate) const PERSISTENT_ITERATIONS: usize = 16;
+
+/// What an iteration's owner loads ask for, before any box load is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation {
+    /// The criterion asked, or it is the first measured iteration, or a check failed.
+    pub asked: bool,
+    /// The first measured iteration or a failed check: they are evidence enough, and the
+    /// balancer need not wait for the imbalance to show in one thread's median.
+    pub checked: bool,
+    /// A failed check asked: a rebalancing now corrects the last one.
+    pub correcting: bool,
+}
+
+/// Where the current mapping stands on the measured box loads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Standing {
+    /// The cells' `max_avg` on those loads.
+    pub max_avg: f64,
+    /// The loads' lower bound on `max_avg` (`Problem::lower_bound`).
+    pub bound: f64,
+    /// The loads' mean per vCore, seconds.
+    pub mean: f64,
+}
+
+/// What the measured box loads say of a rebalancing that was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Rebalance,
+    /// The imbalance is not (yet) one thread's: asked again next iteration.
+    NotYet,
+    /// The balancer could not win (enough): the criterion starts counting again.
+    NothingToWin,
+}
+
+/// The state behind pbs's decisions to rebalance (see the module doc).
+pub struct RebalancePolicy {
+    criterion: Box<dyn Criterion>,
+    /// The balancer's tolerance and the executor's trigger (`PbsOptions`).
+    tol: f64,
+    trigger: f64,
+    /// Seconds the last real rebalancing cost (the criterion's `C`).
+    last_cost: f64,
+    /// `max_avg / lower bound` where the last real rebalancing ended: what the balancer could
+    /// reach on those loads when it fell short of its tolerance (1 when it converged).
+    reached: f64,
+    /// Whether an iteration has been measured yet.
+    measured: bool,
+    /// The check of the last real rebalancing.
+    check: Check,
+    /// Iterations in a row, under the current mapping, whose threads measured an imbalance
+    /// over the tolerance (see [`PERSISTENT_ITERATIONS`]).
+    over_tolerance: usize,
+    /// Iterations in a row the criterion asked and the imbalance was not yet one thread's.
+    waiting: usize,
+    /// Each thread's load over the mean in the last iterations under the current mapping.
+    recent: RecentLoads,
+    /// Whether an imbalance must have been one thread's before it is fixed (see
+    /// [`RebalancePolicy::without_waiting`]).
+    waits: bool,
+}
+
+impl RebalancePolicy {
+    /// The rules with `criterion`, the balancer's tolerance `tol`, the `trigger`, and
+    /// `first_cost` seconds as the cost of the last rebalancing until one is measured.
+    pub fn new(criterion: Box<dyn Criterion>, tol: f64, trigger: f64, first_cost: f64) -> RebalancePolicy {
+        RebalancePolicy {
+            criterion,
+            tol,
+            trigger,
+            last_cost: first_cost,
+            reached: 1.0,
+            measured: false,
+            check: Check::default(),
+            over_tolerance: 0,
+            waiting: 0,
+            recent: RecentLoads::default(),
+            waits: true,
+        }
+    }
+
+    /// These rules without the wait for an imbalance to be one thread's: every imbalance
+    /// over the trigger is fixed at once, and one under it as soon as it pays. The executor's
+    /// rules until 2026-11-23, which the first 16-core measurements ran by; the many-core
+    /// model replays those measurements with them.
+    pub fn without_waiting(self) -> RebalancePolicy {
+        RebalancePolicy { waits: false, ..self }
+    }
+
+    /// Sees one iteration's owner loads (seconds per thread; `samples`: box-time samples
+    /// completed so far, which the check waits on). Every iteration goes through here, also
+    /// while a rebalancing is under way, whose answer the caller then ignores.
+    pub fn observe(&mut self, loads: &[f64], samples: u32) -> Observation {
+        let mean = loads.iter().sum::<f64>() / loads.len() as f64;
+        let sample = Sample {
+            max: loads.iter().copied().fold(0.0, f64::max),
+            mean,
+            min: loads.iter().copied().fold(f64::INFINITY, f64::min),
+        };
+        let max_avg = pbs::metrics::max_avg(loads);
+        self.over_tolerance = if max_avg > 1.0 + self.tol { self.over_tolerance + 1 } else { 0 };
+        self.recent.push(loads);
+        // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
+        // does not grow, so an imbalance present from the start would never be corrected: the
+        // first iteration with measured loads always rebalances, then the criterion decides.
+        let first = !self.measured;
+        self.measured = true;
+        let correcting = self.check.fails(max_avg, &sample, samples, self.trigger, self.last_cost);
+        let asked = self.criterion.observe(sample) || first || correcting;
+        Observation { asked, checked: first || correcting, correcting }
+    }
+
+    /// Whether the box loads are worth reading for an iteration that `seen`: it asked, and
+    /// either it is its own evidence or an imbalance over the tolerance has lasted on one
+    /// thread (the cheap test, before any box load is read).
+    pub fn reads_box_loads(&self, seen: Observation) -> bool {
+        seen.asked && (seen.checked || !self.waits || self.recent.persistent_imbalance() > 1.0 + self.tol)
+    }
+
+    /// Whether to rebalance now, for an iteration that `seen` (asked), with the mapping's
+    /// `standing` on the box loads if they were read. Not yet: the criterion is not reset and
+    /// asks again next iteration, for as long as an imbalance of the mapping takes to show in
+    /// one thread's median (reset at once, Boulmier's eq. 24 would never ask again for an
+    /// imbalance that then stays constant); reset after that wait: it was noise. Nothing to
+    /// win: reset with the last real rebalancing's cost.
+    pub fn decide(&mut self, seen: Observation, standing: Option<Standing>) -> bool {
+        let verdict = standing.map_or(Verdict::NotYet, |s| self.verdict(s, seen.checked));
+        self.waiting = match verdict {
+            Verdict::NotYet if self.waiting + 1 < RECENT_ITERATIONS => self.waiting + 1,
+            _ => 0,
+        };
+        match verdict {
+            Verdict::Rebalance => true,
+            Verdict::NotYet if self.waiting > 0 => false,
+            _ => {
+                self.criterion.rebalanced(self.last_cost);
+                false
+            }
+        }
+    }
+
+    /// Whether the balancer should run with the mapping at `s`. Not when the mapping is within
+    /// the balancer's own tolerance: it could not do better. Always when it is outside the
+    /// trigger. In between, when the time the heaviest thread wastes over
+    /// [`PAYBACK_ITERATIONS`] iterations exceeds the last rebalancing's cost: a few percent of
+    /// a coarse task's time is worth fixing, the same share of empty tasks still waits for the
+    /// trigger. Unless `checked`, the threads must have measured it too, for long enough: over
+    /// the trigger, one thread's median over the last [`RECENT_ITERATIONS`]; under it,
+    /// [`PERSISTENT_ITERATIONS`] in a row over the tolerance, and one thread's median over it.
+    fn verdict(&self, s: Standing, checked: bool) -> Verdict {
+        let checked = checked || !self.waits;
+        let persistent = || self.recent.persistent_imbalance();
+        if s.max_avg <= (1.0 + self.tol) * s.bound {
+            return Verdict::NothingToWin;
+        }
+        if s.max_avg > (1.0 + self.trigger) * s.bound {
+            return if checked || persistent() > 1.0 + self.trigger { Verdict::Rebalance } else { Verdict::NotYet };
+        }
+        // With many threads the slowest of the moment is always a few percent over: the run
+        // must also be one thread's, as the median says.
+        if !checked && (self.over_tolerance < PERSISTENT_ITERATIONS || persistent() <= 1.0 + self.tol) {
+            return Verdict::NotYet;
+        }
+        // What a rebalancing can win: down to the tolerance, or to where the last one ended
+        // if it fell short (a balancer that stopped at 3.5 % gains nothing on a 3.5 %
+        // imbalance, and would otherwise be run again and again).
+        let floor = (1.0 + self.tol).max(self.reached) * s.bound;
+        if (s.max_avg - floor) * s.mean * PAYBACK_ITERATIONS >= self.last_cost {
+            Verdict::Rebalance
+        } else {
+            Verdict::NothingToWin
+        }
+    }
+
+    /// A rebalancing was taken on: it ended at `reached` (`max_avg` over the bound, 1 if it
+    /// converged), `moved` whether a box changed owner, `correcting` whether it was a
+    /// correction, `cost` seconds what it added to the wall time as far as the caller knows,
+    /// `samples` the box-time samples completed (the check waits for a newer one).
+    pub fn took_on(&mut self, reached: f64, moved: bool, correcting: bool, cost: f64, samples: u32) {
+        self.reached = reached;
+        if moved {
+            self.over_tolerance = 0;
+            self.recent.clear();
+        }
+        self.check.arm(samples, correcting);
+        self.last_cost = cost;
+        self.criterion.rebalanced(cost);
+    }
+
+    /// A rebalancing was given up (late, or no better than the mapping in force): the
+    /// criterion counts again from the last real rebalancing's cost.
+    pub fn gave_up(&mut self) {
+        self.criterion.rebalanced(self.last_cost);
+    }
+
+    /// The mapping came from loads given in advance: nothing to check, and the first measured
+    /// iteration need not rebalance.
+    pub fn given_loads(&mut self) {
+        self.check.disarm();
+        self.measured = true;
+    }
+
+    /// Seconds the last real rebalancing cost (the criterion's `C`).
+    pub fn last_cost(&self) -> f64 {
+        self.last_cost
+    }
+
+    /// The criterion's name.
+    pub fn criterion_name(&self) -> String {
+        self.criterion.name()
+    }
+
+    /// Sets the last rebalancing's cost, for tests that choose it.
+    #[cfg(test)]
+    pub(crate) fn set_last_cost(&mut self, cost: f64) {
+        self.last_cost = cost;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::criteria::Never;
+
+    fn policy() -> RebalancePolicy {
+        RebalancePolicy::new(Box::new(Never), 0.02, 0.05, 300e-6)
+    }
+
+    /// Two threads of 32 boxes of `box_time` seconds, thread 0 at `max_avg` = 1 + `excess`.
+    fn standing(box_time: f64, excess: f64) -> Standing {
+        Standing { max_avg: 1.0 + excess, bound: 1.0, mean: 32.0 * box_time }
+    }
+
+    /// The threads' loads over the mean in the last iterations: thread 0 at `heavy` in the
+    /// iterations `slow`, even otherwise.
+    fn recent(heavy: f64, slow: &[usize]) -> RecentLoads {
+        RecentLoads(
+            (0..RECENT_ITERATIONS)
+                .map(|i| if slow.contains(&i) { vec![heavy, 2.0 - heavy] } else { vec![1.0, 1.0] })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_small_imbalance_is_fixed_when_it_costs_more_than_a_rebalancing() {
+        let mut p = policy();
+        let worth = |p: &RebalancePolicy, box_time: f64, excess: f64| {
+            p.verdict(standing(box_time, excess), false) == Verdict::Rebalance
+        };
+        let always: Vec<usize> = (0..RECENT_ITERATIONS).collect();
+        // An imbalance under the trigger that has not lasted is left alone...
+        p.recent = recent(1.035, &always);
+        p.over_tolerance = PERSISTENT_ITERATIONS - 1;
+        assert!(!worth(&p, 100e-6, 0.035), "3.5 % for 15 iterations");
+        // ...nor one that has, but on a different thread each time (the median is even)...
+        p.over_tolerance = PERSISTENT_ITERATIONS;
+        p.recent = RecentLoads(
+            (0..RECENT_ITERATIONS)
+                .map(|i| match i % 2 {
+                    _ if i == RECENT_ITERATIONS - 1 => vec![1.0, 1.0],
+                    0 => vec![1.035, 0.965],
+                    _ => vec![0.965, 1.035],
+                })
+                .collect(),
+        );
+        assert!(!worth(&p, 100e-6, 0.035), "3.5 % on one thread, then the other");
+        // ...and fixed once one thread has carried it, when it pays.
+        p.recent = recent(1.035, &always);
+        // 32 boxes of 100 µs per thread (the stencil's scale): 3.5 % wastes 48 µs an iteration.
+        assert!(worth(&p, 100e-6, 0.035), "3.5 % on 3.2 ms per thread");
+        assert!(!worth(&p, 100e-6, 0.01), "within the balancer's tolerance");
+        // 32 boxes of 0.1 µs: 3.5 % wastes 48 ns an iteration, 0.3 ms takes 6000 iterations.
+        assert!(!worth(&p, 0.1e-6, 0.035), "3.5 % on 3.2 µs per thread");
+        // Above the trigger, when the threads measured it in most of the last iterations.
+        p.recent = recent(1.09, &[1, 3, 4]);
+        assert!(!worth(&p, 0.1e-6, 0.08), "three slow iterations in seven");
+        p.recent = recent(1.09, &[1, 3, 4, 6]);
+        assert!(worth(&p, 0.1e-6, 0.08), "above the trigger, in four of seven");
+        // After a rebalancing that stopped short at 3.5 %, only what lies beyond is won.
+        p.recent = recent(1.045, &always);
+        p.reached = 1.035;
+        assert!(!worth(&p, 100e-6, 0.035), "nothing to win on 3.5 %");
+        assert!(worth(&p, 100e-6, 0.045), "one point over 3.2 ms per thread, 3.2 ms in 100 iterations");
+    }
+
+    /// The first measured iteration asks and is its own evidence; an imbalance over the
+    /// trigger that is not yet one thread's is asked about again for as long as a median
+    /// takes, the criterion reset only then; the box loads are read only once it has lasted.
+    #[test]
+    fn an_imbalance_is_waited_for_until_it_is_one_threads() {
+        let mut p = policy();
+        let first = p.observe(&[1.2, 0.8], 0);
+        assert_eq!(first, Observation { asked: true, checked: true, correcting: false });
+        assert!(p.reads_box_loads(first), "the first measurement reads the box loads at once");
+        assert!(p.decide(first, Some(standing(1e-6, 0.2))));
+        p.took_on(1.0, true, false, 1e-3, 1);
+        // With a criterion that never asks, nothing is asked, whatever the loads.
+        let quiet = p.observe(&[1.5, 0.5], 2);
+        assert!(!quiet.asked && !p.reads_box_loads(quiet));
+        // A criterion that always asks: not yet one thread's (fewer than RECENT_ITERATIONS
+        // iterations under the mapping), so not read, and asked again.
+        let mut p = RebalancePolicy::new(Box::new(crate::criteria::Always), 0.02, 0.05, 0.0);
+        p.measured = true;
+        for i in 0..RECENT_ITERATIONS - 1 {
+            let seen = p.observe(&[1.2, 0.8], 0);
+            assert!(seen.asked && !seen.checked && !p.reads_box_loads(seen), "iteration {i}");
+            assert!(!p.decide(seen, None));
+            assert_eq!(p.waiting, i + 1);
+        }
+        // Now the median says it is thread 0's: read, and rebalanced.
+        let seen = p.observe(&[1.2, 0.8], 0);
+        assert!(p.reads_box_loads(seen));
+        assert!(p.decide(seen, Some(standing(1e-6, 0.2))));
+        assert_eq!(p.waiting, 0);
+        // Without the wait (the rules of the first 16-core measurements): read and fixed at
+        // once, and under the trigger as soon as it pays.
+        let mut p = RebalancePolicy::new(Box::new(crate::criteria::Always), 0.02, 0.05, 0.0).without_waiting();
+        p.measured = true;
+        let seen = p.observe(&[1.2, 0.8], 0);
+        assert!(p.reads_box_loads(seen) && p.decide(seen, Some(standing(1e-6, 0.2))));
+        let seen = p.observe(&[1.035, 0.965], 0);
+        assert!(p.decide(seen, Some(standing(100e-6, 0.035))));
+    }
+}

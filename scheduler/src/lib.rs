@@ -5,7 +5,7 @@
 //!
 //! | executor | who runs box `k` | file |
 //! |---|---|---|
-//! | [`executors::Pbs`] | its owner in the balancer's mapping (owner computes), idle threads steal boundary work | `executors/pbs/` (the loop in `mod.rs`; `stealing.rs`, `rebalancing.rs`, `overlap.rs`) |
+//! | [`executors::Pbs`] | its owner in the balancer's mapping (owner computes), idle threads steal boundary work | `executors/pbs/` (the loop in `mod.rs`; `stealing.rs`, `policy.rs`, `rebalancing.rs`, `overlap.rs`) |
 //! | [`executors::WorkStealing`] | whichever rayon worker gets it | `executors/work_stealing.rs` |
 //! | [`executors::EagerFifo`] | the next idle thread, in FIFO order (StarPU's eager) | `executors/eager.rs` |
 //! | [`executors::StaticBlocks`] | thread `k·T/n` (OpenMP `static`) | `executors/static_blocks.rs` |

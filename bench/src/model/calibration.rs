@@ -151,7 +151,7 @@ struct Plans(Vec<(PlanKey, PbsPlan)>);
 
 /// A case, a thread count, the bits of the machine's constants a plan reads, and where the
 /// executor rebalances.
-type PlanKey = (String, usize, [u64; 5], Rebalancing);
+type PlanKey = (String, usize, [u64; 7], Rebalancing);
 
 impl Plans {
     fn get(
@@ -164,8 +164,16 @@ impl Plans {
         let key = (
             format!("{} {}", trace.header.app, trace.header.scenario),
             threads,
-            [machine.balancer_box, machine.noise, machine.speed, machine.start_box, machine.take_on_box]
-                .map(f64::to_bits),
+            [
+                machine.balancer_box,
+                machine.noise,
+                machine.speed,
+                machine.start_box,
+                machine.take_on_box,
+                machine.loads_box,
+                machine.start_fixed,
+            ]
+            .map(f64::to_bits),
             executor,
         );
         if let Some(i) = self.0.iter().position(|(k, _)| *k == key) {

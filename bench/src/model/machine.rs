@@ -1,6 +1,8 @@
 //! The machine the model replays a trace on: what each effect costs, and where each constant
 //! comes from (fitted to a measurement, or assumed and said so).
 
+use pbs_scheduler::box_timing::PARALLEL_MIN_BOXES;
+
 /// Costs of the modelled machine, in seconds unless said otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Machine {
@@ -33,14 +35,22 @@ pub struct Machine {
     /// One balancer unit (a step) costs this, in recorded seconds, per box and per
     /// `1 + log2(vCores)` (the assignment's cost grows with the vCores it chooses among).
     pub balancer_box: f64,
-    /// Serial work between iterations, per box, to decide a rebalancing and send it out
-    /// (reading the box loads, building the problem, copying loads and vCores for the run).
-    /// Measured on the 16-core machine: 55–70 µs over 4,096 boxes (docs/results.md, "Sixteen
-    /// threads, a third lease").
+    /// Work between iterations, per box, to read the measured box loads, shared by the pool in
+    /// shares of at least [`PARALLEL_MIN_BOXES`] boxes as the executor shares it
+    /// ([`Machine::loads_cost`]). Measured on the 16-core machine: 15–21 µs over 4,096 boxes,
+    /// one share (docs/results.md, "Sixteen threads, a third lease").
+    pub loads_box: f64,
+    /// Serial work between iterations, per box, to decide a rebalancing and send it out, the
+    /// box loads aside: the problem's check and the cells' charges on those loads. Measured
+    /// there: 14–19 µs over 4,096 boxes. (The copy of the vCores for the run, 14–17 µs there,
+    /// is made by the run since 2026-11-27.)
     pub start_box: f64,
+    /// What deciding and sending a run out costs besides its per-box work (the criterion, the
+    /// check, handing the run to its thread): measured there as the rest of 55–70 µs, 12 µs.
+    pub start_fixed: f64,
     /// Serial work between iterations, per box, to take on a run back from the balancer
-    /// thread (reading the fresh box loads, checking the new owners on them). Measured there:
-    /// about 30 µs over 4,096 boxes once the thread builds the lists.
+    /// thread, the fresh box loads aside: checking the new owners on them. Measured there:
+    /// 9–10 µs over 4,096 boxes once the thread builds the lists.
     pub take_on_box: f64,
     /// Serial work per box to rebuild the threads' lists and steal orders, where a
     /// rebalancing stops the iteration (a run off the critical path builds them there).
@@ -70,15 +80,56 @@ impl Machine {
             remote: 1.0e-6,
             migrate: 0.2e-6,
             balancer_box: 7.19e-9,
-            start_box: 15e-9,
-            take_on_box: 7.5e-9,
+            loads_box: 4.4e-9,
+            start_box: 4.1e-9,
+            start_fixed: 12e-6,
+            take_on_box: 2.3e-9,
             lists_box: 20e-9,
             slice: 3e-3,
         }
     }
 
+    /// Seconds to read the box loads of `boxes` boxes on a pool of `threads`, shared as
+    /// `Tracker::box_loads_on` shares them.
+    pub fn loads_cost(&self, boxes: usize, threads: usize) -> f64 {
+        let shares =
+            if threads < 2 || boxes < 2 * PARALLEL_MIN_BOXES { 1 } else { threads.min(boxes / PARALLEL_MIN_BOXES) };
+        self.loads_box * boxes.div_ceil(shares) as f64
+    }
+
+    /// Seconds on the critical path to decide a rebalancing of `boxes` boxes on `threads`
+    /// threads and send it out.
+    pub fn start_cost(&self, boxes: usize, threads: usize) -> f64 {
+        self.start_fixed + self.start_box * boxes as f64 + self.loads_cost(boxes, threads)
+    }
+
+    /// Seconds on the critical path to take on a run back from the balancer thread.
+    pub fn take_on_cost(&self, boxes: usize, threads: usize) -> f64 {
+        self.take_on_box * boxes as f64 + self.loads_cost(boxes, threads)
+    }
+
     /// What a phase's barrier costs at `threads` threads.
     pub fn barrier_at(&self, threads: usize) -> f64 {
         self.barrier + self.barrier_log2 * (threads.max(1) as f64).log2()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The box loads are read in shares of at least `PARALLEL_MIN_BOXES` boxes, one per
+    /// thread at most, as the executor reads them; the rest of the start is serial.
+    #[test]
+    fn reading_the_box_loads_is_shared_as_the_executor_shares_it() {
+        let m =
+            Machine { loads_box: 1.0, start_box: 0.5, start_fixed: 10.0, take_on_box: 0.25, ..Machine::fitted(1.0) };
+        let big = 8 * PARALLEL_MIN_BOXES;
+        assert_eq!(m.loads_cost(4096, 256), 4096.0, "one share under two shares' worth");
+        assert_eq!(m.loads_cost(big, 1), big as f64, "one thread reads alone");
+        assert_eq!(m.loads_cost(big, 2), (big / 2) as f64);
+        assert_eq!(m.loads_cost(big, 256), PARALLEL_MIN_BOXES as f64, "shares of the least size");
+        assert_eq!(m.start_cost(big, 256), 10.0 + 0.5 * big as f64 + PARALLEL_MIN_BOXES as f64);
+        assert_eq!(m.take_on_cost(big, 256), 0.25 * big as f64 + PARALLEL_MIN_BOXES as f64);
     }
 }

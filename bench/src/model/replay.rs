@@ -163,7 +163,7 @@ pub struct PbsPlan {
 /// The criterion is told what the executor tells it a rebalancing cost where it runs as
 /// `rebalancing` says: the balancer's whole time (on the critical path, or on a thread that
 /// takes a worker's core), or, on a lent core, the lender's share of it; plus the serial work
-/// between iterations ([`Machine::start_box`], [`Machine::take_on_box`]). A cheaper run is
+/// between iterations ([`Machine::start_cost`], [`Machine::take_on_cost`]). A cheaper run is
 /// asked for sooner: on the 16-core lease the executor rebalanced 6–8 times per 200 md
 /// iterations on a lent core.
 ///
@@ -197,7 +197,7 @@ pub fn plan_pbs(
     // What a run of `units` costs the criterion, in recorded seconds (the machine's serial
     // work is in its own).
     let lent = rebalancing == Rebalancing::LentCore && threads > 2;
-    let serial = (machine.start_box + machine.take_on_box) * grid.len() as f64 / machine.speed;
+    let serial = (machine.start_cost(grid.len(), threads) + machine.take_on_cost(grid.len(), threads)) / machine.speed;
     let cost_of = |units: usize| unit * units as f64 / if lent { threads as f64 } else { 1.0 } + serial;
     // The executor's own settings, so that the plan cannot drift from them.
     let PbsOptions { tol, trigger, steps_per_rebalance: steps, .. } = PbsOptions::default();
@@ -540,7 +540,7 @@ pub fn replay(
         };
         // A run back from the thread is checked on fresh loads (taken on or not), serially.
         if ended.is_some() && away.is_some() {
-            let c = machine.take_on_box * n as f64;
+            let c = machine.take_on_cost(n, threads);
             wall += c;
             critical += c;
         }
@@ -592,7 +592,7 @@ pub fn replay(
                 };
                 pending_age = 0;
                 // Deciding and (off the critical path) sending the run out read every box.
-                let decide = machine.start_box * n as f64;
+                let decide = machine.start_cost(n, threads);
                 wall += decide;
                 critical += decide;
                 if in_slack {

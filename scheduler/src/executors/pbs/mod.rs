@@ -10,8 +10,9 @@
 //! vCore's list, so the owner keeps the front it is working through.
 //!
 //! One concept per file: this one holds the executor loop (a phase, the end of an iteration);
-//! [`stealing`] the claims at both ends of a list and the thief's search; [`rebalancing`]
-//! when the balancer runs and whether it pays; [`overlap`] the balancer in idle time (or, when
+//! [`stealing`] the claims at both ends of a list and the thief's search; [`policy`] the rules
+//! that decide whether to rebalance (clock-free, also the many-core model's); [`rebalancing`]
+//! their application and where the balancer runs; [`overlap`] the balancer in idle time (or, when
 //! its steps outlast that idle time, on the thread of [`crate::background`]); [`lending`] the
 //! worker that gives that thread its core where no core is spare.
 //! How densely boxes are timed is `executors/timing.rs`, shared with the remappers.
@@ -241,7 +242,8 @@ pub struct Pbs {
     away: Option<Away>,
     /// The worker that lends its core to the balancer thread, if one does.
     lender: Lender,
-    vcores: VCores,
+    /// Shared with a run out until the run has copied them (see [`overlap::RunVCores`]).
+    vcores: Arc<VCores>,
     /// The vCores a run took on replaced, whose memory the next run's copy reuses.
     spare_vcores: Option<VCores>,
     /// Each thread's boxes and whom it steals from (new after every rebalancing that moved
@@ -274,7 +276,7 @@ struct Timing {
     last_iteration_wall: Duration,
 }
 
-/// What decides the next rebalancing (see `rebalancing.rs`).
+/// What decides the next rebalancing, and where it runs (see `policy.rs`, `rebalancing.rs`).
 struct Rebalance {
     /// The rules that decide when to rebalance (see `policy.rs`).
     policy: RebalancePolicy,
@@ -389,7 +391,7 @@ impl Pbs {
             pool,
             grid,
             balancer: Some(balancer),
-            vcores,
+            vcores: Arc::new(vcores),
             spare_vcores: None,
             lists: ThreadLists::default(),
             timing: Timing {

@@ -6,11 +6,12 @@
 //! `policy.rs`'s; here they are applied, and the balancer run in the threads' idle time, on the
 //! balancer thread or between iterations (`overlap.rs`, `lending.rs`).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pbs::{methods, metrics, rebalance, Outcome, Problem, StopRule};
 
-use super::overlap::Pending;
+use super::overlap::{Pending, RunVCores};
 use super::policy::Standing;
 use super::{Away, Lending, Overlap, Pbs, ThreadLists};
 use crate::background::Returned;
@@ -81,7 +82,7 @@ impl Pbs {
             let p = Problem::from_vec(self.grid, box_loads(&self.timing.tracker, &self.pool), self.vcores.len())
                 .expect("measured times are finite and ≥ 0")
                 .with_workers(&self.pool);
-            self.vcores.recharge(&p);
+            Arc::make_mut(&mut self.vcores).recharge(&p);
             Some(p)
         } else {
             None
@@ -121,18 +122,12 @@ impl Pbs {
         let mut here = Some((balancer, problem));
         if in_slack || on_thread {
             let (b, problem) = here.take().expect("not sent yet");
-            // The run's copy of the vCores goes into the memory of the last one's.
-            let copy = match self.spare_vcores.take() {
-                Some(mut spare) => {
-                    spare.clone_from(&self.vcores);
-                    spare
-                }
-                None => self.vcores.clone(),
-            };
+            // The run copies the vCores into the memory of the last run's, at its first unit.
+            let vcores = RunVCores::Shared { from: Arc::clone(&self.vcores), into: self.spare_vcores.take() };
             let mut pending = Pending::new(
                 b,
                 problem.into_owned(),
-                copy,
+                vcores,
                 stop,
                 self.options.restart_lands_at_once,
                 correcting,
@@ -154,7 +149,8 @@ impl Pbs {
                     // No balancer thread could be started: stop for it after all.
                     Err(pending) => {
                         self.lender.lend(false, &self.pool, false);
-                        let (b, problem) = pending.into_balancer_and_problem();
+                        let (b, problem, spare) = pending.into_parts();
+                        self.spare_vcores = spare;
                         here = Some((b, problem.with_workers(&self.pool)));
                     }
                 }
@@ -162,7 +158,7 @@ impl Pbs {
         }
         if let Some((mut balancer, problem)) = here {
             let before = self.vcores.owners().to_vec();
-            let outcome = rebalance(balancer.as_mut(), &problem, &mut self.vcores, stop);
+            let outcome = rebalance(balancer.as_mut(), &problem, Arc::make_mut(&mut self.vcores), stop);
             self.balancer = Some(balancer);
             self.took_on(before, &outcome, correcting, start.elapsed(), None, &mut end);
         }
@@ -192,22 +188,25 @@ impl Pbs {
                 if let Some(loads) = fresh {
                     let n = self.vcores.len();
                     let now = metrics::max_avg(&metrics::charges(self.vcores.owners(), loads, n));
-                    let new = metrics::max_avg(&metrics::charges(pending.vcores.owners(), loads, n));
+                    let new = metrics::max_avg(&metrics::charges(pending.vcores.get().owners(), loads, n));
                     if new >= now {
                         end.rebalance_abandoned = true;
                         self.rebalance.policy.gave_up();
-                        self.spare_vcores = Some(pending.vcores);
+                        self.spare_vcores = pending.vcores.into_spare();
                         return;
                     }
                 }
                 let before = self.vcores.owners().to_vec();
-                self.spare_vcores = Some(std::mem::replace(&mut self.vcores, pending.vcores));
+                // An ended run has its own copy; the replaced vCores are shared with nobody
+                // now (the run let them go when it copied them), so their memory is kept.
+                let Some(new) = pending.vcores.into_spare() else { unreachable!("an ended run has its copy") };
+                self.spare_vcores = Arc::try_unwrap(std::mem::replace(&mut self.vcores, Arc::new(new))).ok();
                 let cost = pending.critical + start.elapsed() + off_path;
                 self.took_on(before, &outcome, pending.correcting, cost, pending.lists, end);
             }
             _ => {
                 end.rebalance_abandoned = true;
-                self.spare_vcores = Some(pending.vcores);
+                self.spare_vcores = pending.vcores.into_spare();
             }
         }
     }
@@ -280,7 +279,7 @@ impl Pbs {
         let before = self.vcores.owners().to_vec();
         let start = Instant::now();
         let stop = StopRule { max_steps: 200, tol: self.options.tol };
-        let outcome = rebalance(balancer.as_mut(), &problem, &mut self.vcores, stop);
+        let outcome = rebalance(balancer.as_mut(), &problem, Arc::make_mut(&mut self.vcores), stop);
         self.balancer = Some(balancer);
         let mut end = IterationEnd::default();
         self.took_on(before, &outcome, false, start.elapsed(), None, &mut end);

@@ -10,8 +10,8 @@
 //!
 //! pbs's mappings come from the real balancer (`power-cells`) and the executor's own rules
 //! ([`RebalancePolicy`]: Boulmier's eq. 24, the check and its corrections, the wait for an
-//! imbalance to be one thread's) fed with the recorded box loads of the iteration just ended; the
-//! balancer's cost is its steps times a fitted cost per box and step ([`Machine::balancer_box`],
+//! imbalance to be one thread's) fed with the recorded box loads of the iteration just ended;
+//! the balancer's cost is its steps times a fitted cost per box and step ([`Machine::balancer_box`],
 //! growing with log2 of the vCores as the assignment does), so that the replay is
 //! deterministic for a trace. It stops the iteration ([`Rebalancing::Stop`]), runs in the
 //! first idle thread's slack, a step at a time ([`Rebalancing::IdleTime`]), or on a balancer
@@ -157,8 +157,8 @@ pub struct PbsPlan {
 /// [`Rebalancing::StopSerial`] without the wait, as that executor ran). The executor measures
 /// each box on the thread that runs it: every box of a thread is seen `1 + e` times heavier,
 /// `e` the thread's noise for the iteration (exponential, mean the machine's `noise`), which
-/// is what makes the real executor rebalance on noise now and then. The plan takes each run's owners on at once: the replay may land them
-/// later, and skips the runs decided meanwhile.
+/// is what makes the real executor rebalance on noise now and then. The plan takes each run's
+/// owners on at once: the replay may land them later, and skips the runs decided meanwhile.
 ///
 /// The criterion is told what the executor tells it a rebalancing cost where it runs as
 /// `rebalancing` says: the balancer's whole time (on the critical path, or on a thread that
@@ -220,14 +220,16 @@ pub fn plan_pbs(
         if !observed.asked {
             continue;
         }
-        let problem = Problem::new(grid, &loads, vcores_n).map_err(|e| e.to_string())?;
-        let standing = policy.reads_box_loads(observed).then(|| {
-            vcores.recharge(&problem);
-            Standing { max_avg: vcores.max_avg(), bound: problem.lower_bound(), mean: problem.mean() }
+        let problem = match policy.reads_box_loads(observed) {
+            true => Some(Problem::new(grid, &loads, vcores_n).map_err(|e| e.to_string())?),
+            false => None,
+        };
+        let standing = problem.as_ref().map(|p| {
+            vcores.recharge(p);
+            Standing { max_avg: vcores.max_avg(), bound: p.lower_bound(), mean: p.mean() }
         });
-        if !policy.decide(observed, standing) {
-            continue;
-        }
+        let due = policy.decide(observed, standing);
+        let Some(problem) = problem.filter(|_| due) else { continue };
         let stop = StopRule { max_steps: steps, tol };
         let (mut run, _) = Run::start_rebalancing(balancer.as_mut(), &problem, &mut vcores, stop);
         if !(restart_lands && run.restarted()) {

@@ -229,7 +229,7 @@ void pbs_executor_free(pbs_executor *e);
 /* ---------------------------------------------------------------------------------------- */
 
 /* The "pbs" executor's mapping decisions (balancer, criterion, first-measurement rule, check,
-   trigger; docs/design.md) for a task runtime that runs the tasks on its own workers, as the
+   trigger, persistence and payback rules; docs/design.md) for a task runtime that runs the tasks on its own workers, as the
    StarPU policy of starpu/ does: after each iteration, give the measured box loads; the
    mapper rebalances when it pays and says who owns each box and whom each worker should steal
    from. The balancer runs inside pbs_mapper_end_iteration, on the calling thread. */

@@ -6,24 +6,23 @@
 //! ([`Mapper::observe`], [`Mapper::balance_on`]).
 //!
 //! The decisions are the `pbs` executor's: its balancer (warm-started, or started over when far
-//! from balance, [`pbs::rebalance`]; with its method, tolerance and steps per rebalancing), its criterion (Boulmier's eq. 24 with `C` the measured cost of the
-//! last rebalancing, by default), a first measured iteration that always rebalances (the starting
-//! mapping assumed uniform loads), the check that corrects a rebalancing that left the workers
-//! imbalanced (`executors/check.rs`), and its trigger: a rebalancing the criterion asks for runs
-//! only when the box loads put the owners over `1 + trigger` times the lower bound and one
-//! worker's median over the last few iterations is over it too (an imbalance of the mapping
-//! stays on one worker; a worker slowed by the machine comes and goes). `pbs`'s finer rule for
-//! imbalances under the trigger is not applied. The balancer runs in the call, on the caller's
-//! thread: there is no pool here to overlap it with.
+//! from balance, [`pbs::rebalance`]; with its method, tolerance and steps per rebalancing), and
+//! its rules ([`RebalancePolicy`]: Boulmier's eq. 24 with `C` the measured cost of the last
+//! rebalancing by default, a first measured iteration that always rebalances, the check that
+//! corrects a rebalancing that left the workers imbalanced, the wait for an imbalance to be one
+//! worker's before the box loads are asked for, the trigger, and under it the payback rule).
+//! The balancer runs in the call, on the caller's thread: there is no pool here to overlap it
+//! with.
 
 use std::time::Instant;
 
 use pbs::{balance, methods, metrics, rebalance, Balancer, Grid, Problem, StopRule, VCores};
 
-use crate::criteria::{Boulmier, Criterion, Sample};
+use crate::criteria::Boulmier;
 use crate::executor::IterationEnd;
-use crate::executors::check::{Check, RecentLoads};
-use crate::executors::{victim_order, PbsOptions};
+#[cfg(test)]
+use crate::executors::{check::RECENT_ITERATIONS, PERSISTENT_ITERATIONS};
+use crate::executors::{victim_order, Observation, PbsOptions, RebalancePolicy, Standing};
 
 /// What [`Mapper::observe`] decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,11 +38,10 @@ pub enum Observed {
 struct Pending {
     start: Instant,
     max_avg: f64,
-    first: bool,
-    correcting: bool,
+    seen: Observation,
 }
 
-/// The balancer, its criterion and its check over a grid and a number of workers.
+/// The balancer and the executor's rules over a grid and a number of workers.
 pub struct Mapper {
     grid: Grid,
     workers: usize,
@@ -51,17 +49,15 @@ pub struct Mapper {
     vcores: VCores,
     /// Each worker's victims, neighbours first: recomputed when the owners change.
     victims: Vec<Vec<u32>>,
-    criterion: Box<dyn Criterion>,
-    check: Check,
-    recent: RecentLoads,
+    /// The executor's rules (see `executors/pbs/policy.rs`).
+    policy: RebalancePolicy,
+    /// Iterations observed: the check waits for a newer one than its rebalancing's.
     iterations: u32,
-    last_cost: f64,
     /// Whether the last `end_iteration` rebalanced (what `add_to_last_cost` adds to).
     just_rebalanced: bool,
     /// What `observe` found when it asked for the box loads.
     pending: Option<Pending>,
     tol: f64,
-    trigger: f64,
     steps: usize,
 }
 
@@ -94,15 +90,11 @@ impl Mapper {
             balancer,
             vcores,
             victims,
-            criterion,
-            check: Check::default(),
-            recent: RecentLoads::default(),
+            policy: RebalancePolicy::new(criterion, options.tol, options.trigger, last_cost),
             iterations: 0,
-            last_cost,
             just_rebalanced: false,
             pending: None,
             tol: options.tol,
-            trigger: options.trigger,
             steps: options.steps_per_rebalance,
         })
     }
@@ -125,7 +117,7 @@ impl Mapper {
 
     /// Ends an iteration whose measured box loads (seconds per box, finite and ≥ 0) are
     /// `box_loads`: tells the criterion the workers' owner loads and rebalances when it, the
-    /// first measurement or a failed check asks for it and the loads are over the trigger.
+    /// first measurement or a failed check asks for it and the box loads say it is worth it.
     /// An error names a wrong length or a bad load; nothing changes then.
     pub fn end_iteration(&mut self, box_loads: &[f64]) -> crate::Result<IterationEnd> {
         pbs::problem::validate_loads(&self.grid, box_loads)?;
@@ -156,31 +148,29 @@ impl Mapper {
             .into());
         }
         let mean = worker_loads.iter().sum::<f64>() / worker_loads.len() as f64;
-        let sample = Sample {
-            max: worker_loads.iter().copied().fold(0.0, f64::max),
-            mean,
-            min: worker_loads.iter().copied().fold(f64::INFINITY, f64::min),
-        };
-        let max_avg = if mean > 0.0 { sample.max / mean } else { 1.0 };
-        self.recent.push(worker_loads);
-        let first = self.iterations == 0;
+        let max = worker_loads.iter().copied().fold(0.0, f64::max);
+        let max_avg = if mean > 0.0 { max / mean } else { 1.0 };
         self.iterations += 1;
         self.just_rebalanced = false;
         self.pending = None;
-        let correcting = self.check.fails(max_avg, &sample, self.iterations, self.trigger, self.last_cost);
-        if !(self.criterion.observe(sample) || first || correcting) {
-            return Ok(Observed::Ended(IterationEnd { max_avg, ..Default::default() }));
+        let seen = self.policy.observe(worker_loads, self.iterations);
+        if seen.asked && self.policy.reads_box_loads(seen) {
+            self.pending = Some(Pending { start, max_avg, seen });
+            return Ok(Observed::NeedsBoxLoads);
         }
-        self.pending = Some(Pending { start, max_avg, first, correcting });
-        Ok(Observed::NeedsBoxLoads)
+        if seen.asked {
+            // Not one worker's yet: asked again next iteration, for as long as the policy waits.
+            self.policy.decide(seen, None);
+        }
+        Ok(Observed::Ended(IterationEnd { max_avg, ..Default::default() }))
     }
 
     /// The second half of [`Mapper::end_iteration`], after [`Mapper::observe`] asked for the
-    /// box loads of the iteration it observed: rebalances when they put the owners over the
-    /// trigger. An error names a wrong length or a bad load (nothing changes then; the call
+    /// box loads of the iteration it observed: rebalances when the executor's rules say so on
+    /// them (the owners over the trigger, or under it where fixing it pays). An error names a wrong length or a bad load (nothing changes then; the call
     /// may be repeated), or a call that `observe` did not ask for.
     pub fn balance_on(&mut self, box_loads: &[f64]) -> crate::Result<IterationEnd> {
-        let Some(Pending { start, max_avg, first, correcting }) = self.pending else {
+        let Some(Pending { start, max_avg, seen }) = self.pending else {
             let value = "no pending iteration".to_string();
             return Err(pbs::Error::Parameter {
                 name: "balance_on",
@@ -193,29 +183,21 @@ impl Mapper {
         self.pending = None;
         let mut end = IterationEnd { max_avg, ..Default::default() };
         self.vcores.recharge(&problem);
-        let (now, bound) = (self.vcores.max_avg(), problem.lower_bound());
-        let checked = first || correcting;
-        let over = if checked { 1.0 + self.tol } else { 1.0 + self.trigger };
-        if now <= over * bound {
-            // Nothing the balancer could win: the criterion counts again from the last real cost.
-            self.criterion.rebalanced(self.last_cost);
-        } else if !checked && self.recent.persistent_imbalance() <= 1.0 + self.trigger {
-            // Not one worker's yet: the criterion, not reset, asks again next iteration (reset,
-            // Boulmier's eq. 24 would never see an imbalance that then stays constant).
-        } else {
+        let standing = Standing { max_avg: self.vcores.max_avg(), bound: problem.lower_bound(), mean: problem.mean() };
+        if self.policy.decide(seen, Some(standing)) {
             let before = self.vcores.owners().to_vec();
             let stop = StopRule { max_steps: self.steps, tol: self.tol };
-            end.rebalance_restarted = rebalance(self.balancer.as_mut(), &problem, &mut self.vcores, stop).restarted;
+            let outcome = rebalance(self.balancer.as_mut(), &problem, &mut self.vcores, stop);
+            end.rebalance_restarted = outcome.restarted;
             end.migrations = metrics::migrations(&before, self.vcores.owners());
             if end.migrations > 0 {
-                self.recent.clear();
                 self.victims = victim_order(&self.vcores, self.workers, self.grid.len(), None);
             }
             end.rebalanced = true;
             self.just_rebalanced = true;
-            self.check.arm(self.iterations, correcting);
-            self.last_cost = start.elapsed().as_secs_f64();
-            self.criterion.rebalanced(self.last_cost);
+            let reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
+            let cost = start.elapsed().as_secs_f64();
+            self.policy.took_on(reached, end.migrations > 0, seen.correcting, cost, self.iterations);
         }
         end.rebalance_time = start.elapsed();
         end.rebalance_critical = end.rebalance_time;
@@ -249,8 +231,7 @@ impl Mapper {
             return Err(pbs::Error::Parameter { name: "seconds", value, reason: "finite and ≥ 0" }.into());
         }
         if self.just_rebalanced {
-            self.last_cost += seconds;
-            self.criterion.rebalanced(self.last_cost);
+            self.policy.add_to_last_cost(seconds);
         }
         Ok(self.just_rebalanced)
     }
@@ -322,9 +303,53 @@ mod tests {
         assert!(moved > 0);
     }
 
+    /// As the executor: an imbalance under the trigger that stays on one worker is fixed once
+    /// fixing it pays, and the box loads are not asked for before it has stayed.
+    #[test]
+    fn a_lasting_imbalance_under_the_trigger_is_fixed_when_it_pays() {
+        let grid = Grid::new(16, 16).unwrap();
+        let options = PbsOptions {
+            criterion: Some(crate::criteria::by_name("periodic:4", 0.0).unwrap()),
+            ..PbsOptions::default()
+        };
+        let mut m = Mapper::new(grid, 2, options).unwrap();
+        // Coarse boxes (100 µs), uniform: balanced after the first measurement.
+        let uniform = vec![100e-6; grid.len()];
+        for _ in 0..20 {
+            m.end_iteration(&uniform).unwrap();
+        }
+        // Then a quarter of worker 0's boxes 28 % heavier, for good: 3.4 % over the mean, over
+        // the tolerance and under the trigger.
+        let owners = m.owners().to_vec();
+        let loads: Vec<f64> =
+            owners.iter().enumerate().map(|(k, &o)| if o == 0 && k % 4 == 0 { 128e-6 } else { 100e-6 }).collect();
+        let over = metrics::max_avg(&metrics::charges(&owners, &loads, 2));
+        assert!(over > 1.02 && over < 1.05, "{over}");
+        let (mut first_asked, mut moved_at) = (None, None);
+        for i in 0..60 {
+            match m.observe(&metrics::charges(m.owners(), &loads, 2)).unwrap() {
+                Observed::Ended(_) => {}
+                Observed::NeedsBoxLoads => {
+                    first_asked.get_or_insert(i);
+                    if m.balance_on(&loads).unwrap().migrations > 0 {
+                        moved_at = Some(i);
+                        break;
+                    }
+                }
+            }
+        }
+        let at = moved_at.expect("fixed once it lasted and paid");
+        assert!(at + 1 >= PERSISTENT_ITERATIONS, "not before it lasted: {at}");
+        let asked = first_asked.expect("asked before moving");
+        // Not before most of the recent iterations (the median) showed it on worker 0.
+        assert!(asked + 1 > RECENT_ITERATIONS / 2, "box loads asked at iteration {asked}");
+        assert!(metrics::max_avg(&metrics::charges(m.owners(), &loads, 2)) < over);
+    }
+
     /// The criterion's `C` after a rebalancing is the balancer's time plus what the caller adds.
     #[test]
     fn an_added_cost_reaches_the_criterion() {
+        use crate::criteria::{Criterion, Sample};
         struct Costs(std::sync::Arc<std::sync::Mutex<Vec<f64>>>);
         impl Criterion for Costs {
             fn name(&self) -> String {

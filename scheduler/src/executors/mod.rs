@@ -16,6 +16,8 @@ mod work_stealing;
 pub use check::PAYBACK_ITERATIONS;
 pub use eager::EagerFifo;
 pub(crate) use pbs::victim_order;
+#[cfg(test)]
+pub(crate) use pbs::PERSISTENT_ITERATIONS;
 pub use pbs::{
     balancer_units, Lending, Observation, Overlap, Pbs, PbsOptions, RebalancePolicy, Standing, Stealing, RESTART_UNITS,
     STEAL_MIN_PHASE,

@@ -41,6 +41,8 @@ use crate::pool::Pool;
 use lending::Lender;
 pub use lending::Lending;
 use overlap::{Finish, Pending, Slack};
+#[cfg(test)]
+pub(crate) use policy::PERSISTENT_ITERATIONS;
 pub use policy::{Observation, RebalancePolicy, Standing};
 pub use rebalancing::{balancer_units, RESTART_UNITS};
 pub(crate) use stealing::victim_order;

@@ -206,6 +206,13 @@ impl RebalancePolicy {
         self.criterion.rebalanced(cost);
     }
 
+    /// Adds `seconds` to the cost of the rebalancing just taken on, and tells the criterion:
+    /// what a runtime spent on what the balancer does not see (moving the boxes' data).
+    pub fn add_to_last_cost(&mut self, seconds: f64) {
+        self.last_cost += seconds;
+        self.criterion.rebalanced(self.last_cost);
+    }
+
     /// A rebalancing was given up (late, or no better than the mapping in force): the
     /// criterion counts again from the last real rebalancing's cost.
     pub fn gave_up(&mut self) {

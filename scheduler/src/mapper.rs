@@ -167,8 +167,9 @@ impl Mapper {
 
     /// The second half of [`Mapper::end_iteration`], after [`Mapper::observe`] asked for the
     /// box loads of the iteration it observed: rebalances when the executor's rules say so on
-    /// them (the owners over the trigger, or under it where fixing it pays). An error names a wrong length or a bad load (nothing changes then; the call
-    /// may be repeated), or a call that `observe` did not ask for.
+    /// them (the owners over the trigger, or under it where fixing it pays). An error names a
+    /// wrong length or a bad load (nothing changes then; the call may be repeated), or a call
+    /// that `observe` did not ask for.
     pub fn balance_on(&mut self, box_loads: &[f64]) -> crate::Result<IterationEnd> {
         let Some(Pending { start, max_avg, seen }) = self.pending else {
             let value = "no pending iteration".to_string();

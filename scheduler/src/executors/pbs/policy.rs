@@ -1,5 +1,6 @@
 //! When pbs rebalances: the executor's rules, with no clock, pool or balancer in them, so
-//! that the many-core model (`pbs-bench model`) plans with the rules the executor runs by.
+//! that the mapper (`mapper.rs`: the StarPU policy, `pbs-mpi`'s ranks) and the many-core model
+//! (`pbs-bench model`) decide by the rules the executor runs by.
 //!
 //! An iteration's owner loads go to [`RebalancePolicy::observe`]: the criterion (Boulmier's
 //! eq. 24 by default) sees them, and so do the check of the last rebalancing
@@ -53,6 +54,21 @@ enum Verdict {
 }
 
 /// The state behind pbs's decisions to rebalance (see the module doc).
+///
+/// ```
+/// use pbs_scheduler::criteria::Boulmier;
+/// use pbs_scheduler::executors::{RebalancePolicy, Standing};
+/// // Tolerance 2 %, trigger 5 %, 1 ms for a rebalancing until one is measured.
+/// let mut policy = RebalancePolicy::new(Box::new(Boulmier::new(1e-3)), 0.02, 0.05, 1e-3);
+/// // The first measured iteration always asks, and is its own evidence.
+/// let seen = policy.observe(&[1.2e-3, 0.8e-3], 1);
+/// assert!(seen.asked && policy.reads_box_loads(seen));
+/// // On the box loads the mapping stands 20 % over the mean: rebalance, and say what it cost.
+/// let standing = Standing { max_avg: 1.2, bound: 1.0, mean: 1e-3 };
+/// assert!(policy.decide(seen, Some(standing)));
+/// policy.took_on(1.0, true, seen.correcting, 0.2e-3, 1);
+/// assert_eq!(policy.last_cost(), 0.2e-3);
+/// ```
 pub struct RebalancePolicy {
     criterion: Box<dyn Criterion>,
     /// The balancer's tolerance and the executor's trigger (`PbsOptions`).

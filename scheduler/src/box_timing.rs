@@ -23,6 +23,16 @@ use crate::pool::Pool;
 /// against 0.73–0.84).
 pub const PARALLEL_MIN_BOXES: usize = 8192;
 
+/// The shares in which [`Tracker::box_loads_on`] reads the loads of `boxes` boxes on a pool of
+/// `threads`: one per thread, each of at least [`PARALLEL_MIN_BOXES`] boxes, or a single one.
+pub fn load_shares(boxes: usize, threads: usize) -> usize {
+    if threads < 2 || boxes < 2 * PARALLEL_MIN_BOXES {
+        1
+    } else {
+        threads.min(boxes / PARALLEL_MIN_BOXES)
+    }
+}
+
 /// What the executor records per box execution.
 ///
 /// Timing samples one box in `stride` (a power of two), rotating with the phase, so every box
@@ -404,12 +414,13 @@ impl Tracker {
     /// boxes took 220–540 µs on the 2-core VM. The mean given to unmeasured boxes is summed
     /// share by share, so it may differ from [`Tracker::box_loads`]'s in its last bits.
     pub fn box_loads_on(&self, pool: &Pool) -> Vec<f64> {
-        let (n, threads) = (self.box_ticks.len(), pool.threads());
-        if threads < 2 || n < 2 * PARALLEL_MIN_BOXES {
+        let n = self.box_ticks.len();
+        let shares = load_shares(n, pool.threads());
+        if shares == 1 {
             return self.box_loads();
         }
         let mut loads = vec![0.0; n];
-        let share = n.div_ceil(threads.min(n / PARALLEL_MIN_BOXES));
+        let share = n.div_ceil(shares);
         // Each share behind its own lock, taken once by the one thread that fills it.
         struct Share<'a> {
             start: usize,

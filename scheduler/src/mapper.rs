@@ -20,8 +20,6 @@ use pbs::{balance, methods, metrics, rebalance, Balancer, Grid, Problem, StopRul
 
 use crate::criteria::Boulmier;
 use crate::executor::IterationEnd;
-#[cfg(test)]
-use crate::executors::{check::RECENT_ITERATIONS, PERSISTENT_ITERATIONS};
 use crate::executors::{victim_order, Observation, PbsOptions, RebalancePolicy, Standing};
 
 /// What [`Mapper::observe`] decided.
@@ -37,7 +35,6 @@ pub enum Observed {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     start: Instant,
-    max_avg: f64,
     seen: Observation,
 }
 
@@ -147,22 +144,19 @@ impl Mapper {
             }
             .into());
         }
-        let mean = worker_loads.iter().sum::<f64>() / worker_loads.len() as f64;
-        let max = worker_loads.iter().copied().fold(0.0, f64::max);
-        let max_avg = if mean > 0.0 { max / mean } else { 1.0 };
         self.iterations += 1;
         self.just_rebalanced = false;
         self.pending = None;
         let seen = self.policy.observe(worker_loads, self.iterations);
         if seen.asked && self.policy.reads_box_loads(seen) {
-            self.pending = Some(Pending { start, max_avg, seen });
+            self.pending = Some(Pending { start, seen });
             return Ok(Observed::NeedsBoxLoads);
         }
         if seen.asked {
             // Not one worker's yet: asked again next iteration, for as long as the policy waits.
             self.policy.decide(seen, None);
         }
-        Ok(Observed::Ended(IterationEnd { max_avg, ..Default::default() }))
+        Ok(Observed::Ended(IterationEnd { max_avg: seen.max_avg, ..Default::default() }))
     }
 
     /// The second half of [`Mapper::end_iteration`], after [`Mapper::observe`] asked for the
@@ -171,7 +165,7 @@ impl Mapper {
     /// wrong length or a bad load (nothing changes then; the call may be repeated), or a call
     /// that `observe` did not ask for.
     pub fn balance_on(&mut self, box_loads: &[f64]) -> crate::Result<IterationEnd> {
-        let Some(Pending { start, max_avg, seen }) = self.pending else {
+        let Some(Pending { start, seen }) = self.pending else {
             let value = "no pending iteration".to_string();
             return Err(pbs::Error::Parameter {
                 name: "balance_on",
@@ -182,7 +176,7 @@ impl Mapper {
         };
         let problem = Problem::new(self.grid, box_loads, self.vcores.len())?;
         self.pending = None;
-        let mut end = IterationEnd { max_avg, ..Default::default() };
+        let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
         self.vcores.recharge(&problem);
         let standing = Standing { max_avg: self.vcores.max_avg(), bound: problem.lower_bound(), mean: problem.mean() };
         if self.policy.decide(seen, Some(standing)) {
@@ -241,6 +235,7 @@ impl Mapper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executors::{check::RECENT_ITERATIONS, PERSISTENT_ITERATIONS};
 
     fn corner(grid: Grid, heavy: f64) -> Vec<f64> {
         (0..grid.len())

@@ -1,7 +1,7 @@
 //! The machine the model replays a trace on: what each effect costs, and where each constant
 //! comes from (fitted to a measurement, or assumed and said so).
 
-use pbs_scheduler::box_timing::PARALLEL_MIN_BOXES;
+use pbs_scheduler::box_timing::load_shares;
 
 /// Costs of the modelled machine, in seconds unless said otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -36,7 +36,7 @@ pub struct Machine {
     /// `1 + log2(vCores)` (the assignment's cost grows with the vCores it chooses among).
     pub balancer_box: f64,
     /// Work between iterations, per box, to read the measured box loads, shared by the pool in
-    /// shares of at least [`PARALLEL_MIN_BOXES`] boxes as the executor shares it
+    /// shares of at least [`PARALLEL_MIN_BOXES`](pbs_scheduler::box_timing::PARALLEL_MIN_BOXES) boxes as the executor shares it
     /// ([`Machine::loads_cost`]). Measured on the 16-core machine: 15–21 µs over 4,096 boxes,
     /// one share (docs/results.md, "Sixteen threads, a third lease").
     pub loads_box: f64,
@@ -92,9 +92,7 @@ impl Machine {
     /// Seconds to read the box loads of `boxes` boxes on a pool of `threads`, shared as
     /// `Tracker::box_loads_on` shares them.
     pub fn loads_cost(&self, boxes: usize, threads: usize) -> f64 {
-        let shares =
-            if threads < 2 || boxes < 2 * PARALLEL_MIN_BOXES { 1 } else { threads.min(boxes / PARALLEL_MIN_BOXES) };
-        self.loads_box * boxes.div_ceil(shares) as f64
+        self.loads_box * boxes.div_ceil(load_shares(boxes, threads)) as f64
     }
 
     /// Seconds on the critical path to decide a rebalancing of `boxes` boxes on `threads`
@@ -117,6 +115,7 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pbs_scheduler::box_timing::PARALLEL_MIN_BOXES;
 
     /// The box loads are read in shares of at least `PARALLEL_MIN_BOXES` boxes, one per
     /// thread at most, as the executor reads them; the rest of the start is serial.

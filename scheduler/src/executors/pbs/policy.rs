@@ -21,8 +21,10 @@ use crate::executors::check::{Check, RecentLoads, PAYBACK_ITERATIONS, RECENT_ITE
 pub(crate) const PERSISTENT_ITERATIONS: usize = 16;
 
 /// What an iteration's owner loads ask for, before any box load is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Observation {
+    /// The threads' `max_avg` in that iteration.
+    pub max_avg: f64,
     /// The criterion asked, or it is the first measured iteration, or a check failed.
     pub asked: bool,
     /// The first measured iteration or a failed check: they are evidence enough, and the
@@ -142,7 +144,7 @@ impl RebalancePolicy {
         self.measured = true;
         let correcting = self.check.fails(max_avg, &sample, samples, self.trigger, self.last_cost);
         let asked = self.criterion.observe(sample) || first || correcting;
-        Observation { asked, checked: first || correcting, correcting }
+        Observation { max_avg, asked, checked: first || correcting, correcting }
     }
 
     /// Whether the box loads are worth reading for an iteration that `seen`: it asked, and
@@ -332,7 +334,7 @@ mod tests {
     fn an_imbalance_is_waited_for_until_it_is_one_threads() {
         let mut p = policy();
         let first = p.observe(&[1.2, 0.8], 0);
-        assert_eq!(first, Observation { asked: true, checked: true, correcting: false });
+        assert_eq!(first, Observation { max_avg: 1.2, asked: true, checked: true, correcting: false });
         assert!(p.reads_box_loads(first), "the first measurement reads the box loads at once");
         assert!(p.decide(first, Some(standing(1e-6, 0.2))));
         p.took_on(1.0, true, false, 1e-3, 1);

@@ -44,8 +44,8 @@ impl Pbs {
     /// balancer may run): the policy alone, testable on loads a test chooses.
     fn rebalance_on(&mut self, loads: &[f64], box_loads: impl FnOnce(&Tracker, &Pool) -> Vec<f64>) -> IterationEnd {
         let start = Instant::now();
-        let mut end = IterationEnd { max_avg: metrics::max_avg(loads), ..Default::default() };
         let seen = self.rebalance.policy.observe(loads, self.timing.tracker.samples_completed());
+        let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
         end.balancing_in_slack = std::mem::take(&mut self.rebalance.in_slack);
         let overrun = std::mem::take(&mut self.rebalance.overrun);
         // A rebalancing under way, in idle time or on the balancer thread: take it on once
@@ -199,7 +199,7 @@ impl Pbs {
                 let before = self.vcores.owners().to_vec();
                 // An ended run has its own copy; the replaced vCores are shared with nobody
                 // now (the run let them go when it copied them), so their memory is kept.
-                let Some(new) = pending.vcores.into_spare() else { unreachable!("an ended run has its copy") };
+                let RunVCores::Own(new) = pending.vcores else { unreachable!("an ended run has its copy") };
                 self.spare_vcores = Arc::try_unwrap(std::mem::replace(&mut self.vcores, Arc::new(new))).ok();
                 let cost = pending.critical + start.elapsed() + off_path;
                 self.took_on(before, &outcome, pending.correcting, cost, pending.lists, end);

@@ -8,6 +8,7 @@ pub(crate) mod check;
 mod eager;
 mod owner_lists;
 mod pbs;
+mod remap_policy;
 mod remapping;
 mod static_blocks;
 mod timing;
@@ -22,6 +23,7 @@ pub use pbs::{
     balancer_units, Lending, Observation, Overlap, Pbs, PbsOptions, RebalancePolicy, Standing, Stealing, RESTART_UNITS,
     STEAL_MIN_PHASE,
 };
+pub use remap_policy::RemapPolicy;
 pub use remapping::{RemapInputs, RemapOptions, Remapper, Remapping};
 pub use static_blocks::StaticBlocks;
 pub use work_stealing::WorkStealing;

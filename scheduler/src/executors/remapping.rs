@@ -34,9 +34,9 @@ use pbs::bisection::{kway_norcb, kway_rcb, kway_vector_rcb};
 use pbs::pack_steal::{pack_steal, PackSteal};
 use pbs::{metrics, Grid};
 
-use super::check::Check;
 use super::owner_lists::OwnerLists;
 use super::timing;
+use super::RemapPolicy;
 use crate::box_timing::{BoxTimer, Tracker};
 use crate::criteria::{Boulmier, Criterion, Sample};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
@@ -181,18 +181,13 @@ pub struct Remapping {
     owners: Vec<u32>,
     lists: OwnerLists,
     tracker: Tracker,
-    criterion: Box<dyn Criterion>,
+    /// When to remap.
+    policy: RemapPolicy,
     /// Each thread's task time in the iteration under way, and per phase the largest, mean
     /// and smallest thread time (seconds).
     iteration_busy: Vec<Duration>,
     phase_busy: Vec<[f64; 3]>,
     phases_in_iteration: usize,
-    /// Whether an iteration has been measured (the first one always remaps).
-    measured: bool,
-    /// The check of the last remapping.
-    check: Check,
-    /// Seconds the last remapping took: the criterion's `C`.
-    last_cost: f64,
     /// The last motion hints: momentum and particles per box.
     motion: Option<(Vec<[f64; 2]>, Vec<f64>)>,
     /// Remappings computed so far (PackStealLB's stream).
@@ -232,6 +227,7 @@ impl Remapping {
         let owners = kway_rcb(&grid, &vec![1.0; grid.len()], threads.min(grid.len()))?;
         let cost = start.elapsed().as_secs_f64();
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
+        let policy = RemapPolicy::new(criterion, options.trigger, cost);
         let lists = OwnerLists::new(&owners, threads, options.chunk as usize);
         let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer });
         if let Remapper::VectorRcb { phases } | Remapper::VectorGreedy { phases, .. } = options.remapper {
@@ -245,13 +241,10 @@ impl Remapping {
             options,
             owners,
             lists,
-            criterion,
+            policy,
             iteration_busy: vec![Duration::ZERO; threads],
             phase_busy: Vec::new(),
             phases_in_iteration: 0,
-            measured: false,
-            check: Check::default(),
-            last_cost: cost,
             motion: None,
             remaps: 0,
             ran_before: false,
@@ -323,13 +316,9 @@ impl Remapping {
                 min: loads.iter().copied().fold(f64::INFINITY, f64::min),
             }
         };
-        let max_avg = if sample.mean > 0.0 { sample.max / sample.mean } else { 1.0 };
-        let mut end = IterationEnd { max_avg, ..Default::default() };
-        let first = !self.measured;
-        self.measured = true;
-        let samples = self.tracker.samples_completed();
-        let correcting = self.check.fails(end.max_avg, &sample, samples, self.options.trigger, self.last_cost);
-        if !(self.criterion.observe(sample) || first || correcting) {
+        let seen = self.policy.observe(sample, self.tracker.samples_completed());
+        let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
+        if !seen.asked {
             return end;
         }
         let parts = self.pool.threads().min(self.grid.len());
@@ -341,13 +330,11 @@ impl Remapping {
             _ => metrics::max_avg(&metrics::charges(owners, &box_loads, parts)),
         };
         let now = imbalance(&self.owners);
-        if now <= 1.0 + self.options.trigger && !first && !correcting {
-            self.criterion.rebalanced(self.last_cost);
-        } else {
+        if self.policy.decide(seen, now) {
             // Measured times are finite and ≥ 0, the motion hints were checked on arrival.
             let owners = self.remap(&box_loads, phase_loads.as_deref()).expect("a remapping of checked inputs");
-            let after = imbalance(&owners);
-            if after < now {
+            let taken = imbalance(&owners) < now;
+            if taken {
                 end.migrations = metrics::migrations(&self.owners, &owners);
                 self.moved += end.migrations;
                 if end.migrations > 0 {
@@ -356,10 +343,9 @@ impl Remapping {
                     self.tracker.forget_samples();
                 }
                 end.rebalanced = true;
-                self.check.arm(self.tracker.samples_completed(), correcting);
             }
-            self.last_cost = start.elapsed().as_secs_f64();
-            self.criterion.rebalanced(self.last_cost);
+            let samples = self.tracker.samples_completed();
+            self.policy.remapped(seen, taken, start.elapsed().as_secs_f64(), samples);
         }
         end.rebalance_time = start.elapsed();
         end.rebalance_critical = end.rebalance_time;
@@ -404,8 +390,7 @@ unsafe impl Executor for Remapping {
         self.owners = owners;
         self.lists = OwnerLists::new(&self.owners, self.pool.threads(), self.options.chunk as usize);
         self.tracker.forget_samples();
-        self.measured = true;
-        self.check.disarm();
+        self.policy.given_loads();
         Ok(true)
     }
     fn wants_motion(&self) -> bool {

@@ -496,9 +496,11 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
             "iter_ms",
             "rebalance_critical_fraction",
             "remote_fraction",
+            "affinity",
         ] {
             assert!(r.get(k).is_some(), "{k} missing in {r}");
         }
+        assert!((0.0..=1.0).contains(&r["affinity"].as_f64().unwrap()), "{r}");
         assert_eq!(r["scenario"], "gravity");
     }
     let dir = temp_dir("model");
@@ -549,12 +551,23 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     assert!(stderr_of(&["model", "--calibration", "--png", png.to_str().unwrap()]).contains("--png draws a projection"));
     let cal = json(&["model", "--calibration", "--json"]);
     let cal = cal.as_array().unwrap();
-    assert_eq!(cal.len(), 72, "18 measurements × 4 figures");
+    assert_eq!(cal.len(), 72 + 36, "18 measurements × 4 figures, and 12 × 3 affinities");
     for r in cal {
-        for k in ["source", "app", "threads", "scheduler", "fitted", "measured_efficiency", "modelled_efficiency"] {
+        for k in [
+            "source",
+            "app",
+            "threads",
+            "scheduler",
+            "fitted",
+            "measured_efficiency",
+            "modelled_efficiency",
+            "measured_affinity",
+            "modelled_affinity",
+        ] {
             assert!(r.get(k).is_some(), "{k} missing in {r}");
         }
     }
+    assert_eq!(cal.iter().filter(|r| r["measured_affinity"].is_f64()).count(), 36);
     assert!(cal.iter().any(|r| r["fitted"] == false), "a measurement the fit did not use");
     assert!(stderr_of(&["model", "--rebalancing", "sometimes"]).contains("overlap, idle, thread, lend or stop"));
     assert!(stderr_of(&["model", "--trace", "/nonexistent.trace"]).contains("cannot read trace"));

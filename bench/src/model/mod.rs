@@ -184,6 +184,7 @@ pub fn table(rows: &[ModelRow]) -> crate::table::Table {
         "numa",
         "iter ms",
         "efficiency",
+        "affinity",
         "max_avg per phase",
         "rebalancing critical",
         "remote",
@@ -200,6 +201,7 @@ pub fn table(rows: &[ModelRow]) -> crate::table::Table {
             m.numa_nodes.to_string(),
             format!("{:.3}", m.iter_ms),
             format!("{:.3}", m.efficiency),
+            format!("{:.3}", m.affinity),
             m.phase_max_avg.iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("/"),
             format!("{:.2} %", 100.0 * m.rebalance_critical_fraction),
             format!("{:.3}", m.remote_fraction),
@@ -286,15 +288,19 @@ pub fn calibration_table(rows: &[calibration::CalibrationRow]) -> crate::table::
         crate::table::Table::new(&["source", "case", "threads", "figure", "fitted", "measured", "modelled", "error"]);
     let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
     for r in rows {
-        let figure = if r.scheduler == "pbs" { "pbs efficiency".to_string() } else { format!("pbs / {}", r.scheduler) };
+        let figure = match (r.measured_affinity, r.scheduler.as_str()) {
+            (Some(_), scheduler) => format!("{scheduler} affinity"),
+            (None, "pbs") => "pbs efficiency".to_string(),
+            (None, other) => format!("pbs / {other}"),
+        };
         t.row(vec![
             r.source.clone(),
             format!("{} {}", r.app, r.scenario),
             r.threads.to_string(),
             figure,
             if r.fitted { "yes" } else { "no" }.into(),
-            f(r.measured_efficiency.or(r.measured_ratio)),
-            f(r.modelled_efficiency.or(r.modelled_ratio)),
+            f(r.measured_efficiency.or(r.measured_ratio).or(r.measured_affinity)),
+            f(r.modelled_efficiency.or(r.modelled_ratio).or(r.modelled_affinity)),
             format!("{:+.1} %", 100.0 * r.error),
         ]);
     }

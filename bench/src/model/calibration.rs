@@ -361,9 +361,10 @@ mod tests {
         let (affinity, rows): (Vec<CalibrationRow>, Vec<CalibrationRow>) =
             rows.into_iter().partition(|r| r.measured_affinity.is_some());
         assert_eq!(rows.len(), 72, "18 measurements × (efficiency and 3 ratios)");
-        // Affinity, never fitted: pbs's within 0.06 of the measured at every thread count, and
+        // Affinity, never fitted: pbs's within 0.06 of the measured at every thread count,
         // work stealing's within 0.07 at 2 threads, where rayon's worker that takes the phase
-        // keeps its half (docs/model.md has the rest).
+        // keeps its half, and eager's within 0.05 from 4 threads on, where it is chance
+        // (docs/model.md has the rest).
         assert_eq!(affinity.len(), 36, "12 measurements × 3 schedulers");
         for r in &affinity {
             let gap = (r.modelled_affinity.unwrap() - r.measured_affinity.unwrap()).abs();
@@ -371,6 +372,7 @@ mod tests {
             match (r.scheduler.as_str(), r.threads) {
                 ("pbs", _) => assert!(gap <= 0.06, "{r:?}"),
                 ("ws", 2) => assert!(gap <= 0.07, "{r:?}"),
+                ("eager", 4..) => assert!(gap <= 0.05, "{r:?}"),
                 _ => {}
             }
         }

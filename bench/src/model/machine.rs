@@ -21,7 +21,8 @@ pub struct Machine {
     pub wake: f64,
     /// One steal (pbs and work stealing): finding a victim and claiming its boxes.
     pub steal: f64,
-    /// One box taken from eager's shared FIFO (the contended queue).
+    /// One box taken from eager's shared FIFO (the contended queue): the mean of an
+    /// exponential time.
     pub eager_pop: f64,
     /// Extra time of a box that runs on another thread than its previous run: its data is
     /// in another core's cache.

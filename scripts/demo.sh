@@ -54,6 +54,12 @@ echo "   pbs executor inside each rank (docs/mpi.md; oversubscribed on a machine
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 mpirun --oversubscribe --bind-to none -np 4 target/release/pbs-mpi compare --app md --nx 64 --ny 64 --iters 200 --repeats 2
 echo
+echo "== Many cores, in the model (docs/model.md): md gravity recorded here, replayed at 16 and 64 threads"
+echo "   on 1 and 4 NUMA nodes with the real balancer's decisions; then the model beside the 16-core measurements"
+$bench model --app md --scenario gravity --threads 16,64 --numa-nodes 1,4 --png out/demo/model.png
+$bench model --calibration --png out/demo/calibration.png > out/demo/calibration.txt
+echo "open out/demo/model.png and out/demo/calibration.png (the table: out/demo/calibration.txt)"
+echo
 echo "== The standard matrix (apps x scenarios x schedulers), one run each (the full one: $bench report)"
 $bench report --out out/demo/apps --repeats 1
 echo "open out/demo/apps/report.md, iteration_time.png, busy.png and owners.png"

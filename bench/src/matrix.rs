@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::run::{self, RunRow, RunSetup};
 use crate::table::Table;
 use crate::Stats;
-use pbs_plot::panels::{self, OwnerMap, Panel, Series, PALETTE};
+use pbs_plot::panels::{self, OwnerMap, Panel, Series, Stroke, PALETTE};
 use pbs_plot::progress;
 
 /// How much to run.
@@ -194,7 +194,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
                     label: r.scheduler.clone(),
                     points: r.iteration_ms.iter().enumerate().map(|(k, &v)| (k as f64, v)).collect(),
                     color: PALETTE[i % PALETTE.len()],
-                    dashed: false,
+                    stroke: Stroke::Solid,
                 })
                 .collect(),
         });
@@ -274,7 +274,7 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
                 label: r.scheduler.clone(),
                 points: r.busy_ms.iter().enumerate().map(|(t, &v)| (t as f64, v)).collect(),
                 color: PALETTE[i % PALETTE.len()],
-                dashed: false,
+                stroke: Stroke::Solid,
             })
             .collect(),
     };

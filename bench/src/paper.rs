@@ -17,7 +17,7 @@ use crate::converge::{run_one, ConvergeRow};
 use crate::shapes;
 use crate::table::Table;
 use crate::transitions::{self, Kind, Setup, TransitionsReport};
-use pbs_plot::panels::{self, OwnerMap, Panel, Series, PALETTE};
+use pbs_plot::panels::{self, OwnerMap, Panel, Series, Stroke, PALETTE};
 use pbs_plot::progress;
 
 /// Our implementation of the paper's final method.
@@ -164,7 +164,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
                             .map(|r| ((r.step + 1) as f64, if pick == 0 { r.dol_max } else { r.dol_min }))
                             .collect(),
                         color: PALETTE[2 * ci + pick],
-                        dashed: ci == 1,
+                        stroke: if ci == 1 { Stroke::Dashed } else { Stroke::Solid },
                     });
                 }
             }
@@ -240,13 +240,13 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
                         label: format!("fast, {v} vCores"),
                         points: pts(|c| c.fast_ns_per_box),
                         color: PALETTE[2 * i],
-                        dashed: false,
+                        stroke: Stroke::Solid,
                     },
                     Series {
                         label: format!("brute force, {v} vCores"),
                         points: pts(|c| c.brute_us * 1e3 / c.boxes as f64),
                         color: PALETTE[2 * i + 1],
-                        dashed: true,
+                        stroke: Stroke::Dashed,
                     },
                 ]
             })

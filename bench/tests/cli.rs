@@ -548,8 +548,15 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         (u32::from_be_bytes(drawn[16..20].try_into().unwrap()), u32::from_be_bytes(drawn[20..24].try_into().unwrap())),
         (960, 1200)
     );
-    assert!(stderr_of(&["model", "--calibration", "--png", png.to_str().unwrap()]).contains("--png draws a projection"));
-    let cal = json(&["model", "--calibration", "--json"]);
+    assert!(stderr_of(&["model", "--fit", "--png", png.to_str().unwrap()]).contains("--fit prints the constants"));
+    std::fs::remove_file(&png).unwrap();
+    let cal = json(&["model", "--calibration", "--json", "--png", png.to_str().unwrap()]);
+    let drawn = std::fs::read(&png).expect("--calibration --png draws the check");
+    // Three panels (ratios, efficiency, affinity) of 480 × 480 pixels.
+    assert_eq!(
+        (u32::from_be_bytes(drawn[16..20].try_into().unwrap()), u32::from_be_bytes(drawn[20..24].try_into().unwrap())),
+        (1440, 480)
+    );
     let cal = cal.as_array().unwrap();
     assert_eq!(cal.len(), 72 + 36, "18 measurements × 4 figures, and 12 × 3 affinities");
     for r in cal {

@@ -26,8 +26,19 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// colour
     pub color: RGBColor,
-    /// dashed instead of solid
-    pub dashed: bool,
+    /// how the points are drawn
+    pub stroke: Stroke,
+}
+
+/// How a [`Series`] is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stroke {
+    /// a solid line through the points
+    Solid,
+    /// a dashed line through the points
+    Dashed,
+    /// a dot at each point, no line (a scatter)
+    Points,
 }
 
 /// One chart of a figure.
@@ -135,21 +146,47 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
         let data: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
         let color = s.color;
         let style = color.stroke_width(2);
-        let drawn = if s.dashed {
-            chart.draw_series(DashedLineSeries::new(data, 6, 4, style)).map_err(err)?
-        } else {
-            chart.draw_series(LineSeries::new(data, style)).map_err(err)?
-        };
-        drawn.label(&s.label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        match s.stroke {
+            Stroke::Solid => chart.draw_series(LineSeries::new(data, style)).map_err(err)?,
+            Stroke::Dashed => chart.draw_series(DashedLineSeries::new(data, 6, 4, style)).map_err(err)?,
+            Stroke::Points => {
+                let dot = |p: (f64, f64)| Circle::new(p, 3, color.filled());
+                chart
+                    .draw_series(data.into_iter().map(dot))
+                    .map_err(err)?
+                    .label(&s.label)
+                    .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled()));
+                continue;
+            }
+        }
+        .label(&s.label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
     }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 12))
-        .position(SeriesLabelPosition::UpperRight)
+        .position(emptiest_corner(&pts, (x0, x1), (y0, y1)))
         .draw()
         .map_err(err)
+}
+
+/// The corner of the chart whose quarter holds the fewest points, upper right first on a tie:
+/// where the legend hides the least.
+fn emptiest_corner(pts: &[(f64, f64)], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> SeriesLabelPosition {
+    let corners = [
+        (SeriesLabelPosition::UpperRight, true, true),
+        (SeriesLabelPosition::UpperLeft, false, true),
+        (SeriesLabelPosition::LowerRight, true, false),
+        (SeriesLabelPosition::LowerLeft, false, false),
+    ];
+    let (xm, ym) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+    let count = |right: bool, upper: bool| pts.iter().filter(|&&(x, y)| (x > xm) == right && (y > ym) == upper).count();
+    corners
+        .into_iter()
+        .min_by_key(|&(_, right, upper)| count(right, upper))
+        .map_or(SeriesLabelPosition::UpperRight, |c| c.0)
 }
 
 /// A tick of a logarithmic axis, to two significant digits: its ticks fall between round
@@ -248,10 +285,14 @@ mod tests {
                 label: "a".into(),
                 points: vec![(1.0, 0.5), (10.0, 0.1), (100.0, 0.0)],
                 color: PALETTE[0],
-                dashed: true,
+                stroke: Stroke::Dashed,
             }],
         };
         line_panels(&p, 400, 300, 1, &[panel]).unwrap();
+        // The legend goes where the points are fewest.
+        let pts = [(0.1, 0.9), (0.9, 0.9), (0.9, 0.1)];
+        assert!(matches!(emptiest_corner(&pts, (0.0, 1.0), (0.0, 1.0)), SeriesLabelPosition::LowerLeft));
+        assert!(matches!(emptiest_corner(&[], (0.0, 1.0), (0.0, 1.0)), SeriesLabelPosition::UpperRight));
         let bytes = std::fs::read(&p).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
         // IHDR: width and height, big-endian, at bytes 16..24

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pbs_plot::panels::{line_panels_rgb, Panel, Series, PALETTE};
+use pbs_plot::panels::{line_panels_rgb, Panel, Series, Stroke, PALETTE};
 
 use crate::raster::{render_map, Picture, Style};
 use crate::runner::Simulation;
@@ -33,7 +33,7 @@ fn charts(scene: &Scene) -> Vec<Panel> {
         label: label.into(),
         points: h.iter().map(|r| (r.step as f64, y(r))).collect(),
         color: PALETTE[colour],
-        dashed: false,
+        stroke: Stroke::Solid,
     };
     let x_label = match scene.kind {
         crate::scene::SceneKind::Balancer => "step",

@@ -213,7 +213,8 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Also draw the projection into this PNG: efficiency, iteration time, critical-path
-        /// balancing and remote runs against threads, a column per NUMA node count
+        /// balancing and remote runs against threads, a column per NUMA node count; with
+        /// --calibration, the model's figures against the measured ones
         #[arg(long)]
         png: Option<PathBuf>,
     },
@@ -544,8 +545,8 @@ fn run(cli: Cli) -> Result<(), String> {
             png,
         } => {
             use pbs_bench::model::{self, calibration as cal};
-            if (calibration || fit) && png.is_some() {
-                return Err("--png draws a projection; --calibration and --fit print tables".into());
+            if fit && png.is_some() {
+                return Err("--png draws a projection or the calibration; --fit prints the constants".into());
             }
             if calibration || fit {
                 let traces = cal::Traces::kept()?;
@@ -555,6 +556,10 @@ fn run(cli: Cli) -> Result<(), String> {
                     return Ok(());
                 }
                 let rows = cal::check(&traces, &model::fitted_machine("md"), &|app| model::fitted_machine(app).speed)?;
+                if let Some(png) = &png {
+                    model::calibration_plot(png, &rows)?;
+                    eprintln!("calibration drawn into {}", png.display());
+                }
                 if json {
                     println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
                 } else {

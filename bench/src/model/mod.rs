@@ -226,7 +226,7 @@ const PLOTTED: [Metric; 4] = [
 /// iteration time, balancing on the critical path, remote runs) against the thread count, a
 /// line per scheduler.
 pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
-    use pbs_plot::panels::{line_panels, Panel, Series, PALETTE};
+    use pbs_plot::panels::{line_panels, Panel, Series, Stroke, PALETTE};
     let mut nodes: Vec<usize> = rows.iter().map(|r| r.modelled.numa_nodes).collect();
     nodes.sort_unstable();
     nodes.dedup();
@@ -263,7 +263,7 @@ pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
                         .map(|r| (r.modelled.threads as f64, figure(&r.modelled)))
                         .collect();
                     points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    Series { label: name.to_string(), points, color: PALETTE[i % PALETTE.len()], dashed: false }
+                    Series { label: name.to_string(), points, color: PALETTE[i % PALETTE.len()], stroke: Stroke::Solid }
                 })
                 .filter(|s| !s.points.is_empty())
                 .collect();
@@ -305,6 +305,58 @@ pub fn calibration_table(rows: &[calibration::CalibrationRow]) -> crate::table::
         ]);
     }
     t
+}
+
+/// Draws the calibration check into a PNG: the model's figure against the measured one, a dot
+/// each, beside the line where they agree and the ±15 % band; a panel each for pbs / the other
+/// schedulers, pbs's efficiency, and the affinity of pbs, ws and eager.
+pub fn calibration_plot(path: &std::path::Path, rows: &[calibration::CalibrationRow]) -> Result<(), String> {
+    use pbs_plot::panels::{line_panels, Panel, Series, Stroke, PALETTE};
+    type Pick = fn(&calibration::CalibrationRow) -> Option<(f64, f64)>;
+    let panels: [(&str, Pick, &[&str]); 3] = [
+        ("pbs / each scheduler", |r| r.measured_ratio.zip(r.modelled_ratio), &calibration::OTHERS),
+        ("pbs efficiency", |r| r.measured_efficiency.zip(r.modelled_efficiency), &["pbs"]),
+        ("affinity", |r| r.measured_affinity.zip(r.modelled_affinity), &calibration::AFFINITY_OF),
+    ];
+    let grey = PALETTE[7];
+    let drawn: Vec<Panel> = panels
+        .iter()
+        .map(|&(title, pick, schedulers)| {
+            let mut series: Vec<Series> = schedulers
+                .iter()
+                .enumerate()
+                .map(|(i, &name)| Series {
+                    label: name.to_string(),
+                    points: rows.iter().filter(|r| r.scheduler == name).filter_map(pick).collect(),
+                    color: PALETTE[i % PALETTE.len()],
+                    stroke: Stroke::Points,
+                })
+                .filter(|s| !s.points.is_empty())
+                .collect();
+            let measured = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+            let (lo, hi) = measured.fold((f64::INFINITY, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+            let line = |label: &str, k: f64, stroke| Series {
+                label: label.into(),
+                points: vec![(lo, k * lo), (hi, k * hi)],
+                color: grey,
+                stroke,
+            };
+            if lo.is_finite() {
+                series.push(line("model = measured", 1.0, Stroke::Solid));
+                series.push(line("+15 %", 1.15, Stroke::Dashed));
+                series.push(line("−15 %", 0.85, Stroke::Dashed));
+            }
+            Panel {
+                title: title.into(),
+                x_label: "measured".into(),
+                y_label: "modelled".into(),
+                log_x: false,
+                log_y: false,
+                series,
+            }
+        })
+        .collect();
+    line_panels(path, 1440, 480, 3, &drawn)
 }
 
 #[cfg(test)]

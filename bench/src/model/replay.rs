@@ -252,9 +252,10 @@ pub fn plan_pbs(
 /// ([`RemapPolicy`]): RCB on uniform loads to start, then, when Boulmier's criterion asks and
 /// the current mapping is over the trigger (and always after the first iteration, or a failed
 /// check of the last remapping), a remapping of the loads the threads measured (each thread's
-/// boxes seen `1 + e` heavier, as in [`plan_pbs`]); its owners are taken when better balanced. The vector remappers see each phase's costs and
-/// `Σ_phase max / Σ_phase mean`. A remapping's cost is its real time on this machine while
-/// planning, so two plans can differ by a rebalancing where the criterion is on the edge.
+/// boxes seen `1 + e` heavier, as in [`plan_pbs`]); its owners are taken when better balanced.
+/// The vector remappers see each phase's costs and `Σ_phase max / Σ_phase mean`. A
+/// remapping's cost is its real time on this machine while planning, so two plans can differ
+/// by a rebalancing where the criterion is on the edge.
 pub fn plan_remap(
     trace: &Trace,
     remapper: &str,

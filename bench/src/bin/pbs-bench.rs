@@ -551,7 +551,12 @@ fn run(cli: Cli) -> Result<(), String> {
             if calibration || fit {
                 let traces = cal::Traces::kept()?;
                 if fit {
-                    let (machine, md, stencil) = cal::fit(&traces)?;
+                    let bar = progress::bar(0, "fitting the model");
+                    let (machine, md, stencil) = cal::fit(&traces, |done, of| {
+                        bar.set_length(of as u64);
+                        bar.set_position(done as u64);
+                    })?;
+                    bar.finish_and_clear();
                     println!("{machine:#?}\nspeeds: md {md:.4}, stencil {stencil:.4}");
                     return Ok(());
                 }

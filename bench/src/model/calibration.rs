@@ -280,8 +280,9 @@ pub fn check(traces: &Traces, machine: &Machine, speeds: &dyn Fn(&str) -> f64) -
 /// Fits the machine's constants to the fitted rows: the speed of each app from pbs's
 /// 2-thread time, then the other constants one at a time over a grid of values (three
 /// sweeps), minimising the squared relative errors of efficiency and the three ratios.
-/// Returns the machine and the speeds of md and the stencil.
-pub fn fit(traces: &Traces) -> Result<(Machine, f64, f64), String> {
+/// Returns the machine and the speeds of md and the stencil. `progress(done, of)` hears of each
+/// trial value.
+pub fn fit(traces: &Traces, mut progress: impl FnMut(usize, usize)) -> Result<(Machine, f64, f64), String> {
     let mut plans = Plans::default();
     let mut machine = Machine::fitted(1.0);
     let mut speeds = (1.0, 1.0);
@@ -311,7 +312,10 @@ pub fn fit(traces: &Traces) -> Result<(Machine, f64, f64), String> {
         (|m| &mut m.eager_pop, &[0.02e-6, 0.05e-6, 0.1e-6, 0.2e-6, 0.5e-6, 1e-6]),
         (|m| &mut m.moved, &[0.0, 0.05e-6, 0.1e-6, 0.2e-6, 0.3e-6, 0.5e-6, 1e-6]),
     ];
-    for _sweep in 0..3 {
+    const SWEEPS: usize = 3;
+    let trials = SWEEPS * knobs.iter().map(|k| k.1.len()).sum::<usize>();
+    let mut done = 0;
+    for _sweep in 0..SWEEPS {
         speeds = fit_speeds(traces, &machine, speeds, &mut plans)?;
         machine.balancer_box = balancer_box_there / speeds.0;
         for (knob, values) in &knobs {
@@ -323,6 +327,8 @@ pub fn fit(traces: &Traces) -> Result<(Machine, f64, f64), String> {
                 if e < best.0 {
                     best = (e, v);
                 }
+                done += 1;
+                progress(done, trials);
             }
             *knob(&mut machine) = best.1;
             machine.remote = 2.0 * machine.moved;

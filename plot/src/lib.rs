@@ -3,7 +3,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`colour`] | one colour per owner (thread or vCore) and a heat scale for loads |
-//! | [`panels`] | PNG charts: line panels (convergence, scaling) and owner maps (who owns which box) |
+//! | [`panels`] | PNG charts: line and scatter panels (convergence, scaling, the model's calibration) and owner maps (who owns which box) |
 //! | [`progress`] | progress bars on a terminal, silent in pipes and CI |
 //!
 //! ```

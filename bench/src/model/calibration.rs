@@ -193,8 +193,8 @@ impl Plans {
     }
 }
 
-/// The model's figures for one measured row.
-struct ModelRow {
+/// The model's figures for one measured row (`model_row`).
+struct Figures {
     /// pbs's efficiency and iteration time, ms.
     efficiency: f64,
     iter_ms: f64,
@@ -204,12 +204,12 @@ struct ModelRow {
     affinity: [f64; 3],
 }
 
-/// The model's figures for one measured row.
-fn model_row(m: &Measured, trace: &Trace, machine: &Machine, plans: &mut Plans) -> Result<ModelRow, String> {
+/// The model's figures for one measured row: pbs's, and pbs beside each other scheduler.
+fn model_row(m: &Measured, trace: &Trace, machine: &Machine, plans: &mut Plans) -> Result<Figures, String> {
     let iterations = ITERATIONS;
     let plan = plans.get(trace, m.threads, machine, m.executor)?;
     let pbs = replay(trace, "pbs", m.threads, 1, machine, Some(plan), m.executor, iterations)?;
-    let mut row = ModelRow { efficiency: pbs.efficiency, iter_ms: pbs.iter_ms, ratios: [0.0; 3], affinity: [0.0; 3] };
+    let mut row = Figures { efficiency: pbs.efficiency, iter_ms: pbs.iter_ms, ratios: [0.0; 3], affinity: [0.0; 3] };
     row.affinity[0] = pbs.affinity;
     for (i, other) in OTHERS.iter().enumerate() {
         let them = replay(trace, other, m.threads, 1, machine, None, m.executor, iterations)?;

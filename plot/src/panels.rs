@@ -146,21 +146,26 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
         let data: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
         let color = s.color;
         let style = color.stroke_width(2);
+        // Each legend entry drawn as its series is.
         match s.stroke {
-            Stroke::Solid => chart.draw_series(LineSeries::new(data, style)).map_err(err)?,
-            Stroke::Dashed => chart.draw_series(DashedLineSeries::new(data, 6, 4, style)).map_err(err)?,
-            Stroke::Points => {
-                let dot = |p: (f64, f64)| Circle::new(p, 3, color.filled());
-                chart
-                    .draw_series(data.into_iter().map(dot))
-                    .map_err(err)?
-                    .label(&s.label)
-                    .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled()));
-                continue;
-            }
-        }
-        .label(&s.label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            Stroke::Solid => chart
+                .draw_series(LineSeries::new(data, style))
+                .map_err(err)?
+                .label(&s.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))),
+            Stroke::Dashed => chart
+                .draw_series(DashedLineSeries::new(data, 6, 4, style))
+                .map_err(err)?
+                .label(&s.label)
+                .legend(move |(x, y)| {
+                    plotters::element::DashedPathElement::new(vec![(x, y), (x + 18, y)], 5, 3, color.stroke_width(2))
+                }),
+            Stroke::Points => chart
+                .draw_series(data.into_iter().map(|p| Circle::new(p, 3, color.filled())))
+                .map_err(err)?
+                .label(&s.label)
+                .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled())),
+        };
     }
     chart
         .configure_series_labels()

@@ -1,7 +1,8 @@
 //! Whether a rebalancing did what it promised: the check that `pbs` and the remappers run a
 //! few iterations after each rebalancing, and the bounded corrections it may ask for.
 
-use crate::criteria::Sample;
+use super::Observation;
+use crate::criteria::{Criterion, Sample};
 
 /// Rebalancings in a row that may correct a rebalancing that missed its target.
 ///
@@ -65,6 +66,46 @@ impl Check {
         let excess = pbs::metrics::median(&since.iter().map(|s| s.1).collect::<Vec<_>>());
         self.pending = None;
         ratio > 1.0 + 2.0 * trigger && excess * PAYBACK_ITERATIONS >= last_cost && self.corrections < MAX_CORRECTIONS
+    }
+}
+
+/// What asks for a rebalancing before any box load is read, in `pbs`'s rules and the
+/// remappers' alike: the criterion, the first measured iteration (the first mapping assumed
+/// uniform loads, and Boulmier's eq. 24 ignores an imbalance that does not grow, so one present
+/// from the start would never be corrected), and a failed check of the last rebalancing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Asking {
+    /// Whether an iteration has been measured yet.
+    pub measured: bool,
+    /// The check of the last rebalancing taken on.
+    pub check: Check,
+}
+
+impl Asking {
+    /// Sees one iteration: its thread `max_avg`, its thread loads as the criterion sees them
+    /// (`sample`), the box-time samples completed so far; `trigger` and `last_cost` as
+    /// [`Check::fails`] takes them.
+    pub fn observe(
+        &mut self,
+        criterion: &mut dyn Criterion,
+        max_avg: f64,
+        sample: Sample,
+        samples: u32,
+        trigger: f64,
+        last_cost: f64,
+    ) -> Observation {
+        let first = !self.measured;
+        self.measured = true;
+        let correcting = self.check.fails(max_avg, &sample, samples, trigger, last_cost);
+        let asked = criterion.observe(sample) || first || correcting;
+        Observation { max_avg, asked, checked: first || correcting, correcting }
+    }
+
+    /// The mapping came from loads given in advance: nothing to check, and the first measured
+    /// iteration need not ask.
+    pub fn given_loads(&mut self) {
+        self.check.disarm();
+        self.measured = true;
     }
 }
 

@@ -13,7 +13,7 @@
 //! imbalance to be one thread's, the payback of an imbalance under the trigger, and the floor
 //! at where the last run ended: a remapper has no tolerance of its own to weigh them against.
 
-use super::check::Check;
+use super::check::Asking;
 use super::Observation;
 use crate::criteria::{Criterion, Sample};
 
@@ -36,17 +36,16 @@ pub struct RemapPolicy {
     trigger: f64,
     /// Seconds the last remapping took (the criterion's `C`).
     last_cost: f64,
-    /// Whether an iteration has been measured yet.
-    measured: bool,
-    /// The check of the last remapping whose owners were taken.
-    check: Check,
+    /// The first measured iteration and the check of the last remapping whose owners were
+    /// taken.
+    asking: Asking,
 }
 
 impl RemapPolicy {
     /// The rules with `criterion`, the `trigger`, and `first_cost` seconds as the cost of the
     /// last remapping until one is measured.
     pub fn new(criterion: Box<dyn Criterion>, trigger: f64, first_cost: f64) -> RemapPolicy {
-        RemapPolicy { criterion, trigger, last_cost: first_cost, measured: false, check: Check::default() }
+        RemapPolicy { criterion, trigger, last_cost: first_cost, asking: Asking::default() }
     }
 
     /// Sees one iteration's thread loads as the criterion sees them (`sample`, seconds: for
@@ -54,11 +53,7 @@ impl RemapPolicy {
     /// `samples` box-time samples completed so far, which the check waits on.
     pub fn observe(&mut self, sample: Sample, samples: u32) -> Observation {
         let max_avg = if sample.mean > 0.0 { sample.max / sample.mean } else { 1.0 };
-        let first = !self.measured;
-        self.measured = true;
-        let correcting = self.check.fails(max_avg, &sample, samples, self.trigger, self.last_cost);
-        let asked = self.criterion.observe(sample) || first || correcting;
-        Observation { max_avg, asked, checked: first || correcting, correcting }
+        self.asking.observe(self.criterion.as_mut(), max_avg, sample, samples, self.trigger, self.last_cost)
     }
 
     /// Whether to remap, for an iteration that `seen` (asked), with the current mapping at
@@ -78,7 +73,7 @@ impl RemapPolicy {
     /// samples completed (the check waits for a newer one).
     pub fn remapped(&mut self, seen: Observation, taken: bool, cost: f64, samples: u32) {
         if taken {
-            self.check.arm(samples, seen.correcting);
+            self.asking.check.arm(samples, seen.correcting);
         }
         self.last_cost = cost;
         self.criterion.rebalanced(cost);
@@ -87,8 +82,7 @@ impl RemapPolicy {
     /// The mapping came from loads given in advance: nothing to check, and the first measured
     /// iteration need not remap.
     pub fn given_loads(&mut self) {
-        self.check.disarm();
-        self.measured = true;
+        self.asking.given_loads();
     }
 
     /// Seconds the last remapping took.
@@ -138,17 +132,7 @@ mod tests {
     /// again from the last remapping's cost.
     #[test]
     fn the_criterion_asks_and_the_trigger_decides() {
-        struct Always;
-        impl Criterion for Always {
-            fn observe(&mut self, _: Sample) -> bool {
-                true
-            }
-            fn rebalanced(&mut self, _: f64) {}
-            fn name(&self) -> String {
-                "always".into()
-            }
-        }
-        let mut p = RemapPolicy::new(Box::new(Always), 0.05, 1.0);
+        let mut p = RemapPolicy::new(Box::new(crate::criteria::Always), 0.05, 1.0);
         p.given_loads();
         let seen = p.observe(skewed(1.04), 1);
         assert!(seen.asked && !seen.checked);

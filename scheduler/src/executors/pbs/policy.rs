@@ -11,7 +11,7 @@
 //! [`RebalancePolicy::gave_up`].
 
 use crate::criteria::{Criterion, Sample};
-use crate::executors::check::{Check, RecentLoads, PAYBACK_ITERATIONS, RECENT_ITERATIONS};
+use crate::executors::check::{Asking, RecentLoads, PAYBACK_ITERATIONS, RECENT_ITERATIONS};
 
 /// Iterations in a row whose threads must all measure an imbalance over the tolerance before
 /// one under the trigger is fixed. An imbalance in the boxes' loads stays until it is fixed;
@@ -81,10 +81,8 @@ pub struct RebalancePolicy {
     /// `max_avg / lower bound` where the last real rebalancing ended: what the balancer could
     /// reach on those loads when it fell short of its tolerance (1 when it converged).
     reached: f64,
-    /// Whether an iteration has been measured yet.
-    measured: bool,
-    /// The check of the last real rebalancing.
-    check: Check,
+    /// The first measured iteration and the check of the last real rebalancing.
+    asking: Asking,
     /// Iterations in a row, under the current mapping, whose threads measured an imbalance
     /// over the tolerance (see [`PERSISTENT_ITERATIONS`]).
     over_tolerance: usize,
@@ -107,8 +105,7 @@ impl RebalancePolicy {
             trigger,
             last_cost: first_cost,
             reached: 1.0,
-            measured: false,
-            check: Check::default(),
+            asking: Asking::default(),
             over_tolerance: 0,
             waiting: 0,
             recent: RecentLoads::default(),
@@ -137,14 +134,7 @@ impl RebalancePolicy {
         let max_avg = pbs::metrics::max_avg(loads);
         self.over_tolerance = if max_avg > 1.0 + self.tol { self.over_tolerance + 1 } else { 0 };
         self.recent.push(loads);
-        // The first mapping assumed uniform loads. Boulmier's eq. 24 ignores an imbalance that
-        // does not grow, so an imbalance present from the start would never be corrected: the
-        // first iteration with measured loads always rebalances, then the criterion decides.
-        let first = !self.measured;
-        self.measured = true;
-        let correcting = self.check.fails(max_avg, &sample, samples, self.trigger, self.last_cost);
-        let asked = self.criterion.observe(sample) || first || correcting;
-        Observation { max_avg, asked, checked: first || correcting, correcting }
+        self.asking.observe(self.criterion.as_mut(), max_avg, sample, samples, self.trigger, self.last_cost)
     }
 
     /// Whether the box loads are worth reading for an iteration that `seen`: it asked, and
@@ -219,7 +209,7 @@ impl RebalancePolicy {
             self.over_tolerance = 0;
             self.recent.clear();
         }
-        self.check.arm(samples, correcting);
+        self.asking.check.arm(samples, correcting);
         self.last_cost = cost;
         self.criterion.rebalanced(cost);
     }
@@ -240,8 +230,7 @@ impl RebalancePolicy {
     /// The mapping came from loads given in advance: nothing to check, and the first measured
     /// iteration need not rebalance.
     pub fn given_loads(&mut self) {
-        self.check.disarm();
-        self.measured = true;
+        self.asking.given_loads();
     }
 
     /// Seconds the last real rebalancing cost (the criterion's `C`).
@@ -344,7 +333,7 @@ mod tests {
         // A criterion that always asks: not yet one thread's (fewer than RECENT_ITERATIONS
         // iterations under the mapping), so not read, and asked again.
         let mut p = RebalancePolicy::new(Box::new(crate::criteria::Always), 0.02, 0.05, 0.0);
-        p.measured = true;
+        p.asking.measured = true;
         for i in 0..RECENT_ITERATIONS - 1 {
             let seen = p.observe(&[1.2, 0.8], 0);
             assert!(seen.asked && !seen.checked && !p.reads_box_loads(seen), "iteration {i}");
@@ -359,7 +348,7 @@ mod tests {
         // Without the wait (the rules of the first 16-core measurements): read and fixed at
         // once, and under the trigger as soon as it pays.
         let mut p = RebalancePolicy::new(Box::new(crate::criteria::Always), 0.02, 0.05, 0.0).without_waiting();
-        p.measured = true;
+        p.asking.measured = true;
         let seen = p.observe(&[1.2, 0.8], 0);
         assert!(p.reads_box_loads(seen) && p.decide(seen, Some(standing(1e-6, 0.2))));
         let seen = p.observe(&[1.035, 0.965], 0);

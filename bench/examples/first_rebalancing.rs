@@ -9,9 +9,10 @@
 //! cells from where they are (`pbs::balance`) and when it starts over from the centroids of a
 //! k-way RCB of the measured loads, the cells keeping the ids they overlap most
 //! (`VCores::restarted_from_bisection`, which `pbs::rebalance` does from `RESTART_FROM` × the
-//! lower bound): max_avg over the lower bound, steps, time and boxes moved; and what the
-//! restart itself costs, in ms and in steps of the run after it. docs/design-notes.md
-//! ("Starting over") reads it.
+//! lower bound): max_avg over the lower bound, steps, time and boxes moved; what the restart
+//! itself costs, in ms and in steps of the run after it; and where the restart's cells would
+//! start as plain Voronoi cells of the same centroids (weights zero) instead of cells sized to
+//! the parts. docs/design-notes.md ("Starting over") reads it.
 use std::time::Instant;
 
 use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
@@ -23,7 +24,7 @@ fn main() {
         scenarios = vec!["gravity".into(), "contraction".into()];
     }
     let stop = StopRule { max_steps: 20, tol: 0.02 };
-    println!("scenario      grid      vCores  start  | moved back: steps  reached  ms     moved  | started over: start  steps  reached  ms     moved  restart ms (steps)");
+    println!("scenario      grid      vCores  start  | moved back: steps  reached  ms     moved  | started over: start  steps  reached  ms     moved  restart ms (steps)  | Voronoi start: start  steps  reached");
     for scenario in &scenarios {
         for (side, parts) in [(64usize, 16usize), (128, 64), (256, 256)] {
             let trace = match Trace::record("md", scenario, side, side, 2, 1) {
@@ -56,11 +57,15 @@ fn main() {
             let mut fresh = vcores.restarted_from_bisection(&problem);
             let restart_ms = t.elapsed().as_secs_f64() * 1e3;
             let fresh_start = fresh.max_avg() / bound;
+            let mut voronoi = VCores::new(&problem, fresh.positions().to_vec(), vec![0.0; parts])
+                .expect("the restart's positions are finite");
+            let voronoi_start = voronoi.max_avg() / bound;
             let f = balance(balancer.as_mut(), &problem, &mut fresh, stop, |_| {});
             let fresh_ms = t.elapsed().as_secs_f64() * 1e3;
             let step_ms = (fresh_ms - restart_ms) / f.steps.max(1) as f64;
+            let v = balance(balancer.as_mut(), &problem, &mut voronoi, stop, |_| {});
             println!(
-                "{scenario:<13} {:<9} {parts:>6}  {:>5.3}  |             {:>5}  {:>7.3}  {warm_ms:>5.1}  {:>6}  |               {fresh_start:>5.3}  {:>5}  {:>7.3}  {fresh_ms:>5.1}  {:>6}  {restart_ms:>5.1} ({:.1})",
+                "{scenario:<13} {:<9} {parts:>6}  {:>5.3}  |             {:>5}  {:>7.3}  {warm_ms:>5.1}  {:>6}  |               {fresh_start:>5.3}  {:>5}  {:>7.3}  {fresh_ms:>5.1}  {:>6}  {restart_ms:>5.1} ({:.1})  |                {voronoi_start:>5.3}  {:>5}  {:>7.3}",
                 format!("{side}×{side}"),
                 vcores.max_avg() / bound,
                 w.steps,
@@ -70,6 +75,8 @@ fn main() {
                 f.max_avg / f.lower_bound,
                 moved(fresh.owners()),
                 restart_ms / step_ms,
+                v.steps,
+                v.max_avg / v.lower_bound,
             );
         }
     }

@@ -369,14 +369,38 @@ mod tests {
         // Starting over converges in fewer steps than moving the cells back (5 against 14;
         // before the end game of a run from far away held its vCores, more than 20).
         assert!(restarted.converged && restarted.steps < moved_back.steps, "{restarted:?}\n{moved_back:?}");
-        // The ids: the bisection's own would move more boxes than the matched ones.
+        // The ids: the bisection's own would move more boxes than the matched ones, for the
+        // same cells.
         let matched = start.restarted_from_bisection(&problem);
-        let own_ids = VCores::from_bisection(&problem);
-        assert_eq!(matched.charges().iter().sum::<f64>(), own_ids.charges().iter().sum::<f64>());
+        let parts = crate::bisection::kway_rcb(&grid, &loads, 16).unwrap();
+        let own_ids = VCores::sized_to_parts(&problem, &parts);
+        let sorted = |v: &VCores| {
+            let mut p: Vec<[u64; 3]> = v.positions().iter().map(|p| p.map(f64::to_bits)).collect();
+            p.sort_unstable();
+            p
+        };
+        assert_eq!(sorted(&matched), sorted(&own_ids));
         assert!(
             metrics::migrations(start.owners(), matched.owners())
                 < metrics::migrations(start.owners(), own_ids.owners())
         );
+    }
+
+    #[test]
+    fn a_restart_sizes_its_cells_to_the_bisection_s_parts() {
+        let (grid, loads, start) = far_case();
+        let problem = Problem::new(grid, &loads, 16).unwrap();
+        let parts = crate::bisection::kway_rcb(&grid, &loads, 16).unwrap();
+        let sized = VCores::sized_to_parts(&problem, &parts);
+        let plain = VCores::at_centroids(&problem, &parts).unwrap();
+        let off = |v: &VCores| v.owners().iter().zip(&parts).filter(|(a, b)| a != b).count();
+        // Small parts in the loaded quarter, large ones around it: cells of their sizes follow
+        // the parts more closely, and are better balanced, than plain Voronoi cells.
+        assert!(off(&sized) * 2 < off(&plain), "{} against {}", off(&sized), off(&plain));
+        assert!(sized.max_avg() < plain.max_avg(), "{} against {}", sized.max_avg(), plain.max_avg());
+        // What a restart lands.
+        let fresh = start.restarted_from_bisection(&problem);
+        assert!((fresh.max_avg() - sized.max_avg()).abs() < 1e-9 * sized.max_avg());
     }
 
     #[test]

@@ -102,25 +102,8 @@ impl VCores {
     /// `problem.vcores()` per box), weights zero; a part with no box puts its vCore at the
     /// domain's centre.
     pub fn at_centroids(problem: &Problem, owners: &[u32]) -> Result<VCores> {
-        let n = problem.vcores();
-        if owners.len() != problem.grid().len() || owners.iter().any(|&p| p as usize >= n) {
-            return Err(Error::Parameter {
-                name: "owners",
-                value: format!("{} part ids", owners.len()),
-                reason: "must give one part id below the vCore count per box",
-            });
-        }
-        let mut sum = vec![[0.0f64; 4]; n];
-        for (k, &p) in owners.iter().enumerate() {
-            let c = problem.grid().centre(k);
-            let s = &mut sum[p as usize];
-            (0..3).for_each(|a| s[a] += c[a]);
-            s[3] += 1.0;
-        }
-        let middle = problem.grid().extent().map(|e| e / 2.0);
-        let positions =
-            sum.iter().map(|s| if s[3] > 0.0 { [s[0] / s[3], s[1] / s[3], s[2] / s[3]] } else { middle }).collect();
-        VCores::new(problem, positions, vec![0.0; n])
+        let (positions, _) = centroids(problem, owners)?;
+        VCores::new(problem, positions, vec![0.0; problem.vcores()])
     }
 
     /// vCores at the centroids of a k-way recursive coordinate bisection of `problem`'s loads
@@ -172,9 +155,24 @@ impl VCores {
                 }
             }
         }
-        let mut fresh = VCores::at_centroids(problem, &ids).expect("one valid part id per box");
+        let mut fresh = VCores::sized_to_parts(problem, &ids);
         fresh.groups = self.groups.clone();
         fresh
+    }
+
+    /// vCores at the centroids of the parts of `owners`, each weighted as the squared radius of
+    /// a ball of its part's size, so that the power cells come out about the parts' sizes
+    /// (tangent balls' power cells meet where the balls touch). With weights zero a small part
+    /// among large ones gets a cell as large as theirs: a restart on md's contracting load
+    /// stood at 1.6–1.8 × the bound that way, 1.3–1.5 × with these weights (docs/design-notes.md,
+    /// "Starting over").
+    pub(crate) fn sized_to_parts(problem: &Problem, owners: &[u32]) -> VCores {
+        let (positions, boxes) = centroids(problem, owners).expect("one valid part id per box");
+        let dims = problem.grid().dims().iter().filter(|&&d| d > 1).count().max(1);
+        // The volume of a ball of radius r is c r^d.
+        let c = [2.0, std::f64::consts::PI, 4.0 / 3.0 * std::f64::consts::PI][dims - 1];
+        let weights = boxes.iter().map(|&v| (v / c).powf(2.0 / dims as f64)).collect();
+        VCores::new(problem, positions, weights).expect("centroids and ball sizes are finite")
     }
 
     /// These vCores with a group for each (`groups[i]` for vCore `i`: the NUMA node of its
@@ -337,6 +335,30 @@ impl VCores {
         assert_eq!(*problem.grid(), self.grid, "vcores and problem must share a grid");
         assert_eq!(problem.vcores(), self.len(), "vcores and problem must have as many vCores");
     }
+}
+
+/// The centroid of each part of `owners` (one part id below `problem.vcores()` per box; the
+/// domain's centre for a part with no box) and its number of boxes.
+fn centroids(problem: &Problem, owners: &[u32]) -> Result<(Vec<Point>, Vec<f64>)> {
+    let n = problem.vcores();
+    if owners.len() != problem.grid().len() || owners.iter().any(|&p| p as usize >= n) {
+        return Err(Error::Parameter {
+            name: "owners",
+            value: format!("{} part ids", owners.len()),
+            reason: "must give one part id below the vCore count per box",
+        });
+    }
+    let mut sum = vec![[0.0f64; 4]; n];
+    for (k, &p) in owners.iter().enumerate() {
+        let c = problem.grid().centre(k);
+        let s = &mut sum[p as usize];
+        (0..3).for_each(|a| s[a] += c[a]);
+        s[3] += 1.0;
+    }
+    let middle = problem.grid().extent().map(|e| e / 2.0);
+    let positions =
+        sum.iter().map(|s| if s[3] > 0.0 { [s[0] / s[3], s[1] / s[3], s[2] / s[3]] } else { middle }).collect();
+    Ok((positions, sum.iter().map(|s| s[3]).collect()))
 }
 
 #[cfg(test)]

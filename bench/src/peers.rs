@@ -154,8 +154,16 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
     Ok(())
 }
 
+/// The side of the square map nearest `parts × boxes_per_part` boxes, one more where the
+/// nearest would hold fewer than [`MIN_BOXES_PER_PART`] boxes per part (10 parts at 20: 15²
+/// boxes, not 14², which [`maps`] would drop).
 fn side_for(parts: usize, boxes_per_part: usize) -> usize {
-    (parts.saturating_mul(boxes_per_part) as f64).sqrt().round() as usize
+    let side = (parts.saturating_mul(boxes_per_part) as f64).sqrt().round() as usize;
+    if side.saturating_mul(side) < parts.saturating_mul(MIN_BOXES_PER_PART) {
+        side + 1
+    } else {
+        side
+    }
 }
 
 fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
@@ -596,6 +604,18 @@ mod tests {
         let absurd = PeersSettings { parts: vec![usize::MAX], boxes_per_part: vec![usize::MAX], ..small() };
         assert!(check_sizes(&absurd).is_err());
         assert!(check_sizes(&PeersSettings { maps: Maps::Dense, ..big }).is_ok());
+    }
+
+    /// Every Perlin size asked for runs at every part count, the smallest included.
+    #[test]
+    fn every_asked_perlin_size_has_its_map() {
+        let settings = PeersSettings { boxes_per_part: vec![500, 100, 20], ..small() };
+        for parts in [10, 16, 72, 256] {
+            let maps = maps(&settings, parts).unwrap();
+            assert_eq!(maps.len(), 3, "{parts} parts: {:?}", maps.iter().map(|m| &m.name).collect::<Vec<_>>());
+        }
+        assert_eq!(side_for(10, 20), 15);
+        assert_eq!(side_for(16, 500), 89, "the nearest square where it holds enough");
     }
 
     #[test]

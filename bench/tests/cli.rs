@@ -376,6 +376,31 @@ fn run_refuses_bad_input_clearly() {
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
 }
 
+/// An output that cannot be written is refused before the run, whose results would be lost.
+#[test]
+fn unwritable_outputs_are_refused_before_the_run() {
+    let small_run = ["run", "--app", "md", "--iters", "2", "--nx", "8", "--ny", "8", "--scheduler", "static"];
+    let with = |extra: &[&'static str]| [&small_run[..], extra].concat();
+    for args in [
+        with(&["--trace", "/nonexistent/t.trace"]),
+        with(&["--timeline", "/nonexistent/t.csv"]),
+        vec!["model", "--threads", "16", "--numa-nodes", "1", "--boxes-per-thread", "4", "--iters", "2"]
+            .into_iter()
+            .chain(["--record-iters", "2", "--png", "/nonexistent/m.png"])
+            .collect(),
+        vec!["peers", "--perlin", "--parts", "4", "--boxes-per-part", "20", "--seeds", "1", "--sequence", "0"]
+            .into_iter()
+            .chain(["--methods", "rcb", "--repeats", "1", "--png", "/nonexistent/p.png"])
+            .collect(),
+        vec!["scaling", "--threads", "1", "--iters", "2", "--repeats", "1", "--out", "/proc/pbs-nope"],
+    ] {
+        let out = bench(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("cannot "), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} ran first: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
 #[test]
 fn report_writes_tables_plots_and_identical_checksums() {
     let dir = temp_dir("report");

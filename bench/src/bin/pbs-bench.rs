@@ -364,6 +364,21 @@ enum Command {
     },
 }
 
+/// Fails before a run, not after it, when `path` cannot be written (its folder missing, a
+/// folder in its place, no permission): a long run's results are not computed to be lost.
+fn writable(path: &std::path::Path) -> Result<(), String> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if !existed {
+        std::fs::remove_file(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn methods_list(spec: &str) -> Result<Vec<String>, String> {
     let names: Vec<String> = if spec == "all" {
         pbs::methods::NAMES.iter().map(|s| s.to_string()).collect()
@@ -462,6 +477,7 @@ fn run(cli: Cli) -> Result<(), String> {
             if repeats == 0 {
                 return Err("--repeats must be at least 1".into());
             }
+            trace.iter().chain(&timeline).try_for_each(|p| writable(p))?;
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
@@ -494,6 +510,19 @@ fn run(cli: Cli) -> Result<(), String> {
                 .collect::<Result<_, _>>()?;
             bar.finish_and_clear();
             let rows: Vec<run::RunRow> = runs.iter().flatten().cloned().collect();
+            // The results first: the trace and the timeline are written after them.
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
+            } else {
+                let table = if repeats == 1 { run::table(&rows) } else { run::median_table(&runs) };
+                print!("{}", table.text());
+                if let Some(why) = rows.iter().find_map(|r| r.hw_unavailable_reason.as_deref()) {
+                    println!(
+                        "hardware counters: {why}; modelled misses are from a per-thread LRU of {} KiB",
+                        setup.cache_bytes / 1024
+                    );
+                }
+            }
             if let Some(path) = trace {
                 let t = pbs_bench::model::trace::Trace::record(&setup.app, &setup.scenario, nx, ny, iters, seed)?;
                 t.write(&path)?;
@@ -513,18 +542,6 @@ fn run(cli: Cli) -> Result<(), String> {
                             100.0 * iterations
                         );
                     }
-                }
-            }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
-            } else {
-                let table = if repeats == 1 { run::table(&rows) } else { run::median_table(&runs) };
-                print!("{}", table.text());
-                if let Some(why) = rows.iter().find_map(|r| r.hw_unavailable_reason.as_deref()) {
-                    println!(
-                        "hardware counters: {why}; modelled misses are from a per-thread LRU of {} KiB",
-                        setup.cache_bytes / 1024
-                    );
                 }
             }
         }
@@ -548,6 +565,7 @@ fn run(cli: Cli) -> Result<(), String> {
             if fit && png.is_some() {
                 return Err("--png draws a projection or the calibration; --fit prints the constants".into());
             }
+            png.iter().try_for_each(|p| writable(p))?;
             if calibration || fit {
                 let traces = cal::Traces::kept()?;
                 if fit {
@@ -630,6 +648,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 (None, None) => scaling::Sizes::Report,
             }
             .checked()?;
+            // The folder before the runs, which take minutes.
+            std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+            writable(&out.join("scaling.md"))?;
             let settings = scaling::ScalingSettings {
                 threads,
                 iters: runs.iters,
@@ -696,6 +717,7 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(t) = pbs_tol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
                 return Err(format!("--pbs-tol must be finite and ≥ 0, got {t}"));
             }
+            png.iter().try_for_each(|p| writable(p))?;
             if parts.contains(&0) || boxes_per_part.contains(&0) {
                 return Err("--parts and --boxes-per-part must be at least 1".into());
             }

@@ -472,7 +472,7 @@ struct Pieces<'g> {
     grid: &'g Grid,
     stamp: Vec<u32>,
     now: u32,
-    stack: Vec<usize>,
+    stack: Vec<[u32; 4]>,
     /// The sorts' buffer (see `sort_by_coordinates`), kept between calls.
     scratch: Vec<[u32; 4]>,
 }
@@ -480,24 +480,42 @@ struct Pieces<'g> {
 impl Pieces<'_> {
     /// Whether `boxes` form one face-connected piece (an empty set does).
     fn is_connected(&mut self, boxes: &[[u32; 4]]) -> bool {
-        let Some(&[.., start]) = boxes.first() else { return true };
-        let start = start as usize;
+        let Some(&start) = boxes.first() else { return true };
         // Stamps: `now + 1` marks members, `now + 2` members reached.
         let (member, reached) = (self.now + 1, self.now + 2);
         self.now += 2;
         boxes.iter().for_each(|b| self.stamp[b[3] as usize] = member);
-        self.stamp[start] = reached;
+        self.stamp[start[3] as usize] = reached;
         self.stack.push(start);
+        // The stack holds coordinates beside the index, so a neighbour costs no division.
+        let (nx, ny, nz) = (self.grid.nx as u32, self.grid.ny as u32, self.grid.nz as u32);
         let mut count = 0;
-        while let Some(b) = self.stack.pop() {
+        while let Some([i, j, l, k]) = self.stack.pop() {
             count += 1;
-            let (stamp, stack) = (&mut self.stamp, &mut self.stack);
-            self.grid.for_each_neighbour(b, |n| {
-                if stamp[n] == member {
-                    stamp[n] = reached;
-                    stack.push(n);
+            let mut visit = |n: [u32; 4]| {
+                if self.stamp[n[3] as usize] == member {
+                    self.stamp[n[3] as usize] = reached;
+                    self.stack.push(n);
                 }
-            });
+            };
+            if i > 0 {
+                visit([i - 1, j, l, k - 1]);
+            }
+            if i + 1 < nx {
+                visit([i + 1, j, l, k + 1]);
+            }
+            if j > 0 {
+                visit([i, j - 1, l, k - nx]);
+            }
+            if j + 1 < ny {
+                visit([i, j + 1, l, k + nx]);
+            }
+            if l > 0 {
+                visit([i, j, l - 1, k - nx * ny]);
+            }
+            if l + 1 < nz {
+                visit([i, j, l + 1, k + nx * ny]);
+            }
         }
         count == boxes.len()
     }

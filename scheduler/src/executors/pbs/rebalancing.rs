@@ -21,10 +21,10 @@ use crate::pool::Pool;
 
 /// What a rebalancing's start over from a bisection ([`pbs::rebalance`]) costs, in balancer
 /// units (a step each; a run's start and end one each): a k-way RCB and one assignment took
-/// 2.0–3.5 times a step's time on md's loads at 16–256 vCores on the development VM, median
-/// 2.8 (`bench/examples/first_rebalancing.rs`, three runs; 3.3–4.3 before RCB's connectivity
-/// check stopped dividing).
-pub const RESTART_UNITS: usize = 3;
+/// 1.4–3.4 times a step's time on md's loads at 16–256 vCores on the development VM, median
+/// 2.2 (`bench/examples/first_rebalancing.rs`, three runs; 3.3–4.3 before RCB's connectivity
+/// check got cheaper).
+pub const RESTART_UNITS: usize = 2;
 
 /// The balancer units a run took: its start and end, its steps, and a start over if there was
 /// one. What one unit costs, measured, decides whether the next run fits in the threads' idle

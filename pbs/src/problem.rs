@@ -60,17 +60,26 @@ impl<'a> Problem<'a> {
     }
 
     fn checked(grid: Grid, loads: std::borrow::Cow<'a, [f64]>, vcores: usize) -> Result<Self> {
-        // One pass: the check, the largest load and the sum in index order (what
-        // `metrics::ordered_sum` gives).
         validate_count(&grid, &loads)?;
-        let (mut max_load, mut total) = (0.0f64, 0.0);
-        for (index, &q) in loads.iter().enumerate() {
-            if !q.is_finite() || q < 0.0 {
-                return Err(invalid_load(&grid, index, q));
-            }
-            max_load = max_load.max(q);
-            total += q;
+        // Eight lanes, as in `metrics::ordered_sum`: no compare waits on the one before, and
+        // a NaN fails both compares.
+        let mut lanes = [0.0f64; 8];
+        let mut good = true;
+        let mut take = |lane: &mut f64, q: f64| {
+            good &= (0.0..=f64::MAX).contains(&q);
+            *lane = if q > *lane { q } else { *lane };
+        };
+        let mut chunks = loads.chunks_exact(8);
+        for c in &mut chunks {
+            lanes.iter_mut().zip(c).for_each(|(lane, &q)| take(lane, q));
         }
+        lanes.iter_mut().zip(chunks.remainder()).for_each(|(lane, &q)| take(lane, q));
+        if !good {
+            let index = loads.iter().position(|q| !(q.is_finite() && *q >= 0.0)).expect("a bad load was seen");
+            return Err(invalid_load(&grid, index, loads[index]));
+        }
+        let max_load = lanes.into_iter().fold(0.0, f64::max);
+        let total = metrics::ordered_sum(&loads);
         if vcores == 0 {
             return Err(Error::NoVCores);
         }
@@ -219,6 +228,32 @@ mod tests {
         assert_eq!(Problem::new(g, &[1.0; 3], 1).unwrap_err(), Error::LoadCount { expected: 4, got: 3 });
         assert_eq!(Problem::new(g, &[1.0; 4], 0).unwrap_err(), Error::NoVCores);
         assert_eq!(Problem::new(g, &[1.0; 4], 5).unwrap_err(), Error::TooManyVCores { vcores: 5, boxes: 4 });
+    }
+
+    /// The check runs in lanes of eight: a bad load anywhere, in a lane or the remainder, is
+    /// named, the first of two, and the largest load is the largest.
+    #[test]
+    fn every_bad_load_is_found_and_the_first_named() {
+        let g = Grid::new(19, 1).unwrap();
+        let good: Vec<f64> = (0..19).map(|k| f64::from(k % 5)).collect();
+        assert_eq!(Problem::new(g, &good, 2).unwrap().max_load(), 4.0);
+        for k in 0..19 {
+            for bad in [f64::NAN, -1.0, -0.5e-300, f64::INFINITY, f64::NEG_INFINITY] {
+                let mut loads = good.clone();
+                loads[k] = bad;
+                let e = Problem::new(g, &loads, 2).unwrap_err();
+                assert!(matches!(e, Error::InvalidLoad { index, .. } if index == k), "{bad} at {k}: {e:?}");
+                if k + 5 < 19 {
+                    loads[k + 5] = -2.0;
+                    assert!(matches!(Problem::new(g, &loads, 2), Err(Error::InvalidLoad { index, .. }) if index == k));
+                }
+            }
+            let mut loads = good.clone();
+            loads[k] = 9.0;
+            assert_eq!(Problem::new(g, &loads, 2).unwrap().max_load(), 9.0, "largest at {k}");
+        }
+        // -0.0 is a load of zero.
+        assert!(Problem::new(g, &[-0.0; 19], 2).is_ok());
     }
 
     /// From a vector it keeps, the same problem as from a slice, and the same errors.

@@ -43,8 +43,10 @@ pub struct Machine {
     pub loads_box: f64,
     /// Serial work between iterations, per box, to decide a rebalancing and send it out, the
     /// box loads aside: the problem's check and the cells' charges on those loads. Measured
-    /// there: 14–19 µs over 4,096 boxes. (The copy of the vCores for the run, 14–17 µs there,
-    /// is made by the run since 2026-11-27.)
+    /// there: 14–19 µs over 4,096 boxes (4.1 ns a box). (The copy of the vCores for the run,
+    /// 14–17 µs there, is made by the run since 2026-11-27.) Since the check runs in eight
+    /// lanes (2026-11-27, afternoon) the two take 0.9 ns a box on this VM where they took 2.3:
+    /// the lease's figure scaled by that ratio, an estimate no many-core machine has measured.
     pub start_box: f64,
     /// What deciding and sending a run out costs besides its per-box work (the criterion, the
     /// check, handing the run to its thread): measured there as the rest of 55–70 µs, 12 µs.
@@ -82,7 +84,7 @@ impl Machine {
             migrate: 0.2e-6,
             balancer_box: 7.19e-9,
             loads_box: 4.4e-9,
-            start_box: 4.1e-9,
+            start_box: 1.6e-9,
             start_fixed: 12e-6,
             take_on_box: 2.3e-9,
             lists_box: 20e-9,

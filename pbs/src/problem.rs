@@ -61,12 +61,11 @@ impl<'a> Problem<'a> {
 
     fn checked(grid: Grid, loads: std::borrow::Cow<'a, [f64]>, vcores: usize) -> Result<Self> {
         validate_count(&grid, &loads)?;
-        // Eight lanes, as in `metrics::ordered_sum`: no compare waits on the one before, and
-        // a NaN fails both compares.
+        // Eight lanes, as in `metrics::ordered_sum`: no compare waits on the one before.
         let mut lanes = [0.0f64; 8];
         let mut good = true;
         let mut take = |lane: &mut f64, q: f64| {
-            good &= (0.0..=f64::MAX).contains(&q);
+            good &= is_load(q);
             *lane = if q > *lane { q } else { *lane };
         };
         let mut chunks = loads.chunks_exact(8);
@@ -75,8 +74,8 @@ impl<'a> Problem<'a> {
         }
         lanes.iter_mut().zip(chunks.remainder()).for_each(|(lane, &q)| take(lane, q));
         if !good {
-            let index = loads.iter().position(|q| !(q.is_finite() && *q >= 0.0)).expect("a bad load was seen");
-            return Err(invalid_load(&grid, index, loads[index]));
+            // Which one, named: the slow path, taken once.
+            validate_loads(&grid, &loads)?;
         }
         let max_load = lanes.into_iter().fold(0.0, f64::max);
         let total = metrics::ordered_sum(&loads);
@@ -165,10 +164,15 @@ pub const SCALE_LIMIT: i32 = 100;
 /// Checks that `loads` has one finite, non-negative entry per box of `grid`.
 pub fn validate_loads(grid: &Grid, loads: &[f64]) -> Result<()> {
     validate_count(grid, loads)?;
-    match loads.iter().enumerate().find(|(_, q)| !q.is_finite() || **q < 0.0) {
+    match loads.iter().enumerate().find(|(_, &q)| !is_load(q)) {
         Some((index, &value)) => Err(invalid_load(grid, index, value)),
         None => Ok(()),
     }
+}
+
+/// A load is finite and ≥ 0 (a NaN fails both of the range's compares).
+fn is_load(q: f64) -> bool {
+    (0.0..=f64::MAX).contains(&q)
 }
 
 fn validate_count(grid: &Grid, loads: &[f64]) -> Result<()> {

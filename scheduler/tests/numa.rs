@@ -30,3 +30,22 @@ fn threads_of_a_numa_node_own_one_contiguous_region() {
         }
     }
 }
+
+/// The model's machines, 4 nodes of 4 workers and 8 of 8: every node's boxes in one region
+/// at the start, on square and oblong grids.
+#[test]
+fn every_node_starts_with_one_region_on_four_and_eight_nodes() {
+    for (topology, workers) in [("pack:4 numa:1 core:4 pu:1", 16), ("pack:8 numa:1 core:8 pu:1", 64)] {
+        let numa = Topology::synthetic(topology).unwrap().numa_of_workers(workers);
+        for (nx, ny) in [(64, 64), (128, 64), (40, 120)] {
+            let grid = Grid::new(nx, ny).unwrap();
+            let uniform = vec![1.0; grid.len()];
+            let problem = Problem::new(grid, &uniform, workers).unwrap();
+            let mut vcores = VCores::new(&problem, numa_positions(&grid, &numa), vec![0.0; workers]).unwrap();
+            let mut m = methods::by_name("power-cells").unwrap();
+            let out = balance(m.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: 0.02 }, |_| {});
+            assert!(out.converged, "{topology} {nx}x{ny}: {out:?}");
+            assert!(nodes_are_contiguous(&grid, vcores.owners(), &numa), "{topology} {nx}x{ny}");
+        }
+    }
+}

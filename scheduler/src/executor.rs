@@ -14,7 +14,8 @@ use crate::clock;
 /// What one phase did.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PhaseStats {
-    /// Wall time of the phase, barrier included.
+    /// Wall time of the phase: the executor's whole `run_phase` call, its barrier and its
+    /// bookkeeping before and after the threads' work included.
     pub wall: Duration,
     /// Boxes run by each thread.
     pub boxes: Vec<usize>,

@@ -258,6 +258,7 @@ impl Remapping {
     }
 
     fn phase(&mut self, task: Task<'_>) -> PhaseStats {
+        let entered = std::time::Instant::now();
         self.tracker.begin_phase();
         self.phases_in_iteration += 1;
         let runs = &self.lists.runs;
@@ -281,6 +282,7 @@ impl Remapping {
             mean,
             busy.iter().copied().fold(f64::INFINITY, f64::min),
         ]);
+        stats.wall = entered.elapsed();
         stats
     }
 

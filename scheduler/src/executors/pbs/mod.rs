@@ -575,6 +575,9 @@ impl Pbs {
     /// One phase: each thread runs its own list (claiming chunks when stealing is on), then,
     /// stealing, takes boxes from its neighbours' lists.
     fn phase(&mut self, task: Task<'_>) -> PhaseStats {
+        // The phase's wall time is the whole call: the bookkeeping before and after the
+        // threads' work is on the critical path too.
+        let entered = Instant::now();
         // A lender's boxes are run by the others, who steal them (see `lending.rs`).
         let lender = self.lender.now();
         let steal = self.steal.active || lender.is_some();
@@ -656,6 +659,7 @@ impl Pbs {
             let lost = self.steal.lost[t].swap(0, Ordering::Relaxed) as f64 * ns;
             *acc += Duration::from_nanos((b.as_nanos() as f64 - abroad + lost).max(0.0) as u64);
         }
+        stats.wall = entered.elapsed();
         stats
     }
 

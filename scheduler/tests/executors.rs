@@ -239,7 +239,8 @@ fn planned_executors_keep_boxes_on_their_threads() {
 }
 
 /// Stealing happens when one owner's boxes are much slower, and the stolen boxes still run
-/// exactly once; the derived affinity counts them as moved.
+/// exactly once; the affinity derived from the steal logs counts them as moved, phase after
+/// phase.
 #[test]
 fn stealing_takes_work_from_a_slow_owner() {
     let grid = Grid::new(30, 30).unwrap();
@@ -269,6 +270,13 @@ fn stealing_takes_work_from_a_slow_owner() {
         let stolen = (0..grid.len()).filter(|&k| second[k] != owners[k]).count();
         let moved = (0..grid.len()).filter(|&k| second[k] != first[k]).count();
         assert_eq!(stats.compared - stats.same_thread, moved, "derived affinity must match the direct count");
+        // Steals in two phases in a row: boxes stolen then and now, then only, now only.
+        let (third, stats) = record(&mut exec, true);
+        let moved = (0..grid.len()).filter(|&k| third[k] != second[k]).count();
+        assert_eq!(stats.compared - stats.same_thread, moved, "after a phase with steals too");
+        let (fourth, stats) = record(&mut exec, false);
+        let moved = (0..grid.len()).filter(|&k| fourth[k] != third[k]).count();
+        assert_eq!(stats.compared - stats.same_thread, moved, "after a phase with steals, none now");
         if stolen > 0 {
             return;
         }

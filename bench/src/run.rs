@@ -71,7 +71,7 @@ pub struct RunRow {
     pub threads: usize,
     /// iterations
     pub iters: usize,
-    /// median iteration wall time, ms, timed around the app's whole iteration
+    /// median iteration wall time, ms
     pub iter_ms_median: f64,
     /// mean iteration wall time (the run's wall time over its iterations), ms
     pub iter_ms_mean: f64,
@@ -147,8 +147,6 @@ struct Lane {
     app: Box<dyn GridApp>,
     exec: Box<dyn pbs_scheduler::Executor + Send>,
     rec: Recorder,
-    /// Wall time of every iteration so far, ms, timed around the app's whole iteration.
-    iteration_ms: Vec<f64>,
     snapshots: Vec<(usize, Vec<u32>, Vec<f64>)>,
     hw: BTreeMap<String, u64>,
     sw: BTreeMap<String, u64>,
@@ -170,11 +168,7 @@ impl Lane {
         self.exec.on_each_thread(&|_| start_on_this_thread());
         for it in range {
             // Timed pass: no cache model in the tasks, whose bookkeeping would be timed too.
-            // Timed around the whole iteration, not only the phases and the rebalancing the
-            // recorder adds up: whatever an executor or the app does between them counts.
-            let started = std::time::Instant::now();
             self.app.iterate(self.exec.as_mut(), &mut self.rec, None);
-            self.iteration_ms.push(started.elapsed().as_secs_f64() * 1e3);
             if it == 0 || it == iters / 2 || it + 1 == iters {
                 if let Some(owners) = self.exec.planned_owners() {
                     self.snapshots.push((it, owners, self.app.box_work()));
@@ -238,7 +232,6 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             app,
             exec,
             rec: Recorder::new(scheduler, setup.threads),
-            iteration_ms: Vec::with_capacity(setup.iters),
             snapshots: Vec::new(),
             hw: BTreeMap::new(),
             sw: BTreeMap::new(),
@@ -254,7 +247,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     let mut rows = Vec::new();
     for lane in lanes {
         let report = lane.rec.report();
-        let wall_ms = lane.iteration_ms.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+        let wall_ms = lane.rec.iteration_ms().iter().sum::<f64>().max(f64::MIN_POSITIVE);
         let misses = modelled_misses(setup, &runtime, &lane.scheduler, &mut progress)?;
         rows.push(RunRow {
             scheduler: lane.scheduler.clone(),
@@ -263,9 +256,9 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             seed: setup.seed,
             threads: setup.threads,
             iters: setup.iters,
-            iter_ms_median: pbs::metrics::median(&lane.iteration_ms),
-            iter_ms_mean: wall_ms / setup.iters as f64,
-            efficiency: report.busy_ms.iter().sum::<f64>() / setup.threads as f64 / wall_ms,
+            iter_ms_median: report.iter_ms_median,
+            iter_ms_mean: report.iter_ms_mean,
+            efficiency: report.efficiency,
             max_avg: report.max_avg,
             phase_max_avg: report.phase_max_avg.clone(),
             affinity: report.affinity,
@@ -285,7 +278,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             hw_unavailable_reason: lane.reason,
             sw_counters: (!lane.sw.is_empty()).then_some(lane.sw),
             checksum: format!("{:016x}", lane.app.checksum()),
-            iteration_ms: lane.iteration_ms,
+            iteration_ms: lane.rec.iteration_ms().to_vec(),
             iteration_ends: lane.rec.iteration_ends().to_vec(),
             busy_ms: report.busy_ms.clone(),
             snapshots: lane.snapshots,

@@ -185,8 +185,9 @@ impl Task<'_> {
 pub struct IterationEnd {
     /// Whether a rebalancing's new owners were taken on (they apply from the next phase).
     pub rebalanced: bool,
-    /// Time spent between the iteration's last phase and the next one deciding on, starting
-    /// or taking on a rebalancing (with the balancer run here, when it runs here).
+    /// The executor's time between the iteration's last phase and the next one: its
+    /// bookkeeping, and deciding on, starting or taking on a rebalancing (with the balancer
+    /// run here, when it runs here).
     pub rebalance_time: Duration,
     /// What rebalancing added to this iteration's wall time: `rebalance_time`, plus the time
     /// a balancer running in the threads' idle time ran past the last busy thread.

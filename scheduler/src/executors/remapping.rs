@@ -297,13 +297,13 @@ impl Remapping {
     }
 
     fn end_of_iteration(&mut self) -> IterationEnd {
+        let start = Instant::now();
         self.tracker.end_iteration();
         let loads: Vec<f64> = self.iteration_busy.iter().map(Duration::as_secs_f64).collect();
         let boxes_run = self.grid.len() * self.phases_in_iteration.max(1);
         timing::adapt(&mut self.tracker, &loads, boxes_run, self.options.chunk, self.options.timer.stride);
         self.phases_in_iteration = 0;
         self.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
-        let start = Instant::now();
         let vector = self.options.remapper.is_vector();
         let phases = std::mem::take(&mut self.phase_busy);
         // What the criterion and the check see: the threads' loads over the iteration, or for
@@ -321,6 +321,8 @@ impl Remapping {
         let seen = self.policy.observe(sample, self.tracker.samples_completed());
         let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
         if !seen.asked {
+            end.rebalance_time = start.elapsed();
+            end.rebalance_critical = end.rebalance_time;
             return end;
         }
         let parts = self.pool.threads().min(self.grid.len());

@@ -710,6 +710,7 @@ impl Pbs {
     /// Ends an iteration: turns the measured times into loads, adapts timing and stealing,
     /// and rebalances when due.
     fn end_of_iteration(&mut self) -> IterationEnd {
+        let entered = Instant::now();
         self.timing.tracker.end_iteration();
         let loads: Vec<f64> = self.timing.iteration_busy.iter().map(|d| d.as_secs_f64()).collect();
         let boxes_run = self.grid.len() * self.timing.phases_in_iteration.max(1);
@@ -741,7 +742,11 @@ impl Pbs {
         self.timing.phases_in_iteration = 0;
         self.timing.last_iteration_wall = std::mem::take(&mut self.timing.wall_this_iteration);
         self.timing.iteration_busy.iter_mut().for_each(|d| *d = Duration::ZERO);
+        // This bookkeeping is the executor's time between iterations too.
+        let bookkeeping = entered.elapsed();
         let mut end = self.rebalance_if_due(&loads);
+        end.rebalance_time += bookkeeping;
+        end.rebalance_critical += bookkeeping;
         let in_slack = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).as_ref();
         end.under_way = self.away.is_some() || in_slack.is_some_and(|p| !p.is_done());
         end

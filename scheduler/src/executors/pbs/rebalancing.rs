@@ -74,7 +74,8 @@ impl Pbs {
             return end;
         }
         if !seen.asked {
-            end.rebalance_critical = overrun;
+            end.rebalance_time = start.elapsed();
+            end.rebalance_critical = end.rebalance_time + overrun;
             return end;
         }
         let problem = if self.rebalance.policy.reads_box_loads(seen) {

@@ -552,6 +552,7 @@ fn moved_by_steals(owners: &[u32], before: &[(u32, u32)], now: &[(u32, u32)], st
     const IN_NOW: u32 = 1 << 31;
     let mut moved = 0;
     for &(k, t) in now {
+        debug_assert!(t < IN_NOW, "thread id {t}");
         let was = match stolen_by[k as usize] {
             NOT_STOLEN => owners[k as usize],
             thief => thief,

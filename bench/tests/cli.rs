@@ -583,7 +583,7 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         (1440, 480)
     );
     let cal = cal.as_array().unwrap();
-    assert_eq!(cal.len(), 72 + 36, "18 measurements × 4 figures, and 12 × 3 affinities");
+    assert_eq!(cal.len(), 84 + 36, "21 measurements × 4 figures, and 12 × 3 affinities");
     for r in cal {
         for k in [
             "source",

@@ -23,6 +23,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The side of the square grid of `$2` boxes per thread at `$1` threads (rounded up).
+side() { awk -v t="$1" -v b="$2" 'BEGIN { s = sqrt(b * t); print (s == int(s)) ? s : int(s) + 1 }'; }
+
 case "${1:-}" in
 prepare)
     cargo build --release -p pbs-bench
@@ -61,7 +64,6 @@ run)
     B=.devbin/pbs-bench
     cores=$(nproc)
     threads=$(printf '%s\n' 2 4 8 "$cores" | awk -v c="$cores" '$1 <= c' | sort -nu | paste -sd, -)
-    side() { awk -v t="$1" -v b="$2" 'BEGIN { s = sqrt(b * t); print (s == int(s)) ? s : int(s) + 1 }'; }
     {
         date
         echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: $(side "$cores" 256)"
@@ -116,7 +118,7 @@ timeline)
     out=${OUT:-out/device}
     mkdir -p "$out/timeline"
     cores=$(nproc)
-    side=$(awk -v c="$cores" 'BEGIN { s = sqrt(256 * c); print (s == int(s)) ? s : int(s) + 1 }')
+    side=$(side "$cores" 256)
     for scenario in gravity contraction; do
         for variant in "PBS_LEND=never" "PBS_LEND=auto" "PBS_OVERLAP=idle" "PBS_LEND=never --turn-iters 0"; do
             read -r var extra <<<"$variant"

@@ -507,9 +507,8 @@ impl Pbs {
     /// only if it was stolen now or then, or its owner changed in between. With the owners
     /// unchanged, only the boxes of the two phases' steal logs are compared; the comparison
     /// over every box runs only after the owners changed. It runs between phases, on the
-    /// critical path: on md at 2 threads on the 2-core VM, over every box it took 5.9 µs a
-    /// phase at 4,096 boxes and 21 µs at 16,384; through the steal logs (150 and 390 boxes a
-    /// phase), 2.5-3.0 and 4.5-6.0 µs, most of it reading the logs the thieves wrote.
+    /// critical path, where a pass over the grid after every phase with a steal cost md several
+    /// percent at 16 threads (docs/design-notes.md, "Affinity from the steal logs").
     fn count_affinity(&mut self, stats: &mut PhaseStats) {
         let now: Vec<(u32, u32)> =
             self.steal.stolen.iter().flat_map(|m| std::mem::take(&mut *m.lock().unwrap())).collect();

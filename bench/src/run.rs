@@ -77,6 +77,9 @@ pub struct RunRow {
     pub iter_ms_mean: f64,
     /// (Σ box times / threads) / wall time
     pub efficiency: f64,
+    /// where the rest of the wall time went, by cause; with `efficiency` the shares sum to 1
+    /// (`pbs_scheduler::report::IdleShares`)
+    pub idle_shares: pbs_scheduler::report::IdleShares,
     /// max_avg of per-thread busy time
     pub max_avg: f64,
     /// per phase of an iteration: Σ max thread busy / Σ mean thread busy (see
@@ -259,6 +262,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             iter_ms_median: report.iter_ms_median,
             iter_ms_mean: report.iter_ms_mean,
             efficiency: report.efficiency,
+            idle_shares: report.idle_shares,
             max_avg: report.max_avg,
             phase_max_avg: report.phase_max_avg.clone(),
             affinity: report.affinity,
@@ -374,6 +378,20 @@ pub fn rebalances(count: usize, share: f64) -> String {
     format!("{count} ({:.1} %)", 100.0 * share)
 }
 
+/// The idle shares in percent of the wall time, in the order of the column's title
+/// ([`IDLE_TITLE`]).
+pub fn idle(shares: &pbs_scheduler::report::IdleShares) -> String {
+    let p = &shares.in_phases;
+    [p.late_start, p.between_tasks, p.waiting, p.barrier, p.executor, shares.between_iterations]
+        .iter()
+        .map(|v| format!("{:.1}", 100.0 * v))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The idle shares' column title.
+pub const IDLE_TITLE: &str = "idle %: start/between tasks/waiting/barrier/executor/between iterations";
+
 /// The readable table.
 pub fn table(rows: &[RunRow]) -> Table {
     let mut t = Table::new(&[
@@ -385,6 +403,7 @@ pub fn table(rows: &[RunRow]) -> Table {
         "iter ms",
         "mean ms",
         "efficiency",
+        IDLE_TITLE,
         "max_avg",
         "per phase",
         "affinity",
@@ -404,6 +423,7 @@ pub fn table(rows: &[RunRow]) -> Table {
             format!("{:.3}", r.iter_ms_median),
             format!("{:.3}", r.iter_ms_mean),
             format!("{:.3}", r.efficiency),
+            idle(&r.idle_shares),
             format!("{:.3}", r.max_avg),
             phases(&r.phase_max_avg),
             r.affinity.map_or("-".into(), |a| format!("{a:.3}")),
@@ -432,6 +452,7 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
         &format!("/ {}", first[0].scheduler),
         "mean ms",
         "efficiency",
+        IDLE_TITLE,
         "max_avg",
         "per phase",
         "affinity",
@@ -460,6 +481,17 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
             ),
             format!("{:.3}", med(&|x| x.iter_ms_mean)),
             format!("{:.3}", med(&|x| x.efficiency)),
+            {
+                let mut m = pbs_scheduler::report::IdleShares::default();
+                let p = &mut m.in_phases;
+                p.late_start = med(&|x| x.idle_shares.in_phases.late_start);
+                p.between_tasks = med(&|x| x.idle_shares.in_phases.between_tasks);
+                p.waiting = med(&|x| x.idle_shares.in_phases.waiting);
+                p.barrier = med(&|x| x.idle_shares.in_phases.barrier);
+                p.executor = med(&|x| x.idle_shares.in_phases.executor);
+                m.between_iterations = med(&|x| x.idle_shares.between_iterations);
+                idle(&m)
+            },
             format!("{:.3}", med(&|x| x.max_avg)),
             phases(&per_phase),
             r.affinity.map_or("-".into(), |_| format!("{:.3}", med(&|x| x.affinity.unwrap_or(0.0)))),

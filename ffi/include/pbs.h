@@ -143,11 +143,11 @@ typedef struct pbs_iteration_end {
 
 /* Which threads pbs_executor_new pins (the `pin` argument). */
 #define PBS_PIN_OFF 0 /* none: the OS places every thread */
-/* Each worker on its core for good; the calling thread (worker 0, as OpenMP's master) only
-   while it runs a phase, its own CPU mask given back on return, so that threads it creates
-   later (an OpenMP team, the user's) are not confined to one CPU. Costs two
-   sched_setaffinity calls per phase (about 4 us), none when the caller's mask already is
-   worker 0's. */
+/* Each worker on its core for good; the calling thread (worker 0, as OpenMP's master) runs
+   its phases on worker 0's core but keeps its own CPU mask between them, so that threads it
+   creates later (an OpenMP team, the user's) are not confined to one CPU. A phase it starts
+   on another CPU pins it for that phase (two sched_setaffinity calls, about 5 us), which
+   moves it to worker 0's core, where it stays; a phase it starts there costs no call. */
 #define PBS_PIN_WORKERS 1
 /* As PBS_PIN_WORKERS, and the calling thread stays on worker 0's core between phases and
    after pbs_executor_free, as with OMP_PROC_BIND=true: no cost per phase, but every thread

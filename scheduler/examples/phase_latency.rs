@@ -1,32 +1,41 @@
-//! Cost of one empty phase (broadcast + barrier) of the worker pool:
-//! `cargo run --release -p pbs-scheduler --example phase_latency -- [threads]`.
-//! Every executor but `ws` pays this once per phase; it bounds how short a phase can usefully be.
-use std::sync::Arc;
+//! Cost of one empty phase (broadcast + barrier) of the worker pool, as the runtime builds it
+//! under each pinning: `cargo run --release -p pbs-scheduler --example phase_latency --
+//! [threads]`. Every executor but `ws` pays this once per phase; it bounds how short a phase
+//! can usefully be. Under `Pinning::Workers` (the default) the calling thread is pinned for
+//! each phase and given its own mask back after it, two system calls per phase that the other
+//! pinnings do not make.
 use std::time::Instant;
 
-use pbs_scheduler::pool::Pool;
+use pbs_scheduler::pinning::Pinning;
+use pbs_scheduler::runtime::Runtime;
 
 fn main() {
     let threads: usize = std::env::args().nth(1).map_or(2, |s| s.parse().expect("a thread count"));
-    let pool = Pool::new(threads, Arc::new(|_| {})).unwrap();
+    let pinnings = [("off", Pinning::Off), ("workers", Pinning::Workers), ("workers and caller", Pinning::WorkersAndCaller)];
+    // The pinnings take turns, three rounds each, so that a slow spell of a shared machine
+    // hits them alike; pinning the caller for good runs last (it keeps this thread pinned).
     for round in 0..3 {
-        let mut times: Vec<f64> = (0..20_000)
-            .map(|_| {
-                let t = Instant::now();
-                pool.run(&|id| {
-                    std::hint::black_box(id);
-                });
-                t.elapsed().as_secs_f64() * 1e6
-            })
-            .collect();
-        times.sort_by(f64::total_cmp);
-        let q = |f: f64| times[((times.len() - 1) as f64 * f) as usize];
-        println!(
-            "round {round}: empty phase on {threads} threads: median {:.2} µs, p10 {:.2}, p90 {:.2}, p99 {:.2}",
-            q(0.5),
-            q(0.1),
-            q(0.9),
-            q(0.99)
-        );
+        for (name, pin) in pinnings {
+            let runtime = Runtime { threads, pin, ..Runtime::detect().expect("a topology") };
+            let (pool, _bindings) = runtime.pool().expect("a pool");
+            let mut times: Vec<f64> = (0..20_000)
+                .map(|_| {
+                    let t = Instant::now();
+                    pool.run(&|id| {
+                        std::hint::black_box(id);
+                    });
+                    t.elapsed().as_secs_f64() * 1e6
+                })
+                .collect();
+            times.sort_by(f64::total_cmp);
+            let q = |f: f64| times[((times.len() - 1) as f64 * f) as usize];
+            println!(
+                "round {round}: pinning {name:>18}: empty phase on {threads} threads: median {:.2} µs, p10 {:.2}, p90 {:.2}, p99 {:.2}",
+                q(0.5),
+                q(0.1),
+                q(0.9),
+                q(0.99)
+            );
+        }
     }
 }

@@ -87,12 +87,28 @@ pub struct Tracker {
     phases_sampled: usize,
 }
 
-#[derive(Default)]
 struct ThreadCounters {
     boxes: AtomicU64,
     busy_ticks: AtomicU64,
     same: AtomicU64,
     compared: AtomicU64,
+    /// The phase's first start and last end of this thread's work, in ticks (`u64::MAX` and 0
+    /// while it has none): where the phase's wall time went ([`PhaseStats::started`]).
+    first_start: AtomicU64,
+    last_end: AtomicU64,
+}
+
+impl Default for ThreadCounters {
+    fn default() -> Self {
+        ThreadCounters {
+            boxes: AtomicU64::new(0),
+            busy_ticks: AtomicU64::new(0),
+            same: AtomicU64::new(0),
+            compared: AtomicU64::new(0),
+            first_start: AtomicU64::new(u64::MAX),
+            last_end: AtomicU64::new(0),
+        }
+    }
 }
 
 const NEVER: u32 = u32::MAX;
@@ -102,9 +118,12 @@ const NEVER: u32 = u32::MAX;
 pub(crate) const EXECUTOR_BYTES_PER_BOX: usize = 40;
 
 impl Local {
-    /// Adds busy time measured around a thread's work, in clock ticks.
-    pub fn add_busy_ticks(&mut self, ticks: u64) {
-        self.busy_ticks += ticks;
+    /// Adds a stretch of a thread's work, from tick `started` to tick `ended` ([`clock::ticks`]): its
+    /// length is busy time, and the earliest start and latest end are kept.
+    pub fn add_span(&mut self, started: u64, ended: u64) {
+        self.busy_ticks += ended.wrapping_sub(started);
+        self.first_start = self.first_start.min(started);
+        self.last_end = self.last_end.max(ended);
     }
 }
 
@@ -123,12 +142,19 @@ impl SwapRelaxed for AtomicU32 {
 }
 
 /// Counters of one thread during one phase, flushed once at the end of its work.
-#[derive(Default)]
 pub struct Local {
     boxes: u64,
     busy_ticks: u64,
     same: u64,
     compared: u64,
+    first_start: u64,
+    last_end: u64,
+}
+
+impl Default for Local {
+    fn default() -> Self {
+        Local { boxes: 0, busy_ticks: 0, same: 0, compared: 0, first_start: u64::MAX, last_end: 0 }
+    }
 }
 
 impl Tracker {
@@ -242,7 +268,7 @@ impl Tracker {
     /// chunk's mean, summed over the iteration's phases; otherwise it runs untimed. Call
     /// [`Tracker::begin_phase`] before and [`Tracker::end_iteration`] after as the executor's
     /// iterations go. The thread's busy time is measured around its whole work by the
-    /// executor ([`Local::add_busy_ticks`]), so it is exact every phase for two clock reads
+    /// executor ([`Local::add_span`]), so it is exact every phase for two clock reads
     /// per thread.
     #[inline]
     pub fn run_chunk(&self, ks: &[u32], t: usize, local: &mut Local, task: Task<'_>) {
@@ -368,15 +394,27 @@ impl Tracker {
         c.busy_ticks.fetch_add(local.busy_ticks, Ordering::Relaxed);
         c.same.fetch_add(local.same, Ordering::Relaxed);
         c.compared.fetch_add(local.compared, Ordering::Relaxed);
+        if local.first_start <= local.last_end {
+            c.first_start.fetch_min(local.first_start, Ordering::Relaxed);
+            c.last_end.fetch_max(local.last_end, Ordering::Relaxed);
+        }
     }
 
-    /// Ends a phase: collects and resets the per-thread counters.
-    pub fn finish(&mut self, wall: Duration) -> PhaseStats {
-        let mut s = PhaseStats { wall, ..Default::default() };
+    /// Ends a phase that began at tick `began` (before any thread's work) and ends now, after
+    /// every thread's: collects and resets the per-thread counters.
+    pub fn finish(&mut self, began: u64, wall: Duration) -> PhaseStats {
+        let ns = clock::ns_per_tick();
+        let since_began = |tick: u64| Duration::from_nanos((tick.saturating_sub(began) as f64 * ns) as u64);
+        let mut s = PhaseStats { wall, pool_wall: since_began(clock::ticks()), ..Default::default() };
         for c in &self.per_thread {
             s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
-            let busy = c.busy_ticks.swap(0, Ordering::Relaxed) as f64 * clock::ns_per_tick();
+            let busy = c.busy_ticks.swap(0, Ordering::Relaxed) as f64 * ns;
             s.busy.push(Duration::from_nanos(busy as u64));
+            let (first, last) = (c.first_start.swap(u64::MAX, Ordering::Relaxed), c.last_end.swap(0, Ordering::Relaxed));
+            // A thread with no work in the phase waited for it all: its span is empty at 0.
+            let (first, last) = if first <= last { (first, last) } else { (began, began) };
+            s.started.push(since_began(first));
+            s.ended.push(since_began(last));
             s.same_thread += c.same.swap(0, Ordering::Relaxed) as usize;
             s.compared += c.compared.swap(0, Ordering::Relaxed) as usize;
         }

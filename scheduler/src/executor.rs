@@ -26,6 +26,51 @@ pub struct PhaseStats {
     pub same_thread: usize,
     /// Box executions that had a previous execution to compare with.
     pub compared: usize,
+    /// The threads' part of the phase: from handing the work out to its return to the
+    /// executor, after every thread's work (`wall` less the executor's own work around it).
+    pub pool_wall: Duration,
+    /// When each thread began its work, counted from the start of `pool_wall` (0 for a thread
+    /// that had none).
+    pub started: Vec<Duration>,
+    /// When each thread ended its work, counted likewise: between `started` and `ended` a
+    /// thread was busy but for the time it spent looking for work (or, in pbs, balancing).
+    pub ended: Vec<Duration>,
+}
+
+/// Where a phase's time went while threads were not running tasks, each part as the mean over
+/// threads (so that `busy mean + the parts = wall`, up to the two clocks' agreement): see
+/// [`PhaseStats::idle_parts`] and docs/design.md, "Idle time".
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct IdleParts {
+    /// From the start of the threads' part to a thread's first work: waking up and being
+    /// handed the phase.
+    pub late_start: f64,
+    /// Between a thread's first start and last end, outside its tasks: looking for work to
+    /// steal, rayon's splitting between folds, pbs's balancing in idle time.
+    pub between_tasks: f64,
+    /// From a thread's last end to the last thread's: waiting at the barrier for the others.
+    pub waiting: f64,
+    /// From the last thread's end to the return of the threads' part: noticing that all are
+    /// done.
+    pub barrier: f64,
+    /// The executor's own work before and after the threads' part (pbs's bookkeeping).
+    pub executor: f64,
+}
+
+impl IdleParts {
+    /// The parts' sum.
+    pub fn total(&self) -> f64 {
+        self.late_start + self.between_tasks + self.waiting + self.barrier + self.executor
+    }
+
+    /// Adds `other`'s parts, each times `scale`.
+    pub fn add(&mut self, other: &IdleParts, scale: f64) {
+        self.late_start += other.late_start * scale;
+        self.between_tasks += other.between_tasks * scale;
+        self.waiting += other.waiting * scale;
+        self.barrier += other.barrier * scale;
+        self.executor += other.executor * scale;
+    }
 }
 
 impl PhaseStats {
@@ -35,6 +80,26 @@ impl PhaseStats {
         let wall = self.wall.as_secs_f64();
         let busy: f64 = self.busy.iter().map(Duration::as_secs_f64).sum();
         (wall > 0.0).then(|| busy / self.busy.len().max(1) as f64 / wall)
+    }
+
+    /// Where the phase's time went while threads were not running tasks, in seconds (means
+    /// over threads); zero for a phase with no per-thread spans.
+    pub fn idle_parts(&self) -> IdleParts {
+        let secs = Duration::as_secs_f64;
+        let threads = self.busy.len().min(self.started.len()).min(self.ended.len());
+        if threads == 0 {
+            return IdleParts::default();
+        }
+        let last = self.ended.iter().map(secs).fold(0.0, f64::max);
+        let mean = |f: &dyn Fn(usize) -> f64| (0..threads).map(f).sum::<f64>() / threads as f64;
+        let (start, end, busy) = (|t| secs(&self.started[t]), |t| secs(&self.ended[t]), |t| secs(&self.busy[t]));
+        IdleParts {
+            late_start: mean(&|t| start(t)),
+            between_tasks: mean(&|t| (end(t) - start(t) - busy(t)).max(0.0)),
+            waiting: mean(&|t| last - end(t)),
+            barrier: (secs(&self.pool_wall) - last).max(0.0),
+            executor: (secs(&self.wall) - secs(&self.pool_wall)).max(0.0),
+        }
     }
 
     /// Share of the box executions that ran on the thread of that box's previous execution;
@@ -247,7 +312,7 @@ pub(crate) fn pool_phase(
     tracker: &mut Tracker,
     body: &(dyn Fn(usize, &Tracker, &mut Local) + Sync),
 ) -> std::thread::Result<PhaseStats> {
-    let start = std::time::Instant::now();
+    let (start, began) = (std::time::Instant::now(), clock::ticks());
     let tr: &Tracker = tracker;
     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         pool.run(&|t| {
@@ -256,7 +321,7 @@ pub(crate) fn pool_phase(
             body(t, tr, &mut flush.local);
         })
     }));
-    let stats = tracker.finish(start.elapsed());
+    let stats = tracker.finish(began, start.elapsed());
     done.map(|()| stats)
 }
 
@@ -270,7 +335,7 @@ struct FlushAtEnd<'a> {
 
 impl Drop for FlushAtEnd<'_> {
     fn drop(&mut self) {
-        self.local.add_busy_ticks(clock::ticks().wrapping_sub(self.started));
+        self.local.add_span(self.started, clock::ticks());
         self.tracker.flush(self.t, std::mem::take(&mut self.local));
     }
 }
@@ -445,11 +510,36 @@ mod tests {
             busy: vec![ms(9), ms(6)],
             same_thread: 3,
             compared: 4,
+            ..Default::default()
         };
         assert!((s.efficiency().unwrap() - 0.75).abs() < 1e-12);
         assert_eq!(s.affinity(), Some(0.75));
         let empty = super::PhaseStats::default();
         assert_eq!((empty.efficiency(), empty.affinity()), (None, None));
+        assert_eq!(empty.idle_parts(), super::IdleParts::default());
+    }
+
+    /// Thread 0 starts at 1 ms and ends at 9 having been busy 7 (1 ms looking for work);
+    /// thread 1 runs from 2 to 5; the threads' part returns at 9.5 and the call at 10.
+    #[test]
+    fn a_phase_s_idle_time_is_split_by_cause_and_adds_up_to_its_wall_time() {
+        let ms = |x: f64| std::time::Duration::from_secs_f64(x * 1e-3);
+        let s = super::PhaseStats {
+            wall: ms(10.0),
+            pool_wall: ms(9.5),
+            busy: vec![ms(7.0), ms(3.0)],
+            started: vec![ms(1.0), ms(2.0)],
+            ended: vec![ms(9.0), ms(5.0)],
+            ..Default::default()
+        };
+        let p = s.idle_parts();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(p.late_start, 1.5e-3), "{p:?}");
+        assert!(close(p.between_tasks, 0.5e-3), "{p:?}");
+        assert!(close(p.waiting, 2.0e-3), "{p:?}");
+        assert!(close(p.barrier, 0.5e-3), "{p:?}");
+        assert!(close(p.executor, 0.5e-3), "{p:?}");
+        assert!(close(p.total() / 10e-3 + s.efficiency().unwrap(), 1.0), "{p:?}");
     }
 
     /// The safe entry points over both range paths: an executor's own ranges (`static`) and

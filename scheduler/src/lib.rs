@@ -58,7 +58,7 @@
 //! | [`box_timing`] | per-box bookkeeping: sampled box times (the loads), affinity, per-thread counts |
 //! | [`clock`] | a cheap clock for per-box timing, and what timing costs on this machine |
 //! | [`topology`] | packages, NUMA nodes, cores (hwloc, sysfs, synthetic), `PBS_NUM_THREADS` |
-//! | [`pinning`] | workers bound to their cores; the calling thread during its phases only |
+//! | [`pinning`] | workers bound to their cores; the calling thread on worker 0's during its phases |
 //! | [`coexistence`] | another runtime (OpenMP, rayon, TBB) in the same process: wait policies |
 //! | [`placement`] | NUMA-aware starting vCores: one region of the domain per node |
 //! | [`first_touch`] | box data allocated by the thread that owns it, moved when its box moves |
@@ -94,5 +94,6 @@ pub mod topology;
 pub use box_timing::BoxTimer;
 pub use error::{Error, Result};
 pub use executor::{
-    current_worker, for_each_box_mut, for_each_box_zip, reduce_boxes, BoxArrays, Executor, IterationEnd, PhaseStats,
+    current_worker, for_each_box_mut, for_each_box_zip, reduce_boxes, BoxArrays, Executor, IdleParts, IterationEnd,
+    PhaseStats,
 };

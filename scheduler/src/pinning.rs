@@ -5,10 +5,10 @@
 //! would hand its one-CPU mask to every thread it creates afterwards (on Linux a new thread
 //! inherits its creator's mask), so an OpenMP team, a rayon pool or the user's own threads
 //! started after the executor would all crowd onto that one CPU. Under [`Pinning::Workers`],
-//! the default, the caller is pinned only while it runs a phase ([`CallerPin`]) and gets its
-//! own mask back when the phase returns: two `sched_setaffinity` calls per phase (about 4 µs on
-//! the 2-core VM, and none when its mask already is worker 0's). [`Pinning::WorkersAndCaller`]
-//! saves those calls and keeps the caller pinned between phases, as `OMP_PROC_BIND=true` does.
+//! the default, the caller runs its phases on worker 0's core but keeps its own mask between
+//! them ([`CallerPin`]): pinned for a phase it starts elsewhere (two `sched_setaffinity` calls),
+//! which moves it there, where it then stays. [`Pinning::WorkersAndCaller`] keeps the caller
+//! pinned between phases, as `OMP_PROC_BIND=true` does.
 
 use std::sync::{Arc, Mutex};
 
@@ -20,7 +20,8 @@ pub enum Pinning {
     /// No thread is bound: the OS places them.
     Off,
     /// Worker `t` is bound to the CPUs of its core for its whole life; the calling thread
-    /// (worker 0) only while it runs a phase, so threads it creates between phases are free.
+    /// (worker 0) runs its phases on worker 0's core but keeps its own mask between them, so
+    /// threads it creates between phases are free ([`CallerPin`]).
     #[default]
     Workers,
     /// As [`Pinning::Workers`], and the calling thread stays bound between phases and after
@@ -119,9 +120,18 @@ impl CallerPin {
     }
 
     /// Pins the calling thread until the returned guard is dropped, which puts its own mask
-    /// back; `None`, and no system call beyond one read, when it already has worker 0's mask.
-    /// A thread the OS refuses to pin runs the phase unpinned (its binding report says why).
+    /// back; `None`, and no system call, when it already runs on one of worker 0's CPUs (and
+    /// none beyond one read when it already has worker 0's mask). A thread the OS refuses to
+    /// pin runs the phase unpinned (its binding report says why).
     pub fn enter(&self) -> Option<SavedMask> {
+        // A caller already on one of worker 0's CPUs runs the phase where it is, unpinned: the
+        // OS does not move the one running thread of a CPU to a busy one, and this saves the
+        // two `sched_setaffinity` calls of every phase (docs/design-notes.md, "The caller's
+        // pinning"). The first phase, and one after the OS moved the caller, pin as before,
+        // which brings it back.
+        if os::on_one_of(&self.0) {
+            return None;
+        }
         let own = os::current()?;
         if os::same(&own, &self.0) || os::set(&self.0).is_err() {
             return None;
@@ -146,6 +156,16 @@ mod os {
                 libc::CPU_SET(c, &mut set);
             }
             Ok(set)
+        }
+    }
+
+    /// Whether the calling thread runs on a CPU of `mask` now (`sched_getcpu`: no system
+    /// call where the C library reads it from the vDSO or rseq).
+    pub fn on_one_of(mask: &Mask) -> bool {
+        // SAFETY: sched_getcpu has no preconditions; CPU_ISSET indexes below CPU_SETSIZE.
+        unsafe {
+            let cpu = libc::sched_getcpu();
+            cpu >= 0 && (cpu as usize) < libc::CPU_SETSIZE as usize && libc::CPU_ISSET(cpu as usize, mask)
         }
     }
 
@@ -187,6 +207,9 @@ mod os {
     pub fn current() -> Option<Mask> {
         None
     }
+    pub fn on_one_of(_: &Mask) -> bool {
+        false
+    }
     pub fn set(_: &Mask) -> Result<(), String> {
         Err("pinning is implemented for Linux only".into())
     }
@@ -215,20 +238,54 @@ mod tests {
 
     #[test]
     fn the_caller_is_pinned_inside_a_phase_only_and_its_threads_inherit_its_own_mask() {
-        let cpu = Topology::detect().cores[0].pus[0];
+        let cpus = Topology::detect().cores.iter().map(|c| c.pus[0]).collect::<Vec<_>>();
+        let (cpu, other) = (cpus[0], *cpus.last().unwrap());
+        std::thread::spawn(move || {
+            if other != cpu {
+                // On another CPU than worker 0's: pinned for the phase, its own mask after.
+                pin_this_thread(&[other]).unwrap();
+                let own = mask_now();
+                let pin = CallerPin::new(&[cpu]).unwrap();
+                {
+                    let _inside = pin.enter().expect("pinned from another CPU");
+                    assert_eq!(mask_now(), vec![cpu], "pinned inside");
+                }
+                assert_eq!(mask_now(), own, "its own mask back");
+                let child = std::thread::spawn(mask_now).join().unwrap();
+                assert_eq!(child, own, "a thread created between phases is not confined");
+            }
+            // Already on worker 0's CPU (here, its only one): nothing to do, nothing to restore.
+            pin_this_thread(&[cpu]).unwrap();
+            assert!(CallerPin::new(&[cpu]).unwrap().enter().is_none());
+            assert_eq!(mask_now(), vec![cpu]);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A caller that runs on one of worker 0's CPUs, with a wider mask of its own, runs the
+    /// phase there unpinned: no system call, and its mask stays its own.
+    #[test]
+    fn a_caller_already_on_worker_0_s_cpu_keeps_its_own_mask() {
+        let cpus = Topology::detect().cores.iter().map(|c| c.pus[0]).collect::<Vec<_>>();
+        if cpus.len() < 2 {
+            return; // one CPU: no wider mask to keep
+        }
         std::thread::spawn(move || {
             let own = mask_now();
-            let pin = CallerPin::new(&[cpu]).unwrap();
-            {
-                let _inside = pin.enter();
-                assert_eq!(mask_now(), vec![cpu], "pinned inside");
+            // Pinning to each CPU in turn moves the thread there; the wider mask put back
+            // leaves it where it is, but the OS may move it at once: try a few times.
+            for _ in 0..100 {
+                pin_this_thread(&[cpus[0]]).unwrap();
+                pin_this_thread(&own).unwrap();
+                let guard = CallerPin::new(&[cpus[0]]).unwrap().enter();
+                let unpinned = guard.is_none() && mask_now() == own;
+                drop(guard);
+                if unpinned {
+                    return;
+                }
             }
-            assert_eq!(mask_now(), own, "its own mask back");
-            let child = std::thread::spawn(mask_now).join().unwrap();
-            assert_eq!(child, own, "a thread created between phases is not confined");
-            // Already on worker 0's mask: nothing to do, nothing to restore.
-            pin_this_thread(&[cpu]).unwrap();
-            assert!(pin.enter().is_none());
+            panic!("the caller was pinned in every one of 100 phases it started on worker 0's CPU");
         })
         .join()
         .unwrap();

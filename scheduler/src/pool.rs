@@ -152,7 +152,8 @@ pub struct Pool {
     shared: Arc<Shared>,
     handles: Vec<JoinHandle<()>>,
     threads: usize,
-    /// Where the caller runs its phases, if it is pinned only then ([`Pool::pin_caller_in_phases`]).
+    /// Where the caller runs its phases, if it keeps its own mask between them
+    /// ([`Pool::pin_caller_in_phases`]).
     caller: Option<CallerPin>,
 }
 
@@ -213,8 +214,9 @@ impl Pool {
         self.threads
     }
 
-    /// Pins the calling thread to `pin` while it runs each phase, and gives it its own mask
-    /// back when the phase returns (see [`crate::pinning`]).
+    /// Runs each phase of the calling thread on `pin`'s CPUs: where it is when it is on one of
+    /// them, else pinned for the phase, its own mask given back when the phase returns (see
+    /// [`CallerPin::enter`]).
     pub fn pin_caller_in_phases(&mut self, pin: CallerPin) {
         self.caller = Some(pin);
     }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::counters::Reading;
-use crate::executor::{IterationEnd, PhaseStats};
+use crate::executor::{IdleParts, IterationEnd, PhaseStats};
 
 /// Summary of a run.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -32,6 +32,8 @@ pub struct RunReport {
     pub max_avg: f64,
     /// `(Σ busy / threads) / Σ wall`.
     pub efficiency: f64,
+    /// Where the rest of the wall time went: with `efficiency`, these shares sum to 1.
+    pub idle_shares: IdleShares,
     /// For each phase of an iteration (in order): Σ over iterations of that phase's largest
     /// thread busy time, over the same sum of its mean. Each phase ends with a barrier, so an
     /// iteration costs at least the sum of its phases' maxima: a mapping whose totals are
@@ -74,6 +76,17 @@ pub struct RunReport {
     pub hw_unavailable_reason: Option<String>,
 }
 
+/// The wall time of a run that no thread spent on tasks, by cause, as fractions of the wall
+/// time (docs/design.md, "Idle time").
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct IdleShares {
+    /// Within the phases ([`PhaseStats::idle_parts`]).
+    #[serde(flatten)]
+    pub in_phases: IdleParts,
+    /// Between iterations: the executor's work there (`rebalance_ms`).
+    pub between_iterations: f64,
+}
+
 /// Accumulates phases and iteration ends.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
@@ -96,6 +109,8 @@ pub struct Recorder {
     phase_in_iteration: usize,
     /// Per phase of an iteration: (Σ max busy, Σ mean busy), seconds.
     phase_busy: Vec<(f64, f64)>,
+    /// The phases' idle parts summed, seconds.
+    idle: IdleParts,
     /// The interval since the last rebalancing: its `C`, the sum of its iteration times
     /// (seconds) and its length; and the efforts of the intervals closed (see
     /// [`RunReport::effort_ms`]).
@@ -120,6 +135,7 @@ impl Recorder {
         self.iter_wall += s.wall;
         self.same += s.same_thread;
         self.compared += s.compared;
+        self.idle.add(&s.idle_parts(), 1.0);
         if !s.busy.is_empty() {
             let secs = s.busy.iter().map(Duration::as_secs_f64);
             let (max, sum) = secs.fold((0.0, 0.0), |(m, t): (f64, f64), b| (m.max(b), t + b));
@@ -186,6 +202,13 @@ impl Recorder {
             idle_ms: busy_ms.iter().map(|b| (wall_ms - b).max(0.0)).collect(),
             max_avg: pbs::metrics::max_avg(&busy_ms),
             efficiency: if wall_ms > 0.0 { busy_ms.iter().sum::<f64>() / threads as f64 / wall_ms } else { 0.0 },
+            idle_shares: {
+                let wall = self.wall.as_secs_f64();
+                let share = if wall > 0.0 { 1.0 / wall } else { 0.0 };
+                let mut in_phases = IdleParts::default();
+                in_phases.add(&self.idle, share);
+                IdleShares { in_phases, between_iterations: self.rebalance_time.as_secs_f64() * share }
+            },
             phase_max_avg: self
                 .phase_busy
                 .iter()
@@ -234,6 +257,9 @@ mod tests {
                 busy: vec![ms(9), ms(6)],
                 same_thread: 10,
                 compared: 10,
+                pool_wall: ms(10),
+                started: vec![ms(0), ms(0)],
+                ended: vec![ms(9), ms(6)],
             });
             r.iteration(&IterationEnd::default());
         }
@@ -247,6 +273,11 @@ mod tests {
         assert!(serde_json::to_string(&rep).unwrap().contains("\"efficiency\":0.75"));
         assert_eq!(rep.phase_max_avg.len(), 1);
         assert!((rep.phase_max_avg[0] - 1.2).abs() < 1e-9);
+        // Thread 1 waits 3 ms of every 10 for thread 0, and both wait 1 ms at the barrier.
+        let idle = rep.idle_shares;
+        assert!((idle.in_phases.waiting - 0.15).abs() < 1e-9 && (idle.in_phases.barrier - 0.1).abs() < 1e-9, "{idle:?}");
+        assert!((rep.efficiency + idle.in_phases.total() + idle.between_iterations - 1.0).abs() < 1e-9, "{idle:?}");
+        assert!(serde_json::to_string(&rep).unwrap().contains("\"between_iterations\":0.0"));
     }
 
     #[test]

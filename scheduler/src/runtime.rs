@@ -47,7 +47,7 @@ pub struct Runtime {
     /// Worker threads.
     pub threads: usize,
     /// Pin worker `t` to the PUs of `topology.core_of_worker(t)` ([`Pinning`]; the calling
-    /// thread, worker 0, only during phases by default).
+    /// thread, worker 0, runs its phases on that core by default).
     pub pin: Pinning,
     /// Bookkeeping of the baselines (pbs always measures its boxes).
     pub timer: BoxTimer,
@@ -95,8 +95,8 @@ impl Runtime {
     /// Executor `name` (one of [`EXECUTORS`]) over `grid`. pbs starts from
     /// NUMA-aware vCore positions, with the settings of the environment
     /// ([`PbsOptions::with_env`]: `PBS_TOL`, `PBS_STEAL`, …). Executors are `Send`: one can be
-    /// built on one thread and driven from another, which becomes worker 0 (and is pinned
-    /// during its phases). Under [`Pinning::WorkersAndCaller`] the building thread stays on
+    /// built on one thread and driven from another, which becomes worker 0 (and runs its
+    /// phases on worker 0's core). Under [`Pinning::WorkersAndCaller`] the building thread stays on
     /// worker 0's core, and on Linux every thread it spawns afterwards inherits that core.
     /// The bindings are complete on return: every worker has started (and pinned itself).
     pub fn executor(&self, name: &str, grid: Grid) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {

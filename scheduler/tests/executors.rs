@@ -120,6 +120,35 @@ fn efficiency_is_at_most_one_whatever_the_costs_line_up_with() {
     }
 }
 
+/// Every executor's idle time, split by cause, adds up with its efficiency to the wall time,
+/// and the cause is the right one: with one box sleeping for 30 ms among quick ones, the
+/// other thread spends the phase waiting at the barrier.
+#[test]
+fn idle_time_is_attributed_to_its_cause_and_adds_up_to_the_wall_time() {
+    let grid = Grid::new(16, 8).unwrap();
+    for kind in KINDS {
+        let mut exec = make(kind, grid, 2);
+        let mut rec = pbs_scheduler::report::Recorder::new(kind, 2);
+        for _ in 0..3 {
+            let stats = exec.run_phase(&|k| {
+                if k == 0 {
+                    std::thread::sleep(Duration::from_millis(30));
+                }
+            });
+            let parts = stats.idle_parts();
+            let wall = stats.wall.as_secs_f64();
+            let sum = stats.efficiency().unwrap() + parts.total() / wall;
+            assert!((sum - 1.0).abs() < 0.01, "{kind}: efficiency and idle shares sum to {sum}: {parts:?}");
+            assert!(parts.waiting / wall > 0.4, "{kind}: one thread waits for the sleeping box: {parts:?}");
+            rec.phase(&stats);
+            rec.iteration(&exec.end_iteration());
+        }
+        let r = rec.report();
+        let sum = r.efficiency + r.idle_shares.in_phases.total() + r.idle_shares.between_iterations;
+        assert!((sum - 1.0).abs() < 0.01, "{kind}: the run's shares sum to {sum}: {r:?}");
+    }
+}
+
 /// A safe wrapper around an executor stays sound: `Executor` is an unsafe trait, and an
 /// implementation that forwards to one of ours inherits its once-per-box guarantee.
 #[test]

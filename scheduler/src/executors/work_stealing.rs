@@ -67,7 +67,7 @@ unsafe impl Executor for WorkStealing {
         self.pool.broadcast(|ctx| f(ctx.index()));
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
-        let start = Instant::now();
+        let (start, began) = (Instant::now(), clock::ticks());
         let tracker = &self.tracker;
         // Rayon re-raises a task's panic in `install` once the loop has unwound; the phase's
         // counters are collected either way, so the next phase counts only its own.
@@ -84,7 +84,7 @@ unsafe impl Executor for WorkStealing {
                 )
             })
         }));
-        let stats = self.tracker.finish(start.elapsed());
+        let stats = self.tracker.finish(began, start.elapsed());
         match done {
             Ok(()) => stats,
             Err(p) => panic::resume_unwind(p),
@@ -104,7 +104,7 @@ struct FlushOnDrop<'a> {
 
 impl Drop for FlushOnDrop<'_> {
     fn drop(&mut self) {
-        self.local.add_busy_ticks(clock::ticks().wrapping_sub(self.started));
+        self.local.add_span(self.started, clock::ticks());
         self.tracker.flush(self.thread, std::mem::take(&mut self.local));
     }
 }

@@ -410,7 +410,8 @@ impl Tracker {
             s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
             let busy = c.busy_ticks.swap(0, Ordering::Relaxed) as f64 * ns;
             s.busy.push(Duration::from_nanos(busy as u64));
-            let (first, last) = (c.first_start.swap(u64::MAX, Ordering::Relaxed), c.last_end.swap(0, Ordering::Relaxed));
+            let (first, last) =
+                (c.first_start.swap(u64::MAX, Ordering::Relaxed), c.last_end.swap(0, Ordering::Relaxed));
             // A thread with no work in the phase waited for it all: its span is empty at 0.
             let (first, last) = if first <= last { (first, last) } else { (began, began) };
             s.started.push(since_began(first));

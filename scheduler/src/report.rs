@@ -275,7 +275,10 @@ mod tests {
         assert!((rep.phase_max_avg[0] - 1.2).abs() < 1e-9);
         // Thread 1 waits 3 ms of every 10 for thread 0, and both wait 1 ms at the barrier.
         let idle = rep.idle_shares;
-        assert!((idle.in_phases.waiting - 0.15).abs() < 1e-9 && (idle.in_phases.barrier - 0.1).abs() < 1e-9, "{idle:?}");
+        assert!(
+            (idle.in_phases.waiting - 0.15).abs() < 1e-9 && (idle.in_phases.barrier - 0.1).abs() < 1e-9,
+            "{idle:?}"
+        );
         assert!((rep.efficiency + idle.in_phases.total() + idle.between_iterations - 1.0).abs() < 1e-9, "{idle:?}");
         assert!(serde_json::to_string(&rep).unwrap().contains("\"between_iterations\":0.0"));
     }

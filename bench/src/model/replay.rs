@@ -29,10 +29,12 @@
 
 use pbs::{balance, methods, Grid, Problem, Run, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Sample};
+use pbs_scheduler::executor::IdleParts;
 use pbs_scheduler::executors::{
     balancer_units, Lending, PbsOptions, RebalancePolicy, RemapInputs, RemapOptions, RemapPolicy, Remapper, Standing,
     STEAL_MIN_PHASE,
 };
+use pbs_scheduler::report::IdleShares;
 
 use super::machine::Machine;
 use super::trace::Trace;
@@ -110,6 +112,9 @@ pub struct Modelled {
     pub numa_nodes: usize,
     /// `Σ busy / (threads × wall)`.
     pub efficiency: f64,
+    /// Where the rest of the wall time went, as `pbs-bench run` splits it; the model costs no
+    /// executor work within a phase (`executor` is 0).
+    pub idle_shares: IdleShares,
     /// Mean iteration time, ms.
     pub iter_ms: f64,
     /// Rebalancing on the critical path / wall time.
@@ -391,6 +396,9 @@ pub fn replay(
     let mut state = Boxes { last: vec![NONE; n], home: vec![NONE; n], remote: 0, runs: 0, reruns: 0, same_thread: 0 };
     let mut rng = SplitMix64::new(0x5eed ^ threads as u64);
     let (mut wall, mut busy, mut critical) = (0.0, 0.0, 0.0);
+    // Where the threads' idle time went (docs/design.md, "Idle time"), seconds; and the wall
+    // time outside the phases.
+    let (mut idle, mut phases_wall) = (IdleParts::default(), 0.0);
     let barrier = machine.barrier_at(threads);
     let blocks: Vec<Vec<u32>> =
         (0..threads).map(|t| ((t * n / threads) as u32..((t + 1) * n / threads) as u32).collect()).collect();
@@ -506,6 +514,17 @@ pub fn replay(
             per_phase.1 += total / threads as f64;
             slack_now += last - first;
             let mut phase = last + barrier;
+            // The lender runs nothing: its whole phase is waiting, as the executor counts it.
+            let spans = ends.iter().enumerate().map(|(t, &(end, work))| match lender {
+                Some(l) if l == t => (0.0, 0.0, 0.0),
+                _ => (wake[t], end, work),
+            });
+            let mut parts = IdleParts { barrier, ..IdleParts::default() };
+            for (start, end, work) in spans {
+                parts.late_start += start / threads as f64;
+                parts.between_tasks += (end - start - work).max(0.0) / threads as f64;
+                parts.waiting += (last - end) / threads as f64;
+            }
             // A rebalancing under way runs a unit at a time from the first idle thread's end
             // while another thread works; a unit that outlasts them holds the barrier.
             if let Some((_, unit, left)) = pending.as_mut() {
@@ -517,6 +536,9 @@ pub fn replay(
                 let over = (at - last).max(0.0);
                 phase += over;
                 critical += over;
+                // The balancing thread's overrun is time between its tasks; the others wait.
+                parts.between_tasks += over / threads as f64;
+                parts.waiting += over * (threads - 1) as f64 / threads as f64;
             }
             // On its thread: its slice on the shared core, then the first idle worker's core;
             // on a lent core, the whole phase.
@@ -527,6 +549,8 @@ pub fn replay(
                 a.remaining -= phase;
             }
             wall += phase;
+            phases_wall += phase;
+            idle.add(&parts, 1.0);
         }
         let last_iteration = wall - iteration_start;
         let mut slack_per_phase = std::mem::take(&mut slack_now) / phases.len().max(1) as f64;
@@ -637,6 +661,12 @@ pub fn replay(
         threads,
         numa_nodes,
         efficiency: if wall > 0.0 { busy / threads as f64 / wall } else { 0.0 },
+        idle_shares: {
+            let share = if wall > 0.0 { 1.0 / wall } else { 0.0 };
+            let mut in_phases = IdleParts::default();
+            in_phases.add(&idle, share);
+            IdleShares { in_phases, between_iterations: (wall - phases_wall) * share }
+        },
         iter_ms: wall / iterations.max(1) as f64 * 1e3,
         rebalance_critical_fraction: if wall > 0.0 { critical / wall } else { 0.0 },
         remote_fraction: state.remote as f64 / state.runs.max(1) as f64,
@@ -892,7 +922,12 @@ mod tests {
         for m in [&st, &ws, &eager, &pbs] {
             assert!(m.efficiency > 0.0 && m.efficiency <= 1.0 + 1e-9, "{m:?}");
             assert!(m.iter_ms > 0.0);
+            idle_adds_up(m);
         }
+        // Static blocks wait longest where the loads differ; pbs's stopping rebalancings are
+        // between iterations.
+        assert!(st.idle_shares.in_phases.waiting > pbs.idle_shares.in_phases.waiting + 0.1, "{st:?} {pbs:?}");
+        assert!(pbs.idle_shares.between_iterations > 0.0 && st.idle_shares.between_iterations == 0.0);
         assert!(pbs.rebalances >= 1, "the first measured iteration rebalances");
         let imbalance = plan_max_avg(&trace, &plan, 8, 11);
         assert!(imbalance < 1.1, "{imbalance}");
@@ -917,6 +952,17 @@ mod tests {
         assert!(thread.rebalance_critical_fraction > stop.rebalance_critical_fraction, "{thread:?} vs {stop:?}");
         assert!(unsliced.rebalance_critical_fraction < 0.5 * thread.rebalance_critical_fraction, "{unsliced:?}");
         assert!(thread.efficiency <= 1.0 + 1e-9 && unsliced.efficiency <= 1.0 + 1e-9, "{thread:?}");
+        // The worker away for the slice starts late.
+        assert!(thread.idle_shares.in_phases.late_start > unsliced.idle_shares.in_phases.late_start, "{thread:?}");
+        [stop, thread, unsliced].iter().for_each(idle_adds_up);
+    }
+
+    /// With efficiency, the idle shares account for the whole wall time.
+    fn idle_adds_up(m: &Modelled) {
+        let i = &m.idle_shares;
+        let sum = m.efficiency + i.in_phases.total() + i.between_iterations;
+        assert!((sum - 1.0).abs() < 1e-9, "{sum}: {m:?}");
+        assert_eq!(i.in_phases.executor, 0.0, "no executor work is modelled within phases");
     }
 
     /// A lent core: the thread runs whole phases on the lender's core instead of taking a
@@ -936,6 +982,7 @@ mod tests {
         assert!(lent.efficiency > thread.efficiency && lent.efficiency <= 1.0 + 1e-9, "{lent:?} vs {thread:?}");
         let work = |m: &Modelled| m.efficiency * m.iter_ms * 16.0;
         assert!((work(&lent) / work(&thread) - 1.0).abs() < 0.05, "the same work: {lent:?} vs {thread:?}");
+        [thread, lent].iter().for_each(idle_adds_up);
     }
 
     /// The criterion is told a lent run's cost as the executor tells it, the lender's share
@@ -1046,6 +1093,7 @@ mod tests {
             let m = replay(&trace, name, 8, 1, &machine, Some(&plan), Rebalancing::Stop, 12).unwrap();
             assert!(m.efficiency > 0.0 && m.efficiency <= 1.0 + 1e-9, "{name}: {m:?}");
             assert!(m.rebalances >= 1 && m.rebalance_critical_fraction > 0.0, "{name}: {m:?}");
+            idle_adds_up(&m);
             assert_eq!(m.remote_fraction, 0.0, "{name}: one node");
             // The remapped owners balance the iteration they were made for better than the
             // uniform start did (PackStealLB, whose packs are small, only part of the way).

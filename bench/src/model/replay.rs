@@ -773,8 +773,6 @@ fn run_lists(
     // Threads by the time they are free (earliest first; ties by id).
     let mut free: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF64, usize)>> =
         (0..threads).filter(|&t| lender != Some(t)).map(|t| std::cmp::Reverse((OrdF64(wake[t]), t))).collect();
-    // A thief leaves a victim its last box, but takes a lender's to the last.
-    let spare = |v: usize, left: usize| if lender == Some(v) { left >= 1 } else { left >= 2 };
     while let Some(std::cmp::Reverse((OrdF64(now), t))) = free.pop() {
         if let Some(k) = lists.own[t].pop_front() {
             let c = cost(k, t, state);
@@ -785,7 +783,8 @@ fn run_lists(
         }
         let victim = match steal {
             Steal::Never => None,
-            Steal::Neighbours(order) => order[t].iter().map(|&v| v as usize).find(|&v| spare(v, lists.own[v].len())),
+            // A thief takes any box its owner has not started, as the executor's do.
+            Steal::Neighbours(order) => order[t].iter().map(|&v| v as usize).find(|&v| !lists.own[v].is_empty()),
             Steal::Half => {
                 let busy: Vec<usize> = (0..threads).filter(|&v| lists.own[v].len() >= 2).collect();
                 (!busy.is_empty()).then(|| busy[(rng.next_f64() * busy.len() as f64) as usize % busy.len()])

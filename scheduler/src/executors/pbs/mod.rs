@@ -663,7 +663,7 @@ impl Pbs {
                     tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
                 }
                 let at = Lists { lists, claims, lost, lender };
-                let (log, spent_abroad) = steal_from(&neighbours[t], &at, claim, t, tracker, local, task);
+                let (log, spent_abroad) = steal_from(&neighbours[t], &at, t, tracker, local, task);
                 if !log.is_empty() {
                     *stolen[t].lock().unwrap() = log;
                     foreign[t].store(spent_abroad, Ordering::Relaxed);

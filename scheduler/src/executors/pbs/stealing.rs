@@ -106,17 +106,19 @@ pub(super) enum Steal {
     /// The owner has not started yet (one waking up late is not worth scattering its cell):
     /// look again later.
     NotYet,
-    /// Nothing worth stealing: at most `keep` boxes left.
+    /// Nothing left: the owner has claimed every box.
     Nothing,
 }
 
-/// Thief side: takes up to `chunk` boxes from the back of a list that still has more than
-/// `keep` boxes ahead of its owner, if the owner has started (or `unstarted_too`).
-pub(super) fn claim_back(c: &AtomicU64, chunk: u32, keep: u32, unstarted_too: bool) -> Steal {
+/// Thief side: takes up to `chunk` boxes from the back of a list with boxes its owner has not
+/// claimed, if the owner has started (or `unstarted_too`). Thieves leave the owner nothing
+/// but the chunk it is running: leaving it its next chunk as well made the others wait for
+/// it at the end of each phase, twice as long (docs/design-notes.md, "Stealing").
+pub(super) fn claim_back(c: &AtomicU64, chunk: u32, unstarted_too: bool) -> Steal {
     let mut v = c.load(Ordering::Acquire);
     loop {
         let (front, back) = unpack(v);
-        if back.saturating_sub(front) <= keep {
+        if back <= front {
             return Steal::Nothing;
         }
         if front == 0 && !unstarted_too {
@@ -152,14 +154,13 @@ const LATE_VICTIM_WAIT: std::time::Duration = std::time::Duration::from_micros(2
 
 /// Thief side of a phase, once thread `t` has run its own list: takes pairs of boxes from the
 /// back of the lists in `victims` (its neighbours first), starting over from the first after
-/// every theft, until no list has more than `keep` boxes left. While the only victims with
+/// every theft, until no list has a box left. While the only victims with
 /// boxes to spare have not started, it spins, then yields its core, for at most
 /// [`LATE_VICTIM_WAIT`] (counted from its last theft); from then on, for the rest of the
 /// phase, it steals from unstarted victims as from the others, from the back of their lists. Returns the boxes it ran and the ticks spent on them.
 pub(super) fn steal_from(
     victims: &[u32],
     at: &Lists,
-    keep: u32,
     t: usize,
     tracker: &Tracker,
     local: &mut Local,
@@ -174,8 +175,8 @@ pub(super) fn steal_from(
         let mut waiting = false;
         let mut took = false;
         for &v in victims {
-            let (keep, late) = if at.lender == Some(v as usize) { (0, true) } else { (keep, late) };
-            match claim_back(&at.claims[v as usize], 2, keep, late) {
+            let late = late || at.lender == Some(v as usize);
+            match claim_back(&at.claims[v as usize], 2, late) {
                 Steal::Took(r) => {
                     let ks = &at.lists[v as usize][r.start as usize..r.end as usize];
                     let t0 = clock::ticks();
@@ -241,16 +242,16 @@ mod tests {
     }
 
     /// An owner claiming from the front and a thief from the back, concurrently, share a list
-    /// between them: every box is claimed exactly once, and the thief leaves the owner `keep`.
+    /// between them: every box is claimed exactly once.
     #[test]
     fn owner_and_thief_claim_every_box_exactly_once() {
-        for (len, chunk, keep) in [(1000u32, 4u32, 3u32), (1000, 4, 0), (7, 128, 0), (64, 1, 8), (0, 4, 0)] {
+        for (len, chunk) in [(1000u32, 4u32), (1000, 1), (7, 128), (64, 3), (0, 4)] {
             let word = AtomicU64::new(pack(0, len));
             let (mine, stolen) = std::thread::scope(|s| {
                 let thief = s.spawn(|| {
                     let mut got = Vec::new();
                     loop {
-                        match claim_back(&word, 2, keep, false) {
+                        match claim_back(&word, 2, false) {
                             Steal::Took(r) => got.push(r),
                             Steal::NotYet => std::hint::spin_loop(), // the owner has not started
                             Steal::Nothing => return got,
@@ -272,8 +273,6 @@ mod tests {
             assert!(seen.iter().all(|&c| c == 1), "len {len}: claims {mine:?} / {stolen:?}");
             assert!(mine.iter().all(|r| r.len() <= chunk as usize));
             assert!(stolen.iter().all(|r| r.len() <= 2));
-            let stolen_boxes: usize = stolen.iter().map(|r| r.len()).sum();
-            assert!(stolen_boxes <= (len.saturating_sub(keep)) as usize, "the thief left fewer than {keep}");
         }
     }
 
@@ -285,16 +284,19 @@ mod tests {
             _ => None,
         };
         let word = AtomicU64::new(pack(0, 10));
-        assert!(matches!(claim_back(&word, 2, 0, false), Steal::NotYet), "the owner has not started");
-        assert_eq!(took(claim_back(&AtomicU64::new(pack(0, 10)), 2, 0, true)), Some(8..10), "a late owner");
+        assert!(matches!(claim_back(&word, 2, false), Steal::NotYet), "the owner has not started");
+        assert_eq!(took(claim_back(&AtomicU64::new(pack(0, 10)), 2, true)), Some(8..10), "a late owner");
         assert_eq!(claim_front(&word, 3), Some(0..3));
-        assert_eq!(took(claim_back(&word, 2, 0, false)), Some(8..10));
+        assert_eq!(took(claim_back(&word, 2, false)), Some(8..10));
         assert_eq!(unpack(word.load(Ordering::Relaxed)), (3, 8));
-        assert!(matches!(claim_back(&word, 2, 5, false), Steal::Nothing), "5 left, 5 kept for the owner");
-        assert_eq!(took(claim_back(&word, 2, 4, false)), Some(6..8));
+        // The owner's next chunk is not kept for it: thieves take up to its front.
+        assert_eq!(took(claim_back(&word, 2, false)), Some(6..8));
+        assert_eq!(took(claim_back(&word, 2, false)), Some(4..6));
+        assert_eq!(took(claim_back(&word, 2, false)), Some(3..4), "the last box before the owner's front");
+        assert!(matches!(claim_back(&word, 2, false), Steal::Nothing), "every box claimed");
         // One box left between the ends: a thief takes that box, not one the owner has.
         let word = AtomicU64::new(pack(5, 6));
-        assert_eq!(took(claim_back(&word, 2, 0, false)), Some(5..6));
+        assert_eq!(took(claim_back(&word, 2, false)), Some(5..6));
         assert_eq!(claim_front(&word, 4), None);
         let word = AtomicU64::new(pack(8, 10));
         assert_eq!(claim_front(&word, 4), Some(8..10), "never past the thieves' end");

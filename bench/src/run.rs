@@ -389,6 +389,23 @@ pub fn idle(shares: &pbs_scheduler::report::IdleShares) -> String {
         .join("/")
 }
 
+/// Each idle share's median over `rows`.
+pub fn median_idle<'a>(rows: impl Iterator<Item = &'a RunRow>) -> pbs_scheduler::report::IdleShares {
+    let shares: Vec<_> = rows.map(|r| r.idle_shares).collect();
+    let med = |f: &dyn Fn(&pbs_scheduler::report::IdleShares) -> f64| {
+        pbs::metrics::median(&shares.iter().map(f).collect::<Vec<_>>())
+    };
+    let mut m = pbs_scheduler::report::IdleShares::default();
+    let p = &mut m.in_phases;
+    p.late_start = med(&|x| x.in_phases.late_start);
+    p.between_tasks = med(&|x| x.in_phases.between_tasks);
+    p.waiting = med(&|x| x.in_phases.waiting);
+    p.barrier = med(&|x| x.in_phases.barrier);
+    p.executor = med(&|x| x.in_phases.executor);
+    m.between_iterations = med(&|x| x.between_iterations);
+    m
+}
+
 /// The idle shares' column title.
 pub const IDLE_TITLE: &str = "idle %: start/between tasks/waiting/barrier/executor/between iterations";
 
@@ -481,17 +498,7 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
             ),
             format!("{:.3}", med(&|x| x.iter_ms_mean)),
             format!("{:.3}", med(&|x| x.efficiency)),
-            {
-                let mut m = pbs_scheduler::report::IdleShares::default();
-                let p = &mut m.in_phases;
-                p.late_start = med(&|x| x.idle_shares.in_phases.late_start);
-                p.between_tasks = med(&|x| x.idle_shares.in_phases.between_tasks);
-                p.waiting = med(&|x| x.idle_shares.in_phases.waiting);
-                p.barrier = med(&|x| x.idle_shares.in_phases.barrier);
-                p.executor = med(&|x| x.idle_shares.in_phases.executor);
-                m.between_iterations = med(&|x| x.idle_shares.between_iterations);
-                idle(&m)
-            },
+            idle(&median_idle(runs.iter().map(|run| &run[i]))),
             format!("{:.3}", med(&|x| x.max_avg)),
             phases(&per_phase),
             r.affinity.map_or("-".into(), |_| format!("{:.3}", med(&|x| x.affinity.unwrap_or(0.0)))),

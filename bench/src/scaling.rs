@@ -133,6 +133,9 @@ pub struct ScalingRow {
     pub pbs_over_mean: Vec<(String, f64)>,
     /// pbs's efficiency (median)
     pub efficiency: f64,
+    /// where the rest of pbs's wall time went, each share's median (`pbs-bench run`'s
+    /// `idle_shares`)
+    pub idle_pbs: pbs_scheduler::report::IdleShares,
     /// affinity of pbs, ws and eager (medians)
     pub affinity: Vec<(String, f64)>,
     /// the final checksum, the same for every scheduler of every run at this thread count
@@ -206,6 +209,7 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
                     .map(|x| (x.to_string(), median_pbs_ratio(&runs, x, |r| r.iter_ms_mean)))
                     .collect(),
                 efficiency: median_over(&runs, "pbs", &|r| r.efficiency),
+                idle_pbs: run::median_idle(runs.iter().map(|r| crate::matrix::row_of(r, "pbs"))),
                 affinity: ["pbs", "ws", "eager"]
                     .iter()
                     .map(|x| (x.to_string(), median_over(&runs, x, &|r| r.affinity.unwrap_or(f64::NAN))))
@@ -235,6 +239,7 @@ pub fn table(rows: &[ScalingRow]) -> Table {
         "pbs / eager",
         "means: pbs / static, ws, eager",
         "efficiency pbs",
+        &format!("pbs {}", run::IDLE_TITLE),
         "affinity pbs / ws / eager",
         "checksum",
     ]);
@@ -254,6 +259,7 @@ pub fn table(rows: &[ScalingRow]) -> Table {
                 of(&r.pbs_over_mean, "eager")
             ),
             format!("{:.3}", r.efficiency),
+            run::idle(&r.idle_pbs),
             format!("{:.3} / {:.3} / {:.3}", of(&r.affinity, "pbs"), of(&r.affinity, "ws"), of(&r.affinity, "eager")),
             r.checksum.clone(),
         ]);

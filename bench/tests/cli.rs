@@ -226,6 +226,18 @@ fn lifetime_prints_one_row_per_balancer_and_part_count() {
     assert!(stderr_of(&["lifetime", "--parts", "0", "--iters", "1"]).contains("--parts"));
 }
 
+/// A row's idle shares (docs/design.md, "Idle time"), each present and not negative, sum
+/// with its efficiency to 1.
+fn idle_shares_add_up(r: &serde_json::Value) {
+    let idle = &r["idle_shares"];
+    let parts = ["late_start", "between_tasks", "waiting", "barrier", "executor", "between_iterations"];
+    let shares: Vec<f64> =
+        parts.iter().map(|k| idle[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {r}"))).collect();
+    assert!(shares.iter().all(|&v| v >= 0.0), "{r}");
+    let sum = r["efficiency"].as_f64().unwrap() + shares.iter().sum::<f64>();
+    assert!((sum - 1.0).abs() < 0.02, "efficiency and idle shares sum to {sum}: {r}");
+}
+
 #[test]
 fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
     let args = |extra: &[&'static str]| {
@@ -243,6 +255,7 @@ fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
     for r in rows {
         assert_eq!(r["app"], "md-split");
         assert_eq!(r["phase_max_avg"].as_array().unwrap().len(), 2, "rebin and force: {r}");
+        idle_shares_add_up(r);
         let first_of_its_run = &rows[if r["seed"] == 1 { 0 } else { 3 }];
         assert_eq!(r["checksum"], first_of_its_run["checksum"], "{r}");
     }
@@ -527,6 +540,7 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         }
         assert!((0.0..=1.0).contains(&r["affinity"].as_f64().unwrap()), "{r}");
         assert_eq!(r["scenario"], "gravity");
+        idle_shares_add_up(r);
     }
     let dir = temp_dir("model");
     let trace = dir.join("md.trace");

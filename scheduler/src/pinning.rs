@@ -273,8 +273,8 @@ mod tests {
         }
         std::thread::spawn(move || {
             let own = mask_now();
-            // Pinning to each CPU in turn moves the thread there; the wider mask put back
-            // leaves it where it is, but the OS may move it at once: try a few times.
+            // Pinning to worker 0's CPU moves the thread there, and its own mask put back
+            // leaves it there unless the OS moves it at once: try a few times.
             for _ in 0..100 {
                 pin_this_thread(&[cpus[0]]).unwrap();
                 pin_this_thread(&own).unwrap();

@@ -20,8 +20,9 @@
 # many CPUs, 256 boxes per thread, and 1,024 at all cores; the stencil at all cores; and weak
 # scaling (256 boxes per thread) of pbs, static, ws and eager, twice. Each run's table and JSON
 # split the idle time by cause (late start, between tasks, waiting, barrier, executor, between
-# iterations: docs/design.md, "Idle time"), which the model's split can be held against. (The leases of 2026-11-26
-# and -27 compared PBS_LEND and PBS_OVERLAP settings; set them in the environment to do so again.)
+# iterations: docs/design.md, "Idle time"), which the model's split can be held against. (The
+# leases of 2026-11-26 and -27 compared PBS_LEND and PBS_OVERLAP settings; set them in the
+# environment to do so again.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,7 +71,7 @@ run)
         date
         echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: $(side "$cores" 256)"
         lscpu | grep -E 'Model name|NUMA node\(s\)|L2 cache|L3 cache' || true
-        for t in ${threads//,/ }; do timeout 20 .devbin/phase_latency "$t" | grep -E 'pinning +workers:' | tail -1; done
+        for t in ${threads//,/ }; do timeout 20 .devbin/phase_latency "$t" | grep -E 'pinning +workers:' | tail -1 || true; done
         # md with the defaults, pbs beside static and work stealing, every iteration's time kept:
         # all cores, and 8 and 4 threads confined to as many CPUs (taskset), 256 boxes per thread;
         # then 1,024 boxes per thread at all cores.

@@ -355,9 +355,54 @@ fn bisect(
             }
         }
     }
+    if !(pieces.is_connected(&boxes[..cut]) && pieces.is_connected(&boxes[cut..])) && boxes.len() <= SEARCH_MAX_BOXES {
+        // No cut near the share nor between whole rows keeps both sides in one piece (small
+        // parts of ragged shapes, a box or two per part): every cut allowed, in both orders,
+        // nearest the share first.
+        cut = connected_cut(loads, boxes, axis, (lo, hi), left, parts, pieces).unwrap_or(cut);
+    }
     let (l, r) = boxes.split_at_mut(cut);
     bisect(loads, l, first, left, owners, pieces, direction);
     bisect(loads, r, first + left, parts - left, owners, pieces, direction);
+}
+
+/// Parts of at most this many boxes are searched cut by cut when the quick cuts leave a side
+/// in pieces: a check per cut is linear, so the search is quadratic in the part's boxes.
+const SEARCH_MAX_BOXES: usize = 1024;
+
+/// The cut of `boxes`, sorted along `axis` either way, that leaves both sides in one piece
+/// nearest to `left / parts` of the load, each side keeping a box per part; `boxes` is left in
+/// the order the cut is for. `None` when no cut does (a side must then be in pieces), with
+/// `boxes` sorted the reversed way, as the caller's last pass left them.
+fn connected_cut(
+    loads: &[f64],
+    boxes: &mut [[u32; 4]],
+    axis: usize,
+    extent: ([u32; 3], [u32; 3]),
+    left: u32,
+    parts: u32,
+    pieces: &mut Pieces,
+) -> Option<usize> {
+    let (second, third) = ((axis + 1) % 3, (axis + 2) % 3);
+    let (min, max) = (left as usize, boxes.len() - (parts - left) as usize);
+    let mut best: Option<(f64, bool, usize)> = None;
+    for reversed in [false, true] {
+        sort_by_coordinates(boxes, [axis, third, second], reversed, extent, &mut pieces.scratch);
+        let prefix = prefix_sums(boxes.iter().map(|b| loads[b[3] as usize]));
+        let share = prefix[boxes.len()] * f64::from(left) / f64::from(parts);
+        for c in min..=max {
+            let off = (prefix[c] - share).abs();
+            if best.is_none_or(|(o, _, _)| off < o)
+                && pieces.is_connected(&boxes[..c])
+                && pieces.is_connected(&boxes[c..])
+            {
+                best = Some((off, reversed, c));
+            }
+        }
+    }
+    let (_, reversed, c) = best?;
+    sort_by_coordinates(boxes, [axis, third, second], reversed, extent, &mut pieces.scratch);
+    Some(c)
 }
 
 /// Sorts `boxes` by their coordinates along `keys` (most significant first), the last two

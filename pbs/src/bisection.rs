@@ -338,13 +338,14 @@ fn bisect(
     // slowest-varying index, so each side keeps whole rows, one range of consecutive boxes.
     let axis = (0..3).fold(0, |best, a| if hi[a] - lo[a] >= hi[best] - lo[best] { a } else { best });
     let (second, third) = ((axis + 1) % 3, (axis + 2) % 3);
-    let mut cut = 0;
+    let (mut cut, mut connected) = (0, false);
     for reversed in [false, true] {
         sort_by_coordinates(boxes, [axis, third, second], reversed, (lo, hi), &mut pieces.scratch);
         let prefix = prefix_sums(boxes.iter().map(|b| loads[b[3] as usize]));
         let share = prefix[boxes.len()] * f64::from(left) / f64::from(parts);
         cut = nearest_cut(&prefix, share, min, max);
         if pieces.is_connected(&boxes[..cut]) && pieces.is_connected(&boxes[cut..]) {
+            connected = true;
             break;
         }
         if reversed {
@@ -355,7 +356,11 @@ fn bisect(
             }
         }
     }
-    if !(pieces.is_connected(&boxes[..cut]) && pieces.is_connected(&boxes[cut..])) && boxes.len() <= SEARCH_MAX_BOXES {
+    // The loop checked the nearest cuts; the whole-rows cut it may have chosen is unchecked.
+    if !connected
+        && boxes.len() <= SEARCH_MAX_BOXES
+        && !(pieces.is_connected(&boxes[..cut]) && pieces.is_connected(&boxes[cut..]))
+    {
         // No cut near the share nor between whole rows keeps both sides in one piece (small
         // parts of ragged shapes, a box or two per part): every cut allowed, in both orders,
         // nearest the share first.

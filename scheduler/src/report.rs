@@ -87,6 +87,18 @@ pub struct IdleShares {
     pub between_iterations: f64,
 }
 
+impl IdleShares {
+    /// The shares of a run of `wall` seconds whose phases idled `in_phases` (seconds) and
+    /// whose executor spent `between_iterations` seconds between iterations (all zero for a
+    /// run that took no time).
+    pub fn of_run(in_phases: &IdleParts, between_iterations: f64, wall: f64) -> IdleShares {
+        let share = if wall > 0.0 { 1.0 / wall } else { 0.0 };
+        let mut shares = IdleShares { between_iterations: between_iterations * share, ..IdleShares::default() };
+        shares.in_phases.add(in_phases, share);
+        shares
+    }
+}
+
 /// Accumulates phases and iteration ends.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
@@ -202,13 +214,7 @@ impl Recorder {
             idle_ms: busy_ms.iter().map(|b| (wall_ms - b).max(0.0)).collect(),
             max_avg: pbs::metrics::max_avg(&busy_ms),
             efficiency: if wall_ms > 0.0 { busy_ms.iter().sum::<f64>() / threads as f64 / wall_ms } else { 0.0 },
-            idle_shares: {
-                let wall = self.wall.as_secs_f64();
-                let share = if wall > 0.0 { 1.0 / wall } else { 0.0 };
-                let mut in_phases = IdleParts::default();
-                in_phases.add(&self.idle, share);
-                IdleShares { in_phases, between_iterations: self.rebalance_time.as_secs_f64() * share }
-            },
+            idle_shares: IdleShares::of_run(&self.idle, self.rebalance_time.as_secs_f64(), self.wall.as_secs_f64()),
             phase_max_avg: self
                 .phase_busy
                 .iter()

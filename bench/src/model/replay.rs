@@ -661,12 +661,7 @@ pub fn replay(
         threads,
         numa_nodes,
         efficiency: if wall > 0.0 { busy / threads as f64 / wall } else { 0.0 },
-        idle_shares: {
-            let share = if wall > 0.0 { 1.0 / wall } else { 0.0 };
-            let mut in_phases = IdleParts::default();
-            in_phases.add(&idle, share);
-            IdleShares { in_phases, between_iterations: (wall - phases_wall) * share }
-        },
+        idle_shares: IdleShares::of_run(&idle, wall - phases_wall, wall),
         iter_ms: wall / iterations.max(1) as f64 * 1e3,
         rebalance_critical_fraction: if wall > 0.0 { critical / wall } else { 0.0 },
         remote_fraction: state.remote as f64 / state.runs.max(1) as f64,

@@ -415,6 +415,8 @@ pub fn replay(
     let unit = machine.speed * unit_cost(machine.balancer_box, n, threads.min(n));
     let mut unit_seen = unit * (1.0 - ASSIGNMENT_SHARE + ASSIGNMENT_SHARE / threads as f64);
     let mut slack_now = 0.0;
+    // The balancer time a run in slack spent in this iteration's phases, and its overrun.
+    let (mut slack_spent, mut slack_over) = (0.0, 0.0);
     // Per phase of an iteration: Σ max_thread work, Σ mean_thread work.
     let mut phase_busy: Vec<(f64, f64)> = Vec::new();
     // `Stealing::Auto` as the executor decides it: at the end of each iteration, from its busy
@@ -534,6 +536,8 @@ pub fn replay(
                     *left -= 1;
                 }
                 let over = (at - last).max(0.0);
+                slack_spent += at - first;
+                slack_over += over;
                 phase += over;
                 critical += over;
                 // The balancing thread's overrun is time between its tasks; the others wait.
@@ -598,6 +602,22 @@ pub fn replay(
             if pending_age > if away.is_some() { options.max_pending_on_thread } else { options.max_pending } {
                 abandoned += 1;
                 (pending, away) = (None, None);
+            }
+        }
+        // A run in slack whose overruns cost more than the balancer thread would for the same
+        // time goes on there, as the executor moves it (the modelled thread shares a worker's
+        // core unless one is lent).
+        let (spent, over) = (std::mem::take(&mut slack_spent), std::mem::take(&mut slack_over));
+        if let Some((event, unit, left)) = pending.filter(|p| p.2 > 0) {
+            let lendable = rebalancing == Rebalancing::LentCore;
+            if matches!(rebalancing, Rebalancing::IdleTimeOrThread | Rebalancing::LentCore) {
+                let remaining = unit * left as f64;
+                let lent = lendable && Lending::pays(remaining, last_iteration, threads);
+                let share = if lent { 1.0 / threads as f64 } else { 1.0 };
+                if over > share * spent {
+                    away = Some(Away { event, unit, remaining, lent });
+                    (pending, pending_age) = (None, 0);
+                }
             }
         }
         if let Some(plan) = plan.filter(|_| remapper) {

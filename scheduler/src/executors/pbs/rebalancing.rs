@@ -67,7 +67,17 @@ impl Pbs {
                 end.rebalance_abandoned = true;
                 self.rebalance.policy.gave_up();
             } else {
-                *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
+                // Its units ran past the phases' ends by more than the balancer thread would
+                // cost for the same time (idle time that looked ample after a disturbance, on
+                // 16 cores: 6 iterations of overruns): it goes on there.
+                let to_thread = self.options.overlap == Overlap::IdleTimeOrThread && self.pool.threads() > 1 && {
+                    let lent = self.would_lend();
+                    overrun.as_secs_f64() > self.thread_share(lent) * end.balancing_in_slack.as_secs_f64()
+                };
+                let kept = if to_thread { self.send_out(pending).err() } else { Some(pending) };
+                if let Some(pending) = kept {
+                    *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
+                }
             }
             end.rebalance_time = start.elapsed();
             end.rebalance_critical = end.rebalance_time + overrun;
@@ -121,14 +131,15 @@ impl Pbs {
             Overlap::Thread => (false, many),
         };
         // What runs here, stopping the iteration: all of it, or a run that could not go out.
-        let mut here = Some((balancer, problem));
+        // (The problem owns its loads already: no copy.)
+        let mut here = Some((balancer, problem.into_owned()));
         if in_slack || on_thread {
             let (b, problem) = here.take().expect("not sent yet");
             // The run copies the vCores into the memory of the last run's, at its first unit.
             let vcores = RunVCores::Shared { from: Arc::clone(&self.vcores), into: self.spare_vcores.take() };
             let mut pending = Pending::new(
                 b,
-                problem.into_owned(),
+                problem,
                 vcores,
                 stop,
                 self.options.restart_lands_at_once,
@@ -139,26 +150,15 @@ impl Pbs {
             if in_slack {
                 // The threads' idle time runs it, on a copy of the vCores (see `overlap.rs`).
                 *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
-            } else {
-                // The lender leaves its core before the thread starts: a lender still spinning
-                // when it starts would yield the core to it for a time slice.
-                let there = self.background.spawn() && self.background.on_lent_core();
-                let iteration = self.timing.last_iteration_wall.as_secs_f64();
-                let pays = Lending::pays(self.rebalance.run_time, iteration, self.pool.threads());
-                self.lender.lend(true, &self.pool, there && pays);
-                match self.background.start(pending) {
-                    Ok(()) => self.away = Some(Away { age: 0, cancelled: false }),
-                    // No balancer thread could be started: stop for it after all.
-                    Err(pending) => {
-                        self.lender.lend(false, &self.pool, false);
-                        let (b, problem, spare) = pending.into_parts();
-                        self.spare_vcores = spare;
-                        here = Some((b, problem.with_workers(&self.pool)));
-                    }
-                }
+            } else if let Err(pending) = self.send_out(pending) {
+                // No balancer thread could be started: stop for it after all.
+                let (b, problem, spare) = pending.into_parts();
+                self.spare_vcores = spare;
+                here = Some((b, problem));
             }
         }
         if let Some((mut balancer, problem)) = here {
+            let problem = problem.with_workers(&self.pool);
             let before = self.vcores.owners().to_vec();
             let outcome = rebalance(balancer.as_mut(), &problem, Arc::make_mut(&mut self.vcores), stop);
             self.balancer = Some(balancer);
@@ -167,6 +167,45 @@ impl Pbs {
         end.rebalance_time = start.elapsed();
         end.rebalance_critical = end.rebalance_time + overrun;
         end
+    }
+
+    /// Sends `pending` to the balancer thread, a worker lending it its core where that pays;
+    /// gives it back when no thread could take it.
+    fn send_out(&mut self, pending: Pending) -> Result<(), Pending> {
+        // The lender leaves its core before the thread starts: a lender still spinning when it
+        // starts would yield the core to it for a time slice.
+        let lend = self.would_lend();
+        self.lender.lend(true, &self.pool, lend);
+        match self.background.start(pending) {
+            Ok(()) => {
+                self.away = Some(Away { age: 0, cancelled: false });
+                Ok(())
+            }
+            Err(pending) => {
+                self.lender.lend(false, &self.pool, false);
+                Err(*pending)
+            }
+        }
+    }
+
+    /// Whether a run sent to the balancer thread now would be lent a core: the thread is
+    /// there to take one, and a run as long as the last one outlasts the lender's share of
+    /// the iterations it spans ([`Lending::pays`]).
+    fn would_lend(&mut self) -> bool {
+        let there = self.background.spawn() && self.background.on_lent_core();
+        let iteration = self.timing.last_iteration_wall.as_secs_f64();
+        there && self.lender.worker.is_some() && Lending::pays(self.rebalance.run_time, iteration, self.pool.threads())
+    }
+
+    /// What a second of the balancer thread's time adds to the wall time, as a rebalancing's
+    /// cost `C` counts it: on a lent core, the lender's share of the iterations; sharing a
+    /// worker's core, all of it (the phases wait for that worker); on a spare core, nothing.
+    fn thread_share(&self, lent: bool) -> f64 {
+        match (lent, self.rebalance.thread_time_is_wall_time) {
+            (true, _) => 1.0 / self.pool.threads() as f64,
+            (false, true) => 1.0,
+            (false, false) => 0.0,
+        }
     }
 
     /// A pending run that has ended, in idle time or on the balancer thread: its owners taken
@@ -234,11 +273,7 @@ impl Pbs {
                 } else {
                     // Without a core of its own, the thread's time held the phases up too; on
                     // a lent core, the lender's share of the iterations meanwhile.
-                    let off_path = match (lent, self.rebalance.thread_time_is_wall_time) {
-                        (true, _) => spent / self.pool.threads() as u32,
-                        (false, true) => spent,
-                        (false, false) => Duration::ZERO,
-                    };
+                    let off_path = spent.mul_f64(self.thread_share(lent));
                     // It may have been out long: checked on the freshest box loads, if any.
                     let tracker = &self.timing.tracker;
                     let fresh = (tracker.samples_completed() > 0).then(|| box_loads(tracker, &self.pool));
@@ -550,6 +585,52 @@ mod tests {
         }
         assert!(p.exec.balancer.is_some(), "the balancer is home again");
         assert!(p.exec.slack.pending.get_mut().unwrap().is_none());
+    }
+
+    /// A run in idle time whose units ran past the phases' ends goes on on the balancer thread
+    /// when that overrun cost the critical path more than the thread would have for the same
+    /// balancer time: at once where the thread has a core to spare, never where it would share
+    /// a worker's (an overrun is part of the time spent), nor without the thread to go to.
+    #[test]
+    fn a_run_in_idle_time_moves_to_the_thread_when_its_overruns_cost_more_than_the_thread() {
+        let cases = [
+            (Overlap::IdleTimeOrThread, false, 1, true),
+            (Overlap::IdleTimeOrThread, true, 9, false),
+            (Overlap::IdleTime, false, 9, false),
+        ];
+        for (overlap, no_core_spare, overrun_ms, moves) in cases {
+            let case = format!("{overlap:?}, no core spare: {no_core_spare}, overrun {overrun_ms} ms");
+            let mut p = Policy::new(Box::new(Never));
+            p.exec.options.overlap = overlap;
+            p.exec.rebalance.thread_time_is_wall_time = no_core_spare;
+            p.exec.rebalance.slack_per_phase = f64::INFINITY;
+            let boxes = p.boxes(8);
+            let threads = p.threads(&boxes);
+            assert!(!p.end(&boxes, &threads, 1e-3).rebalanced, "{case}: started in idle time");
+            // One unit ran in this iteration's idle time: 10 ms, `overrun_ms` of them past the
+            // last busy thread.
+            p.exec.slack.pending.get_mut().unwrap().as_mut().expect("pending in idle time").advance();
+            p.exec.rebalance.in_slack = Duration::from_millis(10);
+            p.exec.rebalance.overrun = Duration::from_millis(overrun_ms);
+            let end = p.end(&boxes, &threads, 1e-3);
+            assert!(!end.rebalanced && !end.rebalance_abandoned, "{case}: {end:?}");
+            let in_slack = p.exec.slack.pending.get_mut().unwrap().is_some();
+            assert_eq!((p.exec.background.is_out(), in_slack), (moves, !moves), "{case}");
+            if moves {
+                let taken = (0..2000).find_map(|_| {
+                    std::thread::sleep(Duration::from_millis(1));
+                    p.exec.timing.tracker.begin_phase();
+                    p.exec.timing.tracker.end_iteration();
+                    let end = p.exec.rebalance_on(&threads, |_, _| boxes.to_vec());
+                    end.rebalanced.then_some(end)
+                });
+                let end = taken.expect("came back within 2 s");
+                assert!(end.migrations > 0 && end.balancing_in_background > Duration::ZERO, "{case}: {end:?}");
+                assert!(p.exec.balancer.is_some() && p.exec.away.is_none(), "{case}: the balancer is home");
+                let cost = p.exec.rebalance.policy.last_cost();
+                assert!(cost >= 1e-3, "{case}: its overrun is in its cost, {cost} s");
+            }
+        }
     }
 
     /// A rebalancing in idle time that starts over (one thread's cells carry 99 % of the load)

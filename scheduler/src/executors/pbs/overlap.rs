@@ -12,7 +12,10 @@
 //! busy thread (the *overrun*; at most one step), and the work between iterations (deciding,
 //! adopting the owners; the run's first unit copies the vCores it moves, its last unit builds
 //! the threads' lists for its mapping, and the problem hands its loads over uncopied). A rebalancing that has not
-//! ended within `max_pending` iterations balances loads that old, and is abandoned.
+//! ended within `max_pending` iterations balances loads that old, and is abandoned. One whose
+//! overruns in an iteration cost more than the balancer thread would have for the same
+//! balancer time goes on on that thread (`rebalancing.rs`): idle time measured in a disturbed
+//! iteration can promise room that the next iterations do not have.
 //!
 //! Memory orderings: `working` counts the threads still running boxes; a thread records its
 //! finish time in `last_done` (`fetch_max`) before it decrements `working` (`AcqRel`), so the

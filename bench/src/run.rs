@@ -328,23 +328,27 @@ pub fn schedulers(spec: &str) -> Result<Vec<String>, String> {
 
 /// Every iteration of every row as CSV, one line each: its wall time and what happened at its
 /// end (`under_way`: a rebalancing runs in idle time or on the balancer thread as the next
-/// iteration starts). Where a mean iteration is far above the median, this shows which
-/// iterations run long.
+/// iteration starts; `in_idle_time`: in idle time; `idle_time_ms`: balancer time in the
+/// iteration's idle time, of which `critical_ms` holds what ran past the phases' ends). Where a
+/// mean iteration is far above the median, this shows which iterations run long.
 pub fn timeline_csv(rows: &[RunRow]) -> String {
     let mut out = String::from(
-        "scheduler,seed,iteration,ms,under_way,rebalanced,abandoned,critical_ms,background_ms,migrations\n",
+        "scheduler,seed,iteration,ms,under_way,in_idle_time,rebalanced,abandoned,critical_ms,idle_time_ms,background_ms,migrations\n",
     );
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     for r in rows {
-        for (i, (ms, e)) in r.iteration_ms.iter().zip(&r.iteration_ends).enumerate() {
+        for (i, (t, e)) in r.iteration_ms.iter().zip(&r.iteration_ends).enumerate() {
             out += &format!(
-                "{},{},{i},{ms:.4},{},{},{},{:.4},{:.4},{}\n",
+                "{},{},{i},{t:.4},{},{},{},{},{:.4},{:.4},{:.4},{}\n",
                 r.scheduler,
                 r.seed,
                 u8::from(e.under_way),
+                u8::from(e.under_way_in_idle_time),
                 u8::from(e.rebalanced),
                 u8::from(e.rebalance_abandoned),
-                e.rebalance_critical.as_secs_f64() * 1e3,
-                e.balancing_in_background.as_secs_f64() * 1e3,
+                ms(e.rebalance_critical),
+                ms(e.balancing_in_slack),
+                ms(e.balancing_in_background),
                 e.migrations
             );
         }

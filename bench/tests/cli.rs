@@ -270,14 +270,19 @@ fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("scheduler,seed,iteration,ms,under_way,rebalanced,abandoned,critical_ms,background_ms,migrations")
+        Some(
+            "scheduler,seed,iteration,ms,under_way,in_idle_time,rebalanced,abandoned,critical_ms,idle_time_ms,\
+             background_ms,migrations"
+        )
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 3 * 2 * 4, "{text}");
     for (i, r) in rows.iter().enumerate() {
         let (seed, scheduler) = (i / 12 + 1, ["pbs", "vector-rcb", "norcb"][i / 4 % 3]);
         assert_eq!((r[0], r[1], r[2]), (scheduler, seed.to_string().as_str(), (i % 4).to_string().as_str()), "{text}");
-        assert!(r[3].parse::<f64>().unwrap() > 0.0 && ["0", "1"].contains(&r[4]) && r.len() == 10, "{text}");
+        assert!(r[3].parse::<f64>().unwrap() > 0.0 && ["0", "1"].contains(&r[4]) && r.len() == 12, "{text}");
+        // In idle time is a kind of under way.
+        assert!(r[5] == "0" || r[4] == "1", "{text}");
     }
     assert!(stderr_of(&["run", "--app", "md", "--repeats", "0"]).contains("--repeats"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -275,6 +275,8 @@ pub struct IterationEnd {
     /// Whether a rebalancing is under way (in the threads' idle time or on the balancer
     /// thread) as the next iteration starts.
     pub under_way: bool,
+    /// Of `under_way`: whether it runs in the threads' idle time (else on the balancer thread).
+    pub under_way_in_idle_time: bool,
 }
 
 thread_local! {

@@ -748,7 +748,8 @@ impl Pbs {
         end.rebalance_time += bookkeeping;
         end.rebalance_critical += bookkeeping;
         let in_slack = self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()).as_ref();
-        end.under_way = self.away.is_some() || in_slack.is_some_and(|p| !p.is_done());
+        end.under_way_in_idle_time = in_slack.is_some_and(|p| !p.is_done());
+        end.under_way = self.away.is_some() || end.under_way_in_idle_time;
         end
     }
 }

@@ -20,7 +20,9 @@
 # many CPUs, 256 boxes per thread, and 1,024 at all cores; the stencil at all cores; and weak
 # scaling (256 boxes per thread) of pbs, static, ws and eager, twice. Each run's table and JSON
 # split the idle time by cause (late start, between tasks, waiting, barrier, executor, between
-# iterations: docs/design.md, "Idle time"), which the model's split can be held against. (The
+# iterations: docs/design.md, "Idle time"), which the model's split can be held against; a line
+# after each md run sums its pbs timeline (critical-path share, runs in idle time and those
+# moved on to the balancer thread: docs/results.md, 2026-11-28). (The
 # leases of 2026-11-26 and -27 compared PBS_LEND and PBS_OVERLAP settings; set them in the
 # environment to do so again.)
 set -euo pipefail
@@ -28,6 +30,22 @@ cd "$(dirname "$0")/.."
 
 # The side of the square grid of `$2` boxes per thread at `$1` threads (rounded up).
 side() { awk -v t="$1" -v b="$2" 'BEGIN { s = sqrt(b * t); print (s == int(s)) ? s : int(s) + 1 }'; }
+
+# One line from a `pbs-bench run --timeline` file: pbs's critical-path share of the wall, and
+# its runs in idle time (iterations, balancer time there, critical time in those iterations,
+# runs moved on to the balancer thread: in idle time at one iteration end, on the thread at
+# the next, neither taken on nor given up).
+timeline_summary() {
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $c["scheduler"] != "pbs" { next }
+        {
+            key = $c["seed"]; wall += $c["ms"]; crit += $c["critical_ms"]
+            if ($c["idle_time_ms"] > 0) { n++; idle += $c["idle_time_ms"]; over += $c["critical_ms"] }
+            if (prev[key] == 1 && $c["under_way"] == 1 && $c["in_idle_time"] == 0 && $c["rebalanced"] == 0 && $c["abandoned"] == 0) moved++
+            prev[key] = $c["in_idle_time"]
+        }
+        END { if (wall > 0) printf "  timeline, pbs: critical %.2f %% of the wall; in idle time %d iterations, %.3f ms balancing, %.3f ms critical there; %d runs moved to the thread\n", 100 * crit / wall, n, idle, over, moved + 0 }' "$1"
+}
 
 case "${1:-}" in
 prepare)
@@ -93,6 +111,7 @@ run)
                         timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
                             --threads "$t" --nx "$s" --ny "$s" --iters 200 --repeats 3 --seed "$seed" \
                             --scheduler pbs,static,ws --timeline "$out/runs/$name.csv" --json >"$out/runs/$name.json" || true
+                        [ -s "$out/runs/$name.csv" ] && timeline_summary "$out/runs/$name.csv"
                     done
                 done
             done
@@ -129,6 +148,7 @@ timeline)
             echo "== md $scenario ${side}x${side}, $cores threads, $variant"
             env PBS_LEND=never "$var" timeout 60 .devbin/pbs-bench run --app md --scenario "$scenario" --threads "$cores" --nx "$side" \
                 --ny "$side" --iters 200 --repeats 2 --scheduler pbs,static $extra --timeline "$out/timeline/$name.csv" || true
+            [ -s "$out/timeline/$name.csv" ] && timeline_summary "$out/timeline/$name.csv"
         done
     done 2>&1 | tee "$out/timeline/log.txt"
     tar czf "$out/timeline.tgz" -C "$out" timeline && rm -rf "$out/timeline"

@@ -74,7 +74,7 @@ impl Pbs {
                     let lent = self.would_lend();
                     overrun.as_secs_f64() > self.thread_share(lent) * end.balancing_in_slack.as_secs_f64()
                 };
-                let kept = if to_thread { self.send_out(pending).err() } else { Some(pending) };
+                let kept = if to_thread { self.send_out(pending).err().map(|p| *p) } else { Some(pending) };
                 if let Some(pending) = kept {
                     *self.slack.pending.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(pending);
                 }
@@ -171,7 +171,7 @@ impl Pbs {
 
     /// Sends `pending` to the balancer thread, a worker lending it its core where that pays;
     /// gives it back when no thread could take it.
-    fn send_out(&mut self, pending: Pending) -> Result<(), Pending> {
+    fn send_out(&mut self, pending: Pending) -> Result<(), Box<Pending>> {
         // The lender leaves its core before the thread starts: a lender still spinning when it
         // starts would yield the core to it for a time slice.
         let lend = self.would_lend();
@@ -183,7 +183,7 @@ impl Pbs {
             }
             Err(pending) => {
                 self.lender.lend(false, &self.pool, false);
-                Err(*pending)
+                Err(pending)
             }
         }
     }

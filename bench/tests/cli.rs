@@ -285,6 +285,7 @@ fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
         assert!(r[5] == "0" || r[4] == "1", "{text}");
     }
     assert!(stderr_of(&["run", "--app", "md", "--repeats", "0"]).contains("--repeats"));
+    assert!(stderr_of(&["run", "--app", "md", "--cache-kib", "0"]).contains("--cache-kib must be at least 1"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

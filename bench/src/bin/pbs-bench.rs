@@ -492,6 +492,11 @@ fn run(cli: Cli) -> Result<(), String> {
                 ny,
                 cache_bytes: match cache_kib {
                     None => run::RunSetup::machine_cache_bytes(),
+                    Some(0) => {
+                        return Err("--cache-kib must be at least 1: a cache of 0 KiB misses on every access, \
+                                    and the schedulers' modelled misses would all be equal"
+                            .into())
+                    }
                     Some(k) => {
                         k.checked_mul(1024).ok_or_else(|| format!("--cache-kib {k} is more bytes than 64 bits hold"))?
                     }

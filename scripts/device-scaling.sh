@@ -111,7 +111,7 @@ run)
                         timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
                             --threads "$t" --nx "$s" --ny "$s" --iters 200 --repeats 3 --seed "$seed" \
                             --scheduler pbs,static,ws --timeline "$out/runs/$name.csv" --json >"$out/runs/$name.json" || true
-                        [ -s "$out/runs/$name.csv" ] && timeline_summary "$out/runs/$name.csv"
+                        if [ -s "$out/runs/$name.csv" ]; then timeline_summary "$out/runs/$name.csv"; fi
                     done
                 done
             done
@@ -148,7 +148,7 @@ timeline)
             echo "== md $scenario ${side}x${side}, $cores threads, $variant"
             env PBS_LEND=never "$var" timeout 60 .devbin/pbs-bench run --app md --scenario "$scenario" --threads "$cores" --nx "$side" \
                 --ny "$side" --iters 200 --repeats 2 --scheduler pbs,static $extra --timeline "$out/timeline/$name.csv" || true
-            [ -s "$out/timeline/$name.csv" ] && timeline_summary "$out/timeline/$name.csv"
+            if [ -s "$out/timeline/$name.csv" ]; then timeline_summary "$out/timeline/$name.csv"; fi
         done
     done 2>&1 | tee "$out/timeline/log.txt"
     tar czf "$out/timeline.tgz" -C "$out" timeline && rm -rf "$out/timeline"

@@ -138,7 +138,7 @@ impl Viewer {
         })
     }
 
-    /// Box fill and, if given, pixels per box of the map.
+    /// Box fill and, if given, pixels per box of the map (at least 1: 0 is taken as 1).
     pub fn set_fill(&mut self, fill: Fill, px: Option<usize>) {
         self.style.fill = fill;
         if let Some(px) = px {

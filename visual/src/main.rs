@@ -113,6 +113,9 @@ fn run(cli: Cli) -> Result<(), String> {
     if !(cli.drift_speed.is_finite() && cli.drift_speed.abs() <= 1e6) {
         return Err(format!("--drift-speed must be finite and at most 1e6 boxes per step, got {}", cli.drift_speed));
     }
+    if cli.px == Some(0) {
+        return Err("--px must be at least 1 pixel per box".into());
+    }
     let settings = Settings {
         nx,
         ny,
@@ -148,7 +151,7 @@ fn run(cli: Cli) -> Result<(), String> {
         let mut style = Style::fit(grid.nx, grid.ny, 720);
         style.fill = fill;
         if let Some(px) = cli.px {
-            style.px = px.max(1);
+            style.px = px;
         }
         let side = grid.nx.max(grid.ny).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
         if side.is_none() {
@@ -176,6 +179,9 @@ fn run(cli: Cli) -> Result<(), String> {
     };
     let capture = cli.screenshot.clone().map(|png| Capture { png, frames: cli.frames, stats: cli.frame_stats.clone() });
     let (w, h) = parse_size("--window", &cli.window)?;
+    if w == 0 || h == 0 {
+        return Err(format!("--window {}: each side must be at least 1 pixel", cli.window));
+    }
     let mut options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default().with_inner_size([w as f32, h as f32]).with_title("pbs simulator"),
         ..Default::default()

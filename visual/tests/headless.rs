@@ -96,6 +96,8 @@ fn the_command_line_writes_a_png_and_an_animated_gif_and_refuses_bad_input() {
         (vec!["--headless", "--png", "/tmp/x.png", "--app", "fem"], "fem"),
         (vec!["--headless", "--png", "/tmp/x.png", "--fill", "rainbow"], "rainbow"),
         (vec!["--headless"], "--png"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--px", "0"], "--px"),
+        (vec!["--window", "0x600"], "--window"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_pbs-visual")).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

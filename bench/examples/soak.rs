@@ -4,8 +4,9 @@
 //! per rebalancing or per steal).
 //!
 //! `cargo run --release -p pbs-bench --example soak -- [iterations] [threads]`
-//! (default 100000 iterations, 2 threads; 32×32 boxes, the gravity scenario). Exits 1 if a
-//! checksum differs or memory grows by more than 4 MiB after the first tenth of a run.
+//! (default 100000 iterations, at least 10000; 2 threads; 32×32 boxes, the gravity scenario).
+//! Exits 1 if a checksum differs or memory grows by more than 4 MiB after the first tenth of a
+//! run (so the longer the run, the smaller a leak per iteration it finds; it prints the size).
 use std::time::Instant;
 
 use pbs_apps::md::{Md, Scenario};
@@ -25,12 +26,35 @@ fn rss() -> u64 {
     kib.and_then(|k| k.parse::<u64>().ok()).expect("a VmRSS line") << 10
 }
 
+/// Fewest iterations: memory is sampled every 1000 after the first tenth.
+const MIN_ITERATIONS: usize = 10_000;
+
+/// The argument at `index`, or `default` where absent; a message naming it where it is not a
+/// whole number of at least `min`.
+fn arg(args: &[String], index: usize, name: &str, default: usize, min: usize) -> Result<usize, String> {
+    let Some(s) = args.get(index) else { return Ok(default) };
+    match s.parse::<usize>() {
+        Ok(v) if v >= min => Ok(v),
+        _ => Err(format!("{name} {s:?}: expected a whole number of at least {min}")),
+    }
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let iterations: usize = args.next().map_or(100_000, |s| s.parse().expect("iterations: a whole number"));
-    let threads: usize = args.next().map_or(2, |s| s.parse().expect("threads: a whole number"));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let parsed =
+        arg(&args, 0, "iterations", 100_000, MIN_ITERATIONS).and_then(|i| Ok((i, arg(&args, 1, "threads", 2, 1)?)));
+    let (iterations, threads) = parsed.unwrap_or_else(|e| {
+        eprintln!("soak: {e}\nusage: soak [iterations (default 100000)] [threads (default 2)]");
+        std::process::exit(2)
+    });
     let runtime = Runtime { topology: Topology::detect(), threads, pin: Pinning::Off, timer: BoxTimer::default() };
     println!("md gravity 32×32, {iterations} iterations, {threads} threads, each executor in turn");
+    // What the limit can see: a leak of at least this many bytes per iteration.
+    let measured = iterations - iterations / 10;
+    println!(
+        "a leak of {} bytes or more per iteration would fail the memory check",
+        (GROWTH_LIMIT as usize).div_ceil(measured)
+    );
     println!();
     println!(
         "| executor | seconds | rebalancings | RSS after 1/10 (MiB) | RSS max after (MiB) | growth (KiB) | checksum |"
@@ -40,7 +64,10 @@ fn main() {
     let mut failed = false;
     for name in EXECUTORS {
         let mut app = Md::new(Scenario::Gravity, 32, 32, 1);
-        let (mut exec, _) = runtime.executor(name, app.grid()).expect("an executor");
+        let (mut exec, _) = runtime.executor(name, app.grid()).unwrap_or_else(|e| {
+            eprintln!("soak: the {name} executor: {e}");
+            std::process::exit(2)
+        });
         let bar = pbs_plot::progress::bar(iterations as u64, name);
         let start = Instant::now();
         let (mut settled, mut peak, mut rebalancings) = (0u64, 0u64, 0usize);

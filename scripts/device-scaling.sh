@@ -110,7 +110,7 @@ run)
                         echo "== md $scenario ${s}x${s}, $t threads on $t CPUs, seed $seed"
                         timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
                             --threads "$t" --nx "$s" --ny "$s" --iters 200 --repeats 3 --seed "$seed" \
-                            --scheduler pbs,static,ws --timeline "$out/runs/$name.csv" --json >"$out/runs/$name.json" || true
+                            --scheduler pbs,static,ws --timeline "$out/runs/$name.csv" --png "$out/runs/$name.png" --json >"$out/runs/$name.json" || true
                         if [ -s "$out/runs/$name.csv" ]; then timeline_summary "$out/runs/$name.csv"; fi
                     done
                 done
@@ -147,7 +147,8 @@ timeline)
             name="$scenario-${var#PBS_}${extra:+-one-after-the-other}"
             echo "== md $scenario ${side}x${side}, $cores threads, $variant"
             env PBS_LEND=never "$var" timeout 60 .devbin/pbs-bench run --app md --scenario "$scenario" --threads "$cores" --nx "$side" \
-                --ny "$side" --iters 200 --repeats 2 --scheduler pbs,static $extra --timeline "$out/timeline/$name.csv" || true
+                --ny "$side" --iters 200 --repeats 2 --scheduler pbs,static $extra --timeline "$out/timeline/$name.csv" \
+                --png "$out/timeline/$name.png" || true
             if [ -s "$out/timeline/$name.csv" ]; then timeline_summary "$out/timeline/$name.csv"; fi
         done
     done 2>&1 | tee "$out/timeline/log.txt"

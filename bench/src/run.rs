@@ -15,6 +15,7 @@ use pbs_scheduler::BoxTimer;
 
 use crate::table::Table;
 use pbs_apps::GridApp;
+use pbs_plot::panels::{Panel, Series, Stroke, MARKER, PALETTE};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -356,6 +357,69 @@ pub fn timeline_csv(rows: &[RunRow]) -> String {
     out
 }
 
+/// The timeline of one seed (the first of `rows`) as two charts: every scheduler's iteration
+/// times, with a dot where it rebalanced; and, where a scheduler balanced, its balancer time per
+/// iteration on the critical path, in the threads' idle time and on the balancer thread.
+pub fn timeline_panels(rows: &[RunRow]) -> Vec<Panel> {
+    let Some(first) = rows.first() else { return Vec::new() };
+    let rows: Vec<&RunRow> = rows.iter().filter(|r| r.seed == first.seed).collect();
+    let colour = |i: usize| PALETTE[i % PALETTE.len()];
+    let mut times = Vec::new();
+    let mut balancer = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        let at = |keep: &dyn Fn(&pbs_scheduler::IterationEnd) -> bool| -> Vec<(f64, f64)> {
+            r.iteration_ends
+                .iter()
+                .zip(&r.iteration_ms)
+                .enumerate()
+                .filter(|(_, (e, _))| keep(e))
+                .map(|(k, (_, &ms))| (k as f64, ms))
+                .collect()
+        };
+        times.push(Series {
+            label: r.scheduler.clone(),
+            points: at(&|_| true),
+            color: colour(i),
+            stroke: Stroke::Solid,
+        });
+        let rebalanced = at(&|e| e.rebalanced);
+        if !rebalanced.is_empty() {
+            let label = format!("{}: rebalanced", r.scheduler);
+            times.push(Series { label, points: rebalanced, color: MARKER, stroke: Stroke::Points });
+        }
+        type Time = fn(&pbs_scheduler::IterationEnd) -> std::time::Duration;
+        let kinds: [(&str, Stroke, Time); 3] = [
+            ("critical path", Stroke::Solid, |e| e.rebalance_critical),
+            ("idle time", Stroke::Dashed, |e| e.balancing_in_slack),
+            ("balancer thread", Stroke::Points, |e| e.balancing_in_background),
+        ];
+        for (what, stroke, of) in kinds {
+            let mut points: Vec<(f64, f64)> =
+                r.iteration_ends.iter().enumerate().map(|(k, e)| (k as f64, of(e).as_secs_f64() * 1e3)).collect();
+            if stroke == Stroke::Points {
+                points.retain(|p| p.1 > 0.0); // dots where the thread ran, not a row of zeros
+            }
+            if points.iter().any(|p| p.1 > 0.0) {
+                balancer.push(Series { label: format!("{}: {what}", r.scheduler), points, color: colour(i), stroke });
+            }
+        }
+    }
+    let title = format!("{} {}, {} threads, seed {}", first.app, first.scenario, first.threads, first.seed);
+    let panel = |title: String, series| Panel {
+        title,
+        x_label: "iteration".into(),
+        y_label: "ms".into(),
+        log_x: false,
+        log_y: false,
+        series,
+    };
+    let mut panels = vec![panel(format!("iteration time: {title}"), times)];
+    if !balancer.is_empty() {
+        panels.push(panel("balancer time per iteration, by where it ran".into(), balancer));
+    }
+    panels
+}
+
 /// Where a run's long iterations are: of its time above the median iteration, the share in
 /// the iterations that ran while a rebalancing was under way (flagged at the end of the
 /// iteration before), and the share of iterations those are. `None` when no iteration ran
@@ -522,6 +586,47 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The timeline chart draws each scheduler's iterations of the first seed, a dot where it
+    /// rebalanced, and the balancer's time only where there was some.
+    #[test]
+    fn the_timeline_chart_shows_the_first_seed_and_where_it_rebalanced() {
+        let setup = RunSetup {
+            app: "md".into(),
+            scenario: "gravity".into(),
+            schedulers: vec!["pbs".into(), "static".into()],
+            threads: 2,
+            iters: 6,
+            nx: 8,
+            ny: 8,
+            cache_bytes: 1 << 20,
+            pin: false,
+            seed: 1,
+            turn_iters: TURN_ITERS,
+        };
+        let mut rows = run(&setup, || {}).unwrap();
+        rows.extend(run(&RunSetup { seed: 2, ..setup }, || {}).unwrap());
+        for r in &mut rows {
+            r.iteration_ends = vec![pbs_scheduler::IterationEnd::default(); 6];
+        }
+        let quiet = timeline_panels(&rows);
+        assert_eq!(quiet.len(), 1, "no balancer time, no second chart");
+        let names: Vec<&str> = quiet[0].series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(names, ["pbs", "static"], "the first seed only");
+        assert!(quiet[0].series.iter().all(|s| s.points.len() == 6));
+        assert_eq!(quiet[0].series[0].points[3], (3.0, rows[0].iteration_ms[3]));
+        rows[0].iteration_ends[3].rebalanced = true;
+        rows[0].iteration_ends[3].rebalance_critical = std::time::Duration::from_micros(250);
+        rows[0].iteration_ends[4].balancing_in_slack = std::time::Duration::from_micros(100);
+        let busy = timeline_panels(&rows);
+        let dots = busy[0].series.iter().find(|s| s.label == "pbs: rebalanced").unwrap();
+        assert_eq!(dots.points, [(3.0, rows[0].iteration_ms[3])]);
+        let labels: Vec<&str> = busy[1].series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["pbs: critical path", "pbs: idle time"], "nothing on the thread, nothing from static");
+        assert_eq!(busy[1].series[0].points[3], (3.0, 0.25));
+        assert_eq!(busy[1].series[1].points[4], (4.0, 0.1));
+        assert!(timeline_panels(&[]).is_empty());
+    }
 
     /// Of 3 ms above the median (1 ms), 2 are in the one iteration run with a rebalancing
     /// under way, one in ten.

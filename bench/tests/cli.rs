@@ -263,7 +263,14 @@ fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
     let dir = temp_dir("timeline");
     let csv = dir.join("timeline.csv");
     let path: &'static str = Box::leak(csv.to_str().unwrap().to_string().into_boxed_str());
-    let table = stdout_of(&args(&["--timeline", path]));
+    let png = dir.join("timeline.png");
+    let png_path: &'static str = Box::leak(png.to_str().unwrap().to_string().into_boxed_str());
+    let table = stdout_of(&args(&["--timeline", path, "--png", png_path]));
+    // A PNG of the promised size (its header's width and height).
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+    let side = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!((side(16), side(20)), (1200, 900));
     assert!(table.contains("/ pbs") && table.contains("same in each run"), "{table}");
     // One line per scheduler, seed and iteration, in that order.
     let text = std::fs::read_to_string(&csv).unwrap();
@@ -285,6 +292,7 @@ fn run_repeats_with_successive_seeds_and_summarises_the_medians() {
         assert!(r[5] == "0" || r[4] == "1", "{text}");
     }
     assert!(stderr_of(&["run", "--app", "md", "--repeats", "0"]).contains("--repeats"));
+    assert!(stderr_of(&["run", "--app", "md", "--png", "/nonexistent/t.png"]).contains("/nonexistent"));
     assert!(stderr_of(&["run", "--app", "md", "--cache-kib", "0"]).contains("--cache-kib must be at least 1"));
     let _ = std::fs::remove_dir_all(&dir);
 }

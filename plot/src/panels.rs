@@ -58,6 +58,9 @@ pub struct Panel {
     pub series: Vec<Series>,
 }
 
+/// Black, for dots drawn on a line of a [`PALETTE`] colour (one of its own colour hides in it).
+pub const MARKER: RGBColor = RGBColor(0, 0, 0);
+
 /// Colours that stay distinguishable.
 pub const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),

@@ -163,6 +163,10 @@ enum Command {
         /// way, taken on, given up; balancer time) as CSV into this file
         #[arg(long)]
         timeline: Option<PathBuf>,
+        /// Also draw the first seed's timeline into this PNG: every scheduler's iteration
+        /// times, where it rebalanced, and the balancer's time by where it ran
+        #[arg(long)]
+        png: Option<PathBuf>,
     },
     /// Replay recorded box costs on 16-256 modelled threads and 1-8 NUMA nodes: every scheduler
     /// side by side, with the real balancer making pbs's mappings.
@@ -473,11 +477,12 @@ fn run(cli: Cli) -> Result<(), String> {
             json,
             trace,
             timeline,
+            png,
         } => {
             if repeats == 0 {
                 return Err("--repeats must be at least 1".into());
             }
-            trace.iter().chain(&timeline).try_for_each(|p| writable(p))?;
+            trace.iter().chain(&timeline).chain(&png).try_for_each(|p| writable(p))?;
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
@@ -548,6 +553,10 @@ fn run(cli: Cli) -> Result<(), String> {
                         );
                     }
                 }
+            }
+            if let Some(path) = png {
+                pbs_plot::panels::line_panels(&path, 1200, 900, 1, &run::timeline_panels(&rows))?;
+                eprintln!("timeline of seed {seed} drawn into {}", path.display());
             }
         }
         Command::Model {

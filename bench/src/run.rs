@@ -367,22 +367,10 @@ pub fn timeline_panels(rows: &[RunRow]) -> Vec<Panel> {
     let mut times = Vec::new();
     let mut balancer = Vec::new();
     for (i, r) in rows.iter().enumerate() {
-        let at = |keep: &dyn Fn(&pbs_scheduler::IterationEnd) -> bool| -> Vec<(f64, f64)> {
-            r.iteration_ends
-                .iter()
-                .zip(&r.iteration_ms)
-                .enumerate()
-                .filter(|(_, (e, _))| keep(e))
-                .map(|(k, (_, &ms))| (k as f64, ms))
-                .collect()
-        };
-        times.push(Series {
-            label: r.scheduler.clone(),
-            points: at(&|_| true),
-            color: colour(i),
-            stroke: Stroke::Solid,
-        });
-        let rebalanced = at(&|e| e.rebalanced);
+        let line: Vec<(f64, f64)> = r.iteration_ms.iter().enumerate().map(|(k, &ms)| (k as f64, ms)).collect();
+        let rebalanced: Vec<(f64, f64)> =
+            r.iteration_ends.iter().zip(&line).filter(|(e, _)| e.rebalanced).map(|(_, &p)| p).collect();
+        times.push(Series { label: r.scheduler.clone(), points: line, color: colour(i), stroke: Stroke::Solid });
         if !rebalanced.is_empty() {
             let label = format!("{}: rebalanced", r.scheduler);
             times.push(Series { label, points: rebalanced, color: MARKER, stroke: Stroke::Points });

@@ -170,15 +170,26 @@ impl Trace {
         if header.format != FORMAT {
             return Err(format!("{what}: trace format {:?}, expected {FORMAT:?}", header.format));
         }
-        let n = header.nx.checked_mul(header.ny).filter(|&n| n > 0).ok_or_else(|| format!("{what}: empty grid"))?;
-        let phases: usize = header.phases.iter().sum();
+        let n = match header.nx.checked_mul(header.ny) {
+            Some(0) => return Err(format!("{what}: empty grid ({}×{} boxes)", header.nx, header.ny)),
+            Some(n) => n,
+            None => {
+                return Err(format!("{what}: {}×{} boxes is more than this machine can count", header.nx, header.ny))
+            }
+        };
+        // Checked, so that a header naming more costs than memory holds is an error, not a
+        // product that wraps round to the file's length.
+        let phases = header.phases.iter().try_fold(0usize, |sum, &p| sum.checked_add(p));
+        let expected = phases.and_then(|p| p.checked_mul(n)).and_then(|c| c.checked_mul(4));
+        let (Some(phases), Some(expected)) = (phases, expected) else {
+            return Err(format!("{what}: its header counts more phases × boxes than this machine can hold"));
+        };
         let mut bytes = Vec::new();
         input.read_to_end(&mut bytes).map_err(|e| format!("cannot read trace {what}: {e}"))?;
-        if phases == 0 || bytes.len() != phases * n * 4 {
+        if phases == 0 || bytes.len() != expected {
             return Err(format!(
-                "{what}: {} bytes of costs, expected {} ({phases} phases of {n} boxes, 4 bytes each)",
+                "{what}: {} bytes of costs, expected {expected} ({phases} phases of {n} boxes, 4 bytes each)",
                 bytes.len(),
-                phases * n * 4
             ));
         }
         let mut values = bytes.chunks_exact(4).map(|b| f64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])) * 1e-9);
@@ -240,6 +251,20 @@ mod tests {
         assert!(Trace::read(&path).unwrap_err().contains("bytes of costs"));
         std::fs::write(&path, b"hello\n").unwrap();
         assert!(Trace::read(&path).unwrap_err().contains("not a pbs trace"));
+        // Headers whose counts wrap round: 2^62 phases × (2^32 − 1) boxes × 4 bytes is 0 modulo
+        // 2^64, the length of an empty body; the sum of the phases overflows too.
+        let header = |nx: usize, ny: usize, phases: &str| {
+            format!("{{\"format\":\"{FORMAT}\",\"app\":\"md\",\"scenario\":\"gravity\",\"nx\":{nx},\"ny\":{ny},\"seed\":1,\"phases\":[{phases}]}}\n")
+        };
+        for (nx, ny, phases, expected) in [
+            (65_535, 65_537, "4611686018427387904", "more phases × boxes"),
+            (64, 64, "18446744073709551615,1", "more phases × boxes"),
+            (0, 64, "1", "empty grid"),
+        ] {
+            std::fs::write(&path, header(nx, ny, phases)).unwrap();
+            let err = Trace::read(&path).unwrap_err();
+            assert!(err.contains(expected), "{nx}×{ny}, phases {phases}: {err}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -158,13 +158,28 @@ impl Trace {
         out.flush().map_err(err)
     }
 
+    /// The longest header line read: a header counts each iteration's phases, a few bytes
+    /// each, so this allows hundreds of thousands of iterations.
+    const MAX_HEADER_BYTES: u64 = 1 << 20;
+
     /// Reads a trace written by [`Trace::write`]; an error says what is wrong with the file.
     pub fn read(path: &Path) -> Result<Trace, String> {
         let what = path.display();
         let file = std::fs::File::open(path).map_err(|e| format!("cannot read trace {what}: {e}"))?;
         let mut input = std::io::BufReader::new(file);
         let mut line = String::new();
-        input.read_line(&mut line).map_err(|e| format!("cannot read trace {what}: {e}"))?;
+        // Bounded, so that a file with no newline (`/dev/zero` given by mistake) is an error,
+        // not a line that grows until memory runs out.
+        (&mut input)
+            .take(Self::MAX_HEADER_BYTES)
+            .read_line(&mut line)
+            .map_err(|e| format!("cannot read trace {what}: {e}"))?;
+        if !line.ends_with('\n') {
+            return Err(format!(
+                "{what} is not a pbs trace (no JSON header line within {} bytes)",
+                Self::MAX_HEADER_BYTES
+            ));
+        }
         let header: Header = serde_json::from_str(line.trim_end())
             .map_err(|e| format!("{what} is not a pbs trace (its first line is not the JSON header: {e})"))?;
         if header.format != FORMAT {
@@ -185,7 +200,11 @@ impl Trace {
             return Err(format!("{what}: its header counts more phases × boxes than this machine can hold"));
         };
         let mut bytes = Vec::new();
-        input.read_to_end(&mut bytes).map_err(|e| format!("cannot read trace {what}: {e}"))?;
+        // One byte more than the header asks for is enough to tell a file too long.
+        input
+            .take(u64::try_from(expected).unwrap_or(u64::MAX).saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read trace {what}: {e}"))?;
         if phases == 0 || bytes.len() != expected {
             return Err(format!(
                 "{what}: {} bytes of costs, expected {expected} ({phases} phases of {n} boxes, 4 bytes each)",
@@ -265,6 +284,9 @@ mod tests {
             let err = Trace::read(&path).unwrap_err();
             assert!(err.contains(expected), "{nx}×{ny}, phases {phases}: {err}");
         }
+        // A file with no newline, as /dev/zero is, is read no further than a header may be long.
+        std::fs::write(&path, vec![b'{'; Trace::MAX_HEADER_BYTES as usize + 10]).unwrap();
+        assert!(Trace::read(&path).unwrap_err().contains("no JSON header line"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -41,14 +41,27 @@ impl PerlinMap {
 
     /// Loads on `grid` (every layer of a 3D grid gets the same 2D map).
     pub fn loads(&self, grid: &Grid) -> Vec<f64> {
+        self.sampled(grid, grid.nx.max(grid.ny), |fbm, p| fbm.get([p[0], p[1]]))
+    }
+
+    /// Loads on `grid` from 3D noise, so that the layers of a 3D grid differ as its rows do;
+    /// `frequency` then counts features across the longest of the three sides, and the
+    /// translation still moves the map along x and y.
+    pub fn loads_3d(&self, grid: &Grid) -> Vec<f64> {
+        self.sampled(grid, grid.nx.max(grid.ny).max(grid.nz), |fbm, p| fbm.get(p))
+    }
+
+    /// The normalised, sharpened noise at every box centre, translated and scaled to
+    /// `frequency` features across `longest` boxes.
+    fn sampled(&self, grid: &Grid, longest: usize, noise: impl Fn(&Fbm<Perlin>, [f64; 3]) -> f64) -> Vec<f64> {
         let fbm = Fbm::<Perlin>::new(self.seed).set_octaves(self.octaves.clamp(1, 16));
-        let scale = self.frequency / grid.nx.max(grid.ny) as f64;
+        let scale = self.frequency / longest as f64;
+        let [ox, oy] = self.offset.map(|o| o.rem_euclid(Self::MAX_OFFSET));
         (0..grid.len())
             .map(|k| {
                 let c = grid.centre(k);
-                let [ox, oy] = self.offset.map(|o| o.rem_euclid(Self::MAX_OFFSET));
-                let p = [(c[0] + ox) * scale, (c[1] + oy) * scale];
-                let v = ((fbm.get(p) + 1.0) * 0.5).clamp(0.0, 1.0);
+                let p = [(c[0] + ox) * scale, (c[1] + oy) * scale, c[2] * scale];
+                let v = ((noise(&fbm, p) + 1.0) * 0.5).clamp(0.0, 1.0);
                 v.powf(self.contrast)
             })
             .collect()
@@ -83,6 +96,21 @@ mod tests {
         let smooth = diff(&m.smooth(0.5).loads(&g));
         let rough = diff(&m.rough().loads(&g));
         assert!(smooth > 0.0 && smooth * 4.0 < rough, "smooth {smooth} vs rough {rough}");
+    }
+
+    #[test]
+    fn a_3d_map_varies_along_z_and_a_2d_map_does_not() {
+        let g = Grid::new_3d(12, 12, 12).unwrap();
+        let m = PerlinMap::with_seed(4);
+        let layer = |loads: &[f64], z: usize| loads[z * 144..(z + 1) * 144].to_vec();
+        let flat = m.loads(&g);
+        assert!((1..12).all(|z| layer(&flat, z) == layer(&flat, 0)), "loads: every layer the same map");
+        let volume = m.loads_3d(&g);
+        assert!(volume.iter().all(|q| q.is_finite() && (0.0..=1.0).contains(q)));
+        assert_eq!(volume, m.loads_3d(&g));
+        let differ = (1..12).filter(|&z| layer(&volume, z) != layer(&volume, 0)).count();
+        assert_eq!(differ, 11, "loads_3d: every layer differs from the first");
+        assert_ne!(m.smooth(0.5).loads_3d(&g), volume, "the translation moves a 3D map too");
     }
 
     #[test]

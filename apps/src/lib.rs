@@ -5,7 +5,7 @@
 //! | app | what it computes | its load | file |
 //! |---|---|---|---|
 //! | [`md::Md`] | Lennard-Jones molecular dynamics with cell lists (one box = one cell of the list); `md-split` runs it as two phases, rebin then forces ([`md::Md::split_phases`]) | particles per box, moved by the scenario (uniform, contraction, expansion, gravity) | `md.rs` |
-//! | [`stencil::Stencil`] | a 5-point Jacobi stencil, one tile of cells per box | an extra per-box cost from a drifting Perlin map (drift, rough) | `stencil.rs` |
+//! | [`stencil::Stencil`] | a 5-point Jacobi stencil, one tile of cells per box; on a 3D grid ([`build_3d`]) a 7-point one on cubic tiles | an extra per-box cost from a drifting Perlin map (drift, rough) | `stencil.rs` |
 //!
 //! Every app keeps its state per box, runs each iteration as phases in which a box's task
 //! reads its neighbours' data from a previous phase and writes only its own, and sums in a
@@ -71,11 +71,29 @@ pub fn default_scenario(app: &str) -> &'static str {
 /// initial velocities, the stencil's cost map) drawn from `seed`. An error names what is
 /// unknown or out of range.
 pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Box<dyn GridApp>, String> {
-    Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    build_3d(app, scenario, nx, ny, 1, seed)
+}
+
+/// [`build`] on `nx × ny × nz` boxes: with `nz` > 1 the stencil is 3D (a 7-point stencil on
+/// cubic tiles, a 3D cost map); md is 2D and refuses more than one layer.
+pub fn build_3d(
+    app: &str,
+    scenario: &str,
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    seed: u64,
+) -> Result<Box<dyn GridApp>, String> {
+    let grid = Grid::new_3d(nx, ny, nz).map_err(|e| e.to_string())?;
+    if nz > 1 && (app == "md" || app == "md-split") {
+        return Err(format!(
+            "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
+        ));
+    }
     match (app, scenario) {
         ("md", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed))),
         ("md-split", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed).split_phases())),
-        ("stencil", s) => stencil::Stencil::by_scenario(s, nx, ny, seed).map(|s| Box::new(s) as _),
+        ("stencil", s) => stencil::Stencil::by_scenario_on(s, grid, seed, None).map(|s| Box::new(s) as _),
         (a, _) => Err(format!("unknown app {a:?}; expected md, md-split or stencil")),
     }
 }

@@ -1,8 +1,10 @@
-//! `stencil`: 2D Jacobi heat diffusion on a `tiles × tiles` grid of boxes, each a `side × side`
-//! tile of cells, with an extra per-box cost read from a Perlin map that drifts a fraction of a
-//! box per iteration (the paper's live Perlin stress test) or jumps to a new map every
-//! `rough_every` iterations. The extra cost is real floating-point work whose result is folded
-//! into the box, so it cannot be optimised away, and it is deterministic.
+//! `stencil`: Jacobi heat diffusion on a grid of boxes, each a tile of cells: in 2D a 5-point
+//! stencil on `side × side` tiles, on a 3D grid (more than one layer of boxes) a 7-point
+//! stencil on `side × side × side` tiles. Each box carries an extra cost read from a Perlin map
+//! (3D noise on a 3D grid) that drifts a fraction of a box per iteration (the paper's live
+//! Perlin stress test) or jumps to a new map every `rough_every` iterations. The extra cost is
+//! real floating-point work whose result is folded into the box, so it cannot be optimised
+//! away, and it is deterministic.
 
 use pbs::loadmap::PerlinMap;
 use pbs::Grid;
@@ -17,6 +19,7 @@ use super::{fnv_from, GridApp, FNV_START};
 /// The stencil app.
 pub struct Stencil {
     grid: Grid,
+    /// Cells along each side of a tile (a square in 2D, a cube on a 3D grid).
     side: usize,
     /// The tiles, each allocated by the thread that runs its box (first touch), and the
     /// buffer the next iteration writes.
@@ -55,15 +58,30 @@ impl Stencil {
         holds: Option<&[bool]>,
     ) -> Stencil {
         let grid = Grid::new(nx, ny).expect("non-empty grid");
+        Stencil::on_grid(grid, side, drift, rough_every, seed, holds)
+    }
+
+    /// [`Stencil::holding`] on any grid: a grid of more than one layer of boxes makes a 3D
+    /// stencil, with cubic tiles and a 3D cost map.
+    pub fn on_grid(
+        grid: Grid,
+        side: usize,
+        drift: f64,
+        rough_every: Option<usize>,
+        seed: u32,
+        holds: Option<&[bool]>,
+    ) -> Stencil {
+        let cells = side.pow(if grid.nz > 1 { 3 } else { 2 });
         let tiles: Vec<Vec<f64>> = (0..grid.len())
             .map(|k| {
                 if holds.is_some_and(|h| !h[k]) {
                     return Vec::new();
                 }
                 let [i, j, _] = grid.coords(k);
-                // A hot square in one corner of the domain, cold elsewhere.
-                let hot = i < nx / 4 && j < ny / 4;
-                vec![if hot { 100.0 } else { 0.0 }; side * side]
+                // A hot square in one corner of the domain (a column through its layers), cold
+                // elsewhere.
+                let hot = i < grid.nx / 4 && j < grid.ny / 4;
+                vec![if hot { 100.0 } else { 0.0 }; cells]
             })
             .collect();
         // Few large features with sharp peaks: hot regions that a fixed split cannot share.
@@ -82,8 +100,27 @@ impl Stencil {
             iteration: 0,
             local: None,
         };
-        s.cost = s.map.loads(&s.grid);
+        s.cost = s.costs();
         s
+    }
+
+    /// Whether the tiles are cubes (a grid of more than one layer).
+    fn is_3d(&self) -> bool {
+        self.grid.nz > 1
+    }
+
+    /// Cells of a tile.
+    fn cells(&self) -> usize {
+        self.side.pow(if self.is_3d() { 3 } else { 2 })
+    }
+
+    /// The cost map's loads on the grid: 2D noise on one layer, 3D noise on several.
+    fn costs(&self) -> Vec<f64> {
+        if self.is_3d() {
+            self.map.loads_3d(&self.grid)
+        } else {
+            self.map.loads(&self.grid)
+        }
     }
 
     /// The scenario `drift` (the cost map drifts a quarter box per iteration) or `rough` (a
@@ -100,16 +137,24 @@ impl Stencil {
         seed: u64,
         holds: Option<&[bool]>,
     ) -> Result<Stencil, String> {
+        let grid = Grid::new(nx, ny).map_err(|e| e.to_string())?;
+        Stencil::by_scenario_on(scenario, grid, seed, holds)
+    }
+
+    /// [`Stencil::by_scenario_holding`] on any grid: on a grid of more than one layer, tiles of
+    /// 8 × 8 × 8 cells (twice the cells of a 2D tile, a sixth of them on each face).
+    pub fn by_scenario_on(scenario: &str, grid: Grid, seed: u64, holds: Option<&[bool]>) -> Result<Stencil, String> {
+        let side = if grid.nz > 1 { 8 } else { 16 };
         match scenario {
-            "drift" => Ok(Stencil::holding(nx, ny, 16, 0.25, None, seed as u32, holds)),
-            "rough" => Ok(Stencil::holding(nx, ny, 16, 0.25, Some(10), seed as u32, holds)),
+            "drift" => Ok(Stencil::on_grid(grid, side, 0.25, None, seed as u32, holds)),
+            "rough" => Ok(Stencil::on_grid(grid, side, 0.25, Some(10), seed as u32, holds)),
             s => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
         }
     }
 
     /// Box `k`'s tile in both buffers, zeros where it held none.
     fn hold(&mut self, k: usize) {
-        let cells = self.side * self.side;
+        let cells = self.cells();
         for buffer in [&mut self.tiles, &mut self.next] {
             if buffer[k].len() != cells {
                 *buffer[k] = vec![0.0; cells];
@@ -143,6 +188,83 @@ impl Stencil {
         }
         let n = self.grid.index(gi as usize, gj as usize, 0);
         self.tiles[n][(ly * s + lx) as usize]
+    }
+
+    /// [`Stencil::value`] on cubic tiles: cell `p` relative to tile `k`, possibly in a face
+    /// neighbour's tile, insulated (mirrored) outside the domain.
+    fn value_3d(&self, k: usize, p: [isize; 3]) -> f64 {
+        let s = self.side as isize;
+        let dims = self.grid.dims();
+        let mut tile = self.grid.coords(k).map(|c| c as isize);
+        let mut local = p;
+        for axis in 0..3 {
+            if local[axis] < 0 {
+                tile[axis] -= 1;
+                local[axis] += s;
+            } else if local[axis] >= s {
+                tile[axis] += 1;
+                local[axis] -= s;
+            }
+        }
+        let cell = |c: [isize; 3]| ((c[2] * s + c[1]) * s + c[0]) as usize;
+        if (0..3).any(|a| tile[a] < 0 || tile[a] >= dims[a] as isize) {
+            return self.tiles[k][cell(p.map(|v| v.clamp(0, s - 1)))];
+        }
+        let n = self.grid.index(tile[0] as usize, tile[1] as usize, tile[2] as usize);
+        self.tiles[n][cell(local)]
+    }
+
+    /// One 5-point Jacobi sweep of box `k`'s square tile into `out`.
+    fn sweep_2d(&self, k: usize, out: &mut [f64]) {
+        let s = self.side as isize;
+        let own = &self.tiles[k];
+        for y in 0..s {
+            for x in 0..s {
+                let c = (y * s + x) as usize;
+                // Interior cells read their own tile; the rim reads the neighbours' edges.
+                // Same operands in the same order either way, so the same bits.
+                let v = if x > 0 && y > 0 && x < s - 1 && y < s - 1 {
+                    let w = s as usize;
+                    0.25 * (own[c - 1] + own[c + 1] + own[c - w] + own[c + w])
+                } else {
+                    0.25 * (self.value(k, x - 1, y)
+                        + self.value(k, x + 1, y)
+                        + self.value(k, x, y - 1)
+                        + self.value(k, x, y + 1))
+                };
+                out[c] = v;
+            }
+        }
+    }
+
+    /// One 7-point Jacobi sweep of box `k`'s cubic tile into `out`.
+    fn sweep_3d(&self, k: usize, out: &mut [f64]) {
+        const SIXTH: f64 = 1.0 / 6.0;
+        let s = self.side as isize;
+        let (row, layer) = (self.side, self.side * self.side);
+        let own = &self.tiles[k];
+        let inner = |v: isize| v > 0 && v < s - 1;
+        for z in 0..s {
+            for y in 0..s {
+                for x in 0..s {
+                    let c = ((z * s + y) * s + x) as usize;
+                    // As in 2D: the same operands in the same order on both paths.
+                    let v = if inner(x) && inner(y) && inner(z) {
+                        SIXTH
+                            * (own[c - 1] + own[c + 1] + own[c - row] + own[c + row] + own[c - layer] + own[c + layer])
+                    } else {
+                        SIXTH
+                            * (self.value_3d(k, [x - 1, y, z])
+                                + self.value_3d(k, [x + 1, y, z])
+                                + self.value_3d(k, [x, y - 1, z])
+                                + self.value_3d(k, [x, y + 1, z])
+                                + self.value_3d(k, [x, y, z - 1])
+                                + self.value_3d(k, [x, y, z + 1]))
+                    };
+                    out[c] = v;
+                }
+            }
+        }
     }
 }
 
@@ -183,13 +305,13 @@ impl GridApp for Stencil {
         self.grid
     }
     fn footprint(&self) -> (u64, u64) {
-        // A box is its tile in both buffers (read old, write new); a neighbour's edge row.
+        // A box is its tile in both buffers (read old, write new); a neighbour's face (an edge
+        // row of a square tile, a side of a cube).
         let cell = std::mem::size_of::<f64>() as u64;
-        (2 * (self.side * self.side) as u64 * cell, self.side as u64 * cell)
+        (2 * self.cells() as u64 * cell, (self.cells() / self.side) as u64 * cell)
     }
     fn iterate(&mut self, exec: &mut dyn Executor, rec: &mut Recorder, cache: Option<&CacheModel>) {
         self.follow_owners(exec);
-        let s = self.side as isize;
         let mut next = std::mem::take(&mut self.next);
         let this = &*self;
         let stats = for_each_box_mut(exec, &mut next, |k, out| {
@@ -199,23 +321,10 @@ impl GridApp for Stencil {
             if let Some(c) = cache {
                 c.run_box(k);
             }
-            let own = &this.tiles[k];
-            for y in 0..s {
-                for x in 0..s {
-                    let c = (y * s + x) as usize;
-                    // Interior cells read their own tile; the rim reads the neighbours' edges.
-                    // Same operands in the same order either way, so the same bits.
-                    let v = if x > 0 && y > 0 && x < s - 1 && y < s - 1 {
-                        let w = s as usize;
-                        0.25 * (own[c - 1] + own[c + 1] + own[c - w] + own[c + w])
-                    } else {
-                        0.25 * (this.value(k, x - 1, y)
-                            + this.value(k, x + 1, y)
-                            + this.value(k, x, y - 1)
-                            + this.value(k, x, y + 1))
-                    };
-                    out[c] = v;
-                }
+            if this.is_3d() {
+                this.sweep_3d(k, out);
+            } else {
+                this.sweep_2d(k, out);
             }
             let units = (this.cost[k] * this.work_scale) as usize;
             // Fold the work into the tile at a negligible weight so that it is real and
@@ -229,14 +338,14 @@ impl GridApp for Stencil {
             Some(r) if self.iteration % r == 0 => self.map.rough(),
             _ => self.map.smooth(self.drift),
         };
-        self.cost = self.map.loads(&self.grid);
+        self.cost = self.costs();
         rec.iteration(&exec.end_iteration());
     }
     fn checksum(&self) -> u64 {
         self.checksum_from(0..self.grid.len(), FNV_START)
     }
     fn box_work(&self) -> Vec<f64> {
-        self.cost.iter().map(|c| c * self.work_scale + (self.side * self.side) as f64).collect()
+        self.cost.iter().map(|c| c * self.work_scale + self.cells() as f64).collect()
     }
 }
 
@@ -269,8 +378,8 @@ impl Distributed for Stencil {
     }
     fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
         let tile = Vec::<f64>::unpack(bytes)?;
-        if tile.len() != self.side * self.side {
-            return Err(format!("a tile of {} cells for box {k}; tiles have {}", tile.len(), self.side * self.side));
+        if tile.len() != self.cells() {
+            return Err(format!("a tile of {} cells for box {k}; tiles have {}", tile.len(), self.cells()));
         }
         // Copied into the tile in place: its pages stay where first touch put them.
         self.hold(k);
@@ -285,8 +394,8 @@ impl Distributed for Stencil {
         *self.next[k] = Vec::new();
     }
     fn reader_part(&self, owners: &[u32], k: usize, process: u32) -> Option<u64> {
-        // A cell reads its four face neighbours: a tile's rim reads one edge row or column of
-        // each face neighbour, and nothing of the diagonal ones.
+        // A cell reads its face neighbours: a tile's rim reads one face of each face
+        // neighbour's tile (an edge row or column in 2D), and nothing of the diagonal ones.
         let faces = Faces::towards(&self.grid, owners, k, process);
         (!faces.is_empty()).then_some(faces.bits())
     }
@@ -309,8 +418,9 @@ impl Distributed for Stencil {
         }
         let faces = self.faces(k, part)?;
         let count = faces.iter().count();
-        if bytes.len() != count * self.side * 8 {
-            return Err(format!("{} bytes for {count} faces of box {k}; a face has {} cells", bytes.len(), self.side));
+        let face = self.cells() / self.side;
+        if bytes.len() != count * face * 8 {
+            return Err(format!("{} bytes for {count} faces of box {k}; a face has {face} cells", bytes.len()));
         }
         let mut values = bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")));
         self.hold(k);
@@ -324,21 +434,24 @@ impl Distributed for Stencil {
 }
 
 impl Stencil {
-    /// The faces a part code names (see [`Faces`]), refused unless they are faces of a 2D tile.
+    /// The faces a part code names (see [`Faces`]), refused unless they are faces of this
+    /// stencil's tiles (no face along z on a 2D grid).
     fn faces(&self, k: usize, part: u64) -> Result<Faces, String> {
         let faces = Faces::from_bits(part).map_err(|e| format!("box {k}: {e}"))?;
-        match faces.iter().find(|&(axis, _)| axis > 1) {
+        match faces.iter().find(|&(axis, _)| axis > 1 && !self.is_3d()) {
             Some((axis, _)) => Err(format!("a face along axis {axis} for box {k}; the stencil's tiles are 2D")),
             None => Ok(faces),
         }
     }
 
-    /// The cells of a tile on a face (`(axis, side)`, see [`Faces`]), in row-major order: those
-    /// the face neighbour's rim reads.
+    /// The cells of a tile on a face (`(axis, side)`, see [`Faces`]), in the tile's order:
+    /// those the face neighbour's rim reads.
     fn face_cells(&self, (axis, side): (usize, usize)) -> impl Iterator<Item = usize> {
         let s = self.side;
         let edge = if side == 0 { 0 } else { s - 1 };
-        (0..s).map(move |t| if axis == 0 { t * s + edge } else { edge * s + t })
+        // The cell's coordinate along `axis`: x varies fastest, then y, then z.
+        let stride = s.pow(axis as u32);
+        (0..self.cells()).filter(move |c| (c / stride) % s == edge)
     }
 }
 
@@ -363,5 +476,95 @@ mod tests {
         }
         assert_ne!(moving.placed_for, staying.placed_for, "the tiles moved");
         assert_eq!(moving.checksum(), staying.checksum());
+    }
+
+    /// The 3D stencil on tiles computes what a 7-point Jacobi sweep over the whole block of
+    /// cells computes, its boundary insulated (a cell outside the domain reads as the cell
+    /// itself), and conserves the heat.
+    #[test]
+    fn the_3d_stencil_is_a_7_point_jacobi_over_all_cells() {
+        let (nx, ny, nz, side) = (3, 2, 2, 4);
+        let grid = Grid::new_3d(nx, ny, nz).unwrap();
+        let mut app = Stencil::on_grid(grid, side, 0.25, None, 3, None);
+        app.work_scale = 0.0;
+        let dims = [nx * side, ny * side, nz * side];
+        let index = |p: [usize; 3]| (p[2] * dims[1] + p[1]) * dims[0] + p[0];
+        // Box (i, j, l)'s cell (x, y, z) is the block's cell (i·side + x, …).
+        let to_block = |app: &Stencil| {
+            let mut block = vec![0.0; dims.iter().product()];
+            for k in 0..grid.len() {
+                let b = grid.coords(k);
+                for (c, v) in app.tiles[k].iter().enumerate() {
+                    let local = [c % side, (c / side) % side, c / (side * side)];
+                    block[index([0, 1, 2].map(|a| b[a] * side + local[a]))] = *v;
+                }
+            }
+            block
+        };
+        let mut block = to_block(&app);
+        // Heat spread over the cells so that every sweep changes every cell.
+        for (n, v) in block.iter_mut().enumerate() {
+            *v = (n % 7) as f64;
+        }
+        for k in 0..grid.len() {
+            let b = grid.coords(k);
+            for c in 0..app.cells() {
+                let local = [c % side, (c / side) % side, c / (side * side)];
+                app.tiles[k][c] = block[index([0, 1, 2].map(|a| b[a] * side + local[a]))];
+            }
+        }
+        let total: f64 = block.iter().sum();
+        let mut exec = StaticBlocks::new(grid.len(), 2).unwrap();
+        let mut rec = Recorder::new("static", 2);
+        for _ in 0..3 {
+            app.iterate(&mut exec, &mut rec, None);
+            let old = block.clone();
+            for (n, v) in block.iter_mut().enumerate() {
+                let p = [n % dims[0], (n / dims[0]) % dims[1], n / (dims[0] * dims[1])];
+                let mut sum = 0.0;
+                for axis in 0..3 {
+                    for step in [-1isize, 1] {
+                        let mut q = p;
+                        let moved = p[axis] as isize + step;
+                        q[axis] = if moved < 0 || moved >= dims[axis] as isize { p[axis] } else { moved as usize };
+                        sum += old[index(q)];
+                    }
+                }
+                *v = sum / 6.0;
+            }
+        }
+        let tiled = to_block(&app);
+        let worst = tiled.iter().zip(&block).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        // The busy work folds under 1e-12 into one cell of each tile per iteration.
+        assert!(worst < 1e-9, "tiled and whole-block sweeps differ by {worst}");
+        let after: f64 = tiled.iter().sum();
+        assert!((after - total).abs() < 1e-9 * total, "heat {total} became {after}");
+    }
+
+    /// Across processes a 3D tile sends its faces, a 2D one refuses a face along z.
+    #[test]
+    fn a_3d_tile_s_faces_travel_and_arrive_where_they_were() {
+        let grid = Grid::new_3d(3, 3, 3).unwrap();
+        let mut source = Stencil::on_grid(grid, 4, 0.25, None, 1, None);
+        for (c, v) in source.tiles[13].iter_mut().enumerate() {
+            *v = c as f64;
+        }
+        let mut target = Stencil::on_grid(grid, 4, 0.25, None, 1, None);
+        for bits in [0b1u64, 0b10, 0b100, 0b1000, 0b1_0000, 0b10_0000, 0b11_1111] {
+            let mut bytes = Vec::new();
+            source.pack_part(13, bits, &mut bytes).unwrap();
+            let faces = Faces::from_bits(bits).unwrap().iter().count();
+            assert_eq!(bytes.len(), faces * 16 * 8, "faces {bits:#b}: 16 cells of 8 bytes each");
+            target.unpack_part(13, bits, &bytes).unwrap();
+        }
+        // Every cell on a face arrived with its value; the inner 2×2×2 cells kept their 0 (no
+        // box of this grid starts hot).
+        let on_a_face = |c: usize| [c % 4, (c / 4) % 4, c / 16].iter().any(|&v| v == 0 || v == 3);
+        for c in 0..64 {
+            let expected = if on_a_face(c) { c as f64 } else { 0.0 };
+            assert_eq!(target.tiles[13][c], expected, "cell {c}");
+        }
+        let flat = Stencil::new(3, 3, 4, 0.25, None, 1);
+        assert!(flat.pack_part(4, 0b1_0000, &mut Vec::new()).unwrap_err().contains("tiles are 2D"));
     }
 }

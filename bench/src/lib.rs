@@ -15,6 +15,7 @@
 //!     iters: 4,
 //!     nx: 8,
 //!     ny: 8,
+//!     nz: 1,
 //!     cache_bytes: 1 << 20,
 //!     pin: false,
 //!     seed: 1,

@@ -86,6 +86,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             iters: s.iters,
             nx,
             ny,
+            nz: 1,
             cache_bytes,
             pin: s.pin,
             seed: r as u64 + 1,

@@ -9,7 +9,7 @@ use pbs_scheduler::cache_model::CacheModel;
 use pbs_scheduler::counters::{start_on_this_thread, stop_on_this_thread};
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
-use pbs_scheduler::runtime::{Runtime, EXECUTORS};
+use pbs_scheduler::runtime::{Runtime, EXECUTORS, EXECUTORS_2D_ONLY};
 use pbs_scheduler::topology::{per_core_cache_bytes, Topology};
 use pbs_scheduler::BoxTimer;
 
@@ -30,10 +30,12 @@ pub struct RunSetup {
     pub threads: usize,
     /// Iterations.
     pub iters: usize,
-    /// Boxes along x and y.
+    /// Boxes along x.
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
+    /// Layers of boxes along z: more than one runs the stencil in 3D (md is 2D).
+    pub nz: usize,
     /// Per-thread capacity of the modelled cache, bytes.
     pub cache_bytes: u64,
     /// Pin workers to cores.
@@ -53,7 +55,7 @@ impl RunSetup {
 
     /// A fresh app as set up.
     pub fn make_app(&self) -> Result<Box<dyn GridApp>, String> {
-        pbs_apps::build(&self.app, &self.scenario, self.nx, self.ny, self.seed)
+        pbs_apps::build_3d(&self.app, &self.scenario, self.nx, self.ny, self.nz, self.seed)
     }
 }
 
@@ -310,6 +312,21 @@ fn modelled_misses(
         progress();
     }
     Ok(cache.take())
+}
+
+/// [`schedulers`] for a grid of `nz` layers: on more than one, `all` leaves out the executors
+/// that cut 2D grids only (`EXECUTORS_2D_ONLY`), and naming one of them is an error.
+pub fn schedulers_for(spec: &str, nz: usize) -> Result<Vec<String>, String> {
+    let mut names = schedulers(spec)?;
+    if nz > 1 {
+        if let Some(flat) = names.iter().find(|n| spec != "all" && EXECUTORS_2D_ONLY.contains(&n.as_str())) {
+            return Err(format!(
+                "{flat} cuts 2D grids only; --nz {nz} needs pbs, ws, eager, static or another of the rest"
+            ));
+        }
+        names.retain(|n| !EXECUTORS_2D_ONLY.contains(&n.as_str()));
+    }
+    Ok(names)
 }
 
 /// Schedulers for a `--scheduler` value (`all` = every executor).
@@ -587,6 +604,7 @@ mod tests {
             iters: 6,
             nx: 8,
             ny: 8,
+            nz: 1,
             cache_bytes: 1 << 20,
             pin: false,
             seed: 1,

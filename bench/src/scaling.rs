@@ -175,6 +175,7 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
                 iters: s.iters,
                 nx,
                 ny,
+                nz: 1,
                 cache_bytes: RunSetup::machine_cache_bytes(),
                 pin: s.pin,
                 seed: r as u64 + 1,

@@ -403,6 +403,41 @@ fn run_refuses_bad_input_clearly() {
     assert!(stderr_of(&["run", "--app", "md", "--threads", "0"]).contains("--threads"));
     assert!(stderr_of(&["run", "--app", "md", "--iters", "0"]).contains("--iters"));
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
+    assert!(stderr_of(&["run", "--app", "stencil", "--nz", "0"]).contains("empty grid"));
+    assert!(stderr_of(&["run", "--app", "md", "--nz", "2"]).contains("only stencil runs in 3D"));
+    assert!(stderr_of(&["run", "--app", "stencil", "--nz", "2", "--scheduler", "pbs,norcb"])
+        .contains("norcb cuts 2D grids only"));
+}
+
+/// `--nz` runs the stencil in 3D under every executor that cuts 3D grids, with one checksum.
+#[test]
+fn run_in_3d_leaves_out_the_2d_only_executors_and_keeps_one_checksum() {
+    let rows = json(&[
+        "run",
+        "--app",
+        "stencil",
+        "--nx",
+        "4",
+        "--ny",
+        "3",
+        "--nz",
+        "3",
+        "--threads",
+        "2",
+        "--iters",
+        "4",
+        "--json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
+    let expected: Vec<&str> = pbs_scheduler::runtime::EXECUTORS
+        .into_iter()
+        .filter(|e| !pbs_scheduler::runtime::EXECUTORS_2D_ONLY.contains(e))
+        .collect();
+    assert_eq!(names, expected);
+    assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]), "one checksum under every executor");
+    let flat = json(&["run", "--app", "stencil", "--nx", "4", "--ny", "3", "--threads", "2", "--iters", "4", "--json"]);
+    assert_ne!(flat[0]["checksum"], rows[0]["checksum"], "--nz 3 runs another app than one layer");
 }
 
 /// An output that cannot be written is refused before the run, whose results would be lost.

@@ -15,6 +15,7 @@ fn taking_turns_changes_no_result_and_loses_no_iteration() {
         iters: 7, // turns of 3, 3 and 1
         nx: 6,
         ny: 6,
+        nz: 1,
         cache_bytes: 64 * 1024,
         pin: false,
         seed: 3,

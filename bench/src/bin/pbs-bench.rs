@@ -139,6 +139,10 @@ enum Command {
         /// Boxes along y
         #[arg(long, default_value_t = 32)]
         ny: usize,
+        /// Layers of boxes along z: more than one runs the stencil in 3D (a 7-point stencil on
+        /// 8×8×8-cell tiles, a 3D cost map); md is 2D
+        #[arg(long, default_value_t = 1)]
+        nz: usize,
         /// Per-thread capacity of the modelled cache in KiB (default: this machine's per-core cache)
         #[arg(long)]
         cache_kib: Option<u64>,
@@ -470,6 +474,7 @@ fn run(cli: Cli) -> Result<(), String> {
             repeats,
             nx,
             ny,
+            nz,
             cache_kib,
             no_pin,
             seed,
@@ -482,6 +487,9 @@ fn run(cli: Cli) -> Result<(), String> {
             if repeats == 0 {
                 return Err("--repeats must be at least 1".into());
             }
+            if nz > 1 && trace.is_some() {
+                return Err("--trace records one layer of boxes (the model replays 2D grids); leave out --nz".into());
+            }
             trace.iter().chain(&timeline).chain(&png).try_for_each(|p| writable(p))?;
             let threads = match threads {
                 Some(t) => t,
@@ -490,11 +498,12 @@ fn run(cli: Cli) -> Result<(), String> {
             let setup = run::RunSetup {
                 scenario: scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string()),
                 app,
-                schedulers: run::schedulers(&scheduler)?,
+                schedulers: run::schedulers_for(&scheduler, nz)?,
                 threads,
                 iters,
                 nx,
                 ny,
+                nz,
                 cache_bytes: match cache_kib {
                     None => run::RunSetup::machine_cache_bytes(),
                     Some(0) => {

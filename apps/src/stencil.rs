@@ -42,27 +42,13 @@ pub struct Stencil {
 impl Stencil {
     /// `nx × ny` boxes of `side × side` cells; the cost map drifts `drift` boxes per iteration.
     pub fn new(nx: usize, ny: usize, side: usize, drift: f64, rough_every: Option<usize>, seed: u32) -> Stencil {
-        Stencil::holding(nx, ny, side, drift, rough_every, seed, None)
+        Stencil::on_grid(Grid::new(nx, ny).expect("non-empty grid"), side, drift, rough_every, seed, None)
     }
 
-    /// [`Stencil::new`] holding only the tiles of the boxes `holds` marks (`None`: all), for
-    /// a process that computes some of them (`pbs-mpi`); the others are empty until they
-    /// arrive.
-    pub fn holding(
-        nx: usize,
-        ny: usize,
-        side: usize,
-        drift: f64,
-        rough_every: Option<usize>,
-        seed: u32,
-        holds: Option<&[bool]>,
-    ) -> Stencil {
-        let grid = Grid::new(nx, ny).expect("non-empty grid");
-        Stencil::on_grid(grid, side, drift, rough_every, seed, holds)
-    }
-
-    /// [`Stencil::holding`] on any grid: a grid of more than one layer of boxes makes a 3D
-    /// stencil, with cubic tiles and a 3D cost map.
+    /// [`Stencil::new`] on any grid, holding only the tiles of the boxes `holds` marks (`None`:
+    /// all), for a process that computes some of them (`pbs-mpi`; the others are empty until
+    /// they arrive). A grid of more than one layer of boxes makes a 3D stencil, with cubic
+    /// tiles and a 3D cost map.
     pub fn on_grid(
         grid: Grid,
         side: usize,
@@ -129,7 +115,7 @@ impl Stencil {
         Stencil::by_scenario_holding(scenario, nx, ny, seed, None)
     }
 
-    /// [`Stencil::by_scenario`] holding only the tiles `holds` marks (see [`Stencil::holding`]).
+    /// [`Stencil::by_scenario`] holding only the tiles `holds` marks (see [`Stencil::on_grid`]).
     pub fn by_scenario_holding(
         scenario: &str,
         nx: usize,

@@ -320,9 +320,7 @@ pub fn schedulers_for(spec: &str, nz: usize) -> Result<Vec<String>, String> {
     let mut names = schedulers(spec)?;
     if nz > 1 {
         if let Some(flat) = names.iter().find(|n| spec != "all" && EXECUTORS_2D_ONLY.contains(&n.as_str())) {
-            return Err(format!(
-                "{flat} cuts 2D grids only; --nz {nz} needs pbs, ws, eager, static or another of the rest"
-            ));
+            return Err(format!("{flat} cuts 2D grids only: leave it out with --nz {nz}, or run one layer"));
         }
         names.retain(|n| !EXECUTORS_2D_ONLY.contains(&n.as_str()));
     }

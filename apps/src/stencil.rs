@@ -487,11 +487,8 @@ mod tests {
             }
             block
         };
-        let mut block = to_block(&app);
         // Heat spread over the cells so that every sweep changes every cell.
-        for (n, v) in block.iter_mut().enumerate() {
-            *v = (n % 7) as f64;
-        }
+        let mut block: Vec<f64> = (0..dims.iter().product()).map(|n: usize| (n % 7) as f64).collect();
         for k in 0..grid.len() {
             let b = grid.coords(k);
             for c in 0..app.cells() {

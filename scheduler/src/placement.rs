@@ -1,9 +1,10 @@
 //! NUMA-aware starting positions for the vCores: the domain is cut into one slab per NUMA
 //! node (along its longer side, widths proportional to the node's workers) and each node's
 //! vCores are laid out on a near-square sub-grid of its slab; on a 3D grid, on near-square
-//! sub-grids in near-cubic layers of it. Spatial neighbours then share a node, and the boxes a
+//! sub-grids in near-cubic layers of it, each moved by up to half a box. Spatial neighbours then share a node, and the boxes a
 //! node's threads own — and first-touch — form one region.
 
+use pbs::rng::SplitMix64;
 use pbs::{Grid, Point};
 
 /// One starting position per worker; `numa[t]` is worker `t`'s node (workers of a node need
@@ -37,7 +38,17 @@ pub fn numa_positions(grid: &Grid, numa: &[usize]) -> Vec<Point> {
             let z = depth * (layer as f64 + 0.5) / layers as f64;
             for (m, (along, across)) in sub_grid(in_layer, width, short).into_iter().enumerate() {
                 let along = start + along;
-                positions[members[placed + m]] = if horizontal { [along, across, z] } else { [across, along, z] };
+                let t = members[placed + m];
+                positions[t] = if horizontal { [along, across, z] } else { [across, along, z] };
+                if grid.nz > 1 {
+                    // Off the lattice by up to half a box along each axis, the same for every
+                    // run: cells of an exact lattice meet along whole planes of boxes, which a
+                    // change of weight hands over only whole (docs/results.md, 2026-11-28).
+                    let mut rng = SplitMix64::new(t as u64);
+                    for c in &mut positions[t] {
+                        *c += rng.next_f64() - 0.5;
+                    }
+                }
             }
             placed += in_layer;
         }
@@ -103,7 +114,8 @@ mod tests {
     }
 
     /// On a 3D grid the vCores start in layers, so that their cells are blocks, not columns:
-    /// eight on 16³ boxes own eight cubes of 8³, four per node on two nodes included.
+    /// eight on 16³ boxes own eight blocks of about 8³ (the lattice is moved by up to half a
+    /// box), four per node on two nodes included.
     #[test]
     fn on_a_3d_grid_the_cells_start_as_cubes() {
         let g = Grid::new_3d(16, 16, 16).unwrap();
@@ -117,11 +129,12 @@ mod tests {
                     (0..g.len()).filter(|&k| vcores.owners()[k] == v).map(|k| g.coords(k)).collect();
                 let extent =
                     |a: usize| mine.iter().map(|c| c[a]).max().unwrap() - mine.iter().map(|c| c[a]).min().unwrap();
-                assert_eq!(
-                    (mine.len(), extent(0), extent(1), extent(2)),
-                    (512, 7, 7, 7),
-                    "{numa:?}, vCore {v} at {:?}",
-                    p[v as usize]
+                let sides = [extent(0), extent(1), extent(2)];
+                assert!(
+                    (400..=630).contains(&mine.len()) && sides.iter().all(|&e| (6..=9).contains(&e)),
+                    "{numa:?}, vCore {v} at {:?}: {} boxes, extents {sides:?}",
+                    p[v as usize],
+                    mine.len()
                 );
             }
             if numa[7] == 1 {

@@ -300,9 +300,7 @@ pub fn build_holding(
         ("md-split", s) => {
             Ok(Box::new(crate::md::Md::holding(crate::md::Scenario::from_name(s)?, nx, ny, seed, holds).split_phases()))
         }
-        ("stencil", s) => {
-            crate::stencil::Stencil::by_scenario_holding(s, nx, ny, seed, holds).map(|s| Box::new(s) as _)
-        }
+        ("stencil", s) => crate::stencil::Stencil::by_scenario(s, grid, seed, holds).map(|s| Box::new(s) as _),
         (a, _) => Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
     }
 }

@@ -93,7 +93,7 @@ pub fn build_3d(
     match (app, scenario) {
         ("md", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed))),
         ("md-split", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed).split_phases())),
-        ("stencil", s) => stencil::Stencil::by_scenario_on(s, grid, seed, None).map(|s| Box::new(s) as _),
+        ("stencil", s) => stencil::Stencil::by_scenario(s, grid, seed, None).map(|s| Box::new(s) as _),
         (a, _) => Err(format!("unknown app {a:?}; expected md, md-split or stencil")),
     }
 }

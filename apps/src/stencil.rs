@@ -110,26 +110,10 @@ impl Stencil {
     }
 
     /// The scenario `drift` (the cost map drifts a quarter box per iteration) or `rough` (a
-    /// new map every 10 iterations) on `nx × ny` tiles of 16 × 16 cells.
-    pub fn by_scenario(scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Stencil, String> {
-        Stencil::by_scenario_holding(scenario, nx, ny, seed, None)
-    }
-
-    /// [`Stencil::by_scenario`] holding only the tiles `holds` marks (see [`Stencil::on_grid`]).
-    pub fn by_scenario_holding(
-        scenario: &str,
-        nx: usize,
-        ny: usize,
-        seed: u64,
-        holds: Option<&[bool]>,
-    ) -> Result<Stencil, String> {
-        let grid = Grid::new(nx, ny).map_err(|e| e.to_string())?;
-        Stencil::by_scenario_on(scenario, grid, seed, holds)
-    }
-
-    /// [`Stencil::by_scenario_holding`] on any grid: on a grid of more than one layer, tiles of
-    /// 8 × 8 × 8 cells (twice the cells of a 2D tile, a sixth of them on each face).
-    pub fn by_scenario_on(scenario: &str, grid: Grid, seed: u64, holds: Option<&[bool]>) -> Result<Stencil, String> {
+    /// new map every 10 iterations) on `grid`, holding only the tiles `holds` marks (`None`:
+    /// all; see [`Stencil::on_grid`]). Tiles of 16 × 16 cells, or of 8 × 8 × 8 on a grid of
+    /// more than one layer (twice the cells; a face of 64 where a 2D tile's edge has 16).
+    pub fn by_scenario(scenario: &str, grid: Grid, seed: u64, holds: Option<&[bool]>) -> Result<Stencil, String> {
         let side = if grid.nz > 1 { 8 } else { 16 };
         match scenario {
             "drift" => Ok(Stencil::on_grid(grid, side, 0.25, None, seed as u32, holds)),

@@ -270,6 +270,14 @@ pbs_status pbs_tiling_grid(size_t cells_x, size_t cells_y, size_t tile_x, size_t
 pbs_status pbs_tiling_cells(size_t cells_x, size_t cells_y, size_t tile_x, size_t tile_y,
                             size_t k, size_t *x0, size_t *x1, size_t *y0, size_t *y1);
 
+/* The same in 3D: cells[0] * cells[1] * cells[2] cells in tiles of tile[0] * tile[1] * tile[2]
+   (x, y, z). The grid of boxes, grid[0] * grid[1] * grid[2], for pbs_executor_new's nx, ny, nz. */
+pbs_status pbs_tiling_grid_3d(const size_t cells[3], const size_t tile[3], size_t grid[3]);
+
+/* The cells of box k's tile in 3D: lo[a] <= c < hi[a] along each axis a. */
+pbs_status pbs_tiling_cells_3d(const size_t cells[3], const size_t tile[3], size_t k, size_t lo[3],
+                               size_t hi[3]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@
 #ifndef PBS_HPP
 #define PBS_HPP
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -291,6 +292,26 @@ inline std::pair<std::size_t, std::size_t> tiling_grid(std::size_t cells_x, std:
 inline tile tiling_cells(std::size_t cells_x, std::size_t cells_y, std::size_t tile_x, std::size_t tile_y, std::size_t k) {
     tile t{};
     detail::check(pbs_tiling_cells(cells_x, cells_y, tile_x, tile_y, k, &t.x0, &t.x1, &t.y0, &t.y1));
+    return t;
+}
+
+/* In 3D (x, y, z): box k's cells lo[a] <= c < hi[a] along each axis a. */
+struct tile_3d {
+    std::array<std::size_t, 3> lo, hi;
+};
+
+/* The grid of boxes for cells[0..3] cells in tiles of tile[0..3]. */
+inline std::array<std::size_t, 3> tiling_grid_3d(const std::array<std::size_t, 3> &cells,
+                                                 const std::array<std::size_t, 3> &tile) {
+    std::array<std::size_t, 3> grid{};
+    detail::check(pbs_tiling_grid_3d(cells.data(), tile.data(), grid.data()));
+    return grid;
+}
+
+inline tile_3d tiling_cells_3d(const std::array<std::size_t, 3> &cells, const std::array<std::size_t, 3> &tile,
+                               std::size_t k) {
+    tile_3d t{};
+    detail::check(pbs_tiling_cells_3d(cells.data(), tile.data(), k, t.lo.data(), t.hi.data()));
     return t;
 }
 

@@ -8,7 +8,7 @@
 //! | `pbs_partitioner_*` | the balancer alone: loads of every box in, owner of every box out, warm-started call after call | `partitioner.rs` |
 //! | `pbs_executor_*`, `pbs_current_worker` | the runtime: a pinned pool runs a C task once per box and phase under `pbs`, `ws`, `eager` or `static` | `executor.rs` |
 //! | `pbs_mapper_*` | the runtime's decisions without its threads, for a runtime that runs the tasks itself (the StarPU policy of `starpu/`): box loads in, owners and victims out | `mapper.rs` |
-//! | `pbs_tiling_grid`, `pbs_tiling_cells` | from a code's cells to boxes: tiles of any size, ragged edges included | `tiling.rs` |
+//! | `pbs_tiling_grid`, `pbs_tiling_cells`, `…_3d` | from a code's cells to boxes: tiles of any size, ragged edges included, in 2D and 3D | `tiling.rs` |
 //! | `pbs_last_error`, `pbs_last_error_status`, `pbs_status` | errors: every call returns a status (constructors NULL) and the message names the bad input | `status.rs` |
 //!
 //! A heat-diffusion code in C, in full in `ffi/examples/heat.c`:
@@ -48,4 +48,4 @@ pub use executor::{
 pub use mapper::{pbs_mapper_end_iteration, pbs_mapper_free, pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims};
 pub use partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};
 pub use status::{pbs_last_error, pbs_last_error_status, Status};
-pub use tiling::{pbs_tiling_cells, pbs_tiling_grid};
+pub use tiling::{pbs_tiling_cells, pbs_tiling_cells_3d, pbs_tiling_grid, pbs_tiling_grid_3d};

@@ -31,6 +31,8 @@ int main(void) {
         (void (*)(void))pbs_mapper_free,
         (void (*)(void))pbs_tiling_grid,
         (void (*)(void))pbs_tiling_cells,
+        (void (*)(void))pbs_tiling_grid_3d,
+        (void (*)(void))pbs_tiling_cells_3d,
         (void (*)(void))pbs_current_worker,
         (void (*)(void))pbs_executor_free,
     };

@@ -1,6 +1,7 @@
 // pbs.hpp from C++: RAII, capturing lambdas as tasks, errors as exceptions. Prints one line
 // per check and a checksum line per scheduler and thread count; exits non-zero on a failed
 // check. Built and run by c_programs.rs with g++ and clang++, -Wall -Wextra -Werror -pedantic.
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -177,6 +178,17 @@ int main() {
         expect(false, "a zero tile throws");
     } catch (const pbs::error &e) {
         expect(e.status() == PBS_INVALID_ARGUMENT, std::string("a zero tile: ") + e.what());
+    }
+    const std::array<std::size_t, 3> cells = {{64, 64, 30}}, tile = {{16, 16, 8}};
+    std::array<std::size_t, 3> grid_3d = pbs::tiling_grid_3d(cells, tile);
+    pbs::tile_3d deepest = pbs::tiling_cells_3d(cells, tile, 63);
+    expect(grid_3d[0] == 4 && grid_3d[1] == 4 && grid_3d[2] == 4 && deepest.lo[2] == 24 && deepest.hi[2] == 30,
+           "3D tiles, the last layer ragged");
+    try {
+        pbs::tiling_cells_3d(cells, tile, 64);
+        expect(false, "a box out of range throws");
+    } catch (const pbs::error &e) {
+        expect(e.status() == PBS_INVALID_ARGUMENT, std::string("box 64 of 64: ") + e.what());
     }
 
     std::printf("%s\n", failures ? "SOME CHECKS FAILED" : "all checks passed");

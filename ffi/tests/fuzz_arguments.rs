@@ -1,6 +1,6 @@
 //! Fuzzing the C interface's arguments with proptest: sizes, vCore and thread counts, method
 //! and scheduler names of arbitrary bytes, loads of any bit pattern (NaN, infinities,
-//! negatives, subnormals, 1e308), wrong lengths. Every call returns a status from pbs.h, never
+//! negatives, subnormals, 1e308), wrong lengths, tilings of any size. Every call returns a status from pbs.h, never
 //! PBS_INTERNAL_ERROR (a caught panic), and a refusal always comes with a message.
 //! `PROPTEST_CASES` sets the effort.
 
@@ -92,5 +92,36 @@ proptest! {
         prop_assert_eq!(st, Status::Ok);
         // SAFETY: from pbs_executor_new, not used afterwards.
         unsafe { pbs_executor_free(e) };
+    }
+
+    /// Tilings of any sizes, the largest a `size_t` holds included, in 2D and 3D: a status and
+    /// a message, and where it succeeds, non-empty ranges inside the domain.
+    #[test]
+    fn tilings_take_any_sizes(
+        sizes in prop::array::uniform6(prop_oneof![Just(0usize), Just(1), 1usize..50, Just(usize::MAX / 2 + 1),
+            Just(usize::MAX)]),
+        k in prop_oneof![0usize..70, Just(usize::MAX)],
+    ) {
+        use pbs_ffi::tiling::{pbs_tiling_cells, pbs_tiling_cells_3d, pbs_tiling_grid_3d};
+        let (cells, tile) = ([sizes[0], sizes[1], sizes[2]], [sizes[3], sizes[4], sizes[5]]);
+        let mut grid = [0usize; 3];
+        // SAFETY: three readable sizes each, three writable.
+        let st = unsafe { pbs_tiling_grid_3d(cells.as_ptr(), tile.as_ptr(), grid.as_mut_ptr()) };
+        refused_with_a_message(st)?;
+        let (mut lo, mut hi) = ([0usize; 3], [0usize; 3]);
+        // SAFETY: as above.
+        let st = unsafe { pbs_tiling_cells_3d(cells.as_ptr(), tile.as_ptr(), k, lo.as_mut_ptr(), hi.as_mut_ptr()) };
+        refused_with_a_message(st)?;
+        if st == Status::Ok {
+            prop_assert!((0..3).all(|a| lo[a] < hi[a] && hi[a] <= cells[a]), "{:?} {:?} box {}: {:?}..{:?}", cells, tile, k, lo, hi);
+        }
+        let mut r = [0usize; 4];
+        let [x0, x1, y0, y1] = &mut r;
+        // SAFETY: four writable outputs.
+        let st = unsafe { pbs_tiling_cells(cells[0], cells[1], tile[0], tile[1], k, x0, x1, y0, y1) };
+        refused_with_a_message(st)?;
+        if st == Status::Ok {
+            prop_assert!(r[0] < r[1] && r[1] <= cells[0] && r[2] < r[3] && r[3] <= cells[1], "{:?}", r);
+        }
     }
 }

@@ -45,6 +45,8 @@ echo "== From C (ffi/include/pbs.h): a heat-diffusion code in C on each schedule
 "${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi -Wl,-rpath,"$PWD/target/release" -o target/release/heat-c
 "${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/balance.c -Ltarget/release -lpbs_ffi -lm -Wl,-rpath,"$PWD/target/release" -o target/release/balance-c
 for s in pbs ws eager static; do target/release/heat-c "$s"; done
+"${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/heat3d.c -Ltarget/release -lpbs_ffi -Wl,-rpath,"$PWD/target/release" -o target/release/heat3d-c
+for s in pbs ws static; do target/release/heat3d-c "$s"; done   # 96^3 cells in 3D tiles (pbs_tiling_*_3d)
 target/release/balance-c
 echo
 echo "== Inside StarPU: pbs as a StarPU scheduling policy against StarPU's own, on the heat code as StarPU"

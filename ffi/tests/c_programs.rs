@@ -345,6 +345,28 @@ fn tiles_c_gives_one_checksum_for_every_tile_shape() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("tile"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// heat3d.c: one checksum for every 3D tile shape (ragged along each axis included),
+/// scheduler and thread count; a zero tile size refused by name.
+#[test]
+fn heat3d_c_gives_one_checksum_for_every_tile_shape() {
+    let program = compile(&Path::new(MANIFEST).join("examples/heat3d.c"), "heat3d");
+    let mut seen = BTreeSet::new();
+    for tile in [["20", "6", "6"], ["7", "5", "9"], ["1", "13", "2"], ["20", "13", "11"]] {
+        for (scheduler, threads) in [("pbs", "2"), ("static", "1"), ("ws", "3"), ("eager", "2")] {
+            let args = [&[scheduler, threads, "6", "20", "13", "11"][..], &tile[..]].concat();
+            let text = stdout(&run(&program, &args));
+            assert_eq!(field(text.trim(), "tile"), tile.join("x"));
+            seen.insert(field(text.trim(), "checksum").to_string());
+        }
+    }
+    assert_eq!(seen.len(), 1, "tile shapes disagree: {seen:?}");
+    let longer = stdout(&run(&program, &["static", "1", "7", "20", "13", "11", "20", "6", "6"]));
+    assert_ne!(field(longer.trim(), "checksum"), seen.first().unwrap());
+    let o = run(&program, &["pbs", "2", "1", "20", "13", "11", "4", "4", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("tile[2]"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn heat_c_reports_a_failing_task_by_box() {
     let program = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat_nan");

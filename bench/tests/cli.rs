@@ -632,6 +632,18 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     ]);
     assert_eq!(rows.as_array().unwrap().len(), 2 * 2 * 4);
     assert_eq!((rows[0]["app"].as_str(), rows[0]["nx"].as_u64()), (Some("stencil"), Some(8)));
+    assert_eq!(rows[0]["nz"].as_u64(), Some(1));
+    // A trace of the stencil in 3D replays on its 3D grid.
+    let deep = dir.join("stencil3d.trace");
+    let deep_arg = deep.to_str().unwrap();
+    let run_3d = ["run", "--app", "stencil", "--scheduler", "static", "--threads", "1", "--iters", "3"];
+    let out = bench(&[&run_3d[..], &["--nx", "6", "--ny", "5", "--nz", "4", "--trace", deep_arg]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let deep_rows =
+        json(&["model", "--trace", deep_arg, "--threads", "4", "--numa-nodes", "1,2", "--iters", "5", "--json"]);
+    let deep_rows = deep_rows.as_array().unwrap();
+    assert_eq!(deep_rows.len(), 2 * 4);
+    assert!(deep_rows.iter().all(|r| r["nz"].as_u64() == Some(4) && r["efficiency"].as_f64().unwrap() > 0.0));
     let drawn = std::fs::read(&png).expect("--png writes the picture");
     // Two columns (NUMA node counts) of 480 pixels, four rows of figures of 300.
     assert_eq!(png_size(&drawn), (960, 1200));

@@ -487,9 +487,6 @@ fn run(cli: Cli) -> Result<(), String> {
             if repeats == 0 {
                 return Err("--repeats must be at least 1".into());
             }
-            if nz > 1 && trace.is_some() {
-                return Err("--trace records one layer of boxes (the model replays 2D grids); leave out --nz".into());
-            }
             trace.iter().chain(&timeline).chain(&png).try_for_each(|p| writable(p))?;
             let threads = match threads {
                 Some(t) => t,
@@ -543,9 +540,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             }
             if let Some(path) = trace {
-                let t = pbs_bench::model::trace::Trace::record(&setup.app, &setup.scenario, nx, ny, iters, seed)?;
+                let t =
+                    pbs_bench::model::trace::Trace::record_3d(&setup.app, &setup.scenario, [nx, ny, nz], iters, seed)?;
                 t.write(&path)?;
-                eprintln!("trace of {} iterations of {}×{} boxes written to {}", iters, nx, ny, path.display());
+                eprintln!("trace of {iters} iterations of {nx}×{ny}×{nz} boxes written to {}", path.display());
             }
             if let Some(path) = timeline {
                 std::fs::write(&path, run::timeline_csv(&rows))

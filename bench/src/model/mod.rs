@@ -61,10 +61,12 @@ pub struct ModelRow {
     pub app: String,
     /// The app's scenario.
     pub scenario: String,
-    /// Boxes along x and y of the replayed trace.
+    /// Boxes along x of the replayed trace.
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
+    /// Layers of boxes along z (1 on a 2D grid).
+    pub nz: usize,
     /// The replay's figures.
     #[serde(flatten)]
     pub modelled: replay::Modelled,
@@ -165,6 +167,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
                     scenario: trace.header.scenario.clone(),
                     nx: trace.header.nx,
                     ny: trace.header.ny,
+                    nz: trace.header.nz,
                     modelled,
                 });
             }
@@ -196,7 +199,7 @@ pub fn table(rows: &[ModelRow]) -> crate::table::Table {
         t.row(vec![
             r.app.clone(),
             r.scenario.clone(),
-            format!("{}×{}", r.nx, r.ny),
+            if r.nz > 1 { format!("{}×{}×{}", r.nx, r.ny, r.nz) } else { format!("{}×{}", r.nx, r.ny) },
             m.scheduler.clone(),
             m.threads.to_string(),
             m.numa_nodes.to_string(),

@@ -27,7 +27,7 @@
 //! owner lists with no stealing, their remappings between iterations on the critical path,
 //! costed by their real time here ([`plan_remap`]).
 
-use pbs::{balance, methods, Grid, Problem, Run, StopRule, VCores};
+use pbs::{balance, methods, Problem, Run, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Sample};
 use pbs_scheduler::executor::IdleParts;
 use pbs_scheduler::executors::{
@@ -187,7 +187,7 @@ pub fn plan_pbs(
 ) -> Result<PbsPlan, String> {
     let (balancer_box, noise, restart_lands) =
         (machine.balancer_box, machine.noise, rebalancing.lands_restart_at_once());
-    let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
+    let grid = trace.grid()?;
     let vcores_n = threads.min(grid.len());
     let ones = vec![1.0; grid.len()];
     let uniform = Problem::new(grid, &ones, vcores_n).map_err(|e| e.to_string())?;
@@ -266,7 +266,7 @@ pub fn plan_remap(
     noise: f64,
 ) -> Result<PbsPlan, String> {
     use pbs::metrics;
-    let grid = Grid::new(trace.header.nx, trace.header.ny).map_err(|e| e.to_string())?;
+    let grid = trace.grid()?;
     let parts = threads.min(grid.len());
     let err = |e: pbs::Error| e.to_string();
     let unknown = || format!("unknown remapper {remapper:?}; expected {}", REMAPPERS.join(", "));
@@ -734,19 +734,21 @@ fn neighbour_order(trace: &Trace, owners: &[u32], threads: usize, node_of: &dyn 
     if owners.is_empty() {
         return Vec::new();
     }
-    let nx = trace.header.nx;
-    let mut sum = vec![(0.0, 0.0, 0usize); threads];
+    let (nx, plane) = (trace.header.nx, trace.header.nx * trace.header.ny);
+    let mut sum = vec![([0.0; 3], 0usize); threads];
     for (k, &o) in owners.iter().enumerate() {
         let s = &mut sum[o as usize];
-        s.0 += (k % nx) as f64;
-        s.1 += (k / nx) as f64;
-        s.2 += 1;
+        let at = [k % nx, (k % plane) / nx, k / plane];
+        for (total, v) in s.0.iter_mut().zip(at) {
+            *total += v as f64;
+        }
+        s.1 += 1;
     }
-    let c: Vec<(f64, f64)> = sum.iter().map(|s| (s.0 / s.2.max(1) as f64, s.1 / s.2.max(1) as f64)).collect();
+    let c: Vec<[f64; 3]> = sum.iter().map(|s| s.0.map(|v| v / s.1.max(1) as f64)).collect();
     (0..threads)
         .map(|t| {
             let mut others: Vec<u32> = (0..threads as u32).filter(|&j| j as usize != t).collect();
-            let d = |j: u32| (c[j as usize].0 - c[t].0).powi(2) + (c[j as usize].1 - c[t].1).powi(2);
+            let d = |j: u32| (0..3).map(|a| (c[j as usize][a] - c[t][a]).powi(2)).sum::<f64>();
             let away = |j: u32| node_of(j as usize) != node_of(t);
             others.sort_by(|&a, &b| away(a).cmp(&away(b)).then(d(a).total_cmp(&d(b))).then(a.cmp(&b)));
             others
@@ -910,7 +912,7 @@ mod tests {
         use pbs_scheduler::runtime::Runtime;
         use pbs_scheduler::topology::Topology;
         let trace = trace("md-gravity-32x32.trace");
-        let grid = Grid::new(trace.header.nx, trace.header.ny).unwrap();
+        let grid = trace.grid().unwrap();
         for (topology, nodes) in [("pack:1 numa:1 core:8 pu:1", 1), ("pack:2 numa:1 core:4 pu:1", 2)] {
             let topology = Topology::synthetic(topology).unwrap();
             let runtime = Runtime { topology, threads: 8, pin: Pinning::Off, timer: Default::default() };
@@ -1078,6 +1080,7 @@ mod tests {
                 scenario: "synthetic".into(),
                 nx,
                 ny,
+                nz: 1,
                 seed: 1,
                 phases: vec![2; 4],
             },

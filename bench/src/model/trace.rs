@@ -28,6 +28,9 @@ pub struct Header {
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
+    /// Layers of boxes along z (1 in traces written before 3D grids, which lack the field).
+    #[serde(default = "one_layer")]
+    pub nz: usize,
     /// Seed of the app.
     pub seed: u64,
     /// Phases of each iteration.
@@ -44,6 +47,10 @@ pub struct Trace {
 }
 
 const FORMAT: &str = "pbs-trace 1";
+
+fn one_layer() -> usize {
+    1
+}
 
 /// An executor on one thread that times every box on its own.
 struct Recording {
@@ -98,11 +105,24 @@ impl Trace {
         iterations: usize,
         seed: u64,
     ) -> Result<Trace, String> {
+        Trace::record_3d(app, scenario, [nx, ny, 1], iterations, seed)
+    }
+
+    /// [`Trace::record`] on `dims[0] × dims[1] × dims[2]` boxes (the stencil in 3D with more
+    /// than one layer, see `pbs_apps::build_3d`).
+    pub fn record_3d(
+        app: &str,
+        scenario: &str,
+        dims: [usize; 3],
+        iterations: usize,
+        seed: u64,
+    ) -> Result<Trace, String> {
+        let [nx, ny, nz] = dims;
         if iterations == 0 {
             return Err("a trace needs at least one iteration".into());
         }
         let pass = || -> Result<Vec<Vec<Vec<f64>>>, String> {
-            let mut grid_app = pbs_apps::build(app, scenario, nx, ny, seed)?;
+            let mut grid_app = pbs_apps::build_3d(app, scenario, nx, ny, nz, seed)?;
             let n = grid_app.grid().len();
             let inner = StaticBlocks::new(n, 1).map_err(|e| e.to_string())?;
             let mut exec = Recording {
@@ -127,6 +147,7 @@ impl Trace {
             scenario: scenario.into(),
             nx,
             ny,
+            nz,
             seed,
             phases: costs.iter().map(Vec::len).collect(),
         };
@@ -140,7 +161,12 @@ impl Trace {
 
     /// Boxes of the grid.
     pub fn boxes(&self) -> usize {
-        self.header.nx * self.header.ny
+        self.header.nx * self.header.ny * self.header.nz
+    }
+
+    /// The grid of boxes the trace was recorded on.
+    pub fn grid(&self) -> Result<pbs::Grid, String> {
+        pbs::Grid::new_3d(self.header.nx, self.header.ny, self.header.nz).map_err(|e| e.to_string())
     }
 
     /// Writes the trace to `path`.
@@ -185,12 +211,11 @@ impl Trace {
         if header.format != FORMAT {
             return Err(format!("{what}: trace format {:?}, expected {FORMAT:?}", header.format));
         }
-        let n = match header.nx.checked_mul(header.ny) {
-            Some(0) => return Err(format!("{what}: empty grid ({}×{} boxes)", header.nx, header.ny)),
+        let (nx, ny, nz) = (header.nx, header.ny, header.nz);
+        let n = match nx.checked_mul(ny).and_then(|n| n.checked_mul(nz)) {
+            Some(0) => return Err(format!("{what}: empty grid ({nx}×{ny}×{nz} boxes)")),
             Some(n) => n,
-            None => {
-                return Err(format!("{what}: {}×{} boxes is more than this machine can count", header.nx, header.ny))
-            }
+            None => return Err(format!("{what}: {nx}×{ny}×{nz} boxes is more than this machine can count")),
         };
         // Checked, so that a header naming more costs than memory holds is an error, not a
         // product that wraps round to the file's length.
@@ -265,6 +290,13 @@ mod tests {
         for (a, b) in back.costs.iter().flatten().flatten().zip(trace.costs.iter().flatten().flatten()) {
             assert!((a - b).abs() <= 0.6e-9, "{a} {b}");
         }
+        // A 3D trace keeps its layers; the kept traces, written before the field, read as one.
+        let deep = Trace::record_3d("stencil", "drift", [3, 2, 2], 2, 1).unwrap();
+        deep.write(&path).unwrap();
+        let back = Trace::read(&path).unwrap();
+        assert_eq!((back.header.nz, back.boxes(), back.grid().unwrap().nz), (2, 12, 2));
+        assert_eq!(Trace::kept("md-gravity-32x32.trace").map(|t| t.header.nz), Ok(1));
+        trace.write(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
         assert!(Trace::read(&path).unwrap_err().contains("bytes of costs"));

@@ -37,7 +37,9 @@ pub struct Tiling {
 impl Tiling {
     /// `cells_x × cells_y` cells in tiles of `tile_x × tile_y`; an error names a zero size.
     pub fn new(cells_x: usize, cells_y: usize, tile_x: usize, tile_y: usize) -> Result<Tiling> {
-        Tiling::checked(["cells_x", "cells_y", "tile_x", "tile_y"], [cells_x, cells_y, 1], [tile_x, tile_y, 1])
+        // The z sizes are 1, so their names are never given.
+        let names = ["cells_x", "cells_y", "cells_z", "tile_x", "tile_y", "tile_z"];
+        Tiling::checked(names, [cells_x, cells_y, 1], [tile_x, tile_y, 1])
     }
 
     /// `cells[0] × cells[1] × cells[2]` cells in tiles of `tile[0] × tile[1] × tile[2]`, the
@@ -54,12 +56,9 @@ impl Tiling {
         Tiling::checked(["cells[0]", "cells[1]", "cells[2]", "tile[0]", "tile[1]", "tile[2]"], cells, tile)
     }
 
-    /// The tiling, each size checked under its name (cells first, then tiles; two-name lists
-    /// leave z unnamed, as its sizes are then 1).
-    fn checked<const N: usize>(names: [&'static str; N], cells: [usize; 3], tile: [usize; 3]) -> Result<Tiling> {
-        let axes = N / 2;
-        let sizes = cells[..axes].iter().chain(&tile[..axes]);
-        if let Some((name, _)) = names.iter().zip(sizes).find(|(_, &v)| v == 0) {
+    /// The tiling, each size checked under its name (cells, then tiles, x to z).
+    fn checked(names: [&'static str; 6], cells: [usize; 3], tile: [usize; 3]) -> Result<Tiling> {
+        if let Some((name, _)) = names.into_iter().zip(cells.into_iter().chain(tile)).find(|&(_, v)| v == 0) {
             return Err(Error::Parameter { name, value: "0".into(), reason: "must be at least 1 cell" });
         }
         let [nx, ny, nz] = [0, 1, 2].map(|a| cells[a].div_ceil(tile[a]));

@@ -295,6 +295,10 @@ pub fn build_holding(
     if let Some(h) = holds.filter(|h| h.len() != grid.len()) {
         return Err(format!("{} flags for {} boxes", h.len(), grid.len()));
     }
+    if app == "md" || app == "md-split" {
+        let held = holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count());
+        crate::memory::check_state("md particles", grid.len(), held, crate::md::Md::state_bytes())?;
+    }
     match (app, scenario) {
         ("md", s) => Ok(Box::new(crate::md::Md::holding(crate::md::Scenario::from_name(s)?, nx, ny, seed, holds))),
         ("md-split", s) => {
@@ -305,14 +309,30 @@ pub fn build_holding(
     }
 }
 
+/// Whether a process can hold the part of `app`'s state that every process holds whatever its
+/// share (per-box headers over the whole grid): the same answer on every process of a node, so
+/// that one of them can say so for all before any starts. An unknown app is an error too.
+pub fn check_every_share(app: &str, nx: usize, ny: usize) -> Result<(), String> {
+    let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    let (what, per_box) = match app {
+        "md" | "md-split" => ("md particles", crate::md::Md::state_bytes()),
+        "stencil" => ("stencil tiles", crate::stencil::Stencil::state_bytes(&grid, 16)),
+        a => return Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
+    };
+    crate::memory::check_state(what, grid.len(), 0, per_box)
+}
+
 /// Every box's work at the start, as [`GridApp::box_work`] estimates it, without building the
 /// state: what the processes are first balanced on, before each builds its share. md counts
 /// its particles as placed (before the initial step that `box_work` sees); the stencil's is
 /// its cost map.
 pub fn initial_work(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Vec<f64>, String> {
-    pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
     match app {
-        "md" | "md-split" => Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, nx, ny, seed)),
+        "md" | "md-split" => Ok({
+            crate::memory::check_state("md particles", grid.len(), 0, crate::md::Md::state_bytes())?;
+            crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, nx, ny, seed)
+        }),
         _ => Ok(build_holding(app, scenario, nx, ny, seed, Some(&vec![false; nx * ny]))?.box_work()),
     }
 }

@@ -29,6 +29,7 @@
 
 pub mod distributed;
 pub mod md;
+mod memory;
 pub mod stencil;
 
 use pbs::Grid;
@@ -89,6 +90,9 @@ pub fn build_3d(
         return Err(format!(
             "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
         ));
+    }
+    if app == "md" || app == "md-split" {
+        memory::check_state("md particles", grid.len(), grid.len(), md::Md::state_bytes())?;
     }
     match (app, scenario) {
         ("md", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed))),

@@ -189,6 +189,16 @@ impl Md {
         md
     }
 
+    /// Bytes per box of md's state, from above: two bins, a gathered list and the motion hints
+    /// for every box; for a box held, four lists of eight particles (the densest start,
+    /// contraction's lattice, puts about five in a box; a list grows by doubling).
+    pub(crate) fn state_bytes() -> crate::memory::StateBytes {
+        crate::memory::StateBytes {
+            fixed: 2 * std::mem::size_of::<Bin>() + std::mem::size_of::<Gathered>() + 3 * std::mem::size_of::<f64>(),
+            held: 4 * 8 * std::mem::size_of::<Particle>(),
+        }
+    }
+
     /// Every box's work at the start as [`GridApp::box_work`] estimates it after the initial
     /// step, but from the particles as placed, before it, and without holding them: what a
     /// process that holds only its own boxes balances on first.

@@ -132,3 +132,27 @@ fn md_loads_move_through_the_domain() {
         assert!(moved > 0.2, "{s:?}: the load map must change, relative change {moved:.3}");
     }
 }
+
+/// A grid whose state the machine cannot hold is an error naming it, before anything is
+/// allocated (it aborted at the first allocation the system refused).
+#[test]
+fn an_app_too_large_for_memory_is_an_error() {
+    let too_big = |e: String, what: &str| {
+        assert!(e.starts_with(&format!("out of memory: {what} for 4294836225 boxes")), "{e}");
+    };
+    for (app, what) in [("stencil", "stencil tiles"), ("md", "md particles"), ("md-split", "md particles")] {
+        too_big(pbs_apps::build(app, pbs_apps::default_scenario(app), 65535, 65535, 1).err().unwrap(), what);
+        too_big(
+            pbs_apps::distributed::build(app, pbs_apps::default_scenario(app), 65535, 65535, 1).err().unwrap(),
+            what,
+        );
+        let work = pbs_apps::distributed::initial_work(app, pbs_apps::default_scenario(app), 65535, 65535, 1);
+        too_big(work.err().unwrap(), what);
+    }
+    let e = pbs_apps::build_3d("stencil", "drift", 2048, 2048, 1023, 1).err().unwrap();
+    assert!(e.starts_with("out of memory: stencil tiles for 4290772992 boxes"), "{e}");
+    // A process holding one box of the grid needs no tile for the others.
+    let mut one = vec![false; 4096 * 4096];
+    one[0] = true;
+    pbs_apps::distributed::build_holding("stencil", "drift", 4096, 4096, 1, Some(&one)).unwrap();
+}

@@ -40,8 +40,12 @@ impl Source {
         }
     }
 
-    /// Label and loads on a `nx × ny` grid (CSV maps bring their own grid).
+    /// Label and loads on a `nx × ny` grid (CSV maps bring their own grid). A generated map
+    /// on a grid whose balancer state the system would refuse is refused before it is drawn.
     pub fn load(&self, nx: usize, ny: usize, seed: u64) -> pbs::Result<(String, Grid, Vec<f64>)> {
+        if matches!(self, Source::Case(_) | Source::Perlin) {
+            pbs::check_memory("balancer state", Grid::new(nx, ny)?.len(), pbs::BALANCER_BYTES_PER_BOX)?;
+        }
         Ok(match self {
             Source::Case(c) => {
                 let g = Grid::new(nx, ny)?;

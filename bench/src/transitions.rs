@@ -133,6 +133,7 @@ pub struct TransitionsReport {
 /// Runs the transitions, calling `progress` after each.
 pub fn run(setup: &Setup, mut progress: impl FnMut()) -> pbs::Result<TransitionsReport> {
     let grid = Grid::new(setup.nx, setup.ny)?;
+    pbs::check_memory("balancer state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)?;
     let mut map = PerlinMap::with_seed(setup.seed as u32);
     let mut balancer = methods::by_name(&setup.method)?;
     let first = map.loads(&grid);

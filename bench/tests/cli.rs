@@ -157,6 +157,12 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit() {
     assert!(stderr_of(&["converge", "--case", "uniform", "--tol", "NaN"]).contains("--tol"));
     assert!(stderr_of(&["converge"]).contains("--case"));
     assert!(stderr_of(&["transitions", "--kind", "gentle"]).contains("rough or smooth"));
+    // A grid too large for the machine: refused before its map is drawn (it aborted drawing it).
+    let huge = ["--nx", "65535", "--ny", "65535"];
+    for cmd in [&["converge", "--case", "perlin"][..], &["transitions", "--kind", "rough", "--trials", "1"]] {
+        let err = stderr_of(&[cmd, &huge[..]].concat());
+        assert!(err.starts_with("pbs-bench: error: out of memory: balancer state for 4294836225 boxes"), "{err}");
+    }
     let dir = temp_dir("bad");
     for (name, text, expect) in [
         ("ragged.csv", "1,2,3\n4,5\n", "line 2"),
@@ -405,6 +411,10 @@ fn run_refuses_bad_input_clearly() {
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "stencil", "--nz", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "md", "--nz", "2"]).contains("only stencil runs in 3D"));
+    for app in ["md", "stencil"] {
+        let err = stderr_of(&["run", "--app", app, "--nx", "65535", "--ny", "65535"]);
+        assert!(err.starts_with("pbs-bench: error: out of memory: ") && err.contains("4294836225 boxes"), "{err}");
+    }
     assert!(stderr_of(&["run", "--app", "stencil", "--nz", "2", "--scheduler", "pbs,norcb"])
         .contains("norcb cuts 2D grids only"));
 }

@@ -90,6 +90,7 @@ impl Settings {
             ));
         }
         pbs_apps::distributed::build(&self.app, &self.scenario, 1, 1, self.seed)?;
+        pbs_apps::distributed::check_every_share(&self.app, self.nx, self.ny)?;
         RankBalancer::check(&self.balance, grid, ranks, &self.criterion)?;
         Ok(grid)
     }

@@ -132,6 +132,13 @@ fn run(cli: Cli) -> Result<(), String> {
         "heat" => Fill::Heat,
         other => return Err(format!("--fill {other:?}: expected owner or heat")),
     };
+    // A grid wider than a picture can be is refused before it is built (a CSV map's grid is
+    // checked below, once read).
+    if cli.headless && nx.max(ny) > MAX_IMAGE_SIDE {
+        return Err(format!(
+            "--grid {nx}x{ny}: over {MAX_IMAGE_SIDE} boxes a side, more than a picture of at least a pixel a box holds"
+        ));
+    }
     let app = match &cli.app {
         Some(name) => Some(LiveApp::new(name, &cli.scenario, nx, ny, cli.threads)?),
         None => None,

@@ -119,6 +119,8 @@ impl Model {
             }
             kind => {
                 let grid = Grid::new(settings.nx, settings.ny).map_err(|e| e.to_string())?;
+                pbs::check_memory("balancer state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)
+                    .map_err(|e| e.to_string())?;
                 match kind {
                     LoadKind::Case(c) => (grid, loadmap::static_case(*c, &grid, settings.seed), None),
                     _ => {

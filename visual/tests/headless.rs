@@ -97,6 +97,8 @@ fn the_command_line_writes_a_png_and_an_animated_gif_and_refuses_bad_input() {
         (vec!["--headless", "--png", "/tmp/x.png", "--fill", "rainbow"], "rainbow"),
         (vec!["--headless"], "--png"),
         (vec!["--headless", "--png", "/tmp/x.png", "--px", "0"], "--px"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "65535x65535"], "over 16384 boxes a side"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "65535x65535", "--app", "md"], "over 16384 boxes a side"),
         (vec!["--window", "0x600"], "--window"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_pbs-visual")).args(&args).output().unwrap();

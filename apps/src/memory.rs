@@ -1,0 +1,68 @@
+//! What an app's state asks of the machine, checked before it is built: a grid too large for
+//! the memory is an error naming the sizes, not an abort at whichever allocation fails first
+//! or a process the kernel kills once the pages are touched.
+
+/// Bytes an app's per-box state takes, estimated from above: `fixed` for every box of the grid
+/// (headers, loads) and `held` more for each box whose data this process holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StateBytes {
+    pub fixed: usize,
+    pub held: usize,
+}
+
+/// Whether the state of `what` for `boxes` boxes, `held` of them holding data, fits: the
+/// system must grant the reservation ([`pbs::check_memory`]) and, where Linux says how much
+/// memory is available, the state must fit in it (RAM and swap a new process could still
+/// take: an overcommitted reservation is granted, and the process is killed when it touches
+/// the pages).
+pub(crate) fn check_state(what: &'static str, boxes: usize, held: usize, per_box: StateBytes) -> Result<(), String> {
+    let total = per_box.fixed.saturating_mul(boxes).saturating_add(per_box.held.saturating_mul(held));
+    pbs::check_memory(what, boxes, total.div_ceil(boxes.max(1))).map_err(|e| e.to_string())?;
+    match available_bytes() {
+        Some(available) if total > available => Err(format!(
+            "out of memory: {what} for {boxes} boxes needs about {total} bytes, more than the {available} \
+             bytes this machine has available (MemAvailable + SwapFree in /proc/meminfo); use a smaller grid"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `MemAvailable + SwapFree` from `/proc/meminfo`, in bytes; `None` where the file or a field
+/// is missing (not Linux, an old kernel).
+fn available_bytes() -> Option<usize> {
+    parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// [`available_bytes`] from the text of `/proc/meminfo` (`Name:   value kB` lines).
+fn parse_meminfo(text: &str) -> Option<usize> {
+    let field = |name: &str| -> Option<usize> {
+        let line = text.lines().find(|l| l.split(':').next() == Some(name))?;
+        let kib: usize = line.split(':').nth(1)?.split_whitespace().next()?.parse().ok()?;
+        kib.checked_mul(1024)
+    };
+    Some(field("MemAvailable")?.saturating_add(field("SwapFree")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn available_memory_is_read_from_meminfo_and_missing_fields_give_none() {
+        let text = "MemTotal:       24000000 kB\nMemAvailable:   2000 kB\nSwapTotal: 0 kB\nSwapFree:       48 kB\n";
+        assert_eq!(parse_meminfo(text), Some(2048 * 1024));
+        assert_eq!(parse_meminfo("MemTotal: 5 kB\nSwapFree: 1 kB\n"), None);
+        assert_eq!(parse_meminfo("MemAvailable: lots kB\nSwapFree: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn a_state_larger_than_the_machine_is_refused_with_its_size() {
+        let per_box = StateBytes { fixed: 100, held: 1 << 20 };
+        check_state("tiny state", 4, 4, per_box).unwrap();
+        // 2^32 − 1 boxes of a MiB each: 4 PiB, more than any machine this runs on.
+        let e = check_state("huge state", u32::MAX as usize, u32::MAX as usize, per_box).unwrap_err();
+        assert!(e.starts_with("out of memory: huge state for 4294967295 boxes"), "{e}");
+        // Only the boxes held count for their data.
+        check_state("mostly elsewhere", 1 << 20, 1, per_box).unwrap();
+    }
+}

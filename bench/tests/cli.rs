@@ -654,6 +654,15 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     let deep_rows = deep_rows.as_array().unwrap();
     assert_eq!(deep_rows.len(), 2 * 4);
     assert!(deep_rows.iter().all(|r| r["nz"].as_u64() == Some(4) && r["efficiency"].as_f64().unwrap() > 0.0));
+    // With the remappers, those that cut 2D grids only are left out of a 3D trace.
+    let model_3d = ["model", "--trace", deep_arg, "--threads", "4", "--numa-nodes", "1", "--iters", "5"];
+    let with_remappers = json(&[&model_3d[..], &["--remappers", "--json"]].concat());
+    let names: Vec<&str> =
+        with_remappers.as_array().unwrap().iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["pbs", "static", "eager", "ws", "rcb", "packsteal", "vector-greedy", "norm-greedy", "diffusion"]
+    );
     let drawn = std::fs::read(&png).expect("--png writes the picture");
     // Two columns (NUMA node counts) of 480 pixels, four rows of figures of 300.
     assert_eq!(png_size(&drawn), (960, 1200));

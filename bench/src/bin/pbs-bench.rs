@@ -207,7 +207,8 @@ enum Command {
         #[arg(long, default_value = "lend")]
         rebalancing: String,
         /// Also replay the remappers (rcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
-        /// diffusion; not norcb, whose particle motion a trace does not hold)
+        /// diffusion; not norcb, whose particle motion a trace does not hold; on a 3D trace not
+        /// vector-rcb, which cuts 2D grids only)
         #[arg(long)]
         remappers: bool,
         /// Print the calibration check (every measurement the model was fitted to or checked

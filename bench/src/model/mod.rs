@@ -13,6 +13,7 @@ pub mod replay;
 pub mod trace;
 
 use crate::scaling::MAX_SIDE;
+use pbs_scheduler::runtime::EXECUTORS_2D_ONLY;
 use std::path::PathBuf;
 
 use machine::Machine;
@@ -150,7 +151,11 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
             }
             progress(format!("pbs's mappings for {threads} threads on {nodes} NUMA nodes"));
             let plan = plan_pbs(trace, threads, nodes, iterations, &machine, s.rebalancing)?;
-            let schedulers = SCHEDULERS.iter().chain(if s.remappers { &REMAPPERS[..] } else { &[] });
+            // On a 3D trace the remappers that cut 2D grids only are left out, as `run` leaves
+            // them out of `all`.
+            let flat_only = |r: &&&str| trace.header.nz == 1 || !EXECUTORS_2D_ONLY.contains(*r);
+            let schedulers =
+                SCHEDULERS.iter().chain(if s.remappers { &REMAPPERS[..] } else { &[] }.iter().filter(flat_only));
             for &scheduler in schedulers {
                 progress(format!("{scheduler} on {threads} threads, {nodes} NUMA nodes"));
                 let remap_plan;

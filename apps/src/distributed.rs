@@ -276,22 +276,23 @@ impl Faces {
 
 /// [`crate::build`] for the apps that run across processes: `md` and `stencil`.
 pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Box<dyn Distributed>, String> {
-    build_holding(app, scenario, nx, ny, seed, None)
+    build_holding(app, scenario, pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?, seed, None)
 }
 
 /// [`build`] holding the data of the boxes `holds` marks alone (`None`: all), for a process
 /// that computes some of them: it marks its own and those its tasks read, and receives from
 /// their owners the state of those it does not compute before its first iteration (md's
-/// initial step leaves them empty). Its memory is then that of its share of the grid.
+/// initial step leaves them empty). Its memory is then that of its share of the grid. On a
+/// grid of more than one layer the stencil is 3D ([`crate::build_3d`]); md refuses it.
 pub fn build_holding(
     app: &str,
     scenario: &str,
-    nx: usize,
-    ny: usize,
+    grid: pbs::Grid,
     seed: u64,
     holds: Option<&[bool]>,
 ) -> Result<Box<dyn Distributed>, String> {
-    let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    let (nx, ny) = (grid.nx, grid.ny);
+    flat_md(app, &grid)?;
     if let Some(h) = holds.filter(|h| h.len() != grid.len()) {
         return Err(format!("{} flags for {} boxes", h.len(), grid.len()));
     }
@@ -312,8 +313,8 @@ pub fn build_holding(
 /// Whether a process can hold the part of `app`'s state that every process holds whatever its
 /// share (per-box headers over the whole grid): the same answer on every process of a node, so
 /// that one of them can say so for all before any starts. An unknown app is an error too.
-pub fn check_every_share(app: &str, nx: usize, ny: usize) -> Result<(), String> {
-    let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+pub fn check_every_share(app: &str, grid: pbs::Grid) -> Result<(), String> {
+    flat_md(app, &grid)?;
     let (what, per_box) = match app {
         "md" | "md-split" => ("md particles", crate::md::Md::state_bytes()),
         "stencil" => ("stencil tiles", crate::stencil::Stencil::state_bytes(&grid, 16)),
@@ -326,66 +327,86 @@ pub fn check_every_share(app: &str, nx: usize, ny: usize) -> Result<(), String> 
 /// state: what the processes are first balanced on, before each builds its share. md counts
 /// its particles as placed (before the initial step that `box_work` sees); the stencil's is
 /// its cost map.
-pub fn initial_work(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Result<Vec<f64>, String> {
-    let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+pub fn initial_work(app: &str, scenario: &str, grid: pbs::Grid, seed: u64) -> Result<Vec<f64>, String> {
+    flat_md(app, &grid)?;
     match app {
         "md" | "md-split" => Ok({
             crate::memory::check_state("md particles", grid.len(), 0, crate::md::Md::state_bytes())?;
-            crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, nx, ny, seed)
+            crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, grid.nx, grid.ny, seed)
         }),
-        _ => Ok(build_holding(app, scenario, nx, ny, seed, Some(&vec![false; nx * ny]))?.box_work()),
+        _ => Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work()),
     }
 }
 
-/// Per box of a 2D grid: whether a box within `halo` of it (diagonals included, itself too) is
-/// `marked`. With the boxes of other processes marked, the boxes that can have a reader; with a
-/// process's own, those it computes or reads. Two passes of a sliding window, where looking
-/// around each box costs `(2 halo + 1)²` reads.
+/// md's particles move in a plane: a grid of more than one layer is refused for it.
+fn flat_md(app: &str, grid: &pbs::Grid) -> Result<(), String> {
+    if grid.nz > 1 && app.starts_with("md") {
+        return Err(format!(
+            "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
+        ));
+    }
+    Ok(())
+}
+
+/// Per box: whether a box within `halo` of it along every axis (diagonals included, itself
+/// too) is `marked`. With the boxes of other processes marked, the boxes that can have a
+/// reader; with a process's own, those it computes or reads. One pass of a sliding window per
+/// axis, where looking around each box costs `(2 halo + 1)^d` reads.
 pub fn within(grid: &pbs::Grid, halo: usize, marked: impl Fn(usize) -> bool) -> Vec<bool> {
-    let (nx, ny) = (grid.nx, grid.ny);
-    // Along rows: how many marked boxes lie within `halo` in the row.
-    let mut rows = vec![0u32; nx * ny];
-    for j in 0..ny {
-        let at = |i: usize| u32::from(marked(grid.index(i, j, 0)));
-        let mut count: u32 = (0..=halo.min(nx - 1)).map(at).sum();
-        for i in 0..nx {
-            rows[j * nx + i] = count;
-            if i + halo + 1 < nx {
-                count += at(i + halo + 1);
-            }
-            if i >= halo {
-                count -= at(i - halo);
+    let mut counts: Vec<u32> = (0..grid.len()).map(|k| u32::from(marked(k))).collect();
+    let dims = grid.dims();
+    for axis in (0..3).filter(|&a| dims[a] > 1) {
+        counts = window_sums(grid, &counts, axis, halo);
+    }
+    counts.into_iter().map(|c| c > 0).collect()
+}
+
+/// Per box, the sum of `counts` over the boxes within `halo` of it along `axis` (itself too):
+/// a sliding window along every line of boxes parallel to the axis.
+fn window_sums(grid: &pbs::Grid, counts: &[u32], axis: usize, halo: usize) -> Vec<u32> {
+    let dims = grid.dims();
+    let stride = [1, dims[0], dims[0] * dims[1]];
+    let (n, step) = (dims[axis], stride[axis]);
+    let [a, b] = match axis {
+        0 => [1, 2],
+        1 => [0, 2],
+        _ => [0, 1],
+    };
+    let mut out = vec![0; counts.len()];
+    for v in 0..dims[b] {
+        for u in 0..dims[a] {
+            let base = u * stride[a] + v * stride[b];
+            let at = |t: usize| counts[base + t * step];
+            let mut sum: u32 = (0..=halo.min(n - 1)).map(at).sum();
+            for t in 0..n {
+                out[base + t * step] = sum;
+                if t + halo + 1 < n {
+                    sum += at(t + halo + 1);
+                }
+                if t >= halo {
+                    sum -= at(t - halo);
+                }
             }
         }
     }
-    // Along columns, over the rows' counts.
-    let mut near = vec![false; nx * ny];
-    for i in 0..nx {
-        let mut count: u32 = (0..=halo.min(ny - 1)).map(|j| rows[j * nx + i]).sum();
-        for j in 0..ny {
-            near[grid.index(i, j, 0)] = count > 0;
-            if j + halo + 1 < ny {
-                count += rows[(j + halo + 1) * nx + i];
-            }
-            if j >= halo {
-                count -= rows[(j - halo) * nx + i];
-            }
-        }
-    }
-    near
+    out
 }
 
 /// The processes that need box `k` under `owners`: those owning a box within `halo` boxes of
-/// it (diagonals included, `owners[k]` itself too), in increasing order. After every
-/// iteration, box `k`'s last owner sends it to each of them but itself.
+/// it along every axis (diagonals included, `owners[k]` itself too), in increasing order.
+/// After every iteration, box `k`'s last owner sends it to each of them but itself.
 pub fn readers(grid: &pbs::Grid, owners: &[u32], k: usize, halo: usize) -> Vec<u32> {
-    let [i, j, _] = grid.coords(k);
+    let c = grid.coords(k);
+    let dims = grid.dims();
+    let span = |a: usize| c[a].saturating_sub(halo)..(c[a] + halo + 1).min(dims[a]);
     let mut out = Vec::new();
-    for b in j.saturating_sub(halo)..(j + halo + 1).min(grid.ny) {
-        for a in i.saturating_sub(halo)..(i + halo + 1).min(grid.nx) {
-            let o = owners[grid.index(a, b, 0)];
-            if !out.contains(&o) {
-                out.push(o);
+    for l in span(2) {
+        for j in span(1) {
+            for i in span(0) {
+                let o = owners[grid.index(i, j, l)];
+                if !out.contains(&o) {
+                    out.push(o);
+                }
             }
         }
     }
@@ -464,21 +485,29 @@ mod tests {
     /// shared-memory run's, bit for bit. After each iteration a process holds data only in the
     /// boxes within its halo.
     /// With `only_near`, a process's executor runs only the boxes within its halo.
-    fn gathered_checksum(app: &str, scenario: &str, processes: usize, iters: usize, only_near: bool) -> (u64, u64) {
-        let (nx, ny) = (12, 9);
-        let grid = pbs::Grid::new(nx, ny).unwrap();
+    fn gathered_checksum(
+        app: &str,
+        scenario: &str,
+        grid: pbs::Grid,
+        processes: usize,
+        iters: usize,
+        only_near: bool,
+    ) -> (u64, u64) {
+        let [nx, ny, nz] = grid.dims();
         let mut exec = StaticBlocks::new(grid.len(), 2).unwrap();
         let mut rec = Recorder::new("static", 2);
-        let mut whole = build(app, scenario, nx, ny, 3).unwrap();
-        let nothing = build_holding(app, scenario, nx, ny, 3, Some(&vec![false; grid.len()])).unwrap();
+        let mut whole = build_holding(app, scenario, grid, 3, None).unwrap();
+        let nothing = build_holding(app, scenario, grid, 3, Some(&vec![false; grid.len()])).unwrap();
         let halo = nothing.halo();
         // Vertical slabs whose cuts shift by one column every third iteration, the upper half
-        // of the grid shifted by one process: boxes meet across faces and corners alike.
+        // of the grid shifted by one process (and in 3D the upper layers by one more): boxes
+        // meet across faces, edges and corners alike.
         let owners_at = |it: usize| -> Vec<u32> {
             (0..grid.len())
                 .map(|k| {
-                    let [i, j, _] = grid.coords(k);
-                    (((i + it / 3) * processes / nx + usize::from(j >= ny / 2)) % processes) as u32
+                    let [i, j, l] = grid.coords(k);
+                    let shift = usize::from(j >= ny / 2) + usize::from(nz > 1 && l >= nz / 2);
+                    (((i + it / 3) * processes / nx + shift) % processes) as u32
                 })
                 .collect()
         };
@@ -487,7 +516,7 @@ mod tests {
         };
         let start = owners_at(0);
         let mut parts: Vec<_> =
-            (0..processes).map(|p| build_holding(app, scenario, nx, ny, 3, Some(&near(&start, p))).unwrap()).collect();
+            (0..processes).map(|p| build_holding(app, scenario, grid, 3, Some(&near(&start, p))).unwrap()).collect();
         // The packed size of a box that holds nothing: md's two counts and momentum, the
         // stencil's length of an empty tile.
         let empty = if app.starts_with("md") { 32 } else { 8 };
@@ -548,13 +577,19 @@ mod tests {
 
     #[test]
     fn boxes_computed_in_several_processes_and_gathered_give_the_shared_memory_state() {
-        for (app, scenario) in
-            [("md", "gravity"), ("md", "expansion"), ("md-split", "contraction"), ("stencil", "rough")]
-        {
+        let (flat, deep) = (pbs::Grid::new(12, 9).unwrap(), pbs::Grid::new_3d(6, 5, 4).unwrap());
+        for (app, scenario, grid) in [
+            ("md", "gravity", flat),
+            ("md", "expansion", flat),
+            ("md-split", "contraction", flat),
+            ("stencil", "rough", flat),
+            ("stencil", "drift", deep),
+        ] {
             for processes in [1, 2, 3] {
                 for only_near in [false, true] {
-                    let (gathered, whole) = gathered_checksum(app, scenario, processes, 60, only_near);
-                    assert_eq!(gathered, whole, "{app} {scenario} on {processes} processes, only near {only_near}");
+                    let (gathered, whole) = gathered_checksum(app, scenario, grid, processes, 60, only_near);
+                    let dims = grid.dims();
+                    assert_eq!(gathered, whole, "{app} {scenario} {dims:?} on {processes} processes, near {only_near}");
                 }
             }
         }
@@ -630,12 +665,22 @@ mod tests {
         assert!(build("heat", "gravity", 4, 4, 1).err().unwrap().contains("md, md-split and stencil"));
         assert!(build("stencil", "x", 4, 4, 1).err().unwrap().contains("drift or rough"));
         assert!(build("md", "gravity", 0, 4, 1).is_err());
-        assert!(build_holding("md", "gravity", 4, 4, 1, Some(&[true; 3]))
+        let grid = |nx, ny, nz| pbs::Grid::new_3d(nx, ny, nz).unwrap();
+        assert!(build_holding("md", "gravity", grid(4, 4, 1), 1, Some(&[true; 3]))
             .err()
             .unwrap()
             .contains("3 flags for 16 boxes"));
-        assert!(initial_work("md", "gravity", 0, 4, 1).is_err());
-        assert!(initial_work("stencil", "x", 4, 4, 1).err().unwrap().contains("drift or rough"));
+        assert!(initial_work("stencil", "x", grid(4, 4, 1), 1).err().unwrap().contains("drift or rough"));
+        for app in ["md", "md-split"] {
+            for e in [
+                build_holding(app, "gravity", grid(4, 4, 2), 1, None).err().unwrap(),
+                initial_work(app, "gravity", grid(4, 4, 2), 1).err().unwrap(),
+                check_every_share(app, grid(4, 4, 2)).err().unwrap(),
+            ] {
+                assert!(e.contains("only stencil runs in 3D"), "{e}");
+            }
+        }
+        assert!(build_holding("stencil", "drift", grid(4, 4, 2), 1, None).is_ok());
     }
 
     /// Hashed a range of boxes at a time, the state gives its checksum; a released box
@@ -667,6 +712,36 @@ mod tests {
     #[test]
     fn the_initial_work_needs_no_state() {
         let stencil = build("stencil", "drift", 7, 5, 2).unwrap();
-        assert_eq!(initial_work("stencil", "drift", 7, 5, 2).unwrap(), stencil.box_work());
+        let grid = pbs::Grid::new(7, 5).unwrap();
+        assert_eq!(initial_work("stencil", "drift", grid, 2).unwrap(), stencil.box_work());
+        let deep = pbs::Grid::new_3d(4, 3, 5).unwrap();
+        let stencil = build_holding("stencil", "drift", deep, 2, None).unwrap();
+        assert_eq!(initial_work("stencil", "drift", deep, 2).unwrap(), stencil.box_work());
+    }
+
+    /// The sliding windows of `within` and the loops of `readers` against looking at every
+    /// pair of boxes, on flat and deep grids, thin ones included.
+    #[test]
+    fn within_and_readers_see_every_box_within_the_halo_along_every_axis() {
+        let mut rng = pbs::rng::SplitMix64::new(5);
+        for dims in [[7, 5, 1], [1, 1, 6], [4, 1, 3], [5, 4, 3], [3, 6, 7]] {
+            let grid = pbs::Grid::new_3d(dims[0], dims[1], dims[2]).unwrap();
+            let owners: Vec<u32> = (0..grid.len()).map(|_| (rng.next_f64() * 3.0) as u32).collect();
+            for halo in 0..4 {
+                let close = |a: usize, b: usize| {
+                    let (ca, cb) = (grid.coords(a), grid.coords(b));
+                    (0..3).all(|x| ca[x].abs_diff(cb[x]) <= halo)
+                };
+                let near = within(&grid, halo, |k| owners[k] == 1);
+                for (k, &is_near) in near.iter().enumerate() {
+                    let expect = (0..grid.len()).any(|n| owners[n] == 1 && close(k, n));
+                    assert_eq!(is_near, expect, "{dims:?} halo {halo} box {k}");
+                    let mut all: Vec<u32> = (0..grid.len()).filter(|&n| close(k, n)).map(|n| owners[n]).collect();
+                    all.sort_unstable();
+                    all.dedup();
+                    assert_eq!(readers(&grid, &owners, k, halo), all, "{dims:?} halo {halo} box {k}");
+                }
+            }
+        }
     }
 }

@@ -146,7 +146,8 @@ fn an_app_too_large_for_memory_is_an_error() {
             pbs_apps::distributed::build(app, pbs_apps::default_scenario(app), 65535, 65535, 1).err().unwrap(),
             what,
         );
-        let work = pbs_apps::distributed::initial_work(app, pbs_apps::default_scenario(app), 65535, 65535, 1);
+        let huge = pbs::Grid::new(65535, 65535).unwrap();
+        let work = pbs_apps::distributed::initial_work(app, pbs_apps::default_scenario(app), huge, 1);
         too_big(work.err().unwrap(), what);
     }
     let e = pbs_apps::build_3d("stencil", "drift", 2048, 2048, 1023, 1).err().unwrap();
@@ -154,5 +155,6 @@ fn an_app_too_large_for_memory_is_an_error() {
     // A process holding one box of the grid needs no tile for the others.
     let mut one = vec![false; 4096 * 4096];
     one[0] = true;
-    pbs_apps::distributed::build_holding("stencil", "drift", 4096, 4096, 1, Some(&one)).unwrap();
+    let grid = pbs::Grid::new(4096, 4096).unwrap();
+    pbs_apps::distributed::build_holding("stencil", "drift", grid, 1, Some(&one)).unwrap();
 }

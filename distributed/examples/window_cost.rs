@@ -32,12 +32,12 @@ fn fail(e: String) -> ! {
 fn child(app: &str, side: usize, parts: usize, iters: usize, window: bool) {
     let scenario = pbs_apps::default_scenario(app);
     let grid = Grid::new(side, side).unwrap_or_else(|e| fail(e.to_string()));
-    let work = initial_work(app, scenario, side, side, 1).unwrap_or_else(|e| fail(e));
+    let work = initial_work(app, scenario, grid, 1).unwrap_or_else(|e| fail(e));
     let owners = pbs::bisection::kway_rcb(&grid, &work, parts).unwrap_or_else(|e| fail(e.to_string()));
     let mine: Vec<bool> = owners.iter().map(|&o| o == 0).collect();
-    let probe = build_holding(app, scenario, side, side, 1, Some(&vec![false; grid.len()])).unwrap_or_else(|e| fail(e));
+    let probe = build_holding(app, scenario, grid, 1, Some(&vec![false; grid.len()])).unwrap_or_else(|e| fail(e));
     let holds = within(&grid, probe.halo(), |k| mine[k]);
-    let mut state = build_holding(app, scenario, side, side, 1, Some(&holds)).unwrap_or_else(|e| fail(e));
+    let mut state = build_holding(app, scenario, grid, 1, Some(&holds)).unwrap_or_else(|e| fail(e));
     state.compute_only(Some(mine.clone())).unwrap_or_else(|e| fail(e));
     let runtime = Runtime { topology: Topology::detect(), threads: 1, pin: Pinning::Off, timer: BoxTimer::default() };
     let make: Make = Box::new(move |g: Grid| runtime.executor("pbs", g).map(|(e, _)| e).map_err(|e| e.to_string()));

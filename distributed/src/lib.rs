@@ -11,11 +11,12 @@
 //! A box's data moves with its box: apps implement [`pbs_apps::distributed::Distributed`]
 //! (pack, unpack, halo depth), and after every iteration each rank sends the boxes it just
 //! computed to their next owner and to the ranks whose tasks read them, each reader the part
-//! it reads (the stencil's, the edge rows and columns next to its boxes; `exchange.rs`: one
+//! it reads (the stencil's, the faces of its tiles next to its boxes; `exchange.rs`: one
 //! `MPI_Alltoallv`). A rank holds only the boxes it computes or reads. The per-box computation
 //! is the shared-memory one on the same data, so the final state, hashed on rank 0 a band of
-//! rows at a time, has the shared-memory checksum for every rank and thread count
-//! (`tests/mpirun.rs` checks 1–4 ranks × 1–2 threads).
+//! rows (layers in 3D) at a time, has the shared-memory checksum for every rank and thread
+//! count (`tests/mpirun.rs` checks 1–4 ranks × 1–2 threads, md and the stencil in 2D, the
+//! stencil in 3D with `--nz`).
 //!
 //! When to rebalance across ranks is the pbs executor's rule (Boulmier et al.'s eq. 24 by
 //! default, through [`pbs_scheduler::mapper::Mapper`]) on the ranks' summed box times, its

@@ -48,6 +48,8 @@ pub struct Settings {
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
+    /// Boxes along z (1: a 2D grid; more: the stencil in 3D).
+    pub nz: usize,
     /// The app's seed.
     pub seed: u64,
     /// How boxes go to ranks: `pbs`, `rcb` or `static`.
@@ -73,14 +75,14 @@ impl Settings {
         if self.iters == 0 {
             return Err("--iters 0: nothing to run".into());
         }
-        let grid = Grid::new(self.nx, self.ny).map_err(|e| e.to_string())?;
+        let grid = Grid::new_3d(self.nx, self.ny, self.nz).map_err(|e| e.to_string())?;
         if ranks > grid.len() {
-            return Err(format!(
-                "{ranks} ranks for {} boxes ({}×{}): at most one rank per box",
-                grid.len(),
-                self.nx,
-                self.ny
-            ));
+            let dims = if self.nz > 1 {
+                format!("{}×{}×{}", self.nx, self.ny, self.nz)
+            } else {
+                format!("{}×{}", self.nx, self.ny)
+            };
+            return Err(format!("{ranks} ranks for {} boxes ({dims}): at most one rank per box", grid.len()));
         }
         if !pbs_scheduler::runtime::EXECUTORS.contains(&self.executor.as_str()) {
             return Err(format!(
@@ -90,7 +92,7 @@ impl Settings {
             ));
         }
         pbs_apps::distributed::build(&self.app, &self.scenario, 1, 1, self.seed)?;
-        pbs_apps::distributed::check_every_share(&self.app, self.nx, self.ny)?;
+        pbs_apps::distributed::check_every_share(&self.app, grid)?;
         RankBalancer::check(&self.balance, grid, ranks, &self.criterion)?;
         Ok(grid)
     }
@@ -234,7 +236,7 @@ fn inject(fail: &Option<(usize, usize, String)>, me: usize, it: usize) {
 fn start(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<Start, String> {
     let (me, ranks) = (world.rank() as u32, world.size() as usize);
     let (app, scenario, seed) = (&settings.app, &settings.scenario, settings.seed);
-    let estimate = pbs_apps::distributed::initial_work(app, scenario, grid.nx, grid.ny, seed)?;
+    let estimate = pbs_apps::distributed::initial_work(app, scenario, grid, seed)?;
     let balancer = if me == 0 {
         Some(RankBalancer::new(&settings.balance, grid, ranks, &settings.criterion, Some(&estimate))?)
     } else {
@@ -244,9 +246,9 @@ fn start(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<S
     world.process_at_rank(0).broadcast_into(&mut owners[..]);
     // The app's halo, from an instance that holds nothing.
     let nothing = vec![false; grid.len()];
-    let halo = pbs_apps::distributed::build_holding(app, scenario, grid.nx, grid.ny, seed, Some(&nothing))?.halo();
+    let halo = pbs_apps::distributed::build_holding(app, scenario, grid, seed, Some(&nothing))?.halo();
     let holds = pbs_apps::distributed::within(&grid, halo, |k| owners[k] == me);
-    let app = pbs_apps::distributed::build_holding(app, scenario, grid.nx, grid.ny, seed, Some(&holds))?;
+    let app = pbs_apps::distributed::build_holding(app, scenario, grid, seed, Some(&holds))?;
     Ok(Start { app, balancer, owners, estimate })
 }
 
@@ -357,10 +359,10 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
 }
 
 /// The checksum of the whole final state, on rank 0 (0 elsewhere): the value of
-/// `GridApp::checksum` on the state gathered in one process, hashed a band of rows at a time.
-/// For each band every rank sends rank 0 its boxes of the band and of the rows within the halo
-/// around it, and rank 0 drops them once hashed, so that it holds a band of other ranks'
-/// boxes at a time, not the grid.
+/// `GridApp::checksum` on the state gathered in one process, hashed a band of rows (on a 3D
+/// grid, of layers) at a time. For each band every rank sends rank 0 its boxes of the band and
+/// of the rows (layers) within the halo around it, and rank 0 drops them once hashed, so that
+/// it holds a band of other ranks' boxes at a time, not the grid.
 fn gather_checksum(
     world: &impl Communicator,
     app: &mut dyn Distributed,
@@ -368,13 +370,16 @@ fn gather_checksum(
     owners: &[u32],
 ) -> Result<u64, String> {
     let (me, ranks) = (world.rank() as u32, world.size() as usize);
-    let (nx, ny, halo) = (grid.nx, grid.ny, app.halo());
-    let rows = ny.div_ceil(ranks);
+    // A row of boxes in 2D, a layer in 3D: the boxes of consecutive indices along the slowest
+    // axis, `plane` of them each.
+    let (plane, planes) = if grid.nz > 1 { (grid.nx * grid.ny, grid.nz) } else { (grid.nx, grid.ny) };
+    let halo = app.halo();
+    let rows = planes.div_ceil(ranks);
     let mut hash = CHECKSUM_START;
     let mut bytes = Vec::new();
-    for first in (0..ny).step_by(rows) {
-        let end = (first + rows).min(ny);
-        let around = first.saturating_sub(halo) * nx..(end + halo).min(ny) * nx;
+    for first in (0..planes).step_by(rows) {
+        let end = (first + rows).min(planes);
+        let around = first.saturating_sub(halo) * plane..(end + halo).min(planes) * plane;
         let mut to_root = exchange::Outgoing { to: vec![Vec::new(); ranks], ..Default::default() };
         if me != 0 {
             for k in around.clone().filter(|&k| owners[k] == me) {
@@ -384,7 +389,7 @@ fn gather_checksum(
         let received = exchange::all_to_all(world, &to_root)?;
         if me == 0 {
             exchange::unpack(app, grid.len(), &received)?;
-            hash = app.checksum_from(first * nx..end * nx, hash);
+            hash = app.checksum_from(first * plane..end * plane, hash);
             around.filter(|&k| owners[k] != 0).for_each(|k| app.release(k));
         }
     }

@@ -38,10 +38,12 @@ pub struct Summary {
     pub scenario: String,
     /// Its seed.
     pub seed: u64,
-    /// Boxes along x and y.
+    /// Boxes along x.
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
+    /// Boxes along z (1 on a 2D grid).
+    pub nz: usize,
     /// Iterations.
     pub iters: usize,
     /// Ranks.
@@ -101,6 +103,17 @@ pub struct Summary {
     pub halo_bytes_per_iter: f64,
     /// Every rank's figures.
     pub per_rank: Vec<RankFigures>,
+}
+
+impl Summary {
+    /// The grid as `nx×ny`, or `nx×ny×nz` on more than one layer.
+    pub fn dims(&self) -> String {
+        if self.nz > 1 {
+            format!("{}×{}×{}", self.nx, self.ny, self.nz)
+        } else {
+            format!("{}×{}", self.nx, self.ny)
+        }
+    }
 }
 
 fn host() -> String {
@@ -204,6 +217,7 @@ pub(crate) fn gather(
         seed: settings.seed,
         nx: grid.nx,
         ny: grid.ny,
+        nz: grid.nz,
         iters: settings.iters,
         ranks,
         threads: settings.threads,

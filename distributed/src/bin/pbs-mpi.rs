@@ -43,6 +43,9 @@ struct RunArgs {
     /// Boxes along y
     #[arg(long, default_value_t = 32)]
     ny: usize,
+    /// Boxes along z: layers of a 3D stencil (md runs on one layer)
+    #[arg(long, default_value_t = 1)]
+    nz: usize,
     /// Seed of the app (as pbs-bench run's)
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -95,11 +98,10 @@ fn injected_fault() -> Result<Option<(usize, usize, String)>, String> {
 
 fn print_table(s: &Summary) {
     println!(
-        "{} {} on {}×{} boxes, {} ranks × {} threads, balance {} across ranks ({}), {} inside, {} iterations{}",
+        "{} {} on {} boxes, {} ranks × {} threads, balance {} across ranks ({}), {} inside, {} iterations{}",
         s.app,
         s.scenario,
-        s.nx,
-        s.ny,
+        s.dims(),
         s.ranks,
         s.threads,
         s.balance,
@@ -158,11 +160,10 @@ fn print_table(s: &Summary) {
 fn print_comparison(runs: &[Summary], balances: &[String]) {
     let first = &runs[0];
     println!(
-        "{} {} on {}×{} boxes, {} ranks × {} threads, {} inside, {} iterations, {} rounds{}",
+        "{} {} on {} boxes, {} ranks × {} threads, {} inside, {} iterations, {} rounds{}",
         first.app,
         first.scenario,
-        first.nx,
-        first.ny,
+        first.dims(),
         first.ranks,
         first.threads,
         first.executor,
@@ -215,10 +216,10 @@ fn print_comparison(runs: &[Summary], balances: &[String]) {
 /// Parses the environment and checks the settings alike on every rank; rank 0 prints the error.
 fn prepare(world: &impl Communicator, args: RunArgs, balance: &str) -> Result<(Settings, pbs::Grid), String> {
     let fail = injected_fault()?;
-    let RunArgs { app, scenario, threads, iters, criterion, executor, nx, ny, seed } = args;
+    let RunArgs { app, scenario, threads, iters, criterion, executor, nx, ny, nz, seed } = args;
     let scenario = scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string());
     let balance = balance.to_string();
-    let settings = Settings { app, scenario, threads, iters, nx, ny, seed, balance, criterion, executor, fail };
+    let settings = Settings { app, scenario, threads, iters, nx, ny, nz, seed, balance, criterion, executor, fail };
     let grid = settings.check(world.size() as usize)?;
     Ok((settings, grid))
 }

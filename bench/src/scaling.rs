@@ -104,6 +104,21 @@ impl Sizes {
         }
     }
 
+    /// Under weak scaling, a note naming the thread counts whose grid [`MAX_SIDE`] caps (fewer
+    /// boxes per thread there than asked); `None` when none is capped.
+    pub fn capped(self, threads: &[usize]) -> Option<String> {
+        let Sizes::Weak { boxes_per_thread } = self else { return None };
+        let capped: Vec<String> =
+            threads.iter().filter(|&&t| weak_side(boxes_per_thread, t) > MAX_SIDE).map(|t| t.to_string()).collect();
+        (!capped.is_empty()).then(|| {
+            format!(
+                "note: --weak {boxes_per_thread}: at {} threads the grid is capped at {MAX_SIDE}×{MAX_SIDE} boxes, \
+                 fewer boxes per thread than asked (the rows' nx and ny say how many)",
+                capped.join(", ")
+            )
+        })
+    }
+
     /// How a case is named: with its grid, except under weak scaling where the grid changes.
     fn case(self, app: &str, scenario: &str, grid: (usize, usize)) -> String {
         match self {
@@ -360,6 +375,10 @@ mod tests {
         assert_eq!(weak.grid(16, (32, 32)), (256, 256));
         assert_eq!(weak.grid(64, (32, 32)), (512, 512));
         assert_eq!(weak.grid(256, (32, 32)), (512, 512), "capped: 1024 boxes per thread");
+        assert_eq!(weak.capped(&[16, 64]), None);
+        let note = weak.capped(&[16, 64, 128, 256]).unwrap();
+        assert!(note.contains("at 128, 256 threads the grid is capped at 512×512"), "{note}");
+        assert_eq!(Sizes::Strong { side: 512 }.capped(&[1024]), None);
         assert_eq!(Sizes::Report.grid(16, (32, 32)), (32, 32));
         assert_eq!(Sizes::Strong { side: 128 }.grid(4, (32, 32)), (128, 128));
         assert!(Sizes::Strong { side: 1024 }.checked().unwrap_err().contains("2 to 512"));

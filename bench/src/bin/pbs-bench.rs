@@ -670,6 +670,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 (None, None) => scaling::Sizes::Report,
             }
             .checked()?;
+            if let Some(note) = sizes.capped(&threads) {
+                eprintln!("{note}");
+            }
             // The folder before the runs, which take minutes.
             std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
             writable(&out.join("scaling.md"))?;

@@ -91,6 +91,9 @@ impl Settings {
                 pbs_scheduler::runtime::EXECUTORS.join(", ")
             ));
         }
+        if self.nz > 1 && pbs_scheduler::runtime::EXECUTORS_2D_ONLY.contains(&self.executor.as_str()) {
+            return Err(format!("--executor {} cuts 2D grids only: with --nz {} take another", self.executor, self.nz));
+        }
         pbs_apps::distributed::build(&self.app, &self.scenario, 1, 1, self.seed)?;
         pbs_apps::distributed::check_every_share(&self.app, grid)?;
         RankBalancer::check(&self.balance, grid, ranks, &self.criterion)?;

@@ -153,6 +153,8 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
         (2, vec!["--app", "heat"], "md, md-split and stencil"),
         (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, diffusion, static"),
         (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),
+        (2, vec!["--app", "md", "--nz", "3"], "only stencil runs in 3D"),
+        (2, vec!["--app", "stencil", "--nz", "3", "--executor", "norcb"], "--executor norcb cuts 2D grids only"),
         // 927 GB of md's per-box headers: more than any machine this runs on.
         (2, vec!["--app", "md", "--nx", "65535", "--ny", "65535"], "out of memory: md particles for 4294836225 boxes"),
     ] {

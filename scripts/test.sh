@@ -15,6 +15,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo doc -D warnings (broken or private links in the API docs)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 echo "== the scheduler builds without hwloc (sysfs fallback)"
 cargo check -p pbs-scheduler --no-default-features
 echo "== cargo test"

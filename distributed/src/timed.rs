@@ -5,7 +5,7 @@
 //! [`pbs_scheduler::clock::ticks`], a few nanoseconds a read against ~25 for `Instant`; with
 //! `Instant` this timing was 12–15 % of md's compute on one thread) and the thread's
 //! CPU clock (`CLOCK_THREAD_CPUTIME_ID`, a system call of ~0.4 µs here, more under
-//! oversubscription) at the start and end of spans of at least [`CPU_SPAN_NS`] (the last one of
+//! oversubscription) at the start and end of spans of at least `CPU_SPAN_NS` (the last one of
 //! a phase at its end). When ranks × threads exceed the cores (a laptop, a 2-core CI machine),
 //! a preempted box's wall time counts what the OS ran meanwhile, and the balancer would chase
 //! the OS scheduler; the scale takes that out, so a rank's loads sum to its CPU time. Timing
@@ -104,7 +104,7 @@ impl<E: Executor + ?Sized> Timed<E> {
 
     /// Whether threads may lose their core while they run boxes (more threads on the node than
     /// cores; the default): then the wall times are scaled by the thread's CPU clock, read
-    /// around spans of boxes ([`CPU_SPAN_NS`]), and each phase ends with a round on the threads
+    /// around spans of boxes (`CPU_SPAN_NS`), and each phase ends with a round on the threads
     /// that closes their spans. With a core per thread that scale is 1, and both are saved.
     pub fn preempted(&mut self, may_be: bool) {
         self.cpu_clock = may_be;
@@ -148,7 +148,7 @@ impl<E: Executor + ?Sized> Timed<E> {
 
 /// Runs the boxes `ks` with `task` and adds the wall time of each one that `timed` marks (all
 /// without a mask) to `nanos`; with `cpu_clock`, through the thread's [`Span`], closed once it
-/// lasts [`CPU_SPAN_NS`] (the rest at the phase's end, [`Timed::close_spans`]).
+/// lasts `CPU_SPAN_NS` (the rest at the phase's end, [`Timed::close_spans`]).
 fn run_timed(nanos: &[AtomicU64], (timed, cpu_clock): (Option<&[bool]>, bool), ks: Range<usize>, task: impl Fn(usize)) {
     let is_timed = |k: usize| timed.is_none_or(|t| t[k]);
     if !ks.clone().any(is_timed) {

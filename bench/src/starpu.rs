@@ -356,8 +356,8 @@ fn result_hash(stdout: &str, keep: fn(&str) -> bool) -> Option<String> {
 
 /// Runs everything; `progress` is called after every program run.
 pub fn measure(s: &StarpuSettings, mut progress: impl FnMut()) -> Result<Vec<StarpuRow>, String> {
-    if s.workers == 0 || s.repeats == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 || s.tile == 0 {
-        return Err("workers, repeats, nx, ny and tile must be ≥ 1 and side ≥ 3".into());
+    if s.workers == 0 || s.repeats == 0 || s.iters == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 || s.tile == 0 {
+        return Err("threads, iters, repeats, nx, ny and tile must be ≥ 1 and side ≥ 3".into());
     }
     if !s.policies.iter().any(|p| p == "eager") {
         return Err("the policies must include eager: every ratio and output is compared with it".into());
@@ -592,8 +592,15 @@ mod tests {
         let mut s = settings();
         s.policies = vec!["pbs".into()];
         assert!(measure(&s, || {}).unwrap_err().contains("eager"));
-        let mut s = settings();
-        s.workers = 0;
-        assert!(measure(&s, || {}).unwrap_err().contains("workers"));
+        // Sizes that would run nothing, before StarPU is built (`--iters 0` printed NaN
+        // efficiencies).
+        for bad in [
+            StarpuSettings { workers: 0, ..settings() },
+            StarpuSettings { iters: 0, ..settings() },
+            StarpuSettings { side: 2, ..settings() },
+        ] {
+            let e = measure(&bad, || {}).unwrap_err();
+            assert!(e.contains("threads, iters, repeats, nx, ny and tile must be ≥ 1"), "{e}");
+        }
     }
 }

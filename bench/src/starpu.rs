@@ -55,7 +55,7 @@ pub struct StarpuSettings {
     #[arg(long, default_value_t = 64)]
     pub side: usize,
     /// heat: temperature of the hot corner, its boxes' extra work
-    #[arg(long, default_value_t = 2000.0)]
+    #[arg(long, default_value_t = 2000.0, allow_negative_numbers = true)]
     pub hot: f64,
     /// heat: corner (a hot corner: imbalanced) or uniform
     #[arg(long, default_value = "corner", value_parser = ["corner", "uniform"])]
@@ -359,6 +359,9 @@ pub fn measure(s: &StarpuSettings, mut progress: impl FnMut()) -> Result<Vec<Sta
     if s.workers == 0 || s.repeats == 0 || s.iters == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 || s.tile == 0 {
         return Err("threads, iters, repeats, nx, ny and tile must be ≥ 1 and side ≥ 3".into());
     }
+    if !(s.hot.is_finite() && s.hot >= 0.0) {
+        return Err(format!("--hot must be finite and ≥ 0, got {}", s.hot));
+    }
     if !s.policies.iter().any(|p| p == "eager") {
         return Err("the policies must include eager: every ratio and output is compared with it".into());
     }
@@ -601,6 +604,10 @@ mod tests {
         ] {
             let e = measure(&bad, || {}).unwrap_err();
             assert!(e.contains("threads, iters, repeats, nx, ny and tile must be ≥ 1"), "{e}");
+        }
+        for hot in [-5.0, f64::NAN, f64::INFINITY] {
+            let e = measure(&StarpuSettings { hot, ..settings() }, || {}).unwrap_err();
+            assert!(e.contains("--hot must be finite and ≥ 0"), "{e}");
         }
     }
 }

@@ -31,7 +31,7 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Fraction of each step's displacement that is applied, in (0, 1]
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     step_fraction: f64,
     /// Let the Perlin map drift (a smooth transition before every step)
     #[arg(long)]
@@ -52,7 +52,7 @@ struct Cli {
     #[arg(long)]
     play: bool,
     /// Window: at most this many steps per second while playing (0: as fast as it goes)
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, allow_negative_numbers = true)]
     rate: f64,
     /// No window: run --steps steps and write --png (and --gif)
     #[arg(long)]

@@ -343,7 +343,7 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         iters: usize,
         /// Remap a partition once its max_avg exceeds 1 + this
-        #[arg(long, default_value_t = 0.1)]
+        #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
         threshold: f64,
         /// Balancers, comma-separated (pbs, rcb, norcb, packsteal), or all
         #[arg(long, default_value = "all")]

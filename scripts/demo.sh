@@ -57,6 +57,10 @@ echo "== Across MPI ranks: md gravity on 4 ranks, boxes to ranks by pbs, by RCB 
 echo "   pbs executor inside each rank (docs/mpi.md; oversubscribed on a machine with fewer than 4 cores)"
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 mpirun --oversubscribe --bind-to none -np 4 target/release/pbs-mpi compare --app md --nx 64 --ny 64 --iters 200 --repeats 2
+echo "   the stencil in 3D on 3 ranks (ranks meet across layers), then its checksum in shared memory"
+mpirun --oversubscribe --bind-to none -np 3 target/release/pbs-mpi run --app stencil --nx 12 --ny 12 --nz 8 --iters 40
+$bench run --app stencil --nx 12 --ny 12 --nz 8 --iters 40 --scheduler static --threads 1 --json |
+    grep -o '"checksum": *"[0-9a-f]*"'
 echo
 echo "== Many cores, in the model (docs/model.md): md gravity recorded here, replayed at 16 and 64 threads"
 echo "   on 1 and 4 NUMA nodes with the real balancer's decisions; then the model beside the 16-core measurements"

@@ -292,7 +292,7 @@ pub fn build_holding(
     holds: Option<&[bool]>,
 ) -> Result<Box<dyn Distributed>, String> {
     let (nx, ny) = (grid.nx, grid.ny);
-    flat_md(app, &grid)?;
+    crate::flat_md(app, &grid)?;
     if let Some(h) = holds.filter(|h| h.len() != grid.len()) {
         return Err(format!("{} flags for {} boxes", h.len(), grid.len()));
     }
@@ -314,10 +314,10 @@ pub fn build_holding(
 /// share (per-box headers over the whole grid): the same answer on every process of a node, so
 /// that one of them can say so for all before any starts. An unknown app is an error too.
 pub fn check_every_share(app: &str, grid: pbs::Grid) -> Result<(), String> {
-    flat_md(app, &grid)?;
+    crate::flat_md(app, &grid)?;
     let (what, per_box) = match app {
         "md" | "md-split" => ("md particles", crate::md::Md::state_bytes()),
-        "stencil" => ("stencil tiles", crate::stencil::Stencil::state_bytes(&grid, 16)),
+        "stencil" => ("stencil tiles", crate::stencil::Stencil::state_bytes(&grid)),
         a => return Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
     };
     crate::memory::check_state(what, grid.len(), 0, per_box)
@@ -328,7 +328,7 @@ pub fn check_every_share(app: &str, grid: pbs::Grid) -> Result<(), String> {
 /// its particles as placed (before the initial step that `box_work` sees); the stencil's is
 /// its cost map.
 pub fn initial_work(app: &str, scenario: &str, grid: pbs::Grid, seed: u64) -> Result<Vec<f64>, String> {
-    flat_md(app, &grid)?;
+    crate::flat_md(app, &grid)?;
     match app {
         "md" | "md-split" => Ok({
             crate::memory::check_state("md particles", grid.len(), 0, crate::md::Md::state_bytes())?;
@@ -336,16 +336,6 @@ pub fn initial_work(app: &str, scenario: &str, grid: pbs::Grid, seed: u64) -> Re
         }),
         _ => Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work()),
     }
-}
-
-/// md's particles move in a plane: a grid of more than one layer is refused for it.
-fn flat_md(app: &str, grid: &pbs::Grid) -> Result<(), String> {
-    if grid.nz > 1 && app.starts_with("md") {
-        return Err(format!(
-            "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
-        ));
-    }
-    Ok(())
 }
 
 /// Per box: whether a box within `halo` of it along every axis (diagonals included, itself

@@ -86,11 +86,7 @@ pub fn build_3d(
     seed: u64,
 ) -> Result<Box<dyn GridApp>, String> {
     let grid = Grid::new_3d(nx, ny, nz).map_err(|e| e.to_string())?;
-    if nz > 1 && (app == "md" || app == "md-split") {
-        return Err(format!(
-            "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
-        ));
-    }
+    flat_md(app, &grid)?;
     if app == "md" || app == "md-split" {
         memory::check_state("md particles", grid.len(), grid.len(), md::Md::state_bytes())?;
     }
@@ -100,6 +96,16 @@ pub fn build_3d(
         ("stencil", s) => stencil::Stencil::by_scenario(s, grid, seed, None).map(|s| Box::new(s) as _),
         (a, _) => Err(format!("unknown app {a:?}; expected md, md-split or stencil")),
     }
+}
+
+/// md's particles move in a plane: a grid of more than one layer is refused for it.
+pub(crate) fn flat_md(app: &str, grid: &Grid) -> Result<(), String> {
+    if grid.nz > 1 && app.starts_with("md") {
+        return Err(format!(
+            "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
+        ));
+    }
+    Ok(())
 }
 
 /// FNV-1a's starting state.

@@ -191,7 +191,8 @@ impl Md {
 
     /// Bytes per box of md's state, from above: two bins, a gathered list and the motion hints
     /// for every box; for a box held, four lists of eight particles (the densest start,
-    /// contraction's lattice, puts about five in a box; a list grows by doubling).
+    /// expansion's lattice near the soft core's spacing, puts about five in a box; a list grows
+    /// by doubling).
     pub(crate) fn state_bytes() -> crate::memory::StateBytes {
         crate::memory::StateBytes {
             fixed: 2 * std::mem::size_of::<Bin>() + std::mem::size_of::<Gathered>() + 3 * std::mem::size_of::<f64>(),

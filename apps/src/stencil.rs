@@ -114,10 +114,10 @@ impl Stencil {
     /// all; see [`Stencil::on_grid`]). Tiles of 16 × 16 cells, or of 8 × 8 × 8 on a grid of
     /// more than one layer (twice the cells; a face of 64 where a 2D tile's edge has 16).
     pub fn by_scenario(scenario: &str, grid: Grid, seed: u64, holds: Option<&[bool]>) -> Result<Stencil, String> {
-        let side = if grid.nz > 1 { 8 } else { 16 };
+        let side = Stencil::tile_side(&grid);
         if scenario == "drift" || scenario == "rough" {
             let held = holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count());
-            crate::memory::check_state("stencil tiles", grid.len(), held, Stencil::state_bytes(&grid, side))?;
+            crate::memory::check_state("stencil tiles", grid.len(), held, Stencil::state_bytes(&grid))?;
         }
         match scenario {
             "drift" => Ok(Stencil::on_grid(grid, side, 0.25, None, seed as u32, holds)),
@@ -126,13 +126,23 @@ impl Stencil {
         }
     }
 
-    /// Bytes per box of a stencil on `grid` with tiles of `side` cells a side, from above: the
+    /// Cells along each side of the scenarios' tiles: 16 on one layer, 8 on several.
+    fn tile_side(grid: &Grid) -> usize {
+        if grid.nz > 1 {
+            8
+        } else {
+            16
+        }
+    }
+
+    /// Bytes per box of the scenarios' stencil on `grid`, from above: the
     /// cost and two tile pointers for every box; for a box held, six tiles (each a `Vec` header
     /// and the allocator's overhead besides the cells): two live, and while they are placed on
     /// their owners' threads a copy of one and the freed memory the threads' allocator arenas
-    /// keep (a 512 × 512 run peaked at 5.6 tiles a box).
-    pub(crate) fn state_bytes(grid: &Grid, side: usize) -> crate::memory::StateBytes {
-        let cells = side.pow(if grid.nz > 1 { 3 } else { 2 });
+    /// keep (`pbs-bench run` on 512 × 512 boxes peaked at 3.0 GB, 5.6 tiles' worth a box with
+    /// the executor's state).
+    pub(crate) fn state_bytes(grid: &Grid) -> crate::memory::StateBytes {
+        let cells = Stencil::tile_side(grid).pow(if grid.nz > 1 { 3 } else { 2 });
         let tile = cells * std::mem::size_of::<f64>() + std::mem::size_of::<Vec<f64>>() + 16;
         crate::memory::StateBytes { fixed: 3 * std::mem::size_of::<usize>(), held: 6 * tile }
     }

@@ -77,12 +77,7 @@ impl Settings {
         }
         let grid = Grid::new_3d(self.nx, self.ny, self.nz).map_err(|e| e.to_string())?;
         if ranks > grid.len() {
-            let dims = if self.nz > 1 {
-                format!("{}×{}×{}", self.nx, self.ny, self.nz)
-            } else {
-                format!("{}×{}", self.nx, self.ny)
-            };
-            return Err(format!("{ranks} ranks for {} boxes ({dims}): at most one rank per box", grid.len()));
+            return Err(format!("{ranks} ranks for {} boxes ({grid}): at most one rank per box", grid.len()));
         }
         if !pbs_scheduler::runtime::EXECUTORS.contains(&self.executor.as_str()) {
             return Err(format!(

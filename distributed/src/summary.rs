@@ -108,11 +108,7 @@ pub struct Summary {
 impl Summary {
     /// The grid as `nx×ny`, or `nx×ny×nz` on more than one layer.
     pub fn dims(&self) -> String {
-        if self.nz > 1 {
-            format!("{}×{}×{}", self.nx, self.ny, self.nz)
-        } else {
-            format!("{}×{}", self.nx, self.ny)
-        }
+        pbs::Grid::new_3d(self.nx, self.ny, self.nz).map_or_else(|e| e.to_string(), |g| g.to_string())
     }
 }
 

@@ -95,7 +95,7 @@ pub fn kway_norcb(
     Problem::new(*grid, loads, parts)?;
     let bad = |name: &'static str, value: String, reason: &'static str| crate::Error::Parameter { name, value, reason };
     if grid.nz != 1 {
-        return Err(bad("grid", format!("{}×{}×{}", grid.nx, grid.ny, grid.nz), "NoRCB cuts 2D grids only"));
+        return Err(bad("grid", grid.to_string(), "NoRCB cuts 2D grids only"));
     }
     if !(threshold.is_finite() && threshold >= 0.0) {
         return Err(bad("threshold", threshold.to_string(), "a speed must be finite and ≥ 0"));
@@ -158,7 +158,7 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
         return Err(bad("phase_loads", "[]".into(), "at least one phase is needed"));
     }
     if grid.nz != 1 {
-        return Err(bad("grid", format!("{}×{}×{}", grid.nx, grid.ny, grid.nz), "vector RCB cuts 2D grids only"));
+        return Err(bad("grid", grid.to_string(), "vector RCB cuts 2D grids only"));
     }
     for loads in phase_loads {
         Problem::new(*grid, loads, parts)?;

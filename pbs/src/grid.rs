@@ -29,6 +29,22 @@ pub struct Grid {
     pub nz: usize,
 }
 
+/// `nx×ny` on one layer, `nx×ny×nz` on several: how messages and tables name a grid.
+///
+/// ```
+/// assert_eq!(pbs::Grid::new(8, 4).unwrap().to_string(), "8×4");
+/// assert_eq!(pbs::Grid::new_3d(8, 4, 2).unwrap().to_string(), "8×4×2");
+/// ```
+impl std::fmt::Display for Grid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.nz > 1 {
+            write!(f, "{}×{}×{}", self.nx, self.ny, self.nz)
+        } else {
+            write!(f, "{}×{}", self.nx, self.ny)
+        }
+    }
+}
+
 impl Grid {
     /// A 2D grid of `nx × ny` boxes. Fails on a zero dimension.
     pub fn new(nx: usize, ny: usize) -> Result<Grid> {

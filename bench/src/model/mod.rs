@@ -204,7 +204,7 @@ pub fn table(rows: &[ModelRow]) -> crate::table::Table {
         t.row(vec![
             r.app.clone(),
             r.scenario.clone(),
-            if r.nz > 1 { format!("{}×{}×{}", r.nx, r.ny, r.nz) } else { format!("{}×{}", r.nx, r.ny) },
+            pbs::Grid::new_3d(r.nx, r.ny, r.nz).map_or_else(|e| e.to_string(), |g| g.to_string()),
             m.scheduler.clone(),
             m.threads.to_string(),
             m.numa_nodes.to_string(),

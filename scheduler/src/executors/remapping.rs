@@ -218,8 +218,7 @@ impl Remapping {
             return Err(bad("trigger", options.trigger.to_string(), "expected a finite fraction ≥ 0"));
         }
         if grid.nz != 1 && matches!(options.remapper, Remapper::NoRcb { .. } | Remapper::VectorRcb { .. }) {
-            let size = format!("{}×{}×{}", grid.nx, grid.ny, grid.nz);
-            return Err(bad("grid", size, "norcb and vector-rcb cut 2D grids only (nz = 1)"));
+            return Err(bad("grid", grid.to_string(), "norcb and vector-rcb cut 2D grids only (nz = 1)"));
         }
         pbs::check_memory("remapping executor state", grid.len(), crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let threads = pool.threads();

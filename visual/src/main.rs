@@ -134,7 +134,8 @@ fn run(cli: Cli) -> Result<(), String> {
     };
     // A grid wider than a picture can be is refused before it is built (a CSV map's grid is
     // checked below, once read).
-    if cli.headless && nx.max(ny) > MAX_IMAGE_SIDE {
+    let grid_from_csv = matches!(settings.load, LoadKind::Csv(_)) && cli.app.is_none();
+    if cli.headless && !grid_from_csv && nx.max(ny) > MAX_IMAGE_SIDE {
         return Err(format!(
             "--grid {nx}x{ny}: over {MAX_IMAGE_SIDE} boxes a side, more than a picture of at least a pixel a box holds"
         ));

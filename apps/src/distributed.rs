@@ -334,7 +334,11 @@ pub fn initial_work(app: &str, scenario: &str, grid: pbs::Grid, seed: u64) -> Re
             crate::memory::check_state("md particles", grid.len(), 0, crate::md::Md::state_bytes())?;
             crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, grid.nx, grid.ny, seed)
         }),
-        _ => Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work()),
+        _ => {
+            // Before the mask of as many flags as boxes.
+            check_every_share(app, grid)?;
+            Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work())
+        }
     }
 }
 

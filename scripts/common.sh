@@ -1,6 +1,11 @@
 # Shared by demo.sh and test.sh: checks the toolchain and installs what is missing.
 # Sourced, not run.
 
+# The scripts find what cargo builds under the repository's target/ (target/release/pbs-bench,
+# target/dist/, target/starpu/), so they build there whatever CARGO_TARGET_DIR says elsewhere.
+CARGO_TARGET_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target"
+export CARGO_TARGET_DIR
+
 need_rust() {
     if ! command -v cargo >/dev/null 2>&1; then
         echo "error: cargo not found. Install the Rust toolchain (https://rustup.rs), then run this again." >&2

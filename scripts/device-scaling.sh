@@ -49,6 +49,8 @@ timeline_summary() {
 
 case "${1:-}" in
 prepare)
+    # Built where the lines below look for it, whatever CARGO_TARGET_DIR says elsewhere.
+    export CARGO_TARGET_DIR="$PWD/target"
     cargo build --release -p pbs-bench
     cargo build --release -p pbs-scheduler --example phase_latency --example parallel_balancer
     cargo build --release -p pbs-mpi

@@ -5,6 +5,8 @@
 # Usage: starpu/build.sh [--no-cargo]   (--no-cargo: libpbs_ffi.so is already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Built where this script and pbs-bench look for it, whatever CARGO_TARGET_DIR says elsewhere.
+export CARGO_TARGET_DIR="$PWD/target"
 if ! pkg-config --exists starpu-1.3; then
     echo "error: StarPU 1.3 not found (pkg-config starpu-1.3): apt-get install libstarpu-dev" >&2
     exit 1

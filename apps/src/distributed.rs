@@ -328,17 +328,13 @@ pub fn check_every_share(app: &str, grid: pbs::Grid) -> Result<(), String> {
 /// its particles as placed (before the initial step that `box_work` sees); the stencil's is
 /// its cost map.
 pub fn initial_work(app: &str, scenario: &str, grid: pbs::Grid, seed: u64) -> Result<Vec<f64>, String> {
-    crate::flat_md(app, &grid)?;
+    // Before md's count per box or the stencil's mask of a flag per box.
+    check_every_share(app, grid)?;
     match app {
-        "md" | "md-split" => Ok({
-            crate::memory::check_state("md particles", grid.len(), 0, crate::md::Md::state_bytes())?;
-            crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, grid.nx, grid.ny, seed)
-        }),
-        _ => {
-            // Before the mask of as many flags as boxes.
-            check_every_share(app, grid)?;
-            Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work())
+        "md" | "md-split" => {
+            Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, grid.nx, grid.ny, seed))
         }
+        _ => Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work()),
     }
 }
 

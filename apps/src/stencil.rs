@@ -114,16 +114,14 @@ impl Stencil {
     /// all; see [`Stencil::on_grid`]). Tiles of 16 × 16 cells, or of 8 × 8 × 8 on a grid of
     /// more than one layer (twice the cells; a face of 64 where a 2D tile's edge has 16).
     pub fn by_scenario(scenario: &str, grid: Grid, seed: u64, holds: Option<&[bool]>) -> Result<Stencil, String> {
-        let side = Stencil::tile_side(&grid);
-        if scenario == "drift" || scenario == "rough" {
-            let held = holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count());
-            crate::memory::check_state("stencil tiles", grid.len(), held, Stencil::state_bytes(&grid))?;
-        }
-        match scenario {
-            "drift" => Ok(Stencil::on_grid(grid, side, 0.25, None, seed as u32, holds)),
-            "rough" => Ok(Stencil::on_grid(grid, side, 0.25, Some(10), seed as u32, holds)),
-            s => Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
-        }
+        let rough_every = match scenario {
+            "drift" => None,
+            "rough" => Some(10),
+            s => return Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
+        };
+        let held = holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count());
+        crate::memory::check_state("stencil tiles", grid.len(), held, Stencil::state_bytes(&grid))?;
+        Ok(Stencil::on_grid(grid, Stencil::tile_side(&grid), 0.25, rough_every, seed as u32, holds))
     }
 
     /// Cells along each side of the scenarios' tiles: 16 on one layer, 8 on several.

@@ -18,7 +18,12 @@ pub(crate) struct StateBytes {
 pub(crate) fn check_state(what: &'static str, boxes: usize, held: usize, per_box: StateBytes) -> Result<(), String> {
     let total = per_box.fixed.saturating_mul(boxes).saturating_add(per_box.held.saturating_mul(held));
     pbs::check_memory(what, boxes, total.div_ceil(boxes.max(1))).map_err(|e| e.to_string())?;
-    match available_bytes() {
+    within_available(what, boxes, total, available_bytes())
+}
+
+/// The second half of [`check_state`]: `total` bytes against the `available` ones, where known.
+fn within_available(what: &str, boxes: usize, total: usize, available: Option<usize>) -> Result<(), String> {
+    match available {
         Some(available) if total > available => Err(format!(
             "out of memory: {what} for {boxes} boxes needs about {total} bytes, more than the {available} \
              bytes this machine has available (MemAvailable + SwapFree in /proc/meminfo); use a smaller grid"
@@ -53,6 +58,20 @@ mod tests {
         assert_eq!(parse_meminfo(text), Some(2048 * 1024));
         assert_eq!(parse_meminfo("MemTotal: 5 kB\nSwapFree: 1 kB\n"), None);
         assert_eq!(parse_meminfo("MemAvailable: lots kB\nSwapFree: 1 kB\n"), None);
+    }
+
+    /// A state the reservation grants but the available memory cannot hold (an overcommitted
+    /// machine) is refused, naming both sizes; an unknown availability refuses nothing.
+    #[test]
+    fn a_state_beyond_the_available_memory_is_refused() {
+        let e = within_available("md particles", 10, 5000, Some(4096)).unwrap_err();
+        assert_eq!(
+            e,
+            "out of memory: md particles for 10 boxes needs about 5000 bytes, more than the 4096 bytes this \
+             machine has available (MemAvailable + SwapFree in /proc/meminfo); use a smaller grid"
+        );
+        within_available("md particles", 10, 4096, Some(4096)).unwrap();
+        within_available("md particles", 10, usize::MAX, None).unwrap();
     }
 
     #[test]

@@ -2,11 +2,10 @@
 //!
 //! Every phase is an event simulation: each thread takes boxes (its own list's front, a
 //! victim's back, or the shared FIFO's head) whenever it is free, a box taking its recorded
-//! cost times the machine's speed, times `1 + moved` when its previous run was on another
-//! thread, plus `moved` when its previous run was on another thread, plus `remote` when its
-//! data sits on another NUMA node, all times the thread's noise for the phase; each thread
-//! starts the phase after a random wake-up delay. The phase ends at the last thread's end
-//! plus the barrier.
+//! cost times the machine's speed, plus `moved` when its previous run was on another thread,
+//! plus `remote` when its data sits on another NUMA node, all times the thread's noise for the
+//! phase; each thread starts the phase after a random wake-up delay. The phase ends at the
+//! last thread's end plus the barrier.
 //!
 //! pbs's mappings come from the real balancer (`power-cells`) and the executor's own rules
 //! ([`RebalancePolicy`]: Boulmier's eq. 24, the check and its corrections, the wait for an

@@ -3,9 +3,13 @@
 //!
 //! Running box `k` touches its own data (`box_bytes`) and a halo of each face neighbour
 //! (`halo_bytes`). A neighbour's halo hits if the thread holds that neighbour's whole box or
-//! its halo. Misses are counted in 64-byte lines. For `pbs` and `static`, whose per-thread
-//! box order is fixed, the figure is exactly reproducible; for dynamic executors it depends on
-//! the run, as real misses do.
+//! its halo. Misses are counted in 64-byte lines. A run also writes its box, which makes the
+//! copies other threads' caches hold stale, as a coherent cache invalidates written lines: the
+//! apps keep two buffers per box and write one each iteration, so a run elsewhere leaves half of
+//! a thread's copy of the box valid (a second run elsewhere, none) and none of its copy of the
+//! box's halo, read from the buffer last written. For `pbs` and `static`, whose per-thread box
+//! order is fixed, the figure is exactly reproducible; for dynamic executors it depends on the
+//! run, as real misses do.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -27,34 +31,53 @@ enum Item {
 #[derive(Debug, Default)]
 struct Lru {
     clock: u64,
-    stamp: HashMap<Item, u64>,
-    order: BTreeMap<u64, (Item, u64)>,
+    /// Per cached item: its last use and its valid bytes.
+    stamp: HashMap<Item, (u64, u64)>,
+    /// Items by last use.
+    order: BTreeMap<u64, Item>,
     used: u64,
     accesses: u64,
     misses: u64,
 }
 
 impl Lru {
-    fn touch(&mut self, item: Item, bytes: u64, capacity: u64, hit_also: Option<Item>) {
+    /// Reads `bytes` of `item`: the lines not cached miss (none if `hit_also`, an item and its
+    /// full size, is cached whole), then the item is cached whole and the least recently used
+    /// items are evicted down to `capacity`.
+    fn touch(&mut self, item: Item, bytes: u64, capacity: u64, hit_also: Option<(Item, u64)>) {
         self.clock += 1;
         let lines = bytes.div_ceil(LINE);
         self.accesses += lines;
-        let present = self.stamp.contains_key(&item) || hit_also.is_some_and(|h| self.stamp.contains_key(&h));
-        if let Some(old) = self.stamp.insert(item, self.clock) {
-            let v = self.order.remove(&old).expect("stamped items are ordered");
-            self.order.insert(self.clock, v);
-        } else {
-            self.order.insert(self.clock, (item, bytes));
-            self.used += bytes;
-        }
-        if !present {
-            self.misses += lines;
+        let whole_elsewhere = hit_also.is_some_and(|(h, size)| self.stamp.get(&h).is_some_and(|&(_, v)| v >= size));
+        let valid = match self.stamp.insert(item, (self.clock, bytes)) {
+            Some((old, valid)) => {
+                self.order.remove(&old).expect("stamped items are ordered");
+                valid
+            }
+            None => 0,
+        };
+        self.order.insert(self.clock, item);
+        self.used += bytes - valid.min(bytes);
+        if !whole_elsewhere {
+            self.misses += lines - valid.min(bytes).div_ceil(LINE).min(lines);
         }
         while self.used > capacity {
-            let (&oldest, &(victim, size)) = self.order.iter().next().expect("used > 0 means items");
+            let (&oldest, &victim) = self.order.iter().next().expect("used > 0 means items");
             self.order.remove(&oldest);
-            self.stamp.remove(&victim);
+            let (_, size) = self.stamp.remove(&victim).expect("ordered items are stamped");
             self.used -= size;
+        }
+    }
+
+    /// Drops `bytes` of `item`'s valid bytes (all of them if it holds fewer).
+    fn invalidate(&mut self, item: Item, bytes: u64) {
+        let Some(entry) = self.stamp.get_mut(&item) else { return };
+        let dropped = bytes.min(entry.1);
+        entry.1 -= dropped;
+        self.used -= dropped;
+        if entry.1 == 0 {
+            let (stamp, _) = self.stamp.remove(&item).expect("just found");
+            self.order.remove(&stamp);
         }
     }
 }
@@ -96,13 +119,22 @@ impl CacheModel {
         self.run_box_on(t, k);
     }
 
-    /// Records that thread `t` ran box `k`.
+    /// Records that thread `t` ran box `k`: it reads the box and its neighbours' halos, and
+    /// writes one of the box's two buffers, which the other threads' copies lose.
     pub fn run_box_on(&self, t: usize, k: usize) {
+        // One lock at a time, so that two threads recording at once cannot wait on each other.
+        for (u, other) in self.threads.iter().enumerate() {
+            if u != t {
+                let mut lru = other.lock().unwrap();
+                lru.invalidate(Item::Box(k as u32), self.box_bytes.div_ceil(2));
+                lru.invalidate(Item::Halo(k as u32), self.halo_bytes);
+            }
+        }
         let mut lru = self.threads[t].lock().unwrap();
         lru.touch(Item::Box(k as u32), self.box_bytes, self.capacity, None);
-        let (halo_bytes, capacity) = (self.halo_bytes, self.capacity);
+        let (box_bytes, halo_bytes, capacity) = (self.box_bytes, self.halo_bytes, self.capacity);
         self.grid.for_each_neighbour(k, |n| {
-            lru.touch(Item::Halo(n as u32), halo_bytes, capacity, Some(Item::Box(n as u32)));
+            lru.touch(Item::Halo(n as u32), halo_bytes, capacity, Some((Item::Box(n as u32), box_bytes)));
         });
     }
 
@@ -137,6 +169,28 @@ mod tests {
         m.take();
         m.run_box_on(0, 0);
         assert_eq!(m.take().misses, 8, "box 0 was evicted and misses; box 1, a neighbour, is cached so its halo hits");
+    }
+
+    /// A run writes one of its box's two buffers: another thread's copy keeps half its lines
+    /// after one run elsewhere and none after two, and its copy of the box's halo none.
+    #[test]
+    fn a_run_elsewhere_leaves_half_the_box_and_none_of_its_halo() {
+        let g = Grid::new(2, 1).unwrap();
+        let m = CacheModel::new(g, 2, 1 << 20, 1024, 128); // 16 lines a box, 2 a halo
+        m.run_box_on(0, 0);
+        m.run_box_on(0, 1);
+        assert_eq!(m.take().misses, 16 + 2 + 16, "box 0 and the halo of 1, then box 1 (the halo of 0 is cached)");
+        m.run_box_on(1, 0); // thread 1 misses box 0 and the halo of 1; thread 0 loses half of box 0
+        assert_eq!(m.take().misses, 16 + 2);
+        m.run_box_on(0, 0);
+        assert_eq!(m.take().misses, 8, "half of box 0 is stale; the halo of box 1 is still valid");
+        m.run_box_on(1, 1); // thread 0 loses half of box 1 and its halo of 1
+        m.run_box_on(1, 1); // and the other half
+        m.take();
+        m.run_box_on(0, 0);
+        assert_eq!(m.take().misses, 2, "the halo of 1 is stale and box 1, no longer whole, does not stand in for it");
+        m.run_box_on(0, 1);
+        assert_eq!(m.take().misses, 16, "nothing of box 1 is left; box 0's whole copy gives its halo");
     }
 
     #[test]

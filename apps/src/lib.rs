@@ -33,7 +33,7 @@ mod memory;
 pub mod stencil;
 
 use pbs::Grid;
-use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::cache_model::{CacheModel, Footprint};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::Executor;
 
@@ -43,9 +43,8 @@ pub trait GridApp: Send {
     fn name(&self) -> &'static str;
     /// Its grid of boxes.
     fn grid(&self) -> Grid;
-    /// Bytes of one box's data and of the halo a task reads from each neighbour (for the
-    /// modelled cache).
-    fn footprint(&self) -> (u64, u64);
+    /// What one box's task touches and writes, for the modelled cache.
+    fn footprint(&self) -> Footprint;
     /// One iteration on `exec`; every phase is recorded, and if a cache model is given every
     /// box execution is fed to it.
     fn iterate(&mut self, exec: &mut dyn Executor, rec: &mut Recorder, cache: Option<&CacheModel>);

@@ -20,7 +20,7 @@
 
 use pbs::rng::SplitMix64;
 use pbs::Grid;
-use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::cache_model::{CacheModel, Footprint};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
 
@@ -470,11 +470,14 @@ impl GridApp for Md {
     fn grid(&self) -> Grid {
         self.grid
     }
-    fn footprint(&self) -> (u64, u64) {
-        // A box holds ~ the mean number of particles; a neighbour's whole box is read.
+    fn footprint(&self) -> Footprint {
+        // A box holds ~ the mean number of particles; a neighbour's whole box is read. The
+        // footprint is the buffer a task reads, which the box's previous task wrote (every
+        // task, md-split's rebin included, writes a box's worth: its particles or their copy):
+        // a copy elsewhere is wholly stale after one run.
         let mean = self.particles() as u64 / self.grid.len() as u64 + 1;
         let bytes = mean * std::mem::size_of::<Particle>() as u64;
-        (bytes, bytes)
+        Footprint { box_bytes: bytes, halo_bytes: bytes, written_bytes: bytes }
     }
     fn iterate(&mut self, exec: &mut dyn Executor, rec: &mut Recorder, cache: Option<&CacheModel>) {
         let mut next = std::mem::take(&mut self.next);

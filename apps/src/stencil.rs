@@ -8,7 +8,7 @@
 
 use pbs::loadmap::PerlinMap;
 use pbs::Grid;
-use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::cache_model::{CacheModel, Footprint};
 use pbs_scheduler::first_touch::{placement_owners, BoxData};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{for_each_box_mut, Executor};
@@ -297,11 +297,11 @@ impl GridApp for Stencil {
     fn grid(&self) -> Grid {
         self.grid
     }
-    fn footprint(&self) -> (u64, u64) {
+    fn footprint(&self) -> Footprint {
         // A box is its tile in both buffers (read old, write new); a neighbour's face (an edge
         // row of a square tile, a side of a cube).
-        let cell = std::mem::size_of::<f64>() as u64;
-        (2 * self.cells() as u64 * cell, (self.cells() / self.side) as u64 * cell)
+        let tile = self.cells() as u64 * std::mem::size_of::<f64>() as u64;
+        Footprint { box_bytes: 2 * tile, halo_bytes: tile / self.side as u64, written_bytes: tile }
     }
     fn iterate(&mut self, exec: &mut dyn Executor, rec: &mut Recorder, cache: Option<&CacheModel>) {
         self.follow_owners(exec);

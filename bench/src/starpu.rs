@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use pbs::metrics::median;
 use pbs::Grid;
-use pbs_scheduler::cache_model::CacheModel;
+use pbs_scheduler::cache_model::{CacheModel, Footprint};
 use serde::Serialize;
 
 use crate::table::Table;
@@ -301,7 +301,12 @@ fn app_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Resu
     let num = |key: &str| -> Result<f64, String> { get(key)?.parse().map_err(|_| format!("bad {key} in {line:?}")) };
     let bytes = |key: &str| -> Result<u64, String> { get(key)?.parse().map_err(|_| format!("bad {key} in {line:?}")) };
     let trace = std::fs::read_to_string(&trace).map_err(|e| e.to_string())?;
-    let (affinity, misses) = replay(&trace, s, bytes("box_bytes")?, bytes("halo_bytes")?)?;
+    let footprint = Footprint {
+        box_bytes: bytes("box_bytes")?,
+        halo_bytes: bytes("halo_bytes")?,
+        written_bytes: bytes("written_bytes")?,
+    };
+    let (affinity, misses) = replay(&trace, s, footprint)?;
     Ok(AppRun {
         iter_ms_median: num("iter_ms_median")?,
         efficiency: num("efficiency")?,
@@ -315,10 +320,10 @@ fn app_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Resu
 }
 
 /// Affinity and modelled misses from a trace of "worker box" lines in the order tasks started,
-/// a task touching `box_bytes` of its own box and `halo_bytes` of each neighbour's.
-fn replay(trace: &str, s: &StarpuSettings, box_bytes: u64, halo_bytes: u64) -> Result<(f64, u64), String> {
+/// each task touching `footprint`.
+fn replay(trace: &str, s: &StarpuSettings, footprint: Footprint) -> Result<(f64, u64), String> {
     let grid = Grid::new(s.nx, s.ny).map_err(|e| e.to_string())?;
-    let cache = CacheModel::new(grid, s.workers, s.cache_bytes, box_bytes, halo_bytes);
+    let cache = CacheModel::new(grid, s.workers, s.cache_bytes, footprint);
     let mut last = vec![u32::MAX; grid.len()];
     let (mut same, mut again) = (0u64, 0u64);
     for line in trace.lines() {
@@ -574,11 +579,12 @@ mod tests {
     fn a_trace_gives_affinity_and_misses_and_bad_lines_are_named() {
         let s = settings();
         // Boxes 0..3 on workers 0,0,1,1, then again with box 3 moved to worker 0.
-        let (affinity, misses) = replay("0 0\n0 1\n1 2\n1 3\n0 0\n0 1\n1 2\n0 3\n", &s, 256, 32).unwrap();
+        let f = Footprint { box_bytes: 256, halo_bytes: 32, written_bytes: 128 };
+        let (affinity, misses) = replay("0 0\n0 1\n1 2\n1 3\n0 0\n0 1\n1 2\n0 3\n", &s, f).unwrap();
         assert_eq!(affinity, 0.75);
         assert!(misses > 0);
-        assert!(replay("0 9\n", &s, 256, 32).unwrap_err().contains("box 9"));
-        assert!(replay("zero 1\n", &s, 256, 32).unwrap_err().contains("bad trace line"));
+        assert!(replay("0 9\n", &s, f).unwrap_err().contains("box 9"));
+        assert!(replay("zero 1\n", &s, f).unwrap_err().contains("bad trace line"));
     }
 
     #[test]

@@ -3,13 +3,13 @@
 //!
 //! Running box `k` touches its own data (`box_bytes`) and a halo of each face neighbour
 //! (`halo_bytes`). A neighbour's halo hits if the thread holds that neighbour's whole box or
-//! its halo. Misses are counted in 64-byte lines. A run also writes its box, which makes the
-//! copies other threads' caches hold stale, as a coherent cache invalidates written lines: the
-//! apps keep two buffers per box and write one each iteration, so a run elsewhere leaves half of
-//! a thread's copy of the box valid (a second run elsewhere, none) and none of its copy of the
-//! box's halo, read from the buffer last written. For `pbs` and `static`, whose per-thread box
-//! order is fixed, the figure is exactly reproducible; for dynamic executors it depends on the
-//! run, as real misses do.
+//! its halo. Misses are counted in 64-byte lines. A run also writes part of its box
+//! (`written_bytes`), and the other threads' copies lose that much, as a coherent cache
+//! invalidates written lines, and all of their copy of the box's halo (read from what was last
+//! written): the stencil keeps two buffers per box and writes one per run, so a run elsewhere
+//! leaves half of a thread's copy valid and a second one none. For `pbs` and `static`, whose
+//! per-thread box order is fixed, the figure is exactly reproducible; for dynamic executors it
+//! depends on the run, as real misses do.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -82,12 +82,22 @@ impl Lru {
     }
 }
 
+/// What a box's task touches, in bytes: the cache model's view of an app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// Of its own box, read or written.
+    pub box_bytes: u64,
+    /// Read of each face neighbour's box.
+    pub halo_bytes: u64,
+    /// Of its own box, written (at most `box_bytes`).
+    pub written_bytes: u64,
+}
+
 /// Per-thread modelled caches for a grid.
 pub struct CacheModel {
     grid: Grid,
     capacity: u64,
-    box_bytes: u64,
-    halo_bytes: u64,
+    footprint: Footprint,
     threads: Vec<CachePadded<Mutex<Lru>>>,
 }
 
@@ -101,14 +111,13 @@ pub struct ModelledMisses {
 }
 
 impl CacheModel {
-    /// A cache of `capacity` bytes per thread; each box holds `box_bytes` and its tasks read
-    /// `halo_bytes` of every face neighbour.
-    pub fn new(grid: Grid, threads: usize, capacity: u64, box_bytes: u64, halo_bytes: u64) -> CacheModel {
+    /// A cache of `capacity` bytes per thread, for tasks that touch `footprint`.
+    pub fn new(grid: Grid, threads: usize, capacity: u64, footprint: Footprint) -> CacheModel {
+        let footprint = Footprint { written_bytes: footprint.written_bytes.min(footprint.box_bytes), ..footprint };
         CacheModel {
             grid,
             capacity,
-            box_bytes,
-            halo_bytes,
+            footprint,
             threads: (0..threads).map(|_| CachePadded::new(Mutex::new(Lru::default()))).collect(),
         }
     }
@@ -120,19 +129,20 @@ impl CacheModel {
     }
 
     /// Records that thread `t` ran box `k`: it reads the box and its neighbours' halos, and
-    /// writes one of the box's two buffers, which the other threads' copies lose.
+    /// writes `written_bytes` of the box, which the other threads' copies lose.
     pub fn run_box_on(&self, t: usize, k: usize) {
+        let Footprint { box_bytes, halo_bytes, written_bytes } = self.footprint;
         // One lock at a time, so that two threads recording at once cannot wait on each other.
         for (u, other) in self.threads.iter().enumerate() {
-            if u != t {
+            if u != t && written_bytes > 0 {
                 let mut lru = other.lock().unwrap();
-                lru.invalidate(Item::Box(k as u32), self.box_bytes.div_ceil(2));
-                lru.invalidate(Item::Halo(k as u32), self.halo_bytes);
+                lru.invalidate(Item::Box(k as u32), written_bytes);
+                lru.invalidate(Item::Halo(k as u32), halo_bytes);
             }
         }
         let mut lru = self.threads[t].lock().unwrap();
-        lru.touch(Item::Box(k as u32), self.box_bytes, self.capacity, None);
-        let (box_bytes, halo_bytes, capacity) = (self.box_bytes, self.halo_bytes, self.capacity);
+        lru.touch(Item::Box(k as u32), box_bytes, self.capacity, None);
+        let capacity = self.capacity;
         self.grid.for_each_neighbour(k, |n| {
             lru.touch(Item::Halo(n as u32), halo_bytes, capacity, Some((Item::Box(n as u32), box_bytes)));
         });
@@ -157,7 +167,7 @@ mod tests {
     #[test]
     fn a_box_that_fits_hits_the_second_time_and_capacity_evicts() {
         let g = Grid::new(4, 1).unwrap();
-        let m = CacheModel::new(g, 1, 2048, 512, 64);
+        let m = CacheModel::new(g, 1, 2048, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 });
         m.run_box_on(0, 0); // box 0 (8 lines) + halo of 1 (1 line): 9 misses
         assert_eq!(m.take(), ModelledMisses { accesses: 9, misses: 9 });
         m.run_box_on(0, 0); // everything is still there
@@ -171,12 +181,12 @@ mod tests {
         assert_eq!(m.take().misses, 8, "box 0 was evicted and misses; box 1, a neighbour, is cached so its halo hits");
     }
 
-    /// A run writes one of its box's two buffers: another thread's copy keeps half its lines
-    /// after one run elsewhere and none after two, and its copy of the box's halo none.
+    /// A run writing half its box (one of two buffers): another thread's copy keeps half its
+    /// lines after one run elsewhere and none after two, and its copy of the box's halo none.
     #[test]
     fn a_run_elsewhere_leaves_half_the_box_and_none_of_its_halo() {
         let g = Grid::new(2, 1).unwrap();
-        let m = CacheModel::new(g, 2, 1 << 20, 1024, 128); // 16 lines a box, 2 a halo
+        let m = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 }); // 16 lines a box, 2 a halo
         m.run_box_on(0, 0);
         m.run_box_on(0, 1);
         assert_eq!(m.take().misses, 16 + 2 + 16, "box 0 and the halo of 1, then box 1 (the halo of 0 is cached)");
@@ -198,7 +208,8 @@ mod tests {
         // 64 boxes of 1 KiB on 2 threads with 40 KiB each: blocks fit, a scatter does not reuse.
         let g = Grid::new(8, 8).unwrap();
         let run = |assign: &dyn Fn(usize, usize) -> usize| {
-            let m = CacheModel::new(g, 2, 40 * 1024, 1024, 128);
+            let m =
+                CacheModel::new(g, 2, 40 * 1024, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 });
             for phase in 0..5 {
                 for k in 0..64 {
                     m.run_box_on(assign(k, phase), k);

@@ -205,10 +205,11 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     if (trace_path && write_trace(app, trace_path, tasks)) return 1;
     printf("%s: sched=%s workers=%ld iterations=%ld boxes=%zux%zu iter_ms_median=%.5f iter_ms_mean=%.5f "
            "efficiency=%.4f rebalancings=%zu migrations=%zu stolen=%zu checksum=%016llx box_bytes=%llu "
-           "halo_bytes=%llu wall_ms=%.3f",
+           "halo_bytes=%llu written_bytes=%llu wall_ms=%.3f",
            app->name, sched, workers, iterations, nx, ny, median, mean, efficiency, stats.rebalancings,
            stats.migrations, stats.stolen, (unsigned long long)app->checksum(iterations),
-           (unsigned long long)app->box_bytes(), (unsigned long long)app->halo_bytes(), ms);
+           (unsigned long long)app->box_bytes(), (unsigned long long)app->halo_bytes(),
+           (unsigned long long)app->written_bytes(), ms);
     app->print_fields(stdout, iterations);
     printf("\n");
     app->cleanup();

@@ -55,10 +55,11 @@ struct pbs_example {
     uint64_t (*checksum)(long iterations);
     /* Extra key=value pairs of the result line (each with a leading space). */
     void (*print_fields)(FILE *out, long iterations);
-    /* Bytes a box's task writes and reads of its own, and reads of each face neighbour's: the
-       cache model's footprint. */
+    /* Bytes a box's task writes and reads of its own, reads of each face neighbour's, and writes
+       of its own: the cache model's footprint. */
     uint64_t (*box_bytes)(void);
     uint64_t (*halo_bytes)(void);
+    uint64_t (*written_bytes)(void);
     /* Frees what setup made. */
     void (*cleanup)(void);
 };
@@ -93,6 +94,7 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv);
             .print_fields = print_fields,                                                              \
             .box_bytes = box_bytes,                                                                    \
             .halo_bytes = halo_bytes,                                                                  \
+            .written_bytes = written_bytes,                                                            \
             .cleanup = cleanup,                                                                        \
         };                                                                                             \
         return pbs_example_main(&app, argc, argv);                                                     \

@@ -201,6 +201,8 @@ static void print_fields(FILE *out, long iterations) {
 /* A task writes its new tile and reads its old one, and a row or column of each neighbour's. */
 static uint64_t box_bytes(void) { return 2 * S * S * sizeof(double); }
 static uint64_t halo_bytes(void) { return S * sizeof(double); }
+/* The new tile, one of the box's two. */
+static uint64_t written_bytes(void) { return S * S * sizeof(double); }
 
 static void cleanup(void) { free(sink), free(tile[0]), free(tile[1]); }
 

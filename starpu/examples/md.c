@@ -484,6 +484,8 @@ static void print_fields(FILE *out, long iterations) {
 static uint64_t per_box(void) { return (particles / (VX * VY) + 1) * sizeof(struct particle); }
 static uint64_t box_bytes(void) { return T * T * per_box(); }
 static uint64_t halo_bytes(void) { return (T < 2 ? T * T : 2 * T) * per_box(); }
+/* The tile's new handle: the footprint is the old one, which the tile's previous task wrote. */
+static uint64_t written_bytes(void) { return box_bytes(); }
 
 static void cleanup(void) {
     for (int b = 0; b < 2; b++) {

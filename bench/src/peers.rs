@@ -299,7 +299,9 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
             }
             let best = rows[first..].iter().filter_map(|r| r.quality.map(|q| q.edge_cut)).min().unwrap_or(0);
             for r in &mut rows[first..] {
-                r.cut_to_best = r.quality.map(|q| q.edge_cut as f64 / best.max(1) as f64);
+                // A cut equal to the best is 1 × it, a single part's empty cut included.
+                r.cut_to_best =
+                    r.quality.map(|q| if q.edge_cut == best { 1.0 } else { q.edge_cut as f64 / best.max(1) as f64 });
             }
         }
     }

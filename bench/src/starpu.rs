@@ -521,6 +521,7 @@ pub fn table(rows: &[StarpuRow]) -> Table {
         "efficiency",
         "affinity",
         "modelled misses",
+        "misses vs eager",
         "migrations",
         "rebalancings",
         "wall ms",
@@ -529,7 +530,12 @@ pub fn table(rows: &[StarpuRow]) -> Table {
         "note",
     ]);
     let opt = |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    let eager_misses = |program: &str| {
+        rows.iter().find(|x| x.program == program && x.scheduler == "eager").and_then(|x| x.modelled_misses)
+    };
     for r in rows {
+        let misses_to_eager =
+            r.modelled_misses.zip(eager_misses(&r.program)).filter(|&(_, e)| e > 0).map(|(m, e)| m as f64 / e as f64);
         t.row(vec![
             r.program.clone(),
             r.scheduler.clone(),
@@ -538,6 +544,7 @@ pub fn table(rows: &[StarpuRow]) -> Table {
             opt(r.efficiency, 3),
             opt(r.affinity, 3),
             r.modelled_misses.map_or("-".into(), |m| m.to_string()),
+            opt(misses_to_eager, 3),
             r.migrations.map_or("-".into(), |m| m.to_string()),
             r.rebalancings.map_or("-".into(), |m| m.to_string()),
             format!("{:.1}", r.wall_ms_median),

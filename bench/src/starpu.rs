@@ -105,6 +105,9 @@ pub struct StarpuRow {
     pub affinity: Option<f64>,
     /// Modelled cache misses, 64-byte lines, median over rounds (our apps only).
     pub modelled_misses: Option<u64>,
+    /// Median over rounds of this policy's modelled misses over eager's in the same round (our
+    /// apps only; None where eager missed nothing).
+    pub misses_to_eager: Option<f64>,
     /// Boxes whose owner changed, pbs only (the other policies have no owners).
     pub migrations: Option<usize>,
     /// Rebalancings, pbs only.
@@ -403,6 +406,12 @@ fn measure_in(
         let r = &runs[p];
         let med = |f: fn(&AppRun) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
         let ratios: Vec<f64> = r.iter().zip(&runs[eager]).map(|(a, b)| a.iter_ms_median / b.iter_ms_median).collect();
+        let miss_ratios: Vec<f64> = r
+            .iter()
+            .zip(&runs[eager])
+            .filter(|(_, b)| b.misses > 0)
+            .map(|(a, b)| a.misses as f64 / b.misses as f64)
+            .collect();
         let checksums: Vec<&str> = r.iter().map(|x| x.checksum.as_str()).collect();
         let stable = checksums.iter().all(|c| *c == checksums[0]);
         let pbs = policy == "pbs";
@@ -414,6 +423,7 @@ fn measure_in(
             efficiency: Some(med(|x| x.efficiency)),
             affinity: Some(med(|x| x.affinity)),
             modelled_misses: Some(med(|x| x.misses as f64) as u64),
+            misses_to_eager: (!miss_ratios.is_empty()).then(|| median(&miss_ratios)),
             migrations: pbs.then(|| med(|x| x.migrations as f64) as usize),
             rebalancings: pbs.then(|| med(|x| x.rebalancings as f64) as usize),
             checksum: Some(if stable { checksums[0].to_string() } else { VARIES.into() }),
@@ -493,6 +503,7 @@ fn examples(
                 efficiency: None,
                 affinity: None,
                 modelled_misses: None,
+                misses_to_eager: None,
                 migrations: None,
                 rebalancings: None,
                 checksum: hash[p].clone(),
@@ -530,12 +541,7 @@ pub fn table(rows: &[StarpuRow]) -> Table {
         "note",
     ]);
     let opt = |x: Option<f64>, digits: usize| x.map_or("-".to_string(), |v| format!("{v:.digits$}"));
-    let eager_misses = |program: &str| {
-        rows.iter().find(|x| x.program == program && x.scheduler == "eager").and_then(|x| x.modelled_misses)
-    };
     for r in rows {
-        let misses_to_eager =
-            r.modelled_misses.zip(eager_misses(&r.program)).filter(|&(_, e)| e > 0).map(|(m, e)| m as f64 / e as f64);
         t.row(vec![
             r.program.clone(),
             r.scheduler.clone(),
@@ -544,7 +550,7 @@ pub fn table(rows: &[StarpuRow]) -> Table {
             opt(r.efficiency, 3),
             opt(r.affinity, 3),
             r.modelled_misses.map_or("-".into(), |m| m.to_string()),
-            opt(misses_to_eager, 3),
+            opt(r.misses_to_eager, 3),
             r.migrations.map_or("-".into(), |m| m.to_string()),
             r.rebalancings.map_or("-".into(), |m| m.to_string()),
             format!("{:.1}", r.wall_ms_median),

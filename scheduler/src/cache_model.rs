@@ -57,9 +57,10 @@ impl Lru {
             None => 0,
         };
         self.order.insert(self.clock, item);
-        self.used += bytes - valid.min(bytes);
+        // An item is always touched with the same size, and invalidation only lowers it.
+        self.used += bytes - valid;
         if !whole_elsewhere {
-            self.misses += lines - valid.min(bytes).div_ceil(LINE).min(lines);
+            self.misses += lines - valid.div_ceil(LINE);
         }
         while self.used > capacity {
             let (&oldest, &victim) = self.order.iter().next().expect("used > 0 means items");
@@ -133,8 +134,8 @@ impl CacheModel {
     pub fn run_box_on(&self, t: usize, k: usize) {
         let Footprint { box_bytes, halo_bytes, written_bytes } = self.footprint;
         // One lock at a time, so that two threads recording at once cannot wait on each other.
-        for (u, other) in self.threads.iter().enumerate() {
-            if u != t && written_bytes > 0 {
+        if written_bytes > 0 {
+            for (_, other) in self.threads.iter().enumerate().filter(|&(u, _)| u != t) {
                 let mut lru = other.lock().unwrap();
                 lru.invalidate(Item::Box(k as u32), written_bytes);
                 lru.invalidate(Item::Halo(k as u32), halo_bytes);

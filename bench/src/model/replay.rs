@@ -399,6 +399,10 @@ pub fn replay(
     // time outside the phases.
     let (mut idle, mut phases_wall) = (IdleParts::default(), 0.0);
     let barrier = machine.barrier_at(threads);
+    // pbs's own work in each phase and between iterations (the other executors' is too small
+    // to measure: docs/model.md).
+    let (executor, between) =
+        if scheduler == "pbs" { (machine.executor_at(threads), machine.iteration_at(threads)) } else { (0.0, 0.0) };
     let blocks: Vec<Vec<u32>> =
         (0..threads).map(|t| ((t * n / threads) as u32..((t + 1) * n / threads) as u32).collect()).collect();
     // pbs: the owners in force, the next planned rebalancing, one under way in slack.
@@ -514,13 +518,13 @@ pub fn replay(
             per_phase.0 += work.iter().copied().fold(0.0, f64::max);
             per_phase.1 += total / threads as f64;
             slack_now += last - first;
-            let mut phase = last + barrier;
+            let mut phase = last + barrier + executor;
             // The lender runs nothing: its whole phase is waiting, as the executor counts it.
             let spans = ends.iter().enumerate().map(|(t, &(end, work))| match lender {
                 Some(l) if l == t => (0.0, 0.0, 0.0),
                 _ => (wake[t], end, work),
             });
-            let mut parts = IdleParts { barrier, ..IdleParts::default() };
+            let mut parts = IdleParts { barrier, executor, ..IdleParts::default() };
             for (start, end, work) in spans {
                 parts.late_start += start / threads as f64;
                 parts.between_tasks += (end - start - work).max(0.0) / threads as f64;
@@ -555,6 +559,8 @@ pub fn replay(
             phases_wall += phase;
             idle.add(&parts, 1.0);
         }
+        wall += between;
+        critical += between;
         let last_iteration = wall - iteration_start;
         let mut slack_per_phase = std::mem::take(&mut slack_now) / phases.len().max(1) as f64;
         let stole = steal_on;
@@ -958,7 +964,8 @@ mod tests {
     #[test]
     fn the_balancer_thread_holds_the_phases_up_for_its_time_slice() {
         let trace = trace("md-gravity-32x32.trace");
-        let machine = Machine::fitted(1.0);
+        // The balancer thread alone: pbs's own work in phases, the same either way, left out.
+        let machine = Machine::fitted(1.0).timed_in_part();
         let plan = plan_pbs(&trace, 16, 1, 200, &machine, Rebalancing::Stop).unwrap();
         let run = |r, m: &Machine| replay(&trace, "pbs", 16, 1, m, Some(&plan), r, 200).unwrap();
         let (stop, thread) = (run(Rebalancing::Stop, &machine), run(Rebalancing::Thread, &machine));
@@ -977,7 +984,35 @@ mod tests {
         let i = &m.idle_shares;
         let sum = m.efficiency + i.in_phases.total() + i.between_iterations;
         assert!((sum - 1.0).abs() < 1e-9, "{sum}: {m:?}");
-        assert_eq!(i.in_phases.executor, 0.0, "no executor work is modelled within phases");
+        if m.scheduler != "pbs" {
+            assert_eq!(i.in_phases.executor, 0.0, "only pbs's own work in phases is modelled");
+        }
+    }
+
+    /// pbs's own work in each phase is on the wall and in the idle split as `executor`,
+    /// `executor_at(threads)` a phase, so it grows with the threads it sweeps; its work between
+    /// iterations is on the critical path; the machine as the first leases timed pbs has
+    /// neither.
+    #[test]
+    fn pbs_pays_its_own_work_per_phase_and_thread() {
+        let trace = trace("md-gravity-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let at = |threads, m: &Machine| {
+            let plan = plan_pbs(&trace, threads, 1, 20, m, Rebalancing::Stop).unwrap();
+            replay(&trace, "pbs", threads, 1, m, Some(&plan), Rebalancing::Stop, 20).unwrap()
+        };
+        let (four, sixteen, in_part) = (at(4, &machine), at(16, &machine), at(16, &machine.timed_in_part()));
+        let phases = trace.costs[0].len() as f64;
+        for (m, threads) in [(&four, 4), (&sixteen, 16)] {
+            let per_phase = m.idle_shares.in_phases.executor * m.iter_ms * 1e-3 / phases;
+            assert!((per_phase / machine.executor_at(threads) - 1.0).abs() < 1e-9, "{m:?}");
+        }
+        assert!(sixteen.idle_shares.in_phases.executor > 2.0 * four.idle_shares.in_phases.executor);
+        assert_eq!(in_part.idle_shares.in_phases.executor, 0.0);
+        assert!(sixteen.iter_ms > in_part.iter_ms, "{sixteen:?} {in_part:?}");
+        let critical_ms = |m: &Modelled| m.rebalance_critical_fraction * m.iter_ms;
+        assert!(critical_ms(&sixteen) > critical_ms(&in_part), "{sixteen:?} {in_part:?}");
+        [four, sixteen, in_part].iter().for_each(idle_adds_up);
     }
 
     /// A lent core: the thread runs whole phases on the lender's core instead of taking a
@@ -988,7 +1023,8 @@ mod tests {
     #[test]
     fn a_lent_core_takes_the_balancer_thread_off_the_phases() {
         let trace = trace("md-contraction-32x32.trace");
-        let machine = Machine::fitted(1.0);
+        // The balancer thread alone: pbs's own work in phases, the same either way, left out.
+        let machine = Machine::fitted(1.0).timed_in_part();
         let plan = plan_pbs(&trace, 16, 1, 200, &machine, Rebalancing::IdleTimeOrThread).unwrap();
         let run = |r| replay(&trace, "pbs", 16, 1, &machine, Some(&plan), r, 200).unwrap();
         let (thread, lent) = (run(Rebalancing::IdleTimeOrThread), run(Rebalancing::LentCore));

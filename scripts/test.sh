@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit + property + integration + doc tests, the
 # simulator's window under Xvfb, the tests that need counters or memory binding where this
-# machine has them, and the loom model of the pool. Wall-clock tests are scripts/perf.sh's;
-# Miri and ThreadSanitizer are scripts/sanitize.sh's.
+# machine has them, and the loom models of the pool, the balancer thread and the claim word.
+# Wall-clock tests are scripts/perf.sh's; Miri and ThreadSanitizer are scripts/sanitize.sh's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -66,5 +66,6 @@ rm -rf "$prefix"
 echo "== the StarPU policy against StarPU 1.3: our heat code and md, StarPU's programs, bad declarations"
 cargo test --workspace --test starpu -- --ignored
 
-echo "== the pool's and the balancer thread's protocols, model-checked (loom)"
-RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool --release --test loom_background
+echo "== the pool's, the balancer thread's and the claim word's protocols, model-checked (loom)"
+RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --release --test loom_pool \
+    --test loom_background --test loom_claims

@@ -16,6 +16,8 @@ mod work_stealing;
 
 pub use check::PAYBACK_ITERATIONS;
 pub use eager::EagerFifo;
+#[cfg(pbs_loom)]
+pub use pbs::loom_claims;
 pub(crate) use pbs::victim_order;
 #[cfg(test)]
 pub(crate) use pbs::PERSISTENT_ITERATIONS;

@@ -50,6 +50,35 @@ pub use stealing::Stealing;
 pub use stealing::STEAL_MIN_PHASE;
 use stealing::{claim_front, pack, steal_from, Lists, ThreadSteals};
 
+/// The two sides of a list's claim word on loom's atomic, for the loom model of the protocol
+/// (`tests/loom_claims.rs`; built only with `--cfg pbs_loom`): `claim_front(word, chunk)` as
+/// an owner takes boxes, `claim_back(word, 2)` as a thief does (taking from an owner that has
+/// not started too), and `pack(front, back)` for a fresh list.
+#[cfg(pbs_loom)]
+#[doc(hidden)]
+pub mod loom_claims {
+    use loom::sync::atomic::AtomicU64;
+    use std::ops::Range;
+
+    /// The word of a list whose owner will take from `front` and thieves from `back`.
+    pub fn pack(front: u32, back: u32) -> u64 {
+        super::stealing::pack(front, back)
+    }
+
+    /// The owner's claim.
+    pub fn claim_front(word: &AtomicU64, chunk: u32) -> Option<Range<u32>> {
+        super::stealing::claim_front(word, chunk)
+    }
+
+    /// A thief's claim (`None`: nothing left).
+    pub fn claim_back(word: &AtomicU64, chunk: u32) -> Option<Range<u32>> {
+        match super::stealing::claim_back(word, chunk, true) {
+            super::stealing::Steal::Took(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
 /// Settings of the PBS executor.
 pub struct PbsOptions {
     /// Balancing method (see `pbs::methods`).
@@ -659,7 +688,7 @@ impl Pbs {
                 }
                 balance_here();
             } else {
-                while let Some(r) = claim_front(&claims[t], claim) {
+                while let Some(r) = claim_front(&*claims[t], claim) {
                     tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
                 }
                 let at = Lists { lists, claims, steals, lender };

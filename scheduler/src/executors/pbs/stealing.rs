@@ -84,6 +84,33 @@ pub(super) fn unpack(v: u64) -> (u32, u32) {
     (v as u32, (v >> 32) as u32)
 }
 
+/// A list's claim word: `front` in the low 32 bits (the owner's side), `back` in the high ones
+/// (the thieves'). A trait so that the loom model (`tests/loom_claims.rs`) runs the same two
+/// functions on loom's atomic.
+pub(super) trait ClaimWord {
+    fn load(&self, order: Ordering) -> u64;
+    fn compare_exchange_weak(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64>;
+}
+
+impl ClaimWord for AtomicU64 {
+    fn load(&self, order: Ordering) -> u64 {
+        AtomicU64::load(self, order)
+    }
+    fn compare_exchange_weak(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
+        AtomicU64::compare_exchange_weak(self, current, new, success, failure)
+    }
+}
+
+#[cfg(pbs_loom)]
+impl ClaimWord for loom::sync::atomic::AtomicU64 {
+    fn load(&self, order: Ordering) -> u64 {
+        loom::sync::atomic::AtomicU64::load(self, order)
+    }
+    fn compare_exchange_weak(&self, current: u64, new: u64, success: Ordering, failure: Ordering) -> Result<u64, u64> {
+        loom::sync::atomic::AtomicU64::compare_exchange_weak(self, current, new, success, failure)
+    }
+}
+
 /// An owner claims at most this share of what is left of its list, so that its last claims
 /// are small: thieves can take what it has not claimed, and the others wait at the barrier
 /// for its last claim only (a whole chunk was up to 16 md boxes, about 10 µs).
@@ -91,7 +118,7 @@ const OWNER_SHARE_OF_REST: u32 = 4;
 
 /// Owner side: takes up to `chunk` boxes from the front of a list, and no more than a
 /// quarter of what is left (rounded up).
-pub(super) fn claim_front(c: &AtomicU64, chunk: u32) -> Option<std::ops::Range<u32>> {
+pub(super) fn claim_front(c: &impl ClaimWord, chunk: u32) -> Option<std::ops::Range<u32>> {
     let mut v = c.load(Ordering::Acquire);
     loop {
         let (front, back) = unpack(v);
@@ -121,7 +148,7 @@ pub(super) enum Steal {
 /// claimed, if the owner has started (or `unstarted_too`). Thieves leave the owner nothing
 /// but the chunk it is running: leaving it its next chunk as well made the others wait for
 /// it at the end of each phase, twice as long (docs/design-notes.md, "Stealing").
-pub(super) fn claim_back(c: &AtomicU64, chunk: u32, unstarted_too: bool) -> Steal {
+pub(super) fn claim_back(c: &impl ClaimWord, chunk: u32, unstarted_too: bool) -> Steal {
     let mut v = c.load(Ordering::Acquire);
     loop {
         let (front, back) = unpack(v);
@@ -196,7 +223,7 @@ pub(super) fn steal_from(
         let mut took = false;
         for &v in victims {
             let late = late || at.lender == Some(v as usize);
-            match claim_back(&at.claims[v as usize], 2, late) {
+            match claim_back(&*at.claims[v as usize], 2, late) {
                 Steal::Took(r) => {
                     let ks = &at.lists[v as usize][r.start as usize..r.end as usize];
                     let t0 = clock::ticks();

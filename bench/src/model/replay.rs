@@ -399,8 +399,8 @@ pub fn replay(
     // time outside the phases.
     let (mut idle, mut phases_wall) = (IdleParts::default(), 0.0);
     let barrier = machine.barrier_at(threads);
-    // pbs's own work in each phase and between iterations (the other executors' is too small
-    // to measure: docs/model.md).
+    // pbs's own work in each phase and between iterations (the leases measured none for
+    // static, ws and eager, whose phase is the pool's; the remappers' was not measured).
     let (executor, between) =
         if scheduler == "pbs" { (machine.executor_at(threads), machine.iteration_at(threads)) } else { (0.0, 0.0) };
     let blocks: Vec<Vec<u32>> =

@@ -603,8 +603,8 @@ fn moved_by_steals(owners: &[u32], before: &[(u32, u32)], now: &[(u32, u32)], st
 // time on a copy) builds them, and they are installed only between phases (`&mut self`).
 // Without stealing each thread walks only its own list; with stealing (always on while a worker
 // lends its core, which then walks none) every box is claimed once through its list's atomic
-// word, by the owner from the front or a thief from the back (stealing.rs), never both; and the
-// pool returns after every worker's job ended.
+// word, by the owner from the front or a thief from the back (stealing.rs; model-checked in
+// tests/loom_claims.rs), never both; and the pool returns after every worker's job ended.
 unsafe impl Executor for Pbs {
     fn name(&self) -> &'static str {
         "pbs"

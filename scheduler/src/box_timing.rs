@@ -125,6 +125,19 @@ impl Local {
         self.first_start = self.first_start.min(started);
         self.last_end = self.last_end.max(ended);
     }
+
+    /// Adds runs counted by the executor itself for the affinity figure: `compared` box runs
+    /// that had a run in the phase before, `same` of them on the same thread.
+    pub(crate) fn count_affinity(&mut self, same: u64, compared: u64) {
+        self.same += same;
+        self.compared += compared;
+    }
+
+    /// `(same, compared)` so far.
+    #[cfg(test)]
+    pub(crate) fn affinity_counts(&self) -> (u64, u64) {
+        (self.same, self.compared)
+    }
 }
 
 /// A relaxed load-then-store: each box runs once per phase, so no read-modify-write is needed.
@@ -409,7 +422,16 @@ impl Tracker {
     pub fn finish(&mut self, began: u64, wall: Duration) -> PhaseStats {
         let ns = clock::ns_per_tick();
         let since_began = |tick: u64| Duration::from_nanos((tick.saturating_sub(began) as f64 * ns) as u64);
-        let mut s = PhaseStats { wall, pool_wall: since_began(clock::ticks()), ..Default::default() };
+        let threads = self.per_thread.len();
+        let mut s = PhaseStats {
+            wall,
+            pool_wall: since_began(clock::ticks()),
+            boxes: Vec::with_capacity(threads),
+            busy: Vec::with_capacity(threads),
+            started: Vec::with_capacity(threads),
+            ended: Vec::with_capacity(threads),
+            ..Default::default()
+        };
         for c in &mut self.per_thread {
             s.boxes.push(std::mem::take(c.boxes.get_mut()) as usize);
             let busy = std::mem::take(c.busy_ticks.get_mut()) as f64 * ns;

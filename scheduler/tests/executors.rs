@@ -339,6 +339,48 @@ fn stealing_takes_work_from_a_slow_owner() {
     panic!("the idle thread never stole any of the slow boxes in five phases");
 }
 
+/// Affinity as the threads count it (`executors/pbs/affinity.rs`) equals a direct comparison
+/// of every box's thread with its thread in the phase before, through steals and rebalancings
+/// that change the owners (3 threads, one vCore's boxes slow until the balancer moves them).
+#[test]
+fn affinity_through_steals_and_new_owners_matches_a_direct_count() {
+    let grid = Grid::new(24, 24).unwrap();
+    let options = PbsOptions { steal: Stealing::Always, chunk: 4, overlap: Overlap::Stop, ..Default::default() };
+    let mut exec = Pbs::new(grid, 3, options).unwrap();
+    let slow: Vec<bool> = exec.planned_owners().unwrap().iter().map(|&o| o == 0).collect();
+    let thread_of = || {
+        std::thread::current()
+            .name()
+            .and_then(|n| n.strip_prefix("pbs-worker-"))
+            .map_or(0, |id| id.parse::<u32>().unwrap())
+    };
+    let mut before: Option<Vec<u32>> = None;
+    let (mut owner_changes, mut steals) = (0, 0);
+    for _ in 0..30 {
+        let ran_on: Vec<AtomicU32> = (0..grid.len()).map(|_| AtomicU32::new(u32::MAX)).collect();
+        let owners = exec.planned_owners().unwrap();
+        let stats = exec.run_phase(&|k| {
+            ran_on[k].store(thread_of(), Ordering::Relaxed);
+            if slow[k] {
+                spin(Duration::from_micros(20));
+            }
+        });
+        let ran: Vec<u32> = ran_on.into_iter().map(AtomicU32::into_inner).collect();
+        steals += (0..grid.len()).filter(|&k| ran[k] != owners[k]).count();
+        match &before {
+            None => assert_eq!(stats.compared, 0, "the first phase has nothing to compare with"),
+            Some(b) => {
+                let moved = (0..grid.len()).filter(|&k| ran[k] != b[k]).count();
+                assert_eq!((stats.compared, stats.compared - stats.same_thread), (grid.len(), moved));
+            }
+        }
+        before = Some(ran);
+        owner_changes += usize::from(exec.end_iteration().migrations > 0);
+    }
+    assert!(owner_changes > 0, "the balancer never moved a box");
+    assert!(steals > 0, "no box was ever stolen");
+}
+
 #[test]
 fn every_worker_has_reported_its_binding_when_the_executor_is_returned() {
     let runtime = pbs_scheduler::runtime::Runtime {

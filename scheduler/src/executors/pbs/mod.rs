@@ -17,13 +17,14 @@
 //! worker that gives that thread its core where no core is spare.
 //! How densely boxes are timed is `executors/timing.rs`, shared with the remappers.
 
+mod affinity;
 mod lending;
 mod overlap;
 mod policy;
 mod rebalancing;
 mod stealing;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,7 @@ use crate::clock;
 use crate::criteria::{Boulmier, Criterion};
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
+use affinity::LastRuns;
 use lending::Lender;
 pub use lending::Lending;
 use overlap::{Finish, Pending, Slack};
@@ -48,7 +50,7 @@ pub use rebalancing::{balancer_units, RESTART_UNITS};
 pub(crate) use stealing::victim_order;
 pub use stealing::Stealing;
 pub use stealing::STEAL_MIN_PHASE;
-use stealing::{claim_front, pack, steal_from, Lists, ThreadSteals};
+use stealing::{claim_front, pack, steal_from, unpack, Lists, ThreadSteals};
 
 /// The two sides of a list's claim word on loom's atomic, for the loom model of the protocol
 /// (`tests/loom_claims.rs`; built only with `--cfg pbs_loom`): `claim_front(word, chunk)` as
@@ -283,7 +285,8 @@ pub struct Pbs {
     timing: Timing,
     rebalance: Rebalance,
     steal: Steal,
-    affinity: Affinity,
+    /// Where each box ran last, for the affinity figure (see `affinity.rs`).
+    last_runs: LastRuns,
 }
 
 /// A rebalancing out on the balancer thread.
@@ -339,26 +342,10 @@ struct Steal {
     active: bool,
     /// Boxes an owner claims at a time when stealing is on (fewer when tasks are longer).
     claim: u32,
-    /// Per list: `front` (low 32 bits, owner side) and `back` (high 32 bits, thieves' side).
-    claims: Vec<CachePadded<AtomicU64>>,
-    /// Per thread, in the current phase: the boxes it stole and the time it spent on them,
-    /// and the time thieves spent on its boxes.
+    /// Per thread: its list's claim word (`pack(0, len)` between phases), the time it spent on
+    /// others' boxes in the current phase, and the time thieves spent on its boxes.
     threads: Vec<CachePadded<ThreadSteals>>,
 }
-
-/// What the affinity figure compares a phase with.
-struct Affinity {
-    /// Boxes stolen in the previous phase (`None` before the first phase).
-    previous: Option<Vec<(u32, u32)>>,
-    /// The owners before the last rebalancing, until the next phase has compared with them.
-    owners_before: Option<Vec<u32>>,
-    /// Per box: the thread that ran it in the previous phase if it was stolen there (the boxes
-    /// of `previous`), else [`NOT_STOLEN`].
-    stolen_by: Vec<u32>,
-}
-
-/// [`Affinity::stolen_by`] of a box its owner ran.
-const NOT_STOLEN: u32 = u32::MAX;
 
 impl Pbs {
     /// `threads` unpinned workers over `grid`.
@@ -416,7 +403,6 @@ impl Pbs {
                 Background::default()
             }
         };
-        let padded = || (0..threads).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let mut pbs = Pbs {
             slack: Slack::new(threads),
             background,
@@ -445,16 +431,12 @@ impl Pbs {
                 run_time: unit_time * (options.steps_per_rebalance + 2) as f64,
                 thread_time_is_wall_time: no_core_spare,
             },
-            steal: Steal {
-                active,
-                claim,
-                claims: padded(),
-                threads: (0..threads).map(|_| CachePadded::default()).collect(),
-            },
-            affinity: Affinity { previous: None, owners_before: None, stolen_by: vec![NOT_STOLEN; grid.len()] },
+            steal: Steal { active, claim, threads: (0..threads).map(|_| CachePadded::default()).collect() },
+            last_runs: LastRuns::new(grid.len(), threads),
             options,
         };
         pbs.lists = pbs.list_shape().lists(&pbs.vcores);
+        pbs.fresh_claims();
         // The balancer thread starts now rather than in the iteration of the first run there
         // (up to 0.12 ms on the 16-core lease).
         if threads > 1 && matches!(pbs.options.overlap, Overlap::IdleTimeOrThread | Overlap::Thread) {
@@ -512,90 +494,25 @@ impl ListShape {
 }
 
 impl Pbs {
-    /// After a phase a task panicked in: drops what its workers recorded (steal logs, time
-    /// spent on others' boxes), so the next phase reports only itself, and compares the
-    /// next phase's affinity with nothing.
+    /// After a phase a task panicked in: drops what its workers recorded (claims, time spent
+    /// on others' boxes), so the next phase starts afresh and reports only itself, and compares
+    /// the next phase's affinity with nothing.
     fn forget_phase(&mut self) {
         for s in &mut self.steal.threads {
-            s.log.get_mut().unwrap_or_else(|e| e.into_inner()).clear();
             (*s.foreign.get_mut(), *s.lost.get_mut()) = (0, 0);
         }
-        for (k, _) in self.affinity.previous.take().unwrap_or_default() {
-            self.affinity.stolen_by[k as usize] = NOT_STOLEN;
-        }
-        self.affinity.owners_before = None;
+        self.fresh_claims();
+        self.last_runs.forget();
         let _ = self.slack.take_phase();
     }
 
-    /// Affinity without per-box bookkeeping: a box runs on another thread than last phase
-    /// only if it was stolen now or then, or its owner changed in between. With the owners
-    /// unchanged, only the boxes of the two phases' steal logs are compared; the comparison
-    /// over every box runs only after the owners changed. It runs between phases, on the
-    /// critical path, where a pass over the grid after every phase with a steal cost md several
-    /// percent at 16 threads (docs/design-notes.md, "Affinity from the steal logs").
-    fn count_affinity(&mut self, stats: &mut PhaseStats) {
-        // Through `&mut`, as `Tracker::finish` reads the threads' counters.
-        let now: Vec<(u32, u32)> = self
-            .steal
-            .threads
-            .iter_mut()
-            .flat_map(|s| std::mem::take(s.log.get_mut().unwrap_or_else(|e| e.into_inner())))
-            .collect();
-        let old_owners = self.affinity.owners_before.take();
-        let Affinity { previous, stolen_by, .. } = &mut self.affinity;
-        if let Some(before) = previous.take() {
-            let owners = self.vcores.owners();
-            let n = owners.len();
-            let moved = match old_owners {
-                None => moved_by_steals(owners, &before, &now, stolen_by),
-                Some(mut exec_before) => {
-                    for &(k, t) in &before {
-                        exec_before[k as usize] = t;
-                        stolen_by[k as usize] = NOT_STOLEN;
-                    }
-                    let mut exec_now = owners.to_vec();
-                    for &(k, t) in &now {
-                        exec_now[k as usize] = t;
-                    }
-                    exec_before.iter().zip(&exec_now).filter(|(a, b)| a != b).count()
-                }
-            };
-            stats.compared = n;
-            stats.same_thread = n - moved;
-        }
-        for &(k, t) in &now {
-            stolen_by[k as usize] = t;
-        }
-        *previous = Some(now);
-    }
-}
-
-/// Boxes that ran on another thread than in the phase before, where the owners stayed
-/// `owners`, `before` and `now` list the boxes stolen in the phase before and in this one
-/// (each box at most once in each) with the thread that ran them, and `stolen_by` holds
-/// `before`'s threads (else [`NOT_STOLEN`]). Leaves `stolen_by` at [`NOT_STOLEN`] for the
-/// boxes of `before` that are not in `now` (the caller records `now`'s).
-fn moved_by_steals(owners: &[u32], before: &[(u32, u32)], now: &[(u32, u32)], stolen_by: &mut [u32]) -> usize {
-    // Thread ids are below 2^31: the top bit marks the boxes of `now`, seen first.
-    const IN_NOW: u32 = 1 << 31;
-    let mut moved = 0;
-    for &(k, t) in now {
-        debug_assert!(t < IN_NOW, "thread id {t}");
-        let was = match stolen_by[k as usize] {
-            NOT_STOLEN => owners[k as usize],
-            thief => thief,
-        };
-        moved += usize::from(was != t);
-        stolen_by[k as usize] = t | IN_NOW;
-    }
-    for &(k, t) in before {
-        if stolen_by[k as usize] & IN_NOW == 0 {
-            // Run by its owner now.
-            moved += usize::from(t != owners[k as usize]);
-            stolen_by[k as usize] = NOT_STOLEN;
+    /// Every list's claim word at `pack(0, len)`, as between phases (after new lists, or a
+    /// phase that did not claim every box).
+    fn fresh_claims(&mut self) {
+        for (s, l) in self.steal.threads.iter_mut().zip(&self.lists.owned.lists) {
+            *s.claim.get_mut() = pack(0, l.len() as u32);
         }
     }
-    moved
 }
 
 // SAFETY: each box is in exactly one thread's list: `OwnerLists::new` files every box under
@@ -654,18 +571,11 @@ impl Pbs {
         // A lender's boxes are run by the others, who steal them (see `lending.rs`).
         let lender = self.lender.now();
         let steal = self.steal.active || lender.is_some();
-        if steal {
-            // Plain stores through `&mut` (no thread runs): the pool's start publishes them.
-            for (c, l) in self.steal.claims.iter_mut().zip(&self.lists.owned.lists) {
-                *c.get_mut() = pack(0, l.len() as u32);
-            }
-        }
         self.timing.tracker.begin_phase();
         self.timing.phases_in_iteration += 1;
         self.slack.begin_phase(self.pool.threads());
-        let (lists, runs, claims, neighbours) =
-            (&self.lists.owned.lists, &self.lists.owned.runs, &self.steal.claims, &self.lists.victims);
-        let (claim, steals) = (self.steal.claim, &self.steal.threads);
+        let (lists, runs, neighbours) = (&self.lists.owned.lists, &self.lists.owned.runs, &self.lists.victims);
+        let (claim, steals, previous) = (self.steal.claim, &self.steal.threads, self.last_runs.previous());
         // Balancing in idle time costs a few atomic operations per thread and phase: only
         // while a rebalancing is under way.
         let slack = self.slack.active.then_some(&self.slack);
@@ -683,18 +593,19 @@ impl Pbs {
             if !steal {
                 // Nobody else touches this list: walk its runs without claiming chunks (no
                 // atomic read-modify-write per chunk); runs are the unit of box timing.
+                previous.owner_ran(mine, 0..mine.len() as u32, t, local);
                 for r in &runs[t] {
                     tracker.run_range(r.clone(), t, local, task);
                 }
                 balance_here();
             } else {
-                while let Some(r) = claim_front(&*claims[t], claim) {
+                while let Some(r) = claim_front(&steals[t].claim, claim) {
+                    previous.owner_ran(mine, r.clone(), t, local);
                     tracker.run_chunk(&mine[r.start as usize..r.end as usize], t, local, task);
                 }
-                let at = Lists { lists, claims, steals, lender };
-                let (log, spent_abroad) = steal_from(&neighbours[t], &at, t, tracker, local, task);
-                if !log.is_empty() {
-                    *steals[t].log.lock().unwrap() = log;
+                let at = Lists { lists, steals, previous, lender };
+                let spent_abroad = steal_from(&neighbours[t], &at, t, tracker, local, task);
+                if spent_abroad > 0 {
                     steals[t].foreign.store(spent_abroad, Ordering::Relaxed);
                 }
                 balance_here();
@@ -707,7 +618,6 @@ impl Pbs {
                 std::panic::resume_unwind(p)
             }
         };
-        self.count_affinity(&mut stats);
         if self.slack.active {
             // Balancing in idle time is not task time: it leaves the busy times and loads.
             let (balancing, overrun) = self.slack.take_phase();
@@ -722,17 +632,26 @@ impl Pbs {
         let least = working.map(|(_, b)| *b).min().unwrap_or_default();
         self.timing.wall_this_iteration += stats.wall;
         self.rebalance.slack_this_iteration += stats.wall.saturating_sub(least).as_secs_f64();
+        // One pass over the threads, through `&mut` (the pool's return ordered their writes
+        // before it): owner loads, each list's split for the affinity of the next phase, and
+        // its claim word reset for that phase.
         let ns = clock::ns_per_tick();
-        for (t, (acc, b)) in self.timing.iteration_busy.iter_mut().zip(&stats.busy).enumerate() {
+        let per_thread = self.timing.iteration_busy.iter_mut().zip(&stats.busy).zip(&mut self.steal.threads);
+        for (t, ((acc, b), s)) in per_thread.enumerate() {
+            let len = self.lists.owned.lists[t].len() as u32;
             if !steal {
                 *acc += *b;
+                self.last_runs.set_split(t, len);
                 continue;
             }
-            let s = &mut self.steal.threads[t];
+            let claim = s.claim.get_mut();
+            self.last_runs.set_split(t, unpack(*claim).0);
+            *claim = pack(0, len);
             let abroad = std::mem::take(s.foreign.get_mut()) as f64 * ns;
             let lost = std::mem::take(s.lost.get_mut()) as f64 * ns;
             *acc += Duration::from_nanos((b.as_nanos() as f64 - abroad + lost).max(0.0) as u64);
         }
+        self.last_runs.phase_ended();
         stats.wall = entered.elapsed();
         stats
     }
@@ -787,6 +706,7 @@ impl Pbs {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU64;
 
     /// The default method, each step 20 ms slower: a run on the balancer thread stays out.
     pub(in crate::executors::pbs) struct SlowSteps(Box<dyn Balancer + Send>);
@@ -1093,35 +1013,5 @@ pub(super) mod tests {
         assert!(exec.hint_loads(&nan).unwrap_err().to_string().contains("NaN"));
         let mut st = crate::executors::StaticBlocks::new(grid.len(), 2).unwrap();
         assert!(!st.hint_loads(&hints).unwrap(), "static blocks do not balance");
-    }
-
-    proptest::proptest! {
-        /// Affinity from the steal logs alone counts the boxes whose thread changed, as a
-        /// comparison over every box does.
-        #[test]
-        fn steals_alone_count_the_boxes_that_changed_thread(
-            owners in proptest::collection::vec(0u32..4, 1..60),
-            picks in proptest::collection::vec((0usize..60, 0u32..4, proptest::bool::ANY, proptest::bool::ANY), 0..40),
-        ) {
-            let n = owners.len();
-            let (mut before, mut now) = (std::collections::BTreeMap::new(), std::collections::BTreeMap::new());
-            for &(k, t, then, also_now) in &picks {
-                if then { before.insert((k % n) as u32, t); }
-                if also_now { now.insert((k % n) as u32, (t + 1) % 4); }
-            }
-            let before: Vec<(u32, u32)> = before.into_iter().collect();
-            let now: Vec<(u32, u32)> = now.into_iter().collect();
-            let ran = |log: &[(u32, u32)]| {
-                let mut r = owners.clone();
-                for &(k, t) in log { r[k as usize] = t; }
-                r
-            };
-            let every = ran(&before).iter().zip(&ran(&now)).filter(|(a, b)| a != b).count();
-            let mut stolen_by = vec![NOT_STOLEN; n];
-            for &(k, t) in &before { stolen_by[k as usize] = t; }
-            proptest::prop_assert_eq!(moved_by_steals(&owners, &before, &now, &mut stolen_by), every);
-            for &(k, _) in &now { stolen_by[k as usize] = NOT_STOLEN; }
-            proptest::prop_assert!(stolen_by.iter().all(|&t| t == NOT_STOLEN), "before's boxes left marked");
-        }
     }
 }

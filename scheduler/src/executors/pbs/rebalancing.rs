@@ -340,8 +340,9 @@ impl Pbs {
         end.migrations = metrics::migrations(&before, self.vcores.owners());
         if end.migrations > 0 {
             self.timing.tracker.forget_samples();
+            self.last_runs.owners_change(&self.lists.owned.lists);
             self.lists = lists.unwrap_or_else(|| self.list_shape().lists(&self.vcores));
-            self.affinity.owners_before = Some(before);
+            self.fresh_claims();
         }
         end.rebalanced = true;
         end.rebalance_restarted = outcome.restarted;

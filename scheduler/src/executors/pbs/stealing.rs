@@ -4,11 +4,11 @@
 //! the part of its cell it is working through and a box is claimed exactly once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use crossbeam_utils::{Backoff, CachePadded};
 use pbs::VCores;
 
+use super::affinity::Previous;
 use crate::box_timing::{Local, Tracker};
 use crate::clock;
 use crate::executor::Task;
@@ -72,9 +72,6 @@ pub(crate) fn victim_order(vcores: &VCores, threads: usize, boxes: usize, numa: 
         })
         .collect()
 }
-
-/// `(box, thief)` for every box a thread stole in a phase.
-pub(super) type StealLog = Vec<(u32, u32)>;
 
 pub(super) fn pack(front: u32, back: u32) -> u64 {
     u64::from(front) | (u64::from(back) << 32)
@@ -166,13 +163,14 @@ pub(super) fn claim_back(c: &impl ClaimWord, chunk: u32, unstarted_too: bool) ->
     }
 }
 
-/// What one thread's steals in a phase leave for the executor, in one padded record that the
-/// executor reads (through `&mut`) after each phase: one cache line a thread to fetch, where
-/// three separate ones were (docs/results.md, "a fifth lease").
+/// One thread's list's claim word and the stolen time of a phase, in one padded record: the
+/// executor reads and resets it (through `&mut`) after each stealing phase, one cache line a
+/// thread to fetch (docs/results.md, "a fifth lease"), and a thief that just took boxes
+/// through the word adds its time to the line it holds.
 #[derive(Debug, Default)]
 pub(super) struct ThreadSteals {
-    /// The boxes it stole, with itself as the thief: `(box, thief)`.
-    pub log: Mutex<StealLog>,
+    /// The list's claim word ([`pack`]): `pack(0, len)` between phases.
+    pub claim: AtomicU64,
     /// Clock ticks it spent on other lists' boxes.
     pub foreign: AtomicU64,
     /// Clock ticks thieves spent on its boxes (its *lost* time: stolen time counts for the
@@ -180,11 +178,12 @@ pub(super) struct ThreadSteals {
     pub lost: AtomicU64,
 }
 
-/// Every thread's list of boxes with its claim word, and its record of steals.
+/// Every thread's list of boxes with its claim word and record of steals, and where each box
+/// ran before (for the affinity figure).
 pub(super) struct Lists<'a> {
     pub lists: &'a [Vec<u32>],
-    pub claims: &'a [CachePadded<AtomicU64>],
     pub steals: &'a [CachePadded<ThreadSteals>],
+    pub previous: Previous<'a>,
     /// A thread that runs none of its boxes (it lends its core: `lending.rs`): its list is
     /// taken to the last box, at once.
     pub lender: Option<usize>,
@@ -204,7 +203,8 @@ const LATE_VICTIM_WAIT: std::time::Duration = std::time::Duration::from_micros(2
 /// every theft, until no list has a box left. While the only victims with
 /// boxes to spare have not started, it spins, then yields its core, for at most
 /// [`LATE_VICTIM_WAIT`] (counted from its last theft); from then on, for the rest of the
-/// phase, it steals from unstarted victims as from the others, from the back of their lists. Returns the boxes it ran and the ticks spent on them.
+/// phase, it steals from unstarted victims as from the others, from the back of their lists.
+/// Counts its runs' affinity, and returns the ticks it spent on them.
 pub(super) fn steal_from(
     victims: &[u32],
     at: &Lists,
@@ -212,8 +212,7 @@ pub(super) fn steal_from(
     tracker: &Tracker,
     local: &mut Local,
     task: Task<'_>,
-) -> (StealLog, u64) {
-    let mut log = Vec::new();
+) -> u64 {
     let mut spent_abroad = 0;
     let backoff = Backoff::new();
     let mut waiting_since: Option<std::time::Instant> = None;
@@ -223,15 +222,16 @@ pub(super) fn steal_from(
         let mut took = false;
         for &v in victims {
             let late = late || at.lender == Some(v as usize);
-            match claim_back(&*at.claims[v as usize], 2, late) {
+            let (list, record) = (&at.lists[v as usize], &at.steals[v as usize]);
+            match claim_back(&record.claim, 2, late) {
                 Steal::Took(r) => {
-                    let ks = &at.lists[v as usize][r.start as usize..r.end as usize];
+                    let ks = &list[r.start as usize..r.end as usize];
+                    at.previous.thief_ran(list, r, v as usize, t, local);
                     let t0 = clock::ticks();
                     tracker.run_chunk(ks, t, local, task);
                     let dt = clock::ticks().wrapping_sub(t0);
                     spent_abroad += dt;
-                    at.steals[v as usize].lost.fetch_add(dt, Ordering::Relaxed);
-                    log.extend(ks.iter().map(|&k| (k, t as u32)));
+                    record.lost.fetch_add(dt, Ordering::Relaxed);
                     took = true;
                     break; // neighbours first: start over from the nearest
                 }
@@ -240,7 +240,7 @@ pub(super) fn steal_from(
             }
         }
         if !took && !waiting {
-            return (log, spent_abroad);
+            return spent_abroad;
         }
         if took {
             waiting_since = None;

@@ -10,7 +10,8 @@
 //! vCore's list, so the owner keeps the front it is working through.
 //!
 //! One concept per file: this one holds the executor loop (a phase, the end of an iteration);
-//! [`stealing`] the claims at both ends of a list and the thief's search; [`policy`] the rules
+//! [`stealing`] the claims at both ends of a list and the thief's search; [`affinity`] the
+//! affinity figure, counted by the threads as they run the boxes; [`policy`] the rules
 //! that decide whether to rebalance (clock-free, also the many-core model's); [`rebalancing`]
 //! their application and where the balancer runs; [`overlap`] the balancer in idle time (or, when
 //! its steps outlast that idle time, on the thread of [`crate::background`]); [`lending`] the
@@ -521,7 +522,9 @@ impl Pbs {
 // Without stealing each thread walks only its own list; with stealing (always on while a worker
 // lends its core, which then walks none) every box is claimed once through its list's atomic
 // word, by the owner from the front or a thief from the back (stealing.rs; model-checked in
-// tests/loom_claims.rs), never both; and the pool returns after every worker's job ended.
+// tests/loom_claims.rs), never both, from a word that holds `pack(0, len)` of its list when a
+// phase starts (`fresh_claims` with new lists and after a panic, and the pass after every
+// stealing phase); and the pool returns after every worker's job ended.
 unsafe impl Executor for Pbs {
     fn name(&self) -> &'static str {
         "pbs"

@@ -211,6 +211,11 @@ enum Command {
         /// vector-rcb, which cuts 2D grids only)
         #[arg(long)]
         remappers: bool,
+        /// pbs's own serial work in a phase, microseconds per thread (default: the fitted 0.9,
+        /// measured on the fifth 16-core lease before the executor's pass after a phase
+        /// shrank; docs/model.md): to see what a cheaper or dearer executor would project
+        #[arg(long)]
+        executor_us_per_thread: Option<f64>,
         /// Print the calibration check (every measurement the model was fitted to or checked
         /// against, beside the model) instead of projecting
         #[arg(long)]
@@ -578,6 +583,7 @@ fn run(cli: Cli) -> Result<(), String> {
             record_iters,
             rebalancing,
             remappers,
+            executor_us_per_thread,
             calibration,
             fit,
             json,
@@ -627,6 +633,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 record_iters,
                 rebalancing,
                 remappers,
+                executor_thread: executor_us_per_thread.map(|us| us * 1e-6),
             };
             // The notes first: they say what the run about to start leaves out.
             for note in model::check(&settings)? {

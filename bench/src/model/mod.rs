@@ -53,6 +53,9 @@ pub struct ModelSettings {
     pub rebalancing: Rebalancing,
     /// Also replay the remappers ([`replay::REMAPPERS`]).
     pub remappers: bool,
+    /// pbs's own serial work per phase and thread, seconds, instead of the fitted
+    /// [`Machine::executor_thread`].
+    pub executor_thread: Option<f64>,
 }
 
 /// One modelled run, with what it ran.
@@ -112,6 +115,9 @@ pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
     if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
         return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
     }
+    if let Some(x) = s.executor_thread.filter(|x| !(x.is_finite() && *x >= 0.0)) {
+        return Err(format!("--executor-us-per-thread {}: expected a time of 0 or more", x * 1e6));
+    }
     // The pool's own limit: `--threads 100000` (2 boxes per thread) still ran after 100 s with
     // nothing printed.
     if let Some(&threads) = s.threads.iter().find(|&&t| t > pbs_scheduler::pool::MAX_THREADS) {
@@ -143,7 +149,10 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
         if trace.boxes() < threads {
             return Err(format!("{threads} threads for a trace of {} boxes", trace.boxes()));
         }
-        let machine = fitted_machine(&trace.header.app);
+        let mut machine = fitted_machine(&trace.header.app);
+        if let Some(x) = s.executor_thread {
+            machine.executor_thread = x;
+        }
         let iterations = s.iters;
         for &nodes in &s.numa_nodes {
             if nodes > threads {
@@ -385,6 +394,7 @@ mod tests {
             record_iters: 2,
             rebalancing: Rebalancing::IdleTimeOrThread,
             remappers: false,
+            executor_thread: None,
         }
     }
 
@@ -400,5 +410,26 @@ mod tests {
         assert!(e.contains("a node needs a thread"), "{e}");
         let e = project(&settings(&[16, 100_000], &[1]), |_| {}).unwrap_err();
         assert!(e.contains("--threads 100000") && e.contains("at most 4096"), "{e}");
+    }
+
+    /// `--executor-us-per-thread` reaches pbs's replay (a free executor makes its iterations
+    /// shorter and its executor share nil) and refuses a negative or unknown time.
+    #[test]
+    fn the_executor_cost_per_thread_is_the_settings_when_given() {
+        let mut s = ModelSettings { boxes_per_thread: 16, iters: 6, ..settings(&[16], &[1]) };
+        let pbs = |s: &ModelSettings| {
+            let rows = project(s, |_| {}).unwrap();
+            rows.into_iter().find(|r| r.modelled.scheduler == "pbs").unwrap().modelled
+        };
+        let fitted = pbs(&s);
+        s.executor_thread = Some(0.0);
+        let free = pbs(&s);
+        let (was, now) = (fitted.idle_shares.in_phases.executor, free.idle_shares.in_phases.executor);
+        assert!(was > 0.0 && now == 0.0, "executor share {was} fitted, {now} free");
+        assert!(free.iter_ms < fitted.iter_ms, "iterations {} ms free, {} fitted", free.iter_ms, fitted.iter_ms);
+        for bad in [-1e-6, f64::NAN] {
+            s.executor_thread = Some(bad);
+            assert!(check(&s).unwrap_err().contains("--executor-us-per-thread"));
+        }
     }
 }

@@ -111,8 +111,8 @@ pub struct Modelled {
     pub numa_nodes: usize,
     /// `Σ busy / (threads × wall)`.
     pub efficiency: f64,
-    /// Where the rest of the wall time went, as `pbs-bench run` splits it; the model costs no
-    /// executor work within a phase (`executor` is 0).
+    /// Where the rest of the wall time went, as `pbs-bench run` splits it; `executor` is pbs's
+    /// own work in a phase ([`Machine::executor_thread`]), 0 for the others.
     pub idle_shares: IdleShares,
     /// Mean iteration time, ms.
     pub iter_ms: f64,

@@ -56,7 +56,7 @@ impl Grid {
         if nx == 0 || ny == 0 || nz == 0 {
             return Err(Error::EmptyGrid { nx, ny, nz });
         }
-        // Box indices are u32 in owner lists and steal logs.
+        // Box indices are u32 in owner lists and claim words.
         if nx.checked_mul(ny).and_then(|n| n.checked_mul(nz)).is_none_or(|n| n > u32::MAX as usize) {
             return Err(Error::Parameter {
                 name: "grid",

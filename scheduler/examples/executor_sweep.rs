@@ -1,5 +1,5 @@
 //! pbs's own work in a phase, before and after the threads' part (`PhaseStats::wall` less
-//! `pool_wall`: the claims, the threads' counters, the steal logs, the affinity count), and
+//! `pool_wall`: the threads' counters, each list's claim word and stolen times), and
 //! the threads' wait at the phase's barrier for the last of them, on 64 boxes a thread with
 //! stealing on and a third of the boxes twice as heavy, so that thieves steal in every phase:
 //! `cargo run --release -p pbs-scheduler --example executor_sweep -- [threads] [phases]`. On

@@ -274,7 +274,7 @@ fn a_zero_chunk_is_refused_instead_of_spinning() {
 }
 
 /// Owner computes: under pbs and static every box runs on the same thread phase after phase
-/// when nothing changes; the affinity pbs derives from its steal log agrees with a direct count.
+/// when nothing changes.
 #[test]
 fn planned_executors_keep_boxes_on_their_threads() {
     let grid = Grid::new(40, 40).unwrap();
@@ -294,8 +294,8 @@ fn planned_executors_keep_boxes_on_their_threads() {
 }
 
 /// Stealing happens when one owner's boxes are much slower, and the stolen boxes still run
-/// exactly once; the affinity derived from the steal logs counts them as moved, phase after
-/// phase.
+/// exactly once; the affinity the threads count (`executors/pbs/affinity.rs`) counts them as
+/// moved, phase after phase, as a direct count does.
 #[test]
 fn stealing_takes_work_from_a_slow_owner() {
     let grid = Grid::new(30, 30).unwrap();

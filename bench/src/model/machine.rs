@@ -65,12 +65,12 @@ pub struct Machine {
     /// iteration growing by about the balancer thread's time at 16 threads on 16 cores, was
     /// measured (docs/results.md, "Sixteen threads, 2026-11-26").
     pub slice: f64,
-    /// pbs's own serial work per phase and thread, before and after the threads' part (the
-    /// claims, the threads' counters, the steal logs and the affinity count: a few cache lines
-    /// per thread, each last written on that thread's core). Fitted to the fifth lease's idle
-    /// split, md (one phase an iteration) at 2–16 threads: 1.4–2.1 µs a phase at 2 threads,
-    /// 12.7–15.4 at 16; the stencil's measured 2.7 and 19.5 (docs/model.md, "The executor's
-    /// own work, measured at 16 threads").
+    /// pbs's own serial work per phase and thread, before and after the threads' part. Fitted
+    /// to the fifth lease's idle split, md (one phase an iteration) at 2–16 threads: 1.4–2.1 µs
+    /// a phase at 2 threads, 12.7–15.4 at 16; the stencil's measured 2.7 and 19.5 (docs/model.md,
+    /// "The executor's own work, measured at 16 threads"). That executor still counted the
+    /// affinity from the steal logs after each phase; the one since (affinity counted by the
+    /// threads) is not measured on many cores (`pbs-bench model --executor-us-per-thread`).
     pub executor_thread: f64,
     /// pbs's work between iterations besides rebalancing (the criterion, the busy times, the
     /// stealing decision), `iteration_fixed + iteration_thread · threads`, on the critical

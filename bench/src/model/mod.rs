@@ -416,7 +416,10 @@ mod tests {
     /// shorter and its executor share nil) and refuses a negative or unknown time.
     #[test]
     fn the_executor_cost_per_thread_is_the_settings_when_given() {
-        let mut s = ModelSettings { boxes_per_thread: 16, iters: 6, ..settings(&[16], &[1]) };
+        // One recorded trace for both replays: a trace recorded for each would time other boxes.
+        let path = std::env::temp_dir().join(format!("pbs-model-executor-{}.trace", std::process::id()));
+        Trace::record("md", "gravity", 16, 16, 2, 1).unwrap().write(&path).unwrap();
+        let mut s = ModelSettings { iters: 6, trace: Some(path.clone()), ..settings(&[16], &[1]) };
         let pbs = |s: &ModelSettings| {
             let rows = project(s, |_| {}).unwrap();
             rows.into_iter().find(|r| r.modelled.scheduler == "pbs").unwrap().modelled
@@ -431,5 +434,6 @@ mod tests {
             s.executor_thread = Some(bad);
             assert!(check(&s).unwrap_err().contains("--executor-us-per-thread"));
         }
+        let _ = std::fs::remove_file(path);
     }
 }

@@ -648,7 +648,9 @@ impl Pbs {
                 continue;
             }
             let claim = s.claim.get_mut();
-            self.last_runs.set_split(t, unpack(*claim).0);
+            let (front, back) = unpack(*claim);
+            debug_assert_eq!(front, back, "list {t}: every box claimed");
+            self.last_runs.set_split(t, front);
             *claim = pack(0, len);
             let abroad = std::mem::take(s.foreign.get_mut()) as f64 * ns;
             let lost = std::mem::take(s.lost.get_mut()) as f64 * ns;

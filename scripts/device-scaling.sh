@@ -2,8 +2,10 @@
 # The thread-scaling check for a lent many-core machine (issue 17; docs/results.md, "Sixteen
 # threads, 2026-11-26"). That machine has no Rust toolchain and no network, so the binaries are
 # built here and carried:
-#   here:   scripts/device-scaling.sh prepare      release build, stripped into .devbin/ (git
-#                                                  ignores it) with the libraries it links
+#   here:   scripts/device-scaling.sh prepare [REV] release build, stripped into .devbin/ (git
+#                                                  ignores it) with the libraries it links;
+#                                                  with REV, also REV's executor_sweep, which
+#                                                  `run` times in turn with this one
 #   there:  bash scripts/device-scaling.sh run [S]  through the device tool, carry [".devbin"];
 #                                                  steps start while they fit in S seconds
 #                                                  (420), and whatever ran lands in $OUT as
@@ -78,6 +80,17 @@ prepare)
         fi
         rm -rf "$wheel"
     fi
+    # An earlier commit's executor_sweep, for builds in turn on the lent machine.
+    rm -f .devbin/before-executor_sweep .devbin/before.rev
+    if [ -n "${2:-}" ]; then
+        rev=$(git rev-parse --verify "$2^{commit}")
+        wt=$(mktemp -d)
+        git worktree add -q --detach "$wt" "$rev"
+        (cd "$wt" && CARGO_TARGET_DIR="$OLDPWD/target/before" cargo build --release -p pbs-scheduler --example executor_sweep)
+        git worktree remove --force "$wt"
+        strip -o .devbin/before-executor_sweep target/before/release/examples/executor_sweep
+        echo "$rev" >.devbin/before.rev
+    fi
     du -sh .devbin
     ;;
 run)
@@ -117,8 +130,20 @@ run)
         echo "cores: $cores; thread counts: $threads; weak grid at $cores threads: $(side "$cores" 256)"
         lscpu | grep -E 'Model name|NUMA node\(s\)|L2 cache|L3 cache' || true
         for t in ${threads//,/ }; do timeout 20 .devbin/phase_latency "$t" | grep -E 'pinning +workers:' | tail -1 || true; done
-        # pbs's own work in a phase (docs/results.md, "a fifth lease": 0.9 µs a thread on md).
-        for t in ${threads//,/ }; do timeout 20 .devbin/executor_sweep "$t" 5000 || true; done
+        # pbs's own work in a phase (docs/results.md, "a fifth lease": 0.9 µs a thread on md),
+        # with the build of `prepare REV` in turn where there is one.
+        for t in ${threads//,/ }; do
+            if [ -x .devbin/before-executor_sweep ]; then
+                for round in 1 2; do
+                    echo -n "before ($(cut -c1-7 .devbin/before.rev)): "
+                    timeout 20 .devbin/before-executor_sweep "$t" 5000 || true
+                    echo -n "now: "
+                    timeout 20 .devbin/executor_sweep "$t" 5000 || true
+                done
+            else
+                timeout 20 .devbin/executor_sweep "$t" 5000 || true
+            fi
+        done
         # Weak scaling: 256 boxes per thread, pbs, static, ws and eager.
         room 200 "weak scaling, round 1" && timeout 200 "$B" scaling --threads "$threads" --weak 256 --repeats 3 \
             --schedulers pbs,static,ws,eager --out "$out/weak1" || true

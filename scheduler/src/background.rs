@@ -32,9 +32,10 @@
 //!   lends it its core (`executors/pbs/lending.rs`) and runs under Linux's `SCHED_IDLE`
 //!   policy: it gets that core only when the worker does not want it, and the worker, woken,
 //!   takes it back at once rather than after the thread's time slice. Otherwise it runs under
-//!   `SCHED_BATCH`, which a woken thread does not preempt the running one with: under the
-//!   default policy a job sent at an iteration's end took the sender's core for its whole run
-//!   (10–230 µs on md at 2 threads), while the next phase waited for the sender to start it.
+//!   `SCHED_BATCH`, under which a woken thread does not preempt the running one: under the
+//!   default policy sending a job at an iteration's end took 10–230 µs on md at 2 threads,
+//!   most likely the woken thread running on the sender's core while the next phase waited
+//!   for the sender to start it.
 //! - The thread is spawned by [`Background::spawn`] or at the first job (it inherits the
 //!   spawning thread's CPU mask: for the executor, the caller's own as it builds the
 //!   executor) and ends when its [`Background`] drops:
@@ -216,8 +217,7 @@ fn spawn<J: Job>(lent_core: Option<&[usize]>) -> Option<Thread<J>> {
 
 /// Puts `thread` under Linux's `SCHED_BATCH`: woken by a job, it does not preempt the thread
 /// that sent it (the executor's caller, which starts the next phase), and otherwise gets its
-/// fair share of a core. Under the default policy the woken thread took the caller's core at
-/// once for its whole run, and every thread waited for the next phase meanwhile.
+/// fair share of a core (see the module documentation).
 #[cfg(all(target_os = "linux", not(pbs_loom)))]
 fn batch_policy(thread: &JoinHandle<()>) {
     use std::os::unix::thread::JoinHandleExt;

@@ -21,7 +21,7 @@ start=$(date +%s)
 echo "== Miri: pool, executors, claims, bookkeeping (pbs-scheduler without hwloc)"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-scheduler --no-default-features --lib -- \
     pool:: background:: executor::tests box_timing::tests executors::pbs::stealing executors::pbs::rebalancing \
-    executors::pbs::overlap executors::pbs::lending
+    executors::pbs::overlap executors::pbs::lending executors::pbs::affinity
 echo "== Miri: the C interface's statuses and messages, its tilings (raw arrays from C)"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -- status:: tiling::
 

@@ -217,8 +217,9 @@ fn spawn<J: Job>(lent_core: Option<&[usize]>) -> Option<Thread<J>> {
 
 /// Puts `thread` under Linux's `SCHED_BATCH`: woken by a job, it does not preempt the thread
 /// that sent it (the executor's caller, which starts the next phase), and otherwise gets its
-/// fair share of a core (see the module documentation).
-#[cfg(all(target_os = "linux", not(pbs_loom)))]
+/// fair share of a core (see the module documentation). Not under Miri, which has no
+/// scheduler policies.
+#[cfg(all(target_os = "linux", not(pbs_loom), not(miri)))]
 fn batch_policy(thread: &JoinHandle<()>) {
     use std::os::unix::thread::JoinHandleExt;
     let param = libc::sched_param { sched_priority: 0 };
@@ -230,7 +231,7 @@ fn batch_policy(thread: &JoinHandle<()>) {
     }
 }
 
-#[cfg(not(all(target_os = "linux", not(pbs_loom))))]
+#[cfg(not(all(target_os = "linux", not(pbs_loom), not(miri))))]
 fn batch_policy(_thread: &JoinHandle<()>) {}
 
 /// Binds `thread` to `cpus` and puts it under `SCHED_IDLE`; whether both worked.
@@ -326,7 +327,7 @@ mod tests {
 
     /// Off a lent core the thread runs under `SCHED_BATCH`, so that a job sent to it does not
     /// take the sender's core at once.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(miri)))]
     #[test]
     fn the_thread_runs_under_the_batch_policy() {
         struct Policy(Option<i32>);

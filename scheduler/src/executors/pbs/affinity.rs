@@ -2,13 +2,15 @@
 //! by the threads as they run the boxes, not by the executor after the phase.
 //!
 //! Counted after each phase from the thieves' logs, it was a serial pass on the critical path
-//! that grew with the threads (the logs' boxes, their memory, one record a thread), the largest
-//! part of pbs's own work in a phase (docs/design-notes.md, "Affinity counted by the threads").
+//! that grew with the threads (the logs' boxes, their memory, one record a thread), the larger
+//! part of pbs's own work in a phase where it was timed, on the 2-core VM (docs/design-notes.md,
+//! "Affinity counted by the threads").
 //! Two facts let each thread count its own runs instead:
 //!
 //! - a list's claim word ends a stealing phase with the boxes its owner ran in front of one
-//!   position, the *split*, and the boxes thieves took behind it (`stealing.rs`); a thief writes
-//!   its id into the *mark* of each box it runs;
+//!   position, the *split*, and the boxes thieves took behind it (`stealing.rs`; in a phase
+//!   without stealing the split is the list's length); a thief writes its id into the *mark*
+//!   of each box it runs;
 //! - a box runs once in a phase, so its mark is read and written by one thread a phase, and the
 //!   pool's barrier orders one phase's writes before the next phase's reads: relaxed accesses
 //!   suffice.
@@ -18,7 +20,8 @@
 //! its claims' positions and the split alone, without touching a mark; a thief reads and writes
 //! the marks of the boxes it took. After the owners change (the positions no longer mean what
 //! they did) the executor writes every box's last thread into the marks, and for one phase
-//! every run compares with its mark ([`LastRuns::owners_change`]).
+//! every run compares with its mark ([`LastRuns::owners_change`]); after a phase a task
+//! panicked in, the marks are forgotten and the next phase compares with nothing.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -68,6 +68,12 @@ pub struct RunRow {
     pub app: String,
     /// scenario name
     pub scenario: String,
+    /// boxes along x (`report` runs one app and scenario at two sizes)
+    pub nx: usize,
+    /// boxes along y
+    pub ny: usize,
+    /// layers of boxes along z (1 on a 2D grid)
+    pub nz: usize,
     /// seed of the app
     pub seed: u64,
     /// worker threads
@@ -259,6 +265,9 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             scheduler: lane.scheduler.clone(),
             app: lane.app.name().into(),
             scenario: setup.scenario.clone(),
+            nx: setup.nx,
+            ny: setup.ny,
+            nz: setup.nz,
             seed: setup.seed,
             threads: setup.threads,
             iters: setup.iters,

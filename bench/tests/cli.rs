@@ -446,8 +446,11 @@ fn run_in_3d_leaves_out_the_2d_only_executors_and_keeps_one_checksum() {
         .collect();
     assert_eq!(names, expected);
     assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]), "one checksum under every executor");
+    let grid = |r: &serde_json::Value| (r["nx"].as_u64(), r["ny"].as_u64(), r["nz"].as_u64());
+    assert!(rows.iter().all(|r| grid(r) == (Some(4), Some(3), Some(3))), "each row names its grid: {}", rows[0]);
     let flat = json(&["run", "--app", "stencil", "--nx", "4", "--ny", "3", "--threads", "2", "--iters", "4", "--json"]);
     assert_ne!(flat[0]["checksum"], rows[0]["checksum"], "--nz 3 runs another app than one layer");
+    assert_eq!(grid(&flat[0]), (Some(4), Some(3), Some(1)));
 }
 
 /// An output that cannot be written is refused before the run, whose results would be lost.

@@ -111,7 +111,8 @@ impl Default for ThreadCounters {
     }
 }
 
-const NEVER: u32 = u32::MAX;
+/// The last thread of a box that has not run (for the affinity figure).
+pub(crate) const NEVER: u32 = u32::MAX;
 
 /// Bytes per box of a [`Tracker`] and an executor's box lists, at most: what the executors
 /// ask [`pbs::check_memory`] for before they are built.

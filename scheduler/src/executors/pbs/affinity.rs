@@ -26,10 +26,8 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::box_timing::Local;
-
-/// A mark of a box that has not run (or whose last run was forgotten).
-const NEVER: u32 = u32::MAX;
+// A mark of a box that has not run (or whose last run was forgotten): the tracker's.
+use crate::box_timing::{Local, NEVER};
 
 /// Where each box ran last, between phases.
 pub(super) struct LastRuns {

@@ -8,8 +8,10 @@
 //! invalidates written lines, and all of their copy of the box's halo (read from what was last
 //! written): the stencil keeps two buffers per box and writes one per run, so a run elsewhere
 //! leaves half of a thread's copy valid and a second one none. For `pbs` and `static`, whose
-//! per-thread box order is fixed, the figure is exactly reproducible; for dynamic executors it
-//! depends on the run, as real misses do.
+//! per-thread box order is fixed, the lines accessed are exactly reproducible, and the misses
+//! on one thread; on several, the misses depend on how the threads' runs interleave at their
+//! blocks' borders (whether a neighbour's write comes before or after a read), as real misses
+//! do, and more so for dynamic executors.
 //!
 //! A write visits only the threads that hold a copy, found in a directory of holders (one bit
 //! per thread and item), as a coherence directory does: visiting every thread's cache took

@@ -1,5 +1,5 @@
-//! The modelled cache: a per-thread LRU over box footprints, counting misses deterministically
-//! where hardware counters are not available (and beside them where they are).
+//! The modelled cache: a per-thread LRU over box footprints, counting misses for a given order
+//! of box runs where hardware counters are not available (and beside them where they are).
 //!
 //! Running box `k` touches its own data (`box_bytes`) and a halo of each face neighbour
 //! (`halo_bytes`). A neighbour's halo hits if the thread holds that neighbour's whole box or

@@ -66,7 +66,7 @@
 //! | [`mapper`] | pbs's mapping decisions without its threads, for a runtime that runs the tasks (StarPU) |
 //! | [`criteria`] | when to rebalance (Boulmier eq. 24, Menon, Procassini, Marquez, periodic) and the DP oracle |
 //! | [`counters`] | per-thread perf counters, hardware or software with the reason |
-//! | [`cache_model`] | per-thread LRU over box footprints: deterministic modelled misses |
+//! | [`cache_model`] | per-thread LRU over box footprints: modelled misses |
 //! | [`report`] | busy/idle, `max_avg`, efficiency, affinity, migrations, serialisable |
 //! | [`error`] | the typed [`Error`] of every constructor |
 

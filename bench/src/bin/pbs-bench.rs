@@ -216,6 +216,12 @@ enum Command {
         /// shrank; docs/model.md): to see what a cheaper or dearer executor would project
         #[arg(long)]
         executor_us_per_thread: Option<f64>,
+        /// pbs's work between iterations besides rebalancing, microseconds per thread (default:
+        /// the fitted 0.13 on top of 2 µs, from 2-16 threads at 256 boxes a thread, which cannot
+        /// tell threads from boxes; docs/model.md): to see what the projection beyond 16
+        /// threads owes to that slope
+        #[arg(long)]
+        iteration_us_per_thread: Option<f64>,
         /// Print the calibration check (every measurement the model was fitted to or checked
         /// against, beside the model) instead of projecting
         #[arg(long)]
@@ -584,6 +590,7 @@ fn run(cli: Cli) -> Result<(), String> {
             rebalancing,
             remappers,
             executor_us_per_thread,
+            iteration_us_per_thread,
             calibration,
             fit,
             json,
@@ -634,6 +641,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 rebalancing,
                 remappers,
                 executor_thread: executor_us_per_thread.map(|us| us * 1e-6),
+                iteration_thread: iteration_us_per_thread.map(|us| us * 1e-6),
             };
             // The notes first: they say what the run about to start leaves out.
             for note in model::check(&settings)? {

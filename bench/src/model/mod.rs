@@ -56,6 +56,9 @@ pub struct ModelSettings {
     /// pbs's own serial work per phase and thread, seconds, instead of the fitted
     /// [`Machine::executor_thread`].
     pub executor_thread: Option<f64>,
+    /// pbs's work between iterations per thread, seconds, instead of the fitted
+    /// [`Machine::iteration_thread`].
+    pub iteration_thread: Option<f64>,
 }
 
 /// One modelled run, with what it ran.
@@ -115,8 +118,12 @@ pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
     if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
         return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
     }
-    if let Some(x) = s.executor_thread.filter(|x| !(x.is_finite() && *x >= 0.0)) {
-        return Err(format!("--executor-us-per-thread {}: expected a time of 0 or more", x * 1e6));
+    for (flag, x) in
+        [("--executor-us-per-thread", s.executor_thread), ("--iteration-us-per-thread", s.iteration_thread)]
+    {
+        if let Some(x) = x.filter(|x| !(x.is_finite() && *x >= 0.0)) {
+            return Err(format!("{flag} {}: expected a time of 0 or more", x * 1e6));
+        }
     }
     // The pool's own limit: `--threads 100000` (2 boxes per thread) still ran after 100 s with
     // nothing printed.
@@ -152,6 +159,9 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
         let mut machine = fitted_machine(&trace.header.app);
         if let Some(x) = s.executor_thread {
             machine.executor_thread = x;
+        }
+        if let Some(x) = s.iteration_thread {
+            machine.iteration_thread = x;
         }
         let iterations = s.iters;
         for &nodes in &s.numa_nodes {
@@ -395,6 +405,7 @@ mod tests {
             rebalancing: Rebalancing::IdleTimeOrThread,
             remappers: false,
             executor_thread: None,
+            iteration_thread: None,
         }
     }
 
@@ -412,8 +423,9 @@ mod tests {
         assert!(e.contains("--threads 100000") && e.contains("at most 4096"), "{e}");
     }
 
-    /// `--executor-us-per-thread` reaches pbs's replay (a free executor makes its iterations
-    /// shorter and its executor share nil) and refuses a negative or unknown time.
+    /// `--executor-us-per-thread` and `--iteration-us-per-thread` reach pbs's replay (a free
+    /// executor makes its iterations shorter and its executor share nil) and refuse a negative
+    /// or unknown time.
     #[test]
     fn the_executor_cost_per_thread_is_the_settings_when_given() {
         // One recorded trace for both replays: a trace recorded for each would time other boxes.
@@ -434,6 +446,13 @@ mod tests {
             s.executor_thread = Some(bad);
             assert!(check(&s).unwrap_err().contains("--executor-us-per-thread"));
         }
+        // The work between iterations per thread, likewise: none makes the iterations shorter.
+        s.executor_thread = None;
+        s.iteration_thread = Some(0.0);
+        let between_free = pbs(&s);
+        assert!(between_free.iter_ms < fitted.iter_ms, "{} ms, fitted {} ms", between_free.iter_ms, fitted.iter_ms);
+        s.iteration_thread = Some(-1e-6);
+        assert!(check(&s).unwrap_err().contains("--iteration-us-per-thread"));
         let _ = std::fs::remove_file(path);
     }
 }

@@ -496,6 +496,9 @@ impl GridApp for Md {
                 list.0.extend(this.members(k));
             });
             rec.phase(&s);
+            if let Some(c) = cache {
+                c.end_phase();
+            }
             let lists = &current;
             let s = for_each_box_mut(exec, &mut next, |k, out| {
                 if this.elsewhere(k, out) {
@@ -507,6 +510,9 @@ impl GridApp for Md {
                 this.advance(k, out, true, lists[k].0.iter(), |n, _| [&lists[n].0, &[]]);
             });
             rec.phase(&s);
+            if let Some(c) = cache {
+                c.end_phase();
+            }
             self.current = Some(current);
         } else {
             let this = &*self;
@@ -520,6 +526,9 @@ impl GridApp for Md {
                 this.step_box(k, out, true);
             });
             rec.phase(&s);
+            if let Some(c) = cache {
+                c.end_phase();
+            }
         }
         self.next = std::mem::replace(&mut self.boxes, next);
         if exec.wants_motion() {

@@ -325,6 +325,9 @@ impl GridApp for Stencil {
             out[0] += 1e-12 * busy(units, out[0]);
         });
         rec.phase(&stats);
+        if let Some(c) = cache {
+            c.end_phase();
+        }
         self.next = std::mem::replace(&mut self.tiles, next);
         self.iteration += 1;
         self.map = match self.rough_every {

@@ -343,7 +343,9 @@ fn replay(trace: &str, s: &StarpuSettings, footprint: Footprint) -> Result<(f64,
             same += u64::from(last[k] == w);
         }
         last[k] = w;
+        // A dataflow run has no phases: each run's writes reach the other workers at once.
         cache.run_box_on(w as usize, k);
+        cache.end_phase();
     }
     let affinity = if again > 0 { same as f64 / again as f64 } else { 1.0 };
     Ok((affinity, cache.take().misses))

@@ -39,10 +39,9 @@ fn taking_turns_changes_no_result_and_loses_no_iteration() {
         assert_eq!(a.checksum, t.checksum, "{}", t.scheduler);
         if t.scheduler == "static" {
             // The only scheduler whose mapping depends on neither timing nor thread races: the
-            // lines it touches are the same. Its misses on 2 threads depend on how the threads'
-            // runs interleave at the blocks' border (a write there drops the other thread's
-            // copy: 435-462 lines in 60 runs of one build), so they are compared on 1 thread.
-            assert_eq!(a.modelled_accesses, t.modelled_accesses);
+            // lines it touches and misses are the same (the cache model applies a phase's writes
+            // at its end, so the threads' interleaving does not count).
+            assert_eq!((a.modelled_accesses, a.modelled_misses), (t.modelled_accesses, t.modelled_misses));
         }
         assert_eq!(t.iteration_ms.len(), 7, "{}", t.scheduler);
         if t.scheduler == "pbs" || t.scheduler == "static" {
@@ -50,14 +49,4 @@ fn taking_turns_changes_no_result_and_loses_no_iteration() {
             assert_eq!(at, [0, 3, 6], "{}", t.scheduler);
         }
     }
-    let one_thread = |turn_iters| {
-        let s = pbs_bench::run::RunSetup {
-            threads: 1,
-            schedulers: vec!["static".into(), "pbs".into()],
-            ..setup(turn_iters)
-        };
-        pbs_bench::run::run(&s, || {}).unwrap()
-    };
-    let (alone, turns) = (one_thread(0), one_thread(3));
-    assert_eq!(alone[0].modelled_misses, turns[0].modelled_misses, "static on 1 thread");
 }

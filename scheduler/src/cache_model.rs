@@ -1,5 +1,5 @@
-//! The modelled cache: a per-thread LRU over box footprints, counting misses for a given order
-//! of box runs where hardware counters are not available (and beside them where they are).
+//! The modelled cache: a per-thread LRU over box footprints, counting misses where hardware
+//! counters are not available (and beside them where they are).
 //!
 //! Running box `k` touches its own data (`box_bytes`) and a halo of each face neighbour
 //! (`halo_bytes`). A neighbour's halo hits if the thread holds that neighbour's whole box or
@@ -7,11 +7,15 @@
 //! (`written_bytes`), and the other threads' copies lose that much, as a coherent cache
 //! invalidates written lines, and all of their copy of the box's halo (read from what was last
 //! written): the stencil keeps two buffers per box and writes one per run, so a run elsewhere
-//! leaves half of a thread's copy valid and a second one none. For `pbs` and `static`, whose
-//! per-thread box order is fixed, the lines accessed are exactly reproducible, and the misses
-//! on one thread; on several, the misses depend on how the threads' runs interleave at their
-//! blocks' borders (whether a neighbour's write comes before or after a read), as real misses
-//! do, and more so for dynamic executors.
+//! leaves half of a thread's copy valid and a second one none.
+//!
+//! The writes reach the other threads' copies at the phase's end ([`CacheModel::end_phase`]):
+//! in a phase every task reads what the phase before wrote (the apps' two buffers), so a
+//! neighbour's write during the phase does not spoil a halo read in it; the next phase's reads
+//! find it stale. Each box runs once a phase, so the misses depend only on each thread's
+//! sequence of boxes, not on how the threads' runs interleave: for `static` and `pbs` without
+//! stealing they are exactly reproducible. A replay with no phases (StarPU's dataflow in
+//! `pbs-bench starpu`) ends a "phase" after every run.
 //!
 //! A write visits only the threads that hold a copy, found in a directory of holders (one bit
 //! per thread and item), as a coherence directory does: visiting every thread's cache took
@@ -48,6 +52,8 @@ struct Lru {
     used: u64,
     accesses: u64,
     misses: u64,
+    /// Boxes this thread ran (and wrote) in the phase under way.
+    written: Vec<u32>,
 }
 
 impl Lru {
@@ -202,17 +208,10 @@ impl CacheModel {
     }
 
     /// Records that thread `t` ran box `k`: it reads the box and its neighbours' halos, and
-    /// writes `written_bytes` of the box, which the other threads' copies lose.
+    /// writes `written_bytes` of the box, which the other threads' copies lose at the phase's
+    /// end ([`CacheModel::end_phase`]).
     pub fn run_box_on(&self, t: usize, k: usize) {
         let Footprint { box_bytes, halo_bytes, written_bytes } = self.footprint;
-        // One lock at a time, so that two threads recording at once cannot wait on each other.
-        if written_bytes > 0 {
-            for (item, bytes) in [(Item::Box(k as u32), written_bytes), (Item::Halo(k as u32), halo_bytes)] {
-                for u in self.holders.others(item, t) {
-                    self.threads[u].lock().unwrap().invalidate(item, bytes, &self.holders);
-                }
-            }
-        }
         let holders = &self.holders;
         let mut lru = self.threads[t].lock().unwrap();
         lru.touch(Item::Box(k as u32), box_bytes, self.capacity, None, holders);
@@ -220,6 +219,28 @@ impl CacheModel {
         self.grid.for_each_neighbour(k, |n| {
             lru.touch(Item::Halo(n as u32), halo_bytes, capacity, Some((Item::Box(n as u32), box_bytes)), holders);
         });
+        if written_bytes > 0 {
+            lru.written.push(k as u32);
+        }
+    }
+
+    /// Ends a phase: what each run of it wrote leaves the other threads' copies. Call between
+    /// phases, when no box runs (after every phase that recorded runs, and before [`take`]ing
+    /// the totals of the last one).
+    ///
+    /// [`take`]: CacheModel::take
+    pub fn end_phase(&self) {
+        let Footprint { halo_bytes, written_bytes, .. } = self.footprint;
+        for t in 0..self.threads.len() {
+            let written = std::mem::take(&mut self.threads[t].lock().unwrap().written);
+            for k in written {
+                for (item, bytes) in [(Item::Box(k), written_bytes), (Item::Halo(k), halo_bytes)] {
+                    for u in self.holders.others(item, t) {
+                        self.threads[u].lock().unwrap().invalidate(item, bytes, &self.holders);
+                    }
+                }
+            }
+        }
     }
 
     /// Totals since the last call, and resets them (the cache contents stay).
@@ -248,9 +269,13 @@ mod tests {
         fn the_directory_names_exactly_the_holders(runs in prop::collection::vec((0usize..3, 0usize..12), 1..200)) {
             let g = Grid::new(4, 3).unwrap();
             let m = CacheModel::new(g, 70, 3000, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 });
-            for (i, k) in runs {
+            for (n, (i, k)) in runs.into_iter().enumerate() {
                 m.run_box_on([0, 1, 69][i], k);
+                if n % 5 == 4 {
+                    m.end_phase();
+                }
             }
+            m.end_phase();
             for k in 0..12u32 {
                 for item in [Item::Box(k), Item::Halo(k)] {
                     let held: Vec<usize> =
@@ -284,7 +309,19 @@ mod tests {
     #[test]
     fn a_run_elsewhere_leaves_half_the_box_and_none_of_its_halo() {
         let g = Grid::new(2, 1).unwrap();
-        let m = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 }); // 16 lines a box, 2 a halo
+        let model = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 }); // 16 lines a box, 2 a halo
+                                                                                                                        // Each run a phase of its own: its writes reach the other thread before the next run.
+        struct PerRun<'a>(&'a CacheModel);
+        impl PerRun<'_> {
+            fn run_box_on(&self, t: usize, k: usize) {
+                self.0.run_box_on(t, k);
+                self.0.end_phase();
+            }
+            fn take(&self) -> ModelledMisses {
+                self.0.take()
+            }
+        }
+        let m = PerRun(&model);
         m.run_box_on(0, 0);
         m.run_box_on(0, 1);
         assert_eq!(m.take().misses, 16 + 2 + 16, "box 0 and the halo of 1, then box 1 (the halo of 0 is cached)");
@@ -312,6 +349,7 @@ mod tests {
                 for k in 0..64 {
                     m.run_box_on(assign(k, phase), k);
                 }
+                m.end_phase();
                 if phase == 0 {
                     m.take(); // cold start
                 }
@@ -321,5 +359,59 @@ mod tests {
         let blocks = run(&|k, _| k / 32);
         let scattered = run(&|k, p| (k + p) % 2);
         assert!(blocks * 5 < scattered, "blocks {blocks} vs scattered {scattered}");
+    }
+
+    /// A neighbour's write in the same phase leaves a halo read in it valid (the phase reads
+    /// what the one before wrote); the next phase finds it stale.
+    #[test]
+    fn a_write_reaches_the_other_threads_at_the_phase_end() {
+        let g = Grid::new(2, 1).unwrap();
+        let m = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 });
+        m.run_box_on(0, 0); // box 0 and the halo of 1: 16 + 2 lines
+        m.end_phase();
+        assert_eq!(m.take().misses, 16 + 2);
+        m.run_box_on(1, 1); // box 1 and the halo of 0; it writes box 1
+        m.run_box_on(0, 0); // thread 0's halo of 1 is still what this phase reads: a hit
+        assert_eq!(m.take().misses, 16 + 2, "thread 1's box and halo only");
+        m.end_phase();
+        m.run_box_on(0, 0);
+        m.run_box_on(1, 1);
+        m.end_phase();
+        assert_eq!(m.take().misses, 2 + 2, "each halo, written in the phase before; each box whole on its thread");
+    }
+
+    proptest! {
+        /// The misses depend on each thread's sequence of boxes per phase, not on how the
+        /// threads' runs interleave: the same phases recorded in two interleavings count the
+        /// same, access for access.
+        #[test]
+        fn the_misses_do_not_depend_on_the_interleaving(
+            phases in prop::collection::vec((prop::collection::vec(0usize..3, 20), any::<u64>()), 1..6),
+        ) {
+            let g = Grid::new(5, 4).unwrap();
+            let footprint = Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 };
+            let (a, b) = (CacheModel::new(g, 3, 6 * 1024, footprint), CacheModel::new(g, 3, 6 * 1024, footprint));
+            for (owner, seed) in &phases {
+                // Box k runs on thread owner[k]; model `a` records the threads one after the
+                // other, `b` in an order mixed by `seed` that keeps each thread's own order.
+                for t in 0..3 {
+                    for k in (0..20).filter(|&k| owner[k] == t) {
+                        a.run_box_on(t, k);
+                    }
+                }
+                let mut rng = pbs::rng::SplitMix64::new(*seed);
+                let mut left: Vec<Vec<usize>> = (0..3).map(|t| (0..20).filter(|&k| owner[k] == t).collect()).collect();
+                while left.iter().any(|l| !l.is_empty()) {
+                    let t = (rng.next_u64() % 3) as usize;
+                    if let Some(&k) = left[t].first() {
+                        left[t].remove(0);
+                        b.run_box_on(t, k);
+                    }
+                }
+                a.end_phase();
+                b.end_phase();
+                prop_assert_eq!(a.take(), b.take());
+            }
+        }
     }
 }

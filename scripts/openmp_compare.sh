@@ -6,8 +6,11 @@
 # Three cases, each with its target (exit status 1 when one is missed):
 #   imbalanced (a hot corner): pbs <= 0.95x OpenMP static, <= 1.05x the best OpenMP schedule
 #     (static, dynamic and guided, chunks 1-64), efficiency >= 0.97. Issue 19 asks <= 0.97x the
-#     best; on 2 threads sharing a cache dynamic scheduling loses nothing to pbs's locality
-#     here, and the line says whether it was met (docs/coexistence.md);
+#     best, tuned as a user would: the best is chosen on one half of the rounds and pbs judged
+#     against it on the other (two folds), since the fastest of eight on the very rounds it is
+#     judged on is whichever ran luckiest there; the line says whether it was met, beside the
+#     figure with the best chosen on all rounds (docs/results.md, "The OpenMP schedule a user
+#     would pick");
 #   uniform: pbs <= 1.02x OpenMP static, and at most one rebalancing after iteration 10 in the
 #     median round (issue 19 asks none: on this shared VM one core is sometimes 5-15 % slower
 #     for 8 iterations or more, a real difference between the threads that pbs answers);
@@ -54,6 +57,22 @@ field() { sed -n "s/.*[ :]$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # The median over rounds of variant A's time / variant B's time.
 ratio() { awk -v a="$2" -v b="$3" '$2 == a { t[$1] = $3 } $2 == b { u[$1] = $3 } END { for (r in t) print t[r] / u[r] }' "$work/$1" | median; }
+# best_on LABEL VARIANTS PARITY: the variant (1..VARIANTS-1) with the lowest median time over the
+# rounds of that parity.
+best_on() {
+    local v
+    for ((v = 1; v < $2; v++)); do
+        echo "$(awk -v v=$v -v p="$3" '$2 == v && $1 % 2 == p { print $3 }' "$work/$1" | median) $v"
+    done | sort -g | head -1 | cut -d' ' -f2
+}
+# held_out LABEL VARIANTS: the median over rounds of variant 0's time over the best's, the best
+# chosen on the rounds of the other parity; prints "ratio best-on-odd best-on-even".
+held_out() {
+    local odd even
+    odd=$(best_on "$1" "$2" 1) even=$(best_on "$1" "$2" 0)
+    echo "$(awk -v odd="$odd" -v even="$even" '$2 == 0 { t[$1] = $3 } { ms[$1 " " $2] = $3 }
+        END { for (r in t) print t[r] / ms[r " " (r % 2 == 0 ? odd : even)] }' "$work/$1" | median) $odd $even"
+}
 column_of() { awk -v v="$2" -v c="$3" '$2 == v { print $c }' "$work/$1" | median; }
 missed=()
 check() { # check NAME VALUE OP LIMIT
@@ -80,9 +99,12 @@ printf '  %-16s %8.4f ms/iteration  efficiency %s\n' pbs "$(column_of corner 0 3
 check "pbs / OpenMP static" "$(ratio corner 0 1)" "<=" 0.95
 check "pbs / best OpenMP (${omp[best - 1]})" "$(ratio corner 0 $best)" "<=" 1.05
 check "pbs efficiency" "$(column_of corner 0 4)" ">=" 0.97
-if awk -v x="$(ratio corner 0 $best)" 'BEGIN { exit !(x <= 0.97) }'; then
-    echo "  issue 19's 0.97x the best OpenMP schedule: met"
-else echo "  issue 19's 0.97x the best OpenMP schedule: not met on this machine"; fi
+read -r held odd even <<<"$(held_out corner ${#variants[@]})"
+printf '  pbs / best OpenMP chosen on the other half of the rounds (%s on odd rounds, %s on even) = %s\n' \
+    "${omp[odd - 1]}" "${omp[even - 1]}" "$held"
+verdict() { if awk -v x="$1" 'BEGIN { exit !(x <= 0.97) }'; then echo met; else echo "not met"; fi; }
+echo "  issue 19's 0.97x the best OpenMP schedule: $(verdict "$held") with the best chosen on the other rounds," \
+    "$(verdict "$(ratio corner 0 $best)") with it chosen on the same rounds"
 
 echo "-- uniform load"
 rounds uniform "|$args pin=1 load=uniform" "$bind|omp-static $threads $iters load=uniform"

@@ -22,8 +22,9 @@ echo "== Miri: pool, executors, claims, bookkeeping (pbs-scheduler without hwloc
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-scheduler --no-default-features --lib -- \
     pool:: background:: executor::tests box_timing::tests executors::pbs::stealing executors::pbs::rebalancing \
     executors::pbs::overlap executors::pbs::lending executors::pbs::affinity
-echo "== Miri: the C interface's statuses and messages, its tilings (raw arrays from C)"
-MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -- status:: tiling::
+echo "== Miri: the C interface's statuses and messages, its tilings and settings arrays (raw arrays from C)"
+MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -- status:: tiling:: \
+    executor::tests::the_settings_array
 
 echo "== ThreadSanitizer: pbs-scheduler's tests, and pbs-ffi's from Rust"
 target=$(rustc -vV | sed -n 's/^host: //p')

@@ -163,12 +163,25 @@ typedef struct pbs_iteration_end {
    pinned, pbs starts its vCores one NUMA node per region of the domain. Idle workers spin
    200 us, then sleep; PBS_WAIT_POLICY=passive makes them sleep at once, active spin until the
    next phase (see docs/coexistence.md for OpenMP in the same process). The "pbs" scheduler's
-   settings come from PBS_METHOD, PBS_TOL, PBS_TRIGGER, PBS_STEPS, PBS_STEAL and PBS_OVERLAP
-   (on: the balancer in idle time, or on a thread of its own when a step outlasts that idle
-   time; idle: idle time or stop; thread: always its own thread; off: stop the iteration). NULL on error: a bad argument or environment variable, or a thread or
-   the memory the system refused (pbs_last_error() says which). */
+   settings come from PBS_METHOD, PBS_TOL (its tolerance, 0.02), PBS_TRIGGER (0.05), PBS_STEPS,
+   PBS_STEAL (never, always, auto), PBS_OVERLAP (on: the balancer in idle time, or on a thread
+   of its own when a step outlasts that idle time; idle: idle time or stop; thread: always its
+   own thread; off: stop the iteration), PBS_LEND (never, auto, always) and PBS_CRITERION
+   (when to rebalance: boulmier, menon, procassini:RHO, marquez:XI, periodic:T, always,
+   never), or from code through pbs_executor_new_with. NULL on error: a bad argument or
+   environment variable, or a thread or the memory the system refused (pbs_last_error() says
+   which). */
 pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size_t nz,
                                size_t threads, int pin);
+
+/* pbs_executor_new with the "pbs" scheduler's settings given in code, as "NAME=value" strings
+   by the names of their environment variables ({"PBS_TOL=0.01", "PBS_CRITERION=menon", NULL}),
+   taking precedence over the environment. `settings` is NULL (none) or ends with a NULL
+   entry. An unknown name, a name given twice, an entry without '=' or a value the setting
+   does not take is an error that names it (checked for every scheduler; only "pbs" uses
+   them). */
+pbs_executor *pbs_executor_new_with(const char *scheduler, size_t nx, size_t ny, size_t nz,
+                                    size_t threads, int pin, const char *const *settings);
 
 /* Worker threads of the executor (0 if `e` is NULL). */
 size_t pbs_executor_threads(const pbs_executor *e);

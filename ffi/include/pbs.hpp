@@ -172,6 +172,15 @@ class executor {
         if (!e_) detail::throw_last_error();
     }
 
+    /* The same with pbs's settings in code, "NAME=value" by the names of their environment
+       variables ({"PBS_TOL=0.01", "PBS_CRITERION=menon"}), before the environment's
+       (pbs_executor_new_with). */
+    executor(const std::string &scheduler, const std::vector<std::string> &settings, std::size_t nx, std::size_t ny,
+             std::size_t nz = 1, std::size_t threads = 0, pinning pin = pinning::workers)
+        : e_(new_with(scheduler, settings, nx, ny, nz, threads, pin)), boxes_(nx * ny * nz) {
+        if (!e_) detail::throw_last_error();
+    }
+
     std::size_t threads() const noexcept { return pbs_executor_threads(e_.get()); }
     std::size_t boxes() const noexcept { return boxes_; }
 
@@ -248,6 +257,14 @@ class executor {
     pbs_executor *get() const noexcept { return e_.get(); }
 
   private:
+    static pbs_executor *new_with(const std::string &scheduler, const std::vector<std::string> &settings, std::size_t nx,
+                                  std::size_t ny, std::size_t nz, std::size_t threads, pinning pin) {
+        std::vector<const char *> c;
+        for (const std::string &s : settings) c.push_back(s.c_str());
+        c.push_back(nullptr);
+        return pbs_executor_new_with(scheduler.c_str(), nx, ny, nz, threads, static_cast<int>(pin), c.data());
+    }
+
     std::unique_ptr<pbs_executor, detail::executor_free> e_;
     std::size_t boxes_;
 };

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use pbs::Grid;
 use pbs_scheduler::coexistence::{confined_caller_warning, openmp_spin_warning};
+use pbs_scheduler::executors::PbsOptions;
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::runtime::Runtime;
 use pbs_scheduler::topology::Topology;
@@ -194,11 +195,36 @@ pub unsafe extern "C" fn pbs_executor_new(
     threads: usize,
     pin: c_int,
 ) -> *mut ExecutorHandle {
+    // SAFETY: forwarded from the caller; no settings.
+    unsafe { pbs_executor_new_with(scheduler, nx, ny, nz, threads, pin, std::ptr::null()) }
+}
+
+/// [`pbs_executor_new`] with pbs's settings given as `"NAME=value"` strings, the names of the
+/// environment variables (`PBS_TOL=0.01`, `PBS_CRITERION=menon`, …:
+/// [`PbsOptions::SETTINGS`]), taking precedence over the environment; `settings` is NULL (none)
+/// or ends with a NULL entry. An unknown name, a name given twice, an entry without `=` or a
+/// value the setting does not take is an error that names it.
+///
+/// # Safety
+/// `scheduler` is NULL or a NUL-terminated string; `settings` is NULL or an array of
+/// NUL-terminated strings that ends with a NULL pointer.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_new_with(
+    scheduler: *const c_char,
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    threads: usize,
+    pin: c_int,
+    settings: *const *const c_char,
+) -> *mut ExecutorHandle {
     guard(
         |_| std::ptr::null_mut(),
         || {
             // SAFETY: forwarded from the caller.
             let name = unsafe { text(scheduler, "scheduler") }?.ok_or_else(|| null("scheduler"))?;
+            // SAFETY: forwarded from the caller.
+            let settings = unsafe { parse_settings(settings) }?;
             let grid = Grid::new_3d(nx, ny, nz)?;
             let topology = Topology::detect();
             let threads = match threads {
@@ -218,12 +244,48 @@ pub unsafe extern "C" fn pbs_executor_new(
                     eprintln!("{advice}");
                 }
             }
-            let (exec, _bindings) = runtime.executor(name, grid)?;
+            let given = |n: &str| settings.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+            let (exec, _bindings) = runtime.executor_with_settings(name, grid, &given)?;
             let threads = exec.threads();
             let handle = ExecutorHandle { busy: AtomicBool::new(false), exec: UnsafeCell::new(exec), threads, grid };
             Ok(Box::into_raw(Box::new(handle)))
         },
     )
+}
+
+/// The `"NAME=value"` entries of a NULL-terminated array (none for NULL), each name one of
+/// [`PbsOptions::SETTINGS`] and given once.
+///
+/// # Safety
+/// `settings` is NULL or an array of NUL-terminated strings that ends with a NULL pointer.
+unsafe fn parse_settings(settings: *const *const c_char) -> Result<Vec<(String, String)>, Failure> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    if settings.is_null() {
+        return Ok(out);
+    }
+    for i in 0.. {
+        // SAFETY: the array ends with a NULL entry (the caller's contract), and no entry past it
+        // is read: the loop stops there.
+        let entry = unsafe { *settings.add(i) };
+        let what = format!("settings[{i}]");
+        // SAFETY: a non-NULL entry is a NUL-terminated string (the caller's contract).
+        let Some(entry) = (unsafe { text(entry, &what) })? else { break };
+        let (name, value) = entry
+            .split_once('=')
+            .ok_or_else(|| invalid(format!("{what} = {entry:?}: expected NAME=value, as in PBS_TOL=0.01")))?;
+        let name = name.trim();
+        if !PbsOptions::SETTINGS.contains(&name) {
+            return Err(invalid(format!(
+                "{what} = {entry:?}: unknown setting {name:?}; expected one of {}",
+                PbsOptions::SETTINGS.join(", ")
+            )));
+        }
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(invalid(format!("{what} = {entry:?}: {name} given twice")));
+        }
+        out.push((name.to_string(), value.to_string()));
+    }
+    Ok(out)
 }
 
 /// Worker threads of `e` (0 for NULL).
@@ -854,5 +916,116 @@ mod tests {
             pbs_executor_free(pbs);
             pbs_executor_free(st);
         }
+    }
+
+    /// The settings array as C gives it: read up to its NULL entry, each entry split at its
+    /// first `=`; refused entries named by index (run under Miri by scripts/sanitize.sh).
+    #[test]
+    fn the_settings_array_is_read_to_its_null_entry() {
+        let read = |entries: &[&std::ffi::CStr]| {
+            let mut c: Vec<*const c_char> = entries.iter().map(|s| s.as_ptr()).collect();
+            c.push(std::ptr::null());
+            // SAFETY: NUL-terminated literals, the array ends with NULL.
+            unsafe { parse_settings(c.as_ptr()) }.map_err(|f| f.1)
+        };
+        // SAFETY: NULL is no settings.
+        assert_eq!(unsafe { parse_settings(std::ptr::null()) }.unwrap(), vec![]);
+        assert_eq!(read(&[]).unwrap(), vec![]);
+        let got = read(&[c"PBS_TOL=0.01", c" PBS_CRITERION =periodic:3=x"]).unwrap();
+        assert_eq!(
+            got,
+            vec![("PBS_TOL".to_string(), "0.01".to_string()), ("PBS_CRITERION".into(), "periodic:3=x".into())]
+        );
+        assert!(read(&[c"PBS_TOL=0.01", c"PBS_NUM_THREADS=4"]).unwrap_err().contains("settings[1]"));
+        assert!(read(&[c"PBS_TOL"]).unwrap_err().contains("NAME=value"));
+        // An entry that is not UTF-8.
+        let latin = std::ffi::CString::new(vec![b'P', 0xe9]).unwrap();
+        assert!(read(&[latin.as_c_str()]).unwrap_err().contains("UTF-8"));
+    }
+
+    /// Settings given in code: accepted by name for every scheduler, refused by name when
+    /// unknown, repeated, malformed or out of range.
+    #[test]
+    fn settings_in_code_are_checked_and_named() {
+        let new = |scheduler: &std::ffi::CStr, settings: &[&std::ffi::CStr]| {
+            let mut c: Vec<*const c_char> = settings.iter().map(|s| s.as_ptr()).collect();
+            c.push(std::ptr::null());
+            // SAFETY: NUL-terminated literals, the array ends with NULL.
+            let e = unsafe { pbs_executor_new_with(scheduler.as_ptr(), 4, 4, 1, 2, 0, c.as_ptr()) };
+            let message = last_error();
+            // SAFETY: a handle from its _new (or NULL), not used afterwards.
+            unsafe { pbs_executor_free(e) };
+            (!e.is_null(), message)
+        };
+        for scheduler in [c"pbs", c"static"] {
+            assert!(new(scheduler, &[]).0);
+            assert!(new(scheduler, &[c"PBS_TOL=0.01", c"PBS_CRITERION=periodic:5", c"PBS_STEAL=never"]).0);
+            for (bad, words) in [
+                (&[c"PBS_TOLL=0.01"][..], &["PBS_TOLL", "unknown setting", "PBS_CRITERION"][..]),
+                (&[c"PBS_TOL"], &["settings[0]", "NAME=value"]),
+                (&[c"PBS_TOL=2"], &["PBS_TOL", "2"]),
+                (&[c"PBS_STEPS=3", c"PBS_STEPS=4"], &["settings[1]", "PBS_STEPS given twice"]),
+                (&[c"PBS_CRITERION=sometimes"], &["PBS_CRITERION", "sometimes", "periodic:T"]),
+            ] {
+                let (made, message) = new(scheduler, bad);
+                let message = message.unwrap_or_default();
+                assert!(!made && words.iter().all(|w| message.contains(w)), "{bad:?}: {message}");
+            }
+        }
+        // SAFETY: NULL settings are none.
+        let e = unsafe { pbs_executor_new_with(c"pbs".as_ptr(), 4, 4, 1, 2, 0, std::ptr::null()) };
+        assert!(!e.is_null());
+        // SAFETY: a handle from its _new, not used afterwards.
+        unsafe { pbs_executor_free(e) };
+    }
+
+    /// Box `k` spins 10 µs, and from iteration 12 on those that worker 0 owned at first 40 µs.
+    struct Jump {
+        iteration: AtomicU32,
+        heavy: Vec<bool>,
+    }
+
+    unsafe extern "C" fn first_owner_jumps(ctx: *mut c_void, k: usize) -> c_int {
+        // SAFETY: ctx is a &Jump in this test.
+        let jump = unsafe { &*(ctx as *const Jump) };
+        let us = if jump.iteration.load(Ordering::Relaxed) >= 12 && jump.heavy[k] { 40 } else { 10 };
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_micros(us) {
+            std::hint::spin_loop();
+        }
+        0
+    }
+
+    /// A criterion given in code decides: `never` leaves a jump in the load after the first
+    /// rebalancings alone, `always` follows it.
+    #[test]
+    fn a_criterion_given_in_code_decides_the_rebalancings() {
+        let late = |criterion: &std::ffi::CStr| {
+            let settings = [criterion.as_ptr(), std::ptr::null()];
+            // SAFETY: NUL-terminated literals, the array ends with NULL.
+            let e = unsafe { pbs_executor_new_with(c"pbs".as_ptr(), 8, 8, 1, 2, 0, settings.as_ptr()) };
+            assert!(!e.is_null(), "{:?}", last_error());
+            let mut owners = vec![0u32; 64];
+            // SAFETY: a live handle; `owners` holds one entry per box.
+            assert_eq!(unsafe { pbs_executor_owners(e, owners.as_mut_ptr(), 64) }, Status::Ok);
+            let jump = Jump { iteration: AtomicU32::new(0), heavy: owners.iter().map(|&o| o == 0).collect() };
+            let mut late = 0;
+            for it in 0..40 {
+                jump.iteration.store(it, Ordering::Relaxed);
+                let ctx = &jump as *const Jump as *mut c_void;
+                // SAFETY: a live handle; the task reads ctx as the Jump above.
+                let status = unsafe { pbs_executor_run_phase(e, Some(first_owner_jumps), ctx, std::ptr::null_mut()) };
+                assert_eq!(status, Status::Ok);
+                let mut end = IterationEnd::default();
+                // SAFETY: a live handle; `end` is writable.
+                assert_eq!(unsafe { pbs_executor_end_iteration(e, &mut end) }, Status::Ok);
+                late += usize::from(it >= 12 && end.rebalanced != 0);
+            }
+            // SAFETY: a handle from its _new, not used afterwards.
+            unsafe { pbs_executor_free(e) };
+            late
+        };
+        assert_eq!(late(c"PBS_CRITERION=never"), 0, "never asked after the jump");
+        assert!(late(c"PBS_CRITERION=always") >= 1, "asked every iteration, it follows the jump");
     }
 }

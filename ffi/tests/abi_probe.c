@@ -16,6 +16,7 @@ int main(void) {
         (void (*)(void))pbs_partitioner_balance,
         (void (*)(void))pbs_partitioner_free,
         (void (*)(void))pbs_executor_new,
+        (void (*)(void))pbs_executor_new_with,
         (void (*)(void))pbs_executor_threads,
         (void (*)(void))pbs_executor_run_phase,
         (void (*)(void))pbs_executor_run_phase_ranges,

@@ -136,6 +136,18 @@ int main() {
         expect(e.status() == PBS_INVALID_ARGUMENT && std::string(e.what()).find("unknown executor") != std::string::npos,
                std::string("an unknown scheduler: ") + e.what());
     }
+    // Settings in code, by the environment variables' names.
+    {
+        pbs::executor tuned("pbs", {"PBS_TOL=0.01", "PBS_CRITERION=periodic:4"}, 4, 4, 1, 2, pbs::pinning::off);
+        expect(tuned.boxes() == 16 && tuned.threads() == 2, "an executor with settings in code");
+    }
+    try {
+        pbs::executor bad("pbs", {"PBS_CRITERION=sometimes"}, 4, 4, 1, 2, pbs::pinning::off);
+        expect(false, "a bad setting throws");
+    } catch (const pbs::error &e) {
+        expect(e.status() == PBS_INVALID_ARGUMENT && std::string(e.what()).find("PBS_CRITERION") != std::string::npos,
+               std::string("a bad setting: ") + e.what());
+    }
     try {
         pbs::executor ws("ws", 4, 4, 1, 2, pbs::pinning::off);
         ws.owners();

@@ -77,11 +77,26 @@ proptest! {
     fn executors_take_any_arguments(
         nx in 0usize..9, ny in 0usize..9, nz in 0usize..3, threads in 0usize..5,
         scheduler in prop::collection::vec(any::<u8>(), 0..8), pick in 0usize..6,
+        settings in prop::collection::vec((0usize..10, prop::collection::vec(any::<u8>(), 0..10)), 0..4),
     ) {
-        use pbs_ffi::executor::{pbs_executor_free, pbs_executor_new, pbs_executor_run_phase};
+        use pbs_ffi::executor::{pbs_executor_free, pbs_executor_new_with, pbs_executor_run_phase};
+        use pbs_scheduler::executors::PbsOptions;
         let s = name(&scheduler, &["pbs", "ws", "eager", "static"], pick);
-        // SAFETY: a NUL-terminated scheduler name.
-        let e = unsafe { pbs_executor_new(s.as_ptr(), nx, ny, nz, threads, 0) };
+        // Settings by a known name with a value of any bytes, or entries of any bytes.
+        let settings: Vec<CString> = settings
+            .iter()
+            .map(|(which, bytes)| {
+                let text: Vec<u8> = bytes.iter().copied().filter(|&b| b != 0).collect();
+                match PbsOptions::SETTINGS.get(*which) {
+                    Some(name) => CString::new([name.as_bytes(), b"=", &text].concat()).unwrap(),
+                    None => CString::new(text).unwrap(),
+                }
+            })
+            .collect();
+        let mut array: Vec<*const c_char> = settings.iter().map(|c| c.as_ptr()).collect();
+        array.push(std::ptr::null());
+        // SAFETY: a NUL-terminated scheduler name; NUL-terminated settings ending with NULL.
+        let e = unsafe { pbs_executor_new_with(s.as_ptr(), nx, ny, nz, threads, 0, array.as_ptr()) };
         if e.is_null() {
             prop_assert!(last_error().is_some_and(|m| !m.is_empty()));
             return Ok(());
@@ -90,7 +105,7 @@ proptest! {
         let st = unsafe { pbs_executor_run_phase(e, Some(noop), std::ptr::null_mut(), std::ptr::null_mut()) };
         refused_with_a_message(st)?;
         prop_assert_eq!(st, Status::Ok);
-        // SAFETY: from pbs_executor_new, not used afterwards.
+        // SAFETY: from pbs_executor_new_with, not used afterwards.
         unsafe { pbs_executor_free(e) };
     }
 

@@ -18,7 +18,6 @@ use std::time::Instant;
 
 use pbs::{balance, methods, metrics, rebalance, Balancer, Grid, Problem, StopRule, VCores};
 
-use crate::criteria::Boulmier;
 use crate::executor::IterationEnd;
 use crate::executors::{victim_order, Observation, PbsOptions, RebalancePolicy, Standing};
 
@@ -79,7 +78,7 @@ impl Mapper {
         let start = Instant::now();
         balance(balancer.as_mut(), &problem, &mut vcores, StopRule { max_steps: 200, tol: options.tol }, |_| {});
         let last_cost = start.elapsed().as_secs_f64();
-        let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(last_cost)));
+        let criterion = options.take_criterion(last_cost)?;
         let victims = victim_order(&vcores, workers, grid.len(), None);
         Ok(Mapper {
             grid,

@@ -104,7 +104,21 @@ impl Runtime {
     /// worker 0's core, and on Linux every thread it spawns afterwards inherits that core.
     /// The bindings are complete on return: every worker has started (and pinned itself).
     pub fn executor(&self, name: &str, grid: Grid) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
-        let (exec, bindings) = self.build(name, grid)?;
+        self.executor_with_settings(name, grid, &|_| None)
+    }
+
+    /// [`Runtime::executor`] with pbs's settings looked up by `settings` before the environment
+    /// (by the names [`PbsOptions::with_env`] reads: `PBS_TOL`, `PBS_CRITERION`, …): a program
+    /// sets them in code, the environment fills in the rest. They are checked whichever the
+    /// executor; only pbs uses them.
+    pub fn executor_with_settings(
+        &self,
+        name: &str,
+        grid: Grid,
+        settings: &dyn Fn(&str) -> Option<String>,
+    ) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
+        PbsOptions::default().with_settings(settings)?;
+        let (exec, bindings) = self.build(name, grid, settings)?;
         // Workers pin themselves as they start, which a freshly spawned thread may not have
         // done yet: one empty round on every worker waits for all of them.
         exec.on_each_thread(&|_| {});
@@ -119,11 +133,16 @@ impl Runtime {
         PbsOptions { positions: Some(numa_positions(grid, &numa)), numa: Some(numa), ..PbsOptions::default() }
     }
 
-    fn build(&self, name: &str, grid: Grid) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
+    fn build(
+        &self,
+        name: &str,
+        grid: Grid,
+        settings: &dyn Fn(&str) -> Option<String>,
+    ) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
         Ok(match name {
             "pbs" => {
                 let (pool, b) = self.pool()?;
-                let options = self.pbs_start(&grid).with_env()?;
+                let options = self.pbs_start(&grid).with_settings(|n| settings(n).or_else(|| std::env::var(n).ok()))?;
                 (Box::new(Pbs::with_pool(grid, pool, options)?), b)
             }
             "ws" => {

@@ -37,7 +37,7 @@ use super::timing;
 use crate::background::Background;
 use crate::box_timing::{BoxTimer, Tracker};
 use crate::clock;
-use crate::criteria::{Boulmier, Criterion};
+use crate::criteria::Criterion;
 use crate::executor::{pool_phase, Executor, IterationEnd, PhaseStats, Task};
 use crate::pool::Pool;
 use affinity::LastRuns;
@@ -109,8 +109,12 @@ pub struct PbsOptions {
     /// first, and a rebalancing that starts over from a bisection keeps each node's vCores on
     /// one region ([`pbs::VCores::with_groups`]) (ignored unless it has one entry per thread).
     pub numa: Option<Vec<usize>>,
-    /// When to rebalance; `None` = Boulmier's eq. 24 with the cost of the initial balancing.
+    /// When to rebalance; `None` = the criterion `criterion_name` names.
     pub criterion: Option<Box<dyn Criterion>>,
+    /// When to rebalance, by name (one of [`crate::criteria::NAMES`], as `PBS_CRITERION` gives
+    /// it), its first rebalancing cost `C` the initial balancing's: used where `criterion` is
+    /// `None`; `None` = `boulmier` (Boulmier's eq. 24).
+    pub criterion_name: Option<String>,
     /// Where the balancer runs while the threads go on computing under the old mapping (its
     /// owners are taken on at an iteration boundary), or whether it stops the iteration: see
     /// [`Overlap`]. A pool of one thread always stops.
@@ -156,6 +160,7 @@ impl Default for PbsOptions {
             positions: None,
             numa: None,
             criterion: None,
+            criterion_name: None,
             overlap: Overlap::default(),
             lend: Lending::default(),
             max_pending: 25,
@@ -167,10 +172,16 @@ impl Default for PbsOptions {
 }
 
 impl PbsOptions {
+    /// The settings [`PbsOptions::with_settings`] reads, by the names of their environment
+    /// variables.
+    pub const SETTINGS: [&'static str; 8] =
+        ["PBS_METHOD", "PBS_TOL", "PBS_TRIGGER", "PBS_STEPS", "PBS_STEAL", "PBS_OVERLAP", "PBS_LEND", "PBS_CRITERION"];
+
     /// These options with the settings of the environment applied, for codes nobody
     /// recompiles: `PBS_METHOD`, `PBS_TOL`, `PBS_TRIGGER`, `PBS_STEPS` (per rebalancing),
     /// `PBS_STEAL` (`never`, `always`, `auto`), `PBS_OVERLAP` (`on`, `idle`, `thread`,
-    /// `off`: see [`Overlap`]) and `PBS_LEND` (`never`, `auto`, `always`: see [`Lending`]).
+    /// `off`: see [`Overlap`]), `PBS_LEND` (`never`, `auto`, `always`: see [`Lending`]) and
+    /// `PBS_CRITERION` (a name of [`crate::criteria::NAMES`]: `menon`, `periodic:10`, …).
     /// An error names the variable and what it accepts.
     ///
     /// ```
@@ -239,7 +250,34 @@ impl PbsOptions {
             let choices = [("never", Lending::Never), ("auto", Lending::Auto), ("always", Lending::Always)];
             self.lend = one_of(&v, &choices).ok_or_else(|| bad("PBS_LEND", &v, "expected never, auto or always"))?;
         }
+        if let Some(v) = get("PBS_CRITERION") {
+            crate::criteria::by_name(v.trim(), 0.0).map_err(|_| {
+                bad(
+                    "PBS_CRITERION",
+                    &v,
+                    "expected boulmier, menon, procassini:RHO (0 < RHO <= 1), marquez:XI (XI > 0), periodic:T (T >= 1), always or never",
+                )
+            })?;
+            self.criterion = None;
+            self.criterion_name = Some(v.trim().to_string());
+        }
         Ok(self)
+    }
+
+    /// The criterion these options ask for (`criterion`, else `criterion_name`, else
+    /// Boulmier's eq. 24), taken out, with `initial_cost` seconds as its first rebalancing cost.
+    pub(crate) fn take_criterion(&mut self, initial_cost: f64) -> crate::Result<Box<dyn Criterion>> {
+        if let Some(c) = self.criterion.take() {
+            return Ok(c);
+        }
+        let name = self.criterion_name.as_deref().unwrap_or("boulmier");
+        crate::criteria::by_name(name, initial_cost).map_err(|reason| {
+            crate::Error::Balancer(pbs::Error::Parameter {
+                name: "criterion",
+                value: format!("{name:?} ({reason})"),
+                reason: "expected a name of pbs_scheduler::criteria::NAMES",
+            })
+        })
     }
 }
 
@@ -393,7 +431,7 @@ impl Pbs {
         // What a balancer unit costs, until a rebalancing measures it: it decides whether the
         // first one fits in a phase's idle time (on the pool's threads, it is an underestimate).
         let unit_time = cost / (first.steps + 2) as f64;
-        let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
+        let criterion = options.take_criterion(cost)?;
         let (active, claim) = (options.steal == Stealing::Always, options.chunk);
         let no_core_spare = std::thread::available_parallelism().map_or(true, |cpus| cpus.get() <= threads);
         let mut lender = Lender::new(options.lend, threads, no_core_spare, options.steal);
@@ -971,10 +1009,22 @@ pub(super) mod tests {
                 ("PBS_STEAL", "always"),
                 ("PBS_OVERLAP", "off"),
                 ("PBS_LEND", "never"),
+                ("PBS_CRITERION", " periodic:3 "),
             ]))
             .unwrap();
         assert_eq!((o.method.as_str(), o.tol, o.trigger, o.steps_per_rebalance), ("paper-eq7", 0.01, 0.1, 7));
         assert_eq!((o.steal, o.overlap, o.lend), (Stealing::Always, Overlap::Stop, Lending::Never));
+        assert_eq!(o.criterion_name.as_deref(), Some("periodic:3"));
+        // The executor runs by the criterion named.
+        let exec = Pbs::new(Grid::new(6, 6).unwrap(), 2, o).unwrap();
+        assert_eq!(exec.criterion_name(), "periodic(3)");
+        assert_eq!(
+            Pbs::new(Grid::new(6, 6).unwrap(), 2, PbsOptions::default()).unwrap().criterion_name(),
+            "boulmier-eq24"
+        );
+        let named = |name: &str| PbsOptions { criterion_name: Some(name.into()), ..PbsOptions::default() };
+        let e = Pbs::new(Grid::new(6, 6).unwrap(), 2, named("periodic:0")).err().unwrap().to_string();
+        assert!(e.contains("periodic:0") && e.contains("criterion"), "{e}");
         for (value, overlap) in [
             ("on", Overlap::IdleTimeOrThread),
             ("idle", Overlap::IdleTime),
@@ -992,6 +1042,8 @@ pub(super) mod tests {
             ("PBS_STEAL", "sometimes"),
             ("PBS_OVERLAP", "yes"),
             ("PBS_LEND", "sometimes"),
+            ("PBS_CRITERION", "metis"),
+            ("PBS_CRITERION", "periodic:0"),
         ] {
             let e = PbsOptions::default().with_settings(|n| (n == name).then(|| value.to_string())).err().unwrap();
             let text = e.to_string();

@@ -35,7 +35,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # rounds LABEL VARIANT... : runs each "ENV...|ARGS" variant once per round, rotating the order;
-# records "round variant ms efficiency late_rebalancings" in $work/LABEL.
+# records "round variant ms efficiency late_rebalancings late_imbalanced" in $work/LABEL.
 rounds() {
     local label=$1
     shift
@@ -47,6 +47,7 @@ rounds() {
             # shellcheck disable=SC2086 # a variant is words: environment, then arguments
             line=$(env ${variants[v]%%|*} "$heat" ${variants[v]#*|} 2>/dev/null)
             echo "$r $v $(field ms_per_iteration "$line") $(field efficiency "$line") $(field rebalancings_after_10 "$line")" \
+                "$(field imbalanced_after_10 "$line")" \
                 >>"$work/$label"
         done
         printf '\r  %s: round %d/%d' "$label" $((r + 1)) "$rounds" >&2
@@ -111,6 +112,8 @@ rounds uniform "|$args pin=1 load=uniform" "$bind|omp-static $threads $iters loa
 printf '  pbs %.4f ms/iteration, OpenMP static %.4f\n' "$(column_of uniform 0 3)" "$(column_of uniform 1 3)"
 check "pbs / OpenMP static" "$(ratio uniform 0 1)" "<=" 1.02
 check "pbs rebalancings after iteration 10 (median of rounds)" "$(column_of uniform 0 5)" "<=" 1
+printf '  for the record, iterations after 10 whose threads measured over 5 %% apart on this uniform load: %s of %s (median of rounds)\n' \
+    "$(column_of uniform 0 6)" "$((iters - 10))"
 
 echo "-- mixed: an OpenMP loop between pbs's phases"
 p=OMP_WAIT_POLICY=passive

@@ -309,8 +309,9 @@ mod tests {
     #[test]
     fn a_run_elsewhere_leaves_half_the_box_and_none_of_its_halo() {
         let g = Grid::new(2, 1).unwrap();
-        let model = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 }); // 16 lines a box, 2 a halo
-                                                                                                                        // Each run a phase of its own: its writes reach the other thread before the next run.
+        // 16 lines a box, 2 a halo.
+        let model = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 });
+        // Each run a phase of its own: its writes reach the other thread before the next run.
         struct PerRun<'a>(&'a CacheModel);
         impl PerRun<'_> {
             fn run_box_on(&self, t: usize, k: usize) {

@@ -1022,6 +1022,10 @@ pub(super) mod tests {
             Pbs::new(Grid::new(6, 6).unwrap(), 2, PbsOptions::default()).unwrap().criterion_name(),
             "boulmier-eq24"
         );
+        // `SETTINGS` names exactly what `with_settings` reads (the C interface checks names by it).
+        let asked = std::cell::RefCell::new(Vec::new());
+        PbsOptions::default().with_settings(|n| (asked.borrow_mut().push(n.to_string()), None).1).unwrap();
+        assert_eq!(asked.into_inner(), PbsOptions::SETTINGS);
         let named = |name: &str| PbsOptions { criterion_name: Some(name.into()), ..PbsOptions::default() };
         let e = Pbs::new(Grid::new(6, 6).unwrap(), 2, named("periodic:0")).err().unwrap().to_string();
         assert!(e.contains("periodic:0") && e.contains("criterion"), "{e}");

@@ -13,8 +13,10 @@
 //! in a phase every task reads what the phase before wrote (the apps' two buffers), so a
 //! neighbour's write during the phase does not spoil a halo read in it; the next phase's reads
 //! find it stale. Each box runs once a phase, so the misses depend only on each thread's
-//! sequence of boxes, not on how the threads' runs interleave: for `static` and `pbs` without
-//! stealing they are exactly reproducible. A replay with no phases (StarPU's dataflow in
+//! sequence of boxes, not on how the threads' runs interleave: for `static` they are exactly
+//! reproducible, as for any executor that gives each thread the same boxes in the same order
+//! (pbs's, only where its stealing and rebalancings, which follow measured times, came out
+//! the same). A replay with no phases (StarPU's dataflow in
 //! `pbs-bench starpu`) ends a "phase" after every run.
 //!
 //! A write visits only the threads that hold a copy, found in a directory of holders (one bit

@@ -2,10 +2,13 @@
 //! `pool_wall`: the threads' counters, each list's claim word and stolen times), and
 //! the threads' wait at the phase's barrier for the last of them, on 64 boxes a thread with
 //! stealing on and a third of the boxes twice as heavy, so that thieves steal in every phase:
-//! `cargo run --release -p pbs-scheduler --example executor_sweep -- [threads] [phases]`. On
-//! the fifth 16-core lease the first grew by about 0.9 µs a thread on md, and the second was
-//! 5–7 % of md's time (docs/results.md, "a fifth lease"); this measures them alone, medians
-//! over phases, for builds in turn.
+//! `cargo run --release -p pbs-scheduler --example executor_sweep -- [threads] [phases]
+//! [boxes a thread]`. On the fifth 16-core lease the first grew by about 0.9 µs a thread on md,
+//! and the second was 5–7 % of md's time (docs/results.md, "a fifth lease"); this measures them
+//! alone, medians over phases, for builds in turn. It also times `end_iteration` (one phase an
+//! iteration, never a rebalancing): the many-core model's work between iterations, whose slope
+//! the lease could not tell between threads and boxes (vary the third argument to tell them
+//! apart).
 use std::time::{Duration, Instant};
 
 use pbs::Grid;
@@ -17,7 +20,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let threads: usize = args.next().map_or(2, |s| s.parse().expect("a thread count"));
     let phases: usize = args.next().map_or(20_000, |s| s.parse().expect("a phase count"));
-    let side = ((64 * threads) as f64).sqrt().ceil() as usize;
+    let per_thread: usize = args.next().map_or(64, |s| s.parse().expect("a box count a thread"));
+    let side = ((per_thread * threads) as f64).sqrt().ceil() as usize;
     let grid = Grid::new(side, side).expect("a grid");
     let n = grid.len();
     // Never rebalance: the sweep alone, over the same owners in every phase.
@@ -30,6 +34,7 @@ fn main() {
         }
     };
     let (mut own, mut waiting) = (Vec::with_capacity(phases), Vec::with_capacity(phases));
+    let mut between = Vec::with_capacity(phases);
     let mut stolen = 0usize;
     for p in 0..phases {
         let stats = pbs.run_phase(&|k| spin(Duration::from_nanos(if k < n / 3 { 400 } else { 200 })));
@@ -38,7 +43,11 @@ fn main() {
             waiting.push(stats.idle_parts().waiting * 1e6);
             stolen += stats.compared - stats.same_thread;
         }
+        let ended = Instant::now();
         pbs.end_iteration();
+        if p >= phases / 10 {
+            between.push(ended.elapsed().as_secs_f64() * 1e6);
+        }
     }
     let phases = own.len();
     let quantiles = |mut v: Vec<f64>| {
@@ -47,9 +56,10 @@ fn main() {
         format!("median {:.2} µs, p10 {:.2}, p90 {:.2}", q(0.5), q(0.1), q(0.9))
     };
     println!(
-        "pbs's own work in a phase, {threads} threads, {n} boxes, {phases} phases: {}; waiting at the barrier (mean over threads): {}; boxes away from their last thread per phase {:.1}",
+        "pbs's own work in a phase, {threads} threads, {n} boxes, {phases} phases: {}; waiting at the barrier (mean over threads): {}; boxes away from their last thread per phase {:.1}; end_iteration: {}",
         quantiles(own),
         quantiles(waiting),
-        stolen as f64 / phases as f64
+        stolen as f64 / phases as f64,
+        quantiles(between)
     );
 }

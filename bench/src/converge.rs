@@ -124,7 +124,7 @@ pub fn run_one(
         lower_bound: out.lower_bound,
         dol_max: out.dol_max,
         dol_min: out.dol_min,
-        edge_cut: out.edge_cut,
+        edge_cut: pbs::metrics::edge_cut(&grid, state.owners()),
         elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
     };
     Ok((row, state))

@@ -104,8 +104,6 @@ pub struct Outcome {
     pub dol_max: f64,
     /// Final smallest DOL.
     pub dol_min: f64,
-    /// Final edge cut.
-    pub edge_cut: usize,
     /// Boxes whose owner differs between the start and the end of the run.
     pub migrations: usize,
     /// Whether the run started over from a bisection (see [`rebalance`]).
@@ -311,7 +309,6 @@ impl Run {
         let start = Instant::now();
         balancer.finish(problem, vcores);
         let (dol_max, dol_min) = metrics::dol_extremes(vcores.charges());
-        let edge_cut = metrics::edge_cut(problem.grid(), vcores.owners());
         let migrations = metrics::migrations(&self.initial, vcores.owners());
         self.elapsed += start.elapsed();
         Outcome {
@@ -321,7 +318,6 @@ impl Run {
             lower_bound: problem.lower_bound(),
             dol_max,
             dol_min,
-            edge_cut,
             migrations,
             restarted: self.restarted,
             elapsed: self.elapsed,

@@ -186,7 +186,10 @@ mod tests {
             assert_eq!(s, Status::Ok, "{:?}", last_error());
             assert_eq!(owners, vcores.owners());
             assert_eq!((out.steps, out.converged == 1, out.max_avg), (want.steps, want.converged, want.max_avg));
-            assert_eq!((out.edge_cut, out.migrations), (pbs::metrics::edge_cut(&grid, vcores.owners()), want.migrations));
+            assert_eq!(
+                (out.edge_cut, out.migrations),
+                (pbs::metrics::edge_cut(&grid, vcores.owners()), want.migrations)
+            );
             assert!(out.converged == 1 && out.max_avg <= 1.05 * out.lower_bound);
         }
         // SAFETY: a handle from its _new (or NULL), not used afterwards.

@@ -8,9 +8,9 @@
 #     (static, dynamic and guided, chunks 1-64), efficiency >= 0.97. Issue 19 asks <= 0.97x the
 #     best, tuned as a user would: the best is chosen on one half of the rounds and pbs judged
 #     against it on the other (two folds), since the fastest of eight on the very rounds it is
-#     judged on is whichever ran luckiest there; the line says whether it was met, beside the
-#     figure with the best chosen on all rounds (docs/results.md, "The OpenMP schedule a user
-#     would pick");
+#     judged on is whichever ran luckiest there; the line says whether it was met by the figure
+#     with the best chosen on all rounds, and by the held-out one where both halves chose the
+#     same schedule (docs/results.md, "The OpenMP schedule a user would pick");
 #   uniform: pbs <= 1.02x OpenMP static, and at most one rebalancing after iteration 10 in the
 #     median round (issue 19 asks none: on this shared VM one core is sometimes 5-15 % slower
 #     for 8 iterations or more, a real difference between the threads that pbs answers);

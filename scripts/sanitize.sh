@@ -71,6 +71,8 @@ for policy in pbs eager ws; do
     done
 done
 PBS_STEAL=always STARPU_NCPU=4 checked "$asan/heat" --workers 4 --iters 50 --nx 9 --ny 7 --side 5
+# Each worker's queue in push order instead of by box load (the heap's other path).
+PBS_STARPU_ORDER=fifo checked "$asan/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
 checked "$asan/errors" 2> /dev/null
 # StarPU leaks about 1 KB at start-up under every policy (from a module it loads and unloads):
 # the leaks under pbs must be eager's.

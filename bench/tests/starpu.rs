@@ -93,6 +93,46 @@ fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
     assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
 }
 
+/// One worker, an iteration at a time: the tasks of an iteration are all ready while the first
+/// one (box 0, a hot box, 100 times a cold one's time) runs, so the order of the queue decides
+/// where the other hot boxes (1, 8 and 9 of the 8 × 8) start. Their mean start position within
+/// iterations 2 to 5, under PBS_STARPU_ORDER=`order`.
+fn hot_start_position(order: &str) -> f64 {
+    let dir = built();
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let trace = scratch.join(format!("order-{order}.trace"));
+    ok(pbs_bench::starpu::starpu_command(&dir.join("heat"), "", 1, scratch, None)
+        .env("PBS_STARPU_ORDER", order)
+        .args(["--sched", "pbs", "--workers", "1", "--iters", "6", "--nx", "8", "--ny", "8", "--side", "16"])
+        .args(["--hot", "3000", "--barrier", "1", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap());
+    let boxes: Vec<usize> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(boxes.len(), 6 * 64);
+    let positions: Vec<usize> = (2..6)
+        .flat_map(|it| {
+            let order = &boxes[it * 64..(it + 1) * 64];
+            [1, 8, 9].map(|hot| order.iter().position(|&k| k == hot).unwrap())
+        })
+        .collect();
+    positions.iter().sum::<usize>() as f64 / positions.len() as f64
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn the_heaviest_box_runs_first_on_its_worker_unless_asked_for_fifo() {
+    // In submission order boxes 1, 8 and 9 start at positions 1, 8 and 9 (mean 6); heaviest
+    // first, right after box 0 (mean 2).
+    let (heaviest, fifo) = (hot_start_position("heaviest"), hot_start_position("fifo"));
+    assert!(heaviest <= 3.0, "heaviest first: the hot boxes started at mean position {heaviest}");
+    assert!(fifo >= 5.0, "fifo: the hot boxes started at mean position {fifo}");
+}
+
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
@@ -213,9 +253,8 @@ fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields()
         let rows = rows.as_array().unwrap();
         assert_eq!(rows.len(), 3);
         for r in rows {
-            for key in
-                ["program", "scheduler", "iter_ms_median", "efficiency", "affinity", "modelled_misses", "checksum"]
-            {
+            let keys = ["program", "scheduler", "iter_ms_median", "iter_ms_mean", "efficiency", "affinity"];
+            for key in keys.into_iter().chain(["modelled_misses", "checksum"]) {
                 assert!(r.get(key).is_some_and(|v| !v.is_null()), "{key} in {r}");
             }
             assert_eq!(r["program"], app[1], "{r}");

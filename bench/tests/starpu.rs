@@ -153,7 +153,7 @@ fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
     assert!(out.status.code() == Some(2) && err.contains("StarPU has no policy named fifo-ish"), "{err}");
     // Bad settings of the environment are named, and the run goes on.
     let (_, err) = ok(starpu(&dir.join("heat")).env("PBS_STEAL", "sometimes").args(["--iters", "2"]).output().unwrap());
-    assert!(err.contains("PBS_STEAL=sometimes: expected never, always or auto"), "{err}");
+    assert!(err.contains("PBS_STEAL=sometimes: expected never, always or auto; stealing stays always"), "{err}");
 }
 
 #[test]

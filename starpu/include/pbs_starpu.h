@@ -19,9 +19,9 @@
  * or, for a program nobody changes, STARPU_SCHED=pbs with libpbs_starpu_preload.so in
  * LD_PRELOAD. Link: -lpbs_starpu (built by starpu/build.sh), with StarPU's own flags
  * (pkg-config starpu-1.3). The pbs settings PBS_METHOD, PBS_TOL, PBS_TRIGGER and PBS_STEPS
- * apply as for pbs_executor_new; PBS_STEAL is never (owners only), always (an idle worker
- * steals at once) or auto (the default: after two mean task times idle, from a queue of two
- * tasks or more). PBS_STARPU_ORDER is heaviest (the default: a worker runs the ready task whose
+ * apply as for pbs_executor_new; PBS_STEAL is never (owners only), always (the default: an
+ * idle worker steals at once, from a queue of two tasks or more) or auto (after two mean task
+ * times idle). PBS_STARPU_ORDER is heaviest (the default: a worker runs the ready task whose
  * box was the heaviest at the last iteration's end first) or fifo (in push order).
  * PBS_STARPU_VERBOSE=1 prints the policy's figures at shutdown. One scheduling
  * context per process uses the policy, and it uses each task's sched_data field (which StarPU

@@ -382,7 +382,8 @@ static void init_sched(unsigned ctx) {
         say(message);
     }
     /* At once by default: with the heaviest box first, waiting before stealing (auto) made the
-       heat code's and md's runs up to 13 % longer in 12 of 13 pairs (docs/starpu.md, "Heaviest box first"). */
+       heat code's and md's runs up to 13 % longer in 12 of 13 pairs of runs (docs/starpu.md,
+       "Heaviest box first"). */
     const char *steal = getenv("PBS_STEAL");
     S.steal = 1;
     if (steal && !strcmp(steal, "never")) S.steal = 0;

@@ -524,12 +524,12 @@ static struct starpu_task *heap_take(struct heap *h, size_t i) {
     return task;
 }
 
-/* A ready task of box `box` goes to worker `worker`'s queue (caller holds its mutex): by the
-   box's last load with PBS_STARPU_ORDER=heaviest (the default), else, or when the heap cannot
-   grow, at the back of the list. In a dataflow program the heavy boxes are the critical path:
-   each iteration's heavy tasks wait on the last one's, and running them first lets the next
-   ones become ready while the light ones fill the gaps (the heat code's hot corner: 0.87-0.91 x
-   eager's mean iteration time instead of 0.99-1.05, docs/starpu.md). */
+/* A ready task goes to worker `worker`'s queue (caller holds its mutex): by its box's last
+   load with PBS_STARPU_ORDER=heaviest (the default), else, or when the heap cannot grow, at
+   the back of the list. In a dataflow program the heavy boxes are the critical path: each
+   iteration's heavy tasks wait on the last one's, and running them first lets the next ones
+   become ready while the light ones fill the gaps (the heat code's hot corner: 0.80-0.99 x
+   eager's mean iteration time instead of 0.99-1.06, docs/starpu.md). */
 static void enqueue(int worker, struct starpu_task *task) {
     if (S.heaviest_first &&
         !heap_push(&S.heap[worker], task, load_of(atomic_load_explicit(&S.mapping, memory_order_acquire), task)))

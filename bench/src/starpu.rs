@@ -418,8 +418,8 @@ fn measure_in(
     for (p, policy) in s.policies.iter().enumerate() {
         let r = &runs[p];
         let med = |f: fn(&AppRun) -> f64| median(&r.iter().map(f).collect::<Vec<_>>());
-        let ratios: Vec<f64> = r.iter().zip(&runs[eager]).map(|(a, b)| a.iter_ms_median / b.iter_ms_median).collect();
-        let mean_ratios: Vec<f64> = r.iter().zip(&runs[eager]).map(|(a, b)| a.iter_ms_mean / b.iter_ms_mean).collect();
+        let to_eager =
+            |f: fn(&AppRun) -> f64| median(&r.iter().zip(&runs[eager]).map(|(a, b)| f(a) / f(b)).collect::<Vec<_>>());
         let miss_ratios: Vec<f64> = r
             .iter()
             .zip(&runs[eager])
@@ -434,8 +434,8 @@ fn measure_in(
             scheduler: policy.clone(),
             iter_ms_median: Some(med(|x| x.iter_ms_median)),
             iter_ms_mean: Some(med(|x| x.iter_ms_mean)),
-            ratio_to_eager: Some(median(&ratios)),
-            mean_ratio_to_eager: Some(median(&mean_ratios)),
+            ratio_to_eager: Some(to_eager(|x| x.iter_ms_median)),
+            mean_ratio_to_eager: Some(to_eager(|x| x.iter_ms_mean)),
             efficiency: Some(med(|x| x.efficiency)),
             affinity: Some(med(|x| x.affinity)),
             modelled_misses: Some(med(|x| x.misses as f64) as u64),

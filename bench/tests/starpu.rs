@@ -253,8 +253,16 @@ fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields()
         let rows = rows.as_array().unwrap();
         assert_eq!(rows.len(), 3);
         for r in rows {
-            let keys = ["program", "scheduler", "iter_ms_median", "iter_ms_mean", "efficiency", "affinity"];
-            for key in keys.into_iter().chain(["modelled_misses", "checksum"]) {
+            for key in [
+                "program",
+                "scheduler",
+                "iter_ms_median",
+                "iter_ms_mean",
+                "efficiency",
+                "affinity",
+                "modelled_misses",
+                "checksum",
+            ] {
                 assert!(r.get(key).is_some_and(|v| !v.is_null()), "{key} in {r}");
             }
             assert_eq!(r["program"], app[1], "{r}");

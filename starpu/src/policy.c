@@ -709,7 +709,10 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         return;
     }
     /* An iteration's worth of box tasks ran: a box's time in it is the mean of its tasks', its
-       load the median of its last LOAD_SAMPLES times (a box that did not run keeps its last). */
+       load the median of its last LOAD_SAMPLES times (a box that did not run keeps its last).
+       Each load also goes into the mapping in use, for the queues' order (enqueue): map_lock is
+       held, so no other mapping is published meanwhile, and the next one copies them. */
+    struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
     double *loads = malloc(boxes * sizeof *loads);
     for (size_t b = 0; b < boxes; b++) {
         double *last = S.load + b * LOAD_SAMPLES;
@@ -719,15 +722,13 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         }
         S.sum[b] = 0.0;
         S.runs[b] = 0;
-        if (loads) loads[b] = median_of(last);
-    }
-    /* The queues' order (enqueue): each box's load, in the mapping in use (map_lock is held:
-       no other mapping is published meanwhile, and the next one copies them). */
-    struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
-    for (size_t b = 0; loads && m && b < boxes && b < m->boxes; b++) {
-        uint64_t bits;
-        memcpy(&bits, &loads[b], sizeof bits);
-        atomic_store_explicit(&m->load[b], bits, memory_order_relaxed);
+        double load = median_of(last);
+        if (loads) loads[b] = load;
+        if (m && b < m->boxes) {
+            uint64_t bits;
+            memcpy(&bits, &load, sizeof bits);
+            atomic_store_explicit(&m->load[b], bits, memory_order_relaxed);
+        }
     }
     S.done = 0;
     /* The mapper's first measurement rebalances whatever it shows: it waits until every box's

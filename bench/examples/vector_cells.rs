@@ -8,6 +8,8 @@
 //! - `scalar`: pbs's mapping, balanced on the summed cost (what the executor does);
 //! - `strips`: a column-major prefix split of the summed cost (strips along the fall of
 //!   gravity, which hold every density in the same proportion);
+//! - `rebin×α`: pbs's mapping of `α · rebin + forces`, a weighted sum that asks more balance of
+//!   the rebin phase (judged on the true costs);
 //! - `drift N`: pbs's cells after N rounds in which every vCore steps towards the side of its
 //!   cell that is rich in rebin cost (the rebin-weighted centroid minus the force-weighted
 //!   one), by a quarter of its cell's radius times its rebin deficit, and the power-cell
@@ -21,6 +23,9 @@ use pbs_bench::model::trace::Trace;
 
 /// How far a vCore steps per round, in cell radii per unit of rebin deficit.
 const STEP: f64 = 0.25;
+
+/// The weights of the rebin cost in the `rebin×α` rows.
+const WEIGHTS: [f64; 4] = [1.5, 2.0, 3.0, 6.0];
 
 fn main() {
     let counts = pbs_bench::example_counts("vector_cells [SIDE] [PARTS] [ROUNDS]", &[Some(64), Some(16), Some(60)]);
@@ -53,6 +58,13 @@ fn main() {
         balance(&mut PowerCells::default(), &problem, &mut vcores, StopRule { max_steps: 200, tol: 0.01 }, |_| {});
         print("scalar", vcores.owners());
         print("strips", &column_strips(&grid, &total, parts));
+        for alpha in WEIGHTS {
+            let weighted: Vec<f64> = rebin.iter().zip(forces).map(|(r, f)| alpha * r + f).collect();
+            let on = Problem::new(grid, &weighted, parts).unwrap_or_else(|e| fail(&e));
+            let mut cells = VCores::from_bisection(&on);
+            balance(&mut PowerCells::default(), &on, &mut cells, StopRule { max_steps: 200, tol: 0.01 }, |_| {});
+            print(&format!("rebin×{alpha}"), cells.owners());
+        }
         let mut held =
             PowerCells::new(PowerCellsSettings { relax: 0.0, ..Default::default() }).unwrap_or_else(|e| fail(&e));
         let mean_rebin = rebin.iter().sum::<f64>() / parts as f64;

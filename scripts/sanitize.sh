@@ -54,9 +54,9 @@ flags=(-std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefi
 starpu_libs=$(pkg-config --libs starpu-1.3)
 "${CC:-cc}" "${flags[@]}" -shared starpu/src/policy.c -o "$asan/libpbs_starpu.so" -L"$lib" -lpbs_ffi $starpu_libs \
     -lpthread -lm -Wl,-rpath,"$lib"
-for program in examples/heat examples/md tests/errors; do
+for program in examples/heat examples/md tests/errors tests/steal; do
     sources=("starpu/$program.c")
-    [ "$program" = tests/errors ] || sources+=(starpu/examples/driver.c)
+    [[ "$program" = tests/* ]] || sources+=(starpu/examples/driver.c)
     "${CC:-cc}" "${flags[@]}" "${sources[@]}" -o "$asan/$(basename $program)" "$asan/libpbs_starpu.so" -L"$lib" \
         -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$asan" -Wl,-rpath,"$lib"
 done
@@ -74,6 +74,9 @@ PBS_STEAL=always STARPU_NCPU=4 checked "$asan/heat" --workers 4 --iters 50 --nx 
 # Each worker's queue in push order instead of by box load (the heap's other path).
 PBS_STARPU_ORDER=fifo checked "$asan/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
 checked "$asan/errors" 2> /dev/null
+# A thief waiting for a push, woken by one, and staying awake while a queue holds two tasks.
+checked "$asan/steal"
+PBS_STEAL=auto checked "$asan/steal"
 # StarPU leaks about 1 KB at start-up under every policy (from a module it loads and unloads):
 # the leaks under pbs must be eager's.
 leaked() {

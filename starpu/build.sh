@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the StarPU side of pbs into target/starpu/: libpbs_starpu.so (the policy),
 # libpbs_starpu_preload.so (STARPU_SCHED=pbs for unchanged programs), heat and md (ffi/examples'
-# heat code and apps' md as StarPU tasks) and errors (the policy's tests/errors.c), against Debian's StarPU 1.3 and the release libpbs_ffi.so.
+# heat code and apps' md as StarPU tasks), errors and steal (the policy's tests/*.c), against Debian's StarPU 1.3 and the release libpbs_ffi.so.
 # Usage: starpu/build.sh [--no-cargo]   (--no-cargo: libpbs_ffi.so is already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +29,8 @@ for app in heat md; do
     "$cc" "${flags[@]}" starpu/examples/driver.c starpu/examples/$app.c -o "$out/$app$tmp" \
         "$out/libpbs_starpu.so$tmp" -L"$lib" -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"
 done
-"$cc" "${flags[@]}" starpu/tests/errors.c -o "$out/errors$tmp" \
-    "$out/libpbs_starpu.so$tmp" -L"$lib" -lpbs_ffi $starpu_libs -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"
-for f in libpbs_starpu.so libpbs_starpu_preload.so heat md errors; do mv -f "$out/$f$tmp" "$out/$f"; done
+for test in errors steal; do
+    "$cc" "${flags[@]}" starpu/tests/$test.c -o "$out/$test$tmp" \
+        "$out/libpbs_starpu.so$tmp" -L"$lib" -lpbs_ffi $starpu_libs -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"
+done
+for f in libpbs_starpu.so libpbs_starpu_preload.so heat md errors steal; do mv -f "$out/$f$tmp" "$out/$f"; done

@@ -1,6 +1,6 @@
 //! The StarPU policy of `starpu/`, built and run against Debian's StarPU 1.3: the heat code's
 //! and md's results under every policy and against the pbs runtime's own heat and md, StarPU's unchanged programs
-//! under pbs through the preload library, bad declarations, and `pbs-bench starpu` itself.
+//! under pbs through the preload library, bad declarations, a thief's wake-up, and `pbs-bench starpu` itself.
 //! They need libstarpu-dev, starpu-examples and openmpi-bin (StarPU's MPI-built examples start
 //! an MPI singleton), so they are ignored by plain `cargo test`; scripts/test.sh installs those
 //! and runs them.
@@ -131,6 +131,19 @@ fn the_heaviest_box_runs_first_on_its_worker_unless_asked_for_fifo() {
     let (heaviest, fifo) = (hot_start_position("heaviest"), hot_start_position("fifo"));
     assert!(heaviest <= 3.0, "heaviest first: the hot boxes started at mean position {heaviest}");
     assert!(fifo >= 5.0, "fifo: the hot boxes started at mean position {fifo}");
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn a_worker_that_found_nothing_to_steal_is_woken_when_a_queue_fills() {
+    // starpu/tests/steal.c: every task on box 0's worker; the other one finds nothing to steal
+    // during a pause, then 100 tasks of 200 µs arrive. Left waiting, it would steal none of
+    // them (0 of 101 with the pushes' wake-up taken out).
+    let (out, _) = ok(starpu(&built().join("steal")).output().unwrap());
+    let stolen: usize = out.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{out}"));
+    assert!(stolen >= 10, "{out}");
+    let (out, _) = ok(starpu(&built().join("steal")).env("PBS_STEAL", "never").output().unwrap());
+    assert!(out.starts_with("stolen 0 of 101"), "{out}");
 }
 
 #[test]

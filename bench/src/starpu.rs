@@ -108,6 +108,10 @@ pub struct StarpuRow {
     /// Median over rounds of this policy's mean iteration time over eager's in the same round
     /// (our apps only).
     pub mean_ratio_to_eager: Option<f64>,
+    /// Median over rounds of this policy's mean iteration time over the least of the other
+    /// policies' in the same round (our apps only; None with one policy). The other side is
+    /// whichever ran fastest in each round, so the ratio leans against the policy it is for.
+    pub mean_ratio_to_best_other: Option<f64>,
     /// Task time / (workers × wall), median over rounds (our apps only).
     pub efficiency: Option<f64>,
     /// Share of box executions on the worker that ran the box's previous one (our apps only).
@@ -426,6 +430,12 @@ fn measure_in(
             .filter(|(_, b)| b.misses > 0)
             .map(|(a, b)| a.misses as f64 / b.misses as f64)
             .collect();
+        let to_best_other: Vec<f64> = (0..r.len())
+            .filter_map(|k| {
+                let best = (0..n).filter(|&q| q != p).map(|q| runs[q][k].iter_ms_mean).reduce(f64::min)?;
+                Some(r[k].iter_ms_mean / best)
+            })
+            .collect();
         let checksums: Vec<&str> = r.iter().map(|x| x.checksum.as_str()).collect();
         let stable = checksums.iter().all(|c| *c == checksums[0]);
         let pbs = policy == "pbs";
@@ -436,6 +446,7 @@ fn measure_in(
             iter_ms_mean: Some(med(|x| x.iter_ms_mean)),
             ratio_to_eager: Some(to_eager(|x| x.iter_ms_median)),
             mean_ratio_to_eager: Some(to_eager(|x| x.iter_ms_mean)),
+            mean_ratio_to_best_other: (!to_best_other.is_empty()).then(|| median(&to_best_other)),
             efficiency: Some(med(|x| x.efficiency)),
             affinity: Some(med(|x| x.affinity)),
             modelled_misses: Some(med(|x| x.misses as f64) as u64),
@@ -518,6 +529,7 @@ fn examples(
                 iter_ms_mean: None,
                 ratio_to_eager: Some(median(&wall[p].iter().zip(&wall[eager]).map(|(a, b)| a / b).collect::<Vec<_>>())),
                 mean_ratio_to_eager: None,
+                mean_ratio_to_best_other: None,
                 efficiency: None,
                 affinity: None,
                 modelled_misses: None,
@@ -549,6 +561,7 @@ pub fn table(rows: &[StarpuRow]) -> Table {
         "vs eager",
         "mean ms",
         "vs eager",
+        "vs best other",
         "efficiency",
         "affinity",
         "modelled misses",
@@ -569,6 +582,7 @@ pub fn table(rows: &[StarpuRow]) -> Table {
             opt(r.ratio_to_eager, 3),
             opt(r.iter_ms_mean, 3),
             opt(r.mean_ratio_to_eager, 3),
+            opt(r.mean_ratio_to_best_other, 3),
             opt(r.efficiency, 3),
             opt(r.affinity, 3),
             r.modelled_misses.map_or("-".into(), |m| m.to_string()),

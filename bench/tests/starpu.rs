@@ -271,6 +271,7 @@ fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields()
                 "scheduler",
                 "iter_ms_median",
                 "iter_ms_mean",
+                "mean_ratio_to_best_other",
                 "efficiency",
                 "affinity",
                 "modelled_misses",
@@ -283,6 +284,14 @@ fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields()
             assert!(r["affinity"].as_f64().unwrap() <= 1.0);
         }
         assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]));
+        // One round: the fastest policy's ratio to the best other is at most 1, every other's
+        // at least 1.
+        let to_best: Vec<f64> = rows.iter().map(|r| r["mean_ratio_to_best_other"].as_f64().unwrap()).collect();
+        assert_eq!(
+            to_best.iter().filter(|&&x| x < 1.0).count().max(1),
+            to_best.iter().filter(|&&x| x <= 1.0).count(),
+            "{to_best:?}"
+        );
     }
     // StarPU not found: a clear error, no panic.
     let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))

@@ -74,7 +74,7 @@ PBS_STEAL=always STARPU_NCPU=4 checked "$asan/heat" --workers 4 --iters 50 --nx 
 # Each worker's queue in push order instead of by box load (the heap's other path).
 PBS_STARPU_ORDER=fifo checked "$asan/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
 checked "$asan/errors" 2> /dev/null
-# A thief waiting for a push, woken by one, and staying awake while a queue holds two tasks.
+# A thief waiting for a push and woken by one (starpu/tests/steal.c), with stealing at once and after a wait.
 checked "$asan/steal"
 PBS_STEAL=auto checked "$asan/steal"
 # StarPU leaks about 1 KB at start-up under every policy (from a module it loads and unloads):

@@ -578,8 +578,8 @@ static int push_task(struct starpu_task *task) {
             }
     starpu_worker_lock(worker);
     enqueue(worker, task);
-    /* Sequentially consistent, as the waiting flags below and in pop_task: of this increment
-       and a thief's flag, each side sees the other's (see wait_for_a_push). */
+    /* Sequentially consistent, as the waiting flags: of this increment and a thief's flag,
+       each side sees the other's (see wait_for_a_push). */
     size_t queued = atomic_fetch_add(&S.queued[worker], 1) + 1;
     starpu_push_task_end(task);
     starpu_worker_unlock(worker);

@@ -586,11 +586,16 @@ static int push_task(struct starpu_task *task) {
     /* The owner, when its queue was empty: with a task queued before, it is awake (a push woke
        it then and it has not popped since, or it is running one). The waiting others too, once
        the queue holds something to steal (two tasks). */
-    atomic_store(&S.waiting[worker], 0);
+    /* Each flag is read before it is written: most pushes find it down, and a read does not
+       take the flag's cache line away from its worker as a write does. */
+    if (atomic_load(&S.waiting[worker])) atomic_store(&S.waiting[worker], 0);
     if (queued == 1) starpu_wake_worker_relax_light(worker);
     if (queued >= 2 && S.steal)
-        for (unsigned p = 0; p < S.workers; p++)
-            if (S.id[p] != worker && atomic_exchange(&S.waiting[S.id[p]], 0)) starpu_wake_worker_relax_light(S.id[p]);
+        for (unsigned p = 0; p < S.workers; p++) {
+            int w = S.id[p];
+            if (w != worker && atomic_load(&S.waiting[w]) && atomic_exchange(&S.waiting[w], 0))
+                starpu_wake_worker_relax_light(w);
+        }
     return 0;
 }
 

@@ -126,16 +126,24 @@ fn three_giants_end_no_worse_than_rcb_over_10_and_near_the_bound_over_16() {
 /// The dense hot-box maps (a 3×3 block of boxes each 300 × the background) over 72 vCores, from
 /// the RCB start: the start is balanced within 5 % and the run takes no step, but the thin
 /// cells around the block left 1–3 parts in pieces on four of the six maps. The end of a first
-/// balancing now mends them without raising the largest charge.
+/// balancing mends them without raising the largest charge and without emptying a part: until
+/// 2026-11-29 it mended two of the maps by handing a whole small part to its neighbours (one
+/// part with no box, which this test did not look at); one of those keeps a part in pieces now
+/// (a lone box diagonal to its block).
 #[test]
-fn dense_hot_boxes_end_with_every_part_in_one_piece() {
+fn dense_hot_boxes_end_with_every_part_in_one_piece_but_one_and_none_empty() {
+    let mut in_pieces = 0;
     for map in pbs_bench::peers::dense_maps(6).into_iter().filter(|m| m.name.contains("hot-box")) {
         let problem = Problem::new(map.grid, &map.loads, 72).unwrap();
         let mut vcores = VCores::from_bisection(&problem);
         let start = vcores.max_avg();
         let mut m = methods::by_name(methods::DEFAULT).unwrap();
         let out = balance(m.as_mut(), &problem, &mut vcores, StopRule::for_problem(&problem), |_| {});
-        assert_eq!(pbs::metrics::disconnected_parts(&map.grid, vcores.owners(), 72), 0, "{}: {out:?}", map.name);
+        in_pieces += pbs::metrics::disconnected_parts(&map.grid, vcores.owners(), 72);
+        let mut holds = [false; 72];
+        vcores.owners().iter().for_each(|&v| holds[v as usize] = true);
+        assert!(holds.iter().all(|&h| h), "{}: a part with no box", map.name);
         assert!(out.converged && out.max_avg <= start, "{}: {out:?}", map.name);
     }
+    assert!(in_pieces <= 1, "{in_pieces} parts in pieces over the six maps");
 }

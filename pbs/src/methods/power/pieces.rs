@@ -1,7 +1,8 @@
 //! Parts in pieces. A power cell is convex in the plane, but the boxes whose centres fall in a
 //! thin cell need not touch, and such a part then runs as two or more separate blocks. After a
 //! run, each piece but the main one of a part is handed to the neighbours by one weight shift,
-//! kept only if fewer parts are in pieces and no charge rises above the largest one before.
+//! kept only if fewer parts are in pieces, no part is left with no box, and no charge rises
+//! above the largest one before.
 
 use super::{hold_giants, PowerCells, NO_BOX};
 use crate::assign::assign_on;
@@ -55,6 +56,13 @@ fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize
     (broken, out)
 }
 
+/// Parts of `owners` (ids below `n`) that hold no box.
+fn empty_parts(owners: &[u32], n: usize) -> usize {
+    let mut holds = vec![false; n];
+    owners.iter().for_each(|&v| holds[v as usize] = true);
+    holds.iter().filter(|&&h| !h).count()
+}
+
 impl PowerCells {
     /// Hands pieces of parts to their neighbours while that keeps the balance (see the module
     /// documentation); a part whose pieces cannot be mended that way stays as it is.
@@ -70,6 +78,7 @@ impl PowerCells {
                 return;
             }
             let largest = vcores.charges().iter().copied().fold(0.0, f64::max);
+            let empty = empty_parts(vcores.owners(), vcores.len());
             for (part, boxes) in list {
                 if boxes.iter().any(|&k| self.run.held[k]) {
                     continue;
@@ -110,7 +119,11 @@ impl PowerCells {
                         &mut self.scratch.trial,
                     );
                     let q = metrics::charges(&self.scratch.trial.owner, problem.loads(), vcores.len());
-                    if q.iter().copied().fold(0.0, f64::max) > largest {
+                    // A shift can hand a part's main piece over with its other pieces: a part
+                    // with no box is not mended.
+                    if q.iter().copied().fold(0.0, f64::max) > largest
+                        || empty_parts(&self.scratch.trial.owner, vcores.len()) > empty
+                    {
                         continue;
                     }
                     let after = pieces(&grid, &self.scratch.trial.owner, &self.run.giant_of);
@@ -136,7 +149,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// From random sites and weights over random loads (with a heavy box now and then),
-        /// mending never raises the largest charge nor leaves more parts in pieces, every box
+        /// mending never raises the largest charge nor leaves more parts in pieces or empty, every box
         /// keeps an owner, and every giant stays with its holder.
         #[test]
         fn mending_keeps_the_balance_and_never_breaks_more_parts(
@@ -158,9 +171,11 @@ mod tests {
             method.capacities(&problem, &vcores);
             let (broken, _) = pieces(&grid, vcores.owners(), &method.run.giant_of);
             let largest = vcores.charges().iter().copied().fold(0.0, f64::max);
+            let empty = empty_parts(vcores.owners(), parts);
             method.mend_pieces(&problem, &mut vcores);
             let (after, _) = pieces(&grid, vcores.owners(), &method.run.giant_of);
             prop_assert!(after <= broken);
+            prop_assert!(empty_parts(vcores.owners(), parts) <= empty);
             prop_assert_eq!(after, metrics::disconnected_parts(&grid, vcores.owners(), parts));
             prop_assert!(vcores.charges().iter().copied().fold(0.0, f64::max) <= largest);
             prop_assert_eq!(vcores.owners().len(), grid.len());

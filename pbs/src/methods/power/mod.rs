@@ -41,7 +41,13 @@
 //!    could then only change hands all at once).
 //! 5. **Parts in pieces.** The boxes of a thin convex cell need not touch. A first balancing
 //!    ends by handing each stray piece of a part to its neighbours, by one weight shift kept
-//!    only if fewer parts are left in pieces and the largest charge does not rise.
+//!    only if fewer parts are left in pieces, none is left with no box, and the largest charge
+//!    does not rise.
+//! 6. **Cells with no box.** Where giant boxes set the bound, the others have room to spare and
+//!    a run can meet its tolerance with a cell that holds nothing. Every run ends by giving such
+//!    a cell a box (its nearest free box, or a cheap boundary box of the most loaded cells with
+//!    the vCore moved onto it), kept only if the largest charge does not rise and no more parts
+//!    are in pieces.
 //!
 //! Capacities are `m` for everybody unless single boxes outweigh the share they would need: a
 //! water-filling pass finds these giants, gives each a holder vCore for the whole run (its
@@ -50,6 +56,7 @@
 //! converges to the lower bound `max(1, q_max/m)` instead of chasing an impossible `m`.
 
 mod cell_step;
+mod empty;
 mod giants;
 mod pieces;
 
@@ -357,7 +364,7 @@ impl Balancer for PowerCells {
     /// A run cut short in the Newton phase may end on a worse state than one it passed
     /// through (that phase may worsen the balance on its way): return to the best. Then, after a
     /// first balancing, mend the parts that fell in pieces where that keeps the balance (see
-    /// `pieces`).
+    /// `pieces`), and after any run give the cells with no box one (see `empty`).
     fn finish(&mut self, problem: &Problem, vcores: &mut VCores) {
         let now = merit(vcores.charges(), &self.run.capacity);
         if let Some((best, positions, weights)) = self.run.best.take() {
@@ -374,6 +381,7 @@ impl Balancer for PowerCells {
         if cold {
             self.mend_pieces(problem, vcores);
         }
+        self.fill_empty_cells(problem, vcores);
     }
 }
 

@@ -58,9 +58,7 @@ fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize
 
 /// Parts of `owners` (ids below `n`) that hold no box.
 fn empty_parts(owners: &[u32], n: usize) -> usize {
-    let mut holds = vec![false; n];
-    owners.iter().for_each(|&v| holds[v as usize] = true);
-    holds.iter().filter(|&&h| !h).count()
+    super::empty::empty_cells(owners, n).len()
 }
 
 impl PowerCells {

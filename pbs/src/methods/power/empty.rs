@@ -1,0 +1,134 @@
+//! Cells with no box. A run stops once the largest charge is within its tolerance of the lower
+//! bound, and where a giant box sets that bound the other cells have room to spare: a cell can
+//! end with no box (one a random start placed away from every box, or one squeezed out on the
+//! way), which leaves a thread, a rank or a part with nothing of its own. At the end of a run
+//! each such cell is given a box, by one weight increase that captures its nearest free loaded
+//! box, or else by moving its vCore onto one of the cheapest boundary boxes of the most loaded
+//! cells, weighted to just win it. A trial is kept only if it leaves fewer cells empty, no more
+//! parts in pieces, and no charge above the largest before.
+
+use super::cell_step::capture_distance;
+use super::{hold_giants, PowerCells};
+use crate::assign::{assign_on, NONE};
+use crate::grid::Point;
+use crate::metrics;
+use crate::problem::Problem;
+use crate::vcores::VCores;
+
+/// Most trials in one run's end (each is an assignment).
+const MAX_TRIALS: usize = 32;
+/// Boundary boxes tried per empty cell when its own capture does not do.
+const MOVES_PER_CELL: usize = 8;
+
+/// The cells of `owners` (ids below `n`) that hold no box.
+pub(super) fn empty_cells(owners: &[u32], n: usize) -> Vec<usize> {
+    let mut holds = vec![false; n];
+    owners.iter().for_each(|&v| holds[v as usize] = true);
+    (0..n).filter(|&v| !holds[v]).collect()
+}
+
+impl PowerCells {
+    /// Gives the cells with no box one where that keeps the balance (see the module
+    /// documentation); one pass over the owners when none is empty.
+    pub(super) fn fill_empty_cells(&mut self, problem: &Problem, vcores: &mut VCores) {
+        let n = vcores.len();
+        let mut empty = empty_cells(vcores.owners(), n);
+        if empty.is_empty() {
+            return;
+        }
+        // A run that took no step has not looked for giants yet.
+        self.capacities(problem, vcores);
+        let mut trials = 0;
+        while !empty.is_empty() && trials < MAX_TRIALS {
+            let Some((positions, weights, after)) = self.first_filling(problem, vcores, &empty, &mut trials) else {
+                return;
+            };
+            vcores.update(problem, |p, w| {
+                p.copy_from_slice(&positions);
+                w.copy_from_slice(&weights);
+            });
+            empty = after;
+        }
+    }
+
+    /// The first trial that fills one of the `empty` cells within the rules: its vCores, weights
+    /// and the cells it leaves empty.
+    fn first_filling(
+        &mut self,
+        problem: &Problem,
+        vcores: &VCores,
+        empty: &[usize],
+        trials: &mut usize,
+    ) -> Option<(Vec<Point>, Vec<f64>, Vec<usize>)> {
+        let (grid, loads, n) = (*problem.grid(), problem.loads(), vcores.len());
+        let charges = vcores.charges();
+        let largest = charges.iter().copied().fold(0.0, f64::max);
+        let broken = metrics::disconnected_parts(&grid, vcores.owners(), n);
+        let a = vcores.assignment();
+        // The cheapest boundary boxes of the most loaded cells, for the moves.
+        let mut spots: Vec<usize> =
+            (0..grid.len()).filter(|&k| a.second[k] != NONE && !self.run.held[k] && loads[k] > 0.0).collect();
+        let cheapest_of_most_loaded = |&x: &usize, &y: &usize| {
+            let (ox, oy) = (a.owner[x] as usize, a.owner[y] as usize);
+            charges[oy].total_cmp(&charges[ox]).then(ox.cmp(&oy)).then(a.gap[x].total_cmp(&a.gap[y])).then(x.cmp(&y))
+        };
+        if spots.len() > MOVES_PER_CELL {
+            spots.select_nth_unstable_by(MOVES_PER_CELL - 1, cheapest_of_most_loaded);
+            spots.truncate(MOVES_PER_CELL);
+        }
+        spots.sort_unstable_by(cheapest_of_most_loaded);
+        for &e in empty {
+            let capture = capture_distance(problem, vcores, e, &self.run.held);
+            let own = (capture > 0.0).then(|| (vcores.positions()[e], vcores.weights()[e] + capture));
+            // Sitting on box k and weighted just past its owner's power there, it wins k.
+            let moves = spots.iter().map(|&k| (grid.centre(k), -a.score[k] + 1e-9 * (1.0 + a.score[k].abs())));
+            for (at, weight) in own.into_iter().chain(moves) {
+                if *trials == MAX_TRIALS {
+                    return None;
+                }
+                *trials += 1;
+                let mut positions = vcores.positions().to_vec();
+                positions[e] = at;
+                self.scratch.trial_w.clear();
+                self.scratch.trial_w.extend_from_slice(vcores.weights());
+                self.scratch.trial_w[e] = weight;
+                hold_giants(&grid, &self.run.giant_of, &positions, &mut self.scratch.trial_w);
+                assign_on(problem.workers(), &grid, &positions, &self.scratch.trial_w, &mut self.scratch.trial);
+                let owners = &self.scratch.trial.owner;
+                let after = empty_cells(owners, n);
+                if after.len() < empty.len()
+                    && metrics::charges(owners, loads, n).iter().all(|&q| q <= largest)
+                    && metrics::disconnected_parts(&grid, owners, n) <= broken
+                {
+                    return Some((positions, self.scratch.trial_w.clone(), after));
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{balance, methods, Grid, Problem, StopRule, VCores};
+
+    /// A giant box sets the bound, the start is within the tolerance of it, and one vCore sits
+    /// on another (ties go to the lower index): the run takes no step, and its end gives the
+    /// shadowed cell a box without raising the largest charge.
+    #[test]
+    fn a_cell_with_no_box_gets_one_when_a_giant_sets_the_bound() {
+        let grid = Grid::new(10, 10).unwrap();
+        let mut loads = vec![1.0; 100];
+        loads[0] = 200.0;
+        let problem = Problem::new(grid, &loads, 4).unwrap();
+        let sites = vec![[0.5, 0.5, 0.5], [3.0, 3.0, 0.5], [7.0, 7.0, 0.5], [7.0, 7.0, 0.5]];
+        let mut vcores = VCores::new(&problem, sites, vec![0.0; 4]).unwrap();
+        assert!(!vcores.owners().contains(&3));
+        let before = vcores.max_avg();
+        let mut method = methods::by_name(methods::DEFAULT).unwrap();
+        let out = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
+        assert_eq!(out.steps, 0, "{out:?}");
+        assert!(vcores.owners().contains(&3), "{:?}", vcores.charges());
+        assert!(out.converged && out.max_avg <= before, "{out:?}");
+    }
+}

@@ -132,6 +132,26 @@ impl VCores {
     /// pieces and it leaves fewer. The cells are the same either way; only who gets which
     /// changes.
     pub fn restarted_from_bisection(&self, problem: &Problem) -> VCores {
+        let ids = self.bisection_ids(problem);
+        let mut fresh = VCores::sized_to_parts(problem, &ids);
+        fresh.groups = self.groups.clone();
+        fresh
+    }
+
+    /// The bisection's parts of [`VCores::restarted_from_bisection`] as power cells with
+    /// weights zero (as [`VCores::from_bisection`]) under the same ids: cells as large as
+    /// their neighbours', better balanced than the sized ones on some maps.
+    pub(crate) fn restarted_from_bisection_unweighted(&self, problem: &Problem) -> VCores {
+        let ids = self.bisection_ids(problem);
+        let mut fresh = VCores::at_centroids(problem, &ids).expect("one id below the vCore count per box");
+        fresh.groups = self.groups.clone();
+        fresh
+    }
+
+    /// A k-way recursive coordinate bisection of `problem`'s loads, each part under the id of
+    /// the cell of these vCores it overlaps most (and, with equal groups, each group's parts
+    /// on one region where that leaves fewer groups in pieces).
+    fn bisection_ids(&self, problem: &Problem) -> Vec<u32> {
         self.check(problem);
         let n = self.len();
         let parts = crate::bisection::kway_rcb(problem.grid(), problem.loads(), n)
@@ -155,9 +175,7 @@ impl VCores {
                 }
             }
         }
-        let mut fresh = VCores::sized_to_parts(problem, &ids);
-        fresh.groups = self.groups.clone();
-        fresh
+        ids
     }
 
     /// vCores at the centroids of the parts of `owners`, each weighted as the squared radius of

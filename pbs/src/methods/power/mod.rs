@@ -33,7 +33,9 @@
 //!    rebalancing) begins in the end game: from there the Newton phase's test let the largest
 //!    charge rise. A run from far away plays its end game with its vCores held first; stuck,
 //!    it returns to where the end game began and plays it again with them relaxing at every
-//!    step, and gives up after 128 steps without a new best.
+//!    step, and gives up after 128 steps without a new best. Stuck with its best state over
+//!    1.2 × the bound, it starts over once from a bisection of the loads and ends on the
+//!    better of its two runs.
 //! 4. **Compactness.** Before each step the vCores move `relax` of the way to the centroid of
 //!    their cells, each weight corrected so that the centroid's power is unchanged: cells stay
 //!    round and the balance barely moves. Each vCore aims a little off its centroid, in a
@@ -148,6 +150,11 @@ struct RunState {
     /// While a cold run plays its end game with its vCores held: the state it entered the end
     /// game in, which it returns to, relaxing, if it gets stuck (see [`Balancer::step`]).
     held_from: Option<Snapshot>,
+    /// The best state before the run started over from a bisection (see [`START_OVER_FROM`]),
+    /// which [`Balancer::finish`] returns to if the second start did no better.
+    before_start_over: Option<Snapshot>,
+    /// The vCores the run started from, whoever is which ([`sites`]).
+    first: Vec<[u64; 4]>,
 }
 
 /// Buffers reused from step to step; their content does not outlive a step.
@@ -193,6 +200,37 @@ impl PowerCells {
     pub fn settings(&self) -> &PowerCellsSettings {
         &self.settings
     }
+
+    /// A run stuck with its best state above [`START_OVER_FROM`] × the lower bound starts over,
+    /// once, from a bisection of the loads: the run goes on as a new first balancing, its best
+    /// state so far kept for [`Balancer::finish`], which ends on the better of the two.
+    fn start_over_if_far(&mut self, problem: &Problem, vcores: &mut VCores) {
+        // Judged on the best state of the run, which it ends on: the relaxing end game may be
+        // stuck far from where it had been.
+        let charges = vcores.charges();
+        let mean = metrics::ordered_sum(charges) / charges.len() as f64;
+        let now = charges.iter().copied().fold(0.0, f64::max);
+        let best = self.run.best.as_ref().map_or(now, |b| b.0 .0.min(now));
+        if self.run.before_start_over.is_some() || best <= START_OVER_FROM * problem.lower_bound() * mean {
+            return;
+        }
+        // The bisection's parts as power cells, sized to the parts or with weights zero (the
+        // peers' start), the better balanced first; not the state the run started from, which
+        // would only end where it did.
+        let mut starts =
+            [vcores.restarted_from_bisection(problem), vcores.restarted_from_bisection_unweighted(problem)];
+        starts.sort_by(|a, b| a.max_avg().total_cmp(&b.max_avg()));
+        let first = std::mem::take(&mut self.run.first);
+        let Some(fresh) = starts.into_iter().find(|v| sites(v.positions(), v.weights()) != first) else {
+            return;
+        };
+        let best = self.run.best.take().unwrap_or_else(|| {
+            (merit(vcores.charges(), &self.run.capacity), vcores.positions().to_vec(), vcores.weights().to_vec())
+        });
+        self.reset();
+        self.run.before_start_over = Some(best);
+        *vcores = fresh;
+    }
 }
 
 const NO_BOX: usize = usize::MAX;
@@ -229,6 +267,25 @@ const STALL_STEPS: usize = 128;
 /// cells compact, and stopping there too left some random starts stuck short of balance.
 const NEAR_START: f64 = 0.5;
 
+/// Imbalance over the lower bound from which a run stuck with nothing left to try starts over,
+/// once, from the centroids of a k-way recursive coordinate bisection. Where a few heavy boxes
+/// set the bound, a random start could end stuck at twice the bound while the bisection sat at
+/// it. Lower thresholds bought better balance on hard maps for up to twice the time of a cold
+/// start on the peers' maps (docs/peers.md, "Stuck far from the bound").
+const START_OVER_FROM: f64 = 1.2;
+
+/// The vCores' positions and weights as a set, whatever their ids: two sets that are equal
+/// give the same cells.
+fn sites(positions: &[Point], weights: &[f64]) -> Vec<[u64; 4]> {
+    let mut v: Vec<[u64; 4]> = positions
+        .iter()
+        .zip(weights)
+        .map(|(p, w)| [p[0].to_bits(), p[1].to_bits(), p[2].to_bits(), w.to_bits()])
+        .collect();
+    v.sort_unstable();
+    v
+}
+
 /// The best state seen in a run: its merit, positions and weights.
 type Snapshot = ((f64, f64), Vec<Point>, Vec<f64>);
 
@@ -249,6 +306,7 @@ impl Balancer for PowerCells {
         self.run.giant_of.clear();
         self.run.steps_in_run = 0;
         self.run.held_from = None;
+        self.run.before_start_over = None;
     }
 
     fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
@@ -258,6 +316,9 @@ impl Balancer for PowerCells {
         // undoes much of what each improving move gains. A run that starts near balance (a
         // rebalancing) relaxes only while far from balance (see `RELAX_WITHIN`).
         if self.run.steps_in_run == 0 {
+            if self.run.before_start_over.is_none() {
+                self.run.first = sites(vcores.positions(), vcores.weights());
+            }
             self.run.starts_near = vcores.max_avg() <= 1.0 + NEAR_START;
             self.run.endgame = vcores.max_avg() <= 1.0 + END_GAME_WITHIN;
             self.run.began_in_end_game = self.run.endgame;
@@ -312,6 +373,8 @@ impl Balancer for PowerCells {
                     });
                     self.run.stuck = false;
                     self.run.since_best = 0;
+                } else {
+                    self.start_over_if_far(problem, vcores);
                 }
             }
             return;
@@ -366,9 +429,10 @@ impl Balancer for PowerCells {
     /// first balancing, mend the parts that fell in pieces where that keeps the balance (see
     /// `pieces`), and after any run give the cells with no box one (see `empty`).
     fn finish(&mut self, problem: &Problem, vcores: &mut VCores) {
-        let now = merit(vcores.charges(), &self.run.capacity);
-        if let Some((best, positions, weights)) = self.run.best.take() {
-            if best < now {
+        for (best, positions, weights) in
+            [self.run.best.take(), self.run.before_start_over.take()].into_iter().flatten()
+        {
+            if best < merit(vcores.charges(), &self.run.capacity) {
                 vcores.update(problem, |p, w| {
                     p.copy_from_slice(&positions);
                     w.copy_from_slice(&weights);

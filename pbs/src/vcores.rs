@@ -138,14 +138,16 @@ impl VCores {
         fresh
     }
 
-    /// The bisection's parts of [`VCores::restarted_from_bisection`] as power cells with
-    /// weights zero (as [`VCores::from_bisection`]) under the same ids: cells as large as
-    /// their neighbours', better balanced than the sized ones on some maps.
-    pub(crate) fn restarted_from_bisection_unweighted(&self, problem: &Problem) -> VCores {
+    /// [`VCores::restarted_from_bisection`], and the same parts under the same ids as power
+    /// cells with weights zero (as [`VCores::from_bisection`]): cells as large as their
+    /// neighbours', better balanced than the sized ones on some maps.
+    pub(crate) fn restarts_from_bisection(&self, problem: &Problem) -> [VCores; 2] {
         let ids = self.bisection_ids(problem);
-        let mut fresh = VCores::at_centroids(problem, &ids).expect("one id below the vCore count per box");
-        fresh.groups = self.groups.clone();
-        fresh
+        let mut sized = VCores::sized_to_parts(problem, &ids);
+        let mut plain = VCores::at_centroids(problem, &ids).expect("one id below the vCore count per box");
+        sized.groups = self.groups.clone();
+        plain.groups = self.groups.clone();
+        [sized, plain]
     }
 
     /// A k-way recursive coordinate bisection of `problem`'s loads, each part under the id of

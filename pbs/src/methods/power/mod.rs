@@ -217,8 +217,7 @@ impl PowerCells {
         // The bisection's parts as power cells, sized to the parts or with weights zero (the
         // peers' start), the better balanced first; not the state the run started from, which
         // would only end where it did.
-        let mut starts =
-            [vcores.restarted_from_bisection(problem), vcores.restarted_from_bisection_unweighted(problem)];
+        let mut starts = vcores.restarts_from_bisection(problem);
         starts.sort_by(|a, b| a.max_avg().total_cmp(&b.max_avg()));
         let first = std::mem::take(&mut self.run.first);
         let Some(fresh) = starts.into_iter().find(|v| sites(v.positions(), v.weights()) != first) else {

@@ -147,8 +147,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// From random sites and weights over random loads (with a heavy box now and then),
-        /// mending never raises the largest charge nor leaves more parts in pieces or empty, every box
-        /// keeps an owner, and every giant stays with its holder.
+        /// mending never raises the largest charge nor leaves more parts in pieces or empty,
+        /// every box keeps an owner, and every giant stays with its holder.
         #[test]
         fn mending_keeps_the_balance_and_never_breaks_more_parts(
             nx in 4usize..40, ny in 4usize..40, parts in 2usize..30, seed in 0u64..1000,

@@ -103,7 +103,9 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    from where the previous call ended, or, when that mapping is more than 1.5 times the lower
    bound out of balance on these loads, over from a recursive bisection of them, each part
    keeping the id of the old part it overlaps most. Stops when converged within `tol` or after
-   `max_steps` steps, leaving the best mapping found. `outcome` may be NULL. */
+   `max_steps` steps, leaving the best mapping found. With "power-cells", a vCore left with
+   no box gets one unless that would raise the largest load or split a part, and a call stuck
+   over 1.2 times the lower bound starts over once from a bisection. `outcome` may be NULL. */
 pbs_status pbs_partitioner_balance(pbs_partitioner *p, const double *loads, size_t n_loads,
                                    double tol, size_t max_steps, uint32_t *owners,
                                    pbs_outcome *outcome);

@@ -157,7 +157,6 @@ const SETTLE: std::time::Duration = std::time::Duration::from_millis(3);
 struct Lane {
     scheduler: String,
     app: Box<dyn GridApp>,
-    exec: Box<dyn pbs_scheduler::Executor + Send>,
     rec: Recorder,
     snapshots: Vec<(usize, Vec<u32>, Vec<f64>)>,
     hw: BTreeMap<String, u64>,
@@ -167,7 +166,13 @@ struct Lane {
 
 impl Lane {
     /// Iterations `range` of this scheduler's run, with its counters running.
-    fn run_turn(&mut self, range: std::ops::Range<usize>, iters: usize, progress: &mut impl FnMut()) {
+    fn run_turn(
+        &mut self,
+        exec: &mut dyn pbs_scheduler::Executor,
+        range: std::ops::Range<usize>,
+        iters: usize,
+        progress: &mut impl FnMut(),
+    ) {
         // The previous turn's workers spin for a while before they sleep (ours 200 µs, rayon's
         // longer); started at once, this turn would share the cores with them. The driving
         // thread waits busy, not asleep: on this VM a core left idle for 3 ms ran its next two
@@ -177,12 +182,12 @@ impl Lane {
         while pause.elapsed() < SETTLE {
             std::hint::spin_loop();
         }
-        self.exec.on_each_thread(&|_| start_on_this_thread());
+        exec.on_each_thread(&|_| start_on_this_thread());
         for it in range {
             // Timed pass: no cache model in the tasks, whose bookkeeping would be timed too.
-            self.app.iterate(self.exec.as_mut(), &mut self.rec, None);
+            self.app.iterate(exec, &mut self.rec, None);
             if it == 0 || it == iters / 2 || it + 1 == iters {
-                if let Some(owners) = self.exec.planned_owners() {
+                if let Some(owners) = exec.planned_owners() {
                     self.snapshots.push((it, owners, self.app.box_work()));
                 }
             }
@@ -191,7 +196,7 @@ impl Lane {
         // Counters are per thread, and the calling thread is worker 0 of every pool: read them
         // at the end of each turn so that each scheduler's sums hold its own turns only.
         let readings = Mutex::new(Vec::new());
-        self.exec.on_each_thread(&|_| readings.lock().unwrap().push(stop_on_this_thread()));
+        exec.on_each_thread(&|_| readings.lock().unwrap().push(stop_on_this_thread()));
         for r in readings.into_inner().unwrap() {
             match r {
                 Ok((reading, why)) => {
@@ -229,33 +234,48 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     if setup.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
+    // The schedulers take turns, so their executors live side by side: their threads count
+    // together against the process's limit (see `pbs_scheduler::thread_budget`).
+    let max = pbs_scheduler::pool::MAX_THREADS;
+    let all = setup.threads.saturating_mul(setup.schedulers.len());
+    if setup.schedulers.len() > 1 && all > max {
+        return Err(format!(
+            "--threads {} for {} schedulers side by side: {all} worker threads, and a process takes at most {max}; \
+             run fewer threads or fewer schedulers (--scheduler pbs,static)",
+            setup.threads,
+            setup.schedulers.len()
+        ));
+    }
     let runtime = Runtime {
         topology: Topology::detect(),
         threads: setup.threads,
         pin: if setup.pin { Pinning::Workers } else { Pinning::Off },
         timer: BoxTimer::default(),
     };
-    let mut lanes = Vec::new();
+    // The executors apart from the lanes: they go once the timed pass is over, before the
+    // modelled pass starts one executor at a time.
+    let (mut lanes, mut execs) = (Vec::new(), Vec::new());
     for scheduler in &setup.schedulers {
         let app = setup.make_app()?;
         let (exec, _bindings) = runtime.executor(scheduler, app.grid()).map_err(|e| e.to_string())?;
         lanes.push(Lane {
             scheduler: scheduler.clone(),
             app,
-            exec,
             rec: Recorder::new(scheduler, setup.threads),
             snapshots: Vec::new(),
             hw: BTreeMap::new(),
             sw: BTreeMap::new(),
             reason: None,
         });
+        execs.push(exec);
     }
     let turn = if setup.turn_iters == 0 { setup.iters } else { setup.turn_iters };
     for first in (0..setup.iters).step_by(turn) {
-        for lane in &mut lanes {
-            lane.run_turn(first..(first + turn).min(setup.iters), setup.iters, &mut progress);
+        for (lane, exec) in lanes.iter_mut().zip(&mut execs) {
+            lane.run_turn(exec.as_mut(), first..(first + turn).min(setup.iters), setup.iters, &mut progress);
         }
     }
+    drop(execs);
     let mut rows = Vec::new();
     for lane in lanes {
         let report = lane.rec.report();
@@ -638,6 +658,32 @@ mod tests {
         assert_eq!(busy[1].series[0].points[3], (3.0, 0.25));
         assert_eq!(busy[1].series[1].points[4], (4.0, 0.1));
         assert!(timeline_panels(&[]).is_empty());
+    }
+
+    /// The executors of a run live side by side, so their threads count together: refused
+    /// before any starts (eleven pools of 3,000 aborted the process inside the standard
+    /// library), and a single scheduler is left to its pool's own check.
+    #[test]
+    fn schedulers_side_by_side_past_the_process_thread_limit_are_refused_before_any_starts() {
+        let setup = RunSetup {
+            app: "md".into(),
+            scenario: "gravity".into(),
+            schedulers: schedulers("all").unwrap(),
+            threads: 3000,
+            iters: 1,
+            nx: 4,
+            ny: 4,
+            nz: 1,
+            cache_bytes: 1 << 20,
+            pin: false,
+            seed: 1,
+            turn_iters: TURN_ITERS,
+        };
+        let e = run(&setup, || {}).err().expect("11 × 3000 threads");
+        assert!(e.starts_with("--threads 3000 for 11 schedulers side by side: 33000 worker threads"), "{e}");
+        let one = RunSetup { schedulers: vec!["static".into()], threads: 5000, ..setup };
+        let e = run(&one, || {}).err().expect("5000 threads in one pool");
+        assert!(e.contains("a pool takes at most 4096"), "{e}");
     }
 
     /// Of 3 ms above the median (1 ms), 2 are in the one iteration run with a rebalancing

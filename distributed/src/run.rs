@@ -70,7 +70,7 @@ impl Settings {
         }
         let max = pbs_scheduler::pool::MAX_THREADS;
         if self.threads > max {
-            return Err(pbs_scheduler::Error::TooManyThreads { threads: self.threads, max }.to_string());
+            return Err(pbs_scheduler::Error::TooManyThreads { threads: self.threads, held: 0, max }.to_string());
         }
         if self.iters == 0 {
             return Err("--iters 0: nothing to run".into());

@@ -55,8 +55,9 @@ typedef enum pbs_status {
     /* The executor was already in a call: a task called its own executor, or two threads
        used it at once. Nothing was done; the call in progress goes on unharmed. */
     PBS_BUSY = 6,
-    /* The system refused a resource: a worker thread (its thread limit) or the memory for a
-       grid this large. Nothing was leaked; the threads already started were stopped. */
+    /* The system refused a resource: a worker thread (its thread limit; or more than 4096
+       worker threads in all the executors of the process) or the memory for a grid this
+       large. Nothing was leaked; the threads already started were stopped. */
     PBS_OUT_OF_RESOURCES = 7
 } pbs_status;
 

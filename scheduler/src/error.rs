@@ -10,12 +10,14 @@ pub enum Error {
     /// A team of zero threads cannot run anything.
     #[error("zero threads: a pool needs at least one worker")]
     NoThreads,
-    /// More worker threads than a pool takes.
-    #[error("{threads} threads: a pool takes at most {max} (each thread costs the system several memory maps, and past a few thousand Linux's vm.max_map_count aborts the process when a thread starts)")]
+    /// More worker threads than a pool takes, or than the process's pools take together.
+    #[error("{}", too_many_threads(*threads, *held, *max))]
     TooManyThreads {
         /// Threads asked for.
         threads: usize,
-        /// The most a pool takes ([`crate::pool::MAX_THREADS`]).
+        /// Threads the process's other pools hold ([`crate::thread_budget`]).
+        held: usize,
+        /// The most the pools of a process take together ([`crate::pool::MAX_THREADS`]).
         max: usize,
     },
     /// The operating system refused a worker thread (its thread or memory limit); the workers
@@ -61,3 +63,13 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
+
+fn too_many_threads(threads: usize, held: usize, max: usize) -> String {
+    let why = "each thread costs the system several memory maps, and past a few thousand Linux's \
+vm.max_map_count aborts the process when a thread starts";
+    if held == 0 {
+        format!("{threads} threads: a pool takes at most {max} ({why})")
+    } else {
+        format!("{threads} threads: the other pools of this process hold {held}, and all pools together take at most {max} ({why})")
+    }
+}

@@ -54,6 +54,7 @@
 //! |---|---|
 //! | [`executor`] | the [`Executor`] trait and its safety contract, the safe entry points |
 //! | [`pool`] | the team of workers, phase broadcast, barrier, panic propagation, wait policy |
+//! | [`thread_budget`] | the threads of all pools of the process, and the most they may be |
 //! | [`background`] | one more thread for a long job beside the workers (pbs's balancer thread) |
 //! | [`box_timing`] | per-box bookkeeping: sampled box times (the loads), affinity, per-thread counts |
 //! | [`clock`] | a cheap clock for per-box timing, and what timing costs on this machine |
@@ -89,6 +90,7 @@ pub mod placement;
 pub mod pool;
 pub mod report;
 pub mod runtime;
+pub mod thread_budget;
 pub mod topology;
 
 pub use box_timing::BoxTimer;

@@ -55,6 +55,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::Error;
 use crate::pinning::CallerPin;
+use crate::thread_budget::Reservation;
 
 /// A job as the workers see it: called once per worker with the worker id.
 type Job<'a> = dyn Fn(usize) + Sync + 'a;
@@ -62,10 +63,11 @@ type Job<'a> = dyn Fn(usize) + Sync + 'a;
 /// What a worker runs first (pinning goes there).
 pub type StartHook = std::sync::Arc<dyn Fn(usize) + Send + Sync>;
 
-/// The most threads a pool takes: 16 per core of a 256-core node. Past a few thousand threads
-/// Linux runs out of memory maps (vm.max_map_count, 65530 by default; a thread takes several),
-/// and the standard library then aborts the process inside the new thread, where no error can
-/// be returned: 10 000 threads did so on the 2-core VM.
+/// The most threads the pools of a process take together: 16 per core of a 256-core node.
+/// Past a few thousand threads Linux runs out of memory maps (vm.max_map_count, 65530 by
+/// default; a thread takes several), and the standard library then aborts the process inside
+/// the new thread, where no error can be returned: 10 000 threads in one pool did so on the
+/// 2-core VM, and 13,364 over five pools (see [`crate::thread_budget`]).
 pub const MAX_THREADS: usize = 4096;
 
 /// The panic message of a second, concurrent or nested, [`Pool::run`].
@@ -152,6 +154,8 @@ pub struct Pool {
     shared: Arc<Shared>,
     handles: Vec<JoinHandle<()>>,
     threads: usize,
+    /// The process's room for this pool's threads, given back after `drop` joined them.
+    _room: Reservation,
     /// Where the caller runs its phases, if it keeps its own mask between them
     /// ([`Pool::pin_caller_in_phases`]).
     caller: Option<CallerPin>,
@@ -160,7 +164,9 @@ pub struct Pool {
 impl Pool {
     /// Starts `threads - 1` worker threads; `on_start(id)` runs first on each (pinning goes
     /// there). If a thread cannot be started (the system's thread or memory limit), the ones
-    /// already started are stopped and joined, and the error names which one failed.
+    /// already started are stopped and joined, and the error names which one failed. A pool
+    /// that would take the process's pools past [`MAX_THREADS`] threads in all is refused
+    /// before it starts any ([`Error::TooManyThreads`]).
     pub fn new(threads: usize, on_start: StartHook) -> Result<Pool, Error> {
         Self::start(threads, on_start, |id, body| Builder::new().name(format!("pbs-worker-{id}")).spawn(body))
     }
@@ -174,9 +180,7 @@ impl Pool {
         if threads == 0 {
             return Err(Error::NoThreads);
         }
-        if threads > MAX_THREADS {
-            return Err(Error::TooManyThreads { threads, max: MAX_THREADS });
-        }
+        let room = Reservation::take(threads)?;
         let shared = Arc::new(Shared {
             epoch: CachePadded::new(AtomicU64::new(0)),
             running: CachePadded::new(AtomicUsize::new(0)),
@@ -191,7 +195,7 @@ impl Pool {
             spin_ns: AtomicU64::new(WaitPolicy::DEFAULT.spin_ns()),
             passive: (0..threads).map(|_| AtomicBool::new(false)).collect(),
         });
-        let mut pool = Pool { shared, handles: Vec::with_capacity(threads - 1), threads, caller: None };
+        let mut pool = Pool { shared, handles: Vec::with_capacity(threads - 1), threads, caller: None, _room: room };
         for id in 1..threads {
             let shared = Arc::clone(&pool.shared);
             let on_start = std::sync::Arc::clone(&on_start);

@@ -18,6 +18,10 @@ pub struct WorkStealing {
     tracker: Tracker,
     boxes: usize,
     threads: usize,
+    /// The process's room for rayon's threads (see [`crate::thread_budget`]). Dropping a rayon
+    /// pool tells its threads to stop without waiting for them, so they may outlive the room
+    /// by the moment they take to exit.
+    _room: crate::thread_budget::Reservation,
 }
 
 impl WorkStealing {
@@ -37,9 +41,7 @@ impl WorkStealing {
         if threads == 0 {
             return Err(crate::Error::NoThreads);
         }
-        if threads > crate::pool::MAX_THREADS {
-            return Err(crate::Error::TooManyThreads { threads, max: crate::pool::MAX_THREADS });
-        }
+        let room = crate::thread_budget::Reservation::take(threads)?;
         pbs::check_memory("executor state", boxes, crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -47,7 +49,7 @@ impl WorkStealing {
             .start_handler(move |i| on_start(i))
             .build()
             .map_err(|e| crate::Error::RayonPool { threads, reason: e.to_string() })?;
-        Ok(WorkStealing { pool, tracker: Tracker::new(boxes, threads, timer), boxes, threads })
+        Ok(WorkStealing { pool, tracker: Tracker::new(boxes, threads, timer), boxes, threads, _room: room })
     }
 }
 

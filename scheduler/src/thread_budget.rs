@@ -1,0 +1,67 @@
+//! The worker threads of this process's pools, all pools together, and the most they may be.
+//!
+//! Every thread costs the system several memory maps (its stack and guard page, the standard
+//! library's signal stack and its guard). Past Linux's `vm.max_map_count` (65,530 by default)
+//! a new thread fails to map its signal stack, and the standard library then aborts the
+//! process inside that thread, where no error can be returned. The maps are the process's, so
+//! the limit must be too: `pbs-bench run --threads 3000` builds its ten executors side by side,
+//! each under the per-pool limit, and aborted at the fifth pool's 1,364th thread (13,364 in
+//! all) on the 2-core VM. So every pool, and the work-stealing executor's rayon pool, takes a
+//! [`Reservation`] for its threads before it starts one, and no reservation takes the process
+//! past [`MAX_THREADS`].
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::Error;
+pub use crate::pool::MAX_THREADS;
+
+/// Threads reserved by the live reservations. Relaxed is enough: the count publishes no other
+/// data, and each change is one read-modify-write, so two pools starting at once cannot both
+/// see room that only one of them has.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Threads the pools of this process hold now.
+pub fn held() -> usize {
+    HELD.load(Ordering::Relaxed)
+}
+
+/// Room for `threads` threads, given back when dropped (after the pool has joined them).
+#[derive(Debug)]
+pub(crate) struct Reservation(usize);
+
+impl Reservation {
+    /// Reserves `threads`, or names how many the other pools hold if that is past the limit.
+    pub(crate) fn take(threads: usize) -> Result<Reservation, Error> {
+        HELD.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+            held.checked_add(threads).filter(|&all| all <= MAX_THREADS)
+        })
+        .map(|_| Reservation(threads))
+        .map_err(|held| Error::TooManyThreads { threads, held, max: MAX_THREADS })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        HELD.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Other tests of this binary start pools at the same time, so this one reserves only past
+    // the limit (refused whatever they hold) and a few threads (granted while they hold less
+    // than the limit, as they always do). The whole budget across pools is tested in
+    // tests/thread_budget.rs, a process of its own.
+    #[test]
+    fn a_reservation_past_the_limit_is_refused_and_one_within_is_given_back_on_drop() {
+        let e = Reservation::take(MAX_THREADS + 1).unwrap_err();
+        assert!(matches!(e, Error::TooManyThreads { threads, max: MAX_THREADS, .. } if threads == MAX_THREADS + 1));
+        let e = Reservation::take(usize::MAX).unwrap_err();
+        assert!(e.to_string().contains(&usize::MAX.to_string()), "{e}");
+        let r = Reservation::take(3).expect("3 threads fit");
+        assert!(held() >= 3);
+        drop(r);
+    }
+}

@@ -241,7 +241,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     if setup.schedulers.len() > 1 && all > max {
         return Err(format!(
             "--threads {} for {} schedulers side by side: {all} worker threads, and a process takes at most {max}; \
-             run fewer threads or fewer schedulers (--scheduler pbs,static)",
+             run fewer threads or fewer schedulers",
             setup.threads,
             setup.schedulers.len()
         ));

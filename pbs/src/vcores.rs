@@ -329,6 +329,14 @@ impl VCores {
         self.reassign(problem);
     }
 
+    /// Puts the vCores at `positions` with `weights` (a state a balancer kept), then reassigns.
+    pub(crate) fn place(&mut self, problem: &Problem, positions: &[Point], weights: &[f64]) {
+        self.update(problem, |p, w| {
+            p.copy_from_slice(positions);
+            w.copy_from_slice(weights);
+        });
+    }
+
     /// Replaces the assignment with one computed elsewhere for the current positions and
     /// weights (a balancer's trial), and recomputes charges.
     pub(crate) fn accept(&mut self, problem: &Problem, weights: &[f64], assignment: &mut Assignment) {

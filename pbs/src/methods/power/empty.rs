@@ -43,10 +43,7 @@ impl PowerCells {
             let Some((positions, weights, after)) = self.first_filling(problem, vcores, &empty, &mut trials) else {
                 return;
             };
-            vcores.update(problem, |p, w| {
-                p.copy_from_slice(&positions);
-                w.copy_from_slice(&weights);
-            });
+            vcores.place(problem, &positions, &weights);
             empty = after;
         }
     }

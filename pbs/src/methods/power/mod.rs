@@ -333,13 +333,7 @@ impl Balancer for PowerCells {
             // The relaxation at the top of the step is not bound to improve the merit (a
             // holder stepping onto its giant can hand a neighbouring giant over), so the best
             // state is still tracked here and [`Balancer::finish`] returns to it.
-            let now = merit(vcores.charges(), &self.run.capacity);
-            if self.run.best.as_ref().is_none_or(|b| now < b.0) {
-                self.run.best = Some((now, vcores.positions().to_vec(), vcores.weights().to_vec()));
-                self.run.since_best = 0;
-            } else {
-                self.run.since_best += 1;
-            }
+            self.track_best(vcores);
             if !self.run.starts_near && self.run.held_from.is_none() && self.run.since_best >= STALL_STEPS {
                 self.run.stuck = true;
             }
@@ -366,10 +360,7 @@ impl Balancer for PowerCells {
                 // end game leaves, a tight tolerance could be out of reach: docs/design-notes.md,
                 // "Holding the vCores in a cold run's end game"); the best state stays tracked.
                 if let Some((_, positions, weights)) = self.run.held_from.take() {
-                    vcores.update(problem, |p, w| {
-                        p.copy_from_slice(&positions);
-                        w.copy_from_slice(&weights);
-                    });
+                    vcores.place(problem, &positions, &weights);
                     self.run.stuck = false;
                     self.run.since_best = 0;
                 } else {
@@ -397,18 +388,9 @@ impl Balancer for PowerCells {
         // bad basins), but near the end the smoothed model is blind to single boxes and can
         // cycle. After `patience` steps without a new best, return to the best state and
         // finish with moves that must each improve the merit.
-        let now = merit(vcores.charges(), &self.run.capacity);
-        if self.run.best.as_ref().is_none_or(|b| now < b.0) {
-            self.run.best = Some((now, vcores.positions().to_vec(), vcores.weights().to_vec()));
-            self.run.since_best = 0;
-        } else {
-            self.run.since_best += 1;
-            if self.run.since_best >= self.settings.patience {
-                let best = self.run.best.clone().expect("checked above");
-                vcores.update(problem, |p, w| {
-                    p.copy_from_slice(&best.1);
-                    w.copy_from_slice(&best.2);
-                });
+        if !self.track_best(vcores) && self.run.since_best >= self.settings.patience {
+            if let Some(best) = self.run.best.clone() {
+                vcores.place(problem, &best.1, &best.2);
                 self.run.endgame = true;
                 self.run.since_best = 0;
                 // A run from far away plays its end game with its vCores held first.
@@ -432,10 +414,7 @@ impl Balancer for PowerCells {
             [self.run.best.take(), self.run.before_start_over.take()].into_iter().flatten()
         {
             if best < merit(vcores.charges(), &self.run.capacity) {
-                vcores.update(problem, |p, w| {
-                    p.copy_from_slice(&positions);
-                    w.copy_from_slice(&weights);
-                });
+                vcores.place(problem, &positions, &weights);
             }
         }
         // A first balancing only: mending takes a labelling of the parts and, where one is in
@@ -478,6 +457,20 @@ fn merit(charges: &[f64], capacity: &[f64]) -> (f64, f64) {
 }
 
 impl PowerCells {
+    /// Keeps the state in `vcores` as the run's best if its merit is the lowest yet, else
+    /// counts one more step since the best; returns whether it was kept.
+    fn track_best(&mut self, vcores: &VCores) -> bool {
+        let now = merit(vcores.charges(), &self.run.capacity);
+        let better = self.run.best.as_ref().is_none_or(|b| now < b.0);
+        if better {
+            self.run.best = Some((now, vcores.positions().to_vec(), vcores.weights().to_vec()));
+            self.run.since_best = 0;
+        } else {
+            self.run.since_best += 1;
+        }
+        better
+    }
+
     /// Moves every vCore towards the centroid of its cell (give or take [`off_centroid`]),
     /// keeping the target's power. A vCore that must keep a giant box moves onto it instead:
     /// its cell then shrinks around the giant and would lose it last.

@@ -67,7 +67,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 fn too_many_threads(threads: usize, held: usize, max: usize) -> String {
     let why = "each thread costs the system several memory maps, and past a few thousand Linux's \
 vm.max_map_count aborts the process when a thread starts";
-    if held == 0 {
+    if threads > max {
         format!("{threads} threads: a pool takes at most {max} ({why})")
     } else {
         format!("{threads} threads: the other pools of this process hold {held}, and all pools together take at most {max} ({why})")

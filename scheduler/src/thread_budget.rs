@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::Error;
-pub use crate::pool::MAX_THREADS;
+use crate::pool::MAX_THREADS;
 
 /// Threads reserved by the live reservations. Relaxed is enough: the count publishes no other
 /// data, and each change is one read-modify-write, so two pools starting at once cannot both
@@ -25,7 +25,8 @@ pub fn held() -> usize {
     HELD.load(Ordering::Relaxed)
 }
 
-/// Room for `threads` threads, given back when dropped (after the pool has joined them).
+/// Room for `threads` threads, given back when dropped (after the pool has joined them). A
+/// pool counts its caller, worker 0, among its threads, as its own limit always did.
 #[derive(Debug)]
 pub(crate) struct Reservation(usize);
 

@@ -828,6 +828,20 @@ mod tests {
         }
     }
 
+    /// Past the threads a process takes (`pbs_scheduler::thread_budget`), every scheduler
+    /// refuses before it starts a thread. (The limit across executors is tested in
+    /// `scheduler/tests/thread_budget.rs`, a process of its own: here other tests hold pools.)
+    #[test]
+    fn more_threads_than_a_process_takes_are_refused_by_every_scheduler() {
+        for name in schedulers() {
+            // SAFETY: the strings are NULL or NUL-terminated literals.
+            let e = unsafe { pbs_executor_new(name.as_ptr(), 8, 8, 1, 5000, 0) };
+            assert!(e.is_null(), "{name:?}");
+            let why = last_error().unwrap();
+            assert!(why.starts_with("5000 threads: a pool takes at most 4096"), "{name:?}: {why}");
+        }
+    }
+
     #[test]
     fn bad_arguments_are_refused_by_name() {
         // SAFETY: the strings are NULL or NUL-terminated literals.

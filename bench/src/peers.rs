@@ -116,6 +116,9 @@ pub struct SequenceRow {
     pub cut_median: f64,
     /// median time of a step, in ms
     pub time_ms: f64,
+    /// mean time of a step, in ms: a warm method that often has nothing to do has a median
+    /// of its quick steps, the mean counts its rebalancings too
+    pub time_ms_mean: f64,
     /// why it did not run
     pub skipped: Option<String>,
 }
@@ -399,6 +402,7 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
                     to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
                     cut_median: metrics::median(&cut[i]),
                     time_ms: metrics::median(&time[i]),
+                    time_ms_mean: mean(&time[i]),
                     skipped: skipped[i].clone(),
                 });
             }
@@ -555,13 +559,14 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
         "/bound max",
         "cut",
         "ms/step",
+        "mean ms",
         "note",
     ]);
     for r in rows {
         let mut cells = vec![r.sequence.clone(), r.grid.clone(), r.parts.to_string(), r.method.clone()];
         match &r.skipped {
             Some(why) => {
-                cells.extend(std::iter::repeat_n("-".to_string(), 6));
+                cells.extend(std::iter::repeat_n("-".to_string(), 7));
                 cells.push(format!("skipped: {why}"));
             }
             None => cells.extend([
@@ -571,6 +576,7 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
                 format!("{:.4}", r.to_bound_max),
                 format!("{:.0}", r.cut_median),
                 format!("{:.2}", r.time_ms),
+                format!("{:.2}", r.time_ms_mean),
                 String::new(),
             ]),
         }

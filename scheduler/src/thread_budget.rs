@@ -4,7 +4,7 @@
 //! library's signal stack and its guard). Past Linux's `vm.max_map_count` (65,530 by default)
 //! a new thread fails to map its signal stack, and the standard library then aborts the
 //! process inside that thread, where no error can be returned. The maps are the process's, so
-//! the limit must be too: `pbs-bench run --threads 3000` builds its ten executors side by side,
+//! the limit must be too: `pbs-bench run --threads 3000` builds its eleven executors side by side,
 //! each under the per-pool limit, and aborted at the fifth pool's 1,364th thread (13,364 in
 //! all) on the 2-core VM. So every pool, and the work-stealing executor's rayon pool, takes a
 //! [`Reservation`] for its threads before it starts one, and no reservation takes the process

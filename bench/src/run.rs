@@ -679,10 +679,10 @@ mod tests {
             seed: 1,
             turn_iters: TURN_ITERS,
         };
-        let e = run(&setup, || {}).err().expect("11 × 3000 threads");
+        let e = run(&setup, || {}).expect_err("11 × 3000 threads");
         assert!(e.starts_with("--threads 3000 for 11 schedulers side by side: 33000 worker threads"), "{e}");
         let one = RunSetup { schedulers: vec!["static".into()], threads: 5000, ..setup };
-        let e = run(&one, || {}).err().expect("5000 threads in one pool");
+        let e = run(&one, || {}).expect_err("5000 threads in one pool");
         assert!(e.contains("a pool takes at most 4096"), "{e}");
     }
 

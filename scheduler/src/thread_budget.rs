@@ -6,9 +6,9 @@
 //! process inside that thread, where no error can be returned. The maps are the process's, so
 //! the limit must be too: `pbs-bench run --threads 3000` builds its eleven executors side by side,
 //! each under the per-pool limit, and aborted at the fifth pool's 1,364th thread (13,364 in
-//! all) on the 2-core VM. So every pool, and the work-stealing executor's rayon pool, takes a
-//! [`Reservation`] for its threads before it starts one, and no reservation takes the process
-//! past [`MAX_THREADS`].
+//! all) on the 2-core VM. So every pool, and the work-stealing executor's rayon pool, reserves
+//! its threads here before it starts one, and no reservation takes the process past
+//! [`MAX_THREADS`].
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

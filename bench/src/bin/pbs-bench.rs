@@ -214,13 +214,13 @@ enum Command {
         /// pbs's own serial work in a phase, microseconds per thread (default: the fitted 0.9,
         /// measured on the fifth 16-core lease before the executor's pass after a phase
         /// shrank; docs/model.md): to see what a cheaper or dearer executor would project
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         executor_us_per_thread: Option<f64>,
         /// pbs's work between iterations besides rebalancing, microseconds per thread (default:
         /// the fitted 0.13 on top of 2 µs, from 2-16 threads at 256 boxes a thread, which cannot
         /// tell threads from boxes; docs/model.md): to see what the projection beyond 16
         /// threads owes to that slope
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         iteration_us_per_thread: Option<f64>,
         /// Print the calibration check (every measurement the model was fitted to or checked
         /// against, beside the model) instead of projecting

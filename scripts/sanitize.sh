@@ -49,7 +49,7 @@ cargo build --release -q -p pbs-ffi
 asan=target/asan-starpu
 lib=$PWD/target/release
 mkdir -p "$asan/home"
-flags=(-std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+flags=(-std=c11 -O1 -g -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
     -Wall -Wextra -Werror -fPIC -Iffi/include -Istarpu/include $(pkg-config --cflags starpu-1.3))
 starpu_libs=$(pkg-config --libs starpu-1.3)
 "${CC:-cc}" "${flags[@]}" -shared starpu/src/policy.c -o "$asan/libpbs_starpu.so" -L"$lib" -lpbs_ffi $starpu_libs \

@@ -81,9 +81,11 @@ static int jacobi_box(void *ctx, size_t k) {
             n[y * s + x] = v;
             heat += v;
         }
-    /* Extra work in proportion to the box's mean temperature (a hot box is an expensive one). */
+    /* Extra work in proportion to the box's mean temperature (a hot box is an expensive one).
+       None for a temperature that is not finite (hot=nan): converting it to long would be
+       undefined behaviour; main keeps hot within 1e6, and no cell gets hotter than that. */
     double z = 0.5;
-    long units = (long)(20.0 * heat / (double)(s * s));
+    long units = isfinite(heat) ? (long)(20.0 * heat / (double)(s * s)) : 0;
     for (long u = 0; u < units; u++) z = 3.9 * z * (1.0 - z);
     f->sink[k] = z;
     return isfinite(heat) ? 0 : 1;
@@ -184,9 +186,9 @@ int main(int argc, char **argv) {
                .uniform = !strcmp(load, "uniform")};
     int diag_pbs = !strcmp(diag, "pbs"), diag_omp = !strcmp(diag, "omp");
     if (iterations < 0 || f.s < 3 || (!f.uniform && strcmp(load, "corner")) ||
-        (!diag_pbs && !diag_omp && strcmp(diag, "none"))) {
-        fprintf(stderr, "heat: iterations must be >= 0, side >= 3, load corner or uniform, "
-                        "diag none, pbs or omp\n");
+        (!diag_pbs && !diag_omp && strcmp(diag, "none")) || !(isnan(f.hot) || (f.hot >= 0 && f.hot <= 1e6))) {
+        fprintf(stderr, "heat: iterations must be >= 0, side >= 3, hot from 0 to 1e6 (or nan), load corner or "
+                        "uniform, diag none, pbs or omp\n");
         return 2;
     }
     omp_choice omp = {0, 0, 0};

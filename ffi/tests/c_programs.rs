@@ -367,14 +367,24 @@ fn heat3d_c_gives_one_checksum_for_every_tile_shape() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("tile[2]"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// The failure demo (`hot=nan`) reports the first failing box, and computes nothing undefined on
+/// the way: UBSan's float-cast check stops the program at a NaN converted to `long` (which
+/// the task's extra work did until 2026-11-29). A temperature out of range is refused.
 #[test]
 fn heat_c_reports_a_failing_task_by_box() {
-    let program = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat_nan");
+    let flags = ["-fsanitize=float-cast-overflow", "-fno-sanitize-recover=all"];
+    let program = compile_with(&Path::new(MANIFEST).join("examples/heat.c"), "heat_nan", &flags);
     for scheduler in ["pbs", "ws", "eager", "static"] {
         let o = run(&program, &[scheduler, "2", "5", "12", "10", "6", "nan"]);
         assert_eq!(o.status.code(), Some(1), "{scheduler}");
         let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("runtime error"), "{scheduler}: {err}");
         assert!(err.starts_with("heat: the task failed at box 0 (x=0, y=0, z=0) with code 1 ("), "{scheduler}: {err}");
+    }
+    for hot in ["1e300", "-1", "inf"] {
+        let o = run(&program, &["pbs", "2", "5", "12", "10", "6", hot]);
+        assert_eq!(o.status.code(), Some(2), "{hot}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("hot from 0 to 1e6 (or nan)"), "{hot}");
     }
 }
 

@@ -79,7 +79,9 @@ static void jacobi_box(void *buffers[], void *cl_arg) {
             heat += v;
         }
     double z = 0.5;
-    long units = (long)(20.0 * heat / (double)(S * S));
+    /* None for a temperature that is not finite: converting it to long would be undefined
+       behaviour; --hot is kept within 1e6, and no cell gets hotter than that. */
+    long units = isfinite(heat) ? (long)(20.0 * heat / (double)(S * S)) : 0;
     for (long u = 0; u < units; u++) z = 3.9 * z * (1.0 - z);
     sink[k] = z;
     if (!isfinite(heat)) {
@@ -109,8 +111,13 @@ static int option(const char *key, const char *value) {
         }
         return 1;
     }
-    if (!strcmp(key, "--hot")) hot = strtod(value, &end);
-    else if (!strcmp(key, "--side")) {
+    if (!strcmp(key, "--hot")) {
+        hot = strtod(value, &end);
+        if (!*end && !(isnan(hot) || (hot >= 0 && hot <= 1e6))) {
+            fprintf(stderr, "heat: --hot must be from 0 to 1e6 (or nan), not %s\n", value);
+            return -1;
+        }
+    } else if (!strcmp(key, "--side")) {
         long x = strtol(value, &end, 10);
         if (x < 3) {
             fprintf(stderr, "heat: --side must be at least 3 cells\n");

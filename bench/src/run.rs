@@ -618,24 +618,29 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
 mod tests {
     use super::*;
 
-    /// The timeline chart draws each scheduler's iterations of the first seed, a dot where it
-    /// rebalanced, and the balancer's time only where there was some.
-    #[test]
-    fn the_timeline_chart_shows_the_first_seed_and_where_it_rebalanced() {
-        let setup = RunSetup {
+    /// md gravity on `side`×`side` boxes, seed 1, unpinned, a 1 MiB modelled cache.
+    fn md_gravity(schedulers: Vec<String>, threads: usize, iters: usize, side: usize) -> RunSetup {
+        RunSetup {
             app: "md".into(),
             scenario: "gravity".into(),
-            schedulers: vec!["pbs".into(), "static".into()],
-            threads: 2,
-            iters: 6,
-            nx: 8,
-            ny: 8,
+            schedulers,
+            threads,
+            iters,
+            nx: side,
+            ny: side,
             nz: 1,
             cache_bytes: 1 << 20,
             pin: false,
             seed: 1,
             turn_iters: TURN_ITERS,
-        };
+        }
+    }
+
+    /// The timeline chart draws each scheduler's iterations of the first seed, a dot where it
+    /// rebalanced, and the balancer's time only where there was some.
+    #[test]
+    fn the_timeline_chart_shows_the_first_seed_and_where_it_rebalanced() {
+        let setup = md_gravity(vec!["pbs".into(), "static".into()], 2, 6, 8);
         let mut rows = run(&setup, || {}).unwrap();
         rows.extend(run(&RunSetup { seed: 2, ..setup }, || {}).unwrap());
         for r in &mut rows {
@@ -665,20 +670,7 @@ mod tests {
     /// library), and a single scheduler is left to its pool's own check.
     #[test]
     fn schedulers_side_by_side_past_the_process_thread_limit_are_refused_before_any_starts() {
-        let setup = RunSetup {
-            app: "md".into(),
-            scenario: "gravity".into(),
-            schedulers: schedulers("all").unwrap(),
-            threads: 3000,
-            iters: 1,
-            nx: 4,
-            ny: 4,
-            nz: 1,
-            cache_bytes: 1 << 20,
-            pin: false,
-            seed: 1,
-            turn_iters: TURN_ITERS,
-        };
+        let setup = md_gravity(schedulers("all").unwrap(), 3000, 1, 4);
         let e = run(&setup, || {}).expect_err("11 × 3000 threads");
         assert!(e.starts_with("--threads 3000 for 11 schedulers side by side: 33000 worker threads"), "{e}");
         let one = RunSetup { schedulers: vec!["static".into()], threads: 5000, ..setup };

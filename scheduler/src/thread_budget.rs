@@ -53,10 +53,10 @@ mod tests {
 
     // Other tests of this binary start pools at the same time, so this one reserves only past
     // the limit (refused whatever they hold) and a few threads (granted while they hold less
-    // than the limit, as they always do). The whole budget across pools is tested in
-    // tests/thread_budget.rs, a process of its own.
+    // than the limit, as they always do), and cannot see the count fall back. The whole budget
+    // across pools, given back on drop, is tested in tests/thread_budget.rs, a process of its own.
     #[test]
-    fn a_reservation_past_the_limit_is_refused_and_one_within_is_given_back_on_drop() {
+    fn a_reservation_past_the_limit_is_refused_and_one_within_is_counted() {
         let e = Reservation::take(MAX_THREADS + 1).unwrap_err();
         assert!(matches!(e, Error::TooManyThreads { threads, max: MAX_THREADS, .. } if threads == MAX_THREADS + 1));
         let e = Reservation::take(usize::MAX).unwrap_err();

@@ -70,15 +70,17 @@ fn main() {
         let mean_rebin = rebin.iter().sum::<f64>() / parts as f64;
         for round in 1..=rounds {
             let steps = rebin_side_steps(&grid, vcores.owners(), rebin, forces, parts, mean_rebin);
-            vcores.update(&problem, |positions, weights| {
-                for (i, (step, centre)) in steps.iter().enumerate() {
-                    let x = positions[i];
-                    let moved: Point = std::array::from_fn(|a| x[a] + step[a]);
-                    // The cell's centre keeps its power: the cell shifts instead of jumping.
-                    weights[i] += dist2(centre, &moved) - dist2(centre, &x);
-                    positions[i] = moved;
-                }
-            });
+            vcores
+                .update(&problem, |positions, weights| {
+                    for (i, (step, centre)) in steps.iter().enumerate() {
+                        let x = positions[i];
+                        let moved: Point = std::array::from_fn(|a| x[a] + step[a]);
+                        // The cell's centre keeps its power: the cell shifts instead of jumping.
+                        weights[i] += dist2(centre, &moved) - dist2(centre, &x);
+                        positions[i] = moved;
+                    }
+                })
+                .unwrap_or_else(|e| fail(&e));
             balance(&mut held, &problem, &mut vcores, StopRule { max_steps: 20, tol: 0.01 }, |_| {});
             if round % 20 == 0 || round == rounds {
                 print(&format!("drift {round}"), vcores.owners());

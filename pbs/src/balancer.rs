@@ -139,6 +139,10 @@ pub fn is_converged(problem: &Problem, vcores: &VCores, tol: f64) -> bool {
 /// assert!(out.converged && out.max_avg <= 1.05 * out.lower_bound);
 /// assert_eq!(vcores.owners().len(), 2500); // the owner of every box
 /// ```
+///
+/// # Panics
+/// If `vcores` have another grid or vCore count than `problem` ([`VCores::reassign`]); so do
+/// [`rebalance`] and [`Run`]'s calls.
 pub fn balance(
     balancer: &mut dyn Balancer,
     problem: &Problem,

@@ -64,14 +64,7 @@ impl VCores {
                 reason: "must give exactly one position per vCore of the problem",
             });
         }
-        for (index, p) in positions.iter().enumerate() {
-            if let Some(&value) = p.iter().find(|v| !v.is_finite()) {
-                return Err(Error::InvalidVCore { index, what: "position", value });
-            }
-        }
-        if let Some((index, &value)) = weights.iter().enumerate().find(|(_, w)| !w.is_finite()) {
-            return Err(Error::InvalidVCore { index, what: "weight", value });
-        }
+        check_finite(&positions, &weights)?;
         let grid = *problem.grid();
         let positions = positions.into_iter().map(|p| grid.clamp(p)).collect();
         let mut vcores = VCores {
@@ -321,20 +314,40 @@ impl VCores {
     }
 
     /// Moves vCores and changes weights, then reassigns. Positions are clamped into the domain.
-    pub fn update(&mut self, problem: &Problem, f: impl FnOnce(&mut [Point], &mut [f64])) {
+    ///
+    /// # Errors
+    /// [`Error::InvalidVCore`] when `f` leaves a position or a weight that is not a finite
+    /// number (a power distance with one is no distance: the boxes would go to whichever vCore
+    /// a comparison with NaN happens to favour, or to none); the vCores are then as they were
+    /// before the call.
+    ///
+    /// # Panics
+    /// If `problem` has another grid or vCore count than these vCores (as [`VCores::reassign`]).
+    pub fn update(&mut self, problem: &Problem, f: impl FnOnce(&mut [Point], &mut [f64])) -> Result<()> {
+        self.check(problem);
+        // A copy of a few numbers per vCore, against a reassignment that visits every box.
+        let before = (self.positions.clone(), self.weights.clone());
         f(&mut self.positions, &mut self.weights);
+        if let Err(e) = check_finite(&self.positions, &self.weights) {
+            (self.positions, self.weights) = before;
+            return Err(e);
+        }
         for p in &mut self.positions {
             *p = self.grid.clamp(*p);
         }
         self.reassign(problem);
+        Ok(())
     }
 
-    /// Puts the vCores at `positions` with `weights` (a state a balancer kept), then reassigns.
+    /// Puts the vCores at `positions` with `weights` (a state a balancer kept, finite as every
+    /// state it had), then reassigns.
     pub(crate) fn place(&mut self, problem: &Problem, positions: &[Point], weights: &[f64]) {
-        self.update(problem, |p, w| {
-            p.copy_from_slice(positions);
-            w.copy_from_slice(weights);
-        });
+        self.check(problem);
+        for (p, q) in self.positions.iter_mut().zip(positions) {
+            *p = self.grid.clamp(*q);
+        }
+        self.weights.copy_from_slice(weights);
+        self.reassign(problem);
     }
 
     /// Replaces the assignment with one computed elsewhere for the current positions and
@@ -346,6 +359,10 @@ impl VCores {
     }
 
     /// Recomputes the assignment from positions and weights, then the charges.
+    ///
+    /// # Panics
+    /// If `problem` has another grid or vCore count than these vCores: a program that pairs
+    /// vCores with another problem's loads, which no input can cause.
     pub fn reassign(&mut self, problem: &Problem) {
         self.check(problem);
         assign_on(problem.workers(), &self.grid, &self.positions, &self.weights, &mut self.assignment);
@@ -354,6 +371,9 @@ impl VCores {
 
     /// Recomputes the charges for new loads on the same grid. Owners depend only on positions
     /// and weights, so a change of loads needs no reassignment: this is the warm start.
+    ///
+    /// # Panics
+    /// As [`VCores::reassign`].
     pub fn recharge(&mut self, problem: &Problem) {
         self.check(problem);
         self.charges = metrics::charges(&self.assignment.owner, problem.loads(), self.len());
@@ -362,6 +382,19 @@ impl VCores {
     fn check(&self, problem: &Problem) {
         assert_eq!(*problem.grid(), self.grid, "vcores and problem must share a grid");
         assert_eq!(problem.vcores(), self.len(), "vcores and problem must have as many vCores");
+    }
+}
+
+/// An error naming the first vCore whose position or weight is not a finite number.
+fn check_finite(positions: &[Point], weights: &[f64]) -> Result<()> {
+    for (index, p) in positions.iter().enumerate() {
+        if let Some(&value) = p.iter().find(|v| !v.is_finite()) {
+            return Err(Error::InvalidVCore { index, what: "position", value });
+        }
+    }
+    match weights.iter().enumerate().find(|(_, w)| !w.is_finite()) {
+        Some((index, &value)) => Err(Error::InvalidVCore { index, what: "weight", value }),
+        None => Ok(()),
     }
 }
 
@@ -403,6 +436,29 @@ mod tests {
         let e = VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0, f64::INFINITY]).unwrap_err();
         assert!(matches!(e, Error::InvalidVCore { index: 1, what: "weight", .. }));
         assert!(matches!(VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0]), Err(Error::VCoreCount { .. })));
+    }
+
+    /// A move to a position or weight that is not finite is refused and changes nothing: with
+    /// every weight at −∞ it used to leave boxes owned by no vCore and panicked counting the
+    /// charges; with one NaN weight it gave that vCore's boxes away in silence.
+    #[test]
+    fn an_update_to_non_finite_values_is_refused_and_changes_nothing() {
+        let g = Grid::new(8, 8).unwrap();
+        let loads = [1.0; 64];
+        let p = Problem::new(g, &loads, 4).unwrap();
+        let mut v = VCores::random(&p, 1);
+        let before = v.clone();
+        let e = v.update(&p, |_, w| w.iter_mut().for_each(|w| *w = f64::NEG_INFINITY)).unwrap_err();
+        assert!(matches!(e, Error::InvalidVCore { index: 0, what: "weight", value } if value == f64::NEG_INFINITY));
+        let e = v.update(&p, |x, w| (x[1][0], w[0]) = (5.0, f64::NAN)).unwrap_err();
+        assert!(e.to_string().contains("vCore 0 has a non-finite weight: NaN"), "{e}");
+        let e = v.update(&p, |x, _| x[2][1] = f64::INFINITY).unwrap_err();
+        assert!(matches!(e, Error::InvalidVCore { index: 2, what: "position", .. }));
+        assert_eq!((v.positions(), v.weights(), v.owners()), (before.positions(), before.weights(), before.owners()));
+        // A finite move is taken, clamped into the domain.
+        v.update(&p, |x, w| (x[3], w[3]) = ([-5.0, 100.0, 0.5], 2.0)).unwrap();
+        assert_eq!((v.positions()[3], v.weights()[3]), (g.clamp([-5.0, 100.0, 0.5]), 2.0));
+        assert!(v.positions()[3][0] < 0.01 && v.positions()[3][1] > 7.99);
     }
 
     /// A copy made into another vCores of the same grid equals a fresh clone and keeps the

@@ -208,7 +208,8 @@ impl Model {
         self.method.step(&problem, &mut self.vcores);
         let f = self.settings.step_fraction;
         if f < 1.0 {
-            self.vcores.update(&problem, |pos, w| {
+            // Between two finite states: finite, or refused with the step's own state kept.
+            let _ = self.vcores.update(&problem, |pos, w| {
                 for (p, b) in pos.iter_mut().zip(&before_pos) {
                     for d in 0..3 {
                         p[d] = b[d] + f * (p[d] - b[d]);
@@ -247,7 +248,7 @@ impl Model {
         }
         let problem = Problem::new(self.grid, &self.loads, self.vcores.len()).expect("validated");
         // Clamped into the domain by `update`.
-        self.vcores.update(&problem, |pos, _| pos[i] = [p[0], p[1], pos[i][2]]);
+        self.vcores.update(&problem, |pos, _| pos[i] = [p[0], p[1], pos[i][2]]).map_err(|e| e.to_string())?;
         self.method.reset();
         Ok(())
     }

@@ -60,7 +60,9 @@ impl Balancer for PairPotential {
         }
         let k = self.step_fraction / largest;
         let forces = &self.forces;
-        vcores.update(problem, |positions, _| {
+        // Finite forces times a finite factor: a position that is not finite cannot come of
+        // it, and would be refused with the vCores left as they were.
+        let _ = vcores.update(problem, |positions, _| {
             for (x, f) in positions.iter_mut().zip(forces) {
                 for a in 0..3 {
                     x[a] += k * f[a];

@@ -488,7 +488,9 @@ impl PowerCells {
         });
         let giant_of = &self.run.giant_of;
         let relax = self.settings.relax;
-        vcores.update(problem, |positions, weights| {
+        // Refused whole, the cells left where they are, if a weight would stop being a finite
+        // number (only from weights near the largest `f64`, which a caller may set).
+        let _ = vcores.update(problem, |positions, weights| {
             for i in 0..n {
                 // The target, and the point whose power the move keeps (the centroid, for the
                 // springs: the cell stays where it is while its vCore moves inside it).

@@ -172,13 +172,20 @@ impl Default for Local {
 }
 
 impl Tracker {
-    /// Bookkeeping for `boxes` boxes and `threads` threads.
-    pub fn new(boxes: usize, threads: usize, timer: BoxTimer) -> Tracker {
-        assert!(timer.stride == 0 || timer.stride.is_power_of_two(), "the timing stride must be 0 or a power of two");
+    /// Bookkeeping for `boxes` boxes and `threads` threads; an error when the timer's stride
+    /// is neither 0 nor a power of two.
+    pub fn new(boxes: usize, threads: usize, timer: BoxTimer) -> crate::Result<Tracker> {
+        if timer.stride != 0 && !timer.stride.is_power_of_two() {
+            return Err(crate::Error::Balancer(pbs::Error::Parameter {
+                name: "timer.stride",
+                value: timer.stride.to_string(),
+                reason: "expected 0 (no timing) or a power of two",
+            }));
+        }
         // The clock's rate is calibrated once per process (20 ms): here, not inside the first
         // phase, which it made 20 ms longer (in C, static's first of 300 heat iterations).
         let _ = crate::clock::ns_per_tick();
-        Tracker {
+        Ok(Tracker {
             last_thread: (0..boxes).map(|_| AtomicU32::new(NEVER)).collect(),
             box_ticks: (0..boxes).map(|_| AtomicU64::new(u64::MAX)).collect(),
             per_thread: (0..threads).map(|_| CachePadded::new(ThreadCounters::default())).collect(),
@@ -192,7 +199,7 @@ impl Tracker {
             piece: usize::MAX,
             phase_samples: Vec::new(),
             phases_sampled: 0,
-        }
+        })
     }
 
     /// Also keeps each box's time per phase, for the first `phases` phases of an iteration
@@ -560,7 +567,7 @@ mod tests {
     #[test]
     fn sampling_a_range_times_the_boxes_run_would() {
         for phase in 0..4u32 {
-            let mut tracker = Tracker::new(40, 1, BoxTimer { stride: 4, affinity: true });
+            let mut tracker = Tracker::new(40, 1, BoxTimer { stride: 4, affinity: true }).unwrap();
             tracker.phase = phase;
             let calls = std::sync::Mutex::new(Vec::new());
             let mut local = Local::default();
@@ -594,7 +601,7 @@ mod tests {
         let set = |v: &[AtomicU64], f: &dyn Fn(usize) -> u64| {
             v.iter().enumerate().for_each(|(k, a)| a.store(f(k), Ordering::Relaxed))
         };
-        let mut tracker = Tracker::new(n, 1, BoxTimer { stride: 1, affinity: false });
+        let mut tracker = Tracker::new(n, 1, BoxTimer { stride: 1, affinity: false }).unwrap();
         set(&tracker.box_ticks, &|k| if k % 3 == 0 { u64::MAX } else { 1000 + (k as u64 * 37) % 500 });
         for threads in [1, 2, 3, 4, 8] {
             let pool = Pool::new(threads, std::sync::Arc::new(|_| {})).unwrap();
@@ -617,7 +624,7 @@ mod tests {
         let to_s = clock::ticks_to_seconds();
         let set =
             |v: &[AtomicU64], ticks: &[u64]| v.iter().zip(ticks).for_each(|(a, &t)| a.store(t, Ordering::Relaxed));
-        let mut tracker = Tracker::new(4, 1, BoxTimer { stride: 1, affinity: false });
+        let mut tracker = Tracker::new(4, 1, BoxTimer { stride: 1, affinity: false }).unwrap();
         assert_eq!(tracker.box_loads(), vec![1.0; 4], "nothing measured");
         set(&tracker.box_ticks, &[100, u64::MAX, 300, u64::MAX]);
         let mean = (100.0 * to_s + 300.0 * to_s) / 2.0;
@@ -639,7 +646,7 @@ mod tests {
 
     /// One sampled iteration over a 16-box chunk whose first half sleeps 2 ms a box.
     fn loads_with_piece(piece: Option<usize>) -> Vec<f64> {
-        let mut tracker = Tracker::new(16, 1, BoxTimer { stride: 1, affinity: false });
+        let mut tracker = Tracker::new(16, 1, BoxTimer { stride: 1, affinity: false }).unwrap();
         if let Some(p) = piece {
             tracker.set_piece(p);
         }

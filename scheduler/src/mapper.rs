@@ -68,6 +68,7 @@ impl Mapper {
                 pbs::Error::Parameter { name: "workers", value: "0".into(), reason: "at least one worker" }.into()
             );
         }
+        options.check_balancing()?;
         pbs::check_memory("mapper state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)?;
         // More workers than boxes: the extra workers own nothing and only steal.
         let parts = workers.min(grid.len());

@@ -273,6 +273,43 @@ fn a_zero_chunk_is_refused_instead_of_spinning() {
     }
 }
 
+/// Options set in Rust are checked as the environment's are: a NaN tolerance used to be taken
+/// (and balanced to whatever comparisons with NaN allow), a NUMA list of the wrong length was
+/// ignored in silence, and a timing stride of 3 panicked inside the tracker.
+#[test]
+fn options_out_of_range_are_refused_by_name() {
+    use pbs_scheduler::box_timing::BoxTimer;
+    use pbs_scheduler::mapper::Mapper;
+    let grid = Grid::new(8, 8).unwrap();
+    let cases: Vec<(PbsOptions, &str)> = vec![
+        (PbsOptions { tol: f64::NAN, ..Default::default() }, "tol"),
+        (PbsOptions { tol: 0.0, ..Default::default() }, "tol"),
+        (PbsOptions { trigger: -0.5, ..Default::default() }, "trigger"),
+        (PbsOptions { trigger: f64::INFINITY, ..Default::default() }, "trigger"),
+        (PbsOptions { steps_per_rebalance: 0, ..Default::default() }, "steps_per_rebalance"),
+        (PbsOptions { timer: BoxTimer { stride: 3, affinity: false }, ..Default::default() }, "timer.stride"),
+        (PbsOptions { numa: Some(vec![0]), ..Default::default() }, "numa"),
+        (PbsOptions { positions: Some(vec![[1.0, 1.0, 0.5]; 3]), ..Default::default() }, "positions"),
+    ];
+    for (options, name) in cases {
+        let e = Pbs::new(grid, 2, options).err().unwrap().to_string();
+        assert!(e.contains(name), "{name}: {e}");
+    }
+    let e = Mapper::new(grid, 2, PbsOptions { tol: -1.0, ..Default::default() }).err().unwrap();
+    assert!(e.to_string().contains("tol"), "{e}");
+    let e = StaticBlocks::with_pool(
+        64,
+        pbs_scheduler::pool::Pool::new(2, std::sync::Arc::new(|_| {})).unwrap(),
+        BoxTimer { stride: 6, affinity: true },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("power of two"), "{e}");
+    // In range: taken.
+    let numa = Some(vec![0, 1]);
+    assert!(Pbs::new(grid, 2, PbsOptions { tol: 0.5, trigger: 0.0, numa, ..Default::default() }).is_ok());
+}
+
 /// Owner computes: under pbs and static every box runs on the same thread phase after phase
 /// when nothing changes.
 #[test]

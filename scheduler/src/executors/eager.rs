@@ -28,7 +28,7 @@ impl EagerFifo {
     /// Over an existing pool.
     pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> crate::Result<Self> {
         pbs::check_memory("executor state", boxes, crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
-        let tracker = Tracker::new(boxes, pool.threads(), timer);
+        let tracker = Tracker::new(boxes, pool.threads(), timer)?;
         Ok(EagerFifo { pool, tracker, boxes, next: CachePadded::new(AtomicUsize::new(0)) })
     }
 }

@@ -228,7 +228,7 @@ impl Remapping {
         let criterion = options.criterion.take().unwrap_or_else(|| Box::new(Boulmier::new(cost)));
         let policy = RemapPolicy::new(criterion, options.trigger, cost);
         let lists = OwnerLists::new(&owners, threads, options.chunk as usize);
-        let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer });
+        let mut tracker = Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer })?;
         if let Remapper::VectorRcb { phases } | Remapper::VectorGreedy { phases, .. } = options.remapper {
             pbs::check_memory("per-phase box times", grid.len(), phases.saturating_mul(8))?;
             tracker.record_phases(phases);

@@ -23,7 +23,7 @@ impl StaticBlocks {
     /// Over an existing pool (pinned or not).
     pub fn with_pool(boxes: usize, pool: Pool, timer: BoxTimer) -> crate::Result<Self> {
         pbs::check_memory("executor state", boxes, crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
-        let tracker = Tracker::new(boxes, pool.threads(), timer);
+        let tracker = Tracker::new(boxes, pool.threads(), timer)?;
         Ok(StaticBlocks { pool, tracker, boxes })
     }
 

@@ -49,7 +49,7 @@ impl WorkStealing {
             .start_handler(move |i| on_start(i))
             .build()
             .map_err(|e| crate::Error::RayonPool { threads, reason: e.to_string() })?;
-        Ok(WorkStealing { pool, tracker: Tracker::new(boxes, threads, timer), boxes, threads, _room: room })
+        Ok(WorkStealing { pool, tracker: Tracker::new(boxes, threads, timer)?, boxes, threads, _room: room })
     }
 }
 

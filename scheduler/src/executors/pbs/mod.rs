@@ -103,11 +103,11 @@ pub struct PbsOptions {
     pub chunk: u32,
     /// Seed of the initial vCore positions (used when `positions` is `None`).
     pub seed: u64,
-    /// Initial vCore positions (e.g. from the NUMA placement), one per thread.
+    /// Initial vCore positions (e.g. from the NUMA placement), one per thread, or an error.
     pub positions: Option<Vec<Point>>,
     /// The NUMA node of every thread, if known: idle threads then steal from their own node
     /// first, and a rebalancing that starts over from a bisection keeps each node's vCores on
-    /// one region ([`pbs::VCores::with_groups`]) (ignored unless it has one entry per thread).
+    /// one region ([`pbs::VCores::with_groups`]). One entry per thread, or an error.
     pub numa: Option<Vec<usize>>,
     /// When to rebalance; `None` = the criterion `criterion_name` names.
     pub criterion: Option<Box<dyn Criterion>>,
@@ -264,6 +264,48 @@ impl PbsOptions {
         Ok(self)
     }
 
+    /// The balancing settings' own error, if one is out of its range: a finite `tol` above
+    /// 0, a finite `trigger` of 0 or more (as [`super::RemapOptions`]'s), at least one step
+    /// per rebalancing. A NaN tolerance used to be taken, and balanced to whatever the
+    /// comparisons with it happened to allow.
+    pub(crate) fn check_balancing(&self) -> crate::Result<()> {
+        let bad = |name: &'static str, value: String, reason: &'static str| {
+            Err(crate::Error::Balancer(pbs::Error::Parameter { name, value, reason }))
+        };
+        if !(self.tol.is_finite() && self.tol > 0.0) {
+            return bad("tol", self.tol.to_string(), "expected a finite fraction > 0 (0.02 is 2 %)");
+        }
+        if !(self.trigger.is_finite() && self.trigger >= 0.0) {
+            return bad("trigger", self.trigger.to_string(), "expected a finite fraction ≥ 0 (0.05 is 5 %)");
+        }
+        if self.steps_per_rebalance == 0 {
+            return bad("steps_per_rebalance", "0".into(), "a rebalancing needs at least one balancer step");
+        }
+        Ok(())
+    }
+
+    /// [`PbsOptions::check_balancing`], and the settings of an executor over `threads`
+    /// threads: a chunk of at least one box, and one position and one NUMA node per thread
+    /// where they are given (a NUMA list of another length used to be ignored in silence).
+    /// The timing stride is the tracker's to check.
+    fn check(&self, threads: usize) -> crate::Result<()> {
+        self.check_balancing()?;
+        let bad = |name: &'static str, value: String, reason: &'static str| {
+            Err(crate::Error::Balancer(pbs::Error::Parameter { name, value, reason }))
+        };
+        if self.chunk == 0 {
+            return bad("chunk", "0".into(), "a chunk must hold at least one box");
+        }
+        let per_thread = |name: &'static str, len: Option<usize>| match len {
+            Some(len) if len != threads => {
+                bad(name, format!("{len} entries for {threads} threads"), "expected one entry per thread")
+            }
+            _ => Ok(()),
+        };
+        per_thread("positions", self.positions.as_ref().map(Vec::len))?;
+        per_thread("numa", self.numa.as_ref().map(Vec::len))
+    }
+
     /// The criterion these options ask for (`criterion`, else `criterion_name`, else
     /// Boulmier's eq. 24), taken out, with `initial_cost` seconds as its first rebalancing cost.
     pub(crate) fn take_criterion(&mut self, initial_cost: f64) -> crate::Result<Box<dyn Criterion>> {
@@ -396,14 +438,7 @@ impl Pbs {
     /// cost estimate of the default criterion).
     pub fn with_pool(grid: Grid, pool: Pool, mut options: PbsOptions) -> crate::Result<Self> {
         let threads = pool.threads();
-        if options.chunk == 0 {
-            return Err(pbs::Error::Parameter {
-                name: "chunk",
-                value: "0".into(),
-                reason: "a chunk must hold at least one box",
-            }
-            .into());
-        }
+        options.check(threads)?;
         let per_box = crate::box_timing::EXECUTOR_BYTES_PER_BOX + pbs::BALANCER_BYTES_PER_BOX;
         pbs::check_memory("pbs executor state", grid.len(), per_box)?;
         // More threads than boxes: the extra threads own nothing and only steal.
@@ -418,7 +453,7 @@ impl Pbs {
             }
             None => VCores::random(&problem, options.seed),
         };
-        if let Some(numa) = options.numa.as_ref().filter(|m| m.len() == threads) {
+        if let Some(numa) = &options.numa {
             let n = vcores.len();
             vcores = vcores.with_groups(&numa[..n])?;
         }
@@ -454,7 +489,7 @@ impl Pbs {
             spare_vcores: None,
             lists: ThreadLists::default(),
             timing: Timing {
-                tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer }),
+                tracker: Tracker::new(grid.len(), threads, BoxTimer { affinity: false, ..options.timer })?,
                 iteration_busy: vec![Duration::ZERO; threads],
                 phases_in_iteration: 0,
                 wall_this_iteration: Duration::ZERO,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Miri and ThreadSanitizer on the scheduler's and the C interface's tests (nightly toolchain,
-# installed through rustup when missing), AddressSanitizer and UBSan on the StarPU policy and its
-# programs, then a long fuzzing run. Longer than the test suite,
+# installed through rustup when missing), ThreadSanitizer, AddressSanitizer and UBSan on the
+# StarPU policy and its programs (gcc), then a long fuzzing run. Longer than the test suite,
 # so not part of it: see docs/soundness.md for how long each part takes on the 2-core VM.
 #
 # Miri interprets the pure-Rust tests: the pool, the claims, the executors, the C statuses.
@@ -43,40 +43,63 @@ tsan -p pbs-ffi --lib --test fuzz_arguments
 need_packages "${MPI_PACKAGES[@]}"
 tsan -p pbs-mpi --lib
 
-echo "== AddressSanitizer and UBSan: the StarPU policy, heat and md as StarPU tasks, its error cases"
 need_packages "${STARPU_PACKAGES[@]}"
 cargo build --release -q -p pbs-ffi
-asan=target/asan-starpu
 lib=$PWD/target/release
-mkdir -p "$asan/home"
-flags=(-std=c11 -O1 -g -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow -fno-omit-frame-pointer
-    -Wall -Wextra -Werror -fPIC -Iffi/include -Istarpu/include $(pkg-config --cflags starpu-1.3))
-starpu_libs=$(pkg-config --libs starpu-1.3)
-"${CC:-cc}" "${flags[@]}" -shared starpu/src/policy.c -o "$asan/libpbs_starpu.so" -L"$lib" -lpbs_ffi $starpu_libs \
-    -lpthread -lm -Wl,-rpath,"$lib"
-for program in examples/heat examples/md tests/errors tests/steal; do
-    sources=("starpu/$program.c")
-    [[ "$program" = tests/* ]] || sources+=(starpu/examples/driver.c)
-    "${CC:-cc}" "${flags[@]}" "${sources[@]}" -o "$asan/$(basename $program)" "$asan/libpbs_starpu.so" -L"$lib" \
-        -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$asan" -Wl,-rpath,"$lib"
-done
-export STARPU_SILENT=1 STARPU_HOME="$PWD/$asan/home" STARPU_NCPU=2
-# Any memory error or undefined behaviour ends the program with an error status.
-checked() { ASAN_OPTIONS=detect_leaks=0 "$@" > /dev/null; }
-for policy in pbs eager ws; do
-    for barrier in 0 1; do
-        checked "$asan/heat" --sched "$policy" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --barrier "$barrier"
-        checked "$asan/md" --sched "$policy" --iters 30 --nx 5 --ny 4 --tile 1 --scenario contraction --barrier "$barrier"
-        checked "$asan/md" --sched "$policy" --iters 30 --nx 3 --ny 3 --tile 3 --barrier "$barrier"
+# starpu_programs DIR FLAG...: the StarPU policy and its programs (heat and md as StarPU tasks,
+# its error cases, a thief woken by a push) built into DIR with the sanitizer's FLAGs.
+starpu_programs() {
+    local dir=$1 program sources
+    shift
+    local flags=(-std=c11 -O1 -g "$@" -fno-omit-frame-pointer -Wall -Wextra -Werror -fPIC -Iffi/include
+        -Istarpu/include $(pkg-config --cflags starpu-1.3))
+    local starpu_libs
+    starpu_libs=$(pkg-config --libs starpu-1.3)
+    mkdir -p "$dir/home"
+    "${CC:-cc}" "${flags[@]}" -shared starpu/src/policy.c -o "$dir/libpbs_starpu.so" -L"$lib" -lpbs_ffi $starpu_libs \
+        -lpthread -lm -Wl,-rpath,"$lib"
+    for program in examples/heat examples/md tests/errors tests/steal; do
+        sources=("starpu/$program.c")
+        [[ "$program" = tests/* ]] || sources+=(starpu/examples/driver.c)
+        "${CC:-cc}" "${flags[@]}" "${sources[@]}" -o "$dir/$(basename $program)" "$dir/libpbs_starpu.so" -L"$lib" \
+            -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$dir" -Wl,-rpath,"$lib"
     done
-done
-PBS_STEAL=always STARPU_NCPU=4 checked "$asan/heat" --workers 4 --iters 50 --nx 9 --ny 7 --side 5
-# Each worker's queue in push order instead of by box load (the heap's other path).
-PBS_STARPU_ORDER=fifo checked "$asan/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
-checked "$asan/errors" 2> /dev/null
-# A thief waiting for a push and woken by one (starpu/tests/steal.c), with stealing at once and after a wait.
-checked "$asan/steal"
-PBS_STEAL=auto checked "$asan/steal"
+}
+# starpu_runs DIR: every policy and setting of the programs in DIR, each through `checked`, which
+# the sanitizer's section defines (any report ends the program with an error status).
+starpu_runs() {
+    local dir=$1 policy barrier
+    export STARPU_SILENT=1 STARPU_HOME="$PWD/$dir/home" STARPU_NCPU=2
+    for policy in pbs eager ws; do
+        for barrier in 0 1; do
+            checked "$dir/heat" --sched "$policy" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --barrier "$barrier"
+            checked "$dir/md" --sched "$policy" --iters 30 --nx 5 --ny 4 --tile 1 --scenario contraction --barrier "$barrier"
+            checked "$dir/md" --sched "$policy" --iters 30 --nx 3 --ny 3 --tile 3 --barrier "$barrier"
+        done
+    done
+    PBS_STEAL=always STARPU_NCPU=4 checked "$dir/heat" --workers 4 --iters 50 --nx 9 --ny 7 --side 5
+    # Each worker's queue in push order instead of by box load (the heap's other path).
+    PBS_STARPU_ORDER=fifo checked "$dir/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
+    checked "$dir/errors" 2> /dev/null
+    # A thief waiting for a push and woken by one (starpu/tests/steal.c), with stealing at once
+    # and after a wait.
+    checked "$dir/steal"
+    PBS_STEAL=auto checked "$dir/steal"
+}
+
+echo "== ThreadSanitizer: the StarPU policy's locks and queues under StarPU's workers (gcc's runtime)"
+# StarPU and the Rust library are not instrumented: what is checked is the policy's own memory
+# (per-worker queues, box loads, the mapper's owners) against StarPU's worker threads, whose
+# pthread locks and condition variables TSan intercepts.
+starpu_programs target/tsan-starpu -fsanitize=thread
+checked() { TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$@" > /dev/null; }
+starpu_runs target/tsan-starpu
+
+echo "== AddressSanitizer and UBSan: the StarPU policy, heat and md as StarPU tasks, its error cases"
+asan=target/asan-starpu
+starpu_programs "$asan" -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
+checked() { ASAN_OPTIONS=detect_leaks=0 "$@" > /dev/null; }
+starpu_runs "$asan"
 # StarPU leaks about 1 KB at start-up under every policy (from a module it loads and unloads):
 # the leaks under pbs must be eager's.
 leaked() {

@@ -121,8 +121,12 @@ fn efficiency_is_at_most_one_whatever_the_costs_line_up_with() {
 }
 
 /// Every executor's idle time, split by cause, adds up with its efficiency to the wall time,
-/// and the cause is the right one: with one box sleeping for 30 ms among quick ones, the
-/// other thread spends the phase waiting at the barrier.
+/// and the cause is the right one: with one box sleeping for 60 ms among quick ones, the
+/// other thread spends most of the phase waiting at the barrier, or, where the machine is
+/// busy and gives it a core only late in the phase, starting late; never between tasks, at
+/// the barrier or in the executor. (With 30 ms and "waiting over 80 % of the phase" it failed
+/// 6 of 25 runs beside a sanitizer build: one thread 9–34 ms late, or 7 ms on its quick
+/// boxes, preempted.)
 #[test]
 fn idle_time_is_attributed_to_its_cause_and_adds_up_to_the_wall_time() {
     let grid = Grid::new(16, 8).unwrap();
@@ -132,14 +136,18 @@ fn idle_time_is_attributed_to_its_cause_and_adds_up_to_the_wall_time() {
         for _ in 0..3 {
             let stats = exec.run_phase(&|k| {
                 if k == 0 {
-                    std::thread::sleep(Duration::from_millis(30));
+                    std::thread::sleep(Duration::from_millis(60));
                 }
             });
             let parts = stats.idle_parts();
             let wall = stats.wall.as_secs_f64();
             let sum = stats.efficiency().unwrap() + parts.total() / wall;
             assert!((sum - 1.0).abs() < 0.01, "{kind}: efficiency and idle shares sum to {sum}: {parts:?}");
-            assert!(parts.waiting / wall > 0.4, "{kind}: one thread waits for the sleeping box: {parts:?}");
+            let other_thread = (parts.waiting + parts.late_start) / wall;
+            // A mean over two threads: 0.35 is the other thread idle for 70 % of the phase.
+            assert!(other_thread > 0.35, "{kind}: one thread waits for the sleeping box: {parts:?}");
+            let elsewhere = (parts.between_tasks + parts.barrier + parts.executor) / wall;
+            assert!(elsewhere < 0.25, "{kind}: idle time put down to another cause: {parts:?}");
             rec.phase(&stats);
             rec.iteration(&exec.end_iteration());
         }

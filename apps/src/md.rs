@@ -133,6 +133,10 @@ pub struct Md {
 
 impl Md {
     /// `nx × ny` Verlet boxes, particles placed from `seed`.
+    ///
+    /// # Panics
+    /// If `nx` or `ny` is 0, or the grid has more boxes than a grid may hold; [`crate::build`]
+    /// returns an error for those, and for a grid too large for the machine's memory.
     pub fn new(scenario: Scenario, nx: usize, ny: usize, seed: u64) -> Md {
         Md::holding(scenario, nx, ny, seed, None)
     }

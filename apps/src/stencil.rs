@@ -41,6 +41,10 @@ pub struct Stencil {
 
 impl Stencil {
     /// `nx × ny` boxes of `side × side` cells; the cost map drifts `drift` boxes per iteration.
+    ///
+    /// # Panics
+    /// If `nx` or `ny` is 0 ([`crate::build`] returns an error instead, and checks the memory
+    /// the tiles need).
     pub fn new(nx: usize, ny: usize, side: usize, drift: f64, rough_every: Option<usize>, seed: u32) -> Stencil {
         Stencil::on_grid(Grid::new(nx, ny).expect("non-empty grid"), side, drift, rough_every, seed, None)
     }

@@ -3,6 +3,7 @@
 
 use noise::{Fbm, MultiFractal, NoiseFn, Perlin};
 
+use crate::error::{Error, Result};
 use crate::grid::Grid;
 
 /// Parameters of a fractal-Brownian-motion Perlin map. Load of box `k` is
@@ -34,12 +35,40 @@ impl PerlinMap {
     /// beyond this wrap around (a jump in the map, after 10¹² boxes of drift).
     pub const MAX_OFFSET: f64 = 1e12;
 
+    /// Largest noise coordinate (in magnitude) sampled as it is; larger ones wrap around. fBm doubles the
+    /// point at each of up to 16 octaves, and the noise crate's lattice indices overflow near
+    /// 2⁶³ (a panic inside it, seen with a frequency of 1e300): 2⁴⁶ keeps the last octave
+    /// under 2⁶¹, and is far beyond the coordinates of any map of a sane size (under 10¹³).
+    const MAX_COORDINATE: f64 = (1u64 << 46) as f64;
+
+    /// An error naming the first field that no map can be drawn with: a frequency or an
+    /// offset that is not finite, or a contrast that is not a finite number ≥ 0 (a negative
+    /// one makes the coldest boxes infinitely loaded). [`PerlinMap::loads`] panics on these.
+    pub fn check(&self) -> Result<()> {
+        let bad = |name: &'static str, value: f64, reason: &'static str| {
+            Err(Error::Parameter { name, value: value.to_string(), reason })
+        };
+        if !self.frequency.is_finite() {
+            return bad("frequency", self.frequency, "features across the grid must be a finite number");
+        }
+        if let Some(&o) = self.offset.iter().find(|o| !o.is_finite()) {
+            return bad("offset", o, "a translation must be a finite number of boxes");
+        }
+        if !(self.contrast.is_finite() && self.contrast >= 0.0) {
+            return bad("contrast", self.contrast, "expected a finite exponent ≥ 0");
+        }
+        Ok(())
+    }
+
     /// Default parameters with the given seed.
     pub fn with_seed(seed: u32) -> Self {
         PerlinMap { seed, ..Default::default() }
     }
 
     /// Loads on `grid` (every layer of a 3D grid gets the same 2D map).
+    ///
+    /// # Panics
+    /// With the message of [`PerlinMap::check`]'s error, where it has one.
     pub fn loads(&self, grid: &Grid) -> Vec<f64> {
         self.sampled(grid, grid.nx.max(grid.ny), |fbm, p| fbm.get([p[0], p[1]]))
     }
@@ -47,6 +76,9 @@ impl PerlinMap {
     /// Loads on `grid` from 3D noise, so that the layers of a 3D grid differ as its rows do;
     /// `frequency` then counts features across the longest of the three sides, and the
     /// translation still moves the map along x and y.
+    ///
+    /// # Panics
+    /// As [`PerlinMap::loads`].
     pub fn loads_3d(&self, grid: &Grid) -> Vec<f64> {
         self.sampled(grid, grid.nx.max(grid.ny).max(grid.nz), |fbm, p| fbm.get(p))
     }
@@ -54,13 +86,17 @@ impl PerlinMap {
     /// The normalised, sharpened noise at every box centre, translated and scaled to
     /// `frequency` features across `longest` boxes.
     fn sampled(&self, grid: &Grid, longest: usize, noise: impl Fn(&Fbm<Perlin>, [f64; 3]) -> f64) -> Vec<f64> {
+        if let Err(e) = self.check() {
+            panic!("{e}");
+        }
         let fbm = Fbm::<Perlin>::new(self.seed).set_octaves(self.octaves.clamp(1, 16));
         let scale = self.frequency / longest as f64;
         let [ox, oy] = self.offset.map(|o| o.rem_euclid(Self::MAX_OFFSET));
         (0..grid.len())
             .map(|k| {
                 let c = grid.centre(k);
-                let p = [(c[0] + ox) * scale, (c[1] + oy) * scale, c[2] * scale];
+                let p = [(c[0] + ox) * scale, (c[1] + oy) * scale, c[2] * scale]
+                    .map(|x| x % Self::MAX_COORDINATE);
                 let v = ((noise(&fbm, p) + 1.0) * 0.5).clamp(0.0, 1.0);
                 v.powf(self.contrast)
             })
@@ -82,6 +118,30 @@ impl PerlinMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A field no map can be drawn with is named by `check`, and `loads` panics with that
+    /// message instead of inside the noise crate; a huge but finite frequency wraps around
+    /// (it overflowed the noise crate's lattice indices).
+    #[test]
+    fn fields_no_map_can_be_drawn_with_are_named() {
+        let g = Grid::new(6, 5).unwrap();
+        let ok = PerlinMap::default();
+        assert!(ok.check().is_ok());
+        for (m, name) in [
+            (PerlinMap { frequency: f64::NAN, ..ok }, "frequency"),
+            (PerlinMap { offset: [0.0, f64::INFINITY], ..ok }, "offset"),
+            (PerlinMap { contrast: -1.0, ..ok }, "contrast"),
+        ] {
+            let e = m.check().unwrap_err().to_string();
+            assert!(e.contains(name), "{e}");
+            let panicked = std::panic::catch_unwind(|| m.loads(&g)).unwrap_err();
+            assert_eq!(panicked.downcast_ref::<String>(), Some(&e));
+        }
+        for frequency in [1e300, -1e300, f64::MAX] {
+            let loads = PerlinMap { frequency, ..ok }.loads_3d(&Grid::new_3d(3, 3, 2).unwrap());
+            assert!(loads.iter().all(|q| (0.0..=1.0).contains(q)), "{frequency}: {loads:?}");
+        }
+    }
 
     #[test]
     fn maps_are_valid_reproducible_and_transitions_differ_as_named() {

@@ -89,6 +89,17 @@ pub enum Error {
         /// why not
         reason: &'static str,
     },
+    /// The grid's graph has more entries than the method's index type holds (METIS built
+    /// with a 32-bit `idx_t`: about 537 million boxes).
+    #[error("{method} cannot index the graph of {boxes} boxes: {reason}")]
+    TooLarge {
+        /// the method
+        method: String,
+        /// boxes of the grid
+        boxes: usize,
+        /// why not
+        reason: &'static str,
+    },
     /// This build found no METIS library.
     #[error("{method}: METIS was not found when pbs-peers was built; install libmetis-dev (scripts/test.sh does) and rebuild")]
     MetisUnavailable {

@@ -53,6 +53,7 @@ impl Partitioner for Metis {
         if parts == 1 {
             return Ok(vec![0; grid.len()]);
         }
+        check_graph_size(self.name(), grid)?;
         // The 4-neighbour graph in compressed rows.
         let mut xadj = Vec::with_capacity(grid.len() + 1);
         let mut adjncy = Vec::with_capacity(4 * grid.len());
@@ -71,6 +72,21 @@ impl Partitioner for Metis {
             .map_err(|(status, meaning)| Error::Metis { method: self.name().to_string(), status, meaning })?;
         Ok(part.into_iter().map(|p| p as u32).collect())
     }
+}
+
+/// An error where the 4-neighbour graph of `grid` has more adjacency entries (twice its
+/// edges) than `idx_t` holds: METIS would read the wrapped offsets past its arrays.
+fn check_graph_size(method: &str, grid: &Grid) -> Result<()> {
+    let [nx, ny, _] = grid.dims();
+    let edges = (nx as u128) * (ny.saturating_sub(1) as u128) + (ny as u128) * (nx.saturating_sub(1) as u128);
+    if 2 * edges > ffi::Idx::MAX as u128 {
+        return Err(Error::TooLarge {
+            method: method.to_string(),
+            boxes: grid.len(),
+            reason: "its neighbour lists would overflow METIS's idx_t (a METIS built with 64-bit indices takes it)",
+        });
+    }
+    Ok(())
 }
 
 #[cfg(pbs_metis)]
@@ -248,6 +264,20 @@ mod ffi {
         _: i32,
     ) -> Result<Vec<Idx>, (i32, &'static str)> {
         unreachable!("callers check AVAILABLE first")
+    }
+}
+
+/// The graph's size is checked before any array is built: a grid's dimensions cost nothing.
+#[cfg(test)]
+#[test]
+fn a_graph_too_large_for_idx_t_is_refused() {
+    let fits = |nx, ny| check_graph_size("metis-kway", &Grid::new(nx, ny).unwrap());
+    assert!(fits(2000, 2000).is_ok());
+    if std::mem::size_of::<ffi::Idx>() == 4 {
+        // 2 × (23,171 × 23,170 × 2) entries: just past 2³¹ − 1.
+        let e = fits(23_171, 23_171).unwrap_err().to_string();
+        assert!(e.contains("cannot index the graph of 536895241 boxes"), "{e}");
+        assert!(fits(16_384, 16_384).is_ok());
     }
 }
 

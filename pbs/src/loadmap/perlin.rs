@@ -95,8 +95,7 @@ impl PerlinMap {
         (0..grid.len())
             .map(|k| {
                 let c = grid.centre(k);
-                let p = [(c[0] + ox) * scale, (c[1] + oy) * scale, c[2] * scale]
-                    .map(|x| x % Self::MAX_COORDINATE);
+                let p = [(c[0] + ox) * scale, (c[1] + oy) * scale, c[2] * scale].map(|x| x % Self::MAX_COORDINATE);
                 let v = ((noise(&fbm, p) + 1.0) * 0.5).clamp(0.0, 1.0);
                 v.powf(self.contrast)
             })

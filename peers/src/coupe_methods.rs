@@ -41,19 +41,42 @@ fn guarded<T>(method: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
-/// The steps every adapter shares: pbs's input checks, the boxes as coupe points, the coupe
-/// call (`call`, guarded against panics), and coupe's part ids checked and converted.
+/// The loads as coupe's weights. coupe 0.1's multi-jagged and Hilbert splits unwrap or index
+/// past their prefix sums when the total is zero, or so small or large that its thresholds
+/// round away (loads of 1e-300, subnormal, or summing past `f64::MAX`): a zero total becomes
+/// unit weights (as METIS gets), and a total outside 1e-100..1e100 the loads over the largest.
+/// Loads of any usual size pass as they are, so that the peers' tables do not move.
+fn weights(loads: &[f64]) -> std::borrow::Cow<'_, [f64]> {
+    let total: f64 = loads.iter().sum();
+    if total == 0.0 {
+        return vec![1.0; loads.len()].into();
+    }
+    if (1e-100..=1e100).contains(&total) {
+        return loads.into();
+    }
+    let largest = loads.iter().copied().fold(0.0, f64::max);
+    loads.iter().map(|q| q / largest).collect::<Vec<f64>>().into()
+}
+
+/// The steps every adapter shares: pbs's input checks, the boxes as coupe points, the loads
+/// as weights coupe can take, the coupe call (`call`, guarded against panics), and coupe's part
+/// ids checked and converted.
 fn run(
     method: &str,
     grid: &Grid,
     loads: &[f64],
     parts: usize,
-    call: impl FnOnce(&mut [usize], Vec<Point2D>) -> Result<()>,
+    call: impl FnOnce(&mut [usize], Vec<Point2D>, &[f64]) -> Result<()>,
 ) -> Result<Vec<u32>> {
     check_input(method, grid, loads, parts)?;
+    if parts == 1 {
+        // coupe's Hilbert split asserts two points or more.
+        return Ok(vec![0; grid.len()]);
+    }
     let mut ids = vec![0; grid.len()];
     let points = centres(grid);
-    guarded(method, || call(&mut ids, points))?;
+    let weights = weights(loads);
+    guarded(method, || call(&mut ids, points, &weights))?;
     to_u32(method, ids, parts)
 }
 
@@ -69,7 +92,7 @@ impl Partitioner for CoupeRcb {
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         let name = self.name();
-        run(name, grid, loads, parts, |ids, points| {
+        run(name, grid, loads, parts, |ids, points, loads| {
             if !parts.is_power_of_two() {
                 return Err(Error::PartCount {
                     method: name.to_string(),
@@ -105,7 +128,7 @@ impl Partitioner for CoupeMultiJagged {
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         let mut mj = coupe::MultiJagged { part_count: parts, max_iter: self.rounds.max(1) };
         let name = self.name();
-        run(name, grid, loads, parts, |ids, points| {
+        run(name, grid, loads, parts, |ids, points, loads| {
             mj.partition(ids, (&points[..], loads)).map_err(|e| coupe_error(name, e))
         })
     }
@@ -132,7 +155,9 @@ impl Partitioner for CoupeHilbert {
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         let mut h = coupe::HilbertCurve { part_count: parts, order: self.order };
         let name = self.name();
-        run(name, grid, loads, parts, |ids, points| h.partition(ids, (points, loads)).map_err(|e| coupe_error(name, e)))
+        run(name, grid, loads, parts, |ids, points, loads| {
+            h.partition(ids, (points, loads)).map_err(|e| coupe_error(name, e))
+        })
     }
 }
 
@@ -145,5 +170,29 @@ mod tests {
         assert_eq!(to_u32("m", vec![0, 2, 1], 3).unwrap(), vec![0, 2, 1]);
         let e = to_u32("m", vec![0, 3], 3).unwrap_err();
         assert!(e.to_string().contains("returned part id 3 for 3 parts"), "{e}");
+    }
+
+    /// Loads coupe 0.1 panicked on (a zero total, 1e-300 loads, subnormal ones, a total past
+    /// `f64::MAX`) and one part of one box are partitioned; usual loads reach coupe as they are.
+    #[test]
+    fn loads_coupe_cannot_sum_are_given_to_it_rescaled() {
+        let usual = [0.5, 2.0, 1.0];
+        assert!(matches!(weights(&usual), std::borrow::Cow::Borrowed(w) if w == usual));
+        assert_eq!(&*weights(&[0.0, 0.0]), &[1.0, 1.0]);
+        assert_eq!(&*weights(&[f64::MAX, f64::MAX / 2.0]), &[1.0, 0.5]);
+        let grid = Grid::new(8, 8).unwrap();
+        let cases: [&dyn Fn(usize) -> f64; 4] =
+            [&|_| 0.0, &|k| 1e-300 * (1 + k % 3) as f64, &|k| if k % 2 == 0 { 5e-324 } else { 0.0 }, &|_| f64::MAX];
+        for loads in cases {
+            let loads: Vec<f64> = (0..grid.len()).map(loads).collect();
+            let mut methods: [Box<dyn Partitioner>; 2] =
+                [Box::new(CoupeMultiJagged::default()), Box::new(CoupeHilbert::default())];
+            for m in &mut methods {
+                let owners = m.partition(&grid, &loads, 4).unwrap_or_else(|e| panic!("{}: {e}", m.name()));
+                assert!(owners.iter().all(|&p| p < 4));
+            }
+        }
+        let one = Grid::new(1, 1).unwrap();
+        assert_eq!(CoupeHilbert::default().partition(&one, &[1.0], 1).unwrap(), vec![0]);
     }
 }

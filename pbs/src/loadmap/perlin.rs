@@ -35,10 +35,11 @@ impl PerlinMap {
     /// beyond this wrap around (a jump in the map, after 10¹² boxes of drift).
     pub const MAX_OFFSET: f64 = 1e12;
 
-    /// Largest noise coordinate (in magnitude) sampled as it is; larger ones wrap around. fBm doubles the
-    /// point at each of up to 16 octaves, and the noise crate's lattice indices overflow near
-    /// 2⁶³ (a panic inside it, seen with a frequency of 1e300): 2⁴⁶ keeps the last octave
-    /// under 2⁶¹, and is far beyond the coordinates of any map of a sane size (under 10¹³).
+    /// Largest noise coordinate (in magnitude) sampled as it is; larger ones wrap around.
+    /// fBm doubles the point at each of up to 16 octaves, and the noise crate's lattice
+    /// indices overflow near 2⁶³ (a panic inside it, seen with a frequency of 1e300): 2⁴⁶
+    /// keeps the last octave under 2⁶¹, far beyond the coordinates of any map of a sane size
+    /// (under 10¹³).
     const MAX_COORDINATE: f64 = (1u64 << 46) as f64;
 
     /// An error naming the first field that no map can be drawn with: a frequency or an

@@ -126,9 +126,7 @@ impl PbsOptions {
 
     /// [`PbsOptions::with_env`] with the settings looked up by `get`.
     pub fn with_settings(mut self, get: impl Fn(&str) -> Option<String>) -> crate::Result<PbsOptions> {
-        let bad = |name: &'static str, value: &str, reason: &'static str| {
-            crate::Error::Balancer(pbs::Error::Parameter { name, value: value.to_string(), reason })
-        };
+        let bad = |name: &'static str, value: &str, reason: &'static str| parameter(name, value.to_string(), reason);
         let fraction = |name: &'static str| -> crate::Result<Option<f64>> {
             get(name)
                 .map(|v| match v.trim().parse::<f64>() {
@@ -196,9 +194,7 @@ impl PbsOptions {
     /// per rebalancing. A NaN tolerance used to be taken, and balanced to whatever the
     /// comparisons with it happened to allow.
     pub(crate) fn check_balancing(&self) -> crate::Result<()> {
-        let bad = |name: &'static str, value: String, reason: &'static str| {
-            Err(crate::Error::Balancer(pbs::Error::Parameter { name, value, reason }))
-        };
+        let bad = |name, value, reason| Err(parameter(name, value, reason));
         if !(self.tol.is_finite() && self.tol > 0.0) {
             return bad("tol", self.tol.to_string(), "expected a finite fraction > 0 (0.02 is 2 %)");
         }
@@ -217,9 +213,7 @@ impl PbsOptions {
     /// The timing stride is the tracker's to check.
     pub(super) fn check(&self, threads: usize) -> crate::Result<()> {
         self.check_balancing()?;
-        let bad = |name: &'static str, value: String, reason: &'static str| {
-            Err(crate::Error::Balancer(pbs::Error::Parameter { name, value, reason }))
-        };
+        let bad = |name, value, reason| Err(parameter(name, value, reason));
         if self.chunk == 0 {
             return bad("chunk", "0".into(), "a chunk must hold at least one box");
         }
@@ -265,4 +259,9 @@ pub enum Overlap {
     IdleTimeOrThread,
     /// Always on the balancer thread.
     Thread,
+}
+
+/// The error of an option out of its range.
+fn parameter(name: &'static str, value: String, reason: &'static str) -> crate::Error {
+    crate::Error::Balancer(pbs::Error::Parameter { name, value, reason })
 }

@@ -30,6 +30,8 @@
 pub mod distributed;
 pub mod md;
 mod memory;
+
+pub use memory::fits_in_memory;
 pub mod stencil;
 
 use pbs::Grid;

@@ -408,6 +408,17 @@ fn run_refuses_bad_input_clearly() {
     assert!(stderr_of(&["run", "--app", "md", "--scheduler", "openmp"]).contains("unknown scheduler"));
     assert!(stderr_of(&["run", "--app", "md", "--threads", "0"]).contains("--threads"));
     assert!(stderr_of(&["run", "--app", "md", "--iters", "0"]).contains("--iters"));
+    // A trace that could not be held is refused before the run, not after it; a model of 10⁹
+    // iterations before its plan fills the memory.
+    let trace = std::env::temp_dir().join(format!("pbs-cli-{}.trace", std::process::id()));
+    let big = ["run", "--app", "md", "--nx", "256", "--ny", "256", "--iters", "100000000", "--trace"];
+    let e = stderr_of(&[&big[..], &[trace.to_str().unwrap()]].concat());
+    assert!(e.contains("out of memory: a trace's costs"), "{e}");
+    assert!(!trace.exists(), "nothing written");
+    let e = stderr_of(&["model", "--app", "md", "--record-iters", "100000000", "--threads", "256"]);
+    assert!(e.contains("out of memory: a trace's costs") && e.contains("or fewer iterations"), "{e}");
+    let e = stderr_of(&["model", "--app", "md", "--iters", "1000000000"]);
+    assert!(e.contains("at most 1000000 iterations"), "{e}");
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "stencil", "--nz", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "md", "--nz", "2"]).contains("only stencil runs in 3D"));
@@ -746,6 +757,8 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     assert!(e.contains("at least 1"), "{e}");
     let e = stderr_of(&["peers", "--pbs-tol", "-1"]);
     assert!(e.contains("--pbs-tol must be finite and ≥ 0"), "{e}");
+    let e = stderr_of(&["peers", "--sequence", "1000000000"]);
+    assert!(e.contains("--sequence 1000000000: at most 1000000 steps"), "{e}");
     let e = stderr_of(&["peers", "--maps", dir.to_str().unwrap(), "--parts", "100"]);
     assert!(e.contains("no 2D map has at least 20 boxes per part"), "{e}");
     std::fs::remove_dir_all(dir).unwrap();

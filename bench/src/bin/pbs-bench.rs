@@ -411,6 +411,9 @@ fn methods_list(spec: &str) -> Result<Vec<String>, String> {
     Ok(names)
 }
 
+/// The most steps `peers --sequence` takes.
+const MAX_SEQUENCE: usize = 1_000_000;
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -500,6 +503,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 return Err("--repeats must be at least 1".into());
             }
             trace.iter().chain(&timeline).chain(&png).try_for_each(|p| writable(p))?;
+            if trace.is_some() {
+                // Before the run, whose iterations the trace records again afterwards.
+                pbs_bench::model::trace::Trace::check_recordable([nx, ny, nz], iters)?;
+            }
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
@@ -763,6 +770,11 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             if repeats == 0 || seeds == 0 {
                 return Err("--repeats and --seeds must be at least 1".into());
+            }
+            // Every step's figures are kept for the medians (32 bytes a method and step): 10⁹
+            // steps would fill the memory after hours instead of being refused now.
+            if sequence > MAX_SEQUENCE {
+                return Err(format!("--sequence {sequence}: at most {MAX_SEQUENCE} steps"));
             }
             let methods: Vec<String> = if methods == "all" {
                 pbs_peers::NAMES.iter().map(|s| s.to_string()).collect()

@@ -109,6 +109,9 @@ pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
     Ok(notes)
 }
 
+/// The most iterations a replay takes.
+pub const MAX_ITERS: usize = 1_000_000;
+
 /// Checks the settings and returns their [`notes`]: counts of at least 1, at most the
 /// executor's thread limit, and something left to replay.
 pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
@@ -117,6 +120,11 @@ pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
     }
     if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
         return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
+    }
+    // A plan keeps the owners of every rebalancing (256 KB each at 65,536 boxes): 10⁹
+    // iterations grew by megabytes a second until the memory ran out.
+    if s.iters > MAX_ITERS {
+        return Err(format!("--iters {}: the model replays at most {MAX_ITERS} iterations", s.iters));
     }
     for (flag, x) in
         [("--executor-us-per-thread", s.executor_thread), ("--iteration-us-per-thread", s.iteration_thread)]

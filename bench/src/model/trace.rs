@@ -108,6 +108,15 @@ impl Trace {
         Trace::record_3d(app, scenario, [nx, ny, 1], iterations, seed)
     }
 
+    /// An error where a trace of `iterations` iterations of `dims` boxes would not fit in the
+    /// memory: two passes' costs, 8 bytes a box and phase (md-split has two phases). 10⁸
+    /// iterations of 256 × 256 boxes filled the memory in minutes; now they are refused first.
+    pub fn check_recordable(dims: [usize; 3], iterations: usize) -> Result<(), String> {
+        let boxes = pbs::Grid::new_3d(dims[0], dims[1], dims[2]).map_err(|e| e.to_string())?.len();
+        pbs_apps::fits_in_memory("a trace's costs (32 bytes a box and iteration)", boxes, iterations.saturating_mul(32))
+            .map_err(|e| format!("{e}, or fewer iterations"))
+    }
+
     /// [`Trace::record`] on `dims[0] × dims[1] × dims[2]` boxes (the stencil in 3D with more
     /// than one layer, see `pbs_apps::build_3d`).
     pub fn record_3d(
@@ -121,6 +130,7 @@ impl Trace {
         if iterations == 0 {
             return Err("a trace needs at least one iteration".into());
         }
+        Trace::check_recordable(dims, iterations)?;
         let pass = || -> Result<Vec<Vec<Vec<f64>>>, String> {
             let mut grid_app = pbs_apps::build_3d(app, scenario, nx, ny, nz, seed)?;
             let n = grid_app.grid().len();

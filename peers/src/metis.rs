@@ -75,7 +75,8 @@ impl Partitioner for Metis {
 }
 
 /// An error where the 4-neighbour graph of `grid` has more adjacency entries (twice its
-/// edges) than `idx_t` holds: METIS would read the wrapped offsets past its arrays.
+/// edges) than `idx_t` holds. The offsets would wrap; `partition`'s own check of the graph
+/// then panics ("malformed graph") before METIS sees it, but only after gigabytes of arrays.
 fn check_graph_size(method: &str, grid: &Grid) -> Result<()> {
     let [nx, ny, _] = grid.dims();
     let edges = (nx as u128) * (ny.saturating_sub(1) as u128) + (ny as u128) * (nx.saturating_sub(1) as u128);

@@ -110,7 +110,8 @@ impl Trace {
 
     /// An error where a trace of `iterations` iterations of `dims` boxes would not fit in the
     /// memory: two passes' costs, 8 bytes a box and phase (md-split has two phases). 10⁸
-    /// iterations of 256 × 256 boxes filled the memory in minutes; now they are refused first.
+    /// iterations of 256 × 256 boxes grew by 2 MB a second until the memory would run out
+    /// (hours later, on the 24 GiB VM); now they are refused first.
     pub fn check_recordable(dims: [usize; 3], iterations: usize) -> Result<(), String> {
         let boxes = pbs::Grid::new_3d(dims[0], dims[1], dims[2]).map_err(|e| e.to_string())?.len();
         pbs_apps::fits_in_memory("a trace's costs (32 bytes a box and iteration)", boxes, iterations.saturating_mul(32))

@@ -21,10 +21,10 @@ pub(crate) fn check_state(what: &'static str, boxes: usize, held: usize, per_box
     within_available(what, (boxes, "boxes"), total, available_bytes())
 }
 
-/// Whether `count` items of `bytes_each` bytes fit, as [`check_state`] asks it: the system must
-/// grant the reservation and, where Linux says, the memory available must hold it; an error
-/// names `what` and the sizes. For what a program keeps besides an app's state (a trace of
-/// recorded box costs).
+/// Whether `count` items of `bytes_each` bytes fit, as the apps ask it of their own state: the
+/// system must grant the reservation ([`pbs::check_memory`]) and, where Linux says, the memory
+/// available (`MemAvailable + SwapFree`) must hold it; an error names `what` and the sizes. For
+/// what a program keeps besides an app's state (a trace of recorded box costs).
 pub fn fits_in_memory(what: &'static str, count: usize, bytes_each: usize) -> Result<(), String> {
     pbs::check_memory(what, count, bytes_each).map_err(|e| e.to_string())?;
     within_available(what, (count, "items"), count.saturating_mul(bytes_each), available_bytes())

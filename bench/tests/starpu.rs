@@ -154,6 +154,7 @@ fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
     assert!(out.contains("tasks run 90 of 90; without a box 15"), "{out}");
     for message in [
         "the count a multiple of nx * ny; nothing declared",
+        "pbs_starpu_declare_grid(4294967296, 4294967296, handles, 16)",
         "handles[5] (for box 5) is already box 0's handle",
         "a grid is already declared (4 x 4 boxes)",
         "a task of codelet 'touch' has none of its handles in the declared grid: it runs anyway",

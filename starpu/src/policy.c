@@ -209,10 +209,13 @@ static size_t box_of(const struct starpu_task *task) {
 
 int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count) {
     char message[256];
-    if (!nx || !ny || !handles || !count || count % (nx * ny)) {
+    /* nx * ny checked before it is used: a product that wraps to 0 divided the count by zero
+       (SIGFPE), and pbs's grids hold at most 2^32 - 1 boxes (32-bit box ids). */
+    int too_many = nx && ny && nx > UINT32_MAX / ny;
+    if (!nx || !ny || too_many || !handles || !count || count % (nx * ny)) {
         snprintf(message, sizeof message,
-                 "pbs_starpu_declare_grid(%zu, %zu, %s, %zu): the sizes must be > 0 and the count a "
-                 "multiple of nx * ny; nothing declared",
+                 "pbs_starpu_declare_grid(%zu, %zu, %s, %zu): the sizes must be > 0, nx * ny at most "
+                 "2^32 - 1 boxes and the count a multiple of nx * ny; nothing declared",
                  nx, ny, handles ? "handles" : "NULL", count);
         say(message);
         return -EINVAL;

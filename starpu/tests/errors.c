@@ -39,6 +39,9 @@ int main(void) {
     /* A count that is not a multiple of the grid, a NULL handle array: refused. */
     failures += pbs_starpu_declare_grid(4, 4, h, 15) != -EINVAL;
     failures += pbs_starpu_declare_grid(4, 4, NULL, 16) != -EINVAL;
+    /* A grid whose nx * ny wraps to 0 (it divided the count by zero), or passes 2^32 - 1 boxes. */
+    failures += pbs_starpu_declare_grid((size_t)1 << 32, (size_t)1 << 32, h, N) != -EINVAL;
+    failures += pbs_starpu_declare_grid((size_t)1 << 31, 2, h, N) != -EINVAL;
     /* The same handle for two boxes (h[0] again in place of h[5]): declared, h[0] stays box 0. */
     starpu_data_handle_t twice[N];
     for (int i = 0; i < N; i++) twice[i] = h[i];

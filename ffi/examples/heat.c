@@ -25,6 +25,7 @@
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@ typedef struct {
     const uint32_t *owner; /* who first-touches each box (NULL: the main thread did) */
     double hot;            /* starting temperature of the hot square */
     int uniform;           /* the whole domain starts at `hot` */
+    atomic_int no_memory;  /* set by a thread whose tiles could not be allocated */
 } field;
 
 static double now_ms(void) {
@@ -110,7 +112,10 @@ static void touch_box(field *f, size_t k) {
     size_t bytes = f->s * f->s * sizeof(double);
     f->old[k] = malloc(bytes);
     f->new[k] = malloc(bytes);
-    if (!f->old[k] || !f->new[k]) abort();
+    if (!f->old[k] || !f->new[k]) {
+        atomic_store(&f->no_memory, 1); /* reported by main once every thread is done */
+        return;
+    }
     for (size_t c = 0; c < f->s * f->s; c++) f->old[k][c] = f->new[k][c] = starts_hot(f, k) ? f->hot : 0.0;
 }
 
@@ -185,10 +190,13 @@ int main(int argc, char **argv) {
                .hot = strtod(positional[6], NULL),
                .uniform = !strcmp(load, "uniform")};
     int diag_pbs = !strcmp(diag, "pbs"), diag_omp = !strcmp(diag, "omp");
-    if (iterations < 0 || f.s < 3 || (!f.uniform && strcmp(load, "corner")) ||
+    /* As pbs's grids: at most 2^32 - 1 boxes (checked here too, for the OpenMP schedules, which
+       build no executor: their products wrapped); tiles of at most 65536^2 cells. */
+    int sizes_ok = f.nx && f.ny && f.nx <= UINT32_MAX / f.ny && f.s <= 65536;
+    if (iterations < 0 || f.s < 3 || !sizes_ok || (!f.uniform && strcmp(load, "corner")) ||
         (!diag_pbs && !diag_omp && strcmp(diag, "none")) || !(isnan(f.hot) || (f.hot >= 0 && f.hot <= 1e6))) {
-        fprintf(stderr, "heat: iterations must be >= 0, side >= 3, hot from 0 to 1e6 (or nan), load corner or "
-                        "uniform, diag none, pbs or omp\n");
+        fprintf(stderr, "heat: iterations must be >= 0, nx and ny >= 1 with nx * ny <= 2^32 - 1, side from 3 to "
+                        "65536, hot from 0 to 1e6 (or nan), load corner or uniform, diag none, pbs or omp\n");
         return 2;
     }
     omp_choice omp = {0, 0, 0};
@@ -249,6 +257,10 @@ int main(int argc, char **argv) {
         pbs_executor_on_each_thread(e, touch_own_boxes, &f);
     } else {
         touch_own_boxes(&f, 0); /* ws and eager decide as they run: touch from here */
+    }
+    if (atomic_load(&f.no_memory)) {
+        fprintf(stderr, "heat: out of memory for %zu boxes of %zu x %zu cells\n", boxes, f.s, f.s);
+        return 1;
     }
 
     int rebalancings = 0, late_rebalancings = 0, late_imbalanced = 0;

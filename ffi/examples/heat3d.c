@@ -81,10 +81,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "heat3d: %s\n", pbs_last_error());
         return 2;
     }
+    /* The cells counted before they are allocated: a product past SIZE_MAX wrapped, and the
+       sweep wrote past a small allocation (a segmentation fault). */
+    if (n[0] > SIZE_MAX / sizeof(double) / n[1] || n[0] * n[1] > SIZE_MAX / sizeof(double) / n[2]) {
+        fprintf(stderr, "heat3d: %zu x %zu x %zu cells: more than this machine can count\n", n[0], n[1], n[2]);
+        return 2;
+    }
     size_t cells = n[0] * n[1] * n[2], boxes = grid[0] * grid[1] * grid[2];
     double *a = malloc(cells * sizeof *a), *b = malloc(cells * sizeof *b);
     size_t(*lo)[3] = malloc(boxes * sizeof *lo), (*hi)[3] = malloc(boxes * sizeof *hi);
-    if (!a || !b || !lo || !hi) return 1;
+    if (!a || !b || !lo || !hi) {
+        fprintf(stderr, "heat3d: out of memory for %zu x %zu x %zu cells\n", n[0], n[1], n[2]);
+        return 1;
+    }
     for (size_t k = 0; k < boxes; k++) pbs_tiling_cells_3d(n, tile, k, lo[k], hi[k]);
     /* A hot slab at the bottom on a background of 1 (no value decays towards subnormals). */
     for (size_t c = 0; c < cells; c++) a[c] = b[c] = c / (n[0] * n[1]) < n[2] / 8 ? 100.0 : 1.0;

@@ -73,9 +73,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tiles: %s\n", pbs_last_error());
         return 2;
     }
+    /* The cells counted before they are allocated: a product past SIZE_MAX wrapped, and the
+       sweep wrote past a small allocation (a segmentation fault). */
+    if (w > SIZE_MAX / sizeof(double) / h) {
+        fprintf(stderr, "tiles: %zu x %zu cells: more than this machine can count\n", w, h);
+        return 2;
+    }
     double *a = malloc(w * h * sizeof *a), *b = malloc(w * h * sizeof *b);
     size_t(*range)[4] = malloc(nx * ny * sizeof *range);
-    if (!a || !b || !range) return 1;
+    if (!a || !b || !range) {
+        fprintf(stderr, "tiles: out of memory for %zu x %zu cells\n", w, h);
+        return 1;
+    }
     for (size_t k = 0; k < nx * ny; k++)
         pbs_tiling_cells(w, h, tx, ty, k, &range[k][0], &range[k][1], &range[k][2], &range[k][3]);
     /* A hot corner on a background of 1: no value decays into the slow subnormal range. */

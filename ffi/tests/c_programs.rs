@@ -388,6 +388,46 @@ fn heat_c_reports_a_failing_task_by_box() {
     }
 }
 
+/// Sizes the C examples cannot hold are refused with a message, not an abort or a crash:
+/// heat.c's side of 100,000 cells (80 GB a tile) aborted on its first allocation, and an OpenMP
+/// schedule, which builds no executor, would have run a grid whose `nx * ny` wrapped.
+#[test]
+fn the_c_examples_refuse_sizes_they_cannot_hold() {
+    let program = compile_with(&Path::new(MANIFEST).join("examples/heat.c"), "heat_sizes", &["-fopenmp"]);
+    for args in [
+        ["static", "2", "3", "4", "4", "100000", "1"],
+        ["omp-static", "2", "3", "9223372036854775809", "2", "3", "1"],
+        ["pbs", "2", "3", "0", "4", "3", "1"],
+    ] {
+        let o = run(&program, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("nx * ny <= 2^32 - 1, side from 3 to 65536"), "{args:?}: {err}");
+    }
+    // tiles.c and heat3d.c: cells whose count wraps past SIZE_MAX bytes (a segmentation fault:
+    // the sweep wrote past a small allocation), and cells memory will not hold (a silent exit 1).
+    let tiles = compile(&Path::new(MANIFEST).join("examples/tiles.c"), "tiles_sizes");
+    let heat3d = compile(&Path::new(MANIFEST).join("examples/heat3d.c"), "heat3d_sizes");
+    let huge = "3037000500";
+    let cases: [(&Path, Vec<&str>, i32, &str); 4] = [
+        (&tiles, vec!["static", "2", "3", huge, huge, huge, huge], 2, "cells: more than this machine can count"),
+        (&tiles, vec!["static", "2", "3", "1000000", "1000000", "1000000", "1000000"], 1, "out of memory for"),
+        (
+            &heat3d,
+            vec!["static", "2", "3", "2097152", "2097152", "2097152", "2097152", "2097152", "2097152"],
+            2,
+            "count",
+        ),
+        (&heat3d, vec!["static", "2", "3", "100000", "100000", "10", "100000", "100000", "10"], 1, "out of memory for"),
+    ];
+    for (program, args, code, message) in cases {
+        let o = run(program, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{program:?} {args:?}: {err}");
+        assert!(err.contains(message), "{program:?} {args:?}: {err}");
+    }
+}
+
 #[test]
 fn heat_c_reports_a_bad_scheduler_by_name() {
     let program = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat_bad");

@@ -50,8 +50,8 @@ extern struct starpu_sched_policy pbs_starpu_policy;
 /* Declares a grid of nx * ny boxes: handles[l * nx * ny + k] belongs to box k (box k is
    column k % nx, row k / nx), for each of the count / (nx * ny) layers (a code with two
    buffers per box gives both). Returns 0, or -EINVAL with the reason on stderr: a zero size,
-   more than 2^32 - 1 boxes, a count that is not a multiple of nx * ny, a NULL handle, a handle given for two boxes (it
-   keeps the first), or a grid already declared (the first stays). */
+   more than 2^32 - 1 boxes, a count that is not a multiple of nx * ny, a NULL handle, a handle
+   given for two boxes (it keeps the first), or a grid already declared (the first stays). */
 int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count);
 
 /* What the policy did since starpu_init. */

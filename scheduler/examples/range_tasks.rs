@@ -21,7 +21,7 @@ const PHASES: usize = 50;
 struct Base(*mut f64);
 // SAFETY: `f64` is `Send`; the workers derive `&mut` to different boxes only, because the
 // `Executor` contract runs each box at most once per phase and returns after every task, and
-// `x` is not touched elsewhere while the phase runs.
+// the vector `Base` points into (`x` in `main`) is not touched elsewhere while the phase runs.
 unsafe impl Sync for Base {}
 
 fn median(v: &mut [f64]) -> f64 {

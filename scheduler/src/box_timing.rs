@@ -176,11 +176,8 @@ impl Tracker {
     /// is neither 0 nor a power of two.
     pub fn new(boxes: usize, threads: usize, timer: BoxTimer) -> crate::Result<Tracker> {
         if timer.stride != 0 && !timer.stride.is_power_of_two() {
-            return Err(crate::Error::Balancer(pbs::Error::Parameter {
-                name: "timer.stride",
-                value: timer.stride.to_string(),
-                reason: "expected 0 (no timing) or a power of two",
-            }));
+            let reason = "expected 0 (no timing) or a power of two";
+            return Err(crate::error::parameter("timer.stride", timer.stride.to_string(), reason));
         }
         // The clock's rate is calibrated once per process (20 ms): here, not inside the first
         // phase, which it made 20 ms longer (in C, static's first of 300 heat iterations).

@@ -61,6 +61,12 @@ pub enum Error {
     },
 }
 
+/// The error of a setting out of its range, as the balancer names its own
+/// (`pbs::Error::Parameter`): shared by the executors' option checks.
+pub(crate) fn parameter(name: &'static str, value: String, reason: &'static str) -> Error {
+    Error::Balancer(pbs::Error::Parameter { name, value, reason })
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 

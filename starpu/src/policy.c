@@ -211,8 +211,7 @@ int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *ha
     char message[256];
     /* nx * ny checked before it is used: a product that wraps to 0 divided the count by zero
        (SIGFPE), and pbs's grids hold at most 2^32 - 1 boxes (32-bit box ids). */
-    int too_many = nx && ny && nx > UINT32_MAX / ny;
-    if (!nx || !ny || too_many || !handles || !count || count % (nx * ny)) {
+    if (!nx || !ny || nx > UINT32_MAX / ny || !handles || !count || count % (nx * ny)) {
         snprintf(message, sizeof message,
                  "pbs_starpu_declare_grid(%zu, %zu, %s, %zu): the sizes must be > 0, nx * ny at most "
                  "2^32 - 1 boxes and the count a multiple of nx * ny; nothing declared",

@@ -208,9 +208,7 @@ impl Remapping {
     /// Over an existing pool. Maps uniform loads by RCB to start (its time is the initial
     /// cost estimate of the default criterion).
     pub fn with_pool(grid: Grid, pool: Pool, mut options: RemapOptions) -> crate::Result<Self> {
-        let bad = |name: &'static str, value: String, reason: &'static str| {
-            crate::Error::Balancer(pbs::Error::Parameter { name, value, reason })
-        };
+        let bad = crate::error::parameter;
         if options.chunk == 0 {
             return Err(bad("chunk", "0".into(), "a chunk must hold at least one box"));
         }

@@ -8,6 +8,7 @@ use super::lending::Lending;
 use super::stealing::Stealing;
 use crate::box_timing::BoxTimer;
 use crate::criteria::Criterion;
+use crate::error::parameter;
 
 /// Settings of the PBS executor.
 pub struct PbsOptions {
@@ -235,11 +236,7 @@ impl PbsOptions {
         }
         let name = self.criterion_name.as_deref().unwrap_or("boulmier");
         crate::criteria::by_name(name, initial_cost).map_err(|reason| {
-            crate::Error::Balancer(pbs::Error::Parameter {
-                name: "criterion",
-                value: format!("{name:?} ({reason})"),
-                reason: "expected a name of pbs_scheduler::criteria::NAMES",
-            })
+            parameter("criterion", format!("{name:?} ({reason})"), "expected a name of pbs_scheduler::criteria::NAMES")
         })
     }
 }
@@ -259,9 +256,4 @@ pub enum Overlap {
     IdleTimeOrThread,
     /// Always on the balancer thread.
     Thread,
-}
-
-/// The error of an option out of its range.
-fn parameter(name: &'static str, value: String, reason: &'static str) -> crate::Error {
-    crate::Error::Balancer(pbs::Error::Parameter { name, value, reason })
 }

@@ -317,7 +317,7 @@ pub fn check_every_share(app: &str, grid: pbs::Grid) -> Result<(), String> {
     crate::flat_md(app, &grid)?;
     let (what, per_box) = match app {
         "md" | "md-split" => ("md particles", crate::md::Md::state_bytes()),
-        "stencil" => ("stencil tiles", crate::stencil::Stencil::state_bytes(&grid)),
+        "stencil" => ("stencil tiles", crate::stencil::Stencil::scenario_state_bytes(&grid)),
         a => return Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
     };
     crate::memory::check_state(what, grid.len(), 0, per_box)

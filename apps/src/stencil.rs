@@ -30,9 +30,8 @@ pub struct Stencil {
     map: PerlinMap,
     drift: f64,
     rough_every: Option<usize>,
-    /// Extra work units per box at load 1 (one unit ≈ 1.5 ns; 40000 makes the Perlin cost
-    /// dominate the Jacobi sweep of a 16×16 tile, as the stress test intends).
-    pub work_scale: f64,
+    /// Extra work units per box at load 1 ([`Stencil::with_work_scale`]).
+    work_scale: f64,
     cost: Vec<f64>,
     iteration: usize,
     /// The boxes this process computes (`None`: all; see [`Distributed`]).
@@ -40,13 +39,31 @@ pub struct Stencil {
 }
 
 impl Stencil {
-    /// `nx × ny` boxes of `side × side` cells; the cost map drifts `drift` boxes per iteration.
+    /// Extra work units per box at load 1 unless [`Stencil::with_work_scale`] says otherwise
+    /// (one unit ≈ 1.5 ns; 40000 makes the Perlin cost dominate the Jacobi sweep of a 16×16
+    /// tile, as the stress test intends).
+    pub const DEFAULT_WORK_SCALE: f64 = 40000.0;
+
+    /// The largest [`Stencil::with_work_scale`]: a box at load 1 then takes about 1.5 s of
+    /// extra work a iteration; beyond, an iteration is a wait nobody meant (at 1e300, longer
+    /// than the universe has been).
+    pub const MAX_WORK_SCALE: f64 = 1e9;
+
+    /// `nx × ny` boxes of `side × side` cells; the cost map drifts `drift` boxes per iteration,
+    /// or is drawn anew every `rough_every` iterations.
     ///
-    /// # Panics
-    /// If `nx` or `ny` is 0 ([`crate::build`] returns an error instead, and checks the memory
-    /// the tiles need).
-    pub fn new(nx: usize, ny: usize, side: usize, drift: f64, rough_every: Option<usize>, seed: u32) -> Stencil {
-        Stencil::on_grid(Grid::new(nx, ny).expect("non-empty grid"), side, drift, rough_every, seed, None)
+    /// An error names the first argument no stencil can be built with: an empty grid, tiles of
+    /// no cell or more than memory holds, a drift that is not finite, `rough_every` of 0.
+    pub fn new(
+        nx: usize,
+        ny: usize,
+        side: usize,
+        drift: f64,
+        rough_every: Option<usize>,
+        seed: u32,
+    ) -> Result<Stencil, String> {
+        let grid = Grid::new(nx, ny).map_err(|e| e.to_string())?;
+        Stencil::on_grid(grid, side, drift, rough_every, seed, None)
     }
 
     /// [`Stencil::new`] on any grid, holding only the tiles of the boxes `holds` marks (`None`:
@@ -60,8 +77,24 @@ impl Stencil {
         rough_every: Option<usize>,
         seed: u32,
         holds: Option<&[bool]>,
-    ) -> Stencil {
-        let cells = side.pow(if grid.nz > 1 { 3 } else { 2 });
+    ) -> Result<Stencil, String> {
+        let dims = tile_dims(&grid);
+        let cells = match side.checked_pow(dims) {
+            Some(0) => return Err("a stencil tile needs at least one cell along each side, got 0".into()),
+            Some(cells) => cells,
+            None => return Err(format!("tiles of {side} cells a side: {side}^{dims} cells overflow")),
+        };
+        if !drift.is_finite() {
+            return Err(format!("the cost map's drift must be a finite number of boxes an iteration, got {drift}"));
+        }
+        if rough_every == Some(0) {
+            return Err("a new cost map every 0 iterations: expected at least 1".into());
+        }
+        if let Some(h) = holds.filter(|h| h.len() != grid.len()) {
+            return Err(format!("{} boxes marked held on a grid of {} boxes", h.len(), grid.len()));
+        }
+        let held = holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count());
+        crate::memory::check_state("stencil tiles", grid.len(), held, Stencil::state_bytes(cells))?;
         let tiles: Vec<Vec<f64>> = (0..grid.len())
             .map(|k| {
                 if holds.is_some_and(|h| !h[k]) {
@@ -85,13 +118,27 @@ impl Stencil {
             map,
             drift,
             rough_every,
-            work_scale: 40000.0,
+            work_scale: Stencil::DEFAULT_WORK_SCALE,
             cost: Vec::new(),
             iteration: 0,
             local: None,
         };
         s.cost = s.costs();
-        s
+        Ok(s)
+    }
+
+    /// The same stencil with `scale` extra work units per box at load 1 (one unit ≈ 1.5 ns;
+    /// 0 leaves the Jacobi sweep alone); refused unless finite and within
+    /// 0..=[`Stencil::MAX_WORK_SCALE`].
+    pub fn with_work_scale(mut self, scale: f64) -> Result<Stencil, String> {
+        if !(0.0..=Stencil::MAX_WORK_SCALE).contains(&scale) {
+            return Err(format!(
+                "a work scale of {scale:?} units a box: expected a finite number from 0 to {:e}",
+                Stencil::MAX_WORK_SCALE
+            ));
+        }
+        self.work_scale = scale;
+        Ok(self)
     }
 
     /// Whether the tiles are cubes (a grid of more than one layer).
@@ -101,7 +148,7 @@ impl Stencil {
 
     /// Cells of a tile.
     fn cells(&self) -> usize {
-        self.side.pow(if self.is_3d() { 3 } else { 2 })
+        self.side.pow(tile_dims(&self.grid))
     }
 
     /// The cost map's loads on the grid: 2D noise on one layer, 3D noise on several.
@@ -123,9 +170,7 @@ impl Stencil {
             "rough" => Some(10),
             s => return Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
         };
-        let held = holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count());
-        crate::memory::check_state("stencil tiles", grid.len(), held, Stencil::state_bytes(&grid))?;
-        Ok(Stencil::on_grid(grid, Stencil::tile_side(&grid), 0.25, rough_every, seed as u32, holds))
+        Stencil::on_grid(grid, Stencil::tile_side(&grid), 0.25, rough_every, seed as u32, holds)
     }
 
     /// Cells along each side of the scenarios' tiles: 16 on one layer, 8 on several.
@@ -137,16 +182,21 @@ impl Stencil {
         }
     }
 
-    /// Bytes per box of the scenarios' stencil on `grid`, from above: the
+    /// Bytes per box of a stencil of `cells` cells a tile, from above: the
     /// cost and two tile pointers for every box; for a box held, six tiles (each a `Vec` header
     /// and the allocator's overhead besides the cells): two live, and while they are placed on
     /// their owners' threads a copy of one and the freed memory the threads' allocator arenas
     /// keep (`pbs-bench run` on 512 × 512 boxes peaked at 3.0 GB, 5.6 tiles' worth a box with
     /// the executor's state).
-    pub(crate) fn state_bytes(grid: &Grid) -> crate::memory::StateBytes {
-        let cells = Stencil::tile_side(grid).pow(if grid.nz > 1 { 3 } else { 2 });
-        let tile = cells * std::mem::size_of::<f64>() + std::mem::size_of::<Vec<f64>>() + 16;
-        crate::memory::StateBytes { fixed: 3 * std::mem::size_of::<usize>(), held: 6 * tile }
+    pub(crate) fn state_bytes(cells: usize) -> crate::memory::StateBytes {
+        let tile =
+            cells.saturating_mul(std::mem::size_of::<f64>()).saturating_add(std::mem::size_of::<Vec<f64>>() + 16);
+        crate::memory::StateBytes { fixed: 3 * std::mem::size_of::<usize>(), held: tile.saturating_mul(6) }
+    }
+
+    /// [`Stencil::state_bytes`] of the scenarios' stencil on `grid`.
+    pub(crate) fn scenario_state_bytes(grid: &Grid) -> crate::memory::StateBytes {
+        Stencil::state_bytes(Stencil::tile_side(grid).pow(tile_dims(grid)))
     }
 
     /// Box `k`'s tile in both buffers, zeros where it held none.
@@ -282,6 +332,15 @@ impl Stencil {
             }
         }
         self.placed_for = Some(owners);
+    }
+}
+
+/// The dimensions of a tile on `grid`: cubes on a grid of more than one layer, squares on one.
+fn tile_dims(grid: &Grid) -> u32 {
+    if grid.nz > 1 {
+        3
+    } else {
+        2
     }
 }
 
@@ -467,7 +526,7 @@ mod tests {
         let (mut two, mut three) = (StaticBlocks::new(144, 2).unwrap(), StaticBlocks::new(144, 3).unwrap());
         let mut rec = Recorder::new("static", 3);
         let (mut moving, mut staying) =
-            (Stencil::new(12, 12, 4, 0.25, None, 5), Stencil::new(12, 12, 4, 0.25, None, 5));
+            (Stencil::new(12, 12, 4, 0.25, None, 5).unwrap(), Stencil::new(12, 12, 4, 0.25, None, 5).unwrap());
         for it in 0..6 {
             let exec: &mut dyn Executor = if it < 3 { &mut two } else { &mut three };
             moving.iterate(exec, &mut rec, None);
@@ -485,8 +544,7 @@ mod tests {
     fn the_3d_stencil_is_a_7_point_jacobi_over_all_cells() {
         let (nx, ny, nz, side) = (3, 2, 2, 4);
         let grid = Grid::new_3d(nx, ny, nz).unwrap();
-        let mut app = Stencil::on_grid(grid, side, 0.25, None, 3, None);
-        app.work_scale = 0.0;
+        let mut app = Stencil::on_grid(grid, side, 0.25, None, 3, None).unwrap().with_work_scale(0.0).unwrap();
         let dims = [nx * side, ny * side, nz * side];
         let index = |p: [usize; 3]| (p[2] * dims[1] + p[1]) * dims[0] + p[0];
         // Box (i, j, l)'s cell (x, y, z) is the block's cell (i·side + x, …).
@@ -542,11 +600,11 @@ mod tests {
     #[test]
     fn a_3d_tile_s_faces_travel_and_arrive_where_they_were() {
         let grid = Grid::new_3d(3, 3, 3).unwrap();
-        let mut source = Stencil::on_grid(grid, 4, 0.25, None, 1, None);
+        let mut source = Stencil::on_grid(grid, 4, 0.25, None, 1, None).unwrap();
         for (c, v) in source.tiles[13].iter_mut().enumerate() {
             *v = c as f64;
         }
-        let mut target = Stencil::on_grid(grid, 4, 0.25, None, 1, None);
+        let mut target = Stencil::on_grid(grid, 4, 0.25, None, 1, None).unwrap();
         for bits in [0b1u64, 0b10, 0b100, 0b1000, 0b1_0000, 0b10_0000, 0b11_1111] {
             let mut bytes = Vec::new();
             source.pack_part(13, bits, &mut bytes).unwrap();
@@ -561,7 +619,32 @@ mod tests {
             let expected = if on_a_face(c) { c as f64 } else { 0.0 };
             assert_eq!(target.tiles[13][c], expected, "cell {c}");
         }
-        let flat = Stencil::new(3, 3, 4, 0.25, None, 1);
+        let flat = Stencil::new(3, 3, 4, 0.25, None, 1).unwrap();
         assert!(flat.pack_part(4, 0b1_0000, &mut Vec::new()).unwrap_err().contains("tiles are 2D"));
+    }
+
+    /// Arguments no stencil can run with are errors naming them. Before, tiles of no cell
+    /// panicked in every task, `rough_every` 0 divided by zero, a NaN drift panicked in the
+    /// noise map at the first iteration, a work scale of 1e300 ran a box's busy loop
+    /// `usize::MAX` times, and a side whose square wrapped built tiles of the wrong size.
+    #[test]
+    fn arguments_no_stencil_runs_with_are_errors_naming_them() {
+        let refused = |r: Result<Stencil, String>| r.err().expect("refused");
+        assert!(refused(Stencil::new(0, 4, 4, 0.25, None, 1)).contains("empty"));
+        assert!(refused(Stencil::new(4, 4, 0, 0.25, None, 1)).contains("got 0"));
+        assert!(refused(Stencil::new(4, 4, 1 << 33, 0.25, None, 1)).contains("overflow"));
+        assert!(refused(Stencil::new(1, 1, 1 << 20, 0.25, None, 1)).contains("out of memory"));
+        assert!(refused(Stencil::new(4, 4, 4, f64::NAN, None, 1)).contains("drift"));
+        assert!(refused(Stencil::new(4, 4, 4, 0.25, Some(0), 1)).contains("every 0 iterations"));
+        let grid = Grid::new(4, 4).unwrap();
+        assert!(refused(Stencil::on_grid(grid, 4, 0.25, None, 1, Some(&[true; 3]))).contains("3 boxes marked"));
+        let stencil = || Stencil::new(4, 4, 4, 0.25, None, 1).unwrap();
+        for scale in [f64::NAN, -1.0, f64::INFINITY, 1e300] {
+            assert!(refused(stencil().with_work_scale(scale)).contains("work scale"), "{scale}");
+        }
+        assert_eq!(stencil().with_work_scale(Stencil::MAX_WORK_SCALE).unwrap().work_scale, 1e9);
+        // A drift far past the map's wrap runs (the map wraps around).
+        let mut far = Stencil::new(4, 4, 4, 1e300, None, 1).unwrap();
+        far.iterate(&mut StaticBlocks::new(16, 1).unwrap(), &mut Recorder::new("static", 1), None);
     }
 }

@@ -54,8 +54,8 @@ fn md_split_into_rebin_and_force_phases_is_bit_for_bit_md_under_every_executor()
 
 #[test]
 fn stencil_checksums_agree_under_every_executor_and_thread_count() {
-    same_everywhere("stencil drift", &|| Box::new(Stencil::new(12, 10, 8, 0.3, None, 4)), 12);
-    same_everywhere("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4)), 12);
+    same_everywhere("stencil drift", &|| Box::new(Stencil::new(12, 10, 8, 0.3, None, 4).unwrap()), 12);
+    same_everywhere("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4).unwrap()), 12);
 }
 
 /// The 3D stencil too, under every executor that runs 3D grids; and its cost map moves through
@@ -64,7 +64,7 @@ fn stencil_checksums_agree_under_every_executor_and_thread_count() {
 fn stencil_3d_checksums_agree_under_every_executor_and_thread_count() {
     let make = || -> Box<dyn GridApp> {
         let grid = pbs::Grid::new_3d(6, 5, 4).unwrap();
-        Box::new(Stencil::on_grid(grid, 4, 0.3, None, 4, None))
+        Box::new(Stencil::on_grid(grid, 4, 0.3, None, 4, None).unwrap())
     };
     same_everywhere("stencil 3D drift", &make, 12);
     let mut app = make();
@@ -91,7 +91,7 @@ fn checksums_agree_with_the_balancer_on_its_own_thread() {
     type Make<'a> = &'a dyn Fn() -> Box<dyn GridApp>;
     let apps: [(&str, Make); 2] = [
         ("md contraction", &|| Box::new(Md::new(Scenario::Contraction, 12, 12, 3))),
-        ("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4))),
+        ("stencil rough", &|| Box::new(Stencil::new(12, 10, 8, 0.3, Some(4), 4).unwrap())),
     ];
     for (name, make) in apps {
         for threads in 2..=3 {

@@ -81,9 +81,25 @@ fn err<E: std::fmt::Display>(e: E) -> String {
     format!("plot: {e}")
 }
 
+/// The longest side of a picture, in pixels: beyond it the bitmap's byte count wraps in the
+/// drawing crate (a panic at 100,000 × 100,000), and no viewer wants it.
+pub const MAX_SIDE: u32 = 16384;
+
+/// An error unless `width × height` pixels is a picture that can be drawn.
+fn check_size(width: u32, height: u32) -> PlotResult {
+    if width == 0 || height == 0 || width > MAX_SIDE || height > MAX_SIDE {
+        return Err(format!("plot: a picture of {width}×{height} pixels; each side must be from 1 to {MAX_SIDE}"));
+    }
+    Ok(())
+}
+
 /// Draws `panels` in a grid of `cols` columns into a PNG of `width × height` pixels.
+///
+/// Points that are not finite, or not above 0 on a logarithmic axis, are left out; a panel
+/// whose points span more than a float holds (from −1e308 to 1e308) is an error.
 pub fn line_panels(path: &Path, width: u32, height: u32, cols: usize, panels: &[Panel]) -> PlotResult {
     ensure_font();
+    check_size(width, height)?;
     draw_panels(BitMapBackend::new(path, (width, height)), cols, panels)
 }
 
@@ -91,6 +107,7 @@ pub fn line_panels(path: &Path, width: u32, height: u32, cols: usize, panels: &[
 /// compose charts with other drawings).
 pub fn line_panels_rgb(rgb: &mut [u8], width: u32, height: u32, cols: usize, panels: &[Panel]) -> PlotResult {
     ensure_font();
+    check_size(width, height)?;
     if rgb.len() != width as usize * height as usize * 3 {
         return Err(format!("plot: buffer of {} bytes for {width}×{height} RGB", rgb.len()));
     }
@@ -108,25 +125,48 @@ fn draw_panels(backend: BitMapBackend<'_>, cols: usize, panels: &[Panel]) -> Plo
     root.present().map_err(err)
 }
 
+/// The widest span of values a chart takes: a quarter of the largest float, so that its
+/// padding and the drawing crate's own arithmetic stay finite (a range whose width overflows
+/// hangs the crate's tick placement).
+const MAX_SPAN: f64 = f64::MAX / 4.0;
+
+/// The lowest and highest of `values` (`None`: no value), an error when the span between them
+/// is over [`MAX_SPAN`].
+fn extent(axis: &str, title: &str, values: impl Iterator<Item = f64>) -> Result<Option<(f64, f64)>, String> {
+    let extent =
+        values.fold(None, |b: Option<(f64, f64)>, v| Some(b.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v)))));
+    match extent {
+        Some((lo, hi)) if hi - lo > MAX_SPAN => Err(format!(
+            "plot: panel {title:?}: its {axis} values run from {lo:e} to {hi:e}, wider than a chart can scale ({MAX_SPAN:e})"
+        )),
+        _ => Ok(extent),
+    }
+}
+
+/// A width of at least a billionth of the values' size, so that a range at 1e300 has one.
+fn least_width(lo: f64, hi: f64) -> f64 {
+    1e-9 * lo.abs().max(hi.abs())
+}
+
 fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> PlotResult {
-    let tx = |v: f64| if p.log_x { v.max(1e-300).log10() } else { v };
-    let ty = |v: f64| if p.log_y { v.max(1e-300).log10() } else { v };
-    let pts: Vec<(f64, f64)> = p.series.iter().flat_map(|s| s.points.iter().map(|&(x, y)| (tx(x), ty(y)))).collect();
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
-    for &(x, y) in &pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y0 = y0.min(y);
-        y1 = y1.max(y);
+    // Values that a point on the chart cannot show (NaN, ±∞, ≤ 0 on a log axis) map to
+    // non-finite coordinates and are left out.
+    let tx = |v: f64| if p.log_x { v.log10() } else { v };
+    let ty = |v: f64| if p.log_y { v.log10() } else { v };
+    let shown = |s: &Series| -> Vec<(f64, f64)> {
+        s.points.iter().map(|&(x, y)| (tx(x), ty(y))).filter(|&(x, y)| x.is_finite() && y.is_finite()).collect()
+    };
+    let pts: Vec<(f64, f64)> = p.series.iter().flat_map(shown).collect();
+    let (mut x0, mut x1) = extent("x", &p.title, pts.iter().map(|q| q.0))?.unwrap_or((0.0, 1.0));
+    let (y0, y1) = extent("y", &p.title, pts.iter().map(|q| q.1))?.unwrap_or((0.0, 1.0));
+    // A range of no width draws nothing: widened to the right, or to the left at the top of
+    // the floats.
+    if x1 - x0 < 1e-12_f64.max(least_width(x0, x1)) {
+        let width = 1f64.max(least_width(x0, x1));
+        (x0, x1) = if (x0 + width).is_finite() { (x0, x0 + width) } else { (x0 - width, x0) };
     }
-    if !x0.is_finite() {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-    }
-    if x1 - x0 < 1e-12 {
-        x1 = x0 + 1.0;
-    }
-    let pad = ((y1 - y0) * 0.05).max(1e-9);
-    let (y0, y1) = (y0 - pad, y1 + pad);
+    let pad = ((y1 - y0) * 0.05).max(1e-9).max(least_width(y0, y1));
+    let (y0, y1) = ((y0 - pad).max(f64::MIN), (y1 + pad).min(f64::MAX));
     let mut chart = ChartBuilder::on(area)
         .caption(&p.title, ("sans-serif", 18))
         .margin(8)
@@ -146,7 +186,7 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
         .draw()
         .map_err(err)?;
     for s in &p.series {
-        let data: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (tx(x), ty(y))).collect();
+        let data = shown(s);
         let color = s.color;
         let style = color.stroke_width(2);
         // Each legend entry drawn as its series is.
@@ -247,13 +287,32 @@ fn shaded_owner_colour(owner: u32, shade: f64) -> RGBColor {
     RGBColor(r, g, b)
 }
 
-/// Draws owner maps in a grid of `cols` columns, each panel `panel_px` pixels wide.
+/// Draws owner maps in a grid of `cols` columns, each panel `panel_px` pixels wide (and as
+/// high as the first map's grid is, in proportion, with its title). An error names a map with
+/// fewer loads or owners than its grid's first layer has boxes, or a picture beyond
+/// [`MAX_SIDE`] pixels a side.
 pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]) -> PlotResult {
     ensure_font();
+    if cols == 0 || maps.is_empty() {
+        return Err(format!("plot: {} owner maps in {cols} columns", maps.len()));
+    }
+    let boxes = |m: &OwnerMap<'_>| m.grid.nx * m.grid.ny;
+    if let Some(m) = maps.iter().find(|m| m.loads.len() < boxes(m) || m.owners.len() < boxes(m)) {
+        return Err(format!(
+            "plot: owner map {:?}: {} loads and {} owners for {} boxes",
+            m.title,
+            m.loads.len(),
+            m.owners.len(),
+            boxes(m)
+        ));
+    }
     let rows = maps.len().div_ceil(cols);
     let aspect = maps.first().map_or(1.0, |m| m.grid.ny as f64 / m.grid.nx as f64);
-    let panel_h = (panel_px as f64 * aspect) as u32 + 30;
-    let root = BitMapBackend::new(path, (panel_px * cols as u32, panel_h * rows as u32)).into_drawing_area();
+    let panel_h = (f64::from(panel_px) * aspect + 30.0).min(f64::from(u32::MAX)) as u32;
+    let side = |n: usize, px: u32| u32::try_from(n).ok().and_then(|n| n.checked_mul(px)).unwrap_or(u32::MAX);
+    let (width, height) = (side(cols, panel_px), side(rows, panel_h));
+    check_size(width, height)?;
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     for (m, area) in maps.iter().zip(root.split_evenly((rows, cols)).iter()) {
         let (nx, ny) = (m.grid.nx as f64, m.grid.ny as f64);
@@ -323,5 +382,56 @@ mod tests {
     fn log_ticks_read_as_two_significant_digits() {
         let ticks: Vec<String> = [15.848, 6.3096, 251.19, 1.0, 0.15849, 0.031623, 2e5].map(format_log_tick).to_vec();
         assert_eq!(ticks, ["16", "6.3", "250", "1.0", "0.16", "0.032", "2e5"]);
+    }
+
+    fn panel(log_y: bool, points: Vec<(f64, f64)>) -> Panel {
+        let series = vec![Series { label: "a".into(), points, color: PALETTE[0], stroke: Stroke::Solid }];
+        Panel { title: "p".into(), x_label: "x".into(), y_label: "y".into(), log_x: false, log_y, series }
+    }
+
+    /// Points no chart can show are left out; a span too wide to scale, a size beyond
+    /// `MAX_SIDE` are errors. Before, an infinite point or a span from 0 to 1.79e308 hung the
+    /// drawing crate's ticks, a NaN on a log axis was drawn at 1e-300, and 100,000 pixels
+    /// a side panicked inside it.
+    #[test]
+    fn points_no_chart_can_show_are_left_out_and_impossible_pictures_refused() {
+        let draw = |p: Panel| {
+            let mut rgb = vec![0u8; 200 * 150 * 3];
+            line_panels_rgb(&mut rgb, 200, 150, 1, &[p]).map(|()| rgb)
+        };
+        let plain = draw(panel(true, vec![(1.0, 10.0), (2.0, 100.0)])).unwrap();
+        let unshowable = [(0.5, f64::NAN), (1.0, 10.0), (1.5, 0.0), (f64::INFINITY, 5.0), (1.7, -3.0), (2.0, 100.0)];
+        assert_eq!(draw(panel(true, unshowable.to_vec())).unwrap(), plain, "the same picture without them");
+        let max = f64::MAX;
+        for extreme in
+            [vec![(1e300, 1e300)], vec![(-max, -max), (-max + MAX_SPAN / 2.0, -max + MAX_SPAN / 2.0)], vec![(max, max)]]
+        {
+            draw(panel(false, extreme)).unwrap();
+        }
+        for wide in [vec![(-1e308, 0.0), (1e308, 1.0)], vec![(0.0, 0.0), (1.0, 1.79e308)]] {
+            let wide = draw(panel(false, wide)).unwrap_err();
+            assert!(wide.contains("panel \"p\"") && wide.contains("wider than a chart can scale"), "{wide}");
+        }
+        for (w, h) in [(0, 10), (10, 0), (MAX_SIDE + 1, 10), (100_000, 100_000)] {
+            let e = line_panels_rgb(&mut [], w, h, 1, &[]).unwrap_err();
+            assert!(e.contains(&format!("{w}×{h} pixels")), "{e}");
+        }
+    }
+
+    /// Owner maps refuse what they cannot draw: no column, no map, fewer owners or loads than
+    /// boxes (before: a division by zero and an index out of bounds), a picture too large.
+    #[test]
+    fn owner_maps_refuse_what_they_cannot_draw() {
+        let path = std::env::temp_dir().join(format!("pbs-plot-maps-{}.png", std::process::id()));
+        let grid = Grid::new(4, 4).unwrap();
+        let (loads, owners) = (vec![1.0; 16], vec![0u32; 16]);
+        let map = |owners| OwnerMap { title: "m".into(), grid, loads: &loads, owners, positions: &[] };
+        let refused = |cols, px, maps: &[OwnerMap<'_>]| owner_maps(&path, cols, px, maps).unwrap_err();
+        assert!(refused(0, 100, &[map(&owners)]).contains("in 0 columns"));
+        assert!(refused(1, 100, &[]).contains("0 owner maps"));
+        assert!(refused(1, 100, &[map(&owners[..3])]).contains("16 loads and 3 owners for 16 boxes"));
+        assert!(refused(3, 6000, &[map(&owners)]).contains("18000×6030 pixels"));
+        owner_maps(&path, 1, 100, &[map(&owners)]).unwrap();
+        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -333,7 +333,8 @@ fn modelled_misses(
 ) -> Result<pbs_scheduler::cache_model::ModelledMisses, String> {
     let mut app = setup.make_app()?;
     let (mut exec, _bindings) = runtime.executor(scheduler, app.grid()).map_err(|e| e.to_string())?;
-    let cache = CacheModel::new(app.grid(), setup.threads, setup.cache_bytes, app.footprint());
+    let cache =
+        CacheModel::new(app.grid(), setup.threads, setup.cache_bytes, app.footprint()).map_err(|e| e.to_string())?;
     let mut rec = Recorder::new(scheduler, setup.threads);
     for _ in 0..setup.iters {
         app.iterate(exec.as_mut(), &mut rec, Some(&cache));

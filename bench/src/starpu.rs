@@ -341,7 +341,7 @@ fn app_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Resu
 /// each task touching `footprint`.
 fn replay(trace: &str, s: &StarpuSettings, footprint: Footprint) -> Result<(f64, u64), String> {
     let grid = Grid::new(s.nx, s.ny).map_err(|e| e.to_string())?;
-    let cache = CacheModel::new(grid, s.workers, s.cache_bytes, footprint);
+    let cache = CacheModel::new(grid, s.workers, s.cache_bytes, footprint).map_err(|e| e.to_string())?;
     let mut last = vec![u32::MAX; grid.len()];
     let (mut same, mut again) = (0u64, 0u64);
     for line in trace.lines() {

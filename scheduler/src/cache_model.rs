@@ -31,6 +31,7 @@ use std::sync::Mutex;
 use crossbeam_utils::CachePadded;
 use pbs::Grid;
 
+use crate::error::Error;
 use crate::executor::current_worker;
 
 const LINE: u64 = 64;
@@ -189,10 +190,14 @@ pub struct ModelledMisses {
 }
 
 impl CacheModel {
-    /// A cache of `capacity` bytes per thread, for tasks that touch `footprint`.
-    pub fn new(grid: Grid, threads: usize, capacity: u64, footprint: Footprint) -> CacheModel {
+    /// A cache of `capacity` bytes per thread, for tasks that touch `footprint`;
+    /// [`Error::NoThreads`] for 0 threads.
+    pub fn new(grid: Grid, threads: usize, capacity: u64, footprint: Footprint) -> Result<CacheModel, Error> {
+        if threads == 0 {
+            return Err(Error::NoThreads);
+        }
         let footprint = Footprint { written_bytes: footprint.written_bytes.min(footprint.box_bytes), ..footprint };
-        CacheModel {
+        Ok(CacheModel {
             grid,
             capacity,
             footprint,
@@ -200,7 +205,7 @@ impl CacheModel {
                 .map(|thread| CachePadded::new(Mutex::new(Lru { thread, ..Lru::default() })))
                 .collect(),
             holders: Holders::new(grid.len(), threads),
-        }
+        })
     }
 
     /// Records that the calling worker ran box `k` (call from inside the task).
@@ -212,6 +217,9 @@ impl CacheModel {
     /// Records that thread `t` ran box `k`: it reads the box and its neighbours' halos, and
     /// writes `written_bytes` of the box, which the other threads' copies lose at the phase's
     /// end ([`CacheModel::end_phase`]).
+    ///
+    /// # Panics
+    /// If `t` is not one of the model's threads or `k` not a box of its grid.
     pub fn run_box_on(&self, t: usize, k: usize) {
         let Footprint { box_bytes, halo_bytes, written_bytes } = self.footprint;
         let holders = &self.holders;
@@ -270,7 +278,7 @@ mod tests {
         #[test]
         fn the_directory_names_exactly_the_holders(runs in prop::collection::vec((0usize..3, 0usize..12), 1..200)) {
             let g = Grid::new(4, 3).unwrap();
-            let m = CacheModel::new(g, 70, 3000, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 });
+            let m = CacheModel::new(g, 70, 3000, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 }).unwrap();
             for (n, (i, k)) in runs.into_iter().enumerate() {
                 m.run_box_on([0, 1, 69][i], k);
                 if n % 5 == 4 {
@@ -292,7 +300,7 @@ mod tests {
     #[test]
     fn a_box_that_fits_hits_the_second_time_and_capacity_evicts() {
         let g = Grid::new(4, 1).unwrap();
-        let m = CacheModel::new(g, 1, 2048, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 });
+        let m = CacheModel::new(g, 1, 2048, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 }).unwrap();
         m.run_box_on(0, 0); // box 0 (8 lines) + halo of 1 (1 line): 9 misses
         assert_eq!(m.take(), ModelledMisses { accesses: 9, misses: 9 });
         m.run_box_on(0, 0); // everything is still there
@@ -312,7 +320,8 @@ mod tests {
     fn a_run_elsewhere_leaves_half_the_box_and_none_of_its_halo() {
         let g = Grid::new(2, 1).unwrap();
         // 16 lines a box, 2 a halo.
-        let model = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 });
+        let model =
+            CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 }).unwrap();
         // Each run a phase of its own: its writes reach the other thread before the next run.
         struct PerRun<'a>(&'a CacheModel);
         impl PerRun<'_> {
@@ -347,7 +356,8 @@ mod tests {
         let g = Grid::new(8, 8).unwrap();
         let run = |assign: &dyn Fn(usize, usize) -> usize| {
             let m =
-                CacheModel::new(g, 2, 40 * 1024, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 });
+                CacheModel::new(g, 2, 40 * 1024, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 })
+                    .unwrap();
             for phase in 0..5 {
                 for k in 0..64 {
                     m.run_box_on(assign(k, phase), k);
@@ -369,7 +379,8 @@ mod tests {
     #[test]
     fn a_write_reaches_the_other_threads_at_the_phase_end() {
         let g = Grid::new(2, 1).unwrap();
-        let m = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 });
+        let m =
+            CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 }).unwrap();
         m.run_box_on(0, 0); // box 0 and the halo of 1: 16 + 2 lines
         m.end_phase();
         assert_eq!(m.take().misses, 16 + 2);
@@ -393,7 +404,7 @@ mod tests {
         ) {
             let g = Grid::new(5, 4).unwrap();
             let footprint = Footprint { box_bytes: 1024, halo_bytes: 128, written_bytes: 512 };
-            let (a, b) = (CacheModel::new(g, 3, 6 * 1024, footprint), CacheModel::new(g, 3, 6 * 1024, footprint));
+            let (a, b) = (CacheModel::new(g, 3, 6 * 1024, footprint).unwrap(), CacheModel::new(g, 3, 6 * 1024, footprint).unwrap());
             for (owner, seed) in &phases {
                 // Box k runs on thread owner[k]; model `a` records the threads one after the
                 // other, `b` in an order mixed by `seed` that keeps each thread's own order.
@@ -416,5 +427,12 @@ mod tests {
                 prop_assert_eq!(a.take(), b.take());
             }
         }
+    }
+
+    /// A model of no thread is an error (before: a division by zero at the first box run).
+    #[test]
+    fn a_model_of_no_thread_is_an_error() {
+        let footprint = Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 };
+        assert!(matches!(CacheModel::new(Grid::new(4, 4).unwrap(), 0, 4096, footprint), Err(Error::NoThreads)));
     }
 }

@@ -111,11 +111,20 @@ impl<T: Send> BoxData<T> {
 
     /// Binds the memory of every box of at least one page to the NUMA node of its owner
     /// (`numa_of_worker[owners[k]]`): the policy for its pages (those already touched by the
-    /// owner are on its node by first touch). Needs the `hwloc` feature.
+    /// owner are on its node by first touch). Needs the `hwloc` feature. An error when there is
+    /// not one owner per box or no worker's node is given.
     #[cfg(feature = "hwloc")]
     pub fn bind_to_owner_nodes(&self, owners: &[u32], numa_of_worker: &[usize]) -> Result<Binding, String> {
         use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
         use hwlocality::object::types::ObjectType;
+        if owners.len() != self.boxes.len() || numa_of_worker.is_empty() {
+            return Err(format!(
+                "binding {} boxes to their owners' nodes with {} owners and the nodes of {} workers",
+                self.boxes.len(),
+                owners.len(),
+                numa_of_worker.len()
+            ));
+        }
         let topo = hwlocality::Topology::new().map_err(|e| e.to_string())?;
         let nodes: Vec<_> = topo
             .objects_with_type(ObjectType::NUMANode)
@@ -248,5 +257,17 @@ mod tests {
         }
         let small = BoxData::first_touch(&exec, &owners, |k| k as u64);
         assert_eq!(small.bind_to_owner_nodes(&owners, &[0, 0]).unwrap().too_small, 8);
+    }
+
+    /// Binding with no worker's node (before: a division by zero at the first page-sized box)
+    /// or a short owner list (an index past its end) is an error.
+    #[cfg(feature = "hwloc")]
+    #[test]
+    fn binding_without_a_node_or_an_owner_per_box_is_an_error() {
+        let exec = StaticBlocks::new(8, 2).unwrap();
+        let owners = exec.planned_owners().unwrap();
+        let big = BoxData::first_touch(&exec, &owners, |k| [k as u8; 8192]);
+        assert!(big.bind_to_owner_nodes(&owners, &[]).unwrap_err().contains("the nodes of 0 workers"));
+        assert!(big.bind_to_owner_nodes(&owners[..3], &[0]).unwrap_err().contains("with 3 owners"));
     }
 }

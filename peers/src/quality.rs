@@ -21,6 +21,10 @@ pub struct Quality {
 }
 
 /// The measures of `owners` (one part id below `parts` per box of `grid`).
+///
+/// # Panics
+/// As [`metrics::charges`]: if `owners` and `loads` differ in length, or a part id is `parts`
+/// or more.
 pub fn measure(grid: &Grid, loads: &[f64], owners: &[u32], parts: usize) -> Quality {
     let charges = metrics::charges(owners, loads, parts);
     let total: f64 = loads.iter().sum();

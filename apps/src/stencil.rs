@@ -45,7 +45,7 @@ impl Stencil {
     pub const DEFAULT_WORK_SCALE: f64 = 40000.0;
 
     /// The largest [`Stencil::with_work_scale`]: a box at load 1 then takes about 1.5 s of
-    /// extra work a iteration; beyond, an iteration is a wait nobody meant (at 1e300, longer
+    /// extra work an iteration; beyond, an iteration is a wait nobody meant (at 1e300, longer
     /// than the universe has been).
     pub const MAX_WORK_SCALE: f64 = 1e9;
 

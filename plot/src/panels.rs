@@ -96,7 +96,7 @@ fn check_size(width: u32, height: u32) -> PlotResult {
 /// Draws `panels` in a grid of `cols` columns into a PNG of `width × height` pixels.
 ///
 /// Points that are not finite, or not above 0 on a logarithmic axis, are left out; a panel
-/// whose points span more than a float holds (from −1e308 to 1e308) is an error.
+/// whose points span more than a quarter of the largest float is an error.
 pub fn line_panels(path: &Path, width: u32, height: u32, cols: usize, panels: &[Panel]) -> PlotResult {
     ensure_font();
     check_size(width, height)?;

@@ -291,7 +291,7 @@ pub fn build_holding(
     seed: u64,
     holds: Option<&[bool]>,
 ) -> Result<Box<dyn Distributed>, String> {
-    let (nx, ny) = (grid.nx, grid.ny);
+    let (nx, ny) = (grid.nx(), grid.ny());
     crate::flat_md(app, &grid)?;
     if let Some(h) = holds.filter(|h| h.len() != grid.len()) {
         return Err(format!("{} flags for {} boxes", h.len(), grid.len()));
@@ -332,7 +332,7 @@ pub fn initial_work(app: &str, scenario: &str, grid: pbs::Grid, seed: u64) -> Re
     check_every_share(app, grid)?;
     match app {
         "md" | "md-split" => {
-            Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, grid.nx, grid.ny, seed))
+            Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, grid.nx(), grid.ny(), seed))
         }
         _ => Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work()),
     }

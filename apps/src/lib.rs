@@ -101,7 +101,7 @@ pub fn build_3d(
 
 /// md's particles move in a plane: a grid of more than one layer is refused for it.
 pub(crate) fn flat_md(app: &str, grid: &Grid) -> Result<(), String> {
-    if grid.nz > 1 && app.starts_with("md") {
+    if grid.nz() > 1 && app.starts_with("md") {
         return Err(format!(
             "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
         ));

@@ -266,7 +266,7 @@ impl Md {
         let [i, j, _] = self.grid.coords(k);
         (-1isize..=1)
             .flat_map(move |dj| (-1isize..=1).map(move |di| (i as isize + di, j as isize + dj)))
-            .filter(move |&(a, b)| a >= 0 && b >= 0 && a < self.grid.nx as isize && b < self.grid.ny as isize)
+            .filter(move |&(a, b)| a >= 0 && b >= 0 && a < self.grid.nx() as isize && b < self.grid.ny() as isize)
             .map(move |(a, b)| self.grid.index(a as usize, b as usize, 0))
     }
 
@@ -306,7 +306,7 @@ impl Md {
     /// arrivals in the order `members` gives them (by source box, then list order).
     fn gather_arrivals(&self, k: usize, arrived: &mut [Vec<Particle>; 9]) {
         let [i, j, _] = self.grid.coords(k);
-        let (nx, ny) = (self.grid.nx as isize, self.grid.ny as isize);
+        let (nx, ny) = (self.grid.nx() as isize, self.grid.ny() as isize);
         arrived.iter_mut().for_each(Vec::clear);
         for b in (j as isize - 2).max(0)..(j as isize + 3).min(ny) {
             for a in (i as isize - 2).max(0)..(i as isize + 3).min(nx) {
@@ -458,8 +458,8 @@ fn initial_particles(
 
 /// The box of a point of the domain of `grid` (boxes of side `CUTOFF`).
 fn box_at(grid: &Grid, x: f64, y: f64) -> usize {
-    let i = ((x / CUTOFF) as usize).min(grid.nx - 1);
-    let j = ((y / CUTOFF) as usize).min(grid.ny - 1);
+    let i = ((x / CUTOFF) as usize).min(grid.nx() - 1);
+    let j = ((y / CUTOFF) as usize).min(grid.ny() - 1);
     grid.index(i, j, 0)
 }
 

@@ -103,7 +103,7 @@ impl Stencil {
                 let [i, j, _] = grid.coords(k);
                 // A hot square in one corner of the domain (a column through its layers), cold
                 // elsewhere.
-                let hot = i < grid.nx / 4 && j < grid.ny / 4;
+                let hot = i < grid.nx() / 4 && j < grid.ny() / 4;
                 vec![if hot { 100.0 } else { 0.0 }; cells]
             })
             .collect();
@@ -143,7 +143,7 @@ impl Stencil {
 
     /// Whether the tiles are cubes (a grid of more than one layer).
     fn is_3d(&self) -> bool {
-        self.grid.nz > 1
+        self.grid.nz() > 1
     }
 
     /// Cells of a tile.
@@ -175,7 +175,7 @@ impl Stencil {
 
     /// Cells along each side of the scenarios' tiles: 16 on one layer, 8 on several.
     fn tile_side(grid: &Grid) -> usize {
-        if grid.nz > 1 {
+        if grid.nz() > 1 {
             8
         } else {
             16
@@ -230,7 +230,7 @@ impl Stencil {
             gj += 1;
             ly -= s;
         }
-        if gi < 0 || gj < 0 || gi >= self.grid.nx as isize || gj >= self.grid.ny as isize {
+        if gi < 0 || gj < 0 || gi >= self.grid.nx() as isize || gj >= self.grid.ny() as isize {
             return self.tiles[k][(y.clamp(0, s - 1) * s + x.clamp(0, s - 1)) as usize];
         }
         let n = self.grid.index(gi as usize, gj as usize, 0);
@@ -337,7 +337,7 @@ impl Stencil {
 
 /// The dimensions of a tile on `grid`: cubes on a grid of more than one layer, squares on one.
 fn tile_dims(grid: &Grid) -> u32 {
-    if grid.nz > 1 {
+    if grid.nz() > 1 {
         3
     } else {
         2

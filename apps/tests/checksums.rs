@@ -26,7 +26,7 @@ fn checksum_under(make: &dyn Fn() -> Box<dyn GridApp>, executor: &str, threads: 
 
 fn same_everywhere(name: &str, make: &dyn Fn() -> Box<dyn GridApp>, iterations: usize) {
     let reference = checksum_under(make, "static", 1, iterations);
-    let flat = make().grid().nz == 1;
+    let flat = make().grid().nz() == 1;
     for executor in EXECUTORS.into_iter().filter(|e| flat || !EXECUTORS_2D_ONLY.contains(e)) {
         for threads in 1..=4 {
             let c = checksum_under(make, executor, threads, iterations);

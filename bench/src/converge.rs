@@ -115,8 +115,8 @@ pub fn run_one(
     let row = ConvergeRow {
         case: case.to_string(),
         method: method.to_string(),
-        nx: grid.nx,
-        ny: grid.ny,
+        nx: grid.nx(),
+        ny: grid.ny(),
         vcores,
         steps: out.steps,
         converged: out.converged,

@@ -436,7 +436,7 @@ fn markdown(r: &Results, shape_list: &[shapes::Shape]) -> String {
     let _ = writeln!(md, "{}\n![assignment cost](assign_cost.png)\n", t.markdown());
     let _ = writeln!(md, "## Maps of shapes nobody named (10 vCores)\n");
     for sh in shape_list {
-        let _ = writeln!(md, "- `{}` ({}x{}): {}", sh.name, sh.grid.nx, sh.grid.ny, sh.description);
+        let _ = writeln!(md, "- `{}` ({}x{}): {}", sh.name, sh.grid.nx(), sh.grid.ny(), sh.description);
     }
     let _ = writeln!(md, "\n{}", converge_table(&r.shapes).markdown());
     md

@@ -207,7 +207,7 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
             }
         }
     }
-    out.retain(|m| m.grid.len() >= parts * MIN_BOXES_PER_PART && m.grid.nz == 1);
+    out.retain(|m| m.grid.len() >= parts * MIN_BOXES_PER_PART && m.grid.nz() == 1);
     Ok(out)
 }
 
@@ -254,7 +254,7 @@ pub fn dense_maps(seeds: usize) -> Vec<Map> {
 }
 
 fn grid_name(g: &Grid) -> String {
-    format!("{}x{}", g.nx, g.ny)
+    format!("{}x{}", g.nx(), g.ny())
 }
 
 /// Runs every method on every map at every part count; calls `tick` once per (map, parts).

@@ -370,7 +370,7 @@ fn gather_checksum(
     let (me, ranks) = (world.rank() as u32, world.size() as usize);
     // A row of boxes in 2D, a layer in 3D: the boxes of consecutive indices along the slowest
     // axis, `plane` of them each.
-    let (plane, planes) = if grid.nz > 1 { (grid.nx * grid.ny, grid.nz) } else { (grid.nx, grid.ny) };
+    let (plane, planes) = if grid.nz() > 1 { (grid.nx() * grid.ny(), grid.nz()) } else { (grid.nx(), grid.ny()) };
     let halo = app.halo();
     let rows = planes.div_ceil(ranks);
     let mut hash = CHECKSUM_START;

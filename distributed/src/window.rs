@@ -136,7 +136,7 @@ unsafe impl Executor for Window {
             // A row of the window is a range of the grid's boxes.
             let mut j = js.start;
             while j < js.end {
-                let row_end = (j / inner.nx + 1) * inner.nx;
+                let row_end = (j / inner.nx() + 1) * inner.nx();
                 let end = js.end.min(row_end);
                 let k = Self::global(lo, &inner, &grid, j);
                 task(k..k + (end - j));

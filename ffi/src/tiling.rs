@@ -21,7 +21,7 @@ pub unsafe extern "C" fn pbs_tiling_grid(
         // SAFETY: NULL or writable (caller's contract); NULL is refused.
         let (nx, ny) = unsafe { (nx.as_mut().ok_or_else(|| null("nx"))?, ny.as_mut().ok_or_else(|| null("ny"))?) };
         let grid = Tiling::new(cells_x, cells_y, tile_x, tile_y)?.grid();
-        (*nx, *ny) = (grid.nx, grid.ny);
+        (*nx, *ny) = (grid.nx(), grid.ny());
         Ok(())
     })
 }

@@ -195,7 +195,7 @@ pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], we
     };
     // Bands along the outermost axis with more than one slice, so that each is a contiguous
     // range of box indices.
-    let axis = if grid.nz > 1 { 2 } else { 1 };
+    let axis = if grid.nz() > 1 { 2 } else { 1 };
     let slices = grid.dims()[axis];
     let worth = (grid.len() as f64 * (box_ns(sites.len()) - RETURN_NS) / MIN_PART_NS) as usize;
     let parts = workers.count().min(slices).min(worth);
@@ -241,7 +241,7 @@ impl<'a> Ctx<'a> {
         assert_eq!(sites.len(), weights.len());
         assert!(!sites.is_empty(), "assignment needs at least one vCore");
         // On a 2D grid with every site in the plane z = 0.5 the z term is exactly zero.
-        let flat = grid.nz == 1 && sites.iter().all(|s| s[2] == 0.5);
+        let flat = grid.nz() == 1 && sites.iter().all(|s| s[2] == 0.5);
         Ctx { grid, sites, weights, flat }
     }
 

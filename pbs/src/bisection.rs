@@ -94,7 +94,7 @@ pub fn kway_norcb(
 ) -> Result<Vec<u32>> {
     Problem::new(*grid, loads, parts)?;
     let bad = |name: &'static str, value: String, reason: &'static str| crate::Error::Parameter { name, value, reason };
-    if grid.nz != 1 {
+    if grid.nz() != 1 {
         return Err(bad("grid", grid.to_string(), "NoRCB cuts 2D grids only"));
     }
     if !(threshold.is_finite() && threshold >= 0.0) {
@@ -157,7 +157,7 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
     if phase_loads.is_empty() {
         return Err(bad("phase_loads", "[]".into(), "at least one phase is needed"));
     }
-    if grid.nz != 1 {
+    if grid.nz() != 1 {
         return Err(bad("grid", grid.to_string(), "vector RCB cuts 2D grids only"));
     }
     for loads in phase_loads {
@@ -563,7 +563,7 @@ impl Pieces<'_> {
     fn is_connected(&mut self, boxes: &[[u32; 4]]) -> bool {
         // The sorts leave most parts in rows that touch: a sequential pass says so without
         // the fill's scattered reads.
-        if self.grid.nz == 1 && (rows_touch(boxes, 0) || rows_touch(boxes, 1)) {
+        if self.grid.nz() == 1 && (rows_touch(boxes, 0) || rows_touch(boxes, 1)) {
             return true;
         }
         let Some(&start) = boxes.first() else { return true };
@@ -574,7 +574,7 @@ impl Pieces<'_> {
         self.stamp[start[3] as usize] = reached;
         self.stack.push(start);
         // The stack holds coordinates beside the index, so a neighbour costs no division.
-        let (nx, ny, nz) = (self.grid.nx as u32, self.grid.ny as u32, self.grid.nz as u32);
+        let (nx, ny, nz) = (self.grid.nx() as u32, self.grid.ny() as u32, self.grid.nz() as u32);
         let mut count = 0;
         while let Some([i, j, l, k]) = self.stack.pop() {
             count += 1;
@@ -748,7 +748,7 @@ mod tests {
     /// Boxes next to each other along x in different parts: where particles moving along x
     /// change part.
     fn crossings_along_x(grid: &Grid, owners: &[u32]) -> usize {
-        (0..grid.len()).filter(|&k| grid.coords(k)[0] + 1 < grid.nx && owners[k] != owners[k + 1]).count()
+        (0..grid.len()).filter(|&k| grid.coords(k)[0] + 1 < grid.nx() && owners[k] != owners[k + 1]).count()
     }
 
     #[test]

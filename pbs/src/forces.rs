@@ -97,7 +97,7 @@ pub fn add_neighbour_springs(
     out: &mut [Point],
 ) -> usize {
     let n = positions.len();
-    let flat = grid.nz == 1;
+    let flat = grid.nz() == 1;
     let radius = |c: usize| {
         if flat {
             (c as f64 / std::f64::consts::PI).sqrt()
@@ -174,7 +174,7 @@ pub fn add_task_attraction(
     if mean <= 0.0 || strength == 0.0 {
         return;
     }
-    let dim = if grid.nz == 1 { 2.0 } else { 3.0 };
+    let dim = if grid.nz() == 1 { 2.0 } else { 3.0 };
     let spacing = (grid.len() as f64 / positions.len() as f64).powf(1.0 / dim);
     let scale = strength / (mean * spacing.powi(3));
     for (k, (&o, &q)) in owner.iter().zip(loads).enumerate() {

@@ -18,15 +18,38 @@ pub fn dist2(a: &Point, b: &Point) -> f64 {
     dx * dx + dy * dy + dz * dz
 }
 
-/// A regular grid of `nx × ny × nz` boxes.
+/// A regular grid of `nx × ny × nz` boxes: at least one along each axis, at most 2³² − 1 in
+/// all (box indices are `u32` in owner lists and in the executors' claim words, which an
+/// executor's promise to run each box at most once rests on). The dimensions are read through
+/// [`Grid::nx`], [`Grid::ny`] and [`Grid::nz`], and set only by [`Grid::new`] and
+/// [`Grid::new_3d`], which check them (deserializing checks them too), so that no grid
+/// breaks those bounds.
+///
+/// ```compile_fail
+/// // A grid of no box, or of more boxes than a u32 counts, cannot be written down:
+/// let grid = pbs::Grid { nx: 0, ny: 1 << 20, nz: 1 << 20 };
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "Dims")]
 pub struct Grid {
-    /// boxes along x
-    pub nx: usize,
-    /// boxes along y
-    pub ny: usize,
-    /// boxes along z (1 for a 2D grid)
-    pub nz: usize,
+    nx: usize,
+    ny: usize,
+    nz: usize,
+}
+
+/// A grid's dimensions as they are serialized, checked by [`Grid::new_3d`] when read.
+#[derive(serde::Deserialize)]
+struct Dims {
+    nx: usize,
+    ny: usize,
+    nz: usize,
+}
+
+impl TryFrom<Dims> for Grid {
+    type Error = Error;
+    fn try_from(d: Dims) -> Result<Grid> {
+        Grid::new_3d(d.nx, d.ny, d.nz)
+    }
 }
 
 /// `nx×ny` on one layer, `nx×ny×nz` on several: how messages and tables name a grid.
@@ -67,12 +90,30 @@ impl Grid {
         Ok(Grid { nx, ny, nz })
     }
 
+    /// Boxes along x.
+    #[inline]
+    pub fn nx(&self) -> usize {
+        self.nx
+    }
+
+    /// Boxes along y.
+    #[inline]
+    pub fn ny(&self) -> usize {
+        self.ny
+    }
+
+    /// Boxes along z (1 for a 2D grid).
+    #[inline]
+    pub fn nz(&self) -> usize {
+        self.nz
+    }
+
     /// Number of boxes.
     pub fn len(&self) -> usize {
         self.nx * self.ny * self.nz
     }
 
-    /// Always false: a `Grid` is validated non-empty on construction.
+    /// Always false: every `Grid` is checked non-empty when it is made.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -192,6 +233,21 @@ mod tests {
         assert!(e.to_string().contains("more than 2^32 − 1 boxes"), "{e}");
         assert!(Grid::new(65536, 65536).is_err());
         assert_eq!(Grid::new(65535, 65537).map(|g| g.len()), Ok(u32::MAX as usize));
+    }
+
+    /// A grid read back is checked as a grid made is (before, its public fields took any
+    /// dimensions, from serde or in code: a grid of no box, or of 2³² boxes whose indices the
+    /// executors' `u32` claim words would have cut short).
+    #[test]
+    fn a_grid_read_back_is_checked_as_one_made() {
+        let g = Grid::new_3d(3, 4, 5).unwrap();
+        let text = serde_json::to_string(&g).unwrap();
+        assert_eq!(text, r#"{"nx":3,"ny":4,"nz":5}"#);
+        assert_eq!(serde_json::from_str::<Grid>(&text).unwrap(), g);
+        let empty = serde_json::from_str::<Grid>(r#"{"nx":0,"ny":4,"nz":1}"#).unwrap_err();
+        assert!(empty.to_string().contains("empty grid"), "{empty}");
+        let large = serde_json::from_str::<Grid>(r#"{"nx":65536,"ny":65536,"nz":1}"#).unwrap_err();
+        assert!(large.to_string().contains("more than 2^32 − 1 boxes"), "{large}");
     }
 
     #[test]

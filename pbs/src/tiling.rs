@@ -14,7 +14,7 @@
 //! ```
 //! use pbs::tiling::Tiling;
 //! let t = Tiling::new(100, 30, 16, 8)?; // 100×30 cells in 16×8 tiles
-//! assert_eq!((t.grid().nx, t.grid().ny), (7, 4)); // the last column and row are ragged
+//! assert_eq!((t.grid().nx(), t.grid().ny()), (7, 4)); // the last column and row are ragged
 //! let k = t.box_of_cell(99, 29);
 //! assert_eq!(t.cells_of_box(k), (96..100, 24..30));
 //! # Ok::<(), pbs::Error>(())
@@ -166,7 +166,7 @@ mod tests {
     fn the_largest_sizes_do_not_overflow() {
         let half = usize::MAX / 2 + 1;
         let t = Tiling::new(usize::MAX, 1, half, 1).unwrap();
-        assert_eq!(t.grid().nx, 2);
+        assert_eq!(t.grid().nx(), 2);
         assert_eq!(t.cells_of_box(1), (half..usize::MAX, 0..1));
         assert_eq!(t.box_of_cell(usize::MAX - 1, 0), 1);
     }

@@ -55,7 +55,7 @@ proptest! {
         }).collect();
         let grid = pbs::Grid::new(nx, ny).unwrap();
         let (g, back) = parse_csv(&pbs::loadmap::to_csv(&grid, &loads)).unwrap();
-        prop_assert_eq!((g.nx, g.ny), (nx, ny));
+        prop_assert_eq!((g.nx(), g.ny()), (nx, ny));
         prop_assert_eq!(back, loads);
     }
 }

@@ -19,10 +19,10 @@ fn problem_strategy() -> impl Strategy<Value = (Grid, Vec<f64>, usize)> {
 
 /// Sites anywhere in (or on the edge of) the domain, on box centres (ties) or coincident.
 fn sites_strategy(grid: Grid, n: usize) -> impl Strategy<Value = (Vec<Point>, Vec<f64>)> {
-    let (nx, ny) = (grid.nx as f64, grid.ny as f64);
+    let (nx, ny) = (grid.nx() as f64, grid.ny() as f64);
     let site = prop_oneof![
         (0.0..=nx, 0.0..=ny).prop_map(|(x, y)| [x, y, 0.5]),
-        (0..grid.nx, 0..grid.ny).prop_map(|(i, j)| [i as f64 + 0.5, j as f64 + 0.5, 0.5]),
+        (0..grid.nx(), 0..grid.ny()).prop_map(|(i, j)| [i as f64 + 0.5, j as f64 + 0.5, 0.5]),
         Just([nx / 2.0, ny / 2.0, 0.5]),
     ];
     (
@@ -241,7 +241,7 @@ fn no_cell_ends_a_run_with_no_box_on_maps_with_giants() {
             vcores.owners().iter().for_each(|&o| holds[o as usize] = true);
             let empty = holds.iter().filter(|&&h| !h).count();
             let g = problem.grid();
-            assert_eq!(empty, 0, "{}x{} boxes, {n} cells, map {i}: {out:?}", g.nx, g.ny);
+            assert_eq!(empty, 0, "{}x{} boxes, {n} cells, map {i}: {out:?}", g.nx(), g.ny());
         }
     }
 }
@@ -260,6 +260,11 @@ fn no_run_ends_stuck_far_above_a_bisection_on_maps_with_giants() {
         let mut m = methods::by_name("power-cells").unwrap();
         let out = balance(m.as_mut(), problem, &mut vcores, StopRule::for_problem(problem), |_| {});
         let g = problem.grid();
-        assert!(out.max_avg <= 1.3 * rcb_max, "{}x{} boxes, {n} cells, map {i}: RCB {rcb_max}, {out:?}", g.nx, g.ny);
+        assert!(
+            out.max_avg <= 1.3 * rcb_max,
+            "{}x{} boxes, {n} cells, map {i}: RCB {rcb_max}, {out:?}",
+            g.nx(),
+            g.ny()
+        );
     }
 }

@@ -55,7 +55,7 @@ impl Partitioner for HilbertPrefix {
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         check_input(self.name(), grid, loads, parts)?;
-        let side = (grid.nx.max(grid.ny) as u64).next_power_of_two();
+        let side = (grid.nx().max(grid.ny()) as u64).next_power_of_two();
         let mut order: Vec<usize> = (0..grid.len()).collect();
         order.sort_unstable_by_key(|&k| {
             let [i, j, _] = grid.coords(k);

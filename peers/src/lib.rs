@@ -196,8 +196,8 @@ fn check_input<'a>(method: &str, grid: &Grid, loads: &'a [f64], parts: usize) ->
 /// Flatness alone, for a method whose own entry point makes pbs's other checks (so that no
 /// method's time includes reading the loads twice).
 fn check_planar(method: &str, grid: &Grid) -> Result<()> {
-    if grid.nz != 1 {
-        return Err(Error::NotPlanar { method: method.to_string(), nz: grid.nz });
+    if grid.nz() != 1 {
+        return Err(Error::NotPlanar { method: method.to_string(), nz: grid.nz() });
     }
     Ok(())
 }

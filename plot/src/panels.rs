@@ -296,7 +296,7 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
     if cols == 0 || maps.is_empty() {
         return Err(format!("plot: {} owner maps in {cols} columns", maps.len()));
     }
-    let boxes = |m: &OwnerMap<'_>| m.grid.nx * m.grid.ny;
+    let boxes = |m: &OwnerMap<'_>| m.grid.nx() * m.grid.ny();
     if let Some(m) = maps.iter().find(|m| m.loads.len() < boxes(m) || m.owners.len() < boxes(m)) {
         return Err(format!(
             "plot: owner map {:?}: {} loads and {} owners for {} boxes",
@@ -307,7 +307,7 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
         ));
     }
     let rows = maps.len().div_ceil(cols);
-    let aspect = maps.first().map_or(1.0, |m| m.grid.ny as f64 / m.grid.nx as f64);
+    let aspect = maps.first().map_or(1.0, |m| m.grid.ny() as f64 / m.grid.nx() as f64);
     let panel_h = (f64::from(panel_px) * aspect + 30.0).min(f64::from(u32::MAX)) as u32;
     let side = |n: usize, px: u32| u32::try_from(n).ok().and_then(|n| n.checked_mul(px)).unwrap_or(u32::MAX);
     let (width, height) = (side(cols, panel_px), side(rows, panel_h));
@@ -315,14 +315,14 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     for (m, area) in maps.iter().zip(root.split_evenly((rows, cols)).iter()) {
-        let (nx, ny) = (m.grid.nx as f64, m.grid.ny as f64);
+        let (nx, ny) = (m.grid.nx() as f64, m.grid.ny() as f64);
         let mut chart = ChartBuilder::on(area)
             .caption(&m.title, ("sans-serif", 14))
             .margin(4)
             .build_cartesian_2d(0.0..nx, 0.0..ny)
             .map_err(err)?;
         let max = m.loads.iter().copied().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
-        let boxes = (0..m.grid.nx * m.grid.ny).map(|k| {
+        let boxes = (0..m.grid.nx() * m.grid.ny()).map(|k| {
             let [i, j, _] = m.grid.coords(k);
             let c = shaded_owner_colour(m.owners[k], m.loads[k] / max);
             Rectangle::new([(i as f64, j as f64), (i as f64 + 1.0, j as f64 + 1.0)], c.filled())

@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Springs to the left and right neighbours along x (the ring closes each row).
     let neighbours = |k: usize| {
         let [i, j, _] = grid.coords(k);
-        (grid.index((i + grid.nx - 1) % grid.nx, j, 0), grid.index((i + 1) % grid.nx, j, 0))
+        (grid.index((i + grid.nx() - 1) % grid.nx(), j, 0), grid.index((i + 1) % grid.nx(), j, 0))
     };
     let energy = |x: &[f64], v: &[f64], exec: &mut dyn pbs_scheduler::Executor| {
         reduce_boxes(

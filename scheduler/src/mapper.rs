@@ -239,7 +239,7 @@ mod tests {
 
     fn corner(grid: Grid, heavy: f64) -> Vec<f64> {
         (0..grid.len())
-            .map(|k| if k % grid.nx < grid.nx / 4 && k / grid.nx < grid.ny / 4 { heavy } else { 1.0 })
+            .map(|k| if k % grid.nx() < grid.nx() / 4 && k / grid.nx() < grid.ny() / 4 { heavy } else { 1.0 })
             .collect()
     }
 

@@ -11,9 +11,10 @@ use pbs::{Grid, Point};
 /// not be consecutive).
 pub fn numa_positions(grid: &Grid, numa: &[usize]) -> Vec<Point> {
     let nodes = numa.iter().copied().max().map_or(0, |m| m + 1);
-    let horizontal = grid.nx >= grid.ny;
-    let (long, short) = if horizontal { (grid.nx as f64, grid.ny as f64) } else { (grid.ny as f64, grid.nx as f64) };
-    let depth = grid.nz as f64;
+    let horizontal = grid.nx() >= grid.ny();
+    let (long, short) =
+        if horizontal { (grid.nx() as f64, grid.ny() as f64) } else { (grid.ny() as f64, grid.nx() as f64) };
+    let depth = grid.nz() as f64;
     let mut positions = vec![[0.0, 0.0, 0.5]; numa.len()];
     let total = numa.len() as f64;
     let mut start = 0.0;
@@ -26,11 +27,11 @@ pub fn numa_positions(grid: &Grid, numa: &[usize]) -> Vec<Point> {
         let k = members.len();
         // Layers along z such that a vCore's share of the slab is about as deep as it is wide
         // (one on a 2D grid), the members spread over them as evenly as they go.
-        let layers = if grid.nz == 1 {
+        let layers = if grid.nz() == 1 {
             1
         } else {
             let side = (width * short * depth / k as f64).cbrt();
-            ((depth / side).round() as usize).clamp(1, k.min(grid.nz))
+            ((depth / side).round() as usize).clamp(1, k.min(grid.nz()))
         };
         let mut placed = 0;
         for layer in 0..layers {
@@ -40,7 +41,7 @@ pub fn numa_positions(grid: &Grid, numa: &[usize]) -> Vec<Point> {
                 let along = start + along;
                 let t = members[placed + m];
                 positions[t] = if horizontal { [along, across, z] } else { [across, along, z] };
-                if grid.nz > 1 {
+                if grid.nz() > 1 {
                     // Off the lattice by up to half a box along each axis, the same for every
                     // run: cells of an exact lattice meet along whole planes of boxes, which a
                     // change of weight hands over only whole (docs/results.md, 2026-11-28).

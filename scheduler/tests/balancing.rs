@@ -51,7 +51,7 @@ fn run_with_start(
 ) -> (f64, f64, RunReport) {
     settle(exec, iterations, &|k, it| {
         let [i, _, _] = grid.coords(k);
-        let left = i < grid.nx / 2;
+        let left = i < grid.nx() / 2;
         let heavy = if misleading_start && it == 0 { !left } else { left };
         Duration::from_micros(if heavy { 6 } else { 2 })
     })
@@ -127,7 +127,7 @@ fn pbs_balances_what_static_cannot() {
         for _ in 0..5 {
             let s = st.run_phase(&|k| {
                 let [_, j, _] = grid.coords(k);
-                spin(Duration::from_micros(if j < grid.ny / 2 { 6 } else { 2 }));
+                spin(Duration::from_micros(if j < grid.ny() / 2 { 6 } else { 2 }));
             });
             rec.phase(&s);
             rec.iteration(&st.end_iteration());

@@ -47,7 +47,7 @@ fn started_on_nodes(grid: Grid, numa: &[usize], stop: StopRule) -> VCores {
     let mut vcores = VCores::new(&problem, numa_positions(&grid, numa), vec![0.0; numa.len()]).unwrap();
     let mut m = methods::by_name("power-cells").unwrap();
     let out = balance(m.as_mut(), &problem, &mut vcores, stop, |_| {});
-    let (nx, ny, nodes) = (grid.nx, grid.ny, numa.iter().max().map_or(0, |m| m + 1));
+    let (nx, ny, nodes) = (grid.nx(), grid.ny(), numa.iter().max().map_or(0, |m| m + 1));
     assert!(out.converged, "{nx}x{ny} on {nodes} nodes: {out:?}");
     assert!(nodes_are_contiguous(&grid, vcores.owners(), numa), "{nx}x{ny} on {nodes} nodes, uniform");
     vcores

@@ -159,7 +159,7 @@ impl Viewer {
         }
         match Model::new(s) {
             Ok(m) => {
-                self.style.px = Style::fit(m.scene().grid.nx, m.scene().grid.ny, 720).px;
+                self.style.px = Style::fit(m.scene().grid.nx(), m.scene().grid.ny(), 720).px;
                 self.runner.replace(Box::new(m));
                 self.error = None;
             }
@@ -364,7 +364,7 @@ impl Viewer {
             return;
         };
         let q = (pointer - rect.min) / scale;
-        let p = to_domain([f64::from(q.x), f64::from(q.y)], scene.grid.ny, self.style.px);
+        let p = to_domain([f64::from(q.x), f64::from(q.y)], scene.grid.ny(), self.style.px);
         match self.tool {
             Tool::VCores => {
                 let grab = 1.5 * self.style.marker_radius() / self.style.px as f64;

@@ -156,16 +156,16 @@ fn run(cli: Cli) -> Result<(), String> {
             None => Box::new(Model::new(settings)?),
         };
         let grid = sim.scene().grid;
-        let mut style = Style::fit(grid.nx, grid.ny, 720);
+        let mut style = Style::fit(grid.nx(), grid.ny(), 720);
         style.fill = fill;
         if let Some(px) = cli.px {
             style.px = px;
         }
-        let side = grid.nx.max(grid.ny).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
+        let side = grid.nx().max(grid.ny()).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
         if side.is_none() {
             return Err(format!(
                 "--px {}: a {}×{} grid at {} pixels a box is over {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
-                style.px, grid.nx, grid.ny, style.px
+                style.px, grid.nx(), grid.ny(), style.px
             ));
         }
         let bar = pbs_plot::progress::bar(cli.steps as u64, "steps");

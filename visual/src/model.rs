@@ -269,7 +269,7 @@ impl Model {
     }
 
     fn grid_box_at(&self, p: [f64; 2]) -> Option<usize> {
-        let ok = p[0] >= 0.0 && p[1] >= 0.0 && p[0] < self.grid.nx as f64 && p[1] < self.grid.ny as f64;
+        let ok = p[0] >= 0.0 && p[1] >= 0.0 && p[0] < self.grid.nx() as f64 && p[1] < self.grid.ny() as f64;
         ok.then(|| self.grid.index(p[0] as usize, p[1] as usize, 0))
     }
 

@@ -126,7 +126,7 @@ const INK: [u8; 3] = [20, 20, 20];
 
 /// Draws the map of `scene`: `nx·px × ny·px` pixels.
 pub fn render_map(scene: &Scene, style: &Style) -> Picture {
-    let (nx, ny, px) = (scene.grid.nx, scene.grid.ny, style.px);
+    let (nx, ny, px) = (scene.grid.nx(), scene.grid.ny(), style.px);
     let mut pic = Picture::new(nx * px, ny * px, [255, 255, 255]);
     let max = scene.loads.iter().copied().fold(0.0_f64, f64::max).max(f64::MIN_POSITIVE);
     let owner = |i: usize, j: usize| scene.owners[scene.grid.index(i, j, 0)];

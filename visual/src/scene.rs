@@ -51,7 +51,7 @@ pub struct Scene {
 impl Scene {
     /// The box under a point given in box units, if it lies in the domain.
     pub fn box_at(&self, p: [f64; 2]) -> Option<usize> {
-        let (nx, ny) = (self.grid.nx, self.grid.ny);
+        let (nx, ny) = (self.grid.nx(), self.grid.ny());
         if !(p[0] >= 0.0 && p[1] >= 0.0 && p[0] < nx as f64 && p[1] < ny as f64) {
             return None;
         }

@@ -830,7 +830,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 let path = out.join(format!("{}.csv", s.name));
                 std::fs::write(&path, pbs::loadmap::to_csv(&s.grid, &s.loads))
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                println!("{}  ({}x{}: {})", path.display(), s.grid.nx, s.grid.ny, s.description);
+                println!("{}  ({}x{}: {})", path.display(), s.grid.nx(), s.grid.ny(), s.description);
             }
         }
     }

@@ -305,7 +305,7 @@ mod tests {
         let deep = Trace::record_3d("stencil", "drift", [3, 2, 2], 2, 1).unwrap();
         deep.write(&path).unwrap();
         let back = Trace::read(&path).unwrap();
-        assert_eq!((back.header.nz, back.boxes(), back.grid().unwrap().nz), (2, 12, 2));
+        assert_eq!((back.header.nz, back.boxes(), back.grid().unwrap().nz()), (2, 12, 2));
         assert_eq!(Trace::kept("md-gravity-32x32.trace").map(|t| t.header.nz), Ok(1));
         trace.write(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();

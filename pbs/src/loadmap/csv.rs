@@ -12,7 +12,7 @@ use crate::problem::validate_loads;
 ///
 /// ```
 /// let (grid, loads) = pbs::loadmap::parse_csv("1,2,3\n4,5,6\n").unwrap();
-/// assert_eq!((grid.nx, grid.ny), (3, 2));
+/// assert_eq!((grid.nx(), grid.ny()), (3, 2));
 /// assert_eq!(loads[4], 5.0);
 /// let err = pbs::loadmap::parse_csv("1,2,3\n4,x,6\n").unwrap_err();
 /// assert_eq!(err.to_string(), "load map CSV, line 2, column 2: \"x\" is not a number");
@@ -79,8 +79,8 @@ pub fn read_csv(path: &Path) -> Result<(Grid, Vec<f64>)> {
 /// Writes loads as a CSV load map (2D grids; the first layer of a 3D grid).
 pub fn to_csv(grid: &Grid, loads: &[f64]) -> String {
     let mut s = String::new();
-    for j in 0..grid.ny {
-        let row: Vec<String> = (0..grid.nx).map(|i| format!("{}", loads[grid.index(i, j, 0)])).collect();
+    for j in 0..grid.ny() {
+        let row: Vec<String> = (0..grid.nx()).map(|i| format!("{}", loads[grid.index(i, j, 0)])).collect();
         s.push_str(&row.join(","));
         s.push('\n');
     }

@@ -53,7 +53,7 @@ impl Case {
 /// Loads of a static case on `grid` (`seed` matters for [`Case::Random`] only). On a 3D grid
 /// the same 2D pattern is repeated on every layer.
 pub fn static_case(case: Case, grid: &Grid, seed: u64) -> Vec<f64> {
-    let (nx, ny) = (grid.nx as f64, grid.ny as f64);
+    let (nx, ny) = (grid.nx() as f64, grid.ny() as f64);
     let mut rng = SplitMix64::new(seed);
     (0..grid.len())
         .map(|k| {

@@ -71,7 +71,7 @@ impl PerlinMap {
     /// # Panics
     /// With the message of [`PerlinMap::check`]'s error, where it has one.
     pub fn loads(&self, grid: &Grid) -> Vec<f64> {
-        self.sampled(grid, grid.nx.max(grid.ny), |fbm, p| fbm.get([p[0], p[1]]))
+        self.sampled(grid, grid.nx().max(grid.ny()), |fbm, p| fbm.get([p[0], p[1]]))
     }
 
     /// Loads on `grid` from 3D noise, so that the layers of a 3D grid differ as its rows do;
@@ -81,7 +81,7 @@ impl PerlinMap {
     /// # Panics
     /// As [`PerlinMap::loads`].
     pub fn loads_3d(&self, grid: &Grid) -> Vec<f64> {
-        self.sampled(grid, grid.nx.max(grid.ny).max(grid.nz), |fbm, p| fbm.get(p))
+        self.sampled(grid, grid.nx().max(grid.ny()).max(grid.nz()), |fbm, p| fbm.get(p))
     }
 
     /// The normalised, sharpened noise at every box centre, translated and scaled to

@@ -215,7 +215,7 @@ impl Remapping {
         if !(options.trigger.is_finite() && options.trigger >= 0.0) {
             return Err(bad("trigger", options.trigger.to_string(), "expected a finite fraction ≥ 0"));
         }
-        if grid.nz != 1 && matches!(options.remapper, Remapper::NoRcb { .. } | Remapper::VectorRcb { .. }) {
+        if grid.nz() != 1 && matches!(options.remapper, Remapper::NoRcb { .. } | Remapper::VectorRcb { .. }) {
             return Err(bad("grid", grid.to_string(), "norcb and vector-rcb cut 2D grids only (nz = 1)"));
         }
         pbs::check_memory("remapping executor state", grid.len(), crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;

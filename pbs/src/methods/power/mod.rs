@@ -556,7 +556,7 @@ impl PowerCells {
         // doubles after every full step and shrinks to what the line search accepted.
         if self.run.radius0 == 0.0 {
             let grid = problem.grid();
-            let dim = if grid.nz == 1 { 2.0 } else { 3.0 };
+            let dim = if grid.nz() == 1 { 2.0 } else { 3.0 };
             self.run.radius0 = (grid.len() as f64 / n as f64).powf(2.0 / dim);
             self.run.radius = self.run.radius0;
         }
@@ -676,8 +676,8 @@ impl PowerCells {
 fn centre_sums(grid: &Grid, owners: &[u32], n: usize) -> (Vec<Point>, Vec<usize>) {
     let mut sum = vec![[0.0; 3]; n];
     let mut count = vec![0usize; n];
-    for (r, row) in owners.chunks_exact(grid.nx).enumerate() {
-        let (y, z) = ((r % grid.ny) as f64 + 0.5, (r / grid.ny) as f64 + 0.5);
+    for (r, row) in owners.chunks_exact(grid.nx()).enumerate() {
+        let (y, z) = ((r % grid.ny()) as f64 + 0.5, (r / grid.ny()) as f64 + 0.5);
         let mut start = 0;
         while start < row.len() {
             let o = row[start];

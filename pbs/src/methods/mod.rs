@@ -30,7 +30,9 @@ pub const DEFAULT: &str = "power-cells";
 
 /// A method by name, with its default parameters.
 pub fn by_name(name: &str) -> Result<Box<dyn Balancer + Send>> {
-    let pair = |law, attraction| Box::new(PairPotential::new(name, law, attraction));
+    let pair = |law, attraction| {
+        Box::new(PairPotential::new(name, law, attraction).expect("the paper's attractions are valid"))
+    };
     Ok(match name {
         "power-cells" => Box::new(PowerCells::default()),
         "power-cells-pair" => Box::new(

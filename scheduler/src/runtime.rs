@@ -73,8 +73,18 @@ impl Runtime {
         }
     }
 
+    /// An error for a machine of no core, which no worker can be placed on (its fields are
+    /// public; [`Topology::detect`] and [`Topology::synthetic`] always find one).
+    fn check_cores(&self) -> crate::Result<()> {
+        if self.topology.cores.is_empty() {
+            return Err(crate::Error::Topology(format!("the topology {:?} has no core", self.topology.source)));
+        }
+        Ok(())
+    }
+
     /// A pool of pinned (or not) workers, waiting between phases as `PBS_WAIT_POLICY` says.
     pub fn pool(&self) -> crate::Result<(Pool, Bindings)> {
+        self.check_cores()?;
         let policy = WaitPolicy::from_env()?;
         let (hook, bindings) = self.start_hook();
         let mut pool = Pool::new(self.threads, std::sync::Arc::clone(&hook))?;
@@ -117,6 +127,7 @@ impl Runtime {
         grid: Grid,
         settings: &dyn Fn(&str) -> Option<String>,
     ) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
+        self.check_cores()?;
         PbsOptions::default().with_settings(settings)?;
         let (exec, bindings) = self.build(name, grid, settings)?;
         // Workers pin themselves as they start, which a freshly spawned thread may not have
@@ -128,6 +139,9 @@ impl Runtime {
     /// pbs's default options on this machine, before the environment's settings: the vCores
     /// at NUMA-aware positions over `grid` (`placement::numa_positions`), each worker's node
     /// its group. The many-core model starts its plans from the same placement.
+    ///
+    /// # Panics
+    /// If the topology has no core (as [`Topology::numa_of_workers`]).
     pub fn pbs_start(&self, grid: &Grid) -> PbsOptions {
         let numa = self.topology.numa_of_workers(self.threads);
         PbsOptions { positions: Some(numa_positions(grid, &numa)), numa: Some(numa), ..PbsOptions::default() }

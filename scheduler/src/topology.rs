@@ -78,11 +78,17 @@ impl Topology {
     }
 
     /// Core of worker `t` among `threads` (round-robin over cores when oversubscribed).
+    ///
+    /// # Panics
+    /// If the topology has no core.
     pub fn core_of_worker(&self, t: usize) -> &Core {
         &self.cores[t % self.cores.len()]
     }
 
     /// NUMA node of every worker.
+    ///
+    /// # Panics
+    /// If the topology has no core.
     pub fn numa_of_workers(&self, threads: usize) -> Vec<usize> {
         (0..threads).map(|t| self.core_of_worker(t).numa).collect()
     }

@@ -194,7 +194,7 @@ fn a_forwarding_executor_keeps_the_contract() {
 
 /// Constructors refuse what they cannot build instead of panicking.
 #[test]
-fn zero_threads_are_an_error_for_every_executor() {
+fn zero_threads_or_no_core_are_an_error_for_every_executor() {
     let grid = Grid::new(4, 4).unwrap();
     assert!(matches!(Pbs::new(grid, 0, PbsOptions::default()), Err(pbs_scheduler::Error::NoThreads)));
     assert!(matches!(WorkStealing::new(16, 0), Err(pbs_scheduler::Error::NoThreads)));
@@ -214,6 +214,14 @@ fn zero_threads_are_an_error_for_every_executor() {
         .err()
         .unwrap();
     assert_eq!(e.to_string(), "zero threads: a pool needs at least one worker");
+    // A machine of no core (its fields are public): before, a division by zero placing worker 0.
+    let mut rt = pbs_scheduler::runtime::Runtime::detect().unwrap();
+    rt.topology.cores.clear();
+    for name in ["pbs", "static"] {
+        let e = rt.executor(name, grid).err().unwrap().to_string();
+        assert!(e.contains("has no core"), "{name}: {e}");
+    }
+    assert!(rt.pool().err().unwrap().to_string().contains("has no core"));
 }
 
 /// On a 3D grid every executor runs every box once per phase, but those listed as 2D-only,

@@ -17,7 +17,7 @@ pub struct PairPotential {
     name: String,
     /// The pair force.
     pub law: ForceLaw,
-    /// Strength of the task attraction (0 disables it), finite and ≥ 0 ([`PairPotential::new`]).
+    /// Strength of the task attraction (0 disables it), at most [`PairPotential::MAX_ATTRACTION`].
     attraction: f64,
     /// Largest displacement per step, in boxes ([`PairPotential::with_step_fraction`]).
     step_fraction: f64,

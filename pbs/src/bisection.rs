@@ -460,7 +460,11 @@ fn sort_by_coordinates(
 
 /// The boxes of `order` (each box of the grid once) cut into `parts` consecutive runs of about
 /// equal load, each at least one box long: one part id per box. A prefix split along an
-/// order (a space-filling curve, columns). Needs `1 ≤ parts ≤ order.len()`.
+/// order (a space-filling curve, columns).
+///
+/// # Panics
+/// Unless `1 ≤ parts ≤ order.len()` (before, 0 parts gave every box part 0), or if `order`
+/// names a box `loads` does not have.
 ///
 /// ```
 /// // Boxes 3, 1, 0, 2 in that order; box 3 carries half the load.
@@ -468,6 +472,7 @@ fn sort_by_coordinates(
 /// assert_eq!(owners, vec![1, 1, 1, 0]);
 /// ```
 pub fn split_order(order: &[usize], loads: &[f64], parts: usize) -> Vec<u32> {
+    assert!((1..=order.len()).contains(&parts), "{parts} parts of an order of {} boxes", order.len());
     let prefix = prefix_sums(order.iter().map(|&k| loads[k]));
     let (n, total) = (order.len(), prefix[order.len()]);
     let mut owners = vec![0; n];
@@ -502,7 +507,10 @@ pub fn prefix_sums(weights: impl Iterator<Item = f64> + Clone) -> Vec<f64> {
 }
 
 /// The position `b` in `lo..=hi` whose running sum `prefix[b]` is nearest to `target` (the
-/// lower one on a tie). Needs `lo ≤ hi < prefix.len()`.
+/// lower one on a tie).
+///
+/// # Panics
+/// Unless `lo ≤ hi < prefix.len()`.
 pub fn nearest_cut(prefix: &[f64], target: f64, lo: usize, hi: usize) -> usize {
     assert!(lo <= hi && hi < prefix.len(), "cut bounds {lo}..={hi} outside 0..{}", prefix.len());
     let above = lo + prefix[lo..=hi].partition_point(|&s| s < target);

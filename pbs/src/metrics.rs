@@ -64,10 +64,11 @@ pub fn charges(owner: &[u32], loads: &[f64], vcores: usize) -> Vec<f64> {
     lanes.iter().map(|s| (s[0] + s[1]) + (s[2] + s[3])).collect()
 }
 
-/// `max_i Q_i / m`; 1.0 when all charges are zero (nothing to balance is perfectly balanced).
+/// `max_i Q_i / m`; 1.0 when all charges are zero or there is none (nothing to balance is
+/// perfectly balanced; before, no charge gave NaN); NaN where a charge is NaN.
 pub fn max_avg(charges: &[f64]) -> f64 {
     let mean = ordered_sum(charges) / charges.len() as f64;
-    if mean <= 0.0 {
+    if charges.is_empty() || mean <= 0.0 {
         return 1.0;
     }
     charges.iter().copied().fold(0.0, f64::max) / mean
@@ -76,6 +77,10 @@ pub fn max_avg(charges: &[f64]) -> f64 {
 /// `Σ_phase max_part load / Σ_phase mean part load` of `owner` for per-phase box loads
 /// `phase_loads[p][k]` (Buch's vector loads: with a barrier after every phase, an iteration
 /// costs the sum of each phase's largest part); 1.0 when nothing weighs anything.
+///
+/// # Panics
+/// As [`charges`], for any phase: if its loads are not one per owner, or an owner is `parts`
+/// or more.
 ///
 /// ```
 /// // Balanced in total, imbalanced in each phase: (3 + 3) / (2 + 2).
@@ -105,10 +110,11 @@ pub fn lower_bound_from(max_load: f64, mean: f64) -> f64 {
     }
 }
 
-/// Extremes of the distance to optimal load `(Q_i − m)/m`: `(dol_max, dol_min)`.
+/// Extremes of the distance to optimal load `(Q_i − m)/m`: `(dol_max, dol_min)`; zeros when
+/// all charges are zero or there is none (as [`max_avg`]'s 1.0).
 pub fn dol_extremes(charges: &[f64]) -> (f64, f64) {
     let mean = ordered_sum(charges) / charges.len() as f64;
-    if mean <= 0.0 {
+    if charges.is_empty() || mean <= 0.0 {
         return (0.0, 0.0);
     }
     let hi = charges.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -117,6 +123,9 @@ pub fn dol_extremes(charges: &[f64]) -> (f64, f64) {
 }
 
 /// Number of face-neighbour box pairs with different owners (the halo/communication proxy).
+///
+/// # Panics
+/// If `owner` has fewer entries than `grid` has boxes.
 pub fn edge_cut(grid: &Grid, owner: &[u32]) -> usize {
     let mut cut = 0;
     grid.for_each_neighbour_pair(|a, b| cut += usize::from(owner[a] != owner[b]));
@@ -125,6 +134,9 @@ pub fn edge_cut(grid: &Grid, owner: &[u32]) -> usize {
 
 /// The face-connected pieces of a mapping: per box, the index of its piece; per piece, its
 /// owner and its number of boxes. Pieces are numbered in the order of their first box.
+///
+/// # Panics
+/// If `owners` has fewer entries than `grid` has boxes.
 pub fn connected_pieces(grid: &Grid, owners: &[u32]) -> (Vec<u32>, Vec<(u32, usize)>) {
     let mut piece = vec![u32::MAX; owners.len()];
     let mut pieces = Vec::new();
@@ -153,6 +165,9 @@ pub fn connected_pieces(grid: &Grid, owners: &[u32]) -> (Vec<u32>, Vec<(u32, usi
 
 /// Parts (ids below `parts`) whose boxes form more than one face-connected piece. Empty parts
 /// do not count.
+///
+/// # Panics
+/// If `owners` has fewer entries than `grid` has boxes, or an owner is `parts` or more.
 pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
     let mut count = vec![0usize; parts];
     connected_pieces(grid, owners).1.iter().for_each(|&(p, _)| count[p as usize] += 1);
@@ -160,7 +175,11 @@ pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
 }
 
 /// Number of boxes whose owner differs between two mappings of the same grid.
+///
+/// # Panics
+/// If the mappings differ in length (before, the boxes past the shorter went uncounted).
 pub fn migrations(before: &[u32], after: &[u32]) -> usize {
+    assert_eq!(before.len(), after.len(), "migrations between mappings of one grid");
     before.iter().zip(after).filter(|(a, b)| a != b).count()
 }
 
@@ -261,6 +280,30 @@ pub(crate) fn matched_ids(previous: &[u32], next: &[u32], parts: usize) -> crate
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No part is perfectly balanced, as parts that weigh nothing are (before: NaN); a NaN
+    /// charge still shows.
+    #[test]
+    fn no_charge_reads_balanced_and_a_nan_charge_does_not() {
+        assert_eq!(max_avg(&[]), 1.0);
+        assert_eq!(dol_extremes(&[]), (0.0, 0.0));
+        assert!(max_avg(&[f64::NAN, 1.0]).is_nan());
+    }
+
+    /// Mappings of different lengths are not of one grid (before: the boxes past the shorter
+    /// went uncounted, 0 migrations here).
+    #[test]
+    #[should_panic(expected = "migrations between mappings of one grid")]
+    fn migrations_between_mappings_of_different_lengths_panic() {
+        migrations(&[0, 1], &[0]);
+    }
+
+    /// An order cut into no part (before: every box in part 0).
+    #[test]
+    #[should_panic(expected = "0 parts of an order of 3 boxes")]
+    fn an_order_cut_into_no_part_panics() {
+        crate::bisection::split_order(&[0, 1, 2], &[1.0; 3], 0);
+    }
 
     #[test]
     fn charges_and_imbalance() {

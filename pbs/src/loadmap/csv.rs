@@ -77,6 +77,9 @@ pub fn read_csv(path: &Path) -> Result<(Grid, Vec<f64>)> {
 }
 
 /// Writes loads as a CSV load map (2D grids; the first layer of a 3D grid).
+///
+/// # Panics
+/// If `loads` has fewer entries than the grid's first layer has boxes.
 pub fn to_csv(grid: &Grid, loads: &[f64]) -> String {
     let mut s = String::new();
     for j in 0..grid.ny() {

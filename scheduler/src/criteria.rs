@@ -38,8 +38,13 @@ pub const NAMES: [&str; 7] = ["boulmier", "menon", "procassini:RHO", "marquez:XI
 /// assert_eq!(by_name("periodic:10", 1e-3).unwrap().name(), "periodic(10)");
 /// assert!(by_name("periodic:0", 1e-3).err().unwrap().contains("a period ≥ 1"));
 /// assert!(by_name("metis", 1e-3).err().unwrap().contains("boulmier, menon"));
+/// assert!(by_name("boulmier", f64::NAN).err().unwrap().contains("finite seconds"));
 /// ```
 pub fn by_name(name: &str, initial_cost: f64) -> Result<Box<dyn Criterion>, String> {
+    // A NaN cost makes every comparison with it false: boulmier and menon would never ask.
+    if !(initial_cost.is_finite() && initial_cost >= 0.0) {
+        return Err(format!("criterion {name:?}: the first cost must be finite seconds ≥ 0, got {initial_cost}"));
+    }
     let (head, arg) = match name.split_once(':') {
         Some((h, a)) => (h, Some(a)),
         None => (name, None),
@@ -233,7 +238,7 @@ pub struct Periodic {
 }
 
 impl Periodic {
-    /// Every `period` (≥ 1) iterations.
+    /// Every `period` iterations (0 counts as 1).
     pub fn new(period: usize) -> Self {
         Periodic { period: period.max(1), count: 0 }
     }

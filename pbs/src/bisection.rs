@@ -463,8 +463,7 @@ fn sort_by_coordinates(
 /// order (a space-filling curve, columns).
 ///
 /// # Panics
-/// Unless `1 ≤ parts ≤ order.len()` (before, 0 parts gave every box part 0), or if `order`
-/// names a box `loads` does not have.
+/// Unless `1 ≤ parts ≤ order.len()`, or if `order` names a box `loads` does not have.
 ///
 /// ```
 /// // Boxes 3, 1, 0, 2 in that order; box 3 carries half the load.

@@ -65,7 +65,7 @@ pub fn charges(owner: &[u32], loads: &[f64], vcores: usize) -> Vec<f64> {
 }
 
 /// `max_i Q_i / m`; 1.0 when all charges are zero or there is none (nothing to balance is
-/// perfectly balanced; before, no charge gave NaN); NaN where a charge is NaN.
+/// perfectly balanced); NaN where a charge is NaN.
 pub fn max_avg(charges: &[f64]) -> f64 {
     let mean = ordered_sum(charges) / charges.len() as f64;
     if charges.is_empty() || mean <= 0.0 {
@@ -177,7 +177,7 @@ pub fn disconnected_parts(grid: &Grid, owners: &[u32], parts: usize) -> usize {
 /// Number of boxes whose owner differs between two mappings of the same grid.
 ///
 /// # Panics
-/// If the mappings differ in length (before, the boxes past the shorter went uncounted).
+/// If the mappings differ in length.
 pub fn migrations(before: &[u32], after: &[u32]) -> usize {
     assert_eq!(before.len(), after.len(), "migrations between mappings of one grid");
     before.iter().zip(after).filter(|(a, b)| a != b).count()
@@ -281,7 +281,7 @@ pub(crate) fn matched_ids(previous: &[u32], next: &[u32], parts: usize) -> crate
 mod tests {
     use super::*;
 
-    /// No part is perfectly balanced, as parts that weigh nothing are (before: NaN); a NaN
+    /// No charge at all reads balanced, as charges that are all zero do (before: NaN); a NaN
     /// charge still shows.
     #[test]
     fn no_charge_reads_balanced_and_a_nan_charge_does_not() {

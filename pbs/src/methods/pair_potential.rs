@@ -34,14 +34,14 @@ impl PairPotential {
     pub const MAX_STEP_FRACTION: f64 = u32::MAX as f64;
 
     /// The largest task attraction [`PairPotential::new`] takes (the paper's is 1): far
-    /// beyond any use, far below where the forces overflow (1e308 did: the method then stood
-    /// still).
+    /// beyond any use, far below where the forces overflow (at 1e308 they do, and the method
+    /// stands still).
     pub const MAX_ATTRACTION: f64 = 1e100;
 
     /// A method called `name` with the given force law and task attraction (0 disables it),
     /// moving at most [`PairPotential::DEFAULT_STEP_FRACTION`] of a box per step. An
     /// attraction outside 0..=[`PairPotential::MAX_ATTRACTION`] is an error (a NaN, infinite
-    /// or 1e308 one left the vCores where they started, in silence).
+    /// or 1e308 one leaves the vCores where they start).
     pub fn new(name: &str, law: ForceLaw, attraction: f64) -> Result<Self> {
         if !(0.0..=Self::MAX_ATTRACTION).contains(&attraction) {
             return Err(Error::Parameter {
@@ -60,8 +60,8 @@ impl PairPotential {
     }
 
     /// The same method moving at most `boxes` boxes per step; an error unless `boxes` is above
-    /// 0 and at most [`PairPotential::MAX_STEP_FRACTION`] (a negative one moved the vCores
-    /// against the force; NaN, infinite or 1e308 not at all).
+    /// 0 and at most [`PairPotential::MAX_STEP_FRACTION`] (a negative one moves the vCores
+    /// against the force; a NaN, infinite or 1e308 one not at all).
     pub fn with_step_fraction(mut self, boxes: f64) -> Result<Self> {
         if !(boxes > 0.0 && boxes <= Self::MAX_STEP_FRACTION) {
             return Err(Error::Parameter {

@@ -38,7 +38,8 @@ pub trait Balancer {
 pub struct StopRule {
     /// Give up after this many steps.
     pub max_steps: usize,
-    /// Converged when `max_avg ≤ (1 + tol) × lower_bound`.
+    /// Converged when `max_avg ≤ (1 + tol) × lower_bound` (no mapping beats the bound, so a
+    /// negative or NaN tolerance never converges: the run ends stuck or at `max_steps`).
     pub tol: f64,
 }
 

@@ -2,6 +2,13 @@
 //! on the grid's 4-neighbour graph, loads as vertex weights. Linked against the system
 //! library (Debian's `libmetis-dev`) through the two entry points used here; the build script
 //! reads the widths of `idx_t` and `real_t` from the installed `metis.h`.
+//!
+//! METIS's error handling (GKlib) traps SIGTERM and SIGABRT for the length of each call;
+//! `src/metis_signals.c` replaces its handler so that only METIS's own errors unwind the call
+//! (they come back as an error status) and a signal from outside ends the process, from
+//! whichever thread it reaches (tests/metis_signals.rs). A handler the program had installed
+//! for SIGTERM is not called for a signal that arrives during a METIS call: GKlib replaced it
+//! for the call, and its default action runs.
 
 use pbs::Grid;
 
@@ -115,6 +122,10 @@ mod ffi {
 
     extern "C" {
         fn METIS_SetDefaultOptions(options: *mut Idx) -> c_int;
+        /// In `src/metis_signals.c`, whose definitions of `gk_errexit` and `gk_sigthrow` take
+        /// the place of GKlib's, so that a SIGTERM during a METIS call ends the process instead
+        /// of being swallowed, or of crashing it from another thread.
+        fn pbs_metis_signals_linked() -> c_int;
     }
 
     /// Declares METIS's graph partitioning drivers and `PartGraph`, the type of a pointer to
@@ -196,6 +207,10 @@ mod ffi {
     ) -> Result<Vec<Idx>, (i32, &'static str)> {
         let n = weights.len();
         assert!(xadj.len() == n + 1 && xadj[n] as usize == adjncy.len(), "malformed graph");
+        // SAFETY: a function of no argument that returns 1; the call keeps its file, and the
+        // signal handling defined there, in every program that gets here.
+        let linked = unsafe { pbs_metis_signals_linked() };
+        debug_assert_eq!(linked, 1);
         let mut options = [0 as Idx; NOPTIONS];
         // SAFETY: `options` holds the METIS_NOPTIONS entries METIS_SetDefaultOptions writes.
         unsafe { METIS_SetDefaultOptions(options.as_mut_ptr()) };

@@ -6,9 +6,10 @@
 //! METIS's error handling (GKlib) traps SIGTERM and SIGABRT for the length of each call;
 //! `src/metis_signals.c` replaces its handler so that only METIS's own errors unwind the call
 //! (they come back as an error status) and a signal from outside ends the process, from
-//! whichever thread it reaches (tests/metis_signals.rs). A handler the program had installed
-//! for SIGTERM is not called for a signal that arrives during a METIS call: GKlib replaced it
-//! for the call, and its default action runs.
+//! whichever thread it reaches (tests/metis_signals.rs). What the program had set for SIGTERM
+//! does not apply to a signal that arrives during a METIS call, since GKlib replaced it for the
+//! call: its default action runs, ending the process even where the program had a handler of
+//! its own or ignored SIGTERM.
 
 use pbs::Grid;
 

@@ -307,7 +307,7 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
         ));
     }
     let rows = maps.len().div_ceil(cols);
-    let aspect = maps.first().map_or(1.0, |m| m.grid.ny() as f64 / m.grid.nx() as f64);
+    let aspect = maps[0].grid.ny() as f64 / maps[0].grid.nx() as f64;
     let panel_h = (f64::from(panel_px) * aspect + 30.0).min(f64::from(u32::MAX)) as u32;
     let side = |n: usize, px: u32| u32::try_from(n).ok().and_then(|n| n.checked_mul(px)).unwrap_or(u32::MAX);
     let (width, height) = (side(cols, panel_px), side(rows, panel_h));

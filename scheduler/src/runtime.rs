@@ -65,28 +65,25 @@ impl Runtime {
         Ok(Runtime { topology, threads, pin: Pinning::default(), timer: BoxTimer::default() })
     }
 
-    fn start_hook(&self) -> (Arc<dyn Fn(usize) + Send + Sync>, Bindings) {
-        if self.pin == Pinning::Off {
-            (Arc::new(|_| {}), Bindings::default())
-        } else {
-            pinning(&self.topology, self.threads)
-        }
-    }
-
-    /// An error for a machine of no core, which no worker can be placed on (its fields are
-    /// public; [`Topology::detect`] and [`Topology::synthetic`] always find one).
-    fn check_cores(&self) -> crate::Result<()> {
+    /// What each worker runs as it starts (pinning itself, or nothing), and the bindings it
+    /// records. Every pool and executor starts here, so this is where a machine of no core,
+    /// which no worker can be placed on, is refused (`topology`'s fields are public;
+    /// [`Topology::detect`] and [`Topology::synthetic`] always find one).
+    fn start_hook(&self) -> crate::Result<(crate::pool::StartHook, Bindings)> {
         if self.topology.cores.is_empty() {
             return Err(crate::Error::Topology(format!("the topology {:?} has no core", self.topology.source)));
         }
-        Ok(())
+        Ok(if self.pin == Pinning::Off {
+            (Arc::new(|_| {}), Bindings::default())
+        } else {
+            pinning(&self.topology, self.threads)
+        })
     }
 
     /// A pool of pinned (or not) workers, waiting between phases as `PBS_WAIT_POLICY` says.
     pub fn pool(&self) -> crate::Result<(Pool, Bindings)> {
-        self.check_cores()?;
         let policy = WaitPolicy::from_env()?;
-        let (hook, bindings) = self.start_hook();
+        let (hook, bindings) = self.start_hook()?;
         let mut pool = Pool::new(self.threads, std::sync::Arc::clone(&hook))?;
         pool.set_wait_policy(policy);
         // The caller is worker 0: pinned as OpenMP pins its master thread, for good or for
@@ -127,7 +124,6 @@ impl Runtime {
         grid: Grid,
         settings: &dyn Fn(&str) -> Option<String>,
     ) -> crate::Result<(Box<dyn Executor + Send>, Bindings)> {
-        self.check_cores()?;
         PbsOptions::default().with_settings(settings)?;
         let (exec, bindings) = self.build(name, grid, settings)?;
         // Workers pin themselves as they start, which a freshly spawned thread may not have
@@ -160,7 +156,7 @@ impl Runtime {
                 (Box::new(Pbs::with_pool(grid, pool, options)?), b)
             }
             "ws" => {
-                let (hook, b) = self.start_hook();
+                let (hook, b) = self.start_hook()?;
                 (Box::new(WorkStealing::with_start(grid.len(), self.threads, hook, self.timer)?), b)
             }
             "eager" => {

@@ -341,7 +341,9 @@ impl Pbs {
 // word, by the owner from the front or a thief from the back (stealing.rs; model-checked in
 // tests/loom_claims.rs), never both, from a word that holds `pack(0, len)` of its list when a
 // phase starts (`fresh_claims` with new lists and after a panic, and the pass after every
-// stealing phase); and the pool returns after every worker's job ended.
+// stealing phase); and the pool returns after every worker's job ended. The word's `u32`
+// halves hold any list's length and position: a `Grid` has at most 2^32 - 1 boxes
+// (`Grid::new_3d` checks it, and its dimensions can be set no other way).
 unsafe impl Executor for Pbs {
     fn name(&self) -> &'static str {
         "pbs"

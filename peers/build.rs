@@ -28,7 +28,7 @@ fn main() {
         if dir != std::path::Path::new("/usr") {
             println!("cargo:rustc-link-search=native={}", dir.join("lib").display());
         }
-        // GKlib's signal handling, replaced for programs with threads (src/metis_signals.c);
+        // GKlib's signal trapping, replaced (src/metis_signals.c says why);
         // before libmetis on the link line, which its references to GKlib resolve against.
         println!("cargo:rerun-if-changed=src/metis_signals.c");
         cc::Build::new().file("src/metis_signals.c").warnings(true).compile("pbs_metis_signals");

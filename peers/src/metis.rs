@@ -3,13 +3,13 @@
 //! library (Debian's `libmetis-dev`) through the two entry points used here; the build script
 //! reads the widths of `idx_t` and `real_t` from the installed `metis.h`.
 //!
-//! METIS's error handling (GKlib) traps SIGTERM and SIGABRT for the length of each call;
-//! `src/metis_signals.c` replaces its handler so that only METIS's own errors unwind the call
-//! (they come back as an error status) and a signal from outside ends the process, from
-//! whichever thread it reaches (tests/metis_signals.rs). What the program had set for SIGTERM
-//! does not apply to a signal that arrives during a METIS call, since GKlib replaced it for the
-//! call: its default action runs, ending the process even where the program had a handler of
-//! its own or ignored SIGTERM.
+//! METIS's error handling (GKlib) traps SIGTERM and SIGABRT for the length of each call, to
+//! unwind from its own errors. `src/metis_signals.c` does that trapping in its place, so that
+//! only METIS's own errors unwind the call (they come back as an error status, on a thread that
+//! blocks those signals too), a signal from outside goes where the program's action says (its
+//! handler, nothing if ignored, else the default action: SIGTERM ends the process, from
+//! whichever thread it reaches), and each call leaves the program's signal actions exactly as it
+//! found them (tests/metis_signals.rs).
 
 use pbs::Grid;
 
@@ -123,9 +123,9 @@ mod ffi {
 
     extern "C" {
         fn METIS_SetDefaultOptions(options: *mut Idx) -> c_int;
-        /// In `src/metis_signals.c`, whose definitions of `gk_errexit` and `gk_sigthrow` take
-        /// the place of GKlib's, so that a SIGTERM during a METIS call ends the process instead
-        /// of being swallowed, or of crashing it from another thread.
+        /// In `src/metis_signals.c`, whose definitions of `gk_errexit`, `gk_sigtrap` and
+        /// `gk_siguntrap` take the place of GKlib's, so that a signal during a METIS call does
+        /// what the program's action for it says, and the call leaves those actions as they were.
         fn pbs_metis_signals_linked() -> c_int;
     }
 

@@ -29,9 +29,11 @@ MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -
 echo "== ThreadSanitizer: pbs-scheduler's tests, and pbs-ffi's from Rust"
 target=$(rustc -vV | sed -n 's/^host: //p')
 # allocator_may_return_null: the tests ask for grids too large for memory and expect an error.
+# die_after_fork=0: tests/fork.rs starts executors in a child forked from a process with threads,
+# which ThreadSanitizer refuses by default (it supports it, with less precision in the child).
 # The C programs of ffi/tests/c_programs.rs are left out: Debian's gcc ThreadSanitizer runtime
 # does not match the one rustc instruments for; every C entry point runs from Rust here.
-export TSAN_OPTIONS="allocator_may_return_null=1 suppressions=$PWD/scripts/tsan.supp" RUST_BACKTRACE=0
+export TSAN_OPTIONS="allocator_may_return_null=1 die_after_fork=0 suppressions=$PWD/scripts/tsan.supp" RUST_BACKTRACE=0
 tsan() {
     RUSTFLAGS="-Zsanitizer=thread" RUSTDOCFLAGS="-Zsanitizer=thread" CARGO_TARGET_DIR=target/tsan \
         cargo +nightly test -Zbuild-std --target "$target" --no-fail-fast "$@"

@@ -45,7 +45,9 @@ typedef enum pbs_status {
     PBS_INVALID_ARGUMENT = 1,
     /* A required pointer was NULL. */
     PBS_NULL_POINTER = 2,
-    /* The call does not apply (e.g. planned owners of a dynamic scheduler). */
+    /* The call does not apply (e.g. planned owners of a dynamic scheduler), or this process was
+       forked after the executor started its threads, which stay in the parent: a child
+       creates its own executor. */
     PBS_UNSUPPORTED = 3,
     /* An internal error stopped the call (a bug in pbs); the handle stays usable. */
     PBS_INTERNAL_ERROR = 4,
@@ -237,7 +239,9 @@ pbs_status pbs_executor_owners(const pbs_executor *e, uint32_t *owners, size_t n
 int pbs_current_worker(void);
 
 /* Stops the workers and frees the executor (NULL is allowed). From inside one of its own
-   tasks it frees nothing and sets pbs_last_error(). */
+   tasks it frees nothing and sets pbs_last_error(). In a process forked after the executor
+   started its threads it frees nothing either (they are in the parent; the memory goes with
+   the process). */
 void pbs_executor_free(pbs_executor *e);
 
 /* ---------------------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use pbs::Grid;
 use pbs_scheduler::coexistence::{confined_caller_warning, openmp_spin_warning};
 use pbs_scheduler::executors::PbsOptions;
+use pbs_scheduler::fork::{Birth, FORKED};
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::runtime::Runtime;
 use pbs_scheduler::topology::Topology;
@@ -22,6 +23,9 @@ use crate::status::{guard, invalid, null, status, text, Failure, Status};
 /// [`Status::Busy`] if it is held, so at most one `&mut` to the executor exists at a time;
 /// what does not change after creation (threads, grid) is read without it.
 pub struct ExecutorHandle {
+    /// The process the executor's threads run in: a child forked since gets
+    /// [`Status::Unsupported`] from every call (see [`pbs_scheduler::fork`]).
+    born: Birth,
     busy: AtomicBool,
     exec: UnsafeCell<Box<dyn Executor + Send>>,
     threads: usize,
@@ -31,6 +35,9 @@ pub struct ExecutorHandle {
 impl ExecutorHandle {
     /// Exclusive use of the executor for the call `call`, until the guard drops.
     fn enter(&self, call: &str) -> Result<Entered<'_>, Failure> {
+        if !self.born.is_here() {
+            return Err(Failure(Status::Unsupported, format!("{call}: {FORKED}")));
+        }
         if self.busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             return Err(Failure(
                 Status::Busy,
@@ -247,7 +254,13 @@ pub unsafe extern "C" fn pbs_executor_new_with(
             let given = |n: &str| settings.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
             let (exec, _bindings) = runtime.executor_with_settings(name, grid, &given)?;
             let threads = exec.threads();
-            let handle = ExecutorHandle { busy: AtomicBool::new(false), exec: UnsafeCell::new(exec), threads, grid };
+            let handle = ExecutorHandle {
+                born: Birth::now(),
+                busy: AtomicBool::new(false),
+                exec: UnsafeCell::new(exec),
+                threads,
+                grid,
+            };
             Ok(Box::into_raw(Box::new(handle)))
         },
     )
@@ -531,6 +544,8 @@ pub extern "C" fn pbs_current_worker() -> c_int {
 
 /// Stops the workers and frees `e`; NULL is allowed. Called while `e` is in a call (from one
 /// of its own tasks), it frees nothing and records the error for [`crate::pbs_last_error`].
+/// In a process forked since `e` started its threads it frees nothing either: the threads
+/// are not there to stop (the memory goes with the process).
 ///
 /// # Safety
 /// `e` is NULL or comes from [`pbs_executor_new`] and is not used afterwards.
@@ -539,6 +554,9 @@ pub unsafe extern "C" fn pbs_executor_free(e: *mut ExecutorHandle) {
     status(|| {
         // SAFETY: the caller's contract.
         let Some(handle) = (unsafe { e.as_ref() }) else { return Ok(()) };
+        if !handle.born.is_here() {
+            return Ok(());
+        }
         // Freeing the executor from inside its own phase would pull it from under the call.
         std::mem::forget(handle.enter("pbs_executor_free")?);
         // SAFETY: created by Box::into_raw in pbs_executor_new (caller's contract), and no

@@ -302,6 +302,29 @@ fn openmp_threads_created_after_a_pinned_executor_keep_the_process_cpus() {
     assert!(note.contains("Set OMP_WAIT_POLICY=passive"), "no note on OpenMP's default spinning: {note}");
 }
 
+/// A C program that forks after creating an executor: in the child the executor's calls are
+/// `PBS_UNSUPPORTED` (they waited for ever before), freeing it returns, a new one runs; the
+/// parent's goes on. Every scheduler of `pbs_executor_new`.
+#[test]
+fn a_forked_child_gets_an_error_from_the_parents_executor_and_can_make_its_own() {
+    let program = compile(&Path::new(MANIFEST).join("tests/fork_child.c"), "fork_child");
+    for scheduler in pbs_scheduler::runtime::EXECUTORS {
+        let mut child = command(&program).arg(scheduler).spawn().unwrap();
+        let start = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                child.kill().unwrap();
+                panic!("{scheduler}: the program hung");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert!(status.success(), "{scheduler}: {status}");
+    }
+}
+
 /// pbs.hpp under both C++ compilers of Debian, in C++11 and C++17: every check of the program
 /// passes, and the checksums agree across schedulers, thread counts and compilers.
 #[test]

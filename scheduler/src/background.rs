@@ -62,6 +62,8 @@ use std::{
 };
 
 use std::sync::mpsc::TryRecvError;
+
+use crate::fork::Birth;
 use std::time::{Duration, Instant};
 
 /// A job the background thread advances a unit at a time.
@@ -94,6 +96,8 @@ impl<J: Job> Default for Background<J> {
 }
 
 struct Thread<J> {
+    /// The process it runs in (see [`crate::fork`]).
+    born: Birth,
     to: Sender<Option<J>>,
     from: Receiver<Returned<J>>,
     cancel: Arc<AtomicBool>,
@@ -107,7 +111,7 @@ impl<J: Job> Background<J> {
     /// `SCHED_IDLE` (see the module documentation), if the system lets it:
     /// [`Background::on_lent_core`] says whether it does.
     pub fn for_lent_core(cpus: Vec<usize>) -> Self {
-        Background { lent_core: Some(cpus), ..Self::default() }
+        Background { thread: None, out: false, lent_core: Some(cpus) }
     }
 
     /// Whether the thread has been started, bound to the lent core and under `SCHED_IDLE`.
@@ -120,8 +124,20 @@ impl<J: Job> Background<J> {
         self.out
     }
 
+    /// Forgets a thread this process does not have, being a child forked since it started (see
+    /// [`crate::fork`]): a job out there is lost with it, as with a thread that has gone, and the
+    /// next job spawns a thread here. Its channels and handle are not dropped: that could take
+    /// a lock the thread held at the fork.
+    fn forget_if_forked(&mut self) {
+        if self.thread.as_ref().is_some_and(|t| !t.born.is_here()) {
+            std::mem::forget(self.thread.take());
+            self.out = false;
+        }
+    }
+
     /// Spawns the thread if there is none yet; whether there is one now.
     pub fn spawn(&mut self) -> bool {
+        self.forget_if_forked();
         if self.thread.is_none() {
             self.thread = spawn(self.lent_core.as_deref());
         }
@@ -131,6 +147,7 @@ impl<J: Job> Background<J> {
     /// Sends `job` to the thread, spawning it at first use. Gives the job back when there is
     /// no thread to run it (it could not be spawned, or one job is already out).
     pub fn start(&mut self, job: J) -> Result<(), Box<J>> {
+        self.forget_if_forked();
         if self.out || !self.spawn() {
             return Err(Box::new(job));
         }
@@ -154,6 +171,7 @@ impl<J: Job> Background<J> {
     /// The job, if it has come back. `None` also when it was lost with its thread (a job
     /// that panicked in `advance`); [`Background::is_out`] then says false.
     pub fn try_take(&mut self) -> Option<Returned<J>> {
+        self.forget_if_forked();
         let thread = self.thread.as_mut()?;
         match thread.from.try_recv() {
             Ok(r) => {
@@ -178,6 +196,7 @@ impl<J: Job> Background<J> {
 
     /// Cancels the job that is out and waits for it (one unit at most).
     pub fn take_back(&mut self) -> Option<Returned<J>> {
+        self.forget_if_forked();
         if !self.out {
             return None;
         }
@@ -212,7 +231,7 @@ fn spawn<J: Job>(lent_core: Option<&[usize]>) -> Option<Thread<J>> {
     if !on_lent_core {
         batch_policy(&handle);
     }
-    Some(Thread { to, from, cancel, handle: Some(handle), on_lent_core })
+    Some(Thread { born: Birth::now(), to, from, cancel, handle: Some(handle), on_lent_core })
 }
 
 /// Puts `thread` under Linux's `SCHED_BATCH`: woken by a job, it does not preempt the thread
@@ -253,6 +272,12 @@ fn settle_on_lent_core(thread: &JoinHandle<()>, cpus: &[usize]) -> bool {
 #[cfg(not(all(target_os = "linux", not(pbs_loom))))]
 fn settle_on_lent_core(_thread: &JoinHandle<()>, _cpus: &[usize]) -> bool {
     false
+}
+
+impl<J: Job> Drop for Background<J> {
+    fn drop(&mut self) {
+        self.forget_if_forked();
+    }
 }
 
 impl<J> Drop for Thread<J> {

@@ -157,7 +157,8 @@ pub unsafe trait Executor {
     fn boxes(&self) -> usize;
     /// Runs `task(k)` exactly once for every box `k` and returns when all have run. A panic in
     /// a task is re-raised here after the phase ended on every thread; the executor stays
-    /// usable.
+    /// usable. In a process forked since the executor started its threads it panics with
+    /// [`crate::fork::FORKED`] and runs nothing.
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats;
     /// [`Executor::run_phase`] with one call per range of boxes: `task(a..b)` runs boxes `a`
     /// to `b − 1`, the ranges together covering every box exactly once. One indirect call per

@@ -59,6 +59,7 @@
 //! | [`box_timing`] | per-box bookkeeping: sampled box times (the loads), affinity, per-thread counts |
 //! | [`clock`] | a cheap clock for per-box timing, and what timing costs on this machine |
 //! | [`topology`] | packages, NUMA nodes, cores (hwloc, sysfs, synthetic), `PBS_NUM_THREADS` |
+//! | [`fork`] | a team's threads after `fork()`: phases refused in the child, nothing joined |
 //! | [`pinning`] | workers bound to their cores; the calling thread on worker 0's during its phases |
 //! | [`coexistence`] | another runtime (OpenMP, rayon, TBB) in the same process: wait policies |
 //! | [`placement`] | NUMA-aware starting vCores: one region of the domain per node |
@@ -84,6 +85,7 @@ pub mod error;
 pub mod executor;
 pub mod executors;
 pub mod first_touch;
+pub mod fork;
 pub mod mapper;
 pub mod pinning;
 pub mod placement;

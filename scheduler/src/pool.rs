@@ -54,6 +54,7 @@ use std::{
 use crossbeam_utils::CachePadded;
 
 use crate::error::Error;
+use crate::fork::{Birth, FORKED};
 use crate::pinning::CallerPin;
 use crate::thread_budget::Reservation;
 
@@ -159,6 +160,8 @@ pub struct Pool {
     /// Where the caller runs its phases, if it keeps its own mask between them
     /// ([`Pool::pin_caller_in_phases`]).
     caller: Option<CallerPin>,
+    /// The process the workers run in (see [`crate::fork`]).
+    born: Birth,
 }
 
 impl Pool {
@@ -195,7 +198,9 @@ impl Pool {
             spin_ns: AtomicU64::new(WaitPolicy::DEFAULT.spin_ns()),
             passive: (0..threads).map(|_| AtomicBool::new(false)).collect(),
         });
-        let mut pool = Pool { shared, handles: Vec::with_capacity(threads - 1), threads, caller: None, _room: room };
+        let born = Birth::now();
+        let mut pool =
+            Pool { shared, handles: Vec::with_capacity(threads - 1), threads, caller: None, _room: room, born };
         for id in 1..threads {
             let shared = Arc::clone(&pool.shared);
             let on_start = std::sync::Arc::clone(&on_start);
@@ -246,8 +251,12 @@ impl Pool {
     /// # Panics
     /// With [`BUSY`] if a phase of this pool is already running: a job calling `run` on its own
     /// pool (the panic then reaches the outer caller, after its phase) or two threads calling
-    /// it at once.
+    /// it at once; with [`FORKED`] in a process forked since the workers started, where they
+    /// do not exist.
     pub fn run(&self, job: &(dyn Fn(usize) + Sync)) {
+        if !self.born.is_here() {
+            panic!("{FORKED}");
+        }
         let s = &*self.shared;
         if s.in_use.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
             panic!("{BUSY}");
@@ -388,6 +397,12 @@ impl pbs::assign::Workers for Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        if !self.born.is_here() {
+            // A forked child: the workers are not here to stop, and waking them would take a
+            // lock one of them may have held at the fork. Their handles are not detached either.
+            std::mem::forget(std::mem::take(&mut self.handles));
+            return;
+        }
         self.shared.shutdown.store(true, Ordering::SeqCst);
         self.shared.epoch.fetch_add(1, Ordering::SeqCst);
         notify(&self.shared, &self.shared.wake);

@@ -2,6 +2,7 @@
 //! `pool.install(|| (0..n).into_par_iter().for_each(task))`. Threads can be pinned through
 //! rayon's `start_handler` (rayon itself never pins, rayon#783).
 
+use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,10 +12,13 @@ use rayon::prelude::*;
 use crate::box_timing::{BoxTimer, Local, Tracker};
 use crate::clock;
 use crate::executor::{Executor, PhaseStats, Task};
+use crate::fork::{Birth, FORKED};
 
 /// Rayon work stealing.
 pub struct WorkStealing {
-    pool: rayon::ThreadPool,
+    /// Dropped only in the process its threads run in (see [`crate::fork`]).
+    pool: ManuallyDrop<rayon::ThreadPool>,
+    born: Birth,
     tracker: Tracker,
     boxes: usize,
     threads: usize,
@@ -49,7 +53,26 @@ impl WorkStealing {
             .start_handler(move |i| on_start(i))
             .build()
             .map_err(|e| crate::Error::RayonPool { threads, reason: e.to_string() })?;
-        Ok(WorkStealing { pool, tracker: Tracker::new(boxes, threads, timer)?, boxes, threads, _room: room })
+        let tracker = Tracker::new(boxes, threads, timer)?;
+        Ok(WorkStealing { pool: ManuallyDrop::new(pool), born: Birth::now(), tracker, boxes, threads, _room: room })
+    }
+
+    /// Panics with [`FORKED`] in a process forked since rayon's threads started.
+    fn check_process(&self) {
+        if !self.born.is_here() {
+            panic!("{FORKED}");
+        }
+    }
+}
+
+impl Drop for WorkStealing {
+    fn drop(&mut self) {
+        // In a forked child rayon's threads are not here to stop, and telling them would take
+        // a lock one of them may have held at the fork: the pool is left as it is.
+        if self.born.is_here() {
+            // SAFETY: the pool is dropped once, here, and `self` is not used after `drop`.
+            unsafe { ManuallyDrop::drop(&mut self.pool) };
+        }
     }
 }
 
@@ -66,9 +89,11 @@ unsafe impl Executor for WorkStealing {
         self.boxes
     }
     fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
+        self.check_process();
         self.pool.broadcast(|ctx| f(ctx.index()));
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
+        self.check_process();
         let (start, began) = (Instant::now(), clock::ticks());
         let tracker = &self.tracker;
         // Rayon re-raises a task's panic in `install` once the loop has unwound; the phase's

@@ -164,8 +164,11 @@ typedef struct pbs_iteration_end {
    remapper of the seed papers: "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
    "norm-greedy", "diffusion" (docs/balancers.md;
    "norcb" gets no motion from C and cuts as "rcb"; "norcb" and "vector-rcb" need nz == 1).
-   `threads` = 0 takes PBS_NUM_THREADS, else one worker per core. `pin` is one of PBS_PIN_*;
-   pinned, pbs starts its vCores one NUMA node per region of the domain. Idle workers spin
+   `threads` = 0 takes PBS_NUM_THREADS, else one worker per core the process may run on (all
+   of the machine unless taskset, mpirun --bind-to, srun --cpu-bind or a cpuset gave it part;
+   OpenMP binding the caller to one place does not narrow it). `pin` is one of PBS_PIN_*:
+   pinned workers stay on those cores; pinned, pbs starts its vCores one NUMA node per region
+   of the domain. Idle workers spin
    200 us, then sleep; PBS_WAIT_POLICY=passive makes them sleep at once, active spin until the
    next phase (see docs/coexistence.md for OpenMP in the same process). The "pbs" scheduler's
    settings come from PBS_METHOD, PBS_TOL (its tolerance, 0.02), PBS_TRIGGER (0.05), PBS_STEPS,

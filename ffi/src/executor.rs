@@ -243,11 +243,11 @@ pub unsafe extern "C" fn pbs_executor_new_with(
                     "pin = {pin}: expected 0 (PBS_PIN_OFF), 1 (PBS_PIN_WORKERS) or 2 (PBS_PIN_WORKERS_AND_CALLER)"
                 ))
             })?;
-            let machine_cpus = topology.cores.iter().map(|c| c.pus.len()).sum();
+            let process_cpus = topology.cores.iter().map(|c| c.pus.len()).sum();
             let runtime = Runtime { topology, threads, pin, timer: BoxTimer::default() };
             warn_once_if_openmp_spins();
             if pin == Pinning::Off {
-                if let Some(advice) = confined_caller_warning(threads, machine_cpus) {
+                if let Some(advice) = confined_caller_warning(threads, process_cpus) {
                     eprintln!("{advice}");
                 }
             }

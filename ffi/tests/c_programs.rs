@@ -325,6 +325,72 @@ fn a_forked_child_gets_an_error_from_the_parents_executor_and_can_make_its_own()
     }
 }
 
+/// `process_cpus`'s line as (threads, each worker's CPUs).
+fn workers_cpus(line: &str) -> (usize, Vec<Vec<usize>>) {
+    let threads: usize = field(line, "threads").parse().unwrap();
+    let cpus = (0..threads)
+        .map(|w| field(line, &format!("worker_{w}")).split(',').map(|c| c.parse().unwrap()).collect())
+        .collect();
+    (threads, cpus)
+}
+
+/// A process given part of the machine (taskset here, as mpirun --bind-to or srun --cpu-bind
+/// would) keeps pbs's workers inside it: one worker per core it was given, pinned there. Before,
+/// the workers took every core of the machine, outside the binding. OpenMP binding the caller
+/// to one place (`OMP_PROC_BIND`) does not narrow what the process was given.
+#[test]
+fn workers_stay_on_the_cpus_the_process_was_given() {
+    let given = pbs_scheduler::pinning::cpus_of_this_thread().unwrap_or_default();
+    let cores = pbs_scheduler::topology::Topology::detect().cores.len();
+    if given.len() < 2 || cores < 2 || Command::new("taskset").arg("-V").output().is_err() {
+        eprintln!("skipped: this process may run on {} CPU(s) of {cores} cores, or taskset is missing", given.len());
+        return;
+    }
+    let plain = compile(&Path::new(MANIFEST).join("tests/process_cpus.c"), "process_cpus");
+    let openmp = compile_with(
+        &Path::new(MANIFEST).join("tests/process_cpus.c"),
+        "process_cpus_omp",
+        &["-fopenmp", "-DWITH_OPENMP"],
+    );
+    let last = given.last().unwrap().to_string();
+    let run_in = |program: &Path, taskset: Option<&str>, pin: &str, omp: bool| {
+        let mut c = match taskset {
+            Some(cpus) => {
+                let mut c = command(Path::new("taskset"));
+                c.args(["-c", cpus]).arg(program);
+                c
+            }
+            None => command(program),
+        };
+        c.arg(pin).env_remove("PBS_NUM_THREADS");
+        if omp {
+            c.env("OMP_PROC_BIND", "true").env("OMP_WAIT_POLICY", "passive");
+        }
+        workers_cpus(stdout(&c.output().unwrap()).trim())
+    };
+    // The whole process: one pinned worker per core, each on its own.
+    for (program, omp) in [(&plain, false), (&openmp, true)] {
+        let (threads, cpus) = run_in(program, None, "1", omp);
+        assert_eq!(threads, cores, "omp={omp}: {cpus:?}");
+        assert!(cpus.iter().flatten().all(|c| given.contains(c)), "omp={omp}: {cpus:?} outside {given:?}");
+        let mut firsts: Vec<usize> = cpus.iter().map(|c| c[0]).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        assert_eq!(firsts.len(), threads, "omp={omp}: each worker on a core of its own: {cpus:?}");
+    }
+    // One CPU given: one worker, on it, pinned or not, with OpenMP binding the caller or not.
+    for (program, omp) in [(&plain, false), (&openmp, true)] {
+        for pin in ["0", "1", "2"] {
+            let (threads, cpus) = run_in(program, Some(&last), pin, omp);
+            assert_eq!(
+                (threads, &cpus),
+                (1, &vec![vec![given[given.len() - 1]]]),
+                "taskset -c {last}, pin={pin}, omp={omp}"
+            );
+        }
+    }
+}
+
 /// pbs.hpp under both C++ compilers of Debian, in C++11 and C++17: every check of the program
 /// passes, and the checksums agree across schedulers, thread counts and compilers.
 #[test]

@@ -92,6 +92,25 @@ pub fn cpus_of_this_thread() -> Option<Vec<usize>> {
     os::current().map(|m| os::cpus(&m))
 }
 
+/// The CPUs this process may run on, as it was when pbs first asked: the calling thread's mask
+/// then, widened by the CPUs of OpenMP's places where an OpenMP runtime in the process has
+/// places (`OMP_PROC_BIND` binds the initial thread to the first of them, narrowing its mask
+/// to a part of what the process was given; the places cover that). Kept from the first call,
+/// so that pbs's own pinning of its caller (`Pinning::WorkersAndCaller`) does not narrow what a
+/// later executor sees. `None` where the OS does not say.
+pub fn process_cpus() -> Option<Vec<usize>> {
+    static FIRST: std::sync::OnceLock<Option<Vec<usize>>> = std::sync::OnceLock::new();
+    FIRST
+        .get_or_init(|| {
+            let mut cpus = cpus_of_this_thread()?;
+            cpus.extend(crate::coexistence::openmp_place_cpus());
+            cpus.sort_unstable();
+            cpus.dedup();
+            Some(cpus)
+        })
+        .clone()
+}
+
 /// The calling thread's mask as it is now, put back when this is dropped.
 pub struct SavedMask(Option<os::Mask>);
 

@@ -38,8 +38,22 @@ pub struct Topology {
 pub const THREADS_ENV: &str = "PBS_NUM_THREADS";
 
 impl Topology {
-    /// The machine this runs on.
+    /// The part of this machine the process may run on: the cores with a hardware thread among
+    /// [`crate::pinning::process_cpus`] (what `taskset`, `mpirun --bind-to`, `srun --cpu-bind`
+    /// or a batch system's cpuset gave the process), each with only those; the whole machine
+    /// where the process may run anywhere or the OS does not say. Default thread counts and
+    /// pinning follow it, so that workers stay inside the process's binding, as OpenMP's,
+    /// TBB's and StarPU's do.
     pub fn detect() -> Topology {
+        let machine = Topology::machine();
+        match crate::pinning::process_cpus() {
+            Some(cpus) => machine.within(&cpus).unwrap_or(machine),
+            None => machine,
+        }
+    }
+
+    /// The whole machine this runs on, whatever the process may run on.
+    pub fn machine() -> Topology {
         #[cfg(feature = "hwloc")]
         if let Ok(t) = hwloc::detect() {
             return t;
@@ -49,6 +63,47 @@ impl Topology {
             let cores = (0..n).map(|i| Core { package: 0, numa: 0, pus: vec![i] }).collect();
             Topology { packages: 1, numa_nodes: 1, cores, source: "fallback".into() }
         })
+    }
+
+    /// The cores with a hardware thread among `cpus`, each keeping only those, with NUMA nodes
+    /// and packages numbered again over the ones left (in their order); `None` if no core is
+    /// left. The same topology when every hardware thread is in `cpus`.
+    pub fn within(&self, cpus: &[usize]) -> Option<Topology> {
+        let cores: Vec<Core> = self
+            .cores
+            .iter()
+            .filter_map(|c| {
+                let pus: Vec<usize> = c.pus.iter().copied().filter(|p| cpus.contains(p)).collect();
+                (!pus.is_empty()).then(|| Core { pus, ..c.clone() })
+            })
+            .collect();
+        if cores.is_empty() {
+            return None;
+        }
+        if cores == self.cores {
+            return Some(self.clone());
+        }
+        let renumber = |ids: Vec<usize>| {
+            let mut seen: Vec<usize> = Vec::new();
+            let dense = ids
+                .into_iter()
+                .map(|id| match seen.iter().position(|&s| s == id) {
+                    Some(i) => i,
+                    None => {
+                        seen.push(id);
+                        seen.len() - 1
+                    }
+                })
+                .collect::<Vec<usize>>();
+            (dense, seen.len())
+        };
+        let (numa, numa_nodes) = renumber(cores.iter().map(|c| c.numa).collect());
+        let (package, packages) = renumber(cores.iter().map(|c| c.package).collect());
+        let pus: Vec<usize> = cores.iter().flat_map(|c| c.pus.iter().copied()).collect();
+        let cores =
+            cores.into_iter().zip(numa).zip(package).map(|((c, numa), package)| Core { numa, package, ..c }).collect();
+        let source = format!("{} (the process's CPUs: {})", self.source, cpu_list(&pus));
+        Some(Topology { packages, numa_nodes, cores, source })
     }
 
     /// A machine described in hwloc's synthetic syntax: levels `type:count` from the top,
@@ -229,6 +284,24 @@ fn sysfs() -> Result<Topology, String> {
     Ok(Topology { packages: pkgs.len(), numa_nodes: nodes.len().max(1), cores, source: "sysfs".into() })
 }
 
+/// CPU ids in the kernel's list syntax (`0-3,8,10-11`).
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i { format!("{}-{}", sorted[i], sorted[j]) } else { sorted[i].to_string() });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
 /// Parses a kernel CPU list such as `0-3,8,10-11`.
 pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
     let mut v = Vec::new();
@@ -331,6 +404,29 @@ mod tests {
             t.numa_nodes,
             t.cores.len()
         );
+    }
+
+    #[test]
+    fn a_process_given_part_of_the_machine_sees_only_its_cores() {
+        // Two packages of one NUMA node each, two cores of two hardware threads per package.
+        let t = parse_synthetic("pack:2 numa:1 core:2 pu:2").unwrap();
+        assert_eq!(t.cores[1].pus, vec![2, 3]);
+        let across = t.within(&[3, 4, 5]).unwrap();
+        assert_eq!(across.cores.iter().map(|c| c.pus.clone()).collect::<Vec<_>>(), vec![vec![3], vec![4, 5]]);
+        assert_eq!((across.numa_nodes, across.packages), (2, 2));
+        assert_eq!(across.numa_of_workers(2), vec![0, 1]);
+        assert!(across.source.ends_with("(the process's CPUs: 3-5)"), "{}", across.source);
+        let second = t.within(&[4, 5, 6, 7]).unwrap();
+        assert_eq!((second.cores.len(), second.numa_nodes, second.packages), (2, 1, 1), "node and package from 0");
+        assert_eq!(second.numa_of_workers(2), vec![0, 0]);
+        assert_eq!(t.within(&(0..8).collect::<Vec<_>>()).unwrap(), t, "all of it: the same topology");
+        assert_eq!(t.within(&[99]), None);
+    }
+
+    #[test]
+    fn cpu_lists_print_as_the_kernel_writes_them() {
+        assert_eq!(cpu_list(&[11, 0, 1, 2, 3, 8, 10, 3]), "0-3,8,10-11");
+        assert_eq!(cpu_list(&[5]), "5");
     }
 
     #[test]

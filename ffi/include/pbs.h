@@ -170,7 +170,9 @@ typedef struct pbs_iteration_end {
    pinned workers stay on those cores; pinned, pbs starts its vCores one NUMA node per region
    of the domain. Idle workers spin
    200 us, then sleep; PBS_WAIT_POLICY=passive makes them sleep at once, active spin until the
-   next phase (see docs/coexistence.md for OpenMP in the same process). The "pbs" scheduler's
+   next phase (see docs/coexistence.md for OpenMP in the same process). Workers get the stack a
+   new C thread gets (ulimit -s), or PBS_STACKSIZE (OMP_STACKSIZE's syntax; OMP_STACKSIZE
+   itself where set), at least 2 MiB. The "pbs" scheduler's
    settings come from PBS_METHOD, PBS_TOL (its tolerance, 0.02), PBS_TRIGGER (0.05), PBS_STEPS,
    PBS_STEAL (never, always, auto), PBS_OVERLAP (on: the balancer in idle time, or on a thread
    of its own when a step outlasts that idle time; idle: idle time or stop; thread: always its

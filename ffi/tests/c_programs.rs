@@ -391,6 +391,30 @@ fn workers_stay_on_the_cpus_the_process_was_given() {
     }
 }
 
+/// A task with 3 MiB of local arrays runs on every scheduler's workers, which get the stack a C
+/// thread gets (it crashed them all with Rust's 2 MiB); `PBS_STACKSIZE` sets it, and a value it
+/// cannot read is an error that names it.
+#[test]
+fn tasks_get_the_stack_a_c_thread_gets() {
+    let program = compile(&Path::new(MANIFEST).join("tests/stack_task.c"), "stack_task");
+    let ulimit = Command::new("sh").args(["-c", "ulimit -s"]).output().unwrap();
+    let kib = String::from_utf8_lossy(&ulimit.stdout).trim().to_string();
+    if kib.parse::<u64>().is_ok_and(|k| k < 4096) {
+        eprintln!("skipped: ulimit -s is {kib} KiB, under the task's 3 MiB");
+        return;
+    }
+    for scheduler in pbs_scheduler::runtime::EXECUTORS {
+        let o =
+            command(&program).arg(scheduler).env_remove("PBS_STACKSIZE").env_remove("OMP_STACKSIZE").output().unwrap();
+        assert_eq!(stdout(&o).trim(), "ok", "{scheduler}");
+    }
+    let o = command(&program).arg("pbs").env("PBS_STACKSIZE", "16M").output().unwrap();
+    assert_eq!(stdout(&o).trim(), "ok");
+    let o = command(&program).arg("pbs").env("PBS_STACKSIZE", "lots").output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success() && text.contains("PBS_STACKSIZE=\"lots\""), "{text}");
+}
+
 /// pbs.hpp under both C++ compilers of Debian, in C++11 and C++17: every check of the program
 /// passes, and the checksums agree across schedulers, thread counts and compilers.
 #[test]

@@ -65,6 +65,7 @@
 //! | [`placement`] | NUMA-aware starting vCores: one region of the domain per node |
 //! | [`first_touch`] | box data allocated by the thread that owns it, moved when its box moves |
 //! | [`runtime`] | detect, pin, and build any executor by name |
+//! | [`stack`] | the workers' stack: the system's default for threads, or `PBS_STACKSIZE` |
 //! | [`mapper`] | pbs's mapping decisions without its threads, for a runtime that runs the tasks (StarPU) |
 //! | [`criteria`] | when to rebalance (Boulmier eq. 24, Menon, Procassini, Marquez, periodic) and the DP oracle |
 //! | [`counters`] | per-thread perf counters, hardware or software with the reason |
@@ -92,6 +93,7 @@ pub mod placement;
 pub mod pool;
 pub mod report;
 pub mod runtime;
+pub mod stack;
 pub mod thread_budget;
 pub mod topology;
 

@@ -165,13 +165,18 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Starts `threads - 1` worker threads; `on_start(id)` runs first on each (pinning goes
-    /// there). If a thread cannot be started (the system's thread or memory limit), the ones
+    /// Starts `threads - 1` worker threads, each with the stack of [`crate::stack`];
+    /// `on_start(id)` runs first on each (pinning goes there). A `PBS_STACKSIZE` it cannot
+    /// read is an error. If a thread cannot be started (the system's thread or memory limit), the ones
     /// already started are stopped and joined, and the error names which one failed. A pool
     /// that would take the process's pools past [`MAX_THREADS`] threads in all is refused
     /// before it starts any ([`Error::TooManyThreads`]).
     pub fn new(threads: usize, on_start: StartHook) -> Result<Pool, Error> {
-        Self::start(threads, on_start, |id, body| Builder::new().name(format!("pbs-worker-{id}")).spawn(body))
+        // The stack a task had on the thread a code ran it on before (see crate::stack).
+        let stack = crate::stack::worker_stack_bytes()?;
+        Self::start(threads, on_start, |id, body| {
+            Builder::new().name(format!("pbs-worker-{id}")).stack_size(stack).spawn(body)
+        })
     }
 
     /// [`Pool::new`] with the thread creation given (tests make it fail).

@@ -49,6 +49,7 @@ impl WorkStealing {
         pbs::check_memory("executor state", boxes, crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
+            .stack_size(crate::stack::worker_stack_bytes()?)
             .thread_name(|i| format!("pbs-ws-{i}"))
             .start_handler(move |i| on_start(i))
             .build()

@@ -56,9 +56,13 @@ pub struct Summary {
     pub criterion: String,
     /// The executor inside each rank.
     pub executor: String,
-    /// Whether some host ran more threads (ranks × threads) than it has cores: times are then
-    /// the OS's sharing, not speeds.
+    /// Whether some host ran more threads (ranks × threads) than it has cores, or some rank more
+    /// threads than the CPUs its launcher bound it to: times are then the OS's sharing, not
+    /// speeds.
     pub oversubscribed: bool,
+    /// The ranks bound (`mpirun --bind-to`, `srun --cpu-bind`) to fewer CPUs than they run
+    /// threads, which then share them whatever cores the host has.
+    pub ranks_short_of_cpus: Vec<usize>,
     /// Hash of the final state, as `pbs-bench run --json` prints it.
     pub checksum: String,
     /// Median of `max / mean` of the ranks' measured loads over the iterations after the last
@@ -131,7 +135,7 @@ pub(crate) fn online_cores() -> usize {
 }
 
 /// Fixed-size figures of one rank, as gathered (f64s, then the host name's bytes).
-const FIGURES: usize = 9;
+const FIGURES: usize = 10;
 const HOST_BYTES: usize = 64;
 
 /// Gathers every rank's figures on rank 0 and returns the summary there (`None` elsewhere).
@@ -154,6 +158,8 @@ pub(crate) fn gather(
         online_cores() as f64,
         settings.threads as f64,
         window_boxes as f64,
+        // The CPUs this rank may run on (its launcher's binding), which its threads share.
+        pbs_scheduler::pinning::process_cpus().map_or_else(online_cores, |c| c.len()) as f64,
     ];
     let mut name = [0u8; HOST_BYTES];
     let h = host();
@@ -195,7 +201,8 @@ pub(crate) fn gather(
             None => hosts.push((&p.host, cores, threads)),
         }
     }
-    let oversubscribed = hosts.iter().any(|(_, cores, threads)| threads > cores);
+    let ranks_short_of_cpus: Vec<usize> = (0..ranks).filter(|&r| all[r * FIGURES + 7] > all[r * FIGURES + 9]).collect();
+    let oversubscribed = hosts.iter().any(|(_, cores, threads)| threads > cores) || !ranks_short_of_cpus.is_empty();
     let migrated_bytes: u64 = per_rank.iter().map(|p| p.migrated_bytes_sent).sum();
     let migrated_boxes: u64 = (0..ranks).map(|r| all[r * FIGURES + 5] as u64).sum();
     let halo: u64 = per_rank.iter().map(|p| p.halo_bytes_sent).sum();
@@ -221,6 +228,7 @@ pub(crate) fn gather(
         criterion: settings.criterion.clone(),
         executor: settings.executor.clone(),
         oversubscribed,
+        ranks_short_of_cpus,
         checksum: format!("{checksum:016x}"),
         imbalance_ranks,
         imbalance_ranks_after_first: tally.rebalancing_iterations.first().and_then(|&f| after(f)),

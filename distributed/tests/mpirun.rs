@@ -14,8 +14,13 @@ fn mpirun(ranks: usize, args: &[&str], env: &[(&str, &str)]) -> (Output, Duratio
 }
 
 fn mpirun_command(ranks: usize, command: &str, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
+    mpirun_bound("none", ranks, command, args, env)
+}
+
+/// [`mpirun_command`] with each rank bound as `--bind-to bind` says.
+fn mpirun_bound(bind: &str, ranks: usize, command: &str, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "--bind-to", "none", "-np", &ranks.to_string()]);
+    cmd.args(["--oversubscribe", "--bind-to", bind, "-np", &ranks.to_string()]);
     for (k, _) in env {
         cmd.args(["-x", k]);
     }
@@ -163,5 +168,27 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert_eq!(stderr.matches(said).count(), 1, "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// A rank that mpirun binds to one core while it runs two threads is named (its threads share
+/// that core whatever cores the host has), and counts as oversubscribed; unbound, it is not.
+#[test]
+fn a_rank_bound_to_fewer_cpus_than_its_threads_is_named() {
+    if pbs_scheduler::pinning::process_cpus().is_none_or(|c| c.len() < 2) {
+        eprintln!("skipped: this process may run on fewer than 2 CPUs");
+        return;
+    }
+    let args = ["--app", "md", "--threads", "2", "--iters", "5", "--json"];
+    for (bind, short) in [("core", vec![0u64]), ("none", vec![])] {
+        let (out, _) = mpirun_bound(bind, 1, "run", &args, &[]);
+        assert!(out.status.success(), "--bind-to {bind}: {}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let named: Vec<u64> =
+            json["ranks_short_of_cpus"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect();
+        assert_eq!(named, short, "--bind-to {bind}");
+        if bind == "core" {
+            assert_eq!(json["oversubscribed"], serde_json::Value::Bool(true));
+        }
     }
 }

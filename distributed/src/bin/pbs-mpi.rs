@@ -110,6 +110,13 @@ fn print_table(s: &Summary) {
         s.iters,
         if s.oversubscribed { " (OVERSUBSCRIBED: more threads than cores; times are the OS's sharing)" } else { "" }
     );
+    if !s.ranks_short_of_cpus.is_empty() {
+        println!(
+            "note: ranks {:?} were bound to fewer CPUs than their {} threads, which share them: run mpirun with \
+             --bind-to none, or --map-by slot:PE={} to give each rank that many cores",
+            s.ranks_short_of_cpus, s.threads, s.threads
+        );
+    }
     println!(
         "{:>4}  {:<16} {:>6} {:>7} {:>11} {:>11} {:>14} {:>14}",
         "rank", "host", "boxes", "window", "compute ms", "thr max/avg", "migrated B", "halo B"

@@ -286,8 +286,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let Start { mut app, mut balancer, mut owners, estimate } = start(world, settings, grid)?;
     let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
     let mut exec = Timed::new(Box::new(Window::new(grid, &local, app.halo(), make)?));
-    let given = pbs_scheduler::pinning::process_cpus().map_or_else(summary::online_cores, |c| c.len());
-    exec.preempted(node_threads > summary::online_cores() as u64 || settings.threads > given);
+    exec.preempted(node_threads > summary::online_cores() as u64 || settings.threads > summary::given_cpus());
     hint_local(&mut exec, &estimate, &local)?;
     app.compute_only(Some(local))?;
     let mut steady = exchange::Plan::new(app.as_ref(), &grid, &owners, &owners, me as u32);

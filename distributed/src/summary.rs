@@ -134,6 +134,11 @@ pub(crate) fn online_cores() -> usize {
     usize::try_from(n).unwrap_or(1).max(1)
 }
 
+/// The CPUs this rank may run on (its launcher's binding), which its threads share.
+pub(crate) fn given_cpus() -> usize {
+    pbs_scheduler::pinning::process_cpus().map_or_else(online_cores, |c| c.len())
+}
+
 /// Fixed-size figures of one rank, as gathered (f64s, then the host name's bytes).
 const FIGURES: usize = 10;
 const HOST_BYTES: usize = 64;
@@ -158,8 +163,7 @@ pub(crate) fn gather(
         online_cores() as f64,
         settings.threads as f64,
         window_boxes as f64,
-        // The CPUs this rank may run on (its launcher's binding), which its threads share.
-        pbs_scheduler::pinning::process_cpus().map_or_else(online_cores, |c| c.len()) as f64,
+        given_cpus() as f64,
     ];
     let mut name = [0u8; HOST_BYTES];
     let h = host();

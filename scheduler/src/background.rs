@@ -62,9 +62,9 @@ use std::{
 };
 
 use std::sync::mpsc::TryRecvError;
+use std::time::{Duration, Instant};
 
 use crate::fork::Birth;
-use std::time::{Duration, Instant};
 
 /// A job the background thread advances a unit at a time.
 pub trait Job: Send + 'static {

@@ -166,10 +166,10 @@ pub struct Pool {
 
 impl Pool {
     /// Starts `threads - 1` worker threads, each with the stack of [`crate::stack`];
-    /// `on_start(id)` runs first on each (pinning goes there). A `PBS_STACKSIZE` it cannot
-    /// read is an error. If a thread cannot be started (the system's thread or memory limit), the ones
-    /// already started are stopped and joined, and the error names which one failed. A pool
-    /// that would take the process's pools past [`MAX_THREADS`] threads in all is refused
+    /// `on_start(id)` runs first on each (pinning goes there). A `PBS_STACKSIZE` it cannot read
+    /// is an error. If a thread cannot be started (the system's thread or memory limit), the
+    /// ones already started are stopped and joined, and the error names which one failed. A
+    /// pool that would take the process's pools past [`MAX_THREADS`] threads in all is refused
     /// before it starts any ([`Error::TooManyThreads`]).
     pub fn new(threads: usize, on_start: StartHook) -> Result<Pool, Error> {
         // The stack a task had on the thread a code ran it on before (see crate::stack).

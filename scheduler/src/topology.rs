@@ -24,9 +24,10 @@ pub struct Core {
 /// A machine: its cores, ordered by NUMA node, then package, then position.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Topology {
-    /// Number of packages.
+    /// Number of packages of the machine.
     pub packages: usize,
-    /// Number of NUMA nodes.
+    /// Number of NUMA nodes of the machine (a process given part of it may have cores on some
+    /// only: [`Topology::within`]).
     pub numa_nodes: usize,
     /// The cores.
     pub cores: Vec<Core>,
@@ -65,9 +66,10 @@ impl Topology {
         })
     }
 
-    /// The cores with a hardware thread among `cpus`, each keeping only those, with NUMA nodes
-    /// and packages numbered again over the ones left (in their order); `None` if no core is
-    /// left. The same topology when every hardware thread is in `cpus`.
+    /// The cores with a hardware thread among `cpus`, each keeping only those; `None` if no core
+    /// is left. NUMA nodes and packages keep the machine's numbers and counts (memory binding
+    /// names nodes by them, [`crate::first_touch`]), some of them now with no core. The same
+    /// topology when every hardware thread is in `cpus`.
     pub fn within(&self, cpus: &[usize]) -> Option<Topology> {
         let cores: Vec<Core> = self
             .cores
@@ -83,27 +85,9 @@ impl Topology {
         if cores == self.cores {
             return Some(self.clone());
         }
-        let renumber = |ids: Vec<usize>| {
-            let mut seen: Vec<usize> = Vec::new();
-            let dense = ids
-                .into_iter()
-                .map(|id| match seen.iter().position(|&s| s == id) {
-                    Some(i) => i,
-                    None => {
-                        seen.push(id);
-                        seen.len() - 1
-                    }
-                })
-                .collect::<Vec<usize>>();
-            (dense, seen.len())
-        };
-        let (numa, numa_nodes) = renumber(cores.iter().map(|c| c.numa).collect());
-        let (package, packages) = renumber(cores.iter().map(|c| c.package).collect());
         let pus: Vec<usize> = cores.iter().flat_map(|c| c.pus.iter().copied()).collect();
-        let cores =
-            cores.into_iter().zip(numa).zip(package).map(|((c, numa), package)| Core { numa, package, ..c }).collect();
         let source = format!("{} (the process's CPUs: {})", self.source, cpu_list(&pus));
-        Some(Topology { packages, numa_nodes, cores, source })
+        Some(Topology { cores, source, ..self.clone() })
     }
 
     /// A machine described in hwloc's synthetic syntax: levels `type:count` from the top,
@@ -413,12 +397,12 @@ mod tests {
         assert_eq!(t.cores[1].pus, vec![2, 3]);
         let across = t.within(&[3, 4, 5]).unwrap();
         assert_eq!(across.cores.iter().map(|c| c.pus.clone()).collect::<Vec<_>>(), vec![vec![3], vec![4, 5]]);
-        assert_eq!((across.numa_nodes, across.packages), (2, 2));
         assert_eq!(across.numa_of_workers(2), vec![0, 1]);
         assert!(across.source.ends_with("(the process's CPUs: 3-5)"), "{}", across.source);
         let second = t.within(&[4, 5, 6, 7]).unwrap();
-        assert_eq!((second.cores.len(), second.numa_nodes, second.packages), (2, 1, 1), "node and package from 0");
-        assert_eq!(second.numa_of_workers(2), vec![0, 0]);
+        assert_eq!(second.cores.len(), 2);
+        assert_eq!(second.numa_of_workers(2), vec![1, 1], "the machine's node numbers, as memory binding names them");
+        assert_eq!((second.numa_nodes, second.packages), (2, 2), "the machine's counts");
         assert_eq!(t.within(&(0..8).collect::<Vec<_>>()).unwrap(), t, "all of it: the same topology");
         assert_eq!(t.within(&[99]), None);
     }

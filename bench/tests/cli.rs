@@ -763,3 +763,24 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     assert!(e.contains("no 2D map has at least 20 boxes per part"), "{e}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// Output piped into a reader that has gone (`| head` after its lines): the program ends
+/// quietly, by SIGPIPE as C tools do. Before, the next print panicked ("failed printing to stdout:
+/// Broken pipe") with its message on standard error.
+#[test]
+fn a_closed_output_pipe_ends_the_program_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
+        .args(["converge", "--case", "all", "--method", "all", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end is closed before the run prints anything (it balances for a second first).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success() || out.status.signal() == Some(13), "{:?}: {stderr}", out.status);
+}

@@ -1,7 +1,8 @@
 //! A process forked after the executors started their threads (`src/fork.rs`): in the child,
 //! every executor's phase is refused with `FORKED` instead of waiting for ever for workers that
-//! stayed in the parent, dropping it returns, and an executor created in the child runs; the
-//! parent's executors go on as before. Every executor of `runtime::EXECUTORS`.
+//! stayed in the parent, ending an iteration and dropping it return, and an executor created in
+//! the child runs; the parent's executors go on as before. Every executor of
+//! `runtime::EXECUTORS`.
 //!
 //! A binary of its own with no test harness: at the fork, no thread but the pools' idle
 //! workers runs (the harness's other test threads could hold a lock the child then needs).
@@ -45,6 +46,9 @@ fn in_child(parents: Vec<(&'static str, Box<dyn Executor + Send>)>, grid: Grid) 
                 }
             }
         }
+        // The end of an iteration may hand a rebalancing to a balancer thread that stayed in
+        // the parent: it returns (or panics) all the same.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| exec.end_iteration()));
         drop(exec);
         match runtime().executor(name, grid) {
             Ok((mut fresh, _)) => {

@@ -415,6 +415,18 @@ fn tasks_get_the_stack_a_c_thread_gets() {
     assert!(!o.status.success() && text.contains("PBS_STACKSIZE=\"lots\""), "{text}");
 }
 
+/// Floating-point modes the program sets after the executor started (rounding upward here):
+/// every worker rounds as the caller does, so a box's result does not depend on the thread that
+/// runs it. Before, only the caller's boxes were rounded upward.
+#[test]
+fn workers_round_as_the_caller_rounds() {
+    let program = compile_with(&Path::new(MANIFEST).join("tests/fp_modes.c"), "fp_modes", &["-frounding-math"]);
+    for scheduler in pbs_scheduler::runtime::EXECUTORS {
+        let o = run(&program, &[scheduler]);
+        assert_eq!(stdout(&o).trim(), "ok", "{scheduler}");
+    }
+}
+
 /// pbs.hpp under both C++ compilers of Debian, in C++11 and C++17: every check of the program
 /// passes, and the checksums agree across schedulers, thread counts and compilers.
 #[test]

@@ -87,6 +87,7 @@ pub mod executor;
 pub mod executors;
 pub mod first_touch;
 pub mod fork;
+mod fp_env;
 pub mod mapper;
 pub mod pinning;
 pub mod placement;

@@ -17,9 +17,10 @@
 //!   which releases the writes before it); a worker that sees the bump (SeqCst, which
 //!   acquires them) reads the job, runs it, and decrements `running`. The caller waits for
 //!   `running == 0` before it clears `job` and returns, so the job and its slot, whose
-//!   lifetimes `run` erases, outlive every use. No lock is taken to read the job: at 16
-//!   threads every worker taking one mutex at the start of every phase was a suspect for the
-//!   phase's cost there (docs/results.md, "Sixteen threads").
+//!   lifetimes `run` erases, outlive every use. The slot also carries the caller's
+//!   floating-point modes, which a worker takes before the job (`fp_env.rs`). No lock is
+//!   taken to read the job: at 16 threads every worker taking one mutex at the start of every
+//!   phase was a suspect for the phase's cost there (docs/results.md, "Sixteen threads").
 //! - Sleeping never loses a wake-up: a waiter checks its condition with `sleep` locked and waits
 //!   on the condition variable, which releases the lock atomically; a waker changes the state
 //!   *before* it takes `sleep` to notify, so it either sees no waiter yet (who will then see the
@@ -146,9 +147,14 @@ impl WaitPolicy {
     }
 }
 
-/// A lifetime-erased pointer to the caller's job; valid while the caller waits in `run`.
+/// A lifetime-erased pointer to the caller's job, valid while the caller waits in `run`, and
+/// the caller's floating-point modes, which each worker takes before running it (see
+/// `crate::fp_env`).
 #[derive(Clone, Copy)]
-struct JobRef(*const Job<'static>);
+struct JobRef {
+    job: *const Job<'static>,
+    fp_modes: u64,
+}
 
 /// A team of `threads` workers (the caller plus `threads - 1` spawned threads).
 pub struct Pool {
@@ -272,7 +278,8 @@ impl Pool {
         // SAFETY: only the lifetime is erased, for the duration of this call: we do not return
         // (nor unwind: job(0) runs under catch_unwind below) before `running` is zero, i.e.
         // before every worker is done with it, and `job` is cleared then. `slot` lives as long.
-        let slot = JobRef(unsafe { std::mem::transmute::<*const Job<'_>, *const Job<'static>>(job) });
+        let erased = unsafe { std::mem::transmute::<*const Job<'_>, *const Job<'static>>(job) };
+        let slot = JobRef { job: erased, fp_modes: crate::fp_env::current() };
         if self.threads > 1 {
             // Relaxed: the epoch's SeqCst bump below releases it to the workers.
             s.job.store(std::ptr::from_ref(&slot).cast_mut(), Ordering::Relaxed);
@@ -376,7 +383,8 @@ fn worker_loop(s: &Shared, id: usize) {
         // SAFETY: `slot` points at the caller's `JobRef`, which the caller keeps alive and
         // unchanged until `running` reaches zero (see `run`); this worker has not decremented
         // it yet, and the job it names lives as long.
-        let f = unsafe { &*(*slot).0 };
+        let (f, fp_modes) = unsafe { (&*(*slot).job, (*slot).fp_modes) };
+        crate::fp_env::adopt(fp_modes);
         if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| f(id))) {
             s.panic.lock().unwrap().get_or_insert(p);
         }

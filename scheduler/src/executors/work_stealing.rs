@@ -91,22 +91,31 @@ unsafe impl Executor for WorkStealing {
     }
     fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
         self.check_process();
-        self.pool.broadcast(|ctx| f(ctx.index()));
+        let fp_modes = crate::fp_env::current();
+        self.pool.broadcast(|ctx| {
+            crate::fp_env::adopt(fp_modes);
+            f(ctx.index())
+        });
     }
     fn run_phase(&mut self, task: &(dyn Fn(usize) + Sync)) -> PhaseStats {
         self.check_process();
         let (start, began) = (Instant::now(), clock::ticks());
         let tracker = &self.tracker;
+        // Each fold runs on one thread: it takes the caller's floating-point modes first.
+        let fp_modes = crate::fp_env::current();
         // Rayon re-raises a task's panic in `install` once the loop has unwound; the phase's
         // counters are collected either way, so the next phase counts only its own.
         let done = panic::catch_unwind(AssertUnwindSafe(|| {
             self.pool.install(|| {
                 (0..self.boxes).into_par_iter().for_each_init(
-                    || FlushOnDrop {
-                        thread: rayon::current_thread_index().unwrap_or(0),
-                        local: Local::default(),
-                        tracker,
-                        started: clock::ticks(),
+                    || {
+                        crate::fp_env::adopt(fp_modes);
+                        FlushOnDrop {
+                            thread: rayon::current_thread_index().unwrap_or(0),
+                            local: Local::default(),
+                            tracker,
+                            started: clock::ticks(),
+                        }
                     },
                     |state, k| tracker.run(k, state.thread, &mut state.local, Task::Each(task)),
                 )

@@ -35,15 +35,18 @@ static int fail(const char *where, const char *what) {
 static int child(pbs_executor *inherited, const char *scheduler) {
     pbs_status status;
     boxes_run(inherited, &status);
-    if (status != PBS_UNSUPPORTED) return fail("child", "a phase of the inherited executor was not PBS_UNSUPPORTED");
-    if (!strstr(pbs_last_error(), "forked")) return fail("child", "the message does not say the process was forked");
+    if (status != PBS_UNSUPPORTED)
+        return fail("child", "a phase of the inherited executor was not PBS_UNSUPPORTED");
+    if (!strstr(pbs_last_error(), "forked"))
+        return fail("child", "the message does not say the process was forked");
     if (pbs_executor_end_iteration(inherited, NULL) != PBS_UNSUPPORTED)
         return fail("child", "end_iteration of the inherited executor was not PBS_UNSUPPORTED");
     pbs_executor_free(inherited);
     pbs_executor *fresh = pbs_executor_new(scheduler, 12, 10, 1, 2, PBS_PIN_OFF);
     if (!fresh) return fail("child", pbs_last_error());
     size_t n = boxes_run(fresh, &status);
-    if (status != PBS_OK || n != 120) return fail("child", "a new executor did not run every box once");
+    if (status != PBS_OK || n != 120)
+        return fail("child", "a new executor did not run every box once");
     pbs_executor_free(fresh);
     return 0;
 }
@@ -53,15 +56,18 @@ int main(int argc, char **argv) {
     pbs_executor *e = pbs_executor_new(scheduler, 12, 10, 1, 2, PBS_PIN_OFF);
     if (!e) return fail("parent", pbs_last_error());
     pbs_status status;
-    if (boxes_run(e, &status) != 120 || status != PBS_OK) return fail("parent", "the phase before the fork");
+    if (boxes_run(e, &status) != 120 || status != PBS_OK)
+        return fail("parent", "the phase before the fork");
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) return fail("parent", "fork failed");
     if (pid == 0) _exit(child(e, scheduler));
     int child_status;
     if (waitpid(pid, &child_status, 0) != pid) return fail("parent", "waitpid failed");
-    if (!WIFEXITED(child_status) || WEXITSTATUS(child_status) != 0) return fail("parent", "the child failed");
-    if (boxes_run(e, &status) != 120 || status != PBS_OK) return fail("parent", "the phase after the fork");
+    if (!WIFEXITED(child_status) || WEXITSTATUS(child_status) != 0)
+        return fail("parent", "the child failed");
+    if (boxes_run(e, &status) != 120 || status != PBS_OK)
+        return fail("parent", "the phase after the fork");
     pbs_executor_free(e);
     printf("ok\n");
     return 0;

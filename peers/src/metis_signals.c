@@ -18,12 +18,13 @@
  *
  * The definitions below take the place of GKlib's gk_errexit, gk_sigtrap and gk_siguntrap
  * (libmetis calls all three through its PLT, and the executable's symbols come first); GKlib's
- * handler, gk_sigthrow, is then installed by nothing. The first METIS call under way in the process
- * saves the program's actions for SIGABRT and SIGTERM with sigaction and installs on_signal;
- * the last one to end restores them exactly (unless the program set others meanwhile). A
- * signal METIS raised itself unwinds its call; any other goes where the program's saved action
- * says: its handler, with the same arguments, mask and flags; nothing, if ignored; the default
- * action otherwise (SIGTERM ends the process, from whichever thread it reaches).
+ * handler, gk_sigthrow, is then installed by nothing. The first METIS call under way in the
+ * process saves the program's actions for SIGABRT and SIGTERM with sigaction and installs
+ * on_signal; the last one to end restores them exactly (unless the program set others
+ * meanwhile). A signal METIS raised itself unwinds its call; any other goes where the
+ * program's saved action says: its handler, with the same arguments, mask and flags; nothing,
+ * if ignored; the default action otherwise (SIGTERM ends the process, from whichever thread it
+ * reaches).
  *
  * Calls from Rust are one at a time (src/metis.rs holds a lock around each); the counting below
  * also keeps the program's actions right if C code in the same process calls METIS at once.
@@ -132,7 +133,8 @@ int gk_sigtrap(void) {
             ours.sa_sigaction = on_signal;
             /* The program's mask and flags, so that its handler runs as it asked. */
             ours.sa_mask = current.sa_mask;
-            ours.sa_flags = SA_SIGINFO | (current.sa_flags & (SA_RESTART | SA_NODEFER | SA_ONSTACK));
+            ours.sa_flags =
+                SA_SIGINFO | (current.sa_flags & (SA_RESTART | SA_NODEFER | SA_ONSTACK));
             program[i] = current;
             sigaction(trapped[i], &ours, NULL);
         }

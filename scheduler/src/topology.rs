@@ -43,8 +43,8 @@ impl Topology {
     /// [`crate::pinning::process_cpus`] (what `taskset`, `mpirun --bind-to`, `srun --cpu-bind`
     /// or a batch system's cpuset gave the process), each with only those; the whole machine
     /// where the process may run anywhere or the OS does not say. Default thread counts and
-    /// pinning follow it, so that workers stay inside the process's binding, as OpenMP's,
-    /// TBB's and StarPU's do.
+    /// pinning follow it, so that workers stay inside the process's binding, as OpenMP's and
+    /// TBB's do (StarPU's with `STARPU_WORKERS_GETBIND`).
     pub fn detect() -> Topology {
         let machine = Topology::machine();
         match crate::pinning::process_cpus() {

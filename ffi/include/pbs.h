@@ -127,9 +127,11 @@ typedef struct pbs_executor pbs_executor;
    concurrently from the workers with the same `ctx`: read anything from the previous phase,
    write only box `box`'s own data (owner computes), and results do not depend on the
    scheduler: every worker runs it with the caller's floating-point modes of the moment
-   (rounding, flush-to-zero), set with fesetround or MXCSR after the executor or before. It must return (no longjmp or C++ exception out of it: that aborts the process)
-   and must not call the executor that runs it: such a call returns PBS_BUSY (and
-   pbs_executor_free frees nothing) while the phase goes on. */
+   (rounding, flush-to-zero), set with fesetround or MXCSR after the executor or before. It
+   must return (no longjmp or C++ exception out of it: that aborts the process), a signal
+   handler must not longjmp out of a pbs call either (the workers would go on with a phase
+   whose caller has left), and it must not call the executor that runs it: such a call
+   returns PBS_BUSY (and pbs_executor_free frees nothing) while the phase goes on. */
 typedef int (*pbs_task)(void *ctx, size_t box);
 
 /* What one phase did. */

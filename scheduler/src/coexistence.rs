@@ -49,13 +49,11 @@ pub fn openmp_place_cpus() -> Vec<usize> {
         type Count = unsafe extern "C" fn() -> libc::c_int;
         type PlaceCount = unsafe extern "C" fn(libc::c_int) -> libc::c_int;
         type PlaceIds = unsafe extern "C" fn(libc::c_int, *mut libc::c_int);
-        let symbol = |name: &std::ffi::CStr| {
-            // SAFETY: dlsym with RTLD_DEFAULT only looks a NUL-terminated name up in the loaded
-            // objects.
-            unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
-        };
-        let (count, place_count, place_ids) =
-            (symbol(c"omp_get_num_places"), symbol(c"omp_get_place_num_procs"), symbol(c"omp_get_place_proc_ids"));
+        let (count, place_count, place_ids) = (
+            loaded_symbol(c"omp_get_num_places"),
+            loaded_symbol(c"omp_get_place_num_procs"),
+            loaded_symbol(c"omp_get_place_proc_ids"),
+        );
         if count.is_null() || place_count.is_null() || place_ids.is_null() {
             return Vec::new();
         }
@@ -95,14 +93,20 @@ pub fn openmp_place_cpus() -> Vec<usize> {
 fn openmp_loaded() -> bool {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: dlsym with RTLD_DEFAULT only looks a name up in the loaded objects; the
-        // name is a NUL-terminated literal and the result is compared with null, never called.
-        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"omp_get_max_threads".as_ptr()) }.is_null()
+        !loaded_symbol(c"omp_get_max_threads").is_null()
     }
     #[cfg(not(target_os = "linux"))]
     {
         false
     }
+}
+
+/// The address of `name` in the objects loaded in this process, or null; only looked up.
+#[cfg(target_os = "linux")]
+fn loaded_symbol(name: &std::ffi::CStr) -> *mut libc::c_void {
+    // SAFETY: dlsym with RTLD_DEFAULT only looks a NUL-terminated name up in the loaded
+    // objects; what it returns is the caller's to check before any call.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ impl Topology {
         }
         let pus: Vec<usize> = cores.iter().flat_map(|c| c.pus.iter().copied()).collect();
         let source = format!("{} (the process's CPUs: {})", self.source, cpu_list(&pus));
-        Some(Topology { cores, source, ..self.clone() })
+        Some(Topology { packages: self.packages, numa_nodes: self.numa_nodes, cores, source })
     }
 
     /// A machine described in hwloc's synthetic syntax: levels `type:count` from the top,

@@ -67,7 +67,8 @@ pub struct Tracker {
     per_thread: Vec<CachePadded<ThreadCounters>>,
     timer: BoxTimer,
     phase: u32,
-    /// Iterations ended so far (see [`Tracker::end_iteration`]).
+    /// Iterations ended so far (see [`Tracker::end_iteration`]), modulo 2^32: only its
+    /// remainder by the stride is read.
     iteration: u32,
     /// Phases run in the current iteration.
     phase_in_iteration: u32,
@@ -75,10 +76,11 @@ pub struct Tracker {
     /// over all its phases, into `samples[n % 2]`. Loads are read from both only when the
     /// balancer asks, so no per-iteration pass over the boxes is needed.
     samples: [Vec<AtomicU64>; 2],
-    /// Sampled iterations completed.
-    completed: u32,
+    /// Sampled iterations completed. 64 bits: a count of 32 would wrap within hours of
+    /// microsecond iterations, and the loads and the executors' checks compare counts.
+    completed: u64,
     /// `completed` when older samples were last declared stale ([`Tracker::forget_samples`]).
-    fresh_from: u32,
+    fresh_from: u64,
     /// Boxes timed together, at most, in a sampled iteration (see [`Tracker::set_piece`]).
     piece: usize,
     /// Per phase of an iteration, each box's time in the last sampled iteration, when asked
@@ -358,9 +360,9 @@ impl Tracker {
     }
 
     /// Call before each phase of an executor that uses [`Tracker::run_chunk`] (counts the
-    /// phases of the iteration).
+    /// phases of the iteration; a program that never ends one stops the count at its top).
     pub fn begin_phase(&mut self) {
-        self.phase_in_iteration += 1;
+        self.phase_in_iteration = self.phase_in_iteration.saturating_add(1);
     }
 
     /// Ends an iteration.
@@ -391,7 +393,7 @@ impl Tracker {
 
     /// Sampled iterations completed so far: box loads are fresh after a rebalancing once this
     /// has grown.
-    pub fn samples_completed(&self) -> u32 {
+    pub fn samples_completed(&self) -> u64 {
         self.completed
     }
 
@@ -639,6 +641,26 @@ mod tests {
             [10.0, 20.0, 30.0, 40.0].map(|t| t * to_s),
             "the latest, alone since forgotten"
         );
+    }
+
+    /// A long run counts past 2^32 sampled iterations (twelve hours of 10 µs iterations timed
+    /// every time): the count goes on, and the loads are those of the latest sample, not the
+    /// per-box fallback of a run that has none.
+    #[test]
+    fn the_sample_count_goes_on_past_two_to_the_thirty_second() {
+        let mut tracker = Tracker::new(2, 1, BoxTimer { stride: 1, affinity: false }).unwrap();
+        tracker.completed = u32::MAX.into(); // a 32-bit count overflowed here
+        tracker.fresh_from = tracker.completed;
+        for _ in 0..3 {
+            tracker.begin_phase();
+            let mut local = Local::default();
+            tracker.run_chunk(&[0], 0, &mut local, Task::Each(&|_| std::thread::sleep(Duration::from_millis(2))));
+            tracker.run_chunk(&[1], 0, &mut local, Task::Each(&|_| ()));
+            tracker.end_iteration();
+            let loads = tracker.box_loads();
+            assert!(loads[0] > 1e-3 && loads[1] < 1e-3, "{loads:?} after {} samples", tracker.samples_completed());
+        }
+        assert_eq!(tracker.samples_completed(), u64::from(u32::MAX) + 3);
     }
 
     /// One sampled iteration over a 16-box chunk whose first half sleeps 2 ms a box.

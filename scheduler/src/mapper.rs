@@ -48,7 +48,7 @@ pub struct Mapper {
     /// The executor's rules (see `executors/pbs/policy.rs`).
     policy: RebalancePolicy,
     /// Iterations observed: the check waits for a newer one than its rebalancing's.
-    iterations: u32,
+    iterations: u64,
     /// Whether the last `end_iteration` rebalanced (what `add_to_last_cost` adds to).
     just_rebalanced: bool,
     /// What `observe` found when it asked for the box loads.

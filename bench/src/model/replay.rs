@@ -219,7 +219,7 @@ pub fn plan_pbs(
         let threads_seen = pbs::metrics::charges(&owners, &loads, vcores_n);
         // Every iteration completes a box-time sample (md's and the stencil's boxes are
         // timed every iteration or every other).
-        let samples = i as u32 + 1;
+        let samples = i as u64 + 1;
         let observed = policy.observe(&threads_seen, samples);
         if !observed.asked {
             continue;
@@ -307,7 +307,7 @@ pub fn plan_remap(
             sample.min += q.iter().copied().fold(f64::INFINITY, f64::min);
         }
         // Every iteration completes a box-time sample, as in `plan_pbs`.
-        let samples = i as u32 + 1;
+        let samples = i as u64 + 1;
         let seen = policy.observe(sample, samples);
         if !seen.asked {
             continue;

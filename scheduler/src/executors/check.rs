@@ -35,7 +35,7 @@ const CHECK_ITERATIONS: usize = 3;
 pub(crate) struct Check {
     /// Box-time samples completed when the last rebalancing was taken on, and the thread
     /// `max_avg` and excess (max − mean, seconds) of each iteration since, until checked.
-    pending: Option<(u32, Vec<(f64, f64)>)>,
+    pending: Option<(u64, Vec<(f64, f64)>)>,
     /// Rebalancings in a row that were corrections of the one before.
     corrections: u32,
 }
@@ -43,7 +43,7 @@ pub(crate) struct Check {
 impl Check {
     /// A rebalancing was taken on with `samples` box-time samples completed; `correcting`
     /// when it was itself a correction.
-    pub fn arm(&mut self, samples: u32, correcting: bool) {
+    pub fn arm(&mut self, samples: u64, correcting: bool) {
         self.corrections = if correcting { self.corrections + 1 } else { 0 };
         self.pending = Some((samples, Vec::with_capacity(CHECK_ITERATIONS)));
     }
@@ -56,7 +56,7 @@ impl Check {
     /// Sees one iteration (its thread `max_avg`, its thread loads `sample`, the samples
     /// completed so far); true when the check it completes fails and a correction, paying for
     /// itself within [`PAYBACK_ITERATIONS`] at a cost of `last_cost` seconds, is allowed.
-    pub fn fails(&mut self, max_avg: f64, sample: &Sample, samples: u32, trigger: f64, last_cost: f64) -> bool {
+    pub fn fails(&mut self, max_avg: f64, sample: &Sample, samples: u64, trigger: f64, last_cost: f64) -> bool {
         let Some((armed_at, since)) = &mut self.pending else { return false };
         since.push((max_avg, sample.max - sample.mean));
         if samples <= *armed_at || since.len() < CHECK_ITERATIONS {
@@ -90,7 +90,7 @@ impl Asking {
         criterion: &mut dyn Criterion,
         max_avg: f64,
         sample: Sample,
-        samples: u32,
+        samples: u64,
         trigger: f64,
         last_cost: f64,
     ) -> Observation {
@@ -172,8 +172,9 @@ mod tests {
         c.arm(7, false);
         (0..3).for_each(|_| assert!(!c.fails(1.5, &imbalanced, 8, 0.05, 1e3)));
         for n in 0..=MAX_CORRECTIONS {
-            c.arm(10 + n, n > 0);
-            let verdicts: Vec<bool> = (0..3).map(|_| c.fails(1.5, &imbalanced, 11 + n, 0.05, 0.0)).collect();
+            let n64 = u64::from(n);
+            c.arm(10 + n64, n > 0);
+            let verdicts: Vec<bool> = (0..3).map(|_| c.fails(1.5, &imbalanced, 11 + n64, 0.05, 0.0)).collect();
             assert_eq!(verdicts[2], n < MAX_CORRECTIONS, "correction {n}");
         }
     }

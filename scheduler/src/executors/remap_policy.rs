@@ -51,7 +51,7 @@ impl RemapPolicy {
     /// Sees one iteration's thread loads as the criterion sees them (`sample`, seconds: for
     /// per-phase loads, the sums over phases of each phase's largest, mean and smallest);
     /// `samples` box-time samples completed so far, which the check waits on.
-    pub fn observe(&mut self, sample: Sample, samples: u32) -> Observation {
+    pub fn observe(&mut self, sample: Sample, samples: u64) -> Observation {
         let max_avg = if sample.mean > 0.0 { sample.max / sample.mean } else { 1.0 };
         self.asking.observe(self.criterion.as_mut(), max_avg, sample, samples, self.trigger, self.last_cost)
     }
@@ -71,7 +71,7 @@ impl RemapPolicy {
     /// A remapping decided for an iteration that `seen` ran for `cost` seconds; `taken` whether
     /// its owners were taken (then it is checked a few iterations on), `samples` the box-time
     /// samples completed (the check waits for a newer one).
-    pub fn remapped(&mut self, seen: Observation, taken: bool, cost: f64, samples: u32) {
+    pub fn remapped(&mut self, seen: Observation, taken: bool, cost: f64, samples: u64) {
         if taken {
             self.asking.check.arm(samples, seen.correcting);
         }

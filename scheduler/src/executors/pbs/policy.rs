@@ -124,7 +124,7 @@ impl RebalancePolicy {
     /// Sees one iteration's owner loads (seconds per thread; `samples`: box-time samples
     /// completed so far, which the check waits on). Every iteration goes through here, also
     /// while a rebalancing is under way, whose answer the caller then ignores.
-    pub fn observe(&mut self, loads: &[f64], samples: u32) -> Observation {
+    pub fn observe(&mut self, loads: &[f64], samples: u64) -> Observation {
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
         let sample = Sample {
             max: loads.iter().copied().fold(0.0, f64::max),
@@ -203,7 +203,7 @@ impl RebalancePolicy {
     /// converged), `moved` whether a box changed owner, `correcting` whether it was a
     /// correction, `cost` seconds what it added to the wall time as far as the caller knows,
     /// `samples` the box-time samples completed (the check waits for a newer one).
-    pub fn took_on(&mut self, reached: f64, moved: bool, correcting: bool, cost: f64, samples: u32) {
+    pub fn took_on(&mut self, reached: f64, moved: bool, correcting: bool, cost: f64, samples: u64) {
         self.reached = reached;
         if moved {
             self.over_tolerance = 0;

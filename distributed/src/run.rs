@@ -60,6 +60,34 @@ pub struct Settings {
     pub executor: String,
     /// A fault to inject, for the tests of failure: `(rank, iteration, "panic" | "exit")`.
     pub fail: Option<(usize, usize, String)>,
+    /// Whether each rank pins its threads to cores of the CPUs it was given.
+    pub pin: RankPinning,
+}
+
+/// Whether a rank pins its threads, each to a core of the CPUs the rank was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RankPinning {
+    /// Pin where the launcher bound the rank to part of the node (`mpirun --bind-to core`,
+    /// `--map-by socket:PE=T`, `srun --cpu-bind`): its CPUs are its own, as OpenMP's
+    /// `OMP_PROC_BIND` takes them. A rank that may run anywhere on the node does not pin,
+    /// since ranks sharing a node would pin their threads to the same cores.
+    #[default]
+    Auto,
+    /// Pin in every rank (for ranks given the whole node one per node).
+    On,
+    /// Never pin: the OS places the threads within the rank's CPUs.
+    Off,
+}
+
+impl RankPinning {
+    /// Whether this rank pins: its launcher gave it `given` CPUs of the node's `online`.
+    pub fn pins(self, given: usize, online: usize) -> bool {
+        match self {
+            RankPinning::Auto => given < online,
+            RankPinning::On => true,
+            RankPinning::Off => false,
+        }
+    }
 }
 
 impl Settings {
@@ -266,12 +294,12 @@ struct Start {
 /// own (the caller aborts the job with it).
 pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<Option<Summary>, String> {
     let (me, ranks) = (world.rank() as usize, world.size() as usize);
-    // Ranks may share a node: none pins its threads, or all would pin to the same cores
-    // (bind ranks with mpirun's own options instead).
+    // The topology is the node within the rank's CPUs, so pinned threads stay inside them.
+    let pinned = settings.pin.pins(summary::given_cpus(), summary::online_cores());
     let runtime = Runtime {
         topology: Topology::detect(),
         threads: settings.threads,
-        pin: Pinning::Off,
+        pin: if pinned { Pinning::Workers } else { Pinning::Off },
         timer: BoxTimer::default(),
     };
     let name = settings.executor.clone();

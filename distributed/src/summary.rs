@@ -63,6 +63,8 @@ pub struct Summary {
     /// The ranks bound (`mpirun --bind-to`, `srun --cpu-bind`) to fewer CPUs than they run
     /// threads, which then share them whatever cores the host has.
     pub ranks_short_of_cpus: Vec<usize>,
+    /// The ranks whose threads were pinned, each to a core of the rank's CPUs (`--pin`).
+    pub pinned_ranks: Vec<usize>,
     /// Hash of the final state, as `pbs-bench run --json` prints it.
     pub checksum: String,
     /// Median of `max / mean` of the ranks' measured loads over the iterations after the last
@@ -140,7 +142,7 @@ pub(crate) fn given_cpus() -> usize {
 }
 
 /// Fixed-size figures of one rank, as gathered (f64s, then the host name's bytes).
-const FIGURES: usize = 10;
+const FIGURES: usize = 11;
 const HOST_BYTES: usize = 64;
 
 /// Gathers every rank's figures on rank 0 and returns the summary there (`None` elsewhere).
@@ -164,6 +166,7 @@ pub(crate) fn gather(
         settings.threads as f64,
         window_boxes as f64,
         given_cpus() as f64,
+        f64::from(u8::from(settings.pin.pins(given_cpus(), online_cores()))),
     ];
     let mut name = [0u8; HOST_BYTES];
     let h = host();
@@ -206,6 +209,7 @@ pub(crate) fn gather(
         }
     }
     let ranks_short_of_cpus: Vec<usize> = (0..ranks).filter(|&r| all[r * FIGURES + 7] > all[r * FIGURES + 9]).collect();
+    let pinned_ranks: Vec<usize> = (0..ranks).filter(|&r| all[r * FIGURES + 10] > 0.0).collect();
     let oversubscribed = hosts.iter().any(|(_, cores, threads)| threads > cores) || !ranks_short_of_cpus.is_empty();
     let migrated_bytes: u64 = per_rank.iter().map(|p| p.migrated_bytes_sent).sum();
     let migrated_boxes: u64 = (0..ranks).map(|r| all[r * FIGURES + 5] as u64).sum();
@@ -233,6 +237,7 @@ pub(crate) fn gather(
         executor: settings.executor.clone(),
         oversubscribed,
         ranks_short_of_cpus,
+        pinned_ranks,
         checksum: format!("{checksum:016x}"),
         imbalance_ranks,
         imbalance_ranks_after_first: tally.rebalancing_iterations.first().and_then(|&f| after(f)),

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use mpi::environment::Threading;
 use mpi::traits::*;
-use pbs_mpi::run::{run, Settings};
+use pbs_mpi::run::{run, RankPinning, Settings};
 use pbs_mpi::summary::Summary;
 
 #[derive(Parser)]
@@ -49,6 +49,10 @@ struct RunArgs {
     /// Seed of the app (as pbs-bench run's)
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Pin each rank's threads to cores of its CPUs: auto (where the launcher bound the rank to
+    /// part of the node), on, off
+    #[arg(long, value_enum, default_value_t = RankPinning::Auto)]
+    pin: RankPinning,
 }
 
 #[derive(Subcommand)]
@@ -110,6 +114,9 @@ fn print_table(s: &Summary) {
         s.iters,
         if s.oversubscribed { " (OVERSUBSCRIBED: more threads than cores; times are the OS's sharing)" } else { "" }
     );
+    if !s.pinned_ranks.is_empty() {
+        println!("threads pinned to cores of their rank's CPUs in ranks {:?}", s.pinned_ranks);
+    }
     if !s.ranks_short_of_cpus.is_empty() {
         println!(
             "note: ranks {:?} were bound to fewer CPUs than their {} threads, which share them: run mpirun with \
@@ -223,10 +230,11 @@ fn print_comparison(runs: &[Summary], balances: &[String]) {
 /// Parses the environment and checks the settings alike on every rank; rank 0 prints the error.
 fn prepare(world: &impl Communicator, args: RunArgs, balance: &str) -> Result<(Settings, pbs::Grid), String> {
     let fail = injected_fault()?;
-    let RunArgs { app, scenario, threads, iters, criterion, executor, nx, ny, nz, seed } = args;
+    let RunArgs { app, scenario, threads, iters, criterion, executor, nx, ny, nz, seed, pin } = args;
     let scenario = scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string());
     let balance = balance.to_string();
-    let settings = Settings { app, scenario, threads, iters, nx, ny, nz, seed, balance, criterion, executor, fail };
+    let settings =
+        Settings { app, scenario, threads, iters, nx, ny, nz, seed, balance, criterion, executor, fail, pin };
     let grid = settings.check(world.size() as usize)?;
     Ok((settings, grid))
 }

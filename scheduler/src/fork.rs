@@ -26,10 +26,12 @@ pub const FORKED: &str = "this process was forked after the executor's threads s
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The `pthread_atfork` child handler. Async-signal-safe, as a handler run after `fork` in a
-/// multithreaded program must be: one atomic add. (Not under Miri, which cannot fork.)
+/// multithreaded program must be: an atomic add, and the thread budget's store. (Not under
+/// Miri, which cannot fork.)
 #[cfg(all(unix, not(miri)))]
 extern "C" fn count_in_child() {
     GENERATION.fetch_add(1, Ordering::Relaxed);
+    crate::thread_budget::start_over_in_child();
 }
 
 /// The process a team of threads started in.
@@ -43,7 +45,7 @@ impl Birth {
         {
             static REGISTER: std::sync::Once = std::sync::Once::new();
             // SAFETY: `count_in_child` is an `extern "C" fn()` that lives for the whole program
-            // and does only an atomic add; the other two handlers are none.
+            // and does only an atomic add and an atomic store; the other two handlers are none.
             REGISTER.call_once(|| unsafe {
                 libc::pthread_atfork(None, None, Some(count_in_child));
             });

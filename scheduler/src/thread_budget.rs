@@ -9,10 +9,14 @@
 //! all) on the 2-core VM. So every pool, and the work-stealing executor's rayon pool, reserves
 //! its threads here before it starts one, and no reservation takes the process past
 //! [`MAX_THREADS`].
+//!
+//! A process forked from one holding threads holds none of them (only the thread that
+//! forked): its count starts over at 0, and the reservations it inherited give nothing back.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::Error;
+use crate::fork::Birth;
 use crate::pool::MAX_THREADS;
 
 /// Threads reserved by the live reservations. Relaxed is enough: the count publishes no other
@@ -25,25 +29,41 @@ pub fn held() -> usize {
     HELD.load(Ordering::Relaxed)
 }
 
-/// Room for `threads` threads, given back when dropped (after the pool has joined them). A
-/// pool counts its caller, worker 0, among its threads, as its own limit always did.
+/// In a child just forked, before any other thread exists there: none of the threads counted
+/// came with it. Async-signal-safe (one atomic store), as `fork.rs`'s handler must be.
+#[cfg_attr(any(miri, not(unix)), allow(dead_code))]
+pub(crate) fn start_over_in_child() {
+    HELD.store(0, Ordering::Relaxed);
+}
+
+/// Room for `threads` threads, given back when dropped (after the pool has joined them) in the
+/// process that reserved it. A pool counts its caller, worker 0, among its threads, as its own
+/// limit always did.
 #[derive(Debug)]
-pub(crate) struct Reservation(usize);
+pub(crate) struct Reservation {
+    threads: usize,
+    birth: Birth,
+}
 
 impl Reservation {
     /// Reserves `threads`, or names how many the other pools hold if that is past the limit.
     pub(crate) fn take(threads: usize) -> Result<Reservation, Error> {
+        // First, so that the fork handler that starts the count over is registered before
+        // anything is counted.
+        let birth = Birth::now();
         HELD.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
             held.checked_add(threads).filter(|&all| all <= MAX_THREADS)
         })
-        .map(|_| Reservation(threads))
+        .map(|_| Reservation { threads, birth })
         .map_err(|held| Error::TooManyThreads { threads, held, max: MAX_THREADS })
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        HELD.fetch_sub(self.0, Ordering::Relaxed);
+        if self.birth.is_here() {
+            HELD.fetch_sub(self.threads, Ordering::Relaxed);
+        }
     }
 }
 
@@ -63,6 +83,37 @@ mod tests {
         assert!(e.to_string().contains(&usize::MAX.to_string()), "{e}");
         let r = Reservation::take(3).expect("3 threads fit");
         assert!(held() >= 3);
+        drop(r);
+    }
+
+    /// A forked child holds none of its parent's threads (only the one that forked), so it may
+    /// start a full budget of its own: the parent's count, copied at the fork, would have
+    /// refused it room for threads that do not exist there.
+    #[test]
+    #[cfg(all(unix, not(pbs_loom), not(miri)))]
+    fn a_forked_child_starts_with_no_thread_held() {
+        let r = Reservation::take(10).expect("10 threads fit");
+        // SAFETY: the child only touches atomics and calls `_exit`, all async-signal-safe, so
+        // the locks other test threads may hold at the fork are never touched in it.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let fresh = held() == 0;
+            let whole = Reservation::take(MAX_THREADS).map(|all| {
+                drop(all);
+                held() == 0
+            });
+            // The parent's reservation, dropped here, gives back nothing here.
+            drop(r);
+            let code = if fresh && matches!(whole, Ok(true)) && held() == 0 { 0 } else { 1 };
+            // SAFETY: ends the child without running the parent's atexit handlers or destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a valid place for its status.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
+        assert!(held() >= 10, "the parent still holds its reservation");
         drop(r);
     }
 }

@@ -1,6 +1,7 @@
-//! Fuzzing the C interface's arguments with proptest: sizes, vCore and thread counts, method
+//! Fuzzing the C interface's arguments with proptest: sizes, vCore, thread and worker counts, method
 //! and scheduler names of arbitrary bytes, loads of any bit pattern (NaN, infinities,
-//! negatives, subnormals, 1e308), wrong lengths, tilings of any size. Every call returns a status from pbs.h, never
+//! negatives, subnormals, 1e308), wrong lengths, tilings of any size, iterations of the mapper
+//! a task runtime drives. Every call returns a status from pbs.h, never
 //! PBS_INTERNAL_ERROR (a caught panic), and a refusal always comes with a message.
 //! `PROPTEST_CASES` sets the effort.
 
@@ -138,5 +139,61 @@ proptest! {
         if st == Status::Ok {
             prop_assert!(r[0] < r[1] && r[1] <= cells[0] && r[2] < r[3] && r[3] <= cells[1], "{:?}", r);
         }
+    }
+
+    /// The mapper a task runtime drives (the StarPU policy's): any sizes and worker counts,
+    /// iterations of loads of any bit pattern or length, victims of any worker: a status and a
+    /// message, owners always below the worker count, and victims every other worker once.
+    #[test]
+    fn the_mapper_takes_any_arguments(
+        nx in 0usize..12, ny in 0usize..12, nz in 0usize..3, workers in 0usize..9, seed in any::<u64>(),
+        iterations in prop::collection::vec((prop::collection::vec(any::<u64>(), 0..40), -2isize..2, any::<bool>(),
+            prop_oneof![Just(1e-6), Just(1e-300), Just(1e300), Just(1.0)]), 0..12),
+        asked in prop_oneof![0usize..10, Just(usize::MAX)],
+    ) {
+        use pbs_ffi::executor::IterationEnd;
+        use pbs_ffi::mapper::{pbs_mapper_end_iteration, pbs_mapper_free, pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims};
+        let m = pbs_mapper_new(nx, ny, nz, workers, seed);
+        if m.is_null() {
+            prop_assert!(last_error().is_some_and(|e| !e.is_empty()));
+            return Ok(());
+        }
+        let boxes = nx * ny * nz;
+        let check = |m| -> Result<(), TestCaseError> {
+            let mut owners = vec![u32::MAX; boxes];
+            // SAFETY: a live mapper; `owners` holds `boxes` elements.
+            let st = unsafe { pbs_mapper_owners(m, owners.as_mut_ptr(), boxes) };
+            prop_assert_eq!(st, Status::Ok, "{:?}", last_error());
+            prop_assert!(owners.iter().all(|&o| (o as usize) < workers), "{:?}", owners);
+            let mut victims = vec![u32::MAX; workers.saturating_sub(1)];
+            // SAFETY: as above, `victims` holding its length.
+            let st = unsafe { pbs_mapper_victims(m, asked, victims.as_mut_ptr(), victims.len()) };
+            refused_with_a_message(st)?;
+            if st == Status::Ok {
+                let mut sorted = victims.clone();
+                sorted.sort_unstable();
+                let others: Vec<u32> = (0..workers as u32).filter(|&w| w as usize != asked).collect();
+                prop_assert_eq!(sorted, others);
+            }
+            Ok(())
+        };
+        check(m)?;
+        for (bits, extra, corrupt, scale) in &iterations {
+            let n = (boxes as isize + extra).max(0) as usize;
+            let loads: Vec<f64> = (0..n)
+                .map(|k| match bits.get(k) {
+                    Some(&b) if *corrupt && k == n / 2 => f64::from_bits(b),
+                    Some(&b) => (b % 1000) as f64 * scale,
+                    None => *scale,
+                })
+                .collect();
+            let mut end = IterationEnd::default();
+            // SAFETY: a live mapper; `loads` holds `n` readable elements; `end` is writable.
+            let st = unsafe { pbs_mapper_end_iteration(m, loads.as_ptr(), n, &mut end) };
+            refused_with_a_message(st)?;
+            check(m)?;
+        }
+        // SAFETY: from pbs_mapper_new, not used afterwards.
+        unsafe { pbs_mapper_free(m) };
     }
 }

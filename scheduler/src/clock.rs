@@ -30,26 +30,32 @@ pub fn ns_per_tick() -> f64 {
         }
         // With one clock read beside each tick read, a time slice lost between the two (4 ms
         // on a busy machine) would put the rate up to 17 % off, each process (an MPI rank) by
-        // its own; bracketed reads bound it. Returns the uncertainty and the rate.
-        let measure = || {
+        // its own; bracketed reads bound it: the rate is off by at most half the brackets'
+        // width over the span. Returns that width and the rate.
+        let measure = |span: Duration| {
             let (a, t0, b) = bracketed_ticks();
-            while b.elapsed() < Duration::from_millis(20) {
+            while b.elapsed() < span {
                 std::hint::spin_loop();
             }
             let (c, t1, d) = bracketed_ticks();
             let nanos = ((c - b) + (d - a)).as_nanos() as f64 / 2.0;
-            ((b - a) + (d - c), nanos / t1.wrapping_sub(t0).max(1) as f64)
+            let width = ((b - a) + (d - c)).as_secs_f64();
+            (width / span.as_secs_f64(), nanos / t1.wrapping_sub(t0).max(1) as f64)
         };
-        // Off by at most 0.05 % under 20 µs: no time slice was lost, even where a clock read
-        // costs microseconds (a virtualised clock). Else the tightest of five tries.
-        let mut best = measure();
-        for _ in 1..5 {
-            if best.0 < Duration::from_micros(20) {
-                break;
-            }
-            let next = measure();
+        // Brackets under a thousandth of the span put the rate off by at most 0.05 %: 2 µs
+        // over 2 ms where a clock read costs tens of nanoseconds and no time slice is lost,
+        // else 20 µs over 20 ms (a clock read of microseconds: a virtualised clock); else the
+        // tightest of five tries. Every program's first executor waits for this: spans of
+        // 20 ms each time made a C program's first executor take 23 ms, where OpenMP's first
+        // loop takes about one.
+        let mut best = (f64::INFINITY, 1.0);
+        for span_ms in [2, 2, 20, 20, 20] {
+            let next = measure(Duration::from_millis(span_ms));
             if next.0 < best.0 {
                 best = next;
+            }
+            if best.0 < 1e-3 {
+                break;
             }
         }
         best.1

@@ -67,23 +67,23 @@ pub struct Settings {
 /// Whether a rank pins its threads, each to a core of the CPUs the rank was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum RankPinning {
-    /// Pin where the launcher bound the rank to part of the node (`mpirun --bind-to core`,
-    /// `--map-by socket:PE=T`, `srun --cpu-bind`): its CPUs are its own, as OpenMP's
-    /// `OMP_PROC_BIND` takes them. A rank that may run anywhere on the node does not pin,
-    /// since ranks sharing a node would pin their threads to the same cores.
+    /// Pin where the ranks of a node were given CPUs of their own (`mpirun --bind-to core`,
+    /// `--map-by slot:PE=T`, `srun --cpu-bind`, or one rank on the node), as OpenMP's
+    /// `OMP_PROC_BIND` pins inside a bound rank; not where ranks share CPUs (`--bind-to none`,
+    /// one cpuset for the whole job), whose threads would be pinned to the same cores.
     #[default]
     Auto,
-    /// Pin in every rank (for ranks given the whole node one per node).
+    /// Pin in every rank.
     On,
     /// Never pin: the OS places the threads within the rank's CPUs.
     Off,
 }
 
 impl RankPinning {
-    /// Whether this rank pins: its launcher gave it `given` CPUs of the node's `online`.
-    pub fn pins(self, given: usize, online: usize) -> bool {
+    /// Whether this rank pins, the ranks of its node sharing no CPU or not.
+    pub fn pins(self, node_ranks_disjoint: bool) -> bool {
         match self {
-            RankPinning::Auto => given < online,
+            RankPinning::Auto => node_ranks_disjoint,
             RankPinning::On => true,
             RankPinning::Off => false,
         }
@@ -143,6 +143,8 @@ pub(crate) struct Tally {
     pub migrated_boxes: u64,
     pub migrated_bytes: u64,
     pub halo_bytes: u64,
+    /// Whether this rank pinned its threads ([`RankPinning`]).
+    pub pinned: bool,
 }
 
 /// Rank 0's decision after an iteration, known to every rank.
@@ -294,8 +296,9 @@ struct Start {
 /// own (the caller aborts the job with it).
 pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result<Option<Summary>, String> {
     let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    let node = world.split_shared(0);
     // The topology is the node within the rank's CPUs, so pinned threads stay inside them.
-    let pinned = settings.pin.pins(summary::given_cpus(), summary::online_cores());
+    let pinned = settings.pin.pins(summary::node_ranks_disjoint(&node));
     let runtime = Runtime {
         topology: Topology::detect(),
         threads: settings.threads,
@@ -309,7 +312,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     // its launcher bound it to, can a box's wall time count another thread's turn on the core,
     // which reading the CPU clock takes out.
     let mut node_threads = 0u64;
-    world.split_shared(0).all_reduce_into(&(settings.threads as u64), &mut node_threads, SystemOperation::sum());
+    node.all_reduce_into(&(settings.threads as u64), &mut node_threads, SystemOperation::sum());
     let mut rec = Recorder::new(&settings.executor, settings.threads);
     let Start { mut app, mut balancer, mut owners, estimate } = start(world, settings, grid)?;
     let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
@@ -323,7 +326,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let own = |owners: &[u32]| -> Vec<usize> { (0..owners.len()).filter(|&k| owners[k] as usize == me).collect() };
     let mut mine = own(&owners);
     let mut history = LoadHistory::new(grid.len());
-    let mut tally = Tally::default();
+    let mut tally = Tally { pinned, ..Tally::default() };
     for it in 0..settings.iters {
         inject(&settings.fail, me, it);
         let start = Instant::now();

@@ -1,5 +1,6 @@
 //! The run's figures: each rank's gathered on rank 0, and the global ones derived from them.
 
+use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use pbs::metrics::median;
 use pbs::Grid;
@@ -141,6 +142,33 @@ pub(crate) fn given_cpus() -> usize {
     pbs_scheduler::pinning::process_cpus().map_or_else(online_cores, |c| c.len())
 }
 
+/// Whether the ranks of `node` (the ranks sharing this one's node) were given CPUs no two of
+/// them share, as a launcher's binding gives them, so that each may pin its threads inside its
+/// own. Collective over `node`; false where some rank cannot read its CPUs or has one past the
+/// 4,096 counted here.
+pub(crate) fn node_ranks_disjoint(node: &impl Communicator) -> bool {
+    const WORDS: usize = 64;
+    let mut mask = [0u64; WORDS];
+    let mut readable = 1u64;
+    match pbs_scheduler::pinning::process_cpus() {
+        Some(cpus) => {
+            for c in cpus {
+                match mask.get_mut(c / 64) {
+                    Some(word) => *word |= 1 << (c % 64),
+                    None => readable = 0,
+                }
+            }
+        }
+        None => readable = 0,
+    }
+    let count = u64::from(mask.iter().map(|w| w.count_ones()).sum::<u32>());
+    let (mut union, mut total, mut all_readable) = ([0u64; WORDS], 0u64, 0u64);
+    node.all_reduce_into(&mask[..], &mut union[..], SystemOperation::bitwise_or());
+    node.all_reduce_into(&count, &mut total, SystemOperation::sum());
+    node.all_reduce_into(&readable, &mut all_readable, SystemOperation::min());
+    all_readable == 1 && total == u64::from(union.iter().map(|w| w.count_ones()).sum::<u32>())
+}
+
 /// Fixed-size figures of one rank, as gathered (f64s, then the host name's bytes).
 const FIGURES: usize = 11;
 const HOST_BYTES: usize = 64;
@@ -166,7 +194,7 @@ pub(crate) fn gather(
         settings.threads as f64,
         window_boxes as f64,
         given_cpus() as f64,
-        f64::from(u8::from(settings.pin.pins(given_cpus(), online_cores()))),
+        f64::from(u8::from(tally.pinned)),
     ];
     let mut name = [0u8; HOST_BYTES];
     let h = host();

@@ -193,9 +193,9 @@ fn a_rank_bound_to_fewer_cpus_than_its_threads_is_named() {
     }
 }
 
-/// A rank that the launcher bound to part of the node pins its threads there by default (as
-/// `OMP_PROC_BIND` does inside a bound rank); a rank that may run anywhere does not, unless
-/// asked; the state is the same either way.
+/// Ranks that the launcher gave CPUs of their own (bound to a core each, or one rank on the
+/// node) pin their threads there by default, as `OMP_PROC_BIND` does inside a bound rank; ranks
+/// sharing CPUs do not, unless asked; the state is the same either way.
 #[test]
 fn ranks_bound_by_the_launcher_pin_their_threads_there() {
     if pbs_scheduler::pinning::process_cpus().is_none_or(|c| c.len() < 2) {
@@ -203,15 +203,20 @@ fn ranks_bound_by_the_launcher_pin_their_threads_there() {
         return;
     }
     let mut checksums = Vec::new();
-    for (bind, pin, pinned) in
-        [("core", "auto", vec![0u64, 1]), ("none", "auto", vec![]), ("core", "off", vec![]), ("none", "on", vec![0, 1])]
-    {
+    for (bind, ranks, pin, pinned) in [
+        ("core", 2, "auto", vec![0u64, 1]),
+        ("none", 2, "auto", vec![]),
+        ("none", 1, "auto", vec![0]),
+        ("core", 2, "off", vec![]),
+        ("none", 2, "on", vec![0, 1]),
+    ] {
         let args = ["--app", "md", "--threads", "2", "--iters", "20", "--pin", pin, "--json"];
-        let (out, _) = mpirun_bound(bind, 2, "run", &args, &[]);
-        assert!(out.status.success(), "--bind-to {bind} --pin {pin}: {}", String::from_utf8_lossy(&out.stderr));
+        let (out, _) = mpirun_bound(bind, ranks, "run", &args, &[]);
+        let case = format!("-np {ranks} --bind-to {bind} --pin {pin}");
+        assert!(out.status.success(), "{case}: {}", String::from_utf8_lossy(&out.stderr));
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let ranks: Vec<u64> = json["pinned_ranks"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect();
-        assert_eq!(ranks, pinned, "--bind-to {bind} --pin {pin}");
+        let listed: Vec<u64> = json["pinned_ranks"].as_array().unwrap().iter().map(|r| r.as_u64().unwrap()).collect();
+        assert_eq!(listed, pinned, "{case}");
         checksums.push(json["checksum"].as_str().unwrap().to_string());
     }
     assert!(checksums.windows(2).all(|w| w[0] == w[1]), "{checksums:?}");

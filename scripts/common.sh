@@ -56,8 +56,8 @@ STARPU_PACKAGES=(libstarpu-dev starpu-examples openmpi-bin)
 # pbs-mpi builds on rsmpi (bindgen over Open MPI's headers, hence libclang) and its tests run
 # mpirun.
 MPI_PACKAGES=(libopenmpi-dev libclang-dev openmpi-bin)
-# pbs.hpp is tested under both C++ compilers of Debian.
-CXX_PACKAGES=(g++ clang)
+# pbs.hpp is tested under both C++ compilers of Debian, and beside oneTBB's loops.
+CXX_PACKAGES=(g++ clang libtbb-dev)
 
 # Installs the given Debian packages when missing (as root, or through sudo).
 need_packages() {

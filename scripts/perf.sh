@@ -5,7 +5,8 @@
 #   - the balancing tests on real box times (scheduler/tests/balancing.rs, --ignored);
 #   - shared cores: more threads than cores, and busy processes beside (pbs ≤ 1.2× static);
 #   - the soak: 10^5 md iterations under every executor, same checksum, flat memory;
-#   - heat.c against OpenMP's schedules, and beside an OpenMP loop (scripts/openmp_compare.sh).
+#   - heat.c against OpenMP's schedules, and beside an OpenMP loop (scripts/openmp_compare.sh);
+#   - pbs beside oneTBB's loops (ffi/tests/tbb_beside.cpp compare).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -25,6 +26,11 @@ echo "== soak"
 target/release/examples/soak "${SOAK_ITERATIONS:-100000}" 2 || failed+=(soak)
 echo "== heat.c against OpenMP"
 scripts/openmp_compare.sh "${OPENMP_ROUNDS:-15}" || failed+=(openmp_compare)
+echo "== beside oneTBB's loops (pbs.hpp; the mix within 1.1x pure pbs under pbs's defaults)"
+need_packages "${CXX_PACKAGES[@]}"
+g++ -std=c++17 -O2 -Iffi/include ffi/tests/tbb_beside.cpp -Ltarget/release -lpbs_ffi -ltbb \
+    -Wl,-rpath,"$PWD/target/release" -o target/release/tbb-beside
+target/release/tbb-beside compare "${TBB_ROUNDS:-9}" || failed+=(tbb_beside)
 if [ ${#failed[@]} -gt 0 ]; then
     echo "performance suite: missed its target in: ${failed[*]}"
     exit 1

@@ -25,7 +25,7 @@ fn compile(source: &Path, name: &str) -> PathBuf {
     compile_with(source, name, &[])
 }
 
-/// [`compile`] with more compiler flags (`-fopenmp`).
+/// [`compile`] with more compiler flags (`-fopenmp`), after the source (libraries, `-ltbb`).
 fn compile_with(source: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     compile_by(&cc, "-std=c11", source, name, flags)
@@ -39,9 +39,9 @@ fn compile_by(compiler: &str, standard: &str, source: &Path, name: &str, flags: 
     let cc = compiler;
     let result = Command::new(cc)
         .args([standard, "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
-        .args(flags)
         .arg(format!("-I{MANIFEST}/include"))
         .arg(source)
+        .args(flags)
         .arg("-L")
         .arg(&lib)
         .args(["-lpbs_ffi", "-lm"])
@@ -446,6 +446,18 @@ fn the_cpp_header_works_under_gxx_and_clangxx() {
         }
     }
     assert_eq!(checksums.len(), 1, "checksums differ: {checksums:?}");
+}
+
+/// oneTBB beside pbs, through pbs.hpp: the same checksum with a loop in TBB or as a pbs phase,
+/// pinned or not, and after a pinned executor TBB, started from the thread that drives pbs,
+/// still counts every CPU of the process and its threads may run on all of them.
+/// `tbb_beside compare` (scripts/perf.sh) times the mix.
+#[test]
+fn tbb_loops_beside_pbs_phases_keep_the_checksum_and_the_process_cpus() {
+    let source = Path::new(MANIFEST).join("tests/tbb_beside.cpp");
+    let program = compile_by("g++", "-std=c++17", &source, "tbb_beside", &["-ltbb"]);
+    let text = stdout(&run(&program, &["check"]));
+    assert!(text.ends_with("all checks passed\n"), "{text}");
 }
 
 /// tiles.c: the same field whatever the tile shape (ragged edges included), scheduler, thread

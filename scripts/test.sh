@@ -43,8 +43,9 @@ else
     echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
 fi
 
-echo "== the C++ header under g++ and clang++"
+echo "== the C++ header under g++ and clang++, and beside oneTBB"
 cargo test --workspace --test c_programs the_cpp_header -- --ignored
+cargo test --workspace --test c_programs tbb_loops_beside_pbs_phases -- --ignored
 
 echo "== the C library installed in a temporary prefix: pkg-config, CMake, static link"
 prefix=$(mktemp -d)

@@ -78,6 +78,9 @@ pub struct RunRow {
     pub seed: u64,
     /// worker threads
     pub threads: usize,
+    /// CPUs this process may run on (its binding, or the machine's): more threads than these
+    /// share them, and the times are then the OS's sharing
+    pub cpus: usize,
     /// iterations
     pub iters: usize,
     /// median iteration wall time, ms
@@ -290,6 +293,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             nz: setup.nz,
             seed: setup.seed,
             threads: setup.threads,
+            cpus: runtime.topology.cores.iter().map(|c| c.pus.len()).sum(),
             iters: setup.iters,
             iter_ms_median: report.iter_ms_median,
             iter_ms_mean: report.iter_ms_mean,

@@ -565,6 +565,13 @@ fn run(cli: Cli) -> Result<(), String> {
                         setup.cache_bytes / 1024
                     );
                 }
+                if let Some(r) = rows.first().filter(|r| r.threads > r.cpus) {
+                    println!(
+                        "note: OVERSUBSCRIBED: {} threads on the {} CPUs this process may run on: times include the \
+                         OS's sharing of them",
+                        r.threads, r.cpus
+                    );
+                }
             }
             if let Some(path) = trace {
                 let t =

@@ -6,8 +6,9 @@
  *
  *   tbb_beside check
  *     Both loops give the same checksum, pinned and not; after a pinned executor TBB still
- *     counts every CPU of the process and its threads run on more than one (pbs pins its
- *     caller during phases only). Prints "all checks passed" last.
+ *     counts every CPU of the process, and a thread of its own beside the caller may run on
+ *     all of them, as the caller may (pbs pins its caller during phases only). Prints "all
+ *     checks passed" last.
  *   tbb_beside compare [rounds=9] [iterations=400]
  *     Interleaved rounds of four variants, unpinned and pinned: the pure pbs program, and with the
  *     TBB loop, each under pbs's default wait policy and PBS_WAIT_POLICY=passive. Prints the

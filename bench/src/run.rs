@@ -79,7 +79,7 @@ pub struct RunRow {
     /// worker threads
     pub threads: usize,
     /// CPUs this process may run on (its binding, or the machine's): more threads than these
-    /// share them, and the times are then the OS's sharing
+    /// share them, and the times then include the OS's sharing
     pub cpus: usize,
     /// iterations
     pub iters: usize,

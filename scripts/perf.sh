@@ -26,12 +26,12 @@ echo "== soak"
 target/release/examples/soak "${SOAK_ITERATIONS:-100000}" 2 || failed+=(soak)
 echo "== heat.c against OpenMP"
 scripts/openmp_compare.sh "${OPENMP_ROUNDS:-15}" || failed+=(openmp_compare)
-echo "== beside oneTBB's loops (pbs.hpp; the mix within 1.1x pure pbs under pbs's defaults)"
+echo "== beside oneTBB's loops (pbs.hpp; the mix under PBS_WAIT_POLICY=passive within 1.1x pure pbs)"
 need_packages "${CXX_PACKAGES[@]}"
 cargo build --release -q -p pbs-ffi
 g++ -std=c++17 -O2 -Iffi/include ffi/tests/tbb_beside.cpp -Ltarget/release -lpbs_ffi -ltbb \
     -Wl,-rpath,"$PWD/target/release" -o target/release/tbb-beside
-target/release/tbb-beside compare "${TBB_ROUNDS:-9}" || failed+=(tbb_beside)
+target/release/tbb-beside compare "${TBB_ROUNDS:-15}" || failed+=(tbb_beside)
 if [ ${#failed[@]} -gt 0 ]; then
     echo "performance suite: missed its target in: ${failed[*]}"
     exit 1

@@ -13,8 +13,8 @@
  *     Interleaved rounds of four variants, unpinned and pinned: the pure pbs program, and with the
  *     TBB loop, each under pbs's default wait policy and PBS_WAIT_POLICY=passive. Prints the
  *     medians and the medians of the per-round ratios to the pure pbs program; exit status 1
- *     when, under pbs's defaults (pinned, the default policy), the program with the TBB loop
- *     takes over 1.1 x the pure pbs time (docs/coexistence.md).
+ *     when the program with the TBB loop under PBS_WAIT_POLICY=passive takes over 1.1 x the
+ *     pure pbs program's time under the default policy (docs/coexistence.md).
  */
 #include <sched.h>
 #include <stdlib.h> /* setenv, unsetenv */
@@ -187,13 +187,14 @@ int compare(int rounds, int iterations) {
             mixed_over_pure.push_back(t[1] / t[0]);
             passive_over_pure.push_back(t[3] / t[0]);
         }
-        // pbs's defaults (pinned workers, spinning 200 us) are what the check holds to.
-        double ratio = median(mixed_over_pure);
-        bool over = pin == 1 && ratio > limit;
-        std::printf("%s: pure pbs %.4f ms/iteration; with the TBB loop %.4f (%.3f x pure)%s; under "
-                    "PBS_WAIT_POLICY=passive %.4f (%.3f x pure pbs; pure under passive %.4f)\n",
-                    pin ? "pinned" : "unpinned", median(ms[0]), median(ms[1]), ratio, over ? " OVER 1.1" : "",
-                    median(ms[3]), median(passive_over_pure), median(ms[2]));
+        // What docs/coexistence.md recommends beside TBB's loops, PBS_WAIT_POLICY=passive,
+        // is what the check holds to, against the pure program under pbs's default policy.
+        double passive_ratio = median(passive_over_pure);
+        bool over = passive_ratio > limit;
+        std::printf("%s: pure pbs %.4f ms/iteration; with the TBB loop %.4f (%.3f x pure); under "
+                    "PBS_WAIT_POLICY=passive %.4f (%.3f x pure pbs%s; pure under passive %.4f)\n",
+                    pin ? "pinned" : "unpinned", median(ms[0]), median(ms[1]), median(mixed_over_pure),
+                    median(ms[3]), passive_ratio, over ? ", OVER 1.1" : "", median(ms[2]));
         if (over) status = 1;
     }
     return status;

@@ -181,8 +181,8 @@ impl Tracker {
             let reason = "expected 0 (no timing) or a power of two";
             return Err(crate::error::parameter("timer.stride", timer.stride.to_string(), reason));
         }
-        // The clock's rate is calibrated once per process (2 ms): here, not inside the first
-        // phase, which it made 20 ms longer (in C, static's first of 300 heat iterations).
+        // The clock's rate is calibrated once per process: here, so that the first phase does
+        // not pay for it.
         let _ = crate::clock::ns_per_tick();
         Ok(Tracker {
             last_thread: (0..boxes).map(|_| AtomicU32::new(NEVER)).collect(),

@@ -45,9 +45,8 @@ pub fn ns_per_tick() -> f64 {
         // Brackets under a thousandth of the span put the rate off by at most 0.05 %: 2 µs
         // over 2 ms where a clock read costs tens of nanoseconds and no time slice is lost,
         // else 20 µs over 20 ms (a clock read of microseconds: a virtualised clock); else the
-        // tightest of five tries. Every program's first executor waits for this: spans of
-        // 20 ms each time made a C program's first executor take 23 ms, where OpenMP's first
-        // loop takes about one.
+        // tightest of five tries. Short where it can be: every program's first executor waits
+        // for this (docs/soundness.md, "a program's first executor").
         let mut best = (f64::INFINITY, 1.0);
         for span_ms in [2, 2, 20, 20, 20] {
             let next = measure(Duration::from_millis(span_ms));

@@ -54,9 +54,8 @@ impl Topology {
     }
 
     /// The whole machine this runs on, whatever the process may run on. Discovered once per
-    /// process, as the process's CPUs are read once: hwloc opens and reads some 130 sysfs files
-    /// on a 2-CPU machine (2.4 ms), more the more CPUs there are, and every executor, from C
-    /// too, starts from this.
+    /// process, as the process's CPUs are read once: hwloc reads sysfs files by the CPU, and
+    /// every executor, from C too, starts from this (docs/soundness.md).
     pub fn machine() -> Topology {
         static MACHINE: std::sync::OnceLock<Topology> = std::sync::OnceLock::new();
         MACHINE.get_or_init(Topology::discover).clone()

@@ -82,10 +82,10 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
     line[start..].split(' ').next().unwrap()
 }
 
-#[test]
-fn the_header_matches_the_library_layout_and_symbols() {
-    let probe = compile(&Path::new(MANIFEST).join("tests/abi_probe.c"), "abi_probe");
-    let text = stdout(&run(&probe, &[]));
+/// The layout of pbs.h's enum and structs as the Rust side has it, in the lines
+/// `tests/abi_probe.c` prints (and `tests/fortran_api.f90`, for the Fortran module's types):
+/// `pbs_status SIZE VALUE...`, `STRUCT SIZE`, `STRUCT.FIELD OFFSET SIZE`.
+fn rust_layout() -> Vec<String> {
     let mut want = vec![
         format!(
             "pbs_status {} {} {} {} {} {} {} {} {}",
@@ -126,7 +126,31 @@ fn the_header_matches_the_library_layout_and_symbols() {
     fields!("pbs_phase_stats", PhaseStats, wall_ms, efficiency, affinity);
     want.push(format!("pbs_iteration_end {}", size_of::<IterationEnd>()));
     fields!("pbs_iteration_end", IterationEnd, rebalanced, rebalance_ms, migrations, max_avg);
-    for w in &want {
+    want
+}
+
+/// The functions the library exports (`#[no_mangle]` in `src/`).
+fn exported_functions() -> BTreeSet<String> {
+    let mut exported = BTreeSet::new();
+    for file in ["status.rs", "partitioner.rs", "executor.rs", "mapper.rs", "tiling.rs"] {
+        let src = std::fs::read_to_string(Path::new(MANIFEST).join("src").join(file)).unwrap();
+        let mut lines = src.lines();
+        while let Some(l) = lines.next() {
+            if l.trim() == "#[no_mangle]" {
+                let sig = lines.next().unwrap();
+                let name = sig.split("fn ").nth(1).unwrap().split('(').next().unwrap();
+                exported.insert(name.to_string());
+            }
+        }
+    }
+    exported
+}
+
+#[test]
+fn the_header_matches_the_library_layout_and_symbols() {
+    let probe = compile(&Path::new(MANIFEST).join("tests/abi_probe.c"), "abi_probe");
+    let text = stdout(&run(&probe, &[]));
+    for w in &rust_layout() {
         assert!(text.lines().any(|l| l == w), "C and Rust disagree: want {w:?} in\n{text}");
     }
 
@@ -145,18 +169,7 @@ fn the_header_matches_the_library_layout_and_symbols() {
         .filter(|name| name.starts_with("pbs_"))
         .map(str::to_string)
         .collect();
-    let mut exported = BTreeSet::new();
-    for file in ["status.rs", "partitioner.rs", "executor.rs", "mapper.rs", "tiling.rs"] {
-        let src = std::fs::read_to_string(Path::new(MANIFEST).join("src").join(file)).unwrap();
-        let mut lines = src.lines();
-        while let Some(l) = lines.next() {
-            if l.trim() == "#[no_mangle]" {
-                let sig = lines.next().unwrap();
-                let name = sig.split("fn ").nth(1).unwrap().split('(').next().unwrap();
-                exported.insert(name.to_string());
-            }
-        }
-    }
+    let exported = exported_functions();
     assert_eq!(declared, exported);
     assert!(text.contains(&format!("functions {}", exported.len())), "the probe must take every function: {text}");
 }
@@ -446,6 +459,77 @@ fn the_cpp_header_works_under_gxx_and_clangxx() {
         }
     }
     assert_eq!(checksums.len(), 1, "checksums differ: {checksums:?}");
+}
+
+/// The Fortran module `pbs.f90` and `sources` after it, compiled by gfortran as Fortran 2018
+/// with warnings as errors, against libpbs_ffi.so; its `.mod` file goes to a folder of the
+/// program's own.
+fn compile_fortran(sources: &[&str], name: &str) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let modules = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-modules"));
+    std::fs::create_dir_all(&modules).unwrap();
+    let lib = library_dir();
+    let result = Command::new("gfortran")
+        .args(["-std=f2018", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .arg(format!("-J{}", modules.display()))
+        .arg(Path::new(MANIFEST).join("include/pbs.f90"))
+        .args(sources.iter().map(|s| Path::new(MANIFEST).join(s)))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lpbs_ffi")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run gfortran ({e}): install it (scripts/test.sh does)"));
+    assert!(result.status.success(), "{sources:?} did not compile:\n{}", String::from_utf8_lossy(&result.stderr));
+    out
+}
+
+/// pbs.f90 under gfortran: it binds every function the library exports; every check of the
+/// program passes (every call, its errors, a task's context pointer); the status values and
+/// the shared types' layout are the Rust side's; and the box-order sum has the same bits under
+/// every scheduler and thread count.
+#[test]
+#[ignore = "needs gfortran (scripts/test.sh installs it and runs this)"]
+fn the_fortran_module_works_under_gfortran() {
+    let module = std::fs::read_to_string(Path::new(MANIFEST).join("include/pbs.f90")).unwrap();
+    let bound: BTreeSet<String> = module
+        .split("name=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_string())
+        .filter(|name| name.starts_with("pbs_"))
+        .collect();
+    assert_eq!(bound, exported_functions(), "pbs.f90 binds other functions than the library exports");
+    let program = compile_fortran(&["tests/fortran_api.f90"], "fortran_api");
+    let text = stdout(&run(&program, &[]));
+    assert!(text.ends_with("all checks passed\n"), "{text}");
+    for w in &rust_layout() {
+        assert!(text.lines().any(|l| l == w), "Fortran and Rust disagree: want {w:?} in\n{text}");
+    }
+    let checksums: BTreeSet<&str> =
+        text.lines().filter(|l| l.starts_with("checksum ")).map(|l| field(l, "value")).collect();
+    assert_eq!(checksums.len(), 1, "checksums differ: {checksums:?}");
+}
+
+/// heat.f90, the Fortran example: the field after 60 iterations has the same bits under every
+/// scheduler and thread count as under the serial loop; an unknown scheduler is named.
+#[test]
+#[ignore = "needs gfortran (scripts/test.sh installs it and runs this)"]
+fn heat_f90_gives_the_serial_checksum_under_every_scheduler() {
+    let program = compile_fortran(&["examples/heat.f90"], "heat_f90");
+    let serial = stdout(&run(&program, &["serial", "1", "60"]));
+    let want = field(&serial, "checksum").to_string();
+    for scheduler in ["pbs", "ws", "eager", "static", "rcb", "diffusion"] {
+        for threads in ["1", "2", "3"] {
+            let line = stdout(&run(&program, &[scheduler, threads, "60"]));
+            assert_eq!(field(&line, "checksum"), want, "{scheduler} on {threads} threads: {line}");
+            assert_eq!(field(&line, "threads"), threads);
+        }
+    }
+    let o = run(&program, &["no-such-scheduler", "2", "5"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown executor \"no-such-scheduler\""));
 }
 
 /// oneTBB beside pbs, through pbs.hpp: the same checksum with a loop in TBB or as a pbs phase,

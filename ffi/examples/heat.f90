@@ -1,0 +1,199 @@
+! A grid code in Fortran on the pbs runtime: Jacobi heat diffusion on nx x ny boxes of s x s
+! cells, insulated walls, a hot square in one corner, the field in a module array of two time
+! levels as a Fortran code keeps it. Each box also does extra work in proportion to its
+! temperature, so the load follows the heat. The sweep is a pbs phase over the boxes; `serial`
+! runs the same sweep in a plain DO loop, and, built with -fopenmp, omp-static, omp-dynamic or
+! omp-guided (with an optional chunk: omp-dynamic:16) in an OpenMP loop, for comparison
+! (scripts/openmp_compare.sh times them side by side).
+!
+!   cargo build --release -p pbs-ffi
+!   gfortran -O2 [-fopenmp] -Jtarget ffi/include/pbs.f90 ffi/examples/heat.f90 -Ltarget/release \
+!       -lpbs_ffi -Wl,-rpath,$PWD/target/release -o heat-f
+!   ./heat-f [scheduler=pbs|ws|eager|static|...|serial|omp-...] [threads=0: all cores] [iterations=200]
+!
+! Prints the time per iteration, the mean phase efficiency (pbs's schedulers; 0 for the loops),
+! the rebalancings and a checksum: the bits of the field's sum, added box by box in box order
+! (pbs_executor_reduce_sum, or a DO loop), the same under every scheduler, thread count, OpenMP
+! schedule and the serial loop.
+module heat_field
+    use, intrinsic :: iso_c_binding, only: c_associated, c_double, c_int, c_ptr, c_size_t
+    use, intrinsic :: ieee_arithmetic, only: ieee_is_nan
+    implicit none
+    integer, parameter :: nx = 24, ny = 24, s = 16
+    ! u(:, :, src) is the field of the last iteration, u(:, :, dst) the one being computed.
+    real(c_double), allocatable :: u(:, :, :), sink(:)
+    integer :: src = 0, dst = 1
+contains
+
+    ! One Jacobi sweep over box `box` (0-based, as pbs counts): reads level `src`, writes the
+    ! box's cells of level `dst` and its own `sink` entry only. RECURSIVE: several threads run
+    ! it at once.
+    recursive integer(c_int) function sweep(ctx, box) bind(C) result(status)
+        type(c_ptr), value :: ctx
+        integer(c_size_t), value :: box
+        integer :: i, j, i0, j0, units, step
+        real(c_double) :: heat, z
+        i0 = int(mod(box, int(nx, c_size_t))) * s
+        j0 = int(box / nx) * s
+        heat = 0
+        do j = j0 + 1, j0 + s
+            do i = i0 + 1, i0 + s
+                u(i, j, dst) = 0.25_c_double*(u(max(i - 1, 1), j, src) + u(min(i + 1, nx*s), j, src) &
+                                              + u(i, max(j - 1, 1), src) + u(i, min(j + 1, ny*s), src))
+                heat = heat + u(i, j, dst)
+            end do
+        end do
+        ! Extra work in proportion to the box's mean temperature: a hot box is an expensive one.
+        units = int(20*heat/(s*s))
+        z = 0.5_c_double
+        do step = 1, units
+            z = 3.9_c_double*z*(1 - z)
+        end do
+        sink(box + 1) = z
+        status = merge(1, 0, ieee_is_nan(heat)) ! a NaN fails the phase, naming the box
+        if (c_associated(ctx)) continue ! ctx is not used: the field is in this module
+    end function sweep
+
+    ! The heat of box `box` in level `src`, for the checksum.
+    recursive real(c_double) function box_heat(ctx, box) bind(C) result(heat)
+        type(c_ptr), value :: ctx
+        integer(c_size_t), value :: box
+        integer :: i0, j0
+        i0 = int(mod(box, int(nx, c_size_t))) * s
+        j0 = int(box / nx) * s
+        heat = sum(u(i0 + 1:i0 + s, j0 + 1:j0 + s, src))
+        if (c_associated(ctx)) continue
+    end function box_heat
+end module heat_field
+
+program heat
+    use, intrinsic :: iso_c_binding, only: c_associated, c_double, c_funloc, c_int, c_int64_t, c_null_ptr, &
+                                           c_ptr, c_size_t
+    use, intrinsic :: iso_fortran_env, only: error_unit, int64
+    use pbs
+    use heat_field
+    !$ use omp_lib, only: omp_set_num_threads, omp_set_schedule, omp_get_max_threads, omp_sched_static, &
+    !$                    omp_sched_dynamic, omp_sched_guided
+    implicit none
+    character(len=32) :: scheduler, arg
+    integer :: threads, iterations, it, rebalancings, status
+    integer(int64) :: started, finished, rate
+    integer(c_size_t) :: k
+    type(c_ptr) :: e
+    type(pbs_phase_stats) :: stats
+    type(pbs_iteration_end) :: end
+    real(c_double) :: total, efficiency
+    logical :: openmp, on_pbs
+    !$ integer :: colon, chunk
+
+    scheduler = 'pbs'
+    threads = 0
+    iterations = 200
+    if (command_argument_count() >= 1) call get_command_argument(1, scheduler)
+    if (command_argument_count() >= 2) then
+        call get_command_argument(2, arg)
+        read (arg, *) threads
+    end if
+    if (command_argument_count() >= 3) then
+        call get_command_argument(3, arg)
+        read (arg, *) iterations
+    end if
+
+    openmp = scheduler(1:4) == 'omp-'
+    on_pbs = .not. openmp .and. scheduler /= 'serial'
+    if (openmp) then
+        status = 1
+        !$ colon = index(scheduler, ':')
+        !$ chunk = 0
+        !$ if (colon > 0) read (scheduler(colon + 1:), *) chunk
+        !$ if (colon == 0) colon = len_trim(scheduler) + 1
+        !$ status = 0
+        !$ select case (scheduler(5:colon - 1))
+        !$ case ('static')
+        !$     call omp_set_schedule(omp_sched_static, chunk)
+        !$ case ('dynamic')
+        !$     call omp_set_schedule(omp_sched_dynamic, chunk)
+        !$ case ('guided')
+        !$     call omp_set_schedule(omp_sched_guided, chunk)
+        !$ case default
+        !$     status = 2
+        !$ end select
+        !$ if (threads > 0) call omp_set_num_threads(threads)
+        if (status == 1) write (error_unit, '(a,a,a)') 'heat: ', trim(scheduler), ' needs a build with -fopenmp'
+        if (status == 2) write (error_unit, '(a,a,a)') 'heat: unknown OpenMP schedule ', trim(scheduler), &
+            ': expected omp-static, omp-dynamic or omp-guided, optionally :chunk'
+        if (status /= 0) stop 1
+    end if
+    allocate (u(nx*s, ny*s, 0:1), sink(nx*ny))
+    u = 0
+    u(1:nx*s/4, 1:ny*s/4, :) = 100 ! the hot corner
+    e = c_null_ptr
+    if (on_pbs) then
+        e = pbs_executor_create(scheduler, int(nx, c_size_t), int(ny, c_size_t), 1_c_size_t, &
+                                int(threads, c_size_t), PBS_PIN_WORKERS)
+        if (.not. c_associated(e)) then
+            write (error_unit, '(a)') pbs_error_message()
+            stop 1
+        end if
+    end if
+
+    rebalancings = 0
+    efficiency = 0
+    call system_clock(started, rate)
+    do it = 1, iterations
+        if (scheduler == 'serial') then
+            do k = 0, nx*ny - 1
+                status = sweep(c_null_ptr, k)
+            end do
+        else if (openmp) then
+            !$omp parallel do schedule(runtime) private(status)
+            do k = 0, nx*ny - 1
+                status = sweep(c_null_ptr, k)
+            end do
+            !$omp end parallel do
+        else
+            status = pbs_executor_run_phase(e, c_funloc(sweep), c_null_ptr, stats)
+            if (status /= PBS_OK) then
+                write (error_unit, '(a)') pbs_error_message()
+                stop 1
+            end if
+            efficiency = efficiency + stats%efficiency
+            status = pbs_executor_end_iteration(e, end)
+            rebalancings = rebalancings + end%rebalanced
+        end if
+        src = dst
+        dst = 1 - src
+    end do
+    call system_clock(finished)
+
+    if (.not. on_pbs) then
+        threads = 1
+        !$ if (openmp) threads = omp_get_max_threads()
+        total = 0
+        do k = 0, nx*ny - 1
+            total = total + box_heat(c_null_ptr, k)
+        end do
+    else
+        status = pbs_executor_reduce_sum(e, c_funloc(box_heat), c_null_ptr, total)
+        if (status /= PBS_OK) then
+            write (error_unit, '(a)') pbs_error_message()
+            stop 1
+        end if
+        threads = int(pbs_executor_threads(e))
+        call pbs_executor_free(e)
+    end if
+    write (*, '(a,a,a,i0,a,a,a,a,a,i0,a,z16.16)') 'scheduler=', trim(scheduler), ' threads=', threads, &
+        ' ms_per_iteration=', decimal(1e3_c_double*real(finished - started, c_double)/real(rate, c_double)/iterations), &
+        ' efficiency=', decimal(efficiency/iterations), ' rebalancings=', rebalancings, &
+        ' checksum=', transfer(total, 0_c_int64_t)
+contains
+    ! `x` with four decimals and its leading zero ("0.1346", where f0.4 writes ".1346").
+    function decimal(x) result(text)
+        real(c_double), intent(in) :: x
+        character(len=:), allocatable :: text
+        character(len=32) :: buffer
+        write (buffer, '(f0.4)') x
+        text = trim(buffer)
+        if (text(1:1) == '.') text = '0'//text
+    end function decimal
+end program heat

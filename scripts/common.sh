@@ -56,8 +56,9 @@ STARPU_PACKAGES=(libstarpu-dev starpu-examples openmpi-bin)
 # pbs-mpi builds on rsmpi (bindgen over Open MPI's headers, hence libclang) and its tests run
 # mpirun.
 MPI_PACKAGES=(libopenmpi-dev libclang-dev openmpi-bin)
-# pbs.hpp is tested under both C++ compilers of Debian, and beside oneTBB's loops.
-CXX_PACKAGES=(g++ clang libtbb-dev)
+# pbs.hpp is tested under both C++ compilers of Debian, and beside oneTBB's loops; pbs.f90
+# under gfortran.
+CXX_PACKAGES=(g++ clang libtbb-dev gfortran)
 
 # Installs the given Debian packages when missing (as root, or through sudo).
 need_packages() {

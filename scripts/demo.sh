@@ -2,7 +2,7 @@
 # The main demo: balances the paper's four static cases and a Perlin map with our method and
 # the paper's side by side, runs warm-started rough and smooth transitions, sets pbs beside the
 # partitioners users would pick instead, runs the grid apps
-# (MD, stencil) under every scheduler, a C code through the C interface and the heat code inside
+# (MD, stencil) under every scheduler, a C and a Fortran code through the C interface, the heat code inside
 # StarPU under pbs and StarPU's own policies, then writes short
 # versions of the apps report and the paper report (markdown + PNG plots) to out/demo/.
 set -euo pipefail
@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}"
+need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}" gfortran
 
 cargo build --release -p pbs-bench -p pbs-visual -p pbs-ffi -p pbs-mpi
 bench=target/release/pbs-bench
@@ -48,6 +48,10 @@ for s in pbs ws eager static; do target/release/heat-c "$s"; done
 "${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/heat3d.c -Ltarget/release -lpbs_ffi -Wl,-rpath,"$PWD/target/release" -o target/release/heat3d-c
 for s in pbs ws static; do target/release/heat3d-c "$s"; done   # 96^3 cells in 3D tiles (pbs_tiling_*_3d)
 target/release/balance-c
+echo "   The heat code in Fortran (ffi/include/pbs.f90, module pbs), its sweep a pbs phase or a plain loop:"
+gfortran -O2 -Jtarget/release ffi/include/pbs.f90 ffi/examples/heat.f90 -Ltarget/release -lpbs_ffi \
+    -Wl,-rpath,"$PWD/target/release" -o target/release/heat-f90
+for s in pbs static serial; do target/release/heat-f90 "$s"; done
 echo
 echo "== Inside StarPU: pbs as a StarPU scheduling policy against StarPU's own, on the heat code as StarPU"
 echo "   tasks and on StarPU's example programs run unchanged (docs/starpu.md)"

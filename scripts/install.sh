@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs pbs's C interface as a C library under PREFIX:
-#   PREFIX/include/pbs.h, pbs.hpp (C++)
+#   PREFIX/include/pbs.h, pbs.hpp (C++), pbs.f90 (the Fortran module's source)
 #   PREFIX/lib/libpbs.so.X.Y.Z (SONAME libpbs.so.0.Y while the version is 0.Y.Z), libpbs.so.0.Y
 #     and libpbs.so links, and the static libpbs.a
 #   PREFIX/lib/pkgconfig/pbs.pc                       (pkg-config --cflags --libs pbs)
@@ -30,7 +30,7 @@ native=$(sed -n 's/.*native-static-libs: //p' "$log" | tail -1)
 
 out=target/dist
 install -d "$prefix/include" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/pbs"
-install -m 644 ffi/include/pbs.h ffi/include/pbs.hpp "$prefix/include/"
+install -m 644 ffi/include/pbs.h ffi/include/pbs.hpp ffi/include/pbs.f90 "$prefix/include/"
 install -m 755 "$out/libpbs_ffi.so" "$prefix/lib/libpbs.so.$version"
 ln -sf "libpbs.so.$version" "$prefix/lib/$soname"
 ln -sf "$soname" "$prefix/lib/libpbs.so"

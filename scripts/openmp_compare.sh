@@ -17,24 +17,30 @@
 #   mixed: pbs beside an OpenMP loop (diag=omp, OMP_WAIT_POLICY=passive) <= 1.1x the same
 #     loop as a pbs phase (diag=pbs), unpinned and pinned; OpenMP's default wait policy, and
 #     the cost of pinning the caller during phases only, are shown for the record.
+# For the record, no target: ffi/examples/heat.f90, the Fortran example, against the same
+# OpenMP schedules (gfortran's !$omp parallel do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
+need_packages gfortran
 rounds=${1:-15} threads=${2:-2} iters=${3:-300}
 
 cargo build --release -q -p pbs-ffi
 heat=target/release/heat-openmp
 "${CC:-cc}" -std=c11 -O2 -fopenmp -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi -lm \
     -Wl,-rpath,"$PWD/target/release" -o "$heat"
+heat_f90=target/release/heat-f90-openmp
+gfortran -O2 -fopenmp -Jtarget/release ffi/include/pbs.f90 ffi/examples/heat.f90 -Ltarget/release -lpbs_ffi \
+    -Wl,-rpath,"$PWD/target/release" -o "$heat_f90"
 # OpenMP's threads pinned as pbs's are; only where pbs is absent, as OMP_PROC_BIND also binds
 # the initial thread, which unpinned pbs workers would inherit.
 bind="OMP_PROC_BIND=close OMP_PLACES=cores"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# rounds LABEL VARIANT... : runs each "ENV...|ARGS" variant once per round, rotating the order;
+# rounds LABEL VARIANT... : runs each "ENV...|ARGS" variant of $heat once per round, rotating the order;
 # records "round variant ms efficiency late_rebalancings late_imbalanced" in $work/LABEL.
 rounds() {
     local label=$1
@@ -130,6 +136,20 @@ check "mixed / pure pbs, pinned" "$(ratio mixed 3 2)" "<=" 1.1
 printf '  for the record, OpenMP default wait policy: unpinned %.2fx, pinned %.2fx the pure-pbs time\n' \
     "$(ratio mixed 4 0)" "$(ratio mixed 5 2)"
 printf '  for the record, pure pbs with the caller pinned during phases only / for good: %.3f\n' "$(ratio mixed 2 6)"
+
+echo "-- for the record: ffi/examples/heat.f90, the same comparison in Fortran (the field in one array"
+echo "   of two time levels, the OpenMP loop a !\$omp parallel do); no target"
+heat=$heat_f90
+variants=("|pbs $threads $iters")
+for s in "${omp[@]}"; do variants+=("$bind|$s $threads $iters"); done
+rounds fortran "${variants[@]}"
+for ((v = 1; v < ${#variants[@]}; v++)); do
+    printf '  %-16s %8.4f ms/iteration  pbs/this %.3f\n' "${omp[v - 1]}" "$(column_of fortran $v 3)" "$(ratio fortran 0 $v)"
+done
+printf '  %-16s %8.4f ms/iteration  efficiency %s\n' pbs "$(column_of fortran 0 3)" "$(column_of fortran 0 4)"
+read -r held odd even <<<"$(held_out fortran ${#variants[@]})"
+printf '  pbs / best OpenMP chosen on the other half of the rounds (%s on odd rounds, %s on even) = %s\n' \
+    "${omp[odd - 1]}" "${omp[even - 1]}" "$held"
 
 if [ ${#missed[@]} -gt 0 ]; then
     echo "openmp_compare: missed ${missed[*]}"

@@ -5,7 +5,8 @@
 #   - the balancing tests on real box times (scheduler/tests/balancing.rs, --ignored);
 #   - shared cores: more threads than cores, and busy processes beside (pbs ≤ 1.2× static);
 #   - the soak: 10^5 md iterations under every executor, same checksum, flat memory;
-#   - heat.c against OpenMP's schedules, and beside an OpenMP loop (scripts/openmp_compare.sh);
+#   - heat.c against OpenMP's schedules, and beside an OpenMP loop (scripts/openmp_compare.sh;
+#     heat.f90 against them too, for the record);
 #   - pbs beside oneTBB's loops (ffi/tests/tbb_beside.cpp compare).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -43,9 +43,10 @@ else
     echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
 fi
 
-echo "== the C++ header under g++ and clang++, and beside oneTBB"
+echo "== the C++ header under g++ and clang++, and beside oneTBB; the Fortran module under gfortran"
 cargo test --workspace --test c_programs the_cpp_header -- --ignored
 cargo test --workspace --test c_programs tbb_loops_beside_pbs_phases -- --ignored
+cargo test --workspace --test c_programs -- --ignored fortran heat_f90
 
 echo "== the C library installed in a temporary prefix: pkg-config, CMake, static link"
 prefix=$(mktemp -d)
@@ -56,6 +57,9 @@ cc -std=c11 -O2 ffi/examples/balance.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 c++ -std=c++17 -O2 -Wall -Wextra -Werror -pedantic ffi/tests/cpp_api.cpp \
     $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pbs) -Wl,-rpath,"$prefix/lib" -o "$prefix/cpp-pkg-config"
 "$prefix/cpp-pkg-config" | tail -1 | grep >/dev/null '^all checks passed' || { echo "pbs.hpp against the installed copy failed"; exit 1; }
+gfortran -O2 -J"$prefix" "$prefix/include/pbs.f90" ffi/tests/fortran_api.f90 \
+    $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --libs pbs) -Wl,-rpath,"$prefix/lib" -o "$prefix/fortran-pkg-config"
+"$prefix/fortran-pkg-config" | tail -1 | grep >/dev/null '^all checks passed' || { echo "pbs.f90 against the installed copy failed"; exit 1; }
 cmake -S ffi/examples/cmake -B "$prefix/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
 cmake --build "$prefix/build" >/dev/null
 for program in "$prefix/balance-pkg-config" "$prefix/build/balance" "$prefix/build/balance_static"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Miri and ThreadSanitizer on the scheduler's and the C interface's tests (nightly toolchain,
 # installed through rustup when missing), ThreadSanitizer, AddressSanitizer and UBSan on the
-# StarPU policy and its programs (gcc), then a long fuzzing run. Longer than the test suite,
+# StarPU policy and its programs (gcc) and on the Fortran module's programs (gfortran), then a
+# long fuzzing run. Longer than the test suite,
 # so not part of it: see docs/soundness.md for how long each part takes on the 2-core VM.
 #
 # Miri interprets the pure-Rust tests: the pool, the claims, the executors, the C statuses.
@@ -117,6 +118,19 @@ for app in heat md; do
         exit 1
     fi
 done
+
+echo "== AddressSanitizer and UBSan: the Fortran module's checks and heat.f90 (gfortran's runtime)"
+# The Fortran side is instrumented (the module's string and array handling, the tasks' writes),
+# the Rust library is not; the programs' own leak check runs.
+need_packages gfortran
+fortran=target/asan-fortran
+mkdir -p "$fortran"
+for program in tests/fortran_api examples/heat; do
+    gfortran -std=f2018 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -J"$fortran" ffi/include/pbs.f90 \
+        "ffi/$program.f90" -L"$lib" -lpbs_ffi -Wl,-rpath,"$lib" -o "$fortran/$(basename $program)"
+done
+ASAN_OPTIONS=detect_leaks=1 "$fortran/fortran_api" | tail -1 | grep -q '^all checks passed'
+for scheduler in pbs ws eager static rcb serial; do ASAN_OPTIONS=detect_leaks=1 "$fortran/heat" "$scheduler" 2 40 > /dev/null; done
 
 echo "== fuzzing: the CSV reader and the C interface's arguments (proptest, release)"
 PROPTEST_CASES="${FUZZ_CASES:-20000}" cargo test --release -p pbs --test fuzz_csv

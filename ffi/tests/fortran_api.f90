@@ -253,6 +253,7 @@ program fortran_api
     call expect(pbs_tiling_grid(0_c_size_t, 70_c_size_t, 16_c_size_t, 16_c_size_t, gx, gy) == PBS_INVALID_ARGUMENT, &
                 'an empty domain is refused')
 
+    deallocate (msg) ! the main program's variables outlive it: freed for AddressSanitizer's leak check
     if (failures > 0) then
         write (*, '(i0,a)') failures, ' checks failed'
         stop 1

@@ -54,6 +54,20 @@ contains
         if (c_associated(ctx)) continue ! ctx is not used: the field is in this module
     end function sweep
 
+    ! Fills both time levels of box `box`: hot in the corner, cold elsewhere. Run as the first
+    ! loop over the boxes, in the same way as the sweeps, it is the first touch that places the
+    ! box's pages on the NUMA node of the thread that will run it.
+    recursive integer(c_int) function fill(ctx, box) bind(C) result(status)
+        type(c_ptr), value :: ctx
+        integer(c_size_t), value :: box
+        integer :: i0, j0
+        i0 = int(mod(box, int(nx, c_size_t))) * s
+        j0 = int(box / nx) * s
+        u(i0 + 1:i0 + s, j0 + 1:j0 + s, :) = merge(100, 0, i0 < nx*s/4 .and. j0 < ny*s/4)
+        status = 0
+        if (c_associated(ctx)) continue
+    end function fill
+
     ! The heat of box `box` in level `src`, for the checksum.
     recursive real(c_double) function box_heat(ctx, box) bind(C) result(heat)
         type(c_ptr), value :: ctx
@@ -124,9 +138,7 @@ program heat
             ': expected omp-static, omp-dynamic or omp-guided, optionally :chunk'
         if (status /= 0) stop 1
     end if
-    allocate (u(nx*s, ny*s, 0:1), sink(nx*ny))
-    u = 0
-    u(1:nx*s/4, 1:ny*s/4, :) = 100 ! the hot corner
+    allocate (u(nx*s, ny*s, 0:1), sink(nx*ny)) ! not touched yet: `fill` does it, box by box
     e = c_null_ptr
     if (on_pbs) then
         e = pbs_executor_create(scheduler, int(nx, c_size_t), int(ny, c_size_t), 1_c_size_t, &
@@ -135,6 +147,20 @@ program heat
             write (error_unit, '(a)') pbs_error_message()
             stop 1
         end if
+        if (pbs_executor_run_phase(e, c_funloc(fill), c_null_ptr) /= PBS_OK) then
+            write (error_unit, '(a)') pbs_error_message()
+            stop 1
+        end if
+    else if (openmp) then
+        !$omp parallel do schedule(runtime) private(status)
+        do k = 0, nx*ny - 1
+            status = fill(c_null_ptr, k)
+        end do
+        !$omp end parallel do
+    else
+        do k = 0, nx*ny - 1
+            status = fill(c_null_ptr, k)
+        end do
     end if
 
     rebalancings = 0

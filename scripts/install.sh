@@ -4,7 +4,8 @@
 #   PREFIX/lib/libpbs.so.X.Y.Z (SONAME libpbs.so.0.Y while the version is 0.Y.Z), libpbs.so.0.Y
 #     and libpbs.so links, and the static libpbs.a
 #   PREFIX/lib/pkgconfig/pbs.pc                       (pkg-config --cflags --libs pbs)
-#   PREFIX/lib/cmake/pbs/pbsConfig.cmake and version  (find_package(pbs): pbs::pbs, pbs::pbs_static)
+#   PREFIX/lib/cmake/pbs/pbsConfig.cmake and version  (find_package(pbs): pbs::pbs, pbs::pbs_static,
+#     pbs_FORTRAN_SOURCE)
 # Built with the `dist` profile: optimised, without debug info, stripped.
 #
 #   scripts/install.sh /usr/local          (or any prefix; prints the installed files' sizes)
@@ -52,8 +53,10 @@ Libs.private: $native
 PC
 
 cat >"$prefix/lib/cmake/pbs/pbsConfig.cmake" <<CMAKE
-# find_package(pbs) for pbs $version: pbs::pbs (shared) and pbs::pbs_static.
+# find_package(pbs) for pbs $version: pbs::pbs (shared) and pbs::pbs_static; pbs_FORTRAN_SOURCE,
+# the Fortran module's source, to compile with a Fortran program.
 get_filename_component(_pbs_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
+set(pbs_FORTRAN_SOURCE "\${_pbs_prefix}/include/pbs.f90")
 if(NOT TARGET pbs::pbs)
   add_library(pbs::pbs SHARED IMPORTED)
   set_target_properties(pbs::pbs PROPERTIES

@@ -65,6 +65,10 @@ cmake --build "$prefix/build" >/dev/null
 for program in "$prefix/balance-pkg-config" "$prefix/build/balance" "$prefix/build/balance_static"; do
     "$program" | grep '^warm: .*converged=1' >/dev/null || { echo "$program did not balance"; exit 1; }
 done
+cmake -S ffi/examples/cmake-fortran -B "$prefix/build-fortran" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
+cmake --build "$prefix/build-fortran" >/dev/null
+"$prefix/build-fortran/heat_f90" pbs 2 20 | grep '^scheduler=pbs threads=2 ' >/dev/null || { echo "heat.f90 through CMake failed"; exit 1; }
 ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'
 rm -rf "$prefix"
 

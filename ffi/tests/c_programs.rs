@@ -462,15 +462,16 @@ fn the_cpp_header_works_under_gxx_and_clangxx() {
 }
 
 /// The Fortran module `pbs.f90` and `sources` after it, compiled by gfortran as Fortran 2018
-/// with warnings as errors, against libpbs_ffi.so; its `.mod` file goes to a folder of the
-/// program's own.
-fn compile_fortran(sources: &[&str], name: &str) -> PathBuf {
+/// with warnings as errors and `flags` (`-fopenmp`), against libpbs_ffi.so; its `.mod` file
+/// goes to a folder of the program's own.
+fn compile_fortran(sources: &[&str], name: &str, flags: &[&str]) -> PathBuf {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let modules = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-modules"));
     std::fs::create_dir_all(&modules).unwrap();
     let lib = library_dir();
     let result = Command::new("gfortran")
         .args(["-std=f2018", "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .args(flags)
         .arg(format!("-J{}", modules.display()))
         .arg(Path::new(MANIFEST).join("include/pbs.f90"))
         .args(sources.iter().map(|s| Path::new(MANIFEST).join(s)))
@@ -501,7 +502,7 @@ fn the_fortran_module_works_under_gfortran() {
         .filter(|name| name.starts_with("pbs_"))
         .collect();
     assert_eq!(bound, exported_functions(), "pbs.f90 binds other functions than the library exports");
-    let program = compile_fortran(&["tests/fortran_api.f90"], "fortran_api");
+    let program = compile_fortran(&["tests/fortran_api.f90"], "fortran_api", &[]);
     let text = stdout(&run(&program, &[]));
     assert!(text.ends_with("all checks passed\n"), "{text}");
     for w in &rust_layout() {
@@ -513,11 +514,12 @@ fn the_fortran_module_works_under_gfortran() {
 }
 
 /// heat.f90, the Fortran example: the field after 60 iterations has the same bits under every
-/// scheduler and thread count as under the serial loop; an unknown scheduler is named.
+/// scheduler and thread count, and built with OpenMP under its schedules, as under the serial
+/// loop; an unknown scheduler is named, and an OpenMP one without OpenMP.
 #[test]
 #[ignore = "needs gfortran (scripts/test.sh installs it and runs this)"]
 fn heat_f90_gives_the_serial_checksum_under_every_scheduler() {
-    let program = compile_fortran(&["examples/heat.f90"], "heat_f90");
+    let program = compile_fortran(&["examples/heat.f90"], "heat_f90", &[]);
     let serial = stdout(&run(&program, &["serial", "1", "60"]));
     let want = field(&serial, "checksum").to_string();
     for scheduler in ["pbs", "ws", "eager", "static", "rcb", "diffusion"] {
@@ -530,6 +532,16 @@ fn heat_f90_gives_the_serial_checksum_under_every_scheduler() {
     let o = run(&program, &["no-such-scheduler", "2", "5"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown executor \"no-such-scheduler\""));
+    let o = run(&program, &["omp-static", "2", "5"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("omp-static needs a build with -fopenmp"));
+
+    let openmp = compile_fortran(&["examples/heat.f90"], "heat_f90_openmp", &["-fopenmp"]);
+    for scheduler in ["omp-static", "omp-dynamic:4", "omp-guided", "pbs"] {
+        let o = command(&openmp).env("OMP_WAIT_POLICY", "passive").args([scheduler, "2", "60"]).output().unwrap();
+        let line = stdout(&o);
+        assert_eq!(field(&line, "checksum"), want, "{scheduler} built with OpenMP: {line}");
+    }
 }
 
 /// oneTBB beside pbs, through pbs.hpp: the same checksum with a loop in TBB or as a pbs phase,

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The main demo: balances the paper's four static cases and a Perlin map with our method and
 # the paper's side by side, runs warm-started rough and smooth transitions, sets pbs beside the
-# partitioners users would pick instead, runs the grid apps
-# (MD, stencil) under every scheduler, a C and a Fortran code through the C interface, the heat code inside
-# StarPU under pbs and StarPU's own policies, then writes short
-# versions of the apps report and the paper report (markdown + PNG plots) to out/demo/.
+# partitioners users would pick instead, runs the grid apps (MD, stencil) under every
+# scheduler, a C and a Fortran code through the C interface and the heat code inside StarPU
+# under pbs and StarPU's own policies, then writes short versions of the apps report and the
+# paper report (markdown + PNG plots) to out/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh

@@ -57,8 +57,8 @@ STARPU_PACKAGES=(libstarpu-dev starpu-examples openmpi-bin)
 # mpirun.
 MPI_PACKAGES=(libopenmpi-dev libclang-dev openmpi-bin)
 # pbs.hpp is tested under both C++ compilers of Debian, and beside oneTBB's loops; pbs.f90
-# under gfortran.
-CXX_PACKAGES=(g++ clang libtbb-dev gfortran)
+# under both Fortran compilers (gfortran, LLVM's Flang).
+CXX_PACKAGES=(g++ clang libtbb-dev gfortran flang-19)
 
 # Installs the given Debian packages when missing (as root, or through sudo).
 need_packages() {

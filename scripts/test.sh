@@ -43,7 +43,7 @@ else
     echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
 fi
 
-echo "== the C++ header under g++ and clang++, and beside oneTBB; the Fortran module under gfortran"
+echo "== the C++ header under g++ and clang++, and beside oneTBB; the Fortran module under gfortran and Flang"
 cargo test --workspace --test c_programs the_cpp_header -- --ignored
 cargo test --workspace --test c_programs tbb_loops_beside_pbs_phases -- --ignored
 cargo test --workspace --test c_programs -- --ignored fortran heat_f90

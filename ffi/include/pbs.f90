@@ -20,8 +20,8 @@
 !   pbs_partitioner_create); pbs_error_message() returns the last error as a Fortran string.
 ! * pbs_status values are integer(c_int); owners are integer(c_int32_t) holding C's uint32_t.
 !
-! Example: ffi/examples/heat.f90. Tested with gfortran -std=f2018 -Wall -Wextra -Werror
-! (ffi/tests/fortran_api.f90).
+! Example: ffi/examples/heat.f90. Tested with gfortran -std=f2018 -Wall -Wextra -Werror and
+! LLVM Flang 19 -std=f2018 (ffi/tests/fortran_api.f90).
 module pbs
     use, intrinsic :: iso_c_binding, only: c_associated, c_char, c_double, c_f_pointer, c_funptr, &
                                            c_int, c_int32_t, c_int64_t, c_loc, c_null_char, c_null_ptr, &

@@ -55,8 +55,10 @@ contains
     end function sweep
 
     ! Fills both time levels of box `box`: hot in the corner, cold elsewhere. Run as the first
-    ! loop over the boxes, in the same way as the sweeps, it is the first touch that places the
-    ! box's pages on the NUMA node of the thread that will run it.
+    ! loop over the boxes, the way the sweeps run, it is the first touch: it places the box's
+    ! pages on the NUMA node of the thread that ran it, its owner unless a thief took it (a
+    ! phase of equal boxes leaves little to steal). A page here holds columns of several
+    ! boxes; heat.c, whose boxes have tiles of their own, has each owner touch its boxes.
     recursive integer(c_int) function fill(ctx, box) bind(C) result(status)
         type(c_ptr), value :: ctx
         integer(c_size_t), value :: box

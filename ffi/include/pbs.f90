@@ -3,7 +3,9 @@
 ! none is shipped:
 !
 !     gfortran -O2 -c pbs.f90          (then your files, which `use pbs`)
-!     gfortran ... -lpbs_ffi           (or: pkg-config --cflags --libs pbs)
+!     gfortran ... -lpbs_ffi           (the build tree's library; an installed copy, libpbs,
+!                                       is $(pkg-config --libs pbs), or CMake's find_package(pbs)
+!                                       with pbs_FORTRAN_SOURCE: ffi/examples/cmake-fortran)
 !
 ! Everything is as in pbs.h (read it for what each call does), with these Fortran rules:
 !

@@ -1,10 +1,12 @@
 ! A grid code in Fortran on the pbs runtime: Jacobi heat diffusion on nx x ny boxes of s x s
 ! cells, insulated walls, a hot square in one corner, the field in a module array of two time
-! levels as a Fortran code keeps it. Each box also does extra work in proportion to its
-! temperature, so the load follows the heat. The sweep is a pbs phase over the boxes; `serial`
-! runs the same sweep in a plain DO loop, and, built with -fopenmp, omp-static, omp-dynamic or
-! omp-guided (with an optional chunk: omp-dynamic:16) in an OpenMP loop, for comparison
-! (scripts/openmp_compare.sh times them side by side).
+! levels as a Fortran code keeps it (a box is a square tile of it, which keeps the example
+! short: tiles long along the first, contiguous index read longer runs, docs/tiles.md). Each
+! box also does extra work in proportion to its temperature, so the load follows the heat. The
+! sweep is a pbs phase over the boxes; `serial` runs the same sweep in a plain DO loop, and,
+! built with -fopenmp, omp-static, omp-dynamic or omp-guided (with an optional chunk:
+! omp-dynamic:16) in an OpenMP loop, for comparison (scripts/openmp_compare.sh times them side
+! by side).
 !
 !   cargo build --release -p pbs-ffi
 !   gfortran -O2 [-fopenmp] -Jtarget ffi/include/pbs.f90 ffi/examples/heat.f90 -Ltarget/release \

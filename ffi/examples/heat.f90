@@ -151,42 +151,15 @@ program heat
             write (error_unit, '(a)') pbs_error_message()
             stop 1
         end if
-        if (pbs_executor_run_phase(e, c_funloc(fill), c_null_ptr) /= PBS_OK) then
-            write (error_unit, '(a)') pbs_error_message()
-            stop 1
-        end if
-    else if (openmp) then
-        !$omp parallel do schedule(runtime) private(status)
-        do k = 0, nx*ny - 1
-            status = fill(c_null_ptr, k)
-        end do
-        !$omp end parallel do
-    else
-        do k = 0, nx*ny - 1
-            status = fill(c_null_ptr, k)
-        end do
     end if
+    call each_box(fill)
 
     rebalancings = 0
     efficiency = 0
     call system_clock(started, rate)
     do it = 1, iterations
-        if (scheduler == 'serial') then
-            do k = 0, nx*ny - 1
-                status = sweep(c_null_ptr, k)
-            end do
-        else if (openmp) then
-            !$omp parallel do schedule(runtime) private(status)
-            do k = 0, nx*ny - 1
-                status = sweep(c_null_ptr, k)
-            end do
-            !$omp end parallel do
-        else
-            status = pbs_executor_run_phase(e, c_funloc(sweep), c_null_ptr, stats)
-            if (status /= PBS_OK) then
-                write (error_unit, '(a)') pbs_error_message()
-                stop 1
-            end if
+        call each_box(sweep)
+        if (on_pbs) then
             efficiency = efficiency + stats%efficiency
             status = pbs_executor_end_iteration(e, end)
             rebalancings = rebalancings + end%rebalanced
@@ -217,6 +190,24 @@ program heat
         ' efficiency=', decimal(efficiency/iterations), ' rebalancings=', rebalancings, &
         ' checksum=', transfer(total, 0_c_int64_t)
 contains
+    ! Runs `task` once for every box: a pbs phase (its statistics in `stats`), the OpenMP loop,
+    ! or the serial loop.
+    subroutine each_box(task)
+        procedure(pbs_task) :: task
+        if (on_pbs) then
+            if (pbs_executor_run_phase(e, c_funloc(task), c_null_ptr, stats) /= PBS_OK) then
+                write (error_unit, '(a)') pbs_error_message()
+                stop 1
+            end if
+        else
+            !$omp parallel do schedule(runtime) private(status) if(openmp)
+            do k = 0, nx*ny - 1
+                status = task(c_null_ptr, k)
+            end do
+            !$omp end parallel do
+        end if
+    end subroutine each_box
+
     ! `x` with four decimals and its leading zero ("0.1346", where f0.4 writes ".1346").
     function decimal(x) result(text)
         real(c_double), intent(in) :: x

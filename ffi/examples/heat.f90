@@ -35,8 +35,7 @@ contains
         integer(c_size_t), value :: box
         integer :: i, j, i0, j0, units, step
         real(c_double) :: heat, z
-        i0 = int(mod(box, int(nx, c_size_t))) * s
-        j0 = int(box / nx) * s
+        call origin(box, i0, j0)
         heat = 0
         do j = j0 + 1, j0 + s
             do i = i0 + 1, i0 + s
@@ -56,6 +55,15 @@ contains
         if (c_associated(ctx)) continue ! ctx is not used: the field is in this module
     end function sweep
 
+    ! The cells of box `box` (0-based, as pbs counts) are i0 + 1 .. i0 + s by j0 + 1 .. j0 + s.
+    ! RECURSIVE as the tasks that call it are: the threads call it at once.
+    recursive pure subroutine origin(box, i0, j0)
+        integer(c_size_t), intent(in) :: box
+        integer, intent(out) :: i0, j0
+        i0 = int(mod(box, int(nx, c_size_t)))*s
+        j0 = int(box/nx)*s
+    end subroutine origin
+
     ! Fills both time levels of box `box`: hot in the corner, cold elsewhere. Run as the first
     ! loop over the boxes, the way the sweeps run, it is the first touch: it places the box's
     ! pages on the NUMA node of the thread that ran it, its owner unless a thief took it (a
@@ -65,8 +73,7 @@ contains
         type(c_ptr), value :: ctx
         integer(c_size_t), value :: box
         integer :: i0, j0
-        i0 = int(mod(box, int(nx, c_size_t))) * s
-        j0 = int(box / nx) * s
+        call origin(box, i0, j0)
         u(i0 + 1:i0 + s, j0 + 1:j0 + s, :) = merge(100, 0, i0 < nx*s/4 .and. j0 < ny*s/4)
         status = 0
         if (c_associated(ctx)) continue
@@ -77,8 +84,7 @@ contains
         type(c_ptr), value :: ctx
         integer(c_size_t), value :: box
         integer :: i0, j0
-        i0 = int(mod(box, int(nx, c_size_t))) * s
-        j0 = int(box / nx) * s
+        call origin(box, i0, j0)
         heat = sum(u(i0 + 1:i0 + s, j0 + 1:j0 + s, src))
         if (c_associated(ctx)) continue
     end function box_heat

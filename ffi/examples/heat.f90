@@ -151,8 +151,7 @@ program heat
     allocate (u(nx*s, ny*s, 0:1), sink(nx*ny)) ! not touched yet: `fill` does it, box by box
     e = c_null_ptr
     if (on_pbs) then
-        e = pbs_executor_create(scheduler, int(nx, c_size_t), int(ny, c_size_t), 1_c_size_t, &
-                                int(threads, c_size_t), PBS_PIN_WORKERS)
+        e = pbs_executor_create(scheduler, nx, ny, threads=threads)
         if (.not. c_associated(e)) then
             write (error_unit, '(a)') pbs_error_message()
             stop 1

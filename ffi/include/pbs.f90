@@ -9,9 +9,10 @@
 !
 ! Everything is as in pbs.h (read it for what each call does), with these Fortran rules:
 !
-! * Sizes and box indices are integer(c_size_t) and handles type(c_ptr), as in C. Box k is
-!   the C index, from 0: in 2D, column i = mod(k, nx) + 1 and row j = k / nx + 1 of a
-!   Fortran array indexed from 1.
+! * Sizes and box indices are integer(c_size_t) and handles type(c_ptr), as in C (the
+!   constructors pbs_executor_create and pbs_executor_create_with take default integers too,
+!   with nz, threads and pin optional). Box k is the C index, from 0: in 2D, column
+!   i = mod(k, nx) + 1 and row j = k / nx + 1 of a Fortran array indexed from 1.
 ! * A task is a bind(C) function called by several threads at once. Declare it RECURSIVE
 !   (or compile with -frecursive or -fopenmp): gfortran otherwise may give its large local
 !   arrays one static copy that the threads share. Do not initialise a local variable in its
@@ -91,6 +92,21 @@ module pbs
     public :: pbs_task, pbs_range_task, pbs_box_value, pbs_worker_task
 
     public :: pbs_error_message, pbs_executor_create, pbs_executor_create_with, pbs_partitioner_create
+
+    ! pbs_executor_new and pbs_executor_new_with, as pbs.hpp's constructors:
+    !     e = pbs_executor_create(scheduler, nx, ny [, nz, threads, pin])
+    !     e = pbs_executor_create_with(scheduler, settings, nx, ny [, nz, threads, pin])
+    ! nz 1, threads 0 (PBS_NUM_THREADS, else a worker per core) and pin PBS_PIN_WORKERS where
+    ! not given; the sizes of the default integer kind or all of kind c_size_t; `settings` the
+    ! "pbs" scheduler's settings as "NAME=value" strings (trailing blanks dropped), e.g.
+    ! [character(len=16) :: 'PBS_TOL=0.01', 'PBS_STEAL=never']. A null pointer (c_associated
+    ! is false) on error: pbs_error_message() says why.
+    interface pbs_executor_create
+        module procedure executor_create, executor_create_default_kind
+    end interface pbs_executor_create
+    interface pbs_executor_create_with
+        module procedure executor_create_with, executor_create_with_default_kind
+    end interface pbs_executor_create_with
     public :: pbs_last_error_status, pbs_partitioner_balance, pbs_partitioner_free
     public :: pbs_executor_threads, pbs_executor_run_phase, pbs_executor_run_phase_ranges, &
               pbs_executor_reduce_sum, pbs_executor_end_iteration, pbs_executor_on_each_thread, &
@@ -300,25 +316,41 @@ contains
         end do
     end function pbs_error_message
 
-    ! pbs_executor_new: an executor, or a null pointer (c_associated is false) on error.
-    function pbs_executor_create(scheduler, nx, ny, nz, threads, pin) result(e)
+    ! pbs_executor_new (generic pbs_executor_create, sizes of kind c_size_t).
+    function executor_create(scheduler, nx, ny, nz, threads, pin) result(e)
         character(len=*), intent(in) :: scheduler
-        integer(c_size_t), intent(in) :: nx, ny, nz, threads
-        integer(c_int), intent(in) :: pin
+        integer(c_size_t), intent(in) :: nx, ny
+        integer(c_size_t), intent(in), optional :: nz, threads
+        integer(c_int), intent(in), optional :: pin
         type(c_ptr) :: e
-        e = c_executor_new(c_string(scheduler), nx, ny, nz, threads, pin)
-    end function pbs_executor_create
+        integer(c_size_t) :: depth, workers
+        call sizes_or_defaults(nz, threads, depth, workers)
+        e = c_executor_new(c_string(scheduler), nx, ny, depth, workers, pin_or_default(pin))
+    end function executor_create
 
-    ! pbs_executor_new_with: the "pbs" scheduler's settings as "NAME=value" strings (trailing
-    ! blanks dropped), e.g. [character(len=16) :: 'PBS_TOL=0.01', 'PBS_STEAL=never'].
-    function pbs_executor_create_with(scheduler, nx, ny, nz, threads, pin, settings) result(e)
+    ! pbs_executor_new (generic pbs_executor_create, sizes of the default integer kind).
+    function executor_create_default_kind(scheduler, nx, ny, nz, threads, pin) result(e)
         character(len=*), intent(in) :: scheduler
-        integer(c_size_t), intent(in) :: nx, ny, nz, threads
-        integer(c_int), intent(in) :: pin
+        integer, intent(in) :: nx, ny
+        integer, intent(in), optional :: nz, threads
+        integer(c_int), intent(in), optional :: pin
+        type(c_ptr) :: e
+        integer(c_size_t) :: depth, workers
+        call default_kind_sizes(nz, threads, depth, workers)
+        e = executor_create(scheduler, int(nx, c_size_t), int(ny, c_size_t), depth, workers, pin)
+    end function executor_create_default_kind
+
+    ! pbs_executor_new_with (generic pbs_executor_create_with, sizes of kind c_size_t).
+    function executor_create_with(scheduler, settings, nx, ny, nz, threads, pin) result(e)
+        character(len=*), intent(in) :: scheduler
         character(len=*), intent(in) :: settings(:)
+        integer(c_size_t), intent(in) :: nx, ny
+        integer(c_size_t), intent(in), optional :: nz, threads
+        integer(c_int), intent(in), optional :: pin
         type(c_ptr) :: e
         character(kind=c_char), allocatable, target :: text(:, :)
         type(c_ptr), allocatable :: entries(:)
+        integer(c_size_t) :: depth, workers
         integer :: i, c, n
         allocate (text(len(settings) + 1, size(settings)), entries(size(settings) + 1))
         do i = 1, size(settings)
@@ -330,8 +362,49 @@ contains
             entries(i) = c_loc(text(1, i))
         end do
         entries(size(settings) + 1) = c_null_ptr
-        e = c_executor_new_with(c_string(scheduler), nx, ny, nz, threads, pin, entries)
-    end function pbs_executor_create_with
+        call sizes_or_defaults(nz, threads, depth, workers)
+        e = c_executor_new_with(c_string(scheduler), nx, ny, depth, workers, pin_or_default(pin), entries)
+    end function executor_create_with
+
+    ! pbs_executor_new_with (generic pbs_executor_create_with, sizes of the default kind).
+    function executor_create_with_default_kind(scheduler, settings, nx, ny, nz, threads, pin) result(e)
+        character(len=*), intent(in) :: scheduler
+        character(len=*), intent(in) :: settings(:)
+        integer, intent(in) :: nx, ny
+        integer, intent(in), optional :: nz, threads
+        integer(c_int), intent(in), optional :: pin
+        type(c_ptr) :: e
+        integer(c_size_t) :: depth, workers
+        call default_kind_sizes(nz, threads, depth, workers)
+        e = executor_create_with(scheduler, settings, int(nx, c_size_t), int(ny, c_size_t), depth, workers, pin)
+    end function executor_create_with_default_kind
+
+    ! `nz` and `threads` where given, else 1 and 0 (PBS_NUM_THREADS or a worker per core).
+    subroutine sizes_or_defaults(nz, threads, depth, workers)
+        integer(c_size_t), intent(in), optional :: nz, threads
+        integer(c_size_t), intent(out) :: depth, workers
+        depth = 1
+        workers = 0
+        if (present(nz)) depth = nz
+        if (present(threads)) workers = threads
+    end subroutine sizes_or_defaults
+
+    ! `pin` where given, else PBS_PIN_WORKERS (as pbs.hpp's default).
+    integer(c_int) function pin_or_default(pin)
+        integer(c_int), intent(in), optional :: pin
+        pin_or_default = PBS_PIN_WORKERS
+        if (present(pin)) pin_or_default = pin
+    end function pin_or_default
+
+    ! sizes_or_defaults for sizes of the default kind (a negative one becomes a size past any
+    ! grid or thread count, which the library refuses by name).
+    subroutine default_kind_sizes(nz, threads, depth, workers)
+        integer, intent(in), optional :: nz, threads
+        integer(c_size_t), intent(out) :: depth, workers
+        call sizes_or_defaults(depth=depth, workers=workers)
+        if (present(nz)) depth = int(nz, c_size_t)
+        if (present(threads)) workers = int(threads, c_size_t)
+    end subroutine default_kind_sizes
 
     ! pbs_partitioner_new; `method` '' means the default ("power-cells").
     function pbs_partitioner_create(nx, ny, nz, vcores, method, seed) result(p)

@@ -138,10 +138,30 @@ program fortran_api
     e = pbs_executor_create('pbs', 0_c_size_t, ny, 1_c_size_t, 2_c_size_t, PBS_PIN_OFF)
     msg = pbs_error_message()
     call expect(.not. c_associated(e) .and. len(msg) > 0, 'an empty grid is refused: '//msg)
-    e = pbs_executor_create_with('pbs', nx, ny, 1_c_size_t, 2_c_size_t, PBS_PIN_OFF, &
-                                 [character(len=24) :: 'PBS_TOL=0.01', 'PBS_STEAL=sometimes'])
+    e = pbs_executor_create_with('pbs', [character(len=24) :: 'PBS_TOL=0.01', 'PBS_STEAL=sometimes'], nx, ny, &
+                                 1_c_size_t, 2_c_size_t, PBS_PIN_OFF)
     msg = pbs_error_message()
     call expect(.not. c_associated(e) .and. index(msg, 'PBS_STEAL') > 0, 'a bad setting is named: '//msg)
+    e = pbs_executor_create('static', -1, 10)
+    msg = pbs_error_message()
+    call expect(.not. c_associated(e) .and. len(msg) > 0, 'a negative size is refused: '//msg)
+
+    ! The short forms: default-kind sizes, nz 1, threads from PBS_NUM_THREADS or the cores, and
+    ! pinning PBS_PIN_WORKERS unless given.
+    e = pbs_executor_create('static', 12, 10, threads=2, pin=PBS_PIN_OFF)
+    call expect(c_associated(e), 'default-kind sizes')
+    if (c_associated(e)) then
+        call expect(pbs_executor_threads(e) == 2, 'threads by keyword')
+        status = pbs_executor_owners(e, owners, n)
+        call expect(status == PBS_OK, 'as many boxes as 12 x 10')
+        call pbs_executor_free(e)
+    end if
+    e = pbs_executor_create_with('pbs', [character(len=12) :: 'PBS_TOL=0.02'], 12, 10, 1, 1)
+    call expect(c_associated(e), 'default-kind sizes with settings, the pinning left to its default')
+    if (c_associated(e)) then
+        call expect(pbs_executor_threads(e) == 1, 'its one thread')
+        call pbs_executor_free(e)
+    end if
     call expect(pbs_executor_run_phase(c_null_ptr, c_funloc(mark), c_null_ptr) == PBS_NULL_POINTER, &
                 'a null executor is refused')
 
@@ -155,8 +175,8 @@ program fortran_api
     m%boxes = n
     do s = 1, size(schedulers)
         do threads = 1, 3
-            e = pbs_executor_create_with(trim(schedulers(s)), nx, ny, 1_c_size_t, threads, PBS_PIN_OFF, &
-                                         [character(len=12) :: 'PBS_TOL=0.02'])
+            e = pbs_executor_create_with(trim(schedulers(s)), [character(len=12) :: 'PBS_TOL=0.02'], nx, ny, &
+                                         threads=threads, pin=PBS_PIN_OFF)
             call expect(c_associated(e), trim(schedulers(s))//' starts')
             if (.not. c_associated(e)) cycle
             call expect(pbs_executor_threads(e) == threads, 'its threads')

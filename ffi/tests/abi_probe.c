@@ -41,6 +41,7 @@ int main(void) {
     printf("pbs_status %zu %d %d %d %d %d %d %d %d\n", sizeof(pbs_status), PBS_OK, PBS_INVALID_ARGUMENT,
            PBS_NULL_POINTER, PBS_UNSUPPORTED, PBS_INTERNAL_ERROR, PBS_TASK_FAILED, PBS_BUSY,
            PBS_OUT_OF_RESOURCES);
+    printf("pbs_pin %d %d %d\n", PBS_PIN_OFF, PBS_PIN_WORKERS, PBS_PIN_WORKERS_AND_CALLER);
     printf("pbs_outcome %zu\n", sizeof(pbs_outcome));
     FIELD(pbs_outcome, steps);
     FIELD(pbs_outcome, converged);

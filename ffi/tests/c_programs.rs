@@ -84,8 +84,11 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 
 /// The layout of pbs.h's enum and structs as the Rust side has it, in the lines
 /// `tests/abi_probe.c` prints (and `tests/fortran_api.f90`, for the Fortran module's types):
-/// `pbs_status SIZE VALUE...`, `STRUCT SIZE`, `STRUCT.FIELD OFFSET SIZE`.
+/// `pbs_status SIZE VALUE...`, `pbs_pin OFF WORKERS WORKERS_AND_CALLER` (the values
+/// `Pinning::from_c` reads), `STRUCT SIZE`, `STRUCT.FIELD OFFSET SIZE`.
 fn rust_layout() -> Vec<String> {
+    use pbs_scheduler::pinning::Pinning;
+    let pin = |p: Pinning| (0..8).find(|&c| Pinning::from_c(c) == Some(p)).expect("a C value for each pinning");
     let mut want = vec![
         format!(
             "pbs_status {} {} {} {} {} {} {} {} {}",
@@ -99,6 +102,7 @@ fn rust_layout() -> Vec<String> {
             Status::Busy as i32,
             Status::OutOfResources as i32
         ),
+        format!("pbs_pin {} {} {}", pin(Pinning::Off), pin(Pinning::Workers), pin(Pinning::WorkersAndCaller)),
         format!("pbs_outcome {}", size_of::<Outcome>()),
     ];
     macro_rules! fields {

@@ -108,6 +108,7 @@ program fortran_api
     ! The status values and the shared types' layout, for c_programs.rs to compare with Rust's.
     write (*, '(a,9(1x,i0))') 'pbs_status', c_sizeof(why), PBS_OK, PBS_INVALID_ARGUMENT, PBS_NULL_POINTER, &
         PBS_UNSUPPORTED, PBS_INTERNAL_ERROR, PBS_TASK_FAILED, PBS_BUSY, PBS_OUT_OF_RESOURCES
+    write (*, '(a,3(1x,i0))') 'pbs_pin', PBS_PIN_OFF, PBS_PIN_WORKERS, PBS_PIN_WORKERS_AND_CALLER
     write (*, '(a,1x,i0)') 'pbs_outcome', c_sizeof(outcome)
     call field_line('pbs_outcome.steps', c_loc(outcome), c_loc(outcome%steps), c_sizeof(outcome%steps))
     call field_line('pbs_outcome.converged', c_loc(outcome), c_loc(outcome%converged), c_sizeof(outcome%converged))

@@ -15,10 +15,14 @@
 !   i = mod(k, nx) + 1 and row j = k / nx + 1 of a Fortran array indexed from 1.
 ! * A task is a bind(C) function called by several threads at once. Declare it RECURSIVE
 !   (or compile with -frecursive or -fopenmp): gfortran otherwise may give its large local
-!   arrays one static copy that the threads share. Do not initialise a local variable in its
-!   declaration (that makes it SAVE: one copy for all threads). Each call writes only box k's
-!   data. Pass it with c_funloc(task), its data as c_loc(x) of a TARGET (ctx), or reach module
-!   variables and pass c_null_ptr. A task returns 0, or non-zero to fail the phase.
+!   arrays one static copy that the threads share. Its local arrays then live on the stack of
+!   the thread that runs it: the calling thread's (ulimit -s) and the workers' (PBS_STACKSIZE
+!   or OMP_STACKSIZE, else ulimit -s); large ones need both raised, as under OpenMP, or an
+!   overflow ends the program with a segmentation fault (16 MB of locals did, at 8 MB). Do
+!   not initialise a local variable in its declaration (that makes it SAVE: one copy for all
+!   threads). Each call writes only box k's data. Pass it with c_funloc(task), its data as
+!   c_loc(x) of a TARGET (ctx), or reach module variables and pass c_null_ptr. A task returns
+!   0, or non-zero to fail the phase.
 ! * Strings go in as Fortran strings (pbs_executor_create, pbs_executor_create_with,
 !   pbs_partitioner_create); pbs_error_message() returns the last error as a Fortran string.
 ! * pbs_status values are integer(c_int); owners are integer(c_int32_t) holding C's uint32_t.

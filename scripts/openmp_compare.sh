@@ -89,26 +89,35 @@ check() { # check NAME VALUE OP LIMIT
     fi
 }
 
+omp=(omp-static omp-static:4 omp-dynamic:1 omp-dynamic:4 omp-dynamic:16 omp-dynamic:64 omp-guided omp-guided:4)
+# against_schedules LABEL PBS_ARGS: pbs (variant 0, $heat with PBS_ARGS) and every OpenMP schedule
+# of `omp` (variants 1..), in rounds; prints each schedule's time and pbs over it, pbs's time and
+# efficiency, and pbs over the best schedule chosen on the other half of the rounds. Sets `best`
+# (the fastest schedule over all rounds), `held`, `odd` and `even` (held_out's).
+against_schedules() {
+    local label=$1 v s ms best_ms=
+    local variants=("|$2")
+    for s in "${omp[@]}"; do variants+=("$bind|$s $threads $iters"); done
+    rounds "$label" "${variants[@]}"
+    best=1
+    for ((v = 1; v < ${#variants[@]}; v++)); do
+        ms=$(column_of "$label" $v 3)
+        printf '  %-16s %8.4f ms/iteration  pbs/this %.3f\n' "${omp[v - 1]}" "$ms" "$(ratio "$label" 0 $v)"
+        if [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then best=$v best_ms=$ms; fi
+    done
+    printf '  %-16s %8.4f ms/iteration  efficiency %s\n' pbs "$(column_of "$label" 0 3)" "$(column_of "$label" 0 4)"
+    read -r held odd even <<<"$(held_out "$label" ${#variants[@]})"
+    printf '  pbs / best OpenMP chosen on the other half of the rounds (%s on odd rounds, %s on even) = %s\n' \
+        "${omp[odd - 1]}" "${omp[even - 1]}" "$held"
+}
+
 args="pbs $threads $iters"
 echo "== heat.c, $threads threads, $iters iterations, $rounds interleaved rounds, medians"
 echo "-- imbalanced: a hot corner"
-omp=(omp-static omp-static:4 omp-dynamic:1 omp-dynamic:4 omp-dynamic:16 omp-dynamic:64 omp-guided omp-guided:4)
-variants=("|$args pin=1")
-for s in "${omp[@]}"; do variants+=("$bind|$s $threads $iters"); done
-rounds corner "${variants[@]}"
-best=1 best_ms=
-for ((v = 1; v < ${#variants[@]}; v++)); do
-    ms=$(column_of corner $v 3)
-    printf '  %-16s %8.4f ms/iteration  pbs/this %.3f\n' "${omp[v - 1]}" "$ms" "$(ratio corner 0 $v)"
-    if [ -z "$best_ms" ] || awk -v a="$ms" -v b="$best_ms" 'BEGIN { exit !(a < b) }'; then best=$v best_ms=$ms; fi
-done
-printf '  %-16s %8.4f ms/iteration  efficiency %s\n' pbs "$(column_of corner 0 3)" "$(column_of corner 0 4)"
+against_schedules corner "$args pin=1"
 check "pbs / OpenMP static" "$(ratio corner 0 1)" "<=" 0.95
 check "pbs / best OpenMP (${omp[best - 1]})" "$(ratio corner 0 $best)" "<=" 1.05
 check "pbs efficiency" "$(column_of corner 0 4)" ">=" 0.97
-read -r held odd even <<<"$(held_out corner ${#variants[@]})"
-printf '  pbs / best OpenMP chosen on the other half of the rounds (%s on odd rounds, %s on even) = %s\n' \
-    "${omp[odd - 1]}" "${omp[even - 1]}" "$held"
 verdict() { if awk -v x="$1" 'BEGIN { exit !(x <= 0.97) }'; then echo met; else echo "not met"; fi; }
 if [ "$odd" = "$even" ]; then
     echo "  issue 19's 0.97x the best OpenMP schedule: $(verdict "$held") with the best chosen on the other rounds," \
@@ -140,16 +149,7 @@ printf '  for the record, pure pbs with the caller pinned during phases only / f
 echo "-- for the record: ffi/examples/heat.f90, the same comparison in Fortran (the field in one array"
 echo "   of two time levels, the OpenMP loop a !\$omp parallel do); no target"
 heat=$heat_f90
-variants=("|pbs $threads $iters")
-for s in "${omp[@]}"; do variants+=("$bind|$s $threads $iters"); done
-rounds fortran "${variants[@]}"
-for ((v = 1; v < ${#variants[@]}; v++)); do
-    printf '  %-16s %8.4f ms/iteration  pbs/this %.3f\n' "${omp[v - 1]}" "$(column_of fortran $v 3)" "$(ratio fortran 0 $v)"
-done
-printf '  %-16s %8.4f ms/iteration  efficiency %s\n' pbs "$(column_of fortran 0 3)" "$(column_of fortran 0 4)"
-read -r held odd even <<<"$(held_out fortran ${#variants[@]})"
-printf '  pbs / best OpenMP chosen on the other half of the rounds (%s on odd rounds, %s on even) = %s\n' \
-    "${omp[odd - 1]}" "${omp[even - 1]}" "$held"
+against_schedules fortran "pbs $threads $iters"
 
 if [ ${#missed[@]} -gt 0 ]; then
     echo "openmp_compare: missed ${missed[*]}"

@@ -34,14 +34,22 @@ fn compile_with(source: &Path, name: &str, flags: &[&str]) -> PathBuf {
 /// `source` compiled by `compiler` in `standard`, warnings are errors, against pbs.h and
 /// libpbs_ffi.so.
 fn compile_by(compiler: &str, standard: &str, source: &Path, name: &str, flags: &[&str]) -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let lib = library_dir();
-    let cc = compiler;
-    let result = Command::new(cc)
-        .args([standard, "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+    let mut c = Command::new(compiler);
+    c.args([standard, "-O2", "-Wall", "-Wextra", "-Werror", "-pedantic"])
         .arg(format!("-I{MANIFEST}/include"))
         .arg(source)
-        .args(flags)
+        .args(flags);
+    linked(c, name, &source.display().to_string())
+}
+
+/// Runs the compiler command `c` (sources and flags given) with libpbs_ffi.so linked in
+/// (`-lm` too) and found at run time through the rpath, into `name` under the test's
+/// folder; panics with the compiler's messages about `what` if it fails.
+fn linked(mut c: Command, name: &str, what: &str) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let lib = library_dir();
+    let compiler = c.get_program().to_string_lossy().into_owned();
+    let result = c
         .arg("-L")
         .arg(&lib)
         .args(["-lpbs_ffi", "-lm"])
@@ -49,11 +57,10 @@ fn compile_by(compiler: &str, standard: &str, source: &Path, name: &str, flags: 
         .arg("-o")
         .arg(&out)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run the compiler {cc:?} ({e}): install it (scripts/test.sh does)"));
+        .unwrap_or_else(|e| panic!("cannot run the compiler {compiler:?} ({e}): install it (scripts/test.sh does)"));
     assert!(
         result.status.success(),
-        "{} did not compile:\n{}",
-        source.display(),
+        "{what} did not compile with {compiler}:\n{}",
         String::from_utf8_lossy(&result.stderr)
     );
     out
@@ -482,32 +489,17 @@ fn fortran_compilers() -> [&'static str; 2] {
 /// standard allows (an OPTIONAL argument of a BIND(C) interface, C_F_POINTER to a derived type
 /// that is not BIND(C): both Fortran 2018).
 fn compile_fortran(compiler: &str, sources: &[&str], name: &str, flags: &[&str]) -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let modules = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-modules"));
     std::fs::create_dir_all(&modules).unwrap();
-    let lib = library_dir();
     let strict: &[&str] = if compiler == "gfortran" { &["-Wall", "-Wextra", "-Werror", "-pedantic"] } else { &[] };
-    let result = Command::new(compiler)
-        .args(["-std=f2018", "-O2"])
+    let mut c = Command::new(compiler);
+    c.args(["-std=f2018", "-O2"])
         .args(strict)
         .args(flags)
         .arg(format!("-J{}", modules.display()))
         .arg(Path::new(MANIFEST).join("include/pbs.f90"))
-        .args(sources.iter().map(|s| Path::new(MANIFEST).join(s)))
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lpbs_ffi")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {compiler} ({e}): install it (scripts/test.sh does)"));
-    assert!(
-        result.status.success(),
-        "{sources:?} did not compile with {compiler}:\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out
+        .args(sources.iter().map(|s| Path::new(MANIFEST).join(s)));
+    linked(c, name, &format!("{sources:?}"))
 }
 
 /// pbs.f90 under gfortran and LLVM Flang: it binds every function the library exports; every

@@ -12,7 +12,6 @@ module fortran_checks
 
     ! What the tasks of one phase write: a context reached through `ctx`.
     type :: marks
-        integer(c_size_t) :: boxes
         integer(c_int), allocatable :: runs(:), worker(:)
         integer(c_int) :: failing = -1
     end type marks
@@ -173,7 +172,6 @@ program fortran_api
         expected = expected + uneven(c_null_ptr, k)
     end do
     allocate (m%runs(n), m%worker(n))
-    m%boxes = n
     do s = 1, size(schedulers)
         do threads = 1, 3
             e = pbs_executor_create_with(trim(schedulers(s)), [character(len=12) :: 'PBS_TOL=0.02'], nx, ny, &

@@ -52,6 +52,7 @@
 //! | vCores: positions, weights, the owner of every box, charges | [`VCores`] | [`vcores`] |
 //! | a k-way recursive coordinate bisection, the compact cold start | [`bisection::kway_rcb`], [`VCores::from_bisection`] | [`bisection`] |
 //! | mending a partition across its own borders (diffusion) | [`diffusion::diffuse`] | [`diffusion`] |
+//! | refining a partition box by box, to within 0.5 % of the bound | [`refine::refine`] | [`refine`] |
 //! | which vCore owns a box (power distance, fast assignment) | [`assign::Assignment`] | [`assign`] |
 //! | a method: one step of moving the vCores | [`Balancer`] | [`methods`] (one file each) |
 //! | when to stop, the driver (a first balancing, a rebalancing), what a run reports | [`StopRule`], [`balance`], [`rebalance`], [`Outcome`] | [`balancer`] |
@@ -79,6 +80,7 @@ pub mod methods;
 pub mod metrics;
 pub mod pack_steal;
 pub mod problem;
+pub mod refine;
 pub mod rng;
 pub mod tiling;
 pub mod vcores;

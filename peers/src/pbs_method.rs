@@ -19,6 +19,9 @@ pub struct Pbs {
     pub seed: u64,
     /// Where a cold start places the vCores.
     pub cold_start: ColdStart,
+    /// Whether a cold start's owners are refined box by box at the end ([`pbs::refine`]);
+    /// warm starts keep the power cells' owners, which move fewer boxes.
+    pub refine: bool,
     state: Option<(Grid, VCores)>,
     steps: Option<usize>,
 }
@@ -41,6 +44,7 @@ impl Default for Pbs {
             stop: None,
             seed: 1,
             cold_start: ColdStart::Bisection,
+            refine: true,
             state: None,
             steps: None,
         }
@@ -48,7 +52,8 @@ impl Default for Pbs {
 }
 
 impl Pbs {
-    /// The pbs rows of the peers table by name (`pbs`, `pbs-random-start`, `pbs-pair`), stopped
+    /// The pbs rows of the peers table by name (`pbs`, `pbs-cells`, `pbs-random-start`,
+    /// `pbs-pair`), stopped
     /// by `stop` (`None`: as [`Pbs::stop`] says); `None` for any other name.
     pub fn variant(name: &str, stop: Option<StopRule>) -> Option<Pbs> {
         let mut p = Pbs::with_stop(stop);
@@ -56,6 +61,7 @@ impl Pbs {
             "pbs" => {}
             "pbs-pair" => p.method = "power-cells-pair".into(),
             "pbs-random-start" => p.cold_start = ColdStart::Random,
+            "pbs-cells" => p.refine = false,
             _ => return None,
         }
         Some(p)
@@ -69,7 +75,9 @@ impl Pbs {
 
 impl Partitioner for Pbs {
     fn name(&self) -> &str {
-        if self.cold_start == ColdStart::Random {
+        if !self.refine {
+            "pbs-cells"
+        } else if self.cold_start == ColdStart::Random {
             "pbs-random-start"
         } else if self.method == methods::DEFAULT {
             "pbs"
@@ -101,7 +109,10 @@ impl Partitioner for Pbs {
             balance(method.as_mut(), &problem, &mut vcores, stop, |_| {})
         };
         self.steps = Some(outcome.steps);
-        let owners = vcores.owners().to_vec();
+        let mut owners = vcores.owners().to_vec();
+        if self.refine && !warm {
+            pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
+        }
         self.state = Some((*grid, vcores));
         Ok(owners)
     }

@@ -1,0 +1,749 @@
+//! Box-level refinement of a partition: single boundary boxes handed to a neighbouring part,
+//! first to bring the largest charge down to a target, then to shorten the borders.
+//!
+//! Power cells are convex, so a cell can only gain or lose whole slices of boxes along its
+//! border, and near the bound its charge moves in steps of a boundary box's load: a balancing
+//! stops within its tolerance, not at the bound, and its borders are straight lines drawn
+//! across the grid's boxes. Refinement works on owners instead (as METIS's k-way refinement
+//! does after its coarsening), one box at a time:
+//!
+//! 1. **Balance.** While the most charged part `P` is above the target, move one of its boxes
+//!    `b` to a face-neighbouring part `Q` with `charge(Q) + q_b < charge(P)`. Such a move lowers
+//!    the sorted charges lexicographically, so the pass ends. Moves that leave `Q` within the
+//!    target come first, fewest cut edges added first; only when there is none may `Q` go over
+//!    it (a ripple the next moves carry on), most even pair of charges first. When no box of
+//!    `P` can go, a chain of moves through neighbouring parts (each passing on one box for
+//!    the one it gets) may reach a part with room; failing that, a loaded box of `P` behind a
+//!    strip of empty ones may go with the strip.
+//! 2. **Borders.** Sweeps over the boxes move a box to the neighbouring part holding more of its
+//!    faces than its own part, where that part stays within the largest charge the first pass
+//!    left. Each move shortens the cut by at least one edge, so the sweeps end.
+//!
+//! No move leaves a part with no box or splits a part: a box leaves only if the boxes of its
+//! part among its face neighbours stay connected without it: first looked for in the 3×3
+//! square (3×3×3 cube) around it, then, for a part shaped like a ring, over the whole part.
+//! A part in one piece stays in one piece.
+//! Ties go to the lowest box index and part id: the result is deterministic.
+
+use crate::grid::Grid;
+use crate::problem::Problem;
+
+/// How far [`refine`] goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RefineSettings {
+    /// The balance pass stops once the largest charge is within `(1 + tol)` × the lower bound
+    /// (see [`Problem::lower_bound`]); `0` goes on until no move lowers it.
+    pub tol: f64,
+    /// Moves of the balance pass at most, in units of the grid's boxes (a guard: each move
+    /// lowers the sorted charges, so the pass ends anyway).
+    pub max_moves_per_box: f64,
+    /// Sweeps of the border pass at most.
+    pub border_sweeps: usize,
+}
+
+impl Default for RefineSettings {
+    fn default() -> Self {
+        RefineSettings { tol: 0.005, max_moves_per_box: 1.0, border_sweeps: 8 }
+    }
+}
+
+/// What [`refine`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Refined {
+    /// Boxes moved by the balance pass.
+    pub balance_moves: usize,
+    /// Boxes moved by the border pass.
+    pub border_moves: usize,
+}
+
+/// Refines `owners` (one part id below `problem.vcores()` per box) in place: see the module
+/// documentation.
+///
+/// ```
+/// use pbs::{bisection::kway_rcb, metrics, refine, Grid, Problem};
+/// let grid = Grid::new(40, 40)?;
+/// let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 7) as f64).collect();
+/// let problem = Problem::new(grid, &loads, 10)?;
+/// let mut owners = kway_rcb(&grid, &loads, 10)?;
+/// let before = metrics::max_avg(&metrics::charges(&owners, &loads, 10));
+/// refine::refine(&problem, &mut owners, refine::RefineSettings::default())?;
+/// let after = metrics::max_avg(&metrics::charges(&owners, &loads, 10));
+/// assert!(after <= before && after <= 1.005 * problem.lower_bound());
+/// assert_eq!(metrics::disconnected_parts(&grid, &owners, 10), 0);
+/// # Ok::<(), pbs::Error>(())
+/// ```
+///
+/// # Errors
+/// [`crate::Error::Parameter`] if `owners` does not hold one part id below the vCore count
+/// per box, or a setting is negative or not finite.
+pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -> crate::Result<Refined> {
+    let grid = problem.grid();
+    let parts = problem.vcores();
+    if owners.len() != grid.len() || owners.iter().any(|&p| p as usize >= parts) {
+        let bad = owners.iter().position(|&p| p as usize >= parts);
+        return Err(crate::Error::Parameter {
+            name: "owners",
+            value: match bad {
+                Some(k) if owners.len() == grid.len() => format!("part {} at box {k}", owners[k]),
+                _ => format!("{} part ids", owners.len()),
+            },
+            reason: "expected one part id below the vCore count per box of the grid",
+        });
+    }
+    for (name, v) in [("tol", settings.tol), ("max_moves_per_box", settings.max_moves_per_box)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(crate::Error::Parameter {
+                name, value: v.to_string(), reason: "expected a finite number ≥ 0"
+            });
+        }
+    }
+    let mut state = State::new(problem, owners);
+    let target = (1.0 + settings.tol) * problem.lower_bound() * problem.mean();
+    let max_moves = (settings.max_moves_per_box * grid.len() as f64) as usize;
+    let balance_moves = state.balance(target, max_moves);
+    let border_moves = state.shorten_borders(settings.border_sweeps);
+    Ok(Refined { balance_moves, border_moves })
+}
+
+/// Border boxes from which the balance pass makes several moves per search of a border.
+const BATCH_FROM: usize = 512;
+
+/// Strips of empty boxes [`State::move_path`] tries before it gives up on a part.
+const PATH_TRIES: usize = 8;
+
+/// Owners with each part's charge, box count and border boxes, kept in step move by move.
+struct State<'p, 'o> {
+    grid: Grid,
+    loads: &'p [f64],
+    owners: &'o mut [u32],
+    charge: Vec<f64>,
+    count: Vec<usize>,
+    /// Per part, every box of it with a face neighbour in another part, and maybe boxes that
+    /// have left or no longer border (dropped by [`State::border`]): a move only pushes.
+    borders: Vec<Vec<u32>>,
+    /// Scratch of [`State::border`]: the pass that last kept each box.
+    kept: Vec<u32>,
+    pass: u32,
+}
+
+/// A candidate move of the balance pass.
+struct Candidate {
+    tier: u8,
+    key: (f64, f64),
+    b: u32,
+    to: u32,
+}
+
+impl<'p, 'o> State<'p, 'o> {
+    fn new(problem: &'p Problem, owners: &'o mut [u32]) -> Self {
+        let parts = problem.vcores();
+        let loads = problem.loads();
+        let mut charge = vec![0.0; parts];
+        let mut count = vec![0; parts];
+        for (k, &p) in owners.iter().enumerate() {
+            charge[p as usize] += loads[k];
+            count[p as usize] += 1;
+        }
+        let mut state = State {
+            grid: *problem.grid(),
+            loads,
+            owners,
+            charge,
+            count,
+            borders: vec![Vec::new(); parts],
+            kept: vec![0; loads.len()],
+            pass: 0,
+        };
+        for k in 0..state.owners.len() {
+            if state.on_border(k) {
+                state.borders[state.owners[k] as usize].push(k as u32);
+            }
+        }
+        state
+    }
+
+    /// Whether box `k` has a face neighbour in another part.
+    fn on_border(&self, k: usize) -> bool {
+        let mut other = false;
+        self.grid.for_each_neighbour(k, |n| other |= self.owners[n] != self.owners[k]);
+        other
+    }
+
+    /// Part `p`'s border boxes, each once, in the order they were found (taken out of
+    /// `borders`; give them back with [`State::give_back`]).
+    fn border(&mut self, p: usize) -> Vec<u32> {
+        self.pass += 1;
+        let mut list = std::mem::take(&mut self.borders[p]);
+        list.retain(|&k| {
+            let k = k as usize;
+            let keep = self.owners[k] as usize == p && self.kept[k] != self.pass && self.on_border(k);
+            if keep {
+                self.kept[k] = self.pass;
+            }
+            keep
+        });
+        list
+    }
+
+    fn give_back(&mut self, p: usize, list: Vec<u32>) {
+        let pushed = std::mem::replace(&mut self.borders[p], list);
+        self.borders[p].extend(pushed);
+    }
+
+    fn move_box(&mut self, b: usize, to: u32) {
+        let from = self.owners[b] as usize;
+        self.owners[b] = to;
+        self.count[from] -= 1;
+        self.count[to as usize] += 1;
+        self.charge[from] -= self.loads[b];
+        self.charge[to as usize] += self.loads[b];
+        self.borders[to as usize].push(b as u32);
+        let (owners, borders) = (&*self.owners, &mut self.borders);
+        self.grid.for_each_neighbour(b, |n| {
+            if owners[n] as usize == from {
+                borders[from].push(n as u32);
+            }
+        });
+    }
+
+    /// The most charged part (lowest id among equals).
+    fn heaviest(&self) -> usize {
+        let mut best = 0;
+        for (p, &c) in self.charge.iter().enumerate() {
+            if c > self.charge[best] {
+                best = p;
+            }
+        }
+        best
+    }
+
+    /// Face neighbours of `b` counted by part: `(part, count)` pairs, at most six.
+    fn neighbour_parts(&self, b: usize) -> ([(u32, u8); 6], usize) {
+        let mut out = [(0u32, 0u8); 6];
+        let mut len = 0;
+        self.grid.for_each_neighbour(b, |n| {
+            let p = self.owners[n];
+            match out[..len].iter_mut().find(|e| e.0 == p) {
+                Some(e) => e.1 += 1,
+                None => {
+                    out[len] = (p, 1);
+                    len += 1;
+                }
+            }
+        });
+        (out, len)
+    }
+
+    fn balance(&mut self, target: f64, max_moves: usize) -> usize {
+        let mut moves = 0;
+        let mut candidates = Vec::new();
+        while moves < max_moves {
+            let p = self.heaviest();
+            let cp = self.charge[p];
+            if cp <= target || self.count[p] <= 1 {
+                break;
+            }
+            candidates.clear();
+            let border = self.border(p);
+            for &b in &border {
+                let q = self.loads[b as usize];
+                if q <= 0.0 {
+                    continue;
+                }
+                let (near, len) = self.neighbour_parts(b as usize);
+                let own = near[..len].iter().find(|e| e.0 as usize == p).map_or(0, |e| e.1);
+                for &(to, count) in &near[..len] {
+                    let after = self.charge[to as usize] + q;
+                    if to as usize == p || after >= cp {
+                        continue;
+                    }
+                    // Edges this move adds to the cut (negative: removes).
+                    let added = f64::from(own) - f64::from(count);
+                    let pair = after.max(cp - q);
+                    let (tier, key) = if after <= target { (0, (added, pair)) } else { (1, (pair, added)) };
+                    candidates.push(Candidate { tier, key, b, to });
+                }
+            }
+            let border_len = border.len();
+            self.give_back(p, border);
+            candidates.sort_by(|x, y| {
+                (x.tier, x.key.0, x.key.1, x.b, x.to)
+                    .partial_cmp(&(y.tier, y.key.0, y.key.1, y.b, y.to))
+                    .expect("charges and loads are finite")
+            });
+            // The first move that may go; on a long border, then, while `p` stays above the
+            // target, the next ones that add no cut edge and still leave their receiver within
+            // it. A search of a long border per move made refining a 1000² grid take seconds;
+            // on short ones it is cheap, and a search after each move cuts fewer edges.
+            let batched = border_len >= BATCH_FROM;
+            let mut batch = 0;
+            for c in &candidates {
+                let (b, to) = (c.b as usize, c.to as usize);
+                if batch > 0 && !batched {
+                    break;
+                }
+                if batch > 0 {
+                    let after = self.charge[to] + self.loads[b];
+                    let still = self.owners[b] as usize == p && self.touches(b, to);
+                    if !(self.charge[p] > target && moves + batch < max_moves) {
+                        break;
+                    }
+                    if !(still && after <= target && after < self.charge[p] && c.key.0 <= 0.0) {
+                        continue;
+                    }
+                }
+                if self.may_leave(b) {
+                    self.move_box(b, c.to);
+                    batch += 1;
+                    if c.tier > 0 {
+                        break;
+                    }
+                }
+            }
+            if batch > 0 {
+                moves += batch;
+            } else if let Some(chain) = self.move_chain(p, cp) {
+                moves += chain;
+            } else if let Some(path) = self.move_path(p, cp) {
+                moves += path;
+            } else {
+                break;
+            }
+        }
+        moves
+    }
+
+    /// When no single box of `p` can go: a chain of moves through neighbouring parts, `p` to
+    /// `x₁` to … to a part with room, each part passing on one box for the one it receives
+    /// and staying under `cp`. Found breadth first over the parts (the shortest chain); each
+    /// part passes on the box that adds the fewest cut edges. Returns the boxes moved, or
+    /// `None` when no chain leads to room.
+    fn move_chain(&mut self, p: usize, cp: f64) -> Option<usize> {
+        let parts = self.charge.len();
+        // For each part reached: the part it was reached from and the box it gets from there.
+        let mut from: Vec<Option<(usize, usize)>> = vec![None; parts];
+        let mut queue = std::collections::VecDeque::from([p]);
+        let mut visited = vec![false; parts];
+        visited[p] = true;
+        while let Some(x) = queue.pop_front() {
+            let incoming = from[x].map(|(_, a)| a);
+            let gained = incoming.map_or(0.0, |a| self.loads[a]);
+            // The best box towards each neighbouring part: (edges added, box).
+            let mut best: Vec<(usize, (f64, usize))> = Vec::new();
+            let border = self.border(x);
+            for &b in &border {
+                let b = b as usize;
+                let q = self.loads[b];
+                if q <= 0.0 || (x != p && self.charge[x] + gained - q >= cp) {
+                    continue;
+                }
+                let (near, len) = self.neighbour_parts(b);
+                let own = near[..len].iter().find(|e| e.0 as usize == x).map_or(0, |e| e.1);
+                for &(y, count) in &near[..len] {
+                    let y = y as usize;
+                    if visited[y] {
+                        continue;
+                    }
+                    let key = (f64::from(own) - f64::from(count), b);
+                    match best.iter_mut().find(|e| e.0 == y) {
+                        Some(e) if key.partial_cmp(&e.1) == Some(std::cmp::Ordering::Less) => e.1 = key,
+                        Some(_) => {}
+                        None => best.push((y, key)),
+                    }
+                }
+            }
+            self.give_back(x, border);
+            best.sort_by_key(|e| e.0);
+            for (y, (_, b)) in best {
+                // The box `x` gets must stay joined to `x` once `b` has gone.
+                if incoming.is_some_and(|a| !self.touches_without(a, x, b)) || !self.may_leave(b) {
+                    continue;
+                }
+                visited[y] = true;
+                from[y] = Some((x, b));
+                if self.charge[y] + self.loads[b] < cp {
+                    let mut moves = 0;
+                    let mut at = y;
+                    while let Some((x, b)) = from[at] {
+                        self.move_box(b, at as u32);
+                        moves += 1;
+                        at = x;
+                    }
+                    return Some(moves);
+                }
+                queue.push_back(y);
+            }
+        }
+        None
+    }
+
+    /// Whether box `b` has a face neighbour in part `x`.
+    fn touches(&self, b: usize, x: usize) -> bool {
+        let mut found = false;
+        self.grid.for_each_neighbour(b, |n| found |= self.owners[n] as usize == x);
+        found
+    }
+
+    /// Whether box `a` has a face neighbour in part `x` other than box `b`.
+    fn touches_without(&self, a: usize, x: usize, b: usize) -> bool {
+        let mut found = false;
+        self.grid.for_each_neighbour(a, |n| found |= n != b && self.owners[n] as usize == x);
+        found
+    }
+
+    /// When no single box of `p` can go, a loaded box behind a strip of empty ones may: the
+    /// strip and the box move together to the part on the strip's other side, which must stay
+    /// under `cp`. Searched breadth first through `p`'s empty boxes from its borders, so the
+    /// shortest strip goes first; at most [`PATH_TRIES`] strips are tried. Returns the boxes
+    /// moved, or `None` when none could.
+    fn move_path(&mut self, p: usize, cp: f64) -> Option<usize> {
+        // For each box of `p` reached: the part the strip leads to and the box before it.
+        let mut reached = std::collections::HashMap::new();
+        let mut queue = std::collections::VecDeque::new();
+        let border = self.border(p);
+        for &b in &border {
+            let b = b as usize;
+            if self.loads[b] > 0.0 {
+                continue;
+            }
+            let (near, len) = self.neighbour_parts(b);
+            if let Some(&(to, _)) = near[..len]
+                .iter()
+                .filter(|e| e.0 as usize != p)
+                .min_by(|x, y| self.charge[x.0 as usize].total_cmp(&self.charge[y.0 as usize]).then(x.0.cmp(&y.0)))
+            {
+                reached.insert(b, (to, usize::MAX));
+                queue.push_back(b);
+            }
+        }
+        self.give_back(p, border);
+        let mut tries = 0;
+        while let Some(k) = queue.pop_front() {
+            let (to, _) = reached[&k];
+            let mut next = Vec::new();
+            self.grid.for_each_neighbour(k, |n| {
+                if self.owners[n] as usize == p && !reached.contains_key(&n) {
+                    next.push(n);
+                }
+            });
+            for n in next {
+                reached.insert(n, (to, k));
+                if self.loads[n] <= 0.0 {
+                    queue.push_back(n);
+                    continue;
+                }
+                if self.charge[to as usize] + self.loads[n] >= cp {
+                    continue;
+                }
+                let mut path = vec![n];
+                while let Some(&(_, before)) = reached.get(path.last().expect("not empty")) {
+                    if before == usize::MAX {
+                        break;
+                    }
+                    path.push(before);
+                }
+                // The border end first, so that each box joins `to` beside the one before it.
+                path.reverse();
+                if self.move_all(&path, to) {
+                    return Some(path.len());
+                }
+                tries += 1;
+                if tries == PATH_TRIES {
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Moves `path` to part `to` box by box, each only if it may leave; undoes them all and
+    /// returns false if one may not.
+    fn move_all(&mut self, path: &[usize], to: u32) -> bool {
+        let from = self.owners[path[0]];
+        for (done, &b) in path.iter().enumerate() {
+            if !self.may_leave(b) {
+                for &back in path[..done].iter().rev() {
+                    self.move_box(back, from);
+                }
+                return false;
+            }
+            self.move_box(b, to);
+        }
+        true
+    }
+
+    fn shorten_borders(&mut self, sweeps: usize) -> usize {
+        let ceiling = self.charge[self.heaviest()];
+        let mut moves = 0;
+        for _ in 0..sweeps {
+            let before = moves;
+            let mut boxes = Vec::new();
+            for p in 0..self.charge.len() {
+                let border = self.border(p);
+                boxes.extend_from_slice(&border);
+                self.give_back(p, border);
+            }
+            boxes.sort_unstable();
+            for b in boxes {
+                let b = b as usize;
+                let p = self.owners[b];
+                let (near, len) = self.neighbour_parts(b);
+                let own = near[..len].iter().find(|e| e.0 == p).map_or(0, |e| e.1);
+                let q = self.loads[b];
+                let best = near[..len]
+                    .iter()
+                    .filter(|e| e.0 != p && e.1 > own && self.charge[e.0 as usize] + q <= ceiling)
+                    .fold(None::<(u32, u8)>, |acc, &e| match acc {
+                        Some(a) if (a.1, std::cmp::Reverse(a.0)) >= (e.1, std::cmp::Reverse(e.0)) => Some(a),
+                        _ => Some(e),
+                    });
+                if let Some((to, _)) = best {
+                    if self.may_leave(b) {
+                        self.move_box(b, to);
+                        moves += 1;
+                    }
+                }
+            }
+            if moves == before {
+                break;
+            }
+        }
+        moves
+    }
+
+    /// Whether box `b` may leave its part: the part keeps another box, and the part's boxes
+    /// among `b`'s face neighbours stay connected without it (then every path through `b` has
+    /// a detour, so the part's pieces stay as many).
+    fn may_leave(&self, b: usize) -> bool {
+        let p = self.owners[b];
+        if self.count[p as usize] <= 1 {
+            return false;
+        }
+        let [nx, ny, nz] = self.grid.dims();
+        let [i, j, l] = self.grid.coords(b);
+        // Slot s = (dl + 1) * 9 + (dj + 1) * 3 + (di + 1) of the block; the centre is 13.
+        let mut inside = [false; 27];
+        for (s, cell) in inside.iter_mut().enumerate() {
+            let d = [(s % 3) as isize - 1, ((s / 3) % 3) as isize - 1, (s / 9) as isize - 1];
+            let c = [i as isize + d[0], j as isize + d[1], l as isize + d[2]];
+            let fits = (0..3).all(|a| c[a] >= 0 && (c[a] as usize) < [nx, ny, nz][a]);
+            if s != 13 && fits {
+                *cell = self.owners[self.grid.index(c[0] as usize, c[1] as usize, c[2] as usize)] == p;
+            }
+        }
+        const FACES: [usize; 6] = [12, 14, 10, 16, 4, 22];
+        let faces: Vec<usize> = FACES.iter().copied().filter(|&s| inside[s]).collect();
+        let Some(&start) = faces.first() else {
+            // `b` is a piece of its own: taking it away leaves one piece fewer.
+            return true;
+        };
+        let mut seen = [false; 27];
+        let mut stack = vec![start];
+        seen[start] = true;
+        while let Some(s) = stack.pop() {
+            let (x, y, z) = (s % 3, (s / 3) % 3, s / 9);
+            let steps = [
+                (x > 0).then(|| s - 1),
+                (x < 2).then(|| s + 1),
+                (y > 0).then(|| s - 3),
+                (y < 2).then(|| s + 3),
+                (z > 0).then(|| s - 9),
+                (z < 2).then(|| s + 9),
+            ];
+            for t in steps.into_iter().flatten() {
+                if inside[t] && !seen[t] {
+                    seen[t] = true;
+                    stack.push(t);
+                }
+            }
+        }
+        if faces.iter().all(|&s| seen[s]) {
+            return true;
+        }
+        // Not joined around `b`: they may still be joined the long way (a ring).
+        let target: Vec<usize> = faces.iter().map(|&s| self.box_at(b, s)).collect();
+        self.joined_without(b, &target)
+    }
+
+    /// The box at slot `s` of the block around `b` (a slot inside the grid).
+    fn box_at(&self, b: usize, s: usize) -> usize {
+        let [i, j, l] = self.grid.coords(b);
+        let at = |c: usize, d: usize| c + d - 1;
+        self.grid.index(at(i, s % 3), at(j, (s / 3) % 3), at(l, s / 9))
+    }
+
+    /// Whether the boxes `ends` (of `b`'s part) are joined by a path of that part avoiding `b`:
+    /// a search over the part, which stops once it has met them all.
+    fn joined_without(&self, b: usize, ends: &[usize]) -> bool {
+        let p = self.owners[b];
+        let mut seen = std::collections::HashSet::with_capacity(self.count[p as usize]);
+        seen.insert(b);
+        seen.insert(ends[0]);
+        let mut stack = vec![ends[0]];
+        let mut missing = ends.len() - 1;
+        while let Some(k) = stack.pop() {
+            self.grid.for_each_neighbour(k, |n| {
+                if self.owners[n] == p && seen.insert(n) {
+                    missing -= usize::from(ends.contains(&n));
+                    stack.push(n);
+                }
+            });
+            if missing == 0 {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisection::kway_rcb;
+    use crate::loadmap::PerlinMap;
+    use crate::metrics;
+    use proptest::prelude::*;
+
+    fn refined(grid: Grid, loads: &[f64], parts: usize, owners: &[u32]) -> (Vec<u32>, Refined) {
+        let problem = Problem::new(grid, loads, parts).unwrap();
+        let mut out = owners.to_vec();
+        let r = refine(&problem, &mut out, RefineSettings::default()).unwrap();
+        (out, r)
+    }
+
+    #[test]
+    fn a_lopsided_split_of_a_strip_is_evened_out() {
+        // 10 × 1 boxes, part 0 holds 7 of them: three must move, one at a time from the border.
+        let grid = Grid::new(10, 1).unwrap();
+        let loads = vec![1.0; 10];
+        let owners = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1];
+        let (out, r) = refined(grid, &loads, 2, &owners);
+        assert_eq!(out, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+        assert_eq!(r, Refined { balance_moves: 2, border_moves: 0 });
+    }
+
+    #[test]
+    fn a_chain_through_a_full_part_reaches_the_one_with_room() {
+        // Charges 4, 3, 2 on a strip: part 1 cannot take a box from part 0 (it would reach 4),
+        // but it can pass one on to part 2.
+        let grid = Grid::new(9, 1).unwrap();
+        let (out, r) = refined(grid, &[1.0; 9], 3, &[0, 0, 0, 0, 1, 1, 1, 2, 2]);
+        assert_eq!(out, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(r.balance_moves, 2);
+    }
+
+    #[test]
+    fn a_loaded_box_behind_empty_ones_goes_with_them() {
+        // Part 0's only border box is empty: the loaded box behind it goes with it.
+        let grid = Grid::new(7, 1).unwrap();
+        let loads = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0];
+        let (out, r) = refined(grid, &loads, 2, &[0, 0, 0, 0, 1, 1, 1]);
+        assert_eq!(out, [0, 0, 1, 1, 1, 1, 1]);
+        assert_eq!(r.balance_moves, 2);
+    }
+
+    #[test]
+    fn a_long_border_moves_in_batches_to_the_same_balance() {
+        // 40 × 600 boxes split at column 24: a border of 600 boxes, longer than BATCH_FROM.
+        let grid = Grid::new(40, 600).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 3) as f64).collect();
+        let start: Vec<u32> = (0..grid.len()).map(|k| u32::from(grid.coords(k)[0] >= 24)).collect();
+        let (out, r) = refined(grid, &loads, 2, &start);
+        let charges = metrics::charges(&out, &loads, 2);
+        assert!(metrics::max_avg(&charges) <= 1.005, "{charges:?}");
+        assert_eq!(metrics::disconnected_parts(&grid, &out, 2), 0);
+        assert!(r.balance_moves >= 2000, "{r:?}");
+    }
+
+    #[test]
+    fn a_box_that_would_split_its_part_stays() {
+        // Part 0 is a ring of 8 boxes around part 1's single box; part 2 the column beside.
+        // Every ring box but the corners holds the ring together only through its corners.
+        let grid = Grid::new(4, 3).unwrap();
+        let loads = vec![1.0; 12];
+        #[rustfmt::skip]
+        let owners = [
+            0, 0, 0, 2,
+            0, 1, 0, 2,
+            0, 0, 0, 2,
+        ];
+        let (out, _) = refined(grid, &loads, 3, &owners);
+        assert_eq!(metrics::disconnected_parts(&grid, &out, 3), 0, "{out:?}");
+        assert!(
+            metrics::max_avg(&metrics::charges(&out, &loads, 3))
+                < metrics::max_avg(&metrics::charges(&owners, &loads, 3))
+        );
+    }
+
+    #[test]
+    fn the_local_test_knows_a_thin_wall_from_a_corner() {
+        let grid = Grid::new(3, 3).unwrap();
+        let loads = vec![1.0; 9];
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        // A vertical wall of part 0 in the middle column: its centre joins top and bottom.
+        let mut wall = [1, 0, 1, 1, 0, 1, 1, 0, 1];
+        let state = State::new(&problem, &mut wall);
+        assert!(!state.may_leave(4));
+        assert!(state.may_leave(1), "an end of the wall");
+        // An L of part 0: the corner joins its two arms only through itself... and through
+        // the diagonal box, which is part 0 too: it may leave.
+        let mut ell = [0, 0, 1, 0, 0, 1, 1, 1, 1];
+        let state = State::new(&problem, &mut ell);
+        assert!(state.may_leave(0));
+        let mut bare = [0, 0, 1, 0, 1, 1, 1, 1, 1];
+        let state = State::new(&problem, &mut bare);
+        assert!(!state.may_leave(0), "the corner of an L is its only link");
+    }
+
+    #[test]
+    fn the_3d_test_sees_the_third_axis() {
+        let grid = Grid::new_3d(1, 1, 3).unwrap();
+        let loads = vec![1.0; 3];
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        let mut column = [0, 0, 0];
+        let state = State::new(&problem, &mut column);
+        assert!(!state.may_leave(1) && state.may_leave(0) && state.may_leave(2));
+    }
+
+    #[test]
+    fn bad_owners_and_settings_are_named() {
+        let grid = Grid::new(4, 4).unwrap();
+        let loads = vec![1.0; 16];
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        let err = refine(&problem, &mut [0u32; 15], RefineSettings::default()).unwrap_err();
+        assert!(err.to_string().contains("owners"), "{err}");
+        let err = refine(&problem, &mut [2u32; 16], RefineSettings::default()).unwrap_err();
+        assert!(err.to_string().contains("part 2 at box 0"), "{err}");
+        let bad = RefineSettings { tol: f64::NAN, ..RefineSettings::default() };
+        let err = refine(&problem, &mut [0u32; 16], bad).unwrap_err();
+        assert!(err.to_string().contains("tol"), "{err}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// On Perlin maps from a k-way RCB: the largest charge never rises, no part is split or
+        /// emptied, the border pass never lengthens the cut, the run is deterministic and
+        /// leaves every box with a part.
+        #[test]
+        fn refinement_only_improves(seed in 0u32..1000, side in 8usize..40, parts in 2usize..20, nz in 1usize..3) {
+            let grid = Grid::new_3d(side, side, nz).unwrap();
+            prop_assume!(grid.len() >= 4 * parts);
+            let loads = PerlinMap::with_seed(seed).loads_3d(&grid);
+            let start = kway_rcb(&grid, &loads, parts).unwrap();
+            let (out, r) = refined(grid, &loads, parts, &start);
+            let max = |o: &[u32]| metrics::charges(o, &loads, parts).into_iter().fold(0.0, f64::max);
+            prop_assert!(max(&out) <= max(&start) * (1.0 + 1e-12));
+            let pieces = metrics::disconnected_parts(&grid, &start, parts);
+            prop_assert!(metrics::disconnected_parts(&grid, &out, parts) <= pieces);
+            let mut count = vec![0usize; parts];
+            out.iter().for_each(|&p| count[p as usize] += 1);
+            prop_assert!(count.iter().all(|&c| c > 0) || start.iter().collect::<std::collections::BTreeSet<_>>().len() < parts);
+            // Replaying the balance pass alone, then the borders: the second only shortens.
+            let problem = Problem::new(grid, &loads, parts).unwrap();
+            let mut balanced = start.clone();
+            refine(&problem, &mut balanced, RefineSettings { border_sweeps: 0, ..RefineSettings::default() }).unwrap();
+            prop_assert!(metrics::edge_cut(&grid, &out) + r.border_moves <= metrics::edge_cut(&grid, &balanced));
+            prop_assert_eq!(refined(grid, &loads, parts, &start).0, out);
+        }
+    }
+}

@@ -482,8 +482,8 @@ pub fn partition_table(rows: &[PeerRow]) -> Table {
 /// Issue 18's balance targets for one row: within `within` × the lower bound (1.05 and
 /// 1.01), or, where connected parts may not reach it, within 0.005 of the best `max_avg /
 /// bound` that a peer reached on the same map and part count with every part in one piece
-/// and none empty. Peers are the methods a user would pick instead: pbs's own rows (`pbs*`,
-/// and the refinement on other starts, `*-refined`) do not count.
+/// and none empty. Peers are the methods a user would pick instead: pbs's own rows (`pbs*`) do
+/// not count.
 fn balanced_or_near_best_connected(rows: &[PeerRow], r: &PeerRow, within: f64) -> bool {
     let Some(mine) = r.to_bound else { return false };
     let best = rows
@@ -495,9 +495,9 @@ fn balanced_or_near_best_connected(rows: &[PeerRow], r: &PeerRow, within: f64) -
     mine <= within || (best.is_finite() && mine <= best + 0.005)
 }
 
-/// Whether a row is pbs's own (a pbs variant, or pbs's refinement of another method's parts).
+/// Whether a row is pbs's own (a pbs variant).
 fn is_pbs_own(method: &str) -> bool {
-    method.starts_with("pbs") || method.ends_with("-refined")
+    method.starts_with("pbs")
 }
 
 /// One line per method over all maps: how often it reached the bound (or came near the best
@@ -682,7 +682,7 @@ mod tests {
         assert!(!balanced_or_near_best_connected(&rows, &rows[0], 1.01), "not within 1.01, nor near rcb");
         let alone = [row("pbs", 1.2, 0)];
         assert!(!balanced_or_near_best_connected(&alone, &alone[0], 1.05), "no other method: the bound alone");
-        let own = [row("pbs", 1.09, 0), row("pbs-cells", 1.087, 0), row("rcb-refined", 1.087, 0)];
+        let own = [row("pbs", 1.09, 0), row("pbs-cells", 1.087, 0), row("pbs-rcb-start", 1.087, 0)];
         assert!(!balanced_or_near_best_connected(&own, &own[0], 1.05), "pbs's own rows are not peers");
     }
 

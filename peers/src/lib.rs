@@ -15,10 +15,10 @@
 //! |---|---|---|
 //! | `pbs` | pbs's default balancer to `StopRule::for_problem` (tolerance 0.01 from 250 boxes per part, else 0.05), cold-started from the centroids of a k-way RCB (`VCores::from_bisection`), its owners then refined box by box (`pbs::refine`); warm-started on sequences, where it keeps the power cells' owners | Papin et al. 2014; `pbs::methods`, `pbs::refine` |
 //! | `pbs-cells` | `pbs` without the refinement: the power cells' owners | |
+//! | `pbs-rcb-start` | no power cells on a cold start: the k-way RCB's parts refined box by box (`pbs::refine`); vCores at their centroids, warm-started on sequences as `pbs` | |
 //! | `pbs-random-start` | `pbs` from random vCores (the executor's start) | |
 //! | `pbs-pair` | `pbs` with vCores moved by neighbour springs (`power-cells-pair`) | |
 //! | `rcb` | [`KwayRcb`]: k-way recursive coordinate bisection, any part count | Berger & Bokhari 1987 |
-//! | `rcb-refined` | [`RefinedRcb`]: `rcb`'s parts refined box by box by pbs's refinement (`pbs::refine`); pbs's own, not a peer | |
 //! | `hilbert` | [`HilbertPrefix`]: prefix split along a Hilbert curve | Pilkington & Baden 1996 |
 //! | `coupe-rcb` | coupe's RCB (part counts that are powers of two) | coupe 0.1 |
 //! | `coupe-multi-jagged` | coupe's multi-jagged | Deveci et al. 2016 |
@@ -55,7 +55,7 @@ pub use diffusion::Diffusion;
 pub use hilbert::{hilbert_index, HilbertPrefix};
 pub use metis::{Metis, MetisScheme};
 pub use pbs_method::{ColdStart, Pbs};
-pub use rcb::{KwayRcb, RefinedRcb};
+pub use rcb::KwayRcb;
 
 use pbs::{Grid, Problem};
 
@@ -162,8 +162,8 @@ pub const NAMES: &[&str] = &[
     "pbs-random-start",
     "pbs-pair",
     "pbs-cells",
+    "pbs-rcb-start",
     "rcb",
-    "rcb-refined",
     "hilbert",
     "coupe-rcb",
     "coupe-multi-jagged",
@@ -176,11 +176,10 @@ pub const NAMES: &[&str] = &[
 /// A method by name, with its default settings.
 pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
     Ok(match name {
-        "pbs" | "pbs-random-start" | "pbs-pair" | "pbs-cells" => {
+        "pbs" | "pbs-random-start" | "pbs-pair" | "pbs-cells" | "pbs-rcb-start" => {
             Box::new(Pbs::variant(name, None).expect("a pbs variant"))
         }
         "rcb" => Box::new(KwayRcb),
-        "rcb-refined" => Box::new(RefinedRcb),
         "hilbert" => Box::new(HilbertPrefix),
         "coupe-rcb" => Box::new(CoupeRcb),
         "coupe-multi-jagged" => Box::new(CoupeMultiJagged::default()),

@@ -1,8 +1,12 @@
 //! `pbs`: the pbs balancer as a partitioner, so that it stands in the same table as its peers.
-//! A cold start places the vCores at the centroids of a k-way RCB (or at random); later calls
-//! on the same grid and part count are rebalancings, as the executor's: they warm-start from the
-//! vCores where the previous call left them, or start over when those are far from balance
-//! ([`pbs::rebalance`]).
+//! A cold start places the vCores at the centroids of a k-way RCB (or at random), balances the
+//! power cells and refines their owners box by box ([`pbs::refine`]); later calls on the same
+//! grid and part count are rebalancings, as the executor's: they warm-start from the vCores
+//! where the previous call left them, or start over when those are far from balance
+//! ([`pbs::rebalance`]), and return the cells' owners. `pbs-rcb-start` skips the power cells on
+//! a cold start: the RCB's parts, refined, are the partition (2–3 × RCB's time rather than
+//! 12–15 ×, a shorter cut), at the price of a first warm start that moves the boxes where
+//! those parts and the cells differ (docs/peers.md, "Refined box by box").
 
 use pbs::{balance, methods, rebalance, Grid, StopRule, VCores};
 
@@ -35,6 +39,10 @@ pub enum ColdStart {
     Bisection,
     /// At random, from `seed` (as the executor does).
     Random,
+    /// No power cells: the k-way RCB's parts refined box by box ([`pbs::refine`]) are the
+    /// partition, and the vCores start at their centroids for the warm starts after (the
+    /// first of which moves the boxes where those parts and the cells differ).
+    RefinedBisection,
 }
 
 impl Default for Pbs {
@@ -52,8 +60,8 @@ impl Default for Pbs {
 }
 
 impl Pbs {
-    /// The pbs rows of the peers table by name (`pbs`, `pbs-cells`, `pbs-random-start`,
-    /// `pbs-pair`), stopped
+    /// The pbs rows of the peers table by name (`pbs`, `pbs-cells`, `pbs-rcb-start`,
+    /// `pbs-random-start`, `pbs-pair`), stopped
     /// by `stop` (`None`: as [`Pbs::stop`] says); `None` for any other name.
     pub fn variant(name: &str, stop: Option<StopRule>) -> Option<Pbs> {
         let mut p = Pbs::with_stop(stop);
@@ -62,6 +70,7 @@ impl Pbs {
             "pbs-pair" => p.method = "power-cells-pair".into(),
             "pbs-random-start" => p.cold_start = ColdStart::Random,
             "pbs-cells" => p.refine = false,
+            "pbs-rcb-start" => p.cold_start = ColdStart::RefinedBisection,
             _ => return None,
         }
         Some(p)
@@ -77,6 +86,8 @@ impl Partitioner for Pbs {
     fn name(&self) -> &str {
         if !self.refine {
             "pbs-cells"
+        } else if self.cold_start == ColdStart::RefinedBisection {
+            "pbs-rcb-start"
         } else if self.cold_start == ColdStart::Random {
             "pbs-random-start"
         } else if self.method == methods::DEFAULT {
@@ -96,6 +107,13 @@ impl Partitioner for Pbs {
             _ => match self.cold_start {
                 ColdStart::Random => (VCores::random(&problem, self.seed), false),
                 ColdStart::Bisection => (VCores::from_bisection(&problem), false),
+                ColdStart::RefinedBisection => {
+                    let mut owners = pbs::bisection::kway_rcb(grid, loads, parts)?;
+                    pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
+                    self.state = Some((*grid, VCores::at_centroids(&problem, &owners)?));
+                    self.steps = Some(0);
+                    return Ok(owners);
+                }
             },
         };
         // The tight tolerance pays on a cold start only; a warm one keeps the default (see

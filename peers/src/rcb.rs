@@ -28,20 +28,3 @@ impl Partitioner for KwayRcb {
         Ok(pbs::bisection::kway_rcb(grid, loads, parts)?)
     }
 }
-
-/// `rcb-refined`: [`KwayRcb`]'s parts refined box by box ([`pbs::refine`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RefinedRcb;
-
-impl Partitioner for RefinedRcb {
-    fn name(&self) -> &str {
-        "rcb-refined"
-    }
-
-    fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        let problem = crate::check_input(self.name(), grid, loads, parts)?;
-        let mut owners = pbs::bisection::kway_rcb(grid, loads, parts)?;
-        pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
-        Ok(owners)
-    }
-}

@@ -279,7 +279,8 @@ class partitioner {
     }
 
     /* Balances `loads` (one per box), warm-started from the previous call, and writes the
-       owner of every box into `owners` (resized to the number of boxes). */
+       owner of every box into `owners` (resized to the number of boxes); the first call's
+       owners are refined box by box (see pbs_partitioner_balance in pbs.h). */
     pbs_outcome balance(const std::vector<double> &loads, std::vector<std::uint32_t> &owners, double tol = PBS_DEFAULT_TOL,
                         std::size_t max_steps = 1000) {
         owners.resize(boxes_);

@@ -108,6 +108,9 @@ pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -
 /// Border boxes from which the balance pass makes several moves per search of a border.
 const BATCH_FROM: usize = 512;
 
+/// Boxes the search around a box that may split its part visits at most.
+const SEARCH_LIMIT: usize = 4096;
+
 /// Strips of empty boxes [`State::move_path`] tries before it gives up on a part.
 const PATH_TRIES: usize = 8;
 
@@ -266,37 +269,39 @@ impl<'p, 'o> State<'p, 'o> {
             }
             let border_len = border.len();
             self.give_back(p, border);
-            candidates.sort_by(|x, y| {
+            let order = |x: &Candidate, y: &Candidate| {
                 (x.tier, x.key.0, x.key.1, x.b, x.to)
                     .partial_cmp(&(y.tier, y.key.0, y.key.1, y.b, y.to))
                     .expect("charges and loads are finite")
-            });
-            // The first move that may go; on a long border, then, while `p` stays above the
-            // target, the next ones that add no cut edge and still leave their receiver within
-            // it. A search of a long border per move made refining a 1000² grid take seconds;
-            // on short ones it is cheap, and a search after each move cuts fewer edges.
-            let batched = border_len >= BATCH_FROM;
+            };
+            // The first move in that order that may go: the least, mostly.
             let mut batch = 0;
-            for c in &candidates {
-                let (b, to) = (c.b as usize, c.to as usize);
-                if batch > 0 && !batched {
+            let mut first_tier = 0;
+            while let Some(i) = (0..candidates.len()).min_by(|&i, &j| order(&candidates[i], &candidates[j])) {
+                let c = candidates.swap_remove(i);
+                if self.may_leave(c.b as usize) {
+                    self.move_box(c.b as usize, c.to);
+                    (batch, first_tier) = (1, c.tier);
                     break;
                 }
-                if batch > 0 {
-                    let after = self.charge[to] + self.loads[b];
-                    let still = self.owners[b] as usize == p && self.touches(b, to);
+            }
+            if batch == 1 && first_tier == 0 && border_len >= BATCH_FROM {
+                // On a long border, while `p` stays above the target, the next moves that add
+                // no cut edge and still leave their receiver within it: a search of a long
+                // border per move made refining a 1000² grid take seconds (on short ones a
+                // search after each move cuts fewer edges).
+                candidates.retain(|c| c.tier == 0 && c.key.0 <= 0.0);
+                candidates.sort_by(order);
+                for c in &candidates {
+                    let (b, to) = (c.b as usize, c.to as usize);
                     if !(self.charge[p] > target && moves + batch < max_moves) {
                         break;
                     }
-                    if !(still && after <= target && after < self.charge[p] && c.key.0 <= 0.0) {
-                        continue;
-                    }
-                }
-                if self.may_leave(b) {
-                    self.move_box(b, c.to);
-                    batch += 1;
-                    if c.tier > 0 {
-                        break;
+                    let after = self.charge[to] + self.loads[b];
+                    let still = self.owners[b] as usize == p && self.touches(b, to);
+                    if still && after <= target && after < self.charge[p] && self.may_leave(b) {
+                        self.move_box(b, c.to);
+                        batch += 1;
                     }
                 }
             }
@@ -573,23 +578,27 @@ impl<'p, 'o> State<'p, 'o> {
     }
 
     /// Whether the boxes `ends` (of `b`'s part) are joined by a path of that part avoiding `b`:
-    /// a search over the part, which stops once it has met them all.
+    /// a breadth-first search from the first, which stops once it has met them all, or says
+    /// no after [`SEARCH_LIMIT`] boxes (a thin part whose ends meet only far away keeps `b`).
     fn joined_without(&self, b: usize, ends: &[usize]) -> bool {
         let p = self.owners[b];
-        let mut seen = std::collections::HashSet::with_capacity(self.count[p as usize]);
+        let mut seen = std::collections::HashSet::with_capacity(64);
         seen.insert(b);
         seen.insert(ends[0]);
-        let mut stack = vec![ends[0]];
+        let mut queue = std::collections::VecDeque::from([ends[0]]);
         let mut missing = ends.len() - 1;
-        while let Some(k) = stack.pop() {
+        while let Some(k) = queue.pop_front() {
             self.grid.for_each_neighbour(k, |n| {
                 if self.owners[n] == p && seen.insert(n) {
                     missing -= usize::from(ends.contains(&n));
-                    stack.push(n);
+                    queue.push_back(n);
                 }
             });
             if missing == 0 {
                 return true;
+            }
+            if seen.len() > SEARCH_LIMIT {
+                return false;
             }
         }
         false

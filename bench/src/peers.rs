@@ -495,6 +495,21 @@ fn balanced_or_near_best_connected(rows: &[PeerRow], r: &PeerRow, within: f64) -
     mine <= within || (best.is_finite() && mine <= best + 0.005)
 }
 
+/// Whether a row's edge cut is within `within` × the smallest cut of the peers that balanced
+/// within 1.05 × the bound with every part in one piece and none empty; `None` where no peer
+/// did (the cut target against partitions a user could take as they are).
+fn cut_within_balanced_peers(rows: &[PeerRow], r: &PeerRow, within: f64) -> Option<bool> {
+    let mine = r.quality?.edge_cut as f64;
+    let best = rows
+        .iter()
+        .filter(|o| !is_pbs_own(&o.method) && o.method != r.method && o.map == r.map && o.parts == r.parts)
+        .filter(|o| o.to_bound.is_some_and(|b| b <= 1.05))
+        .filter_map(|o| o.quality.filter(|q| q.disconnected_parts == 0 && q.empty_parts == 0))
+        .map(|q| q.edge_cut as f64)
+        .reduce(f64::min)?;
+    Some(mine <= within * best)
+}
+
 /// Whether a row is pbs's own (a pbs variant).
 fn is_pbs_own(method: &str) -> bool {
     method.starts_with("pbs")
@@ -514,6 +529,7 @@ pub fn summary_table(rows: &[PeerRow]) -> Table {
         "cut/best median",
         "cut/best max",
         "≤1.05×best cut",
+        "≤1.05×best balanced peer's cut",
         "disconnected parts",
         "time/rcb median",
     ]);
@@ -548,6 +564,10 @@ pub fn summary_table(rows: &[PeerRow]) -> Table {
             format!("{:.3}", metrics::median(&cuts)),
             format!("{:.3}", cuts.iter().copied().fold(0.0, f64::max)),
             format!("{}/{n}", count(&|r| r.cut_to_best.unwrap_or(f64::MAX) <= 1.05)),
+            {
+                let against: Vec<bool> = mine.iter().filter_map(|r| cut_within_balanced_peers(rows, r, 1.05)).collect();
+                format!("{}/{}", against.iter().filter(|&&ok| ok).count(), against.len())
+            },
             mine.iter().map(|r| r.quality.map_or(0, |q| q.disconnected_parts)).sum::<usize>().to_string(),
             if time_to_rcb.is_empty() { "-".into() } else { format!("{:.2}", metrics::median(&time_to_rcb)) },
         ]);
@@ -684,6 +704,39 @@ mod tests {
         assert!(!balanced_or_near_best_connected(&alone, &alone[0], 1.05), "no other method: the bound alone");
         let own = [row("pbs", 1.09, 0), row("pbs-cells", 1.087, 0), row("pbs-rcb-start", 1.087, 0)];
         assert!(!balanced_or_near_best_connected(&own, &own[0], 1.05), "pbs's own rows are not peers");
+    }
+
+    #[test]
+    fn the_cut_is_judged_against_the_peers_that_balanced() {
+        let row = |method: &str, to_bound: f64, edge_cut: usize, disconnected_parts: usize| PeerRow {
+            map: "m".into(),
+            grid: "4x4".into(),
+            parts: 2,
+            method: method.into(),
+            skipped: None,
+            quality: Some(quality::Quality {
+                max_avg: to_bound,
+                lower_bound: 1.0,
+                edge_cut,
+                disconnected_parts,
+                empty_parts: 0,
+            }),
+            to_bound: Some(to_bound),
+            cut_to_best: None,
+            steps: None,
+            time_ms: None,
+        };
+        // coupe's cut is shorter but 1.2 × the bound; metis's is in pieces: rcb's counts.
+        let rows =
+            [row("pbs", 1.0, 104, 0), row("rcb", 1.03, 100, 0), row("coupe", 1.2, 50, 0), row("metis", 1.0, 60, 2)];
+        assert_eq!(cut_within_balanced_peers(&rows, &rows[0], 1.05), Some(true));
+        assert_eq!(cut_within_balanced_peers(&rows, &rows[0], 1.03), Some(false));
+        let none = [row("pbs", 1.0, 104, 0), row("coupe", 1.2, 50, 0), row("pbs-cells", 1.0, 10, 0)];
+        assert_eq!(
+            cut_within_balanced_peers(&none, &none[0], 1.05),
+            None,
+            "no balanced peer; pbs's rows are not peers"
+        );
     }
 
     #[test]

@@ -180,6 +180,11 @@ impl<'p, 'o> State<'p, 'o> {
     /// Part `p`'s border boxes, each once, in the order they were found (taken out of
     /// `borders`; give them back with [`State::give_back`]).
     fn border(&mut self, p: usize) -> Vec<u32> {
+        if self.pass == u32::MAX {
+            // Every pass number has been used: start the marks over rather than wrap.
+            self.kept.fill(0);
+            self.pass = 0;
+        }
         self.pass += 1;
         let mut list = std::mem::take(&mut self.borders[p]);
         list.retain(|&k| {

@@ -668,11 +668,9 @@ mod tests {
         assert!(text.contains("rcb") && text.contains("pbs"), "{text}");
     }
 
-    /// A row counts as balanced within 1.05 × the bound, or within 0.005 of the best row of
-    /// another method on the same case whose parts are all connected and non-empty.
-    #[test]
-    fn balance_is_judged_against_the_best_connected_partition_of_another_method() {
-        let row = |method: &str, to_bound: f64, disconnected_parts: usize| PeerRow {
+    /// A measured row of map "m" at 2 parts with these figures.
+    fn peer_row(method: &str, to_bound: f64, edge_cut: usize, disconnected_parts: usize) -> PeerRow {
+        PeerRow {
             map: "m".into(),
             grid: "4x4".into(),
             parts: 2,
@@ -681,7 +679,7 @@ mod tests {
             quality: Some(quality::Quality {
                 max_avg: to_bound,
                 lower_bound: 1.0,
-                edge_cut: 4,
+                edge_cut,
                 disconnected_parts,
                 empty_parts: 0,
             }),
@@ -689,7 +687,15 @@ mod tests {
             cut_to_best: Some(1.0),
             steps: None,
             time_ms: Some(1.0),
-        };
+        }
+    }
+
+    /// A row counts as balanced within 1.05 × the bound, or within 0.005 of the best row of
+    /// another method on the same case whose parts are all connected and non-empty.
+    #[test]
+    fn balance_is_judged_against_the_best_connected_partition_of_another_method() {
+        let row =
+            |method: &str, to_bound: f64, disconnected_parts: usize| peer_row(method, to_bound, 4, disconnected_parts);
         let rows = [row("pbs", 1.09, 0), row("rcb", 1.087, 0), row("metis", 1.0, 3)];
         assert!(
             balanced_or_near_best_connected(&rows, &rows[0], 1.05),
@@ -708,24 +714,7 @@ mod tests {
 
     #[test]
     fn the_cut_is_judged_against_the_peers_that_balanced() {
-        let row = |method: &str, to_bound: f64, edge_cut: usize, disconnected_parts: usize| PeerRow {
-            map: "m".into(),
-            grid: "4x4".into(),
-            parts: 2,
-            method: method.into(),
-            skipped: None,
-            quality: Some(quality::Quality {
-                max_avg: to_bound,
-                lower_bound: 1.0,
-                edge_cut,
-                disconnected_parts,
-                empty_parts: 0,
-            }),
-            to_bound: Some(to_bound),
-            cut_to_best: None,
-            steps: None,
-            time_ms: None,
-        };
+        let row = peer_row;
         // coupe's cut is shorter but 1.2 × the bound; metis's is in pieces: rcb's counts.
         let rows =
             [row("pbs", 1.0, 104, 0), row("rcb", 1.03, 100, 0), row("coupe", 1.2, 50, 0), row("metis", 1.0, 60, 2)];

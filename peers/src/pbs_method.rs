@@ -5,7 +5,7 @@
 //! where the previous call left them, or start over when those are far from balance
 //! ([`pbs::rebalance`]), and return the cells' owners. `pbs-rcb-start` skips the power cells on
 //! a cold start: the RCB's parts, refined, are the partition (2–3 × RCB's time rather than
-//! 12–15 ×, a shorter cut), at the price of a first warm start that moves the boxes where
+//! 13–50 ×, a shorter cut), at the price of a first warm start that moves the boxes where
 //! those parts and the cells differ (docs/peers.md, "Refined box by box").
 
 use pbs::{balance, methods, rebalance, Grid, StopRule, VCores};
@@ -61,8 +61,8 @@ impl Default for Pbs {
 
 impl Pbs {
     /// The pbs rows of the peers table by name (`pbs`, `pbs-cells`, `pbs-rcb-start`,
-    /// `pbs-random-start`, `pbs-pair`), stopped
-    /// by `stop` (`None`: as [`Pbs::stop`] says); `None` for any other name.
+    /// `pbs-random-start`, `pbs-pair`), stopped by `stop` (`None`: as [`Pbs::stop`] says);
+    /// `None` for any other name.
     pub fn variant(name: &str, stop: Option<StopRule>) -> Option<Pbs> {
         let mut p = Pbs::with_stop(stop);
         match name {

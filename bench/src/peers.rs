@@ -515,9 +515,10 @@ fn is_pbs_own(method: &str) -> bool {
     method.starts_with("pbs")
 }
 
-/// One line per method over all maps: how often it reached the bound (or came near the best
-/// connected partition of another method), its cut against the best, its disconnected parts
-/// and its time against `rcb`.
+/// One line per method over all maps: how often it reached 1.01 and 1.05 × the bound (or came
+/// near the best connected partition of a peer), its cut against the best of any method and
+/// against the best of the peers that balanced, its disconnected parts and its time against
+/// `rcb`.
 pub fn summary_table(rows: &[PeerRow]) -> Table {
     let mut t = Table::new(&[
         "method",

@@ -738,6 +738,23 @@ mod tests {
         assert!(err.to_string().contains("tol"), "{err}");
     }
 
+    #[test]
+    fn zero_and_extreme_loads_refine_without_trouble() {
+        let grid = Grid::new(12, 9).unwrap();
+        let start = kway_rcb(&grid, &[1.0; 108], 5).unwrap();
+        let zeros = [0.0; 108];
+        let (out, r) = refined(grid, &zeros, 5, &start);
+        assert_eq!(r.balance_moves, 0, "nothing to balance");
+        assert!(metrics::edge_cut(&grid, &out) <= metrics::edge_cut(&grid, &start));
+        let extreme: Vec<f64> = (0..108).map(|k| if k % 5 == 0 { 1e300 } else { 1e-300 * k as f64 }).collect();
+        let problem = Problem::new(grid, &extreme, 5).unwrap();
+        let mut owners = start.clone();
+        refine(&problem, &mut owners, RefineSettings { tol: 0.0, ..RefineSettings::default() }).unwrap();
+        let max = |o: &[u32]| metrics::max_avg(&metrics::charges(o, problem.loads(), 5));
+        assert!(max(&owners) <= max(&start));
+        assert_eq!(metrics::disconnected_parts(&grid, &owners, 5), metrics::disconnected_parts(&grid, &start, 5));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         /// On Perlin maps from a k-way RCB: the largest charge never rises, no part is split or

@@ -105,7 +105,7 @@ fn three_giants_reach_the_bound_once_refined() {
 /// every part in one piece.
 #[test]
 fn the_refined_partition_of_every_shape_is_within_one_percent_of_its_bound() {
-    use pbs_peers::{quality, Partitioner};
+    use pbs_peers::quality;
     for shape in shapes::all().into_iter().filter(|s| s.name != "sparse") {
         for parts in [10, 16] {
             let mut pbs = pbs_peers::by_name("pbs").unwrap();

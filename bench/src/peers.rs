@@ -486,9 +486,7 @@ pub fn partition_table(rows: &[PeerRow]) -> Table {
 /// not count.
 fn balanced_or_near_best_connected(rows: &[PeerRow], r: &PeerRow, within: f64) -> bool {
     let Some(mine) = r.to_bound else { return false };
-    let best = rows
-        .iter()
-        .filter(|o| !is_pbs_own(&o.method) && o.method != r.method && o.map == r.map && o.parts == r.parts)
+    let best = peers_of(rows, r)
         .filter(|o| o.quality.is_some_and(|q| q.disconnected_parts == 0 && q.empty_parts == 0))
         .filter_map(|o| o.to_bound)
         .fold(f64::INFINITY, f64::min);
@@ -500,9 +498,7 @@ fn balanced_or_near_best_connected(rows: &[PeerRow], r: &PeerRow, within: f64) -
 /// did (the cut target against partitions a user could take as they are).
 fn cut_within_balanced_peers(rows: &[PeerRow], r: &PeerRow, within: f64) -> Option<bool> {
     let mine = r.quality?.edge_cut as f64;
-    let best = rows
-        .iter()
-        .filter(|o| !is_pbs_own(&o.method) && o.method != r.method && o.map == r.map && o.parts == r.parts)
+    let best = peers_of(rows, r)
         .filter(|o| o.to_bound.is_some_and(|b| b <= 1.05))
         .filter_map(|o| o.quality.filter(|q| q.disconnected_parts == 0 && q.empty_parts == 0))
         .map(|q| q.edge_cut as f64)
@@ -510,9 +506,10 @@ fn cut_within_balanced_peers(rows: &[PeerRow], r: &PeerRow, within: f64) -> Opti
     Some(mine <= within * best)
 }
 
-/// Whether a row is pbs's own (a pbs variant).
-fn is_pbs_own(method: &str) -> bool {
-    method.starts_with("pbs")
+/// The rows of the peers (not pbs's own rows, `pbs*`) on `r`'s map and part count.
+fn peers_of<'a>(rows: &'a [PeerRow], r: &'a PeerRow) -> impl Iterator<Item = &'a PeerRow> {
+    rows.iter()
+        .filter(move |o| !o.method.starts_with("pbs") && o.method != r.method && o.map == r.map && o.parts == r.parts)
 }
 
 /// One line per method over all maps: how often it reached 1.01 and 1.05 × the bound (or came

@@ -128,14 +128,14 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
             }
         };
         let elapsed = start.elapsed();
-        let charges = pbs::metrics::charges(&written, problem.loads(), p.vcores);
-        let max_avg = pbs::metrics::max_avg(&charges);
-        let (dol_max, dol_min) = pbs::metrics::dol_extremes(&charges);
-        let migrations = pbs::metrics::migrations(&p.written, &written);
         // SAFETY: `owners` holds `n_loads` = grid.len() entries (checked by Problem::new).
         unsafe { std::slice::from_raw_parts_mut(owners, n_loads) }.copy_from_slice(&written);
         // SAFETY: NULL or writable (caller's contract).
         if let Some(o) = unsafe { outcome.as_mut() } {
+            let charges = pbs::metrics::charges(&written, problem.loads(), p.vcores);
+            let max_avg = pbs::metrics::max_avg(&charges);
+            let (dol_max, dol_min) = pbs::metrics::dol_extremes(&charges);
+            let migrations = pbs::metrics::migrations(&p.written, &written);
             *o = Outcome {
                 steps: out.steps,
                 converged: (max_avg <= (1.0 + tol) * out.lower_bound) as i32,

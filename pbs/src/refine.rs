@@ -267,7 +267,7 @@ impl<'p, 'o> State<'p, 'o> {
                     continue;
                 }
                 let (near, len) = self.neighbour_parts(b as usize);
-                let own = near[..len].iter().find(|e| e.0 as usize == p).map_or(0, |e| e.1);
+                let own = faces_in(&near[..len], p as u32);
                 for &(to, count) in &near[..len] {
                     let after = self.charge[to as usize] + q;
                     if to as usize == p || after >= cp {
@@ -378,7 +378,7 @@ impl<'p, 'o> State<'p, 'o> {
         for &b in &border {
             let b = b as usize;
             let (near, len) = self.neighbour_parts(b);
-            let own = near[..len].iter().find(|e| e.0 as usize == x).map_or(0, |e| e.1);
+            let own = faces_in(&near[..len], x as u32);
             for &(y, count) in &near[..len] {
                 let y = y as usize;
                 if visited[y] {
@@ -432,15 +432,8 @@ impl<'p, 'o> State<'p, 'o> {
                     }
                 });
                 if let Some(end) = found {
-                    let mut path = vec![end, k];
-                    while let Some(&b) = before.get(path.last().expect("not empty")) {
-                        if b == usize::MAX {
-                            break;
-                        }
-                        path.push(b);
-                    }
-                    path.reverse();
-                    return Some(path);
+                    before.insert(end, k);
+                    return Some(trace_back(end, |b| before.get(&b).copied()));
                 }
             }
             layer = next;
@@ -521,15 +514,8 @@ impl<'p, 'o> State<'p, 'o> {
                 if self.charge[to as usize] + self.loads[n] >= cp {
                     continue;
                 }
-                let mut path = vec![n];
-                while let Some(&(_, before)) = reached.get(path.last().expect("not empty")) {
-                    if before == usize::MAX {
-                        break;
-                    }
-                    path.push(before);
-                }
                 // The border end first, so that each box joins `to` beside the one before it.
-                path.reverse();
+                let path = trace_back(n, |b| reached.get(&b).map(|e: &(u32, usize)| e.1));
                 if self.move_all(&path, to) {
                     return Some(path.len());
                 }
@@ -574,7 +560,7 @@ impl<'p, 'o> State<'p, 'o> {
                 let b = b as usize;
                 let p = self.owners[b];
                 let (near, len) = self.neighbour_parts(b);
-                let own = near[..len].iter().find(|e| e.0 == p).map_or(0, |e| e.1);
+                let own = faces_in(&near[..len], p);
                 let q = self.loads[b];
                 let best = near[..len]
                     .iter()
@@ -686,6 +672,22 @@ impl<'p, 'o> State<'p, 'o> {
     }
 }
 
+/// The faces that part `part` holds among `near` (from [`State::neighbour_parts`]).
+fn faces_in(near: &[(u32, u8)], part: u32) -> u8 {
+    near.iter().find(|e| e.0 == part).map_or(0, |e| e.1)
+}
+
+/// The strip of boxes that ends at `end`, its border end first: `before` gives each box's
+/// predecessor, `usize::MAX` at the border end.
+fn trace_back(end: usize, before: impl Fn(usize) -> Option<usize>) -> Vec<usize> {
+    let mut path = vec![end];
+    while let Some(b) = before(*path.last().expect("not empty")).filter(|&b| b != usize::MAX) {
+        path.push(b);
+    }
+    path.reverse();
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -744,7 +746,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_border_moves_in_batches_to_the_same_balance() {
+    fn a_border_longer_than_the_batch_threshold_still_reaches_the_target() {
         // 40 × 600 boxes split at column 24: a border of 600 boxes, longer than BATCH_FROM.
         let grid = Grid::new(40, 600).unwrap();
         let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 3) as f64).collect();
@@ -754,6 +756,20 @@ mod tests {
         assert!(metrics::max_avg(&charges) <= 1.005, "{charges:?}");
         assert_eq!(metrics::disconnected_parts(&grid, &out, 2), 0);
         assert!(r.balance_moves >= 2000, "{r:?}");
+    }
+
+    #[test]
+    fn the_strip_fallback_moves_a_loaded_box_with_the_empty_ones_in_front() {
+        // `move_path` on its own (the chains find this strip first in `refine`).
+        let grid = Grid::new(7, 1).unwrap();
+        let loads = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0];
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        let mut owners = [0, 0, 0, 0, 1, 1, 1];
+        let mut state = State::new(&problem, &mut owners);
+        assert_eq!(state.move_path(0, 3.0), Some(2));
+        assert_eq!(state.charge, [2.0, 1.0]);
+        assert_eq!(state.move_path(0, 1.0), None, "part 1 would reach 2, not under 1");
+        assert_eq!(owners, [0, 0, 1, 1, 1, 1, 1]);
     }
 
     #[test]

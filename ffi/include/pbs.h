@@ -109,8 +109,9 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    `max_steps` steps, leaving the best mapping found. With "power-cells", a vCore left with
    no box gets one unless that would raise the largest load or split a part, and a call stuck
    over 1.2 times the lower bound starts over once from a bisection. The first call then
-   refines the owners box by box (single boundary boxes handed to a neighbouring part, no part
-   split or emptied) until the largest load is within min(tol, 0.005) of the lower bound or no
+   refines the owners box by box: a part in pieces keeps its most loaded piece and hands the
+   others to the parts around them, then single boundary boxes go to a neighbouring part (no
+   part split or emptied) until the largest load is within min(tol, 0.005) of the lower bound or no
    move lowers it, and shortens the borders where that keeps the largest load; later calls
    return the cells' owners, which move fewer boxes from call to call. The outcome describes
    the owners written; `migrations` counts them against the previous call's (the first call's

@@ -247,9 +247,17 @@ impl<'p, 'o> State<'p, 'o> {
 
     /// Face neighbours of `b` counted by part: `(part, count)` pairs, at most six.
     fn neighbour_parts(&self, b: usize) -> ([(u32, u8); 6], usize) {
+        self.neighbour_parts_among(b, |_| true)
+    }
+
+    /// [`State::neighbour_parts`] over the neighbours `n` with `keep(n)` only.
+    fn neighbour_parts_among(&self, b: usize, keep: impl Fn(usize) -> bool) -> ([(u32, u8); 6], usize) {
         let mut out = [(0u32, 0u8); 6];
         let mut len = 0;
         self.grid.for_each_neighbour(b, |n| {
+            if !keep(n) {
+                return;
+            }
             let p = self.owners[n];
             match out[..len].iter_mut().find(|e| e.0 == p) {
                 Some(e) => e.1 += 1,
@@ -265,8 +273,9 @@ impl<'p, 'o> State<'p, 'o> {
     /// Hands every piece of a part but its main one (the most charged, then the largest,
     /// then the first found) to the parts around it, box by box from the outside in, each box
     /// to the neighbouring part holding most of its faces (the least charged among equals,
-    /// then the lowest id). A box only ever joins a main piece, so each part ends in one piece
-    /// and none is emptied. Returns the boxes moved.
+    /// then the lowest id; that may be its own part, where boxes moved before it now join it to
+    /// its part's main piece). A box only ever joins a main piece, so each part ends in one
+    /// piece and none is emptied. Returns the boxes moved.
     fn mend(&mut self) -> usize {
         let (piece, pieces) = crate::metrics::connected_pieces(&self.grid, self.owners);
         if pieces.len() == self.count.iter().filter(|&&c| c > 0).count() {
@@ -296,21 +305,7 @@ impl<'p, 'o> State<'p, 'o> {
             if !stray[k] {
                 continue;
             }
-            let mut near = [(0u32, 0u8); 6];
-            let mut len = 0;
-            self.grid.for_each_neighbour(k, |n| {
-                if stray[n] {
-                    return;
-                }
-                let p = self.owners[n];
-                match near[..len].iter_mut().find(|e| e.0 == p) {
-                    Some(e) => e.1 += 1,
-                    None => {
-                        near[len] = (p, 1);
-                        len += 1;
-                    }
-                }
-            });
+            let (near, len) = self.neighbour_parts_among(k, |n| !stray[n]);
             let charge = &self.charge;
             let (to, _) = *near[..len]
                 .iter()
@@ -318,9 +313,12 @@ impl<'p, 'o> State<'p, 'o> {
                     y.1.cmp(&x.1).then(charge[x.0 as usize].total_cmp(&charge[y.0 as usize])).then(x.0.cmp(&y.0))
                 })
                 .expect("a queued box touches a main piece");
-            self.move_box(k, to);
+            // A box that another's move has joined to its own part's main piece stays.
+            if to != self.owners[k] {
+                self.move_box(k, to);
+                moves += 1;
+            }
             stray[k] = false;
-            moves += 1;
             self.grid.for_each_neighbour(k, |n| {
                 if stray[n] {
                     queue.push_back(n);

@@ -1094,5 +1094,44 @@ mod tests {
             prop_assert!(metrics::edge_cut(&grid, &out) + r.border_moves <= metrics::edge_cut(&grid, &balanced));
             prop_assert_eq!(refined(grid, &loads, parts, &start).0, out);
         }
+
+        /// From owners drawn at random (most parts in many pieces) on small 1D, 2D and 3D
+        /// grids, with uniform, integer, sparse or fractional loads: every part ends in one
+        /// piece, none is emptied, and the run is deterministic.
+        #[test]
+        fn random_owners_end_in_one_piece_each(
+            nx in 1usize..12,
+            ny in 1usize..12,
+            nz in 1usize..3,
+            parts in 1usize..12,
+            kind in 0u8..4,
+            seed in 0u64..u64::MAX,
+        ) {
+            let grid = Grid::new_3d(nx, ny, nz).unwrap();
+            let n = grid.len();
+            prop_assume!(parts <= n);
+            let mut rng = crate::rng::SplitMix64::new(seed);
+            let loads: Vec<f64> = (0..n)
+                .map(|_| {
+                    let r = rng.next_u64();
+                    match kind {
+                        0 => 1.0,
+                        1 => (r % 5) as f64,
+                        2 => if r % 10 == 0 { 100.0 } else { 0.0 },
+                        _ => (r % 1000) as f64 * 1e-3,
+                    }
+                })
+                .collect();
+            let Ok(problem) = Problem::new(grid, &loads, parts) else { return Ok(()) };
+            let start: Vec<u32> = (0..n).map(|_| (rng.next_u64() % parts as u64) as u32).collect();
+            let mut out = start.clone();
+            refine(&problem, &mut out, RefineSettings::default()).unwrap();
+            prop_assert_eq!(metrics::disconnected_parts(&grid, &out, parts), 0, "{:?} -> {:?}", start, out);
+            let held = |o: &[u32]| o.iter().copied().collect::<std::collections::BTreeSet<u32>>();
+            prop_assert_eq!(held(&start), held(&out));
+            let mut again = start.clone();
+            refine(&problem, &mut again, RefineSettings::default()).unwrap();
+            prop_assert_eq!(again, out);
+        }
     }
 }

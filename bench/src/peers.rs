@@ -114,6 +114,8 @@ pub struct SequenceRow {
     pub to_bound_max: f64,
     /// median edge cut over steps
     pub cut_median: f64,
+    /// steps that left a part in more than one 4-connected piece
+    pub split_steps: usize,
     /// median time of a step, in ms
     pub time_ms: f64,
     /// mean time of a step, in ms: a warm method that often has nothing to do has a median
@@ -352,6 +354,7 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
             let n = methods.len();
             let (mut moved, mut bound, mut cut, mut time) =
                 (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+            let mut split = vec![0; n];
             let mut previous: Vec<Option<Vec<u32>>> = vec![None; n];
             let mut skipped: Vec<Option<String>> = vec![None; n];
             let mut map = PerlinMap::with_seed(7);
@@ -383,6 +386,7 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
                         moved[i].push(metrics::migrations(p, &owners) as f64);
                         bound[i].push(q.max_avg / q.lower_bound);
                         cut[i].push(q.edge_cut as f64);
+                        split[i] += usize::from(q.disconnected_parts > 0);
                         time[i].push(elapsed);
                     }
                     previous[i] = Some(owners);
@@ -401,6 +405,7 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
                     to_bound_median: metrics::median(&bound[i]),
                     to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
                     cut_median: metrics::median(&cut[i]),
+                    split_steps: split[i],
                     time_ms: metrics::median(&time[i]),
                     time_ms_mean: mean(&time[i]),
                     skipped: skipped[i].clone(),
@@ -585,6 +590,7 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
         "/bound med",
         "/bound max",
         "cut",
+        "steps split",
         "ms/step",
         "mean ms",
         "note",
@@ -593,7 +599,7 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
         let mut cells = vec![r.sequence.clone(), r.grid.clone(), r.parts.to_string(), r.method.clone()];
         match &r.skipped {
             Some(why) => {
-                cells.extend(std::iter::repeat_n("-".to_string(), 7));
+                cells.extend(std::iter::repeat_n("-".to_string(), 8));
                 cells.push(format!("skipped: {why}"));
             }
             None => cells.extend([
@@ -602,6 +608,7 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
                 format!("{:.4}", r.to_bound_median),
                 format!("{:.4}", r.to_bound_max),
                 format!("{:.0}", r.cut_median),
+                r.split_steps.to_string(),
                 format!("{:.2}", r.time_ms),
                 format!("{:.2}", r.time_ms_mean),
                 String::new(),

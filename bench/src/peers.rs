@@ -751,6 +751,23 @@ mod tests {
         }
     }
 
+    /// Over 100 drifting steps at 51² / 10 parts the power cells left a part in pieces on two
+    /// steps (2026-11-30); `pbs` mends its warm starts' parts, `pbs-cells` shows them.
+    #[test]
+    fn warm_starts_of_pbs_leave_no_part_in_pieces() {
+        let s = PeersSettings {
+            parts: vec![10],
+            sequence: 100,
+            methods: vec!["pbs".into(), "pbs-cells".into()],
+            ..small()
+        };
+        let rows = sequences(&s, |_| {}).unwrap();
+        let drift = |m: &str| rows.iter().find(|r| r.sequence == "drift" && r.method == m).unwrap();
+        assert!(drift("pbs-cells").split_steps > 0, "the cells stayed whole: pick a harder case for this test");
+        assert!(rows.iter().filter(|r| r.method == "pbs").all(|r| r.split_steps == 0), "{rows:?}");
+        assert!((drift("pbs").migrations_per_step - drift("pbs-cells").migrations_per_step).abs() < 1.0);
+    }
+
     #[test]
     fn a_folder_without_maps_is_an_error() {
         let dir = std::env::temp_dir().join(format!("pbs-peers-empty-{}", std::process::id()));

@@ -111,11 +111,12 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    over 1.2 times the lower bound starts over once from a bisection. The first call then
    refines the owners box by box: a part in pieces keeps its most loaded piece and hands the
    others to the parts around them, then single boundary boxes go to a neighbouring part (no
-   part split or emptied) until the largest load is within min(tol, 0.005) of the lower bound or no
-   move lowers it, and shortens the borders where that keeps the largest load; later calls
-   return the cells' owners, which move fewer boxes from call to call. The outcome describes
-   the owners written; `migrations` counts them against the previous call's (the first call's
-   against its random start). `outcome` may be NULL. */
+   part split or emptied) until the largest load is within min(tol, 0.005) of the lower bound
+   or no move lowers it, and shortens the borders where that keeps the largest load. Later
+   calls return the cells' owners, which move fewer boxes from call to call, a part in pieces
+   mended the same way. The outcome describes the owners written; `migrations` counts them
+   against the previous call's (the first call's against its random start). `outcome` may be
+   NULL. */
 pbs_status pbs_partitioner_balance(pbs_partitioner *p, const double *loads, size_t n_loads,
                                    double tol, size_t max_steps, uint32_t *owners,
                                    pbs_outcome *outcome);

@@ -108,11 +108,13 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         let stop = StopRule { max_steps, tol };
         // A later call is a rebalancing: far from balance it starts over (`pbs::rebalance`).
         // The first call's owners are refined box by box; later calls keep the cells' owners,
-        // which move fewer boxes from one call to the next.
+        // which move fewer boxes from one call to the next, with parts in pieces mended.
         let (out, mut written) = match p.state.as_mut() {
             Some(state) => {
                 let out = rebalance(p.method.as_mut(), &problem, state, stop);
-                (out, state.owners().to_vec())
+                let mut owners = state.owners().to_vec();
+                pbs::refine::mend(&problem, &mut owners)?;
+                (out, owners)
             }
             None => {
                 let state = p.state.insert(VCores::random(&problem, p.seed));
@@ -187,7 +189,8 @@ mod tests {
         // SAFETY: the strings are NULL or NUL-terminated literals.
         let p = unsafe { pbs_partitioner_new(40, 30, 1, 6, std::ptr::null(), 7) };
         assert!(!p.is_null());
-        // The same calls in Rust: the first one's owners refined, the second's the cells'.
+        // The same calls in Rust: the first one's owners refined, the second's the cells'
+        // (mended, where a part fell in pieces).
         let mut method = methods::by_name("power-cells").unwrap();
         let problem = Problem::new(grid, &first, 6).unwrap();
         let mut vcores = VCores::random(&problem, 7);
@@ -203,6 +206,8 @@ mod tests {
             if call == 0 {
                 let refined = pbs::refine::refine(&problem, &mut want, pbs::refine::RefineSettings::default());
                 assert!(refined.unwrap().balance_moves > 0, "the cells stop within 0.05, the refinement goes on");
+            } else {
+                pbs::refine::mend(&problem, &mut want).unwrap();
             }
             let mut owners = vec![u32::MAX; grid.len()];
             let mut out = Outcome::default();
@@ -214,7 +219,7 @@ mod tests {
             assert_eq!(owners, want);
             let max_avg = pbs::metrics::max_avg(&pbs::metrics::charges(&want, loads, 6));
             assert_eq!((out.steps, out.max_avg), (run.steps, max_avg));
-            assert!(max_avg <= run.max_avg, "refining never unbalances");
+            assert!(call > 0 || max_avg <= run.max_avg, "refining never unbalances");
             assert_eq!(
                 (out.edge_cut, out.migrations),
                 (pbs::metrics::edge_cut(&grid, &want), pbs::metrics::migrations(&previous, &want))

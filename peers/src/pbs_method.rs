@@ -3,7 +3,8 @@
 //! power cells and refines their owners box by box ([`pbs::refine`]); later calls on the same
 //! grid and part count are rebalancings, as the executor's: they warm-start from the vCores
 //! where the previous call left them, or start over when those are far from balance
-//! ([`pbs::rebalance`]), and return the cells' owners. `pbs-rcb-start` skips the power cells on
+//! ([`pbs::rebalance`]), and return the cells' owners with any part in pieces mended
+//! ([`pbs::refine::mend`]). `pbs-rcb-start` skips the power cells on
 //! a cold start: the RCB's parts, refined, are the partition (2–3 × RCB's time rather than
 //! 13–50 ×, a shorter cut), at the price of a first warm start that moves the boxes where
 //! those parts and the cells differ (docs/peers.md, "Refined box by box").
@@ -23,8 +24,9 @@ pub struct Pbs {
     pub seed: u64,
     /// Where a cold start places the vCores.
     pub cold_start: ColdStart,
-    /// Whether a cold start's owners are refined box by box at the end ([`pbs::refine`]);
-    /// warm starts keep the power cells' owners, which move fewer boxes.
+    /// Whether a cold start's owners are refined box by box at the end ([`pbs::refine`]) and
+    /// a warm start's parts in pieces mended ([`pbs::refine::mend`]); warm starts otherwise
+    /// keep the power cells' owners, which move fewer boxes.
     pub refine: bool,
     state: Option<(Grid, VCores)>,
     steps: Option<usize>,
@@ -130,6 +132,9 @@ impl Partitioner for Pbs {
         let mut owners = vcores.owners().to_vec();
         if self.refine && !warm {
             pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
+        } else if self.refine {
+            // The cells can fall apart between boxes: a warm start's parts are mended too.
+            pbs::refine::mend(&problem, &mut owners)?;
         }
         self.state = Some((*grid, vcores));
         Ok(owners)

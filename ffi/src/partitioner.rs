@@ -182,6 +182,43 @@ mod tests {
             .collect()
     }
 
+    /// On a drifting Perlin map (51² boxes, 10 parts, 100 calls) the cells fall apart on some
+    /// calls; the owners written never do.
+    #[test]
+    fn later_calls_write_every_part_in_one_piece() {
+        let grid = Grid::new(51, 51).unwrap();
+        // SAFETY: NULL method (the default).
+        let p = unsafe { pbs_partitioner_new(51, 51, 1, 10, std::ptr::null(), 3) };
+        assert!(!p.is_null());
+        let mut map = pbs::loadmap::PerlinMap::with_seed(7);
+        let mut owners = vec![0u32; grid.len()];
+        let mut cells_split = 0;
+        for call in 0..100 {
+            let loads = map.loads(&grid);
+            // SAFETY: a live handle from its _new; buffers of the lengths passed; NULL outcome.
+            let s = unsafe {
+                pbs_partitioner_balance(
+                    p,
+                    loads.as_ptr(),
+                    loads.len(),
+                    0.05,
+                    5000,
+                    owners.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            };
+            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            assert_eq!(pbs::metrics::disconnected_parts(&grid, &owners, 10), 0, "call {call}");
+            // SAFETY: the handle is live and not used elsewhere meanwhile.
+            let cells = unsafe { &*p }.state.as_ref().unwrap().owners();
+            cells_split += usize::from(pbs::metrics::disconnected_parts(&grid, cells, 10) > 0);
+            map = map.smooth(0.5);
+        }
+        assert!(cells_split > 0, "the cells never fell apart: pick a harder case for this test");
+        // SAFETY: a handle from its _new, not used afterwards.
+        unsafe { pbs_partitioner_free(p) };
+    }
+
     #[test]
     fn owners_are_those_of_the_rust_balancer_call_after_call() {
         let grid = Grid::new(40, 30).unwrap();

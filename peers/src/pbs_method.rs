@@ -17,8 +17,9 @@ use crate::{check_input, Partitioner, Result};
 pub struct Pbs {
     /// A name from `pbs::methods::NAMES`.
     pub method: String,
-    /// When a run stops; `None`: [`StopRule::for_problem`] on a cold start (0.01 from 250 boxes
-    /// per part, else 0.05), [`StopRule::default`] on a warm one.
+    /// When a run stops; `None`: on a cold start [`StopRule::before_refinement`] (0.01 from 250
+    /// boxes per part, else 0.1), or [`StopRule::for_problem`] without the refinement (0.05
+    /// below 250), [`StopRule::default`] on a warm one.
     pub stop: Option<StopRule>,
     /// Seed of the cold start's vCore positions.
     pub seed: u64,
@@ -119,9 +120,12 @@ impl Partitioner for Pbs {
             },
         };
         // The tight tolerance pays on a cold start only; a warm one keeps the default (see
-        // `StopRule::for_problem`).
-        let stop =
-            self.stop.unwrap_or_else(|| if warm { StopRule::default() } else { StopRule::for_problem(&problem) });
+        // `StopRule::for_problem`). Where the refinement follows, small parts stop early.
+        let stop = self.stop.unwrap_or_else(|| match (warm, self.refine) {
+            (true, _) => StopRule::default(),
+            (false, true) => StopRule::before_refinement(&problem),
+            (false, false) => StopRule::for_problem(&problem),
+        });
         // A warm start is a rebalancing: far from balance (a re-drawn map) it starts over.
         let outcome = if warm {
             rebalance(method.as_mut(), &problem, &mut vcores, stop)

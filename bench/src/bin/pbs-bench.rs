@@ -324,8 +324,9 @@ enum Command {
         /// Timed runs per map and method, round-robin; times are medians
         #[arg(long, default_value_t = 3)]
         repeats: usize,
-        /// pbs's tolerance: converged when max_avg ≤ (1 + tol) × lower bound (default: 0.01 from
-        /// 250 boxes per part, else 0.05)
+        /// pbs's tolerance for its power cells: converged when max_avg ≤ (1 + tol) × lower bound
+        /// (default on a cold start: 0.01 from 250 boxes per part, else 0.1 where the owners are
+        /// then refined and 0.05 where not (pbs-cells); warm starts 0.05)
         #[arg(long, allow_negative_numbers = true)]
         pbs_tol: Option<f64>,
         /// Print one JSON object {"partitions": [...], "sequences": [...]} instead of tables

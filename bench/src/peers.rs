@@ -141,12 +141,30 @@ pub struct Map {
 /// take minutes each.
 pub const MAX_BOXES: usize = 1 << 20;
 
-/// The settings' error, if they ask for generated maps larger than [`MAX_BOXES`].
+/// Boxes the generated maps of one part count may hold at once (512 MiB of loads).
+pub const MAX_HELD_BOXES: usize = 1 << 26;
+
+/// The settings' error, if they ask for generated maps larger than [`MAX_BOXES`], or for so
+/// many seeds that the maps of one part count would hold more than [`MAX_HELD_BOXES`] boxes
+/// (`--seeds 1000000` ran the machine out of memory before a word was printed).
 pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
-    if !matches!(settings.maps, Maps::Standard | Maps::Perlin) {
-        return Ok(());
+    let held = |per_seed: usize| {
+        let boxes = settings.seeds.saturating_mul(per_seed);
+        (boxes > MAX_HELD_BOXES).then(|| {
+            format!(
+                "--seeds {} asks for maps of {boxes} boxes at once; at most {MAX_HELD_BOXES} ({} seeds here)",
+                settings.seeds,
+                MAX_HELD_BOXES / per_seed.max(1)
+            )
+        })
+    };
+    match settings.maps {
+        Maps::Dir(_) => return Ok(()),
+        Maps::Dense => return held(DENSE_SHAPES * 80 * 40).map_or(Ok(()), Err),
+        Maps::Standard | Maps::Perlin => {}
     }
     for &parts in &settings.parts {
+        let mut per_seed = 0usize;
         for &bpp in &settings.boxes_per_part {
             let side = side_for(parts, bpp);
             if side.saturating_mul(side) > MAX_BOXES {
@@ -154,6 +172,10 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
                     "--parts {parts} with --boxes-per-part {bpp} asks for a {side}×{side} map; generated maps go up to {MAX_BOXES} boxes"
                 ));
             }
+            per_seed += side * side;
+        }
+        if let Some(e) = held(per_seed) {
+            return Err(e);
         }
     }
     Ok(())
@@ -212,6 +234,9 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
     out.retain(|m| m.grid.len() >= parts * MIN_BOXES_PER_PART && m.grid.nz() == 1);
     Ok(out)
 }
+
+/// Maps of the dense family per seed.
+const DENSE_SHAPES: usize = 5;
 
 /// The dense family (see [`Maps::Dense`]): five shapes on 80×40, each placed by its seed.
 pub fn dense_maps(seeds: usize) -> Vec<Map> {
@@ -636,8 +661,8 @@ mod tests {
         }
     }
 
-    /// Generated maps past `MAX_BOXES` are refused before anything runs, overflow included;
-    /// maps from a folder or the dense family are not generated at those sizes.
+    /// Generated maps past `MAX_BOXES`, or seeds past `MAX_HELD_BOXES` at once, are refused
+    /// before anything runs, overflow included; maps from a folder are not generated.
     #[test]
     fn oversized_generated_maps_are_refused() {
         assert!(check_sizes(&small()).is_ok());
@@ -646,6 +671,14 @@ mod tests {
         let absurd = PeersSettings { parts: vec![usize::MAX], boxes_per_part: vec![usize::MAX], ..small() };
         assert!(check_sizes(&absurd).is_err());
         assert!(check_sizes(&PeersSettings { maps: Maps::Dense, ..big }).is_ok());
+        // Seeds enough to run out of memory: named, for generated and dense maps alike.
+        let many = PeersSettings { seeds: 1_000_000, ..small() };
+        assert!(check_sizes(&many).unwrap_err().contains("--seeds 1000000"));
+        let dense = PeersSettings { maps: Maps::Dense, ..many };
+        assert!(check_sizes(&dense).unwrap_err().contains("--seeds 1000000"));
+        assert!(check_sizes(&PeersSettings { maps: Maps::Dense, seeds: 6, ..small() }).is_ok());
+        assert!(check_sizes(&PeersSettings { seeds: usize::MAX, ..small() }).is_err());
+        assert_eq!(dense_maps(2).len(), 2 * DENSE_SHAPES);
     }
 
     /// Every Perlin size asked for runs at every part count, the smallest included.

@@ -540,9 +540,8 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
         /// The runs' labelling is the search's, piece for piece, and `one_piece_each` says what
-        /// it says, on 1D, 2D and 3D grids with
-        /// owners drawn from a few ids (many pieces; with two ids, shapes whose runs meet only
-        /// far from where they start).
+        /// it says, on 1D, 2D and 3D grids with owners drawn from a few ids (many pieces; with
+        /// two ids, shapes whose runs meet only far from where they start).
         #[test]
         fn pieces_by_runs_are_the_pieces_by_search(
             nx in 1usize..20,

@@ -79,8 +79,8 @@ impl StopRule {
     /// that a tolerance of 0.1. Where a cell holds few boxes, each box is a coarse step of its
     /// charge and the power cells' last steps towards 5 % are the slow ones, while the
     /// refinement moves single boxes: on dense 80×40 maps at 72 parts this took the cells from
-    /// a median of 33 steps to 21 and the time from 48 to 32 × a k-way RCB's, every map ending
-    /// as balanced once refined (docs/peers.md, "Cells stopped early where parts are small").
+    /// a median of 33 steps to 21 and the time from 48 to 30–32 × a k-way RCB's, as many maps
+    /// ending balanced once refined (docs/peers.md, "Cells stopped early where parts are small").
     ///
     /// ```
     /// use pbs::{Grid, Problem, StopRule};

@@ -6,7 +6,7 @@
 //! ([`pbs::rebalance`]), and return the cells' owners with any part in pieces mended
 //! ([`pbs::refine::mend`]). `pbs-rcb-start` skips the power cells on
 //! a cold start: the RCB's parts, refined, are the partition (2–3 × RCB's time rather than
-//! 13–50 ×, a shorter cut), at the price of a first warm start that moves the boxes where
+//! 10–30 ×, a shorter cut), at the price of a first warm start that moves the boxes where
 //! those parts and the cells differ (docs/peers.md, "Refined box by box").
 
 use pbs::{balance, methods, rebalance, Grid, StopRule, VCores};

@@ -138,25 +138,7 @@ pub fn edge_cut(grid: &Grid, owner: &[u32]) -> usize {
 /// # Panics
 /// If `owners` has fewer entries than `grid` has boxes (entries beyond are not looked at).
 pub fn connected_pieces(grid: &Grid, owners: &[u32]) -> (Vec<u32>, Vec<(u32, usize)>) {
-    let mut joined = JoinedRuns::new(grid, owners);
-    let mut piece = vec![u32::MAX; grid.len()];
-    let mut pieces: Vec<(u32, usize)> = Vec::new();
-    let mut piece_of_run = vec![0u32; joined.runs.len()];
-    for i in 0..joined.runs.len() {
-        let (from, to) = joined.runs[i];
-        let root = joined.find(i);
-        // The root is the set's first run, so its piece is numbered by now.
-        let id = if root == i {
-            pieces.push((owners[from], 0));
-            (pieces.len() - 1) as u32
-        } else {
-            piece_of_run[root]
-        };
-        piece_of_run[i] = id;
-        pieces[id as usize].1 += to - from;
-        piece[from..to].fill(id);
-    }
-    (piece, pieces)
+    JoinedRuns::new(grid, owners).pieces(grid, owners)
 }
 
 /// Whether no part of the mapping is in more than one face-connected piece: what
@@ -165,9 +147,17 @@ pub fn connected_pieces(grid: &Grid, owners: &[u32]) -> (Vec<u32>, Vec<(u32, usi
 /// # Panics
 /// As [`connected_pieces`].
 pub fn one_piece_each(grid: &Grid, owners: &[u32]) -> bool {
+    !JoinedRuns::new(grid, owners).split(owners)
+}
+
+/// What [`connected_pieces`] returns: per box its piece, per piece its owner and box count.
+pub(crate) type Pieces = (Vec<u32>, Vec<(u32, usize)>);
+
+/// [`connected_pieces`] where some part is in more than one piece, `None` where none is: one
+/// labelling for both answers.
+pub(crate) fn pieces_if_split(grid: &Grid, owners: &[u32]) -> Option<Pieces> {
     let mut joined = JoinedRuns::new(grid, owners);
-    let mut seen = std::collections::HashSet::new();
-    (0..joined.runs.len()).all(|i| joined.find(i) != i || seen.insert(owners[joined.runs[i].0]))
+    joined.split(owners).then(|| joined.pieces(grid, owners))
 }
 
 /// The runs of one owner along each row of boxes, each joined to the runs of the same owner it
@@ -221,6 +211,35 @@ impl JoinedRuns {
             }
         }
         joined
+    }
+
+    /// Whether some owner has runs in two sets.
+    fn split(&mut self, owners: &[u32]) -> bool {
+        let mut seen = std::collections::HashSet::new();
+        !(0..self.runs.len()).all(|i| self.find(i) != i || seen.insert(owners[self.runs[i].0]))
+    }
+
+    /// Per box the index of its piece, per piece its owner and box count (see
+    /// [`connected_pieces`]).
+    fn pieces(mut self, grid: &Grid, owners: &[u32]) -> Pieces {
+        let mut piece = vec![u32::MAX; grid.len()];
+        let mut pieces: Vec<(u32, usize)> = Vec::new();
+        let mut piece_of_run = vec![0u32; self.runs.len()];
+        for i in 0..self.runs.len() {
+            let (from, to) = self.runs[i];
+            let root = self.find(i);
+            // The root is the set's first run, so its piece is numbered by now.
+            let id = if root == i {
+                pieces.push((owners[from], 0));
+                (pieces.len() - 1) as u32
+            } else {
+                piece_of_run[root]
+            };
+            piece_of_run[i] = id;
+            pieces[id as usize].1 += to - from;
+            piece[from..to].fill(id);
+        }
+        (piece, pieces)
     }
 
     /// The root of run `x`'s set (halving the path on the way).

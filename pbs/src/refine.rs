@@ -98,8 +98,7 @@ pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -
             });
         }
     }
-    let whole = crate::metrics::one_piece_each(problem.grid(), owners);
-    let pieces = (!whole).then(|| crate::metrics::connected_pieces(problem.grid(), owners));
+    let pieces = crate::metrics::pieces_if_split(problem.grid(), owners);
     let mut state = State::new(problem, owners);
     let target = (1.0 + settings.tol) * problem.lower_bound() * problem.mean();
     let max_moves = (settings.max_moves_per_box * problem.grid().len() as f64) as usize;
@@ -131,11 +130,8 @@ pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -
 /// per box.
 pub fn mend(problem: &Problem, owners: &mut [u32]) -> crate::Result<usize> {
     check_owners(problem, owners)?;
-    if crate::metrics::one_piece_each(problem.grid(), owners) {
-        return Ok(0);
-    }
-    let pieces = crate::metrics::connected_pieces(problem.grid(), owners);
-    Ok(State::new(problem, owners).mend(pieces))
+    Ok(crate::metrics::pieces_if_split(problem.grid(), owners)
+        .map_or(0, |pieces| State::new(problem, owners).mend(pieces)))
 }
 
 /// An error naming the first part id out of range, or a length other than the grid's.
@@ -330,7 +326,7 @@ impl<'p, 'o> State<'p, 'o> {
     /// then the lowest id; that may be its own part, where boxes moved before it now join it to
     /// its part's main piece). A box only ever joins a main piece, so each part ends in one
     /// piece and none is emptied. Returns the boxes moved.
-    fn mend(&mut self, (piece, pieces): (Vec<u32>, Vec<(u32, usize)>)) -> usize {
+    fn mend(&mut self, (piece, pieces): crate::metrics::Pieces) -> usize {
         let mut weight = vec![0.0; pieces.len()];
         piece.iter().zip(self.loads).for_each(|(&i, &q)| weight[i as usize] += q);
         let mut main = vec![u32::MAX; self.charge.len()];

@@ -20,13 +20,12 @@ const MAX_TRIALS: usize = 24;
 /// else its largest. Also returns how many parts are in pieces.
 fn pieces(grid: &Grid, owners: &[u32], giant_of: &[usize]) -> (usize, Vec<(usize, Vec<usize>)>) {
     let n = giant_of.len();
-    let (component, pieces) = metrics::connected_pieces(grid, owners);
+    let Some((component, pieces)) = metrics::pieces_if_split(grid, owners) else {
+        return (0, Vec::new());
+    };
     let mut count = vec![0usize; n];
     pieces.iter().for_each(|&(p, _)| count[p as usize] += 1);
     let broken = count.iter().filter(|&&c| c > 1).count();
-    if broken == 0 {
-        return (0, Vec::new());
-    }
     // The main piece of each part: its giant's, else its largest.
     let mut main = vec![u32::MAX; n];
     for (id, &(p, size)) in pieces.iter().enumerate() {

@@ -385,51 +385,53 @@ impl<'a> Ctx<'a> {
             }
             return;
         }
+        // The boxes of a row in groups of LANES, each box's running best two in a lane of its
+        // own: one box's comparisons form a chain from site to site, independent lanes let the
+        // processor work on four boxes at once (1.15–1.45 × faster than box after box,
+        // `assign_probe`). Same expression per box and site, sites in the same order, as
+        // `best_two`; its branches are masks and min/max here, as which site wins a box is
+        // data the branch predictor cannot learn.
         for l in lo[2]..hi[2] {
             let cz = l as f64 + 0.5;
             for j in lo[1]..hi[1] {
                 let cy = j as f64 + 0.5;
                 let row = self.grid.index(0, j, l);
-                for i in lo[0]..hi[0] {
-                    let cx = i as f64 + 0.5;
-                    let (mut b, mut sb, mut s, mut ss) = (NONE, f64::INFINITY, NONE, f64::INFINITY);
+                let mut i0 = lo[0];
+                while i0 < hi[0] {
+                    let m = (hi[0] - i0).min(LANES);
+                    let cx: [f64; LANES] = std::array::from_fn(|t| (i0 + t) as f64 + 0.5);
+                    let (mut b, mut sb, mut s, mut ss) =
+                        ([NONE; LANES], [f64::INFINITY; LANES], [NONE; LANES], [f64::INFINITY; LANES]);
                     for (site, &id) in scratch.leaf.iter().zip(ids) {
-                        let dx = cx - site[0];
                         let dy = cy - site[1];
-                        let d2 = if flat {
-                            dx * dx + dy * dy
-                        } else {
-                            let dz = cz - site[2];
-                            dx * dx + dy * dy + dz * dz
-                        };
-                        let v = d2 - site[3];
-                        let first = v < sb;
-                        let second = v < ss;
-                        let new_ss = if first {
-                            sb
-                        } else if second {
-                            v
-                        } else {
-                            ss
-                        };
-                        let new_s = if first {
-                            b
-                        } else if second {
-                            id
-                        } else {
-                            s
-                        };
-                        sb = if first { v } else { sb };
-                        b = if first { id } else { b };
-                        ss = new_ss;
-                        s = new_s;
+                        let dz = cz - site[2];
+                        for t in 0..LANES {
+                            let dx = cx[t] - site[0];
+                            let d2 = if flat { dx * dx + dy * dy } else { dx * dx + dy * dy + dz * dz };
+                            let v = d2 - site[3];
+                            let (first, second) = (v < sb[t], v < ss[t]);
+                            let (mf, ms) = (0u32.wrapping_sub(first as u32), 0u32.wrapping_sub(second as u32));
+                            s[t] = (b[t] & mf) | (id & ms & !mf) | (s[t] & !(mf | ms));
+                            b[t] = (id & mf) | (b[t] & !mf);
+                            // The old best if v beats it, else the lower of v and the old
+                            // second (equal values keep the old second's, the same bits).
+                            let low = if second { v } else { ss[t] };
+                            ss[t] = if sb[t] < low { low } else { sb[t] };
+                            sb[t] = if first { v } else { sb[t] };
+                        }
                     }
-                    store(out, row + i, (b, sb, s, ss));
+                    for t in 0..m {
+                        store(out, row + i0 + t, (b[t], sb[t], s[t], ss[t]));
+                    }
+                    i0 += m;
                 }
             }
         }
     }
 }
+
+/// Boxes of a row evaluated side by side in a leaf (see [`Ctx::leaf`]); 2 and 8 were slower.
+const LANES: usize = 4;
 
 #[cfg(test)]
 mod tests {

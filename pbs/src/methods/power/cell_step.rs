@@ -32,6 +32,7 @@ impl PowerCells {
         }
         self.scratch.direction.clear();
         self.scratch.direction.resize(n, 0.0);
+        let mut capturable = None;
         for (i, &e) in excess.iter().enumerate() {
             let want = e.abs();
             if want == 0.0 {
@@ -42,7 +43,7 @@ impl PowerCells {
                 if e > 0.0 {
                     continue; // nothing it may shed: it holds only its giant box
                 }
-                capture_distance(problem, vcores, i, &self.run.held)
+                capturable.get_or_insert_with(|| Capturable::new(problem, &self.run.held)).distance(problem, vcores, i)
             } else {
                 threshold_for(list, want)
             };
@@ -91,21 +92,39 @@ fn threshold_for(list: &mut [(f64, f64)], want: f64) -> f64 {
     just_past(list.last().map_or(0.0, |x| x.0))
 }
 
-/// Weight increase that lets vCore `i` capture its nearest loaded box that no vCore holds (used
-/// when it is second best for no loaded box, e.g. an empty cell far from the load).
-pub(super) fn capture_distance(problem: &Problem, vcores: &VCores, i: usize, held: &[bool]) -> f64 {
-    let (grid, loads, a) = (problem.grid(), problem.loads(), vcores.assignment());
-    let (x, w) = (vcores.positions()[i], vcores.weights()[i]);
-    let mut best = f64::INFINITY;
-    for k in 0..grid.len() {
-        if loads[k] > 0.0 && !held[k] && a.owner[k] as usize != i {
-            best = best.min(dist2(&grid.centre(k), &x) - w - a.score[k]);
+/// The loaded boxes that no giant's holder is bound to keep: where a vCore may capture a box.
+/// Gathered once for all the vCores that need a capture distance in one step; a sweep over
+/// every box for each of them cost `O(vCores × boxes)`, a third of a cold start on a map whose
+/// load sits in 1 % of its boxes (`sparse`, 256 parts).
+pub(super) struct Capturable {
+    boxes: Vec<u32>,
+}
+
+impl Capturable {
+    pub(super) fn new(problem: &Problem, held: &[bool]) -> Capturable {
+        let loads = problem.loads();
+        Capturable {
+            boxes: (0..loads.len() as u32).filter(|&k| loads[k as usize] > 0.0 && !held[k as usize]).collect(),
         }
     }
-    if best.is_finite() {
-        best.max(0.0) + 1e-9 * (1.0 + best.abs())
-    } else {
-        0.0
+
+    /// Weight increase that lets vCore `i` capture its nearest capturable box that it does not
+    /// own (used when it is second best for no loaded box, e.g. an empty cell far from the load).
+    pub(super) fn distance(&self, problem: &Problem, vcores: &VCores, i: usize) -> f64 {
+        let (grid, a) = (problem.grid(), vcores.assignment());
+        let (x, w) = (vcores.positions()[i], vcores.weights()[i]);
+        let mut best = f64::INFINITY;
+        for &k in &self.boxes {
+            let k = k as usize;
+            if a.owner[k] as usize != i {
+                best = best.min(dist2(&grid.centre(k), &x) - w - a.score[k]);
+            }
+        }
+        if best.is_finite() {
+            best.max(0.0) + 1e-9 * (1.0 + best.abs())
+        } else {
+            0.0
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 //! cells, weighted to just win it. A trial is kept only if it leaves fewer cells empty, no more
 //! parts in pieces, and no charge above the largest before.
 
-use super::cell_step::capture_distance;
+use super::cell_step::Capturable;
 use super::{hold_giants, PowerCells};
 use crate::assign::{assign_on, NONE};
 use crate::grid::Point;
@@ -74,8 +74,9 @@ impl PowerCells {
             spots.truncate(MOVES_PER_CELL);
         }
         spots.sort_unstable_by(cheapest_of_most_loaded);
+        let capturable = Capturable::new(problem, &self.run.held);
         for &e in empty {
-            let capture = capture_distance(problem, vcores, e, &self.run.held);
+            let capture = capturable.distance(problem, vcores, e);
             let own = (capture > 0.0).then(|| (vcores.positions()[e], vcores.weights()[e] + capture));
             // Sitting on box k and weighted just past its owner's power there, it wins k.
             let moves = spots.iter().map(|&k| (grid.centre(k), -a.score[k] + 1e-9 * (1.0 + a.score[k].abs())));

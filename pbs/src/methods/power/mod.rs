@@ -62,7 +62,7 @@ mod empty;
 mod giants;
 mod pieces;
 
-use cell_step::capture_distance;
+use cell_step::Capturable;
 use giants::hold_giants;
 
 use crate::assign::{assign_on, Assignment, NONE};
@@ -531,6 +531,7 @@ impl PowerCells {
             }
         }
         let mean_degree = self.scratch.laplacian.degree.iter().sum::<f64>() / n as f64;
+        let mut capturable = None;
         let reg: Vec<f64> = (0..n)
             .map(|i| {
                 if self.run.giant_of[i] != NO_BOX && self.run.capacity[i] < vcores.charges()[i] {
@@ -538,7 +539,9 @@ impl PowerCells {
                 } else if self.scratch.laplacian.degree[i] > 0.0 {
                     1e-6 * mean_degree.max(f64::MIN_POSITIVE)
                 } else if rhs[i] > 0.0 {
-                    let d = capture_distance(problem, vcores, i, &self.run.held);
+                    let d = capturable
+                        .get_or_insert_with(|| Capturable::new(problem, &self.run.held))
+                        .distance(problem, vcores, i);
                     if d > 0.0 {
                         rhs[i] / d
                     } else {

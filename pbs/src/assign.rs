@@ -386,11 +386,11 @@ impl<'a> Ctx<'a> {
             return;
         }
         // The boxes of a row in groups of LANES, each box's running best two in a lane of its
-        // own: one box's comparisons form a chain from site to site, independent lanes let the
-        // processor work on four boxes at once (1.15–1.45 × faster than box after box,
-        // `assign_probe`). Same expression per box and site, sites in the same order, as
-        // `best_two`; its branches are masks and min/max here, as which site wins a box is
-        // data the branch predictor cannot learn.
+        // own: one box's comparisons form a chain from site to site, and independent lanes let
+        // the processor work on four boxes at once. `best_two`'s branches are masks and min/max
+        // here (which site wins a box is data the branch predictor cannot learn); together
+        // 1.15–1.45 × faster than branching box after box (`assign_probe`). The same
+        // expression per box and site, sites in the same order: the same bits.
         for l in lo[2]..hi[2] {
             let cz = l as f64 + 0.5;
             for j in lo[1]..hi[1] {

@@ -132,6 +132,56 @@ impl Capturable {
 mod tests {
     use super::*;
 
+    /// Capture distance by a sweep over every box, boxes `skip` left out.
+    fn swept(problem: &Problem, vcores: &VCores, i: usize, skip: &[bool]) -> f64 {
+        let (grid, loads, a) = (problem.grid(), problem.loads(), vcores.assignment());
+        let (x, w) = (vcores.positions()[i], vcores.weights()[i]);
+        let mut best = f64::INFINITY;
+        for k in 0..grid.len() {
+            if loads[k] > 0.0 && !skip[k] && a.owner[k] as usize != i {
+                best = best.min(dist2(&grid.centre(k), &x) - w - a.score[k]);
+            }
+        }
+        if best.is_finite() {
+            best.max(0.0) + 1e-9 * (1.0 + best.abs())
+        } else {
+            0.0
+        }
+    }
+
+    /// The gathered boxes give every vCore the distance a sweep over every box gives: the
+    /// nearest loaded box it does not own, held boxes left out, on a map with most boxes empty.
+    #[test]
+    fn capture_distances_from_the_gathered_boxes_equal_a_sweep_over_all() {
+        let grid = crate::Grid::new(30, 20).unwrap();
+        let loads: Vec<f64> =
+            (0..grid.len()).map(|k| if k % 7 == 0 || k % 11 == 3 { 1.0 + (k % 5) as f64 } else { 0.0 }).collect();
+        let problem = Problem::new(grid, &loads, 9).unwrap();
+        let vcores = VCores::random(&problem, 4);
+        let none = vec![false; grid.len()];
+        // Held: every loaded box some vCore would capture first, so that leaving them out matters.
+        let mut held = none.clone();
+        let a = vcores.assignment();
+        for i in 0..vcores.len() {
+            let (x, w) = (vcores.positions()[i], vcores.weights()[i]);
+            let nearest = (0..grid.len()).filter(|&k| loads[k] > 0.0 && a.owner[k] as usize != i).min_by(|&k, &l| {
+                let s = |k: usize| dist2(&grid.centre(k), &x) - w - a.score[k];
+                s(k).total_cmp(&s(l))
+            });
+            if let Some(k) = nearest.filter(|_| i % 2 == 0) {
+                held[k] = true;
+            }
+        }
+        let capturable = Capturable::new(&problem, &held);
+        let mut differ = 0;
+        for i in 0..vcores.len() {
+            let d = capturable.distance(&problem, &vcores, i);
+            assert_eq!(d.to_bits(), swept(&problem, &vcores, i, &held).to_bits(), "vCore {i}");
+            differ += usize::from(d != swept(&problem, &vcores, i, &none));
+        }
+        assert!(differ > 0, "the held boxes must change some distance for the test to see them");
+    }
+
     #[test]
     fn threshold_picks_the_closest_cumulative_load() {
         let list = [(3.0, 5.0), (1.0, 1.0), (2.0, 1.0)];

@@ -1,0 +1,384 @@
+//! Step 1 of the refinement: while the most charged part is above the target, hand one of its
+//! boxes to a neighbour; when no single box can go, a chain of hops, a strip of empty boxes, or a
+//! trade (the module documentation of [`super`] gives the order).
+
+use super::{faces_in, trace_back, State};
+
+/// Border boxes from which the balance pass makes several moves per search of a border.
+const BATCH_FROM: usize = 512;
+
+/// Empty boxes a strip of [`State::strip`] crosses at most.
+const STRIP_DEPTH: usize = 16;
+
+/// Strips of empty boxes [`State::move_path`] tries before it gives up on a part.
+const PATH_TRIES: usize = 8;
+
+/// Pairs of boxes [`State::move_swap`] tries before it gives up on a part.
+const SWAP_TRIES: usize = 16;
+
+/// A candidate move of the balance pass.
+struct Candidate {
+    tier: u8,
+    key: (f64, f64),
+    b: u32,
+    to: u32,
+}
+
+impl State<'_, '_> {
+    pub(super) fn balance(&mut self, target: f64, max_moves: usize) -> usize {
+        let mut moves = 0;
+        let mut candidates = Vec::new();
+        while moves < max_moves {
+            let p = self.heaviest();
+            let cp = self.charge[p];
+            if cp <= target || self.count[p] <= 1 {
+                break;
+            }
+            candidates.clear();
+            let border = self.border(p);
+            for &b in &border {
+                let q = self.loads[b as usize];
+                if q <= 0.0 {
+                    continue;
+                }
+                let (near, len) = self.neighbour_parts(b as usize);
+                let own = faces_in(&near[..len], p as u32);
+                for &(to, count) in &near[..len] {
+                    let after = self.charge[to as usize] + q;
+                    if to as usize == p || after >= cp {
+                        continue;
+                    }
+                    // Edges this move adds to the cut (negative: removes).
+                    let added = f64::from(own) - f64::from(count);
+                    let pair = after.max(cp - q);
+                    let (tier, key) = if after <= target { (0, (added, pair)) } else { (1, (pair, added)) };
+                    candidates.push(Candidate { tier, key, b, to });
+                }
+            }
+            let border_len = border.len();
+            self.give_back(p, border);
+            let order = |x: &Candidate, y: &Candidate| {
+                (x.tier, x.key.0, x.key.1, x.b, x.to)
+                    .partial_cmp(&(y.tier, y.key.0, y.key.1, y.b, y.to))
+                    .expect("charges and loads are finite")
+            };
+            // The first move in that order that may go: the least, mostly.
+            let mut batch = 0;
+            let mut first_tier = 0;
+            while let Some(i) = (0..candidates.len()).min_by(|&i, &j| order(&candidates[i], &candidates[j])) {
+                let c = candidates.swap_remove(i);
+                if self.may_leave(c.b as usize) {
+                    self.move_box(c.b as usize, c.to);
+                    (batch, first_tier) = (1, c.tier);
+                    break;
+                }
+            }
+            if batch == 1 && first_tier == 0 && border_len >= BATCH_FROM {
+                // On a long border, while `p` stays above the target, the next moves that add
+                // no cut edge and still leave their receiver within it: a search of a long
+                // border per move made refining a 1000² grid take seconds (on short ones a
+                // search after each move cuts fewer edges).
+                candidates.retain(|c| c.tier == 0 && c.key.0 <= 0.0);
+                candidates.sort_by(order);
+                for c in &candidates {
+                    let (b, to) = (c.b as usize, c.to as usize);
+                    if !(self.charge[p] > target && moves + batch < max_moves) {
+                        break;
+                    }
+                    let after = self.charge[to] + self.loads[b];
+                    let still = self.owners[b] as usize == p && self.touches(b, to);
+                    if still && after <= target && after < self.charge[p] && self.may_leave(b) {
+                        self.move_box(b, c.to);
+                        batch += 1;
+                    }
+                }
+            }
+            if batch > 0 {
+                moves += batch;
+            } else if let Some(chain) = self.move_chain(p, cp) {
+                moves += chain;
+            } else if let Some(path) = self.move_path(p, cp) {
+                moves += path;
+            } else if let Some(swap) = self.move_swap(p, cp, target) {
+                moves += swap;
+            } else {
+                break;
+            }
+        }
+        moves
+    }
+
+    /// When no single box of `p` can go: a chain of hops through neighbouring parts, `p` to
+    /// `x₁` to … to a part with room, each part passing on one loaded box (with the strip of
+    /// empty boxes in front of it, if it has no loaded box on that border) for the one it
+    /// receives, and staying under `cp`. Found breadth first over the parts (the shortest
+    /// chain); towards each neighbour a part passes on the box that adds the fewest cut edges,
+    /// else the shortest strip. Applied from its far end, each box only if it may leave and
+    /// lands beside its new part, else undone whole. Returns the boxes moved, or `None`.
+    fn move_chain(&mut self, p: usize, cp: f64) -> Option<usize> {
+        let parts = self.charge.len();
+        // For each part reached: the part it was reached from and the boxes it gets from there.
+        let mut from: Vec<Option<(usize, Vec<usize>)>> = vec![None; parts];
+        let mut queue = std::collections::VecDeque::from([p]);
+        let mut visited = vec![false; parts];
+        visited[p] = true;
+        while let Some(x) = queue.pop_front() {
+            let gained = from[x].as_ref().map_or(0.0, |(_, path)| path.iter().map(|&a| self.loads[a]).sum());
+            for (y, path) in self.exits(x, &visited) {
+                let q: f64 = path.iter().map(|&b| self.loads[b]).sum();
+                if x != p && self.charge[x] + gained - q >= cp {
+                    continue;
+                }
+                visited[y] = true;
+                from[y] = Some((x, path));
+                if self.charge[y] + q < cp {
+                    if let Some(moves) = self.apply_chain(&from, y) {
+                        return Some(moves);
+                    }
+                    continue;
+                }
+                queue.push_back(y);
+            }
+        }
+        None
+    }
+
+    /// The ways out of part `x` towards each neighbouring part not `visited`, by part id: the
+    /// loaded border box that adds the fewest cut edges, else the shortest strip of empty boxes
+    /// (at most [`STRIP_DEPTH`] long) from that border to a loaded box, the border end first.
+    fn exits(&mut self, x: usize, visited: &[bool]) -> Vec<(usize, Vec<usize>)> {
+        // Loaded border boxes towards each neighbouring part: (part, edges added, box); and the
+        // parts an empty border box touches.
+        let mut loaded: Vec<(usize, f64, usize)> = Vec::new();
+        let mut empty: Vec<usize> = Vec::new();
+        let border = self.border(x);
+        for &b in &border {
+            let b = b as usize;
+            let (near, len) = self.neighbour_parts(b);
+            let own = faces_in(&near[..len], x as u32);
+            for &(y, count) in &near[..len] {
+                let y = y as usize;
+                if visited[y] {
+                    continue;
+                }
+                if self.loads[b] > 0.0 {
+                    loaded.push((y, f64::from(own) - f64::from(count), b));
+                } else if !empty.contains(&y) {
+                    empty.push(y);
+                }
+            }
+        }
+        loaded.sort_by(|a, b| a.partial_cmp(b).expect("finite"));
+        let mut parts: Vec<usize> = loaded.iter().map(|e| e.0).chain(empty.iter().copied()).collect();
+        parts.sort_unstable();
+        parts.dedup();
+        let mut exits = Vec::new();
+        for y in parts {
+            let single = loaded.iter().filter(|e| e.0 == y).map(|e| e.2).find(|&b| self.may_leave(b));
+            if let Some(b) = single {
+                exits.push((y, vec![b]));
+            } else if let Some(path) = self.strip(x, y, &border).filter(|path| self.may_leave(path[0])) {
+                exits.push((y, path));
+            }
+        }
+        self.give_back(x, border);
+        exits
+    }
+
+    /// The shortest strip of `x`'s empty boxes from a border box touching part `y` to a loaded
+    /// box of `x`, the border end first: a breadth-first search at most [`STRIP_DEPTH`] deep.
+    fn strip(&self, x: usize, y: usize, border: &[u32]) -> Option<Vec<usize>> {
+        let mut before = std::collections::HashMap::new();
+        let mut layer: Vec<usize> =
+            border.iter().map(|&b| b as usize).filter(|&b| self.loads[b] <= 0.0 && self.touches(b, y)).collect();
+        layer.iter().for_each(|&b| {
+            before.insert(b, usize::MAX);
+        });
+        for _ in 0..STRIP_DEPTH {
+            let mut next = Vec::new();
+            for &k in &layer {
+                let mut found = None;
+                self.grid.for_each_neighbour(k, |n| {
+                    if found.is_none() && self.owners[n] as usize == x && !before.contains_key(&n) {
+                        if self.loads[n] > 0.0 {
+                            found = Some(n);
+                        } else {
+                            before.insert(n, k);
+                            next.push(n);
+                        }
+                    }
+                });
+                if let Some(end) = found {
+                    before.insert(end, k);
+                    return Some(trace_back(end, |b| before.get(&b).copied()));
+                }
+            }
+            layer = next;
+        }
+        None
+    }
+
+    /// Applies the chain that [`State::move_chain`] found ending in part `end`, from that end
+    /// back to its start: each box only if it may leave and touches the part it joins. On a
+    /// box that may not go, undoes the moves made and returns `None`.
+    fn apply_chain(&mut self, from: &[Option<(usize, Vec<usize>)>], end: usize) -> Option<usize> {
+        let mut done: Vec<(usize, u32)> = Vec::new();
+        let mut at = end;
+        while let Some((x, path)) = &from[at] {
+            for &b in path {
+                if !(self.touches(b, at) && self.may_leave(b)) {
+                    for &(back, owner) in done.iter().rev() {
+                        self.move_box(back, owner);
+                    }
+                    return None;
+                }
+                done.push((b, self.owners[b]));
+                self.move_box(b, at as u32);
+            }
+            at = *x;
+        }
+        Some(done.len())
+    }
+
+    /// When no single box of `p` can go, a loaded box behind a strip of empty ones may: the
+    /// strip and the box move together to the part on the strip's other side, which must stay
+    /// under `cp`. Searched breadth first through `p`'s empty boxes from its borders, so the
+    /// shortest strip goes first; at most [`PATH_TRIES`] strips are tried. Returns the boxes
+    /// moved, or `None` when none could.
+    pub(super) fn move_path(&mut self, p: usize, cp: f64) -> Option<usize> {
+        // For each box of `p` reached: the part the strip leads to and the box before it.
+        let mut reached = std::collections::HashMap::new();
+        let mut queue = std::collections::VecDeque::new();
+        let border = self.border(p);
+        for &b in &border {
+            let b = b as usize;
+            if self.loads[b] > 0.0 {
+                continue;
+            }
+            let (near, len) = self.neighbour_parts(b);
+            if let Some(&(to, _)) = near[..len]
+                .iter()
+                .filter(|e| e.0 as usize != p)
+                .min_by(|x, y| self.charge[x.0 as usize].total_cmp(&self.charge[y.0 as usize]).then(x.0.cmp(&y.0)))
+            {
+                reached.insert(b, (to, usize::MAX));
+                queue.push_back(b);
+            }
+        }
+        self.give_back(p, border);
+        let mut tries = 0;
+        while let Some(k) = queue.pop_front() {
+            let (to, _) = reached[&k];
+            let mut next = Vec::new();
+            self.grid.for_each_neighbour(k, |n| {
+                if self.owners[n] as usize == p && !reached.contains_key(&n) {
+                    next.push(n);
+                }
+            });
+            for n in next {
+                reached.insert(n, (to, k));
+                if self.loads[n] <= 0.0 {
+                    queue.push_back(n);
+                    continue;
+                }
+                if self.charge[to as usize] + self.loads[n] >= cp {
+                    continue;
+                }
+                // The border end first, so that each box joins `to` beside the one before it.
+                let path = trace_back(n, |b| reached.get(&b).map(|e: &(u32, usize)| e.1));
+                if self.move_all(&path, to) {
+                    return Some(path.len());
+                }
+                tries += 1;
+                if tries == PATH_TRIES {
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// When no single box, chain or strip can go: a loaded border box `a` of `p` traded for a
+    /// lighter loaded box `b` of a neighbouring part `x` that also borders `p`, both parts
+    /// ending under `cp` (on maps with few loaded boxes no part may have room for a whole one).
+    /// Only trades that add no cut edge: the others bought a little balance for a longer cut
+    /// (docs/peers.md). Pairs that keep `x` within the target first, then the
+    /// fewest cut edges, then the most even pair of charges; at most [`SWAP_TRIES`] are tried.
+    /// Returns the boxes moved (two), or `None`.
+    fn move_swap(&mut self, p: usize, cp: f64, target: f64) -> Option<usize> {
+        let border = self.border(p);
+        let mut theirs: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
+        let mut pairs = Vec::new();
+        for &a in &border {
+            let qa = self.loads[a as usize];
+            if qa <= 0.0 {
+                continue;
+            }
+            let (near, len) = self.neighbour_parts(a as usize);
+            let own_a = faces_in(&near[..len], p as u32);
+            for &(x, x_a) in &near[..len] {
+                if x as usize == p {
+                    continue;
+                }
+                let boxes = theirs.entry(x).or_insert_with(|| {
+                    let list = self.border(x as usize);
+                    let copy = list.clone();
+                    self.give_back(x as usize, list);
+                    copy
+                });
+                for &b in boxes.iter() {
+                    let qb = self.loads[b as usize];
+                    let after = self.charge[x as usize] + qa - qb;
+                    if qb <= 0.0 || qb >= qa || after >= cp || !self.touches(b as usize, p) {
+                        continue;
+                    }
+                    // Cut edges the pair adds: `a`'s move, then `b`'s (next to `a`, the face
+                    // between them stays cut but changes sides).
+                    let (near_b, len_b) = self.neighbour_parts(b as usize);
+                    let mut next = 0;
+                    self.grid.for_each_neighbour(a as usize, |n| next |= i32::from(n == b as usize));
+                    let added = i32::from(own_a) - i32::from(x_a) + (i32::from(faces_in(&near_b[..len_b], x)) + next)
+                        - (i32::from(faces_in(&near_b[..len_b], p as u32)) - next);
+                    if added > 0 {
+                        continue;
+                    }
+                    let pair = after.max(cp - qa + qb);
+                    let tier = u8::from(after > target);
+                    pairs.push((tier, f64::from(added), pair, a, b, x));
+                }
+            }
+        }
+        self.give_back(p, border);
+        pairs.sort_by(|x, y| x.partial_cmp(y).expect("charges and loads are finite"));
+        for &(_, _, _, a, b, x) in pairs.iter().take(SWAP_TRIES) {
+            let (a, b) = (a as usize, b as usize);
+            if !self.may_leave(a) {
+                continue;
+            }
+            self.move_box(a, x);
+            if self.touches(b, p) && self.may_leave(b) {
+                self.move_box(b, p as u32);
+                return Some(2);
+            }
+            // `a` back where it was: its old part and `x` are as before.
+            self.move_box(a, p as u32);
+        }
+        None
+    }
+
+    /// Moves `path` to part `to` box by box, each only if it may leave; undoes them all and
+    /// returns false if one may not.
+    fn move_all(&mut self, path: &[usize], to: u32) -> bool {
+        let from = self.owners[path[0]];
+        for (done, &b) in path.iter().enumerate() {
+            if !self.may_leave(b) {
+                for &back in path[..done].iter().rev() {
+                    self.move_box(back, from);
+                }
+                return false;
+            }
+            self.move_box(b, to);
+        }
+        true
+    }
+}

@@ -347,7 +347,7 @@ fn plot_scaling(path: &Path, rows: &[ScalingRow]) -> Result<(), String> {
                         label: name.clone(),
                         points: mine.iter().map(|r| (r.threads as f64, of(&r.iter_ms, name))).collect(),
                         color: PALETTE[i % PALETTE.len()],
-                        stroke: Stroke::Solid,
+                        stroke: Stroke::LinePoints,
                     })
                     .collect(),
             }

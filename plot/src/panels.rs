@@ -5,7 +5,10 @@ use std::path::Path;
 use std::sync::Once;
 
 use pbs::{Grid, Point};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 
 static FONT: Once = Once::new();
@@ -39,6 +42,9 @@ pub enum Stroke {
     Dashed,
     /// a dot at each point, no line (a scatter)
     Points,
+    /// a solid line through the points and a dot at each: for a few measured or modelled
+    /// points, where a line alone reads as if every value between them were known
+    LinePoints,
 }
 
 /// One chart of a figure.
@@ -148,7 +154,19 @@ fn least_width(lo: f64, hi: f64) -> f64 {
     1e-9 * lo.abs().max(hi.abs())
 }
 
-fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> PlotResult {
+/// The most distinct x values a logarithmic axis takes its ticks from (thread counts, grid
+/// sizes); beyond, the drawing crate's own ticks, which fall between round numbers.
+const MAX_DATA_TICKS: usize = 12;
+
+type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+
+fn draw_panel(p: &Panel, area: &Area<'_>) -> PlotResult {
+    if p.series.iter().all(|s| s.points.is_empty()) {
+        // Nothing to draw: the title alone says so, without axes that would mean nothing.
+        let style = ("sans-serif", 18).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Center));
+        let (w, h) = area.dim_in_pixel();
+        return area.draw_text(&p.title, &style, (w as i32 / 2, h as i32 / 2)).map_err(err);
+    }
     // Values that a point on the chart cannot show (NaN, ±∞, ≤ 0 on a log axis) map to
     // non-finite coordinates and are left out.
     let tx = |v: f64| if p.log_x { v.log10() } else { v };
@@ -166,15 +184,131 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
         (x0, x1) = if (x0 + width).is_finite() { (x0, x0 + width) } else { (x0 - width, x0) };
     }
     let pad = ((y1 - y0) * 0.05).max(1e-9).max(least_width(y0, y1));
-    let (y0, y1) = ((y0 - pad).max(f64::MIN), (y1 + pad).min(f64::MAX));
-    let mut chart = ChartBuilder::on(area)
-        .caption(&p.title, ("sans-serif", 18))
-        .margin(8)
-        .x_label_area_size(36)
-        .y_label_area_size(56)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(err)?;
-    let fmt_x = |v: &f64| if p.log_x { format_log_tick(10f64.powf(*v)) } else { format_tick(*v) };
+    let (y0, mut y1) = ((y0 - pad).max(f64::MIN), (y1 + pad).min(f64::MAX));
+    // On a logarithmic axis over a few values (the thread counts of a scaling run), the ticks
+    // stand at those values, with a margin so that dots at the first and last are drawn whole.
+    let at_data = if p.log_x { ticks_at(&pts, (x0, x1)) } else { None };
+    if at_data.is_some() {
+        let margin = 0.04 * (x1 - x0);
+        (x0, x1) = (x0 - margin, x1 + margin);
+    }
+    let plot_px = f64::from(area.dim_in_pixel().1) - PANEL_FRAME_PX;
+    let corner;
+    (corner, y1) = legend_place(&drawn_over(p, &shown), (x0, x1), (y0, y1), p.series.len(), plot_px);
+    let mut builder = ChartBuilder::on(area);
+    builder.caption(&p.title, ("sans-serif", 18)).margin(8).x_label_area_size(36).y_label_area_size(56);
+    if let Some(ticks) = at_data {
+        let x = DataTicks { inner: (x0..x1).into(), ticks };
+        let chart = builder.build_cartesian_2d(x, y0..y1).map_err(err)?;
+        draw_chart(p, chart, corner, true, &shown)
+    } else {
+        let chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?;
+        draw_chart(p, chart, corner, false, &shown)
+    }
+}
+
+/// The distinct x values of `pts` (within a billionth of `x0..x1`'s width), if there are from
+/// 2 to [`MAX_DATA_TICKS`] of them: the ticks of a logarithmic axis over a few values.
+fn ticks_at(pts: &[(f64, f64)], (x0, x1): (f64, f64)) -> Option<Vec<f64>> {
+    let mut xs: Vec<f64> = pts.iter().map(|q| q.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * (x1 - x0));
+    (2..=MAX_DATA_TICKS).contains(&xs.len()).then_some(xs)
+}
+
+/// Where the legend of `entries` lines goes on a chart of `x0..x1` × `y0..y1` whose plotting
+/// area is `plot_px` pixels high, over what the series draw (`cover`), and the chart's new top:
+/// the corner where the least is drawn; where every corner has something (lines across the
+/// whole width), the upper right with the y axis grown upwards by the legend's height, unless
+/// the legend would take most of the chart.
+fn legend_place(
+    cover: &[(f64, f64)],
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    entries: usize,
+    plot_px: f64,
+) -> (SeriesLabelPosition, f64) {
+    let (corner, under) = emptiest_corner(cover, (x0, x1), (y0, y1));
+    let legend_px = 16.0 * entries as f64 + 12.0;
+    if under > 0 && legend_px < 0.45 * plot_px {
+        let top = (y1 + (y1 - y0) * legend_px / (plot_px - legend_px)).min(f64::MAX);
+        (SeriesLabelPosition::UpperRight, top)
+    } else {
+        (corner, y1)
+    }
+}
+
+/// Where `p`'s series draw, as points: their own, and along the lines between them (seven
+/// between two points), so that a legend is not set down across a line.
+fn drawn_over(p: &Panel, shown: &dyn Fn(&Series) -> Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    for s in &p.series {
+        let pts = shown(s);
+        out.extend_from_slice(&pts);
+        if s.stroke != Stroke::Points {
+            for w in pts.windows(2) {
+                let ((xa, ya), (xb, yb)) = (w[0], w[1]);
+                out.extend((1..8).map(|i| {
+                    let f = f64::from(i) / 8.0;
+                    (xa + f * (xb - xa), ya + f * (yb - ya))
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// The pixels of a panel's height that are not its plotting area: the title, the margins and
+/// the x axis's labels.
+const PANEL_FRAME_PX: f64 = 26.0 + 16.0 + 36.0;
+
+/// An `f64` axis whose ticks and grid lines stand at given values (the drawing crate's
+/// `WithKeyPoints` takes no label formatter).
+struct DataTicks {
+    inner: RangedCoordf64,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for DataTicks {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        // The bold lines and labels only: light lines between them would not fall on values.
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
+}
+
+/// The mesh, the series and the legend (in `corner`) of `p` on `chart` (`ticks_at_data`: the
+/// x ticks stand at the data's values, which their labels give whole; `shown`: a series' points
+/// as drawn).
+fn draw_chart<'a, X>(
+    p: &Panel,
+    mut chart: ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
+    corner: SeriesLabelPosition,
+    ticks_at_data: bool,
+    shown: &dyn Fn(&Series) -> Vec<(f64, f64)>,
+) -> PlotResult
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let fmt_x = |v: &f64| match (p.log_x, ticks_at_data) {
+        (true, true) => format_data_tick(10f64.powf(*v)),
+        (true, false) => format_log_tick(10f64.powf(*v)),
+        _ => format_tick(*v),
+    };
     let fmt_y = |v: &f64| if p.log_y { format_log_tick(10f64.powf(*v)) } else { format_tick(*v) };
     chart
         .configure_mesh()
@@ -208,6 +342,14 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
                 .map_err(err)?
                 .label(&s.label)
                 .legend(move |(x, y)| Circle::new((x + 9, y), 3, color.filled())),
+            Stroke::LinePoints => {
+                chart.draw_series(data.iter().map(|&p| Circle::new(p, 4, color.filled()))).map_err(err)?;
+                chart.draw_series(LineSeries::new(data, style)).map_err(err)?.label(&s.label).legend(move |(x, y)| {
+                    EmptyElement::at((x + 9, y))
+                        + PathElement::new(vec![(-9, 0), (9, 0)], color.stroke_width(2))
+                        + Circle::new((0, 0), 4, color.filled())
+                })
+            }
         };
     }
     chart
@@ -215,14 +357,14 @@ fn draw_panel(p: &Panel, area: &DrawingArea<BitMapBackend<'_>, plotters::coord::
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 12))
-        .position(emptiest_corner(&pts, (x0, x1), (y0, y1)))
+        .position(corner)
         .draw()
         .map_err(err)
 }
 
-/// The corner of the chart whose quarter holds the fewest points, upper right first on a tie:
-/// where the legend hides the least.
-fn emptiest_corner(pts: &[(f64, f64)], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> SeriesLabelPosition {
+/// The corner of the chart whose quarter holds the fewest points, upper right first on a tie
+/// (where the legend hides the least), and how many points that quarter holds.
+fn emptiest_corner(pts: &[(f64, f64)], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> (SeriesLabelPosition, usize) {
     let corners = [
         (SeriesLabelPosition::UpperRight, true, true),
         (SeriesLabelPosition::UpperLeft, false, true),
@@ -233,8 +375,9 @@ fn emptiest_corner(pts: &[(f64, f64)], (x0, x1): (f64, f64), (y0, y1): (f64, f64
     let count = |right: bool, upper: bool| pts.iter().filter(|&&(x, y)| (x > xm) == right && (y > ym) == upper).count();
     corners
         .into_iter()
-        .min_by_key(|&(_, right, upper)| count(right, upper))
-        .map_or(SeriesLabelPosition::UpperRight, |c| c.0)
+        .map(|(corner, right, upper)| (corner, count(right, upper)))
+        .min_by_key(|c| c.1)
+        .unwrap_or((SeriesLabelPosition::UpperRight, 0))
 }
 
 /// A tick of a logarithmic axis, to two significant digits: its ticks fall between round
@@ -249,6 +392,17 @@ fn format_log_tick(v: f64) -> String {
         format!("{rounded:.0}")
     } else {
         format!("{rounded:.*}", (1 - digits) as usize)
+    }
+}
+
+/// A tick at a data value of a logarithmic axis (a thread count, a grid size), back from its
+/// logarithm: a whole number where it rounds to one, else as [`format_tick`] gives it.
+fn format_data_tick(v: f64) -> String {
+    let whole = v.round();
+    if (v - whole).abs() <= 1e-9 * v.abs() && whole.abs() < 1e15 {
+        format!("{whole:.0}")
+    } else {
+        format_tick(v)
     }
 }
 
@@ -358,8 +512,10 @@ mod tests {
         line_panels(&p, 400, 300, 1, &[panel]).unwrap();
         // The legend goes where the points are fewest.
         let pts = [(0.1, 0.9), (0.9, 0.9), (0.9, 0.1)];
-        assert!(matches!(emptiest_corner(&pts, (0.0, 1.0), (0.0, 1.0)), SeriesLabelPosition::LowerLeft));
-        assert!(matches!(emptiest_corner(&[], (0.0, 1.0), (0.0, 1.0)), SeriesLabelPosition::UpperRight));
+        assert!(matches!(emptiest_corner(&pts, (0.0, 1.0), (0.0, 1.0)), (SeriesLabelPosition::LowerLeft, 0)));
+        assert!(matches!(emptiest_corner(&[], (0.0, 1.0), (0.0, 1.0)), (SeriesLabelPosition::UpperRight, 0)));
+        let everywhere = [(0.1, 0.9), (0.9, 0.9), (0.9, 0.1), (0.1, 0.1), (0.2, 0.2)];
+        assert!(matches!(emptiest_corner(&everywhere, (0.0, 1.0), (0.0, 1.0)), (SeriesLabelPosition::UpperRight, 1)));
         let bytes = std::fs::read(&p).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
         // IHDR: width and height, big-endian, at bytes 16..24
@@ -376,6 +532,77 @@ mod tests {
         owner_maps(&dir.join("map.png"), 1, 200, &[m]).unwrap();
         assert!(std::fs::metadata(dir.join("map.png")).unwrap().len() > 100);
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_panel_with_nothing_to_draw_shows_its_title_alone() {
+        let (w, h) = (400u32, 300u32);
+        let mut rgb = vec![0u8; (w * h * 3) as usize];
+        let empty = Panel {
+            title: "1 NUMA node: no remote box runs".into(),
+            x_label: "threads".into(),
+            y_label: "%".into(),
+            log_x: false,
+            log_y: false,
+            series: Vec::new(),
+        };
+        line_panels_rgb(&mut rgb, w, h, 1, &[empty]).unwrap();
+        let row_inked = |y: u32| (0..w).any(|x| rgb[((y * w + x) * 3) as usize..][..3] != [255, 255, 255]);
+        // The title in the middle; no caption at the top, no axes at the left or bottom.
+        assert!((h / 2 - 10..h / 2 + 10).any(row_inked), "the title is drawn");
+        assert!(!(0..h / 3).any(row_inked) && !(2 * h / 3..h).any(row_inked), "nothing but the title");
+    }
+
+    #[test]
+    fn a_log_axis_over_a_few_values_ticks_at_them() {
+        let pts: Vec<(f64, f64)> = [16.0f64, 64.0, 256.0, 64.0].iter().map(|t| (t.log10(), 1.0)).collect();
+        let ticks = ticks_at(&pts, (16f64.log10(), 256f64.log10())).unwrap();
+        assert_eq!(ticks.len(), 3);
+        let many: Vec<(f64, f64)> = (1..=13).map(|s| (f64::from(s).log10(), 1.0)).collect();
+        assert_eq!(ticks_at(&many, (0.0, 13f64.log10())), None, "past twelve values, the crate's own ticks");
+        assert_eq!(ticks_at(&pts[..1], (0.0, 1.0)), None, "one value is no axis");
+    }
+
+    #[test]
+    fn a_legend_over_lines_everywhere_gets_room_above_them() {
+        // Two lines across the whole width, one high and one low: every corner has some.
+        let panel = Panel {
+            title: "p".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            log_x: false,
+            log_y: false,
+            series: [0.1, 0.9]
+                .iter()
+                .map(|&y| Series {
+                    label: "a".into(),
+                    points: vec![(0.0, y), (1.0, y)],
+                    color: PALETTE[0],
+                    stroke: Stroke::LinePoints,
+                })
+                .collect(),
+        };
+        let cover = drawn_over(&panel, &|s: &Series| s.points.clone());
+        assert_eq!(cover.len(), 2 * (2 + 7), "the points and seven along each line");
+        let (corner, top) = legend_place(&cover, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
+        assert!(matches!(corner, SeriesLabelPosition::UpperRight));
+        // 44 px of legend over 256 px of data: the axis grows by 44 / 256 of its height.
+        assert!((top - (1.0 + 44.0 / 256.0)).abs() < 1e-12, "{top}");
+        // A legend that would take most of the chart goes in the emptiest corner instead.
+        let (_, top) = legend_place(&cover, (0.0, 1.0), (0.0, 1.0), 20, 300.0);
+        assert_eq!(top, 1.0);
+        // Lines in the upper half only leave the lower corners free: no room is made.
+        let upper: Vec<(f64, f64)> = cover.iter().filter(|p| p.1 > 0.5).copied().collect();
+        let (corner, top) = legend_place(&upper, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
+        assert!(matches!(corner, SeriesLabelPosition::LowerRight) && top == 1.0);
+    }
+
+    #[test]
+    fn ticks_at_data_read_as_the_values_themselves() {
+        let ticks: Vec<String> =
+            [22500f64, 16.0, 64.0, 2500.0].map(|v| format_data_tick(10f64.powf(v.log10()))).to_vec();
+        assert_eq!(ticks, ["22500", "16", "64", "2500"]);
+        assert_eq!(format_data_tick(0.25), "0.25");
     }
 
     #[test]

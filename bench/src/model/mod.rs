@@ -302,7 +302,12 @@ pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
                         .map(|r| (r.modelled.threads as f64, figure(&r.modelled)))
                         .collect();
                     points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    Series { label: name.to_string(), points, color: PALETTE[i % PALETTE.len()], stroke: Stroke::Solid }
+                    Series {
+                        label: name.to_string(),
+                        points,
+                        color: PALETTE[i % PALETTE.len()],
+                        stroke: Stroke::LinePoints,
+                    }
                 })
                 .filter(|s| !s.points.is_empty())
                 .collect();

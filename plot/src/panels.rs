@@ -194,7 +194,7 @@ fn draw_panel(p: &Panel, area: &Area<'_>) -> PlotResult {
     }
     let plot_px = f64::from(area.dim_in_pixel().1) - PANEL_FRAME_PX;
     let corner;
-    (corner, y1) = legend_place(&drawn_over(p, &shown), (x0, x1), (y0, y1), p.series.len(), plot_px);
+    (corner, y1) = legend_place(&pts, &along_lines(p, &shown), (x0, x1), (y0, y1), p.series.len(), plot_px);
     let mut builder = ChartBuilder::on(area);
     builder.caption(&p.title, ("sans-serif", 18)).margin(8).x_label_area_size(36).y_label_area_size(56);
     if let Some(ticks) = at_data {
@@ -217,18 +217,29 @@ fn ticks_at(pts: &[(f64, f64)], (x0, x1): (f64, f64)) -> Option<Vec<f64>> {
 }
 
 /// Where the legend of `entries` lines goes on a chart of `x0..x1` × `y0..y1` whose plotting
-/// area is `plot_px` pixels high, over what the series draw (`cover`), and the chart's new top:
-/// the corner where the least is drawn; where every corner has something (lines across the
-/// whole width), the upper right with the y axis grown upwards by the legend's height, unless
-/// the legend would take most of the chart.
+/// area is `plot_px` pixels high, over the series' `points` and the `lines` between them (as
+/// points along them), and the chart's new top: the corner where the least is drawn; where that
+/// corner still holds data points, the upper right with the y axis grown upwards by the
+/// legend's height (a legend over a line between points hides less), unless the legend would
+/// take most of the chart.
 fn legend_place(
-    cover: &[(f64, f64)],
+    points: &[(f64, f64)],
+    lines: &[(f64, f64)],
     (x0, x1): (f64, f64),
     (y0, y1): (f64, f64),
     entries: usize,
     plot_px: f64,
 ) -> (SeriesLabelPosition, f64) {
-    let (corner, under) = emptiest_corner(cover, (x0, x1), (y0, y1));
+    let cover: Vec<(f64, f64)> = points.iter().chain(lines).copied().collect();
+    let (corner, _) = emptiest_corner(&cover, (x0, x1), (y0, y1));
+    let (xm, ym) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+    let (right, upper) = match corner {
+        SeriesLabelPosition::UpperRight => (true, true),
+        SeriesLabelPosition::UpperLeft => (false, true),
+        SeriesLabelPosition::LowerRight => (true, false),
+        _ => (false, false),
+    };
+    let under = points.iter().filter(|&&(x, y)| (x > xm) == right && (y > ym) == upper).count();
     let legend_px = 16.0 * entries as f64 + 12.0;
     if under > 0 && legend_px < 0.45 * plot_px {
         let top = (y1 + (y1 - y0) * legend_px / (plot_px - legend_px)).min(f64::MAX);
@@ -238,13 +249,12 @@ fn legend_place(
     }
 }
 
-/// Where `p`'s series draw, as points: their own, and along the lines between them (seven
-/// between two points), so that a legend is not set down across a line.
-fn drawn_over(p: &Panel, shown: &dyn Fn(&Series) -> Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+/// Where the lines of `p`'s series draw between their points, as seven points between two,
+/// so that a legend is not set down across a line.
+fn along_lines(p: &Panel, shown: &dyn Fn(&Series) -> Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     for s in &p.series {
         let pts = shown(s);
-        out.extend_from_slice(&pts);
         if s.stroke != Stroke::Points {
             for w in pts.windows(2) {
                 let ((xa, ya), (xb, yb)) = (w[0], w[1]);
@@ -582,19 +592,26 @@ mod tests {
                 })
                 .collect(),
         };
-        let cover = drawn_over(&panel, &|s: &Series| s.points.clone());
-        assert_eq!(cover.len(), 2 * (2 + 7), "the points and seven along each line");
-        let (corner, top) = legend_place(&cover, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
+        let points: Vec<(f64, f64)> = panel.series.iter().flat_map(|s| s.points.clone()).collect();
+        let lines = along_lines(&panel, &|s: &Series| s.points.clone());
+        assert_eq!(lines.len(), 2 * 7, "seven points along each line");
+        let (corner, top) = legend_place(&points, &lines, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
         assert!(matches!(corner, SeriesLabelPosition::UpperRight));
         // 44 px of legend over 256 px of data: the axis grows by 44 / 256 of its height.
         assert!((top - (1.0 + 44.0 / 256.0)).abs() < 1e-12, "{top}");
         // A legend that would take most of the chart goes in the emptiest corner instead.
-        let (_, top) = legend_place(&cover, (0.0, 1.0), (0.0, 1.0), 20, 300.0);
+        let (_, top) = legend_place(&points, &lines, (0.0, 1.0), (0.0, 1.0), 20, 300.0);
         assert_eq!(top, 1.0);
         // Lines in the upper half only leave the lower corners free: no room is made.
-        let upper: Vec<(f64, f64)> = cover.iter().filter(|p| p.1 > 0.5).copied().collect();
-        let (corner, top) = legend_place(&upper, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
+        let (upper_points, upper_lines) = (&points[2..], &lines[7..]);
+        let (corner, top) = legend_place(upper_points, upper_lines, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
         assert!(matches!(corner, SeriesLabelPosition::LowerRight) && top == 1.0);
+        // A corner crossed by a line but holding no point takes the legend as it is: a
+        // diagonal from the lower left to the upper right, points at its ends only.
+        let diagonal = [(0.0, 0.0), (1.0, 1.0)];
+        let samples: Vec<(f64, f64)> = (1..8).map(|i| (f64::from(i) / 8.0, f64::from(i) / 8.0)).collect();
+        let (corner, top) = legend_place(&diagonal, &samples, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
+        assert!(matches!(corner, SeriesLabelPosition::UpperLeft) && top == 1.0);
     }
 
     #[test]

@@ -275,7 +275,7 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
                 label: r.scheduler.clone(),
                 points: r.busy_ms.iter().enumerate().map(|(t, &v)| (t as f64, v)).collect(),
                 color: PALETTE[i % PALETTE.len()],
-                stroke: Stroke::Solid,
+                stroke: Stroke::LinePoints,
             })
             .collect(),
     };

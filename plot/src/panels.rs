@@ -67,8 +67,9 @@ pub struct Panel {
 /// Black, for dots drawn on a line of a [`PALETTE`] colour (one of its own colour hides in it).
 pub const MARKER: RGBColor = RGBColor(0, 0, 0);
 
-/// Colours that stay distinguishable.
-pub const PALETTE: [RGBColor; 10] = [
+/// Colours that stay distinguishable: twelve, so that the eleven executors of a report each
+/// have their own (with ten, the eleventh took the first's: pbs's).
+pub const PALETTE: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -79,6 +80,8 @@ pub const PALETTE: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(0, 0, 128),
+    RGBColor(255, 215, 0),
 ];
 
 type PlotResult = Result<(), String>;
@@ -154,8 +157,9 @@ fn least_width(lo: f64, hi: f64) -> f64 {
     1e-9 * lo.abs().max(hi.abs())
 }
 
-/// The most distinct x values a logarithmic axis takes its ticks from (thread counts, grid
-/// sizes); beyond, the drawing crate's own ticks, which fall between round numbers.
+/// The most distinct x values an axis takes its ticks from (thread counts, thread ids, grid
+/// sizes); beyond, the drawing crate's own ticks (on a logarithmic axis they fall between round
+/// numbers).
 const MAX_DATA_TICKS: usize = 12;
 
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
@@ -185,9 +189,9 @@ fn draw_panel(p: &Panel, area: &Area<'_>) -> PlotResult {
     }
     let pad = ((y1 - y0) * 0.05).max(1e-9).max(least_width(y0, y1));
     let (y0, mut y1) = ((y0 - pad).max(f64::MIN), (y1 + pad).min(f64::MAX));
-    // On a logarithmic axis over a few values (the thread counts of a scaling run), the ticks
+    // On an x axis over a few values (the thread counts of a scaling run, thread ids), the ticks
     // stand at those values, with a margin so that dots at the first and last are drawn whole.
-    let at_data = if p.log_x { ticks_at(&pts, (x0, x1)) } else { None };
+    let at_data = ticks_at(&pts, (x0, x1));
     if at_data.is_some() {
         let margin = 0.04 * (x1 - x0);
         (x0, x1) = (x0 - margin, x1 + margin);
@@ -208,7 +212,7 @@ fn draw_panel(p: &Panel, area: &Area<'_>) -> PlotResult {
 }
 
 /// The distinct x values of `pts` (within a billionth of `x0..x1`'s width), if there are from
-/// 2 to [`MAX_DATA_TICKS`] of them: the ticks of a logarithmic axis over a few values.
+/// 2 to [`MAX_DATA_TICKS`] of them: the ticks of an axis over a few values.
 fn ticks_at(pts: &[(f64, f64)], (x0, x1): (f64, f64)) -> Option<Vec<f64>> {
     let mut xs: Vec<f64> = pts.iter().map(|q| q.0).collect();
     xs.sort_by(f64::total_cmp);
@@ -317,7 +321,8 @@ where
     let fmt_x = |v: &f64| match (p.log_x, ticks_at_data) {
         (true, true) => format_data_tick(10f64.powf(*v)),
         (true, false) => format_log_tick(10f64.powf(*v)),
-        _ => format_tick(*v),
+        (false, true) => format_data_tick(*v),
+        (false, false) => format_tick(*v),
     };
     let fmt_y = |v: &f64| if p.log_y { format_log_tick(10f64.powf(*v)) } else { format_tick(*v) };
     chart
@@ -405,8 +410,8 @@ fn format_log_tick(v: f64) -> String {
     }
 }
 
-/// A tick at a data value of a logarithmic axis (a thread count, a grid size), back from its
-/// logarithm: a whole number where it rounds to one, else as [`format_tick`] gives it.
+/// A tick at a data value (a thread count, a grid size; on a logarithmic axis, back from its
+/// logarithm): a whole number where it rounds to one, else as [`format_tick`] gives it.
 fn format_data_tick(v: f64) -> String {
     let whole = v.round();
     if (v - whole).abs() <= 1e-9 * v.abs() && whole.abs() < 1e15 {

@@ -88,6 +88,19 @@ pub struct PowerCellsSettings {
     pub patience: usize,
     /// What moves the vCores (their weights do the balancing either way).
     pub motion: Motion,
+    /// In a run that starts near balance (a rebalancing), where the end game's line searches
+    /// start once one of its Newton steps was taken: this fraction of the step, in (0, 1]
+    /// (1: the full step every time). The first step corrects the drift's smooth imbalance and
+    /// is mostly taken whole; the later ones correct what whole boxes left over, where the full
+    /// step mostly overshoots and a trial (a full assignment) is spent finding that out
+    /// (docs/peers.md, "Half steps after the first").
+    #[serde(default = "later_step")]
+    pub later_step: f64,
+}
+
+/// [`PowerCellsSettings::later_step`] by default.
+fn later_step() -> f64 {
+    0.5
 }
 
 /// What moves the vCores of the power-cell method between weight updates.
@@ -103,7 +116,14 @@ pub enum Motion {
 
 impl Default for PowerCellsSettings {
     fn default() -> Self {
-        PowerCellsSettings { damping: 0.5, relax: 0.25, max_halvings: 4, patience: 6, motion: Motion::Centroid }
+        PowerCellsSettings {
+            damping: 0.5,
+            relax: 0.25,
+            max_halvings: 4,
+            patience: 6,
+            motion: Motion::Centroid,
+            later_step: later_step(),
+        }
     }
 }
 
@@ -155,6 +175,8 @@ struct RunState {
     before_start_over: Option<Snapshot>,
     /// The vCores the run started from, whoever is which ([`sites`]).
     first: Vec<[u64; 4]>,
+    /// An end-game Newton step was taken in this run (see [`PowerCellsSettings::later_step`]).
+    newton_taken: bool,
 }
 
 /// Buffers reused from step to step; their content does not outlive a step.
@@ -170,6 +192,9 @@ struct Scratch {
     lists: Vec<Vec<(f64, f64)>>,
     /// The cell graph's Laplacian of the Newton step.
     laplacian: CellLaplacian,
+    /// Trials (full assignments) made, for the tests.
+    #[cfg(test)]
+    trials: usize,
 }
 
 impl PowerCells {
@@ -192,6 +217,9 @@ impl PowerCells {
         }
         if s.patience == 0 {
             return bad("patience", "0".into(), "must be at least 1 step");
+        }
+        if !(s.later_step > 0.0 && s.later_step <= 1.0) {
+            return bad("later_step", s.later_step.to_string(), "must be in (0, 1]");
         }
         Ok(PowerCells { settings, ..PowerCells::default() })
     }
@@ -306,6 +334,7 @@ impl Balancer for PowerCells {
         self.run.steps_in_run = 0;
         self.run.held_from = None;
         self.run.before_start_over = None;
+        self.run.newton_taken = false;
     }
 
     fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
@@ -573,12 +602,17 @@ impl PowerCells {
     /// Halves the step, from the full step, until the trial passes `accept`, and keeps it.
     /// Returns the step length kept, or `None` (state unchanged) after `max_halvings`.
     fn line_search(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept) -> Option<f64> {
+        self.line_search_from(problem, vcores, accept, 1.0)
+    }
+
+    /// [`PowerCells::line_search`] from the step length `t0` instead of the full step.
+    fn line_search_from(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept, t0: f64) -> Option<f64> {
         if self.scratch.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
             return None;
         }
         let g0 = dual(&self.run.capacity, vcores.weights(), problem.loads(), &vcores.assignment().score);
         let m0 = merit(vcores.charges(), &self.run.capacity);
-        let mut t = 1.0;
+        let mut t = t0;
         for attempt in 0..=self.settings.max_halvings {
             self.scratch.trial_w.clear();
             self.scratch.trial_w.extend(vcores.weights().iter().zip(&self.scratch.direction).map(|(w, d)| w + t * d));
@@ -593,6 +627,10 @@ impl PowerCells {
 
     /// Assigns with `trial_w` (after securing giants) and keeps the result if it passes.
     fn try_trial(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept, g0: f64, m0: (f64, f64)) -> bool {
+        #[cfg(test)]
+        {
+            self.scratch.trials += 1;
+        }
         hold_giants(problem.grid(), &self.run.giant_of, vcores.positions(), &mut self.scratch.trial_w);
         assign_on(
             problem.workers(),
@@ -625,7 +663,11 @@ impl PowerCells {
     fn improve(&mut self, problem: &Problem, vcores: &mut VCores) -> bool {
         let start = merit(vcores.charges(), &self.run.capacity);
         self.newton_direction(problem, vcores);
-        if self.line_search(problem, vcores, Accept::MeritDecrease).is_some() {
+        // A first balancing keeps the full step: half steps there took more steps and left one
+        // dense map more over 1.05 × its bound (docs/peers.md, "Half steps after the first").
+        let t0 = if self.run.newton_taken && !self.run.cold { self.settings.later_step } else { 1.0 };
+        if self.line_search_from(problem, vcores, Accept::MeritDecrease, t0).is_some() {
+            self.run.newton_taken = true;
             return true;
         }
         self.cell_direction(problem, vcores);
@@ -830,6 +872,43 @@ mod tests {
             in_end_game += usize::from(seen.len() > 1 && seen.iter().all(|s| s.1));
         }
         assert!(in_end_game >= 5, "{in_end_game} of {stepped} rebalancings that stepped stayed in the end game");
+    }
+
+    /// The end game of a rebalancing starts its later line searches at half a step: fewer
+    /// trials (full assignments) than from the full step every time, rebalancing the same
+    /// states of drifting sequences, every rebalancing still converging (docs/peers.md, "Half
+    /// steps after the first").
+    #[test]
+    fn later_end_game_steps_from_half_a_step_take_fewer_trials() {
+        let grid = Grid::new(64, 64).unwrap();
+        let method = |later_step| PowerCells::new(PowerCellsSettings { later_step, ..Default::default() }).unwrap();
+        let (mut half, mut full) = (method(0.5), method(1.0));
+        let (mut with_half, mut with_full) = (0, 0);
+        for seed in 1..=3 {
+            let mut map = crate::loadmap::PerlinMap::with_seed(seed);
+            let loads = map.loads(&grid);
+            let problem = Problem::new(grid, &loads, 16).unwrap();
+            let mut vcores = VCores::from_bisection(&problem);
+            balance(&mut half, &problem, &mut vcores, StopRule::for_problem(&problem), |_| {});
+            for drift in 0..30 {
+                map = map.smooth(0.5);
+                let loads = map.loads(&grid);
+                let problem = Problem::new(grid, &loads, 16).unwrap();
+                // The same state rebalanced both ways; the sequence goes on from the default's.
+                let mut other = vcores.clone();
+                for (m, v, count) in [(&mut full, &mut other, &mut with_full), (&mut half, &mut vcores, &mut with_half)]
+                {
+                    m.scratch.trials = 0;
+                    let out = crate::rebalance(m, &problem, v, StopRule::default());
+                    assert!(out.converged, "later_step {}, seed {seed}, drift {drift}: {out:?}", m.settings.later_step);
+                    *count += m.scratch.trials;
+                }
+            }
+        }
+        assert!(
+            with_half as f64 <= 0.9 * with_full as f64,
+            "{with_half} trials from half a step against {with_full} from the full one"
+        );
     }
 
     #[test]

@@ -88,9 +88,9 @@ pub struct PowerCellsSettings {
     pub patience: usize,
     /// What moves the vCores (their weights do the balancing either way).
     pub motion: Motion,
-    /// In a run that starts near balance (a rebalancing), where the end game's line searches
-    /// start once one of its Newton steps was taken: this fraction of the step, in (0, 1]
-    /// (1: the full step every time). The first step corrects the drift's smooth imbalance and
+    /// In a run that starts near balance (a rebalancing), where the end game's Newton line
+    /// searches start once one of its Newton steps was taken: this fraction of the step, in
+    /// (0, 1] (1: the full step every time; a first balancing always starts from the full step). The first step corrects the drift's smooth imbalance and
     /// is mostly taken whole; the later ones correct what whole boxes left over, where the full
     /// step mostly overshoots and a trial (a full assignment) is spent finding that out
     /// (docs/peers.md, "Half steps after the first").

@@ -39,12 +39,11 @@ fn main() {
                 map = map.smooth(0.5);
                 let loads = map.loads(&grid);
                 let problem = Problem::new(grid, &loads, parts).unwrap_or_else(|e| fail(&e));
+                // The copy charged with the new loads (a rebalancing starts so anyway) gives
+                // where the state starts.
                 let mut copy = vcores.clone();
-                let start = {
-                    let mut before = vcores.clone();
-                    before.recharge(&problem);
-                    before.max_avg()
-                };
+                copy.recharge(&problem);
+                let start = copy.max_avg();
                 for pass in 0..2 {
                     let default_now = (pass == 0) == (step % 2 == 0);
                     let t = Instant::now();

@@ -234,22 +234,14 @@ fn legend_place(
     entries: usize,
     plot_px: f64,
 ) -> (SeriesLabelPosition, f64) {
-    let cover: Vec<(f64, f64)> = points.iter().chain(lines).copied().collect();
-    let (corner, _) = emptiest_corner(&cover, (x0, x1), (y0, y1));
-    let (xm, ym) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
-    let (right, upper) = match corner {
-        SeriesLabelPosition::UpperRight => (true, true),
-        SeriesLabelPosition::UpperLeft => (false, true),
-        SeriesLabelPosition::LowerRight => (true, false),
-        _ => (false, false),
-    };
-    let under = points.iter().filter(|&&(x, y)| (x > xm) == right && (y > ym) == upper).count();
+    let (at_points, at_lines) = (quarter_counts(points, (x0, x1), (y0, y1)), quarter_counts(lines, (x0, x1), (y0, y1)));
+    let i = emptiest([0, 1, 2, 3].map(|q| at_points[q] + at_lines[q]));
     let legend_px = 16.0 * entries as f64 + 12.0;
-    if under > 0 && legend_px < 0.45 * plot_px {
+    if at_points[i] > 0 && legend_px < 0.45 * plot_px {
         let top = (y1 + (y1 - y0) * legend_px / (plot_px - legend_px)).min(f64::MAX);
         (SeriesLabelPosition::UpperRight, top)
     } else {
-        (corner, y1)
+        (corner(i), y1)
     }
 }
 
@@ -377,22 +369,30 @@ where
         .map_err(err)
 }
 
-/// The corner of the chart whose quarter holds the fewest points, upper right first on a tie
-/// (where the legend hides the least), and how many points that quarter holds.
-fn emptiest_corner(pts: &[(f64, f64)], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> (SeriesLabelPosition, usize) {
-    let corners = [
-        (SeriesLabelPosition::UpperRight, true, true),
-        (SeriesLabelPosition::UpperLeft, false, true),
-        (SeriesLabelPosition::LowerRight, true, false),
-        (SeriesLabelPosition::LowerLeft, false, false),
-    ];
+/// Points in each quarter of the chart, in the order upper right, upper left, lower right,
+/// lower left (the order of [`corner`]).
+fn quarter_counts(pts: &[(f64, f64)], (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> [usize; 4] {
     let (xm, ym) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
-    let count = |right: bool, upper: bool| pts.iter().filter(|&&(x, y)| (x > xm) == right && (y > ym) == upper).count();
-    corners
-        .into_iter()
-        .map(|(corner, right, upper)| (corner, count(right, upper)))
-        .min_by_key(|c| c.1)
-        .unwrap_or((SeriesLabelPosition::UpperRight, 0))
+    let mut counts = [0; 4];
+    for &(x, y) in pts {
+        counts[usize::from(x <= xm) + 2 * usize::from(y <= ym)] += 1;
+    }
+    counts
+}
+
+/// The corner of quarter `i` of [`quarter_counts`].
+fn corner(i: usize) -> SeriesLabelPosition {
+    match i {
+        0 => SeriesLabelPosition::UpperRight,
+        1 => SeriesLabelPosition::UpperLeft,
+        2 => SeriesLabelPosition::LowerRight,
+        _ => SeriesLabelPosition::LowerLeft,
+    }
+}
+
+/// The quarter of `counts` with the fewest points, upper right first on a tie.
+fn emptiest(counts: [usize; 4]) -> usize {
+    (0..4).min_by_key(|&i| counts[i]).unwrap_or(0)
 }
 
 /// A tick of a logarithmic axis, to two significant digits: its ticks fall between round
@@ -526,6 +526,10 @@ mod tests {
         };
         line_panels(&p, 400, 300, 1, &[panel]).unwrap();
         // The legend goes where the points are fewest.
+        let emptiest_corner = |pts: &[(f64, f64)], xr, yr| {
+            let counts = quarter_counts(pts, xr, yr);
+            (corner(emptiest(counts)), counts[emptiest(counts)])
+        };
         let pts = [(0.1, 0.9), (0.9, 0.9), (0.9, 0.1)];
         assert!(matches!(emptiest_corner(&pts, (0.0, 1.0), (0.0, 1.0)), (SeriesLabelPosition::LowerLeft, 0)));
         assert!(matches!(emptiest_corner(&[], (0.0, 1.0), (0.0, 1.0)), (SeriesLabelPosition::UpperRight, 0)));

@@ -31,11 +31,13 @@
 //!    boundary box of the most loaded cell. When none improves, the method reports itself stuck
 //!    and [`crate::balance`] stops. A run that starts within 1.1 × the mean (a warm
 //!    rebalancing) begins in the end game: from there the Newton phase's test let the largest
-//!    charge rise. A run from far away plays its end game with its vCores held first; stuck,
-//!    it returns to where the end game began and plays it again with them relaxing at every
-//!    step, and gives up after 128 steps without a new best. Stuck with its best state over
-//!    1.2 × the bound, it starts over once from a bisection of the loads and ends on the
-//!    better of its two runs.
+//!    charge rise. It holds its vCores; stuck, it goes through the Newton phase, then, stuck
+//!    again, lets them move at every step; improving only a box a step for `flip_steps` steps,
+//!    it lets them move at once. A run from far away plays its end game with its vCores held
+//!    first; stuck, it returns to where the end game began and plays it again with them
+//!    relaxing at every step, and gives up after 128 steps without a new best. Stuck with its
+//!    best state over 1.2 × the bound, it starts over once from a bisection of the loads and
+//!    ends on the better of its two runs.
 //! 4. **Compactness.** Before each step the vCores move `relax` of the way to the centroid of
 //!    their cells, each weight corrected so that the centroid's power is unchanged: cells stay
 //!    round and the balance barely moves. Each vCore aims a little off its centroid, in a
@@ -96,11 +98,24 @@ pub struct PowerCellsSettings {
     /// (docs/peers.md, "Half steps after the first").
     #[serde(default = "later_step")]
     pub later_step: f64,
+    /// In a run that starts within 1.1 × the mean (a rebalancing), end-game steps in a row that
+    /// only a single box's flip improved, after which the run lets its vCores move at every
+    /// step, as when its held end game gets stuck (0: no limit). Where cell borders lie along
+    /// rows of box centres, a tiny weight change hands a whole row over, every Newton and
+    /// per-cell trial overshoots, and the end game crawls a box a step, each step paying for the
+    /// failed trials (docs/peers.md, "Crawling end games").
+    #[serde(default = "flip_steps")]
+    pub flip_steps: usize,
 }
 
 /// [`PowerCellsSettings::later_step`] by default.
 fn later_step() -> f64 {
     0.5
+}
+
+/// [`PowerCellsSettings::flip_steps`] by default.
+fn flip_steps() -> usize {
+    3
 }
 
 /// What moves the vCores of the power-cell method between weight updates.
@@ -123,6 +138,7 @@ impl Default for PowerCellsSettings {
             patience: 6,
             motion: Motion::Centroid,
             later_step: later_step(),
+            flip_steps: flip_steps(),
         }
     }
 }
@@ -177,6 +193,11 @@ struct RunState {
     first: Vec<[u64; 4]>,
     /// An end-game Newton step was taken in this run (see [`PowerCellsSettings::later_step`]).
     newton_taken: bool,
+    /// Whether the run started within [`END_GAME_WITHIN`] (see
+    /// [`PowerCellsSettings::flip_steps`]); unlike `began_in_end_game`, kept for the whole run.
+    near_at_start: bool,
+    /// End-game steps in a row that only a single box's flip improved.
+    flips_in_a_row: usize,
 }
 
 /// Buffers reused from step to step; their content does not outlive a step.
@@ -195,6 +216,9 @@ struct Scratch {
     /// Trials (full assignments) made, for the tests.
     #[cfg(test)]
     trials: usize,
+    /// The most end-game steps in a row that only a single box's flip improved, for the tests.
+    #[cfg(test)]
+    longest_flips: usize,
 }
 
 impl PowerCells {
@@ -335,6 +359,7 @@ impl Balancer for PowerCells {
         self.run.held_from = None;
         self.run.before_start_over = None;
         self.run.newton_taken = false;
+        self.run.flips_in_a_row = 0;
     }
 
     fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
@@ -350,6 +375,7 @@ impl Balancer for PowerCells {
             self.run.starts_near = vcores.max_avg() <= 1.0 + NEAR_START;
             self.run.endgame = vcores.max_avg() <= 1.0 + END_GAME_WITHIN;
             self.run.began_in_end_game = self.run.endgame;
+            self.run.near_at_start = self.run.endgame;
             self.run.cold = !self.run.starts_near;
         }
         let held = self.run.held_from.is_some();
@@ -365,6 +391,14 @@ impl Balancer for PowerCells {
             self.track_best(vcores);
             if !self.run.starts_near && self.run.held_from.is_none() && self.run.since_best >= STALL_STEPS {
                 self.run.stuck = true;
+            }
+            // A rebalancing crawling a box a step counts as stuck, and skips the Newton phase
+            // with its vCores held: it would meet the same rows (see `flip_steps`).
+            let limit = self.settings.flip_steps;
+            if self.run.near_at_start && self.run.starts_near && limit > 0 && self.run.flips_in_a_row >= limit {
+                self.run.stuck = true;
+                self.run.began_in_end_game = false;
+                self.run.flips_in_a_row = 0;
             }
             if self.run.stuck && self.run.starts_near {
                 // Stuck with the vCores held in place: first try the Newton phase if the run
@@ -668,13 +702,21 @@ impl PowerCells {
         let t0 = if self.run.newton_taken && !self.run.cold { self.settings.later_step } else { 1.0 };
         if self.line_search_from(problem, vcores, Accept::MeritDecrease, t0).is_some() {
             self.run.newton_taken = true;
+            self.run.flips_in_a_row = 0;
             return true;
         }
         self.cell_direction(problem, vcores);
         if self.line_search(problem, vcores, Accept::MeritDecrease).is_some() {
+            self.run.flips_in_a_row = 0;
             return true;
         }
-        self.shed_from_max(problem, vcores, start)
+        let flipped = self.shed_from_max(problem, vcores, start);
+        self.run.flips_in_a_row += usize::from(flipped);
+        #[cfg(test)]
+        {
+            self.scratch.longest_flips = self.scratch.longest_flips.max(self.run.flips_in_a_row);
+        }
+        flipped
     }
 
     /// Greedy end-game move on the most loaded cell: flip one of its eight cheapest boundary
@@ -909,6 +951,42 @@ mod tests {
             with_half as f64 <= 0.9 * with_full as f64,
             "{with_half} trials from half a step against {with_full} from the full one"
         );
+    }
+
+    /// A rebalancing whose end game can only flip single boxes stops crawling after
+    /// `flip_steps` such steps and lets its vCores move: on a drifting 128² Perlin map over 64
+    /// parts (cells 16 boxes wide) one state crawls for more than three steps without the
+    /// limit; with it, no state does, and the same states take fewer trials (docs/peers.md,
+    /// "Crawling end games").
+    #[test]
+    fn a_rebalancing_stops_crawling_after_flip_steps() {
+        let grid = Grid::new(128, 128).unwrap();
+        let method = |flip_steps| PowerCells::new(PowerCellsSettings { flip_steps, ..Default::default() }).unwrap();
+        let (mut limited, mut unlimited) = (method(3), method(0));
+        let mut map = crate::loadmap::PerlinMap::with_seed(2);
+        let loads = map.loads(&grid);
+        let problem = Problem::new(grid, &loads, 64).unwrap();
+        let mut vcores = VCores::from_bisection(&problem);
+        balance(&mut limited, &problem, &mut vcores, StopRule::before_refinement(&problem), |_| {});
+        // (trials, longest crawl) without the limit and with it.
+        let (mut without, mut with) = ((0, 0), (0, 0));
+        for drift in 0..8 {
+            map = map.smooth(0.5);
+            let loads = map.loads(&grid);
+            let problem = Problem::new(grid, &loads, 64).unwrap();
+            // The same state rebalanced both ways; the sequence goes on from the default's.
+            let mut other = vcores.clone();
+            for (m, v, total) in [(&mut unlimited, &mut other, &mut without), (&mut limited, &mut vcores, &mut with)] {
+                (m.scratch.trials, m.scratch.longest_flips) = (0, 0);
+                let out = crate::rebalance(m, &problem, v, StopRule::default());
+                assert!(out.converged, "flip_steps {}, drift {drift}: {out:?}", m.settings.flip_steps);
+                total.0 += m.scratch.trials;
+                total.1 = total.1.max(m.scratch.longest_flips);
+            }
+        }
+        assert!(without.1 > 3, "no state crawled without the limit: {without:?}");
+        assert!(with.1 <= 3, "crawled {} steps with flip_steps 3", with.1);
+        assert!(with.0 < without.0, "{} trials with the limit, {} without", with.0, without.0);
     }
 
     #[test]

@@ -412,6 +412,7 @@ impl Balancer for PowerCells {
                 self.run.stuck = false;
                 self.run.endgame = false;
                 self.run.since_best = 0;
+                self.run.flips_in_a_row = 0;
                 self.run.best = Some((
                     merit(vcores.charges(), &self.run.capacity),
                     vcores.positions().to_vec(),

@@ -17,6 +17,12 @@ use pbs::loadmap::PerlinMap;
 use pbs::methods::{PowerCells, PowerCellsSettings};
 use pbs::{balance, metrics, rebalance, Grid, Problem, StopRule, VCores};
 
+/// Perlin seeds per grid.
+const SEEDS: u32 = 4;
+
+/// Drifting steps per seed, each one rebalancing on either side.
+const STEPS: usize = 60;
+
 /// Totals of one side over a grid's rebalancings.
 #[derive(Default)]
 struct Totals {
@@ -59,7 +65,7 @@ fn main() {
         v => fail(&format!("OTHER is 1 (later_step 1) or 2 (flip_steps 0), not {v}")),
     };
     let method = |settings| PowerCells::new(settings).unwrap_or_else(|e| fail(&e));
-    let seeds = first_seed..first_seed.saturating_add(4);
+    let seeds = first_seed..first_seed.saturating_add(SEEDS);
     for (side, parts) in [(64usize, 16usize), (96, 36), (128, 64), (150, 72), (200, 100), (256, 256)] {
         let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
         let (mut default, mut changed) = (Totals::default(), Totals::default());
@@ -70,7 +76,7 @@ fn main() {
             let (mut method_default, mut method_other) = (method(PowerCellsSettings::default()), method(other));
             let mut vcores = VCores::from_bisection(&problem);
             balance(&mut method_default, &problem, &mut vcores, StopRule::before_refinement(&problem), |_| {});
-            for step in 0..60 {
+            for step in 0..STEPS {
                 map = map.smooth(0.5);
                 let loads = map.loads(&grid);
                 let problem = Problem::new(grid, &loads, parts).unwrap_or_else(|e| fail(&e));
@@ -101,9 +107,9 @@ fn main() {
                 }
             }
         }
-        let count = 4 * 60;
+        let count = seeds.len() * STEPS;
         println!(
-            "{side}² / {parts} parts, seeds {}–{}, 60 steps each: default {}; {other_name} {}: time {:.3} ×",
+            "{side}² / {parts} parts, seeds {}–{}, {STEPS} steps each: default {}; {other_name} {}: time {:.3} ×",
             seeds.start,
             seeds.end - 1,
             default.show(count),

@@ -351,11 +351,20 @@ impl VCores {
     }
 
     /// Replaces the assignment with one computed elsewhere for the current positions and
-    /// weights (a balancer's trial), and recomputes charges.
-    pub(crate) fn accept(&mut self, problem: &Problem, weights: &[f64], assignment: &mut Assignment) {
+    /// weights (a balancer's trial), with its `charges` (from [`metrics::charges`] on its
+    /// owners and `problem`'s loads: the trial had them to judge it).
+    pub(crate) fn accept(
+        &mut self,
+        problem: &Problem,
+        weights: &[f64],
+        assignment: &mut Assignment,
+        charges: Vec<f64>,
+    ) {
+        self.check(problem);
+        debug_assert_eq!(charges, metrics::charges(&assignment.owner, problem.loads(), self.len()));
         self.weights.copy_from_slice(weights);
         std::mem::swap(&mut self.assignment, assignment);
-        self.recharge(problem);
+        self.charges = charges;
     }
 
     /// Recomputes the assignment from positions and weights, then the charges.

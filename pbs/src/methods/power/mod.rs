@@ -645,7 +645,9 @@ impl PowerCells {
         if self.scratch.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
             return None;
         }
-        let g0 = dual(&self.run.capacity, vcores.weights(), problem.loads(), &vcores.assignment().score);
+        // The end game's line searches judge by merit alone: no pass over the boxes for a dual.
+        let g0 = (accept != Accept::MeritDecrease)
+            .then(|| dual(&self.run.capacity, vcores.weights(), problem.loads(), &vcores.assignment().score));
         let m0 = merit(vcores.charges(), &self.run.capacity);
         let mut t = t0;
         for attempt in 0..=self.settings.max_halvings {
@@ -661,7 +663,14 @@ impl PowerCells {
     }
 
     /// Assigns with `trial_w` (after securing giants) and keeps the result if it passes.
-    fn try_trial(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept, g0: f64, m0: (f64, f64)) -> bool {
+    fn try_trial(
+        &mut self,
+        problem: &Problem,
+        vcores: &mut VCores,
+        accept: Accept,
+        g0: Option<f64>,
+        m0: (f64, f64),
+    ) -> bool {
         #[cfg(test)]
         {
             self.scratch.trials += 1;
@@ -674,20 +683,23 @@ impl PowerCells {
             &self.scratch.trial_w,
             &mut self.scratch.trial,
         );
-        let passes = match accept {
-            Accept::Any => true,
+        let charges = || metrics::charges(&self.scratch.trial.owner, problem.loads(), vcores.len());
+        let (passes, q) = match accept {
+            Accept::Any => (true, None),
             Accept::DualIncrease => {
-                dual(&self.run.capacity, &self.scratch.trial_w, problem.loads(), &self.scratch.trial.score)
-                    > g0 + 1e-12 * g0.abs()
+                let g0 = g0.expect("a line search that may judge by the dual starts with it");
+                let g = dual(&self.run.capacity, &self.scratch.trial_w, problem.loads(), &self.scratch.trial.score);
+                (g > g0 + 1e-12 * g0.abs(), None)
             }
             Accept::MeritDecrease => {
-                let q = metrics::charges(&self.scratch.trial.owner, problem.loads(), vcores.len());
-                merit(&q, &self.run.capacity) < m0
+                let q = charges();
+                (merit(&q, &self.run.capacity) < m0, Some(q))
             }
         };
         if passes {
+            let q = q.unwrap_or_else(charges);
             let trial_w = std::mem::take(&mut self.scratch.trial_w);
-            vcores.accept(problem, &trial_w, &mut self.scratch.trial);
+            vcores.accept(problem, &trial_w, &mut self.scratch.trial, q);
             self.scratch.trial_w = trial_w;
         }
         passes
@@ -742,14 +754,13 @@ impl PowerCells {
             .collect();
         moves.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
         moves.dedup();
-        let g0 = f64::NAN; // unused by MeritDecrease
         for &(gap, s) in moves.iter().take(8) {
             let shift = gap + 1e-9 * (1.0 + gap.abs());
             for (v, sign) in [(i, -1.0), (s, 1.0)] {
                 self.scratch.trial_w.clear();
                 self.scratch.trial_w.extend_from_slice(vcores.weights());
                 self.scratch.trial_w[v] += sign * shift;
-                if self.try_trial(problem, vcores, Accept::MeritDecrease, g0, m0) {
+                if self.try_trial(problem, vcores, Accept::MeritDecrease, None, m0) {
                     return true;
                 }
             }

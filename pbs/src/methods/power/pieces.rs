@@ -122,7 +122,7 @@ impl PowerCells {
                     let after = pieces(&grid, &self.scratch.trial.owner, &self.run.giant_of);
                     if after.0 < broken {
                         let trial_w = std::mem::take(&mut self.scratch.trial_w);
-                        vcores.accept(problem, &trial_w, &mut self.scratch.trial);
+                        vcores.accept(problem, &trial_w, &mut self.scratch.trial, q);
                         self.scratch.trial_w = trial_w;
                         current = after;
                         continue 'mend;

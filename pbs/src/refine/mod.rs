@@ -118,7 +118,8 @@ pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -
 
 /// The first step of [`refine`] alone: each part in pieces keeps its most charged piece and
 /// the boxes of the others go to the parts around them, so that every part ends in one piece
-/// (none is emptied). Returns the boxes moved. Where every part is in one piece it costs a
+/// (none is emptied). Returns the boxes moved: zero exactly when every part was in one piece
+/// (a part in pieces always hands a box over). Where every part is in one piece it costs a
 /// labelling of the parts and changes nothing: cheap enough for owners that are mostly whole,
 /// as a warm start's power cells are.
 ///

@@ -27,7 +27,6 @@ fn main() {
             map.loads(&grid)
         })
         .collect();
-    eprintln!("WARM");
     let (mut times, mut taken) = (Vec::new(), Vec::new());
     for loads in &drifted {
         let t = Instant::now();

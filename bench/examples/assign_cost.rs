@@ -1,5 +1,6 @@
 //! Prints the cost of one assignment, fast vs brute force: `cargo run --release -p pbs-bench --example assign_cost`.
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     for v in [10, 72, 1000] {
         for side in [50, 100, 150, 300] {
             let c = pbs_bench::assign_cost::measure(side, v, 30);

@@ -4,6 +4,7 @@
 //! predictor cannot learn one: docs/design-notes.md, "Branches in the assignment") and prints
 //! the medians, fast and brute force.
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("assign_probe SIDE VCORES [TIMINGS]", &[None, None, Some(400)]);
     let (side, vcores, timings) = (counts[0], counts[1], counts[2]);
     if let Err(e) = pbs::Grid::new(side, side) {

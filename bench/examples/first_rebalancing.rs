@@ -19,6 +19,7 @@ use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_bench::model::trace::Trace;
 
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     let mut scenarios: Vec<String> = std::env::args().skip(1).collect();
     if scenarios.is_empty() {
         scenarios = vec!["gravity".into(), "contraction".into()];

@@ -11,6 +11,7 @@
 use pbs::{balance, bisection, methods, metrics, Grid, Problem, StopRule, VCores};
 
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     let mut args = std::env::args().skip(1);
     let count: usize = args.next().map_or(1500, |s| s.parse().expect("a map count"));
     let giants = args.next().is_none_or(|s| s != "plain");

@@ -40,6 +40,7 @@ fn arg(args: &[String], index: usize, name: &str, default: usize, min: usize) ->
 }
 
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let parsed =
         arg(&args, 0, "iterations", 100_000, MIN_ITERATIONS).and_then(|i| Ok((i, arg(&args, 1, "threads", 2, 1)?)));

@@ -28,6 +28,7 @@ const STEP: f64 = 0.25;
 const WEIGHTS: [f64; 4] = [1.5, 2.0, 3.0, 6.0];
 
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("vector_cells [SIDE] [PARTS] [ROUNDS]", &[Some(64), Some(16), Some(60)]);
     let (side, parts, rounds) = (counts[0], counts[1], counts[2]);
     let fail = |e: &dyn std::fmt::Display| -> ! {

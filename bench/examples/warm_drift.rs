@@ -9,6 +9,7 @@ use pbs_peers::{Partitioner, Pbs};
 use std::time::Instant;
 
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("warm_drift SIDE VCORES [STEPS]", &[None, None, Some(60)]);
     let (side, vcores, steps) = (counts[0], counts[1], counts[2]);
     let fail = |e: &dyn std::fmt::Display| -> ! {

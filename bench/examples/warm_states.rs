@@ -53,6 +53,7 @@ impl Totals {
 }
 
 fn main() {
+    pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("warm_states [SLOW_MS] [OTHER] [FIRST_SEED]", &[Some(30), Some(1), Some(1)]);
     let (slow_ms, first_seed) = (counts[0] as f64, counts[2] as u32);
     let fail = |e: &dyn std::fmt::Display| -> ! {

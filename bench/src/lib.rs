@@ -81,6 +81,18 @@ impl Stats {
     }
 }
 
+/// Lets output piped into `head` or a pager that quits end the program quietly, by SIGPIPE, as
+/// C tools do: Rust ignores SIGPIPE, so the next print would get EPIPE and `println!` would
+/// panic with a backtrace. For `pbs-bench` and the examples, first thing in `main`.
+pub fn end_quietly_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: `signal` with `SIG_DFL`, a valid action for SIGPIPE, only sets the process's
+    // disposition of that signal; it touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Positive integers from the command line, for the examples: one per entry of `defaults`
 /// (`None`: required). Anything else prints `usage` and exits with status 2.
 pub fn example_counts(usage: &str, defaults: &[Option<usize>]) -> Vec<usize> {

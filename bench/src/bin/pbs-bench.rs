@@ -416,14 +416,7 @@ fn methods_list(spec: &str) -> Result<Vec<String>, String> {
 const MAX_SEQUENCE: usize = 1_000_000;
 
 fn main() -> ExitCode {
-    // Output piped into `head` or a pager that quits: end quietly, as C tools do, instead of a
-    // panic at the next print (Rust ignores SIGPIPE, so printing returns EPIPE and println!
-    // panics on it).
-    #[cfg(unix)]
-    // SAFETY: called before any other thread starts; SIG_DFL is a valid action for SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    pbs_bench::end_quietly_on_closed_pipe();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -193,10 +193,7 @@ pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], we
     let Some(workers) = workers else {
         return assign(grid, sites, weights, out);
     };
-    // Bands along the outermost axis with more than one slice, so that each is a contiguous
-    // range of box indices.
-    let axis = if grid.nz() > 1 { 2 } else { 1 };
-    let slices = grid.dims()[axis];
+    let slices = grid.dims()[band_axis(grid)];
     let worth = (grid.len() as f64 * (box_ns(sites.len()) - RETURN_NS) / MIN_PART_NS) as usize;
     let parts = workers.count().min(slices).min(worth);
     if parts <= 1 {
@@ -204,20 +201,63 @@ pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], we
     }
     let ctx = Ctx::new(grid, sites, weights);
     out.reset(grid.len());
-    let per_slice = grid.len() / slices;
     let mut rest = Out::whole(out);
-    let bands: Vec<([usize; 3], [usize; 3], std::sync::Mutex<Out>)> = (0..parts)
-        .map(|p| {
-            let (from, to) = (p * slices / parts, (p + 1) * slices / parts);
-            let (mut lo, mut hi) = ([0, 0, 0], grid.dims());
-            (lo[axis], hi[axis]) = (from, to);
-            (lo, hi, std::sync::Mutex::new(rest.split_front((to - from) * per_slice)))
-        })
-        .collect();
+    let bands: Vec<([usize; 3], [usize; 3], std::sync::Mutex<Out>)> =
+        bands(grid, parts).map(|(lo, hi, len)| (lo, hi, std::sync::Mutex::new(rest.split_front(len)))).collect();
     workers.run(parts, &|p| {
         let (lo, hi, out) = &bands[p];
         ctx.region(*lo, *hi, &mut out.lock().expect("each band is locked once"));
     });
+}
+
+/// [`assign`] one band of rows (layers in 3D) after another, `parts` bands (fewer on a grid
+/// with fewer rows), handing each band's box range and owners to `after` as soon as they are
+/// decided. Stops when `after` returns false, the later bands' boxes then left as they were;
+/// returns whether every band was assigned. The owners are those of [`assign`]: each band runs
+/// the same recursion as [`assign_on`]'s.
+pub fn assign_by_bands(
+    grid: &Grid,
+    sites: &[Point],
+    weights: &[f64],
+    out: &mut Assignment,
+    parts: usize,
+    mut after: impl FnMut(std::ops::Range<usize>, &[u32]) -> bool,
+) -> bool {
+    let ctx = Ctx::new(grid, sites, weights);
+    out.reset(grid.len());
+    let mut rest = Out::whole(out);
+    for (lo, hi, len) in bands(grid, parts.clamp(1, grid.dims()[band_axis(grid)])) {
+        let mut band = rest.split_front(len);
+        ctx.region(lo, hi, &mut band);
+        if !after(band.base..band.base + len, band.owner) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The axis [`bands`] cut: the outermost with more than one slice, so that each band is a
+/// contiguous range of box indices.
+fn band_axis(grid: &Grid) -> usize {
+    if grid.nz() > 1 {
+        2
+    } else {
+        1
+    }
+}
+
+/// `parts` bands of slices along [`band_axis`] (`1 ≤ parts ≤` its slices), in box order: each
+/// band's index ranges per axis and its number of boxes.
+fn bands(grid: &Grid, parts: usize) -> impl Iterator<Item = ([usize; 3], [usize; 3], usize)> + '_ {
+    let axis = band_axis(grid);
+    let slices = grid.dims()[axis];
+    let per_slice = grid.len() / slices;
+    (0..parts).map(move |p| {
+        let (from, to) = (p * slices / parts, (p + 1) * slices / parts);
+        let (mut lo, mut hi) = ([0, 0, 0], grid.dims());
+        (lo[axis], hi[axis]) = (from, to);
+        (lo, hi, (to - from) * per_slice)
+    })
 }
 
 /// Buffers reused across the recursion: the candidate stack, per-candidate bounds, and the
@@ -501,6 +541,44 @@ mod tests {
             assign_on(Some(&Threads(threads)), &g, &s, &w, &mut a);
             assign_brute(&g, &s, &w, &mut b);
             assert_eq!(a, b, "grid {nx}x{ny}x{nz}, {n} sites, {threads} threads");
+        }
+    }
+
+    /// Band after band, the owners of the whole assignment, the bands' box ranges in order and
+    /// covering the grid; stopped after a band, the later boxes are not touched.
+    #[test]
+    fn bands_in_turn_equal_brute_and_stop_when_asked() {
+        for (seed, (nx, ny, nz), n, ws, parts) in [
+            (1, (50, 50, 1), 10, 0.0, 8),
+            (2, (37, 23, 1), 72, 40.0, 5),
+            (3, (12, 9, 7), 30, 10.0, 3),
+            (5, (64, 64, 1), 300, 200.0, 16),
+            (7, (33, 17, 1), 3, 5.0, 40),
+            (8, (16, 16, 4), 16, 5.0, 1),
+        ] {
+            let g = Grid::new_3d(nx, ny, nz).unwrap();
+            let (s, w) = random_sites(&g, n, seed, ws);
+            let (mut a, mut b) = (Assignment::default(), Assignment::default());
+            let mut seen = Vec::new();
+            let whole = assign_by_bands(&g, &s, &w, &mut a, parts, |boxes, owners| {
+                assert_eq!(boxes.len(), owners.len());
+                seen.push(boxes);
+                true
+            });
+            assign_brute(&g, &s, &w, &mut b);
+            assert!(whole);
+            assert_eq!(a, b, "grid {nx}x{ny}x{nz}, {n} sites, {parts} bands");
+            assert_eq!(seen.len(), parts.min(if nz > 1 { nz } else { ny }));
+            assert!(seen.windows(2).all(|p| p[0].end == p[1].start) && seen[0].start == 0);
+            assert_eq!(seen.last().unwrap().end, g.len());
+            // Stopped after the first band: the boxes after it keep what they held.
+            let mut c = Assignment::default();
+            assign_by_bands(&g, &s, &w, &mut c, parts, |_, _| true);
+            c.owner.iter_mut().for_each(|o| *o = u32::MAX);
+            let first = seen[0].clone();
+            assert!(!assign_by_bands(&g, &s, &w, &mut c, parts, |_, _| false));
+            assert_eq!(c.owner[first.clone()], b.owner[first.clone()]);
+            assert!(c.owner[first.end..].iter().all(|&o| o == u32::MAX));
         }
     }
 

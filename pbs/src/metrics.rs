@@ -49,19 +49,77 @@ pub fn median(values: &[f64]) -> f64 {
 /// If `owner` and `loads` differ in length, or an owner is `vcores` or more.
 pub fn charges(owner: &[u32], loads: &[f64], vcores: usize) -> Vec<f64> {
     assert_eq!(owner.len(), loads.len(), "charges need one owner per box load");
-    const LANES: usize = 4;
-    let mut lanes = vec![[0.0; LANES]; vcores];
-    let mut owners = owner.chunks_exact(LANES);
-    let mut values = loads.chunks_exact(LANES);
-    for (o, l) in (&mut owners).zip(&mut values) {
-        for lane in 0..LANES {
-            lanes[o[lane] as usize][lane] += l[lane];
+    let mut sum = ChargeSum::new(vcores);
+    sum.add(owner, loads);
+    sum.finish()
+}
+
+/// [`charges`] taken in pieces: the boxes handed to [`ChargeSum::add`] one range after
+/// another, in box order, give the same sums to the bit as all at once, and a lower bound of
+/// every charge in between (loads are never negative, and rounding never makes a sum of them
+/// smaller).
+pub(crate) struct ChargeSum {
+    /// Per vCore, the sums over boxes `k mod LANES`.
+    lanes: Vec<[f64; LANES]>,
+    /// Boxes handed over that do not yet fill a group of `LANES`: owners, loads, count.
+    carry: ([u32; LANES], [f64; LANES], usize),
+}
+
+const LANES: usize = 4;
+
+impl ChargeSum {
+    pub(crate) fn new(vcores: usize) -> ChargeSum {
+        ChargeSum { lanes: vec![[0.0; LANES]; vcores], carry: ([0; LANES], [0.0; LANES], 0) }
+    }
+
+    /// Adds the boxes that follow the ones added so far.
+    pub(crate) fn add(&mut self, mut owner: &[u32], mut loads: &[f64]) {
+        debug_assert_eq!(owner.len(), loads.len());
+        let (o, l, n) = &mut self.carry;
+        if *n > 0 {
+            let take = (LANES - *n).min(owner.len());
+            o[*n..*n + take].copy_from_slice(&owner[..take]);
+            l[*n..*n + take].copy_from_slice(&loads[..take]);
+            *n += take;
+            (owner, loads) = (&owner[take..], &loads[take..]);
+            if *n < LANES {
+                return;
+            }
+            for lane in 0..LANES {
+                self.lanes[o[lane] as usize][lane] += l[lane];
+            }
+            *n = 0;
         }
+        let mut owners = owner.chunks_exact(LANES);
+        let mut values = loads.chunks_exact(LANES);
+        for (o, l) in (&mut owners).zip(&mut values) {
+            for lane in 0..LANES {
+                self.lanes[o[lane] as usize][lane] += l[lane];
+            }
+        }
+        let rest = owners.remainder().len();
+        o[..rest].copy_from_slice(owners.remainder());
+        l[..rest].copy_from_slice(values.remainder());
+        *n = rest;
     }
-    for (&o, &l) in owners.remainder().iter().zip(values.remainder()) {
-        lanes[o as usize][0] += l;
+
+    /// The largest charge over the boxes added so far, at most the final one.
+    pub(crate) fn largest_so_far(&self) -> f64 {
+        self.lanes.iter().map(combine).fold(0.0, f64::max)
     }
-    lanes.iter().map(|s| (s[0] + s[1]) + (s[2] + s[3])).collect()
+
+    /// The charges: the last boxes that fill no group of `LANES` go to the first lane.
+    pub(crate) fn finish(mut self) -> Vec<f64> {
+        let (o, l, n) = self.carry;
+        for (&o, &l) in o[..n].iter().zip(&l[..n]) {
+            self.lanes[o as usize][0] += l;
+        }
+        self.lanes.iter().map(combine).collect()
+    }
+}
+
+fn combine(s: &[f64; LANES]) -> f64 {
+    (s[0] + s[1]) + (s[2] + s[3])
 }
 
 /// `max_i Q_i / m`; 1.0 when all charges are zero or there is none (nothing to balance is
@@ -378,6 +436,7 @@ pub(crate) fn matched_ids(previous: &[u32], next: &[u32], parts: usize) -> crate
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// No charge at all reads balanced, as charges that are all zero do (before: NaN); a NaN
     /// charge still shows.
@@ -414,6 +473,42 @@ mod tests {
         let owner = [2, 2, 0, 1, 1, 2, 0];
         let loads = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
         assert_eq!(charges(&owner, &loads, 3), vec![68.0, 24.0, 35.0]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// Boxes handed over in ranges of any lengths give the charges of all at once, to the
+        /// bit, and never more than them on the way.
+        #[test]
+        fn charges_in_pieces_are_charges_at_once(
+            loads in proptest::collection::vec(0.0f64..1e6, 0..60),
+            cuts in proptest::collection::vec(0usize..60, 0..8),
+            parts in 1u32..5,
+        ) {
+            let owner: Vec<u32> = (0..loads.len() as u32).map(|k| (k * 7 + k / 3) % parts).collect();
+            let want = charges(&owner, &loads, parts as usize);
+            // The order of the sums, spelled out: box k in lane k mod 4, the boxes after the
+            // last group of four in lane 0, the lanes added pairwise.
+            let mut lanes = vec![[0.0f64; 4]; parts as usize];
+            let grouped = loads.len() / 4 * 4;
+            for k in 0..loads.len() {
+                lanes[owner[k] as usize][if k < grouped { k % 4 } else { 0 }] += loads[k];
+            }
+            let spelled: Vec<f64> = lanes.iter().map(|s| (s[0] + s[1]) + (s[2] + s[3])).collect();
+            prop_assert_eq!(want.iter().map(|q| q.to_bits()).collect::<Vec<_>>(), spelled.iter().map(|q| q.to_bits()).collect::<Vec<_>>());
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(loads.len())).collect();
+            cuts.push(0);
+            cuts.push(loads.len());
+            cuts.sort_unstable();
+            let mut sum = ChargeSum::new(parts as usize);
+            for c in cuts.windows(2) {
+                sum.add(&owner[c[0]..c[1]], &loads[c[0]..c[1]]);
+                let largest = want.iter().copied().fold(0.0, f64::max);
+                prop_assert!(sum.largest_so_far() <= largest);
+            }
+            let got = sum.finish();
+            prop_assert_eq!(got.iter().map(|q| q.to_bits()).collect::<Vec<_>>(), want.iter().map(|q| q.to_bits()).collect::<Vec<_>>());
+        }
     }
 
     #[test]

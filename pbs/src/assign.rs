@@ -15,7 +15,9 @@
 //! uses to know how far each boundary is from flipping.
 //!
 //! [`assign_on`] cuts the grid into bands of rows and hands them to [`Workers`] (the
-//! scheduler's pool, idle while it waits for a rebalancing), with the same result.
+//! scheduler's pool, idle while it waits for a rebalancing), with the same result;
+//! [`assign_by_bands`] assigns the same bands one after another and shows each to its caller
+//! as soon as it is decided, so that a balancer's trial can be dropped before the rest.
 
 use crate::grid::{dist2, Grid, Point};
 

@@ -20,7 +20,23 @@ pub struct CellLaplacian {
     pub edges: Vec<Vec<(u32, f64)>>,
     /// Row sums of the couplings (`L_ii`).
     pub degree: Vec<f64>,
+    /// Scratch of [`CellLaplacian::build`]: pairs of vCores met, by a hash of the pair.
+    pairs: Vec<Pair>,
 }
+
+/// A pair of vCores (`lo << 32 | hi`), their distance, and each one's place in the other's
+/// neighbour list once listed.
+#[derive(Debug, Clone, Copy)]
+struct Pair {
+    key: u64,
+    d: f64,
+    slots: Option<(usize, usize)>,
+}
+
+/// Entries of the pair table: a power of two, well above the pairs of a diagram (about three
+/// per vCore) at a few hundred vCores; a pair that finds its entry taken is measured again.
+/// The tests use a small table, so that pairs often do.
+const PAIR_TABLE: usize = if cfg!(test) { 8 } else { 1024 };
 
 impl CellLaplacian {
     /// Estimates the Laplacian from an assignment; boxes with `skip[k]` set do not count.
@@ -32,25 +48,36 @@ impl CellLaplacian {
             e.clear();
         }
         // Neighbouring boxes mostly share the pair of vCores they lie between (either side
-        // of the boundary: the coupling is symmetric). Keep the pair's distance and where it
-        // sits in both neighbour lists, rather than take a square root and search two lists
-        // per box; a neighbour is listed at its first box in the boundary layers.
-        let (mut pair, mut d, mut slots) = ((NONE, NONE), f64::INFINITY, None);
+        // of the boundary: the coupling is symmetric), and a row of boxes meets the same few
+        // pairs again and again. Keep each pair's distance and where it sits in both
+        // neighbour lists (a small table by pair), rather than take a square root and search
+        // two lists per box; a neighbour is listed at its first box in the boundary layers.
+        self.pairs.clear();
+        self.pairs.resize(PAIR_TABLE, Pair { key: u64::MAX, d: 0.0, slots: None });
+        let (mut pair, mut at) = (u64::MAX, 0);
         for (k, &q) in loads.iter().enumerate() {
             let (o, s) = (a.owner[k], a.second[k]);
-            let key = (o.min(s), o.max(s));
+            let (lo, hi) = (o.min(s), o.max(s));
+            let key = (u64::from(lo) << 32) | u64::from(hi);
             if key != pair {
-                (pair, slots) = (key, None);
-                d = if s == NONE {
-                    f64::INFINITY
-                } else {
-                    dist2(&positions[key.0 as usize], &positions[key.1 as usize]).sqrt().max(MIN_DISTANCE)
-                };
+                pair = key;
+                at = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PAIR_TABLE.trailing_zeros())) as usize;
+                if self.pairs[at].key != key {
+                    let d = if s == NONE {
+                        f64::INFINITY
+                    } else {
+                        dist2(&positions[lo as usize], &positions[hi as usize]).sqrt().max(MIN_DISTANCE)
+                    };
+                    self.pairs[at] = Pair { key, d, slots: None };
+                }
             }
+            let d = self.pairs[at].d;
             if (a.gap[k] < 2.0 * d) & (q != 0.0) & !skip[k] {
-                let (lo, hi) = (key.0 as usize, key.1 as usize);
-                let (i, j) =
-                    *slots.get_or_insert_with(|| (slot(&mut self.edges[lo], key.1), slot(&mut self.edges[hi], key.0)));
+                let (lo, hi) = (lo as usize, hi as usize);
+                let edges = &mut self.edges;
+                let (i, j) = *self.pairs[at]
+                    .slots
+                    .get_or_insert_with(|| (slot(&mut edges[lo], hi as u32), slot(&mut edges[hi], lo as u32)));
                 let c = q / (4.0 * d);
                 self.edges[lo][i].1 += c;
                 self.edges[hi][j].1 += c;
@@ -145,7 +172,7 @@ mod tests {
             }
         }
         let degree = edges.iter().map(|e: &Vec<(u32, f64)>| e.iter().map(|x| x.1).sum()).collect();
-        CellLaplacian { edges, degree }
+        CellLaplacian { edges, degree, ..Default::default() }
     }
 
     proptest! {
@@ -179,6 +206,7 @@ mod tests {
         let l = CellLaplacian {
             edges: vec![vec![(1, 1.0)], vec![(0, 1.0), (2, 1.0)], vec![(1, 1.0)]],
             degree: vec![1.0, 2.0, 1.0],
+            ..Default::default()
         };
         let reg = [1e-9; 3];
         let b = [1.0, 0.0, -1.0];

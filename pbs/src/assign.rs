@@ -192,15 +192,10 @@ fn box_ns(sites: usize) -> f64 {
 /// by the same expression over the same sites in the same order). Without workers, or when
 /// the work is too small to share (under about 4 µs a part), it is [`assign`].
 pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Assignment) {
-    let Some(workers) = workers else {
+    let parts = shared_parts(workers, grid, sites.len());
+    let Some(workers) = workers.filter(|_| parts > 1) else {
         return assign(grid, sites, weights, out);
     };
-    let slices = grid.dims()[band_axis(grid)];
-    let worth = (grid.len() as f64 * (box_ns(sites.len()) - RETURN_NS) / MIN_PART_NS) as usize;
-    let parts = workers.count().min(slices).min(worth);
-    if parts <= 1 {
-        return assign(grid, sites, weights, out);
-    }
     let ctx = Ctx::new(grid, sites, weights);
     out.reset(grid.len());
     let mut rest = Out::whole(out);
@@ -210,6 +205,18 @@ pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], we
         let (lo, hi, out) = &bands[p];
         ctx.region(*lo, *hi, &mut out.lock().expect("each band is locked once"));
     });
+}
+
+/// The bands [`assign_on`] shares among `workers` for a grid and a number of sites: as many as
+/// the workers and the grid's slices allow, at most one per 4 µs or so of serial work;
+/// 0 or 1 where it assigns alone.
+pub fn shared_parts(workers: Option<&dyn Workers>, grid: &Grid, sites: usize) -> usize {
+    let Some(workers) = workers else {
+        return 0;
+    };
+    let slices = grid.dims()[band_axis(grid)];
+    let worth = (grid.len() as f64 * (box_ns(sites) - RETURN_NS) / MIN_PART_NS) as usize;
+    workers.count().min(slices).min(worth)
 }
 
 /// [`assign`] one band of rows (layers in 3D) after another, `parts` bands (fewer on a grid

@@ -67,7 +67,7 @@ mod pieces;
 use cell_step::Capturable;
 use giants::hold_giants;
 
-use crate::assign::{assign_by_bands, assign_on, Assignment, NONE};
+use crate::assign::{assign_by_bands, assign_on, shared_parts, Assignment, NONE};
 use crate::balancer::Balancer;
 use crate::grid::{dist2, Grid, Point};
 use crate::laplacian::CellLaplacian;
@@ -690,8 +690,10 @@ impl PowerCells {
         // A trial judged by its merit, largest charge first, fails as soon as one charge
         // passes the start's largest: summed band by band while the boxes are assigned, the
         // charges tell most failing trials before the whole grid is (the charges being the
-        // same to the bit, so is the verdict). With workers the grid is assigned whole.
-        let early = if accept == Accept::MeritDecrease && problem.workers().is_none() {
+        // same to the bit, so is the verdict). Where workers share the grid, it is assigned
+        // whole.
+        let alone = shared_parts(problem.workers(), grid, positions.len()) <= 1;
+        let early = if accept == Accept::MeritDecrease && alone {
             let mut sum = ChargeSum::new(vcores.len());
             let trial = &mut self.scratch.trial;
             let bands = (grid.len() / TRIAL_BAND_BOXES).clamp(1, TRIAL_BANDS);

@@ -494,11 +494,12 @@ impl Balancer for PowerCells {
     }
 }
 
-/// Bands of rows a trial judged by its merit is assigned in, its charges checked after each,
-/// and the fewest boxes a band has: each band starts its assignment from every vCore. On the
-/// drifting sequences (seed 7) a warm step at 150² / 72 and 256² / 256 took 0.95 and 0.87 × the
-/// time of assigning whole, with 4 to 16 bands within noise of each other and 32 slower at 256².
+/// Bands of rows a trial judged by its merit is assigned in, its charges checked after each.
+/// On the drifting sequences (seed 7) a warm step at 150² / 72 and 256² / 256 took 0.95 and
+/// 0.87 × the time of assigning whole, with 4 to 16 bands within noise of each other and 32
+/// slower at 256².
 const TRIAL_BANDS: usize = 8;
+/// The fewest boxes a trial's band has: each band starts its assignment from every vCore.
 const TRIAL_BAND_BOXES: usize = 2048;
 
 /// What a line search asks of a trial.

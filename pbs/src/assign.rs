@@ -210,7 +210,7 @@ pub fn assign_on(workers: Option<&dyn Workers>, grid: &Grid, sites: &[Point], we
 /// The bands [`assign_on`] shares among `workers` for a grid and a number of sites: as many as
 /// the workers and the grid's slices allow, at most one per 4 µs or so of serial work;
 /// 0 or 1 where it assigns alone.
-pub fn shared_parts(workers: Option<&dyn Workers>, grid: &Grid, sites: usize) -> usize {
+pub(crate) fn shared_parts(workers: Option<&dyn Workers>, grid: &Grid, sites: usize) -> usize {
     let Some(workers) = workers else {
         return 0;
     };

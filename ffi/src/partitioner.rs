@@ -19,6 +19,8 @@ pub struct Partitioner {
     /// The owners the last call wrote (the first call's are refined, so they may differ from
     /// the vCores' cells): what the next call counts its migrations from.
     written: Vec<u32>,
+    /// Whether the vCores' cells were in one piece each at the end of the last call.
+    cells_whole: bool,
 }
 
 /// How a balancing ended (`pbs_outcome` in `pbs.h`).
@@ -69,7 +71,15 @@ pub unsafe extern "C" fn pbs_partitioner_new(
             // SAFETY: forwarded from the caller.
             let name = unsafe { text(method, "method") }?.unwrap_or(methods::DEFAULT);
             let method = methods::by_name(name)?;
-            Ok(Box::into_raw(Box::new(Partitioner { grid, vcores, seed, method, state: None, written: Vec::new() })))
+            Ok(Box::into_raw(Box::new(Partitioner {
+                grid,
+                vcores,
+                seed,
+                method,
+                state: None,
+                written: Vec::new(),
+                cells_whole: false,
+            })))
         },
     )
 }
@@ -113,7 +123,7 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
             Some(state) => {
                 let out = rebalance(p.method.as_mut(), &problem, state, stop);
                 let mut owners = state.owners().to_vec();
-                pbs::refine::mend(&problem, &mut owners)?;
+                p.cells_whole = pbs::refine::mend_rebalanced(&problem, &mut owners, &out, p.cells_whole)?;
                 (out, owners)
             }
             None => {

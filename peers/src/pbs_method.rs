@@ -140,11 +140,8 @@ impl Partitioner for Pbs {
         if self.refine && !warm {
             pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
         } else if self.refine {
-            // The cells can fall apart between boxes: a warm start's parts are mended too,
-            // unless the run moved no box from cells found whole (a mend moves a box whenever
-            // a part is in pieces).
-            now_whole = (whole && outcome.migrations == 0 && !outcome.restarted)
-                || pbs::refine::mend(&problem, &mut owners)? == 0;
+            // The cells can fall apart between boxes: a warm start's parts are mended too.
+            now_whole = pbs::refine::mend_rebalanced(&problem, &mut owners, &outcome, whole)?;
         }
         self.state = Some((*grid, vcores, now_whole));
         Ok(owners)

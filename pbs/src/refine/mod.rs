@@ -143,6 +143,42 @@ pub fn mend(problem: &Problem, owners: &mut [u32]) -> crate::Result<usize> {
         .map_or(0, |pieces| State::new(problem, owners).mend(pieces)))
 }
 
+/// [`mend`] for the owners of power cells after a rebalancing ([`crate::rebalance`], whose
+/// `outcome` this is), told whether the cells the run started from were in one piece each
+/// (`started_whole`; `false` where that is not known). Where the run moved no box from such
+/// cells, no part can be in pieces and the labelling is skipped. Returns whether the cells are
+/// in one piece each, which the next call takes as `started_whole`; `owners` always end so.
+///
+/// ```
+/// use pbs::{methods, rebalance, refine, Grid, Problem, StopRule, VCores};
+/// let grid = Grid::new(32, 32)?;
+/// let loads = vec![1.0; grid.len()];
+/// let problem = Problem::new(grid, &loads, 4)?;
+/// let mut vcores = VCores::from_bisection(&problem);
+/// let mut method = methods::by_name("power-cells")?;
+/// let mut whole = false;
+/// for _ in 0..2 {
+///     let outcome = rebalance(method.as_mut(), &problem, &mut vcores, StopRule::default());
+///     let mut owners = vcores.owners().to_vec();
+///     whole = refine::mend_rebalanced(&problem, &mut owners, &outcome, whole)?;
+///     assert!(whole); // four balanced quarters; the second call moves nothing and skips the labelling
+/// }
+/// # Ok::<(), pbs::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`mend`].
+pub fn mend_rebalanced(
+    problem: &Problem,
+    owners: &mut [u32],
+    outcome: &crate::Outcome,
+    started_whole: bool,
+) -> crate::Result<bool> {
+    check_owners(problem, owners)?;
+    // A part in pieces always hands a box over: no box moved, none was in pieces.
+    Ok((started_whole && outcome.migrations == 0 && !outcome.restarted) || mend(problem, owners)? == 0)
+}
+
 /// An error naming the first part id out of range, or a length other than the grid's.
 fn check_owners(problem: &Problem, owners: &[u32]) -> crate::Result<()> {
     let parts = problem.vcores();

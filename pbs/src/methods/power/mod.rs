@@ -715,11 +715,11 @@ impl PowerCells {
         };
         let charges = || metrics::charges(&self.scratch.trial.owner, loads, vcores.len());
         let (passes, q) = match accept {
-            Accept::Any => (true, early),
+            Accept::Any => (true, None),
             Accept::DualIncrease => {
                 let g0 = g0.expect("a line search that may judge by the dual starts with it");
                 let g = dual(&self.run.capacity, &self.scratch.trial_w, loads, &self.scratch.trial.score);
-                (g > g0 + 1e-12 * g0.abs(), early)
+                (g > g0 + 1e-12 * g0.abs(), None)
             }
             Accept::MeritDecrease => {
                 let q = early.unwrap_or_else(charges);

@@ -808,7 +808,10 @@ mod tests {
         let drift = |m: &str| rows.iter().find(|r| r.sequence == "drift" && r.method == m).unwrap();
         assert!(drift("pbs-cells").split_steps > 0, "the cells stayed whole: pick a harder case for this test");
         assert!(rows.iter().filter(|r| r.method == "pbs").all(|r| r.split_steps == 0), "{rows:?}");
-        assert!((drift("pbs").migrations_per_step - drift("pbs-cells").migrations_per_step).abs() < 1.0);
+        // Mending moves few boxes; the first warm step also hands the refined cold partition's
+        // differences (its pairs cut straight) back to the cells: 29.05 against 27.61 boxes a
+        // step on 2026-11-30, 1.0 and under before the pair pass.
+        assert!((drift("pbs").migrations_per_step - drift("pbs-cells").migrations_per_step).abs() < 2.0);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Box-level refinement of a partition: single boundary boxes handed to a neighbouring part,
-//! first to make every part one piece, then to bring the largest charge down to a target, then
-//! to shorten the borders.
+//! first to make every part one piece, then to bring the largest charge down to a target; then
+//! pairs of parts cut apart again along straight lines and borders smoothed, to shorten the cut.
 //!
 //! Power cells are convex, so a cell can only gain or lose whole slices of boxes along its
 //! border, and near the bound its charge moves in steps of a boundary box's load: a balancing
@@ -21,7 +21,12 @@
 //!    part with room; failing that, a loaded box of `P` behind a strip may go with the strip;
 //!    failing that, a box of `P` may be traded for a lighter one of a neighbour, where the
 //!    trade adds no cut edge.
-//! 2. **Borders.** Sweeps over the boxes move a box to the neighbouring part holding more of its
+//! 2. **Pairs.** Two neighbouring parts whose border is longer than a straight cut across their
+//!    union are split again along that cut (one jog allowed), where both sides stay in one
+//!    piece and neither side's charge passes the higher of the two parts' charges and 1.02 ×
+//!    their mean, capped at the largest charge of all. Each split shortens the cut, so the
+//!    sweeps end.
+//! 3. **Borders.** Sweeps over the boxes move a box to the neighbouring part holding more of its
 //!    faces than its own part, where that part stays within the largest charge the first pass
 //!    left. Each move shortens the cut by at least one edge, so the sweeps end.
 //!
@@ -37,8 +42,9 @@
 //! × the mean: 97,000 moves, 2.3 s). Measurements: docs/peers.md, "Refined box by box".
 //!
 //! One step a file: `connectivity.rs` the pieces (step 0) and the test that no move splits a
-//! part, `balance.rs` the balance pass and its kinds of moves (step 1), `borders.rs` the border
-//! pass (step 2); this one the entry points and the state they share.
+//! part, `balance.rs` the balance pass and its kinds of moves (step 1), `pairs.rs` the pair pass
+//! (step 2), `borders.rs` the border pass (step 3); this one the entry points and the state
+//! they share.
 
 use crate::grid::Grid;
 use crate::problem::Problem;
@@ -46,6 +52,7 @@ use crate::problem::Problem;
 mod balance;
 mod borders;
 mod connectivity;
+mod pairs;
 
 /// How far [`refine`] goes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,13 +63,15 @@ pub struct RefineSettings {
     /// Moves of the balance pass at most, in units of the grid's boxes (a guard: each move
     /// lowers the sorted charges, so the pass ends anyway).
     pub max_moves_per_box: f64,
+    /// Sweeps of the pair pass at most (0 skips it).
+    pub pair_sweeps: usize,
     /// Sweeps of the border pass at most.
     pub border_sweeps: usize,
 }
 
 impl Default for RefineSettings {
     fn default() -> Self {
-        RefineSettings { tol: 0.005, max_moves_per_box: 1.0, border_sweeps: 8 }
+        RefineSettings { tol: 0.005, max_moves_per_box: 1.0, pair_sweeps: 8, border_sweeps: 8 }
     }
 }
 
@@ -73,6 +82,10 @@ pub struct Refined {
     pub mend_moves: usize,
     /// Boxes moved by the balance pass.
     pub balance_moves: usize,
+    /// Pairs of parts split again by the pair pass (each shortens the cut by one face or more).
+    pub pair_splits: usize,
+    /// Boxes moved by those splits.
+    pub pair_moves: usize,
     /// Boxes moved by the border pass.
     pub border_moves: usize,
 }
@@ -112,8 +125,9 @@ pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -
     let max_moves = (settings.max_moves_per_box * problem.grid().len() as f64) as usize;
     let mend_moves = pieces.map_or(0, |pieces| state.mend(pieces));
     let balance_moves = state.balance(target, max_moves);
+    let (pair_splits, pair_moves) = state.resplit_pairs(settings.pair_sweeps);
     let border_moves = state.shorten_borders(settings.border_sweeps);
-    Ok(Refined { mend_moves, balance_moves, border_moves })
+    Ok(Refined { mend_moves, balance_moves, pair_splits, pair_moves, border_moves })
 }
 
 /// The first step of [`refine`] alone: each part in pieces keeps its most charged piece and
@@ -391,7 +405,7 @@ mod tests {
         let owners = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1];
         let (out, r) = refined(grid, &loads, 2, &owners);
         assert_eq!(out, [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
-        assert_eq!(r, Refined { mend_moves: 0, balance_moves: 2, border_moves: 0 });
+        assert_eq!(r, Refined { balance_moves: 2, ..Refined::default() });
     }
 
     #[test]
@@ -402,7 +416,7 @@ mod tests {
         let loads = vec![1.0; 6];
         let (out, r) = refined(grid, &loads, 2, &[0, 0, 1, 1, 0, 0]);
         assert_eq!(out, [0, 0, 0, 1, 1, 1]);
-        assert_eq!(r, Refined { mend_moves: 2, balance_moves: 1, border_moves: 0 });
+        assert_eq!(r, Refined { mend_moves: 2, balance_moves: 1, ..Refined::default() });
     }
 
     #[test]
@@ -634,11 +648,14 @@ mod tests {
             let mut count = vec![0usize; parts];
             out.iter().for_each(|&p| count[p as usize] += 1);
             prop_assert!(count.iter().all(|&c| c > 0) || start.iter().collect::<std::collections::BTreeSet<_>>().len() < parts);
-            // Replaying the balance pass alone, then the borders: the second only shortens.
+            // Replaying the balance pass alone: each pair split and each border move after it
+            // shortens the cut by a face or more.
             let problem = Problem::new(grid, &loads, parts).unwrap();
             let mut balanced = start.clone();
-            refine(&problem, &mut balanced, RefineSettings { border_sweeps: 0, ..RefineSettings::default() }).unwrap();
-            prop_assert!(metrics::edge_cut(&grid, &out) + r.border_moves <= metrics::edge_cut(&grid, &balanced));
+            let alone = RefineSettings { pair_sweeps: 0, border_sweeps: 0, ..RefineSettings::default() };
+            refine(&problem, &mut balanced, alone).unwrap();
+            prop_assert!(r.pair_moves >= r.pair_splits);
+            prop_assert!(metrics::edge_cut(&grid, &out) + r.pair_splits + r.border_moves <= metrics::edge_cut(&grid, &balanced));
             prop_assert_eq!(refined(grid, &loads, parts, &start).0, out);
         }
 

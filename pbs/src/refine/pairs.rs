@@ -1,0 +1,538 @@
+//! Step 2 of the refinement: two neighbouring parts split again along a straight line where
+//! that shortens the border between them.
+//!
+//! Single boxes handed over (the border pass, step 3) only smooth a border where it runs;
+//! where the power cells left hexagon-like cells (docs/peers.md, "Why the power cells' cut
+//! stays 5–10 % above the best peer's") or ragged stairs, two neighbouring parts `p` and `q`
+//! can often be cut apart more shortly across their union, as RCB cuts. Their boxes are put
+//! in lexicographic order along an axis, the other axes ascending or all descending (which
+//! side of the cut's one jog goes first), and split into a prefix and a suffix. The union's
+//! faces with every other part stay as they are, so the cut changes by the pair's own border
+//! only. A split is taken when its border is shorter than the pair's today, both sides are in
+//! one piece, and neither side passes the pair's ceiling: the heavier of the two parts or, if
+//! higher, `1 + PAIR_SLACK` times their mean, but never the largest charge of all (the
+//! refinement's balance stands, and two light parts are not made lopsided where one part's
+//! giant box sets the bound). Of those splits, the shortest border, then the fewest boxes
+//! moved.
+//!
+//! A split falls in one slice across the axis (the boxes sharing that coordinate); each
+//! part's load and boxes per slice (its profile, kept in step with the moves) say where the
+//! balance lets a split fall, usually one or two slices, and the split changes the border
+//! only around its slice, so a candidate costs a scan of one slice. Pairs are tried in order
+//! of their ids, sweep after sweep, again only once one of the two parts has changed; each
+//! split shortens the cut, so the sweeps end.
+
+use std::collections::BTreeMap;
+
+use super::State;
+
+/// How far above the pair's mean charge a side may go, where the pair's heavier part is
+/// lighter than that (see the module documentation): 0.02 took as many of the 52 cases of
+/// `pbs-bench peers --sequence 0` within 1.05 × the best cut as any slack up to 0.1.
+pub(super) const PAIR_SLACK: f64 = 0.02;
+
+/// Slices nearest an even split of a pair's load looked at per axis: where boxes with no load
+/// leave many slices open, the cost of a pair stays bounded.
+const OPEN_SLICES: usize = 16;
+
+/// Of those, the narrowest tried (by the faces on either side of the slice).
+const TRIED_SLICES: usize = 4;
+
+/// Bounds of boxes in the grid's coordinates, both ends included.
+type Bounds = ([usize; 3], [usize; 3]);
+
+/// A split of a pair's boxes: the first `k` in the scan order of `axis` go to one part, the
+/// rest to the other.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Split {
+    /// Faces between the two sides.
+    border: usize,
+    /// Boxes that change hands.
+    moves: usize,
+    axis: usize,
+    descending: bool,
+    k: usize,
+    /// Whether the first `k` boxes go to the pair's first part.
+    first_to_p: bool,
+}
+
+/// Two neighbouring parts to split again.
+struct Pair {
+    p: usize,
+    q: usize,
+    /// Bounds holding both parts' boxes.
+    bb: Bounds,
+    /// Faces between the two parts today.
+    border: usize,
+    /// The charge neither side may pass.
+    ceiling: f64,
+}
+
+/// A mark per box, each search with marks of its own.
+struct Marks {
+    stamp: Vec<u32>,
+    now: u32,
+}
+
+impl Marks {
+    /// A mark no box holds yet.
+    fn fresh(&mut self) -> u32 {
+        if self.now == u32::MAX {
+            // Marks are compared for equality only: starting over keeps them apart.
+            self.stamp.fill(0);
+            self.now = 0;
+        }
+        self.now += 1;
+        self.now
+    }
+}
+
+/// A part's load and boxes per slice across each axis, over the part's bounds.
+#[derive(Clone, Default)]
+struct Profile {
+    lo: [usize; 3],
+    load: [Vec<f64>; 3],
+    boxes: [Vec<usize>; 3],
+}
+
+/// The parts' profiles and the faces between each pair of parts, kept in step with the moves.
+struct Tally {
+    profiles: Vec<Profile>,
+    /// Faces between parts `p < q`, by `(p, q)`.
+    faces: BTreeMap<(u32, u32), usize>,
+}
+
+impl Tally {
+    /// Box `b` has moved from part `from` to part `to` (its owner now).
+    fn moved(&mut self, state: &State<'_, '_>, b: usize, from: usize, to: usize) {
+        let x = state.grid.coords(b);
+        let load = state.loads[b];
+        for (d, &c) in x.iter().enumerate() {
+            let f = &mut self.profiles[from];
+            let i = c - f.lo[d];
+            f.load[d][i] -= load;
+            f.boxes[d][i] -= 1;
+            let t = &mut self.profiles[to];
+            let i = c - t.lo[d];
+            t.load[d][i] += load;
+            t.boxes[d][i] += 1;
+        }
+        let key = |a: usize, c: usize| (a.min(c) as u32, a.max(c) as u32);
+        neighbours(&state.grid, b, x, |m, _, _| {
+            let r = state.owners[m] as usize;
+            if r != from {
+                *self.faces.get_mut(&key(from, r)).expect("a face counted before") -= 1;
+            }
+            if r != to {
+                *self.faces.entry(key(to, r)).or_insert(0) += 1;
+            }
+        });
+    }
+}
+
+impl Profile {
+    /// Widens the profile to `bb` (a box of `bb` may join the part).
+    fn widen(&mut self, bb: Bounds) {
+        let (lo, hi) = bb;
+        for d in 0..3 {
+            let (old_lo, old_len) = (self.lo[d], self.load[d].len());
+            if old_len > 0 && lo[d] == old_lo && hi[d] + 1 == old_lo + old_len {
+                continue;
+            }
+            let n = hi[d] - lo[d] + 1;
+            let (mut load, mut boxes) = (vec![0.0; n], vec![0; n]);
+            for i in 0..old_len {
+                load[old_lo + i - lo[d]] = self.load[d][i];
+                boxes[old_lo + i - lo[d]] = self.boxes[d][i];
+            }
+            self.load[d] = load;
+            self.boxes[d] = boxes;
+            self.lo[d] = lo[d];
+        }
+    }
+
+    /// Load and boxes of slice `x` across `axis` (none outside the part's bounds).
+    fn at(&self, axis: usize, x: usize) -> (f64, usize) {
+        match x.checked_sub(self.lo[axis]) {
+            Some(i) if i < self.load[axis].len() => (self.load[axis][i], self.boxes[axis][i]),
+            _ => (0.0, 0),
+        }
+    }
+}
+
+impl State<'_, '_> {
+    /// Splits pairs again (see the module documentation) for at most `sweeps` sweeps; returns
+    /// the splits taken and the boxes they moved.
+    pub(super) fn resplit_pairs(&mut self, sweeps: usize) -> (usize, usize) {
+        let parts = self.charge.len();
+        let mut marks = Marks { stamp: vec![0; self.owners.len()], now: 0 };
+        let (mut splits_taken, mut moves) = (0, 0);
+        let mut order = Vec::new();
+        let largest = self.charge[self.heaviest()];
+        let mut tally = Tally { profiles: self.profiles(), faces: BTreeMap::new() };
+        let o = &*self.owners;
+        self.grid.for_each_neighbour_pair(|a, b| {
+            let (p, q) = (o[a], o[b]);
+            if p != q {
+                *tally.faces.entry((p.min(q), p.max(q))).or_insert(0) += 1;
+            }
+        });
+        // A pair is tried again only once one of its parts has changed since its last try.
+        let mut version = vec![0u32; parts];
+        let mut tried: BTreeMap<(u32, u32), (u32, u32)> = BTreeMap::new();
+        for _ in 0..sweeps {
+            let pairs: Vec<(u32, u32)> = tally.faces.iter().filter(|e| *e.1 > 0).map(|e| *e.0).collect();
+            let mut any = false;
+            for (p, q) in pairs {
+                let (p, q) = (p as usize, q as usize);
+                let now = (version[p], version[q]);
+                if tried.insert((p as u32, q as u32), now) == Some(now) {
+                    continue;
+                }
+                let border = tally.faces[&(p as u32, q as u32)];
+                if border == 0 {
+                    continue;
+                }
+                let bb = union(bounds(&tally.profiles[p]), bounds(&tally.profiles[q]));
+                let (cp, cq) = (self.charge[p], self.charge[q]);
+                let ceiling = (0.5 * (1.0 + PAIR_SLACK) * (cp + cq)).min(largest).max(cp.max(cq));
+                let pair = Pair { p, q, bb, border, ceiling };
+                let mut splits = Vec::new();
+                for axis in 0..3 {
+                    self.best_splits(&mut marks, &pair, [&tally.profiles[p], &tally.profiles[q]], axis, &mut splits);
+                }
+                splits.sort_unstable();
+                for s in splits {
+                    order.clear();
+                    self.scan(bb, s.axis, s.descending, |k, _| {
+                        let o = self.owners[k] as usize;
+                        if o == p || o == q {
+                            order.push(k as u32);
+                        }
+                    });
+                    if !(self.connected(&order[..s.k], &mut marks) && self.connected(&order[s.k..], &mut marks)) {
+                        continue;
+                    }
+                    let (first, second) = if s.first_to_p { (p, q) } else { (q, p) };
+                    tally.profiles[p].widen(bb);
+                    tally.profiles[q].widen(bb);
+                    let mut moved = Vec::new();
+                    for (i, &b) in order.iter().enumerate() {
+                        let (b, to) = (b as usize, if i < s.k { first } else { second });
+                        let from = self.owners[b] as usize;
+                        if from != to {
+                            moved.push((b, from));
+                            self.move_box(b, to as u32);
+                            tally.moved(self, b, from, to);
+                        }
+                    }
+                    // The profiles' sums and the charges add in different orders: a split whose
+                    // side ends a rounding over the ceiling is undone.
+                    if self.charge[p].max(self.charge[q]) > pair.ceiling {
+                        for &(b, from) in &moved {
+                            let to = self.owners[b] as usize;
+                            self.move_box(b, from as u32);
+                            tally.moved(self, b, to, from);
+                        }
+                        continue;
+                    }
+                    moves += moved.len();
+                    splits_taken += 1;
+                    version[p] += 1;
+                    version[q] += 1;
+                    any = true;
+                    break;
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        (splits_taken, moves)
+    }
+
+    /// Each part's profile (an empty part's is empty).
+    fn profiles(&self) -> Vec<Profile> {
+        let parts = self.charge.len();
+        let mut lo = vec![[usize::MAX; 3]; parts];
+        let mut hi = vec![[0usize; 3]; parts];
+        let [nx, ny, nz] = self.grid.dims();
+        let mut k = 0;
+        for l in 0..nz {
+            for j in 0..ny {
+                for i in 0..nx {
+                    let p = self.owners[k] as usize;
+                    for (d, c) in [i, j, l].into_iter().enumerate() {
+                        lo[p][d] = lo[p][d].min(c);
+                        hi[p][d] = hi[p][d].max(c);
+                    }
+                    k += 1;
+                }
+            }
+        }
+        let mut out: Vec<Profile> = (0..parts)
+            .map(|p| {
+                if lo[p][0] > hi[p][0] {
+                    return Profile::default();
+                }
+                let n = [0, 1, 2].map(|d| hi[p][d] - lo[p][d] + 1);
+                Profile { lo: lo[p], load: n.map(|n| vec![0.0; n]), boxes: n.map(|n| vec![0; n]) }
+            })
+            .collect();
+        let mut k = 0;
+        for l in 0..nz {
+            for j in 0..ny {
+                for i in 0..nx {
+                    let pr = &mut out[self.owners[k] as usize];
+                    for (d, c) in [i, j, l].into_iter().enumerate() {
+                        pr.load[d][c - pr.lo[d]] += self.loads[k];
+                        pr.boxes[d][c - pr.lo[d]] += 1;
+                    }
+                    k += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Adds to `splits`, for each of the two scan orders of `axis`, the split with the
+    /// shortest border below the pair's (then the fewest moves), if any.
+    fn best_splits(
+        &self,
+        marks: &mut Marks,
+        pair: &Pair,
+        [pp, pq]: [&Profile; 2],
+        axis: usize,
+        splits: &mut Vec<Split>,
+    ) {
+        let &Pair { p, q, bb, border, ceiling } = pair;
+        if self.grid.dims()[axis] <= 1 {
+            return;
+        }
+        let total = self.charge[p] + self.charge[q];
+        let len = self.count[p] + self.count[q];
+        let inside = |k: usize| {
+            let o = self.owners[k] as usize;
+            o == p || o == q
+        };
+        // The slices a split may fall in, with the load, boxes and boxes of `p` before each.
+        let mut open = Vec::new();
+        let (mut before_load, mut before_boxes, mut before_p) = (0.0, 0, 0);
+        for at in bb.0[axis]..=bb.1[axis] {
+            let ((load_p, boxes_p), (load_q, boxes_q)) = (pp.at(axis, at), pq.at(axis, at));
+            let after_load = before_load + load_p + load_q;
+            if before_load <= ceiling && after_load >= total - ceiling {
+                let off_centre = (before_load + after_load - total).abs();
+                open.push((off_centre, at, before_load, before_boxes, before_p));
+            }
+            before_load = after_load;
+            before_boxes += boxes_p + boxes_q;
+            before_p += boxes_p;
+        }
+        // Where the balance leaves many slices open (boxes with no load), the ones nearest an
+        // even split of the load are looked at, then the narrowest of them tried.
+        open.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        open.truncate(OPEN_SLICES);
+        let mut narrow = Vec::new();
+        for &(_, at, before_load, before_boxes, before_p) in &open {
+            let mut slice = bb;
+            slice.0[axis] = at;
+            slice.1[axis] = at;
+            // A cut within this slice crosses it between the faces to the slices on either
+            // side: where both are as many as the border today, it is taken not to be shorter.
+            let (mut down, mut up) = (0, 0);
+            self.scan(slice, axis, false, |b, x| {
+                if inside(b) {
+                    neighbours(&self.grid, b, x, |m, d, is_up| {
+                        if d == axis && inside(m) {
+                            *(if is_up { &mut up } else { &mut down }) += 1;
+                        }
+                    });
+                }
+            });
+            if down.min(up) < border {
+                narrow.push((down.min(up), slice, down, before_load, before_boxes, before_p));
+            }
+        }
+        narrow.sort_by_key(|n| n.0);
+        narrow.truncate(TRIED_SLICES);
+        let mut best: [Option<Split>; 2] = [None, None];
+        for (_, slice, down, before_load, before_boxes, before_p) in narrow {
+            for (descending, best) in [false, true].into_iter().zip(&mut best) {
+                // The slices before this one are the prefix, those after it the suffix; the
+                // border starts as the faces to the slice before.
+                let mark = marks.fresh();
+                let mut faces = down as isize;
+                let (mut load, mut k, mut in_p) = (before_load, before_boxes, before_p);
+                self.scan(slice, axis, descending, |b, x| {
+                    if !inside(b) || k + 1 >= len {
+                        return;
+                    }
+                    marks.stamp[b] = mark;
+                    neighbours(&self.grid, b, x, |m, d, is_up| {
+                        if d == axis {
+                            if inside(m) {
+                                faces += if is_up { 1 } else { -1 };
+                            }
+                        } else if marks.stamp[m] == mark {
+                            faces -= 1;
+                        } else if inside(m) {
+                            faces += 1;
+                        }
+                    });
+                    load += self.loads[b];
+                    in_p += usize::from(self.owners[b] as usize == p);
+                    k += 1;
+                    if load > ceiling || total - load > ceiling || faces as usize >= border {
+                        return;
+                    }
+                    let to_p = (k - in_p) + (self.count[p] - in_p);
+                    let (moves, first_to_p) = if to_p <= len - to_p { (to_p, true) } else { (len - to_p, false) };
+                    let c = Split { border: faces as usize, moves, axis, descending, k, first_to_p };
+                    if best.is_none_or(|x| (c.border, c.moves) < (x.border, x.moves)) {
+                        *best = Some(c);
+                    }
+                });
+            }
+        }
+        splits.extend(best.into_iter().flatten());
+    }
+
+    fn strides(&self) -> [usize; 3] {
+        let [nx, ny, _] = self.grid.dims();
+        [1, nx, nx * ny]
+    }
+
+    /// Calls `f(box, coordinates)` for every box of `bb` in lexicographic order along `axis`,
+    /// then the next axis and the one after (cyclically), those two ascending or descending.
+    fn scan(&self, bb: Bounds, axis: usize, descending: bool, mut f: impl FnMut(usize, [usize; 3])) {
+        let (lo, hi) = bb;
+        let (o1, o2) = ((axis + 1) % 3, (axis + 2) % 3);
+        let stride = self.strides();
+        let along = |d: usize, t: usize| if descending { hi[d] - t } else { lo[d] + t };
+        for a in lo[axis]..=hi[axis] {
+            for t1 in 0..=hi[o1] - lo[o1] {
+                for t2 in 0..=hi[o2] - lo[o2] {
+                    let mut x = [0; 3];
+                    x[axis] = a;
+                    x[o1] = along(o1, t1);
+                    x[o2] = along(o2, t2);
+                    f(x[0] * stride[0] + x[1] * stride[1] + x[2] * stride[2], x);
+                }
+            }
+        }
+    }
+
+    /// Whether the boxes of `set` (not empty) are connected through their faces.
+    fn connected(&self, set: &[u32], marks: &mut Marks) -> bool {
+        let Some(&first) = set.first() else { return false };
+        let (member, seen_mark) = (marks.fresh(), marks.fresh());
+        let stamp = &mut marks.stamp;
+        for &b in set {
+            stamp[b as usize] = member;
+        }
+        // Boxes with their coordinates: no division per box.
+        let mut stack = vec![(first as usize, self.grid.coords(first as usize))];
+        stamp[first as usize] = seen_mark;
+        let mut seen = 1;
+        while let Some((b, x)) = stack.pop() {
+            neighbours(&self.grid, b, x, |m, d, up| {
+                if stamp[m] == member {
+                    stamp[m] = seen_mark;
+                    seen += 1;
+                    let mut y = x;
+                    y[d] = if up { x[d] + 1 } else { x[d] - 1 };
+                    stack.push((m, y));
+                }
+            });
+        }
+        seen == set.len()
+    }
+}
+
+/// A profile's bounds.
+fn bounds(profile: &Profile) -> Bounds {
+    (profile.lo, [0, 1, 2].map(|d| (profile.lo[d] + profile.load[d].len()).saturating_sub(1)))
+}
+
+/// The smallest bounds holding both.
+fn union(a: Bounds, b: Bounds) -> Bounds {
+    ([0, 1, 2].map(|d| a.0[d].min(b.0[d])), [0, 1, 2].map(|d| a.1[d].max(b.1[d])))
+}
+
+/// Calls `f(neighbour, axis, up)` for each face neighbour of box `k` at coordinates `x`.
+#[inline]
+fn neighbours(grid: &crate::grid::Grid, k: usize, x: [usize; 3], mut f: impl FnMut(usize, usize, bool)) {
+    let dims = grid.dims();
+    let mut stride = 1;
+    for d in 0..3 {
+        if x[d] > 0 {
+            f(k - stride, d, false);
+        }
+        if x[d] + 1 < dims[d] {
+            f(k + stride, d, true);
+        }
+        stride *= dims[d];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::refine::{refine, RefineSettings};
+    use crate::{metrics, Grid, Problem};
+
+    /// Owners from rows of digits, row `j = 0` first.
+    fn owners(rows: &[&str]) -> Vec<u32> {
+        rows.iter().flat_map(|r| r.bytes().map(|c| u32::from(c - b'0'))).collect()
+    }
+
+    #[test]
+    fn a_staircase_border_is_cut_straight() {
+        // Two parts of 36 boxes of load 1 meet along stairs: 15 faces, which no single box
+        // shortens (each stair box has as many faces on either side); four whole rows have 9.
+        let grid = Grid::new(9, 8).unwrap();
+        let start = owners(&[
+            "000000001",
+            "000000011",
+            "000000111",
+            "000001111",
+            "000011111",
+            "000111111",
+            "001111111",
+            "011111111",
+        ]);
+        let problem = Problem::new(grid, &[1.0; 72], 2).unwrap();
+        let mut alone = start.clone();
+        refine(&problem, &mut alone, RefineSettings { pair_sweeps: 0, ..RefineSettings::default() }).unwrap();
+        assert_eq!(alone, start, "the border pass leaves stairs alone");
+        assert_eq!(metrics::edge_cut(&grid, &start), 15);
+        let mut out = start.clone();
+        let r = refine(&problem, &mut out, RefineSettings::default()).unwrap();
+        assert_eq!(metrics::edge_cut(&grid, &out), 9, "{out:?}");
+        assert_eq!(metrics::charges(&out, problem.loads(), 2), [36.0, 36.0]);
+        assert_eq!((r.pair_splits, r.balance_moves, r.border_moves), (1, 0, 0));
+        assert_eq!(r.pair_moves, metrics::migrations(&start, &out));
+    }
+
+    #[test]
+    fn two_light_parts_stay_even_beside_a_giant() {
+        // Part 0 holds a giant box, which sets the bound; parts 1 and 2 (load 1 a box) fill
+        // the rest, whose only narrow place is the one box under part 0. Cut there, part 1
+        // would hold 11 boxes against 45: as short a border as can be, and under the largest
+        // charge, but lopsided. The pair's ceiling keeps the two within 1.02 × their mean.
+        let grid = Grid::new(12, 5).unwrap();
+        let start = owners(&["111111112222", "110111122222", "110111222222", "110112222222", "110122222222"]);
+        let mut loads = vec![1.0; 60];
+        loads[grid.index(2, 4, 0)] = 1000.0;
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let mut out = start.clone();
+        let r = refine(&problem, &mut out, RefineSettings::default()).unwrap();
+        let c = metrics::charges(&out, &loads, 3);
+        // Parts 1 and 2 start at 30 and 26: neither may pass 30 (with no ceiling but the
+        // giant's, part 1 ended with 2 boxes).
+        assert!(c[1].max(c[2]) <= 30.0 && c[1].min(c[2]) >= 26.0, "{c:?}");
+        assert!(r.pair_splits > 0);
+        assert_eq!((metrics::edge_cut(&grid, &start), metrics::edge_cut(&grid, &out)), (18, 8));
+        assert_eq!(metrics::disconnected_parts(&grid, &out, 3), 0);
+    }
+}

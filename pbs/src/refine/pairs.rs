@@ -39,7 +39,7 @@ const OPEN_SLICES: usize = 16;
 const TRIED_SLICES: usize = 4;
 
 /// Bounds of boxes in the grid's coordinates, both ends included.
-type Bounds = ([usize; 3], [usize; 3]);
+pub(super) type Bounds = ([usize; 3], [usize; 3]);
 
 /// A split of a pair's boxes: the first `k` in the scan order of `axis` go to one part, the
 /// rest to the other.
@@ -57,26 +57,30 @@ struct Split {
 }
 
 /// Two neighbouring parts to split again.
-struct Pair {
-    p: usize,
-    q: usize,
+pub(super) struct Pair {
+    pub(super) p: usize,
+    pub(super) q: usize,
     /// Bounds holding both parts' boxes.
-    bb: Bounds,
+    pub(super) bb: Bounds,
     /// Faces between the two parts today.
-    border: usize,
+    pub(super) border: usize,
     /// The charge neither side may pass.
-    ceiling: f64,
+    pub(super) ceiling: f64,
 }
 
 /// A mark per box, each search with marks of its own.
-struct Marks {
-    stamp: Vec<u32>,
+pub(super) struct Marks {
+    pub(super) stamp: Vec<u32>,
     now: u32,
 }
 
 impl Marks {
+    pub(super) fn new(boxes: usize) -> Self {
+        Marks { stamp: vec![0; boxes], now: 0 }
+    }
+
     /// A mark no box holds yet.
-    fn fresh(&mut self) -> u32 {
+    pub(super) fn fresh(&mut self) -> u32 {
         if self.now == u32::MAX {
             // Marks are compared for equality only: starting over keeps them apart.
             self.stamp.fill(0);
@@ -98,6 +102,8 @@ struct Profile {
 /// The parts' profiles and the faces between each pair of parts, kept in step with the moves.
 struct Tally {
     profiles: Vec<Profile>,
+    /// Boxes with no load per part.
+    empty: Vec<usize>,
     /// Faces between parts `p < q`, by `(p, q)`.
     faces: BTreeMap<(u32, u32), usize>,
 }
@@ -107,6 +113,10 @@ impl Tally {
     fn moved(&mut self, state: &State<'_, '_>, b: usize, from: usize, to: usize) {
         let x = state.grid.coords(b);
         let load = state.loads[b];
+        if load == 0.0 {
+            self.empty[from] -= 1;
+            self.empty[to] += 1;
+        }
         for (d, &c) in x.iter().enumerate() {
             let f = &mut self.profiles[from];
             let i = c - f.lo[d];
@@ -165,11 +175,16 @@ impl State<'_, '_> {
     /// the splits taken and the boxes they moved.
     pub(super) fn resplit_pairs(&mut self, sweeps: usize) -> (usize, usize) {
         let parts = self.charge.len();
-        let mut marks = Marks { stamp: vec![0; self.owners.len()], now: 0 };
+        let mut marks = Marks::new(self.owners.len());
         let (mut splits_taken, mut moves) = (0, 0);
         let mut order = Vec::new();
+        let mut scratch = super::flow::FlowScratch::new(self.owners.len());
         let largest = self.charge[self.heaviest()];
-        let mut tally = Tally { profiles: self.profiles(), faces: BTreeMap::new() };
+        let mut empty = vec![0; parts];
+        for (&o, &q) in self.owners.iter().zip(self.loads) {
+            empty[o as usize] += usize::from(q == 0.0);
+        }
+        let mut tally = Tally { profiles: self.profiles(), empty, faces: BTreeMap::new() };
         let o = &*self.owners;
         self.grid.for_each_neighbour_pair(|a, b| {
             let (p, q) = (o[a], o[b]);
@@ -202,6 +217,7 @@ impl State<'_, '_> {
                     self.best_splits(&mut marks, &pair, [&tally.profiles[p], &tally.profiles[q]], axis, &mut splits);
                 }
                 splits.sort_unstable();
+                let mut taken = None;
                 for s in splits {
                     order.clear();
                     self.scan(bb, s.axis, s.descending, |k, _| {
@@ -214,34 +230,34 @@ impl State<'_, '_> {
                         continue;
                     }
                     let (first, second) = if s.first_to_p { (p, q) } else { (q, p) };
-                    tally.profiles[p].widen(bb);
-                    tally.profiles[q].widen(bb);
-                    let mut moved = Vec::new();
-                    for (i, &b) in order.iter().enumerate() {
-                        let (b, to) = (b as usize, if i < s.k { first } else { second });
-                        let from = self.owners[b] as usize;
-                        if from != to {
-                            moved.push((b, from));
-                            self.move_box(b, to as u32);
-                            tally.moved(self, b, from, to);
+                    let changes: Vec<(usize, usize)> = order
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &b)| (b as usize, if i < s.k { first } else { second }))
+                        .filter(|&(b, to)| self.owners[b] as usize != to)
+                        .collect();
+                    if let Some(n) = self.apply_split(&mut tally, &pair, &changes) {
+                        taken = Some(n);
+                        break;
+                    }
+                }
+                if taken.is_none() && tally.empty[p] + tally.empty[q] > 0 {
+                    if let Some(cut) = self.flow_split(&mut marks, &mut scratch, &pair) {
+                        taken = self.apply_split(&mut tally, &pair, &cut.changes);
+                        let whole =
+                            self.whole_from(p, cut.kept[0], &mut marks) && self.whole_from(q, cut.kept[1], &mut marks);
+                        if taken.is_some() && !whole {
+                            self.undo_split(&mut tally, &pair, &cut.changes);
+                            taken = None;
                         }
                     }
-                    // The profiles' sums and the charges add in different orders: a split whose
-                    // side ends a rounding over the ceiling is undone.
-                    if self.charge[p].max(self.charge[q]) > pair.ceiling {
-                        for &(b, from) in &moved {
-                            let to = self.owners[b] as usize;
-                            self.move_box(b, from as u32);
-                            tally.moved(self, b, to, from);
-                        }
-                        continue;
-                    }
-                    moves += moved.len();
+                }
+                if let Some(n) = taken {
+                    moves += n;
                     splits_taken += 1;
                     version[p] += 1;
                     version[q] += 1;
                     any = true;
-                    break;
                 }
             }
             if !any {
@@ -249,6 +265,35 @@ impl State<'_, '_> {
             }
         }
         (splits_taken, moves)
+    }
+
+    /// Hands each box of `changes` to its new part (of the pair) and returns how many moved,
+    /// unless a part would end over the pair's ceiling: the profiles' sums and the charges add
+    /// in different orders, and a split whose side ends a rounding over is undone.
+    fn apply_split(&mut self, tally: &mut Tally, pair: &Pair, changes: &[(usize, usize)]) -> Option<usize> {
+        let (p, q) = (pair.p, pair.q);
+        tally.profiles[p].widen(pair.bb);
+        tally.profiles[q].widen(pair.bb);
+        for &(b, to) in changes {
+            let from = self.owners[b] as usize;
+            self.move_box(b, to as u32);
+            tally.moved(self, b, from, to);
+        }
+        if self.charge[p].max(self.charge[q]) <= pair.ceiling {
+            return Some(changes.len());
+        }
+        self.undo_split(tally, pair, changes);
+        None
+    }
+
+    /// Gives the boxes of an applied split of `pair` back, each to the pair's other part.
+    fn undo_split(&mut self, tally: &mut Tally, pair: &Pair, changes: &[(usize, usize)]) {
+        for &(b, to) in changes {
+            debug_assert_eq!(self.owners[b] as usize, to);
+            let back = if to == pair.p { pair.q } else { pair.p };
+            self.move_box(b, back as u32);
+            tally.moved(self, b, to, back);
+        }
     }
 
     /// Each part's profile (an empty part's is empty).
@@ -405,7 +450,7 @@ impl State<'_, '_> {
 
     /// Calls `f(box, coordinates)` for every box of `bb` in lexicographic order along `axis`,
     /// then the next axis and the one after (cyclically), those two ascending or descending.
-    fn scan(&self, bb: Bounds, axis: usize, descending: bool, mut f: impl FnMut(usize, [usize; 3])) {
+    pub(super) fn scan(&self, bb: Bounds, axis: usize, descending: bool, mut f: impl FnMut(usize, [usize; 3])) {
         let (lo, hi) = bb;
         let (o1, o2) = ((axis + 1) % 3, (axis + 2) % 3);
         let stride = self.strides();
@@ -424,7 +469,7 @@ impl State<'_, '_> {
     }
 
     /// Whether the boxes of `set` (not empty) are connected through their faces.
-    fn connected(&self, set: &[u32], marks: &mut Marks) -> bool {
+    pub(super) fn connected(&self, set: &[u32], marks: &mut Marks) -> bool {
         let Some(&first) = set.first() else { return false };
         let (member, seen_mark) = (marks.fresh(), marks.fresh());
         let stamp = &mut marks.stamp;
@@ -462,7 +507,7 @@ fn union(a: Bounds, b: Bounds) -> Bounds {
 
 /// Calls `f(neighbour, axis, up)` for each face neighbour of box `k` at coordinates `x`.
 #[inline]
-fn neighbours(grid: &crate::grid::Grid, k: usize, x: [usize; 3], mut f: impl FnMut(usize, usize, bool)) {
+pub(super) fn neighbours(grid: &crate::grid::Grid, k: usize, x: [usize; 3], mut f: impl FnMut(usize, usize, bool)) {
     let dims = grid.dims();
     let mut stride = 1;
     for d in 0..3 {

@@ -1,5 +1,6 @@
 //! Step 2 of the refinement: two neighbouring parts split again along a straight line where
-//! that shortens the border between them.
+//! that shortens the border between them (or, where no straight line does and the pair holds a
+//! box with no load, along the shortest cut the balance allows near the border: flow.rs).
 //!
 //! Single boxes handed over (the border pass, step 3) only smooth a border where it runs;
 //! where the power cells left hexagon-like cells (docs/peers.md, "Why the power cells' cut
@@ -443,6 +444,7 @@ impl State<'_, '_> {
         splits.extend(best.into_iter().flatten());
     }
 
+    /// Index steps along x, y and z.
     fn strides(&self) -> [usize; 3] {
         let [nx, ny, _] = self.grid.dims();
         [1, nx, nx * ny]

@@ -22,10 +22,11 @@
 //!    failing that, a box of `P` may be traded for a lighter one of a neighbour, where the
 //!    trade adds no cut edge.
 //! 2. **Pairs.** Two neighbouring parts whose border is longer than a straight cut across their
-//!    union are split again along that cut (one jog allowed), where both sides stay in one
-//!    piece and neither side's charge passes the higher of the two parts' charges and 1.02 ×
-//!    their mean, capped at the largest charge of all. Each split shortens the cut, so the
-//!    sweeps end.
+//!    union are split again along that cut (one jog allowed); where none is shorter and the
+//!    pair holds a box with no load, along the shortest cut near their border that the balance
+//!    allows (a maximum flow). Both sides stay in one piece and neither side's charge passes
+//!    the higher of the two parts' charges and 1.02 × their mean, capped at the largest charge
+//!    of all. Each split shortens the cut, so the sweeps end.
 //! 3. **Borders.** Sweeps over the boxes move a box to the neighbouring part holding more of its
 //!    faces than its own part, where that part stays within the largest charge the first pass
 //!    left. Each move shortens the cut by at least one edge, so the sweeps end.
@@ -39,12 +40,15 @@
 //! Each move searches the border of the part it leaves, so the cost is the moves times a
 //! border: after the power cells (within 1–5 % of the bound) a few milliseconds, 23 ms on a
 //! 1000² map at 16 parts; from far away much more (1000 one-column parts of 1000 boxes at 1.75
-//! × the mean: 97,000 moves, 2.3 s). Measurements: docs/peers.md, "Refined box by box".
+//! × the mean: 97,000 moves, 2.3 s). The pair pass costs about a scan of each pair's bounds
+//! and a few slices per split tried, more where flows run: it added about 40 % (median) to pbs's
+//! cold starts in `pbs-bench peers`. Measurements: docs/peers.md, "Refined box by box" and
+//! "Pairs cut again".
 //!
 //! One step a file: `connectivity.rs` the pieces (step 0) and the test that no move splits a
 //! part, `balance.rs` the balance pass and its kinds of moves (step 1), `pairs.rs` the pair pass
-//! (step 2), `borders.rs` the border pass (step 3); this one the entry points and the state
-//! they share.
+//! and its straight cuts (step 2), `flow.rs` its minimum cuts, `borders.rs` the border pass
+//! (step 3); this one the entry points and the state they share.
 
 use crate::grid::Grid;
 use crate::problem::Problem;

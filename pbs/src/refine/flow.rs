@@ -3,7 +3,7 @@
 //!
 //! Where no straight cut shortens the border of parts `p` and `q` (pairs.rs), a border that
 //! wanders through boxes with no load can still be short-cut: there the balance does not mind
-//! where it runs (on the maps of sparse load METIS's cut was 0.4–0.8 × pbs's). The boxes
+//! where it runs (on the maps of sparse load METIS's cut was 0.2–0.8 × pbs's). The boxes
 //! either part may hand over form a corridor along the border: from the border into `p`,
 //! breadth first, as long as their load fits in what `q` may still gain under the pair's
 //! ceiling, and likewise into `q`; boxes with no load always fit. Every cut between the rest of

@@ -563,10 +563,11 @@ mod tests {
 
     #[test]
     fn two_light_parts_stay_even_beside_a_giant() {
-        // Part 0 holds a giant box, which sets the bound; parts 1 and 2 (load 1 a box) fill
-        // the rest, whose only narrow place is the one box under part 0. Cut there, part 1
-        // would hold 11 boxes against 45: as short a border as can be, and under the largest
-        // charge, but lopsided. The pair's ceiling keeps the two within 1.02 × their mean.
+        // Part 0 (column 2 but its first box) holds a giant box, which sets the bound; parts 1
+        // and 2 (load 1 a box) fill the rest, whose only narrow place is box (2, 0). Cut
+        // there, the two would hold about 10 boxes against 45: a border of one face, under the
+        // largest charge, but lopsided. The pair's ceiling (the heavier part's 30, above 1.02 ×
+        // their mean) keeps them even.
         let grid = Grid::new(12, 5).unwrap();
         let start = owners(&["111111112222", "110111122222", "110111222222", "110112222222", "110122222222"]);
         let mut loads = vec![1.0; 60];

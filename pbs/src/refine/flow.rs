@@ -15,7 +15,7 @@
 //! ceiling is a few boxes deep and the flows found next to nothing that straight cuts had not
 //! (52 cases of `pbs-bench peers --sequence 0`, 2026-11-30).
 
-use super::pairs::{neighbours, Marks, Pair};
+use super::pairs::{beside, neighbours, Marks, Pair};
 use super::State;
 
 /// No node.
@@ -103,9 +103,7 @@ impl State<'_, '_> {
                 neighbours(&self.grid, k, x, |m, d, up| {
                     if self.owners[m] as usize == from && marks.stamp[m] != seen {
                         marks.stamp[m] = seen;
-                        let mut y = x;
-                        y[d] = if up { x[d] + 1 } else { x[d] - 1 };
-                        queue.push_back((m, y));
+                        queue.push_back((m, beside(x, d, up)));
                     }
                 });
             }
@@ -234,22 +232,8 @@ impl State<'_, '_> {
 
     /// Whether part `part` is in one piece, searched from its box `start`.
     pub(super) fn whole_from(&self, part: usize, start: usize, marks: &mut Marks) -> bool {
-        let mark = marks.fresh();
-        marks.stamp[start] = mark;
-        let mut stack = vec![(start, self.grid.coords(start))];
-        let mut seen = 1;
-        while let Some((b, x)) = stack.pop() {
-            neighbours(&self.grid, b, x, |m, d, up| {
-                if self.owners[m] as usize == part && marks.stamp[m] != mark {
-                    marks.stamp[m] = mark;
-                    seen += 1;
-                    let mut y = x;
-                    y[d] = if up { x[d] + 1 } else { x[d] - 1 };
-                    stack.push((m, y));
-                }
-            });
-        }
-        seen == self.count[part]
+        let seen = marks.fresh();
+        self.reach(start, seen, marks, |m, _| self.owners[m] as usize == part) == self.count[part]
     }
 }
 

@@ -473,27 +473,36 @@ impl State<'_, '_> {
     /// Whether the boxes of `set` (not empty) are connected through their faces.
     pub(super) fn connected(&self, set: &[u32], marks: &mut Marks) -> bool {
         let Some(&first) = set.first() else { return false };
-        let (member, seen_mark) = (marks.fresh(), marks.fresh());
-        let stamp = &mut marks.stamp;
+        let (member, seen) = (marks.fresh(), marks.fresh());
         for &b in set {
-            stamp[b as usize] = member;
+            marks.stamp[b as usize] = member;
         }
+        self.reach(first as usize, seen, marks, |m, stamp| stamp[m] == member) == set.len()
+    }
+
+    /// The boxes reached from `start` through faces, over the boxes `member` takes (given the
+    /// marks), each marked `seen` (a fresh mark) once: their count.
+    pub(super) fn reach(
+        &self,
+        start: usize,
+        seen: u32,
+        marks: &mut Marks,
+        member: impl Fn(usize, &[u32]) -> bool,
+    ) -> usize {
+        marks.stamp[start] = seen;
         // Boxes with their coordinates: no division per box.
-        let mut stack = vec![(first as usize, self.grid.coords(first as usize))];
-        stamp[first as usize] = seen_mark;
-        let mut seen = 1;
+        let mut stack = vec![(start, self.grid.coords(start))];
+        let mut count = 1;
         while let Some((b, x)) = stack.pop() {
             neighbours(&self.grid, b, x, |m, d, up| {
-                if stamp[m] == member {
-                    stamp[m] = seen_mark;
-                    seen += 1;
-                    let mut y = x;
-                    y[d] = if up { x[d] + 1 } else { x[d] - 1 };
-                    stack.push((m, y));
+                if marks.stamp[m] != seen && member(m, &marks.stamp) {
+                    marks.stamp[m] = seen;
+                    count += 1;
+                    stack.push((m, beside(x, d, up)));
                 }
             });
         }
-        seen == set.len()
+        count
     }
 }
 
@@ -505,6 +514,13 @@ fn bounds(profile: &Profile) -> Bounds {
 /// The smallest bounds holding both.
 fn union(a: Bounds, b: Bounds) -> Bounds {
     ([0, 1, 2].map(|d| a.0[d].min(b.0[d])), [0, 1, 2].map(|d| a.1[d].max(b.1[d])))
+}
+
+/// The coordinates next to `x` along axis `d`, up or down.
+pub(super) fn beside(x: [usize; 3], d: usize, up: bool) -> [usize; 3] {
+    let mut y = x;
+    y[d] = if up { x[d] + 1 } else { x[d] - 1 };
+    y
 }
 
 /// Calls `f(neighbour, axis, up)` for each face neighbour of box `k` at coordinates `x`.

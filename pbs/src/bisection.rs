@@ -29,9 +29,12 @@ use crate::grid::Grid;
 use crate::problem::Problem;
 
 /// One part id in `0..parts` per box (the same checks as [`Problem::new`]: one load per box,
-/// finite and ≥ 0, at most one part per box).
+/// finite and ≥ 0, at most one part per box). Loads at extreme scales are cut as
+/// [`Problem::new`] rescales them (by a power of two, exactly), so that their running sums
+/// stay finite numbers: loads of `1e308` are cut as loads of 1 would be.
 pub fn kway_rcb(grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-    Problem::new(*grid, loads, parts)?;
+    let problem = Problem::new(*grid, loads, parts)?;
+    let loads = problem.loads();
     // Each box as (x, y, z, index): the sorts read coordinates without dividing.
     let mut boxes: Vec<[u32; 4]> = (0..grid.len())
         .map(|k| {
@@ -92,7 +95,9 @@ pub fn kway_norcb(
     parts: usize,
     threshold: f64,
 ) -> Result<Vec<u32>> {
-    Problem::new(*grid, loads, parts)?;
+    // Rescaled as in `kway_rcb`.
+    let problem = Problem::new(*grid, loads, parts)?;
+    let loads = problem.loads();
     let bad = |name: &'static str, value: String, reason: &'static str| crate::Error::Parameter { name, value, reason };
     if grid.nz() != 1 {
         return Err(bad("grid", grid.to_string(), "NoRCB cuts 2D grids only"));
@@ -160,9 +165,19 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
     if grid.nz() != 1 {
         return Err(bad("grid", grid.to_string(), "vector RCB cuts 2D grids only"));
     }
+    // Every phase rescaled by the same power of two (the one its largest load needs, as
+    // `Problem::new` scales), so that the phases stay comparable and their sums finite.
+    let mut scale = f64::INFINITY;
     for loads in phase_loads {
-        Problem::new(*grid, loads, parts)?;
+        scale = scale.min(Problem::new(*grid, loads, parts)?.scale());
     }
+    let scaled: Vec<Vec<f64>>;
+    let phase_loads = if scale == 1.0 {
+        phase_loads
+    } else {
+        scaled = phase_loads.iter().map(|l| l.iter().map(|q| q * scale).collect()).collect();
+        &scaled[..]
+    };
     let total: Vec<f64> = (0..grid.len()).map(|k| phase_loads.iter().map(|l| l[k]).sum()).collect();
     let mut boxes: Vec<[u32; 4]> = (0..grid.len())
         .map(|k| {
@@ -619,6 +634,34 @@ mod tests {
     use super::*;
     use crate::metrics;
     use proptest::prelude::*;
+
+    /// Loads near the largest float (their sum past it) and near the smallest normal one are
+    /// cut as the same loads at scale 1: the scaling by a power of two is exact. Before the
+    /// bisections rescaled their loads, the running sums at 2^1015 went infinite and RCB cut
+    /// blindly (a corner for a half, on a uniform map).
+    #[test]
+    fn loads_at_extreme_scales_are_cut_as_at_scale_one() {
+        let grid = Grid::new(60, 40).unwrap();
+        let loads = crate::loadmap::PerlinMap::with_seed(3).loads(&grid);
+        let momentum: Vec<[f64; 2]> = (0..grid.len()).map(|k| [1.0, (k % 7) as f64 - 3.0]).collect();
+        let particles = vec![1.0; grid.len()];
+        for e in [1015, -900] {
+            let scaled: Vec<f64> = loads.iter().map(|q| q * 2f64.powi(e)).collect();
+            assert!(e < 0 || scaled.iter().sum::<f64>().is_infinite(), "the test needs a sum past f64::MAX");
+            for parts in [2, 7, 16] {
+                let rcb = kway_rcb(&grid, &scaled, parts).unwrap() == kway_rcb(&grid, &loads, parts).unwrap();
+                assert!(rcb, "RCB, loads × 2^{e}, {parts} parts");
+                let norcb = kway_norcb(&grid, &scaled, &momentum, &particles, parts, 1e-3).unwrap()
+                    == kway_norcb(&grid, &loads, &momentum, &particles, parts, 1e-3).unwrap();
+                assert!(norcb, "NoRCB, loads × 2^{e}, {parts} parts");
+                let other: Vec<f64> = loads.iter().rev().copied().collect();
+                let other_scaled = other.iter().map(|q| q * 2f64.powi(e)).collect();
+                let vector = kway_vector_rcb(&grid, &[scaled.clone(), other_scaled], parts).unwrap()
+                    == kway_vector_rcb(&grid, &[loads.clone(), other], parts).unwrap();
+                assert!(vector, "vector RCB, loads × 2^{e}, {parts} parts");
+            }
+        }
+    }
 
     #[test]
     fn cuts_land_nearest_to_the_target_within_bounds() {

@@ -45,7 +45,9 @@ impl Partitioner for Diffusion {
         check_planar(self.name(), grid)?;
         let next = match &self.previous {
             Some((g, p, owners)) if g == grid && *p == parts => {
-                let bound = Problem::new(*grid, loads, parts)?.lower_bound();
+                let problem = Problem::new(*grid, loads, parts)?;
+                // Rescaled at extreme scales (see `pbs::Problem`), so that charges stay finite.
+                let (bound, loads) = (problem.lower_bound(), problem.loads());
                 let now = metrics::max_avg(&metrics::charges(owners, loads, parts));
                 if now > RESTART_FROM * bound {
                     metrics::match_labels(owners, &kway_rcb(grid, loads, parts)?, parts)?

@@ -54,14 +54,15 @@ impl Partitioner for HilbertPrefix {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_input(self.name(), grid, loads, parts)?;
+        let problem = check_input(self.name(), grid, loads, parts)?;
         let side = (grid.nx().max(grid.ny()) as u64).next_power_of_two();
         let mut order: Vec<usize> = (0..grid.len()).collect();
         order.sort_unstable_by_key(|&k| {
             let [i, j, _] = grid.coords(k);
             hilbert_index(side, i as u64, j as u64)
         });
-        Ok(split_order(&order, loads, parts))
+        // Rescaled at extreme scales (see `pbs::Problem`), so that the running sums are finite.
+        Ok(split_order(&order, problem.loads(), parts))
     }
 }
 

@@ -236,6 +236,36 @@ mod tests {
         }
     }
 
+    /// Loads whose sum passes `f64::MAX` (each below it) are partitioned as the same loads at
+    /// scale 1 (scaled by a power of two, which is exact) by every method that takes its loads
+    /// as they are, and measured alike; coupe's adapter divides such loads by their largest
+    /// (not exact), so its parts are only checked. Before, RCB, Hilbert and METIS cut on
+    /// infinite sums and every max_avg was NaN.
+    #[test]
+    fn loads_summing_past_the_largest_float_are_partitioned_as_at_scale_one() {
+        let grid = Grid::new(48, 32).unwrap();
+        let loads = map(&grid);
+        let huge: Vec<f64> = loads.iter().map(|q| q * 2f64.powi(1020)).collect();
+        assert!(huge.iter().sum::<f64>().is_infinite(), "the test needs a sum past f64::MAX");
+        let parts = 8;
+        for name in NAMES {
+            let (mut a, mut b) = (by_name(name).unwrap(), by_name(name).unwrap());
+            let (one, scaled) = match (a.partition(&grid, &loads, parts), b.partition(&grid, &huge, parts)) {
+                (Err(Error::MetisUnavailable { .. }), _) if cfg!(not(pbs_metis)) => continue,
+                (x, y) => (x.unwrap(), y.unwrap()),
+            };
+            let (q1, q) =
+                (quality::measure(&grid, &loads, &one, parts), quality::measure(&grid, &huge, &scaled, parts));
+            assert!(q.max_avg.is_finite() && q.lower_bound.is_finite(), "{name}: {q:?}");
+            if name.starts_with("coupe") {
+                assert!(q.max_avg < 1.12 * q.lower_bound && q.empty_parts == 0, "{name}: {q:?}");
+            } else {
+                assert_eq!(one, scaled, "{name}");
+                assert_eq!(q1, q, "{name}");
+            }
+        }
+    }
+
     #[test]
     fn bad_input_is_refused_by_name() {
         let grid = Grid::new(4, 4).unwrap();

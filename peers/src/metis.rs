@@ -54,7 +54,9 @@ impl Partitioner for Metis {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_input(self.name(), grid, loads, parts)?;
+        let problem = check_input(self.name(), grid, loads, parts)?;
+        // Rescaled at extreme scales (see `pbs::Problem`), so that their total is finite.
+        let loads = problem.loads();
         if !ffi::AVAILABLE {
             return Err(Error::MetisUnavailable { method: self.name().to_string() });
         }

@@ -26,6 +26,11 @@ pub struct Quality {
 /// As [`metrics::charges`]: if `owners` and `loads` differ in length, or a part id is `parts`
 /// or more.
 pub fn measure(grid: &Grid, loads: &[f64], owners: &[u32], parts: usize) -> Quality {
+    // Loads at extreme scales measured as `pbs::Problem` rescales them (by a power of two,
+    // which leaves every ratio as it was), so that sums of loads near `f64::MAX` stay finite.
+    // (The part count only has to be one `Problem` accepts: its loads are what is used.)
+    let problem = pbs::Problem::new(*grid, loads, parts.min(grid.len()).max(1));
+    let loads = problem.as_ref().map_or(loads, |p| p.loads());
     let charges = metrics::charges(owners, loads, parts);
     let total: f64 = loads.iter().sum();
     let mean = total / parts as f64;

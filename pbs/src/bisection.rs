@@ -165,19 +165,11 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
     if grid.nz() != 1 {
         return Err(bad("grid", grid.to_string(), "vector RCB cuts 2D grids only"));
     }
-    // Every phase rescaled by the same power of two (the one its largest load needs, as
-    // `Problem::new` scales), so that the phases stay comparable and their sums finite.
-    let mut scale = f64::INFINITY;
     for loads in phase_loads {
-        scale = scale.min(Problem::new(*grid, loads, parts)?.scale());
+        Problem::new(*grid, loads, parts)?;
     }
-    let scaled: Vec<Vec<f64>>;
-    let phase_loads = if scale == 1.0 {
-        phase_loads
-    } else {
-        scaled = phase_loads.iter().map(|l| l.iter().map(|q| q * scale).collect()).collect();
-        &scaled[..]
-    };
+    // Rescaled as `kway_rcb`'s, every phase by the same power of two.
+    let phase_loads = &crate::problem::rescaled_phases(phase_loads)[..];
     let total: Vec<f64> = (0..grid.len()).map(|k| phase_loads.iter().map(|l| l[k]).sum()).collect();
     let mut boxes: Vec<[u32; 4]> = (0..grid.len())
         .map(|k| {

@@ -58,6 +58,8 @@ pub fn diffuse(
     limit: f64,
 ) -> Result<Vec<u32>> {
     crate::problem::validate_loads(grid, loads)?;
+    // Rescaled as `Problem` rescales loads, so that the parts' sums stay finite.
+    let loads = &crate::problem::rescaled_loads(loads)[..];
     let bad = |name: &'static str, value: String, reason: &'static str| Error::Parameter { name, value, reason };
     crate::problem::validate_owners(grid, owners, parts, crate::problem::Unit::Part)?;
     if bytes.len() != grid.len() {

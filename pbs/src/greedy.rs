@@ -92,6 +92,9 @@ fn place(
             });
         }
     }
+    // Rescaled as `pbs::Problem` rescales loads (all phases by one power of two), so that the
+    // sums below stay finite.
+    let phase_loads = &crate::problem::rescaled_phases(phase_loads)[..];
     let d = phase_loads.len();
     // Each phase relative to its mean per part (a phase that weighs nothing counts 1).
     let scale: Vec<f64> = phase_loads

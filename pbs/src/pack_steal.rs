@@ -81,7 +81,9 @@ pub fn pack_steal(
     settings: &PackSteal,
     seed: u64,
 ) -> Result<PackMoves> {
-    crate::Problem::new(*grid, loads, 1)?;
+    // Rescaled at extreme scales (see `Problem`), so that the threads' sums stay finite.
+    let problem = crate::Problem::new(*grid, loads, 1)?;
+    let loads = problem.loads();
     let bad = |name: &'static str, value: String, reason: &'static str| Error::Parameter { name, value, reason };
     crate::problem::validate_owners(grid, owners, threads, crate::problem::Unit::Thread)?;
     if !(settings.xi > 0.0 && settings.xi < 1.0) {

@@ -4,6 +4,7 @@ use crate::assign::Workers;
 use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::metrics;
+use std::borrow::Cow;
 
 /// Grid + loads + vCore count, checked once so that nothing downstream meets a NaN.
 ///
@@ -85,12 +86,10 @@ impl<'a> Problem<'a> {
         if vcores > grid.len() {
             return Err(Error::TooManyVCores { vcores, boxes: grid.len() });
         }
-        let exponent = if max_load > 0.0 { max_load.log2().floor() as i32 } else { 0 };
-        if exponent.abs() <= SCALE_LIMIT {
+        let scale = scale_for(max_load);
+        if scale == 1.0 {
             return Ok(Problem { grid, loads, scale: 1.0, vcores, total, max_load, workers: None });
         }
-        // Clamped: 2^1074 (for a largest load among the subnormals) is not a float.
-        let scale = 2f64.powi((-exponent).clamp(-1000, 1000));
         let scaled: Vec<f64> = loads.iter().map(|q| q * scale).collect();
         let total = metrics::ordered_sum(&scaled);
         Ok(Problem {
@@ -161,6 +160,40 @@ impl<'a> Problem<'a> {
 /// from where sums of 2³² loads or squared charges overflow or lose precision to subnormals.
 pub const SCALE_LIMIT: i32 = 100;
 
+/// The power of two [`Problem::new`] multiplies loads by when their largest is `max_load`: 1
+/// within `2^±SCALE_LIMIT`, else the one that brings it into `[1, 2)`.
+fn scale_for(max_load: f64) -> f64 {
+    let exponent = if max_load > 0.0 { max_load.log2().floor() as i32 } else { 0 };
+    if exponent.abs() <= SCALE_LIMIT {
+        return 1.0;
+    }
+    // Clamped: 2^1074 (for a largest load among the subnormals) is not a float.
+    2f64.powi((-exponent).clamp(-1000, 1000))
+}
+
+/// `loads` rescaled as [`Problem::new`] rescales them, so that their sums stay finite and
+/// their ratios exact; borrowed where no scaling is needed. For the functions that sum loads
+/// they have checked (finite, ≥ 0) without building a [`Problem`].
+pub(crate) fn rescaled_loads(loads: &[f64]) -> Cow<'_, [f64]> {
+    let scale = scale_for(loads.iter().copied().fold(0.0, f64::max));
+    if scale == 1.0 {
+        Cow::Borrowed(loads)
+    } else {
+        Cow::Owned(loads.iter().map(|q| q * scale).collect())
+    }
+}
+
+/// [`rescaled_loads`] for the loads of several phases: all by the same power of two (the
+/// largest load's), so that the phases stay comparable.
+pub(crate) fn rescaled_phases(phases: &[Vec<f64>]) -> Cow<'_, [Vec<f64>]> {
+    let scale = scale_for(phases.iter().flatten().copied().fold(0.0, f64::max));
+    if scale == 1.0 {
+        Cow::Borrowed(phases)
+    } else {
+        Cow::Owned(phases.iter().map(|l| l.iter().map(|q| q * scale).collect()).collect())
+    }
+}
+
 /// Checks that `loads` has one finite, non-negative entry per box of `grid`.
 pub fn validate_loads(grid: &Grid, loads: &[f64]) -> Result<()> {
     validate_count(grid, loads)?;
@@ -218,6 +251,38 @@ pub(crate) enum Unit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The balancers that sum loads without a `Problem` (diffusion, PackStealLB, the vector
+    /// greedy placements) give at 2^1020 (where the sums pass `f64::MAX`) and at 2^-900 what
+    /// they give at scale 1. Before, their charges and means went infinite or NaN: the greedy
+    /// placements saw every box as weightless.
+    #[test]
+    fn balancers_summing_raw_loads_give_at_extreme_scales_what_scale_one_gives() {
+        let grid = Grid::new(48, 32).unwrap();
+        let loads = crate::loadmap::PerlinMap::with_seed(5).loads(&grid);
+        let other: Vec<f64> = loads.iter().rev().copied().collect();
+        let start = crate::bisection::kway_rcb(&grid, &vec![1.0; grid.len()], 6).unwrap();
+        let bytes = vec![1.0; grid.len()];
+        let run = |loads: &[f64], other: &[f64]| {
+            let mut stolen = start.clone();
+            let moves = crate::pack_steal::pack_steal(&grid, loads, &mut stolen, 6, &Default::default(), 3).unwrap();
+            let phases = [loads.to_vec(), other.to_vec()];
+            (
+                crate::diffusion::diffuse(&grid, &start, loads, &bytes, 6, 1.02).unwrap(),
+                (stolen, moves),
+                crate::greedy::vector_greedy(&phases, 6).unwrap(),
+                crate::greedy::norm_greedy(&phases, 6).unwrap(),
+            )
+        };
+        let one = run(&loads, &other);
+        assert!(one.1 .1.boxes > 0 && crate::metrics::migrations(&start, &one.0) > 0, "nothing moved");
+        for e in [1020, -900] {
+            let scale = |l: &[f64]| -> Vec<f64> { l.iter().map(|q| q * 2f64.powi(e)).collect() };
+            let (a, b) = (scale(&loads), scale(&other));
+            assert!(e < 0 || a.iter().sum::<f64>().is_infinite(), "the test needs a sum past f64::MAX");
+            assert!(run(&a, &b) == one, "loads × 2^{e}");
+        }
+    }
 
     #[test]
     fn bad_inputs_are_named() {

@@ -31,7 +31,8 @@ use crate::problem::Problem;
 /// One part id in `0..parts` per box (the same checks as [`Problem::new`]: one load per box,
 /// finite and ≥ 0, at most one part per box). Loads at extreme scales are cut as
 /// [`Problem::new`] rescales them (by a power of two, exactly), so that their running sums
-/// stay finite numbers: loads near `f64::MAX` are cut as the same loads divided by 2^1000.
+/// stay finite numbers: loads near `f64::MAX` are cut as the same loads brought down by a power
+/// of two would be.
 pub fn kway_rcb(grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
     let problem = Problem::new(*grid, loads, parts)?;
     let loads = problem.loads();

@@ -120,6 +120,16 @@ impl Mapper {
         pbs::problem::validate_loads(&self.grid, box_loads)?;
         let mut loads = metrics::charges(self.vcores.owners(), box_loads, self.vcores.len());
         loads.resize(self.workers, 0.0);
+        // Each load finite, a worker's sum need not be; the criterion weighs these sums in
+        // seconds against the balancer's time, so they are not rescaled but refused.
+        if let Some(w) = loads.iter().position(|l| !l.is_finite()) {
+            return Err(pbs::Error::Parameter {
+                name: "box_loads",
+                value: format!("the loads of worker {w}'s boxes sum past f64::MAX"),
+                reason: "loads are seconds per box: a worker's sum must be a finite number",
+            }
+            .into());
+        }
         match self.observe(&loads)? {
             Observed::Ended(end) => Ok(end),
             Observed::NeedsBoxLoads => self.balance_on(box_loads),
@@ -440,6 +450,9 @@ mod tests {
         let mut nan = vec![1.0; 64];
         nan[3] = f64::NAN;
         assert!(m.end_iteration(&nan).unwrap_err().to_string().contains("3"));
+        // Every load finite, one worker's sum not: the error names the box loads.
+        let huge = m.end_iteration(&vec![f64::MAX / 4.0; 64]).unwrap_err().to_string();
+        assert!(huge.contains("box_loads") && huge.contains("sum past"), "{huge}");
         assert_eq!(m.owners(), owners);
         assert!(m.end_iteration(&vec![1.0; 64]).is_ok(), "still usable");
         assert!(Mapper::new(grid, 0, PbsOptions::default()).is_err());

@@ -638,8 +638,10 @@ mod tests {
         let loads = crate::loadmap::PerlinMap::with_seed(3).loads(&grid);
         let momentum: Vec<[f64; 2]> = (0..grid.len()).map(|k| [1.0, (k % 7) as f64 - 3.0]).collect();
         let particles = vec![1.0; grid.len()];
+        let other: Vec<f64> = loads.iter().rev().copied().collect();
         for e in [1015, -900] {
             let scaled: Vec<f64> = loads.iter().map(|q| q * 2f64.powi(e)).collect();
+            let other_scaled: Vec<f64> = other.iter().map(|q| q * 2f64.powi(e)).collect();
             assert!(e < 0 || scaled.iter().sum::<f64>().is_infinite(), "the test needs a sum past f64::MAX");
             for parts in [2, 7, 16] {
                 let rcb = kway_rcb(&grid, &scaled, parts).unwrap() == kway_rcb(&grid, &loads, parts).unwrap();
@@ -647,10 +649,8 @@ mod tests {
                 let norcb = kway_norcb(&grid, &scaled, &momentum, &particles, parts, 1e-3).unwrap()
                     == kway_norcb(&grid, &loads, &momentum, &particles, parts, 1e-3).unwrap();
                 assert!(norcb, "NoRCB, loads × 2^{e}, {parts} parts");
-                let other: Vec<f64> = loads.iter().rev().copied().collect();
-                let other_scaled = other.iter().map(|q| q * 2f64.powi(e)).collect();
-                let vector = kway_vector_rcb(&grid, &[scaled.clone(), other_scaled], parts).unwrap()
-                    == kway_vector_rcb(&grid, &[loads.clone(), other], parts).unwrap();
+                let vector = kway_vector_rcb(&grid, &[scaled.clone(), other_scaled.clone()], parts).unwrap()
+                    == kway_vector_rcb(&grid, &[loads.clone(), other.clone()], parts).unwrap();
                 assert!(vector, "vector RCB, loads × 2^{e}, {parts} parts");
             }
         }

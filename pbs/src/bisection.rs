@@ -562,6 +562,38 @@ fn rows_touch(boxes: &[[u32; 4]], a: usize) -> bool {
     true
 }
 
+/// k-way RCB of some of the grid's boxes (the refinement's groups of parts), its buffers kept
+/// between calls.
+pub(crate) struct SubsetRcb {
+    stamp: Vec<u32>,
+    now: u32,
+    boxes: Vec<[u32; 4]>,
+    owners: Vec<u32>,
+}
+
+impl SubsetRcb {
+    pub(crate) fn new(grid: &Grid) -> Self {
+        SubsetRcb { stamp: vec![0; grid.len()], now: 0, boxes: Vec::new(), owners: vec![0; grid.len()] }
+    }
+
+    /// Part ids `0..parts` for the boxes of `subset` (indices of boxes of `grid`, the grid
+    /// this was made for, at least `parts` of them) into `out`, in `subset`'s order: the
+    /// subset cut as [`kway_rcb`] cuts a grid.
+    pub(crate) fn split(&mut self, grid: &Grid, loads: &[f64], subset: &[u32], parts: usize, out: &mut Vec<u32>) {
+        self.boxes.clear();
+        self.boxes.extend(subset.iter().map(|&k| {
+            let [i, j, l] = grid.coords(k as usize);
+            [i as u32, j as u32, l as u32, k]
+        }));
+        let stamp = std::mem::take(&mut self.stamp);
+        let mut pieces = Pieces { grid, stamp, now: self.now, stack: Vec::new(), scratch: Vec::new() };
+        bisect(loads, &mut self.boxes, 0, parts as u32, &mut self.owners, &mut pieces, &|_, _, _| Vec::new());
+        (self.stamp, self.now) = (pieces.stamp, pieces.now);
+        out.clear();
+        out.extend(subset.iter().map(|&k| self.owners[k as usize]));
+    }
+}
+
 /// A flood fill restricted to a set of boxes, with a stamp per box so that nothing is
 /// cleared between calls.
 struct Pieces<'g> {
@@ -583,6 +615,11 @@ impl Pieces<'_> {
         }
         let Some(&start) = boxes.first() else { return true };
         // Stamps: `now + 1` marks members, `now + 2` members reached.
+        if self.now > u32::MAX - 2 {
+            // Every stamp has been used: start them over rather than wrap.
+            self.stamp.fill(0);
+            self.now = 0;
+        }
         let (member, reached) = (self.now + 1, self.now + 2);
         self.now += 2;
         boxes.iter().for_each(|b| self.stamp[b[3] as usize] = member);

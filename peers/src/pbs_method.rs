@@ -114,7 +114,10 @@ impl Partitioner for Pbs {
                 ColdStart::Bisection => (VCores::from_bisection(&problem), false, false),
                 ColdStart::RefinedBisection => {
                     let mut owners = pbs::bisection::kway_rcb(grid, loads, parts)?;
-                    pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
+                    // Its parts are an RCB's already: groups re-cut as an RCB cuts them gain
+                    // nothing for the price of an RCB each (docs/peers.md, "Groups of parts").
+                    let settings = pbs::refine::RefineSettings { group_sweeps: 0, ..Default::default() };
+                    pbs::refine::refine(&problem, &mut owners, settings)?;
                     self.state = Some((*grid, VCores::at_centroids(&problem, &owners)?, false));
                     self.steps = Some(0);
                     return Ok(owners);

@@ -1,4 +1,4 @@
-//! Step 3 of the refinement: sweeps that move a box to the neighbouring part holding more of its
+//! Step 4 of the refinement: sweeps that move a box to the neighbouring part holding more of its
 //! faces than its own, each move shortening the cut by at least one edge.
 
 use super::{faces_in, State};

@@ -1,4 +1,4 @@
-//! Step 2 of the refinement, second kind of split: a pair's border moved to the shortest cut
+//! Step 3 of the refinement, second kind of split: a pair's border moved to the shortest cut
 //! the balance allows near it, by a maximum flow.
 //!
 //! Where no straight cut shortens the border of parts `p` and `q` (pairs.rs), a border that

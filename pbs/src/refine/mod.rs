@@ -1,6 +1,7 @@
 //! Box-level refinement of a partition: single boundary boxes handed to a neighbouring part,
 //! first to make every part one piece, then to bring the largest charge down to a target; then
-//! pairs of parts cut apart again along straight lines and borders smoothed, to shorten the cut.
+//! groups of parts cut again as an RCB cuts them, pairs of parts cut apart again along
+//! straight lines and borders smoothed, to shorten the cut.
 //!
 //! Power cells are convex, so a cell can only gain or lose whole slices of boxes along its
 //! border, and near the bound its charge moves in steps of a boundary box's load: a balancing
@@ -21,13 +22,19 @@
 //!    part with room; failing that, a loaded box of `P` behind a strip may go with the strip;
 //!    failing that, a box of `P` may be traded for a lighter one of a neighbour, where the
 //!    trade adds no cut edge.
-//! 2. **Pairs.** Two neighbouring parts whose border is longer than a straight cut across their
+//! 2. **Groups.** A part and the parts within two face steps of it are cut again as a k-way
+//!    RCB cuts their union, where that shortens the cut between them (the junctions of three
+//!    or more parts, which no pair straightens), moving at most ten boxes per face saved, with
+//!    each of the group's charges, ranked, within 1.02 × the charge of its rank before and none
+//!    past the largest charge of all or 1.01 × the lower bound, and every part in one piece.
+//!    After any re-cut the balance pass runs again, back to its target.
+//! 3. **Pairs.** Two neighbouring parts whose border is longer than a straight cut across their
 //!    union are split again along that cut (one jog allowed); where none is shorter and the
 //!    pair holds a box with no load, along the shortest cut near their border that the balance
 //!    allows (a maximum flow). Both sides stay in one piece and neither side's charge passes
 //!    the higher of the two parts' charges and 1.02 × their mean, capped at the largest charge
 //!    of all. Each split shortens the cut, so the sweeps end.
-//! 3. **Borders.** Sweeps over the boxes move a box to the neighbouring part holding more of its
+//! 4. **Borders.** Sweeps over the boxes move a box to the neighbouring part holding more of its
 //!    faces than its own part, where that part stays within the largest charge the first pass
 //!    left. Each move shortens the cut by at least one edge, so the sweeps end.
 //!
@@ -40,15 +47,18 @@
 //! Each move searches the border of the part it leaves, so the cost is the moves times a
 //! border: after the power cells (within 1–5 % of the bound) a few milliseconds, 23 ms on a
 //! 1000² map at 16 parts; from far away much more (1000 one-column parts of 1000 boxes at 1.75
-//! × the mean: 97,000 moves, 2.3 s). The pair pass costs about a scan of each pair's bounds
-//! and a few slices per split tried, more where flows run: it added about 40 % (median) to pbs's
-//! cold starts in `pbs-bench peers`. Measurements: docs/peers.md, "Refined box by box" and
-//! "Pairs cut again".
+//! × the mean: 97,000 moves, 2.3 s). The group pass costs an RCB of each group tried, until the
+//! groups tried in vain add up to four times the grid; the pair pass about a scan of each
+//! pair's bounds and a few slices per split tried, more where flows run. Together they added
+//! about 40 % (pairs) and then 20 % (groups, over the 52 cases) to pbs's cold starts in
+//! `pbs-bench peers`. Measurements: docs/peers.md, "Refined box by box", "Pairs cut again" and
+//! "Groups of parts cut again".
 //!
 //! One step a file: `connectivity.rs` the pieces (step 0) and the test that no move splits a
-//! part, `balance.rs` the balance pass and its kinds of moves (step 1), `pairs.rs` the pair pass
-//! and its straight cuts (step 2), `flow.rs` its minimum cuts, `borders.rs` the border pass
-//! (step 3); this one the entry points and the state they share.
+//! part, `balance.rs` the balance pass and its kinds of moves (step 1), `groups.rs` the group
+//! pass (step 2), `pairs.rs` the pair pass and its straight cuts (step 3), `flow.rs` its minimum
+//! cuts, `borders.rs` the border pass (step 4); this one the entry points and the state they
+//! share.
 
 use crate::grid::Grid;
 use crate::problem::Problem;
@@ -57,6 +67,7 @@ mod balance;
 mod borders;
 mod connectivity;
 mod flow;
+mod groups;
 mod pairs;
 
 /// How far [`refine`] goes.
@@ -68,6 +79,8 @@ pub struct RefineSettings {
     /// Moves of the balance pass at most, in units of the grid's boxes (a guard: each move
     /// lowers the sorted charges, so the pass ends anyway).
     pub max_moves_per_box: f64,
+    /// Sweeps of the group pass at most (0 skips it).
+    pub group_sweeps: usize,
     /// Sweeps of the pair pass at most (0 skips it).
     pub pair_sweeps: usize,
     /// Sweeps of the border pass at most.
@@ -76,7 +89,7 @@ pub struct RefineSettings {
 
 impl Default for RefineSettings {
     fn default() -> Self {
-        RefineSettings { tol: 0.005, max_moves_per_box: 1.0, pair_sweeps: 8, border_sweeps: 8 }
+        RefineSettings { tol: 0.005, max_moves_per_box: 1.0, group_sweeps: 1, pair_sweeps: 8, border_sweeps: 8 }
     }
 }
 
@@ -87,6 +100,10 @@ pub struct Refined {
     pub mend_moves: usize,
     /// Boxes moved by the balance pass.
     pub balance_moves: usize,
+    /// Groups of parts cut again by the group pass (each shortens the cut by one face or more).
+    pub group_recuts: usize,
+    /// Boxes moved by those re-cuts.
+    pub group_moves: usize,
     /// Pairs of parts split again by the pair pass (each shortens the cut by one face or more).
     pub pair_splits: usize,
     /// Boxes moved by those splits.
@@ -129,10 +146,15 @@ pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -
     let target = (1.0 + settings.tol) * problem.lower_bound() * problem.mean();
     let max_moves = (settings.max_moves_per_box * problem.grid().len() as f64) as usize;
     let mend_moves = pieces.map_or(0, |pieces| state.mend(pieces));
-    let balance_moves = state.balance(target, max_moves);
+    let mut balance_moves = state.balance(target, max_moves);
+    let (group_recuts, group_moves) = state.resplit_groups(settings.group_sweeps, problem);
+    if group_recuts > 0 {
+        // A re-cut may leave the largest charge a little above the target: brought back.
+        balance_moves += state.balance(target, max_moves);
+    }
     let (pair_splits, pair_moves) = state.resplit_pairs(settings.pair_sweeps);
     let border_moves = state.shorten_borders(settings.border_sweeps);
-    Ok(Refined { mend_moves, balance_moves, pair_splits, pair_moves, border_moves })
+    Ok(Refined { mend_moves, balance_moves, group_recuts, group_moves, pair_splits, pair_moves, border_moves })
 }
 
 /// The first step of [`refine`] alone: each part in pieces keeps its most charged piece and
@@ -625,8 +647,9 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(48))]
         /// On Perlin maps (a third of their boxes with no load or not) from a k-way RCB, whole
         /// or with boxes scattered: every part ends in one piece and none is emptied; from
-        /// whole parts the largest charge never rises; each pair split and border move shortens
-        /// the cut; the run is deterministic.
+        /// whole parts the largest charge never rises, unless to within the group pass's
+        /// allowance (which the balance pass after it does not always take back); each pair
+        /// split and border move shortens the cut; the run is deterministic.
         #[test]
         fn refinement_only_improves(
             seed in 0u32..1000,
@@ -657,19 +680,22 @@ mod tests {
             let whole = metrics::disconnected_parts(&grid, &start, parts) == 0;
             prop_assert_eq!(r.mend_moves == 0, whole);
             let max = |o: &[u32]| metrics::charges(o, &loads, parts).into_iter().fold(0.0, f64::max);
-            prop_assert!(!whole || max(&out) <= max(&start) * (1.0 + 1e-12));
+            let problem = Problem::new(grid, &loads, parts).unwrap();
+            let allowed = (1.0 + groups::ALLOWANCE) * problem.lower_bound() * problem.mean();
+            prop_assert!(!whole || max(&out) <= max(&start).max(allowed) * (1.0 + 1e-12));
             prop_assert_eq!(metrics::disconnected_parts(&grid, &out, parts), 0, "{:?}", out);
             let mut count = vec![0usize; parts];
             out.iter().for_each(|&p| count[p as usize] += 1);
             prop_assert!(count.iter().all(|&c| c > 0) || start.iter().collect::<std::collections::BTreeSet<_>>().len() < parts);
-            // Replaying the balance pass alone: each pair split and each border move after it
-            // shortens the cut by a face or more.
-            let problem = Problem::new(grid, &loads, parts).unwrap();
+            // Replaying the passes before the pair pass (the balance pass runs again after a
+            // group re-cut, and may lengthen the cut): each pair split and border move after
+            // them shortens the cut by a face or more.
             let mut balanced = start.clone();
             let alone = RefineSettings { pair_sweeps: 0, border_sweeps: 0, ..RefineSettings::default() };
             refine(&problem, &mut balanced, alone).unwrap();
-            prop_assert!(r.pair_moves >= r.pair_splits);
-            prop_assert!(metrics::edge_cut(&grid, &out) + r.pair_splits + r.border_moves <= metrics::edge_cut(&grid, &balanced));
+            prop_assert!(r.pair_moves >= r.pair_splits && r.group_moves >= r.group_recuts);
+            let steps = r.pair_splits + r.border_moves;
+            prop_assert!(metrics::edge_cut(&grid, &out) + steps <= metrics::edge_cut(&grid, &balanced));
             prop_assert_eq!(refined(grid, &loads, parts, &start).0, out);
         }
 

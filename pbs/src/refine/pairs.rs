@@ -1,8 +1,8 @@
-//! Step 2 of the refinement: two neighbouring parts split again along a straight line where
+//! Step 3 of the refinement: two neighbouring parts split again along a straight line where
 //! that shortens the border between them (or, where no straight line does and the pair holds a
 //! box with no load, along the shortest cut the balance allows near the border: flow.rs).
 //!
-//! Single boxes handed over (the border pass, step 3) only smooth a border where it runs;
+//! Single boxes handed over (the border pass, step 4) only smooth a border where it runs;
 //! where the power cells left hexagon-like cells (docs/peers.md, "Why the power cells' cut
 //! stays 5–10 % above the best peer's") or ragged stairs, two neighbouring parts `p` and `q`
 //! can often be cut apart more shortly across their union, as RCB cuts. Their boxes are put

@@ -112,9 +112,13 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    refines the owners box by box: a part in pieces keeps its most loaded piece and hands the
    others to the parts around them, then single boundary boxes go to a neighbouring part (no
    part split or emptied) until the largest load is within min(tol, 0.005) of the lower bound
-   or no move lowers it, cuts neighbouring parts apart again along straight lines (or, where
-   boxes with no load allow, the shortest cut) where that shortens their border, and shortens
-   the borders box by box, all where that keeps the largest load. Later
+   or no move lowers it; cuts each part and the parts within two face steps of it again as a
+   recursive bisection cuts their union, where that shortens the cut between them, moves at
+   most 10 boxes per face saved and keeps the largest load within 1.01 times the lower bound
+   (or where it was), then moves single boxes again towards the same target; cuts neighbouring
+   parts apart again along straight lines (or, where boxes with no load allow, the shortest
+   cut) where that shortens their border, and shortens the borders box by box, these two
+   where that keeps the largest load. Later
    calls return the cells' owners, which move fewer boxes from call to call, a part in pieces
    mended the same way. The outcome describes the owners written; `migrations` counts them
    against the previous call's (the first call's against its random start). `outcome` may be

@@ -115,7 +115,7 @@ impl Partitioner for Pbs {
                 ColdStart::RefinedBisection => {
                     let mut owners = pbs::bisection::kway_rcb(grid, loads, parts)?;
                     // Its parts are an RCB's already: groups re-cut as an RCB cuts them gain
-                    // nothing for the price of an RCB each (docs/peers.md, "Groups of parts").
+                    // nothing for the price of an RCB each (docs/peers.md, "Groups of parts cut again").
                     let settings = pbs::refine::RefineSettings { group_sweeps: 0, ..Default::default() };
                     pbs::refine::refine(&problem, &mut owners, settings)?;
                     self.state = Some((*grid, VCores::at_centroids(&problem, &owners)?, false));

@@ -49,9 +49,9 @@
 //! 1000² map at 16 parts; from far away much more (1000 one-column parts of 1000 boxes at 1.75
 //! × the mean: 97,000 moves, 2.3 s). The group pass costs an RCB of each group tried, until the
 //! groups tried in vain add up to four times the grid; the pair pass about a scan of each
-//! pair's bounds and a few slices per split tried, more where flows run. Together they added
-//! about 40 % (pairs) and then 20 % (groups, over the 52 cases) to pbs's cold starts in
-//! `pbs-bench peers`. Measurements: docs/peers.md, "Refined box by box", "Pairs cut again" and
+//! pair's bounds and a few slices per split tried, more where flows run. In `pbs-bench peers`
+//! the pair pass added about 40 % to pbs's cold starts (median); the group pass then 21 % to
+//! the 52 cases' summed time, the median case's time nearly doubling (13 → 23 × RCB's). Measurements: docs/peers.md, "Refined box by box", "Pairs cut again" and
 //! "Groups of parts cut again".
 //!
 //! One step a file: `connectivity.rs` the pieces (step 0) and the test that no move splits a

@@ -51,7 +51,7 @@
 //! groups tried in vain add up to four times the grid; the pair pass about a scan of each
 //! pair's bounds and a few slices per split tried, more where flows run. In `pbs-bench peers`
 //! the pair pass added about 40 % to pbs's cold starts (median); the group pass then 21 % to
-//! the 52 cases' summed time, the median case's time nearly doubling (13 → 23 × RCB's). Measurements: docs/peers.md, "Refined box by box", "Pairs cut again" and
+//! the 52 cases' summed time, the median case's time nearly doubling (13 → 22–23 × RCB's). Measurements: docs/peers.md, "Refined box by box", "Pairs cut again" and
 //! "Groups of parts cut again".
 //!
 //! One step a file: `connectivity.rs` the pieces (step 0) and the test that no move splits a

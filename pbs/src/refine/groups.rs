@@ -26,8 +26,7 @@
 //! parts has changed. An RCB of a group costs about an RCB of its boxes, and on maps of many
 //! parts most groups gain nothing (without the limit on moves, 10 of 256 were taken on the
 //! 500-box Perlin map at 256 parts): groups are tried from the part with the longest border for
-//! its size, and once the groups tried in vain add up to [`BUDGET`] times the grid's boxes, the
-//! pass ends.
+//! its size, and once the groups tried in vain hold as many boxes as the grid, the pass ends.
 
 use std::collections::BTreeMap;
 
@@ -35,21 +34,24 @@ use super::pairs::{Marks, PAIR_SLACK};
 use super::State;
 use crate::bisection::SubsetRcb;
 
-/// Steps of face neighbourhood a group reaches from its part: with 2, pbs's cut is within 1.05
+/// Steps of face neighbourhood a group reaches from its part: with 2, pbs's cut was within 1.05
 /// × the best balanced peer's in 38 of the 42 cases of `pbs-bench peers --sequence 0` that
-/// have such a peer, with 1 in 35 (docs/peers.md, "Groups of parts cut again").
+/// have such a peer, with 1 in 35 (a budget of 4 grids; docs/peers.md, "Groups of parts cut
+/// again").
 const RING: usize = 2;
 
 /// Boxes of the groups tried in vain, in units of the grid's boxes, after which the pass ends.
-/// Groups tried in order of part ids, 4 took as many of those 42 cases as 8 for 14 % less time
-/// over the 52, 2 two fewer; the raggedest parts' groups first, 4 took 38 (30 of the 52 within
-/// 1.05 × the best method's cut against 29), 2 and 1 took 37.
-const BUDGET: usize = 4;
+/// A try costs about an RCB of its boxes (90 ms for a million): on a 1000² Perlin map at 16
+/// parts, where no group gains, 4 grids took the refinement from 150 to 490 ms, 1 to 315 ms.
+/// On the 52 cases, 1 kept 7 of the 10 maps 4 shortened (37 of the 42 within 1.05 × the best
+/// balanced peer's cut against 38, 27 of 52 within 1.05 × the best against 30) for 16.8 × RCB's
+/// time against 23 × (median); 0.5 took 36.
+const BUDGET: usize = 1;
 
 /// How far above the lower bound a re-cut may take the largest charge: with 0.01 (then the
-/// balance pass again), pbs's cut is within 1.05 × the best balanced peer's in 38 of the 42
-/// cases, with 0.005 (the balance pass's own target) in 36; of the 52, the largest charge ends
-/// higher in 4 (one a hair over that target, 1.00501) and lower in 4.
+/// balance pass again) pbs's cut was within 1.05 × the best balanced peer's in 38 of the 42
+/// cases, with 0.005 (the balance pass's own target) in 36 (a budget of 4 grids); of the 52,
+/// every largest charge ends within that target wherever it did without the group pass.
 pub(super) const ALLOWANCE: f64 = 0.01;
 
 /// Boxes a re-cut may move per face it saves. pbs's warm starts keep the power cells' owners,
@@ -95,7 +97,7 @@ impl State<'_, '_> {
         for _ in 0..sweeps {
             let mut any = false;
             for p in self.raggedest_first(&members) {
-                if members[p].is_empty() || spent > BUDGET * boxes {
+                if members[p].is_empty() || spent >= BUDGET * boxes {
                     continue;
                 }
                 let group = self.group(p);

@@ -42,10 +42,10 @@ const RING: usize = 2;
 
 /// Boxes of the groups tried in vain, in units of the grid's boxes, after which the pass ends.
 /// A try costs about an RCB of its boxes (90 ms for a million): on a 1000² Perlin map at 16
-/// parts, where no group gains, 4 grids took the refinement from 150 to 490 ms, 1 to 315 ms.
+/// parts, where no group gains, 4 grids took the refinement from 150 to 470–500 ms, 1 to 306 ms.
 /// On the 52 cases, 1 kept 7 of the 10 maps 4 shortened (37 of the 42 within 1.05 × the best
-/// balanced peer's cut against 38, 27 of 52 within 1.05 × the best against 30) for 16.8 × RCB's
-/// time against 23 × (median); 0.5 took 36.
+/// balanced peer's cut against 38, 27 of 52 within 1.05 × the best against 30) for 17–21 ×
+/// RCB's time against 22–23 × (median); 0.5 took 36.
 const BUDGET: usize = 1;
 
 /// How far above the lower bound a re-cut may take the largest charge: with 0.01 (then the

@@ -97,7 +97,10 @@ impl State<'_, '_> {
         for _ in 0..sweeps {
             let mut any = false;
             for p in self.raggedest_first(&members) {
-                if members[p].is_empty() || spent >= BUDGET * boxes {
+                if spent >= BUDGET * boxes {
+                    break;
+                }
+                if members[p].is_empty() {
                     continue;
                 }
                 let group = self.group(p);
@@ -116,7 +119,7 @@ impl State<'_, '_> {
                     None => spent += group.iter().map(|&g| members[g].len()).sum::<usize>(),
                 }
             }
-            if !any {
+            if !any || spent >= BUDGET * boxes {
                 break;
             }
         }

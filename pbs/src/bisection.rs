@@ -424,7 +424,7 @@ fn connected_cut(
 /// coordinate at a time, least significant first, each stable and over the part's extent
 /// `lo..=hi` along that coordinate: linear in the boxes, where a comparison sort took two
 /// thirds of RCB's time.
-fn sort_by_coordinates(
+pub(crate) fn sort_by_coordinates(
     boxes: &mut [[u32; 4]],
     keys: [usize; 3],
     reversed: bool,
@@ -535,7 +535,7 @@ pub fn nearest_cut(prefix: &[f64], target: f64, lo: usize, hi: usize) -> usize {
 /// and step by one along the other, each run one step along `a` from the run before and
 /// sharing a position along the other with it. Each run is then a line of boxes, and each
 /// touches the one before: one piece. A sufficient test only (`false` says nothing).
-fn rows_touch(boxes: &[[u32; 4]], a: usize) -> bool {
+pub(crate) fn rows_touch(boxes: &[[u32; 4]], a: usize) -> bool {
     let b = 1 - a;
     let mut before: Option<(u32, u32, u32)> = None; // the last run: its `a`, and its span along `b`
     let mut i = 0;
@@ -565,6 +565,7 @@ fn rows_touch(boxes: &[[u32; 4]], a: usize) -> bool {
 /// k-way RCB of some of the grid's boxes (the refinement's groups of parts), its buffers kept
 /// between calls.
 pub(crate) struct SubsetRcb {
+    grid: Grid,
     stamp: Vec<u32>,
     now: u32,
     boxes: Vec<[u32; 4]>,
@@ -573,24 +574,21 @@ pub(crate) struct SubsetRcb {
 
 impl SubsetRcb {
     pub(crate) fn new(grid: &Grid) -> Self {
-        SubsetRcb { stamp: vec![0; grid.len()], now: 0, boxes: Vec::new(), owners: vec![0; grid.len()] }
+        SubsetRcb { grid: *grid, stamp: vec![0; grid.len()], now: 0, boxes: Vec::new(), owners: vec![0; grid.len()] }
     }
 
-    /// Part ids `0..parts` for the boxes of `subset` (indices of boxes of `grid`, the grid
-    /// this was made for, at least `parts` of them) into `out`, in `subset`'s order: the
-    /// subset cut as [`kway_rcb`] cuts a grid.
-    pub(crate) fn split(&mut self, grid: &Grid, loads: &[f64], subset: &[u32], parts: usize, out: &mut Vec<u32>) {
+    /// Part ids `0..parts` for the boxes of `subset` (`[x, y, z, index]` of boxes of the grid
+    /// this was made for, at least `parts` of them, in any order) into `out`, in `subset`'s
+    /// order: the subset cut as [`kway_rcb`] cuts a grid.
+    pub(crate) fn split(&mut self, loads: &[f64], subset: &[[u32; 4]], parts: usize, out: &mut Vec<u32>) {
         self.boxes.clear();
-        self.boxes.extend(subset.iter().map(|&k| {
-            let [i, j, l] = grid.coords(k as usize);
-            [i as u32, j as u32, l as u32, k]
-        }));
+        self.boxes.extend_from_slice(subset);
         let stamp = std::mem::take(&mut self.stamp);
-        let mut pieces = Pieces { grid, stamp, now: self.now, stack: Vec::new(), scratch: Vec::new() };
+        let mut pieces = Pieces { grid: &self.grid, stamp, now: self.now, stack: Vec::new(), scratch: Vec::new() };
         bisect(loads, &mut self.boxes, 0, parts as u32, &mut self.owners, &mut pieces, &|_, _, _| Vec::new());
         (self.stamp, self.now) = (pieces.stamp, pieces.now);
         out.clear();
-        out.extend(subset.iter().map(|&k| self.owners[k as usize]));
+        out.extend(subset.iter().map(|b| self.owners[b[3] as usize]));
     }
 }
 

@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 
-use super::pairs::{Marks, PAIR_SLACK};
+use super::pairs::{union, Bounds, Marks, PAIR_SLACK};
 use super::State;
 use crate::bisection::SubsetRcb;
 
@@ -42,7 +42,7 @@ const RING: usize = 2;
 
 /// Boxes of the groups tried in vain, in units of the grid's boxes, after which the pass ends.
 /// A try costs about an RCB of its boxes (90 ms for a million): on a 1000² Perlin map at 16
-/// parts, where no group gains, 4 grids took the refinement from 150 to 470–500 ms, 1 to 306 ms.
+/// parts, where no group gains, 4 grids added 320–350 ms to the refinement, 1 about 150 ms.
 /// On the 52 cases, 1 kept 7 of the 10 maps 4 shortened (37 of the 42 within 1.05 × the best
 /// balanced peer's cut against 38, 27 of 52 within 1.05 × the best against 30) for 17–21 ×
 /// RCB's time against 22–23 × (median); 0.5 took 36.
@@ -66,6 +66,8 @@ struct Scratch {
     slot: Vec<usize>,
     /// Per box of the group's union, the slot of its new part.
     new: Vec<u32>,
+    /// The union's boxes, as `[x, y, z, index]`, in the grid's order.
+    union: Vec<[u32; 4]>,
     /// The RCB's part per box of the union, in the union's order.
     labels: Vec<u32>,
     rcb: SubsetRcb,
@@ -78,14 +80,14 @@ impl State<'_, '_> {
     pub(super) fn resplit_groups(&mut self, sweeps: usize, problem: &crate::Problem) -> (usize, usize) {
         let parts = self.charge.len();
         let cap = ((1.0 + ALLOWANCE) * problem.lower_bound() * problem.mean()).max(self.charge[self.heaviest()]);
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); parts];
-        for (k, &o) in self.owners.iter().enumerate() {
-            members[o as usize].push(k as u32);
-        }
+        // Bounds holding each part's boxes; after a re-cut, its group's (a new part stays in
+        // its union).
+        let mut bounds = self.part_bounds();
         let boxes = self.owners.len();
         let mut scratch = Scratch {
             slot: vec![usize::MAX; parts],
             new: vec![0; boxes],
+            union: Vec::new(),
             labels: Vec::new(),
             rcb: SubsetRcb::new(&self.grid),
             marks: Marks::new(boxes),
@@ -96,11 +98,11 @@ impl State<'_, '_> {
         let (mut taken, mut moved, mut clock, mut spent) = (0, 0, 0, 0);
         for _ in 0..sweeps {
             let mut any = false;
-            for p in self.raggedest_first(&members) {
+            for p in self.raggedest_first() {
                 if spent >= BUDGET * boxes {
                     break;
                 }
-                if members[p].is_empty() {
+                if self.count[p] == 0 {
                     continue;
                 }
                 let group = self.group(p);
@@ -109,14 +111,15 @@ impl State<'_, '_> {
                 }
                 clock += 1;
                 tried.insert(group.clone(), clock);
-                match self.recut(&group, &mut members, &mut scratch, cap) {
+                let bb = group.iter().map(|&g| bounds[g]).reduce(union).expect("a group holds its part");
+                match self.recut(&group, bb, &mut scratch, cap) {
                     Some(n) => {
                         taken += 1;
                         moved += n;
                         any = true;
-                        group.iter().for_each(|&g| changed[g] = clock);
+                        group.iter().for_each(|&g| (changed[g], bounds[g]) = (clock, bb));
                     }
-                    None => spent += group.iter().map(|&g| members[g].len()).sum::<usize>(),
+                    None => spent += scratch.union.len(),
                 }
             }
             if !any || spent >= BUDGET * boxes {
@@ -129,16 +132,36 @@ impl State<'_, '_> {
     /// The parts in order of their border's faces over a square's of as many boxes (`4 √n`),
     /// most first (ties: lowest id): a part with a long border for its size, as a lens or a
     /// hexagon has, is where a re-cut is likeliest to gain before the budget runs out.
-    fn raggedest_first(&self, members: &[Vec<u32>]) -> Vec<usize> {
-        let mut faces = vec![0usize; members.len()];
+    fn raggedest_first(&self) -> Vec<usize> {
+        let mut faces = vec![0usize; self.count.len()];
         for (k, &o) in self.owners.iter().enumerate() {
             self.grid.for_each_neighbour(k, |m| faces[o as usize] += usize::from(self.owners[m] != o));
         }
         let ragged: Vec<f64> =
-            faces.iter().zip(members).map(|(&f, m)| f as f64 / (4.0 * (m.len().max(1) as f64).sqrt())).collect();
-        let mut order: Vec<usize> = (0..members.len()).collect();
+            faces.iter().zip(&self.count).map(|(&f, &n)| f as f64 / (4.0 * (n.max(1) as f64).sqrt())).collect();
+        let mut order: Vec<usize> = (0..self.count.len()).collect();
         order.sort_by(|&a, &b| ragged[b].total_cmp(&ragged[a]).then(a.cmp(&b)));
         order
+    }
+
+    /// Bounds holding each part's boxes (an empty part's are left inverted).
+    fn part_bounds(&self) -> Vec<Bounds> {
+        let mut bounds = vec![([usize::MAX; 3], [0; 3]); self.count.len()];
+        let [nx, ny, nz] = self.grid.dims();
+        let mut k = 0;
+        for l in 0..nz {
+            for j in 0..ny {
+                for i in 0..nx {
+                    let (lo, hi) = &mut bounds[self.owners[k] as usize];
+                    for (d, c) in [i, j, l].into_iter().enumerate() {
+                        lo[d] = lo[d].min(c);
+                        hi[d] = hi[d].max(c);
+                    }
+                    k += 1;
+                }
+            }
+        }
+        bounds
     }
 
     /// Part `p` and the parts within [`RING`] face steps of it, in order of their ids.
@@ -169,17 +192,18 @@ impl State<'_, '_> {
     /// Cuts the union of `group`'s parts as a k-way RCB does where the module documentation's
     /// conditions hold (`cap`: the highest charge allowed, unless its rank had it before);
     /// returns the boxes moved.
-    fn recut(&mut self, group: &[usize], members: &mut [Vec<u32>], scratch: &mut Scratch, cap: f64) -> Option<usize> {
+    fn recut(&mut self, group: &[usize], bb: Bounds, scratch: &mut Scratch, cap: f64) -> Option<usize> {
         let n = group.len();
         for (i, &g) in group.iter().enumerate() {
             scratch.slot[g] = i;
         }
-        let union: Vec<u32> = group.iter().flat_map(|&g| members[g].iter().copied()).collect();
-        scratch.rcb.split(&self.grid, self.loads, &union, n, &mut scratch.labels);
+        self.gather_union(bb, scratch);
+        scratch.rcb.split(self.loads, &scratch.union, n, &mut scratch.labels);
+        let union = &scratch.union;
         // New parts to old ids by the largest overlaps first (ties: lowest label, then slot).
         let mut overlap = vec![0usize; n * n];
-        for (&b, &l) in union.iter().zip(&scratch.labels) {
-            overlap[l as usize * n + scratch.slot[self.owners[b as usize] as usize]] += 1;
+        for (b, &l) in union.iter().zip(&scratch.labels) {
+            overlap[l as usize * n + scratch.slot[self.owners[b[3] as usize] as usize]] += 1;
         }
         let mut order: Vec<usize> = (0..n * n).collect();
         order.sort_by_key(|&x| std::cmp::Reverse(overlap[x]));
@@ -191,20 +215,33 @@ impl State<'_, '_> {
                 used[s] = true;
             }
         }
+        // The union part by part (in the group's order), each part's boxes in the grid's
+        // order: the charges are summed and the boxes moved in that order.
+        let mut start = vec![0usize; n + 1];
+        for b in union {
+            start[scratch.slot[self.owners[b[3] as usize] as usize] + 1] += 1;
+        }
+        for i in 1..=n {
+            start[i] += start[i - 1];
+        }
+        let mut by_part = vec![0u32; union.len()];
+        for (u, b) in union.iter().enumerate() {
+            let s = &mut start[scratch.slot[self.owners[b[3] as usize] as usize]];
+            by_part[*s] = u as u32;
+            *s += 1;
+        }
         let mut charge = vec![0.0; n];
-        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut moves = 0;
-        for (&b, &l) in union.iter().zip(&scratch.labels) {
-            let s = to[l as usize];
-            scratch.new[b as usize] = s as u32;
-            charge[s] += self.loads[b as usize];
-            lists[s].push(b);
-            moves += usize::from(group[s] != self.owners[b as usize] as usize);
+        for &u in &by_part {
+            let (b, s) = (union[u as usize][3] as usize, to[scratch.labels[u as usize] as usize]);
+            scratch.new[b] = s as u32;
+            charge[s] += self.loads[b];
+            moves += usize::from(group[s] != self.owners[b] as usize);
         }
         // Faces inside the union between different parts, before and after.
         let (mut before, mut after) = (0usize, 0usize);
-        for &b in &union {
-            let b = b as usize;
+        for b in union {
+            let b = b[3] as usize;
             let (o, s) = (self.owners[b], scratch.new[b]);
             self.grid.for_each_neighbour(b, |m| {
                 let om = self.owners[m];
@@ -222,23 +259,47 @@ impl State<'_, '_> {
         old.sort_by(|a, b| b.total_cmp(a));
         let mut ranked = charge;
         ranked.sort_by(|a, b| b.total_cmp(a));
-        let better = after < before
+        if !(after < before
             && moves <= MOVES_PER_FACE * (before - after)
-            && ranked.iter().zip(&old).all(|(&c, &o)| c <= ((1.0 + PAIR_SLACK) * o).min(cap).max(o))
-            && lists.iter().all(|l| self.connected(l, &mut scratch.marks));
-        if !better {
+            && ranked.iter().zip(&old).all(|(&c, &o)| c <= ((1.0 + PAIR_SLACK) * o).min(cap).max(o)))
+        {
+            return None;
+        }
+        // The new parts' boxes, only now: most re-cuts fail the tests above.
+        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for &u in &by_part {
+            let b = scratch.union[u as usize][3];
+            lists[scratch.new[b as usize] as usize].push(b);
+        }
+        if !lists.iter().all(|l| self.connected(l, &mut scratch.marks)) {
             return None;
         }
         for (s, list) in lists.into_iter().enumerate() {
             let g = group[s];
-            for &b in &list {
+            for b in list {
                 if self.owners[b as usize] as usize != g {
                     self.move_box(b as usize, g as u32);
                 }
             }
-            members[g] = list;
         }
         Some(moves)
+    }
+
+    /// Puts the boxes of the group's parts (those with a slot) within `bb` into
+    /// `scratch.union`, in the grid's order.
+    fn gather_union(&self, (lo, hi): Bounds, scratch: &mut Scratch) {
+        let [nx, ny, _] = self.grid.dims();
+        scratch.union.clear();
+        for l in lo[2]..=hi[2] {
+            for j in lo[1]..=hi[1] {
+                let row = (l * ny + j) * nx;
+                for i in lo[0]..=hi[0] {
+                    if scratch.slot[self.owners[row + i] as usize] != usize::MAX {
+                        scratch.union.push([i as u32, j as u32, l as u32, (row + i) as u32]);
+                    }
+                }
+            }
+        }
     }
 }
 

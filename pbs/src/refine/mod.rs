@@ -48,13 +48,13 @@
 //! their cost is the moves times a border: after the power cells (within 1–5 % of the bound) a
 //! few milliseconds, 22–25 ms on a 1000² Perlin map at 16 parts; from far away much more (1000
 //! one-column parts of 1000 boxes at 1.75 × the mean: 97,000 moves, 2.3 s). The pair pass costs
-//! about a scan of each pair's bounds and a few slices per split tried, more where flows run
-//! (125 ms more on that 1000² map, the cut 6,187 → 6,017 faces); the group pass an RCB of each
-//! group tried, until the groups tried in vain hold as many boxes as the grid (150 ms more
-//! there, for no gain). In `pbs-bench peers` the pair pass added about 40 % to pbs's cold
-//! starts (median), the group pass then 8 % to the 52 cases' summed time (13 → 17–21 × RCB's,
-//! median). Measurements: docs/peers.md, "Refined box by box", "Pairs cut again" and "Groups
-//! of parts cut again".
+//! about a pass over each pair's bounds and a few slices per split tried, more where flows run
+//! (about 65 ms more on that 1000² map, the cut 6,187 → 6,017 faces); the group pass an RCB of
+//! each group tried, until the groups tried in vain hold as many boxes as the grid (about 150
+//! ms more there, for no gain). In `pbs-bench peers` the pair pass added about 40 % to pbs's
+//! cold starts (median), the group pass then 8 % to the 52 cases' summed time (13 → 17–21 ×
+//! RCB's, median). Measurements: docs/peers.md, "Refined box by box", "Pairs cut again",
+//! "Groups of parts cut again" and "The pair and group passes on large maps".
 //!
 //! One step a file: `connectivity.rs` the pieces (step 0) and the test that no move splits a
 //! part, `balance.rs` the balance pass and its kinds of moves (step 1), `groups.rs` the group

@@ -26,6 +26,7 @@
 use std::collections::BTreeMap;
 
 use super::State;
+use crate::bisection::{rows_touch, sort_by_coordinates};
 
 /// How far above the pair's mean charge a side may go, where the pair's heavier part is
 /// lighter than that (see the module documentation): 0.02 took as many of the 52 cases of
@@ -178,7 +179,7 @@ impl State<'_, '_> {
         let parts = self.charge.len();
         let mut marks = Marks::new(self.owners.len());
         let (mut splits_taken, mut moves) = (0, 0);
-        let mut order = Vec::new();
+        let (mut boxes, mut sorted) = (Vec::new(), Vec::new());
         let mut scratch = super::flow::FlowScratch::new(self.owners.len());
         let largest = self.charge[self.heaviest()];
         let mut empty = vec![0; parts];
@@ -219,22 +220,25 @@ impl State<'_, '_> {
                 }
                 splits.sort_unstable();
                 let mut taken = None;
+                if !splits.is_empty() {
+                    self.gather(bb, p, q, &mut boxes);
+                }
                 for s in splits {
-                    order.clear();
-                    self.scan(bb, s.axis, s.descending, |k, _| {
-                        let o = self.owners[k] as usize;
-                        if o == p || o == q {
-                            order.push(k as u32);
-                        }
-                    });
-                    if !(self.connected(&order[..s.k], &mut marks) && self.connected(&order[s.k..], &mut marks)) {
+                    // The pair's boxes in the scan order of the split's axis (`Self::scan`):
+                    // sorted by counting rather than scanned, whose walk across rows missed the
+                    // cache at every box where the axis is x.
+                    let keys = [s.axis, (s.axis + 1) % 3, (s.axis + 2) % 3];
+                    let extent = (bb.0.map(|c| c as u32), bb.1.map(|c| c as u32));
+                    sort_by_coordinates(&mut boxes, keys, s.descending, extent, &mut sorted);
+                    let (before, after) = boxes.split_at(s.k);
+                    if !(self.one_piece(before, s.axis, &mut marks) && self.one_piece(after, s.axis, &mut marks)) {
                         continue;
                     }
                     let (first, second) = if s.first_to_p { (p, q) } else { (q, p) };
-                    let changes: Vec<(usize, usize)> = order
+                    let changes: Vec<(usize, usize)> = boxes
                         .iter()
                         .enumerate()
-                        .map(|(i, &b)| (b as usize, if i < s.k { first } else { second }))
+                        .map(|(i, b)| (b[3] as usize, if i < s.k { first } else { second }))
                         .filter(|&(b, to)| self.owners[b] as usize != to)
                         .collect();
                     if let Some(n) = self.apply_split(&mut tally, &pair, &changes) {
@@ -473,6 +477,36 @@ impl State<'_, '_> {
         }
     }
 
+    /// Puts the boxes of parts `p` and `q` within `bb` into `boxes`, as `[x, y, z, index]`, in
+    /// the grid's order.
+    fn gather(&self, bb: Bounds, p: usize, q: usize, boxes: &mut Vec<[u32; 4]>) {
+        let (lo, hi) = bb;
+        let stride = self.strides();
+        boxes.clear();
+        for l in lo[2]..=hi[2] {
+            for j in lo[1]..=hi[1] {
+                let row = l * stride[2] + j * stride[1];
+                for i in lo[0]..=hi[0] {
+                    let o = self.owners[row + i] as usize;
+                    if o == p || o == q {
+                        boxes.push([i as u32, j as u32, l as u32, (row + i) as u32]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `boxes`, in the scan order of `axis`, are one piece through their faces (none
+    /// are not, as for [`State::connected`]): on a 2D grid first by a pass along them (rows
+    /// that touch, a sufficient test), else by a fill.
+    fn one_piece(&self, boxes: &[[u32; 4]], axis: usize, marks: &mut Marks) -> bool {
+        if self.grid.nz() == 1 && axis < 2 && rows_touch(boxes, axis) {
+            return !boxes.is_empty();
+        }
+        let set: Vec<u32> = boxes.iter().map(|b| b[3]).collect();
+        self.connected(&set, marks)
+    }
+
     /// Whether the boxes of `set` (not empty) are connected through their faces.
     pub(super) fn connected(&self, set: &[u32], marks: &mut Marks) -> bool {
         let Some(&first) = set.first() else { return false };
@@ -515,7 +549,7 @@ fn bounds(profile: &Profile) -> Bounds {
 }
 
 /// The smallest bounds holding both.
-fn union(a: Bounds, b: Bounds) -> Bounds {
+pub(super) fn union(a: Bounds, b: Bounds) -> Bounds {
     ([0, 1, 2].map(|d| a.0[d].min(b.0[d])), [0, 1, 2].map(|d| a.1[d].max(b.1[d])))
 }
 
@@ -578,6 +612,26 @@ mod tests {
         assert_eq!(metrics::charges(&out, problem.loads(), 2), [36.0, 36.0]);
         assert_eq!((r.pair_splits, r.balance_moves, r.border_moves), (1, 0, 0));
         assert_eq!(r.pair_moves, metrics::migrations(&start, &out));
+    }
+
+    #[test]
+    fn a_shorter_split_that_leaves_a_side_in_pieces_is_refused() {
+        // Parts 0 and 1 (load 1 a box) form a U: a bar of 4 × 6 boxes and two arms of one column,
+        // 14 boxes high, around part 2's notch. Their border runs up stairs in the bar (8
+        // faces). Cut across the arms (2 faces) the upper arms would be a part in two pieces;
+        // cut down the bar (6 faces) both sides are whole.
+        let grid = Grid::new(4, 20).unwrap();
+        let mut rows = vec!["0111", "0111", "0011", "0011", "0001", "0001"];
+        rows.extend(std::iter::repeat_n("0221", 14));
+        let start = owners(&rows);
+        let loads: Vec<f64> = start.iter().map(|&o| if o == 2 { 26.0 / 28.0 } else { 1.0 }).collect();
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let mut out = start.clone();
+        let settings = RefineSettings { group_sweeps: 0, ..RefineSettings::default() };
+        let r = refine(&problem, &mut out, settings).unwrap();
+        assert!(r.pair_splits > 0, "{r:?}");
+        assert_eq!(metrics::disconnected_parts(&grid, &out, 3), 0, "{out:?}");
+        assert!(metrics::edge_cut(&grid, &out) < metrics::edge_cut(&grid, &start));
     }
 
     #[test]

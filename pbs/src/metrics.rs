@@ -358,6 +358,29 @@ pub fn match_labels(previous: &[u32], next: &[u32], parts: usize) -> crate::Resu
     Ok(next.iter().map(|&p| label[p as usize]).collect())
 }
 
+/// Old ids for new parts `0..parts`, by part, greedily: the pairs of `overlaps` (`((new, old),
+/// boxes in both)`, each pair once, `old < parts`) with the most boxes first (ties: the lowest
+/// new part, then the lowest old id), each new part and old id once; new parts left over take
+/// the ids left over, in order. Sorts `overlaps` in that order. A permutation of `0..parts`.
+pub(crate) fn largest_overlaps_first(overlaps: &mut [((u32, u32), usize)], parts: usize) -> Vec<u32> {
+    overlaps.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut label = vec![u32::MAX; parts];
+    let mut taken = vec![false; parts];
+    for &((new, old), _) in overlaps.iter() {
+        if label[new as usize] == u32::MAX && !taken[old as usize] {
+            label[new as usize] = old;
+            taken[old as usize] = true;
+        }
+    }
+    let mut free = (0..parts as u32).filter(|&id| !taken[id as usize]);
+    for l in &mut label {
+        if *l == u32::MAX {
+            *l = free.next().expect("as many free ids as unlabelled parts");
+        }
+    }
+    label
+}
+
 /// The id [`match_labels`] gives each part of `next`, by part: a permutation of `0..parts`.
 pub(crate) fn matched_ids(previous: &[u32], next: &[u32], parts: usize) -> crate::Result<Vec<u32>> {
     let bad = |name, value: String, reason| Err(crate::Error::Parameter { name, value, reason });
@@ -375,26 +398,12 @@ pub(crate) fn matched_ids(previous: &[u32], next: &[u32], parts: usize) -> crate
     }
     let kept = |new: usize, old: u32| overlap.get(&(new as u32, old)).copied().unwrap_or(0);
     let mut pairs: Vec<((u32, u32), usize)> = overlap.iter().map(|(&k, &v)| (k, v)).collect();
-    pairs.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut label = largest_overlaps_first(&mut pairs, parts);
     // Per new part the old ids it overlaps, per old id the new parts overlapping it.
     let (mut olds, mut news) = (vec![Vec::new(); parts], vec![Vec::new(); parts]);
     for &((new, old), _) in &pairs {
         olds[new as usize].push(old);
         news[old as usize].push(new as usize);
-    }
-    let mut label = vec![u32::MAX; parts];
-    let mut taken = vec![false; parts];
-    for &((new, old), _) in &pairs {
-        if label[new as usize] == u32::MAX && !taken[old as usize] {
-            label[new as usize] = old;
-            taken[old as usize] = true;
-        }
-    }
-    let mut free = (0..parts as u32).filter(|&id| !taken[id as usize]);
-    for l in &mut label {
-        if *l == u32::MAX {
-            *l = free.next().expect("as many free ids as unlabelled parts");
-        }
     }
     let mut holder = vec![0usize; parts]; // the new part that has each id
     for (new, &old) in label.iter().enumerate() {

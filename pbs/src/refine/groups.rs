@@ -33,6 +33,7 @@ use std::collections::BTreeMap;
 use super::pairs::{union, Bounds, Marks, PAIR_SLACK};
 use super::State;
 use crate::bisection::SubsetRcb;
+use crate::metrics::largest_overlaps_first;
 
 /// Steps of face neighbourhood a group reaches from its part: with 2, pbs's cut was within 1.05
 /// × the best balanced peer's in 38 of the 42 cases of `pbs-bench peers --sequence 0` that
@@ -200,21 +201,14 @@ impl State<'_, '_> {
         self.gather_union(bb, scratch);
         scratch.rcb.split(self.loads, &scratch.union, n, &mut scratch.labels);
         let union = &scratch.union;
-        // New parts to old ids by the largest overlaps first (ties: lowest label, then slot).
+        // New parts to old ids (slots) by the largest overlaps first.
         let mut overlap = vec![0usize; n * n];
         for (b, &l) in union.iter().zip(&scratch.labels) {
             overlap[l as usize * n + scratch.slot[self.owners[b[3] as usize] as usize]] += 1;
         }
-        let mut order: Vec<usize> = (0..n * n).collect();
-        order.sort_by_key(|&x| std::cmp::Reverse(overlap[x]));
-        let (mut to, mut used) = (vec![usize::MAX; n], vec![false; n]);
-        for x in order {
-            let (l, s) = (x / n, x % n);
-            if to[l] == usize::MAX && !used[s] {
-                to[l] = s;
-                used[s] = true;
-            }
-        }
+        let mut pairs: Vec<((u32, u32), usize)> =
+            (0..n * n).filter(|&x| overlap[x] > 0).map(|x| (((x / n) as u32, (x % n) as u32), overlap[x])).collect();
+        let to: Vec<usize> = largest_overlaps_first(&mut pairs, n).into_iter().map(|s| s as usize).collect();
         // The union part by part (in the group's order), each part's boxes in the grid's
         // order: the charges are summed and the boxes moved in that order.
         let mut start = vec![0usize; n + 1];

@@ -224,12 +224,7 @@ impl State<'_, '_> {
                     self.gather(bb, p, q, &mut boxes);
                 }
                 for s in splits {
-                    // The pair's boxes in the scan order of the split's axis (`Self::scan`):
-                    // sorted by counting rather than scanned, whose walk across rows missed the
-                    // cache at every box where the axis is x.
-                    let keys = [s.axis, (s.axis + 1) % 3, (s.axis + 2) % 3];
-                    let extent = (bb.0.map(|c| c as u32), bb.1.map(|c| c as u32));
-                    sort_by_coordinates(&mut boxes, keys, s.descending, extent, &mut sorted);
+                    in_scan_order(&mut boxes, bb, s.axis, s.descending, &mut sorted);
                     let (before, after) = boxes.split_at(s.k);
                     if !(self.one_piece(before, s.axis, &mut marks) && self.one_piece(after, s.axis, &mut marks)) {
                         continue;
@@ -543,6 +538,15 @@ impl State<'_, '_> {
     }
 }
 
+/// Puts `boxes` (`[x, y, z, index]`, within `bb`, as [`State::gather`] lists them) in the
+/// order [`State::scan`] visits them along `axis`: sorted by counting rather than scanned,
+/// whose walk across rows missed the cache at every box where the axis is x.
+fn in_scan_order(boxes: &mut [[u32; 4]], bb: Bounds, axis: usize, descending: bool, scratch: &mut Vec<[u32; 4]>) {
+    let keys = [axis, (axis + 1) % 3, (axis + 2) % 3];
+    let extent = (bb.0.map(|c| c as u32), bb.1.map(|c| c as u32));
+    sort_by_coordinates(boxes, keys, descending, extent, scratch);
+}
+
 /// A profile's bounds.
 fn bounds(profile: &Profile) -> Bounds {
     (profile.lo, [0, 1, 2].map(|d| (profile.lo[d] + profile.load[d].len()).saturating_sub(1)))
@@ -578,8 +582,10 @@ pub(super) fn neighbours(grid: &crate::grid::Grid, k: usize, x: [usize; 3], mut 
 
 #[cfg(test)]
 mod tests {
-    use crate::refine::{refine, RefineSettings};
+    use super::{in_scan_order, Bounds};
+    use crate::refine::{refine, RefineSettings, State};
     use crate::{metrics, Grid, Problem};
+    use proptest::prelude::*;
 
     /// Owners from rows of digits, row `j = 0` first.
     fn owners(rows: &[&str]) -> Vec<u32> {
@@ -655,5 +661,40 @@ mod tests {
         assert!(r.pair_splits > 0);
         assert_eq!((metrics::edge_cut(&grid, &start), metrics::edge_cut(&grid, &out)), (18, 8));
         assert_eq!(metrics::disconnected_parts(&grid, &out, 3), 0);
+    }
+
+    proptest! {
+        /// A pair's boxes gathered in the grid's order and sorted by counting come in the order
+        /// the scan of the split's axis visits them, the order the splits are counted in.
+        #[test]
+        fn gathered_boxes_sort_into_the_scan_order(
+            dims in (1usize..9, 1usize..9, 1usize..4),
+            seed in 0usize..1000,
+            corner in (0usize..8, 0usize..8, 0usize..3),
+        ) {
+            let grid = Grid::new_3d(dims.0, dims.1, dims.2).unwrap();
+            prop_assume!(grid.len() >= 3);
+            let mut owners: Vec<u32> = (0..grid.len()).map(|k| ((k * 7 + seed) % 3) as u32).collect();
+            let loads = vec![1.0; grid.len()];
+            let problem = Problem::new(grid, &loads, 3).unwrap();
+            let state = State::new(&problem, &mut owners);
+            let lo = [corner.0 % dims.0, corner.1 % dims.1, corner.2 % dims.2];
+            let bb: Bounds = (lo, [dims.0 - 1, dims.1 - 1, dims.2 - 1]);
+            let (mut boxes, mut sorted) = (Vec::new(), Vec::new());
+            state.gather(bb, 0, 1, &mut boxes);
+            for axis in 0..3 {
+                for descending in [false, true] {
+                    let mut scanned = Vec::new();
+                    state.scan(bb, axis, descending, |k, _| {
+                        if state.owners[k] < 2 {
+                            scanned.push(k as u32);
+                        }
+                    });
+                    in_scan_order(&mut boxes, bb, axis, descending, &mut sorted);
+                    let order: Vec<u32> = boxes.iter().map(|b| b[3]).collect();
+                    prop_assert_eq!(order, scanned, "axis {} descending {}", axis, descending);
+                }
+            }
+        }
     }
 }

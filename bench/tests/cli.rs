@@ -616,6 +616,9 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         }
         assert!((0.0..=1.0).contains(&r["affinity"].as_f64().unwrap()), "{r}");
         assert_eq!(r["scenario"], "gravity");
+        // pbs's row says how its balancer's real time compares with the model's price.
+        let ratio = &r["balancer_real_over_law"];
+        assert_eq!(r["scheduler"] == "pbs", ratio.as_f64().is_some_and(|x| x > 0.0), "{r}");
         idle_shares_add_up(r);
     }
     let dir = temp_dir("model");

@@ -211,6 +211,12 @@ enum Command {
         /// vector-rcb, which cuts 2D grids only)
         #[arg(long)]
         remappers: bool,
+        /// A balancer unit's cost, nanoseconds per box and `1 + log2 vCores` (default: the
+        /// fitted 7.19, from the first 16-core lease's rebalancings; each row's
+        /// `balancer_real_over_law` says how the code here compares): to see what a cheaper or
+        /// dearer balancer would project
+        #[arg(long, allow_negative_numbers = true)]
+        balancer_ns_per_box: Option<f64>,
         /// pbs's own serial work in a phase, microseconds per thread (default: the fitted 0.9,
         /// measured on the fifth 16-core lease before the executor's pass after a phase
         /// shrank; docs/model.md): to see what a cheaper or dearer executor would project
@@ -605,6 +611,7 @@ fn run(cli: Cli) -> Result<(), String> {
             record_iters,
             rebalancing,
             remappers,
+            balancer_ns_per_box,
             executor_us_per_thread,
             iteration_us_per_thread,
             calibration,
@@ -656,6 +663,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 record_iters,
                 rebalancing,
                 remappers,
+                balancer_box: balancer_ns_per_box.map(|ns| ns * 1e-9),
                 executor_thread: executor_us_per_thread.map(|us| us * 1e-6),
                 iteration_thread: iteration_us_per_thread.map(|us| us * 1e-6),
             };
@@ -674,6 +682,21 @@ fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {
                 print!("{}", model::table(&rows).text());
+                let ratios: Vec<String> = rows
+                    .iter()
+                    .filter_map(|r| {
+                        let m = &r.modelled;
+                        let nodes = if m.numa_nodes == 1 { "node" } else { "nodes" };
+                        r.balancer_real_over_law
+                            .map(|x| format!("{} threads on {} {nodes} {x:.2}", m.threads, m.numa_nodes))
+                    })
+                    .collect();
+                if !ratios.is_empty() {
+                    println!(
+                        "pbs's balancer while planning, its real time a unit here over the model's price: {}",
+                        ratios.join(", ")
+                    );
+                }
             }
         }
         Command::Report { out, threads, runs } => {

@@ -53,6 +53,9 @@ pub struct ModelSettings {
     pub rebalancing: Rebalancing,
     /// Also replay the remappers ([`replay::REMAPPERS`]).
     pub remappers: bool,
+    /// A balancer unit's cost per box and `1 + log2 vCores`, recorded seconds, instead of the
+    /// fitted [`Machine::balancer_box`].
+    pub balancer_box: Option<f64>,
     /// pbs's own serial work per phase and thread, seconds, instead of the fitted
     /// [`Machine::executor_thread`].
     pub executor_thread: Option<f64>,
@@ -77,6 +80,11 @@ pub struct ModelRow {
     /// The replay's figures.
     #[serde(flatten)]
     pub modelled: replay::Modelled,
+    /// pbs's row: the real time of a balancer unit while its mappings were planned, on this
+    /// machine, over what the model charges for one ([`replay::PbsPlan::real_over_law`]):
+    /// below 1 the model's balancer is dearer than the code's. `None` on the other rows, and
+    /// where the model's units are free.
+    pub balancer_real_over_law: Option<f64>,
 }
 
 /// What the settings leave out or change, one sentence each, for the user to read beside the
@@ -126,6 +134,10 @@ pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
     if s.iters > MAX_ITERS {
         return Err(format!("--iters {}: the model replays at most {MAX_ITERS} iterations", s.iters));
     }
+    // A millisecond a box and unit is far past any balancer (nanoseconds are measured).
+    if let Some(x) = s.balancer_box.filter(|x| !(x.is_finite() && (0.0..=1e-3).contains(x))) {
+        return Err(format!("--balancer-ns-per-box {:?}: expected a time from 0 to 1,000,000 ns", x * 1e9));
+    }
     for (flag, x) in
         [("--executor-us-per-thread", s.executor_thread), ("--iteration-us-per-thread", s.iteration_thread)]
     {
@@ -167,6 +179,9 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
             return Err(format!("{threads} threads for a trace of {} boxes", trace.boxes()));
         }
         let mut machine = fitted_machine(&trace.header.app);
+        if let Some(x) = s.balancer_box {
+            machine.balancer_box = x;
+        }
         if let Some(x) = s.executor_thread {
             machine.executor_thread = x;
         }
@@ -180,6 +195,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
             }
             progress(format!("pbs's mappings for {threads} threads on {nodes} NUMA nodes"));
             let plan = plan_pbs(trace, threads, nodes, iterations, &machine, s.rebalancing)?;
+            let real_over_law = plan.real_over_law(machine.balancer_box, trace.boxes(), threads.min(trace.boxes()));
             // On a 3D trace the remappers that cut 2D grids only are left out, as `run` leaves
             // them out of `all`.
             let flat_only = |r: &&&str| trace.header.nz == 1 || !EXECUTORS_2D_ONLY.contains(*r);
@@ -202,6 +218,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
                     nx: trace.header.nx,
                     ny: trace.header.ny,
                     nz: trace.header.nz,
+                    balancer_real_over_law: real_over_law.filter(|_| scheduler == "pbs"),
                     modelled,
                 });
             }
@@ -419,6 +436,7 @@ mod tests {
             record_iters: 2,
             rebalancing: Rebalancing::IdleTimeOrThread,
             remappers: false,
+            balancer_box: None,
             executor_thread: None,
             iteration_thread: None,
         }
@@ -468,6 +486,45 @@ mod tests {
         assert!(between_free.iter_ms < fitted.iter_ms, "{} ms, fitted {} ms", between_free.iter_ms, fitted.iter_ms);
         s.iteration_thread = Some(-1e-6);
         assert!(check(&s).unwrap_err().contains("--iteration-us-per-thread"));
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// `--balancer-ns-per-box` prices pbs's balancer units (a free one costs the critical path
+    /// nothing), pbs's row says how the code's units compare with the price, the other rows
+    /// say nothing, and a negative or unknown price is refused.
+    #[test]
+    fn the_balancer_cost_per_box_is_the_settings_when_given() {
+        let path = std::env::temp_dir().join(format!("pbs-model-balancer-{}.trace", std::process::id()));
+        Trace::record("md", "gravity", 16, 16, 2, 1).unwrap().write(&path).unwrap();
+        let mut s = ModelSettings {
+            iters: 6,
+            trace: Some(path.clone()),
+            rebalancing: Rebalancing::Stop,
+            ..settings(&[16], &[1])
+        };
+        let rows = project(&s, |_| {}).unwrap();
+        for r in &rows {
+            let ratio = r.balancer_real_over_law;
+            match r.modelled.scheduler.as_str() {
+                "pbs" => assert!(ratio.is_some_and(|x| x.is_finite() && x > 0.0), "{ratio:?}"),
+                _ => assert_eq!(ratio, None, "{}", r.modelled.scheduler),
+            }
+        }
+        let pbs = |s: &ModelSettings| {
+            let rows = project(s, |_| {}).unwrap();
+            rows.into_iter().find(|r| r.modelled.scheduler == "pbs").unwrap()
+        };
+        let fitted = pbs(&s);
+        s.balancer_box = Some(0.0);
+        let free = pbs(&s);
+        let critical = |r: &ModelRow| r.modelled.rebalance_critical_fraction;
+        assert!(critical(&fitted) > 0.0, "the first balancing stops the iteration: {}", critical(&fitted));
+        assert!(critical(&free) < critical(&fitted), "{} free, {} fitted", critical(&free), critical(&fitted));
+        assert_eq!(free.balancer_real_over_law, None, "no ratio to a free unit");
+        for bad in [-1e-9, f64::NAN, 1.0] {
+            s.balancer_box = Some(bad);
+            assert!(check(&s).unwrap_err().contains("--balancer-ns-per-box"));
+        }
         let _ = std::fs::remove_file(path);
     }
 }

@@ -156,6 +156,21 @@ pub fn unit_cost(balancer_box: f64, boxes: usize, vcores: usize) -> f64 {
 pub struct PbsPlan {
     initial: Vec<u32>,
     events: Vec<Event>,
+    /// The balancer's units in the plan (the first balancing's included, as costed there)
+    /// and their real time on this machine, seconds (none for a remapper's plan).
+    balancer_units: usize,
+    balancer_seconds: f64,
+}
+
+impl PbsPlan {
+    /// The real time of a balancer unit while planning, over what the cost law ([`unit_cost`]
+    /// with `balancer_box`) charges for one on `boxes` boxes and `vcores` vCores: a check of
+    /// the law against the balancer as it is. `None` for a plan without balancer units, or
+    /// where a unit is free.
+    pub fn real_over_law(&self, balancer_box: f64, boxes: usize, vcores: usize) -> Option<f64> {
+        let price = unit_cost(balancer_box, boxes, vcores);
+        (self.balancer_units > 0 && price > 0.0).then(|| self.balancer_seconds / self.balancer_units as f64 / price)
+    }
 }
 
 /// pbs's mappings for `threads` threads over `iterations` iterations of `trace`, a balancer
@@ -205,7 +220,9 @@ pub fn plan_pbs(
     let cost_of = |units: usize| unit * units as f64 / if lent { threads as f64 } else { 1.0 } + serial;
     // The executor's own settings, so that the plan cannot drift from them.
     let PbsOptions { tol, trigger, steps_per_rebalance: steps, .. } = PbsOptions::default();
+    let timed = std::time::Instant::now();
     let first = balance(balancer.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol }, |_| {});
+    let (mut balancer_seconds, mut units_run) = (timed.elapsed().as_secs_f64(), first.steps + 2);
     let first_cost = unit * (first.steps + 2) as f64;
     let policy = RebalancePolicy::new(Box::new(Boulmier::new(first_cost)), tol, trigger, first_cost);
     let mut policy = if rebalancing == Rebalancing::StopSerial { policy.without_waiting() } else { policy };
@@ -235,18 +252,21 @@ pub fn plan_pbs(
         let due = policy.decide(observed, standing);
         let Some(problem) = problem.filter(|_| due) else { continue };
         let stop = StopRule { max_steps: steps, tol };
+        let timed = std::time::Instant::now();
         let (mut run, _) = Run::start_rebalancing(balancer.as_mut(), &problem, &mut vcores, stop);
         if !(restart_lands && run.restarted()) {
             while run.step(balancer.as_mut(), &problem, &mut vcores).is_some() {}
         }
         let out = run.finish(balancer.as_mut(), &problem, &mut vcores);
+        balancer_seconds += timed.elapsed().as_secs_f64();
         let units = balancer_units(&out);
+        units_run += units;
         let reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
         let moved = vcores.owners() != &owners[..];
         policy.took_on(reached, moved, observed.correcting, cost_of(units), samples);
         events.push(Event { at: i, owners: vcores.owners().to_vec(), units, cost: None });
     }
-    Ok(PbsPlan { initial, events })
+    Ok(PbsPlan { initial, events, balancer_units: units_run, balancer_seconds })
 }
 
 /// A remapper's decisions over a replay, as the `Remapping` executor takes them, by its rules
@@ -333,7 +353,7 @@ pub fn plan_remap(
         }
         events.push(Event { at: i, owners: owners.clone(), units: 0, cost: Some(cost) });
     }
-    Ok(PbsPlan { initial, events })
+    Ok(PbsPlan { initial, events, balancer_units: 0, balancer_seconds: 0.0 })
 }
 
 /// Who runs what in one phase.
@@ -1122,7 +1142,7 @@ mod tests {
             costs: vec![vec![short.clone(), vec![per_thread * threads as f64 / (nx * ny) as f64; nx * ny]]; 4],
         };
         let quadrants = (0..nx * ny).map(|k| ((k % nx >= nx / 2) as u32) + 2 * ((k / nx >= ny / 2) as u32)).collect();
-        let plan = PbsPlan { initial: quadrants, events: Vec::new() };
+        let plan = PbsPlan { initial: quadrants, events: Vec::new(), balancer_units: 0, balancer_seconds: 0.0 };
         let machine = Machine::fitted(1.0);
         let short_phase = |per_thread: f64| {
             replay(&trace(per_thread), "pbs", threads, 1, &machine, Some(&plan), Rebalancing::Stop, 20)

@@ -212,7 +212,7 @@ enum Command {
         #[arg(long)]
         remappers: bool,
         /// A balancer unit's cost, nanoseconds per box and `1 + log2 vCores` (default: the
-        /// fitted 7.19, from the first 16-core lease's rebalancings; each row's
+        /// fitted 7.19, from the 16-core rebalancings the model was fitted to; each row's
         /// `balancer_real_over_law` says how the code here compares): to see what a cheaper or
         /// dearer balancer would project
         #[arg(long, allow_negative_numbers = true)]

@@ -210,7 +210,9 @@ impl State<'_, '_> {
             (0..n * n).filter(|&x| overlap[x] > 0).map(|x| (((x / n) as u32, (x % n) as u32), overlap[x])).collect();
         let to: Vec<usize> = largest_overlaps_first(&mut pairs, n).into_iter().map(|s| s as usize).collect();
         // The union part by part (in the group's order), each part's boxes in the grid's
-        // order: the charges are summed and the boxes moved in that order.
+        // order: the charges are summed and the boxes moved in that order, the pass's order
+        // before it gathered the union by rows (summed by rows, a charge at the bound rounded
+        // otherwise and `sparse` at 256 parts ended 3 faces longer).
         let mut start = vec![0usize; n + 1];
         for b in union {
             start[scratch.slot[self.owners[b[3] as usize] as usize] + 1] += 1;

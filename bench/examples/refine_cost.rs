@@ -1,10 +1,12 @@
-//! The refinement's cost on a large map, pass by pass:
+//! A cold start's cost, step by step, and the refinement's pass by pass:
 //! `cargo run --release -p pbs-bench --example refine_cost -- SIDE VCORES [REPEATS]` balances
 //! the power cells of a SIDE×SIDE Perlin map (seed 1, as `pbs-bench peers --perlin` draws it)
 //! from a k-way RCB's centroids, as `pbs`'s cold start does, then refines their owners
-//! ([`pbs::refine`]) REPEATS times (5 by default) with the passes added one at a time, in
-//! turn, and prints each setting's median time, cut and largest charge. A pass's cost is the
-//! difference between two rows: later passes see what the earlier ones left.
+//! ([`pbs::refine`]) with the passes added one at a time; each REPEATS times (5 by default), in
+//! turn, and prints the medians: the RCB alone, the start (RCB and centroids), the cells, and
+//! each refinement setting with its cut and largest charge. A pass's cost is the difference
+//! between two rows: later passes see what the earlier ones left.
+use pbs::bisection::kway_rcb;
 use pbs::loadmap::PerlinMap;
 use pbs::refine::{refine, RefineSettings};
 use pbs::{balance, methods, metrics, Grid, Problem, StopRule, VCores};
@@ -13,7 +15,7 @@ use std::time::Instant;
 fn main() {
     pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("refine_cost SIDE VCORES [REPEATS]", &[None, None, Some(5)]);
-    let (side, vcores, repeats) = (counts[0], counts[1], counts[2].max(1));
+    let (side, vcores, repeats) = (counts[0], counts[1], counts[2]);
     let fail = |e: &dyn std::fmt::Display| -> ! {
         eprintln!("refine_cost: {e}");
         std::process::exit(2);
@@ -21,10 +23,6 @@ fn main() {
     let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
     let loads = PerlinMap::with_seed(1).loads(&grid);
     let problem = Problem::new(grid, &loads, vcores).unwrap_or_else(|e| fail(&e));
-    let mut cells = VCores::from_bisection(&problem);
-    let mut method = methods::by_name(methods::DEFAULT).unwrap_or_else(|e| fail(&e));
-    balance(method.as_mut(), &problem, &mut cells, StopRule::before_refinement(&problem), |_| {});
-    let cells = cells.owners().to_vec();
     let none = RefineSettings { group_sweeps: 0, pair_sweeps: 0, border_sweeps: 0, ..RefineSettings::default() };
     let settings = [
         ("mend and balance", none),
@@ -32,33 +30,56 @@ fn main() {
         ("+ pairs", RefineSettings { group_sweeps: 0, ..RefineSettings::default() }),
         ("+ groups (default)", RefineSettings::default()),
     ];
-    let mut times = vec![Vec::new(); settings.len()];
-    let mut last = vec![(0, 0.0); settings.len()];
+    let mut rows: Vec<Row> = ["k-way RCB", "start (RCB, centroids)", "power cells"]
+        .into_iter()
+        .chain(settings.iter().map(|s| s.0))
+        .map(|name| Row { name, times: Vec::new(), left: None })
+        .collect();
+    let quality = |owners: &[u32]| {
+        let largest = metrics::max_avg(&metrics::charges(owners, &loads, vcores)) / problem.lower_bound();
+        Some((metrics::edge_cut(&grid, owners), largest))
+    };
+    let mut timed = |row: usize, run: &mut dyn FnMut() -> Vec<u32>| {
+        let t = Instant::now();
+        let owners = run();
+        rows[row].times.push(t.elapsed().as_secs_f64() * 1e3);
+        rows[row].left = quality(&owners);
+        owners
+    };
     for _ in 0..repeats {
+        timed(0, &mut || kway_rcb(&grid, &loads, vcores).unwrap_or_else(|e| fail(&e)));
+        let mut start = None;
+        timed(1, &mut || {
+            let v = VCores::from_bisection(&problem);
+            let owners = v.owners().to_vec();
+            start = Some(v);
+            owners
+        });
+        let mut vcores_now = start.expect("the start ran");
+        let cells = timed(2, &mut || {
+            let mut method = methods::by_name(methods::DEFAULT).unwrap_or_else(|e| fail(&e));
+            balance(method.as_mut(), &problem, &mut vcores_now, StopRule::before_refinement(&problem), |_| {});
+            vcores_now.owners().to_vec()
+        });
         for (i, (_, s)) in settings.iter().enumerate() {
-            let mut owners = cells.clone();
-            let t = Instant::now();
-            refine(&problem, &mut owners, *s).unwrap_or_else(|e| fail(&e));
-            times[i].push(t.elapsed().as_secs_f64() * 1e3);
-            let bound = problem.lower_bound();
-            last[i] = (
-                metrics::edge_cut(&grid, &owners),
-                metrics::max_avg(&metrics::charges(&owners, &loads, vcores)) / bound,
-            );
+            timed(3 + i, &mut || {
+                let mut owners = cells.clone();
+                refine(&problem, &mut owners, *s).unwrap_or_else(|e| fail(&e));
+                owners
+            });
         }
     }
-    println!(
-        "{side}x{side} boxes, {vcores} parts: the cells' cut {}, largest charge {:.4} × the bound; {repeats} runs each, in turn",
-        metrics::edge_cut(&grid, &cells),
-        metrics::max_avg(&metrics::charges(&cells, &loads, vcores)) / problem.lower_bound()
-    );
-    for (i, (name, _)) in settings.iter().enumerate() {
-        times[i].sort_by(f64::total_cmp);
-        println!(
-            "{name:<20} {:>9.2} ms   cut {:>7}   largest {:.4} × the bound",
-            times[i][repeats / 2],
-            last[i].0,
-            last[i].1
-        );
+    println!("{side}x{side} boxes, {vcores} parts; {repeats} runs each, in turn, medians");
+    for Row { name, times, left } in &mut rows {
+        times.sort_by(f64::total_cmp);
+        let (cut, largest) = left.expect("every row ran");
+        println!("{name:<24} {:>9.3} ms   cut {cut:>7}   largest {largest:.4} × the bound", times[repeats / 2]);
     }
+}
+
+/// One row of the table: its times, and the cut and largest charge over the bound it leaves.
+struct Row {
+    name: &'static str,
+    times: Vec<f64>,
+    left: Option<(usize, f64)>,
 }

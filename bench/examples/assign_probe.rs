@@ -8,8 +8,7 @@ fn main() {
     let counts = pbs_bench::example_counts("assign_probe SIDE VCORES [TIMINGS]", &[None, None, Some(400)]);
     let (side, vcores, timings) = (counts[0], counts[1], counts[2]);
     if let Err(e) = pbs::Grid::new(side, side) {
-        eprintln!("assign_probe: {e}");
-        std::process::exit(2);
+        pbs_bench::example_failed("assign_probe", &e);
     }
     if vcores > side.saturating_mul(side) {
         eprintln!("assign_probe: {vcores} vCores for {side}x{side} boxes: at most one per box");

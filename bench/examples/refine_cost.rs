@@ -3,7 +3,8 @@
 //! the power cells of a SIDE×SIDE Perlin map (seed 1, as `pbs-bench peers --perlin` draws it)
 //! from a k-way RCB's centroids, as `pbs`'s cold start does, then refines their owners
 //! ([`pbs::refine`]) with the passes added one at a time; each REPEATS times (5 by default), in
-//! turn, and prints the medians: the RCB alone, the start (RCB and centroids), the cells, and
+//! turn, and prints the medians: the RCB alone, the start (the RCB, its centroids and their
+//! cells' owners, `VCores::from_bisection`), the balanced cells, and
 //! each refinement setting with its cut and largest charge. A pass's cost is the difference
 //! between two rows: later passes see what the earlier ones left.
 use pbs::bisection::kway_rcb;
@@ -16,10 +17,7 @@ fn main() {
     pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("refine_cost SIDE VCORES [REPEATS]", &[None, None, Some(5)]);
     let (side, vcores, repeats) = (counts[0], counts[1], counts[2]);
-    let fail = |e: &dyn std::fmt::Display| -> ! {
-        eprintln!("refine_cost: {e}");
-        std::process::exit(2);
-    };
+    let fail = |e: &dyn std::fmt::Display| -> ! { pbs_bench::example_failed("refine_cost", e) };
     let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
     let loads = PerlinMap::with_seed(1).loads(&grid);
     let problem = Problem::new(grid, &loads, vcores).unwrap_or_else(|e| fail(&e));
@@ -30,7 +28,7 @@ fn main() {
         ("+ pairs", RefineSettings { group_sweeps: 0, ..RefineSettings::default() }),
         ("+ groups (default)", RefineSettings::default()),
     ];
-    let mut rows: Vec<Row> = ["k-way RCB", "start (RCB, centroids)", "power cells"]
+    let mut rows: Vec<Row> = ["k-way RCB", "start (RCB, centroids, cells)", "power cells"]
         .into_iter()
         .chain(settings.iter().map(|s| s.0))
         .map(|name| Row { name, times: Vec::new(), left: None })
@@ -73,7 +71,7 @@ fn main() {
     for Row { name, times, left } in &mut rows {
         times.sort_by(f64::total_cmp);
         let (cut, largest) = left.expect("every row ran");
-        println!("{name:<24} {:>9.3} ms   cut {cut:>7}   largest {largest:.4} × the bound", times[repeats / 2]);
+        println!("{name:<30} {:>9.3} ms   cut {cut:>7}   largest {largest:.4} × the bound", times[repeats / 2]);
     }
 }
 

@@ -31,10 +31,7 @@ fn main() {
     pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("vector_cells [SIDE] [PARTS] [ROUNDS]", &[Some(64), Some(16), Some(60)]);
     let (side, parts, rounds) = (counts[0], counts[1], counts[2]);
-    let fail = |e: &dyn std::fmt::Display| -> ! {
-        eprintln!("vector_cells: {e}");
-        std::process::exit(2);
-    };
+    let fail = |e: &dyn std::fmt::Display| -> ! { pbs_bench::example_failed("vector_cells", e) };
     let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
     println!("scenario     mapping    total  rebin  forces  Σmax/Σmean  edge cut");
     for scenario in ["gravity", "contraction"] {

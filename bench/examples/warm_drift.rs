@@ -12,10 +12,7 @@ fn main() {
     pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("warm_drift SIDE VCORES [STEPS]", &[None, None, Some(60)]);
     let (side, vcores, steps) = (counts[0], counts[1], counts[2]);
-    let fail = |e: &dyn std::fmt::Display| -> ! {
-        eprintln!("warm_drift: {e}");
-        std::process::exit(2);
-    };
+    let fail = |e: &dyn std::fmt::Display| -> ! { pbs_bench::example_failed("warm_drift", e) };
     let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
     let mut map = PerlinMap::with_seed(7);
     let mut pbs = Pbs::default();

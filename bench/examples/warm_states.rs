@@ -56,10 +56,7 @@ fn main() {
     pbs_bench::end_quietly_on_closed_pipe();
     let counts = pbs_bench::example_counts("warm_states [SLOW_MS] [OTHER] [FIRST_SEED]", &[Some(30), Some(1), Some(1)]);
     let (slow_ms, first_seed) = (counts[0] as f64, counts[2] as u32);
-    let fail = |e: &dyn std::fmt::Display| -> ! {
-        eprintln!("warm_states: {e}");
-        std::process::exit(2);
-    };
+    let fail = |e: &dyn std::fmt::Display| -> ! { pbs_bench::example_failed("warm_states", e) };
     let (other_name, other) = match counts[1] {
         1 => ("later_step 1", PowerCellsSettings { later_step: 1.0, ..Default::default() }),
         2 => ("flip_steps 0", PowerCellsSettings { flip_steps: 0, ..Default::default() }),

@@ -93,6 +93,13 @@ pub fn end_quietly_on_closed_pipe() {
     }
 }
 
+/// Ends an example that cannot go on: `name: e` on stderr and exit status 2, as a bad usage
+/// does in [`example_counts`].
+pub fn example_failed(name: &str, e: &dyn std::fmt::Display) -> ! {
+    eprintln!("{name}: {e}");
+    std::process::exit(2);
+}
+
 /// Positive integers from the command line, for the examples: one per entry of `defaults`
 /// (`None`: required). Anything else prints `usage` and exits with status 2.
 pub fn example_counts(usage: &str, defaults: &[Option<usize>]) -> Vec<usize> {

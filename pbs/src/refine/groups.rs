@@ -145,26 +145,6 @@ impl State<'_, '_> {
         order
     }
 
-    /// Bounds holding each part's boxes (an empty part's are left inverted).
-    fn part_bounds(&self) -> Vec<Bounds> {
-        let mut bounds = vec![([usize::MAX; 3], [0; 3]); self.count.len()];
-        let [nx, ny, nz] = self.grid.dims();
-        let mut k = 0;
-        for l in 0..nz {
-            for j in 0..ny {
-                for i in 0..nx {
-                    let (lo, hi) = &mut bounds[self.owners[k] as usize];
-                    for (d, c) in [i, j, l].into_iter().enumerate() {
-                        lo[d] = lo[d].min(c);
-                        hi[d] = hi[d].max(c);
-                    }
-                    k += 1;
-                }
-            }
-        }
-        bounds
-    }
-
     /// Part `p` and the parts within [`RING`] face steps of it, in order of their ids.
     fn group(&mut self, p: usize) -> Vec<usize> {
         let mut group = vec![p];
@@ -198,7 +178,8 @@ impl State<'_, '_> {
         for (i, &g) in group.iter().enumerate() {
             scratch.slot[g] = i;
         }
-        self.gather_union(bb, scratch);
+        let slot = &scratch.slot;
+        self.gather(bb, |o| slot[o] != usize::MAX, &mut scratch.union);
         scratch.rcb.split(self.loads, &scratch.union, n, &mut scratch.labels);
         let union = &scratch.union;
         // New parts to old ids (slots) by the largest overlaps first.
@@ -279,23 +260,6 @@ impl State<'_, '_> {
             }
         }
         Some(moves)
-    }
-
-    /// Puts the boxes of the group's parts (those with a slot) within `bb` into
-    /// `scratch.union`, in the grid's order.
-    fn gather_union(&self, (lo, hi): Bounds, scratch: &mut Scratch) {
-        let [nx, ny, _] = self.grid.dims();
-        scratch.union.clear();
-        for l in lo[2]..=hi[2] {
-            for j in lo[1]..=hi[1] {
-                let row = (l * ny + j) * nx;
-                for i in lo[0]..=hi[0] {
-                    if scratch.slot[self.owners[row + i] as usize] != usize::MAX {
-                        scratch.union.push([i as u32, j as u32, l as u32, (row + i) as u32]);
-                    }
-                }
-            }
-        }
     }
 }
 

@@ -221,7 +221,7 @@ impl State<'_, '_> {
                 splits.sort_unstable();
                 let mut taken = None;
                 if !splits.is_empty() {
-                    self.gather(bb, p, q, &mut boxes);
+                    self.gather(bb, |o| o == p || o == q, &mut boxes);
                 }
                 for s in splits {
                     in_scan_order(&mut boxes, bb, s.axis, s.descending, &mut sorted);
@@ -301,30 +301,16 @@ impl State<'_, '_> {
 
     /// Each part's profile (an empty part's is empty).
     fn profiles(&self) -> Vec<Profile> {
-        let parts = self.charge.len();
-        let mut lo = vec![[usize::MAX; 3]; parts];
-        let mut hi = vec![[0usize; 3]; parts];
         let [nx, ny, nz] = self.grid.dims();
-        let mut k = 0;
-        for l in 0..nz {
-            for j in 0..ny {
-                for i in 0..nx {
-                    let p = self.owners[k] as usize;
-                    for (d, c) in [i, j, l].into_iter().enumerate() {
-                        lo[p][d] = lo[p][d].min(c);
-                        hi[p][d] = hi[p][d].max(c);
-                    }
-                    k += 1;
-                }
-            }
-        }
-        let mut out: Vec<Profile> = (0..parts)
-            .map(|p| {
-                if lo[p][0] > hi[p][0] {
+        let mut out: Vec<Profile> = self
+            .part_bounds()
+            .into_iter()
+            .map(|(lo, hi)| {
+                if lo[0] > hi[0] {
                     return Profile::default();
                 }
-                let n = [0, 1, 2].map(|d| hi[p][d] - lo[p][d] + 1);
-                Profile { lo: lo[p], load: n.map(|n| vec![0.0; n]), boxes: n.map(|n| vec![0; n]) }
+                let n = [0, 1, 2].map(|d| hi[d] - lo[d] + 1);
+                Profile { lo, load: n.map(|n| vec![0.0; n]), boxes: n.map(|n| vec![0; n]) }
             })
             .collect();
         let mut k = 0;
@@ -472,9 +458,29 @@ impl State<'_, '_> {
         }
     }
 
-    /// Puts the boxes of parts `p` and `q` within `bb` into `boxes`, as `[x, y, z, index]`, in
-    /// the grid's order.
-    fn gather(&self, bb: Bounds, p: usize, q: usize, boxes: &mut Vec<[u32; 4]>) {
+    /// Bounds holding each part's boxes (an empty part's are left inverted: `lo > hi`).
+    pub(super) fn part_bounds(&self) -> Vec<Bounds> {
+        let mut bounds = vec![([usize::MAX; 3], [0; 3]); self.charge.len()];
+        let [nx, ny, nz] = self.grid.dims();
+        let mut k = 0;
+        for l in 0..nz {
+            for j in 0..ny {
+                for i in 0..nx {
+                    let (lo, hi) = &mut bounds[self.owners[k] as usize];
+                    for (d, c) in [i, j, l].into_iter().enumerate() {
+                        lo[d] = lo[d].min(c);
+                        hi[d] = hi[d].max(c);
+                    }
+                    k += 1;
+                }
+            }
+        }
+        bounds
+    }
+
+    /// Puts the boxes within `bb` whose part `keep` takes into `boxes`, as `[x, y, z, index]`,
+    /// in the grid's order.
+    pub(super) fn gather(&self, bb: Bounds, keep: impl Fn(usize) -> bool, boxes: &mut Vec<[u32; 4]>) {
         let (lo, hi) = bb;
         let stride = self.strides();
         boxes.clear();
@@ -482,8 +488,7 @@ impl State<'_, '_> {
             for j in lo[1]..=hi[1] {
                 let row = l * stride[2] + j * stride[1];
                 for i in lo[0]..=hi[0] {
-                    let o = self.owners[row + i] as usize;
-                    if o == p || o == q {
+                    if keep(self.owners[row + i] as usize) {
                         boxes.push([i as u32, j as u32, l as u32, (row + i) as u32]);
                     }
                 }
@@ -681,7 +686,7 @@ mod tests {
             let lo = [corner.0 % dims.0, corner.1 % dims.1, corner.2 % dims.2];
             let bb: Bounds = (lo, [dims.0 - 1, dims.1 - 1, dims.2 - 1]);
             let (mut boxes, mut sorted) = (Vec::new(), Vec::new());
-            state.gather(bb, 0, 1, &mut boxes);
+            state.gather(bb, |o| o < 2, &mut boxes);
             for axis in 0..3 {
                 for descending in [false, true] {
                     let mut scanned = Vec::new();

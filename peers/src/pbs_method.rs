@@ -18,7 +18,7 @@ pub struct Pbs {
     /// A name from `pbs::methods::NAMES`.
     pub method: String,
     /// When a run stops; `None`: on a cold start [`StopRule::before_refinement`] (0.01 from 250
-    /// boxes per part, else 0.1), or [`StopRule::for_problem`] without the refinement (0.05
+    /// boxes that carry load per part, else 0.1), or [`StopRule::for_problem`] without the refinement (0.05
     /// below 250), [`StopRule::default`] on a warm one.
     pub stop: Option<StopRule>,
     /// Seed of the cold start's vCore positions.

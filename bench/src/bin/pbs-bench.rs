@@ -332,7 +332,8 @@ enum Command {
         repeats: usize,
         /// pbs's tolerance for its power cells: converged when max_avg ≤ (1 + tol) × lower bound
         /// (default on a cold start: 0.01 from 250 boxes per part, else 0.1 where the owners are
-        /// then refined and 0.05 where not (pbs-cells); warm starts 0.05)
+        /// then refined, counting only boxes that carry load, and 0.05 where not (pbs-cells);
+        /// warm starts 0.05)
         #[arg(long, allow_negative_numbers = true)]
         pbs_tol: Option<f64>,
         /// Print one JSON object {"partitions": [...], "sequences": [...]} instead of tables

@@ -11,9 +11,9 @@
 //! under the ceiling, and the shortest one is a minimum cut of the corridor's faces (unit
 //! capacities), found by Dinic's phases of augmenting paths ([`max_flow`]); once as many paths
 //! as the border has faces are found, no cut is shorter and the search stops. The source's side
-//! is the boxes it still reaches. Only pairs with a box of no load are tried: elsewhere the room under the
-//! ceiling is a few boxes deep and the flows found next to nothing that straight cuts had not
-//! (52 cases of `pbs-bench peers --sequence 0`, 2026-11-30).
+//! is the boxes it still reaches. Only pairs with a box of no load are tried: elsewhere the room
+//! under the ceiling is a few boxes deep and the flows found next to nothing that straight cuts
+//! had not (52 cases of `pbs-bench peers --sequence 0`, 2026-11-30).
 
 use super::pairs::{beside, neighbours, Marks, Pair};
 use super::State;
@@ -187,8 +187,8 @@ impl State<'_, '_> {
 /// of 2,048 boxes, where a breadth-first search per path (Edmonds and Karp) took most of the
 /// refinement's time. Any maximum flow leaves the same nodes reachable from the source (the
 /// smallest minimum cut), so the cut is the one a search per path finds. Returns, per node,
-/// whether the source still reaches it over faces with room, and the flow found (at `limit`, the
-/// first half is left empty).
+/// whether the source still reaches it over faces with room (empty once `limit` is reached: the
+/// caller wants no cut then), and the flow found.
 fn max_flow(across: &[[u32; 6]], limit: usize) -> (Vec<bool>, usize) {
     let n = across.len();
     // The faces through which the source feeds a node (one unit each).

@@ -93,14 +93,7 @@ pub fn all() -> Vec<Shape> {
         giants.loads[k] = background * 0.15 / 0.55;
     }
     v.push(giants);
-    let mut sparse = make("sparse", "1% of boxes loaded at random, the rest zero", 100, 100, |_, _| 0.0);
-    let mut rng = SplitMix64::new(5);
-    for q in &mut sparse.loads {
-        if rng.next_f64() < 0.01 {
-            *q = 0.5 + rng.next_f64();
-        }
-    }
-    v.push(sparse);
+    v.push(sparse("sparse", "1% of boxes loaded at random, the rest zero", 100, 0.01, 5));
     let g = Grid::new(90, 45).expect("non-empty");
     let map = PerlinMap { seed: 77, frequency: 7.0, octaves: 6, contrast: 4.0, ..Default::default() };
     v.push(Shape {
@@ -112,11 +105,44 @@ pub fn all() -> Vec<Shape> {
     v
 }
 
+/// A `side`² map whose boxes each carry a load in 0.5–1.5 with probability `fraction`, the
+/// others none.
+fn sparse(name: &'static str, description: &'static str, side: usize, fraction: f64, seed: u64) -> Shape {
+    let mut map = make(name, description, side, side, |_, _| 0.0);
+    let mut rng = SplitMix64::new(seed);
+    for q in &mut map.loads {
+        if rng.next_f64() < fraction {
+            *q = 0.5 + rng.next_f64();
+        }
+    }
+    map
+}
+
+/// Larger maps of sparse load, where a cold start's time is the refinement's and the cells'
+/// (docs/peers.md, "Boxes that carry load, and flows by phases"): `pbs-bench maps --large`
+/// writes them beside the others (2.7 MB).
+pub fn large() -> Vec<Shape> {
+    vec![
+        sparse("sparse-500", "3% of boxes loaded at random, the rest zero", 500, 0.03, 3),
+        sparse("sparse-1000", "2% of boxes loaded at random, the rest zero", 1000, 0.02, 3),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
+    fn large_sparse_maps_load_the_fraction_they_say() {
+        for (s, fraction) in super::large().iter().zip([0.03, 0.02]) {
+            let loaded = s.loads.iter().filter(|&&q| q > 0.0).count() as f64 / s.loads.len() as f64;
+            assert!((loaded / fraction - 1.0).abs() < 0.05, "{}: {loaded}", s.name);
+            assert!(s.loads.iter().all(|&q| q == 0.0 || (0.5..1.5).contains(&q)), "{}", s.name);
+        }
+        assert_eq!(super::large(), super::large(), "the same maps every time");
+    }
+
+    #[test]
     fn shapes_are_valid_load_maps() {
-        for s in super::all() {
+        for s in super::all().iter().chain(&super::large()) {
             pbs::problem::validate_loads(&s.grid, &s.loads).unwrap();
             assert!(s.loads.iter().sum::<f64>() > 0.0, "{}", s.name);
         }

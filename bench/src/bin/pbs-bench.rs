@@ -389,6 +389,9 @@ enum Command {
         /// Output folder (created)
         #[arg(long, default_value = "out/maps")]
         out: PathBuf,
+        /// Also the larger maps of sparse load, 500² and 1000² boxes (2.7 MB of CSV)
+        #[arg(long)]
+        large: bool,
     },
 }
 
@@ -857,9 +860,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             }
         }
-        Command::Maps { out } => {
+        Command::Maps { out, large } => {
             std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-            for s in shapes::all() {
+            let extra = if large { shapes::large() } else { Vec::new() };
+            for s in shapes::all().into_iter().chain(extra) {
                 let path = out.join(format!("{}.csv", s.name));
                 std::fs::write(&path, pbs::loadmap::to_csv(&s.grid, &s.loads))
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;

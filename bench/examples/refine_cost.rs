@@ -1,25 +1,38 @@
 //! A cold start's cost, step by step, and the refinement's pass by pass:
-//! `cargo run --release -p pbs-bench --example refine_cost -- SIDE VCORES [REPEATS]` balances
-//! the power cells of a SIDE×SIDE Perlin map (seed 1, as `pbs-bench peers --perlin` draws it)
-//! from a k-way RCB's centroids, as `pbs`'s cold start does, then refines their owners
+//! `cargo run --release -p pbs-bench --example refine_cost -- SIDE|MAP.csv VCORES [REPEATS]`
+//! balances the power cells of a SIDE×SIDE Perlin map (seed 1, as `pbs-bench peers --perlin`
+//! draws it), or of a CSV map (`pbs-bench maps` writes some), from a k-way RCB's centroids to
+//! the cold start's rule ([`StopRule::before_refinement`]), as `pbs`'s cold start does, then
+//! refines their owners
 //! ([`pbs::refine`]) with the passes added one at a time; each REPEATS times (5 by default), in
 //! turn, and prints the medians: the RCB alone, the start (the RCB, its centroids and their
 //! cells' owners, `VCores::from_bisection`), the balanced cells, and
 //! each refinement setting with its cut and largest charge. A pass's cost is the difference
 //! between two rows: later passes see what the earlier ones left.
 use pbs::bisection::kway_rcb;
-use pbs::loadmap::PerlinMap;
+use pbs::loadmap::{read_csv, PerlinMap};
 use pbs::refine::{refine, RefineSettings};
 use pbs::{balance, methods, metrics, Grid, Problem, StopRule, VCores};
+use pbs_bench::counts_of;
+use std::path::Path;
 use std::time::Instant;
 
 fn main() {
     pbs_bench::end_quietly_on_closed_pipe();
-    let counts = pbs_bench::example_counts("refine_cost SIDE VCORES [REPEATS]", &[None, None, Some(5)]);
-    let (side, vcores, repeats) = (counts[0], counts[1], counts[2]);
+    const USAGE: &str = "refine_cost SIDE|MAP.csv VCORES [REPEATS]";
     let fail = |e: &dyn std::fmt::Display| -> ! { pbs_bench::example_failed("refine_cost", e) };
-    let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
-    let loads = PerlinMap::with_seed(1).loads(&grid);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ((grid, loads), counts) = match args.first().filter(|a| a.parse::<usize>().is_err()) {
+        Some(map) => {
+            (read_csv(Path::new(map)).unwrap_or_else(|e| fail(&e)), counts_of(USAGE, &args[1..], &[None, Some(5)]))
+        }
+        None => {
+            let counts = counts_of(USAGE, &args, &[None, None, Some(5)]);
+            let grid = Grid::new(counts[0], counts[0]).unwrap_or_else(|e| fail(&e));
+            ((grid, PerlinMap::with_seed(1).loads(&grid)), counts[1..].to_vec())
+        }
+    };
+    let (vcores, repeats) = (counts[0], counts[1]);
     let problem = Problem::new(grid, &loads, vcores).unwrap_or_else(|e| fail(&e));
     let none = RefineSettings { group_sweeps: 0, pair_sweeps: 0, border_sweeps: 0, ..RefineSettings::default() };
     let settings = [
@@ -67,7 +80,7 @@ fn main() {
             });
         }
     }
-    println!("{side}x{side} boxes, {vcores} parts; {repeats} runs each, in turn, medians");
+    println!("{}x{} boxes, {vcores} parts; {repeats} runs each, in turn, medians", grid.nx(), grid.ny());
     for Row { name, times, left } in &mut rows {
         times.sort_by(f64::total_cmp);
         let (cut, largest) = left.expect("every row ran");

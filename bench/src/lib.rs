@@ -104,6 +104,11 @@ pub fn example_failed(name: &str, e: &dyn std::fmt::Display) -> ! {
 /// (`None`: required). Anything else prints `usage` and exits with status 2.
 pub fn example_counts(usage: &str, defaults: &[Option<usize>]) -> Vec<usize> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    counts_of(usage, &args, defaults)
+}
+
+/// [`example_counts`] of the arguments `args`.
+pub fn counts_of(usage: &str, args: &[String], defaults: &[Option<usize>]) -> Vec<usize> {
     let counts: Option<Vec<usize>> = (args.len() <= defaults.len())
         .then(|| {
             defaults

@@ -713,9 +713,15 @@ pub(super) mod tests {
         let mut exec = Pbs::new(grid, 2, options).unwrap();
         // A worker kept off its core by the machine steals nothing, and one preempted while it
         // searches for victims counts that wall time as its own (1 in 30 single phases here
-        // measured 1.36): judge the clearest of a few phases in which thread 1 stole.
-        let mut clearest: Option<f64> = None;
-        for _ in 0..12 {
+        // measured 1.36): judge the clearest of up to twelve phases in which thread 1 stole. On
+        // a loaded machine thread 1 can miss many phases in a row (a CI run with two builds
+        // beside it saw it steal in none of twelve), so up to a hundred phases are run to find
+        // them; more judged phases would give a broken count more chances to look clear.
+        let (mut clearest, mut judged): (Option<f64>, usize) = (None, 0);
+        for _ in 0..100 {
+            if judged == 12 {
+                break;
+            }
             let owners = exec.vcores().owners().to_vec();
             let stats = exec.run_phase(&|k| {
                 if owners[k] == 0 {
@@ -728,6 +734,7 @@ pub(super) mod tests {
             let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
             let end = exec.end_iteration();
             if busy[1] > 0.25 * busy[0] {
+                judged += 1;
                 clearest = Some(clearest.map_or(end.max_avg, |m: f64| m.max(end.max_avg)));
                 if end.max_avg > 1.6 {
                     break;
@@ -736,7 +743,7 @@ pub(super) mod tests {
         }
         // All the work is thread 0's: 2.0, less the thief's own search and wait for victims,
         // which count as its busy time (measured 1.76-1.99); busy times would give about 1.2.
-        let clearest = clearest.expect("thread 1 never stole in twelve phases");
+        let clearest = clearest.expect("thread 1 never stole in a hundred phases");
         assert!(clearest > 1.6, "owner loads: all the work is thread 0's, max_avg at most {clearest}");
     }
 

@@ -220,11 +220,14 @@ impl State<'_, '_> {
                 }
                 splits.sort_unstable();
                 let mut taken = None;
+                // The pair's boxes, gathered over the bounds they occupy (in the grid's order
+                // whatever the bounds).
+                let held = occupied([&tally.profiles[p], &tally.profiles[q]]).unwrap_or(bb);
                 if !splits.is_empty() {
-                    self.gather(bb, |o| o == p || o == q, &mut boxes);
+                    self.gather(held, |o| o == p || o == q, &mut boxes);
                 }
                 for s in splits {
-                    in_scan_order(&mut boxes, bb, s.axis, s.descending, &mut sorted);
+                    in_scan_order(&mut boxes, held, s.axis, s.descending, &mut sorted);
                     let (before, after) = boxes.split_at(s.k);
                     if !(self.one_piece(before, s.axis, &mut marks) && self.one_piece(after, s.axis, &mut marks)) {
                         continue;
@@ -552,9 +555,25 @@ fn in_scan_order(boxes: &mut [[u32; 4]], bb: Bounds, axis: usize, descending: bo
     sort_by_coordinates(boxes, keys, descending, extent, scratch);
 }
 
-/// A profile's bounds.
+/// A profile's bounds: the window its slices are counted over, which only grows.
 fn bounds(profile: &Profile) -> Bounds {
     (profile.lo, [0, 1, 2].map(|d| (profile.lo[d] + profile.load[d].len()).saturating_sub(1)))
+}
+
+/// The smallest bounds holding the boxes of both profiles (`None`: neither has one). A
+/// profile's window keeps every pair's bounds it was widened to, and on maps of sparse load,
+/// whose parts spread, gathering a pair's boxes over the union of two windows scanned many
+/// boxes of other parts.
+fn occupied(profiles: [&Profile; 2]) -> Option<Bounds> {
+    let held = |pr: &Profile| {
+        let (mut lo, mut hi) = ([0; 3], [0; 3]);
+        for (d, slices) in pr.boxes.iter().enumerate() {
+            lo[d] = pr.lo[d] + slices.iter().position(|&n| n > 0)?;
+            hi[d] = pr.lo[d] + slices.iter().rposition(|&n| n > 0)?;
+        }
+        Some((lo, hi))
+    };
+    profiles.into_iter().filter_map(held).reduce(union)
 }
 
 /// The smallest bounds holding both.
@@ -623,6 +642,27 @@ mod tests {
         assert_eq!(metrics::charges(&out, problem.loads(), 2), [36.0, 36.0]);
         assert_eq!((r.pair_splits, r.balance_moves, r.border_moves), (1, 0, 0));
         assert_eq!(r.pair_moves, metrics::migrations(&start, &out));
+    }
+
+    #[test]
+    fn a_pair_is_gathered_over_the_bounds_its_boxes_hold_not_its_windows() {
+        let grid = Grid::new(9, 5).unwrap();
+        let start = owners(&["222222222", "200112222", "200112222", "222212222", "222222222"]);
+        let problem = Problem::new(grid, &[1.0; 45], 3).unwrap();
+        let mut start_owners = start.clone();
+        let state = State::new(&problem, &mut start_owners);
+        let mut profiles = state.profiles();
+        // Windows widened to the whole grid, as pairs' bounds widen them over a pass.
+        let whole: Bounds = ([0; 3], [8, 4, 0]);
+        profiles[0].widen(whole);
+        profiles[1].widen(whole);
+        let held = super::occupied([&profiles[0], &profiles[1]]).unwrap();
+        assert_eq!(held, ([1, 1, 0], [4, 3, 0]));
+        let (mut over_held, mut over_whole) = (Vec::new(), Vec::new());
+        state.gather(held, |o| o < 2, &mut over_held);
+        state.gather(whole, |o| o < 2, &mut over_whole);
+        assert_eq!(over_held, over_whole, "the same boxes, in the same order");
+        assert_eq!(super::occupied([&profiles[2], &Default::default()]), Some(([0; 3], [8, 4, 0])));
     }
 
     #[test]

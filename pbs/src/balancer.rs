@@ -85,8 +85,8 @@ impl StopRule {
     /// Only boxes with a load above zero count here: a box with no load is no step of a charge
     /// at all. On a map where 2 % of the boxes carry load, 1,000 boxes per vCore are 20 steps,
     /// and the cells crawled towards 0.01, which they could not reach, before the refinement
-    /// balanced them anyway (a 1000² such map at 256 parts: 173 steps; docs/peers.md, "Boxes
-    /// that carry load"). Without the refinement after it ([`StopRule::for_problem`]) every box
+    /// balanced them anyway (`pbs-bench maps --large`'s 1000² map at 256 parts: 171 steps where
+    /// 4 now do; docs/peers.md, "Boxes that carry load, and flows by phases"). Without the refinement after it ([`StopRule::for_problem`]) every box
     /// counts: there a tolerance the cells reach in a few steps is what the caller gets.
     ///
     /// ```

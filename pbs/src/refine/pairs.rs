@@ -221,11 +221,14 @@ impl State<'_, '_> {
                 splits.sort_unstable();
                 let mut taken = None;
                 // The pair's boxes, gathered over the bounds they occupy (in the grid's order
-                // whatever the bounds).
-                let held = occupied([&tally.profiles[p], &tally.profiles[q]]).unwrap_or(bb);
-                if !splits.is_empty() {
+                // whatever the bounds), only where a split is to be tried.
+                let held = if splits.is_empty() {
+                    bb
+                } else {
+                    let held = occupied([&tally.profiles[p], &tally.profiles[q]]).unwrap_or(bb);
                     self.gather(held, |o| o == p || o == q, &mut boxes);
-                }
+                    held
+                };
                 for s in splits {
                     in_scan_order(&mut boxes, held, s.axis, s.descending, &mut sorted);
                     let (before, after) = boxes.split_at(s.k);

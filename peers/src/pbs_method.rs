@@ -1,6 +1,8 @@
 //! `pbs`: the pbs balancer as a partitioner, so that it stands in the same table as its peers.
 //! A cold start places the vCores at the centroids of a k-way RCB (or at random), balances the
-//! power cells and refines their owners box by box ([`pbs::refine`]); later calls on the same
+//! power cells and refines their owners box by box ([`pbs::refine`]); where a box that carries
+//! load outweighs the cells' tolerance ([`StopRule::resolvable_by_cells`]), it refines the
+//! RCB's parts without the cells, as `pbs-rcb-start` does; later calls on the same
 //! grid and part count are rebalancings, as the executor's: they warm-start from the vCores
 //! where the previous call left them, or start over when those are far from balance
 //! ([`pbs::rebalance`]), and return the cells' owners with any part in pieces mended
@@ -39,7 +41,9 @@ pub struct Pbs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ColdStart {
     /// At the centroids of a k-way RCB's parts ([`VCores::from_bisection`]): compact, nearly
-    /// balanced cells for the power-cell weights to finish.
+    /// balanced cells for the power-cell weights to finish. Where the refinement follows and
+    /// the cells cannot resolve their tolerance (fewer boxes that carry load per part than
+    /// `1 / tol`: [`StopRule::resolvable_by_cells`]), as [`ColdStart::RefinedBisection`].
     #[default]
     Bisection,
     /// At random, from `seed` (as the executor does).
@@ -107,12 +111,25 @@ impl Partitioner for Pbs {
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         let problem = check_input(self.name(), grid, loads, parts)?;
         let mut method = methods::by_name(&self.method)?;
-        let (mut vcores, warm, whole) = match self.state.take() {
-            Some((g, v, whole)) if g == *grid && v.len() == parts => (v, true, whole),
-            _ => match self.cold_start {
-                ColdStart::Random => (VCores::random(&problem, self.seed), false, false),
-                ColdStart::Bisection => (VCores::from_bisection(&problem), false, false),
-                ColdStart::RefinedBisection => {
+        let state = self.state.take().filter(|(g, v, _)| g == grid && v.len() == parts);
+        let warm = state.is_some();
+        // The tight tolerance pays on a cold start only; a warm one keeps the default (see
+        // `StopRule::for_problem`). Where the refinement follows, small parts stop early.
+        let stop = self.stop.unwrap_or_else(|| match (warm, self.refine) {
+            (true, _) => StopRule::default(),
+            (false, true) => StopRule::before_refinement(&problem),
+            (false, false) => StopRule::for_problem(&problem),
+        });
+        let (mut vcores, whole) = match state {
+            Some((_, v, whole)) => (v, whole),
+            None => match self.cold_start {
+                ColdStart::Random => (VCores::random(&problem, self.seed), false),
+                // Where a box that carries load outweighs the tolerance, the cells would only
+                // crawl to their stall limit before the refinement: it starts from the RCB.
+                ColdStart::Bisection if !self.refine || stop.resolvable_by_cells(&problem) => {
+                    (VCores::from_bisection(&problem), false)
+                }
+                ColdStart::Bisection | ColdStart::RefinedBisection => {
                     let mut owners = pbs::bisection::kway_rcb(grid, loads, parts)?;
                     // Its parts are an RCB's already: groups re-cut as an RCB cuts them gain
                     // nothing for the price of an RCB each (docs/peers.md, "Groups of parts cut again").
@@ -124,13 +141,6 @@ impl Partitioner for Pbs {
                 }
             },
         };
-        // The tight tolerance pays on a cold start only; a warm one keeps the default (see
-        // `StopRule::for_problem`). Where the refinement follows, small parts stop early.
-        let stop = self.stop.unwrap_or_else(|| match (warm, self.refine) {
-            (true, _) => StopRule::default(),
-            (false, true) => StopRule::before_refinement(&problem),
-            (false, false) => StopRule::for_problem(&problem),
-        });
         // A warm start is a rebalancing: far from balance (a re-drawn map) it starts over.
         let outcome = if warm {
             rebalance(method.as_mut(), &problem, &mut vcores, stop)
@@ -168,6 +178,24 @@ mod tests {
     use super::*;
     use pbs::loadmap::PerlinMap;
     use pbs::metrics::disconnected_parts;
+
+    /// Where the boxes that carry load are fewer than ten per part (the cells' tolerance of 0.1
+    /// before the refinement), a cold start skips the cells and refines the RCB's parts, as
+    /// `pbs-rcb-start` does; with more of them it runs the cells.
+    #[test]
+    fn a_cold_start_skips_the_cells_where_a_loaded_box_outweighs_their_tolerance() {
+        let grid = Grid::new(60, 60).unwrap();
+        // One box in twenty carries load: 180 of them, 9 per part at 20 parts, 12 at 15.
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k % 20 == 7 { 1.0 + (k % 3) as f64 } else { 0.0 }).collect();
+        for (parts, skipped) in [(20, true), (15, false)] {
+            let mut pbs = Pbs::default();
+            let owners = pbs.partition(&grid, &loads, parts).unwrap();
+            let rcb_start = Pbs::variant("pbs-rcb-start", None).unwrap().partition(&grid, &loads, parts).unwrap();
+            assert_eq!(owners == rcb_start, skipped, "{parts} parts");
+            assert_eq!(pbs.last_steps() == Some(0), skipped, "{parts} parts");
+            assert_eq!(disconnected_parts(&grid, &owners, parts), 0);
+        }
+    }
 
     /// Each map of a drifting sequence given twice: the second call moves no box and skips the
     /// mend only where the cells were found whole, so both calls return the same parts, each

@@ -39,7 +39,8 @@ pub struct PeersSettings {
     pub boxes_per_part: Vec<usize>,
     /// Perlin seeds per size.
     pub seeds: usize,
-    /// Steps of the drifting and re-drawn sequences (0: none).
+    /// Steps of the drifting and re-drawn Perlin sequences, or with [`Maps::Dir`] of each map
+    /// rolled by one column a step (0: none).
     pub sequence: usize,
     /// Methods by `pbs_peers` name.
     pub methods: Vec<String>,
@@ -97,8 +98,11 @@ pub struct PeerRow {
 /// One method over one sequence of maps.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SequenceRow {
-    /// `drift` (the map translated by half a box per step) or `redraw` (a new map per step)
+    /// `drift` (the map translated by half a box per step), `redraw` (a new map per step) or
+    /// `roll` (a map of `--maps DIR` rolled by one column per step)
     pub sequence: String,
+    /// the map: `perlin-s7` for `drift` and `redraw`, the file's name for `roll`
+    pub map: String,
     /// `NXxNY`
     pub grid: String,
     /// parts
@@ -370,85 +374,124 @@ pub fn sequence_side(parts: usize) -> usize {
     }
 }
 
-/// Runs the drifting and re-drawn Perlin sequences at every part count; `tick` per step.
+/// Runs the sequences at every part count; `tick` per step: the drifting and re-drawn Perlin
+/// maps, or with [`Maps::Dir`] each of its maps rolled by one column a step (a load that
+/// travels across a periodic grid), where it has at least [`MIN_BOXES_PER_PART`] boxes a part.
 pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result<Vec<SequenceRow>, String> {
     let mut rows = Vec::new();
     if settings.sequence == 0 {
         return Ok(rows);
     }
     for &parts in &settings.parts {
+        if let Maps::Dir(_) = settings.maps {
+            for map in maps(settings, parts)? {
+                let at = |step: usize| rolled(&map.grid, &map.loads, step);
+                rows.extend(sequence(settings, "roll", &map.name, map.grid, parts, at, &mut tick)?);
+            }
+            continue;
+        }
         let side = sequence_side(parts);
         let grid = Grid::new(side, side).map_err(|e| e.to_string())?;
         for kind in ["drift", "redraw"] {
-            let mut methods = make(settings)?;
-            let n = methods.len();
-            let (mut moved, mut bound, mut cut, mut time) =
-                (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
-            let mut split = vec![0; n];
-            let mut previous: Vec<Option<Vec<u32>>> = vec![None; n];
-            let mut skipped: Vec<Option<String>> = vec![None; n];
             let mut map = PerlinMap::with_seed(7);
-            // Step 0 is the cold start; steps 1..=sequence are measured.
-            for step in 0..=settings.sequence {
-                tick(&format!("{kind} {side}x{side} / {parts} parts, step {step}"));
-                let loads = map.loads(&grid);
-                // The methods take turns at going first: on a fixed order the first after a new
-                // map measured 3–5 % slower (2026-11-30: pbs's warm steps at 150² / 72 parts,
-                // 0.743 first against 0.708 second).
-                for turn in 0..n {
-                    let i = (turn + step) % n;
-                    let m = &mut methods[i];
-                    if skipped[i].is_some() {
-                        continue;
-                    }
-                    let t = Instant::now();
-                    let owners = match m.partition(&grid, &loads, parts) {
-                        Ok(o) => o,
-                        Err(e) => {
-                            skipped[i] = Some(e.to_string());
-                            continue;
-                        }
-                    };
-                    let elapsed = t.elapsed().as_secs_f64() * 1e3;
-                    let owners = match (&previous[i], m.warm_starts()) {
-                        (Some(p), false) => {
-                            metrics::match_labels(p, &owners, parts).map_err(|e| format!("{}: {e}", m.name()))?
-                        }
-                        _ => owners,
-                    };
-                    if let Some(p) = &previous[i] {
-                        let q = quality::measure(&grid, &loads, &owners, parts);
-                        moved[i].push(metrics::migrations(p, &owners) as f64);
-                        bound[i].push(q.max_avg / q.lower_bound);
-                        cut[i].push(q.edge_cut as f64);
-                        split[i] += usize::from(q.disconnected_parts > 0);
-                        time[i].push(elapsed);
-                    }
-                    previous[i] = Some(owners);
+            let drawn = |step: usize| -> Vec<f64> {
+                if step > 0 {
+                    map = if kind == "drift" { map.smooth(0.5) } else { map.rough() };
                 }
-                map = if kind == "drift" { map.smooth(0.5) } else { map.rough() };
-            }
-            for (i, m) in methods.iter().enumerate() {
-                let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
-                rows.push(SequenceRow {
-                    sequence: kind.to_string(),
-                    grid: grid_name(&grid),
-                    parts,
-                    method: m.name().to_string(),
-                    warm: m.warm_starts(),
-                    migrations_per_step: mean(&moved[i]),
-                    to_bound_median: metrics::median(&bound[i]),
-                    to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
-                    cut_median: metrics::median(&cut[i]),
-                    split_steps: split[i],
-                    time_ms: metrics::median(&time[i]),
-                    time_ms_mean: mean(&time[i]),
-                    skipped: skipped[i].clone(),
-                });
-            }
+                map.loads(&grid)
+            };
+            rows.extend(sequence(settings, kind, "perlin-s7", grid, parts, drawn, &mut tick)?);
         }
     }
     Ok(rows)
+}
+
+/// `loads` (one per box of `grid`) rolled by `step` columns: the load of column `x` moves to
+/// column `x + step`, the last columns' coming round to the first (z and y unchanged).
+fn rolled(grid: &Grid, loads: &[f64], step: usize) -> Vec<f64> {
+    let nx = grid.nx();
+    (0..grid.len()).map(|k| loads[k - k % nx + (k % nx + nx - step % nx) % nx]).collect()
+}
+
+/// One sequence: the maps `loads_at(0)` (the cold start), then `loads_at(1..=sequence)`, each
+/// method taking its turn on each; one row per method.
+fn sequence(
+    settings: &PeersSettings,
+    kind: &str,
+    map_name: &str,
+    grid: Grid,
+    parts: usize,
+    mut loads_at: impl FnMut(usize) -> Vec<f64>,
+    tick: &mut impl FnMut(&str),
+) -> Result<Vec<SequenceRow>, String> {
+    let mut methods = make(settings)?;
+    let n = methods.len();
+    let (mut moved, mut bound, mut cut, mut time) =
+        (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+    let mut split = vec![0; n];
+    let mut previous: Vec<Option<Vec<u32>>> = vec![None; n];
+    let mut skipped: Vec<Option<String>> = vec![None; n];
+    let (nx, ny) = (grid.nx(), grid.ny());
+    // Step 0 is the cold start; steps 1..=sequence are measured.
+    for step in 0..=settings.sequence {
+        tick(&format!("{kind} {map_name} {nx}x{ny} / {parts} parts, step {step}"));
+        let loads = loads_at(step);
+        // The methods take turns at going first: on a fixed order the first after a new
+        // map measured 3–5 % slower (2026-11-30: pbs's warm steps at 150² / 72 parts,
+        // 0.743 first against 0.708 second).
+        for turn in 0..n {
+            let i = (turn + step) % n;
+            let m = &mut methods[i];
+            if skipped[i].is_some() {
+                continue;
+            }
+            let t = Instant::now();
+            let owners = match m.partition(&grid, &loads, parts) {
+                Ok(o) => o,
+                Err(e) => {
+                    skipped[i] = Some(e.to_string());
+                    continue;
+                }
+            };
+            let elapsed = t.elapsed().as_secs_f64() * 1e3;
+            let owners = match (&previous[i], m.warm_starts()) {
+                (Some(p), false) => {
+                    metrics::match_labels(p, &owners, parts).map_err(|e| format!("{}: {e}", m.name()))?
+                }
+                _ => owners,
+            };
+            if let Some(p) = &previous[i] {
+                let q = quality::measure(&grid, &loads, &owners, parts);
+                moved[i].push(metrics::migrations(p, &owners) as f64);
+                bound[i].push(q.max_avg / q.lower_bound);
+                cut[i].push(q.edge_cut as f64);
+                split[i] += usize::from(q.disconnected_parts > 0);
+                time[i].push(elapsed);
+            }
+            previous[i] = Some(owners);
+        }
+    }
+    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+    Ok(methods
+        .iter()
+        .enumerate()
+        .map(|(i, m)| SequenceRow {
+            sequence: kind.to_string(),
+            map: map_name.to_string(),
+            grid: grid_name(&grid),
+            parts,
+            method: m.name().to_string(),
+            warm: m.warm_starts(),
+            migrations_per_step: mean(&moved[i]),
+            to_bound_median: metrics::median(&bound[i]),
+            to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
+            cut_median: metrics::median(&cut[i]),
+            split_steps: split[i],
+            time_ms: metrics::median(&time[i]),
+            time_ms_mean: mean(&time[i]),
+            skipped: skipped[i].clone(),
+        })
+        .collect())
 }
 
 /// Draws every method's partition of the first map the settings run (at the first part count
@@ -617,6 +660,7 @@ pub fn summary_table(rows: &[PeerRow]) -> Table {
 pub fn sequence_table(rows: &[SequenceRow]) -> Table {
     let mut t = Table::new(&[
         "sequence",
+        "map",
         "grid",
         "parts",
         "method",
@@ -631,7 +675,7 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
         "note",
     ]);
     for r in rows {
-        let mut cells = vec![r.sequence.clone(), r.grid.clone(), r.parts.to_string(), r.method.clone()];
+        let mut cells = vec![r.sequence.clone(), r.map.clone(), r.grid.clone(), r.parts.to_string(), r.method.clone()];
         match &r.skipped {
             Some(why) => {
                 cells.extend(std::iter::repeat_n("-".to_string(), 8));
@@ -812,6 +856,41 @@ mod tests {
         // differences (its pairs cut straight) back to the cells: 29.05 against 27.61 boxes a
         // step on 2026-11-30, 1.0 and under before the pair pass.
         assert!((drift("pbs").migrations_per_step - drift("pbs-cells").migrations_per_step).abs() < 2.0);
+    }
+
+    #[test]
+    fn rolling_moves_each_column_by_the_step_and_comes_round() {
+        let grid = Grid::new(4, 2).unwrap();
+        let loads = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+        assert_eq!(rolled(&grid, &loads, 1), [4.0, 1.0, 2.0, 3.0, 8.0, 5.0, 6.0, 7.0]);
+        assert_eq!(rolled(&grid, &loads, 6), rolled(&grid, &loads, 2));
+        assert_eq!(rolled(&grid, &loads, 4), loads);
+    }
+
+    /// With a folder of maps the sequences are each map rolled a column a step, named by file.
+    #[test]
+    fn a_folder_of_maps_gives_one_rolled_sequence_per_map() {
+        let dir = std::env::temp_dir().join(format!("pbs-peers-roll-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let grid = Grid::new(12, 10).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k % 12 < 3 { 5.0 } else { 1.0 }).collect();
+        std::fs::write(dir.join("band.csv"), pbs::loadmap::to_csv(&grid, &loads)).unwrap();
+        let s = PeersSettings {
+            maps: Maps::Dir(dir.clone()),
+            parts: vec![4],
+            methods: vec!["rcb".into(), "pbs".into()],
+            sequence: 12,
+            ..small()
+        };
+        let mut seen = Vec::new();
+        let rows = sequences(&s, |m| seen.push(m.to_string())).unwrap();
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert_eq!((r.sequence.as_str(), r.map.as_str(), r.grid.as_str()), ("roll", "band", "12x10"));
+            assert!(r.migrations_per_step > 0.0, "a rolled band moves every method's parts: {r:?}");
+        }
+        assert!(seen.iter().any(|m| m == "roll band 12x10 / 4 parts, step 12"), "{seen:?}");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -131,6 +131,32 @@ impl StopRule {
     pub fn resolvable_by_cells(&self, problem: &Problem) -> bool {
         loaded_boxes_per_vcore(problem) * self.tol >= 1.0
     }
+
+    /// This rule with its tolerance widened, where [`StopRule::resolvable_by_cells`] says no,
+    /// to the share of a vCore's mean charge that two boxes carrying load weigh on average
+    /// (`2 × vCores / loaded boxes`): a tolerance the cells reach in a few steps, for a
+    /// refinement to finish ([`crate::refine::refine`]). At one box's share they still crawl
+    /// (warm rebalancings of `pbs-bench maps --large`'s 500² map at 1,000 parts, rolled a column
+    /// a step: 2.9 s each at 0.05 and at one box's share, 0.37 s at two; docs/peers.md, "Warm
+    /// cells stopped where they can resolve the load").
+    ///
+    /// ```
+    /// use pbs::{Grid, Problem, StopRule};
+    /// let grid = Grid::new(100, 100)?;
+    /// // 100 boxes carry load, 6.25 per vCore at 16 vCores: two weigh 0.32 of a vCore's share.
+    /// let sparse: Vec<f64> = (0..grid.len()).map(|k| if k % 100 == 0 { 1.0 } else { 0.0 }).collect();
+    /// let problem = Problem::new(grid, &sparse, 16)?;
+    /// assert_eq!(StopRule::default().coarsened_for_cells(&problem).tol, 0.32);
+    /// let dense = vec![1.0; grid.len()];
+    /// assert_eq!(StopRule::default().coarsened_for_cells(&Problem::new(grid, &dense, 16)?).tol, 0.05);
+    /// # Ok::<(), pbs::Error>(())
+    /// ```
+    pub fn coarsened_for_cells(&self, problem: &Problem) -> StopRule {
+        if self.resolvable_by_cells(problem) {
+            return *self;
+        }
+        StopRule { tol: 2.0 / loaded_boxes_per_vcore(problem), ..*self }
+    }
 }
 
 /// Boxes with a load above zero per vCore: a box with no load is no step of a charge.

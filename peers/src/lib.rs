@@ -13,7 +13,7 @@
 //!
 //! | name | what it is | reference |
 //! |---|---|---|
-//! | `pbs` | pbs's default balancer to `StopRule::before_refinement` (tolerance 0.01 from 250 boxes that carry load per part, else 0.1), cold-started from the centroids of a k-way RCB (`VCores::from_bisection`), its owners then refined box by box (`pbs::refine`), the RCB's parts refined without the cells where fewer than ten boxes a part carry load (`StopRule::resolvable_by_cells`); warm-started on sequences, where it keeps the power cells' owners, a part in pieces mended (`pbs::refine::mend`) | Papin et al. 2014; `pbs::methods`, `pbs::refine` |
+//! | `pbs` | pbs's default balancer to `StopRule::before_refinement` (tolerance 0.01 from 250 boxes that carry load per part, else 0.1), cold-started from the centroids of a k-way RCB (`VCores::from_bisection`), its owners then refined box by box (`pbs::refine`), the RCB's parts refined without the cells where fewer than ten boxes a part carry load (`StopRule::resolvable_by_cells`); warm-started on sequences, where it keeps the power cells' owners, a part in pieces mended (`pbs::refine::mend`), and where fewer than 20 boxes a part carry load stops the cells at two such boxes' share (`StopRule::coarsened_for_cells`) for the refinement's balance and border passes to finish | Papin et al. 2014; `pbs::methods`, `pbs::refine` |
 //! | `pbs-cells` | `pbs` without the refinement or the mending: the power cells' owners | |
 //! | `pbs-rcb-start` | no power cells on a cold start: the k-way RCB's parts refined box by box (`pbs::refine`); vCores at their centroids, warm-started on sequences as `pbs` | |
 //! | `pbs-random-start` | `pbs` from random vCores (the executor's start) | |

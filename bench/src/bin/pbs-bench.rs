@@ -321,7 +321,8 @@ enum Command {
         /// Perlin seeds per size
         #[arg(long, default_value_t = 2)]
         seeds: usize,
-        /// Steps of the drifting and re-drawn sequences (0: none)
+        /// Steps of the drifting and re-drawn Perlin sequences, or with --maps of each map rolled
+        /// by one column a step (0: none)
         #[arg(long, default_value_t = 20)]
         sequence: usize,
         /// Methods, comma-separated, or all

@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 use std::time::Instant;
 
-use pbs::{balance, methods, rebalance, Balancer, Grid, Problem, StopRule, VCores};
+use pbs::{balance, methods, Balancer, Grid, Problem, StopRule, VCores};
 
 use crate::status::{guard, invalid, null, status, text, Status};
 
@@ -116,27 +116,33 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         let start = Instant::now();
         let problem = Problem::new(p.grid, loads, p.vcores)?;
         let stop = StopRule { max_steps, tol };
+        let refine_tol = tol.min(pbs::refine::RefineSettings::default().tol);
         // A later call is a rebalancing: far from balance it starts over (`pbs::rebalance`).
         // The first call's owners are refined box by box; later calls keep the cells' owners,
-        // which move fewer boxes from one call to the next, with parts in pieces mended.
-        let (out, mut written) = match p.state.as_mut() {
+        // which move fewer boxes from one call to the next, with parts in pieces mended (and
+        // finished by the refinement where a box that carries load outweighs `tol`).
+        let (steps, mut written) = match p.state.as_mut() {
             Some(state) => {
-                let out = rebalance(p.method.as_mut(), &problem, state, stop);
-                let mut owners = state.owners().to_vec();
-                p.cells_whole = pbs::refine::mend_rebalanced(&problem, &mut owners, &out, p.cells_whole)?;
-                (out, owners)
+                let done = pbs::refine::rebalance_mended(p.method.as_mut(), &problem, state, stop, p.cells_whole)?;
+                p.cells_whole = done.cells_whole;
+                (done.outcome.steps, done.owners)
+            }
+            // Cells that cannot resolve `tol` would crawl to their stall limit: the first
+            // call refines a k-way RCB's parts instead, and counts its migrations from them.
+            None if !stop.resolvable_by_cells(&problem) => {
+                let (owners, vcores) = pbs::refine::refined_bisection(&problem, refine_tol)?;
+                p.written = owners.clone();
+                p.state = Some(vcores);
+                (0, owners)
             }
             None => {
                 let state = p.state.insert(VCores::random(&problem, p.seed));
                 p.written = state.owners().to_vec();
                 let out = balance(p.method.as_mut(), &problem, state, stop, |_| {});
                 let mut owners = state.owners().to_vec();
-                let settings = pbs::refine::RefineSettings {
-                    tol: tol.min(pbs::refine::RefineSettings::default().tol),
-                    ..Default::default()
-                };
+                let settings = pbs::refine::RefineSettings { tol: refine_tol, ..Default::default() };
                 pbs::refine::refine(&problem, &mut owners, settings)?;
-                (out, owners)
+                (out.steps, owners)
             }
         };
         let elapsed = start.elapsed();
@@ -149,10 +155,10 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
             let (dol_max, dol_min) = pbs::metrics::dol_extremes(&charges);
             let migrations = pbs::metrics::migrations(&p.written, &written);
             *o = Outcome {
-                steps: out.steps,
-                converged: (max_avg <= (1.0 + tol) * out.lower_bound) as i32,
+                steps,
+                converged: (max_avg <= (1.0 + tol) * problem.lower_bound()) as i32,
                 max_avg,
-                lower_bound: out.lower_bound,
+                lower_bound: problem.lower_bound(),
                 dol_max,
                 dol_min,
                 edge_cut: pbs::metrics::edge_cut(&p.grid, &written),
@@ -181,6 +187,7 @@ pub unsafe extern "C" fn pbs_partitioner_free(p: *mut Partitioner) {
 mod tests {
     use super::*;
     use crate::status::last_error;
+    use pbs::rebalance;
 
     fn hot_spot(grid: &Grid, cx: f64, cy: f64) -> Vec<f64> {
         (0..grid.len())
@@ -225,6 +232,52 @@ mod tests {
             map = map.smooth(0.5);
         }
         assert!(cells_split > 0, "the cells never fell apart: pick a harder case for this test");
+        // SAFETY: a handle from its _new, not used afterwards.
+        unsafe { pbs_partitioner_free(p) };
+    }
+
+    /// Where a box that carries load outweighs the tolerance (9 per vCore against 0.05), the
+    /// first call refines a k-way RCB's parts without cells and the later ones stop the cells
+    /// where they can resolve the load and refine: the owners of the Rust calls that do so.
+    #[test]
+    fn sparse_load_is_partitioned_as_the_rust_refinement_does() {
+        let grid = Grid::new(60, 60).unwrap();
+        let sparse = |shift: usize| -> Vec<f64> {
+            (0..grid.len()).map(|k| if (k + shift) % 20 == 3 { 1.0 + (k % 7) as f64 } else { 0.0 }).collect()
+        };
+        // SAFETY: NULL method (the default).
+        let p = unsafe { pbs_partitioner_new(60, 60, 1, 20, std::ptr::null(), 7) };
+        assert!(!p.is_null());
+        let mut method = methods::by_name("power-cells").unwrap();
+        let mut vcores = None;
+        let mut whole = false;
+        for call in 0..3 {
+            let loads = sparse(call);
+            let problem = Problem::new(grid, &loads, 20).unwrap();
+            let (want, steps) = match vcores.as_mut() {
+                None => {
+                    let (owners, v) = pbs::refine::refined_bisection(&problem, 0.005).unwrap();
+                    vcores = Some(v);
+                    (owners, 0)
+                }
+                Some(v) => {
+                    let done = pbs::refine::rebalance_mended(method.as_mut(), &problem, v, StopRule::default(), whole)
+                        .unwrap();
+                    whole = done.cells_whole;
+                    (done.owners, done.outcome.steps)
+                }
+            };
+            let mut owners = vec![u32::MAX; grid.len()];
+            let mut out = Outcome::default();
+            // SAFETY: a live handle from its _new; buffers of the lengths passed.
+            let s = unsafe {
+                pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
+            };
+            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            assert_eq!(owners, want, "call {call}");
+            assert_eq!(out.steps, steps);
+            assert_eq!(out.lower_bound, problem.lower_bound());
+        }
         // SAFETY: a handle from its _new, not used afterwards.
         unsafe { pbs_partitioner_free(p) };
     }

@@ -152,7 +152,8 @@ impl StopRule {
     /// # Ok::<(), pbs::Error>(())
     /// ```
     pub fn coarsened_for_cells(&self, problem: &Problem) -> StopRule {
-        if self.resolvable_by_cells(problem) {
+        // A tolerance that is not a number never converges (see `tol`), widened or not.
+        if self.resolvable_by_cells(problem) || self.tol.is_nan() {
             return *self;
         }
         StopRule { tol: 2.0 / loaded_boxes_per_vcore(problem), ..*self }

@@ -132,47 +132,37 @@ impl Partitioner for Pbs {
                     (VCores::from_bisection(&problem), false)
                 }
                 ColdStart::Bisection | ColdStart::RefinedBisection => {
-                    let mut owners = pbs::bisection::kway_rcb(grid, loads, parts)?;
-                    // Its parts are an RCB's already: groups re-cut as an RCB cuts them gain
-                    // nothing for the price of an RCB each (docs/peers.md, "Groups of parts cut again").
-                    let settings = pbs::refine::RefineSettings { group_sweeps: 0, ..Default::default() };
-                    pbs::refine::refine(&problem, &mut owners, settings)?;
-                    self.state = Some((*grid, VCores::at_centroids(&problem, &owners)?, false));
+                    let (owners, vcores) =
+                        pbs::refine::refined_bisection(&problem, pbs::refine::RefineSettings::default().tol)?;
+                    self.state = Some((*grid, vcores, false));
                     self.steps = Some(0);
                     return Ok(owners);
                 }
             },
         };
-        // Where a box that carries load outweighs the tolerance, a warm start's cells stop
-        // where they can resolve the load and the refinement finishes (see below).
-        let finish = warm && self.refine && !stop.resolvable_by_cells(&problem);
-        let cells_stop = if finish { stop.coarsened_for_cells(&problem) } else { stop };
-        // A warm start is a rebalancing: far from balance (a re-drawn map) it starts over.
-        let outcome = if warm {
-            rebalance(method.as_mut(), &problem, &mut vcores, cells_stop)
-        } else {
-            balance(method.as_mut(), &problem, &mut vcores, stop, |_| {})
-        };
-        self.steps = Some(outcome.steps);
-        let mut owners = vcores.owners().to_vec();
-        let mut now_whole = false;
-        if self.refine && !warm {
-            pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
-        } else if self.refine {
-            // The cells can fall apart between boxes: a warm start's parts are mended too.
-            now_whole = pbs::refine::mend_rebalanced(&problem, &mut owners, &outcome, whole)?;
-            if finish {
-                // The balance and border passes only: the pair and group passes' shorter cut
-                // moved twice the boxes a step (docs/peers.md).
-                let settings = pbs::refine::RefineSettings {
-                    tol: stop.tol,
-                    group_sweeps: 0,
-                    pair_sweeps: 0,
-                    ..Default::default()
-                };
-                pbs::refine::refine(&problem, &mut owners, settings)?;
+        let (owners, now_whole) = match (warm, self.refine) {
+            // A warm start is a rebalancing: far from balance (a re-drawn map) it starts over.
+            // Its owners are the cells', mended; where a box that carries load outweighs the
+            // tolerance, its cells stop where they can resolve the load and the refinement
+            // finishes (`pbs::refine::rebalance_mended`).
+            (true, true) => {
+                let done = pbs::refine::rebalance_mended(method.as_mut(), &problem, &mut vcores, stop, whole)?;
+                self.steps = Some(done.outcome.steps);
+                (done.owners, done.cells_whole)
             }
-        }
+            (true, false) => {
+                self.steps = Some(rebalance(method.as_mut(), &problem, &mut vcores, stop).steps);
+                (vcores.owners().to_vec(), false)
+            }
+            (false, _) => {
+                self.steps = Some(balance(method.as_mut(), &problem, &mut vcores, stop, |_| {}).steps);
+                let mut owners = vcores.owners().to_vec();
+                if self.refine {
+                    pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
+                }
+                (owners, false)
+            }
+        };
         self.state = Some((*grid, vcores, now_whole));
         Ok(owners)
     }
@@ -239,6 +229,21 @@ mod tests {
         }
         assert!(pbs::metrics::median(&to_bound) <= 1.05, "{to_bound:?}");
         assert!(to_bound.iter().all(|&r| r <= 1.06), "{to_bound:?}");
+    }
+
+    /// No box carries load: neither cells nor refinement has a charge to balance, and cold and
+    /// warm starts still return one valid part id per box (the warm cells' tolerance widens
+    /// to infinity, two boxes' share of nothing).
+    #[test]
+    fn a_map_without_load_is_partitioned_cold_and_warm() {
+        let (grid, parts) = (Grid::new(30, 20).unwrap(), 6);
+        let loads = vec![0.0; grid.len()];
+        let mut pbs = Pbs::default();
+        for _ in 0..2 {
+            let owners = pbs.partition(&grid, &loads, parts).unwrap();
+            assert_eq!(owners.len(), grid.len());
+            assert!(owners.iter().all(|&p| (p as usize) < parts));
+        }
     }
 
     /// Each map of a drifting sequence given twice: the second call moves no box and skips the

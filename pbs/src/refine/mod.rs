@@ -60,7 +60,8 @@
 //! part, `balance.rs` the balance pass and its kinds of moves (step 1), `groups.rs` the group
 //! pass (step 2), `pairs.rs` the pair pass and its straight cuts (step 3), `flow.rs` its minimum
 //! cuts, `borders.rs` the border pass (step 4); this one the entry points and the state they
-//! share.
+//! share; `starts.rs` the refinement around the power cells as the partitioners call it (a cold
+//! start without cells, a rebalancing mended and finished).
 
 use crate::grid::Grid;
 use crate::problem::Problem;
@@ -71,6 +72,9 @@ mod connectivity;
 mod flow;
 mod groups;
 mod pairs;
+mod starts;
+
+pub use starts::{rebalance_mended, refined_bisection, Rebalanced};
 
 /// How far [`refine`] goes.
 #[derive(Debug, Clone, Copy, PartialEq)]

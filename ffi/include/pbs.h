@@ -119,16 +119,18 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    parts apart again along straight lines (or, where boxes with no load allow, the shortest
    cut) where that shortens their border, and shortens the borders box by box, these two
    where that keeps the largest load. Where fewer boxes carry load (a load above 0) than
-   1 / tol per vCore (any number, for tol 0), vCores would only crawl towards `tol`: the
-   first call instead refines
-   the parts of a recursive bisection of the loads the same way, without the group re-cuts
-   (0 steps). Later calls return the cells' owners, which move fewer boxes from call to call,
-   a part in pieces mended the same way; where fewer boxes carry load than 1 / tol per vCore,
-   the cells stop at a tolerance of two such boxes' share of a vCore's load, then single
-   boundary boxes move as above until the largest load is within `tol`, and borders are
-   shortened box by box. The outcome describes the owners written; `migrations` counts them
-   against the previous call's (the first call's against its random start, 0 where it refined
-   a bisection). `outcome` may be NULL. */
+   1/tol per vCore (any number, for tol 0), vCores would only crawl towards `tol`: the first
+   call instead refines the parts of a recursive bisection of the loads the same way,
+   without the group re-cuts (0 steps); and where the vCores crawled (more than 30 steps)
+   and the refinement ends above its target, the parts of a recursive bisection refined the
+   same way replace its owners where their largest load is lower. Later calls return the
+   cells' owners, which move fewer boxes from call to call, a part in pieces mended the same
+   way; where fewer boxes carry load than 1/tol per vCore, the cells stop at a tolerance of
+   two such boxes' share of a vCore's load, then single boundary boxes move as above until
+   the largest load is within `tol`, and borders are shortened box by box. The outcome
+   describes the owners written; `migrations` counts them against the previous call's (the
+   first call's against its random start, 0 where it refined a bisection). `outcome` may be
+   NULL. */
 pbs_status pbs_partitioner_balance(pbs_partitioner *p, const double *loads, size_t n_loads,
                                    double tol, size_t max_steps, uint32_t *owners,
                                    pbs_outcome *outcome);

@@ -141,7 +141,11 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
                 let out = balance(p.method.as_mut(), &problem, state, stop, |_| {});
                 let mut owners = state.owners().to_vec();
                 let settings = pbs::refine::RefineSettings { tol: refine_tol, ..Default::default() };
-                pbs::refine::refine(&problem, &mut owners, settings)?;
+                // After a crawl that the refinement cannot finish, a refined bisection may
+                // balance better; its vCores then start the later calls.
+                if let Some(v) = pbs::refine::refine_first_partition(&problem, &mut owners, out.steps, settings)? {
+                    *state = v;
+                }
                 (out.steps, owners)
             }
         };
@@ -278,6 +282,45 @@ mod tests {
             assert_eq!(out.steps, steps);
             assert_eq!(out.lower_bound, problem.lower_bound());
         }
+        // SAFETY: a handle from its _new, not used afterwards.
+        unsafe { pbs_partitioner_free(p) };
+    }
+
+    /// A first call whose vCores crawl (a disc at 50 × the background, 72 vCores) and whose
+    /// refinement stops above its target writes a refined bisection's parts, as
+    /// `pbs::refine::refine_first_partition` decides.
+    #[test]
+    fn a_first_call_that_crawls_writes_the_better_balanced_refinement() {
+        let grid = Grid::new(80, 40).unwrap();
+        let loads: Vec<f64> = (0..grid.len())
+            .map(|k| {
+                let c = grid.centre(k);
+                if ((c[0] - 30.0).powi(2) + (c[1] - 18.0).powi(2)).sqrt() < 12.0 {
+                    50.0
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        let problem = Problem::new(grid, &loads, 72).unwrap();
+        let mut vcores = VCores::random(&problem, 1);
+        let mut method = methods::by_name("power-cells").unwrap();
+        let run = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
+        let mut want = vcores.owners().to_vec();
+        let settings = pbs::refine::RefineSettings::default();
+        let taken = pbs::refine::refine_first_partition(&problem, &mut want, run.steps, settings).unwrap();
+        assert!(taken.is_some(), "{} steps: the refined cells were kept; pick a map they crawl on", run.steps);
+        // SAFETY: NULL method (the default).
+        let p = unsafe { pbs_partitioner_new(80, 40, 1, 72, std::ptr::null(), 1) };
+        let mut owners = vec![u32::MAX; grid.len()];
+        let mut out = Outcome::default();
+        // SAFETY: a live handle from its _new; buffers of the lengths passed.
+        let s = unsafe {
+            pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
+        };
+        assert_eq!(s, Status::Ok, "{:?}", last_error());
+        assert_eq!(owners, want);
+        assert_eq!(out.steps, run.steps);
         // SAFETY: a handle from its _new, not used afterwards.
         unsafe { pbs_partitioner_free(p) };
     }

@@ -2,7 +2,9 @@
 //! A cold start places the vCores at the centroids of a k-way RCB (or at random), balances the
 //! power cells and refines their owners box by box ([`pbs::refine`]); where a box that carries
 //! load outweighs the cells' tolerance ([`StopRule::resolvable_by_cells`]), it refines the
-//! RCB's parts without the cells, as `pbs-rcb-start` does; later calls on the same
+//! RCB's parts without the cells, as `pbs-rcb-start` does, and after cells that crawled and
+//! whose refinement stops above its target it keeps the refined RCB's parts where they balance
+//! better ([`pbs::refine::refine_first_partition`]); later calls on the same
 //! grid and part count are rebalancings, as the executor's: they warm-start from the vCores
 //! where the previous call left them, or start over when those are far from balance
 //! ([`pbs::rebalance`]), and return the cells' owners with any part in pieces mended
@@ -155,10 +157,16 @@ impl Partitioner for Pbs {
                 (vcores.owners().to_vec(), false)
             }
             (false, _) => {
-                self.steps = Some(balance(method.as_mut(), &problem, &mut vcores, stop, |_| {}).steps);
+                let steps = balance(method.as_mut(), &problem, &mut vcores, stop, |_| {}).steps;
+                self.steps = Some(steps);
                 let mut owners = vcores.owners().to_vec();
                 if self.refine {
-                    pbs::refine::refine(&problem, &mut owners, pbs::refine::RefineSettings::default())?;
+                    // After a crawl that the refinement cannot finish, a refined bisection may
+                    // balance better; its vCores then start the rebalancings.
+                    let settings = pbs::refine::RefineSettings::default();
+                    if let Some(v) = pbs::refine::refine_first_partition(&problem, &mut owners, steps, settings)? {
+                        vcores = v;
+                    }
                 }
                 (owners, false)
             }

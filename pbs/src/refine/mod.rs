@@ -61,7 +61,8 @@
 //! pass (step 2), `pairs.rs` the pair pass and its straight cuts (step 3), `flow.rs` its minimum
 //! cuts, `borders.rs` the border pass (step 4); this one the entry points and the state they
 //! share; `starts.rs` the refinement around the power cells as the partitioners call it (a cold
-//! start without cells, a rebalancing mended and finished).
+//! start without cells, a first partition refined or, after a crawl, bisected, a rebalancing
+//! mended and finished).
 
 use crate::grid::Grid;
 use crate::problem::Problem;
@@ -74,7 +75,7 @@ mod groups;
 mod pairs;
 mod starts;
 
-pub use starts::{rebalance_mended, refined_bisection, Rebalanced};
+pub use starts::{rebalance_mended, refine_first_partition, refined_bisection, Rebalanced, CRAWL_STEPS};
 
 /// How far [`refine`] goes.
 #[derive(Debug, Clone, Copy, PartialEq)]

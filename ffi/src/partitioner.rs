@@ -312,6 +312,7 @@ mod tests {
         assert!(taken.is_some(), "{} steps: the refined cells were kept; pick a map they crawl on", run.steps);
         // SAFETY: NULL method (the default).
         let p = unsafe { pbs_partitioner_new(80, 40, 1, 72, std::ptr::null(), 1) };
+        assert!(!p.is_null());
         let mut owners = vec![u32::MAX; grid.len()];
         let mut out = Outcome::default();
         // SAFETY: a live handle from its _new; buffers of the lengths passed.

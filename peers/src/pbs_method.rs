@@ -31,9 +31,10 @@ pub struct Pbs {
     pub seed: u64,
     /// Where a cold start places the vCores.
     pub cold_start: ColdStart,
-    /// Whether a cold start's owners are refined box by box at the end ([`pbs::refine`]) and
-    /// a warm start's parts in pieces mended ([`pbs::refine::mend`]); warm starts otherwise
-    /// keep the power cells' owners, which move fewer boxes.
+    /// Whether a cold start's owners are refined box by box at the end
+    /// ([`pbs::refine::refine_first_partition`]) and a warm start's parts in pieces mended
+    /// ([`pbs::refine::rebalance_mended`]); warm starts otherwise keep the power cells' owners,
+    /// which move fewer boxes.
     pub refine: bool,
     /// The last call's grid and vCores, and whether their cells' owners are in one piece each
     /// (known once a warm start has mended them).

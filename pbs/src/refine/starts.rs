@@ -1,6 +1,7 @@
 //! The refinement around the power cells, as the partitioners call it: a cold start without
-//! cells where they cannot resolve the load, and a rebalancing whose owners are mended, and
-//! finished where the cells could not resolve the tolerance. The `pbs` row of `pbs-bench
+//! cells where they cannot resolve the load, a first partition refined (and, after cells that
+//! crawled, checked against a refined bisection), and a rebalancing whose owners are mended,
+//! and finished where the cells could not resolve the tolerance. The `pbs` row of `pbs-bench
 //! peers` and the C interface's `pbs_partitioner_balance` share these.
 
 use super::{mend_rebalanced, refine, RefineSettings};
@@ -110,8 +111,8 @@ pub struct Rebalanced {
 /// piece each). Where a box that carries load outweighs `stop`'s tolerance
 /// ([`StopRule::resolvable_by_cells`]), the cells stop where they can resolve the load
 /// ([`StopRule::coarsened_for_cells`]) and the refinement's balance and border passes take the
-/// owners to the tolerance ([`refine`] without its group and pair passes, whose shorter cut
-/// moved more boxes a step than it saved): on `pbs-bench maps --large`'s 500² map at 1,000
+/// owners to the tolerance ([`refine`] without its group and pair passes: the pair pass
+/// shortened the cut but moved 1.1–3.9 × the boxes a step): on `pbs-bench maps --large`'s 500² map at 1,000
 /// parts, rolled a column a step, 5.2 s a rebalancing and 1.17 × the bound became 0.41 s and
 /// 1.05 × (docs/peers.md, "Warm cells stopped where they can resolve the load").
 ///

@@ -203,6 +203,22 @@ mod tests {
             .collect()
     }
 
+    /// One call of `pbs_partitioner_balance` at tolerance 0.05 and up to 5,000 steps, which
+    /// must succeed: the owners written and the outcome.
+    ///
+    /// # Safety
+    /// `p` is a live handle from [`pbs_partitioner_new`], not used by another thread meanwhile.
+    unsafe fn balance_once(p: *mut Partitioner, loads: &[f64]) -> (Vec<u32>, Outcome) {
+        let mut owners = vec![u32::MAX; loads.len()];
+        let mut out = Outcome::default();
+        // SAFETY: `p` as the caller promises; `loads` and `owners` hold `loads.len()` values.
+        let s = unsafe {
+            pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
+        };
+        assert_eq!(s, Status::Ok, "{:?}", last_error());
+        (owners, out)
+    }
+
     /// On a drifting Perlin map (51² boxes, 10 parts, 100 calls) the cells fall apart on some
     /// calls; the owners written never do.
     #[test]
@@ -271,13 +287,8 @@ mod tests {
                     (done.owners, done.outcome.steps)
                 }
             };
-            let mut owners = vec![u32::MAX; grid.len()];
-            let mut out = Outcome::default();
-            // SAFETY: a live handle from its _new; buffers of the lengths passed.
-            let s = unsafe {
-                pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
-            };
-            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            // SAFETY: a live handle from its _new, used by this thread alone.
+            let (owners, out) = unsafe { balance_once(p, &loads) };
             assert_eq!(owners, want, "call {call}");
             assert_eq!(out.steps, steps);
             assert_eq!(out.lower_bound, problem.lower_bound());
@@ -313,13 +324,8 @@ mod tests {
         // SAFETY: NULL method (the default).
         let p = unsafe { pbs_partitioner_new(80, 40, 1, 72, std::ptr::null(), 1) };
         assert!(!p.is_null());
-        let mut owners = vec![u32::MAX; grid.len()];
-        let mut out = Outcome::default();
-        // SAFETY: a live handle from its _new; buffers of the lengths passed.
-        let s = unsafe {
-            pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
-        };
-        assert_eq!(s, Status::Ok, "{:?}", last_error());
+        // SAFETY: a live handle from its _new, used by this thread alone.
+        let (owners, out) = unsafe { balance_once(p, &loads) };
         assert_eq!(owners, want);
         assert_eq!(out.steps, run.steps);
         // SAFETY: a handle from its _new, not used afterwards.
@@ -353,13 +359,8 @@ mod tests {
             } else {
                 pbs::refine::mend(&problem, &mut want).unwrap();
             }
-            let mut owners = vec![u32::MAX; grid.len()];
-            let mut out = Outcome::default();
-            // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
-            let s = unsafe {
-                pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
-            };
-            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            // SAFETY: a live handle from its _new (checked above), used by this thread alone.
+            let (owners, out) = unsafe { balance_once(p, loads) };
             assert_eq!(owners, want);
             let max_avg = pbs::metrics::max_avg(&pbs::metrics::charges(&want, loads, 6));
             assert_eq!((out.steps, out.max_avg), (run.steps, max_avg));

@@ -374,6 +374,9 @@ pub fn sequence_side(parts: usize) -> usize {
     }
 }
 
+/// The Perlin seed of the drifting and re-drawn sequences.
+const SEQUENCE_SEED: u32 = 7;
+
 /// Runs the sequences at every part count; `tick` per step: the drifting and re-drawn Perlin
 /// maps, or with [`Maps::Dir`] each of its maps rolled by one column a step (a load that
 /// travels across a periodic grid), where it has at least [`MIN_BOXES_PER_PART`] boxes a part.
@@ -393,14 +396,15 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
         let side = sequence_side(parts);
         let grid = Grid::new(side, side).map_err(|e| e.to_string())?;
         for kind in ["drift", "redraw"] {
-            let mut map = PerlinMap::with_seed(7);
+            let mut map = PerlinMap::with_seed(SEQUENCE_SEED);
             let drawn = |step: usize| -> Vec<f64> {
                 if step > 0 {
                     map = if kind == "drift" { map.smooth(0.5) } else { map.rough() };
                 }
                 map.loads(&grid)
             };
-            rows.extend(sequence(settings, kind, "perlin-s7", grid, parts, drawn, &mut tick)?);
+            let name = format!("perlin-s{SEQUENCE_SEED}");
+            rows.extend(sequence(settings, kind, &name, grid, parts, drawn, &mut tick)?);
         }
     }
     Ok(rows)

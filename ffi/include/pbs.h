@@ -127,7 +127,10 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    cells' owners, which move fewer boxes from call to call, a part in pieces mended the same
    way; where fewer boxes carry load than 1/tol per vCore, the cells stop at a tolerance of
    two such boxes' share of a vCore's load, then single boundary boxes move as above until
-   the largest load is within `tol`, and borders are shortened box by box. The outcome
+   the largest load is within `tol`, and borders are shortened box by box. Where a later
+   call's owners still end above `tol`, the owners the previous call wrote are refined the
+   same way on the new loads and written instead where they reach `tol` or balance better
+   (the cells' owners then refined too). The outcome
    describes the owners written; `migrations` counts them against the previous call's (the
    first call's against its random start, 0 where it refined a bisection). `outcome` may be
    NULL. */

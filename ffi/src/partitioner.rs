@@ -120,10 +120,12 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         // A later call is a rebalancing: far from balance it starts over (`pbs::rebalance`).
         // The first call's owners are refined box by box; later calls keep the cells' owners,
         // which move fewer boxes from one call to the next, with parts in pieces mended (and
-        // finished by the refinement where a box that carries load outweighs `tol`).
+        // finished by the refinement where a box that carries load outweighs `tol`; where the
+        // cells end above `tol`, the owners written last, refined, may be taken instead).
         let (steps, mut written) = match p.state.as_mut() {
             Some(state) => {
-                let done = pbs::refine::rebalance_mended(p.method.as_mut(), &problem, state, stop, p.cells_whole)?;
+                let (method, whole, last) = (p.method.as_mut(), p.cells_whole, Some(&p.written[..]));
+                let done = pbs::refine::rebalance_mended(method, &problem, state, stop, whole, last)?;
                 p.cells_whole = done.cells_whole;
                 (done.outcome.steps, done.owners)
             }
@@ -269,8 +271,7 @@ mod tests {
         let p = unsafe { pbs_partitioner_new(60, 60, 1, 20, std::ptr::null(), 7) };
         assert!(!p.is_null());
         let mut method = methods::by_name("power-cells").unwrap();
-        let mut vcores = None;
-        let mut whole = false;
+        let (mut vcores, mut whole, mut last) = (None, false, Vec::new());
         for call in 0..3 {
             let loads = sparse(call);
             let problem = Problem::new(grid, &loads, 20).unwrap();
@@ -281,8 +282,9 @@ mod tests {
                     (owners, 0)
                 }
                 Some(v) => {
-                    let done = pbs::refine::rebalance_mended(method.as_mut(), &problem, v, StopRule::default(), whole)
-                        .unwrap();
+                    let stop = StopRule::default();
+                    let done =
+                        pbs::refine::rebalance_mended(method.as_mut(), &problem, v, stop, whole, Some(&last)).unwrap();
                     whole = done.cells_whole;
                     (done.owners, done.outcome.steps)
                 }
@@ -292,6 +294,7 @@ mod tests {
             assert_eq!(owners, want, "call {call}");
             assert_eq!(out.steps, steps);
             assert_eq!(out.lower_bound, problem.lower_bound());
+            last = want;
         }
         // SAFETY: a handle from its _new, not used afterwards.
         unsafe { pbs_partitioner_free(p) };

@@ -32,14 +32,23 @@ pub struct Pbs {
     /// Where a cold start places the vCores.
     pub cold_start: ColdStart,
     /// Whether a cold start's owners are refined box by box at the end
-    /// ([`pbs::refine::refine_first_partition`]) and a warm start's parts in pieces mended
+    /// ([`pbs::refine::refine_first_partition`]) and a warm start's parts in pieces mended,
+    /// its owners refined where the cells end above the tolerance
     /// ([`pbs::refine::rebalance_mended`]); warm starts otherwise keep the power cells' owners,
     /// which move fewer boxes.
     pub refine: bool,
-    /// The last call's grid and vCores, and whether their cells' owners are in one piece each
-    /// (known once a warm start has mended them).
-    state: Option<(Grid, VCores, bool)>,
+    /// What the next call warm-starts from.
+    state: Option<Warm>,
     steps: Option<usize>,
+}
+
+/// The last call's grid, vCores and owners, and whether the vCores' cells are in one piece
+/// each (known once a warm start has mended them).
+struct Warm {
+    grid: Grid,
+    vcores: VCores,
+    cells_whole: bool,
+    owners: Vec<u32>,
 }
 
 /// Where a cold start places the vCores.
@@ -116,7 +125,7 @@ impl Partitioner for Pbs {
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         let problem = check_input(self.name(), grid, loads, parts)?;
         let mut method = methods::by_name(&self.method)?;
-        let state = self.state.take().filter(|(g, v, _)| g == grid && v.len() == parts);
+        let state = self.state.take().filter(|w| w.grid == *grid && w.vcores.len() == parts);
         let warm = state.is_some();
         // The tight tolerance pays on a cold start only; a warm one keeps the default (see
         // `StopRule::for_problem`). Where the refinement follows, small parts stop early.
@@ -125,19 +134,19 @@ impl Partitioner for Pbs {
             (false, true) => StopRule::before_refinement(&problem),
             (false, false) => StopRule::for_problem(&problem),
         });
-        let (mut vcores, whole) = match state {
-            Some((_, v, whole)) => (v, whole),
+        let (mut vcores, whole, previous) = match state {
+            Some(w) => (w.vcores, w.cells_whole, Some(w.owners)),
             None => match self.cold_start {
-                ColdStart::Random => (VCores::random(&problem, self.seed), false),
+                ColdStart::Random => (VCores::random(&problem, self.seed), false, None),
                 // Where a box that carries load outweighs the tolerance, the cells would only
                 // crawl to their stall limit before the refinement: it starts from the RCB.
                 ColdStart::Bisection if !self.refine || stop.resolvable_by_cells(&problem) => {
-                    (VCores::from_bisection(&problem), false)
+                    (VCores::from_bisection(&problem), false, None)
                 }
                 ColdStart::Bisection | ColdStart::RefinedBisection => {
                     let (owners, vcores) =
                         pbs::refine::refined_bisection(&problem, pbs::refine::RefineSettings::default().tol)?;
-                    self.state = Some((*grid, vcores, false));
+                    self.state = Some(Warm { grid: *grid, vcores, cells_whole: false, owners: owners.clone() });
                     self.steps = Some(0);
                     return Ok(owners);
                 }
@@ -147,9 +156,17 @@ impl Partitioner for Pbs {
             // A warm start is a rebalancing: far from balance (a re-drawn map) it starts over.
             // Its owners are the cells', mended; where a box that carries load outweighs the
             // tolerance, its cells stop where they can resolve the load and the refinement
-            // finishes (`pbs::refine::rebalance_mended`).
+            // finishes; where the cells end above the tolerance, the last owners refined may
+            // be taken instead (`pbs::refine::rebalance_mended`).
             (true, true) => {
-                let done = pbs::refine::rebalance_mended(method.as_mut(), &problem, &mut vcores, stop, whole)?;
+                let done = pbs::refine::rebalance_mended(
+                    method.as_mut(),
+                    &problem,
+                    &mut vcores,
+                    stop,
+                    whole,
+                    previous.as_deref(),
+                )?;
                 self.steps = Some(done.outcome.steps);
                 (done.owners, done.cells_whole)
             }
@@ -172,7 +189,7 @@ impl Partitioner for Pbs {
                 (owners, false)
             }
         };
-        self.state = Some((*grid, vcores, now_whole));
+        self.state = Some(Warm { grid: *grid, vcores, cells_whole: now_whole, owners: owners.clone() });
         Ok(owners)
     }
 
@@ -269,7 +286,7 @@ mod tests {
             map = map.smooth(0.5);
             let loads = map.loads(&grid);
             let first = pbs.partition(&grid, &loads, parts).unwrap();
-            let cells = pbs.state.as_ref().map(|s| s.1.owners().to_vec()).unwrap();
+            let cells = pbs.state.as_ref().map(|s| s.vcores.owners().to_vec()).unwrap();
             split_cells += usize::from(disconnected_parts(&grid, &cells, parts) > 0);
             let again = pbs.partition(&grid, &loads, parts).unwrap();
             assert_eq!(pbs.last_steps(), Some(0));

@@ -141,13 +141,7 @@ pub struct Refined {
 /// per box, or a setting is negative or not finite.
 pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -> crate::Result<Refined> {
     check_owners(problem, owners)?;
-    for (name, v) in [("tol", settings.tol), ("max_moves_per_box", settings.max_moves_per_box)] {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(crate::Error::Parameter {
-                name, value: v.to_string(), reason: "expected a finite number ≥ 0"
-            });
-        }
-    }
+    check_settings(settings)?;
     let pieces = crate::metrics::pieces_if_split(problem.grid(), owners);
     let mut state = State::new(problem, owners);
     let target = (1.0 + settings.tol) * problem.lower_bound() * problem.mean();
@@ -228,6 +222,18 @@ pub fn mend_rebalanced(
         return Ok(true);
     }
     Ok(mend(problem, owners)? == 0)
+}
+
+/// An error naming a setting that is negative or not finite.
+fn check_settings(settings: RefineSettings) -> crate::Result<()> {
+    for (name, v) in [("tol", settings.tol), ("max_moves_per_box", settings.max_moves_per_box)] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(crate::Error::Parameter {
+                name, value: v.to_string(), reason: "expected a finite number ≥ 0"
+            });
+        }
+    }
+    Ok(())
 }
 
 /// An error naming the first part id out of range, or a length other than the grid's.

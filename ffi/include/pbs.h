@@ -130,7 +130,9 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    the largest load is within `tol`, and borders are shortened box by box. Where a later
    call's owners still end above `tol`, the owners the previous call wrote are refined the
    same way on the new loads and written instead where they reach `tol` or balance better
-   (the cells' owners then refined too). The outcome
+   (the cells' owners then refined too). Last, a face-connected group of boxes with no load
+   that all left the same part for the same part goes back to that part, where it touches it,
+   the cut does not grow and the part it leaves stays in one piece. The outcome
    describes the owners written; `migrations` counts them against the previous call's (the
    first call's against its random start, 0 where it refined a bisection). `outcome` may be
    NULL. */

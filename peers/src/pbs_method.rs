@@ -33,9 +33,9 @@ pub struct Pbs {
     pub cold_start: ColdStart,
     /// Whether a cold start's owners are refined box by box at the end
     /// ([`pbs::refine::refine_first_partition`]) and a warm start's parts in pieces mended,
-    /// its owners refined where the cells end above the tolerance
-    /// ([`pbs::refine::rebalance_mended`]); warm starts otherwise keep the power cells' owners,
-    /// which move fewer boxes.
+    /// its owners refined where the cells end above the tolerance, its boxes without load left
+    /// with their last part where that lengthens no cut ([`pbs::refine::rebalance_mended`]);
+    /// warm starts otherwise keep the power cells' owners, which move fewer boxes.
     pub refine: bool,
     /// What the next call warm-starts from.
     state: Option<Warm>,
@@ -157,7 +157,8 @@ impl Partitioner for Pbs {
             // Its owners are the cells', mended; where a box that carries load outweighs the
             // tolerance, its cells stop where they can resolve the load and the refinement
             // finishes; where the cells end above the tolerance, the last owners refined may
-            // be taken instead (`pbs::refine::rebalance_mended`).
+            // be taken instead; boxes without load stay where they were where that lengthens
+            // no cut (`pbs::refine::rebalance_mended`).
             (true, true) => {
                 let done = pbs::refine::rebalance_mended(
                     method.as_mut(),

@@ -72,9 +72,11 @@ mod borders;
 mod connectivity;
 mod flow;
 mod groups;
+mod hold;
 mod pairs;
 mod starts;
 
+pub use hold::hold_unloaded;
 pub use starts::{rebalance_mended, refine_first_partition, refined_bisection, Rebalanced, CRAWL_STEPS};
 
 /// How far [`refine`] goes.

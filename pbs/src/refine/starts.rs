@@ -1,11 +1,12 @@
 //! The refinement around the power cells, as the partitioners call it: a cold start without
 //! cells where they cannot resolve the load, a first partition refined (and, after cells that
 //! crawled, checked against a refined bisection), and a rebalancing whose owners are mended,
-//! finished where the cells could not resolve the tolerance, and checked against the last
-//! owners refined where they end above it. The `pbs` row of `pbs-bench peers` and the C
-//! interface's `pbs_partitioner_balance` share these.
+//! finished where the cells could not resolve the tolerance, checked against the last owners
+//! refined where they end above it, and whose boxes without load stay with their last part
+//! where that lengthens no cut. The `pbs` row of `pbs-bench peers` and the C interface's
+//! `pbs_partitioner_balance` share these.
 
-use super::{check_owners, check_settings, mend_rebalanced, refine, RefineSettings};
+use super::{check_owners, check_settings, hold_unloaded, mend_rebalanced, refine, RefineSettings};
 use crate::{rebalance, Balancer, Outcome, Problem, StopRule, VCores};
 
 /// A cold start without power cells: the parts of a k-way RCB ([`crate::bisection::kway_rcb`])
@@ -128,7 +129,8 @@ pub struct Rebalanced {
 /// maps took 6–30 × as long a step). On `pbs-bench maps`' `three-giants` rolled a column a
 /// step, the cells crawled 20–250 steps a call and left 1.078 × the bound (median; up to 1.188)
 /// with 571 boxes moved a step at 10 parts; checked, 1.048 (up to 1.050) and 305 (docs/peers.md,
-/// "Warm cells that end above the tolerance").
+/// "Warm cells that end above the tolerance"). Last, boxes that carry no load and changed part
+/// go back to their part in `previous` where that lengthens no cut ([`hold_unloaded`]).
 ///
 /// ```
 /// use pbs::{methods, refine, Grid, Problem, StopRule, VCores};
@@ -186,6 +188,9 @@ pub fn rebalance_mended(
             owners = kept;
             from_previous = true;
         }
+    }
+    if let Some(previous) = previous {
+        hold_unloaded(problem, &mut owners, previous)?;
     }
     Ok(Rebalanced { outcome, owners, cells_whole, from_previous })
 }

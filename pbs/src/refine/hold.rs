@@ -46,17 +46,8 @@ pub fn hold_unloaded(problem: &Problem, owners: &mut [u32], previous: &[u32]) ->
         id += 1;
         let (from, to) = (owners[start], previous[start]);
         group.clear();
-        group_of[start] = id;
-        stack.push(start);
-        while let Some(k) = stack.pop() {
-            group.push(k);
-            grid.for_each_neighbour(k, |m| {
-                if group_of[m] == 0 && moved(m, owners) && owners[m] == from && previous[m] == to {
-                    group_of[m] = id;
-                    stack.push(m);
-                }
-            });
-        }
+        let joins = |m: usize| moved(m, owners) && owners[m] == from && previous[m] == to;
+        flood(grid, start, (&mut group_of, id), &mut stack, joins, |k| group.push(k));
         let (mut faces_to, mut faces_from, mut beside) = (0, 0, None);
         for &k in &group {
             grid.for_each_neighbour(k, |m| {
@@ -76,18 +67,9 @@ pub fn hold_unloaded(problem: &Problem, owners: &mut [u32], previous: &[u32]) ->
         }
         // The rest of `from` in one piece: a search from a box beside the group meets all of it.
         let left = count[from as usize] - group.len();
-        reached[first] = id;
-        stack.push(first);
         let mut met = 0;
-        while let Some(k) = stack.pop() {
-            met += 1;
-            grid.for_each_neighbour(k, |m| {
-                if reached[m] != id && group_of[m] != id && owners[m] == from {
-                    reached[m] = id;
-                    stack.push(m);
-                }
-            });
-        }
+        let joins = |m: usize| group_of[m] != id && owners[m] == from;
+        flood(grid, first, (&mut reached, id), &mut stack, joins, |_| met += 1);
         if met < left {
             continue;
         }
@@ -99,6 +81,30 @@ pub fn hold_unloaded(problem: &Problem, owners: &mut [u32], previous: &[u32]) ->
         handed += group.len();
     }
     Ok(handed)
+}
+
+/// Visits `start` and every box reached from it through face neighbours that `joins` admits,
+/// each once: `mark` holds, per box, the number of the last search that reached it, and this
+/// search's number.
+fn flood(
+    grid: &crate::Grid,
+    start: usize,
+    (mark, id): (&mut [u32], u32),
+    stack: &mut Vec<usize>,
+    joins: impl Fn(usize) -> bool,
+    mut visit: impl FnMut(usize),
+) {
+    mark[start] = id;
+    stack.push(start);
+    while let Some(k) = stack.pop() {
+        visit(k);
+        grid.for_each_neighbour(k, |m| {
+            if mark[m] != id && joins(m) {
+                mark[m] = id;
+                stack.push(m);
+            }
+        });
+    }
 }
 
 #[cfg(test)]

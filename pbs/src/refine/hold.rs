@@ -30,15 +30,22 @@ use crate::Problem;
 pub fn hold_unloaded(problem: &Problem, owners: &mut [u32], previous: &[u32]) -> crate::Result<usize> {
     check_owners(problem, owners)?;
     check_owners(problem, previous)?;
+    Ok(hold(problem, owners, previous))
+}
+
+/// [`hold_unloaded`] on owners known to be valid.
+pub(super) fn hold(problem: &Problem, owners: &mut [u32], previous: &[u32]) -> usize {
     let (grid, loads) = (problem.grid(), problem.loads());
     let moved = |k: usize, owners: &[u32]| loads[k] == 0.0 && owners[k] != previous[k];
+    // Where every box carries load (a Perlin map) or none moved, one pass and nothing more.
+    let Some(first_moved) = (0..grid.len()).find(|&k| moved(k, owners)) else { return 0 };
     let mut count = vec![0usize; problem.vcores()];
     owners.iter().for_each(|&p| count[p as usize] += 1);
     // Per box, the last group (`group_of`) and search (`reached`) that visited it, by number.
     let (mut group_of, mut reached) = (vec![0u32; grid.len()], vec![0u32; grid.len()]);
     let (mut group, mut stack) = (Vec::new(), Vec::new());
     let (mut handed, mut id) = (0, 0u32);
-    for start in 0..grid.len() {
+    for start in first_moved..grid.len() {
         if group_of[start] != 0 || !moved(start, owners) {
             continue;
         }
@@ -80,7 +87,7 @@ pub fn hold_unloaded(problem: &Problem, owners: &mut [u32], previous: &[u32]) ->
         count[to as usize] += group.len();
         handed += group.len();
     }
-    Ok(handed)
+    handed
 }
 
 /// Visits `start` and every box reached from it through face neighbours that `joins` admits,

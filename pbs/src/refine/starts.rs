@@ -6,7 +6,7 @@
 //! where that lengthens no cut. The `pbs` row of `pbs-bench peers` and the C interface's
 //! `pbs_partitioner_balance` share these.
 
-use super::{check_owners, check_settings, hold_unloaded, mend_rebalanced, refine, RefineSettings};
+use super::{check_owners, check_settings, hold::hold, mend_rebalanced, refine, RefineSettings};
 use crate::{rebalance, Balancer, Outcome, Problem, StopRule, VCores};
 
 /// A cold start without power cells: the parts of a k-way RCB ([`crate::bisection::kway_rcb`])
@@ -102,7 +102,8 @@ pub fn refine_first_partition(
 pub struct Rebalanced {
     /// The cells' run ([`crate::rebalance`]).
     pub outcome: Outcome,
-    /// The owners to use: the cells', mended, and finished where the cells stopped early.
+    /// The owners to use: the cells', mended, and finished where the cells stopped early (or
+    /// the previous owners refined: `from_previous`), boxes without load handed back.
     pub owners: Vec<u32>,
     /// Whether the cells were in one piece each: the next call's `cells_whole`.
     pub cells_whole: bool,
@@ -124,9 +125,9 @@ pub struct Rebalanced {
 /// Where the owners still end above the tolerance and `previous` (the owners the last call
 /// returned) is given, the same passes also refine `previous` to the new loads, and those are
 /// taken where they reach the tolerance, the fewest boxes moved; otherwise the cells' owners
-/// refined, or `previous` refined where it balances better; a run that started over (a map far
-/// from the last one) too, where it ends above the tolerance (checked whatever its end, re-drawn
-/// maps took 6–30 × as long a step). On `pbs-bench maps`' `three-giants` rolled a column a
+/// refined, or `previous` refined where it balances better. That holds for a run that started
+/// over (a map far from the last one) as well; checked whether or not it ended above the
+/// tolerance, steps on re-drawn maps took 6–30 × as long. On `pbs-bench maps`' `three-giants` rolled a column a
 /// step, the cells crawled 20–250 steps a call and left 1.078 × the bound (median; up to 1.188)
 /// with 571 boxes moved a step at 10 parts; checked, 1.048 (up to 1.050) and 305 (docs/peers.md,
 /// "Warm cells that end above the tolerance"). Last, boxes that carry no load and changed part
@@ -176,8 +177,11 @@ pub fn rebalance_mended(
     let largest =
         |o: &[u32]| crate::metrics::charges(o, problem.loads(), problem.vcores()).into_iter().fold(0.0, f64::max);
     let target = (1.0 + stop.tol) * problem.lower_bound() * problem.mean();
+    // The owners are the cells' where none was mended or refined: their charges are known.
+    let cells_above = outcome.max_avg > (1.0 + stop.tol) * outcome.lower_bound;
+    let above = || if finish || !cells_whole { largest(&owners) > target } else { cells_above };
     let mut from_previous = false;
-    if let Some(previous) = previous.filter(|_| largest(&owners) > target) {
+    if let Some(previous) = previous.filter(|_| above()) {
         let mut kept = previous.to_vec();
         refine(problem, &mut kept, settings)?;
         let kept_largest = largest(&kept);
@@ -190,7 +194,7 @@ pub fn rebalance_mended(
         }
     }
     if let Some(previous) = previous {
-        hold_unloaded(problem, &mut owners, previous)?;
+        hold(problem, &mut owners, previous);
     }
     Ok(Rebalanced { outcome, owners, cells_whole, from_previous })
 }

@@ -131,7 +131,7 @@ pub struct Rebalanced {
 /// step, the cells crawled 20–250 steps a call and left 1.078 × the bound (median; up to 1.188)
 /// with 571 boxes moved a step at 10 parts; checked, 1.048 (up to 1.050) and 305 (docs/peers.md,
 /// "Warm cells that end above the tolerance"). Last, boxes that carry no load and changed part
-/// go back to their part in `previous` where that lengthens no cut ([`hold_unloaded`]).
+/// go back to their part in `previous` where that lengthens no cut ([`super::hold_unloaded`]).
 ///
 /// ```
 /// use pbs::{methods, refine, Grid, Problem, StopRule, VCores};

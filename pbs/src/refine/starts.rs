@@ -229,6 +229,27 @@ mod tests {
         assert!(matches!(e, Err(crate::Error::Parameter { name: "tol", .. })), "{e:?}");
     }
 
+    /// On a sparse map rolled a column, the owners differ from those of a call without
+    /// `previous` only at boxes without load, which the call hands back: fewer migrations.
+    #[test]
+    fn a_warm_start_hands_boxes_without_load_back_to_their_last_part() {
+        let grid = Grid::new(60, 60).unwrap();
+        let sparse = |shift: usize| -> Vec<f64> { (0..grid.len()).map(|k| f64::from((k + shift) % 20 == 3)).collect() };
+        let before = sparse(0);
+        let (previous, vcores) = refined_bisection(&Problem::new(grid, &before, 20).unwrap(), 0.005).unwrap();
+        let loads = sparse(1);
+        let problem = Problem::new(grid, &loads, 20).unwrap();
+        let mut method = methods::by_name("power-cells").unwrap();
+        let stop = StopRule::default();
+        let with = rebalance_mended(method.as_mut(), &problem, &mut vcores.clone(), stop, false, Some(&previous));
+        let without = rebalance_mended(method.as_mut(), &problem, &mut vcores.clone(), stop, false, None).unwrap();
+        let with = with.unwrap();
+        assert!(!with.from_previous);
+        let differ: Vec<usize> = (0..grid.len()).filter(|&k| with.owners[k] != without.owners[k]).collect();
+        assert!(!differ.is_empty() && differ.iter().all(|&k| loads[k] == 0.0 && with.owners[k] == previous[k]));
+        assert!(metrics::migrations(&previous, &with.owners) < metrics::migrations(&previous, &without.owners));
+    }
+
     /// Cells held where they start (no step) end above the tolerance on loads that grow along
     /// x: the previous owners, balanced on those loads already, are taken.
     #[test]

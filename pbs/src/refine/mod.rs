@@ -146,7 +146,7 @@ pub fn refine(problem: &Problem, owners: &mut [u32], settings: RefineSettings) -
     check_settings(settings)?;
     let pieces = crate::metrics::pieces_if_split(problem.grid(), owners);
     let mut state = State::new(problem, owners);
-    let target = (1.0 + settings.tol) * problem.lower_bound() * problem.mean();
+    let target = target_charge(problem, settings.tol);
     let max_moves = (settings.max_moves_per_box * problem.grid().len() as f64) as usize;
     let mend_moves = pieces.map_or(0, |pieces| state.mend(pieces));
     let mut balance_moves = state.balance(target, max_moves);
@@ -224,6 +224,16 @@ pub fn mend_rebalanced(
         return Ok(true);
     }
     Ok(mend(problem, owners)? == 0)
+}
+
+/// The largest charge a tolerance allows: `(1 + tol)` × the lower bound, in load.
+fn target_charge(problem: &Problem, tol: f64) -> f64 {
+    (1.0 + tol) * problem.lower_bound() * problem.mean()
+}
+
+/// The largest charge of `owners`' parts.
+fn largest_charge(problem: &Problem, owners: &[u32]) -> f64 {
+    crate::metrics::charges(owners, problem.loads(), problem.vcores()).into_iter().fold(0.0, f64::max)
 }
 
 /// An error naming a setting that is negative or not finite.

@@ -6,7 +6,9 @@
 //! where that lengthens no cut. The `pbs` row of `pbs-bench peers` and the C interface's
 //! `pbs_partitioner_balance` share these.
 
-use super::{check_owners, check_settings, hold::hold, mend_rebalanced, refine, RefineSettings};
+use super::{
+    check_owners, check_settings, hold::hold, largest_charge, mend_rebalanced, refine, target_charge, RefineSettings,
+};
 use crate::{rebalance, Balancer, Outcome, Problem, StopRule, VCores};
 
 /// A cold start without power cells: the parts of a k-way RCB ([`crate::bisection::kway_rcb`])
@@ -82,9 +84,8 @@ pub fn refine_first_partition(
     if cell_steps <= CRAWL_STEPS {
         return Ok(None);
     }
-    let largest =
-        |o: &[u32]| crate::metrics::charges(o, problem.loads(), problem.vcores()).into_iter().fold(0.0, f64::max);
-    let target = (1.0 + settings.tol) * problem.lower_bound() * problem.mean();
+    let largest = |o: &[u32]| largest_charge(problem, o);
+    let target = target_charge(problem, settings.tol);
     let refined = largest(owners);
     if refined <= target {
         return Ok(None);
@@ -174,9 +175,8 @@ pub fn rebalance_mended(
     if finish {
         refine(problem, &mut owners, settings)?;
     }
-    let largest =
-        |o: &[u32]| crate::metrics::charges(o, problem.loads(), problem.vcores()).into_iter().fold(0.0, f64::max);
-    let target = (1.0 + stop.tol) * problem.lower_bound() * problem.mean();
+    let largest = |o: &[u32]| largest_charge(problem, o);
+    let target = target_charge(problem, stop.tol);
     // The owners are the cells' where none was mended or refined: their charges are known.
     let cells_above = outcome.max_avg > (1.0 + stop.tol) * outcome.lower_bound;
     let above = || if finish || !cells_whole { largest(&owners) > target } else { cells_above };

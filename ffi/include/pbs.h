@@ -96,8 +96,9 @@ typedef struct pbs_outcome {
 /* A balancer of `vcores` vCores over nx * ny * nz boxes. `method` is a method name
    ("power-cells", the default; "power-cells-pair", its vCores moved by a pair potential; or
    the paper's "paper-eq7", "paper-eq7-attract", "paper-eq6", "paper-eq4", "paper-eq1"); NULL
-   means "power-cells". The first balancing starts from vCores at random positions drawn from
-   `seed`. NULL on error (pbs_last_error()). */
+   means "power-cells". The paper's methods start their first balancing from vCores at random
+   positions drawn from `seed`; the others from the centroids of a recursive bisection of the
+   loads (`seed` unused). NULL on error (pbs_last_error()). */
 pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vcores,
                                      const char *method, uint64_t seed);
 
@@ -106,10 +107,13 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    from where the previous call ended, or, when that mapping is more than 1.5 times the lower
    bound out of balance on these loads, over from a recursive bisection of them, each part
    keeping the id of the old part it overlaps most. Stops when converged within `tol` or after
-   `max_steps` steps, leaving the best mapping found. With "power-cells", a vCore left with
-   no box gets one unless that would raise the largest load or split a part, and a call stuck
-   over 1.2 times the lower bound starts over once from a bisection. The first call then
-   refines the owners box by box: a part in pieces keeps its most loaded piece and hands the
+   `max_steps` steps, leaving the best mapping found; the first call (but with the paper's
+   methods) runs its vCores, from a recursive bisection's centroids, to the tolerance its
+   refinement wants before it instead: 0.01 where 250 boxes or more that carry load fall to a
+   vCore, else 0.1 (as `pbs` in pbs-bench peers, docs/peers.md). With "power-cells", a vCore
+   left with no box gets one unless that would raise the largest load or split a part, and a
+   call stuck over 1.2 times the lower bound starts over once from a bisection. The first call
+   then refines the owners box by box: a part in pieces keeps its most loaded piece and hands the
    others to the parts around them, then single boundary boxes go to a neighbouring part (no
    part split or emptied) until the largest load is within min(tol, 0.005) of the lower bound
    or no move lowers it; cuts each part and the parts within two face steps of it again as a
@@ -119,7 +123,8 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    parts apart again along straight lines (or, where boxes with no load allow, the shortest
    cut) where that shortens their border, and shortens the borders box by box, these two
    where that keeps the largest load. Where fewer boxes carry load (a load above 0) than
-   1/tol per vCore (any number, for tol 0), vCores would only crawl towards `tol`: the first
+   1/t per vCore, t the first call's vCore tolerance (0.01 or 0.1 above; `tol` with the
+   paper's methods: any number, for tol 0), vCores would only crawl towards t: the first
    call instead refines the parts of a recursive bisection of the loads the same way,
    without the group re-cuts (0 steps); and where the vCores crawled (more than 30 steps)
    and the refinement ends above its target, the parts of a recursive bisection refined the
@@ -133,9 +138,8 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    (the cells' owners then refined too). Last, a face-connected group of boxes with no load
    that all left the same part for the same part goes back to that part, where it touches it,
    the cut does not grow and the part it leaves stays in one piece. The outcome
-   describes the owners written; `migrations` counts them against the previous call's (the
-   first call's against its random start, 0 where it refined a bisection). `outcome` may be
-   NULL. */
+   describes the owners written; `migrations` counts them against the previous call's (0 on
+   the first call). `outcome` may be NULL. */
 pbs_status pbs_partitioner_balance(pbs_partitioner *p, const double *loads, size_t n_loads,
                                    double tol, size_t max_steps, uint32_t *owners,
                                    pbs_outcome *outcome);

@@ -12,12 +12,14 @@ use crate::status::{guard, invalid, null, status, text, Status};
 pub struct Partitioner {
     grid: Grid,
     vcores: usize,
+    /// The paper's methods' first balancing starts from random positions drawn from it.
     seed: u64,
     method: Box<dyn Balancer + Send>,
-    /// `None` until the first balancing, which starts from random positions.
+    /// `None` until the first balancing.
     state: Option<VCores>,
     /// The owners the last call wrote (the first call's are refined, so they may differ from
-    /// the vCores' cells): what the next call counts its migrations from.
+    /// the vCores' cells): what the next call counts its migrations from. Empty before the
+    /// first call.
     written: Vec<u32>,
     /// Whether the vCores' cells were in one piece each at the end of the last call.
     cells_whole: bool,
@@ -130,26 +132,33 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
                 p.cells_whole = done.cells_whole;
                 (done.outcome.steps, done.owners)
             }
-            // Cells that cannot resolve `tol` would crawl to their stall limit: the first
-            // call refines a k-way RCB's parts instead, and counts its migrations from them.
-            None if !stop.resolvable_by_cells(&problem) => {
-                let (owners, vcores) = pbs::refine::refined_bisection(&problem, refine_tol)?;
-                p.written = owners.clone();
-                p.state = Some(vcores);
-                (0, owners)
-            }
-            None => {
-                let state = p.state.insert(VCores::random(&problem, p.seed));
-                p.written = state.owners().to_vec();
-                let out = balance(p.method.as_mut(), &problem, state, stop, |_| {});
-                let mut owners = state.owners().to_vec();
-                let settings = pbs::refine::RefineSettings { tol: refine_tol, ..Default::default() };
-                // After a crawl that the refinement cannot finish, a refined bisection may
-                // balance better; its vCores then start the later calls.
-                if let Some(v) = pbs::refine::refine_first_partition(&problem, &mut owners, out.steps, settings)? {
-                    *state = v;
+            // The paper's methods start as the paper did, from random vCores balanced to
+            // `stop`, their owners refined as a first partition's; where a box that carries
+            // load outweighs `tol`, the vCores would only crawl: a refined bisection instead.
+            None if p.method.name().starts_with("paper-") => {
+                if !stop.resolvable_by_cells(&problem) {
+                    let (owners, vcores) = pbs::refine::refined_bisection(&problem, refine_tol)?;
+                    p.state = Some(vcores);
+                    (0, owners)
+                } else {
+                    let state = p.state.insert(VCores::random(&problem, p.seed));
+                    let out = balance(p.method.as_mut(), &problem, state, stop, |_| {});
+                    let mut owners = state.owners().to_vec();
+                    let settings = pbs::refine::RefineSettings { tol: refine_tol, ..Default::default() };
+                    if let Some(v) = pbs::refine::refine_first_partition(&problem, &mut owners, out.steps, settings)? {
+                        *state = v;
+                    }
+                    (out.steps, owners)
                 }
-                (out.steps, owners)
+            }
+            // The power cells from a k-way RCB's centroids to the tolerance the refinement
+            // wants before it, at most `max_steps`, then refined (`pbs` in pbs-peers alike);
+            // where a box that carries load outweighs that tolerance, the RCB's parts refined.
+            None => {
+                let cells = StopRule { max_steps, ..StopRule::before_refinement(&problem) };
+                let first = pbs::refine::first_partition(p.method.as_mut(), &problem, cells, refine_tol)?;
+                p.state = Some(first.vcores);
+                (first.steps, first.owners)
             }
         };
         let elapsed = start.elapsed();
@@ -160,7 +169,8 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
             let charges = pbs::metrics::charges(&written, problem.loads(), p.vcores);
             let max_avg = pbs::metrics::max_avg(&charges);
             let (dol_max, dol_min) = pbs::metrics::dol_extremes(&charges);
-            let migrations = pbs::metrics::migrations(&p.written, &written);
+            // The first call has no owners before it to count against.
+            let migrations = if p.written.is_empty() { 0 } else { pbs::metrics::migrations(&p.written, &written) };
             *o = Outcome {
                 steps,
                 converged: (max_avg <= (1.0 + tol) * problem.lower_bound()) as i32,
@@ -301,37 +311,43 @@ mod tests {
         unsafe { pbs_partitioner_free(p) };
     }
 
-    /// A first call whose vCores crawl (a disc at 50 × the background, 72 vCores) and whose
-    /// refinement stops above its target writes a refined bisection's parts, as
-    /// `pbs::refine::refine_first_partition` decides.
+    /// A first call whose vCores crawl (five Gaussian hot spots on a faint background, the
+    /// `hot-spots-80x40` map of `pbs-bench maps`, 72 vCores) and whose refinement stops above
+    /// its target writes a refined bisection's parts, as `pbs::refine::first_partition` decides.
     #[test]
     fn a_first_call_that_crawls_writes_the_better_balanced_refinement() {
         let grid = Grid::new(80, 40).unwrap();
+        let gauss = |c: [f64; 3], cx: f64, cy: f64, s: f64| {
+            (-((c[0] - cx).powi(2) + (c[1] - cy).powi(2)) / (2.0 * s * s)).exp()
+        };
         let loads: Vec<f64> = (0..grid.len())
             .map(|k| {
                 let c = grid.centre(k);
-                if ((c[0] - 30.0).powi(2) + (c[1] - 18.0).powi(2)).sqrt() < 12.0 {
-                    50.0
-                } else {
-                    1.0
-                }
+                0.01 + 5.0 * gauss(c, 10.0, 10.0, 3.0)
+                    + 2.0 * gauss(c, 60.0, 30.0, 5.0)
+                    + 8.0 * gauss(c, 70.0, 8.0, 1.5)
+                    + 1.0 * gauss(c, 35.0, 25.0, 8.0)
+                    + 3.0 * gauss(c, 20.0, 35.0, 2.0)
             })
             .collect();
         let problem = Problem::new(grid, &loads, 72).unwrap();
-        let mut vcores = VCores::random(&problem, 1);
+        let tol = pbs::refine::RefineSettings::default().tol;
+        let stop = StopRule { max_steps: 5000, ..StopRule::before_refinement(&problem) };
         let mut method = methods::by_name("power-cells").unwrap();
-        let run = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
-        let mut want = vcores.owners().to_vec();
-        let settings = pbs::refine::RefineSettings::default();
-        let taken = pbs::refine::refine_first_partition(&problem, &mut want, run.steps, settings).unwrap();
-        assert!(taken.is_some(), "{} steps: the refined cells were kept; pick a map they crawl on", run.steps);
+        let want = pbs::refine::first_partition(method.as_mut(), &problem, stop, tol).unwrap();
+        let (bisection, _) = pbs::refine::refined_bisection(&problem, tol).unwrap();
+        assert!(
+            want.steps > pbs::refine::CRAWL_STEPS && want.owners == bisection,
+            "{} steps: the refined cells were kept; pick a map they crawl on",
+            want.steps
+        );
         // SAFETY: NULL method (the default).
         let p = unsafe { pbs_partitioner_new(80, 40, 1, 72, std::ptr::null(), 1) };
         assert!(!p.is_null());
         // SAFETY: a live handle from its _new, used by this thread alone.
         let (owners, out) = unsafe { balance_once(p, &loads) };
-        assert_eq!(owners, want);
-        assert_eq!(out.steps, run.steps);
+        assert_eq!(owners, want.owners);
+        assert_eq!((out.steps, out.migrations), (want.steps, 0));
         // SAFETY: a handle from its _new, not used afterwards.
         unsafe { pbs_partitioner_free(p) };
     }
@@ -343,44 +359,77 @@ mod tests {
         // SAFETY: the strings are NULL or NUL-terminated literals.
         let p = unsafe { pbs_partitioner_new(40, 30, 1, 6, std::ptr::null(), 7) };
         assert!(!p.is_null());
-        // The same calls in Rust: the first one's owners refined, the second's the cells'
-        // (mended, where a part fell in pieces).
+        // The same calls in Rust: the first one a first partition (the cells from an RCB's
+        // centroids, refined), the second a rebalancing whose owners are the cells' (mended,
+        // where a part fell in pieces).
         let mut method = methods::by_name("power-cells").unwrap();
         let problem = Problem::new(grid, &first, 6).unwrap();
-        let mut vcores = VCores::random(&problem, 7);
-        let mut previous = vcores.owners().to_vec();
+        let stop = StopRule { max_steps: 5000, ..StopRule::before_refinement(&problem) };
+        let start =
+            pbs::refine::first_partition(method.as_mut(), &problem, stop, pbs::refine::RefineSettings::default().tol);
+        let start = start.unwrap();
+        let (mut vcores, mut previous) = (start.vcores, start.owners.clone());
         for (call, loads) in [&first, &second].into_iter().enumerate() {
             let problem = Problem::new(grid, loads, 6).unwrap();
-            let run = if call == 0 {
-                balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {})
+            let (want, steps, migrations) = if call == 0 {
+                (start.owners.clone(), start.steps, 0)
             } else {
-                rebalance(method.as_mut(), &problem, &mut vcores, StopRule::default())
-            };
-            let mut want = vcores.owners().to_vec();
-            if call == 0 {
-                let refined = pbs::refine::refine(&problem, &mut want, pbs::refine::RefineSettings::default());
-                assert!(refined.unwrap().balance_moves > 0, "the cells stop within 0.05, the refinement goes on");
-            } else {
+                let run = rebalance(method.as_mut(), &problem, &mut vcores, StopRule { max_steps: 5000, tol: 0.05 });
+                let mut want = vcores.owners().to_vec();
                 pbs::refine::mend(&problem, &mut want).unwrap();
-            }
+                let moved = pbs::metrics::migrations(&previous, &want);
+                (want, run.steps, moved)
+            };
             // SAFETY: a live handle from its _new (checked above), used by this thread alone.
             let (owners, out) = unsafe { balance_once(p, loads) };
             assert_eq!(owners, want);
             let max_avg = pbs::metrics::max_avg(&pbs::metrics::charges(&want, loads, 6));
-            assert_eq!((out.steps, out.max_avg), (run.steps, max_avg));
-            assert!(call > 0 || max_avg <= run.max_avg, "refining never unbalances");
-            assert_eq!(
-                (out.edge_cut, out.migrations),
-                (pbs::metrics::edge_cut(&grid, &want), pbs::metrics::migrations(&previous, &want))
-            );
+            assert_eq!((out.steps, out.max_avg), (steps, max_avg));
+            assert_eq!((out.edge_cut, out.migrations), (pbs::metrics::edge_cut(&grid, &want), migrations));
             assert!(out.converged == 1 && out.max_avg <= 1.05 * out.lower_bound);
             if call == 0 {
                 assert!(out.max_avg <= 1.005 * out.lower_bound, "{}", out.max_avg);
+            } else {
+                assert!(migrations > 0 && steps > 0, "the second call had nothing to do");
             }
             previous = want;
         }
         // SAFETY: a handle from its _new (or NULL), not used afterwards.
         unsafe { pbs_partitioner_free(p) };
+    }
+
+    /// The first call starts the power cells from a bisection, whatever the seed; the paper's
+    /// methods from random vCores drawn from it (20 steps: fewer than a crawl, after which a
+    /// refined bisection could replace their owners).
+    #[test]
+    fn only_the_paper_methods_start_from_the_seed() {
+        let grid = Grid::new(40, 30).unwrap();
+        let loads = hot_spot(&grid, 30.0, 8.0);
+        let first_owners = |method: &std::ffi::CStr, seed: u64| {
+            // SAFETY: a NUL-terminated literal.
+            let p = unsafe { pbs_partitioner_new(40, 30, 1, 6, method.as_ptr(), seed) };
+            assert!(!p.is_null());
+            let mut owners = vec![u32::MAX; loads.len()];
+            // SAFETY: a live handle from its _new; buffers of the lengths passed; NULL outcome.
+            let s = unsafe {
+                pbs_partitioner_balance(
+                    p,
+                    loads.as_ptr(),
+                    loads.len(),
+                    0.05,
+                    20,
+                    owners.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            };
+            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            // SAFETY: a handle from its _new, not used afterwards.
+            unsafe { pbs_partitioner_free(p) };
+            owners
+        };
+        assert_eq!(first_owners(c"power-cells", 1), first_owners(c"power-cells", 2));
+        assert_eq!(first_owners(c"power-cells-pair", 1), first_owners(c"power-cells-pair", 2));
+        assert_ne!(first_owners(c"paper-eq7", 1), first_owners(c"paper-eq7", 2));
     }
 
     /// A later call far from balance (all the load in one quarter) starts over, and 20 steps

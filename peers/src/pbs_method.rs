@@ -1,6 +1,7 @@
 //! `pbs`: the pbs balancer as a partitioner, so that it stands in the same table as its peers.
-//! A cold start places the vCores at the centroids of a k-way RCB (or at random), balances the
-//! power cells and refines their owners box by box ([`pbs::refine`]); where a box that carries
+//! A cold start ([`pbs::refine::first_partition`], which the C partitioner's first call shares)
+//! places the vCores at the centroids of a k-way RCB (or at random), balances the power cells
+//! and refines their owners box by box ([`pbs::refine`]); where a box that carries
 //! load outweighs the cells' tolerance ([`StopRule::resolvable_by_cells`]), it refines the
 //! RCB's parts without the cells, as `pbs-rcb-start` does, and after cells that crawled and
 //! whose refinement stops above its target it keeps the refined RCB's parts where they balance
@@ -134,18 +135,24 @@ impl Partitioner for Pbs {
             (false, true) => StopRule::before_refinement(&problem),
             (false, false) => StopRule::for_problem(&problem),
         });
+        let tol = pbs::refine::RefineSettings::default().tol;
         let (mut vcores, whole, previous) = match state {
             Some(w) => (w.vcores, w.cells_whole, Some(w.owners)),
             None => match self.cold_start {
                 ColdStart::Random => (VCores::random(&problem, self.seed), false, None),
-                // Where a box that carries load outweighs the tolerance, the cells would only
-                // crawl to their stall limit before the refinement: it starts from the RCB.
-                ColdStart::Bisection if !self.refine || stop.resolvable_by_cells(&problem) => {
-                    (VCores::from_bisection(&problem), false, None)
+                ColdStart::Bisection if !self.refine => (VCores::from_bisection(&problem), false, None),
+                // The cells from the RCB's centroids, refined; where a box that carries load
+                // outweighs the tolerance, the RCB's parts refined without cells.
+                ColdStart::Bisection => {
+                    let first = pbs::refine::first_partition(method.as_mut(), &problem, stop, tol)?;
+                    let owners = first.owners.clone();
+                    self.state =
+                        Some(Warm { grid: *grid, vcores: first.vcores, cells_whole: false, owners: first.owners });
+                    self.steps = Some(first.steps);
+                    return Ok(owners);
                 }
-                ColdStart::Bisection | ColdStart::RefinedBisection => {
-                    let (owners, vcores) =
-                        pbs::refine::refined_bisection(&problem, pbs::refine::RefineSettings::default().tol)?;
+                ColdStart::RefinedBisection => {
+                    let (owners, vcores) = pbs::refine::refined_bisection(&problem, tol)?;
                     self.state = Some(Warm { grid: *grid, vcores, cells_whole: false, owners: owners.clone() });
                     self.steps = Some(0);
                     return Ok(owners);
@@ -180,8 +187,7 @@ impl Partitioner for Pbs {
                 self.steps = Some(steps);
                 let mut owners = vcores.owners().to_vec();
                 if self.refine {
-                    // After a crawl that the refinement cannot finish, a refined bisection may
-                    // balance better; its vCores then start the rebalancings.
+                    // From random vCores (`pbs-random-start`): refined as `first_partition` does.
                     let settings = pbs::refine::RefineSettings::default();
                     if let Some(v) = pbs::refine::refine_first_partition(&problem, &mut owners, steps, settings)? {
                         vcores = v;

@@ -77,7 +77,10 @@ mod pairs;
 mod starts;
 
 pub use hold::hold_unloaded;
-pub use starts::{rebalance_mended, refine_first_partition, refined_bisection, Rebalanced, CRAWL_STEPS};
+pub use starts::{
+    first_partition, rebalance_mended, refine_first_partition, refined_bisection, FirstPartition, Rebalanced,
+    CRAWL_STEPS,
+};
 
 /// How far [`refine`] goes.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -1,10 +1,10 @@
-//! The refinement around the power cells, as the partitioners call it: a cold start without
-//! cells where they cannot resolve the load, a first partition refined (and, after cells that
-//! crawled, checked against a refined bisection), and a rebalancing whose owners are mended,
-//! finished where the cells could not resolve the tolerance, checked against the last owners
-//! refined where they end above it, and whose boxes without load stay with their last part
-//! where that lengthens no cut. The `pbs` row of `pbs-bench peers` and the C interface's
-//! `pbs_partitioner_balance` share these.
+//! The refinement around the power cells, as the partitioners call it: a first partition
+//! (cells from a bisection's centroids, refined, and, after cells that crawled, checked against
+//! a refined bisection; a cold start without cells where they cannot resolve the load), and a
+//! rebalancing whose owners are mended, finished where the cells could not resolve the
+//! tolerance, checked against the last owners refined where they end above it, and whose boxes
+//! without load stay with their last part where that lengthens no cut. The `pbs` row of
+//! `pbs-bench peers` and the C interface's `pbs_partitioner_balance` share these.
 
 use super::{
     check_owners, check_settings, hold::hold, largest_charge, mend_rebalanced, refine, target_charge, RefineSettings,
@@ -96,6 +96,63 @@ pub fn refine_first_partition(
     }
     owners.copy_from_slice(&parts);
     Ok(Some(vcores))
+}
+
+/// What [`first_partition`] returns.
+#[derive(Debug, Clone)]
+pub struct FirstPartition {
+    /// The owners of every box.
+    pub owners: Vec<u32>,
+    /// The vCores the rebalancings after start from.
+    pub vcores: VCores,
+    /// Power-cell steps taken (0 where the cells were skipped).
+    pub steps: usize,
+}
+
+/// A first partition as `pbs` makes one: vCores at the centroids of a k-way RCB's parts
+/// ([`VCores::from_bisection`]), their power cells balanced by `method` to `stop`, and the
+/// cells' owners refined to `tol` ([`refine_first_partition`]); where a box that carries load
+/// outweighs `stop`'s tolerance ([`StopRule::resolvable_by_cells`]) the cells are skipped for
+/// a [`refined_bisection`]. `stop` is usually [`StopRule::before_refinement`]. The `pbs` row
+/// of `pbs-bench peers` cold-starts so, and the C interface's `pbs_partitioner_balance` on its
+/// first call: from random vCores (`pbs-random-start`) the 52 cases of `pbs-bench peers
+/// --sequence 0` took 1.6 × the time for a cut 1.10 × the best method's (median) rather than
+/// 1.04 × (docs/peers.md, "The C partitioner's first call").
+///
+/// ```
+/// use pbs::{metrics, methods, refine, Grid, Problem, StopRule};
+/// let grid = Grid::new(32, 32)?;
+/// let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 5) as f64).collect();
+/// let problem = Problem::new(grid, &loads, 8)?;
+/// let stop = StopRule::before_refinement(&problem);
+/// let first = refine::first_partition(methods::by_name("power-cells")?.as_mut(), &problem, stop, 0.005)?;
+/// assert_eq!(metrics::disconnected_parts(&grid, &first.owners, 8), 0);
+/// assert_eq!(first.vcores.len(), 8);
+/// # Ok::<(), pbs::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`refine`], for a tolerance that is negative or not finite.
+pub fn first_partition(
+    method: &mut dyn Balancer,
+    problem: &Problem,
+    stop: StopRule,
+    tol: f64,
+) -> crate::Result<FirstPartition> {
+    if !stop.resolvable_by_cells(problem) {
+        let (owners, vcores) = refined_bisection(problem, tol)?;
+        return Ok(FirstPartition { owners, vcores, steps: 0 });
+    }
+    let mut vcores = VCores::from_bisection(problem);
+    let steps = crate::balance(method, problem, &mut vcores, stop, |_| {}).steps;
+    let mut owners = vcores.owners().to_vec();
+    let settings = RefineSettings { tol, ..Default::default() };
+    // After a crawl that the refinement cannot finish, a refined bisection may balance
+    // better; its vCores then start the rebalancings.
+    if let Some(v) = refine_first_partition(problem, &mut owners, steps, settings)? {
+        vcores = v;
+    }
+    Ok(FirstPartition { owners, vcores, steps })
 }
 
 /// What [`rebalance_mended`] returns.

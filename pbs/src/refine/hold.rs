@@ -109,11 +109,10 @@ pub(super) fn hold(problem: &Problem, owners: &mut [u32], previous: &[u32]) -> u
 }
 
 /// Orders `group` (boxes of one part that were part `to`'s) outwards from `to`, breadth first
-/// from the boxes beside it, and returns how many of the first boxes go back to `to` with the
-/// cut no longer (0: none), fewer than the whole group. Their border with the rest of the group
-/// is then where the group is narrowest beside `to`: a rebalancing whose cells swung across
-/// stretches without load leaves wedges, of which the side near the old part goes back where
-/// the whole would lengthen the cut.
+/// from the boxes beside it, and returns the most of the first boxes that go back to `to` with
+/// the cut no longer (0: none), fewer than the whole group. A rebalancing whose cells swung
+/// across stretches without load leaves wedges of them: where the whole wedge would lengthen
+/// the cut, its side nearest the old part may still go back.
 fn nearest_part(grid: &crate::Grid, owners: &[u32], group: &mut Vec<usize>, to: u32, marks: &mut Marks) -> usize {
     // Boxes of the group not yet ordered hold `unseen`; ordered ones `seen`, then `inside`
     // once counted in.

@@ -222,11 +222,20 @@ mod tests {
     /// # Safety
     /// `p` is a live handle from [`pbs_partitioner_new`], not used by another thread meanwhile.
     unsafe fn balance_once(p: *mut Partitioner, loads: &[f64]) -> (Vec<u32>, Outcome) {
+        // SAFETY: as the caller promises.
+        unsafe { balance_steps(p, loads, 5000) }
+    }
+
+    /// [`balance_once`] with up to `max_steps` steps.
+    ///
+    /// # Safety
+    /// As [`balance_once`].
+    unsafe fn balance_steps(p: *mut Partitioner, loads: &[f64], max_steps: usize) -> (Vec<u32>, Outcome) {
         let mut owners = vec![u32::MAX; loads.len()];
         let mut out = Outcome::default();
         // SAFETY: `p` as the caller promises; `loads` and `owners` hold `loads.len()` values.
         let s = unsafe {
-            pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, 5000, owners.as_mut_ptr(), &mut out)
+            pbs_partitioner_balance(p, loads.as_ptr(), loads.len(), 0.05, max_steps, owners.as_mut_ptr(), &mut out)
         };
         assert_eq!(s, Status::Ok, "{:?}", last_error());
         (owners, out)
@@ -409,20 +418,8 @@ mod tests {
             // SAFETY: a NUL-terminated literal.
             let p = unsafe { pbs_partitioner_new(40, 30, 1, 6, method.as_ptr(), seed) };
             assert!(!p.is_null());
-            let mut owners = vec![u32::MAX; loads.len()];
-            // SAFETY: a live handle from its _new; buffers of the lengths passed; NULL outcome.
-            let s = unsafe {
-                pbs_partitioner_balance(
-                    p,
-                    loads.as_ptr(),
-                    loads.len(),
-                    0.05,
-                    20,
-                    owners.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            };
-            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            // SAFETY: a live handle from its _new, used by this thread alone.
+            let (owners, _) = unsafe { balance_steps(p, &loads, 20) };
             // SAFETY: a handle from its _new, not used afterwards.
             unsafe { pbs_partitioner_free(p) };
             owners

@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 use std::time::Instant;
 
-use pbs::{balance, methods, Balancer, Grid, Problem, StopRule, VCores};
+use pbs::{methods, Balancer, Grid, Problem, StopRule, VCores};
 
 use crate::status::{guard, invalid, null, status, text, Status};
 
@@ -141,14 +141,11 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
                     p.state = Some(vcores);
                     (0, owners)
                 } else {
-                    let state = p.state.insert(VCores::random(&problem, p.seed));
-                    let out = balance(p.method.as_mut(), &problem, state, stop, |_| {});
-                    let mut owners = state.owners().to_vec();
-                    let settings = pbs::refine::RefineSettings { tol: refine_tol, ..Default::default() };
-                    if let Some(v) = pbs::refine::refine_first_partition(&problem, &mut owners, out.steps, settings)? {
-                        *state = v;
-                    }
-                    (out.steps, owners)
+                    let start = VCores::random(&problem, p.seed);
+                    let first =
+                        pbs::refine::first_partition_from(p.method.as_mut(), &problem, start, stop, refine_tol)?;
+                    p.state = Some(first.vcores);
+                    (first.steps, first.owners)
                 }
             }
             // The power cells from a k-way RCB's centroids to the tolerance the refinement

@@ -139,12 +139,18 @@ impl Partitioner for Pbs {
         let (mut vcores, whole, previous) = match state {
             Some(w) => (w.vcores, w.cells_whole, Some(w.owners)),
             None => match self.cold_start {
-                ColdStart::Random => (VCores::random(&problem, self.seed), false, None),
+                ColdStart::Random if !self.refine => (VCores::random(&problem, self.seed), false, None),
                 ColdStart::Bisection if !self.refine => (VCores::from_bisection(&problem), false, None),
-                // The cells from the RCB's centroids, refined; where a box that carries load
-                // outweighs the tolerance, the RCB's parts refined without cells.
-                ColdStart::Bisection => {
-                    let first = pbs::refine::first_partition(method.as_mut(), &problem, stop, tol)?;
+                // The cells from the RCB's centroids (or random vCores), refined; from the RCB's
+                // centroids, where a box that carries load outweighs the tolerance, the RCB's
+                // parts refined without cells.
+                ColdStart::Random | ColdStart::Bisection => {
+                    let first = if self.cold_start == ColdStart::Random {
+                        let start = VCores::random(&problem, self.seed);
+                        pbs::refine::first_partition_from(method.as_mut(), &problem, start, stop, tol)?
+                    } else {
+                        pbs::refine::first_partition(method.as_mut(), &problem, stop, tol)?
+                    };
                     let owners = first.owners.clone();
                     self.state =
                         Some(Warm { grid: *grid, vcores: first.vcores, cells_whole: false, owners: first.owners });
@@ -182,18 +188,10 @@ impl Partitioner for Pbs {
                 self.steps = Some(rebalance(method.as_mut(), &problem, &mut vcores, stop).steps);
                 (vcores.owners().to_vec(), false)
             }
+            // A cold start without the refinement (`pbs-cells`): the cells' owners.
             (false, _) => {
-                let steps = balance(method.as_mut(), &problem, &mut vcores, stop, |_| {}).steps;
-                self.steps = Some(steps);
-                let mut owners = vcores.owners().to_vec();
-                if self.refine {
-                    // From random vCores (`pbs-random-start`): refined as `first_partition` does.
-                    let settings = pbs::refine::RefineSettings::default();
-                    if let Some(v) = pbs::refine::refine_first_partition(&problem, &mut owners, steps, settings)? {
-                        vcores = v;
-                    }
-                }
-                (owners, false)
+                self.steps = Some(balance(method.as_mut(), &problem, &mut vcores, stop, |_| {}).steps);
+                (vcores.owners().to_vec(), false)
             }
         };
         self.state = Some(Warm { grid: *grid, vcores, cells_whole: now_whole, owners: owners.clone() });

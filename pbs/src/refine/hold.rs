@@ -44,9 +44,9 @@ pub(super) fn hold(problem: &Problem, owners: &mut [u32], previous: &[u32]) -> u
     let mut count = vec![0usize; problem.vcores()];
     owners.iter().for_each(|&p| count[p as usize] += 1);
     // Per box, the last group (`group_of`) and search (`reached`) that visited it, by number;
-    // `marks` for the boxes of a group that go back.
+    // `marks` for ordering a group of which only a part may go back, made when one is first met.
     let (mut group_of, mut reached) = (vec![0u32; grid.len()], vec![0u32; grid.len()]);
-    let mut marks = Marks::new(grid.len());
+    let mut marks: Option<Marks> = None;
     let (mut group, mut stack) = (Vec::new(), Vec::new());
     let (mut handed, mut id) = (0, 0u32);
     for start in first_moved..grid.len() {
@@ -74,32 +74,35 @@ pub(super) fn hold(problem: &Problem, owners: &mut [u32], previous: &[u32]) -> u
             continue;
         }
         // Where the whole group would lengthen the cut, the boxes of it nearest its old part.
-        let back =
-            if faces_from <= faces_to { group.len() } else { nearest_part(grid, owners, &mut group, to, &mut marks) };
+        let back = if faces_from <= faces_to {
+            group.len()
+        } else {
+            let marks = marks.get_or_insert_with(|| Marks::new(grid.len()));
+            nearest_part(grid, owners, &mut group, (from, to), marks)
+        };
         if back == 0 {
             continue;
         }
-        // The rest of `from` in one piece: a search from a box of it beside those going back
-        // meets all of it.
-        let going = marks.fresh();
-        group[..back].iter().for_each(|&k| marks.stamp[k] = going);
-        let stays = |m: usize| owners[m] == from && marks.stamp[m] != going;
+        // The rest of `from` in one piece, tried with those boxes handed back: a search from a
+        // box of it beside them meets all of it.
+        group[..back].iter().for_each(|&k| owners[k] = to);
         let mut beside = None;
         for &k in &group[..back] {
             grid.for_each_neighbour(k, |m| {
-                if beside.is_none() && stays(m) {
+                if beside.is_none() && owners[m] == from {
                     beside = Some(m);
                 }
             });
         }
-        let Some(first) = beside else { continue };
-        let (left, mut met) = (count[from as usize] - back, 0);
-        flood(grid, first, (&mut reached, id), &mut stack, stays, |_| met += 1);
-        if met < left {
+        let left = count[from as usize] - back;
+        let whole = beside.is_some_and(|first| {
+            let mut met = 0;
+            flood(grid, first, (&mut reached, id), &mut stack, |m| owners[m] == from, |_| met += 1);
+            met >= left
+        });
+        if !whole {
+            group[..back].iter().for_each(|&k| owners[k] = from);
             continue;
-        }
-        for &k in &group[..back] {
-            owners[k] = to;
         }
         count[from as usize] = left;
         count[to as usize] += back;
@@ -108,12 +111,18 @@ pub(super) fn hold(problem: &Problem, owners: &mut [u32], previous: &[u32]) -> u
     handed
 }
 
-/// Orders `group` (boxes of one part that were part `to`'s) outwards from `to`, breadth first
+/// Orders `group` (boxes of part `from` that were part `to`'s) outwards from `to`, breadth first
 /// from the boxes beside it, and returns the most of the first boxes that go back to `to` with
 /// the cut no longer (0: none), fewer than the whole group. A rebalancing whose cells swung
 /// across stretches without load leaves wedges of them: where the whole wedge would lengthen
 /// the cut, its side nearest the old part may still go back.
-fn nearest_part(grid: &crate::Grid, owners: &[u32], group: &mut Vec<usize>, to: u32, marks: &mut Marks) -> usize {
+fn nearest_part(
+    grid: &crate::Grid,
+    owners: &[u32],
+    group: &mut Vec<usize>,
+    (from, to): (u32, u32),
+    marks: &mut Marks,
+) -> usize {
     // Boxes of the group not yet ordered hold `unseen`; ordered ones `seen`, then `inside`
     // once counted in.
     let unseen = marks.fresh();
@@ -141,7 +150,6 @@ fn nearest_part(grid: &crate::Grid, owners: &[u32], group: &mut Vec<usize>, to: 
     // The cut's change as the boxes go back one by one: a face to `to` or to a box gone back
     // before becomes a face within `to`, one to a box staying in the group's part a new cut.
     let inside = marks.fresh();
-    let from = owners[order[0]];
     let (mut change, mut back) = (0isize, 0);
     for (i, &k) in order[..order.len() - 1].iter().enumerate() {
         grid.for_each_neighbour(k, |m| {

@@ -78,8 +78,8 @@ mod starts;
 
 pub use hold::hold_unloaded;
 pub use starts::{
-    first_partition, rebalance_mended, refine_first_partition, refined_bisection, FirstPartition, Rebalanced,
-    CRAWL_STEPS,
+    first_partition, first_partition_from, rebalance_mended, refine_first_partition, refined_bisection, FirstPartition,
+    Rebalanced, CRAWL_STEPS,
 };
 
 /// How far [`refine`] goes.

@@ -143,7 +143,25 @@ pub fn first_partition(
         let (owners, vcores) = refined_bisection(problem, tol)?;
         return Ok(FirstPartition { owners, vcores, steps: 0 });
     }
-    let mut vcores = VCores::from_bisection(problem);
+    first_partition_from(method, problem, VCores::from_bisection(problem), stop, tol)
+}
+
+/// [`first_partition`] from the vCores given (random ones, say), without its check of whether
+/// the cells can resolve the load: `method` balances them to `stop`, and their owners are
+/// refined to `tol` ([`refine_first_partition`]).
+///
+/// # Errors
+/// As [`refine`], for a tolerance that is negative or not finite.
+///
+/// # Panics
+/// If `vcores` belong to another grid or vCore count than `problem` (as [`crate::balance`]).
+pub fn first_partition_from(
+    method: &mut dyn Balancer,
+    problem: &Problem,
+    mut vcores: VCores,
+    stop: StopRule,
+    tol: f64,
+) -> crate::Result<FirstPartition> {
     let steps = crate::balance(method, problem, &mut vcores, stop, |_| {}).steps;
     let mut owners = vcores.owners().to_vec();
     let settings = RefineSettings { tol, ..Default::default() };

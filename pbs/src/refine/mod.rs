@@ -62,7 +62,8 @@
 //! cuts, `borders.rs` the border pass (step 4); this one the entry points and the state they
 //! share; `starts.rs` the refinement around the power cells as the partitioners call it (a cold
 //! start without cells, a first partition refined or, after a crawl, bisected, a rebalancing
-//! mended and finished).
+//! mended and finished), with `fill.rs` (a part left with no box given one) and `hold.rs`
+//! (boxes without load handed back).
 
 use crate::grid::Grid;
 use crate::problem::Problem;
@@ -70,6 +71,7 @@ use crate::problem::Problem;
 mod balance;
 mod borders;
 mod connectivity;
+mod fill;
 mod flow;
 mod groups;
 mod hold;

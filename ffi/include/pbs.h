@@ -135,10 +135,10 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    the largest load is within `tol`, and borders are shortened box by box. Where a later
    call's owners still end above `tol`, the owners the previous call wrote are refined the
    same way on the new loads and written instead where they reach `tol` or balance better
-   (the cells' owners then refined too). A part that a later call leaves with no box then gets
-   one: a box it held in the previous call's owners where one may go, else one with no load,
-   else the one that lengthens the cut least, from a part that keeps another box and stays in
-   one piece. Last, a face-connected group of boxes with no load
+   (the cells' owners then refined too). A part that a call leaves with no box then gets one:
+   a box it held in the previous call's owners where one may go (later calls), else one with
+   no load, else the one that lengthens the cut least, from a part that keeps another box and
+   stays in one piece. Last, a face-connected group of boxes with no load
    that all left the same part for the same part goes back to that part, where it touches it,
    the cut does not grow and the part it leaves stays in one piece. The outcome
    describes the owners written; `migrations` counts them against the previous call's (0 on

@@ -229,14 +229,17 @@ proptest! {
 
     /// The partitioners' path (`refine::first_partition`, then `refine::rebalance_mended` given
     /// the last owners, as `pbs-bench peers`'s `pbs` row and the C partitioner call them) on a
-    /// map rolled by one to three columns a call: every part ends with a box and in one piece,
-    /// call after call, and the same inputs give the same owners. (Before 2026-12-01 a warm call
-    /// could return a part with no box on maps where few boxes carry load: 53 of 1,500 scratch
-    /// cases.)
+    /// map rolled by one to three columns a call, and a first partition from random vCores
+    /// (`refine::first_partition_from`, as the C partitioner's paper methods start): every part
+    /// ends with a box and in one piece, call after call, and the same inputs give the same
+    /// owners. (Before 2026-12-01 a warm call could return a part with no box on maps where few
+    /// boxes carry load, 53 of 1,500 scratch cases, and a start from random vCores on maps with
+    /// nearly as many parts as boxes, 299 of 5,000.)
     #[test]
     fn the_partitioners_leave_no_part_empty_or_in_pieces(
         (grid, loads, n) in sparse_problem_strategy(),
         shifts in prop::collection::vec(1usize..4, 1..4),
+        seed in 0u64..1000,
     ) {
         let problem = Problem::new(grid, &loads, n).unwrap();
         let mut m = methods::by_name("power-cells").unwrap();
@@ -247,6 +250,9 @@ proptest! {
             held.iter().all(|&h| h) && metrics::disconnected_parts(&grid, owners, n) == 0
         };
         prop_assert!(whole_and_full(&first.owners), "first: {:?}", first.owners);
+        let random = VCores::random(&problem, seed);
+        let scattered = refine::first_partition_from(m.as_mut(), &problem, random, StopRule::before_refinement(&problem), 0.005).unwrap();
+        prop_assert!(whole_and_full(&scattered.owners), "from random vCores: {:?}", scattered.owners);
         let (mut vcores, mut last, mut whole, mut rolled) = (first.vcores, first.owners, true, loads.clone());
         let nx = grid.nx();
         for shift in shifts {

@@ -32,8 +32,9 @@ impl State<'_, '_> {
             if self.count[p] > 0 {
                 continue;
             }
-            // Every part may have lost its last box only if boxes < parts, which a problem
-            // refuses: some part holds two or more, and one of them can leave.
+            // No box may leave only where every part holds one (fewer boxes than parts, which a
+            // problem refuses) or every box that could go sits on a ring of its part longer than
+            // `may_leave` searches: the part then stays empty.
             let Some(k) = self.box_for(p as u32, previous) else { continue };
             self.move_box(k, p as u32);
             moved += 1;

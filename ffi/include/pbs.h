@@ -103,46 +103,51 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
                                      const char *method, uint64_t seed);
 
 /* Balances `loads` (n_loads == nx * ny * nz values, finite and >= 0; box times from the last
-   iteration, say) and writes the owner of every box into `owners` (n_loads entries). Starts
-   from where the previous call ended, or, when that mapping is more than 1.5 times the lower
-   bound out of balance on these loads, over from a recursive bisection of them, each part
-   keeping the id of the old part it overlaps most. Stops when converged within `tol` or after
-   `max_steps` steps, leaving the best mapping found; the first call (but with the paper's
-   methods) runs its vCores, from a recursive bisection's centroids, to the tolerance its
-   refinement wants before it instead: 0.01 where 250 boxes or more that carry load fall to a
-   vCore, else 0.1 (as `pbs` in pbs-bench peers, docs/peers.md). With "power-cells", a vCore
-   left with no box gets one unless that would raise the largest load or split a part, and a
-   call stuck over 1.2 times the lower bound starts over once from a bisection. The first call
-   then refines the owners box by box: a part in pieces keeps its most loaded piece and hands the
-   others to the parts around them, then single boundary boxes go to a neighbouring part (no
-   part split or emptied) until the largest load is within min(tol, 0.005) of the lower bound
-   or no move lowers it; cuts each part and the parts within two face steps of it again as a
-   recursive bisection cuts their union, where that shortens the cut between them, moves at
-   most 10 boxes per face saved and keeps the largest load within 1.01 times the lower bound
-   (or where it was), then moves single boxes again towards the same target; cuts neighbouring
-   parts apart again along straight lines (or, where boxes with no load allow, the shortest
-   cut) where that shortens their border, and shortens the borders box by box, these two
-   where that keeps the largest load. Where fewer boxes carry load (a load above 0) than
-   1/t per vCore, t the first call's vCore tolerance (0.01 or 0.1 above; `tol` with the
-   paper's methods: any number, for tol 0), vCores would only crawl towards t: the first
-   call instead refines the parts of a recursive bisection of the loads the same way,
-   without the group re-cuts (0 steps); and where the vCores crawled (more than 30 steps)
-   and the refinement ends above its target, the parts of a recursive bisection refined the
-   same way replace its owners where their largest load is lower. Later calls return the
-   cells' owners, which move fewer boxes from call to call, a part in pieces mended the same
-   way; where fewer boxes carry load than 1/tol per vCore, the cells stop at a tolerance of
-   two such boxes' share of a vCore's load, then single boundary boxes move as above until
-   the largest load is within `tol`, and borders are shortened box by box. Where a later
-   call's owners still end above `tol`, the owners the previous call wrote are refined the
-   same way on the new loads and written instead where they reach `tol` or balance better
-   (the cells' owners then refined too). A part that a call leaves with no box then gets one:
-   a box it held in the previous call's owners where one may go (later calls), else one with
-   no load, else the one that lengthens the cut least, from a part that keeps another box and
-   stays in one piece. Last, a face-connected group of boxes with no load
-   that all left the same part for the same part goes back to that part, where it touches it,
-   the cut does not grow and the part it leaves stays in one piece. The outcome
-   describes the owners written; `migrations` counts them against the previous call's (0 on
-   the first call). `outcome` may be NULL. */
+   iteration, say) and writes the owner of every box into `owners` (n_loads entries).
+   `outcome` (may be NULL) describes the owners written; its `migrations` counts them against
+   the previous call's (0 on the first call). `max_steps` bounds the vCores' steps of a call.
+
+   The first call. The vCores start from the centroids of a recursive bisection of the loads
+   and run to the tolerance the refinement wants after them, t = 0.01 where 250 boxes or more
+   that carry load (a load above 0) fall to a vCore, else 0.1 (as `pbs` in pbs-bench peers,
+   docs/peers.md); with the paper's methods they start at random positions drawn from `seed`
+   and t = `tol`. Their owners are then refined (below) to within min(tol, 0.005) of the
+   lower bound, and where the vCores crawled (more than 30 steps) and the refinement ends
+   above that, the parts of a recursive bisection refined the same way are written instead
+   where their largest load is lower. Where fewer boxes carry load than 1/t per vCore, vCores
+   would only crawl towards t: the parts of a recursive bisection are refined instead, without
+   the group re-cuts (0 steps).
+
+   Later calls start from where the previous call ended, or, when that mapping is more than
+   1.5 times the lower bound out of balance on these loads, over from a recursive bisection of
+   them, each part keeping the id of the old part it overlaps most, and stop when converged
+   within `tol` or after `max_steps` steps with the best mapping found. They write the cells'
+   owners, which move fewer boxes from call to call than refined ones, a part in pieces mended
+   as below; where fewer boxes carry load than 1/tol per vCore, the cells stop at a tolerance
+   of two such boxes' share of a vCore's load, then single boundary boxes move as below until
+   the largest load is within `tol`, and borders are shortened box by box. Where the owners
+   still end above `tol`, the owners the previous call wrote are refined the same way on the
+   new loads and written instead where they reach `tol` or balance better (the cells' owners
+   then refined too).
+
+   Every call: with "power-cells", a vCore left with no box gets one unless that would raise
+   the largest load or split a part, and a call stuck over 1.2 times the lower bound starts
+   over once from a bisection. A part still left with no box then gets one: a box it held in
+   the previous call's owners where one may go, else one with no load, else the one that
+   lengthens the cut least, from a part that keeps another box and stays in one piece. Last,
+   in a later call, a face-connected group of boxes with no load that all left the same part
+   for the same part goes back to that part, where it touches it, the cut does not grow and
+   the part it leaves stays in one piece.
+
+   The refinement: a part in pieces keeps its most loaded piece and hands the others to the
+   parts around them; single boundary boxes go to a neighbouring part (no part split or
+   emptied) until the largest load is within the target or no move lowers it; each part and
+   the parts within two face steps of it are cut again as a recursive bisection cuts their
+   union, where that shortens the cut between them, moving at most 10 boxes per face saved and
+   keeping the largest load within 1.01 times the lower bound (or where it was), single boxes
+   then moving again towards the target; neighbouring parts are cut apart again along straight
+   lines (or, where boxes with no load allow, the shortest cut) where that shortens their
+   border, and borders are shortened box by box, these two where that keeps the largest load. */
 pbs_status pbs_partitioner_balance(pbs_partitioner *p, const double *loads, size_t n_loads,
                                    double tol, size_t max_steps, uint32_t *owners,
                                    pbs_outcome *outcome);

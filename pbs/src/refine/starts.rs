@@ -19,7 +19,8 @@ use crate::{rebalance, Balancer, Outcome, Problem, StopRule, VCores};
 /// boxes where the refined parts and the cells differ. Where a box that carries load outweighs
 /// a tolerance ([`StopRule::resolvable_by_cells`]) this is what a cold start does instead of
 /// running cells that would crawl to their stall limit (docs/peers.md, "Cells skipped where a
-/// box outweighs the tolerance").
+/// box outweighs the tolerance"). Loads that all weigh nothing are split as if every box
+/// weighed 1, here and in [`first_partition`] and [`first_partition_from`]: the boxes evenly.
 ///
 /// ```
 /// use pbs::{metrics, refine, Grid, Problem};
@@ -35,13 +36,35 @@ use crate::{rebalance, Balancer, Outcome, Problem, StopRule, VCores};
 /// # Errors
 /// As [`refine`], for a tolerance that is negative or not finite.
 pub fn refined_bisection(problem: &Problem, tol: f64) -> crate::Result<(Vec<u32>, VCores)> {
-    let mut owners = crate::bisection::kway_rcb(problem.grid(), problem.loads(), problem.vcores())?;
-    // Its parts are an RCB's already: groups re-cut as an RCB cuts them gain nothing for the
-    // price of an RCB each (docs/peers.md, "Groups of parts cut again").
-    let settings = RefineSettings { tol, group_sweeps: 0, ..Default::default() };
-    refine(problem, &mut owners, settings)?;
-    let vcores = VCores::at_centroids(problem, &owners)?;
-    Ok((owners, vcores))
+    each_box_counts_where_none_weighs(problem, |problem| {
+        let mut owners = crate::bisection::kway_rcb(problem.grid(), problem.loads(), problem.vcores())?;
+        // Its parts are an RCB's already: groups re-cut as an RCB cuts them gain nothing for
+        // the price of an RCB each (docs/peers.md, "Groups of parts cut again").
+        let settings = RefineSettings { tol, group_sweeps: 0, ..Default::default() };
+        refine(problem, &mut owners, settings)?;
+        let vcores = VCores::at_centroids(problem, &owners)?;
+        Ok((owners, vcores))
+    })
+}
+
+/// Runs `f` on `problem`, or, where every load is zero, on the same problem with every box
+/// weighing 1: a first partition of loads that weigh nothing (a code's first call, before it
+/// has timed anything) then splits the boxes evenly, as [`crate::bisection::kway_rcb`] does,
+/// where the refinement, bound by no charge, had shortened the cut down to a part of one box
+/// beside one of all the others.
+fn each_box_counts_where_none_weighs<T>(
+    problem: &Problem,
+    f: impl FnOnce(&Problem) -> crate::Result<T>,
+) -> crate::Result<T> {
+    if problem.total() > 0.0 {
+        return f(problem);
+    }
+    let ones = vec![1.0; problem.grid().len()];
+    let counted = Problem::new(*problem.grid(), &ones, problem.vcores())?;
+    match problem.workers() {
+        Some(workers) => f(&counted.with_workers(workers)),
+        None => f(&counted),
+    }
 }
 
 /// Power-cell steps past which a first balancing is taken to have crawled (the dense 80×40
@@ -120,6 +143,9 @@ pub struct FirstPartition {
 /// first call: from random vCores (`pbs-random-start`) the 52 cases of `pbs-bench peers
 /// --sequence 0` took 1.6 × the time for a cut 1.10 × the best method's (median) rather than
 /// 1.04 × (docs/peers.md, "The C partitioner's first call").
+/// Loads that all weigh nothing (a first call before anything was timed) are split as if every
+/// box weighed 1: the refinement, bound by no charge, had shortened the cut down to a part of
+/// one box beside one of all the others.
 ///
 /// ```
 /// use pbs::{metrics, methods, refine, Grid, Problem, StopRule};
@@ -141,18 +167,21 @@ pub fn first_partition(
     stop: StopRule,
     tol: f64,
 ) -> crate::Result<FirstPartition> {
-    if !stop.resolvable_by_cells(problem) {
-        let (owners, vcores) = refined_bisection(problem, tol)?;
-        return Ok(FirstPartition { owners, vcores, steps: 0 });
-    }
-    first_partition_from(method, problem, VCores::from_bisection(problem), stop, tol)
+    each_box_counts_where_none_weighs(problem, |problem| {
+        if !stop.resolvable_by_cells(problem) {
+            let (owners, vcores) = refined_bisection(problem, tol)?;
+            return Ok(FirstPartition { owners, vcores, steps: 0 });
+        }
+        first_partition_from(method, problem, VCores::from_bisection(problem), stop, tol)
+    })
 }
 
 /// [`first_partition`] from the vCores given (random ones, say), without its check of whether
 /// the cells can resolve the load: `method` balances them to `stop`, and their owners are
 /// refined to `tol` ([`refine_first_partition`]); a part left with no box then gets one, as in
 /// [`rebalance_mended`] (from random vCores 299 of 5,000 scratch cases on small maps, most with
-/// nearly as many parts as boxes, had left one empty).
+/// nearly as many parts as boxes, had left one empty). Loads that all weigh nothing are split as
+/// if every box weighed 1, as in [`first_partition`].
 ///
 /// # Errors
 /// As [`refine`], for a tolerance that is negative or not finite.
@@ -166,17 +195,19 @@ pub fn first_partition_from(
     stop: StopRule,
     tol: f64,
 ) -> crate::Result<FirstPartition> {
-    let steps = crate::balance(method, problem, &mut vcores, stop, |_| {}).steps;
-    let mut owners = vcores.owners().to_vec();
-    let settings = RefineSettings { tol, ..Default::default() };
-    // After a crawl that the refinement cannot finish, a refined bisection may balance
-    // better; its vCores then start the rebalancings.
-    if let Some(v) = refine_first_partition(problem, &mut owners, steps, settings)? {
-        vcores = v;
-    }
-    // Cells from scattered vCores can end with no box where the cells' own filling gives up.
-    fill_empty(problem, &mut owners, None);
-    Ok(FirstPartition { owners, vcores, steps })
+    each_box_counts_where_none_weighs(problem, |problem| {
+        let steps = crate::balance(method, problem, &mut vcores, stop, |_| {}).steps;
+        let mut owners = vcores.owners().to_vec();
+        let settings = RefineSettings { tol, ..Default::default() };
+        // After a crawl that the refinement cannot finish, a refined bisection may balance
+        // better; its vCores then start the rebalancings.
+        if let Some(v) = refine_first_partition(problem, &mut owners, steps, settings)? {
+            vcores = v;
+        }
+        // Cells from scattered vCores can end with no box where the cells' own filling gives up.
+        fill_empty(problem, &mut owners, None);
+        Ok(FirstPartition { owners, vcores, steps })
+    })
 }
 
 /// What [`rebalance_mended`] returns.
@@ -290,6 +321,33 @@ pub fn rebalance_mended(
 mod tests {
     use super::*;
     use crate::{balance, methods, metrics, Grid};
+
+    /// Loads that all weigh nothing (a first call before anything was timed): every first
+    /// partition splits the boxes evenly, in one piece each, where the refinement had left a
+    /// part of one box beside one of 99 on 10 × 10 boxes over 2 parts.
+    #[test]
+    fn a_first_partition_of_loads_that_weigh_nothing_splits_the_boxes_evenly() {
+        for (nx, ny, nz, parts) in [(10, 10, 1, 2), (10, 10, 1, 3), (40, 1, 1, 7), (6, 5, 4, 9)] {
+            let grid = Grid::new_3d(nx, ny, nz).unwrap();
+            let zeros = vec![0.0; grid.len()];
+            let problem = Problem::new(grid, &zeros, parts).unwrap();
+            let stop = StopRule::before_refinement(&problem);
+            let mut method = methods::by_name("power-cells").unwrap();
+            let random = VCores::random(&problem, 3);
+            let made = [
+                first_partition(method.as_mut(), &problem, stop, 0.005).unwrap().owners,
+                first_partition_from(method.as_mut(), &problem, random, stop, 0.005).unwrap().owners,
+                refined_bisection(&problem, 0.005).unwrap().0,
+            ];
+            for owners in made {
+                let mut count = vec![0usize; parts];
+                owners.iter().for_each(|&p| count[p as usize] += 1);
+                let even = (grid.len() as f64 / parts as f64).ceil() as usize;
+                assert!(count.iter().all(|&c| c > 0 && c <= even), "{nx}x{ny}x{nz} over {parts}: {count:?}");
+                assert_eq!(metrics::disconnected_parts(&grid, &owners, parts), 0);
+            }
+        }
+    }
 
     /// `previous` is checked whether or not it is used, and where the cells end within the
     /// tolerance the owners are theirs, as without it.

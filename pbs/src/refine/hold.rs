@@ -198,16 +198,22 @@ mod tests {
     use crate::{bisection::kway_rcb, metrics, Grid};
 
     /// Two k-way RCBs of sparse maps, the second rolled: handing boxes back changes no charge,
-    /// lengthens no cut, splits and empties no part, and never adds a migration. (1,100 cases:
-    /// the first where only the part of a group nearest its old part could go back and that
-    /// would split the part it leaves is case 1,084.)
+    /// lengthens no cut, splits and empties no part, and never adds a migration. (1,100 2D
+    /// cases: the first where only the part of a group nearest its old part could go back and
+    /// that would split the part it leaves is case 1,084; then 300 in 3D.)
     #[test]
     fn handing_back_keeps_charges_cut_and_pieces_and_moves_fewer_boxes() {
         let mut rng = crate::rng::SplitMix64::new(42);
-        let mut handed_somewhere = 0;
-        for case in 0..1100 {
+        let (mut handed_somewhere, mut handed_in_3d) = (0, 0);
+        for case in 0..1400 {
             let (nx, ny) = (8 + (rng.next_f64() * 24.0) as usize, 8 + (rng.next_f64() * 24.0) as usize);
-            let grid = Grid::new(nx, ny).unwrap();
+            // The last 300 cases in 3D, 2 to 4 layers of smaller boxes.
+            let grid = if case < 1100 {
+                Grid::new(nx, ny).unwrap()
+            } else {
+                Grid::new_3d(nx / 2, ny / 2, 2 + case % 3).unwrap()
+            };
+            let nx = grid.nx();
             let parts = 2 + (rng.next_f64() * 7.0) as usize;
             let empty = 0.5 + 0.45 * rng.next_f64();
             let loads: Vec<f64> =
@@ -220,6 +226,7 @@ mod tests {
             let before = owners.clone();
             let handed = hold_unloaded(&problem, &mut owners, &previous).unwrap();
             handed_somewhere += handed;
+            handed_in_3d += if grid.nz() > 1 { handed } else { 0 };
             let charges = |o: &[u32]| metrics::charges(o, &rolled, parts);
             assert_eq!(charges(&owners), charges(&before), "case {case}");
             assert!(metrics::edge_cut(&grid, &owners) <= metrics::edge_cut(&grid, &before), "case {case}");
@@ -230,7 +237,7 @@ mod tests {
             let moved = |o: &[u32]| metrics::migrations(&previous, o);
             assert_eq!(moved(&owners) + handed, moved(&before), "case {case}");
         }
-        assert!(handed_somewhere > 0, "no case handed a box back: pick other maps");
+        assert!(handed_somewhere > 0 && handed_in_3d > 0, "no case handed a box back: pick other maps");
     }
 
     /// A staircase of boxes without load that the border swept across (8 × 4 boxes, load in

@@ -319,6 +319,13 @@ impl JoinedRuns {
     }
 }
 
+/// The parts (ids below `parts`) that hold no box of `owners`, in increasing order.
+pub(crate) fn empty_parts(owners: &[u32], parts: usize) -> Vec<usize> {
+    let mut holds = vec![false; parts];
+    owners.iter().for_each(|&v| holds[v as usize] = true);
+    (0..parts).filter(|&v| !holds[v]).collect()
+}
+
 /// Parts (ids below `parts`) whose boxes form more than one face-connected piece. Empty parts
 /// do not count.
 ///

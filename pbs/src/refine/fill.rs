@@ -11,9 +11,7 @@ use crate::Problem;
 /// [`State::fill_empty_parts`] on `owners` (valid for `problem`); one pass over them where no
 /// part is empty.
 pub(super) fn fill_empty(problem: &Problem, owners: &mut [u32], previous: Option<&[u32]>) -> usize {
-    let mut holds = vec![false; problem.vcores()];
-    owners.iter().for_each(|&p| holds[p as usize] = true);
-    if holds.iter().all(|&h| h) {
+    if crate::metrics::empty_parts(owners, problem.vcores()).is_empty() {
         return 0;
     }
     State::new(problem, owners).fill_empty_parts(previous)

@@ -310,7 +310,13 @@ pub fn rebalance_mended(
             from_previous = true;
         }
     }
-    fill_empty(problem, &mut owners, previous);
+    // Cells that all carry load hold a box each, and neither mending nor refining empties a
+    // part: only where a cell carries none, or the owners are the previous ones refined, may a
+    // part be empty (the pass over the owners that looks cost about 1–3 % of a warm step on the
+    // drifting 51² and 64² maps, near the noise of three rounds).
+    if from_previous || vcores.charges().contains(&0.0) {
+        fill_empty(problem, &mut owners, previous);
+    }
     if let Some(previous) = previous {
         hold(problem, &mut owners, previous);
     }

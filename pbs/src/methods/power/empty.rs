@@ -20,19 +20,12 @@ const MAX_TRIALS: usize = 32;
 /// Boundary boxes tried per empty cell when its own capture does not do.
 const MOVES_PER_CELL: usize = 8;
 
-/// The cells of `owners` (ids below `n`) that hold no box.
-pub(super) fn empty_cells(owners: &[u32], n: usize) -> Vec<usize> {
-    let mut holds = vec![false; n];
-    owners.iter().for_each(|&v| holds[v as usize] = true);
-    (0..n).filter(|&v| !holds[v]).collect()
-}
-
 impl PowerCells {
     /// Gives the cells with no box one where that keeps the balance (see the module
     /// documentation); one pass over the owners when none is empty.
     pub(super) fn fill_empty_cells(&mut self, problem: &Problem, vcores: &mut VCores) {
         let n = vcores.len();
-        let mut empty = empty_cells(vcores.owners(), n);
+        let mut empty = metrics::empty_parts(vcores.owners(), n);
         if empty.is_empty() {
             return;
         }
@@ -93,7 +86,7 @@ impl PowerCells {
                 hold_giants(&grid, &self.run.giant_of, &positions, &mut self.scratch.trial_w);
                 assign_on(problem.workers(), &grid, &positions, &self.scratch.trial_w, &mut self.scratch.trial);
                 let owners = &self.scratch.trial.owner;
-                let after = empty_cells(owners, n);
+                let after = metrics::empty_parts(owners, n);
                 if after.len() < empty.len()
                     && metrics::charges(owners, loads, n).iter().all(|&q| q <= largest)
                     && metrics::disconnected_parts(&grid, owners, n) <= broken

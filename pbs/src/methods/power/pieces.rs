@@ -4,7 +4,6 @@
 //! kept only if fewer parts are in pieces, no part is left with no box, and no charge rises
 //! above the largest one before.
 
-use super::empty::empty_cells;
 use super::{hold_giants, PowerCells, NO_BOX};
 use crate::assign::assign_on;
 use crate::grid::{dist2, Grid};
@@ -71,7 +70,7 @@ impl PowerCells {
                 return;
             }
             let largest = vcores.charges().iter().copied().fold(0.0, f64::max);
-            let empty = empty_cells(vcores.owners(), vcores.len()).len();
+            let empty = crate::metrics::empty_parts(vcores.owners(), vcores.len()).len();
             for (part, boxes) in list {
                 if boxes.iter().any(|&k| self.run.held[k]) {
                     continue;
@@ -115,7 +114,7 @@ impl PowerCells {
                     // A shift can hand a part's main piece over with its other pieces: a part
                     // with no box is not mended.
                     if q.iter().copied().fold(0.0, f64::max) > largest
-                        || empty_cells(&self.scratch.trial.owner, vcores.len()).len() > empty
+                        || crate::metrics::empty_parts(&self.scratch.trial.owner, vcores.len()).len() > empty
                     {
                         continue;
                     }
@@ -164,11 +163,11 @@ mod tests {
             method.capacities(&problem, &vcores);
             let (broken, _) = pieces(&grid, vcores.owners(), &method.run.giant_of);
             let largest = vcores.charges().iter().copied().fold(0.0, f64::max);
-            let empty = empty_cells(vcores.owners(), parts).len();
+            let empty = crate::metrics::empty_parts(vcores.owners(), parts).len();
             method.mend_pieces(&problem, &mut vcores);
             let (after, _) = pieces(&grid, vcores.owners(), &method.run.giant_of);
             prop_assert!(after <= broken);
-            prop_assert!(empty_cells(vcores.owners(), parts).len() <= empty);
+            prop_assert!(crate::metrics::empty_parts(vcores.owners(), parts).len() <= empty);
             prop_assert_eq!(after, metrics::disconnected_parts(&grid, vcores.owners(), parts));
             prop_assert!(vcores.charges().iter().copied().fold(0.0, f64::max) <= largest);
             prop_assert_eq!(vcores.owners().len(), grid.len());

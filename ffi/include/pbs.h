@@ -122,14 +122,18 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    Later calls start from where the previous call ended, or, when that mapping is more than
    1.5 times the lower bound out of balance on these loads, over from a recursive bisection of
    them, each part keeping the id of the old part it overlaps most, and stop when converged
-   within `tol` or after `max_steps` steps with the best mapping found. They write the cells'
+   within `tol` or after `max_steps` steps, at most 30, with the best mapping found (the
+   passes below finish what the vCores leave). They write the cells'
    owners, which move fewer boxes from call to call than refined ones, a part in pieces mended
    as below; where fewer boxes carry load than 1/tol per vCore, the cells stop at a tolerance
    of two such boxes' share of a vCore's load, then single boundary boxes move as below until
    the largest load is within `tol`, and borders are shortened box by box. Where the owners
    still end above `tol`, the owners the previous call wrote are refined the same way on the
    new loads and written instead where they reach `tol` or balance better (the cells' owners
-   then refined too).
+   then refined too); where neither reaches `tol`, the parts of a recursive bisection refined
+   the same way, each keeping the id of the old part it overlaps most, are written instead
+   where their largest load is lower by more than `tol` (a map far from the last one, where
+   few boxes carry load), and the next call starts from their centroids.
 
    Every call: with "power-cells", a vCore left with no box gets one unless that would raise
    the largest load or split a part, and a call stuck over 1.2 times the lower bound starts

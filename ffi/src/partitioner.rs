@@ -123,8 +123,9 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         // The first call's owners are refined box by box; later calls keep the cells' owners,
         // which move fewer boxes from one call to the next, with parts in pieces mended (and
         // finished by the refinement where a box that carries load outweighs `tol`; where the
-        // cells end above `tol`, the owners written last, refined, may be taken instead; a part
-        // left with no box is given one; boxes without load stay where they were written where
+        // cells end above `tol`, the owners written last, refined, may be taken instead, and
+        // where those do not reach it either, a refined bisection; a part left with no box is
+        // given one; boxes without load stay where they were written where
         // that lengthens no cut).
         let (steps, mut written) = match p.state.as_mut() {
             Some(state) => {

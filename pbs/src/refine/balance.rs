@@ -111,7 +111,10 @@ impl State<'_, '_> {
     /// When no single box of `p` can go: a chain of hops through neighbouring parts, `p` to
     /// `x₁` to … to a part with room, each part passing on one loaded box (with the strip of
     /// empty boxes in front of it, if it has no loaded box on that border) for the one it
-    /// receives, and staying under `cp`. Found breadth first over the parts (the shortest
+    /// receives, and staying under `cp` or no heavier than it was (a part tied with `p` at `cp`
+    /// may pass on what it gets: `p` still leaves `cp` and no part joins it, so the sorted
+    /// charges fall; on 5 × 11 boxes of 1 in stripes of 11, 12, 12, 9 and 11, the pass had
+    /// stopped at 12 where every part can hold 11). Found breadth first over the parts (the shortest
     /// chain); towards each neighbour a part passes on the box that adds the fewest cut edges,
     /// else the shortest strip. Applied from its far end, each box only if it may leave and
     /// lands beside its new part, else undone whole. Returns the boxes moved, or `None`.
@@ -126,7 +129,9 @@ impl State<'_, '_> {
             let gained = from[x].as_ref().map_or(0.0, |(_, path)| path.iter().map(|&a| self.loads[a]).sum());
             for (y, path) in self.exits(x, &visited) {
                 let q: f64 = path.iter().map(|&b| self.loads[b]).sum();
-                if x != p && self.charge[x] + gained - q >= cp {
+                // A part on the way ends under `cp`, or no heavier than it was (one tied with
+                // `p` at `cp` passes on what it gets): `p` leaves `cp` and no part joins it.
+                if x != p && self.charge[x] + gained - q >= cp && gained > q {
                     continue;
                 }
                 visited[y] = true;

@@ -123,11 +123,11 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    1.5 times the lower bound out of balance on these loads, over from a recursive bisection of
    them, each part keeping the id of the old part it overlaps most, and stop when converged
    within `tol` or after `max_steps` steps, at most 30, with the best mapping found (the
-   passes below finish what the vCores leave). They write the cells'
-   owners, which move fewer boxes from call to call than refined ones, a part in pieces mended
-   as below; where fewer boxes carry load than 1/tol per vCore, the cells stop at a tolerance
-   of two such boxes' share of a vCore's load, then single boundary boxes move as below until
-   the largest load is within `tol`, and borders are shortened box by box. Where the owners
+   passes below finish what the vCores leave). They write the cells' owners, which move fewer
+   boxes from call to call than refined ones, a part in pieces mended as below; where fewer
+   boxes carry load than 1/tol per vCore, the cells stop at a tolerance of two such boxes'
+   share of a vCore's load, then single boundary boxes move as below until the largest load is
+   within `tol`, and borders are shortened box by box. Where the owners
    still end above `tol`, the owners the previous call wrote are refined the same way on the
    new loads and written instead where they reach `tol` or balance better (the cells' owners
    then refined too); where neither reaches `tol`, the parts of a recursive bisection refined

@@ -124,9 +124,9 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         // which move fewer boxes from one call to the next, with parts in pieces mended (and
         // finished by the refinement where a box that carries load outweighs `tol`; where the
         // cells end above `tol`, the owners written last, refined, may be taken instead, and
-        // where those do not reach it either, a refined bisection; a part left with no box is
-        // given one; boxes without load stay where they were written where
-        // that lengthens no cut).
+        // where those do not reach it either, a bisection refined; a part left with no box is
+        // given one; boxes without load stay where they were written where that lengthens no
+        // cut).
         let (steps, mut written) = match p.state.as_mut() {
             Some(state) => {
                 let (method, whole, last) = (p.method.as_mut(), p.cells_whole, Some(&p.written[..]));

@@ -114,9 +114,9 @@ impl State<'_, '_> {
     /// receives, and staying under `cp` or no heavier than it was (a part tied with `p` at `cp`
     /// may pass on what it gets: `p` still leaves `cp` and no part joins it, so the sorted
     /// charges fall; on 5 × 11 boxes of 1 in stripes of 11, 12, 12, 9 and 11, the pass had
-    /// stopped at 12 where every part can hold 11). Found breadth first over the parts (the shortest
-    /// chain); towards each neighbour a part passes on the box that adds the fewest cut edges,
-    /// else the shortest strip. Applied from its far end, each box only if it may leave and
+    /// stopped at 12 where every part can hold 11). Found breadth first over the parts (the
+    /// shortest chain); towards each neighbour a part passes on the box that adds the fewest
+    /// cut edges, else the shortest strip. Applied from its far end, each box only if it may leave and
     /// lands beside its new part, else undone whole. Returns the boxes moved, or `None`.
     fn move_chain(&mut self, p: usize, cp: f64) -> Option<usize> {
         let parts = self.charge.len();

@@ -530,8 +530,8 @@ mod tests {
 
     #[test]
     fn a_chain_may_pass_through_a_part_tied_with_the_heaviest() {
-        // Stripes of 11, 12, 12, 9, 11 boxes (the owners power-cells-pair's cells left on 5 × 11
-        // boxes of 1 over 5 parts): part 1, picked first of the two at 12, can only pass a
+        // Stripes of 11, 12, 12, 9, 11 boxes in row order (as power-cells-pair's cells left 5 ×
+        // 11 boxes of 1 over 5 parts): part 1, picked first of the two at 12, can only pass a
         // box to part 2, itself at 12, which passes one on to part 3. Part 2 ends where it
         // was, so part 1 leaves the top and no part joins it; the pass then moves part 2's.
         let grid = Grid::new(5, 11).unwrap();

@@ -1,12 +1,11 @@
 //! The refinement around the power cells, as the partitioners call it: a first partition
 //! (cells from a bisection's centroids, refined, and, after cells that crawled, checked against
 //! a refined bisection; a cold start without cells where they cannot resolve the load), and a
-//! rebalancing whose owners are mended, finished where the cells could not resolve the
-//! tolerance, checked against the last owners refined, then a bisection refined, where they end
-//! above it, whose parts left
-//! with no box get one, and whose boxes without load stay with their last part where that
-//! lengthens no cut. The `pbs` row of
-//! `pbs-bench peers` and the C interface's `pbs_partitioner_balance` share these.
+//! rebalancing whose cells stop after a crawl's worth of steps, whose owners are mended,
+//! finished where the cells could not resolve the tolerance, checked against the last owners
+//! refined, then a bisection refined, where they end above it, whose parts left with no box get
+//! one, and whose boxes without load stay with their last part where that lengthens no cut. The
+//! `pbs` row of `pbs-bench peers` and the C interface's `pbs_partitioner_balance` share these.
 
 use super::{
     check_owners, check_settings, fill::fill_empty, hold::hold, largest_charge, mend_rebalanced, refine, target_charge,
@@ -258,8 +257,9 @@ pub struct Rebalanced {
 /// more than the tolerance, its part ids matched to `previous`'s
 /// ([`crate::metrics::match_labels`]) and `vcores` moved to its parts' centroids (on small
 /// sparse maps re-drawn between calls, 26 of 3,000 scratch calls had ended at up to 2 × the
-/// bound where an RCB reached it; docs/peers.md, "Warm calls far from the last map"). A part left with no box (a cell squeezed out
-/// where few boxes carry load, which the cells' own filling gave up on) then gets one: a box it
+/// bound where an RCB reached it; docs/peers.md, "Warm calls far from the last map"). A part
+/// left with no box (a cell squeezed out where few boxes carry load, which the cells' own
+/// filling gave up on) then gets one: a box it
 /// held in `previous` where one may go, else one with no load, else the one that lengthens the
 /// cut least, from a part that keeps another box and stays in one piece (53 of 1,500 scratch
 /// cases on small sparse maps had left one empty; docs/peers.md, "Parts left with no box by a

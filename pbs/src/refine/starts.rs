@@ -37,14 +37,21 @@ use crate::{rebalance, Balancer, Outcome, Problem, StopRule, VCores};
 /// As [`refine`], for a tolerance that is negative or not finite.
 pub fn refined_bisection(problem: &Problem, tol: f64) -> crate::Result<(Vec<u32>, VCores)> {
     each_box_counts_where_none_weighs(problem, |problem| {
-        let mut owners = crate::bisection::kway_rcb(problem.grid(), problem.loads(), problem.vcores())?;
         // Its parts are an RCB's already: groups re-cut as an RCB cuts them gain nothing for
         // the price of an RCB each (docs/peers.md, "Groups of parts cut again").
-        let settings = RefineSettings { tol, group_sweeps: 0, ..Default::default() };
-        refine(problem, &mut owners, settings)?;
+        let owners = bisection_refined(problem, RefineSettings { tol, group_sweeps: 0, ..Default::default() })?;
         let vcores = VCores::at_centroids(problem, &owners)?;
         Ok((owners, vcores))
     })
+}
+
+/// The parts of a k-way RCB of `problem`'s loads ([`crate::bisection::kway_rcb`]) refined by
+/// `settings`: [`refined_bisection`]'s, and the fallback of a [`rebalance_mended`] that ends
+/// above its tolerance.
+fn bisection_refined(problem: &Problem, settings: RefineSettings) -> crate::Result<Vec<u32>> {
+    let mut owners = crate::bisection::kway_rcb(problem.grid(), problem.loads(), problem.vcores())?;
+    refine(problem, &mut owners, settings)?;
+    Ok(owners)
 }
 
 /// Runs `f` on `problem`, or, where every load is zero, on the same problem with every box
@@ -323,19 +330,23 @@ pub fn rebalance_mended(
         if kept_largest > target && !finish {
             refine(problem, &mut owners, settings)?;
         }
-        if kept_largest <= target || kept_largest < largest(&owners) {
-            owners = kept;
-            from_previous = true;
-        }
+        // The owners' largest charge is counted only where needed, and once.
+        let owners_largest = if kept_largest <= target { None } else { Some(largest(&owners)) };
+        let best = match owners_largest {
+            Some(l) if l <= kept_largest => l,
+            _ => {
+                owners = kept;
+                from_previous = true;
+                kept_largest
+            }
+        };
         // Neither may reach it on a map far from the last one, where the cells stopped at
         // their coarse tolerance (a re-drawn sparse map: two loaded boxes a part where a
         // bisection gives each one): a bisection refined the same way (without the pair pass
         // of a cold start's, which took 45 ms of 47 on a sparse map) is taken where it balances
         // better by more than the tolerance, for the boxes it moves.
-        let best = largest(&owners);
         if best > target {
-            let mut parts = crate::bisection::kway_rcb(problem.grid(), problem.loads(), problem.vcores())?;
-            refine(problem, &mut parts, settings)?;
+            let parts = bisection_refined(problem, settings)?;
             if largest(&parts) * (1.0 + settings.tol) < best {
                 owners = crate::metrics::match_labels(previous, &parts, problem.vcores())?;
                 *vcores = VCores::at_centroids(problem, &owners)?;

@@ -296,8 +296,8 @@ enum Command {
         /// Step limit for the paper's method
         #[arg(long, default_value_t = 3000)]
         paper_max_steps: usize,
-        /// A few trials of everything, for CI and a first look
-        #[arg(long)]
+        /// A few trials of everything, for CI and a first look (sets the counts above itself)
+        #[arg(long, conflicts_with_all = ["trials", "large_trials", "paper_trials", "paper_max_steps"])]
         quick: bool,
     },
     /// pbs against the partitioners users would pick instead (RCB, Hilbert, coupe, METIS) on

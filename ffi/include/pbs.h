@@ -116,8 +116,11 @@ pbs_partitioner *pbs_partitioner_new(size_t nx, size_t ny, size_t nz, size_t vco
    above that, the parts of a recursive bisection refined the same way are written instead
    where their largest load is lower. Where fewer boxes carry load than 1/t per vCore, vCores
    would only crawl towards t: the parts of a recursive bisection are refined instead, without
-   the group re-cuts (0 steps). Loads that are all zero (a call before anything was timed)
-   are split as if every box weighed 1: the boxes evenly.
+   the group re-cuts (0 steps). Other than with the paper's methods, where fewer than 250
+   boxes that carry load fall to a vCore those refined parts come first and are written, with
+   0 steps, where their largest load is within 1.01 times the lower bound; else the vCores run
+   as above and the better balanced of the two is written. Loads that are all zero (a call
+   before anything was timed) are split as if every box weighed 1: the boxes evenly.
 
    Later calls start from where the previous call ended, or, when that mapping is more than
    1.5 times the lower bound out of balance on these loads, over from a recursive bisection of

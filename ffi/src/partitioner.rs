@@ -152,7 +152,8 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
             }
             // The power cells from a k-way RCB's centroids to the tolerance the refinement
             // wants before it, at most `max_steps`, then refined (`pbs` in pbs-peers alike);
-            // where a box that carries load outweighs that tolerance, the RCB's parts refined.
+            // where a box that carries load outweighs that tolerance, the RCB's parts refined,
+            // and where parts are small, those first, kept where they end near the bound.
             None => {
                 let cells = StopRule { max_steps, ..StopRule::before_refinement(&problem) };
                 let first = pbs::refine::first_partition(p.method.as_mut(), &problem, cells, refine_tol)?;

@@ -50,7 +50,8 @@ impl Default for StopRule {
 }
 
 /// Boxes per vCore from which [`StopRule::for_problem`] asks for 1 % instead of 5 %, and
-/// [`StopRule::before_refinement`] counts only the boxes that carry load.
+/// [`StopRule::before_refinement`] counts only the boxes that carry load; below it,
+/// [`crate::refine::first_partition`] tries a refined bisection before the cells.
 pub const TIGHT_FROM_BOXES_PER_VCORE: f64 = 250.0;
 
 impl StopRule {
@@ -103,7 +104,7 @@ impl StopRule {
     /// ```
     pub fn before_refinement(problem: &Problem) -> StopRule {
         let rule = StopRule::for_problem(problem);
-        if loaded_boxes_per_vcore(problem) >= TIGHT_FROM_BOXES_PER_VCORE {
+        if !few_loaded_boxes_per_vcore(problem) {
             rule
         } else {
             StopRule { tol: 0.1, ..rule }
@@ -158,6 +159,12 @@ impl StopRule {
         }
         StopRule { tol: 2.0 / loaded_boxes_per_vcore(problem), ..*self }
     }
+}
+
+/// Whether a vCore's share is under [`TIGHT_FROM_BOXES_PER_VCORE`] boxes that carry load: where
+/// [`StopRule::before_refinement`] stops the cells at 0.1 and the refinement does the rest.
+pub(crate) fn few_loaded_boxes_per_vcore(problem: &Problem) -> bool {
+    loaded_boxes_per_vcore(problem) < TIGHT_FROM_BOXES_PER_VCORE
 }
 
 /// Boxes with a load above zero per vCore: a box with no load is no step of a charge.

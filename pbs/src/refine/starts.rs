@@ -535,15 +535,13 @@ mod tests {
         assert_eq!(largest(&again.owners), 1.0);
     }
 
-    /// `pbs-bench peers --dense`'s first disc map (80×40, a disc of radius 12 at 50 × the
-    /// background): from a bisection's centroids the cells crawl past [`CRAWL_STEPS`] and their
-    /// refinement stops at 1.13 × the bound, where the refined bisection reaches 1.03.
-    #[test]
-    fn a_crawl_the_refinement_cannot_finish_takes_the_refined_bisection() {
+    /// A disc map of `pbs-bench peers --dense` (80×40 boxes, a disc of radius 12 at 50 × the
+    /// background), placed by the seed as there (1000 for the first).
+    fn dense_disc(seed: u64) -> (Grid, Vec<f64>) {
         let grid = Grid::new(80, 40).unwrap();
-        let mut rng = crate::rng::SplitMix64::new(1000);
+        let mut rng = crate::rng::SplitMix64::new(seed);
         let (cx, cy) = (20.0 + 40.0 * rng.next_f64(), 10.0 + 20.0 * rng.next_f64());
-        let loads: Vec<f64> = (0..grid.len())
+        let loads = (0..grid.len())
             .map(|k| {
                 let c = grid.centre(k);
                 if ((c[0] - cx).powi(2) + (c[1] - cy).powi(2)).sqrt() < 12.0 {
@@ -553,6 +551,15 @@ mod tests {
                 }
             })
             .collect();
+        (grid, loads)
+    }
+
+    /// `pbs-bench peers --dense`'s first disc map (80×40, a disc of radius 12 at 50 × the
+    /// background): from a bisection's centroids the cells crawl past [`CRAWL_STEPS`] and their
+    /// refinement stops at 1.13 × the bound, where the refined bisection reaches 1.03.
+    #[test]
+    fn a_crawl_the_refinement_cannot_finish_takes_the_refined_bisection() {
+        let (grid, loads) = dense_disc(1000);
         let problem = Problem::new(grid, &loads, 72).unwrap();
         let mut vcores = VCores::from_bisection(&problem);
         let mut method = methods::by_name("power-cells").unwrap();
@@ -580,19 +587,7 @@ mod tests {
     /// within it and is the partition, with no cell step (the cells took two).
     #[test]
     fn a_first_partition_of_small_parts_keeps_the_refined_bisection_only_near_the_bound() {
-        let grid = Grid::new(80, 40).unwrap();
-        let mut rng = crate::rng::SplitMix64::new(1002);
-        let (cx, cy) = (20.0 + 40.0 * rng.next_f64(), 10.0 + 20.0 * rng.next_f64());
-        let disc: Vec<f64> = (0..grid.len())
-            .map(|k| {
-                let c = grid.centre(k);
-                if ((c[0] - cx).powi(2) + (c[1] - cy).powi(2)).sqrt() < 12.0 {
-                    50.0
-                } else {
-                    1.0
-                }
-            })
-            .collect();
+        let (grid, disc) = dense_disc(1002);
         let perlin_grid = Grid::new(40, 40).unwrap();
         let perlin = crate::loadmap::PerlinMap::with_seed(1).loads(&perlin_grid);
         let mut method = methods::by_name("power-cells").unwrap();

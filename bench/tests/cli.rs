@@ -157,6 +157,11 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit() {
     assert!(stderr_of(&["converge", "--case", "uniform", "--tol", "NaN"]).contains("--tol"));
     assert!(stderr_of(&["converge"]).contains("--case"));
     assert!(stderr_of(&["transitions", "--kind", "gentle"]).contains("rough or smooth"));
+    // `--quick` sets the trial counts itself: one given beside it is refused, not dropped.
+    let quick = temp_dir("quick");
+    let both = stderr_of(&["paper", "--quick", "--trials", "5", "--out", quick.to_str().unwrap()]);
+    assert!(both.contains("cannot be used with") && both.contains("--trials <TRIALS>"), "{both}");
+    std::fs::remove_dir_all(quick).ok();
     // A grid too large for the machine: refused before its map is drawn (it aborted drawing it).
     let huge = ["--nx", "65535", "--ny", "65535"];
     for cmd in [&["converge", "--case", "perlin"][..], &["transitions", "--kind", "rough", "--trials", "1"]] {

@@ -113,6 +113,18 @@ pub fn refine_first_partition(
     cell_steps: usize,
     settings: RefineSettings,
 ) -> crate::Result<Option<VCores>> {
+    refine_first_partition_given(problem, owners, cell_steps, settings, None)
+}
+
+/// [`refine_first_partition`], handed the [`refined_bisection`] to `settings.tol` where the
+/// caller made it already (a first partition of small parts tries it before the cells).
+fn refine_first_partition_given(
+    problem: &Problem,
+    owners: &mut [u32],
+    cell_steps: usize,
+    settings: RefineSettings,
+    bisected: Option<&(Vec<u32>, VCores)>,
+) -> crate::Result<Option<VCores>> {
     refine(problem, owners, settings)?;
     if cell_steps <= CRAWL_STEPS {
         return Ok(None);
@@ -123,7 +135,10 @@ pub fn refine_first_partition(
     if refined <= target {
         return Ok(None);
     }
-    let (parts, vcores) = refined_bisection(problem, settings.tol)?;
+    let (parts, vcores) = match bisected {
+        Some(made) => made.clone(),
+        None => refined_bisection(problem, settings.tol)?,
+    };
     if largest(&parts) >= refined {
         return Ok(None);
     }
@@ -202,14 +217,17 @@ pub fn first_partition(
         }
         // Small parts: the refined bisection costs a fraction of the cells' steps and, where it
         // ends near the bound, is the partition; else the better balanced of it and the cells.
-        let (parts, at_centroids) = refined_bisection(problem, tol)?;
-        let bisected = largest_charge(problem, &parts);
+        let made = refined_bisection(problem, tol)?;
+        let bisected = largest_charge(problem, &made.0);
         if bisected <= target_charge(problem, tol.max(BISECTION_KEPT_WITHIN)) {
-            return Ok(FirstPartition { owners: parts, vcores: at_centroids, steps: 0 });
+            let (owners, vcores) = made;
+            return Ok(FirstPartition { owners, vcores, steps: 0 });
         }
-        let first = first_partition_from(method, problem, VCores::from_bisection(problem), stop, tol)?;
+        let start = VCores::from_bisection(problem);
+        let first = cells_refined(method, problem, start, stop, tol, Some(&made))?;
         if bisected < largest_charge(problem, &first.owners) {
-            return Ok(FirstPartition { owners: parts, vcores: at_centroids, steps: first.steps });
+            let (owners, vcores) = made;
+            return Ok(FirstPartition { owners, vcores, steps: first.steps });
         }
         Ok(first)
     })
@@ -230,23 +248,34 @@ pub fn first_partition(
 pub fn first_partition_from(
     method: &mut dyn Balancer,
     problem: &Problem,
-    mut vcores: VCores,
+    vcores: VCores,
     stop: StopRule,
     tol: f64,
 ) -> crate::Result<FirstPartition> {
-    each_box_counts_where_none_weighs(problem, |problem| {
-        let steps = crate::balance(method, problem, &mut vcores, stop, |_| {}).steps;
-        let mut owners = vcores.owners().to_vec();
-        let settings = RefineSettings { tol, ..Default::default() };
-        // After a crawl that the refinement cannot finish, a refined bisection may balance
-        // better; its vCores then start the rebalancings.
-        if let Some(v) = refine_first_partition(problem, &mut owners, steps, settings)? {
-            vcores = v;
-        }
-        // Cells from scattered vCores can end with no box where the cells' own filling gives up.
-        fill_empty(problem, &mut owners, None);
-        Ok(FirstPartition { owners, vcores, steps })
-    })
+    each_box_counts_where_none_weighs(problem, |problem| cells_refined(method, problem, vcores, stop, tol, None))
+}
+
+/// [`first_partition_from`]'s work on loads that weigh something, handed the refined bisection
+/// to `tol` where the caller made it already.
+fn cells_refined(
+    method: &mut dyn Balancer,
+    problem: &Problem,
+    mut vcores: VCores,
+    stop: StopRule,
+    tol: f64,
+    bisected: Option<&(Vec<u32>, VCores)>,
+) -> crate::Result<FirstPartition> {
+    let steps = crate::balance(method, problem, &mut vcores, stop, |_| {}).steps;
+    let mut owners = vcores.owners().to_vec();
+    let settings = RefineSettings { tol, ..Default::default() };
+    // After a crawl that the refinement cannot finish, a refined bisection may balance
+    // better; its vCores then start the rebalancings.
+    if let Some(v) = refine_first_partition_given(problem, &mut owners, steps, settings, bisected)? {
+        vcores = v;
+    }
+    // Cells from scattered vCores can end with no box where the cells' own filling gives up.
+    fill_empty(problem, &mut owners, None);
+    Ok(FirstPartition { owners, vcores, steps })
 }
 
 /// What [`rebalance_mended`] returns.

@@ -17,7 +17,9 @@ need_packages "${BUILD_PACKAGES[@]}"
 
 failed=()
 # One build for the three, features resolved over the workspace (a `-p` per program would
-# build the shared dependencies once per package).
+# build the shared dependencies once per package). The soak is pbs-apps's example, not
+# pbs-bench's, so that this build leaves out the peers, the plots and the CLI (192 against
+# 258 s on 2 cores).
 cargo build --release --workspace --example shared_cores --example soak
 echo "== wall-clock balancing tests"
 cargo test --release --workspace --test balancing -- --ignored --test-threads 1 || failed+=(balancing)

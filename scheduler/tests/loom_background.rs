@@ -5,7 +5,7 @@
 //!
 //! Built only with `RUSTFLAGS="--cfg pbs_loom"`, where the module takes its atomics, channels
 //! and threads from loom: `scripts/test.sh` runs it as
-//! `RUSTFLAGS="--cfg pbs_loom" cargo test -p pbs-scheduler --test loom_background --release`.
+//! `RUSTFLAGS="--cfg pbs_loom" cargo test -p pbs-scheduler --test loom_background`.
 #![cfg(pbs_loom)]
 
 use pbs_scheduler::background::{Background, Job};

@@ -4,7 +4,7 @@
 //!
 //! Built only with `RUSTFLAGS="--cfg pbs_loom"`, where the pool takes its atomics, locks and
 //! threads from loom: `scripts/test.sh` runs it as
-//! `RUSTFLAGS="--cfg pbs_loom" cargo test -p pbs-scheduler --test loom_pool --release`.
+//! `RUSTFLAGS="--cfg pbs_loom" cargo test -p pbs-scheduler --test loom_pool`.
 #![cfg(pbs_loom)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! process's resident memory must stay flat once the run has warmed up (no leak per phase,
 //! per rebalancing or per steal).
 //!
-//! `cargo run --release -p pbs-bench --example soak -- [iterations] [threads]`
+//! `cargo run --release -p pbs-apps --example soak -- [iterations] [threads]`
 //! (default 100000 iterations, at least 10000; 2 threads; 32×32 boxes, the gravity scenario).
 //! Exits 1 if a checksum differs or memory grows by more than 4 MiB after the first tenth of a
 //! run (so the longer the run, the smaller a leak per iteration it finds; it prints the size).
@@ -39,8 +39,18 @@ fn arg(args: &[String], index: usize, name: &str, default: usize, min: usize) ->
     }
 }
 
+/// `soak | head` ends quietly: writing to a closed pipe ends the process (SIGPIPE's default),
+/// where Rust's ignored SIGPIPE would make `println!` panic.
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: `signal` with `SIG_DFL`, a valid action for SIGPIPE, only sets the process's
+    // disposition of that signal; it touches no memory of ours.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
-    pbs_bench::end_quietly_on_closed_pipe();
+    end_quietly_on_closed_pipe();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let parsed =
         arg(&args, 0, "iterations", 100_000, MIN_ITERATIONS).and_then(|i| Ok((i, arg(&args, 1, "threads", 2, 1)?)));

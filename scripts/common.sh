@@ -1,4 +1,4 @@
-# Shared by demo.sh and test.sh: checks the toolchain and installs what is missing.
+# Shared by the scripts: checks the toolchain, installs what is missing, times sections.
 # Sourced, not run.
 
 # The scripts find what cargo builds under the repository's target/ (target/release/pbs-bench,
@@ -77,4 +77,24 @@ need_packages() {
     fi
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+}
+
+# section TITLE: prints "== TITLE"; when the script exits, how many seconds each section took,
+# so that a run over CI's 30 minutes on 2 cores shows where its time went. The first call sets
+# the EXIT trap.
+section() {
+    if [ -n "${section_title:-}" ]; then section_close; else
+        section_times=()
+        trap section_times EXIT
+    fi
+    section_title=$1 section_start=$SECONDS
+    echo "== $1"
+}
+section_close() {
+    section_times+=("$(printf '%5d s  %.90s' $((SECONDS - section_start)) "$section_title")")
+}
+section_times() {
+    section_close
+    echo "seconds per section of $(basename "$0") ($SECONDS s in all):"
+    printf '%s\n' "${section_times[@]}"
 }

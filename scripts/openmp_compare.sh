@@ -20,14 +20,14 @@
 # For the record, no target: the imbalanced case again on 16 x 16 boxes, where each thread's share
 # of the fields fits its L2 (the size at which locality can pay against a tuned dynamic schedule);
 # ffi/examples/heat.f90, the Fortran example, against the same OpenMP schedules (gfortran's
-# !$omp parallel do). OPENMP_RECORD=0 leaves out what is only for the record (CI does, for time).
+# !$omp parallel do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
 need_packages gfortran
-rounds=${1:-15} threads=${2:-2} iters=${3:-300} record=${OPENMP_RECORD:-1}
+rounds=${1:-15} threads=${2:-2} iters=${3:-300}
 
 cargo build --release -q -p pbs-ffi
 heat=target/release/heat-openmp
@@ -137,12 +137,10 @@ issue19 corner
 # The hot corner's extra work is arithmetic: a tuned dynamic schedule loses only cache misses, which
 # count where a thread's share of the fields fits its L2 (1 MiB a core on the 2-core VM; heat's
 # default grid holds 4 MiB of fields) and its cache then keeps it from one iteration to the next.
-if [ "$record" != 0 ]; then
-    echo "-- for the record: the hot corner on 16 x 16 boxes of 16 x 16 cells (1 MiB of fields, half a"
-    echo "   MiB a thread at 2 threads; L2 here: $(getconf LEVEL2_CACHE_SIZE 2>/dev/null || echo unknown) bytes a core); no target"
-    against_schedules corner_small "$args 16 16 16 pin=1" "16 16 16"
-    issue19 corner_small
-fi
+echo "-- for the record: the hot corner on 16 x 16 boxes of 16 x 16 cells (1 MiB of fields, half a"
+echo "   MiB a thread at 2 threads; L2 here: $(getconf LEVEL2_CACHE_SIZE 2>/dev/null || echo unknown) bytes a core); no target"
+against_schedules corner_small "$args 16 16 16 pin=1" "16 16 16"
+issue19 corner_small
 
 echo "-- uniform load"
 rounds uniform "|$args pin=1 load=uniform" "$bind|omp-static $threads $iters load=uniform"
@@ -154,25 +152,18 @@ printf '  for the record, iterations after 10 whose threads measured over 5 %% a
 
 echo "-- mixed: an OpenMP loop between pbs's phases"
 p=OMP_WAIT_POLICY=passive
-mixed=("$p|$args pin=0 diag=pbs" "$p|$args pin=0 diag=omp" "$p|$args pin=1 diag=pbs" "$p|$args pin=1 diag=omp")
-# For the record: OpenMP's default wait policy (2.5-3x slower), and the caller pinned for good.
-[ "$record" = 0 ] || mixed+=("|$args pin=0 diag=omp" "|$args pin=1 diag=omp" "$p|$args pin=2 diag=pbs")
-rounds mixed "${mixed[@]}"
+rounds mixed "$p|$args pin=0 diag=pbs" "$p|$args pin=0 diag=omp" "$p|$args pin=1 diag=pbs" \
+    "$p|$args pin=1 diag=omp" "|$args pin=0 diag=omp" "|$args pin=1 diag=omp" "$p|$args pin=2 diag=pbs"
 check "mixed / pure pbs, unpinned" "$(ratio mixed 1 0)" "<=" 1.1
 check "mixed / pure pbs, pinned" "$(ratio mixed 3 2)" "<=" 1.1
-if [ "$record" != 0 ]; then
-    printf '  for the record, OpenMP default wait policy: unpinned %.2fx, pinned %.2fx the pure-pbs time\n' \
-        "$(ratio mixed 4 0)" "$(ratio mixed 5 2)"
-    printf '  for the record, pure pbs with the caller pinned during phases only / for good: %.3f\n' "$(ratio mixed 2 6)"
+printf '  for the record, OpenMP default wait policy: unpinned %.2fx, pinned %.2fx the pure-pbs time\n' \
+    "$(ratio mixed 4 0)" "$(ratio mixed 5 2)"
+printf '  for the record, pure pbs with the caller pinned during phases only / for good: %.3f\n' "$(ratio mixed 2 6)"
 
-    echo "-- for the record: ffi/examples/heat.f90, the same comparison in Fortran (the field in one array"
-    echo "   of two time levels, the OpenMP loop a !\$omp parallel do); no target"
-    heat=$heat_f90
-    against_schedules fortran "pbs $threads $iters"
-else
-    echo "-- what is only for the record left out (OPENMP_RECORD=0): the small hot corner, OpenMP's default"
-    echo "   wait policy beside pbs, the caller pinned for good, heat.f90"
-fi
+echo "-- for the record: ffi/examples/heat.f90, the same comparison in Fortran (the field in one array"
+echo "   of two time levels, the OpenMP loop a !\$omp parallel do); no target"
+heat=$heat_f90
+against_schedules fortran "pbs $threads $iters"
 
 if [ ${#missed[@]} -gt 0 ]; then
     echo "openmp_compare: missed ${missed[*]}"

@@ -19,15 +19,15 @@ need_packages "${BUILD_PACKAGES[@]}"
 rustup toolchain install nightly --profile minimal --component miri --component rust-src
 start=$(date +%s)
 
-echo "== Miri: pool, executors, claims, bookkeeping (pbs-scheduler without hwloc)"
+section "Miri: pool, executors, claims, bookkeeping (pbs-scheduler without hwloc)"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-scheduler --no-default-features --lib -- \
     pool:: background:: executor::tests box_timing::tests executors::pbs::stealing executors::pbs::rebalancing \
     executors::pbs::overlap executors::pbs::lending executors::pbs::affinity
-echo "== Miri: the C interface's statuses and messages, its tilings and settings arrays (raw arrays from C)"
+section "Miri: the C interface's statuses and messages, its tilings and settings arrays (raw arrays from C)"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -- status:: tiling:: \
     executor::tests::the_settings_array
 
-echo "== ThreadSanitizer: pbs-scheduler's tests, and pbs-ffi's from Rust"
+section "ThreadSanitizer: pbs-scheduler's tests, and pbs-ffi's from Rust"
 target=$(rustc -vV | sed -n 's/^host: //p')
 # allocator_may_return_null: the tests ask for grids too large for memory and expect an error.
 # die_after_fork=0: tests/fork.rs starts executors in a child forked from a process with threads,
@@ -90,7 +90,7 @@ starpu_runs() {
     PBS_STEAL=auto checked "$dir/steal"
 }
 
-echo "== ThreadSanitizer: the StarPU policy's locks and queues under StarPU's workers (gcc's runtime)"
+section "ThreadSanitizer: the StarPU policy's locks and queues under StarPU's workers (gcc's runtime)"
 # StarPU and the Rust library are not instrumented: what is checked is the policy's own memory
 # (per-worker queues, box loads, the mapper's owners) against StarPU's worker threads, whose
 # pthread locks and condition variables TSan intercepts.
@@ -98,7 +98,7 @@ starpu_programs target/tsan-starpu -fsanitize=thread
 checked() { TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$@" > /dev/null; }
 starpu_runs target/tsan-starpu
 
-echo "== AddressSanitizer and UBSan: the StarPU policy, heat and md as StarPU tasks, its error cases"
+section "AddressSanitizer and UBSan: the StarPU policy, heat and md as StarPU tasks, its error cases"
 asan=target/asan-starpu
 starpu_programs "$asan" -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 checked() { ASAN_OPTIONS=detect_leaks=0 "$@" > /dev/null; }
@@ -119,7 +119,7 @@ for app in heat md; do
     fi
 done
 
-echo "== AddressSanitizer and UBSan: the Fortran module's checks and heat.f90 (gfortran's runtime)"
+section "AddressSanitizer and UBSan: the Fortran module's checks and heat.f90 (gfortran's runtime)"
 # The Fortran side is instrumented (the module's string and array handling, the tasks' writes),
 # the Rust library is not; the programs' own leak check runs.
 need_packages gfortran
@@ -132,7 +132,7 @@ done
 ASAN_OPTIONS=detect_leaks=1 "$fortran/fortran_api" | tail -1 | grep -q '^all checks passed'
 for scheduler in pbs ws eager static rcb serial; do ASAN_OPTIONS=detect_leaks=1 "$fortran/heat" "$scheduler" 2 40 > /dev/null; done
 
-echo "== fuzzing: the CSV reader and the C interface's arguments (proptest, release)"
+section "fuzzing: the CSV reader and the C interface's arguments (proptest, release)"
 PROPTEST_CASES="${FUZZ_CASES:-20000}" cargo test --release -p pbs --test fuzz_csv
 PROPTEST_CASES="${FUZZ_CASES:-20000}" cargo test --release -p pbs-ffi --test fuzz_arguments
 

@@ -11,15 +11,15 @@ need_c_compiler
 need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}" "${CXX_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}"
 need_components
 
-echo "== cargo fmt --check"
+section "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy -D warnings"
+section "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo doc -D warnings (broken or private links in the API docs)"
+section "cargo doc -D warnings (broken or private links in the API docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-echo "== the scheduler builds without hwloc (sysfs fallback)"
+section "the scheduler builds without hwloc (sysfs fallback)"
 cargo check -p pbs-scheduler --no-default-features
-echo "== cargo test"
+section "cargo test"
 cargo test --workspace
 
 # Tests that need what a machine may lack are #[ignore]d with their reason, so that plain
@@ -27,11 +27,11 @@ cargo test --workspace
 # Each selects its test with `--workspace` and a target or name filter, not `-p`: a `-p` run
 # resolves features for that package alone and rebuilds the shared dependencies (2.5 minutes
 # for the window test on 2 cores).
-echo "== the window under Xvfb"
+section "the window under Xvfb"
 cargo test --workspace --test window -- --ignored
-echo "== memory binding to the owner's NUMA node"
+section "memory binding to the owner's NUMA node"
 cargo test --workspace --lib first_touch -- --ignored
-echo "== perf counters"
+section "perf counters"
 if [ "$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 4)" -le 2 ]; then
     cargo test --workspace --lib counters -- --ignored --skip hardware_counters
 else
@@ -43,12 +43,12 @@ else
     echo "skipped: no hardware PMU exposed (/sys/bus/event_source/devices/cpu is absent)"
 fi
 
-echo "== the C++ header under g++ and clang++, and beside oneTBB; the Fortran module under gfortran and Flang"
+section "the C++ header under g++ and clang++, and beside oneTBB; the Fortran module under gfortran and Flang"
 cargo test --workspace --test c_programs the_cpp_header -- --ignored
 cargo test --workspace --test c_programs tbb_loops_beside_pbs_phases -- --ignored
 cargo test --workspace --test c_programs -- --ignored fortran heat_f90
 
-echo "== the C library installed in a temporary prefix: pkg-config, CMake, static link"
+section "the C library installed in a temporary prefix: pkg-config, CMake, static link"
 prefix=$(mktemp -d)
 scripts/install.sh "$prefix" >/dev/null 2>&1 || scripts/install.sh "$prefix"
 readelf -d "$prefix/lib/libpbs.so" | grep >/dev/null 'SONAME.*libpbs\.so\.0\.' || { echo "no SONAME"; exit 1; }
@@ -72,10 +72,10 @@ cmake --build "$prefix/build-fortran" >/dev/null
 ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'
 rm -rf "$prefix"
 
-echo "== the StarPU policy against StarPU 1.3: our heat code and md, StarPU's programs, bad declarations"
+section "the StarPU policy against StarPU 1.3: our heat code and md, StarPU's programs, bad declarations"
 cargo test --workspace --test starpu -- --ignored
 
-echo "== the pool's, the balancer thread's and the claim word's protocols, model-checked (loom)"
+section "the pool's, the balancer thread's and the claim word's protocols, model-checked (loom)"
 # The test profile, not release: the cfg rebuilds every dependency, which that profile leaves
 # unoptimised (1.9 against 2.6 minutes on 2 cores; the models then run in 6 s, not 2).
 RUSTFLAGS="--cfg pbs_loom" CARGO_TARGET_DIR=target/loom cargo test -p pbs-scheduler --test loom_pool \

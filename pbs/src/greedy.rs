@@ -44,7 +44,15 @@ pub fn vector_greedy(phase_loads: &[Vec<f64>], parts: usize) -> Result<Vec<u32>>
 pub fn norm_greedy(phase_loads: &[Vec<f64>], parts: usize) -> Result<Vec<u32>> {
     place(phase_loads, parts, |part_loads, box_loads, scale| {
         let norm = |q: &[f64]| -> f64 {
-            q.iter().zip(box_loads).zip(scale).map(|((l, b), s)| ((l + b) * s).powi(2)).sum::<f64>()
+            // Squares as products: `powi`'s precision is left unspecified by Rust.
+            q.iter()
+                .zip(box_loads)
+                .zip(scale)
+                .map(|((l, b), s)| {
+                    let x = (l + b) * s;
+                    x * x
+                })
+                .sum::<f64>()
         };
         (0..part_loads.len())
             .min_by(|&a, &b| norm(&part_loads[a]).total_cmp(&norm(&part_loads[b])).then(a.cmp(&b)))

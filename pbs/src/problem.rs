@@ -163,12 +163,30 @@ pub const SCALE_LIMIT: i32 = 100;
 /// The power of two [`Problem::new`] multiplies loads by when their largest is `max_load`: 1
 /// within `2^±SCALE_LIMIT`, else the one that brings it into `[1, 2)`.
 fn scale_for(max_load: f64) -> f64 {
-    let exponent = if max_load > 0.0 { max_load.log2().floor() as i32 } else { 0 };
+    let exponent = if max_load > 0.0 { floor_log2(max_load) } else { 0 };
     if exponent.abs() <= SCALE_LIMIT {
         return 1.0;
     }
     // Clamped: 2^1074 (for a largest load among the subnormals) is not a float.
-    2f64.powi((-exponent).clamp(-1000, 1000))
+    power_of_two((-exponent).clamp(-1000, 1000))
+}
+
+/// `floor(log2(x))` for a positive `x`, read from its bits. `log2` and `powi` would do, but
+/// Rust leaves their precision unspecified (Miri varies it from call to call), and the scale
+/// must be the same power of two wherever the same loads come in.
+fn floor_log2(x: f64) -> i32 {
+    let bits = x.to_bits();
+    match ((bits >> 52) & 0x7ff) as i32 {
+        // Subnormal: `bits · 2^-1074`, whose highest set bit is `63 - leading_zeros`.
+        0 => -1011 - bits.leading_zeros() as i32,
+        biased => biased - 1023,
+    }
+}
+
+/// `2^k` for `-1022 ≤ k ≤ 1023` (a normal float), from its bits.
+fn power_of_two(k: i32) -> f64 {
+    debug_assert!((-1022..=1023).contains(&k));
+    f64::from_bits(((k + 1023) as u64) << 52)
 }
 
 /// `loads` rescaled as [`Problem::new`] rescales them, so that their sums stay finite and
@@ -282,6 +300,28 @@ mod tests {
             assert!(e < 0 || a.iter().sum::<f64>().is_infinite(), "the test needs a sum past f64::MAX");
             assert!(run(&a, &b) == one, "loads × 2^{e}");
         }
+    }
+
+    #[test]
+    fn the_scale_is_read_from_the_bits_exactly() {
+        for k in -1074..=1023 {
+            let x = 2f64.powi(k.max(-1022)) * if k < -1022 { 2f64.powi(k + 1022) } else { 1.0 };
+            assert_eq!(floor_log2(x), k, "2^{k}");
+            if k > -1074 {
+                assert_eq!(floor_log2(x.next_down()), k - 1, "just below 2^{k}");
+            }
+            if (-1022..=1023).contains(&k) {
+                assert_eq!(power_of_two(k), x);
+            }
+        }
+        assert_eq!(floor_log2(f64::MAX), 1023);
+        assert_eq!(floor_log2(3.0), 1);
+        assert_eq!(floor_log2(0.75), -1);
+        // The scale: none within 2^±100, else the largest load brought into [1, 2).
+        assert_eq!(scale_for(2f64.powi(100) * 1.5), 1.0);
+        assert_eq!(scale_for(2f64.powi(101).next_down()), 1.0);
+        assert_eq!(scale_for(2f64.powi(101)), 2f64.powi(-101));
+        assert_eq!(scale_for(f64::from_bits(1)), 2f64.powi(1000));
     }
 
     #[test]

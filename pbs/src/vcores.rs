@@ -184,7 +184,9 @@ impl VCores {
         let dims = problem.grid().dims().iter().filter(|&&d| d > 1).count().max(1);
         // The volume of a ball of radius r is c r^d.
         let c = [2.0, std::f64::consts::PI, 4.0 / 3.0 * std::f64::consts::PI][dims - 1];
-        let weights = boxes.iter().map(|&v| (v / c).powf(2.0 / dims as f64)).collect();
+        // r² = (v / c)^(2 / d); in 2D the quotient itself, not taken through `powf`, whose
+        // precision Rust leaves unspecified.
+        let weights = boxes.iter().map(|&v| if dims == 2 { v / c } else { (v / c).powf(2.0 / dims as f64) }).collect();
         VCores::new(problem, positions, weights).expect("centroids and ball sizes are finite")
     }
 

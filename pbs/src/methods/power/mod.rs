@@ -527,7 +527,16 @@ impl Accept {
 /// over the capacities, so that ties at the maximum still rank progress.
 fn merit(charges: &[f64], capacity: &[f64]) -> (f64, f64) {
     let max = charges.iter().copied().fold(0.0, f64::max);
-    let excess = charges.iter().zip(capacity).map(|(q, c)| (q - c).max(0.0).powi(2)).sum();
+    // A product rather than `powi(2)`, whose precision Rust leaves unspecified (Miri varies it
+    // from call to call): the merit decides which trial a run keeps.
+    let excess = charges
+        .iter()
+        .zip(capacity)
+        .map(|(q, c)| {
+            let over = (q - c).max(0.0);
+            over * over
+        })
+        .sum();
     (max, excess)
 }
 
@@ -634,8 +643,10 @@ impl PowerCells {
         // doubles after every full step and shrinks to what the line search accepted.
         if self.run.radius0 == 0.0 {
             let grid = problem.grid();
-            let dim = if grid.nz() == 1 { 2.0 } else { 3.0 };
-            self.run.radius0 = (grid.len() as f64 / n as f64).powf(2.0 / dim);
+            // Boxes per vCore to the power 2 / dimension; in 2D that is the number itself, not
+            // taken through `powf`, whose precision Rust leaves unspecified.
+            let per_vcore = grid.len() as f64 / n as f64;
+            self.run.radius0 = if grid.nz() == 1 { per_vcore } else { per_vcore.powf(2.0 / 3.0) };
             self.run.radius = self.run.radius0;
         }
         let largest = self.scratch.direction.iter().fold(0.0f64, |m, d| m.max(d.abs()));

@@ -289,12 +289,20 @@ mod tests {
     use super::*;
     use pbs::{methods, Grid};
 
+    /// The grids' side and the runs' steps at most: under Miri, which interprets the balancer's
+    /// steps thousands of times slower than they run (a test of two runs of 20 steps on 24×24
+    /// boxes took 150–170 s, 2026-12-01), a quarter of the boxes and a quarter of the steps;
+    /// the units and their bookkeeping are the same.
+    const SIDE: usize = if cfg!(miri) { 12 } else { 24 };
+    const STEPS: usize = if cfg!(miri) { 5 } else { 20 };
+
     fn pending(n: usize) -> Pending {
-        let grid = Grid::new(24, 24).unwrap();
-        let loads: Vec<f64> = (0..grid.len()).map(|k| if k < 100 { 5.0 } else { 1.0 }).collect();
+        let grid = Grid::new(SIDE, SIDE).unwrap();
+        let heavy = if cfg!(miri) { 25 } else { 100 };
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k < heavy { 5.0 } else { 1.0 }).collect();
         let problem = Problem::new(grid, &loads, n).unwrap().into_owned();
         let vcores = VCores::random(&problem, 3);
-        let stop = StopRule { max_steps: 20, tol: 0.02 };
+        let stop = StopRule { max_steps: STEPS, tol: 0.02 };
         Pending::new(
             methods::by_name("power-cells").unwrap(),
             problem,
@@ -377,16 +385,18 @@ mod tests {
     /// to (in the unit that starts it), and goes on to its steps otherwise.
     #[test]
     fn a_start_over_lands_at_once_when_asked() {
-        let grid = Grid::new(32, 32).unwrap();
+        let side = if cfg!(miri) { 16 } else { 32 };
+        let grid = Grid::new(side, side).unwrap();
         let ones = vec![1.0; grid.len()];
         let uniform = Problem::new(grid, &ones, 8).unwrap();
         let mut vcores = VCores::from_bisection(&uniform);
         let mut method = methods::by_name("power-cells").unwrap();
         pbs::balance(method.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol: 0.02 }, |_| {});
         // All the load in the lower left quarter.
-        let loads: Vec<f64> = (0..grid.len()).map(|k| if k % 32 < 16 && k / 32 < 16 { 10.0 } else { 0.1 }).collect();
+        let quarter = |k: usize| k % side < side / 2 && k / side < side / 2;
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if quarter(k) { 10.0 } else { 0.1 }).collect();
         let problem = Problem::new(grid, &loads, 8).unwrap().into_owned();
-        let stop = StopRule { max_steps: 20, tol: 0.02 };
+        let stop = StopRule { max_steps: STEPS, tol: 0.02 };
         for lands in [true, false] {
             let balancer = methods::by_name("power-cells").unwrap();
             let mut p =

@@ -18,10 +18,21 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// starpu/build.sh, once for all the tests.
+/// starpu/build.sh, once for all the tests, then one short StarPU run alone in the tests'
+/// STARPU_HOME. The first StarPU process there measures the bus and writes its files; one that
+/// the parallel tests started meanwhile read a half-written file and stopped on StarPU's own
+/// assertion (`check_bus_affinity_file`, in a clean CI run on 2026-12-02).
 fn built() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| pbs_bench::starpu::build().unwrap_or_else(|e| panic!("{e}"))).clone()
+    DIR.get_or_init(|| {
+        let dir = pbs_bench::starpu::build().unwrap_or_else(|e| panic!("{e}"));
+        ok(starpu(&dir.join("heat"))
+            .args(["--sched", "eager", "--iters", "1", "--nx", "4", "--ny", "4"])
+            .output()
+            .unwrap());
+        dir
+    })
+    .clone()
 }
 
 /// A StarPU program with the environment of `pbs-bench starpu`: two CPU workers, a private

@@ -3,6 +3,7 @@
 //! is fine for correctness.
 
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use pbs_scheduler::executors::StaticBlocks;
@@ -17,9 +18,21 @@ fn mpirun_command(ranks: usize, command: &str, args: &[&str], env: &[(&str, &str
     mpirun_bound("none", ranks, command, args, env)
 }
 
-/// [`mpirun_command`] with each rank bound as `--bind-to bind` says.
+/// [`mpirun_command`] with each rank bound as `--bind-to bind` says, and its Open MPI session
+/// directory under a base of its own: the tests run in parallel, and two `mpirun` creating and
+/// removing the shared `/tmp/ompi.HOST.UID` at once failed one of them ("A call to mkdir was
+/// unable to create the desired directory ... File exists", a clean CI run on 2026-12-02).
 fn mpirun_bound(bind: &str, ranks: usize, command: &str, args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
+    static LAUNCHES: AtomicUsize = AtomicUsize::new(0);
+    // Short, under the system's temporary directory: Open MPI puts its sockets there.
+    let base = std::env::temp_dir().join(format!(
+        "pbs-ompi-{}-{}",
+        std::process::id(),
+        LAUNCHES.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&base).expect("a session directory base for mpirun");
     let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_MCA_orte_tmpdir_base", &base);
     cmd.args(["--oversubscribe", "--bind-to", bind, "-np", &ranks.to_string()]);
     for (k, _) in env {
         cmd.args(["-x", k]);
@@ -30,7 +43,9 @@ fn mpirun_bound(bind: &str, ranks: usize, command: &str, args: &[&str], env: &[(
     cmd.envs(env.iter().copied());
     let start = Instant::now();
     let out = cmd.output().expect("mpirun runs (Open MPI: apt install openmpi-bin libopenmpi-dev)");
-    (out, start.elapsed())
+    let took = start.elapsed();
+    let _ = std::fs::remove_dir_all(&base);
+    (out, took)
 }
 
 fn shared_memory_checksum(app: &str, scenario: &str, iters: usize) -> String {

@@ -141,7 +141,7 @@ impl RebalancePolicy {
     /// either it is its own evidence or an imbalance over the tolerance has lasted on one
     /// thread (the cheap test, before any box load is read).
     pub fn reads_box_loads(&self, seen: Observation) -> bool {
-        seen.asked && (seen.checked || !self.waits || self.recent.persistent_imbalance() > 1.0 + self.tol)
+        seen.asked && (seen.checked || !self.waits || self.recent.persists_over(1.0 + self.tol))
     }
 
     /// Whether to rebalance now, for an iteration that `seen` (asked), with the mapping's
@@ -176,16 +176,16 @@ impl RebalancePolicy {
     /// [`PERSISTENT_ITERATIONS`] in a row over the tolerance, and one thread's median over it.
     fn verdict(&self, s: Standing, checked: bool) -> Verdict {
         let checked = checked || !self.waits;
-        let persistent = || self.recent.persistent_imbalance();
+        let persists_over = |level: f64| self.recent.persists_over(level);
         if s.max_avg <= (1.0 + self.tol) * s.bound {
             return Verdict::NothingToWin;
         }
         if s.max_avg > (1.0 + self.trigger) * s.bound {
-            return if checked || persistent() > 1.0 + self.trigger { Verdict::Rebalance } else { Verdict::NotYet };
+            return if checked || persists_over(1.0 + self.trigger) { Verdict::Rebalance } else { Verdict::NotYet };
         }
         // With many threads the slowest of the moment is always a few percent over: the run
         // must also be one thread's, as the median says.
-        if !checked && (self.over_tolerance < PERSISTENT_ITERATIONS || persistent() <= 1.0 + self.tol) {
+        if !checked && (self.over_tolerance < PERSISTENT_ITERATIONS || !persists_over(1.0 + self.tol)) {
             return Verdict::NotYet;
         }
         // What a rebalancing can win: down to the tolerance, or to where the last one ended

@@ -14,13 +14,14 @@
 //! - it moves at most [`MOVES_PER_FACE`] boxes per face saved,
 //! - the group's charges, ranked, are each at most `1 + PAIR_SLACK` times the charge of the
 //!   same rank before (so a giant box's part does not let two light parts beside it become
-//!   lopsided), and none above the largest charge of all or `1 + ALLOWANCE` times the lower
-//!   bound, whichever is higher, unless the charge of its rank was,
+//!   lopsided), and none above the largest charge of all or `1 + WIDE_ALLOWANCE` times the
+//!   lower bound, whichever is higher, unless the charge of its rank was,
 //! - every new part is in one piece.
 //!
 //! An RCB's shares are off by a box or so, more than the balance pass's target allows; so
 //! after any re-cut the balance pass runs again (mod.rs), which takes the largest charge back
-//! to its target where single moves can.
+//! to its target where single moves can. Where it ends above `1 + ALLOWANCE` times the bound,
+//! both are undone and the group pass runs again with that narrower cap.
 //!
 //! Each re-cut shortens the cut, so the sweeps end; a group is tried again only once one of its
 //! parts has changed. An RCB of a group costs about an RCB of its boxes, and on maps of many
@@ -49,11 +50,21 @@ const RING: usize = 2;
 /// RCB's time against 22–23 × (median); 0.5 took 36.
 const BUDGET: usize = 1;
 
-/// How far above the lower bound a re-cut may take the largest charge: with 0.01 (then the
-/// balance pass again) pbs's cut was within 1.05 × the best balanced peer's in 38 of the 42
-/// cases, with 0.005 (the balance pass's own target) in 36 (a budget of 4 grids); of the 52,
-/// every largest charge ends within that target wherever it did without the group pass.
+/// How far above the lower bound the largest charge may end after the group pass and the
+/// balance pass after it (unless it was higher before): with 0.01 pbs's cut was within 1.05 ×
+/// the best balanced peer's in 38 of the 42 cases, with 0.005 (the balance pass's own target)
+/// in 36 (a budget of 4 grids); of the 52, every largest charge ends within that target
+/// wherever it did without the group pass.
 pub(super) const ALLOWANCE: f64 = 0.01;
+
+/// How far above the lower bound a re-cut may take the largest charge, for the balance pass
+/// to bring it back within [`ALLOWANCE`]; where that pass cannot, the group pass runs again
+/// from where it began with `ALLOWANCE` itself (`refine`). A k-way RCB's shares are off by a
+/// box or so: on `gradient` at 10 parts the whole grid's RCB was 1.0005 × over the narrower
+/// cap, and the balance pass then took it to 1.005 × the bound, its cut 213 → 201 faces (RCB's
+/// 198). From 0.015 to 0.05 the same case alone changed on the 52 maps and 30 dense ones of
+/// `pbs-bench peers` (docs/peers.md, "Re-cuts a little over the cap").
+pub(super) const WIDE_ALLOWANCE: f64 = 0.02;
 
 /// Boxes a re-cut may move per face it saves. pbs's warm starts keep the power cells' owners,
 /// so the first one after a cold start hands every box the refinement moved back to its cell:
@@ -76,11 +87,12 @@ struct Scratch {
 }
 
 impl State<'_, '_> {
-    /// Cuts groups again (see the module documentation) for at most `sweeps` sweeps; returns
-    /// the groups re-cut and the boxes they moved.
-    pub(super) fn resplit_groups(&mut self, sweeps: usize, problem: &crate::Problem) -> (usize, usize) {
+    /// Cuts groups again (see the module documentation) for at most `sweeps` sweeps, no charge
+    /// above `1 + allowance` times the lower bound unless its rank's was; returns the groups
+    /// re-cut and the boxes they moved.
+    pub(super) fn resplit_groups(&mut self, sweeps: usize, problem: &crate::Problem, allowance: f64) -> (usize, usize) {
         let parts = self.charge.len();
-        let cap = ((1.0 + ALLOWANCE) * problem.lower_bound() * problem.mean()).max(self.charge[self.heaviest()]);
+        let cap = ((1.0 + allowance) * problem.lower_bound() * problem.mean()).max(self.charge[self.heaviest()]);
         // Bounds holding each part's boxes; after a re-cut, its group's (a new part stays in
         // its union).
         let mut bounds = self.part_bounds();
@@ -305,6 +317,34 @@ mod tests {
         assert_eq!(metrics::disconnected_parts(&grid, &with, 10), 0);
     }
 
+    /// A load growing exponentially from left to right (`pbs-bench maps`' `gradient`), 64 × 48
+    /// boxes at 10 parts, from pbs's cold cells balanced: the whole grid cut as an RCB cuts it
+    /// ends 0.05 % over the narrow cap, where the balance pass takes it back within the target;
+    /// kept, it shortens the refined cut from 213 faces to 201 (RCB's: 198).
+    #[test]
+    fn a_recut_a_little_over_the_cap_is_kept_where_the_balance_pass_brings_it_back() {
+        let grid = Grid::new(64, 48).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| (6.0 * grid.centre(k)[0] / 64.0).exp()).collect();
+        let problem = Problem::new(grid, &loads, 10).unwrap();
+        let mut vcores = VCores::from_bisection(&problem);
+        let mut method = methods::by_name(methods::DEFAULT).unwrap();
+        balance(method.as_mut(), &problem, &mut vcores, StopRule::before_refinement(&problem), |_| {});
+        let target = crate::refine::target_charge(&problem, RefineSettings::default().tol);
+        let recuts = |allowance: f64| {
+            let mut owners = vcores.owners().to_vec();
+            let mut state = State::new(&problem, &mut owners);
+            state.balance(target, grid.len());
+            state.resplit_groups(1, &problem, allowance).0
+        };
+        assert_eq!(recuts(super::ALLOWANCE), 0);
+        assert_eq!(recuts(super::WIDE_ALLOWANCE), 1);
+        let mut owners = vcores.owners().to_vec();
+        let r = refine(&problem, &mut owners, RefineSettings::default()).unwrap();
+        assert_eq!(r.group_recuts, 1);
+        assert!(metrics::max_avg(&metrics::charges(&owners, &loads, 10)) <= 1.005 * problem.lower_bound());
+        assert_eq!(metrics::edge_cut(&grid, &owners), 201);
+    }
+
     #[test]
     fn a_recut_moves_at_most_its_boxes_per_face_saved() {
         // The pass alone on the same cells. After the balance pass a re-cut of the whole map
@@ -313,7 +353,7 @@ mod tests {
         let (grid, loads, cells) = cells(71, 10, 1);
         let problem = Problem::new(grid, &loads, 10).unwrap();
         let mut owners = cells.clone();
-        let (recuts, moved) = State::new(&problem, &mut owners).resplit_groups(1, &problem);
+        let (recuts, moved) = State::new(&problem, &mut owners).resplit_groups(1, &problem, super::ALLOWANCE);
         let saved = metrics::edge_cut(&grid, &cells) - metrics::edge_cut(&grid, &owners);
         assert!(recuts > 0 && saved >= recuts, "{recuts} re-cuts saved {saved} faces");
         assert!(moved <= MOVES_PER_FACE * saved, "{moved} boxes moved for {saved} faces");

@@ -158,7 +158,7 @@ impl RecentLoads {
         let threads = self.0.iter().map(Vec::len).min().unwrap_or(0);
         // The median of an odd window is above `level` when more than half of its values are:
         // counted, not sorted, since this runs in every iteration the criterion asks in, over
-        // every thread (a sorted copy for each took 65 µs at 256 threads, the count 4 µs:
+        // every thread (a sorted copy for each took 65–74 µs at 256 threads, the count 4–6 µs:
         // `examples/policy_check.rs`).
         (0..threads).any(|t| self.0.iter().filter(|row| row[t] > level).count() > RECENT_ITERATIONS / 2)
     }

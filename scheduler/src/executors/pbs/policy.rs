@@ -176,16 +176,19 @@ impl RebalancePolicy {
     /// [`PERSISTENT_ITERATIONS`] in a row over the tolerance, and one thread's median over it.
     fn verdict(&self, s: Standing, checked: bool) -> Verdict {
         let checked = checked || !self.waits;
-        let persists_over = |level: f64| self.recent.persists_over(level);
         if s.max_avg <= (1.0 + self.tol) * s.bound {
             return Verdict::NothingToWin;
         }
         if s.max_avg > (1.0 + self.trigger) * s.bound {
-            return if checked || persists_over(1.0 + self.trigger) { Verdict::Rebalance } else { Verdict::NotYet };
+            return if checked || self.recent.persists_over(1.0 + self.trigger) {
+                Verdict::Rebalance
+            } else {
+                Verdict::NotYet
+            };
         }
         // With many threads the slowest of the moment is always a few percent over: the run
         // must also be one thread's, as the median says.
-        if !checked && (self.over_tolerance < PERSISTENT_ITERATIONS || !persists_over(1.0 + self.tol)) {
+        if !checked && (self.over_tolerance < PERSISTENT_ITERATIONS || !self.recent.persists_over(1.0 + self.tol)) {
             return Verdict::NotYet;
         }
         // What a rebalancing can win: down to the tolerance, or to where the last one ended

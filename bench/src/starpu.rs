@@ -372,7 +372,7 @@ fn result_hash(stdout: &str, keep: fn(&str) -> bool) -> Option<String> {
     let mut any = false;
     for line in stdout.lines().filter(|l| keep(l)) {
         any = true;
-        for b in line.trim_end().bytes().chain([b'\n']) {
+        for b in line.trim_end().bytes().chain(*b"\n") {
             h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
         }
     }

@@ -127,9 +127,13 @@ impl Partitioner for CoupeMultiJagged {
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         let mut mj = coupe::MultiJagged { part_count: parts, max_iter: self.rounds.max(1) };
-        let name = self.name();
-        run(name, grid, loads, parts, |ids, points, loads| {
-            mj.partition(ids, (&points[..], loads)).map_err(|e| coupe_error(name, e))
+        run(self.name(), grid, loads, parts, |ids, points, loads| {
+            // coupe's multi-jagged cannot fail (its error type is uninhabited); its panics are
+            // `run`'s to catch.
+            match mj.partition(ids, (&points[..], loads)) {
+                Ok(metadata) => Ok(metadata),
+                Err(never) => match never {},
+            }
         })
     }
 }

@@ -575,9 +575,10 @@ mod tests {
             let covered: Vec<usize> = calls.iter().cloned().flatten().collect();
             assert_eq!(covered, (3..37).collect::<Vec<_>>(), "phase {phase}: {calls:?}");
             assert_eq!(local.boxes, 34);
-            for k in 0..40 {
+            assert_eq!(tracker.box_ticks.len(), 40);
+            for (k, ticks) in tracker.box_ticks.iter().enumerate() {
                 let sampled = (3..37).contains(&k) && (k as u32 + phase) % 4 == 0;
-                let timed = tracker.box_ticks[k].load(Ordering::Relaxed) != u64::MAX;
+                let timed = ticks.load(Ordering::Relaxed) != u64::MAX;
                 assert_eq!(timed, sampled, "phase {phase} box {k}");
                 if sampled {
                     assert!(calls.contains(&(k..k + 1)), "box {k} timed on its own");

@@ -51,11 +51,17 @@ impl Reservation {
         // First, so that the fork handler that starts the count over is registered before
         // anything is counted.
         let birth = Birth::now();
-        HELD.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
-            held.checked_add(threads).filter(|&all| all <= MAX_THREADS)
-        })
-        .map(|_| Reservation { threads, birth })
-        .map_err(|held| Error::TooManyThreads { threads, held, max: MAX_THREADS })
+        // A compare-and-swap loop rather than `fetch_update`, which newer toolchains deprecate.
+        let mut held = HELD.load(Ordering::Relaxed);
+        loop {
+            let Some(all) = held.checked_add(threads).filter(|&all| all <= MAX_THREADS) else {
+                return Err(Error::TooManyThreads { threads, held, max: MAX_THREADS });
+            };
+            match HELD.compare_exchange_weak(held, all, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ok(Reservation { threads, birth }),
+                Err(now) => held = now,
+            }
+        }
     }
 }
 

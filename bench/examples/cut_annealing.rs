@@ -52,7 +52,7 @@ fn main() {
         grid.nx(),
         grid.ny(),
         cap / bound,
-        moves_per_box * grid.len()
+        moves_per_box.saturating_mul(grid.len())
     );
     println!(
         "pbs cold start: cut {}, largest {:.4} × the bound, lightest {:.3} × the mean",
@@ -62,7 +62,8 @@ fn main() {
     );
     for run in 1..=runs {
         let t = Instant::now();
-        let best = anneal(&grid, &loads, parts, &first.owners, cap, moves_per_box * grid.len(), run as u64);
+        let best =
+            anneal(&grid, &loads, parts, &first.owners, cap, moves_per_box.saturating_mul(grid.len()), run as u64);
         match best {
             Some(owners) => println!(
                 "run {run}: cut {}, largest {:.4} × the bound, lightest {:.3} × the mean, {} parts in pieces ({:.1} s)",
@@ -155,6 +156,11 @@ impl Walk {
             }
         });
         let Some(from) = from else { return left == 0 };
+        if self.mark == u32::MAX {
+            // Marks are compared for equality only: starting over keeps them apart.
+            self.seen.fill(0);
+            self.mark = 0;
+        }
         self.mark += 1;
         let mark = self.mark;
         self.seen[from] = mark;

@@ -13,6 +13,7 @@
 //! quickly (each offer checks the part left behind is in one piece by a walk over it, so keep
 //! it to maps of a few thousand boxes).
 use pbs::loadmap::{read_csv, PerlinMap};
+use pbs::rng::SplitMix64;
 use pbs::{methods, metrics, refine, Grid, Problem, StopRule};
 use std::path::Path;
 use std::time::Instant;
@@ -40,12 +41,12 @@ fn main() {
     let first = refine::first_partition(method.as_mut(), &problem, StopRule::before_refinement(&problem), 0.005)
         .unwrap_or_else(|e| fail(&e));
     // Charges in the loads' units: the bound is a multiple of the mean charge.
-    let bound = problem.lower_bound() * loads.iter().sum::<f64>() / parts as f64;
+    let bound = problem.lower_bound() * problem.mean();
     let largest = |owners: &[u32]| metrics::charges(owners, &loads, parts).into_iter().fold(0.0, f64::max) / bound;
     // Where a box heavier than the mean sets the bound, the other parts have room to be uneven.
-    let mean = loads.iter().sum::<f64>() / parts as f64;
-    let lightest =
-        |owners: &[u32]| metrics::charges(owners, &loads, parts).into_iter().fold(f64::INFINITY, f64::min) / mean;
+    let lightest = |owners: &[u32]| {
+        metrics::charges(owners, &loads, parts).into_iter().fold(f64::INFINITY, f64::min) / problem.mean()
+    };
     let cap = bound * (1.0 + permille as f64 / 1000.0);
     println!(
         "{}x{} boxes, {parts} parts, cap {:.3} × the bound, {} offers a run",
@@ -96,7 +97,7 @@ fn anneal(
     let mut cut = metrics::edge_cut(grid, &owners) as i64;
     let within = |charge: &[f64]| charge.iter().all(|&c| c <= cap);
     let mut best = within(&charge).then(|| (cut, owners.clone()));
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ run.wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let mut rng = SplitMix64::new(run);
     let mut walk = Walk { seen: vec![0; owners.len()], mark: 0, stack: Vec::new() };
     let n = owners.len();
     for i in 0..offers {
@@ -119,7 +120,7 @@ fn anneal(
         }
         let faces = |r: u32| near[..len].iter().filter(|&&o| o == r).count() as i64;
         let delta = faces(p) - faces(q);
-        if delta > 0 && rng.unit() > (-(delta as f64) / temperature).exp() {
+        if delta > 0 && rng.next_f64() > (-(delta as f64) / temperature).exp() {
             continue;
         }
         owners[k] = q;
@@ -177,27 +178,5 @@ impl Walk {
             });
         }
         reached == left
-    }
-}
-
-/// Marsaglia's xorshift64: the example's runs repeat exactly.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform below `n` (`n > 0`; the modulo's bias is under `n / 2^64`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }

@@ -111,6 +111,17 @@ pub struct SequenceRow {
     pub method: String,
     /// whether the method started each step from its previous result
     pub warm: bool,
+    /// why it did not run, or the step at which it failed
+    pub skipped: Option<String>,
+    /// the measures over the steps (absent when skipped: a method that failed at some step
+    /// has none, rather than those of the steps before)
+    #[serde(flatten)]
+    pub measures: Option<SequenceMeasures>,
+}
+
+/// What a [`SequenceRow`] measured over the steps of a sequence.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SequenceMeasures {
     /// boxes whose part changed per step (ids of from-scratch methods matched by overlap), mean
     pub migrations_per_step: f64,
     /// median over steps of `max_avg / lower_bound`
@@ -126,8 +137,6 @@ pub struct SequenceRow {
     /// mean time of a step, in ms: a warm method that often has nothing to do has a median
     /// of its quick steps, the mean counts its rebalancings too
     pub time_ms_mean: f64,
-    /// why it did not run
-    pub skipped: Option<String>,
 }
 
 /// A named load map.
@@ -453,7 +462,7 @@ fn sequence(
             let owners = match m.partition(&grid, &loads, parts) {
                 Ok(o) => o,
                 Err(e) => {
-                    skipped[i] = Some(e.to_string());
+                    skipped[i] = Some(if step == 0 { e.to_string() } else { format!("failed at step {step}: {e}") });
                     continue;
                 }
             };
@@ -486,14 +495,16 @@ fn sequence(
             parts,
             method: m.name().to_string(),
             warm: m.warm_starts(),
-            migrations_per_step: mean(&moved[i]),
-            to_bound_median: metrics::median(&bound[i]),
-            to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
-            cut_median: metrics::median(&cut[i]),
-            split_steps: split[i],
-            time_ms: metrics::median(&time[i]),
-            time_ms_mean: mean(&time[i]),
             skipped: skipped[i].clone(),
+            measures: skipped[i].is_none().then(|| SequenceMeasures {
+                migrations_per_step: mean(&moved[i]),
+                to_bound_median: metrics::median(&bound[i]),
+                to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
+                cut_median: metrics::median(&cut[i]),
+                split_steps: split[i],
+                time_ms: metrics::median(&time[i]),
+                time_ms_mean: mean(&time[i]),
+            }),
         })
         .collect())
 }
@@ -680,22 +691,22 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
     ]);
     for r in rows {
         let mut cells = vec![r.sequence.clone(), r.map.clone(), r.grid.clone(), r.parts.to_string(), r.method.clone()];
-        match &r.skipped {
-            Some(why) => {
-                cells.extend(std::iter::repeat_n("-".to_string(), 8));
-                cells.push(format!("skipped: {why}"));
-            }
-            None => cells.extend([
+        match (&r.measures, &r.skipped) {
+            (Some(m), _) => cells.extend([
                 if r.warm { "yes" } else { "no" }.to_string(),
-                format!("{:.1}", r.migrations_per_step),
-                format!("{:.4}", r.to_bound_median),
-                format!("{:.4}", r.to_bound_max),
-                format!("{:.0}", r.cut_median),
-                r.split_steps.to_string(),
-                format!("{:.2}", r.time_ms),
-                format!("{:.2}", r.time_ms_mean),
+                format!("{:.1}", m.migrations_per_step),
+                format!("{:.4}", m.to_bound_median),
+                format!("{:.4}", m.to_bound_max),
+                format!("{:.0}", m.cut_median),
+                m.split_steps.to_string(),
+                format!("{:.2}", m.time_ms),
+                format!("{:.2}", m.time_ms_mean),
                 String::new(),
             ]),
+            (None, why) => {
+                cells.extend(std::iter::repeat_n("-".to_string(), 8));
+                cells.push(format!("skipped: {}", why.as_deref().unwrap_or("")));
+            }
         }
         t.row(cells);
     }
@@ -832,13 +843,15 @@ mod tests {
         assert_eq!(rows.len(), 2 * 4);
         let coupe = rows.iter().find(|r| r.method == "coupe-rcb").unwrap();
         assert!(coupe.skipped.as_deref().unwrap().contains("power of two"));
+        assert!(coupe.measures.is_none(), "a method that did not run has no figures: {coupe:?}");
         for r in rows.iter().filter(|r| r.skipped.is_none()) {
+            let m = r.measures.unwrap();
             // A from-scratch split of a map drifting by half a box moves far fewer boxes than
             // the grid holds once ids are matched.
             if r.sequence == "drift" {
-                assert!(r.migrations_per_step < 0.5 * 39.0 * 39.0, "{r:?}");
+                assert!(m.migrations_per_step < 0.5 * 39.0 * 39.0, "{r:?}");
             }
-            assert!(r.to_bound_median >= 1.0 && r.to_bound_max >= r.to_bound_median);
+            assert!(m.to_bound_median >= 1.0 && m.to_bound_max >= m.to_bound_median);
         }
     }
 
@@ -853,9 +866,9 @@ mod tests {
             ..small()
         };
         let rows = sequences(&s, |_| {}).unwrap();
-        let drift = |m: &str| rows.iter().find(|r| r.sequence == "drift" && r.method == m).unwrap();
+        let drift = |m: &str| rows.iter().find(|r| r.sequence == "drift" && r.method == m).unwrap().measures.unwrap();
         assert!(drift("pbs-cells").split_steps > 0, "the cells stayed whole: pick a harder case for this test");
-        assert!(rows.iter().filter(|r| r.method == "pbs").all(|r| r.split_steps == 0), "{rows:?}");
+        assert!(rows.iter().filter(|r| r.method == "pbs").all(|r| r.measures.unwrap().split_steps == 0), "{rows:?}");
         // Mending moves few boxes; the first warm step also hands the refined cold partition's
         // differences (its pairs cut straight) back to the cells: 29.05 against 27.61 boxes a
         // step on 2026-11-30, 1.0 and under before the pair pass.
@@ -891,7 +904,7 @@ mod tests {
         assert_eq!(rows.len(), 2);
         for r in &rows {
             assert_eq!((r.sequence.as_str(), r.map.as_str(), r.grid.as_str()), ("roll", "band", "12x10"));
-            assert!(r.migrations_per_step > 0.0, "a rolled band moves every method's parts: {r:?}");
+            assert!(r.measures.unwrap().migrations_per_step > 0.0, "a rolled band moves every method's parts: {r:?}");
         }
         assert!(seen.iter().any(|m| m == "roll band 12x10 / 4 parts, step 12"), "{seen:?}");
         std::fs::remove_dir_all(dir).unwrap();

@@ -781,8 +781,18 @@ fn neighbour_order(trace: &Trace, owners: &[u32], threads: usize, node_of: &dyn 
         .collect()
 }
 
-/// Records that thread `t` ran box `k`.
-fn ran(state: &mut Boxes, k: u32, t: usize, node_of: &dyn Fn(usize) -> u32) {
+/// Thread `t` runs box `k`: its cost (priced before the run is recorded, as the box stood),
+/// added to the thread's `busy` time and returned.
+fn run_box(
+    state: &mut Boxes,
+    k: u32,
+    t: usize,
+    cost: &dyn Fn(u32, usize, &Boxes) -> f64,
+    node_of: &dyn Fn(usize) -> u32,
+    busy: &mut f64,
+) -> f64 {
+    let c = cost(k, t, state);
+    *busy += c;
     let k = k as usize;
     if state.home[k] == NONE {
         state.home[k] = node_of(t);
@@ -794,6 +804,7 @@ fn ran(state: &mut Boxes, k: u32, t: usize, node_of: &dyn Fn(usize) -> u32) {
         state.same_thread += u64::from(state.last[k] == t as u32);
     }
     state.last[k] = t as u32;
+    c
 }
 
 /// A phase over per-thread lists, with stealing as `steal` says. Returns every thread's
@@ -817,9 +828,7 @@ fn run_lists(
         (0..threads).filter(|&t| lender != Some(t)).map(|t| std::cmp::Reverse((OrdF64(wake[t]), t))).collect();
     while let Some(std::cmp::Reverse((OrdF64(now), t))) = free.pop() {
         if let Some(k) = lists.own[t].pop_front() {
-            let c = cost(k, t, state);
-            ran(state, k, t, node_of);
-            ends[t].1 += c;
+            let c = run_box(state, k, t, cost, node_of, &mut ends[t].1);
             free.push(std::cmp::Reverse((OrdF64(now + c), t)));
             continue;
         }
@@ -851,10 +860,7 @@ fn run_lists(
                 let len = lists.own[v].len();
                 let stolen: Vec<u32> = lists.own[v].drain(len.saturating_sub(2)..).collect();
                 for k in stolen {
-                    let c = cost(k, t, state);
-                    ran(state, k, t, node_of);
-                    ends[t].1 += c;
-                    at += c;
+                    at += run_box(state, k, t, cost, node_of, &mut ends[t].1);
                 }
             }
         }
@@ -888,9 +894,7 @@ fn run_fifo(
         }
         let k = next;
         next += 1;
-        let c = cost(k, t, state);
-        ran(state, k, t, node_of);
-        ends[t].1 += c;
+        let c = run_box(state, k, t, cost, node_of, &mut ends[t].1);
         let pop = -machine.eager_pop * rng.next_f64().max(1e-12).ln();
         free.push(std::cmp::Reverse((OrdF64(now + c + pop), t)));
     }

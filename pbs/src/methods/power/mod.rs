@@ -58,20 +58,30 @@
 //! owner, else the nearest free vCore) which sits on it and is guaranteed to own it, sets the
 //! holder's capacity to the giant's load and shares the rest among the others. The method then
 //! converges to the lower bound `max(1, q_max/m)` instead of chasing an impossible `m`.
+//!
+//! One part a file: `newton.rs` the Newton direction and its line search (1), `cell_step.rs`
+//! the per-cell step (2), `end_game.rs` the end game's moves and the best state (3),
+//! `relax.rs` the compactness moves (4), `pieces.rs` the stray pieces (5), `empty.rs` the cells
+//! with no box (6), `giants.rs` the capacities and giant boxes; this one the settings, a run's
+//! state and the step that strings them together.
 
 mod cell_step;
 mod empty;
+mod end_game;
 mod giants;
+mod newton;
 mod pieces;
+mod relax;
 
 use cell_step::Capturable;
 use giants::hold_giants;
+use newton::{merit, Accept};
 
-use crate::assign::{assign_by_bands, assign_on, shared_parts, Assignment, NONE};
+use crate::assign::Assignment;
 use crate::balancer::Balancer;
-use crate::grid::{dist2, Grid, Point};
+use crate::grid::Point;
 use crate::laplacian::CellLaplacian;
-use crate::metrics::{self, ChargeSum};
+use crate::metrics;
 use crate::problem::Problem;
 use crate::vcores::VCores;
 
@@ -494,366 +504,6 @@ impl Balancer for PowerCells {
     }
 }
 
-/// Bands of rows a trial judged by its merit is assigned in, its charges checked after each.
-/// On the drifting sequences (seed 7) a warm step at 150² / 72 and 256² / 256 took 0.95 and
-/// 0.87 × the time of assigning whole, with 4 to 16 bands within noise of each other and 32
-/// slower at 256².
-const TRIAL_BANDS: usize = 8;
-/// The fewest boxes a trial's band has: each band starts its assignment from every vCore.
-const TRIAL_BAND_BOXES: usize = 2048;
-
-/// What a line search asks of a trial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Accept {
-    /// Anything: the shortest step is kept if no longer one was.
-    Any,
-    /// The concave dual objective increases (the Newton phase).
-    DualIncrease,
-    /// The merit `(max charge, squared excess)` decreases (the end game).
-    MeritDecrease,
-}
-
-impl Accept {
-    /// `Any` still prefers a longer step that increases the dual; the others are strict.
-    fn strict(self) -> Accept {
-        match self {
-            Accept::Any => Accept::DualIncrease,
-            other => other,
-        }
-    }
-}
-
-/// Lexicographic merit: the largest charge first (that is `max_avg`), then the squared excess
-/// over the capacities, so that ties at the maximum still rank progress.
-fn merit(charges: &[f64], capacity: &[f64]) -> (f64, f64) {
-    let max = charges.iter().copied().fold(0.0, f64::max);
-    // A product rather than `powi(2)`, whose precision Rust leaves unspecified (Miri varies it
-    // from call to call): the merit decides which trial a run keeps.
-    let excess = charges
-        .iter()
-        .zip(capacity)
-        .map(|(q, c)| {
-            let over = (q - c).max(0.0);
-            over * over
-        })
-        .sum();
-    (max, excess)
-}
-
-impl PowerCells {
-    /// Keeps the state in `vcores` as the run's best if its merit is the lowest yet, else
-    /// counts one more step since the best; returns whether it was kept.
-    fn track_best(&mut self, vcores: &VCores) -> bool {
-        let now = merit(vcores.charges(), &self.run.capacity);
-        let better = self.run.best.as_ref().is_none_or(|b| now < b.0);
-        if better {
-            self.run.best = Some((now, vcores.positions().to_vec(), vcores.weights().to_vec()));
-            self.run.since_best = 0;
-        } else {
-            self.run.since_best += 1;
-        }
-        better
-    }
-
-    /// Moves every vCore towards the centroid of its cell (give or take [`off_centroid`]),
-    /// keeping the target's power. A vCore that must keep a giant box moves onto it instead:
-    /// its cell then shrinks around the giant and would lose it last.
-    fn relax_positions(&mut self, problem: &Problem, vcores: &mut VCores) {
-        if self.settings.relax <= 0.0 && self.run.giant_of.iter().all(|&k| k == NO_BOX) {
-            return;
-        }
-        let n = vcores.len();
-        let grid = *problem.grid();
-        let (sum, count) = centre_sums(&grid, vcores.owners(), n);
-        let springs = (self.settings.motion == Motion::PairSprings).then(|| {
-            let mut push = vec![[0.0; 3]; n];
-            crate::forces::add_neighbour_springs(&grid, vcores.owners(), vcores.positions(), &count, &mut push);
-            push
-        });
-        let giant_of = &self.run.giant_of;
-        let relax = self.settings.relax;
-        // Refused whole, the cells left where they are, if a weight would stop being a finite
-        // number (only from weights near the largest `f64`, which a caller may set).
-        let _ = vcores.update(problem, |positions, weights| {
-            for i in 0..n {
-                // The target, and the point whose power the move keeps (the centroid, for the
-                // springs: the cell stays where it is while its vCore moves inside it).
-                let (p, keep, beta): (Point, Point, f64) = if giant_of[i] != NO_BOX {
-                    (grid.centre(giant_of[i]), grid.centre(giant_of[i]), 1.0)
-                } else if count[i] > 0 && relax > 0.0 {
-                    let off = off_centroid(i);
-                    let centroid: Point = std::array::from_fn(|a| sum[i][a] / count[i] as f64 + off[a]);
-                    match &springs {
-                        None => (centroid, centroid, relax),
-                        Some(push) => (std::array::from_fn(|a| positions[i][a] + push[i][a]), centroid, relax),
-                    }
-                } else {
-                    continue;
-                };
-                let x = positions[i];
-                let moved: Point = grid.clamp(std::array::from_fn(|a| x[a] + beta * (p[a] - x[a])));
-                weights[i] += dist2(&keep, &moved) - dist2(&keep, &x);
-                positions[i] = moved;
-            }
-            hold_giants(&grid, giant_of, positions, weights);
-        });
-    }
-
-    /// Damped-Newton direction: solves `L Δw = c − Q` on the cell graph (see
-    /// [`crate::laplacian`]). VCores with no loaded boundary get the stiffness implied by the
-    /// distance to their nearest capturable box, so they still move.
-    fn newton_direction(&mut self, problem: &Problem, vcores: &VCores) {
-        let n = vcores.len();
-        self.scratch.laplacian.build(vcores.positions(), problem.loads(), vcores.assignment(), &self.run.held);
-        let mut rhs: Vec<f64> = self.run.capacity.iter().zip(vcores.charges()).map(|(c, q)| c - q).collect();
-        // A holder's weight is bounded below by its giant (see `hold_giants`): lowering it is
-        // undone by the projection, so the Newton system keeps it fixed (a Dirichlet condition)
-        // and lets the neighbours take its extra boxes.
-        for (i, &k) in self.run.giant_of.iter().enumerate() {
-            if k != NO_BOX && rhs[i] < 0.0 {
-                rhs[i] = 0.0;
-            }
-        }
-        let mean_degree = self.scratch.laplacian.degree.iter().sum::<f64>() / n as f64;
-        let mut capturable = None;
-        let reg: Vec<f64> = (0..n)
-            .map(|i| {
-                if self.run.giant_of[i] != NO_BOX && self.run.capacity[i] < vcores.charges()[i] {
-                    1e6 * (self.scratch.laplacian.degree[i] + mean_degree).max(f64::MIN_POSITIVE)
-                } else if self.scratch.laplacian.degree[i] > 0.0 {
-                    1e-6 * mean_degree.max(f64::MIN_POSITIVE)
-                } else if rhs[i] > 0.0 {
-                    let d = capturable
-                        .get_or_insert_with(|| Capturable::new(problem, &self.run.held))
-                        .distance(problem, vcores, i);
-                    if d > 0.0 {
-                        rhs[i] / d
-                    } else {
-                        1.0
-                    }
-                } else {
-                    1.0
-                }
-            })
-            .collect();
-        self.scratch.direction = self.scratch.laplacian.solve(&reg, &rhs, 1e-6, 4 * n + 20);
-        // Trust region: far from balance the smoothed Hessian underestimates how much load a
-        // boundary sweeps through, and an uncapped step overshoots by more than the line search
-        // can halve. The radius starts at `spacing²` (a boundary moves about half a cell),
-        // doubles after every full step and shrinks to what the line search accepted.
-        if self.run.radius0 == 0.0 {
-            let grid = problem.grid();
-            // Boxes per vCore to the power 2 / dimension; in 2D that is the number itself, not
-            // taken through `powf`, whose precision Rust leaves unspecified.
-            let per_vcore = grid.len() as f64 / n as f64;
-            self.run.radius0 = if grid.nz() == 1 { per_vcore } else { per_vcore.powf(2.0 / 3.0) };
-            self.run.radius = self.run.radius0;
-        }
-        let largest = self.scratch.direction.iter().fold(0.0f64, |m, d| m.max(d.abs()));
-        if largest > self.run.radius {
-            let scale = self.run.radius / largest;
-            self.scratch.direction.iter_mut().for_each(|d| *d *= scale);
-        }
-    }
-
-    /// Halves the step, from the full step, until the trial passes `accept`, and keeps it.
-    /// Returns the step length kept, or `None` (state unchanged) after `max_halvings`.
-    fn line_search(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept) -> Option<f64> {
-        self.line_search_from(problem, vcores, accept, 1.0)
-    }
-
-    /// [`PowerCells::line_search`] from the step length `t0` instead of the full step.
-    fn line_search_from(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept, t0: f64) -> Option<f64> {
-        if self.scratch.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
-            return None;
-        }
-        // The end game's line searches judge by merit alone: no pass over the boxes for a dual.
-        let g0 = (accept != Accept::MeritDecrease)
-            .then(|| dual(&self.run.capacity, vcores.weights(), problem.loads(), &vcores.assignment().score));
-        let m0 = merit(vcores.charges(), &self.run.capacity);
-        let mut t = t0;
-        for attempt in 0..=self.settings.max_halvings {
-            self.scratch.trial_w.clear();
-            self.scratch.trial_w.extend(vcores.weights().iter().zip(&self.scratch.direction).map(|(w, d)| w + t * d));
-            let last = attempt == self.settings.max_halvings;
-            if self.try_trial(problem, vcores, if last { accept } else { accept.strict() }, g0, m0) {
-                return Some(t);
-            }
-            t *= 0.5;
-        }
-        None
-    }
-
-    /// Assigns with `trial_w` (after securing giants) and keeps the result if it passes.
-    fn try_trial(
-        &mut self,
-        problem: &Problem,
-        vcores: &mut VCores,
-        accept: Accept,
-        g0: Option<f64>,
-        m0: (f64, f64),
-    ) -> bool {
-        #[cfg(test)]
-        {
-            self.scratch.trials += 1;
-        }
-        hold_giants(problem.grid(), &self.run.giant_of, vcores.positions(), &mut self.scratch.trial_w);
-        let (grid, positions, loads) = (problem.grid(), vcores.positions(), problem.loads());
-        // A trial judged by its merit, largest charge first, fails as soon as one charge
-        // passes the start's largest: summed band by band while the boxes are assigned, the
-        // charges tell most failing trials before the whole grid is (the charges being the
-        // same to the bit, so is the verdict). Where workers share the grid, it is assigned
-        // whole.
-        let alone = shared_parts(problem.workers(), grid, positions.len()) <= 1;
-        let early = if accept == Accept::MeritDecrease && alone {
-            let mut sum = ChargeSum::new(vcores.len());
-            let trial = &mut self.scratch.trial;
-            let bands = (grid.len() / TRIAL_BAND_BOXES).clamp(1, TRIAL_BANDS);
-            if !assign_by_bands(grid, positions, &self.scratch.trial_w, trial, bands, |boxes, owners| {
-                sum.add(owners, &loads[boxes]);
-                sum.largest_so_far() <= m0.0
-            }) {
-                #[cfg(test)]
-                {
-                    self.scratch.told_early += 1;
-                }
-                return false;
-            }
-            Some(sum.finish())
-        } else {
-            assign_on(problem.workers(), grid, positions, &self.scratch.trial_w, &mut self.scratch.trial);
-            None
-        };
-        let charges = || metrics::charges(&self.scratch.trial.owner, loads, vcores.len());
-        let (passes, q) = match accept {
-            Accept::Any => (true, None),
-            Accept::DualIncrease => {
-                let g0 = g0.expect("a line search that may judge by the dual starts with it");
-                let g = dual(&self.run.capacity, &self.scratch.trial_w, loads, &self.scratch.trial.score);
-                (g > g0 + 1e-12 * g0.abs(), None)
-            }
-            Accept::MeritDecrease => {
-                let q = early.unwrap_or_else(charges);
-                (merit(&q, &self.run.capacity) < m0, Some(q))
-            }
-        };
-        if passes {
-            let q = q.unwrap_or_else(charges);
-            let trial_w = std::mem::take(&mut self.scratch.trial_w);
-            vcores.accept(problem, &trial_w, &mut self.scratch.trial, q);
-            self.scratch.trial_w = trial_w;
-        }
-        passes
-    }
-
-    /// One end-game move that improves the merit: a Newton step, else the per-cell step, else
-    /// a greedy move on the most loaded cell. Returns false if none improves.
-    fn improve(&mut self, problem: &Problem, vcores: &mut VCores) -> bool {
-        let start = merit(vcores.charges(), &self.run.capacity);
-        self.newton_direction(problem, vcores);
-        // A first balancing keeps the full step: half steps there took more steps and left one
-        // dense map more over 1.05 × its bound (docs/peers.md, "Half steps after the first").
-        let t0 = if self.run.newton_taken && !self.run.cold { self.settings.later_step } else { 1.0 };
-        if self.line_search_from(problem, vcores, Accept::MeritDecrease, t0).is_some() {
-            self.run.newton_taken = true;
-            self.run.flips_in_a_row = 0;
-            return true;
-        }
-        self.cell_direction(problem, vcores);
-        if self.line_search(problem, vcores, Accept::MeritDecrease).is_some() {
-            self.run.flips_in_a_row = 0;
-            return true;
-        }
-        let flipped = self.shed_from_max(problem, vcores, start);
-        self.run.flips_in_a_row += usize::from(flipped);
-        #[cfg(test)]
-        {
-            self.scratch.longest_flips = self.scratch.longest_flips.max(self.run.flips_in_a_row);
-        }
-        flipped
-    }
-
-    /// Greedy end-game move on the most loaded cell: flip one of its eight cheapest boundary
-    /// boxes (smallest gap) whose second-best vCore can take it, either by lowering the cell's
-    /// weight or by raising the neighbour's; kept only if the merit improves. (Four made
-    /// three-giants over 10 vCores stop at 1.087 × its bound instead of 1.082.)
-    fn shed_from_max(&mut self, problem: &Problem, vcores: &mut VCores, m0: (f64, f64)) -> bool {
-        let q = vcores.charges();
-        let Some(i) = (0..q.len()).max_by(|&a, &b| q[a].total_cmp(&q[b]).then(b.cmp(&a))) else {
-            return false;
-        };
-        let (a, loads) = (vcores.assignment(), problem.loads());
-        let mut moves: Vec<(f64, usize)> = (0..loads.len())
-            .filter(|&k| a.owner[k] as usize == i && a.second[k] != NONE && loads[k] > 0.0 && !self.run.held[k])
-            .filter(|&k| q[a.second[k] as usize] + loads[k] < q[i])
-            // Not to a giant's holder: it is at or above its capacity already, and between two
-            // adjacent holders the cheapest moves all go to the other one, each undone by the
-            // projection that keeps the giants (three-giants over 16 vCores stuck at 1.125 ×
-            // its bound trying them).
-            .filter(|&k| self.run.giant_of[a.second[k] as usize] == NO_BOX)
-            .map(|k| (a.gap[k], a.second[k] as usize))
-            .collect();
-        moves.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-        moves.dedup();
-        for &(gap, s) in moves.iter().take(8) {
-            let shift = gap + 1e-9 * (1.0 + gap.abs());
-            for (v, sign) in [(i, -1.0), (s, 1.0)] {
-                self.scratch.trial_w.clear();
-                self.scratch.trial_w.extend_from_slice(vcores.weights());
-                self.scratch.trial_w[v] += sign * shift;
-                if self.try_trial(problem, vcores, Accept::MeritDecrease, None, m0) {
-                    return true;
-                }
-            }
-        }
-        false
-    }
-}
-
-/// Per vCore, the sum of its boxes' centres and their count. A row is walked as runs of one
-/// owner, each added in closed form: adding box by box makes every add wait for the previous
-/// one (neighbours share an owner).
-fn centre_sums(grid: &Grid, owners: &[u32], n: usize) -> (Vec<Point>, Vec<usize>) {
-    let mut sum = vec![[0.0; 3]; n];
-    let mut count = vec![0usize; n];
-    for (r, row) in owners.chunks_exact(grid.nx()).enumerate() {
-        let (y, z) = ((r % grid.ny()) as f64 + 0.5, (r / grid.ny()) as f64 + 0.5);
-        let mut start = 0;
-        while start < row.len() {
-            let o = row[start];
-            let end = start + row[start..].iter().take_while(|&&x| x == o).count();
-            let len = (end - start) as f64;
-            // Σ_{i=start}^{end−1} (i + 0.5) = len · (start + end) / 2.
-            let s = &mut sum[o as usize];
-            s[0] += len * (start + end) as f64 * 0.5;
-            s[1] += len * y;
-            s[2] += len * z;
-            count[o as usize] += end - start;
-            start = end;
-        }
-    }
-    (sum, count)
-}
-
-/// Where vCore `i` settles relative to its cell's centroid: a different spot within 1/40 of
-/// a box for every vCore. Exactly at the centroids, symmetric cells put vCores level with
-/// each other (two threads on a grid: both at the middle column), their boundary then runs
-/// along a row of box centres, every box of the row has the same power gap, and the row can
-/// only change hands as a whole (the balancer flips it back and forth). Off level, the
-/// boundary is slightly tilted, the gaps along it differ, and boxes change hands one by one.
-fn off_centroid(i: usize) -> Point {
-    // Additive recurrences with the plastic number's reciprocals: well spread for any count.
-    let frac = |a: f64| (0.5 + a * (i + 1) as f64).fract() - 0.5;
-    [0.05 * frac(0.754_877_666_246_692_7), 0.05 * frac(0.569_840_290_998_053_3), 0.05 * frac(0.430_159_709_001_946_7)]
-}
-
-/// The dual objective `Σ w_i c_i + Σ_k q_k score_k` (see the module docs).
-fn dual(capacity: &[f64], weights: &[f64], loads: &[f64], score: &[f64]) -> f64 {
-    let a: f64 = capacity.iter().zip(weights).map(|(c, w)| c * w).sum();
-    let b: f64 = loads.iter().zip(score).map(|(q, s)| q * s).sum();
-    a + b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -877,39 +527,6 @@ mod tests {
             owners.iter().any(|&o| o != owners[0])
         });
         assert!(split, "a 1 % balance with whole rows only");
-    }
-
-    #[test]
-    fn centre_sums_by_runs_equal_the_sums_box_by_box() {
-        let grid = Grid::new_3d(7, 5, 3).unwrap();
-        let mut rng = crate::rng::SplitMix64::new(9);
-        // Runs of random length and owner, as cells make them.
-        let mut owners = Vec::new();
-        while owners.len() < grid.len() {
-            let (o, len) = ((rng.next_f64() * 4.0) as u32, 1 + (rng.next_f64() * 6.0) as usize);
-            owners.extend(std::iter::repeat_n(o, len));
-        }
-        owners.truncate(grid.len());
-        let (sum, count) = centre_sums(&grid, &owners, 4);
-        for i in 0..4u32 {
-            let mine: Vec<usize> = (0..grid.len()).filter(|&k| owners[k] == i).collect();
-            assert_eq!(count[i as usize], mine.len());
-            for (a, by_runs) in sum[i as usize].iter().enumerate() {
-                let direct: f64 = mine.iter().map(|&k| grid.centre(k)[a]).sum();
-                assert!((by_runs - direct).abs() < 1e-9, "vCore {i} axis {a}");
-            }
-        }
-    }
-
-    #[test]
-    fn every_vcore_settles_at_its_own_offset() {
-        let offsets: Vec<Point> = (0..64).map(off_centroid).collect();
-        for (i, a) in offsets.iter().enumerate() {
-            assert!(a.iter().all(|c| c.abs() <= 0.025), "{a:?}");
-            for b in &offsets[..i] {
-                assert!((a[0] - b[0]).abs() > 1e-4 && (a[1] - b[1]).abs() > 1e-4, "vCores level: {a:?} {b:?}");
-            }
-        }
     }
 
     /// A run cut short ends in the best state it passed through, not the last: the Newton

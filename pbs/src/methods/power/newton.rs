@@ -1,0 +1,218 @@
+//! The Newton step of the power-cell method and its line search: the direction from the cell
+//! graph's Laplacian, capped by a trust region, and trials (full assignments) judged by the
+//! dual objective in the Newton phase or by the merit in the end game.
+
+use super::giants::hold_giants;
+use super::{Capturable, PowerCells, NO_BOX};
+use crate::assign::{assign_by_bands, assign_on, shared_parts};
+use crate::metrics::{self, ChargeSum};
+use crate::problem::Problem;
+use crate::vcores::VCores;
+
+/// Bands of rows a trial judged by its merit is assigned in, its charges checked after each.
+/// On the drifting sequences (seed 7) a warm step at 150² / 72 and 256² / 256 took 0.95 and
+/// 0.87 × the time of assigning whole, with 4 to 16 bands within noise of each other and 32
+/// slower at 256².
+const TRIAL_BANDS: usize = 8;
+/// The fewest boxes a trial's band has: each band starts its assignment from every vCore.
+const TRIAL_BAND_BOXES: usize = 2048;
+
+/// What a line search asks of a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Accept {
+    /// Anything: the shortest step is kept if no longer one was.
+    Any,
+    /// The concave dual objective increases (the Newton phase).
+    DualIncrease,
+    /// The merit `(max charge, squared excess)` decreases (the end game).
+    MeritDecrease,
+}
+
+impl Accept {
+    /// `Any` still prefers a longer step that increases the dual; the others are strict.
+    pub(super) fn strict(self) -> Accept {
+        match self {
+            Accept::Any => Accept::DualIncrease,
+            other => other,
+        }
+    }
+}
+
+/// Lexicographic merit: the largest charge first (that is `max_avg`), then the squared excess
+/// over the capacities, so that ties at the maximum still rank progress.
+pub(super) fn merit(charges: &[f64], capacity: &[f64]) -> (f64, f64) {
+    let max = charges.iter().copied().fold(0.0, f64::max);
+    // A product rather than `powi(2)`, whose precision Rust leaves unspecified (Miri varies it
+    // from call to call): the merit decides which trial a run keeps.
+    let excess = charges
+        .iter()
+        .zip(capacity)
+        .map(|(q, c)| {
+            let over = (q - c).max(0.0);
+            over * over
+        })
+        .sum();
+    (max, excess)
+}
+
+impl PowerCells {
+    /// Damped-Newton direction: solves `L Δw = c − Q` on the cell graph (see
+    /// [`crate::laplacian`]). VCores with no loaded boundary get the stiffness implied by the
+    /// distance to their nearest capturable box, so they still move.
+    pub(super) fn newton_direction(&mut self, problem: &Problem, vcores: &VCores) {
+        let n = vcores.len();
+        self.scratch.laplacian.build(vcores.positions(), problem.loads(), vcores.assignment(), &self.run.held);
+        let mut rhs: Vec<f64> = self.run.capacity.iter().zip(vcores.charges()).map(|(c, q)| c - q).collect();
+        // A holder's weight is bounded below by its giant (see `hold_giants`): lowering it is
+        // undone by the projection, so the Newton system keeps it fixed (a Dirichlet condition)
+        // and lets the neighbours take its extra boxes.
+        for (i, &k) in self.run.giant_of.iter().enumerate() {
+            if k != NO_BOX && rhs[i] < 0.0 {
+                rhs[i] = 0.0;
+            }
+        }
+        let mean_degree = self.scratch.laplacian.degree.iter().sum::<f64>() / n as f64;
+        let mut capturable = None;
+        let reg: Vec<f64> = (0..n)
+            .map(|i| {
+                if self.run.giant_of[i] != NO_BOX && self.run.capacity[i] < vcores.charges()[i] {
+                    1e6 * (self.scratch.laplacian.degree[i] + mean_degree).max(f64::MIN_POSITIVE)
+                } else if self.scratch.laplacian.degree[i] > 0.0 {
+                    1e-6 * mean_degree.max(f64::MIN_POSITIVE)
+                } else if rhs[i] > 0.0 {
+                    let d = capturable
+                        .get_or_insert_with(|| Capturable::new(problem, &self.run.held))
+                        .distance(problem, vcores, i);
+                    if d > 0.0 {
+                        rhs[i] / d
+                    } else {
+                        1.0
+                    }
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        self.scratch.direction = self.scratch.laplacian.solve(&reg, &rhs, 1e-6, 4 * n + 20);
+        // Trust region: far from balance the smoothed Hessian underestimates how much load a
+        // boundary sweeps through, and an uncapped step overshoots by more than the line search
+        // can halve. The radius starts at `spacing²` (a boundary moves about half a cell),
+        // doubles after every full step and shrinks to what the line search accepted.
+        if self.run.radius0 == 0.0 {
+            let grid = problem.grid();
+            // Boxes per vCore to the power 2 / dimension; in 2D that is the number itself, not
+            // taken through `powf`, whose precision Rust leaves unspecified.
+            let per_vcore = grid.len() as f64 / n as f64;
+            self.run.radius0 = if grid.nz() == 1 { per_vcore } else { per_vcore.powf(2.0 / 3.0) };
+            self.run.radius = self.run.radius0;
+        }
+        let largest = self.scratch.direction.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+        if largest > self.run.radius {
+            let scale = self.run.radius / largest;
+            self.scratch.direction.iter_mut().for_each(|d| *d *= scale);
+        }
+    }
+
+    /// Halves the step, from the full step, until the trial passes `accept`, and keeps it.
+    /// Returns the step length kept, or `None` (state unchanged) after `max_halvings`.
+    pub(super) fn line_search(&mut self, problem: &Problem, vcores: &mut VCores, accept: Accept) -> Option<f64> {
+        self.line_search_from(problem, vcores, accept, 1.0)
+    }
+
+    /// [`PowerCells::line_search`] from the step length `t0` instead of the full step.
+    pub(super) fn line_search_from(
+        &mut self,
+        problem: &Problem,
+        vcores: &mut VCores,
+        accept: Accept,
+        t0: f64,
+    ) -> Option<f64> {
+        if self.scratch.direction.iter().all(|&d| d == 0.0 || !d.is_finite()) {
+            return None;
+        }
+        // The end game's line searches judge by merit alone: no pass over the boxes for a dual.
+        let g0 = (accept != Accept::MeritDecrease)
+            .then(|| dual(&self.run.capacity, vcores.weights(), problem.loads(), &vcores.assignment().score));
+        let m0 = merit(vcores.charges(), &self.run.capacity);
+        let mut t = t0;
+        for attempt in 0..=self.settings.max_halvings {
+            self.scratch.trial_w.clear();
+            self.scratch.trial_w.extend(vcores.weights().iter().zip(&self.scratch.direction).map(|(w, d)| w + t * d));
+            let last = attempt == self.settings.max_halvings;
+            if self.try_trial(problem, vcores, if last { accept } else { accept.strict() }, g0, m0) {
+                return Some(t);
+            }
+            t *= 0.5;
+        }
+        None
+    }
+
+    /// Assigns with `trial_w` (after securing giants) and keeps the result if it passes.
+    pub(super) fn try_trial(
+        &mut self,
+        problem: &Problem,
+        vcores: &mut VCores,
+        accept: Accept,
+        g0: Option<f64>,
+        m0: (f64, f64),
+    ) -> bool {
+        #[cfg(test)]
+        {
+            self.scratch.trials += 1;
+        }
+        hold_giants(problem.grid(), &self.run.giant_of, vcores.positions(), &mut self.scratch.trial_w);
+        let (grid, positions, loads) = (problem.grid(), vcores.positions(), problem.loads());
+        // A trial judged by its merit, largest charge first, fails as soon as one charge
+        // passes the start's largest: summed band by band while the boxes are assigned, the
+        // charges tell most failing trials before the whole grid is (the charges being the
+        // same to the bit, so is the verdict). Where workers share the grid, it is assigned
+        // whole.
+        let alone = shared_parts(problem.workers(), grid, positions.len()) <= 1;
+        let early = if accept == Accept::MeritDecrease && alone {
+            let mut sum = ChargeSum::new(vcores.len());
+            let trial = &mut self.scratch.trial;
+            let bands = (grid.len() / TRIAL_BAND_BOXES).clamp(1, TRIAL_BANDS);
+            if !assign_by_bands(grid, positions, &self.scratch.trial_w, trial, bands, |boxes, owners| {
+                sum.add(owners, &loads[boxes]);
+                sum.largest_so_far() <= m0.0
+            }) {
+                #[cfg(test)]
+                {
+                    self.scratch.told_early += 1;
+                }
+                return false;
+            }
+            Some(sum.finish())
+        } else {
+            assign_on(problem.workers(), grid, positions, &self.scratch.trial_w, &mut self.scratch.trial);
+            None
+        };
+        let charges = || metrics::charges(&self.scratch.trial.owner, loads, vcores.len());
+        let (passes, q) = match accept {
+            Accept::Any => (true, None),
+            Accept::DualIncrease => {
+                let g0 = g0.expect("a line search that may judge by the dual starts with it");
+                let g = dual(&self.run.capacity, &self.scratch.trial_w, loads, &self.scratch.trial.score);
+                (g > g0 + 1e-12 * g0.abs(), None)
+            }
+            Accept::MeritDecrease => {
+                let q = early.unwrap_or_else(charges);
+                (merit(&q, &self.run.capacity) < m0, Some(q))
+            }
+        };
+        if passes {
+            let q = q.unwrap_or_else(charges);
+            let trial_w = std::mem::take(&mut self.scratch.trial_w);
+            vcores.accept(problem, &trial_w, &mut self.scratch.trial, q);
+            self.scratch.trial_w = trial_w;
+        }
+        passes
+    }
+}
+
+/// The dual objective `Σ w_i c_i + Σ_k q_k score_k` (see the module docs).
+pub(super) fn dual(capacity: &[f64], weights: &[f64], loads: &[f64], score: &[f64]) -> f64 {
+    let a: f64 = capacity.iter().zip(weights).map(|(c, w)| c * w).sum();
+    let b: f64 = loads.iter().zip(score).map(|(q, s)| q * s).sum();
+    a + b
+}

@@ -144,9 +144,8 @@ struct Example {
     args: &'static [&'static str],
     result_line: fn(&str) -> bool,
     /// Its printed result sums partial results in the order the tasks ran (a StarPU
-    /// reduction): it differs in the last digits from one order to another under any policy,
-    /// eager's own runs included (`dot_product`'s delta: −4.729e−10 or −4.802e−10 on a sum
-    /// of 3.3e4), so a difference from eager's says nothing of the policy.
+    /// reduction), so its last digits change with that order under any policy, eager's own
+    /// runs included (docs/starpu.md): a difference from eager's says nothing of the policy.
     order_dependent: bool,
 }
 

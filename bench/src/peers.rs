@@ -398,7 +398,9 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
         if let Maps::Dir(_) = settings.maps {
             for map in maps(settings, parts)? {
                 let at = |step: usize| rolled(&map.grid, &map.loads, step);
-                rows.extend(sequence(settings, "roll", &map.name, map.grid, parts, at, &mut tick)?);
+                let of =
+                    Sequence { kind: "roll", map_name: &map.name, grid: map.grid, parts, steps: settings.sequence };
+                rows.extend(sequence(make(settings)?, of, at, &mut tick)?);
             }
             continue;
         }
@@ -413,7 +415,8 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
                 map.loads(&grid)
             };
             let name = format!("perlin-s{SEQUENCE_SEED}");
-            rows.extend(sequence(settings, kind, &name, grid, parts, drawn, &mut tick)?);
+            let of = Sequence { kind, map_name: &name, grid, parts, steps: settings.sequence };
+            rows.extend(sequence(make(settings)?, of, drawn, &mut tick)?);
         }
     }
     Ok(rows)
@@ -426,18 +429,24 @@ fn rolled(grid: &Grid, loads: &[f64], step: usize) -> Vec<f64> {
     (0..grid.len()).map(|k| loads[k - k % nx + (k % nx + nx - step % nx) % nx]).collect()
 }
 
-/// One sequence: the maps `loads_at(0)` (the cold start), then `loads_at(1..=sequence)`, each
-/// method taking its turn on each; one row per method.
-fn sequence(
-    settings: &PeersSettings,
-    kind: &str,
-    map_name: &str,
+/// Which sequence [`sequence`] runs: its kind, map and grid, the part count and the steps after
+/// the cold start.
+struct Sequence<'a> {
+    kind: &'a str,
+    map_name: &'a str,
     grid: Grid,
     parts: usize,
+    steps: usize,
+}
+
+/// One sequence: the maps `loads_at(0)` (the cold start), then `loads_at(1..=steps)`, each
+/// of `methods` taking its turn on each; one row per method.
+fn sequence(
+    mut methods: Vec<Box<dyn Partitioner>>,
+    Sequence { kind, map_name, grid, parts, steps }: Sequence,
     mut loads_at: impl FnMut(usize) -> Vec<f64>,
     tick: &mut impl FnMut(&str),
 ) -> Result<Vec<SequenceRow>, String> {
-    let mut methods = make(settings)?;
     let n = methods.len();
     let (mut moved, mut bound, mut cut, mut time) =
         (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
@@ -445,8 +454,8 @@ fn sequence(
     let mut previous: Vec<Option<Vec<u32>>> = vec![None; n];
     let mut skipped: Vec<Option<String>> = vec![None; n];
     let (nx, ny) = (grid.nx(), grid.ny());
-    // Step 0 is the cold start; steps 1..=sequence are measured.
-    for step in 0..=settings.sequence {
+    // Step 0 is the cold start; steps 1..=steps are measured.
+    for step in 0..=steps {
         tick(&format!("{kind} {map_name} {nx}x{ny} / {parts} parts, step {step}"));
         let loads = loads_at(step);
         // The methods take turns at going first: on a fixed order the first after a new
@@ -853,6 +862,34 @@ mod tests {
             }
             assert!(m.to_bound_median >= 1.0 && m.to_bound_max >= m.to_bound_median);
         }
+    }
+
+    /// A method that fails at a later step is reported with that step and no figures, not
+    /// with the figures of the steps before; the methods beside it are measured as usual.
+    #[test]
+    fn a_method_that_fails_midway_has_no_figures() {
+        /// k-way RCB until its third call, then an error.
+        struct FailsThird(usize);
+        impl Partitioner for FailsThird {
+            fn name(&self) -> &str {
+                "fails-third"
+            }
+            fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> pbs_peers::Result<Vec<u32>> {
+                self.0 += 1;
+                if self.0 == 3 {
+                    return Err(pbs_peers::Error::Coupe { method: "fails-third".into(), message: "gave up".into() });
+                }
+                Ok(pbs::bisection::kway_rcb(grid, loads, parts).unwrap())
+            }
+        }
+        let grid = Grid::new(20, 20).unwrap();
+        let methods: Vec<Box<dyn Partitioner>> = vec![Box::new(FailsThird(0)), Box::new(pbs_peers::Pbs::default())];
+        let of = Sequence { kind: "drift", map_name: "ramp", grid, parts: 4, steps: 5 };
+        let ramp = |step: usize| (0..grid.len()).map(|k| 1.0 + ((k + step) % 20) as f64).collect::<Vec<f64>>();
+        let rows = sequence(methods, of, ramp, &mut |_| {}).unwrap();
+        assert_eq!(rows[0].skipped.as_deref(), Some("failed at step 2: fails-third: coupe failed: gave up"));
+        assert!(rows[0].measures.is_none(), "{:?}", rows[0]);
+        assert!(rows[1].skipped.is_none() && rows[1].measures.is_some(), "{:?}", rows[1]);
     }
 
     /// Over 100 drifting steps at 51² / 10 parts the power cells left a part in pieces on two

@@ -26,7 +26,12 @@ fn main() {
                 .collect();
             let start = Instant::now();
             let seen = policy.observe(&loads, i + 1);
-            let standing = policy.reads_box_loads(seen).then_some(Standing { max_avg: 1.03, bound: 1.0, mean: 1e-4 });
+            let standing = policy.reads_box_loads(seen).then_some(Standing {
+                max_avg: 1.03,
+                bound: 1.0,
+                mean: 1e-4,
+                thread_wide: false,
+            });
             let due = seen.asked && policy.decide(seen, standing);
             micros.push(start.elapsed().as_secs_f64() * 1e6);
             std::hint::black_box(due);

@@ -19,7 +19,7 @@ use std::time::Instant;
 use pbs::{balance, methods, metrics, rebalance, Balancer, Grid, Problem, StopRule, VCores};
 
 use crate::executor::IterationEnd;
-use crate::executors::{victim_order, Observation, PbsOptions, RebalancePolicy, Standing};
+use crate::executors::{victim_order, Observation, PbsOptions, RebalancePolicy};
 
 /// What [`Mapper::observe`] decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -188,7 +188,7 @@ impl Mapper {
         self.pending = None;
         let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
         self.vcores.recharge(&problem);
-        let standing = Standing { max_avg: self.vcores.max_avg(), bound: problem.lower_bound(), mean: problem.mean() };
+        let standing = self.policy.standing(&self.vcores, &problem);
         if self.policy.decide(seen, Some(standing)) {
             let before = self.vcores.owners().to_vec();
             let stop = StopRule { max_steps: self.steps, tol: self.tol };
@@ -202,6 +202,7 @@ impl Mapper {
             self.just_rebalanced = true;
             let reached = if outcome.converged { 1.0 } else { outcome.max_avg / outcome.lower_bound };
             let cost = start.elapsed().as_secs_f64();
+            self.policy.balanced_on(box_loads);
             self.policy.took_on(reached, end.migrations > 0, seen.correcting, cost, self.iterations);
         }
         end.rebalance_time = start.elapsed();
@@ -219,6 +220,7 @@ impl Mapper {
         let problem = Problem::new(self.grid, loads, self.vcores.len())?;
         let before = self.vcores.owners().to_vec();
         rebalance(self.balancer.as_mut(), &problem, &mut self.vcores, StopRule { max_steps: 200, tol: self.tol });
+        self.policy.balanced_on(loads);
         let moved = metrics::migrations(&before, self.vcores.owners());
         if moved > 0 {
             self.victims = victim_order(&self.vcores, self.workers, self.grid.len(), None);

@@ -30,7 +30,7 @@ use pbs::{balance, methods, Problem, Run, StopRule, VCores};
 use pbs_scheduler::criteria::{Boulmier, Sample};
 use pbs_scheduler::executor::IdleParts;
 use pbs_scheduler::executors::{
-    balancer_units, Lending, PbsOptions, RebalancePolicy, RemapInputs, RemapOptions, RemapPolicy, Remapper, Standing,
+    balancer_units, Lending, PbsOptions, RebalancePolicy, RemapInputs, RemapOptions, RemapPolicy, Remapper,
     STEAL_MIN_PHASE,
 };
 use pbs_scheduler::report::IdleShares;
@@ -247,7 +247,7 @@ pub fn plan_pbs(
         };
         let standing = problem.as_ref().map(|p| {
             vcores.recharge(p);
-            Standing { max_avg: vcores.max_avg(), bound: p.lower_bound(), mean: p.mean() }
+            policy.standing(&vcores, p)
         });
         let due = policy.decide(observed, standing);
         let Some(problem) = problem.filter(|_| due) else { continue };
@@ -263,6 +263,7 @@ pub fn plan_pbs(
         units_run += units;
         let reached = if out.converged { 1.0 } else { out.max_avg / out.lower_bound };
         let moved = vcores.owners() != &owners[..];
+        policy.balanced_on(problem.loads());
         policy.took_on(reached, moved, observed.correcting, cost_of(units), samples);
         events.push(Event { at: i, owners: vcores.owners().to_vec(), units, cost: None });
     }

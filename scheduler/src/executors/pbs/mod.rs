@@ -26,6 +26,7 @@ mod overlap;
 mod policy;
 mod rebalancing;
 mod stealing;
+mod thread_wide;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -84,7 +84,8 @@ impl RunVCores {
 /// A rebalancing under way in the threads' idle time.
 pub(super) struct Pending {
     pub balancer: Box<dyn Balancer + Send>,
-    problem: Problem<'static>,
+    /// The box loads it balances.
+    pub problem: Problem<'static>,
     /// The vCores the balancer moves; adopted when the run has ended.
     pub vcores: RunVCores,
     stop: StopRule,

@@ -12,8 +12,9 @@
 #     with the best chosen on all rounds, and by the held-out one where both halves chose the
 #     same schedule (docs/results.md, "The OpenMP schedule a user would pick");
 #   uniform: pbs <= 1.02x OpenMP static, and at most one rebalancing after iteration 10 in the
-#     median round (issue 19 asks none: on this shared VM one core is sometimes 5-15 % slower
-#     for 8 iterations or more, a real difference between the threads that pbs answers);
+#     median round (issue 19 asks none: on this shared VM one core is sometimes 8-16 % slower
+#     for 16 iterations or more, a real difference between the threads that pbs answers once it
+#     has lasted that long; shorter stretches wait, docs/results.md "Thread-wide slowdowns wait");
 #   mixed: pbs beside an OpenMP loop (diag=omp, OMP_WAIT_POLICY=passive) <= 1.1x the same
 #     loop as a pbs phase (diag=pbs), unpinned and pinned; OpenMP's default wait policy, and
 #     the cost of pinning the caller during phases only, are shown for the record.

@@ -161,6 +161,32 @@ mod tests {
         assert!(!thread_wide(&owners, &two, None, 8));
     }
 
+    proptest::proptest! {
+        /// The answer depends on ratios only: loads in other units (a power of two, so that
+        /// the scaling is exact) or owners numbered otherwise give the same answer. The loads:
+        /// a reference, and now the same times 1 ± 2 % per box, one owner's times `slow`
+        /// (thread-wide from about 1.02 on).
+        #[test]
+        fn units_and_owner_numbers_change_nothing(
+            boxes in proptest::collection::vec((0u32..4, 0.5f64..1.5, -0.02f64..0.02), 8..64),
+            slow in 1.0f64..1.3,
+            shift in -8i32..8,
+            rotate in 0u32..4,
+        ) {
+            let owners: Vec<u32> = boxes.iter().map(|b| b.0).collect();
+            let reference: Vec<f64> = boxes.iter().map(|b| b.1).collect();
+            let now: Vec<f64> = boxes.iter().map(|&(o, r, e)| r * (1.0 + e) * if o == 0 { slow } else { 1.0 }).collect();
+            let answer = thread_wide(&owners, &now, Some(&reference), 4);
+            let scale = 2f64.powi(shift);
+            let scaled: Vec<f64> = now.iter().map(|l| l * scale).collect();
+            proptest::prop_assert_eq!(thread_wide(&owners, &scaled, Some(&reference), 4), answer);
+            let rescaled: Vec<f64> = reference.iter().map(|l| l / scale).collect();
+            proptest::prop_assert_eq!(thread_wide(&owners, &now, Some(&rescaled), 4), answer);
+            let renumbered: Vec<u32> = owners.iter().map(|o| (o + rotate) % 4).collect();
+            proptest::prop_assert_eq!(thread_wide(&renumbered, &now, Some(&reference), 4), answer);
+        }
+    }
+
     #[test]
     fn no_answer_without_two_owners_with_loads_or_with_lengths_that_disagree() {
         let (owners, now) = loads(0.02, 10, |i| if i < 32 { 1.1 } else { 1.0 });

@@ -51,8 +51,8 @@ pub struct Standing {
     pub mean: f64,
     /// The loads changed since the owners in force were balanced by one factor on one owner's
     /// boxes (`thread_wide.rs`): a thread slower or faster throughout, which comes and goes
-    /// with what else runs on its core. Such an imbalance waits [`PERSISTENT_ITERATIONS`] over the
-    /// trigger too.
+    /// with what else runs on its core. Such an imbalance waits over the trigger too, as one
+    /// under it does (16 iterations in a row over the tolerance).
     pub thread_wide: bool,
 }
 
@@ -176,9 +176,9 @@ impl RebalancePolicy {
     /// Whether to rebalance now, for an iteration that `seen` (asked), with the mapping's
     /// `standing` on the box loads if they were read. Not yet: the criterion is not reset and
     /// asks again next iteration, for as long as an imbalance of the mapping takes to show in
-    /// one thread's median, or a thread-wide one to last [`PERSISTENT_ITERATIONS`] (reset at
-    /// once, Boulmier's eq. 24 would never ask again for an imbalance that then stays
-    /// constant); reset after that wait: it was noise. Nothing to win: reset with the last real
+    /// one thread's median, or a thread-wide one takes to last 16 iterations (reset at once,
+    /// Boulmier's eq. 24 would never ask again for an imbalance that then stays constant);
+    /// reset after that wait: it was noise. Nothing to win: reset with the last real
     /// rebalancing's cost.
     pub fn decide(&mut self, seen: Observation, standing: Option<Standing>) -> bool {
         let verdict = standing.map_or(Verdict::NotYet(RECENT_ITERATIONS), |s| self.verdict(s, seen.checked));

@@ -58,7 +58,9 @@ pub struct LifetimeRow {
     pub balancer: String,
     /// Remappings (the first included).
     pub remaps: usize,
-    /// Mean iterations between remappings.
+    /// Iterations a partition stayed in force, on the mean: the run's iterations over its
+    /// remappings. The last partition's life is cut by the run's end, so this is a lower bound
+    /// (the run's length when nothing was remapped after the first).
     pub lifetime_iters: f64,
     /// Boxes whose part changed, per iteration.
     pub migrations_per_iter: f64,

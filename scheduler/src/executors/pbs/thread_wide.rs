@@ -6,24 +6,25 @@
 //! thread slower by about one factor while it lasts, and every box faster by as much when it
 //! ends, the other threads' boxes unchanged. A change of the boxes' own loads (heat spreading,
 //! particles moving) makes some boxes of an owner heavier and others not, and with many small
-//! owners it changes each owner's boxes almost alike but each owner by its own factor. On the shared 2-core VM, heat.c's uniform load measured
-//! stretches of one thread 8–16 % slower lasting from 4 to 50 iterations and more, its boxes'
-//! ratios within 1–5 % of that factor (the median distance); each stretch that lasted 4 was
-//! answered by a rebalancing, and answered back by another when it ended (docs/results.md,
-//! "Thread-wide slowdowns").
+//! owners it changes each owner's boxes almost alike but each owner by its own factor. On the
+//! shared 2-core VM, heat.c's uniform load measured stretches of one thread 8–16 % slower
+//! lasting from 4 to 50 iterations and more, its boxes' ratios within 1–5 % of that factor (the
+//! median distance); each stretch that lasted 4 was answered by a rebalancing, and answered
+//! back by another when it ended (docs/results.md, "Thread-wide slowdowns wait").
 //!
 //! The test, per owner: its factor, the sum of its boxes' loads now over their sum in the
 //! reference, and its spread, the median distance of its boxes' own ratios from that factor
 //! (relative to it). The change is thread-wide when one owner's factor lies further than
 //! [`SPREAD_RATIO`] times the largest spread from all the others, and the others lie within
-//! that of each other (with two owners, when their factors lie that far apart). A shift over a share `a` of one owner's boxes,
-//! the other owners unchanged, puts the factors `a·d` apart with a spread of `(1 − a)·d` when
-//! `a > ½` (`a·d` otherwise): shifts over more than two thirds of an owner's boxes count as
-//! thread-wide, as a thread-wide change would. A few boxes far off (a preempted chunk) move the
-//! factor and the spread alike, and make the test answer no, the answer that changes nothing.
-//! So does a spread over [`NOISE_SPREAD`]: boxes that moved that far from their owner's factor
-//! changed by themselves, however far apart the factors (the stencil's `rough` scenario, a
-//! new cost map every 10 iterations, put them 2–3.5 × apart with spreads of 0.46–0.65).
+//! that of each other (with two owners: when their factors lie that far apart). A shift over a
+//! share `a` of one owner's boxes, the other owners unchanged, puts the factors `a·d` apart
+//! with a spread of `(1 − a)·d` when `a > ½` (`a·d` otherwise): shifts over more than two
+//! thirds of an owner's boxes count as thread-wide, as a thread-wide change would. A few boxes
+//! far off (a preempted chunk) move the factor and the spread alike, and make the test answer
+//! no, the answer that changes nothing. So does a spread over [`NOISE_SPREAD`]: boxes that
+//! moved that far from their owner's factor changed by themselves, however far apart the
+//! factors (the stencil's `rough` scenario, a new cost map every 10 iterations, put them 2–3.5
+//! × apart with spreads of 0.46–0.65).
 
 /// How many times the largest spread within an owner the owners' factors must lie apart for a
 /// change to be thread-wide (see the module doc).
@@ -34,9 +35,9 @@ pub(crate) const SPREAD_RATIO: f64 = 2.0;
 pub(crate) const NOISE_SPREAD: f64 = 0.1;
 
 /// Whether the box loads `now` differ from `reference` (the loads the owners in force were
-/// balanced on; `None`: uniform loads) by one factor on one owner's boxes (see the module doc). `owners`
-/// maps each box to one of `owner_count` owners. No when fewer than two owners have loads,
-/// or when the lengths disagree.
+/// balanced on; `None`: uniform loads) by one factor on one owner's boxes (see the module
+/// doc). `owners` maps each box to one of `owner_count` owners. No when fewer than two owners
+/// have loads, or when the lengths disagree.
 pub(crate) fn thread_wide(owners: &[u32], now: &[f64], reference: Option<&[f64]>, owner_count: usize) -> bool {
     if owners.len() != now.len() || reference.is_some_and(|r| r.len() != now.len()) {
         return false;

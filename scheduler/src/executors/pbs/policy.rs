@@ -52,7 +52,9 @@ pub struct Standing {
     /// The loads changed since the owners in force were balanced by one factor on one owner's
     /// boxes (`thread_wide.rs`): a thread slower or faster throughout, which comes and goes
     /// with what else runs on its core. Such an imbalance waits over the trigger too, as one
-    /// under it does (16 iterations in a row over the tolerance).
+    /// under it does (16 iterations in a row over the tolerance). [`RebalancePolicy::standing`]
+    /// weighs it only where it can decide something (over the trigger, before those 16
+    /// iterations), and says no elsewhere.
     pub thread_wide: bool,
 }
 
@@ -165,12 +167,14 @@ impl RebalancePolicy {
     /// Where the owners of `vcores`, charged with the box loads of `problem`
     /// (`VCores::recharge`), stand on those loads.
     pub fn standing(&self, vcores: &VCores, problem: &Problem) -> Standing {
-        Standing {
-            max_avg: vcores.max_avg(),
-            bound: problem.lower_bound(),
-            mean: problem.mean(),
-            thread_wide: thread_wide(vcores.owners(), problem.loads(), self.reference.as_deref(), vcores.len()),
-        }
+        let (max_avg, bound) = (vcores.max_avg(), problem.lower_bound());
+        // On the critical path: the test reads a sample of the boxes, so it runs only where
+        // its answer can change the verdict.
+        let weighed =
+            self.waits && max_avg > (1.0 + self.trigger) * bound && self.over_tolerance < PERSISTENT_ITERATIONS;
+        let thread_wide =
+            weighed && thread_wide(vcores.owners(), problem.loads(), self.reference.as_deref(), vcores.len());
+        Standing { max_avg, bound, mean: problem.mean(), thread_wide }
     }
 
     /// Whether to rebalance now, for an iteration that `seen` (asked), with the mapping's

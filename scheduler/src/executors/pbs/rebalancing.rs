@@ -513,7 +513,7 @@ mod tests {
 
     /// A uniform load measured as on the shared VM on some days: one thread 8–12 % slower
     /// throughout for 4 to 15 iterations in a row, one such stretch every 40 iterations or so
-    /// (heat.c, docs/results.md "Thread-wide slowdowns"): a rebalancing when it has lasted
+    /// (heat.c, docs/results.md "Thread-wide slowdowns wait"): a rebalancing when it has lasted
     /// would be undone by another when it ends. Nothing moves after the first few iterations.
     #[test]
     #[cfg_attr(miri, ignore = "a statistic over 6,000 iterations of the balancer: hours under Miri, nothing unsafe")]
@@ -525,7 +525,7 @@ mod tests {
 
     /// One thread 12 % slower throughout from iteration 20 to 100 (something else took a share
     /// of its core): answered once it has lasted, and answered back when it has ended, each
-    /// after the thread-wide wait (before, 4 iterations into each).
+    /// after the thread-wide wait (without it, the first 3 iterations into the slowdown).
     #[test]
     fn a_thread_slower_for_good_is_answered_once_it_has_lasted() {
         let mut p = Policy::new(Box::new(Always));

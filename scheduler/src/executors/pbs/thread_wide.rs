@@ -97,16 +97,16 @@ pub(crate) fn thread_wide(owners: &[u32], now: &[f64], reference: Option<&[f64]>
         spread = spread.max(*median);
     }
     let mut sorted: Vec<f64> = factors.into_iter().flatten().collect();
-    let n = sorted.len();
-    if n < 2 || spread > NOISE_SPREAD {
+    let last = sorted.len().saturating_sub(1);
+    if last == 0 || spread > NOISE_SPREAD {
         return false;
     }
     sorted.sort_unstable_by(f64::total_cmp);
     let apart = |high: f64, low: f64| high / low - 1.0 > SPREAD_RATIO * spread;
     // The slowest owner apart from the others, or the fastest (a slowdown in the reference
     // that has ended), the others together.
-    (apart(sorted[n - 1], sorted[n - 2]) && !apart(sorted[n - 2], sorted[0]))
-        || (apart(sorted[1], sorted[0]) && !apart(sorted[n - 1], sorted[1]))
+    (apart(sorted[last], sorted[last - 1]) && !apart(sorted[last - 1], sorted[0]))
+        || (apart(sorted[1], sorted[0]) && !apart(sorted[last], sorted[1]))
 }
 
 #[cfg(test)]

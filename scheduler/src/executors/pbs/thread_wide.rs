@@ -113,12 +113,18 @@ pub(crate) fn thread_wide(owners: &[u32], now: &[f64], reference: Option<&[f64]>
 mod tests {
     use super::*;
 
+    /// `f` times 1 ± `noise` (uniform), drawn afresh at each call from `seed`'s sequence.
+    fn jitter(seed: u64, noise: f64) -> impl FnMut(f64) -> f64 {
+        let mut rng = SplitMix64::new(seed);
+        move |f| f * (1.0 + noise * (2.0 * rng.next_f64() - 1.0))
+    }
+
     /// 64 boxes, the first 32 owned by 0, the rest by 1; loads 1 ± `noise` (uniform), then
     /// `change` applied box by box.
     fn loads(noise: f64, seed: u64, change: impl Fn(usize) -> f64) -> (Vec<u32>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
+        let mut noisy = jitter(seed, noise);
         let owners = (0..64).map(|i| (i / 32) as u32).collect();
-        let loads = (0..64).map(|i| (1.0 + noise * (2.0 * rng.next_f64() - 1.0)) * change(i)).collect();
+        let loads = (0..64).map(|i| noisy(change(i))).collect();
         (owners, loads)
     }
 
@@ -176,8 +182,7 @@ mod tests {
     #[test]
     fn with_many_owners_only_one_owner_apart_from_the_rest_is_thread_wide() {
         let owners: Vec<u32> = (0..256).map(|i| (i / 32) as u32).collect();
-        let mut rng = SplitMix64::new(12);
-        let mut noisy = |f: f64| f * (1.0 + 0.02 * (2.0 * rng.next_f64() - 1.0));
+        let mut noisy = jitter(12, 0.02);
         let one_slow: Vec<f64> = owners.iter().map(|&o| noisy(if o == 5 { 1.12 } else { 1.0 })).collect();
         assert!(thread_wide(&owners, &one_slow, None, 8));
         let one_fast: Vec<f64> = owners.iter().map(|&o| noisy(if o == 2 { 0.88 } else { 1.0 })).collect();
@@ -220,8 +225,7 @@ mod tests {
     #[test]
     fn the_sample_meets_every_owner_of_a_large_grid() {
         let owners: Vec<u32> = (0..512 * 512).map(|k| ((k / 512 / 32) * 16 + (k % 512) / 32) as u32).collect();
-        let mut rng = SplitMix64::new(13);
-        let mut noisy = |f: f64| f * (1.0 + 0.02 * (2.0 * rng.next_f64() - 1.0));
+        let mut noisy = jitter(13, 0.02);
         for slow_owner in [0, 17, 255] {
             let slow: Vec<f64> = owners.iter().map(|&o| noisy(if o == slow_owner { 1.1 } else { 1.0 })).collect();
             assert!(thread_wide(&owners, &slow, None, 256), "owner {slow_owner}");

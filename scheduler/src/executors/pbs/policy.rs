@@ -397,6 +397,143 @@ mod tests {
         assert!(p.decide(first, Some(wide)));
     }
 
+    /// The tolerance and the trigger are read against the loads' lower bound, not against
+    /// 1 (one heavy box can hold the bound at 1.5): within the tolerance there is nothing to
+    /// win, measured or not; between the two a rebalancing must pay; over the trigger it is
+    /// made whatever it costs.
+    #[test]
+    fn the_tolerance_and_the_trigger_are_read_against_the_bound() {
+        let mut p = policy();
+        let at = |max_avg: f64, bound: f64| Standing { max_avg, bound, mean: 1e-3, thread_wide: false };
+        assert_eq!(p.verdict(at(1.01, 1.0), false), Verdict::NothingToWin, "within the tolerance, not yet measured");
+        assert_eq!(p.verdict(at(1.52, 1.5), false), Verdict::NothingToWin, "within the tolerance of the bound");
+        // Under the trigger, what is won over 100 iterations is the excess over the tolerance
+        // times the mean: 1.55 over 1.5 × 1.02 wins 0.02 × 1 ms × 100 = 2 ms.
+        p.set_last_cost(10e-3);
+        assert_eq!(p.verdict(at(1.55, 1.5), true), Verdict::NothingToWin, "under the trigger, 10 ms to win back");
+        assert_eq!(p.verdict(at(1.6, 1.5), true), Verdict::Rebalance, "over the trigger");
+        p.set_last_cost(2e-3);
+        assert_eq!(p.verdict(at(1.03, 1.0), true), Verdict::NothingToWin, "1 ms won for 2");
+        assert_eq!(p.verdict(at(1.045, 1.0), true), Verdict::Rebalance, "2.5 ms won for 2");
+    }
+
+    /// A rebalancing given up resets the criterion as one made would (from the last real
+    /// one's cost); loads given in advance spare the first measured iteration its question.
+    #[test]
+    fn a_rebalancing_given_up_resets_the_criterion_and_loads_given_spare_the_first_question() {
+        let resets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut p = RebalancePolicy::new(Box::new(CountingResets(resets.clone())), 0.02, 0.05, 0.0);
+        p.gave_up();
+        assert_eq!(resets.load(std::sync::atomic::Ordering::Relaxed), 1);
+        let first = policy().observe(&[1.2, 0.8], 0);
+        assert!(first.asked && first.checked, "{first:?}");
+        let mut given = policy();
+        given.given_loads();
+        let first = given.observe(&[1.2, 0.8], 0);
+        assert!(!first.asked && !first.checked, "{first:?}");
+    }
+
+    /// A criterion that always asks and counts its resets.
+    struct CountingResets(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    impl Criterion for CountingResets {
+        fn name(&self) -> String {
+            "counting".into()
+        }
+        fn observe(&mut self, _: Sample) -> bool {
+            true
+        }
+        fn rebalanced(&mut self, _: f64) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// An imbalance over the trigger that moves from thread to thread never becomes one
+    /// thread's: asked about for [`RECENT_ITERATIONS`] iterations, the criterion is reset at
+    /// the last of them (it was noise), not before and not never.
+    #[test]
+    fn a_wait_that_never_finds_one_threads_imbalance_resets_the_criterion_when_it_ends() {
+        let resets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut p = RebalancePolicy::new(Box::new(CountingResets(resets.clone())), 0.02, 0.05, 0.0);
+        p.asking.measured = true;
+        let count = || resets.load(std::sync::atomic::Ordering::Relaxed);
+        for round in 0..2 {
+            for i in 1..=RECENT_ITERATIONS {
+                // 20 % over the mean on thread 0, then 1, then 2: no thread's median is over.
+                let mut loads = vec![0.9; 3];
+                loads[i % 3] = 1.2;
+                let seen = p.observe(&loads, 0);
+                assert!(seen.asked && !p.reads_box_loads(seen), "round {round}, iteration {i}");
+                assert!(!p.decide(seen, None), "round {round}, iteration {i}");
+                let waited = if i < RECENT_ITERATIONS { i } else { 0 };
+                assert_eq!(p.waiting, waited, "round {round}, iteration {i}");
+                assert_eq!(count(), round + usize::from(i == RECENT_ITERATIONS), "round {round}, iteration {i}");
+            }
+        }
+    }
+
+    /// [`Standing::thread_wide`] is weighed only where it can decide the verdict (over the
+    /// trigger, waiting, before [`PERSISTENT_ITERATIONS`] in a row over the tolerance) and says
+    /// no elsewhere: the test reads box loads on the critical path.
+    #[test]
+    fn the_standing_weighs_a_thread_wide_change_only_where_it_can_decide() {
+        let grid = pbs::Grid::new(16, 16).unwrap();
+        let even = vec![1.0; grid.len()];
+        let uniform = Problem::new(grid, &even, 2).unwrap();
+        let vcores = VCores::from_bisection(&uniform);
+        // Owner 0's boxes `factor` times slower throughout, owner 1's as they were.
+        let standing_at = |p: &RebalancePolicy, factor: f64| {
+            let loads: Vec<f64> = vcores.owners().iter().map(|&o| if o == 0 { factor } else { 1.0 }).collect();
+            let problem = Problem::new(grid, &loads, 2).unwrap();
+            let mut now = vcores.clone();
+            now.recharge(&problem);
+            p.standing(&now, &problem)
+        };
+        let mut p = policy();
+        p.balanced_on(uniform.loads());
+        let over = standing_at(&p, 1.2);
+        assert!(over.max_avg > 1.05 * over.bound && over.thread_wide, "over the trigger: {over:?}");
+        let under = standing_at(&p, 1.06);
+        assert!(under.max_avg > 1.02 * under.bound && under.max_avg < 1.05 * under.bound, "{under:?}");
+        assert!(!under.thread_wide, "under the trigger it waits anyway: {under:?}");
+        p.over_tolerance = PERSISTENT_ITERATIONS - 1;
+        assert!(standing_at(&p, 1.2).thread_wide, "one iteration before the wait ends");
+        p.over_tolerance = PERSISTENT_ITERATIONS;
+        assert!(!standing_at(&p, 1.2).thread_wide, "the wait is over");
+        let mut p = policy().without_waiting();
+        p.balanced_on(uniform.loads());
+        assert!(!standing_at(&p, 1.2).thread_wide, "rules that never wait");
+        // Weighed against the loads the owners were balanced on, not against even ones: boxes
+        // of 1 to 4 seconds, owner 0's 20 % slower throughout.
+        let uneven: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 4) as f64).collect();
+        let slower: Vec<f64> =
+            uneven.iter().zip(vcores.owners()).map(|(&l, &o)| if o == 0 { 1.2 * l } else { l }).collect();
+        let problem = Problem::new(grid, &slower, 2).unwrap();
+        let mut now = vcores.clone();
+        now.recharge(&problem);
+        let mut p = policy();
+        assert!(!p.standing(&now, &problem).thread_wide, "against even loads the boxes differ by 4 ×");
+        p.balanced_on(&uneven);
+        assert!(p.standing(&now, &problem).thread_wide, "against the loads balanced on");
+        // The trigger is read against the bound: one box of 10,000 beside 255 of 1 holds it at
+        // 1.95, and that box's owner 4 % slower stands within 2.6 % of it, under the trigger.
+        let mut giant = vec![1.0; grid.len()];
+        giant[0] = 10_000.0;
+        let balanced = Problem::new(grid, &giant, 2).unwrap();
+        let vcores = VCores::from_bisection(&balanced);
+        let slower: Vec<f64> = giant
+            .iter()
+            .zip(vcores.owners())
+            .map(|(&l, &o)| if o == vcores.owners()[0] { 1.04 * l } else { l })
+            .collect();
+        let problem = Problem::new(grid, &slower, 2).unwrap();
+        let mut now = vcores.clone();
+        now.recharge(&problem);
+        let mut p = policy();
+        p.balanced_on(&giant);
+        let s = p.standing(&now, &problem);
+        assert!(s.bound > 1.9 && s.max_avg < 1.05 * s.bound && !s.thread_wide, "{s:?}");
+    }
+
     /// The first measured iteration asks and is its own evidence; an imbalance over the
     /// trigger that is not yet one thread's is asked about again for as long as a median
     /// takes, the criterion reset only then; the box loads are read only once it has lasted.

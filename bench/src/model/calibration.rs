@@ -284,7 +284,8 @@ pub fn check(traces: &Traces, machine: &Machine, speeds: &dyn Fn(&str) -> f64) -
         for (i, measured) in m.affinity.iter().flatten().enumerate() {
             rows.push(CalibrationRow {
                 scheduler: AFFINITY_OF[i].to_string(),
-                fitted: false,
+                // eager's handover window was chosen on its affinities (`Machine::eager_window`).
+                fitted: AFFINITY_OF[i] == "eager",
                 measured_efficiency: None,
                 modelled_efficiency: None,
                 measured_affinity: Some(*measured),
@@ -300,7 +301,8 @@ pub fn check(traces: &Traces, machine: &Machine, speeds: &dyn Fn(&str) -> f64) -
 
 /// Fits the machine's constants to the fitted rows: the speed of each app from pbs's
 /// 2-thread time, then the other constants one at a time over a grid of values (three
-/// sweeps), minimising the squared relative errors of efficiency and the three ratios.
+/// sweeps), minimising the squared relative errors of efficiency and the three ratios. Not
+/// eager's handover window, which was chosen on eager's affinity ([`Machine::eager_window`]).
 /// Returns the machine and the speeds of md and the stencil. `progress(done, of)` hears of each
 /// trial value.
 pub fn fit(traces: &Traces, mut progress: impl FnMut(usize, usize)) -> Result<(Machine, f64, f64), String> {
@@ -324,13 +326,14 @@ pub fn fit(traces: &Traces, mut progress: impl FnMut(usize, usize)) -> Result<(M
         Ok(sum)
     };
     type Knob = (fn(&mut Machine) -> &mut f64, &'static [f64]);
-    let knobs: [Knob; 7] = [
+    let knobs: [Knob; 8] = [
         (|m| &mut m.wake, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
         (|m| &mut m.barrier, &[0.1e-6, 0.25e-6, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6, 16e-6]),
         (|m| &mut m.barrier_log2, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
         (|m| &mut m.noise, &[0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.25, 0.3, 0.45]),
         (|m| &mut m.steal, &[0.1e-6, 0.3e-6, 1e-6, 3e-6]),
-        (|m| &mut m.eager_pop, &[0.02e-6, 0.05e-6, 0.1e-6, 0.2e-6, 0.5e-6, 1e-6]),
+        (|m| &mut m.eager_pop, &[0.0, 0.02e-6, 0.05e-6, 0.1e-6, 0.2e-6, 0.5e-6, 1e-6]),
+        (|m| &mut m.eager_pop_thread, &[0.0, 0.005e-6, 0.01e-6, 0.015e-6, 0.02e-6, 0.03e-6, 0.05e-6]),
         (|m| &mut m.moved, &[0.0, 0.05e-6, 0.1e-6, 0.2e-6, 0.3e-6, 0.5e-6, 1e-6]),
     ];
     const SWEEPS: usize = 3;
@@ -388,19 +391,18 @@ mod tests {
         let (affinity, rows): (Vec<CalibrationRow>, Vec<CalibrationRow>) =
             rows.into_iter().partition(|r| r.measured_affinity.is_some());
         assert_eq!(rows.len(), 96, "24 measurements × (efficiency and 3 ratios)");
-        // Affinity, never fitted: pbs's within 0.06 of the measured at every thread count,
-        // work stealing's within 0.07 at 2 threads, where rayon's worker that takes the phase
-        // keeps its half, and eager's within 0.06 from 4 threads on, where it is chance (the
-        // fifth lease measured md's at 0.27 at 4 threads, the model 0.21; docs/model.md has the
-        // rest).
+        // Affinity: pbs's within 0.06 of the measured at every thread count, work stealing's
+        // within 0.07 at 2 threads, where rayon's worker that takes the phase keeps its half,
+        // none of them fitted; eager's, which its handover window was chosen on, within 0.04 at
+        // every thread count (chance from 4 threads on; docs/model.md, "eager's queue").
         assert_eq!(affinity.len(), 45, "15 measurements × 3 schedulers");
         for r in &affinity {
             let gap = (r.modelled_affinity.unwrap() - r.measured_affinity.unwrap()).abs();
-            assert!(!r.fitted, "{r:?}");
+            assert_eq!(r.fitted, r.scheduler == "eager", "{r:?}");
             match (r.scheduler.as_str(), r.threads) {
                 ("pbs", _) => assert!(gap <= 0.06, "{r:?}"),
                 ("ws", 2) => assert!(gap <= 0.07, "{r:?}"),
-                ("eager", 4..) => assert!(gap <= 0.06, "{r:?}"),
+                ("eager", _) => assert!(gap <= 0.04, "{r:?}"),
                 _ => {}
             }
         }
@@ -422,12 +424,12 @@ mod tests {
             assert!(within(&r, 0.25), "{r:?}");
         }
         // The later leases at 4 threads, not fitted, with the executor of each day (timed in
-        // full from the fourth on): every figure within ±25 % but pbs / eager within ±30 %
-        // (the model's eager is slower than the measured: −9 to −26 % on md), the stencil's
+        // full from the fourth on): every figure within ±25 %, pbs / eager within ±20 % (the
+        // model's eager a little slower than the measured: −2 to −16 % on md), the stencil's
         // within ±15 %, md's pbs / static within ±20 % (the leases measured md contraction's at
         // 0.67 to 0.76; docs/model.md).
         for r in &lease {
-            assert!(!r.fitted && within(&r, if r.scheduler == "eager" { 0.30 } else { 0.25 }), "{r:?}");
+            assert!(!r.fitted && within(&r, if r.scheduler == "eager" { 0.20 } else { 0.25 }), "{r:?}");
             if r.app == "stencil" {
                 assert!(within(&r, 0.15), "{r:?}");
             }

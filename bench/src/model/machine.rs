@@ -22,8 +22,15 @@ pub struct Machine {
     /// One steal (pbs and work stealing): finding a victim and claiming its boxes.
     pub steal: f64,
     /// One box taken from eager's shared FIFO (the contended queue): the mean of an
-    /// exponential time.
+    /// exponential time, `eager_pop + eager_pop_thread · threads` ([`Machine::eager_pop_at`]).
     pub eager_pop: f64,
+    /// See `eager_pop`: every thread more at the one queue makes each take wait longer for
+    /// its cache line.
+    pub eager_pop_thread: f64,
+    /// The threads that reach eager's queue within this time of the first are served in random
+    /// order. Set from eager's affinity on the 16-core table (chance, `1 / threads`), not from
+    /// its times (docs/model.md, "eager's queue").
+    pub eager_window: f64,
     /// Extra time of a box that runs on another thread than its previous run: its data is
     /// in another core's cache.
     pub moved: f64,
@@ -92,7 +99,9 @@ impl Machine {
             noise: 0.03,
             wake: 0.5e-6,
             steal: 0.1e-6,
-            eager_pop: 0.2e-6,
+            eager_pop: 0.0,
+            eager_pop_thread: 0.03e-6,
+            eager_window: 1e-6,
             moved: 0.5e-6,
             remote: 1.0e-6,
             migrate: 0.2e-6,
@@ -140,6 +149,11 @@ impl Machine {
     /// Seconds on the critical path to take on a run back from the balancer thread.
     pub fn take_on_cost(&self, boxes: usize, threads: usize) -> f64 {
         self.take_on_box * boxes as f64 + self.loads_cost(boxes, threads)
+    }
+
+    /// The mean time of one take from eager's queue at `threads` threads.
+    pub fn eager_pop_at(&self, threads: usize) -> f64 {
+        self.eager_pop + self.eager_pop_thread * threads as f64
     }
 
     /// What a phase's barrier costs at `threads` threads.

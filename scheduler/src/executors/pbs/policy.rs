@@ -433,6 +433,44 @@ mod tests {
         assert!(!first.asked && !first.checked, "{first:?}");
     }
 
+    /// A rebalancing whose threads still measure over twice the trigger in the median of the
+    /// three iterations after it (on newer box times) asks for a correction on its own, with a
+    /// criterion that never asks; loads given in advance leave nothing to check.
+    #[test]
+    fn a_failed_check_asks_on_its_own_and_loads_given_leave_nothing_to_check() {
+        let run = |given: bool| {
+            let mut p = policy();
+            let first = p.observe(&[1.0, 1.0], 0);
+            assert!(first.asked && first.checked);
+            p.took_on(1.0, true, false, 1e-6, 1);
+            if given {
+                p.given_loads();
+            }
+            (2..5).map(|samples| p.observe(&[1.3, 0.7], samples)).collect::<Vec<Observation>>()
+        };
+        let checked = run(false);
+        assert!(checked[..2].iter().all(|s| !s.asked), "{checked:?}");
+        assert!(checked[2].asked && checked[2].checked && checked[2].correcting, "{checked:?}");
+        let given = run(true);
+        assert!(given.iter().all(|s| !s.asked), "{given:?}");
+    }
+
+    /// The thread medians start over with a mapping that moved boxes: an imbalance one
+    /// thread carried under the old mapping says nothing of the new one.
+    #[test]
+    fn the_thread_medians_start_over_when_boxes_moved() {
+        for moved in [false, true] {
+            let mut p = RebalancePolicy::new(Box::new(crate::criteria::Always), 0.02, 0.05, 0.0);
+            p.asking.measured = true;
+            for _ in 0..RECENT_ITERATIONS {
+                p.observe(&[1.2, 0.8], 0);
+            }
+            p.took_on(1.0, moved, false, 1e-6, 0);
+            let seen = p.observe(&[1.2, 0.8], 0);
+            assert_eq!(p.reads_box_loads(seen), !moved, "moved: {moved}");
+        }
+    }
+
     /// A criterion that always asks and counts its resets.
     struct CountingResets(std::sync::Arc<std::sync::atomic::AtomicUsize>);
     impl Criterion for CountingResets {

@@ -164,7 +164,8 @@ mod tests {
         // do not follow, and the test answers no.
         let (_, preempted) = loads(0.02, 9, |i| if i < 2 { 5.0 } else { 1.0 });
         assert!(!thread_wide(&owners, &preempted, None, 2));
-        // Boxes free in the reference that now cost are a shift, however few.
+        // Boxes free in the reference that now cost are a shift: half of thread 0's here (a
+        // few would not decide; the spread is a median, see the test below).
         let mut reference = vec![1.0; 64];
         reference[..16].fill(0.0);
         let mut now = reference.clone();
@@ -232,6 +233,35 @@ mod tests {
         }
         let drift: Vec<f64> = owners.iter().map(|&o| noisy(1.0 + 0.001 * o as f64)).collect();
         assert!(!thread_wide(&owners, &drift, None, 256));
+    }
+
+    /// Boxes free then and busy now count as a shift where they are most of an owner's boxes
+    /// (the median distance is theirs); an owner with no load then, or none now, has no factor
+    /// and takes no part.
+    #[test]
+    fn boxes_free_then_decide_where_they_are_most_and_owners_never_loaded_take_no_part() {
+        let owners: Vec<u32> = (0..96).map(|i| (i / 32) as u32).collect();
+        // Owner 0: 17 boxes free then and a little busy now, 15 boxes 20 % slower; owner 1
+        // unchanged; owner 2 never loaded.
+        let reference: Vec<f64> = (0..96).map(|i| if i < 17 || i >= 64 { 0.0 } else { 1.0 }).collect();
+        let now: Vec<f64> = (0..96)
+            .map(|i| match i {
+                0..17 => 0.01,
+                17..32 => 1.2,
+                32..64 => 1.0,
+                _ => 0.0,
+            })
+            .collect();
+        assert!(!thread_wide(&owners, &now, Some(&reference), 3), "most of owner 0's boxes came up from nothing");
+        // The same with 15 of them free then: owner 0's other boxes decide, one factor.
+        let reference: Vec<f64> =
+            reference.iter().enumerate().map(|(i, &l)| if i == 15 || i == 16 { 1.0 } else { l }).collect();
+        let now: Vec<f64> = now.iter().enumerate().map(|(i, &l)| if i == 15 || i == 16 { 1.2 } else { l }).collect();
+        assert!(thread_wide(&owners, &now, Some(&reference), 3), "owner 0 apart, owner 2 out of it");
+        // An owner loaded then and idle now has no factor either: the others, unchanged, decide.
+        let reference = vec![1.0; 96];
+        let now: Vec<f64> = (0..96).map(|i| if i < 64 { 1.0 } else { 0.0 }).collect();
+        assert!(!thread_wide(&owners, &now, Some(&reference), 3), "owner 2 idle now");
     }
 
     #[test]

@@ -903,11 +903,13 @@ fn run_fifo(
             free.pop();
             waiting.push((at, u));
         }
-        let (at, t) = waiting.swap_remove(rng.below(waiting.len()));
+        // Which head each of them gets is random; each still takes it at its own time (the
+        // next head goes to the others, none waits for the draw: delaying them by up to the
+        // window made eager 15–25 % slow again, docs/model.md).
+        let (now, t) = waiting.swap_remove(rng.below(waiting.len()));
         for &(other, u) in &waiting {
             free.push(std::cmp::Reverse((OrdF64(other), u)));
         }
-        let now = at.max(first);
         if next as usize == n {
             ends[t].0 = now;
             continue;

@@ -304,6 +304,8 @@ impl RebalancePolicy {
 mod tests {
     use super::*;
     use crate::criteria::Never;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     fn policy() -> RebalancePolicy {
         RebalancePolicy::new(Box::new(Never), 0.02, 0.05, 300e-6)
@@ -405,7 +407,7 @@ mod tests {
     fn the_tolerance_and_the_trigger_are_read_against_the_bound() {
         let mut p = policy();
         let at = |max_avg: f64, bound: f64| Standing { max_avg, bound, mean: 1e-3, thread_wide: false };
-        assert_eq!(p.verdict(at(1.01, 1.0), false), Verdict::NothingToWin, "within the tolerance, not yet measured");
+        assert_eq!(p.verdict(at(1.01, 1.0), false), Verdict::NothingToWin, "within the tolerance, not checked");
         assert_eq!(p.verdict(at(1.52, 1.5), false), Verdict::NothingToWin, "within the tolerance of the bound");
         // Under the trigger, what is won over 100 iterations is the excess over the tolerance
         // times the mean: 1.55 over 1.5 × 1.02 wins 0.02 × 1 ms × 100 = 2 ms.
@@ -421,10 +423,10 @@ mod tests {
     /// one's cost); loads given in advance spare the first measured iteration its question.
     #[test]
     fn a_rebalancing_given_up_resets_the_criterion_and_loads_given_spare_the_first_question() {
-        let resets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let resets = Arc::new(AtomicUsize::new(0));
         let mut p = RebalancePolicy::new(Box::new(CountingResets(resets.clone())), 0.02, 0.05, 0.0);
         p.gave_up();
-        assert_eq!(resets.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!(resets.load(Ordering::Relaxed), 1);
         let first = policy().observe(&[1.2, 0.8], 0);
         assert!(first.asked && first.checked, "{first:?}");
         let mut given = policy();
@@ -472,7 +474,7 @@ mod tests {
     }
 
     /// A criterion that always asks and counts its resets.
-    struct CountingResets(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+    struct CountingResets(Arc<AtomicUsize>);
     impl Criterion for CountingResets {
         fn name(&self) -> String {
             "counting".into()
@@ -481,7 +483,7 @@ mod tests {
             true
         }
         fn rebalanced(&mut self, _: f64) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -490,10 +492,10 @@ mod tests {
     /// the last of them (it was noise), not before and not never.
     #[test]
     fn a_wait_that_never_finds_one_threads_imbalance_resets_the_criterion_when_it_ends() {
-        let resets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let resets = Arc::new(AtomicUsize::new(0));
         let mut p = RebalancePolicy::new(Box::new(CountingResets(resets.clone())), 0.02, 0.05, 0.0);
         p.asking.measured = true;
-        let count = || resets.load(std::sync::atomic::Ordering::Relaxed);
+        let count = || resets.load(Ordering::Relaxed);
         for round in 0..2 {
             for i in 1..=RECENT_ITERATIONS {
                 // 20 % over the mean on thread 0, then 1, then 2: no thread's median is over.

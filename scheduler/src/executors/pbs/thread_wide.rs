@@ -239,11 +239,11 @@ mod tests {
     /// (the median distance is theirs); an owner with no load then, or none now, has no factor
     /// and takes no part.
     #[test]
-    fn boxes_free_then_decide_where_they_are_most_and_owners_never_loaded_take_no_part() {
+    fn boxes_free_then_decide_where_they_are_most_and_owners_without_load_take_no_part() {
         let owners: Vec<u32> = (0..96).map(|i| (i / 32) as u32).collect();
         // Owner 0: 17 boxes free then and a little busy now, 15 boxes 20 % slower; owner 1
         // unchanged; owner 2 never loaded.
-        let reference: Vec<f64> = (0..96).map(|i| if i < 17 || i >= 64 { 0.0 } else { 1.0 }).collect();
+        let reference: Vec<f64> = (0..96).map(|i| if (17..64).contains(&i) { 1.0 } else { 0.0 }).collect();
         let now: Vec<f64> = (0..96)
             .map(|i| match i {
                 0..17 => 0.01,

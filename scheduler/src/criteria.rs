@@ -486,4 +486,41 @@ mod tests {
         assert_eq!(fired, [false, false, true, false, false, true]);
         assert!(Always.observe(s) && !Never.observe(s));
     }
+
+    /// Every name of [`NAMES`] gives its criterion, with its number where it takes one; a
+    /// number out of its range, a number where none is taken, a missing one or a bad first
+    /// cost is an error that names the problem.
+    #[test]
+    fn every_name_gives_its_criterion_and_bad_ones_say_why() {
+        for (name, expected) in [
+            ("boulmier", "boulmier-eq24"),
+            ("menon", "menon"),
+            ("procassini:0.9", "procassini(0.9)"),
+            ("procassini:1", "procassini(1)"),
+            ("marquez:0.1", "marquez(0.1)"),
+            ("periodic:10", "periodic(10)"),
+            ("always", "always"),
+            ("never", "never"),
+        ] {
+            assert_eq!(by_name(name, 1e-3).map(|c| c.name()), Ok(expected.to_string()), "{name}");
+        }
+        assert!(by_name("boulmier", 0.0).is_ok(), "a free first rebalancing");
+        for (name, cost, why) in [
+            ("procassini:0", 1e-3, "0 < ρ ≤ 1"),
+            ("procassini:1.5", 1e-3, "0 < ρ ≤ 1"),
+            ("procassini", 1e-3, "0 < ρ ≤ 1"),
+            ("marquez:0", 1e-3, "ξ > 0"),
+            ("marquez:-0.1", 1e-3, "ξ > 0"),
+            ("marquez:inf", 1e-3, "ξ > 0"),
+            ("periodic:2.5", 1e-3, "a period ≥ 1"),
+            ("periodic:0", 1e-3, "a period ≥ 1"),
+            ("boulmier:3", 1e-3, "unknown criterion"),
+            ("never:1", 1e-3, "unknown criterion"),
+            ("boulmier", -1e-3, "finite seconds ≥ 0"),
+            ("menon", f64::INFINITY, "finite seconds ≥ 0"),
+        ] {
+            let error = by_name(name, cost).err().unwrap_or_else(|| panic!("{name} at {cost} accepted"));
+            assert!(error.contains(why), "{name}: {error}");
+        }
+    }
 }

@@ -487,6 +487,32 @@ mod tests {
         assert!(Always.observe(s) && !Never.observe(s));
     }
 
+    /// Procassini: the first iteration after a rebalancing sets the efficiency it reached
+    /// (`ε_post`) and never asks; later ones ask when the time predicted at that efficiency,
+    /// `m · ε / ε_post`, plus the cost beats `ρ · m`.
+    #[test]
+    fn procassini_asks_when_the_predicted_time_and_the_cost_beat_rho_times_the_time() {
+        let at = |max: f64| Sample { max, mean: 1.0, min: 2.0 - max };
+        let mut p = Procassini::new(0.9, 0.05);
+        assert!(!p.observe(at(1.5)), "the first iteration only sets ε_post (here 2/3)");
+        // ε_post 2/3 and ε 2/3: 1.5 + 0.05 against 1.35.
+        assert!(!p.observe(at(1.5)), "no better than after the last rebalancing");
+        p.rebalanced(0.05);
+        assert!(!p.observe(at(1.0)), "ε_post 1, set and not asked");
+        // ε = 1/1.5: predicted 1.0, + 0.05 against 0.9 × 1.5 = 1.35.
+        assert!(p.observe(at(1.5)), "a third over the mean");
+        assert!(!p.observe(at(1.05)), "1.05 against 0.945");
+        p.rebalanced(0.5);
+        assert!(!p.observe(at(1.0)));
+        assert!(!p.observe(at(1.5)), "1.0 + 0.5 against 1.35: the cost outweighs");
+        // After a rebalancing that reached ε_post = 0.8 only: predicted 1.5 · (2/3) / 0.8 = 1.25.
+        for (rho, asks) in [(0.9, true), (0.85, false)] {
+            let mut p = Procassini::new(rho, 0.05);
+            assert!(!p.observe(at(1.25)));
+            assert_eq!(p.observe(at(1.5)), asks, "1.25 + 0.05 against {rho} × 1.5");
+        }
+    }
+
     /// Every name of [`NAMES`] gives its criterion, with its number where it takes one; a
     /// number out of its range, a number where none is taken, a missing one or a bad first
     /// cost is an error that names the problem.

@@ -481,6 +481,11 @@ mod tests {
         let s = Sample { max: 1.3, mean: 1.0, min: 0.8 };
         assert!(Marquez(0.2).observe(s));
         assert!(!Marquez(0.5).observe(s));
+        // Either side of (1 ± ξ) × the mean, on a mean other than 1.
+        let around_two = |max: f64, min: f64| Sample { max, mean: 2.0, min };
+        assert!(Marquez(0.2).observe(around_two(2.3, 1.5)), "the lightest thread under 1.6");
+        assert!(!Marquez(0.2).observe(around_two(2.3, 1.7)), "within 1.6 and 2.4");
+        assert!(Marquez(0.2).observe(around_two(2.5, 1.7)), "the heaviest over 2.4");
         let mut p = Periodic::new(3);
         let fired: Vec<bool> = (0..6).map(|_| p.observe(s)).collect();
         assert_eq!(fired, [false, false, true, false, false, true]);

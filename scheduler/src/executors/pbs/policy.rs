@@ -517,19 +517,21 @@ mod tests {
     #[test]
     fn the_standing_weighs_a_thread_wide_change_only_where_it_can_decide() {
         let grid = pbs::Grid::new(16, 16).unwrap();
-        let even = vec![1.0; grid.len()];
-        let uniform = Problem::new(grid, &even, 2).unwrap();
-        let vcores = VCores::from_bisection(&uniform);
-        // Owner 0's boxes `factor` times slower throughout, owner 1's as they were.
-        let standing_at = |p: &RebalancePolicy, factor: f64| {
-            let loads: Vec<f64> = vcores.owners().iter().map(|&o| if o == 0 { factor } else { 1.0 }).collect();
+        // Where `vcores` stand for `p` on the loads `before`, `owner`'s boxes `factor` times
+        // slower throughout, the other owner's as they were.
+        let standing_on = |p: &RebalancePolicy, vcores: &VCores, before: &[f64], owner: u32, factor: f64| {
+            let loads: Vec<f64> =
+                before.iter().zip(vcores.owners()).map(|(&l, &o)| if o == owner { factor * l } else { l }).collect();
             let problem = Problem::new(grid, &loads, 2).unwrap();
             let mut now = vcores.clone();
             now.recharge(&problem);
             p.standing(&now, &problem)
         };
+        let even = vec![1.0; grid.len()];
+        let vcores = VCores::from_bisection(&Problem::new(grid, &even, 2).unwrap());
+        let standing_at = |p: &RebalancePolicy, factor: f64| standing_on(p, &vcores, &even, 0, factor);
         let mut p = policy();
-        p.balanced_on(uniform.loads());
+        p.balanced_on(&even);
         let over = standing_at(&p, 1.2);
         assert!(over.max_avg > 1.05 * over.bound && over.thread_wide, "over the trigger: {over:?}");
         let under = standing_at(&p, 1.06);
@@ -540,37 +542,24 @@ mod tests {
         p.over_tolerance = PERSISTENT_ITERATIONS;
         assert!(!standing_at(&p, 1.2).thread_wide, "the wait is over");
         let mut p = policy().without_waiting();
-        p.balanced_on(uniform.loads());
+        p.balanced_on(&even);
         assert!(!standing_at(&p, 1.2).thread_wide, "rules that never wait");
         // Weighed against the loads the owners were balanced on, not against even ones: boxes
         // of 1 to 4 seconds, owner 0's 20 % slower throughout.
         let uneven: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 4) as f64).collect();
-        let slower: Vec<f64> =
-            uneven.iter().zip(vcores.owners()).map(|(&l, &o)| if o == 0 { 1.2 * l } else { l }).collect();
-        let problem = Problem::new(grid, &slower, 2).unwrap();
-        let mut now = vcores.clone();
-        now.recharge(&problem);
         let mut p = policy();
-        assert!(!p.standing(&now, &problem).thread_wide, "against even loads the boxes differ by 4 ×");
+        let s = standing_on(&p, &vcores, &uneven, 0, 1.2);
+        assert!(!s.thread_wide, "against even loads the boxes differ by 4 ×");
         p.balanced_on(&uneven);
-        assert!(p.standing(&now, &problem).thread_wide, "against the loads balanced on");
+        assert!(standing_on(&p, &vcores, &uneven, 0, 1.2).thread_wide, "against the loads balanced on");
         // The trigger is read against the bound: one box of 10,000 beside 255 of 1 holds it at
         // 1.95, and that box's owner 4 % slower stands within 2.6 % of it, under the trigger.
         let mut giant = vec![1.0; grid.len()];
         giant[0] = 10_000.0;
-        let balanced = Problem::new(grid, &giant, 2).unwrap();
-        let vcores = VCores::from_bisection(&balanced);
-        let slower: Vec<f64> = giant
-            .iter()
-            .zip(vcores.owners())
-            .map(|(&l, &o)| if o == vcores.owners()[0] { 1.04 * l } else { l })
-            .collect();
-        let problem = Problem::new(grid, &slower, 2).unwrap();
-        let mut now = vcores.clone();
-        now.recharge(&problem);
+        let vcores = VCores::from_bisection(&Problem::new(grid, &giant, 2).unwrap());
         let mut p = policy();
         p.balanced_on(&giant);
-        let s = p.standing(&now, &problem);
+        let s = standing_on(&p, &vcores, &giant, vcores.owners()[0], 1.04);
         assert!(s.bound > 1.9 && s.max_avg < 1.05 * s.bound && !s.thread_wide, "{s:?}");
     }
 

@@ -329,7 +329,7 @@ pub fn simulate(
     let mut since = 0;
     let mut cuts = Vec::new();
     for t in 0..gamma {
-        if t > 0 && !cuts.is_empty() && *cuts.last().unwrap() == t {
+        if cuts.last() == Some(&t) {
             total += cost;
             since = 0;
             criterion.rebalanced(cost);
@@ -428,6 +428,31 @@ mod tests {
         assert_eq!(opt, best);
     }
 
+    /// The oracle's schedule, not only its total: the cuts it returns rebuild that total, each
+    /// iteration's mean load is added once, and a rebalancing that only ties with none is not
+    /// made.
+    #[test]
+    fn the_oracle_returns_the_schedule_of_its_total() {
+        // u(x) = x², C = 5, 8 iterations, μ = 2: two blocks of 3 and one of 2 (or the like)
+        // beat running on; the cuts must rebuild the total the oracle gives.
+        let u = |x: usize| (x * x) as f64;
+        let (total, cuts) = optimal_total(8, 2.0, 5.0, u);
+        assert!(!cuts.is_empty(), "rebalancing pays here");
+        let mut rebuilt = 2.0 * 8.0 + 5.0 * cuts.len() as f64;
+        let mut start = 0;
+        for &end in cuts.iter().chain([8].iter()) {
+            assert!(end > start, "cuts in order: {cuts:?}");
+            rebuilt += (1..=end - start).map(u).sum::<f64>();
+            start = end;
+        }
+        assert_eq!(total, rebuilt, "cuts {cuts:?}");
+        let none: f64 = (1..=8).map(u).sum::<f64>() + 16.0;
+        assert!(total < none, "{total} against {none} without a rebalancing");
+        // Two iterations of u(x) = x: 1 + 2 without, 1 + C + 1 with; at C = 1 they tie.
+        assert_eq!(optimal_total(2, 0.0, 1.0, |x| x as f64), (3.0, vec![]));
+        assert_eq!(optimal_total(2, 0.0, 0.5, |x| x as f64), (2.5, vec![1]));
+    }
+
     /// Linear imbalance growth u(x) = αx: Menon and eq. 24 both fire after about √(2C/α).
     #[test]
     fn menon_and_eq24_fire_at_the_square_root_rule_for_linear_growth() {
@@ -440,6 +465,39 @@ mod tests {
             let gaps: Vec<usize> = cuts.windows(2).map(|w| w[1] - w[0]).collect();
             assert!(gaps.iter().all(|&g| (g as f64 - expected).abs() <= 2.0), "{}: {gaps:?}", c.name());
         }
+    }
+
+    /// The simulation charges what the criterion asked for: Periodic(3) over 7 iterations of
+    /// u(x) = x, μ = 1, C = 2 rebalances before iterations 3 and 6 (1 + 2 + 3, twice, then 1;
+    /// 7 × μ; 2 × C); a request in the last iteration has nothing left to pay for.
+    #[test]
+    fn the_simulation_charges_what_the_criterion_asked_for() {
+        let u = |x: usize| x as f64;
+        assert_eq!(simulate(&mut Periodic::new(3), 7, 1.0, 2.0, u), (24.0, vec![3, 6]));
+        assert_eq!(simulate(&mut Periodic::new(7), 7, 1.0, 2.0, u), (35.0, vec![]));
+        assert_eq!(simulate(&mut Never, 3, 0.5, 2.0, u), (7.5, vec![]));
+    }
+
+    /// Boulmier's four growths, at a few points (docs: ι(x) for x ≥ 1), and the imbalance
+    /// never below zero where the sawtooth's sum is.
+    #[test]
+    fn the_growths_are_boulmier_s() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        for (g, x, iota) in [
+            (Growth::Constant, 7, 0.1),
+            (Growth::Sublinear, 1, 1.0 / 1.4),
+            (Growth::Sublinear, 5, 1.0 / 3.0),
+            (Growth::Linear, 3, 0.06),
+            (Growth::Sawtooth, 1, 0.7),
+            (Growth::Sawtooth, 16, -0.8),
+            (Growth::Sawtooth, 17, 0.8),
+            (Growth::Sawtooth, 18, 0.7),
+        ] {
+            assert!(close(g.iota(x), iota), "{g:?} at {x}: {} against {iota}", g.iota(x));
+        }
+        // Σ_{j≤16} (0.8 − 0.1 j) = −0.8: no negative imbalance time.
+        assert_eq!(Growth::Sawtooth.imbalance(2.0)(16), 0.0);
+        assert!(close(Growth::Linear.imbalance(2.0)(3), 2.0 * 0.12));
     }
 
     #[test]
@@ -486,6 +544,8 @@ mod tests {
         assert!(Marquez(0.2).observe(around_two(2.3, 1.5)), "the lightest thread under 1.6");
         assert!(!Marquez(0.2).observe(around_two(2.3, 1.7)), "within 1.6 and 2.4");
         assert!(Marquez(0.2).observe(around_two(2.5, 1.7)), "the heaviest over 2.4");
+        // On the edges themselves no thread has left the band: 1.5 and 0.5 are exact.
+        assert!(!Marquez(0.5).observe(Sample { max: 1.5, mean: 1.0, min: 0.5 }), "on (1 ± ξ) × the mean");
         let mut p = Periodic::new(3);
         let fired: Vec<bool> = (0..6).map(|_| p.observe(s)).collect();
         assert_eq!(fired, [false, false, true, false, false, true]);
@@ -511,6 +571,15 @@ mod tests {
         assert!(!p.observe(at(1.0)));
         assert!(!p.observe(at(1.5)), "1.0 + 0.5 against 1.35: the cost outweighs");
         // After a rebalancing that reached ε_post = 0.8 only: predicted 1.5 · (2/3) / 0.8 = 1.25.
+        // An idle iteration (no load at all) after a rebalancing counts as balanced: ε_post 1.
+        let mut p = Procassini::new(0.9, 0.05);
+        assert!(!p.observe(Sample { max: 0.0, mean: 0.0, min: 0.0 }));
+        assert!(p.observe(at(1.5)), "1.0 + 0.05 against 1.35");
+        // The predicted time and the cost must beat ρ · m, not equal it: 0.5 · 2 + 0.5 = 0.75 · 2.
+        let mut p = Procassini::new(0.75, 0.5);
+        assert!(!p.observe(at(1.0)));
+        assert!(!p.observe(Sample { max: 2.0, mean: 1.0, min: 0.0 }), "a tie does not ask");
+        assert!(p.observe(Sample { max: 2.0, mean: 0.99, min: 0.0 }), "just past it does");
         for (rho, asks) in [(0.9, true), (0.85, false)] {
             let mut p = Procassini::new(rho, 0.05);
             assert!(!p.observe(at(1.25)));

@@ -716,16 +716,30 @@ pub(super) mod tests {
         // searches for victims counts that wall time as its own (1 in 30 single phases here
         // measured 1.36): judge the clearest of up to twelve phases in which thread 1 stole. On
         // a loaded machine thread 1 can miss many phases in a row (a CI run with two builds
-        // beside it saw it steal in none of twelve), so up to a hundred phases are run to find
-        // them; more judged phases would give a broken count more chances to look clear.
+        // beside it saw it steal in none of twelve; so did a mutation sweep's builds), so the
+        // first of thread 0's boxes in a phase waits, yielding its core, up to 20 ms for another
+        // thread to run one of them, and up to a hundred phases are run to find twelve; more
+        // judged phases would give a broken count more chances to look clear.
         let (mut clearest, mut judged): (Option<f64>, usize) = (None, 0);
         for _ in 0..100 {
             if judged == 12 {
                 break;
             }
             let owners = exec.vcores().owners().to_vec();
+            let first = std::sync::OnceLock::new();
+            let stolen = std::sync::atomic::AtomicBool::new(false);
+            let waited = std::sync::atomic::AtomicBool::new(false);
             let stats = exec.run_phase(&|k| {
                 if owners[k] == 0 {
+                    let me = std::thread::current().id();
+                    if *first.get_or_init(|| me) != me {
+                        stolen.store(true, Ordering::Relaxed);
+                    } else if !waited.swap(true, Ordering::Relaxed) {
+                        let t = Instant::now();
+                        while !stolen.load(Ordering::Relaxed) && t.elapsed() < Duration::from_millis(20) {
+                            std::thread::yield_now();
+                        }
+                    }
                     let t = Instant::now();
                     while t.elapsed() < Duration::from_micros(200) {
                         std::hint::spin_loop();

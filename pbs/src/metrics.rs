@@ -547,6 +547,75 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
         assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[7.0]), 7.0);
+        assert_eq!(median(&[5.0, 3.0, 9.0, 1.0, 4.0]), 4.0);
+    }
+
+    /// The sum of exact values, and the documented order where the order shows: the values at
+    /// 0 and 8 share a lane and 1e16 + 1 rounds back to 1e16, so the 1 at index 8 is lost,
+    /// where a sum from left to right cancels the 1e16s first and keeps both ones.
+    #[test]
+    fn ordered_sums_add_in_eight_lanes_then_pairwise() {
+        let exact: Vec<f64> = (1..=19).map(f64::from).collect();
+        assert_eq!(ordered_sum(&exact), 190.0);
+        assert_eq!(ordered_sum(&[]), 0.0);
+        let mut values = vec![0.0; 9];
+        (values[0], values[1], values[2], values[8]) = (1e16, -1e16, 1.0, 1.0);
+        assert_eq!(values.iter().sum::<f64>(), 2.0);
+        assert_eq!(ordered_sum(&values), 1.0);
+        // Each lane's total enters once: eight lanes of distinct powers of two.
+        let powers: Vec<f64> = (0..8).map(|i| f64::from(1u32 << i)).collect();
+        assert_eq!(ordered_sum(&powers), 255.0);
+    }
+
+    /// A charge sum taken in groups of four boxes knows the largest charge so far exactly.
+    #[test]
+    fn the_largest_charge_so_far_is_the_largest_of_the_boxes_added() {
+        let mut sum = ChargeSum::new(3);
+        sum.add(&[0, 0, 1, 1], &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(sum.largest_so_far(), 7.0);
+        sum.add(&[2, 2, 2, 0], &[5.0, 5.0, 5.0, 1.0]);
+        assert_eq!(sum.largest_so_far(), 15.0);
+        assert_eq!(sum.finish(), vec![4.0, 7.0, 15.0]);
+    }
+
+    /// Buch's vector imbalance: the sum over phases of the largest part over the sum of the
+    /// means, which one scalar charge per part cannot see.
+    #[test]
+    fn vector_max_avg_sums_each_phase_s_largest_part() {
+        let owner = [0, 1, 2, 2];
+        // Phase 1: parts 4, 2, 0 (max 4, mean 2); phase 2: parts 0, 1, 5 (max 5, mean 2).
+        let phases = [vec![4.0, 2.0, 0.0, 0.0], vec![0.0, 1.0, 2.0, 3.0]];
+        assert_eq!(vector_max_avg(&owner, &phases, 3), 9.0 / 4.0);
+        // The same totals in one phase: parts 4, 3, 5, max 5 over a mean of 4.
+        let total: Vec<f64> = (0..4).map(|k| phases[0][k] + phases[1][k]).collect();
+        assert_eq!(vector_max_avg(&owner, &[total], 3), 5.0 / 4.0);
+        assert_eq!(vector_max_avg(&owner, &[vec![0.0; 4]], 3), 1.0);
+        assert_eq!(vector_max_avg(&owner, &[], 3), 1.0);
+    }
+
+    #[test]
+    fn the_lower_bound_is_the_heaviest_box_or_balance() {
+        assert_eq!(lower_bound_from(3.0, 2.0), 1.5);
+        assert_eq!(lower_bound_from(1.0, 2.0), 1.0);
+        assert_eq!(lower_bound_from(5.0, 0.0), 1.0);
+    }
+
+    #[test]
+    fn empty_parts_are_the_ids_no_box_has() {
+        assert_eq!(empty_parts(&[0, 2, 2], 4), vec![1, 3]);
+        assert_eq!(empty_parts(&[1, 0], 2), Vec::<usize>::new());
+        assert_eq!(empty_parts(&[], 2), vec![0, 1]);
+    }
+
+    /// Pieces only where some part is split, and then the pieces [`connected_pieces`] gives.
+    #[test]
+    fn pieces_if_split_answers_only_for_split_parts() {
+        let g = Grid::new(3, 2).unwrap();
+        assert_eq!(pieces_if_split(&g, &[0, 0, 0, 1, 1, 1]), None);
+        let split = [0, 1, 0, 1, 1, 1];
+        assert_eq!(pieces_if_split(&g, &split), Some(connected_pieces(&g, &split)));
+        assert_eq!(connected_pieces(&g, &split).1, vec![(0, 1), (1, 4), (0, 1)]);
     }
 
     #[test]
@@ -587,6 +656,17 @@ mod tests {
         let moved = [2, 0, 0, 0, 1, 1];
         let m = match_labels(&before, &moved, 3).unwrap();
         assert_eq!(migrations(&before, &m), 1);
+    }
+
+    /// A swap that pays only after an earlier one: the first pass over the pairs leaves 4 of
+    /// the 9 boxes in place, a second finds the best renaming, 5 (no other keeps more).
+    #[test]
+    fn matching_swaps_until_a_pass_finds_nothing() {
+        let before = [2, 0, 2, 1, 0, 1, 2, 0, 0];
+        let next = [1, 1, 0, 1, 0, 2, 0, 1, 0];
+        let m = match_labels(&before, &next, 3).unwrap();
+        assert_eq!(m, vec![0, 0, 2, 0, 2, 1, 2, 0, 2]);
+        assert_eq!(migrations(&before, &m), 4);
     }
 
     #[test]

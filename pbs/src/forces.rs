@@ -211,6 +211,67 @@ mod tests {
         assert!((s[0][0] + 1.0 / 16.0).abs() < 1e-12);
     }
 
+    fn forces(law: ForceLaw, x: &[Point], q: &[f64], mean: f64) -> Vec<Point> {
+        let mut f = vec![[0.0; 3]; x.len()];
+        add_pair_forces(law, x, q, mean, &mut f);
+        f
+    }
+
+    fn close(a: &[Point], b: &[Point]) -> bool {
+        a.iter().flatten().zip(b.iter().flatten()).all(|(x, y)| (x - y).abs() <= 1e-12 * y.abs().max(1.0))
+    }
+
+    /// Each law's coefficient as the paper prints it (module table), on vCores 3 apart with
+    /// charges 2 and 3 and a mean charge of 4: Coulomb 6/9, eq. 4 (1/2 + 1/3)/9, eq. 6
+    /// λ/9 with λ = 1 − 5/8, eq. 7 that plus 1/3⁴; the pair pushed apart by it, equal and
+    /// opposite.
+    #[test]
+    fn each_law_has_its_paper_s_coefficient() {
+        let x = [[0.0, 0.0, 0.0], [3.0, 0.0, 0.0]];
+        for (law, coef) in [
+            (ForceLaw::Coulomb, 6.0 / 9.0),
+            (ForceLaw::InverseCharge, (0.5 + 1.0 / 3.0) / 9.0),
+            (ForceLaw::Balance, 0.375 / 9.0),
+            (ForceLaw::BalanceShortRange, 0.375 / 9.0 + 1.0 / 81.0),
+        ] {
+            let f = forces(law, &x, &[2.0, 3.0], 4.0);
+            assert!(close(&f, &[[-coef, 0.0, 0.0], [coef, 0.0, 0.0]]), "{law:?}: {f:?}, expected ±{coef}");
+        }
+        // An empty vCore's charge is floored at 10⁻⁹ of the mean for eq. 4.
+        let f = forces(ForceLaw::InverseCharge, &x, &[0.0, 3.0], 4.0);
+        let coef = (1.0 / 4e-9 + 1.0 / 3.0) / 9.0;
+        assert!(close(&f, &[[-coef, 0.0, 0.0], [coef, 0.0, 0.0]]), "{f:?}");
+        // No load at all: λ is 0, not 1 − 5/0.
+        assert_eq!(forces(ForceLaw::Balance, &x, &[2.0, 3.0], 0.0), vec![[0.0; 3]; 2]);
+    }
+
+    /// The direction is the unit vector from `j` to `i` in three dimensions, the distance its
+    /// length floored at [`MIN_DISTANCE`], and coincident vCores are parted along the pair's own
+    /// angle `2π (0.618… a + 0.414… b)` (a < b), each the other way.
+    #[test]
+    fn directions_are_unit_vectors_and_distances_floored() {
+        // d = 7 along (2, 3, 6)/7; Coulomb with charges 7 and 7: coefficient 49/49.
+        let f = forces(ForceLaw::Coulomb, &[[2.0, 3.0, 6.0], [0.0, 0.0, 0.0]], &[7.0, 7.0], 7.0);
+        let u = [2.0 / 7.0, 3.0 / 7.0, 6.0 / 7.0];
+        assert!(close(&f, &[u, u.map(|v| -v)]), "{f:?}");
+        // The pair's angle is the same whichever vCore asks, the direction the other way.
+        let p = [1.0, 1.0, 0.5];
+        let (u, d) = direction(&p, &p, 0, 1);
+        assert_eq!((direction(&p, &p, 1, 0), d), ((u.map(|v| -v), MIN_DISTANCE), MIN_DISTANCE));
+        // 10⁻⁴ apart: the direction of the true offset, the distance 10⁻³.
+        let f = forces(ForceLaw::Coulomb, &[[0.0; 3], [1e-4, 0.0, 0.0]], &[1.0, 1.0], 1.0);
+        assert!(close(&f, &[[-1e6, 0.0, 0.0], [1e6, 0.0, 0.0]]), "{f:?}");
+        // Three vCores in one place; only the pair (1, 2) is charged.
+        let f = forces(ForceLaw::Coulomb, &[[2.0, 2.0, 0.5]; 3], &[0.0, 1.0, 1.0], 1.0);
+        let theta = (0.618_033_988_75 + 2.0 * 0.414_213_562_37) * std::f64::consts::TAU;
+        let (c, s) = (1e6 * theta.cos(), 1e6 * theta.sin());
+        assert!(close(&f, &[[0.0; 3], [c, s, 0.0], [-c, -s, 0.0]]), "{f:?}");
+        let f = forces(ForceLaw::Coulomb, &[[2.0, 2.0, 0.5]; 2], &[1.0, 1.0], 1.0);
+        let theta = 0.414_213_562_37 * std::f64::consts::TAU;
+        let (c, s) = (1e6 * theta.cos(), 1e6 * theta.sin());
+        assert!(close(&f, &[[c, s, 0.0], [-c, -s, 0.0]]), "{f:?}");
+    }
+
     #[test]
     fn coincident_and_empty_vcores_stay_finite() {
         let x = vec![[2.0, 2.0, 0.5]; 3];
@@ -243,6 +304,56 @@ mod tests {
         let mut rest = vec![[0.0; 3]; 2];
         add_neighbour_springs(&g, &owner, &[[1.0, 2.0, 0.5], [3.0, 2.0, 0.5]], &counts, &mut rest);
         assert!(rest.iter().flatten().all(|v| v.abs() < 1e-12), "{rest:?}");
+    }
+
+    /// The springs' displacement, term by term, on cells of unequal sizes: a cell of 4 boxes
+    /// (column 0 of 4×4, or of 4×2×2) beside one of 12, their vCores at x = 0.5 and 2.5. Along
+    /// x each has the spring `±(r₀ + r₁ − 2)/2` and one wall (`r₀ − 0.5`, `−(r₁ − 1.5)`);
+    /// along y (and z) both walls, which cancel; the sum is divided by the terms: 4 in 2D, 6
+    /// in 3D. The radius is a disc's, `√(c/π)`, in 2D and a ball's, `∛(3c/4π)`, in 3D. A vCore
+    /// with no box and no neighbour moves nowhere.
+    #[test]
+    fn springs_and_walls_add_up_term_by_term() {
+        use std::f64::consts::PI;
+        for (grid, r0, r1, terms) in [
+            (Grid::new(4, 4).unwrap(), (4.0 / PI).sqrt(), (12.0 / PI).sqrt(), 4.0),
+            (Grid::new_3d(4, 2, 2).unwrap(), (3.0 / PI).cbrt(), (9.0 / PI).cbrt(), 6.0),
+        ] {
+            let owner: Vec<u32> = (0..grid.len()).map(|k| u32::from(grid.coords(k)[0] > 0)).collect();
+            let [_, ny, nz] = grid.dims();
+            let (y, z) = (ny as f64 / 2.0, nz as f64 / 2.0);
+            let x = [[0.5, y, z], [2.5, y, z], [1.0, 1.0, 0.5]];
+            let mut out = vec![[0.0; 3]; 3];
+            assert_eq!(add_neighbour_springs(&grid, &owner, &x, &[4, 12, 0], &mut out), 1);
+            let spring = 0.5 * (r0 + r1 - 2.0);
+            let expected =
+                [[(-spring + r0 - 0.5) / terms, 0.0, 0.0], [(spring - (r1 - 1.5)) / terms, 0.0, 0.0], [0.0; 3]];
+            assert!(close(&out, &expected), "{:?}: {out:?}, expected {expected:?}", grid.dims());
+        }
+    }
+
+    /// The attraction `strength · q_k/(m · spacing³) · (c_k − x_i)` over the boxes of `i`'s cell,
+    /// `spacing = (boxes / vCores)^(1/dim)`: on 4×1 boxes and two vCores √2 in 2D, on 2×1×2
+    /// and two vCores 2^(1/3) in 3D; nothing without load.
+    #[test]
+    fn attraction_has_its_scale() {
+        let owner = [0, 0, 1, 1];
+        let loads = [1.0, 0.0, 0.0, 4.0];
+        let x = [[1.0, 0.5, 0.5], [2.5, 0.5, 0.5]];
+        let mut f = vec![[0.0; 3]; 2];
+        add_task_attraction(&Grid::new(4, 1).unwrap(), &loads, &owner, &x, 2.5, 2.0, &mut f);
+        let scale = 2.0 / (2.5 * 2f64.sqrt().powi(3));
+        assert!(close(&f, &[[-0.5 * scale, 0.0, 0.0], [4.0 * scale, 0.0, 0.0]]), "{f:?}");
+        // 2×1×2 boxes: box 3 is at (1, 0, 1), its centre (1.5, 0.5, 1.5).
+        let mut f = vec![[0.0; 3]; 2];
+        add_task_attraction(&Grid::new_3d(2, 1, 2).unwrap(), &loads, &owner, &x, 2.5, 2.0, &mut f);
+        let scale = 2.0 / (2.5 * 2.0);
+        assert!(close(&f, &[[-0.5 * scale, 0.0, 0.0], [-4.0 * scale, 0.0, 4.0 * scale]]), "{f:?}");
+        for (mean, strength) in [(0.0, 2.0), (2.5, 0.0)] {
+            let mut f = vec![[0.0; 3]; 2];
+            add_task_attraction(&Grid::new(4, 1).unwrap(), &loads, &owner, &x, mean, strength, &mut f);
+            assert_eq!(f, vec![[0.0; 3]; 2], "mean {mean}, strength {strength}");
+        }
     }
 
     #[test]

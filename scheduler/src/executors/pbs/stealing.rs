@@ -269,17 +269,18 @@ mod tests {
         let grid = Grid::new(16, 4).unwrap();
         let loads = vec![1.0; grid.len()];
         let problem = Problem::new(grid, &loads, 4).unwrap();
-        // Four vertical strips, left to right: 0 | 1 | 2 | 3.
-        let positions = (0..4).map(|i| [2.0 + 4.0 * i as f64, 2.0, 0.5]).collect();
+        // Four vertical strips, left to right 0 | 2 | 1 | 3 (not in index order, so that
+        // neighbours first is not the index order), each vCore 0.3 right of its strip's middle
+        // (so that no box lies at exactly the gap that makes it a boundary box).
+        let positions = [0, 2, 1, 3].map(|strip| [2.3 + 4.0 * f64::from(strip), 2.0, 0.5]).to_vec();
         let vcores = VCores::new(&problem, positions, vec![0.0; 4]).unwrap();
         let flat = victim_order(&vcores, 4, grid.len(), None);
-        assert_eq!(flat[1], vec![0, 2, 3], "neighbours 0 and 2 first");
-        assert_eq!(flat[0], vec![1, 2, 3]);
+        assert_eq!(flat, vec![vec![2, 1, 3], vec![2, 3, 0], vec![0, 1, 3], vec![1, 0, 2]], "neighbours first");
         // Threads 0 and 3 on node 0, 1 and 2 on node 1.
         let numa = [0, 1, 1, 0];
         let order = victim_order(&vcores, 4, grid.len(), Some(&numa));
-        assert_eq!(order[1], vec![2, 0, 3], "its node's thread 2, then the neighbour 0 on node 0");
-        assert_eq!(order[0], vec![3, 1, 2], "its node's thread 3 first, though not touching");
+        assert_eq!(order[1], vec![2, 3, 0], "its node's thread 2, then the neighbour 3 on node 0");
+        assert_eq!(order[0], vec![3, 2, 1], "its node's thread 3 first, though not touching");
         for (t, o) in order.iter().enumerate() {
             let mut sorted = o.clone();
             sorted.sort();

@@ -433,8 +433,8 @@ mod tests {
     /// made.
     #[test]
     fn the_oracle_returns_the_schedule_of_its_total() {
-        // u(x) = x², C = 5, 8 iterations, μ = 2: two blocks of 3 and one of 2 (or the like)
-        // beat running on; the cuts must rebuild the total the oracle gives.
+        // u(x) = x², C = 5, 8 iterations, μ = 2: the imbalance outgrows the cost, so the
+        // oracle rebalances; its cuts must rebuild the total it gives.
         let u = |x: usize| (x * x) as f64;
         let (total, cuts) = optimal_total(8, 2.0, 5.0, u);
         assert!(!cuts.is_empty(), "rebalancing pays here");

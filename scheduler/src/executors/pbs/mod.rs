@@ -717,8 +717,8 @@ pub(super) mod tests {
         // measured 1.36): judge the clearest of up to twelve phases in which thread 1 stole. On
         // a loaded machine thread 1 can miss many phases in a row (a CI run with two builds
         // beside it saw it steal in none of twelve; so did a mutation sweep's builds), so the
-        // first of thread 0's boxes in a phase waits, yielding its core, up to 20 ms for another
-        // thread to run one of them, and up to a hundred phases are run to find twelve; more
+        // first of owner 0's boxes to run in a phase waits, yielding its core, up to 20 ms for
+        // another thread to run one of them, and up to a hundred phases are run to find twelve; more
         // judged phases would give a broken count more chances to look clear.
         let (mut clearest, mut judged): (Option<f64>, usize) = (None, 0);
         for _ in 0..100 {

@@ -257,7 +257,8 @@ mod tests {
         // The pair's angle is the same whichever vCore asks, the direction the other way.
         let p = [1.0, 1.0, 0.5];
         let (u, d) = direction(&p, &p, 0, 1);
-        assert_eq!((direction(&p, &p, 1, 0), d), ((u.map(|v| -v), MIN_DISTANCE), MIN_DISTANCE));
+        assert_eq!(d, MIN_DISTANCE);
+        assert_eq!(direction(&p, &p, 1, 0), (u.map(|v| -v), MIN_DISTANCE));
         // 10⁻⁴ apart: the direction of the true offset, the distance 10⁻³.
         let f = forces(ForceLaw::Coulomb, &[[0.0; 3], [1e-4, 0.0, 0.0]], &[1.0, 1.0], 1.0);
         assert!(close(&f, &[[-1e6, 0.0, 0.0], [1e6, 0.0, 0.0]]), "{f:?}");

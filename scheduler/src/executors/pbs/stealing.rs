@@ -289,6 +289,36 @@ mod tests {
         assert_eq!(victim_order(&vcores, 4, grid.len(), Some(&[0, 1])), flat, "a map of the wrong length is ignored");
     }
 
+    /// A thief takes a lender's list at once, and waits for a victim that has not started only
+    /// for a while: one that never starts (off its core for a time slice) loses its whole list,
+    /// from the back in pairs, and the phase ends.
+    #[test]
+    fn a_thief_takes_a_lenders_list_at_once_and_a_late_victims_after_a_wait() {
+        use super::super::affinity::LastRuns;
+        use crate::box_timing::BoxTimer;
+        // Thread 0 the thief with nothing of its own, 1 a victim that never starts, 2 a lender.
+        let lists = vec![vec![], vec![0, 1, 2, 3, 4], vec![5, 6, 7]];
+        let steals: Vec<CachePadded<ThreadSteals>> = lists
+            .iter()
+            .map(|l| {
+                let s = ThreadSteals::default();
+                s.claim.store(pack(0, l.len() as u32), Ordering::Relaxed);
+                CachePadded::new(s)
+            })
+            .collect();
+        let last = LastRuns::new(8, 3);
+        let at = Lists { lists: &lists, steals: &steals, previous: last.previous(), lender: Some(2) };
+        let tracker = Tracker::new(8, 3, BoxTimer { stride: 0, affinity: false }).unwrap();
+        let ran = std::sync::Mutex::new(Vec::new());
+        let mut local = Local::default();
+        // The unstarted victim comes first in the order, yet the lender's boxes go first.
+        steal_from(&[1, 2], &at, 0, &tracker, &mut local, Task::Each(&|k| ran.lock().unwrap().push(k)));
+        assert_eq!(ran.into_inner().unwrap(), [6, 7, 5, 3, 4, 1, 2, 0]);
+        for s in &steals[1..] {
+            assert_eq!(unpack(s.claim.load(Ordering::Relaxed)), (0, 0), "the owners claimed nothing");
+        }
+    }
+
     /// An owner claiming from the front and a thief from the back, concurrently, share a list
     /// between them: every box is claimed exactly once.
     #[test]

@@ -519,6 +519,8 @@ mod tests {
         let v = VCores::at_centroids(&p, &(0..32).map(|k| u32::from(k % 8 >= 4)).collect::<Vec<_>>()).unwrap();
         assert_eq!(v.positions()[0][..2], [2.0, 2.0]);
         assert_eq!(v.positions()[1][..2], [6.0, 2.0]);
+        let empty = VCores::at_centroids(&p, &[0; 32]).unwrap();
+        assert_eq!(empty.positions()[1], [4.0, 2.0, 0.5], "a part with no box: the domain's centre");
         assert!(VCores::at_centroids(&p, &[0; 31]).is_err());
         assert!(VCores::at_centroids(&p, &[2; 32]).is_err());
         // The bisection start of a uniform map is already balanced: two 4×4 halves.
@@ -541,8 +543,9 @@ mod tests {
         let grouped = v.with_groups(&[0, 0, 1, 1]).unwrap().restarted_from_bisection(&p);
         let nodes: Vec<u32> = grouped.owners().iter().map(|&o| grouped.groups().unwrap()[o as usize]).collect();
         assert_eq!(nodes, [0, 0, 0, 0, 1, 1, 1, 1]);
-        // Within node 0, vCore 0 keeps its columns; the same cells as the plain restart.
-        assert_eq!(&grouped.owners()[..2], [0, 0]);
+        // Within each node, the vCore whose columns stay in its node's half keeps them (0 and
+        // 3), the other takes the rest; the same cells as the plain restart.
+        assert_eq!(grouped.owners(), [0, 0, 1, 1, 2, 2, 3, 3]);
         assert_eq!(grouped.max_avg(), plain.max_avg());
     }
 
@@ -557,5 +560,111 @@ mod tests {
         let uneven = v.clone().with_groups(&[0, 0, 0, 1]).unwrap().restarted_from_bisection(&p);
         assert_eq!(uneven.owners(), v.restarted_from_bisection(&p).owners());
         assert_eq!(uneven.groups(), Some(&[0, 0, 0, 1][..]));
+    }
+    /// Random positions are drawn over the whole domain along every axis.
+    #[test]
+    fn random_positions_spread_over_every_axis() {
+        let g = Grid::new_3d(8, 6, 4).unwrap();
+        let p = Problem::new(g, &[1.0; 192], 64).unwrap();
+        let v = VCores::random(&p, 1);
+        for (a, e) in g.extent().into_iter().enumerate() {
+            let (low, high) = v.positions().iter().fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(x[a]), h.max(x[a])));
+            assert!(low < e / 4.0 && high > 3.0 * e / 4.0 && high < e, "axis {a}: {low}..{high} of {e}");
+        }
+    }
+
+    /// Cells sized to parts: each vCore at its part's centroid, weighted as the squared radius
+    /// of a ball of its part's box count in the grid's dimension.
+    #[test]
+    fn sized_cells_weigh_each_vcore_as_a_ball_of_its_parts_size() {
+        use std::f64::consts::PI;
+        let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-12 * y.abs());
+        // 1D: a segment of 12 boxes and one of 4; the "ball" of length v has r = v / 2.
+        let g = Grid::new(16, 1).unwrap();
+        let p = Problem::new(g, &[1.0; 16], 2).unwrap();
+        let v = VCores::sized_to_parts(&p, &(0..16).map(|k| u32::from(k >= 12)).collect::<Vec<_>>());
+        assert!(close(v.weights(), &[36.0, 4.0]), "{:?}", v.weights());
+        assert_eq!((v.positions()[0][0], v.positions()[1][0]), (6.0, 14.0));
+        // 2D: 12 columns and 4 of 16 rows; πr² = v.
+        let g = Grid::new(16, 16).unwrap();
+        let p = Problem::new(g, &[1.0; 256], 2).unwrap();
+        let v = VCores::sized_to_parts(&p, &(0..256).map(|k| u32::from(k % 16 >= 12)).collect::<Vec<_>>());
+        assert!(close(v.weights(), &[192.0 / PI, 64.0 / PI]), "{:?}", v.weights());
+        assert_eq!(v.positions()[..2].iter().map(|x| [x[0], x[1]]).collect::<Vec<_>>(), [[6.0, 8.0], [14.0, 8.0]]);
+        // 3D: halves of 32 boxes; 4/3 πr³ = v.
+        let g = Grid::new_3d(4, 4, 4).unwrap();
+        let p = Problem::new(g, &[1.0; 64], 2).unwrap();
+        let v = VCores::sized_to_parts(&p, &(0..64).map(|k| u32::from(k % 4 >= 2)).collect::<Vec<_>>());
+        assert_eq!(v.positions()[..2], [[1.0, 2.0, 2.0], [3.0, 2.0, 2.0]]);
+        let r2 = (32.0 / (4.0 / 3.0 * PI)).powf(2.0 / 3.0);
+        assert!(close(v.weights(), &[r2, r2]), "{:?}", v.weights());
+    }
+
+    /// The accessors say what the state holds: the assignment's owners, the charges' max_avg.
+    #[test]
+    fn the_accessors_read_the_state() {
+        let g = Grid::new(8, 8).unwrap();
+        let loads: Vec<f64> = (0..64).map(|k| 1.0 + (k % 8) as f64).collect();
+        let p = Problem::new(g, &loads, 4).unwrap();
+        let v = VCores::random(&p, 7);
+        assert!(!v.is_empty());
+        assert_eq!((v.len(), v.grid()), (4, &g));
+        assert_eq!(v.assignment().owner, v.owners());
+        let mut fresh = Assignment::default();
+        crate::assign::assign(&g, v.positions(), v.weights(), &mut fresh);
+        assert_eq!(v.assignment(), &fresh);
+        assert_eq!(v.max_avg(), metrics::max_avg(v.charges()));
+        assert!(v.max_avg() > 1.0, "random cells of an uneven map are not balanced");
+    }
+
+    /// A kept state put back is that state assigned anew; a trial accepted is taken whole.
+    #[test]
+    fn a_placed_state_is_reassigned_and_an_accepted_trial_taken_whole() {
+        let g = Grid::new(10, 6).unwrap();
+        let loads: Vec<f64> = (0..60).map(|k| 1.0 + (k % 5) as f64).collect();
+        let p = Problem::new(g, &loads, 3).unwrap();
+        let (mut v, other) = (VCores::random(&p, 1), VCores::random(&p, 2));
+        let mut moved = other.positions().to_vec();
+        moved[0][0] = 50.0; // clamped, as in a fresh start
+        v.place(&p, &moved, &[0.0, 1.5, 0.0]);
+        let fresh = VCores::new(&p, moved, vec![0.0, 1.5, 0.0]).unwrap();
+        assert_eq!((v.positions(), v.weights(), v.owners()), (fresh.positions(), fresh.weights(), fresh.owners()));
+        assert_eq!(v.charges(), fresh.charges());
+        let mut v = VCores::random(&p, 1);
+        let mut trial = other.assignment().clone();
+        v.accept(&p, other.weights(), &mut trial, other.charges().to_vec());
+        assert_eq!((v.owners(), v.charges(), v.weights()), (other.owners(), other.charges(), other.weights()));
+        assert_eq!(v.assignment(), other.assignment());
+    }
+
+    #[test]
+    #[should_panic(expected = "vcores and problem must share a grid")]
+    fn vcores_refuse_another_grids_problem() {
+        let p = Problem::new(Grid::new(4, 4).unwrap(), &[1.0; 16], 2).unwrap();
+        let mut v = VCores::random(&p, 1);
+        v.recharge(&Problem::new(Grid::new(8, 2).unwrap(), &[1.0; 16], 2).unwrap());
+    }
+
+    #[test]
+    #[should_panic(expected = "vcores and problem must have as many vCores")]
+    fn vcores_refuse_a_problem_with_another_vcore_count() {
+        let p = Problem::new(Grid::new(4, 4).unwrap(), &[1.0; 16], 2).unwrap();
+        let mut v = VCores::random(&p, 1);
+        v.reassign(&Problem::new(Grid::new(4, 4).unwrap(), &[1.0; 16], 3).unwrap());
+    }
+    /// Two groups of four whose cells are mixed along a row: each group gets one half, and
+    /// within it each vCore whose old columns lie in that half keeps them (the one whose
+    /// columns are in the other half takes what is left).
+    #[test]
+    fn a_grouped_restart_keeps_each_vcores_columns_within_its_groups_half() {
+        let g = Grid::new(16, 1).unwrap();
+        let p = Problem::new(g, &[1.0; 16], 8).unwrap();
+        let pairs = |ids: [u32; 8]| -> Vec<u32> { (0..16).map(|k| ids[k / 2]).collect() };
+        for (old, new) in
+            [([0, 1, 4, 2, 5, 3, 6, 7], [0, 1, 3, 2, 5, 4, 6, 7]), ([2, 0, 4, 1, 3, 5, 7, 6], [2, 0, 3, 1, 4, 5, 7, 6])]
+        {
+            let v = VCores::at_centroids(&p, &pairs(old)).unwrap().with_groups(&[0, 0, 0, 0, 1, 1, 1, 1]).unwrap();
+            assert_eq!(v.restarted_from_bisection(&p).owners(), pairs(new), "from {old:?}");
+        }
     }
 }

@@ -561,6 +561,181 @@ impl Tracker {
 mod tests {
     use super::*;
 
+    /// One share per thread, each of at least `PARALLEL_MIN_BOXES` boxes, or one share.
+    #[test]
+    fn load_shares_are_one_per_thread_of_enough_boxes() {
+        let m = PARALLEL_MIN_BOXES;
+        for (boxes, threads, shares) in [
+            (0, 4, 1),
+            (2 * m - 1, 4, 1),
+            (2 * m, 1, 1),
+            (2 * m, 2, 2),
+            (2 * m, 4, 2),
+            (5 * m + 7, 4, 4),
+            (5 * m + 7, 8, 5),
+            (64 * m, 3, 3),
+        ] {
+            assert_eq!(load_shares(boxes, threads), shares, "{boxes} boxes, {threads} threads");
+        }
+    }
+
+    /// Every way of running boxes counts each run against the thread of the box's last run,
+    /// and nothing without the affinity figure.
+    #[test]
+    fn runs_count_affinity_against_each_boxs_last_thread() {
+        let task = Task::Each(&|_| ());
+        for affinity in [true, false] {
+            let tracker = Tracker::new(8, 2, BoxTimer { stride: 2, affinity }).unwrap();
+            let mut first = Local::default();
+            tracker.run_range(0..4, 0, &mut first, task);
+            tracker.run_chunk(&[4, 5], 1, &mut first, task);
+            assert_eq!(first.affinity_counts(), (0, 0), "no run before");
+            let (mut zero, mut one) = (Local::default(), Local::default());
+            tracker.run(0, 0, &mut zero, task);
+            tracker.run_sampling_boxes(1..3, 0, &mut zero, task);
+            tracker.run_chunk(&[3, 4, 6], 0, &mut zero, task);
+            tracker.run(5, 1, &mut one, task);
+            tracker.run_range(7..8, 1, &mut one, task);
+            // Thread 0 ran boxes 0–2 again (same), 3 (same), 4 (thread 1's), 6 (new).
+            let expected = if affinity { [(4, 5), (1, 1)] } else { [(0, 0), (0, 0)] };
+            assert_eq!([zero.affinity_counts(), one.affinity_counts()], expected, "affinity {affinity}");
+            assert_eq!((first.boxes, zero.boxes, one.boxes), (6, 6, 2), "every box run counted");
+        }
+    }
+
+    /// Without timing nothing is timed, whatever the phase or the iteration.
+    #[test]
+    fn a_stride_of_zero_times_nothing() {
+        let mut tracker = Tracker::new(4, 1, BoxTimer::OFF).unwrap();
+        assert!(!tracker.timing());
+        assert_eq!(tracker.stride(), 0);
+        let mut local = Local::default();
+        for _ in 0..2 {
+            tracker.begin_phase();
+            tracker.run(0, 0, &mut local, Task::Each(&|_| ()));
+            tracker.run_sampling_boxes(1..2, 0, &mut local, Task::Each(&|_| ()));
+            tracker.run_chunk(&[2], 0, &mut local, Task::Each(&|_| ()));
+            tracker.run_range(3..4, 0, &mut local, Task::Each(&|_| ()));
+            tracker.end_iteration();
+        }
+        assert!(tracker.box_ticks.iter().all(|t| t.load(Ordering::Relaxed) == u64::MAX), "no box timed on its own");
+        assert_eq!(tracker.samples_completed(), 0);
+        assert_eq!(tracker.box_loads(), vec![1.0; 4]);
+        assert!(Tracker::new(4, 1, BoxTimer::default()).unwrap().timing());
+        assert!(Tracker::new(4, 1, BoxTimer { stride: 3, affinity: true }).is_err(), "not a power of two");
+    }
+
+    /// One iteration in `stride` is sampled, and only one that ran a phase; a box's sample
+    /// is the sum of its chunk's shares over the iteration's phases, each share the chunk's
+    /// time over its boxes; `phase_loads` keeps them phase by phase.
+    #[test]
+    #[cfg_attr(miri, ignore = "times sleeps, which Miri runs far slower")]
+    fn a_sample_sums_each_boxs_share_of_its_chunk_over_the_phases() {
+        let sleep = |ms: u64| std::thread::sleep(Duration::from_millis(ms));
+        let mut tracker = Tracker::new(6, 1, BoxTimer { stride: 2, affinity: false }).unwrap();
+        tracker.record_phases(2);
+        assert_eq!(tracker.phase_loads(), None, "no sampled iteration yet");
+        tracker.end_iteration(); // an iteration that ran no phase samples nothing
+        assert_eq!(tracker.samples_completed(), 0);
+        tracker.iteration = 0;
+        let mut local = Local::default();
+        let wall = std::time::Instant::now();
+        for phase in 0..3 {
+            tracker.begin_phase();
+            // Boxes 0–3 one chunk, asleep 8 ms in all in each of the first two phases; box 4
+            // asleep 2 ms in the second phase only; box 5 never.
+            tracker.run_chunk(
+                &[0, 1, 2, 3],
+                0,
+                &mut local,
+                Task::Each(&|k| {
+                    if k == 0 && phase < 2 {
+                        sleep(8)
+                    }
+                }),
+            );
+            tracker.run_range(
+                4..6,
+                0,
+                &mut local,
+                Task::Each(&|k| {
+                    if k == 4 && phase == 1 {
+                        sleep(2)
+                    }
+                }),
+            );
+        }
+        tracker.end_iteration();
+        let wall = wall.elapsed().as_secs_f64();
+        assert_eq!(tracker.samples_completed(), 1);
+        let loads = tracker.box_loads();
+        // Two phases of 8 ms over 4 boxes: 4 ms each at least; the three phases took `wall`.
+        assert!(loads[..4].iter().all(|&l| l >= 4e-3 && l <= wall / 4.0 * 1.5), "{loads:?} in {wall} s");
+        assert!(loads[4] >= 1e-3 && loads[4] <= wall / 2.0 * 1.5 && loads[5] == loads[4], "{loads:?}");
+        let phases = tracker.phase_loads().unwrap();
+        assert_eq!(phases.len(), 2, "the phases recorded, not the three run");
+        assert!(phases[0][0] >= 2e-3 && phases[1][0] >= 2e-3 && phases[0][0] < 1.0, "{phases:?}");
+        assert!(phases[0][4] < 1e-3 && phases[1][4] >= 1e-3, "{phases:?}");
+        // The next iteration is not sampled: box 5's long sleep is not seen.
+        tracker.begin_phase();
+        tracker.run_range(
+            4..6,
+            0,
+            &mut local,
+            Task::Each(&|k| {
+                if k == 5 {
+                    sleep(20)
+                }
+            }),
+        );
+        tracker.end_iteration();
+        assert_eq!(tracker.samples_completed(), 1);
+        assert_eq!(tracker.box_loads(), loads);
+        assert_eq!(local.boxes, 20);
+    }
+
+    /// A box measured at no time at all keeps its 0; only unmeasured boxes get the mean.
+    #[test]
+    fn a_box_measured_at_zero_is_not_unmeasured() {
+        let tracker = Tracker::new(3, 1, BoxTimer { stride: 1, affinity: false }).unwrap();
+        [0, 400, u64::MAX].iter().zip(&tracker.box_ticks).for_each(|(&t, a)| a.store(t, Ordering::Relaxed));
+        let loads = tracker.box_loads();
+        assert_eq!(loads[0], 0.0);
+        assert_eq!(loads[2], loads[1] / 2.0, "{loads:?}");
+    }
+
+    /// A phase's counters: each thread's boxes, busy time, first start and last end from the
+    /// phase's start (0 and 0 for a thread with no work), the affinity counts summed; and all
+    /// of them reset for the next phase.
+    #[test]
+    fn finishing_a_phase_collects_and_resets_every_threads_counters() {
+        let mut tracker = Tracker::new(4, 3, BoxTimer::OFF).unwrap();
+        let ns = clock::ns_per_tick();
+        let d = |ticks: u64| Duration::from_nanos((ticks as f64 * ns) as u64);
+        let began = clock::ticks().saturating_sub(1_000_000);
+        let mut zero = Local::default();
+        zero.add_span(began + 1000, began + 3000);
+        zero.add_span(began + 5000, began + 5500);
+        zero.count_affinity(3, 4);
+        zero.boxes = 5;
+        let mut one = Local::default();
+        one.count_affinity(1, 2);
+        tracker.flush(0, zero);
+        tracker.flush(1, one);
+        tracker.flush(2, Local::default());
+        let s = tracker.finish(began, Duration::from_secs(1));
+        assert_eq!(s.boxes, [5, 0, 0]);
+        assert_eq!(s.busy, [d(2500), d(0), d(0)]);
+        assert_eq!((s.started[0], s.ended[0]), (d(1000), d(5500)));
+        assert_eq!((&s.started[1..], &s.ended[1..]), (&[d(0); 2][..], &[d(0); 2][..]), "no work: an empty span at 0");
+        assert_eq!((s.same_thread, s.compared), (4, 6));
+        assert!(s.pool_wall >= d(1_000_000), "{:?}", s.pool_wall);
+        assert_eq!(s.wall, Duration::from_secs(1));
+        let next = tracker.finish(began, Duration::ZERO);
+        assert_eq!((next.boxes, next.busy, next.ended), (vec![0; 3], vec![d(0); 3], vec![d(0); 3]));
+        assert_eq!((next.same_thread, next.compared), (0, 0));
+    }
+
     /// Sampling within a range times the boxes `run` would time, one by one, and hands the
     /// boxes between them to a range task in whole runs, each box once.
     #[test]

@@ -561,6 +561,7 @@ mod tests {
         assert_eq!(uneven.owners(), v.restarted_from_bisection(&p).owners());
         assert_eq!(uneven.groups(), Some(&[0, 0, 0, 1][..]));
     }
+
     /// Random positions are drawn over the whole domain along every axis.
     #[test]
     fn random_positions_spread_over_every_axis() {
@@ -652,6 +653,7 @@ mod tests {
         let mut v = VCores::random(&p, 1);
         v.reassign(&Problem::new(Grid::new(4, 4).unwrap(), &[1.0; 16], 3).unwrap());
     }
+
     /// Two groups of four whose cells are mixed along a row: each group gets one half, and
     /// within it each vCore whose old columns lie in that half keeps them (the one whose
     /// columns are in the other half takes what is left).

@@ -637,7 +637,7 @@ mod tests {
         assert_eq!(tracker.phase_loads(), None, "no sampled iteration yet");
         tracker.end_iteration(); // an iteration that ran no phase samples nothing
         assert_eq!(tracker.samples_completed(), 0);
-        tracker.iteration = 0;
+        tracker.iteration = 0; // back to an iteration the stride samples
         let mut local = Local::default();
         let wall = std::time::Instant::now();
         for phase in 0..3 {

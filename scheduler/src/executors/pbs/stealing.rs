@@ -308,7 +308,7 @@ mod tests {
             .collect();
         let last = LastRuns::new(8, 3);
         let at = Lists { lists: &lists, steals: &steals, previous: last.previous(), lender: Some(2) };
-        let tracker = Tracker::new(8, 3, BoxTimer { stride: 0, affinity: false }).unwrap();
+        let tracker = Tracker::new(8, 3, BoxTimer::OFF).unwrap();
         let ran = std::sync::Mutex::new(Vec::new());
         let mut local = Local::default();
         // The unstarted victim comes first in the order, yet the lender's boxes go first.

@@ -465,6 +465,12 @@ impl Tracker {
         self.fresh_from = self.completed;
     }
 
+    /// The samples completed when [`Tracker::forget_samples`] was last called, for tests.
+    #[cfg(test)]
+    pub(crate) fn forgotten_up_to(&self) -> u64 {
+        self.fresh_from
+    }
+
     /// Measured time of every box in seconds: chunk-timed samples where there are any (the
     /// smaller of the last two, or the last one alone when only it is newer than
     /// [`Tracker::forget_samples`]), else per-box samples from [`Tracker::run`]; boxes never

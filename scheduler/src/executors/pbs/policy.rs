@@ -298,6 +298,13 @@ impl RebalancePolicy {
     pub(crate) fn set_last_cost(&mut self, cost: f64) {
         self.last_cost = cost;
     }
+
+    /// Where the last rebalancing taken on ended (`max_avg` over the bound) and the
+    /// iterations in a row over the tolerance since, for tests that read them.
+    #[cfg(test)]
+    pub(crate) fn reached_and_over_tolerance(&self) -> (f64, usize) {
+        (self.reached, self.over_tolerance)
+    }
 }
 
 #[cfg(test)]

@@ -367,6 +367,10 @@ mod tests {
 
     impl Policy {
         fn new(criterion: Box<dyn crate::criteria::Criterion>) -> Policy {
+            Policy::with_threads(criterion, 2)
+        }
+
+        fn with_threads(criterion: Box<dyn crate::criteria::Criterion>, threads: usize) -> Policy {
             let grid = Grid::new(16, 8).unwrap();
             // The policy alone: the balancer runs at once, between iterations.
             let options = PbsOptions {
@@ -375,7 +379,7 @@ mod tests {
                 overlap: Overlap::Stop,
                 ..PbsOptions::default()
             };
-            let mut exec = Pbs::new(grid, 2, options).unwrap();
+            let mut exec = Pbs::new(grid, threads, options).unwrap();
             exec.timing.tracker.set_stride(1);
             Policy { exec, grid }
         }
@@ -392,7 +396,7 @@ mod tests {
 
         /// The thread loads those boxes give under the current owners.
         fn threads(&self, boxes: &[f64]) -> Vec<f64> {
-            metrics::charges(self.exec.vcores.owners(), boxes, 2)
+            metrics::charges(self.exec.vcores.owners(), boxes, self.exec.vcores.len())
         }
 
         /// Ends an iteration measured with `boxes` and the thread loads `threads` (one sampled
@@ -600,12 +604,22 @@ mod tests {
         let end = p.end(&boxes, &threads, 1e-3);
         assert!(!end.rebalanced && end.migrations == 0, "started, not taken on: {end:?}");
         assert_eq!(p.exec.vcores.owners(), &owners[..], "the owners hold until it ends");
-        let pending = p.exec.slack.pending.get_mut().unwrap();
-        while pending.as_mut().unwrap().advance() {}
-        let end = p.end(&boxes, &threads, 1e-3);
+        let pending = p.exec.slack.pending.get_mut().unwrap().as_mut().unwrap();
+        while pending.advance() {}
+        // Its units held the phases up 5 ms: that is its cost, with the take-on's time.
+        pending.critical = Duration::from_millis(5);
+        p.exec.timing.tracker.begin_phase();
+        p.exec.timing.tracker.end_iteration();
+        let end = p.exec.rebalance_on(&threads, |_, _| boxes.clone());
         assert!(end.rebalanced && end.migrations > 0, "taken on: {end:?}");
+        let cost = p.exec.rebalance.policy.last_cost();
+        assert!((5e-3..5e-3 + end.rebalance_time.as_secs_f64() + 1e-9).contains(&cost), "{cost} s");
         assert!(p.exec.vcores.max_avg() <= 1.0 + p.exec.options.tol + 1e-9);
         assert!(p.exec.balancer.is_some(), "the balancer is home again");
+        // A unit's time is measured on the run: its time over its units, a start and an end
+        // at least.
+        let units = p.exec.rebalance.run_time / p.exec.rebalance.unit_time;
+        assert!(units >= 2.0 && (units - units.round()).abs() < 1e-6, "{units} units");
 
         // A failed check starts another; nobody advances it: given up 3 iterations later.
         let slow = [1.4, 0.6];
@@ -635,7 +649,9 @@ mod tests {
     fn a_run_in_idle_time_moves_to_the_thread_when_its_overruns_cost_more_than_the_thread() {
         let cases = [
             (Overlap::IdleTimeOrThread, false, 1, true),
+            (Overlap::IdleTimeOrThread, false, 0, false),
             (Overlap::IdleTimeOrThread, true, 9, false),
+            (Overlap::IdleTimeOrThread, true, 11, true),
             (Overlap::IdleTime, false, 9, false),
         ];
         for (overlap, no_core_spare, overrun_ms, moves) in cases {
@@ -672,6 +688,151 @@ mod tests {
                 assert!(cost >= 1e-3, "{case}: its overrun is in its cost, {cost} s");
             }
         }
+    }
+
+    /// A rebalancing whose unit is longer than a phase's idle time runs between iterations, or
+    /// goes to the balancer thread where that is allowed. (On one thread there is one vCore
+    /// and nothing to rebalance.)
+    #[test]
+    fn a_rebalancing_that_cannot_run_in_idle_time_runs_between_iterations() {
+        for overlap in [Overlap::IdleTime, Overlap::IdleTimeOrThread] {
+            let case = format!("{overlap:?}");
+            let mut p = Policy::new(Box::new(Never));
+            p.exec.options.overlap = overlap;
+            (p.exec.rebalance.unit_time, p.exec.rebalance.slack_per_phase) = (1.0, 0.0);
+            let boxes = p.boxes(8);
+            let threads = p.threads(&boxes);
+            let end = p.end(&boxes, &threads, 1e-3);
+            let pending = p.exec.slack.pending.get_mut().unwrap().is_some();
+            if overlap == Overlap::IdleTimeOrThread {
+                assert!(!end.rebalanced && p.exec.background.is_out() && !pending, "{case}: sent out, {end:?}");
+            } else {
+                assert!(end.rebalanced && !p.exec.background.is_out() && !pending, "{case}: here, {end:?}");
+                assert!(p.exec.balancer.is_some(), "{case}");
+            }
+        }
+    }
+
+    /// What an overrun of the phases' ends by a unit in idle time cost is on the critical path
+    /// whatever the iteration end does: rebalance, start a run, leave one pending or out,
+    /// decide against one, or not be asked.
+    #[test]
+    fn an_overrun_is_counted_on_the_critical_path_at_every_iteration_end() {
+        let overrun = Duration::from_secs(1);
+        let counted = |p: &mut Policy, boxes: &[f64], threads: &[f64], what: &str| {
+            p.exec.rebalance.overrun = overrun;
+            let end = p.end(boxes, threads, 1e-3);
+            assert_eq!(end.rebalance_critical, end.rebalance_time + overrun, "{what}: {end:?}");
+            assert_eq!(p.exec.rebalance.overrun, Duration::ZERO, "{what}: counted once");
+            end
+        };
+        // Rebalanced here, then not asked (the criterion never asks, the check passes).
+        let mut p = Policy::new(Box::new(Never));
+        let boxes = p.boxes(8);
+        let threads = p.threads(&boxes);
+        assert!(counted(&mut p, &boxes, &threads, "rebalanced").rebalanced);
+        let threads = p.threads(&boxes);
+        assert!(!counted(&mut p, &boxes, &threads, "not asked").rebalanced);
+        // Asked, and the box loads show nothing to win.
+        let mut p = Policy::new(Box::new(Always));
+        let uniform = p.boxes(0);
+        let threads = p.threads(&uniform);
+        assert!(!counted(&mut p, &uniform, &threads, "nothing to win").rebalanced);
+        // Started in idle time, then pending.
+        let mut p = Policy::new(Box::new(Never));
+        p.exec.options.overlap = Overlap::IdleTime;
+        p.exec.rebalance.slack_per_phase = f64::INFINITY;
+        let threads = p.threads(&boxes);
+        counted(&mut p, &boxes, &threads, "started in idle time");
+        assert!(p.exec.slack.pending.get_mut().unwrap().is_some());
+        counted(&mut p, &boxes, &threads, "pending");
+        // Sent to the balancer thread, then out (or back: taken on).
+        let mut p = Policy::new(Box::new(Never));
+        p.exec.options.overlap = Overlap::Thread;
+        counted(&mut p, &boxes, &threads, "sent out");
+        assert!(p.exec.background.is_out() || p.exec.away.is_some());
+        counted(&mut p, &boxes, &threads, "out");
+    }
+
+    /// A run is lent a core only where the balancer thread can take it: on 4 threads a 10 ms
+    /// run against 1 ms iterations would pay for the loan, but the thread was not bound to the
+    /// lender's core. What its time costs the wall time: a quarter of it on a lent core, all
+    /// of it sharing a worker's, none on a core of its own.
+    #[test]
+    fn a_run_is_lent_a_core_only_where_the_thread_can_take_it() {
+        let mut p = Policy::with_threads(Box::new(Never), 4);
+        p.exec.lender.worker = Some(3);
+        p.exec.rebalance.run_time = 10e-3;
+        p.exec.timing.last_iteration_wall = Duration::from_millis(1);
+        assert!(Lending::pays(10e-3, 1e-3, 4), "the loan would pay");
+        assert!(!p.exec.background.on_lent_core());
+        assert!(!p.exec.would_lend(), "no thread on the lent core");
+        assert_eq!(p.exec.thread_share(true), 0.25);
+        p.exec.rebalance.thread_time_is_wall_time = true;
+        assert_eq!(p.exec.thread_share(false), 1.0);
+        p.exec.rebalance.thread_time_is_wall_time = false;
+        assert_eq!(p.exec.thread_share(false), 0.0);
+    }
+
+    #[test]
+    fn balancer_units_count_the_steps_a_start_an_end_and_a_start_over() {
+        let outcome = |steps, restarted| Outcome {
+            steps,
+            converged: true,
+            max_avg: 1.0,
+            lower_bound: 1.0,
+            dol_max: 0.0,
+            dol_min: 0.0,
+            migrations: 0,
+            restarted,
+            elapsed: Duration::ZERO,
+        };
+        assert_eq!(balancer_units(&outcome(5, false)), 7);
+        assert_eq!(balancer_units(&outcome(5, true)), 7 + RESTART_UNITS);
+        assert_eq!(balancer_units(&outcome(0, false)), 2);
+    }
+
+    /// After a rebalancing that moved boxes, the threads' lists follow the new owners, the box
+    /// samples (taken under the old ones) are forgotten and the count of imbalanced iterations
+    /// starts again; after one that moved none, all three are kept. Where the run fell short
+    /// of its tolerance, the policy knows where it ended.
+    #[test]
+    fn a_rebalancing_renews_lists_samples_and_counts_only_when_it_moves_boxes() {
+        let mut p = Policy::new(Box::new(Never));
+        // One step and no tolerance: the run ends short of converging.
+        (p.exec.options.steps_per_rebalance, p.exec.options.tol) = (1, 1e-12);
+        // One box over half the load: the bound is over 1, so where the run ended is a ratio.
+        let mut boxes = p.boxes(8);
+        boxes[0] = 200.0;
+        let threads = p.threads(&boxes);
+        let end = p.end(&boxes, &threads, 1e-3);
+        assert!(end.rebalanced && end.migrations > 0, "{end:?}");
+        assert!(p.exec.lists == p.exec.list_shape().lists(&p.exec.vcores), "the lists follow the owners");
+        let tracker = &p.exec.timing.tracker;
+        assert_eq!(
+            (tracker.samples_completed(), tracker.forgotten_up_to()),
+            (1, 1),
+            "the old owners' sample forgotten"
+        );
+        let (reached, over) = p.exec.rebalance.policy.reached_and_over_tolerance();
+        assert_eq!(over, 0, "the imbalanced iteration before is forgotten");
+        let bound = Problem::new(p.grid, &boxes, 2).unwrap().lower_bound();
+        let ended = p.exec.vcores.max_avg() / bound;
+        assert!(bound > 1.0 && ended > 1.0 && (reached - ended).abs() < 1e-9, "reached {reached}, ended at {ended}");
+
+        // A sample and an imbalanced iteration under the new owners, then a run on the loads
+        // they were balanced on: nothing moves, and nothing is forgotten.
+        p.exec.timing.tracker.begin_phase();
+        p.exec.timing.tracker.end_iteration();
+        p.exec.rebalance.policy.observe(&[1.4, 0.6], 2);
+        let (owners, lists) = (p.exec.vcores.owners().to_vec(), p.exec.list_shape().lists(&p.exec.vcores));
+        p.exec.options.tol = 1.0; // the owners in force are within it: no step
+        p.exec.balance_on_hints(&boxes).unwrap();
+        assert_eq!(p.exec.vcores.owners(), &owners[..], "nothing moved");
+        assert!(p.exec.lists == lists);
+        let tracker = &p.exec.timing.tracker;
+        assert_eq!((tracker.samples_completed(), tracker.forgotten_up_to()), (2, 1), "the new sample is kept");
+        assert_eq!(p.exec.rebalance.policy.reached_and_over_tolerance(), (1.0, 1), "converged; the count kept");
     }
 
     /// A rebalancing in idle time that starts over (one thread's cells carry 99 % of the load)
@@ -783,6 +944,24 @@ mod tests {
         assert!(dropped.rebalance_abandoned && !dropped.rebalanced, "{dropped:?}");
         assert_eq!(q.exec.vcores.owners(), &owners[..], "stale owners are not taken on");
         assert!(q.exec.balancer.is_some());
+
+        // With no box times sampled yet (no iteration ran here), a run back is taken on
+        // unchecked: there are no fresher loads to check it on.
+        let mut r = Policy::new(Box::new(Never));
+        r.exec.options.overlap = Overlap::Thread;
+        let threads = r.threads(&boxes);
+        assert!(!r.exec.rebalance_on(&threads, |_, _| boxes.clone()).rebalanced && r.exec.background.is_out());
+        let taken = (0..2000)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(1));
+                r.exec.away.as_mut().unwrap().age = 0;
+                // Loads on which its owners are worse than those in force, were they asked.
+                let end = r.exec.rebalance_on(&threads, |_, _| uniform.clone());
+                (!r.exec.background.is_out()).then_some(end)
+            })
+            .expect("came back within 2 s");
+        assert_eq!(r.exec.timing.tracker.samples_completed(), 0);
+        assert!(taken.rebalanced && taken.migrations > 0, "{taken:?}");
 
         // A balancer that never ends: given up after max_pending iterations, then home again.
         struct Endless;

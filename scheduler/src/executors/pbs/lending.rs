@@ -119,6 +119,7 @@ impl Lender {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     #[cfg(target_os = "linux")]
@@ -146,6 +147,31 @@ mod tests {
             assert!(!Lending::pays(run, 0.7e-3, 2), "2 threads: the other one does twice the work");
         }
         assert!(!Lending::pays(1e-3, 0.0, 16) && !Lending::pays(1e-3, 0.2e-3, 1));
+        assert!(!Lending::pays(1e-3, -0.2e-3, 16), "no iteration measured");
+    }
+
+    /// The balancer thread follows a lender's binding only where the lender is bound to fewer
+    /// CPUs than the process may use.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_workers_cpus_are_read_only_where_it_is_bound() {
+        let cpus = crate::pinning::process_cpus().expect("the process's CPUs");
+        if cpus.len() < 2 {
+            eprintln!("skipped: the process may use one CPU, so no worker can be bound to fewer");
+            return;
+        }
+        let second = cpus[1];
+        // Worker 1 is bound to the process's second CPU; worker 0, the caller, is not bound.
+        let pin = Arc::new(move |t: usize| {
+            if t == 1 {
+                crate::pinning::pin_this_thread(&[second]).expect("pin worker 1");
+            }
+        });
+        let pool = Pool::new(2, pin).unwrap();
+        assert_eq!(bound_cpus(&pool, 1), Some(vec![second]));
+        assert_eq!(bound_cpus(&pool, 0), None, "the caller may use every CPU");
+        let free = Pool::new(2, Arc::new(|_| {})).unwrap();
+        assert_eq!(bound_cpus(&free, 1), None);
     }
 
     /// Lent only when the caller says the thread is there (bound to the core under

@@ -461,4 +461,80 @@ mod tests {
         slack.begin_phase(1);
         assert!(!slack.balance_while_others_work(0));
     }
+
+    /// A balancer whose first step waits until the test says the other threads are done, then
+    /// runs a millisecond past them.
+    struct PastTheOthers {
+        inner: Box<dyn Balancer + Send>,
+        started: Arc<AtomicBool>,
+        others_done: Arc<AtomicBool>,
+    }
+
+    impl Balancer for PastTheOthers {
+        fn name(&self) -> &str {
+            "past-the-others"
+        }
+        fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
+            self.started.store(true, Ordering::Release);
+            while !self.others_done.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            self.inner.step(problem, vcores);
+        }
+    }
+
+    /// The idle thread stops after the unit during which the others finished, and that unit's
+    /// time past the last of them is the overrun; its balancing time is within the phase's
+    /// wall time. The other thread finishes by dropping its `Finish` guard.
+    #[test]
+    #[cfg_attr(miri, ignore = "compares clock-tick durations with the wall clock")]
+    fn balancing_stops_after_the_unit_that_outlasts_the_others_and_counts_the_overrun() {
+        let (started, others_done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let mut p = pending(4);
+        p.balancer =
+            Box::new(PastTheOthers { inner: p.balancer, started: started.clone(), others_done: others_done.clone() });
+        let mut slack = Slack::new(2);
+        *slack.pending.get_mut().unwrap() = Some(p);
+        slack.begin_phase(2);
+        let wall = std::time::Instant::now();
+        std::thread::scope(|s| {
+            let slack = &slack;
+            s.spawn(|| {
+                let finish = Finish { slack, t: 1, done: false };
+                while !started.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                drop(finish);
+                others_done.store(true, Ordering::Release);
+            });
+            assert!(slack.balance_while_others_work(0));
+        });
+        let wall = wall.elapsed();
+        let (spent, overrun) = slack.take_phase();
+        assert!(overrun >= Duration::from_micros(900) && overrun <= spent[0], "{overrun:?} of {spent:?}");
+        assert!(spent[0] <= wall, "{spent:?} in {wall:?}");
+        let p = slack.pending.get_mut().unwrap().as_ref().unwrap();
+        assert!(!p.is_done(), "stopped after its first step, with the others");
+    }
+
+    /// A thread does not balance when no run has work left, nor when another holds the token,
+    /// and then still counts as running boxes; a `Finish` marked done does not count twice.
+    #[test]
+    fn nobody_balances_without_work_or_the_token() {
+        let mut slack = Slack::new(3);
+        slack.begin_phase(3);
+        assert!(!slack.active);
+        assert!(!slack.balance_while_others_work(0), "nothing pending");
+        *slack.pending.get_mut().unwrap() = Some(pending(4));
+        slack.begin_phase(3);
+        assert!(slack.active);
+        slack.token.store(true, Ordering::Relaxed);
+        assert!(!slack.balance_while_others_work(0), "another thread balances");
+        assert_eq!(slack.working.load(Ordering::Relaxed), 3);
+        drop(Finish { slack: &slack, t: 0, done: true });
+        assert_eq!(slack.working.load(Ordering::Relaxed), 3, "done already");
+        drop(Finish { slack: &slack, t: 0, done: false });
+        assert_eq!(slack.working.load(Ordering::Relaxed), 2);
+    }
 }

@@ -776,17 +776,13 @@ mod tests {
 
     #[test]
     fn balancer_units_count_the_steps_a_start_an_end_and_a_start_over() {
-        let outcome = |steps, restarted| Outcome {
-            steps,
-            converged: true,
-            max_avg: 1.0,
-            lower_bound: 1.0,
-            dol_max: 0.0,
-            dol_min: 0.0,
-            migrations: 0,
-            restarted,
-            elapsed: Duration::ZERO,
-        };
+        let p = Policy::new(Box::new(Never));
+        let uniform = p.boxes(0);
+        let problem = Problem::new(p.grid, &uniform, 2).unwrap();
+        let mut vcores = (*p.exec.vcores).clone();
+        let mut balancer = methods::by_name(methods::DEFAULT).unwrap();
+        let ran = rebalance(balancer.as_mut(), &problem, &mut vcores, StopRule::default());
+        let outcome = |steps, restarted| Outcome { steps, restarted, ..ran.clone() };
         assert_eq!(balancer_units(&outcome(5, false)), 7);
         assert_eq!(balancer_units(&outcome(5, true)), 7 + RESTART_UNITS);
         assert_eq!(balancer_units(&outcome(0, false)), 2);

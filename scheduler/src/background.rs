@@ -119,6 +119,12 @@ impl<J: Job> Background<J> {
         self.thread.as_ref().is_some_and(|t| t.on_lent_core)
     }
 
+    /// Whether its thread has been started, for tests.
+    #[cfg(test)]
+    pub(crate) fn has_thread(&self) -> bool {
+        self.thread.is_some()
+    }
+
     /// Whether a job is out.
     pub fn is_out(&self) -> bool {
         self.out
@@ -372,6 +378,89 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         };
         assert_eq!(back.job.0, Some(libc::SCHED_BATCH));
+    }
+
+    /// Runs until cancelled, counting its units where the test sees them.
+    struct Endless(Arc<std::sync::atomic::AtomicUsize>);
+    impl Job for Endless {
+        fn advance(&mut self) -> bool {
+            std::thread::sleep(Duration::from_millis(1));
+            self.0.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+    }
+
+    /// Dropping the background stops its job within a unit and joins the thread: nothing of
+    /// either is left running.
+    #[test]
+    fn dropping_the_background_stops_the_job_and_joins_its_thread() {
+        let units = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut b = Background::default();
+        assert!(b.start(Endless(Arc::clone(&units))).is_ok());
+        while units.load(Ordering::Relaxed) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let cancel = Arc::clone(&b.thread.as_ref().unwrap().cancel);
+        drop(b);
+        let at_drop = units.load(Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(units.load(Ordering::Relaxed), at_drop, "the job stopped with the drop");
+        assert_eq!((Arc::strong_count(&cancel), Arc::strong_count(&units)), (1, 1), "thread and job gone");
+    }
+
+    /// A thread started in another process (this one being a child forked since, as
+    /// `crate::fork` tells) is forgotten, never joined nor sent to: the job out there is lost
+    /// and said so, the next job gets a thread here, and a drop leaves the forgotten alone.
+    #[test]
+    #[cfg_attr(miri, ignore = "leaks the forgotten threads on purpose, which Miri reports as leaks")]
+    fn a_thread_from_before_a_fork_is_forgotten_not_joined() {
+        let units = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut b = Background::default();
+        assert!(b.start(Endless(Arc::clone(&units))).is_ok());
+        let first = Arc::clone(&b.thread.as_ref().unwrap().cancel);
+        b.thread.as_mut().unwrap().born = crate::fork::Birth::elsewhere();
+        assert!(b.try_take().is_none() && !b.is_out(), "the job out is lost with its thread");
+        assert!(b.start(Endless(Arc::clone(&units))).is_ok(), "a new thread");
+        let second = Arc::clone(&b.thread.as_ref().unwrap().cancel);
+        assert!(!Arc::ptr_eq(&first, &second));
+        b.thread.as_mut().unwrap().born = crate::fork::Birth::elsewhere();
+        drop(b);
+        // Each forgotten thread still holds its flag: neither was joined. (Their jobs are then
+        // told to stop; the threads wait on channels nobody closes.)
+        assert!(Arc::strong_count(&first) > 1 && Arc::strong_count(&second) > 1);
+        first.store(true, Ordering::Relaxed);
+        second.store(true, Ordering::Relaxed);
+    }
+
+    /// On a lent core the thread is bound to its CPUs and runs under `SCHED_IDLE`; where the
+    /// binding fails (a CPU the process may not use), it says it is not on the lent core.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn on_a_lent_core_the_thread_is_bound_there_under_the_idle_policy() {
+        struct Placement(Option<(i32, Option<Vec<usize>>)>);
+        impl Job for Placement {
+            fn advance(&mut self) -> bool {
+                // SAFETY: sched_getscheduler(0) only reads the calling thread's policy.
+                let policy = unsafe { libc::sched_getscheduler(0) };
+                self.0 = Some((policy, crate::pinning::cpus_of_this_thread()));
+                false
+            }
+        }
+        let cpus = crate::pinning::process_cpus().expect("the process's CPUs");
+        let mut b = Background::for_lent_core(vec![cpus[0]]);
+        assert!(b.spawn() && b.on_lent_core());
+        assert!(b.start(Placement(None)).is_ok());
+        // Under SCHED_IDLE it runs when CPU 0 has nothing else to: soon, on a test machine.
+        let back = (0..10_000)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(1));
+                b.try_take()
+            })
+            .expect("back within 10 s");
+        assert_eq!(back.job.0, Some((libc::SCHED_IDLE, Some(vec![cpus[0]]))));
+        let absent = (0..1024).find(|c| !cpus.contains(c)).expect("a CPU number the process may not use");
+        let mut c = Background::<Placement>::for_lent_core(vec![absent]);
+        assert!(c.spawn() && !c.on_lent_core(), "CPU {absent}: not bound, so not on the lent core");
     }
 
     /// A job that panics takes its thread with it: the job is lost, said so, and the next

@@ -397,6 +397,12 @@ impl Tracker {
         self.completed
     }
 
+    /// Whether it records which thread ran each box, for tests.
+    #[cfg(test)]
+    pub(crate) fn records_affinity(&self) -> bool {
+        self.timer.affinity
+    }
+
     /// One iteration in this many is timed (0 = none).
     pub fn stride(&self) -> u32 {
         self.timer.stride

@@ -59,6 +59,13 @@ impl Birth {
     pub fn is_here(self) -> bool {
         GENERATION.load(Ordering::Relaxed) == self.0
     }
+
+    /// A process other than this one, as a forked child sees its parent: for tests of what
+    /// a child does with threads it did not inherit.
+    #[cfg(test)]
+    pub(crate) fn elsewhere() -> Birth {
+        Birth(GENERATION.load(Ordering::Relaxed).wrapping_add(1))
+    }
 }
 
 #[cfg(all(test, unix, not(pbs_loom), not(miri)))]

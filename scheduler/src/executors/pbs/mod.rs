@@ -628,6 +628,149 @@ pub(super) mod tests {
         assert_eq!(exec.lender.now(), None, "the core comes back with the run");
     }
 
+    /// What construction sets up: a balancer unit's first estimate (the start's cost over its
+    /// units), a run's (its steps' worth), box timing without the tracker's affinity record
+    /// (the executor keeps its own), whether the balancer thread's time is wall time (the
+    /// workers hold every CPU), and the balancer thread started only where a run may go there.
+    #[test]
+    fn construction_estimates_a_unit_and_starts_the_thread_only_where_it_may_serve() {
+        let grid = Grid::new(16, 8).unwrap();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for (threads, overlap, started) in [
+            (1, Overlap::Thread, false),
+            (2, Overlap::IdleTime, false),
+            (2, Overlap::Stop, false),
+            (2, Overlap::Thread, true),
+            (2, Overlap::IdleTimeOrThread, true),
+        ] {
+            let case = format!("{threads} threads, {overlap:?}");
+            let options = PbsOptions { overlap, steps_per_rebalance: 7, ..PbsOptions::default() };
+            let exec = Pbs::new(grid, threads, options).unwrap();
+            assert_eq!(exec.background.has_thread(), started, "{case}");
+            assert_eq!(exec.rebalance.thread_time_is_wall_time, cpus <= threads, "{case}");
+            let r = &exec.rebalance;
+            let units = r.policy.last_cost() / r.unit_time;
+            assert!(units >= 2.0 && (units - units.round()).abs() < 1e-6, "{case}: {units} units");
+            assert!((r.run_time / r.unit_time - 9.0).abs() < 1e-9, "{case}: 7 steps, a start and an end");
+            assert!(!exec.timing.tracker.records_affinity(), "{case}");
+        }
+    }
+
+    /// The `Executor` face: its name and sizes, a closure on each thread, a phase of ranges
+    /// covering every box once, the cells and their owners.
+    #[test]
+    fn the_executor_interface_answers_for_this_executor() {
+        let grid = Grid::new(13, 9).unwrap();
+        let mut exec = Pbs::new(grid, 2, PbsOptions::default()).unwrap();
+        assert_eq!((exec.name(), Executor::threads(&exec), exec.boxes()), ("pbs", 2, grid.len()));
+        let seen = std::sync::Mutex::new(Vec::new());
+        exec.on_each_thread(&|t| seen.lock().unwrap().push(t));
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(seen, [0, 1]);
+        let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
+        for _ in 0..3 {
+            exec.run_phase_ranges(&|r| {
+                for k in r {
+                    hits[k].fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            exec.end_iteration();
+        }
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 3));
+        let owners = Executor::vcores(&exec).expect("pbs has cells").owners().to_vec();
+        assert_eq!(Some(owners), exec.planned_owners());
+    }
+
+    /// A task that panics in a phase that steals: the claims it left half taken are reset, so
+    /// the next phase runs every box once.
+    #[test]
+    fn a_panic_in_a_stealing_phase_leaves_every_box_to_the_next() {
+        let grid = Grid::new(16, 16).unwrap();
+        let options = PbsOptions { steal: Stealing::Always, chunk: 4, ..PbsOptions::default() };
+        let mut exec = Pbs::new(grid, 2, options).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            exec.run_phase(&|k| {
+                if k == 0 {
+                    panic!("box 0 failed");
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            })
+        }));
+        assert!(panicked.is_err());
+        let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
+        exec.run_phase(&|k| {
+            hits[k].fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+    }
+
+    /// An iteration's bookkeeping: its phases counted, the idle time per phase measured
+    /// against the least busy thread (little on an even load, most of the phase on an uneven
+    /// one), a rebalancing in idle time reported under way, its balancing reported as such and
+    /// not as the idle thread's task time, and the critical path never shorter than the time
+    /// between iterations.
+    #[test]
+    #[cfg_attr(miri, ignore = "compares wall-clock times of sleeping tasks")]
+    fn idle_time_is_measured_per_phase_and_balancing_in_it_is_reported_apart() {
+        let grid = Grid::new(16, 8).unwrap();
+        let options = PbsOptions {
+            criterion: Some(Box::new(crate::criteria::Always)),
+            steal: Stealing::Never,
+            overlap: Overlap::IdleTime,
+            ..PbsOptions::default()
+        };
+        let mut exec = Pbs::new(grid, 2, options).unwrap();
+        exec.timing.tracker.set_stride(1);
+        let iteration = |exec: &mut Pbs, heavy: &(dyn Fn(usize) -> bool + Sync)| {
+            let task = |k: usize| std::thread::sleep(Duration::from_micros(if heavy(k) { 400 } else { 50 }));
+            let busy: Vec<Vec<Duration>> = (0..2).map(|_| exec.run_phase(&task).busy).collect();
+            assert_eq!(exec.timing.phases_in_iteration, 2);
+            let end = exec.end_iteration();
+            assert!(end.rebalance_critical >= end.rebalance_time, "{end:?}");
+            let phase = exec.timing.last_iteration_wall.as_secs_f64() / 2.0;
+            (end, busy, exec.rebalance.slack_per_phase / phase)
+        };
+        // Even: each thread sleeps 64 × 50 µs a phase; idle time is what is left of a phase
+        // (once whatever the first measurement started has settled).
+        let settled = (0..10).find_map(|_| {
+            let (end, _, slack) = iteration(&mut exec, &|_| false);
+            (!end.rebalanced && !end.under_way).then_some(slack)
+        });
+        settled.expect("a uniform load settles");
+        // The least of five: a thread woken late on a busy machine idles the other a while.
+        let slack = (0..5).map(|_| iteration(&mut exec, &|_| false).2).fold(f64::INFINITY, f64::min);
+        assert!(slack < 0.5, "idle {slack} of a phase");
+        // One thread's boxes 8 times heavier: the other idles most of each phase, and once
+        // that has lasted a rebalancing starts in idle time.
+        let owners = exec.vcores.owners().to_vec();
+        let heavy = move |k: usize| owners[k] == 0;
+        let (mut started, mut balanced) = (false, Duration::ZERO);
+        for _ in 0..30 {
+            let (end, busy, slack) = iteration(&mut exec, &heavy);
+            if !started {
+                assert!((0.5..=1.0).contains(&slack), "idle {slack} of a phase");
+                assert!(!end.rebalanced, "{end:?}");
+                started = end.under_way;
+                assert_eq!(end.under_way, end.under_way_in_idle_time, "{end:?}");
+                continue;
+            }
+            balanced += end.balancing_in_slack;
+            if end.rebalanced {
+                assert!(!end.under_way && !end.under_way_in_idle_time, "{end:?}");
+                assert!(balanced > Duration::ZERO, "balanced in idle time: {end:?}");
+                return;
+            }
+            assert!(end.under_way && end.under_way_in_idle_time, "{end:?}");
+            // The light thread's busy time is its 64 boxes, not its balancing.
+            for b in &busy {
+                let light = b.iter().min().unwrap();
+                assert!(*light < Duration::from_millis(6), "{b:?}");
+            }
+        }
+        panic!("not started and taken on within 30 iterations (started: {started})");
+    }
+
     #[test]
     fn the_stride_follows_the_measured_task_time() {
         let grid = Grid::new(8, 8).unwrap();

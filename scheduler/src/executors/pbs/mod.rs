@@ -722,8 +722,12 @@ pub(super) mod tests {
         };
         let mut exec = Pbs::new(grid, 2, options).unwrap();
         exec.timing.tracker.set_stride(1);
-        let iteration = |exec: &mut Pbs, heavy: &(dyn Fn(usize) -> bool + Sync)| {
-            let task = |k: usize| std::thread::sleep(Duration::from_micros(if heavy(k) { 400 } else { 50 }));
+        // Steps of 20 ms, three of them after a start over: a step outlasts the loaded thread's
+        // 13 ms a phase.
+        exec.balancer = Some(Box::new(SlowSteps::default()));
+        (exec.options.steps_per_rebalance, exec.options.restart_lands_at_once) = (3, false);
+        let iteration = |exec: &mut Pbs, micros: &(dyn Fn(usize) -> u64 + Sync)| {
+            let task = |k: usize| std::thread::sleep(Duration::from_micros(micros(k)));
             let busy: Vec<Vec<Duration>> = (0..2).map(|_| exec.run_phase(&task).busy).collect();
             assert_eq!(exec.timing.phases_in_iteration, 2);
             let end = exec.end_iteration();
@@ -734,18 +738,18 @@ pub(super) mod tests {
         // Even: each thread sleeps 64 × 50 µs a phase; idle time is what is left of a phase
         // (once whatever the first measurement started has settled).
         let settled = (0..10).find_map(|_| {
-            let (end, _, slack) = iteration(&mut exec, &|_| false);
+            let (end, _, slack) = iteration(&mut exec, &|_| 50);
             (!end.rebalanced && !end.under_way).then_some(slack)
         });
         settled.expect("a uniform load settles");
         // The least of five: a thread woken late on a busy machine idles the other a while.
-        let slack = (0..5).map(|_| iteration(&mut exec, &|_| false).2).fold(f64::INFINITY, f64::min);
+        let slack = (0..5).map(|_| iteration(&mut exec, &|_| 50).2).fold(f64::INFINITY, f64::min);
         assert!(slack < 0.5, "idle {slack} of a phase");
-        // One thread's boxes 8 times heavier: the other idles most of each phase, and once
-        // that has lasted a rebalancing starts in idle time.
+        // All the work on one thread's boxes: the other idles nearly all of each phase, and
+        // once that has lasted a rebalancing starts in idle time.
         let owners = exec.vcores.owners().to_vec();
-        let heavy = move |k: usize| owners[k] == 0;
-        let (mut started, mut balanced) = (false, Duration::ZERO);
+        let heavy = move |k: usize| if owners[k] == 0 { 200 } else { 0 };
+        let (mut started, mut balanced, mut overran) = (false, Duration::ZERO, false);
         for _ in 0..30 {
             let (end, busy, slack) = iteration(&mut exec, &heavy);
             if !started {
@@ -756,16 +760,19 @@ pub(super) mod tests {
                 continue;
             }
             balanced += end.balancing_in_slack;
+            // A unit past the last busy thread is on the critical path.
+            overran |= end.rebalance_critical >= end.rebalance_time + Duration::from_millis(1);
             if end.rebalanced {
                 assert!(!end.under_way && !end.under_way_in_idle_time, "{end:?}");
-                assert!(balanced > Duration::ZERO, "balanced in idle time: {end:?}");
+                assert!(balanced >= Duration::from_millis(20), "a step at least in idle time: {end:?}");
+                assert!(overran, "no unit outlasted a phase");
                 return;
             }
             assert!(end.under_way && end.under_way_in_idle_time, "{end:?}");
-            // The light thread's busy time is its 64 boxes, not its balancing.
+            // The idle thread's busy time is its empty boxes, not its 20 ms steps.
             for b in &busy {
-                let light = b.iter().min().unwrap();
-                assert!(*light < Duration::from_millis(6), "{b:?}");
+                let (light, heavy) = (b.iter().min().unwrap(), b.iter().max().unwrap());
+                assert!(light.as_secs_f64() < 0.75 * heavy.as_secs_f64(), "{b:?}");
             }
         }
         panic!("not started and taken on within 30 iterations (started: {started})");

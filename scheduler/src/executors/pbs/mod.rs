@@ -533,12 +533,19 @@ pub(super) mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
 
-    /// The default method, each step 20 ms slower: a run on the balancer thread stays out.
-    pub(in crate::executors::pbs) struct SlowSteps(Box<dyn Balancer + Send>);
+    /// The default method, each step 20 ms (or as given) slower: a run on the balancer thread
+    /// stays out.
+    pub(in crate::executors::pbs) struct SlowSteps(Box<dyn Balancer + Send>, Duration);
 
     impl Default for SlowSteps {
         fn default() -> Self {
-            SlowSteps(methods::by_name(methods::DEFAULT).unwrap())
+            SlowSteps::new(Duration::from_millis(20))
+        }
+    }
+
+    impl SlowSteps {
+        fn new(each: Duration) -> SlowSteps {
+            SlowSteps(methods::by_name(methods::DEFAULT).unwrap(), each)
         }
     }
 
@@ -547,7 +554,7 @@ pub(super) mod tests {
             "slow"
         }
         fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(self.1);
             self.0.step(problem, vcores);
         }
         fn reset(&mut self) {
@@ -722,10 +729,6 @@ pub(super) mod tests {
         };
         let mut exec = Pbs::new(grid, 2, options).unwrap();
         exec.timing.tracker.set_stride(1);
-        // Steps of 20 ms, three of them after a start over: a step outlasts the loaded thread's
-        // 13 ms a phase.
-        exec.balancer = Some(Box::new(SlowSteps::default()));
-        (exec.options.steps_per_rebalance, exec.options.restart_lands_at_once) = (3, false);
         let iteration = |exec: &mut Pbs, micros: &(dyn Fn(usize) -> u64 + Sync)| {
             let task = |k: usize| std::thread::sleep(Duration::from_micros(micros(k)));
             let busy: Vec<Vec<Duration>> = (0..2).map(|_| exec.run_phase(&task).busy).collect();
@@ -746,7 +749,13 @@ pub(super) mod tests {
         let slack = (0..5).map(|_| iteration(&mut exec, &|_| 50).2).fold(f64::INFINITY, f64::min);
         assert!(slack < 0.5, "idle {slack} of a phase");
         // All the work on one thread's boxes: the other idles nearly all of each phase, and
-        // once that has lasted a rebalancing starts in idle time.
+        // once that has lasted a rebalancing starts in idle time (a unit measured fast so far
+        // fits there). Its steps take 60 ms, three of them after a start over: a step outlasts
+        // the loaded thread's 13 ms a phase (20 ms steps did not, once in fifteen runs beside
+        // the other tests).
+        assert!(exec.balancer.is_some(), "home: nothing under way");
+        exec.balancer = Some(Box::new(SlowSteps::new(Duration::from_millis(60))));
+        (exec.options.steps_per_rebalance, exec.options.restart_lands_at_once) = (3, false);
         let owners = exec.vcores.owners().to_vec();
         let heavy = move |k: usize| if owners[k] == 0 { 200 } else { 0 };
         let (mut started, mut balanced, mut overran) = (false, Duration::ZERO, false);
@@ -769,7 +778,7 @@ pub(super) mod tests {
                 return;
             }
             assert!(end.under_way && end.under_way_in_idle_time, "{end:?}");
-            // The idle thread's busy time is its empty boxes, not its 20 ms steps.
+            // The idle thread's busy time is its empty boxes, not its 60 ms steps.
             for b in &busy {
                 let (light, heavy) = (b.iter().min().unwrap(), b.iter().max().unwrap());
                 assert!(light.as_secs_f64() < 0.75 * heavy.as_secs_f64(), "{b:?}");

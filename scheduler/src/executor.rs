@@ -522,6 +522,59 @@ mod tests {
         assert_eq!(empty.idle_parts(), super::IdleParts::default());
     }
 
+    /// A range task runs a list of boxes once per contiguous run of ids.
+    #[test]
+    fn a_list_runs_as_its_contiguous_runs() {
+        let ranges = std::sync::Mutex::new(Vec::new());
+        let record = |r: std::ops::Range<usize>| ranges.lock().unwrap().push(r);
+        super::Task::Ranges(&record).run_list(&[0, 1, 2, 5, 6, 9]);
+        assert_eq!(ranges.into_inner().unwrap(), [0..3, 5..7, 9..10]);
+    }
+
+    /// The worker id is set for the guard's life and put back after, also when nested.
+    #[test]
+    fn a_worker_id_lasts_as_long_as_its_guard() {
+        assert_eq!(super::current_worker(), None);
+        {
+            let _outer = super::as_worker(3);
+            {
+                let _inner = super::as_worker(5);
+                assert_eq!(super::current_worker(), Some(5));
+            }
+            assert_eq!(super::current_worker(), Some(3));
+        }
+        assert_eq!(super::current_worker(), None);
+    }
+
+    /// What an executor that does not balance answers by default.
+    #[test]
+    fn an_executor_that_does_not_balance_answers_the_defaults() {
+        use super::Executor;
+        let mut e = crate::executors::EagerFifo::new(8, 2).unwrap();
+        assert_eq!(e.planned_owners(), None);
+        assert!(e.vcores().is_none() && !e.wants_motion());
+        assert!(!e.hint_loads(&[1.0; 8]).unwrap());
+        assert!(!e.hint_motion(&[[0.0, 0.0]; 8], &[1.0; 8]).unwrap());
+        assert_eq!(e.end_iteration(), super::IterationEnd::default());
+    }
+
+    /// Parts add up part by part, each scaled (a run's share of phases, `report.rs`).
+    #[test]
+    fn idle_parts_add_part_by_part_scaled() {
+        let parts = |x: f64| super::IdleParts {
+            late_start: x,
+            between_tasks: 2.0 * x,
+            waiting: 3.0 * x,
+            barrier: 4.0 * x,
+            executor: 5.0 * x,
+        };
+        let mut sum = parts(1.0);
+        sum.add(&parts(2.0), 0.5);
+        sum.add(&parts(3.0), 1.0);
+        assert_eq!(sum, parts(5.0));
+        assert_eq!(sum.total(), 75.0);
+    }
+
     /// Thread 0 starts at 1 ms and ends at 9 having been busy 7 (1 ms looking for work);
     /// thread 1 runs from 2 to 5; the threads' part returns at 9.5 and the call at 10.
     #[test]

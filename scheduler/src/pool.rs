@@ -571,9 +571,57 @@ mod tests {
             }
         }
         assert_eq!(WaitPolicy::parse(Some(" Passive ")).unwrap(), WaitPolicy::Passive);
+        assert_eq!(WaitPolicy::parse(Some("ACTIVE")).unwrap(), WaitPolicy::Active);
         assert_eq!(WaitPolicy::parse(None).unwrap(), WaitPolicy::DEFAULT);
         let e = WaitPolicy::parse(Some("sometimes")).unwrap_err().to_string();
         assert_eq!(e, "PBS_WAIT_POLICY=\"sometimes\": expected passive or active (unset: spin 200 µs, then sleep)");
+    }
+
+    /// What each policy makes a waiting worker spin, set for the whole pool or made passive
+    /// for one worker (an id past the last is ignored).
+    #[test]
+    fn wait_policies_are_spins_and_one_worker_can_be_made_passive() {
+        let spins = [WaitPolicy::Passive, WaitPolicy::DEFAULT, WaitPolicy::Active].map(WaitPolicy::spin_ns);
+        assert_eq!(spins, [0, 200_000, u64::MAX]);
+        let p = pool(3);
+        for policy in [WaitPolicy::Active, WaitPolicy::Passive] {
+            p.set_wait_policy(policy);
+            assert_eq!(p.shared.spin_ns.load(Ordering::Relaxed), policy.spin_ns());
+        }
+        p.set_passive(2, true);
+        p.set_passive(3, true);
+        let passive: Vec<bool> = p.shared.passive.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+        assert_eq!(passive, [false, false, true]);
+        p.set_passive(2, false);
+        assert!(!p.shared.passive[2].load(Ordering::Relaxed));
+    }
+
+    /// A caller pinned for the phases runs its part of a phase on worker 0's CPU and gets its
+    /// own mask back after. (A caller already on that CPU runs where it is: up to ten phases,
+    /// for one that started elsewhere.)
+    #[cfg(all(target_os = "linux", not(miri)))]
+    #[test]
+    fn the_caller_runs_its_part_of_a_phase_on_worker_0s_cpu() {
+        let cpus = crate::pinning::process_cpus().expect("the process's CPUs");
+        let own = crate::pinning::cpus_of_this_thread();
+        if cpus.len() < 2 {
+            eprintln!("skipped: the process may use one CPU, so pinning the caller changes nothing");
+            return;
+        }
+        let mut p = pool(2);
+        let last = *cpus.last().unwrap();
+        p.pin_caller_in_phases(CallerPin::new(&[last]).unwrap());
+        let pinned = (0..10).any(|_| {
+            let seen = std::sync::Mutex::new(None);
+            p.run(&|t| {
+                if t == 0 {
+                    *seen.lock().unwrap() = crate::pinning::cpus_of_this_thread();
+                }
+            });
+            seen.into_inner().unwrap() == Some(vec![last])
+        });
+        assert!(pinned, "the caller ran no phase pinned to CPU {last}");
+        assert_eq!(crate::pinning::cpus_of_this_thread(), own, "its own mask back");
     }
 
     #[test]

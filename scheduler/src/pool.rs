@@ -577,6 +577,35 @@ mod tests {
         assert_eq!(e, "PBS_WAIT_POLICY=\"sometimes\": expected passive or active (unset: spin 200 µs, then sleep)");
     }
 
+    /// A wait spins until its condition holds, until it is told to stop, or until its time is
+    /// up; with no time at all it only looks once.
+    #[test]
+    #[cfg_attr(miri, ignore = "spins on the wall clock")]
+    fn a_spin_ends_when_ready_when_stopped_or_when_its_time_is_up() {
+        let calls = AtomicUsize::new(0);
+        let third_look = || calls.fetch_add(1, Ordering::Relaxed) >= 2;
+        assert!(spin_until(&third_look, || false, u64::MAX), "ready on the third look");
+        assert!(spin_until(&|| true, || false, 0) && !spin_until(&|| false, || false, 0));
+        let t = std::time::Instant::now();
+        assert!(!spin_until(&|| false, || false, 2_000_000));
+        assert!(t.elapsed() >= Duration::from_millis(2), "spun its 2 ms: {:?}", t.elapsed());
+        assert!(!spin_until(&|| false, || true, u64::MAX), "stopped");
+    }
+
+    /// The pool runs a rebalancing's assignment parts, one per worker at most.
+    #[test]
+    fn the_pool_runs_assignment_parts_once_each() {
+        use pbs::assign::Workers;
+        let p = pool(3);
+        assert_eq!(Workers::count(&p), 3);
+        let runs: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+        Workers::run(&p, 2, &|part| {
+            runs[part].fetch_add(1, Ordering::Relaxed);
+        });
+        let runs: Vec<usize> = runs.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+        assert_eq!(runs, [1, 1, 0]);
+    }
+
     /// What each policy makes a waiting worker spin, set for the whole pool or made passive
     /// for one worker (an id past the last is ignored).
     #[test]
@@ -597,8 +626,8 @@ mod tests {
     }
 
     /// A caller pinned for the phases runs its part of a phase on worker 0's CPU and gets its
-    /// own mask back after. (A caller already on that CPU runs where it is: up to ten phases,
-    /// for one that started elsewhere.)
+    /// own mask back after. (A caller already on that CPU runs where it is: each of up to ten
+    /// phases pins to a CPU the caller was not on a moment before.)
     #[cfg(all(target_os = "linux", not(miri)))]
     #[test]
     fn the_caller_runs_its_part_of_a_phase_on_worker_0s_cpu() {
@@ -609,18 +638,21 @@ mod tests {
             return;
         }
         let mut p = pool(2);
-        let last = *cpus.last().unwrap();
-        p.pin_caller_in_phases(CallerPin::new(&[last]).unwrap());
         let pinned = (0..10).any(|_| {
+            // A CPU other than the one the caller is on now.
+            // SAFETY: sched_getcpu has no preconditions; it returns the calling thread's CPU.
+            let here = unsafe { libc::sched_getcpu() };
+            let other = *cpus.iter().find(|&&c| c as i32 != here).expect("two CPUs");
+            p.pin_caller_in_phases(CallerPin::new(&[other]).unwrap());
             let seen = std::sync::Mutex::new(None);
             p.run(&|t| {
                 if t == 0 {
                     *seen.lock().unwrap() = crate::pinning::cpus_of_this_thread();
                 }
             });
-            seen.into_inner().unwrap() == Some(vec![last])
+            seen.into_inner().unwrap() == Some(vec![other])
         });
-        assert!(pinned, "the caller ran no phase pinned to CPU {last}");
+        assert!(pinned, "the caller ran no phase pinned to worker 0's CPU");
         assert_eq!(crate::pinning::cpus_of_this_thread(), own, "its own mask back");
     }
 

@@ -713,8 +713,8 @@ mod tests {
         }
     }
 
-    /// What an overrun of the phases' ends by a unit in idle time cost is on the critical path
-    /// whatever the iteration end does: rebalance, start a run, leave one pending or out,
+    /// The time a unit in idle time ran past the phases' ends (the overrun) is on the critical
+    /// path whatever the iteration end does: rebalance, start a run, leave one pending or out,
     /// decide against one, or not be asked.
     #[test]
     fn an_overrun_is_counted_on_the_critical_path_at_every_iteration_end() {

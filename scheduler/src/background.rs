@@ -300,6 +300,7 @@ impl<J> Drop for Thread<J> {
 #[cfg(all(test, not(pbs_loom)))]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
     /// Counts its units; `sleep` per unit; done after `units`.
     struct Count {
@@ -381,7 +382,7 @@ mod tests {
     }
 
     /// Runs until cancelled, counting its units where the test sees them.
-    struct Endless(Arc<std::sync::atomic::AtomicUsize>);
+    struct Endless(Arc<AtomicUsize>);
     impl Job for Endless {
         fn advance(&mut self) -> bool {
             std::thread::sleep(Duration::from_millis(1));
@@ -394,7 +395,7 @@ mod tests {
     /// either is left running.
     #[test]
     fn dropping_the_background_stops_the_job_and_joins_its_thread() {
-        let units = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let units = Arc::new(AtomicUsize::new(0));
         let mut b = Background::default();
         assert!(b.start(Endless(Arc::clone(&units))).is_ok());
         while units.load(Ordering::Relaxed) == 0 {
@@ -414,7 +415,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "leaks the forgotten threads on purpose, which Miri reports as leaks")]
     fn a_thread_from_before_a_fork_is_forgotten_not_joined() {
-        let units = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let units = Arc::new(AtomicUsize::new(0));
         let mut b = Background::default();
         assert!(b.start(Endless(Arc::clone(&units))).is_ok());
         let first = Arc::clone(&b.thread.as_ref().unwrap().cancel);

@@ -113,6 +113,15 @@ pub fn ticks_to_seconds() -> f64 {
     ns_per_tick() * 1e-9
 }
 
+/// Busy-waits `d` on the wall clock: a task of known length for tests.
+#[cfg(test)]
+pub(crate) fn busy_wait(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

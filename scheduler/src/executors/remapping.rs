@@ -420,10 +420,7 @@ mod tests {
 
     /// Busy-waits `micros` microseconds.
     fn spin(micros: u64) {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_micros(micros) {
-            std::hint::spin_loop();
-        }
+        crate::clock::busy_wait(Duration::from_micros(micros));
     }
 
     #[test]

@@ -847,10 +847,7 @@ pub(super) mod tests {
         // average, and thread 1 idle for most of the phase.
         exec.run_phase(&|k| {
             if owners[k] == 0 {
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_micros(5) {
-                    std::hint::spin_loop();
-                }
+                clock::busy_wait(Duration::from_micros(5));
             }
         });
         exec.end_iteration();
@@ -871,15 +868,9 @@ pub(super) mod tests {
         let first = std::sync::OnceLock::new();
         let stolen = std::sync::atomic::AtomicBool::new(false);
         let waited = std::sync::atomic::AtomicBool::new(false);
-        let spin = |d: Duration| {
-            let t = Instant::now();
-            while t.elapsed() < d {
-                std::hint::spin_loop();
-            }
-        };
         let stats = exec.run_phase(&|k| {
             if owners[k] != 0 {
-                return spin(own);
+                return clock::busy_wait(own);
             }
             let me = std::thread::current().id();
             if *first.get_or_init(|| me) != me {
@@ -890,7 +881,7 @@ pub(super) mod tests {
                     std::thread::yield_now();
                 }
             }
-            spin(Duration::from_micros(200));
+            clock::busy_wait(Duration::from_micros(200));
         });
         (stats.busy.iter().map(Duration::as_secs_f64).collect(), stolen.into_inner())
     }
@@ -967,10 +958,7 @@ pub(super) mod tests {
         let mut exec = Pbs::new(grid, 2, options).unwrap();
         let heavy = |k: usize| {
             if k < 64 {
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_micros(20) {
-                    std::hint::spin_loop();
-                }
+                clock::busy_wait(Duration::from_micros(20));
             }
         };
         exec.run_phase(&heavy);

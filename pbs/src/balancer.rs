@@ -501,6 +501,154 @@ mod tests {
         assert!((fresh.max_avg() - sized.max_avg()).abs() < 1e-9 * sized.max_avg());
     }
 
+    /// A method that never moves anything, says it is stuck when told to, and takes 1 ms a step.
+    struct Idle {
+        stuck: bool,
+    }
+
+    impl Balancer for Idle {
+        fn name(&self) -> &str {
+            "idle"
+        }
+        fn step(&mut self, _: &Problem, _: &mut VCores) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        fn is_stuck(&self) -> bool {
+            self.stuck
+        }
+    }
+
+    /// A method that keeps the trait's defaults for `is_stuck` and `finish`.
+    struct Plain;
+
+    impl Balancer for Plain {
+        fn name(&self) -> &str {
+            "plain"
+        }
+        fn step(&mut self, _: &Problem, _: &mut VCores) {}
+    }
+
+    /// Two vCores on a 4 × 1 line: vCore 0 at `x0` with weight `w0` (power distance d² − w),
+    /// vCore 1 at the right end.
+    fn line(problem: &Problem, x0: f64, w0: f64) -> VCores {
+        VCores::new(problem, vec![[x0, 0.5, 0.5], [3.9, 0.5, 0.5]], vec![w0, 0.0]).unwrap()
+    }
+
+    #[test]
+    fn a_run_ends_at_max_steps_stuck_or_converged_and_counts_what_it_did() {
+        let grid = Grid::new(4, 1).unwrap();
+        let problem = Problem::new(grid, &[1.0; 4], 2).unwrap();
+        // Three boxes against one: max_avg 1.5, never converged at 5 %.
+        let start = line(&problem, 2.9, 0.0);
+        assert_eq!(start.max_avg(), 1.5);
+        let stop = StopRule { max_steps: 3, tol: 0.05 };
+        // A method that is never stuck runs to the step limit: the default `is_stuck` is false.
+        let out = balance(&mut Plain, &problem, &mut start.clone(), stop, |_| {});
+        assert_eq!((out.steps, out.converged), (3, false));
+        // One that is stuck stops after its first step, however many are allowed.
+        let mut records = Vec::new();
+        let many = StopRule { max_steps: 1000, ..stop };
+        let out = balance(&mut Idle { stuck: true }, &problem, &mut start.clone(), many, |r| records.push(*r));
+        assert_eq!((out.steps, out.converged), (1, false));
+        assert_eq!(records.iter().map(|r| r.step).collect::<Vec<_>>(), [0, 1]);
+        // A run taken a step at a time says how far it is and how long it took.
+        let mut vcores = start.clone();
+        let mut idle = Idle { stuck: false };
+        let (mut run, first) = Run::start(&mut idle, &problem, &mut vcores, stop);
+        assert_eq!((first.step, first.max_avg, run.steps(), run.restarted(), run.is_done()), (0, 1.5, 0, false, false));
+        assert!(run.step(&mut idle, &problem, &mut vcores).is_some());
+        assert!(run.step(&mut idle, &problem, &mut vcores).is_some());
+        assert_eq!(run.steps(), 2);
+        assert!(run.elapsed() >= Duration::from_millis(2), "{:?}", run.elapsed());
+        assert!(run.step(&mut idle, &problem, &mut vcores).is_some());
+        assert!(run.is_done() && run.step(&mut idle, &problem, &mut vcores).is_none(), "out of steps");
+        let out = run.finish(&mut idle, &problem, &mut vcores);
+        assert_eq!(out.steps, 3);
+        assert!(out.elapsed >= Duration::from_millis(3), "{:?}", out.elapsed);
+        // A state that meets the tolerance is done before its first step.
+        let balanced = line(&problem, 1.0, 0.0);
+        assert_eq!(balanced.max_avg(), 1.0);
+        let (run, _) = Run::start(&mut idle, &problem, &mut balanced.clone(), stop);
+        assert!(run.is_done());
+        let out = balance(&mut idle, &problem, &mut balanced.clone(), stop, |_| {});
+        assert_eq!((out.steps, out.converged), (0, true));
+    }
+
+    #[test]
+    fn a_rebalancing_starts_over_from_one_and_a_half_times_the_lower_bound() {
+        let grid = Grid::new(4, 1).unwrap();
+        let stop = StopRule { max_steps: 0, tol: 0.0 };
+        let restarted = |problem: &Problem, start: &VCores| {
+            let (run, _) = Run::start_rebalancing(&mut Plain, problem, &mut start.clone(), stop);
+            run.restarted()
+        };
+        let fresh_is_better =
+            |problem: &Problem, start: &VCores| start.restarted_from_bisection(problem).max_avg() < start.max_avg();
+        // Uniform loads (lower bound 1): three boxes against one is 1.5 exactly, not above.
+        let uniform = Problem::new(grid, &[1.0; 4], 2).unwrap();
+        let at_line = line(&uniform, 2.9, 0.0);
+        assert_eq!((at_line.max_avg(), uniform.lower_bound()), (1.5, 1.0));
+        assert!(fresh_is_better(&uniform, &at_line));
+        assert!(!restarted(&uniform, &at_line));
+        // One heavy box (5 against 1, 1, 1; mean 4): the lower bound is 1.25 and the line 1.875.
+        let heavy = Problem::new(grid, &[5.0, 1.0, 1.0, 1.0], 2).unwrap();
+        assert_eq!(heavy.lower_bound(), 1.25);
+        // Two boxes each: 1.5, under the line, so the cells move from where they are although a
+        // bisection's start would be better.
+        let under = line(&heavy, 1.0, 0.0);
+        assert_eq!(under.max_avg(), 1.5);
+        assert!(fresh_is_better(&heavy, &under));
+        assert!(!restarted(&heavy, &under));
+        // All four on vCore 0: 2.0, over the line.
+        let over = line(&heavy, 0.5, 100.0);
+        assert_eq!(over.max_avg(), 2.0);
+        assert!(restarted(&heavy, &over));
+        // A plain start never restarts.
+        let (run, _) = Run::start(&mut Plain, &heavy, &mut over.clone(), stop);
+        assert!(!run.restarted());
+    }
+
+    #[test]
+    fn an_outcome_serialises_its_time_in_milliseconds() {
+        let outcome = Outcome {
+            steps: 2,
+            converged: true,
+            max_avg: 1.0,
+            lower_bound: 1.0,
+            dol_max: 0.0,
+            dol_min: 0.0,
+            migrations: 0,
+            restarted: false,
+            elapsed: Duration::from_millis(250),
+        };
+        let json = serde_json::to_value(&outcome).unwrap();
+        assert_eq!(json["elapsed"], 250.0);
+    }
+
+    #[test]
+    fn stop_rules_follow_the_boxes_that_carry_load_per_vcore() {
+        // 100 × 40 boxes at 16 vCores: 250 per vCore exactly, the first count that is tight.
+        let grid = Grid::new(100, 40).unwrap();
+        let ones = vec![1.0; grid.len()];
+        let at = Problem::new(grid, &ones, 16).unwrap();
+        assert_eq!((StopRule::for_problem(&at).tol, StopRule::before_refinement(&at).tol), (0.01, 0.01));
+        assert_eq!(StopRule::for_problem(&at).max_steps, StopRule::default().max_steps);
+        // One vCore more: under 250, the default, and 0.1 before a refinement.
+        let under = Problem::new(grid, &ones, 17).unwrap();
+        assert_eq!((StopRule::for_problem(&under).tol, StopRule::before_refinement(&under).tol), (0.05, 0.1));
+        // Widening keeps the step limit, and keeps a rule the cells resolve, or one that is NaN.
+        let sparse: Vec<f64> = (0..grid.len()).map(|k| if k % 100 == 0 { 1.0 } else { 0.0 }).collect();
+        let sparse = Problem::new(grid, &sparse, 16).unwrap(); // 2.5 loaded boxes per vCore
+        let rule = StopRule { max_steps: 7, tol: 0.05 };
+        assert_eq!(rule.coarsened_for_cells(&sparse), StopRule { max_steps: 7, tol: 0.8 });
+        let wide = StopRule { max_steps: 7, tol: 0.5 };
+        assert!(wide.resolvable_by_cells(&sparse));
+        assert_eq!(wide.coarsened_for_cells(&sparse), wide);
+        assert_eq!(rule.coarsened_for_cells(&at), rule);
+        let nan = StopRule { max_steps: 7, tol: f64::NAN }.coarsened_for_cells(&sparse);
+        assert!(nan.tol.is_nan() && nan.max_steps == 7);
+    }
+
     #[test]
     fn a_rebalancing_near_balance_is_a_plain_run() {
         let (grid, loads, _) = far_case();

@@ -322,6 +322,17 @@ mod tests {
         assert_eq!(scale_for(2f64.powi(101).next_down()), 1.0);
         assert_eq!(scale_for(2f64.powi(101)), 2f64.powi(-101));
         assert_eq!(scale_for(f64::from_bits(1)), 2f64.powi(1000));
+        // No load at all: nothing to scale.
+        assert_eq!(scale_for(0.0), 1.0);
+    }
+
+    #[test]
+    fn a_problem_prints_its_sizes_and_workers() {
+        let g = Grid::new(2, 1).unwrap();
+        let printed = format!("{:?}", Problem::new(g, &[1.0, 3.0], 2).unwrap());
+        for part in ["Problem", "loads: [1.0, 3.0]", "vcores: 2", "total: 4.0", "max_load: 3.0", "workers: None"] {
+            assert!(printed.contains(part), "{part} not in {printed}");
+        }
     }
 
     #[test]
@@ -337,6 +348,8 @@ mod tests {
         assert_eq!(Problem::new(g, &[1.0; 3], 1).unwrap_err(), Error::LoadCount { expected: 4, got: 3 });
         assert_eq!(Problem::new(g, &[1.0; 4], 0).unwrap_err(), Error::NoVCores);
         assert_eq!(Problem::new(g, &[1.0; 4], 5).unwrap_err(), Error::TooManyVCores { vcores: 5, boxes: 4 });
+        // As many vCores as boxes is a problem (one box each).
+        assert_eq!(Problem::new(g, &[1.0; 4], 4).unwrap().vcores(), 4);
     }
 
     /// The check runs in lanes of eight: a bad load anywhere, in a lane or the remainder, is
@@ -377,6 +390,9 @@ mod tests {
                 (b.loads(), b.total(), b.max_load(), b.scale())
             );
             assert_eq!(a.total(), metrics::ordered_sum(a.loads()), "the sum of the loads kept, in index order");
+            // The loads kept are the loads given times the scale, a power of two: exactly.
+            assert_eq!(a.scale(), if l[4] > 1e100 { 2f64.powi(-665) } else { 1.0 });
+            assert_eq!(a.loads().iter().map(|q| q / a.scale()).collect::<Vec<_>>(), l);
         }
         let owned = Problem::from_vec(g, loads.clone(), 2).unwrap();
         assert_eq!(owned.loads().as_ptr(), owned.into_owned().loads().as_ptr(), "kept, not copied");

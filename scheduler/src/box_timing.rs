@@ -397,6 +397,12 @@ impl Tracker {
         self.completed
     }
 
+    /// Boxes timed together at most (see [`Tracker::set_piece`]), for tests.
+    #[cfg(test)]
+    pub(crate) fn piece(&self) -> usize {
+        self.piece
+    }
+
     /// Whether it records which thread ran each box, for tests.
     #[cfg(test)]
     pub(crate) fn records_affinity(&self) -> bool {

@@ -140,5 +140,14 @@ mod tests {
         assert!(p.decide(seen, 1.06), "over it");
         p.remapped(seen, true, 0.5, 1);
         assert_eq!(p.last_cost(), 0.5);
+        // At the trigger exactly is not over it (0.5: exact in binary).
+        let mut p = RemapPolicy::new(Box::new(crate::criteria::Always), 0.5, 1.0);
+        p.given_loads();
+        let seen = p.observe(skewed(1.5), 1);
+        assert!(seen.asked && !seen.checked);
+        assert!(!p.decide(seen, 1.5));
+        // Threads that did nothing are balanced, not 0/0.
+        let idle = p.observe(even(0.0), 2);
+        assert_eq!(idle.max_avg, 1.0);
     }
 }

@@ -287,7 +287,7 @@ impl Remapping {
     fn remap(&mut self, box_loads: &[f64], phase_loads: Option<&[Vec<f64>]>) -> crate::Result<Vec<u32>> {
         let parts = self.pool.threads().min(self.grid.len());
         self.remaps += 1;
-        let seed = self.options.seed ^ self.remaps.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let seed = stream_seed(self.options.seed, self.remaps);
         let motion = self.motion.as_ref().map(|(m, p)| (&m[..], &p[..]));
         let inputs = RemapInputs { owners: &self.owners, box_loads, phase_loads, motion, seed };
         Ok(self.options.remapper.remap(&self.grid, parts, &inputs)?)
@@ -325,11 +325,7 @@ impl Remapping {
         let parts = self.pool.threads().min(self.grid.len());
         let box_loads = self.tracker.box_loads();
         let phase_loads = self.tracker.phase_loads();
-        // What the remapper minimises: the thread max_avg, or its sum over phases.
-        let imbalance = |owners: &[u32]| match &phase_loads {
-            Some(phases) if vector => metrics::vector_max_avg(owners, phases, parts),
-            _ => metrics::max_avg(&metrics::charges(owners, &box_loads, parts)),
-        };
+        let imbalance = |owners: &[u32]| imbalance(vector, owners, &box_loads, phase_loads.as_deref(), parts);
         let now = imbalance(&self.owners);
         if self.policy.decide(seen, now) {
             // Measured times are finite and ≥ 0, the motion hints were checked on arrival.
@@ -352,6 +348,21 @@ impl Remapping {
         end.rebalance_critical = end.rebalance_time;
         end
     }
+}
+
+/// What a remapper minimises over `owners`: the threads' max_avg of the box loads, or, for a
+/// vector remapper given per-phase loads, its sum over the phases.
+fn imbalance(vector: bool, owners: &[u32], box_loads: &[f64], phase_loads: Option<&[Vec<f64>]>, parts: usize) -> f64 {
+    match phase_loads {
+        Some(phases) if vector => metrics::vector_max_avg(owners, phases, parts),
+        _ => metrics::max_avg(&metrics::charges(owners, box_loads, parts)),
+    }
+}
+
+/// The seed of the `remap`-th remapping's draws, from the executor's `seed`: a stream of its
+/// own for each remapping and each seed.
+fn stream_seed(seed: u64, remap: u64) -> u64 {
+    seed ^ remap.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 // SAFETY: every box is in exactly one thread's runs: `OwnerLists::new` files each box under its
@@ -432,16 +443,25 @@ mod tests {
             assert_eq!(exec.name(), name);
             let start = exec.owners().to_vec();
             let hits: Vec<AtomicU64> = (0..grid.len()).map(|_| AtomicU64::new(0)).collect();
-            let mut migrations = 0;
+            let (mut migrations, mut moved) = (0, 0);
             for it in 0..12u64 {
                 // The lowest three rows, all thread 0's under RCB's first cut, are heavy.
-                exec.run_phase(&|k| {
+                let stats = exec.run_phase(&|k| {
                     if k < 36 {
                         spin(20);
                     }
                     hits[k].fetch_add(1, Ordering::Relaxed);
                 });
-                migrations += exec.end_iteration().migrations;
+                // Affinity: every box stayed but those the last remapping moved.
+                let stayed = (it > 0).then(|| (grid.len() - moved) as f64 / grid.len() as f64);
+                assert_eq!(stats.affinity(), stayed, "{name}, iteration {it}");
+                let end = exec.end_iteration();
+                if it == 0 {
+                    // Thread 0 ran every heavy box: about twice the mean, summed over phases or not.
+                    assert!(end.max_avg > 1.2, "{name}: {end:?}");
+                }
+                moved = end.migrations;
+                migrations += end.migrations;
                 assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it + 1), "{name}");
             }
             assert!(migrations > 0, "{name}: the heavy rows should have moved boxes");
@@ -449,6 +469,122 @@ mod tests {
             assert_eq!(heavy_owners.len(), 2, "{name}: both threads share the heavy rows: {:?}", exec.owners());
             assert_ne!(exec.owners(), start);
         }
+    }
+
+    #[test]
+    fn each_remapper_calls_its_partitioner_and_rcb_stands_in_without_its_inputs() {
+        let grid = Grid::new(12, 8).unwrap();
+        let n = grid.len();
+        // A heavy left third in one phase, a heavy top half in the other.
+        let phases: Vec<Vec<f64>> = vec![
+            (0..n).map(|k| if k % 12 < 4 { 5.0 } else { 1.0 }).collect(),
+            (0..n).map(|k| if k / 12 >= 4 { 3.0 } else { 0.5 }).collect(),
+        ];
+        let loads: Vec<f64> = (0..n).map(|k| phases[0][k] + phases[1][k]).collect();
+        let owners: Vec<u32> = (0..n).map(|k| u32::from(k % 12 >= 6)).collect();
+        let momentum = vec![[0.0, 1.0]; n];
+        let particles = vec![2.0; n];
+        let x = RemapInputs {
+            owners: &owners,
+            box_loads: &loads,
+            phase_loads: Some(&phases),
+            motion: Some((&momentum, &particles)),
+            seed: 9,
+        };
+        let bare = RemapInputs { phase_loads: None, motion: None, ..x };
+        let rcb = kway_rcb(&grid, &loads, 3).unwrap();
+        let remap = |name: &str, x: &RemapInputs| Remapper::by_name(name).unwrap().remap(&grid, 3, x).unwrap();
+        let mut stolen = owners.clone();
+        pack_steal(&grid, &loads, &mut stolen, 3, &PackSteal::default(), 9).unwrap();
+        let expected = [
+            ("rcb", rcb.clone()),
+            ("norcb", kway_norcb(&grid, &loads, &momentum, &particles, 3, 1e-3).unwrap()),
+            ("packsteal", stolen),
+            ("vector-rcb", kway_vector_rcb(&grid, &phases, 3).unwrap()),
+            ("vector-greedy", pbs::greedy::vector_greedy(&phases, 3).unwrap()),
+            ("norm-greedy", pbs::greedy::norm_greedy(&phases, 3).unwrap()),
+            ("diffusion", pbs::diffusion::diffuse(&grid, &owners, &loads, &vec![1.0; n], 3, 1.02).unwrap()),
+        ];
+        for (name, want) in expected {
+            assert_eq!(remap(name, &x), want, "{name}");
+            let vector = matches!(name, "vector-rcb" | "vector-greedy" | "norm-greedy");
+            assert_eq!(Remapper::by_name(name).unwrap().is_vector(), vector, "{name}");
+            if name != "rcb" {
+                assert_ne!(want, rcb, "{name}: the test needs an answer other than RCB's");
+            }
+            // Without motion or per-phase loads, the remappers that need them cut as RCB.
+            if vector || name == "norcb" {
+                assert_eq!(remap(name, &bare), rcb, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn what_a_remapping_minimises_is_the_scalar_or_the_vector_imbalance() {
+        // Thread 0 carries phase 0, thread 1 phase 1: balanced summed, 2 × the mean per phase.
+        let owners = [0, 0, 1, 1];
+        let phases = vec![vec![1.0, 1.0, 0.0, 0.0], vec![0.0, 0.0, 1.0, 1.0]];
+        let sums = [1.0; 4];
+        assert_eq!(imbalance(false, &owners, &sums, Some(&phases), 2), 1.0);
+        assert_eq!(imbalance(true, &owners, &sums, Some(&phases), 2), 2.0);
+        assert_eq!(imbalance(true, &owners, &sums, None, 2), 1.0, "no phases measured: the sums");
+    }
+
+    #[test]
+    fn each_remapping_and_each_seed_draw_their_own_stream() {
+        let seeds: std::collections::BTreeSet<u64> =
+            (0..4).flat_map(|seed| (1..=50).map(move |remap| stream_seed(seed, remap))).collect();
+        assert_eq!(seeds.len(), 200);
+        assert!((0..4).all(|seed| !seeds.contains(&seed)), "a remapping's stream is not the seed itself");
+        // The executor counts its remappings.
+        let mut exec = Remapping::new(Grid::new(8, 8).unwrap(), 2, RemapOptions::new(Remapper::Rcb)).unwrap();
+        exec.hint_loads(&[1.0; 64]).unwrap();
+        exec.hint_loads(&[2.0; 64]).unwrap();
+        assert_eq!(exec.remaps, 2);
+    }
+
+    #[test]
+    fn a_remapping_that_changes_nothing_is_not_taken() {
+        // Diffusion that stops at 10 × the mean moves nothing: no better mapping, no rebalancing,
+        // even where the criterion and a first measured iteration ask for one.
+        let grid = Grid::new(8, 8).unwrap();
+        let options = RemapOptions {
+            trigger: 0.0,
+            criterion: Some(Box::new(crate::criteria::Always)),
+            ..RemapOptions::new(Remapper::Diffusion { limit: 10.0 })
+        };
+        let mut exec = Remapping::new(grid, 2, options).unwrap();
+        let start = exec.owners().to_vec();
+        for _ in 0..10 {
+            exec.run_phase(&|k| spin(if k < 16 { 20 } else { 1 }));
+            let end = exec.end_iteration();
+            assert!(!end.rebalanced && end.migrations == 0, "{end:?}");
+        }
+        assert_eq!(exec.owners(), start);
+    }
+
+    #[test]
+    fn timing_adapts_to_the_boxes_run_in_all_the_iteration_s_phases() {
+        let grid = Grid::new(16, 16).unwrap();
+        let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
+        assert!(!exec.tracker.records_affinity(), "affinity is counted from the remappings instead");
+        // Boxes long enough for a piece of about 12 on this machine's clock (timing costs
+        // at most 0.5 % of the work).
+        let each = Duration::from_secs_f64(crate::clock::costs().clock_pair / (0.005 * 12.0));
+        let mut busy = [0.0; 2];
+        for _ in 0..2 {
+            let stats = exec.run_phase(&|_| crate::clock::busy_wait(each));
+            busy.iter_mut().zip(&stats.busy).for_each(|(b, d)| *b += d.as_secs_f64());
+        }
+        assert_eq!(exec.phases_in_iteration, 2);
+        exec.end_iteration();
+        assert_eq!(exec.phases_in_iteration, 0);
+        // The piece a tracker gets for this busy time over 2 × 256 boxes run: with one phase's
+        // boxes counted, or four, the mean box would be twice or half as long.
+        let mut fresh = Tracker::new(grid.len(), 2, BoxTimer::default()).unwrap();
+        let piece = timing::adapt(&mut fresh, &busy, 2 * grid.len(), 128, 8).unwrap();
+        assert!(piece > 1 && piece < 128, "the test needs a piece inside its bounds: {piece}");
+        assert_eq!(exec.tracker.piece(), piece);
     }
 
     #[test]

@@ -145,3 +145,52 @@ impl Drop for FlushOnDrop<'_> {
         self.tracker.flush(self.thread, std::mem::take(&mut self.local));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn panic_message(run: impl FnOnce()) -> String {
+        let payload = panic::catch_unwind(AssertUnwindSafe(run)).unwrap_err();
+        payload.downcast_ref::<String>().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_forked_child_is_refused_the_parents_rayon_threads() {
+        let mut exec = WorkStealing::new(4, 2).unwrap();
+        exec.born = Birth::elsewhere();
+        assert!(panic_message(|| {
+            exec.run_phase(&|_| {});
+        })
+        .contains(FORKED));
+        assert!(panic_message(|| exec.on_each_thread(&|_| {})).contains(FORKED));
+        // Dropped without joining threads that, in a child, are not there (its pool leaks here).
+        drop(exec);
+    }
+
+    /// Dropping the executor ends its rayon threads: each one's task directory goes.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn dropping_the_executor_ends_its_threads() {
+        let tids = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = Arc::clone(&tids);
+        let on_start = Arc::new(move |_| {
+            // "/proc/thread-self" names "<pid>/task/<tid>".
+            let own = std::fs::read_link("/proc/thread-self").unwrap();
+            record.lock().unwrap().push(own.file_name().unwrap().to_owned());
+        });
+        let exec = WorkStealing::with_start(4, 2, on_start, BoxTimer::default()).unwrap();
+        // A broadcast waits for every thread, so every start handler has run.
+        exec.on_each_thread(&|_| {});
+        let tids = tids.lock().unwrap().clone();
+        assert_eq!(tids.len(), 2);
+        let alive = || tids.iter().filter(|t| std::path::Path::new("/proc/self/task").join(t).exists()).count();
+        assert_eq!(alive(), 2);
+        drop(exec);
+        let start = Instant::now();
+        while alive() > 0 {
+            assert!(start.elapsed().as_secs() < 20, "rayon threads still running 20 s after the drop");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}

@@ -564,6 +564,24 @@ mod tests {
     }
 
     #[test]
+    fn nothing_remaps_when_nothing_asks() {
+        // A criterion that never asks, and loads given up front (no first measured iteration
+        // to check): the heavy corner stays where it is, however imbalanced.
+        let grid = Grid::new(12, 12).unwrap();
+        let options =
+            RemapOptions { criterion: Some(Box::new(crate::criteria::Never)), ..RemapOptions::new(Remapper::Rcb) };
+        let mut exec = Remapping::new(grid, 2, options).unwrap();
+        exec.hint_loads(&[1.0; 144]).unwrap();
+        let start = exec.owners().to_vec();
+        for _ in 0..10 {
+            exec.run_phase(&|k| spin(if k < 36 { 20 } else { 0 }));
+            let end = exec.end_iteration();
+            assert!(!end.rebalanced && end.max_avg > 1.2, "{end:?}");
+        }
+        assert_eq!(exec.owners(), start);
+    }
+
+    #[test]
     fn timing_adapts_to_the_boxes_run_in_all_the_iteration_s_phases() {
         let grid = Grid::new(16, 16).unwrap();
         let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
@@ -629,8 +647,12 @@ mod tests {
         let grid = Grid::new(4, 4).unwrap();
         let options = RemapOptions { chunk: 0, ..RemapOptions::new(Remapper::Rcb) };
         assert!(Remapping::new(grid, 2, options).err().unwrap().to_string().contains("chunk"));
-        let options = RemapOptions { trigger: f64::NAN, ..RemapOptions::new(Remapper::Rcb) };
-        assert!(Remapping::new(grid, 2, options).err().unwrap().to_string().contains("trigger"));
+        for trigger in [f64::NAN, f64::INFINITY, -0.1] {
+            let options = RemapOptions { trigger, ..RemapOptions::new(Remapper::Rcb) };
+            assert!(Remapping::new(grid, 2, options).err().unwrap().to_string().contains("trigger"), "{trigger}");
+        }
+        let options = RemapOptions { trigger: 0.0, ..RemapOptions::new(Remapper::Rcb) };
+        assert!(Remapping::new(grid, 2, options).is_ok());
         assert!(Remapper::by_name("zoltan").is_none());
         let cube = Grid::new_3d(4, 4, 4).unwrap();
         for name in ["norcb", "vector-rcb"] {

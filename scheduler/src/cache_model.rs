@@ -298,6 +298,47 @@ mod tests {
     }
 
     #[test]
+    fn an_lru_full_to_the_byte_evicts_nothing_and_an_invalidation_drops_only_its_bytes() {
+        let holders = Holders::new(4, 1);
+        let mut lru = Lru::default();
+        // Two boxes of 4 lines in a cache of 8: full to the byte, nothing evicted.
+        lru.touch(Item::Box(0), 256, 512, None, &holders);
+        lru.touch(Item::Box(1), 256, 512, None, &holders);
+        lru.touch(Item::Box(0), 256, 512, None, &holders);
+        assert_eq!((lru.used, lru.accesses, lru.misses), (512, 12, 8));
+        // A write elsewhere takes one line of box 1: that line alone misses when read again.
+        lru.invalidate(Item::Box(1), 64, &holders);
+        assert_eq!(lru.used, 448);
+        lru.touch(Item::Box(1), 256, 512, None, &holders);
+        assert_eq!((lru.used, lru.misses), (512, 9));
+        assert!(lru.stamp.contains_key(&Item::Box(0)), "nothing evicted");
+        // Dropping more than it holds drops the item.
+        lru.invalidate(Item::Box(0), 1000, &holders);
+        assert_eq!(lru.used, 256);
+        assert!(!lru.stamp.contains_key(&Item::Box(0)) && holders.others(Item::Box(0), usize::MAX).next().is_none());
+    }
+
+    #[test]
+    fn a_box_run_inside_a_phase_is_recorded_on_the_worker_that_ran_it() {
+        use crate::executor::Executor;
+        let g = Grid::new(8, 1).unwrap();
+        let m = CacheModel::new(g, 2, 1 << 20, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 0 }).unwrap();
+        let mut exec = crate::executors::StaticBlocks::new(8, 2).unwrap();
+        exec.run_phase(&|k| m.run_box(k));
+        // Static blocks: boxes 0–3 on worker 0, 4–7 on worker 1.
+        for (t, block) in [(0, 0..4u32), (1, 4..8)] {
+            let lru = m.threads[t].lock().unwrap();
+            let mut boxes: Vec<u32> =
+                lru.stamp.keys().filter_map(|i| if let Item::Box(k) = i { Some(*k) } else { None }).collect();
+            boxes.sort_unstable();
+            assert_eq!(boxes, block.collect::<Vec<_>>(), "worker {t}");
+        }
+        // Off the pool, the caller counts as worker 0.
+        m.run_box(7);
+        assert!(m.threads[0].lock().unwrap().stamp.contains_key(&Item::Box(7)));
+    }
+
+    #[test]
     fn a_box_that_fits_hits_the_second_time_and_capacity_evicts() {
         let g = Grid::new(4, 1).unwrap();
         let m = CacheModel::new(g, 1, 2048, Footprint { box_bytes: 512, halo_bytes: 64, written_bytes: 256 }).unwrap();

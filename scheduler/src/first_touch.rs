@@ -212,6 +212,21 @@ mod tests {
         assert_eq!(data[5].0, 5, "contents survive the move");
     }
 
+    #[test]
+    fn data_lives_where_the_executor_plans_to_run_it_or_in_static_blocks() {
+        use crate::executors::{EagerFifo, RemapOptions, Remapper, Remapping};
+        // An executor that plans: its owners (RCB, halves of a row of 10, then a remapping
+        // given loads heavy at the left end).
+        let mut rcb = Remapping::new(pbs::Grid::new(10, 1).unwrap(), 2, RemapOptions::new(Remapper::Rcb)).unwrap();
+        rcb.hint_loads(&[9.0, 9.0, 9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]).unwrap();
+        let planned = rcb.planned_owners().unwrap();
+        assert_eq!(placement_owners(&rcb), planned);
+        assert_ne!(planned, placement_owners_of_blocks(10, 2), "the test needs a plan other than blocks");
+        // One that decides during the phase: blocks.
+        let eager = EagerFifo::new(10, 3).unwrap();
+        assert_eq!(placement_owners(&eager), [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]);
+    }
+
     /// Records the worker that made a copy.
     struct MadeBy(usize, Option<usize>);
     impl Clone for MadeBy {

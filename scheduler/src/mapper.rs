@@ -461,6 +461,38 @@ mod tests {
     }
 
     #[test]
+    fn the_victims_follow_every_move_and_each_iteration_is_counted_and_reported() {
+        let grid = Grid::new(24, 24).unwrap();
+        let options = || PbsOptions {
+            criterion: Some(crate::criteria::by_name("periodic:4", 0.0).unwrap()),
+            ..PbsOptions::default()
+        };
+        let fresh = |m: &Mapper| victim_order(&m.vcores, m.workers, grid.len(), None);
+        let mut m = Mapper::new(grid, 4, options()).unwrap();
+        assert_eq!(m.workers(), 4);
+        let start = m.victim_order().to_vec();
+        // A hint that moves boxes renews the victims, and so does a rebalancing.
+        let ring: Vec<f64> = (0..grid.len()).map(|k| if k % 24 < 3 || k / 24 > 20 { 9.0 } else { 1.0 }).collect();
+        assert!(m.hint_loads(&ring).unwrap() > 0);
+        assert_eq!(m.victim_order(), fresh(&m));
+        assert_ne!(m.victim_order(), start, "the test needs a hint that changes the victims");
+        let mut m = Mapper::new(grid, 4, options()).unwrap();
+        let end = m.end_iteration(&ring).unwrap();
+        assert!(end.migrations > 0);
+        assert_eq!(m.victim_order(), fresh(&m));
+        assert_ne!(m.victim_order(), start);
+        // An iteration the criterion does not ask about ends at once, with its max_avg.
+        let ended = m.observe(&[2.0, 1.0, 1.0, 1.0]).unwrap();
+        assert_eq!(ended, Observed::Ended(IterationEnd { max_avg: 1.6, ..Default::default() }));
+        assert_eq!(m.iterations, 2);
+        // Loads that are not seconds are refused, whatever their sign.
+        assert!(m.observe(&[1.0, -1.0, 1.0, 1.0]).is_err());
+        assert!(m.observe(&[1.0, f64::INFINITY, 1.0, 1.0]).is_err());
+        assert!(m.add_to_last_cost(-1.0).is_err() && m.add_to_last_cost(f64::INFINITY).is_err());
+        assert_eq!(m.iterations, 2, "a refused call counts nothing");
+    }
+
+    #[test]
     fn every_worker_has_every_other_as_a_victim_neighbours_first() {
         let grid = Grid::new(16, 16).unwrap();
         for workers in [1, 2, 5, 300] {

@@ -312,6 +312,27 @@ mod tests {
     }
 
     #[test]
+    fn the_start_hook_pins_each_worker_to_its_core_and_reports_it() {
+        let topology = Topology::detect();
+        let threads = topology.cores.len().max(2);
+        let (hook, bindings) = pinning(&topology, threads);
+        assert_eq!(bindings.report(), vec![None; threads], "no worker started yet");
+        for t in 0..threads {
+            let hook = Arc::clone(&hook);
+            let mask = std::thread::spawn(move || {
+                hook(t);
+                mask_now()
+            })
+            .join()
+            .unwrap();
+            let mut core = topology.core_of_worker(t).pus.clone();
+            core.sort_unstable();
+            assert_eq!(mask, core, "worker {t}");
+            assert_eq!(bindings.report()[t], Some(Ok(core)), "worker {t}");
+        }
+    }
+
+    #[test]
     fn pinning_names_from_c() {
         assert_eq!(Pinning::from_c(0), Some(Pinning::Off));
         assert_eq!(Pinning::from_c(1), Some(Pinning::Workers));

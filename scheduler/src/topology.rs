@@ -115,13 +115,7 @@ impl Topology {
     /// Worker threads to use: `PBS_NUM_THREADS` if set (an error names a bad value), else one
     /// per core.
     pub fn default_threads(&self) -> Result<usize, String> {
-        match std::env::var(THREADS_ENV) {
-            Ok(v) => match v.trim().parse::<usize>() {
-                Ok(n) if n >= 1 => Ok(n),
-                _ => Err(format!("{THREADS_ENV}={v:?}: expected a whole number ≥ 1")),
-            },
-            Err(_) => Ok(self.cores.len().max(1)),
-        }
+        threads_from(std::env::var(THREADS_ENV).ok().as_deref(), self.cores.len())
     }
 
     /// Core of worker `t` among `threads` (round-robin over cores when oversubscribed).
@@ -141,15 +135,33 @@ impl Topology {
     }
 }
 
+/// Worker threads from the value of `PBS_NUM_THREADS` if set, else one per core.
+fn threads_from(var: Option<&str>, cores: usize) -> Result<usize, String> {
+    match var {
+        Some(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!("{THREADS_ENV}={v:?}: expected a whole number ≥ 1")),
+        },
+        None => Ok(cores.max(1)),
+    }
+}
+
 /// Size in bytes of the per-core data cache the modelled cache should use: the level-2 cache
 /// of CPU 0 as sysfs reports it (or level 1 if there is no level 2); `None` if unknown.
 pub fn per_core_cache_bytes() -> Option<u64> {
     let base = "/sys/devices/system/cpu/cpu0/cache";
-    let mut best: Option<(u32, u64)> = None;
-    for e in std::fs::read_dir(base).ok()?.flatten() {
+    let caches = std::fs::read_dir(base).ok()?.flatten().filter_map(|e| {
         let dir = e.path();
         let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok().map(|s| s.trim().to_string());
-        let (Some(level), Some(kind), Some(size)) = (read("level"), read("type"), read("size")) else { continue };
+        Some((read("level")?, read("type")?, read("size")?))
+    });
+    data_cache_bytes(caches)
+}
+
+/// [`per_core_cache_bytes`] from sysfs's `(level, type, size)` of each cache.
+fn data_cache_bytes(caches: impl Iterator<Item = (String, String, String)>) -> Option<u64> {
+    let mut best: Option<(u32, u64)> = None;
+    for (level, kind, size) in caches {
         if kind == "Instruction" {
             continue;
         }
@@ -355,6 +367,37 @@ mod hwloc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_thread_count_comes_from_the_variable_or_the_cores() {
+        assert_eq!(threads_from(None, 6), Ok(6));
+        assert_eq!(threads_from(None, 0), Ok(1), "a machine without cores still gets a thread");
+        assert_eq!(threads_from(Some(" 3 "), 6), Ok(3));
+        assert_eq!(threads_from(Some("1"), 6), Ok(1));
+        for bad in ["0", "-2", "two", ""] {
+            assert!(threads_from(Some(bad), 6).unwrap_err().contains(THREADS_ENV), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_modelled_cache_is_the_data_cache_of_level_2_or_else_1() {
+        let cache = |level: &str, kind: &str, size: &str| (level.to_string(), kind.to_string(), size.to_string());
+        let cpu = || {
+            vec![
+                cache("1", "Data", "48K"),
+                cache("1", "Instruction", "32K"),
+                cache("2", "Unified", "2M"),
+                cache("3", "Unified", "105M"),
+            ]
+        };
+        assert_eq!(data_cache_bytes(cpu().into_iter()), Some(2 << 20));
+        assert_eq!(data_cache_bytes(cpu().into_iter().rev()), Some(2 << 20), "in any order");
+        let no_l2 = cpu().into_iter().filter(|c| c.0 != "2");
+        assert_eq!(data_cache_bytes(no_l2), Some(48 << 10));
+        assert_eq!(data_cache_bytes([cache("2", "Unified", "1048576")].into_iter()), Some(1 << 20), "plain bytes");
+        assert_eq!(data_cache_bytes([cache("1", "Instruction", "32K")].into_iter()), None);
+        assert_eq!(data_cache_bytes([cache("two", "Data", "32K")].into_iter()), None, "unreadable: unknown");
+    }
 
     #[test]
     fn synthetic_two_sockets_of_four_cores() {

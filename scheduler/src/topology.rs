@@ -409,6 +409,16 @@ mod tests {
             assert_eq!(t.numa_of_workers(8), vec![0, 0, 0, 0, 1, 1, 1, 1], "{}", t.source);
             assert!(t.cores.iter().all(|c| c.pus.len() == 1));
         }
+        // Two nodes in each of two packages: nodes numbered across the packages.
+        let nested = [
+            parse_synthetic("pack:2 numa:2 core:2 pu:1").unwrap(),
+            Topology::synthetic("pack:2 numa:2 core:2 pu:1").unwrap(),
+        ];
+        for t in nested {
+            assert_eq!((t.packages, t.numa_nodes), (2, 4), "{}", t.source);
+            assert_eq!(t.numa_of_workers(8), [0, 0, 1, 1, 2, 2, 3, 3], "{}", t.source);
+            assert_eq!(t.cores.iter().map(|c| c.package).collect::<Vec<_>>(), [0, 0, 0, 0, 1, 1, 1, 1], "{}", t.source);
+        }
         let smt = parse_synthetic("pack:1 numa:2 l3:1 core:3 pu:2").unwrap();
         assert_eq!((smt.numa_nodes, smt.cores.len()), (2, 6));
         assert_eq!(smt.cores[0].pus, vec![0, 1]);

@@ -249,6 +249,11 @@ mod tests {
     use super::*;
     use crate::executors::{check::RECENT_ITERATIONS, PERSISTENT_ITERATIONS};
 
+    /// Options whose criterion asks every fourth iteration and reads no clock.
+    fn every_fourth() -> PbsOptions {
+        PbsOptions { criterion: Some(crate::criteria::by_name("periodic:4", 0.0).unwrap()), ..PbsOptions::default() }
+    }
+
     fn corner(grid: Grid, heavy: f64) -> Vec<f64> {
         (0..grid.len())
             .map(|k| if k % grid.nx() < grid.nx() / 4 && k / grid.nx() < grid.ny() / 4 { heavy } else { 1.0 })
@@ -316,10 +321,7 @@ mod tests {
     #[test]
     fn a_lasting_imbalance_under_the_trigger_is_fixed_when_it_pays() {
         let grid = Grid::new(16, 16).unwrap();
-        let options = PbsOptions {
-            criterion: Some(crate::criteria::by_name("periodic:4", 0.0).unwrap()),
-            ..PbsOptions::default()
-        };
+        let options = every_fourth();
         let mut m = Mapper::new(grid, 2, options).unwrap();
         // Coarse boxes (100 µs), uniform: balanced after the first measurement.
         let uniform = vec![100e-6; grid.len()];
@@ -390,10 +392,7 @@ mod tests {
     fn observing_then_balancing_when_asked_decides_as_end_iteration() {
         let grid = Grid::new(24, 24).unwrap();
         // A criterion that reads no clock, so that both mappers decide alike.
-        let options = || PbsOptions {
-            criterion: Some(crate::criteria::by_name("periodic:4", 0.0).unwrap()),
-            ..PbsOptions::default()
-        };
+        let options = every_fourth;
         let (mut whole, mut split) =
             (Mapper::new(grid, 4, options()).unwrap(), Mapper::new(grid, 4, options()).unwrap());
         assert!(split.balance_on(&corner(grid, 2.0)).is_err(), "no box loads asked for yet");
@@ -463,10 +462,7 @@ mod tests {
     #[test]
     fn the_victims_follow_every_move_and_each_iteration_is_counted_and_reported() {
         let grid = Grid::new(24, 24).unwrap();
-        let options = || PbsOptions {
-            criterion: Some(crate::criteria::by_name("periodic:4", 0.0).unwrap()),
-            ..PbsOptions::default()
-        };
+        let options = every_fourth;
         let fresh = |m: &Mapper| victim_order(&m.vcores, m.workers, grid.len(), None);
         let mut m = Mapper::new(grid, 4, options()).unwrap();
         assert_eq!(m.workers(), 4);

@@ -743,17 +743,7 @@ mod tests {
         let err = refine(&problem, &mut [0u32; 16], bad).unwrap_err();
         assert!(err.to_string().contains("tol"), "{err}");
         // After a rebalancing, on the path that skips the labelling as on the other.
-        let still = crate::Outcome {
-            steps: 0,
-            converged: true,
-            max_avg: 1.0,
-            lower_bound: 1.0,
-            dol_max: 0.0,
-            dol_min: 0.0,
-            migrations: 0,
-            restarted: false,
-            elapsed: std::time::Duration::ZERO,
-        };
+        let still = crate::Outcome::balanced_at_start(std::time::Duration::ZERO);
         for started_whole in [true, false] {
             let err = mend_rebalanced(&problem, &mut [2u32; 16], &still, started_whole).unwrap_err();
             assert!(err.to_string().contains("part 2 at box 0"), "{err}");

@@ -356,6 +356,23 @@ mod tests {
         assert!(metrics::max_avg(&metrics::charges(m.owners(), &loads, 2)) < over);
     }
 
+    /// Asked every iteration, the box loads are still not read before an imbalance has lasted.
+    #[test]
+    fn an_imbalance_is_not_read_box_by_box_before_it_has_lasted() {
+        let grid = Grid::new(16, 16).unwrap();
+        let options = PbsOptions { criterion: Some(Box::new(crate::criteria::Always)), ..PbsOptions::default() };
+        let mut m = Mapper::new(grid, 2, options).unwrap();
+        let uniform = vec![100e-6; grid.len()];
+        for _ in 0..20 {
+            m.end_iteration(&uniform).unwrap();
+        }
+        let owners = m.owners().to_vec();
+        let loads: Vec<f64> =
+            owners.iter().enumerate().map(|(k, &o)| if o == 0 && k % 4 == 0 { 128e-6 } else { 100e-6 }).collect();
+        let first = m.observe(&metrics::charges(&owners, &loads, 2)).unwrap();
+        assert!(matches!(first, Observed::Ended(_)), "{first:?}");
+    }
+
     /// The criterion's `C` after a rebalancing is the balancer's time plus what the caller adds.
     #[test]
     fn an_added_cost_reaches_the_criterion() {

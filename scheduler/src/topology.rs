@@ -380,6 +380,19 @@ mod tests {
     }
 
     #[test]
+    fn the_default_thread_count_is_one_per_core_unless_the_variable_says() {
+        let t = parse_synthetic("pack:2 numa:1 core:4 pu:1").unwrap();
+        match std::env::var(THREADS_ENV) {
+            Err(_) => assert_eq!(t.default_threads(), Ok(8)),
+            Ok(v) => assert_eq!(t.default_threads(), threads_from(Some(&v), 8)),
+        }
+        // This machine's sysfs, where it lists caches, gives a data cache of some KiB at least.
+        if std::path::Path::new("/sys/devices/system/cpu/cpu0/cache/index0/size").exists() {
+            assert!(per_core_cache_bytes().is_some_and(|b| b >= 4096), "{:?}", per_core_cache_bytes());
+        }
+    }
+
+    #[test]
     fn the_modelled_cache_is_the_data_cache_of_level_2_or_else_1() {
         let cache = |level: &str, kind: &str, size: &str| (level.to_string(), kind.to_string(), size.to_string());
         let cpu = || {

@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(data.migrate(&exec, &owners, &new), 100);
         assert_eq!(data[5].0, 5, "contents survive the move");
         // The boxes are the caller's to change in place.
-        data[5] = Box::new((50, 0));
+        *data[5] = (50, 0);
         data.iter_mut().for_each(|b| b.1 = 7);
         assert_eq!((data[5].0, data[5].1, data[99].1), (50, 7, 7));
     }

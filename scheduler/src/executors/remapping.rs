@@ -429,6 +429,13 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
 
+    /// The largest thread's busy time over the mean, in a phase.
+    fn busy_max_avg(stats: &PhaseStats) -> f64 {
+        let busy: Vec<f64> = stats.busy.iter().map(Duration::as_secs_f64).collect();
+        let mean = busy.iter().sum::<f64>() / busy.len() as f64;
+        busy.iter().copied().fold(0.0, f64::max) / mean
+    }
+
     /// Busy-waits `micros` microseconds.
     fn spin(micros: u64) {
         crate::clock::busy_wait(Duration::from_micros(micros));
@@ -456,10 +463,8 @@ mod tests {
                 let stayed = (it > 0).then(|| (grid.len() - moved) as f64 / grid.len() as f64);
                 assert_eq!(stats.affinity(), stayed, "{name}, iteration {it}");
                 let end = exec.end_iteration();
-                if it == 0 {
-                    // Thread 0 ran every heavy box: about twice the mean, summed over phases or not.
-                    assert!(end.max_avg > 1.2, "{name}: {end:?}");
-                }
+                // The iteration's max_avg is its one phase's: largest over mean thread time.
+                assert_eq!(end.max_avg, busy_max_avg(&stats), "{name}, iteration {it}");
                 moved = end.migrations;
                 migrations += end.migrations;
                 assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == it + 1), "{name}");
@@ -573,36 +578,46 @@ mod tests {
         let mut exec = Remapping::new(grid, 2, options).unwrap();
         exec.hint_loads(&[1.0; 144]).unwrap();
         let start = exec.owners().to_vec();
+        let mut imbalanced = 0;
         for _ in 0..10 {
             exec.run_phase(&|k| spin(if k < 36 { 20 } else { 0 }));
             let end = exec.end_iteration();
-            assert!(!end.rebalanced && end.max_avg > 1.2, "{end:?}");
+            assert!(!end.rebalanced, "{end:?}");
+            imbalanced += usize::from(end.max_avg > 1.2);
         }
+        assert!(imbalanced >= 5, "the test needs a lasting imbalance: {imbalanced} of 10 iterations");
         assert_eq!(exec.owners(), start);
     }
 
     #[test]
     fn timing_adapts_to_the_boxes_run_in_all_the_iteration_s_phases() {
         let grid = Grid::new(16, 16).unwrap();
-        let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
-        assert!(!exec.tracker.records_affinity(), "affinity is counted from the remappings instead");
         // Boxes long enough for a piece of about 12 on this machine's clock (timing costs
         // at most 0.5 % of the work).
         let each = Duration::from_secs_f64(crate::clock::costs().clock_pair / (0.005 * 12.0));
-        let mut busy = [0.0; 2];
-        for _ in 0..2 {
-            let stats = exec.run_phase(&|_| crate::clock::busy_wait(each));
-            busy.iter_mut().zip(&stats.busy).for_each(|(b, d)| *b += d.as_secs_f64());
+        // A thread preempted for long stretches a box's mean to a piece of 1, where counting
+        // the boxes wrong would not show: a few tries for one that can show it.
+        for _ in 0..5 {
+            let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
+            assert!(!exec.tracker.records_affinity(), "affinity is counted from the remappings instead");
+            let mut busy = [0.0; 2];
+            for _ in 0..2 {
+                let stats = exec.run_phase(&|_| crate::clock::busy_wait(each));
+                busy.iter_mut().zip(&stats.busy).for_each(|(b, d)| *b += d.as_secs_f64());
+            }
+            assert_eq!(exec.phases_in_iteration, 2);
+            exec.end_iteration();
+            assert_eq!(exec.phases_in_iteration, 0);
+            // The piece a tracker gets for this busy time over 2 × 256 boxes run: with one
+            // phase's boxes counted, or four, the mean box would be twice or half as long.
+            let mut fresh = Tracker::new(grid.len(), 2, BoxTimer::default()).unwrap();
+            let piece = timing::adapt(&mut fresh, &busy, 2 * grid.len(), 128, 8).unwrap();
+            assert_eq!(exec.tracker.piece(), piece);
+            if piece > 1 && piece < 128 {
+                return;
+            }
         }
-        assert_eq!(exec.phases_in_iteration, 2);
-        exec.end_iteration();
-        assert_eq!(exec.phases_in_iteration, 0);
-        // The piece a tracker gets for this busy time over 2 × 256 boxes run: with one phase's
-        // boxes counted, or four, the mean box would be twice or half as long.
-        let mut fresh = Tracker::new(grid.len(), 2, BoxTimer::default()).unwrap();
-        let piece = timing::adapt(&mut fresh, &busy, 2 * grid.len(), 128, 8).unwrap();
-        assert!(piece > 1 && piece < 128, "the test needs a piece inside its bounds: {piece}");
-        assert_eq!(exec.tracker.piece(), piece);
+        panic!("no try gave a piece inside its bounds, where the count of boxes shows");
     }
 
     #[test]

@@ -409,9 +409,8 @@ mod tests {
     fn observing_then_balancing_when_asked_decides_as_end_iteration() {
         let grid = Grid::new(24, 24).unwrap();
         // A criterion that reads no clock, so that both mappers decide alike.
-        let options = every_fourth;
         let (mut whole, mut split) =
-            (Mapper::new(grid, 4, options()).unwrap(), Mapper::new(grid, 4, options()).unwrap());
+            (Mapper::new(grid, 4, every_fourth()).unwrap(), Mapper::new(grid, 4, every_fourth()).unwrap());
         assert!(split.balance_on(&corner(grid, 2.0)).is_err(), "no box loads asked for yet");
         let (mut asked, mut rebalanced) = (0, 0);
         for step in 0..60 {
@@ -479,9 +478,8 @@ mod tests {
     #[test]
     fn the_victims_follow_every_move_and_each_iteration_is_counted_and_reported() {
         let grid = Grid::new(24, 24).unwrap();
-        let options = every_fourth;
         let fresh = |m: &Mapper| victim_order(&m.vcores, m.workers, grid.len(), None);
-        let mut m = Mapper::new(grid, 4, options()).unwrap();
+        let mut m = Mapper::new(grid, 4, every_fourth()).unwrap();
         assert_eq!(m.workers(), 4);
         let start = m.victim_order().to_vec();
         // A hint that moves boxes renews the victims, and so does a rebalancing.
@@ -489,7 +487,7 @@ mod tests {
         assert!(m.hint_loads(&ring).unwrap() > 0);
         assert_eq!(m.victim_order(), fresh(&m));
         assert_ne!(m.victim_order(), start, "the test needs a hint that changes the victims");
-        let mut m = Mapper::new(grid, 4, options()).unwrap();
+        let mut m = Mapper::new(grid, 4, every_fourth()).unwrap();
         let end = m.end_iteration(&ring).unwrap();
         assert!(end.migrations > 0);
         assert_eq!(m.victim_order(), fresh(&m));

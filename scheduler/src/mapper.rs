@@ -356,6 +356,25 @@ mod tests {
         assert!(metrics::max_avg(&metrics::charges(m.owners(), &loads, 2)) < over);
     }
 
+    /// The policy learns where a rebalancing ended (over the bound, which a heavy box lifts above
+    /// 1) and, as boxes moved, counts iterations over the tolerance from zero again.
+    #[test]
+    fn a_rebalancing_tells_the_policy_where_it_ended_and_that_boxes_moved() {
+        let grid = Grid::new(24, 24).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k == 100 { 600.0 } else { 1.0 }).collect();
+        let problem = Problem::new(grid, &loads, 4).unwrap();
+        assert!(problem.lower_bound() > 2.0);
+        // One step towards a tolerance of 0.1 %: the run stops short of it.
+        let options = PbsOptions { steps_per_rebalance: 1, tol: 0.001, ..PbsOptions::default() };
+        let mut m = Mapper::new(grid, 4, options).unwrap();
+        let end = m.end_iteration(&loads).unwrap();
+        assert!(end.rebalanced && end.migrations > 0, "{end:?}");
+        let (reached, over) = m.policy.reached_and_over_tolerance();
+        assert_eq!(reached, m.vcores.max_avg() / problem.lower_bound());
+        assert!(reached > 1.0, "the test needs a run that stopped short: {reached}");
+        assert_eq!(over, 0, "boxes moved: the count starts over");
+    }
+
     /// Asked every iteration, the box loads are still not read before an imbalance has lasted.
     #[test]
     fn an_imbalance_is_not_read_box_by_box_before_it_has_lasted() {

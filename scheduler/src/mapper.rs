@@ -316,23 +316,27 @@ mod tests {
         assert!(moved > 0);
     }
 
-    /// As the executor: an imbalance under the trigger that stays on one worker is fixed once
-    /// fixing it pays, and the box loads are not asked for before it has stayed.
-    #[test]
-    fn a_lasting_imbalance_under_the_trigger_is_fixed_when_it_pays() {
+    /// Two workers over 16 × 16 coarse boxes (100 µs), uniform for 20 iterations (balanced
+    /// after the first measurement); then the loads with a quarter of worker 0's boxes 28 %
+    /// heavier: 3.4 % over the mean, over the tolerance and under the trigger.
+    fn settled_then_heavier(options: PbsOptions) -> (Mapper, Vec<f64>) {
         let grid = Grid::new(16, 16).unwrap();
-        let options = every_fourth();
         let mut m = Mapper::new(grid, 2, options).unwrap();
-        // Coarse boxes (100 µs), uniform: balanced after the first measurement.
         let uniform = vec![100e-6; grid.len()];
         for _ in 0..20 {
             m.end_iteration(&uniform).unwrap();
         }
-        // Then a quarter of worker 0's boxes 28 % heavier, for good: 3.4 % over the mean, over
-        // the tolerance and under the trigger.
+        let heavier =
+            m.owners().iter().enumerate().map(|(k, &o)| if o == 0 && k % 4 == 0 { 128e-6 } else { 100e-6 }).collect();
+        (m, heavier)
+    }
+
+    /// As the executor: an imbalance under the trigger that stays on one worker is fixed once
+    /// fixing it pays, and the box loads are not asked for before it has stayed.
+    #[test]
+    fn a_lasting_imbalance_under_the_trigger_is_fixed_when_it_pays() {
+        let (mut m, loads) = settled_then_heavier(every_fourth());
         let owners = m.owners().to_vec();
-        let loads: Vec<f64> =
-            owners.iter().enumerate().map(|(k, &o)| if o == 0 && k % 4 == 0 { 128e-6 } else { 100e-6 }).collect();
         let over = metrics::max_avg(&metrics::charges(&owners, &loads, 2));
         assert!(over > 1.02 && over < 1.05, "{over}");
         let (mut first_asked, mut moved_at) = (None, None);
@@ -378,16 +382,9 @@ mod tests {
     /// Asked every iteration, the box loads are still not read before an imbalance has lasted.
     #[test]
     fn an_imbalance_is_not_read_box_by_box_before_it_has_lasted() {
-        let grid = Grid::new(16, 16).unwrap();
         let options = PbsOptions { criterion: Some(Box::new(crate::criteria::Always)), ..PbsOptions::default() };
-        let mut m = Mapper::new(grid, 2, options).unwrap();
-        let uniform = vec![100e-6; grid.len()];
-        for _ in 0..20 {
-            m.end_iteration(&uniform).unwrap();
-        }
+        let (mut m, loads) = settled_then_heavier(options);
         let owners = m.owners().to_vec();
-        let loads: Vec<f64> =
-            owners.iter().enumerate().map(|(k, &o)| if o == 0 && k % 4 == 0 { 128e-6 } else { 100e-6 }).collect();
         let first = m.observe(&metrics::charges(&owners, &loads, 2)).unwrap();
         assert!(matches!(first, Observed::Ended(_)), "{first:?}");
     }

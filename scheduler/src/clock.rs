@@ -30,35 +30,49 @@ pub fn ns_per_tick() -> f64 {
         }
         // With one clock read beside each tick read, a time slice lost between the two (4 ms
         // on a busy machine) would put the rate up to 17 % off, each process (an MPI rank) by
-        // its own; bracketed reads bound it: the rate is off by at most half the brackets'
-        // width over the span. Returns that width and the rate.
-        let measure = |span: Duration| {
-            let (a, t0, b) = bracketed_ticks();
-            while b.elapsed() < span {
+        // its own; bracketed reads bound it (see `bracketed_rate`).
+        let measure = |span_ms: u64| {
+            let span = Duration::from_millis(span_ms);
+            let first = bracketed_ticks();
+            while first.2.elapsed() < span {
                 std::hint::spin_loop();
             }
-            let (c, t1, d) = bracketed_ticks();
-            let nanos = ((c - b) + (d - a)).as_nanos() as f64 / 2.0;
-            let width = ((b - a) + (d - c)).as_secs_f64();
-            (width / span.as_secs_f64(), nanos / t1.wrapping_sub(t0).max(1) as f64)
+            bracketed_rate(first, bracketed_ticks(), span)
         };
-        // Brackets under a thousandth of the span put the rate off by at most 0.05 %: 2 µs
-        // over 2 ms where a clock read costs tens of nanoseconds and no time slice is lost,
-        // else 20 µs over 20 ms (a clock read of microseconds: a virtualised clock); else the
-        // tightest of five tries. Short where it can be: every program's first executor waits
-        // for this (docs/soundness.md, "a program's first executor").
-        let mut best = (f64::INFINITY, 1.0);
-        for span_ms in [2, 2, 20, 20, 20] {
-            let next = measure(Duration::from_millis(span_ms));
-            if next.0 < best.0 {
-                best = next;
-            }
-            if best.0 < 1e-3 {
-                break;
-            }
-        }
-        best.1
+        // Short where it can be: every program's first executor waits for this
+        // (docs/soundness.md, "a program's first executor").
+        tightest_rate([2, 2, 20, 20, 20].into_iter().map(measure))
     })
+}
+
+/// The rate (nanoseconds per tick) that two bracketed tick reads `span` apart give, and the
+/// brackets' width over the span: the rate is off by at most half that width over the span.
+fn bracketed_rate(
+    (a, t0, b): (Instant, u64, Instant),
+    (c, t1, d): (Instant, u64, Instant),
+    span: Duration,
+) -> (f64, f64) {
+    let nanos = ((c - b) + (d - a)).as_nanos() as f64 / 2.0;
+    let width = ((b - a) + (d - c)).as_secs_f64();
+    (width / span.as_secs_f64(), nanos / t1.wrapping_sub(t0).max(1) as f64)
+}
+
+/// The rate of the first of `tries` (relative width, rate) whose brackets are under a
+/// thousandth of their span, which puts it off by at most 0.05 % (2 µs over 2 ms where a clock
+/// read costs tens of nanoseconds and no time slice is lost, else 20 µs over 20 ms: a clock
+/// read of microseconds, a virtualised clock); else the tightest's; 1 if there is none. Tries
+/// after the first tight one are not taken.
+fn tightest_rate(tries: impl IntoIterator<Item = (f64, f64)>) -> f64 {
+    let mut best = (f64::INFINITY, 1.0);
+    for next in tries {
+        if next.0 < best.0 {
+            best = next;
+        }
+        if best.0 < 1e-3 {
+            break;
+        }
+    }
+    best.1
 }
 
 /// A tick read between two clock reads: whatever the thread did between the reads (lost its
@@ -133,6 +147,41 @@ mod tests {
         assert!((1e-9..1e-5).contains(&c.clock_pair), "{c:?}");
         assert!((0.2e-9..1e-6).contains(&c.timed_box), "{c:?}");
         assert_eq!(costs(), c, "measured once");
+    }
+
+    /// Two bracketed reads 2 ms apart: the elapsed time is the mean of the inner and outer
+    /// spans, the width the two brackets together.
+    #[test]
+    fn bracketed_reads_give_the_rate_and_how_far_off_it_can_be() {
+        let base = Instant::now();
+        let at = |ns| base + Duration::from_nanos(ns);
+        let first = (at(0), 10_000, at(100));
+        let second = (at(2_000_000), 4_010_000, at(2_000_300));
+        let (width, rate) = bracketed_rate(first, second, Duration::from_millis(2));
+        assert!((width - 400e-9 / 2e-3).abs() < 1e-12, "{width}");
+        assert!((rate - 2_000_100.0 / 4_000_000.0).abs() < 1e-12, "{rate}"); // (1,999,900 + 2,000,300) / 2 ns
+                                                                             // A counter that did not move: no division by zero.
+        assert_eq!(
+            bracketed_rate(first, (at(2_000_000), 10_000, at(2_000_300)), Duration::from_millis(2)).1,
+            2_000_100.0
+        );
+    }
+
+    #[test]
+    fn the_first_tight_measurement_is_taken_else_the_tightest() {
+        let taken = std::cell::Cell::new(0);
+        let tries = |list: Vec<(f64, f64)>| {
+            taken.set(0);
+            list.into_iter().inspect(|_| taken.set(taken.get() + 1))
+        };
+        assert_eq!(tightest_rate(tries(vec![(5e-3, 1.5), (0.9e-3, 2.5), (0.1e-3, 3.5)])), 2.5);
+        assert_eq!(taken.get(), 2, "no try after the first tight one");
+        assert_eq!(tightest_rate(tries(vec![(5e-3, 1.5), (2e-3, 2.5), (3e-3, 3.5)])), 2.5);
+        assert_eq!(taken.get(), 3);
+        // Exactly a thousandth is not tight.
+        assert_eq!(tightest_rate(tries(vec![(1e-3, 1.5), (0.5e-3, 2.5)])), 2.5);
+        assert_eq!(tightest_rate([(f64::INFINITY, 7.0)]), 1.0, "no finite width: the fallback");
+        assert_eq!(tightest_rate([]), 1.0);
     }
 
     #[test]

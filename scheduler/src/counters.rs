@@ -144,15 +144,26 @@ pub fn stop_on_this_thread() -> Result<(Reading, Option<String>), String> {
 mod tests {
     use super::*;
 
-    /// Opens the counters and touches 8 MiB under them.
-    fn count_some_work() -> (ThreadCounters, Reading) {
-        let mut c = ThreadCounters::open().expect("perf counters open");
-        c.start();
+    #[test]
+    fn a_reading_is_looked_up_by_name() {
+        let r = Reading { hardware: false, values: vec![("page_faults".into(), 7), ("cycles".into(), 9)] };
+        assert_eq!((r.get("page_faults"), r.get("cycles"), r.get("instructions")), (Some(7), Some(9), None));
+    }
+
+    /// Touches 8 MiB, which faults its pages in and takes time and instructions.
+    fn touch_8_mib() {
         let mut v = vec![0u64; 1 << 20];
         for (i, x) in v.iter_mut().enumerate() {
             *x = i as u64 * 3;
         }
         std::hint::black_box(&v);
+    }
+
+    /// Opens the counters and touches 8 MiB under them.
+    fn count_some_work() -> (ThreadCounters, Reading) {
+        let mut c = ThreadCounters::open().expect("perf counters open");
+        c.start();
+        touch_8_mib();
         let r = c.stop();
         (c, r)
     }
@@ -180,5 +191,40 @@ mod tests {
         assert!(why.contains("unavailable"), "{why}");
         assert!(r.get("task_clock_ns").unwrap() > 100_000, "{r:?}");
         assert!(r.get("page_faults").unwrap() > 100, "8 MiB touched must fault pages in: {r:?}");
+    }
+
+    /// The set a thread opened, in the order its names give, read while it runs and when it
+    /// stops; the per-thread pair `start_on_this_thread`/`stop_on_this_thread` zeroes it at
+    /// each start and says when it was never started.
+    #[test]
+    #[ignore = "needs perf_event_open (perf_event_paranoid <= 2): scripts/test.sh runs it where it is allowed"]
+    fn a_threads_counters_are_named_in_order_and_zeroed_at_each_start() {
+        std::thread::spawn(|| {
+            let mut c = ThreadCounters::open().expect("perf counters open");
+            let set = if c.hardware() { hardware_events() } else { software_events() };
+            let names: Vec<&str> = set.iter().map(|e| e.0).collect();
+            assert_eq!(c.names(), names);
+            assert_eq!(c.hardware(), c.unavailable_reason().is_none());
+            c.start();
+            touch_8_mib();
+            let running = c.peek();
+            assert_eq!(running.len(), names.len());
+            let busiest = if c.hardware() { "instructions" } else { "page_faults" };
+            let at = names.iter().position(|&n| n == busiest).unwrap();
+            assert!(running[at] > 100, "{names:?}: {running:?}");
+
+            assert_eq!(stop_on_this_thread().unwrap_err(), "counters were not started on this thread");
+            start_on_this_thread();
+            touch_8_mib();
+            let (first, reason) = stop_on_this_thread().expect("started");
+            assert_eq!(first.values.iter().map(|v| v.0.as_str()).collect::<Vec<_>>(), names);
+            assert_eq!((first.hardware, reason.is_none()), (c.hardware(), c.hardware()));
+            start_on_this_thread();
+            let (idle, _) = stop_on_this_thread().expect("started");
+            let count = |r: &Reading| r.get(busiest).unwrap();
+            assert!(count(&first) > 100 && count(&idle) < count(&first) / 2, "{first:?} then {idle:?}");
+        })
+        .join()
+        .unwrap();
     }
 }

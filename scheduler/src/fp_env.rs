@@ -34,7 +34,7 @@ mod imp {
     /// MXCSR's sticky exception flags (bits 0-5), which computations set: not a mode.
     const MXCSR_FLAGS: u32 = 0x3f;
 
-    fn mxcsr() -> u32 {
+    pub fn mxcsr() -> u32 {
         let mut csr: u32 = 0;
         // SAFETY: stmxcsr stores the 32-bit MXCSR to the valid, aligned `csr`; SSE is part of
         // x86-64.
@@ -42,7 +42,7 @@ mod imp {
         csr
     }
 
-    fn x87_control() -> u16 {
+    pub fn x87_control() -> u16 {
         let mut cw: u16 = 0;
         // SAFETY: fnstcw stores the 16-bit x87 control word to the valid `cw`, raising nothing.
         unsafe { asm!("fnstcw [{}]", in(reg) &mut cw, options(nostack, preserves_flags)) };
@@ -124,5 +124,31 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(here, (upward_ftz.0, default));
+    }
+
+    /// The x87 control word travels with MXCSR (its rounding bits are 10-11, its precision
+    /// bits 8-9), and adopting modes keeps the sticky exception flags a computation raised.
+    #[test]
+    fn the_x87_control_word_travels_and_sticky_flags_stay() {
+        let default = current();
+        let x87_default = (default >> 32) as u16;
+        assert_eq!(x87_default, imp::x87_control(), "the x87 word is the upper half");
+        assert_ne!(x87_default, 0, "the x87 word has its exception masks set");
+        // Round toward zero (RC = 11) and 53-bit precision (PC = 10), MXCSR unchanged.
+        let x87 = (x87_default & !(0b1111 << 8)) | 0b11 << 10 | 0b10 << 8;
+        let wanted = (default & 0xffff_ffff) | u64::from(x87) << 32;
+        let (read, flags_kept) = std::thread::spawn(move || {
+            // Division by zero raises MXCSR's sticky ZE flag (bit 2).
+            std::hint::black_box(std::hint::black_box(1.0f64) / std::hint::black_box(0.0f64));
+            assert_ne!(imp::mxcsr() & 0b100, 0, "1/0 raised ZE");
+            adopt(wanted);
+            let read = (current(), imp::x87_control());
+            adopt(default);
+            (read, imp::mxcsr() & 0b100 != 0)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(read, (wanted, x87));
+        assert!(flags_kept, "adopting modes does not clear what computations raised");
     }
 }

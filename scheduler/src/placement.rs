@@ -61,10 +61,7 @@ pub fn numa_positions(grid: &Grid, numa: &[usize]) -> Vec<Point> {
 /// `k` points on a near-square sub-grid of a `width × short` rectangle, as (along, across)
 /// from its corner; a last row that is short spreads its points over the full width.
 fn sub_grid(k: usize, width: f64, short: f64) -> Vec<(f64, f64)> {
-    let mut cols = ((k as f64 * width / short).sqrt().round() as usize).clamp(1, k);
-    while k.div_ceil(cols) * cols < k {
-        cols += 1;
-    }
+    let cols = ((k as f64 * width / short).sqrt().round() as usize).clamp(1, k);
     let rows = k.div_ceil(cols);
     (0..k)
         .map(|m| {
@@ -112,6 +109,76 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), 8, "distinct positions");
+    }
+
+    /// A node's boxes in one 4-connected piece or not, on 4 × 2 boxes: two workers per node.
+    #[test]
+    fn a_node_in_two_pieces_is_not_contiguous() {
+        let g = Grid::new(4, 2).unwrap();
+        let numa = [0, 0, 1, 1];
+        // Rows of four: node 0 holds columns 0-1 in both rows (workers 0 and 1), node 1 the rest.
+        assert!(nodes_are_contiguous(&g, &[0, 1, 2, 3, 0, 1, 2, 3], &numa));
+        // Node 0's boxes at the two ends of the first row: two pieces.
+        assert!(!nodes_are_contiguous(&g, &[0, 2, 3, 1, 2, 2, 3, 3], &numa));
+        // Node 1's at the two ends of the second.
+        assert!(!nodes_are_contiguous(&g, &[0, 0, 1, 1, 2, 1, 0, 3], &numa));
+        // Touching only at a corner is two pieces.
+        assert!(!nodes_are_contiguous(&g, &[0, 2, 2, 2, 2, 1, 2, 2], &numa));
+        // A node with no box, and one box alone, are each one region.
+        assert!(nodes_are_contiguous(&g, &[2; 8], &numa));
+        assert!(nodes_are_contiguous(&g, &[0, 2, 2, 2, 2, 2, 2, 2], &numa));
+        // Three nodes, the last holding one column.
+        assert!(nodes_are_contiguous(&g, &[0, 0, 1, 2, 0, 0, 1, 2], &[0, 1, 2]));
+        assert!(!nodes_are_contiguous(&g, &[0, 0, 1, 2, 0, 2, 1, 1], &[0, 1, 2]));
+    }
+
+    /// On a 2D grid the positions are the centres of each slab's sub-grid, exactly: a short
+    /// last row spread over the slab's width, a taller than wide grid cut along its height,
+    /// the workers of a node found wherever they are in the list.
+    #[test]
+    fn on_a_2d_grid_the_positions_are_the_sub_grids_centres() {
+        let xy = |p: Vec<Point>| p.into_iter().map(|q| (q[0], q[1], q[2])).collect::<Vec<_>>();
+        let g = Grid::new(60, 30).unwrap();
+        assert_eq!(
+            xy(numa_positions(&g, &[0, 0, 0, 0, 1, 1, 1, 1])),
+            [7.5, 22.5, 7.5, 22.5, 37.5, 52.5, 37.5, 52.5]
+                .into_iter()
+                .zip([7.5, 7.5, 22.5, 22.5, 7.5, 7.5, 22.5, 22.5])
+                .map(|(x, y)| (x, y, 0.5))
+                .collect::<Vec<_>>()
+        );
+        // Three on one node of 30 × 30: two in the first row, the third alone in the middle.
+        assert_eq!(
+            xy(numa_positions(&Grid::new(30, 30).unwrap(), &[0, 0, 0])),
+            [(7.5, 7.5, 0.5), (22.5, 7.5, 0.5), (15.0, 22.5, 0.5)]
+        );
+        // 30 × 60, nodes interleaved in the list: node 0 (workers 0 and 2) takes the lower half.
+        assert_eq!(
+            xy(numa_positions(&Grid::new(30, 60).unwrap(), &[0, 1, 0, 1])),
+            [(7.5, 15.0, 0.5), (7.5, 45.0, 0.5), (22.5, 15.0, 0.5), (22.5, 45.0, 0.5)]
+        );
+    }
+
+    /// Five vCores on 16³ boxes take two layers, three and two, each off its lattice point by
+    /// less than half a box on every axis (and by something on each), alike from run to run.
+    #[test]
+    fn uneven_layers_hold_every_vcore_off_the_lattice() {
+        let g = Grid::new_3d(16, 16, 16).unwrap();
+        let p = numa_positions(&g, &[0; 5]);
+        assert_eq!(p, numa_positions(&g, &[0; 5]), "the same for every run");
+        let near = |z: f64| p.iter().filter(|q| (q[2] - z).abs() < 0.5).count();
+        assert_eq!((near(4.0), near(12.0)), (3, 2), "{p:?}");
+        let lattice = |c: f64, side: f64, n: f64| {
+            (0..n as usize).map(|i| side * (i as f64 + 0.5) / n).any(|l| (c - l).abs() < 0.5 && c != l)
+        };
+        // Layer 0: two in its first row, one in its second; layer 1: one in each of two rows.
+        for (t, q) in p.iter().enumerate() {
+            let in_row = if t < 2 { 2.0 } else { 1.0 };
+            assert!(
+                lattice(q[0], 16.0, in_row) && lattice(q[1], 16.0, 2.0) && lattice(q[2], 16.0, 2.0),
+                "vCore {t} at {q:?}"
+            );
+        }
     }
 
     /// On a 3D grid the vCores start in layers, so that their cells are blocks, not columns:

@@ -330,6 +330,53 @@ mod tests {
         assert!(Recorder::new("static", 1).report().effort_ms.is_empty());
     }
 
+    /// Each figure of the iteration ends is summed into its own field of the report; the
+    /// rebalancing time is the share of the wall time spent between iterations.
+    #[test]
+    fn every_iteration_end_is_summed_into_its_own_field() {
+        let mut r = Recorder::new("pbs", 2);
+        let ms = Duration::from_millis;
+        let end = |k: u64| IterationEnd {
+            rebalanced: k == 1,
+            rebalance_time: ms(2 * k),
+            rebalance_critical: ms(3 * k),
+            balancing_in_slack: ms(5 * k),
+            balancing_in_background: ms(7 * k),
+            rebalance_abandoned: k == 2,
+            migrations: 11 * k as usize,
+            ..Default::default()
+        };
+        let ends: Vec<IterationEnd> = (1..=3).map(end).collect();
+        for e in &ends {
+            r.phase(&PhaseStats { wall: ms(6), boxes: vec![1, 1], busy: vec![ms(3); 2], ..Default::default() });
+            r.iteration(e);
+        }
+        assert_eq!(r.iteration_ends(), &ends[..]);
+        let rep = r.report();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(rep.rebalance_ms, 12.0), "{rep:?}"); // 2 + 4 + 6
+        assert!(close(rep.rebalance_critical_ms, 18.0), "{rep:?}");
+        assert!(close(rep.balancing_in_slack_ms, 30.0), "{rep:?}");
+        assert!(close(rep.balancing_in_background_ms, 42.0), "{rep:?}");
+        assert_eq!((rep.rebalances, rep.rebalances_abandoned, rep.rebalances_restarted), (1, 1, 0));
+        assert!(close(rep.migrations_per_iter, 22.0), "{rep:?}"); // (11 + 22 + 33) / 3
+                                                                  // 18 ms of phases and 12 between iterations.
+        assert!(close(rep.idle_shares.between_iterations, 12.0 / 30.0), "{:?}", rep.idle_shares);
+        assert!(close(rep.efficiency, 9.0 / 30.0), "{rep:?}");
+        assert_eq!(rep.affinity, None, "no phase compared a box with its previous thread");
+        assert!(close(rep.idle_ms[0], 21.0), "{rep:?}"); // 30 − 9
+
+        // A run that took no time: zeros (and the max_avg of equal loads), not NaN.
+        let none = Recorder::new("pbs", 2).report();
+        assert_eq!((none.efficiency, none.migrations_per_iter, none.max_avg), (0.0, 0.0, 1.0), "{none:?}");
+        let mut idle = Recorder::new("pbs", 2);
+        idle.phase(&PhaseStats { wall: ms(1), boxes: vec![0, 0], busy: vec![ms(0); 2], ..Default::default() });
+        assert_eq!(idle.report().phase_max_avg, [1.0], "a phase in which no thread worked is not imbalanced");
+        assert_eq!(IdleShares::of_run(&IdleParts::default(), 0.0, 0.0), IdleShares::default());
+        let shares = IdleShares::of_run(&IdleParts { waiting: 1.0, ..IdleParts::default() }, 0.5, 2.0);
+        assert_eq!((shares.in_phases.waiting, shares.between_iterations), (0.5, 0.25));
+    }
+
     #[test]
     fn restarts_count_among_the_rebalancings_taken_on() {
         let mut r = Recorder::new("pbs", 1);

@@ -177,3 +177,50 @@ impl Runtime {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::parse_synthetic;
+
+    #[test]
+    fn pbs_starts_from_the_numa_placement_of_its_topology() {
+        let topology = parse_synthetic("pack:2 numa:1 core:2 pu:1").unwrap();
+        let rt = Runtime { topology, threads: 4, pin: Pinning::Off, timer: BoxTimer::default() };
+        let grid = Grid::new(40, 20).unwrap();
+        let numa = rt.topology.numa_of_workers(4);
+        assert_eq!(numa.iter().filter(|&&n| n == 0).count(), 2, "two workers on each node: {numa:?}");
+        let options = rt.pbs_start(&grid);
+        assert_eq!(options.numa.as_ref(), Some(&numa));
+        assert_eq!(options.positions, Some(numa_positions(&grid, &numa)));
+        let default = PbsOptions::default();
+        assert_eq!((options.method, options.tol, options.seed), (default.method, default.tol, default.seed));
+    }
+
+    /// Unpinned workers bind nothing; pinned ones each report their core; a topology of no
+    /// core is refused by name before any thread starts.
+    #[test]
+    fn workers_are_pinned_only_when_asked_and_a_machine_needs_a_core() {
+        std::thread::spawn(|| {
+            let mut rt = Runtime::detect().unwrap();
+            rt.threads = 2;
+            let grid = Grid::new(8, 8).unwrap();
+            rt.pin = Pinning::Off;
+            let (_, bindings) = rt.executor("static", grid).unwrap();
+            assert!(bindings.report().is_empty(), "{:?}", bindings.report());
+            rt.pin = Pinning::Workers;
+            let (_, bindings) = rt.executor("static", grid).unwrap();
+            let report = bindings.report();
+            assert_eq!(report.len(), 2);
+            for (t, b) in report.iter().enumerate() {
+                let cpus = b.clone().expect("started").expect("pinned");
+                assert_eq!(cpus, rt.topology.core_of_worker(t).pus, "worker {t}");
+            }
+            rt.topology.cores.clear();
+            let e = rt.executor("static", grid).err().unwrap().to_string();
+            assert!(e.contains("has no core"), "{e}");
+        })
+        .join()
+        .unwrap();
+    }
+}

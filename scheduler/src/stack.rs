@@ -23,7 +23,13 @@ const RUST_DEFAULT: usize = 2 << 20;
 /// The stack size, in bytes, of every thread that runs tasks (see the module documentation).
 /// An error names a `PBS_STACKSIZE` it cannot read.
 pub fn worker_stack_bytes() -> Result<usize, Error> {
-    if let Ok(value) = std::env::var(ENV) {
+    stack_bytes(std::env::var(ENV).ok(), std::env::var("OMP_STACKSIZE").ok().as_deref(), system_default)
+}
+
+/// [`worker_stack_bytes`] for the values of `PBS_STACKSIZE` and `OMP_STACKSIZE` given, and
+/// the system's default as `system` finds it (asked only when neither decides).
+fn stack_bytes(pbs: Option<String>, omp: Option<&str>, system: fn() -> Option<usize>) -> Result<usize, Error> {
+    if let Some(value) = pbs {
         return parse(&value).map(|b| b.max(RUST_DEFAULT)).ok_or(Error::Environment {
             name: ENV,
             value,
@@ -31,10 +37,10 @@ pub fn worker_stack_bytes() -> Result<usize, Error> {
                      at most what 64 bits hold",
         });
     }
-    if let Some(bytes) = std::env::var("OMP_STACKSIZE").ok().as_deref().and_then(parse) {
+    if let Some(bytes) = omp.and_then(parse) {
         return Ok(bytes.max(RUST_DEFAULT));
     }
-    Ok(system_default().unwrap_or(RUST_DEFAULT).max(RUST_DEFAULT))
+    Ok(system().unwrap_or(RUST_DEFAULT).max(RUST_DEFAULT))
 }
 
 /// A size in `OMP_STACKSIZE`'s syntax: digits, optional blanks, an optional `B`, `K`, `M` or
@@ -93,6 +99,26 @@ mod tests {
         for bad in ["", "M", "-1M", "1.5M", "16 MB", "1T", "99999999999999999999", "18446744073709551615G"] {
             assert_eq!(parse(bad), None, "{bad:?}");
         }
+    }
+
+    /// `PBS_STACKSIZE` first (an error if unreadable), then a valid `OMP_STACKSIZE`, then the
+    /// system's default; never under Rust's 2 MiB.
+    #[test]
+    fn the_stack_comes_from_pbs_then_openmp_then_the_system_and_is_at_least_rust_s() {
+        let system = || Some(8 << 20);
+        let none = || None;
+        let mib = |m: usize| m << 20;
+        assert_eq!(RUST_DEFAULT, mib(2));
+        assert_eq!(stack_bytes(Some("16M".into()), Some("4M"), system).unwrap(), mib(16));
+        assert_eq!(stack_bytes(Some("64K".into()), Some("4M"), system).unwrap(), mib(2), "at least 2 MiB");
+        let e = stack_bytes(Some("lots".into()), Some("4M"), system).unwrap_err().to_string();
+        assert!(e.contains("PBS_STACKSIZE") && e.contains("lots"), "{e}");
+        assert_eq!(stack_bytes(None, Some("4M"), system).unwrap(), mib(4));
+        assert_eq!(stack_bytes(None, Some("1K"), system).unwrap(), mib(2));
+        assert_eq!(stack_bytes(None, Some("lots"), system).unwrap(), mib(8), "an invalid OMP_STACKSIZE is passed over");
+        assert_eq!(stack_bytes(None, None, system).unwrap(), mib(8));
+        assert_eq!(stack_bytes(None, None, || Some(1 << 16)).unwrap(), mib(2));
+        assert_eq!(stack_bytes(None, None, none).unwrap(), mib(2));
     }
 
     #[cfg(all(unix, not(miri)))]

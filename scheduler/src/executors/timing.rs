@@ -25,13 +25,18 @@ pub(super) fn adapt(
         return None;
     }
     let mean_box = thread_busy.iter().sum::<f64>() / boxes_run.max(1) as f64;
-    let costs = clock::costs();
+    let (stride, piece) = stride_and_piece(mean_box, chunk, max_stride, clock::costs());
+    tracker.set_stride(stride);
+    tracker.set_piece(piece);
+    Some(piece)
+}
+
+/// The stride and piece for boxes of `mean_box` seconds where timing costs `costs`.
+fn stride_and_piece(mean_box: f64, chunk: u32, max_stride: u32, costs: clock::Costs) -> (u32, usize) {
     let piece = timing_piece(mean_box, chunk, costs.clock_pair);
     // A timed box costs its store plus its share of its piece's clock pair.
     let per_box = costs.timed_box + costs.clock_pair / piece as f64;
-    tracker.set_stride(timing_stride(mean_box, max_stride, per_box));
-    tracker.set_piece(piece);
-    Some(piece)
+    (timing_stride(mean_box, max_stride, per_box), piece)
 }
 
 /// The timing stride for tasks of `mean_box_seconds` (a power of two ≤ `max`): the smallest
@@ -82,5 +87,16 @@ mod tests {
         assert_eq!(piece(f64::NAN, 64), 64);
         assert_eq!(piece(1e-9, 0), 1, "never a zero piece");
         assert_eq!(timing_piece(3.5e-7, 128, 50e-9), 32, "a slower clock, coarser pieces");
+    }
+
+    /// A timed box costs its store and its share of the piece's clock pair: 0.1 µs boxes in
+    /// pieces of 64 (50 wanted), 2 + 25 / 64 ns a box, so every 5th iteration, rounded to 8.
+    #[test]
+    fn a_box_pays_its_store_and_its_share_of_the_clock_pair() {
+        let costs = clock::Costs { clock_pair: 25e-9, timed_box: 2e-9 };
+        assert_eq!(stride_and_piece(1e-7, 128, 64, costs), (8, 64));
+        assert_eq!(stride_and_piece(1e-7, 16, 64, costs), (8, 16), "2 + 25 / 16 ns: every 8th");
+        assert_eq!(stride_and_piece(1e-7, 1, 64, costs), (64, 1), "27 ns a box: every 54th, rounded to 64");
+        assert_eq!(stride_and_piece(1e-5, 128, 64, costs), (1, 1));
     }
 }

@@ -80,11 +80,13 @@ mod tests {
         assert_eq!(stride(1e-7, 2), 2, "never sparser than asked");
         assert_eq!(stride(f64::NAN, 8), 8);
         assert_eq!(stride(0.0, 4), 4);
+        assert_eq!(stride(-1e-6, 4), 4, "no time measured is no time");
         let piece = |mean, chunk| timing_piece(mean, chunk, 25e-9);
         assert_eq!(piece(1e-9, 128), 128, "empty tasks: whole chunks");
         assert_eq!(piece(3.5e-7, 128), 16, "md's boxes");
         assert_eq!(piece(1e-5, 128), 1, "coarse tasks: box by box");
         assert_eq!(piece(f64::NAN, 64), 64);
+        assert_eq!(piece(-1e-6, 64), 64);
         assert_eq!(piece(1e-9, 0), 1, "never a zero piece");
         assert_eq!(timing_piece(3.5e-7, 128, 50e-9), 32, "a slower clock, coarser pieces");
     }

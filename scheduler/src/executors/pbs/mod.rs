@@ -1030,6 +1030,8 @@ pub(super) mod tests {
         for (name, value) in [
             ("PBS_METHOD", "metis"),
             ("PBS_TOL", "2"),
+            ("PBS_TOL", "0"),
+            ("PBS_TRIGGER", "1"),
             ("PBS_TRIGGER", "nan"),
             ("PBS_STEPS", "0"),
             ("PBS_STEAL", "sometimes"),

@@ -173,6 +173,42 @@ mod tests {
         }
     }
 
+    /// Phases weighed against their own means: a phase of small loads (b: 4 on every fourth
+    /// box, 0 elsewhere) beside one of large uniform ones (a: 1,000) is balanced too, where
+    /// comparing raw loads would follow `a` alone and stack every heavy `b` box on one part.
+    #[test]
+    fn each_phase_counts_relative_to_its_own_mean() {
+        let a = vec![1000.0; 64];
+        let b: Vec<f64> = (0..64).map(|k| if k % 4 == 0 { 4.0 } else { 0.0 }).collect();
+        let phases = [a, b];
+        for strategy in [vector_greedy, norm_greedy] {
+            let owners = strategy(&phases, 4).unwrap();
+            for loads in &phases {
+                assert_eq!(metrics::charges(&owners, loads, 4), vec![loads.iter().sum::<f64>() / 4.0; 4]);
+            }
+        }
+        // A phase of zeros weighs nothing, and the other is still balanced.
+        let owners = vector_greedy(&[vec![0.0; 8], vec![1.0; 8]], 2).unwrap();
+        assert_eq!(metrics::charges(&owners, &[1.0; 8], 2), [4.0, 4.0]);
+        // As many parts as boxes: one box each.
+        let mut one_each = norm_greedy(&[vec![1.0, 2.0, 3.0]], 3).unwrap();
+        one_each.sort_unstable();
+        assert_eq!(one_each, [0, 1, 2]);
+        for bad in [-1.0, f64::INFINITY] {
+            assert!(vector_greedy(&[vec![1.0, bad]], 1).is_err(), "{bad}");
+        }
+    }
+
+    /// Norm greedy by hand on 2 parts, phases a = [4, 0, 2, 0] and b = [3, 3, 3, 3] (means per
+    /// part 3 and 6): box 0 (a: 4/3, the largest relative load) to part 0; then boxes 2, 1 and
+    /// 3, each where the squared norm of the part's relative loads, the box added, is least:
+    /// box 2 at 0.69 on part 1 against 5 on part 0, box 1 at 1.44 against 2.78, box 3 at 2.69
+    /// against 2.78.
+    #[test]
+    fn norm_greedy_minimises_the_norm_of_relative_part_loads() {
+        assert_eq!(norm_greedy(&[vec![4.0, 0.0, 2.0, 0.0], vec![3.0; 4]], 2).unwrap(), [0, 1, 1, 1]);
+    }
+
     #[test]
     fn both_beat_a_scalar_greedy_on_phases_in_opposite_corners() {
         // Phase 0 heavy on even boxes, phase 1 on odd ones, their sums all equal: a scalar

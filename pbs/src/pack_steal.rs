@@ -281,6 +281,77 @@ mod tests {
         assert!(pack_steal(&grid, &nan, &mut [0; 16], 2, &ok, 1).is_err());
     }
 
+    /// 40 × 40 unit boxes, thread 0 owning 1,000 and thread 1 600: ω* = 800, ε = 40 and
+    /// packs of ω^Γ = 16 boxes. The victim packs its surplus while it keeps over 840 (ten
+    /// packs); the thief wants ⌊200 / 16⌋ = 12 and takes all ten, one message each.
+    #[test]
+    fn packs_weigh_delta_xi_of_the_mean_and_the_surplus_over_epsilon_is_shed() {
+        let grid = Grid::new(40, 40).unwrap();
+        let mut owners: Vec<u32> = (0..1600).map(|k| u32::from(k >= 1000)).collect();
+        let moves = pack_steal(&grid, &[1.0; 1600], &mut owners, 2, &PackSteal::default(), 5).unwrap();
+        assert_eq!(moves, PackMoves { packs: 10, boxes: 160, messages: 10 });
+        assert_eq!(metrics::charges(&owners, &[1.0; 1600], 2), [840.0, 760.0]);
+        // Three threads (ω* = 800 again): a thief exactly ω^Γ under the mean asks for nothing
+        // (it would end over it); one 24 under asks for one pack, taking turns with one 176
+        // under, which asks for 11 and gets the other nine.
+        let grid = Grid::new(40, 60).unwrap();
+        for (second, charges) in [(784, [840.0, 784.0, 776.0]), (776, [840.0, 792.0, 768.0])] {
+            let mut owners: Vec<u32> =
+                (0..2400).map(|k| u32::from(k >= 1000) + u32::from(k >= 1000 + second)).collect();
+            let moves = pack_steal(&grid, &[1.0; 2400], &mut owners, 3, &PackSteal::default(), 5).unwrap();
+            assert_eq!((moves.packs, moves.boxes), (10, 160), "{second}");
+            assert_eq!(metrics::charges(&owners, &[1.0; 2400], 3), charges, "{second}");
+        }
+        // The bounds of the settings are exclusive where the paper's formulas need them.
+        for (xi, delta) in [(1.0, 0.4), (0.05, 0.0)] {
+            let bad = PackSteal { xi, delta, ..PackSteal::default() };
+            assert!(pack_steal(&grid, &[1.0; 2400], &mut [0; 2400], 2, &bad, 5).is_err(), "xi {xi}, delta {delta}");
+        }
+    }
+
+    /// With one candidate victim (`top_k` 1) every steal message finds its pack at once; the
+    /// victim need not be thread 0.
+    #[test]
+    fn with_one_candidate_each_steal_is_one_message_to_the_most_loaded() {
+        let grid = Grid::new(40, 60).unwrap();
+        // Threads 0, 1, 2 own 616, 784 and 1,000 boxes.
+        let mut owners: Vec<u32> = (0..2400).map(|k| u32::from(k >= 616) + u32::from(k >= 1400)).collect();
+        let settings = PackSteal { top_k: 1, ..PackSteal::default() };
+        let moves = pack_steal(&grid, &[1.0; 2400], &mut owners, 3, &settings, 5).unwrap();
+        assert_eq!(moves, PackMoves { packs: 10, boxes: 160, messages: 10 });
+        assert_eq!(metrics::charges(&owners, &[1.0; 2400], 3), [776.0, 784.0, 840.0]);
+    }
+
+    /// A victim sheds its rim farthest from its centroid first: thread 0 owns the upper
+    /// 20 × 10 boxes at 1.2 (ω* = 220, packs of three boxes), and its three packs grow from
+    /// three of its four corners, equally far from the centre, taken by index.
+    #[test]
+    fn the_packs_grow_from_the_corners_farthest_from_the_centroid() {
+        let grid = Grid::new(20, 20).unwrap();
+        let loads: Vec<f64> = (0..400).map(|k| if k < 200 { 1.2 } else { 1.0 }).collect();
+        let mut owners: Vec<u32> = (0..400).map(|k| u32::from(k >= 200)).collect();
+        let moves = pack_steal(&grid, &loads, &mut owners, 2, &PackSteal::default(), 5).unwrap();
+        assert_eq!(moves, PackMoves { packs: 3, boxes: 9, messages: 3 });
+        // Each pack a corner and its two neighbours: boxes 0, 19 and 180 (not 199).
+        let moved: Vec<usize> = (0..200).filter(|&k| owners[k] == 1).collect();
+        assert_eq!(moved, [0, 1, 18, 19, 20, 39, 160, 180, 181]);
+    }
+
+    #[test]
+    fn the_centroid_is_load_weighted_and_plain_without_load() {
+        let grid = Grid::new_3d(4, 4, 2).unwrap();
+        // Boxes (0, 0, 0), (3, 0, 0) and (3, 3, 1), weighing 1, 3 and 4.
+        let boxes = [0, 3, 31];
+        assert_eq!(grid.coords(31), [3, 3, 1]);
+        let mut loads = vec![0.0; 32];
+        (loads[0], loads[3], loads[31]) = (1.0, 3.0, 4.0);
+        assert_eq!(centroid(&grid, &boxes, &loads), [21.0 / 8.0, 1.5, 0.5]);
+        let plain = centroid(&grid, &boxes, &[0.0; 32]);
+        assert!(
+            (plain[0] - 2.0).abs() < 1e-12 && (plain[1] - 1.0).abs() < 1e-12 && (plain[2] - 1.0 / 3.0).abs() < 1e-12
+        );
+    }
+
     #[test]
     fn a_balanced_mapping_is_left_alone() {
         let grid = Grid::new(8, 8).unwrap();

@@ -337,6 +337,34 @@ mod tests {
         assert_eq!(moved, [0, 1, 18, 19, 20, 39, 160, 180, 181]);
     }
 
+    /// Two victims side by side each shed their own surplus, in packs of their own boxes
+    /// only: 40 × 60 unit boxes, threads 0 and 1 owning 1,000 each (adjacent along a row),
+    /// thread 2 the last 400.
+    #[test]
+    fn adjacent_victims_pack_only_their_own_boxes() {
+        let grid = Grid::new(40, 60).unwrap();
+        let before: Vec<u32> = (0..2400).map(|k| u32::from(k >= 1000) + u32::from(k >= 2000)).collect();
+        let mut owners = before.clone();
+        let moves = pack_steal(&grid, &[1.0; 2400], &mut owners, 3, &PackSteal::default(), 5).unwrap();
+        assert_eq!((moves.packs, moves.boxes), (20, 320));
+        assert_eq!(metrics::charges(&owners, &[1.0; 2400], 3), [840.0, 840.0, 720.0]);
+        assert!(owners.iter().zip(&before).all(|(&now, &then)| now == then || now == 2), "only the thief gains");
+    }
+
+    /// A thief refuses a pack that would take it over ω* + ε: the victim's boxes each weigh
+    /// 100 (ω* = 150, ε = 7.5), and each thief (at 70 and 80) would end at 170 or 180 with
+    /// one. Nothing moves, and every steal is spent asking.
+    #[test]
+    fn a_pack_that_would_overload_its_thief_is_refused() {
+        let grid = Grid::new(5, 1).unwrap();
+        let loads = [100.0, 100.0, 100.0, 70.0, 80.0];
+        let mut owners = [0, 0, 0, 1, 2];
+        let moves = pack_steal(&grid, &loads, &mut owners, 3, &PackSteal::default(), 5).unwrap();
+        assert_eq!((moves.packs, owners), (0, [0, 0, 0, 1, 2]));
+        // ⌊(150 − 70) / 3⌋ + ⌊(150 − 80) / 3⌋ steals, each at least one message.
+        assert!(moves.messages >= 26 + 23, "{moves:?}");
+    }
+
     #[test]
     fn the_centroid_is_load_weighted_and_plain_without_load() {
         let grid = Grid::new_3d(4, 4, 2).unwrap();

@@ -365,6 +365,25 @@ mod tests {
         assert!(moves.messages >= 26 + 23, "{moves:?}");
     }
 
+    /// Along a strip the farthest box is an end: the light end, away from the heavy half that
+    /// pulls the centroid. A victim of 20 boxes in a line (10 at 2, 10 at 1; ω* = 25, packs
+    /// of one box) sheds four from its light end, along x on a 2D grid and along z on a 3D one.
+    #[test]
+    fn along_a_strip_the_light_end_goes_first() {
+        // 2D: the victim is row 0 of 20 × 2, heavy on the left.
+        let grid = Grid::new(20, 2).unwrap();
+        let loads: Vec<f64> = (0..40).map(|k| if k < 10 { 2.0 } else { 1.0 }).collect();
+        let mut owners: Vec<u32> = (0..40).map(|k| u32::from(k >= 20)).collect();
+        pack_steal(&grid, &loads, &mut owners, 2, &PackSteal::default(), 5).unwrap();
+        assert_eq!((0..20).filter(|&k| owners[k] == 1).collect::<Vec<_>>(), [16, 17, 18, 19]);
+        // 3D: 1 × 2 × 20, the victim the boxes of j = 0 (k = 2 l), heavy from l = 10 up.
+        let grid = Grid::new_3d(1, 2, 20).unwrap();
+        let loads: Vec<f64> = (0..40).map(|k| if k % 2 == 1 || k < 20 { 1.0 } else { 2.0 }).collect();
+        let mut owners: Vec<u32> = (0..40).map(|k| (k % 2) as u32).collect();
+        pack_steal(&grid, &loads, &mut owners, 2, &PackSteal::default(), 5).unwrap();
+        assert_eq!((0..40).filter(|&k| k % 2 == 0 && owners[k] == 1).collect::<Vec<_>>(), [0, 2, 4, 6]);
+    }
+
     #[test]
     fn the_centroid_is_load_weighted_and_plain_without_load() {
         let grid = Grid::new_3d(4, 4, 2).unwrap();

@@ -379,7 +379,75 @@ mod tests {
         let mut nan = bytes.clone();
         nan[3] = f64::NAN;
         assert!(diffuse(&grid, &owners, &loads, &nan, 1, 1.05).unwrap_err().to_string().contains("bytes"));
+        for bad in [-1.0, f64::INFINITY] {
+            let mut sizes = bytes.clone();
+            sizes[3] = bad;
+            assert!(diffuse(&grid, &owners, &loads, &sizes, 1, 1.05).is_err(), "{bad}");
+        }
         assert!(diffuse(&grid, &owners, &loads, &bytes, 1, 0.9).unwrap_err().to_string().contains("limit"));
         assert_eq!(diffuse(&grid, &owners, &loads, &bytes, 1, 1.05).unwrap(), owners);
+    }
+
+    /// An empty part gets the heaviest box on the border of the most loaded part that can
+    /// spare one; a second empty part is seeded after the first's box has been counted.
+    #[test]
+    fn empty_parts_are_seeded_from_the_most_loaded_parts_border() {
+        let grid = Grid::new(5, 1).unwrap();
+        // Parts 0 (12) and 1 (7); part 2 gets box 2, the heaviest of part 0 touching another
+        // part (box 0 is heavier, but inside); part 0 is then at 6 and part 1, at 7, gives
+        // part 3 box 3, its box on a border.
+        let mut owners = [0, 0, 0, 1, 1];
+        seed_empty_parts(&grid, &mut owners, &[5.0, 1.0, 6.0, 3.0, 4.0], 4);
+        assert_eq!(owners, [0, 0, 2, 3, 1]);
+        // A part left with one box gives no other: part 3 stays empty.
+        let grid = Grid::new(3, 1).unwrap();
+        let mut owners = [0, 0, 1];
+        seed_empty_parts(&grid, &mut owners, &[1.0, 9.0, 2.0], 4);
+        assert_eq!(owners, [0, 2, 1]);
+    }
+
+    /// The balancing flow solves `L λ = b` to rounding on a path of 50 parts, whose Laplacian
+    /// is badly conditioned (about 1,000): conjugate gradients need their conjugate
+    /// directions there to finish within their iterations.
+    #[test]
+    fn the_flow_solves_the_laplacian_on_a_long_path() {
+        let parts = 50;
+        let borders: Vec<(u32, u32)> = (0..parts as u32 - 1).map(|i| (i, i + 1)).collect();
+        let b: Vec<f64> = (0..parts).map(|i| if i < 10 { 4.0 } else { -1.0 }).collect();
+        let lambda = solve(parts, &borders, &b);
+        let mut residual = b.clone();
+        for &(i, j) in &borders {
+            let d = lambda[i as usize] - lambda[j as usize];
+            residual[i as usize] -= d;
+            residual[j as usize] += d;
+        }
+        let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        assert!(norm(&residual) < 1e-9 * norm(&b), "residual {}", norm(&residual));
+    }
+
+    /// A part is never emptied, even where the flow out of it is worth its only box: part 0's
+    /// one box of 10 next to two parts of 1 (mean 4, a flow of 6 towards part 1).
+    #[test]
+    fn a_part_keeps_its_last_box() {
+        let grid = Grid::new(5, 1).unwrap();
+        let next = diffuse(&grid, &[0, 1, 1, 2, 2], &[10.0, 0.5, 0.5, 0.5, 0.5], &[1.0; 5], 3, 1.05).unwrap();
+        assert_eq!(next[0], 0);
+        assert!((0..3).all(|p| next.contains(&p)), "{next:?}");
+    }
+
+    /// Among boxes with as many sides on the receiving part, the one with the most load per
+    /// byte carries the flow (fewer bytes for the same load); a box that weighs nothing
+    /// carries none.
+    #[test]
+    fn the_densest_box_carries_the_flow_and_weightless_ones_stay() {
+        // 2 × 2: part 0 the lower row (two boxes of 3, box 0 in 1 byte, box 1 in 10), part 1
+        // the upper (two of 1). A flow of 2: box 0 moves, then box 3 comes back for the 1 left.
+        let grid = Grid::new(2, 2).unwrap();
+        let next = diffuse(&grid, &[0, 0, 1, 1], &[3.0, 3.0, 1.0, 1.0], &[1.0, 10.0, 1.0, 1.0], 2, 1.05).unwrap();
+        assert_eq!(next, [1, 0, 1, 0]);
+        // 4 × 1: part 0's only box on the border weighs nothing, and nothing moves.
+        let grid = Grid::new(4, 1).unwrap();
+        let next = diffuse(&grid, &[0, 0, 0, 1], &[0.0, 4.0, 0.0, 1.0], &[1.0; 4], 2, 1.05).unwrap();
+        assert_eq!(next, [0, 0, 0, 1]);
     }
 }

@@ -450,4 +450,27 @@ mod tests {
         let next = diffuse(&grid, &[0, 0, 0, 1], &[0.0, 4.0, 0.0, 1.0], &[1.0; 4], 2, 1.05).unwrap();
         assert_eq!(next, [0, 0, 0, 1]);
     }
+
+    /// One flow carried by hand on 5 × 1 unit boxes, part 0 the first four: while at least half
+    /// a box of the flow remains, and with the parts' loads and sizes kept up to date for the
+    /// flows after it. A box heavier than twice the flow moves only where its part is above the
+    /// cap and the receiver stays within it (`cap` exactly included), and not for a flow of 0.
+    #[test]
+    fn a_flow_moves_boxes_while_half_a_box_of_it_remains() {
+        let grid = Grid::new(5, 1).unwrap();
+        let run = |amount: f64, cap: f64, charges: [f64; 2]| {
+            let (mut owners, mut charges, mut sizes) = ([0, 0, 0, 0, 1], charges, [4, 1]);
+            let mut frontier = BTreeSet::from([3]);
+            let parts = Parts { owners: &mut owners, charges: &mut charges, sizes: &mut sizes };
+            let moved = carry(&grid, parts, &mut frontier, (&[1.0; 5], &[1.0; 5]), (0, 1), (amount, cap));
+            (moved, owners, charges, sizes)
+        };
+        // 1.5: box 3 (0.5 left), then box 2 (half a box left: it goes), not box 1.
+        assert_eq!(run(1.5, 100.0, [4.0, 1.0]), (true, [0, 0, 1, 1, 1], [2.0, 3.0], [2, 3]));
+        // 0.2 with part 0 above a cap of 6 and part 1 at 5: one box, to exactly the cap.
+        assert_eq!(run(0.2, 6.0, [10.0, 5.0]), (true, [0, 0, 0, 1, 1], [9.0, 6.0], [3, 2]));
+        // Not for a flow of 0, nor with part 0 at the cap exactly.
+        assert!(!run(0.0, 6.0, [10.0, 5.0]).0);
+        assert!(!run(0.2, 10.0, [10.0, 5.0]).0);
+    }
 }

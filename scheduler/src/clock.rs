@@ -159,8 +159,9 @@ mod tests {
         let second = (at(2_000_000), 4_010_000, at(2_000_300));
         let (width, rate) = bracketed_rate(first, second, Duration::from_millis(2));
         assert!((width - 400e-9 / 2e-3).abs() < 1e-12, "{width}");
-        assert!((rate - 2_000_100.0 / 4_000_000.0).abs() < 1e-12, "{rate}"); // (1,999,900 + 2,000,300) / 2 ns
-                                                                             // A counter that did not move: no division by zero.
+        // (1,999,900 + 2,000,300) / 2 ns over 4,000,000 ticks.
+        assert!((rate - 2_000_100.0 / 4_000_000.0).abs() < 1e-12, "{rate}");
+        // A counter that did not move: no division by zero.
         assert_eq!(
             bracketed_rate(first, (at(2_000_000), 10_000, at(2_000_300)), Duration::from_millis(2)).1,
             2_000_100.0

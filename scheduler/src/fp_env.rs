@@ -134,9 +134,11 @@ mod tests {
         let x87_default = (default >> 32) as u16;
         assert_eq!(x87_default, imp::x87_control(), "the x87 word is the upper half");
         assert_ne!(x87_default, 0, "the x87 word has its exception masks set");
-        // Round toward zero (RC = 11) and 53-bit precision (PC = 10), MXCSR unchanged.
+        // Round toward zero (RC = 11) and 53-bit precision (PC = 10); flush to zero (MXCSR bit
+        // 15), so that MXCSR is written too.
         let x87 = (x87_default & !(0b1111 << 8)) | 0b11 << 10 | 0b10 << 8;
-        let wanted = (default & 0xffff_ffff) | u64::from(x87) << 32;
+        let wanted = (default & 0xffff_ffff) | 1 << 15 | u64::from(x87) << 32;
+        assert_ne!(wanted & 0xffff_ffff, default & 0xffff_ffff, "flush to zero is off by default");
         let (read, flags_kept) = std::thread::spawn(move || {
             // Division by zero raises MXCSR's sticky ZE flag (bit 2).
             std::hint::black_box(std::hint::black_box(1.0f64) / std::hint::black_box(0.0f64));

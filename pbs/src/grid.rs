@@ -213,6 +213,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_dimensions_read_back_and_any_zero_one_is_refused() {
+        let g = Grid::new_3d(3, 4, 5).unwrap();
+        assert_eq!((g.nx(), g.ny(), g.nz(), g.len(), g.is_empty()), (3, 4, 5, 60, false));
+        for (nx, ny, nz) in [(0, 4, 5), (3, 0, 5), (3, 4, 0)] {
+            assert_eq!(Grid::new_3d(nx, ny, nz), Err(Error::EmptyGrid { nx, ny, nz }));
+        }
+        assert_eq!(dist2(&[1.0, 2.0, 3.0], &[4.0, 6.0, 15.0]), 9.0 + 16.0 + 144.0);
+    }
+
+    #[test]
     fn index_and_coords_round_trip() {
         let g = Grid::new_3d(3, 4, 5).unwrap();
         for k in 0..g.len() {

@@ -219,6 +219,50 @@ mod tests {
         assert!((x[0] - x[2] - 2.0).abs() < 1e-6);
     }
 
+    /// Boxes 0 — 1 coupled (unit coupling, unit regularisation), boxes 2 and 3 alone with
+    /// diagonals 11 and 1001; `b` excites the pair's (1, 1) mode only.
+    fn pair_and_two_alone() -> (CellLaplacian, [f64; 4], [f64; 4]) {
+        let l = CellLaplacian {
+            edges: vec![vec![(1, 1.0)], vec![(0, 1.0)], vec![], vec![]],
+            degree: vec![1.0, 1.0, 0.0, 0.0],
+            ..Default::default()
+        };
+        (l, [1.0, 1.0, 11.0, 1001.0], [1.0, 1.0, 1.0, 1.0])
+    }
+
+    #[test]
+    fn the_jacobi_preconditioner_solves_in_as_many_steps_as_it_leaves_distinct_eigenvalues() {
+        // Scaled by the inverse diagonal, the excited modes have two eigenvalues (1/2 for the
+        // pair, 1 for the boxes alone), so two steps are exact; unpreconditioned, the
+        // eigenvalues 1, 11 and 1001 need three.
+        let (l, reg, b) = pair_and_two_alone();
+        let x = l.solve(&reg, &b, 0.0, 2);
+        for (got, want) in x.iter().zip([1.0, 1.0, 1.0 / 11.0, 1.0 / 1001.0]) {
+            assert!((got - want).abs() < 1e-12 * want, "{x:?}");
+        }
+        // One step is not enough, so the second step's preconditioning is tested too.
+        let x = l.solve(&reg, &b, 0.0, 1);
+        assert!((x[0] - 1.0).abs() > 1e-3, "{x:?}");
+    }
+
+    #[test]
+    fn a_right_hand_side_within_the_tolerance_is_answered_with_zero() {
+        // ‖b‖ = 5: a relative tolerance of 1 accepts x = 0 at once; just under 1 it does not.
+        let (l, reg, _) = pair_and_two_alone();
+        let b = [3.0, -4.0, 0.0, 0.0];
+        assert_eq!(l.solve(&reg, &b, 1.0, 10), vec![0.0; 4]);
+        assert!(l.solve(&reg, &b, 0.99, 10).iter().any(|&v| v != 0.0));
+    }
+
+    #[test]
+    fn a_direction_without_curvature_ends_the_solve() {
+        // Without regularisation the pair's (1, 1) mode is in the null space: the first
+        // direction has zero curvature, and the solve stops at x = 0 rather than divide by it.
+        let l =
+            CellLaplacian { edges: vec![vec![(1, 1.0)], vec![(0, 1.0)]], degree: vec![1.0, 1.0], ..Default::default() };
+        assert_eq!(l.solve(&[0.0; 2], &[1.0, 1.0], 1e-12, 10), vec![0.0; 2]);
+    }
+
     #[test]
     fn couplings_come_from_boundary_layers() {
         // Two vCores 4 boxes apart on a 1-row grid; boxes 1 and 2 straddle the boundary.

@@ -461,6 +461,21 @@ mod tests {
         assert!(kept >= mean && kept <= mean + epsilon + cap, "kept {kept}, mean {mean}");
     }
 
+    #[test]
+    fn a_victims_packs_hold_its_own_boxes_only_after_another_victims_stamps() {
+        // The left half is a victim with nothing to give (its boxes stay stamped as its
+        // members); the right half then gives half its load, from seeds on the shared border.
+        let grid = Grid::new(12, 12).unwrap();
+        let loads = vec![1.0; 144];
+        let (left, right): (Vec<u32>, Vec<u32>) = (0..144).partition(|k| k % 12 < 6);
+        let mut packer = Packer { grid: &grid, stamp: vec![0; 144], now: 0 };
+        assert!(packer.packs(&left, &loads, 72.0, 72.0, 1.0, 8.0).is_empty());
+        let packs = packer.packs(&right, &loads, 72.0, 36.0, 1.0, 8.0);
+        let packed: Vec<u32> = packs.into_iter().flatten().collect();
+        assert!(packed.len() >= 30, "{packed:?}");
+        assert!(packed.iter().all(|k| k % 12 >= 6), "a box of the left half packed: {packed:?}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]

@@ -885,6 +885,145 @@ mod tests {
         assert!(kway_vector_rcb(&Grid::new_3d(2, 2, 2).unwrap(), &[vec![1.0; 8]], 2).is_err());
     }
 
+    /// The grid's boxes as the bisection holds them, `[x, y, z, index]`.
+    fn boxes_of(grid: &Grid) -> Vec<[u32; 4]> {
+        (0..grid.len())
+            .map(|k| {
+                let [i, j, l] = grid.coords(k);
+                [i as u32, j as u32, l as u32, k as u32]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn oblique_cuts_order_boxes_across_then_along_the_direction() {
+        // Along the four axis directions the keys are exact: across the direction first
+        // (its normal, `d` turned a quarter left), then along it.
+        let grid = Grid::new(4, 3).unwrap();
+        let loads = vec![1.0; 12];
+        let cases: [([f64; 2], fn(&[u32; 4]) -> (i64, i64)); 4] = [
+            ([1.0, 0.0], |b| (i64::from(b[1]), i64::from(b[0]))),
+            ([-1.0, 0.0], |b| (-i64::from(b[1]), -i64::from(b[0]))),
+            ([0.0, 1.0], |b| (-i64::from(b[0]), i64::from(b[1]))),
+            ([0.0, -1.0], |b| (i64::from(b[0]), -i64::from(b[1]))),
+        ];
+        for (d, key) in cases {
+            let mut boxes = boxes_of(&grid);
+            let cut = oblique_cut(&loads, &mut boxes, d, 1, 2);
+            let mut want = boxes_of(&grid);
+            want.sort_by_key(key);
+            assert_eq!(boxes, want, "direction {d:?}");
+            assert_eq!(cut, 6);
+        }
+        // A third of the load to the first side; the heavy box 0 moves it.
+        let mut heavy = loads.clone();
+        heavy[0] = 5.0;
+        assert_eq!(oblique_cut(&heavy, &mut boxes_of(&grid), [1.0, 0.0], 1, 3), 1);
+    }
+
+    #[test]
+    fn norcb_cuts_through_the_median_parallel_to_the_mean_velocity() {
+        // Moving along the diagonal: the boxes below it, then the lower half of it, are one
+        // side (ordered across the velocity, then along it).
+        let grid = Grid::new(8, 8).unwrap();
+        let (loads, count) = (vec![1.0; 64], vec![1.0; 64]);
+        let owners = kway_norcb(&grid, &loads, &vec![[2.0, 2.0]; 64], &count, 2, 1e-3).unwrap();
+        for (k, &o) in owners.iter().enumerate() {
+            let [x, y, _] = grid.coords(k);
+            assert_eq!(o == 0, y < x || (y == x && x < 4), "box ({x}, {y}): {owners:?}");
+        }
+    }
+
+    #[test]
+    fn norcb_cuts_along_the_flow_from_the_threshold_up_and_as_rcb_without_particles() {
+        // 8 × 4 boxes: RCB cuts across x, into left and right; the flow along x into bottom
+        // and top. The mean velocity is the momentum over the particles: 16 / 32,000.
+        let grid = Grid::new(8, 4).unwrap();
+        let loads = vec![1.0; 32];
+        let rcb = kway_rcb(&grid, &loads, 2).unwrap();
+        assert_eq!(rcb[..8], [0, 0, 0, 0, 1, 1, 1, 1]);
+        let (momentum, crowd) = (vec![[0.5, 0.0]; 32], vec![1000.0; 32]);
+        let stripes: Vec<u32> = (0..32).map(|k| u32::from(k >= 16)).collect();
+        assert_eq!(kway_norcb(&grid, &loads, &momentum, &crowd, 2, 5e-4).unwrap(), stripes);
+        assert_eq!(kway_norcb(&grid, &loads, &momentum, &crowd, 2, 5.1e-4).unwrap(), rcb);
+        // Momentum without particles, or no motion under a zero threshold: no direction.
+        assert_eq!(kway_norcb(&grid, &loads, &momentum, &[0.0; 32], 2, 0.0).unwrap(), rcb);
+        assert_eq!(kway_norcb(&grid, &loads, &[[0.0; 2]; 32], &crowd, 2, 0.0).unwrap(), rcb);
+        for threshold in [-1e-3, f64::INFINITY] {
+            let e = kway_norcb(&grid, &loads, &momentum, &crowd, 2, threshold).unwrap_err();
+            assert!(e.to_string().contains("threshold"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_large_part_whose_nearest_cuts_leave_pieces_is_cut_between_whole_rows() {
+        // 40 × 41 boxes less three corners of the bottom and top rows, 1,600 boxes (over
+        // SEARCH_MAX_BOXES, so nothing is searched cut by cut); the two top boxes are heavy,
+        // so that half the load falls mid-row in row 39. Cut there, in either order, a top
+        // box is left alone; the nearest boundary between whole rows is below row 39.
+        let grid = Grid::new(40, 41).unwrap();
+        let kept = |[x, y, _]: [usize; 3]| match y {
+            0 => (1..39).contains(&x),
+            40 => x == 0 || x == 39,
+            _ => true,
+        };
+        let subset: Vec<[u32; 4]> = boxes_of(&grid).into_iter().filter(|b| kept(grid.coords(b[3] as usize))).collect();
+        assert!(subset.len() > SEARCH_MAX_BOXES);
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if grid.coords(k)[1] == 40 { 779.0 } else { 1.0 }).collect();
+        let mut out = Vec::new();
+        SubsetRcb::new(&grid).split(&loads, &subset, 2, &mut out);
+        for (b, &o) in subset.iter().zip(&out) {
+            assert_eq!(o, u32::from(b[1] >= 39), "box ({}, {})", b[0], b[1]);
+        }
+    }
+
+    #[test]
+    fn vector_rcb_breaks_near_ties_for_the_shorter_cut() {
+        // One uniform phase on 16 × 4 boxes: every direction halves it exactly; the shortest
+        // line is the vertical one, into left and right halves (the right one first: the
+        // normal of the direction π / 2 points to −x).
+        let grid = Grid::new(16, 4).unwrap();
+        let owners = kway_vector_rcb(&grid, &[vec![1.0; 64]], 2).unwrap();
+        let halves: Vec<u32> = (0..64).map(|k| u32::from(k % 16 < 8)).collect();
+        assert_eq!(owners, halves);
+    }
+
+    #[test]
+    fn vector_rcb_finds_the_best_straight_cut_within_its_angular_step() {
+        // Two phases heavy in different places: the cut chosen costs (Σ_phase max side) no
+        // more than the best of 720 directions costed exactly, within what a step of π / 64
+        // can miss.
+        let grid = Grid::new(24, 24).unwrap();
+        let bump = |cx: f64, cy: f64| -> Vec<f64> {
+            (0..grid.len())
+                .map(|k| {
+                    let [i, j, _] = grid.coords(k);
+                    0.2 + (-((i as f64 - cx).powi(2) + (j as f64 - cy).powi(2)) / 30.0).exp()
+                })
+                .collect()
+        };
+        let cost = |owners: &[u32], phases: &[Vec<f64>]| -> f64 {
+            phases.iter().map(|l| metrics::charges(owners, l, 2).into_iter().fold(0.0, f64::max)).sum()
+        };
+        for (a, b) in [((4.0, 5.0), (18.0, 6.0)), ((3.0, 20.0), (12.0, 4.0)), ((20.0, 19.0), (6.0, 12.0))] {
+            let phases = vec![bump(a.0, a.1), bump(b.0, b.1)];
+            let total: Vec<f64> = (0..grid.len()).map(|k| phases[0][k] + phases[1][k]).collect();
+            let best = (0..720)
+                .map(|i| {
+                    let angle = std::f64::consts::PI * f64::from(i) / 720.0;
+                    let mut order = boxes_of(&grid);
+                    let cut = oblique_cut(&total, &mut order, [angle.cos(), angle.sin()], 1, 2);
+                    let mut owners = vec![1; grid.len()];
+                    order[..cut].iter().for_each(|b| owners[b[3] as usize] = 0);
+                    cost(&owners, &phases)
+                })
+                .fold(f64::INFINITY, f64::min);
+            let got = cost(&kway_vector_rcb(&grid, &phases, 2).unwrap(), &phases);
+            // Measured: 1.000, 1.014, 1.005.
+            assert!(got <= best * 1.02, "{a:?} {b:?}: {got} against {best}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]

@@ -700,7 +700,42 @@ mod tests {
         assert_eq!(nearest_cut(&p, 4.0, 3, 4), 3); // bounded from below
         assert_eq!(nearest_cut(&p, 100.0, 0, 2), 2); // bounded from above
         assert_eq!(nearest_cut(&p, 1.5, 0, 4), 1); // a tie goes low
+        assert_eq!(nearest_cut(&p, 1.2, 0, 2), 1); // the bound above is farther
+                                                   // Equal sums (boxes without load) at the target: the lowest of them.
+        assert_eq!(nearest_cut(&[0.0, 1.0, 1.0, 1.0, 2.0], 1.0, 0, 4), 1);
         assert_eq!(prefix_sums([0.0, 0.0].into_iter()), vec![0.0, 1.0, 2.0]);
+    }
+
+    #[test]
+    fn an_order_splits_into_runs_of_about_equal_load_each_a_box_at_least() {
+        // Ten boxes visited backwards, three parts: cuts nearest 10/3 and 20/3.
+        let order: Vec<usize> = (0..10).rev().collect();
+        let owners = split_order(&order, &[1.0; 10], 3);
+        assert_eq!(owners, [2, 2, 2, 1, 1, 1, 1, 0, 0, 0]);
+        // All the load in one box: the parts before and after it still get a box each.
+        assert_eq!(split_order(&[0, 1, 2, 3, 4], &[0.0, 0.0, 0.0, 10.0, 0.0], 3), [0, 0, 0, 1, 2]);
+        assert_eq!(split_order(&[2, 0, 1], &[5.0, 1.0, 1.0], 3), [1, 2, 0]);
+        assert_eq!(split_order(&[1, 0], &[1.0, 1.0], 1), [0, 0]);
+        for parts in [0, 3] {
+            let panicked = std::panic::catch_unwind(|| split_order(&[0, 1], &[1.0; 2], parts)).unwrap_err();
+            let message = panicked.downcast_ref::<String>().unwrap();
+            assert_eq!(message, &format!("{parts} parts of an order of 2 boxes"));
+        }
+    }
+
+    #[test]
+    fn pieces_start_their_stamps_over_rather_than_wrap() {
+        let grid = Grid::new(4, 4).unwrap();
+        let all = boxes_of(&grid);
+        // Two opposite corners: in pieces, whatever the stamps left before.
+        let corners = [all[0], all[15]];
+        for now in [0, u32::MAX - 3, u32::MAX - 2, u32::MAX - 1, u32::MAX] {
+            let mut pieces = Pieces { grid: &grid, stamp: vec![now; 16], now, stack: Vec::new(), scratch: Vec::new() };
+            for _ in 0..3 {
+                assert!(pieces.is_connected(&all));
+                assert!(!pieces.is_connected(&corners), "from stamp {now}");
+            }
+        }
     }
 
     proptest! {
@@ -730,6 +765,12 @@ mod tests {
                 }
             }
             prop_assert_eq!(pieces(&grid).is_connected(&boxes), filled(&boxes));
+            // And the fill agrees with the metrics' count of parts in pieces (the set is part
+            // 0, every other box a part of its own).
+            let mut owners: Vec<u32> = (1..=nx * ny).collect();
+            boxes.iter().for_each(|b| owners[b[3] as usize] = 0);
+            let parts = (nx * ny + 1) as usize;
+            prop_assert_eq!(filled(&boxes), metrics::disconnected_parts(&grid, &owners, parts) == 0);
             // A whole rectangle, row by row, and any prefix of it, pass.
             let all: Vec<[u32; 4]> = (0..nx * ny).map(|k| [k % nx, k / nx, 0, k]).collect();
             let cut = (seed % u64::from(nx * ny)) as usize + 1;
@@ -974,6 +1015,29 @@ mod tests {
         SubsetRcb::new(&grid).split(&loads, &subset, 2, &mut out);
         for (b, &o) in subset.iter().zip(&out) {
             assert_eq!(o, u32::from(b[1] >= 39), "box ({}, {})", b[0], b[1]);
+        }
+    }
+
+    #[test]
+    fn a_small_part_whose_quick_cuts_leave_pieces_is_searched_cut_by_cut() {
+        // Four rows of a 4 × 4 grid less the bottom row's ends and the top row's middle; the
+        // top boxes carry 4 each, so that half the load (9 of 18) falls mid-row in row 2. Cut
+        // there, either way, a top box is left alone; the nearest boundary between whole rows
+        // (after row 2) leaves both; the nearest cut in one piece is after row 1.
+        let grid = Grid::new(4, 4).unwrap();
+        let subset: Vec<[u32; 4]> = boxes_of(&grid)
+            .into_iter()
+            .filter(|b| match b[1] {
+                0 => (1..3).contains(&b[0]),
+                3 => b[0] == 0 || b[0] == 3,
+                _ => true,
+            })
+            .collect();
+        let loads: Vec<f64> = (0..16).map(|k| if k >= 12 { 4.0 } else { 1.0 }).collect();
+        let mut out = Vec::new();
+        SubsetRcb::new(&grid).split(&loads, &subset, 2, &mut out);
+        for (b, &o) in subset.iter().zip(&out) {
+            assert_eq!(o, u32::from(b[1] >= 2), "box ({}, {})", b[0], b[1]);
         }
     }
 

@@ -103,6 +103,9 @@ mod tests {
         let err = |t: &str| parse_csv(t).unwrap_err().to_string();
         assert!(err("").contains("empty grid"));
         assert!(err("1,2\n3\n").contains("line 2"));
+        // A short row is named at its first missing field, a long one at its first extra.
+        assert!(err("1,2,3\n4,5\n").contains("line 2, column 3"), "{}", err("1,2,3\n4,5\n"));
+        assert!(err("1\n2,3,4\n").contains("line 2, column 2"), "{}", err("1\n2,3,4\n"));
         assert!(err("1,2\n3,-1\n").contains("line 2, column 2"));
         assert!(err("1,NaN\n").contains("finite"));
         assert!(err("1,inf\n").contains("finite"));

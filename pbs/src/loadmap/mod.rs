@@ -98,4 +98,24 @@ mod tests {
             assert_eq!(Case::from_name(c.name()), Some(c));
         }
     }
+
+    #[test]
+    fn the_line_holds_the_boxes_within_one_box_of_the_diagonal() {
+        // The distance from a centre to the diagonal, as the length of what is left of it
+        // after its projection on the diagonal's unit vector.
+        for (nx, ny) in [(50, 20), (7, 30), (64, 9), (13, 13)] {
+            let g = Grid::new(nx, ny).unwrap();
+            let line = static_case(Case::Line, &g, 0);
+            let len = (nx as f64).hypot(ny as f64);
+            let u = [nx as f64 / len, ny as f64 / len];
+            for (k, &q) in line.iter().enumerate() {
+                let c = g.centre(k);
+                let along = c[0] * u[0] + c[1] * u[1];
+                let d = (c[0] - along * u[0]).hypot(c[1] - along * u[1]);
+                if (d - 1.0).abs() > 1e-9 {
+                    assert_eq!(q, f64::from(d < 1.0), "{nx} × {ny}, box {k} at distance {d}");
+                }
+            }
+        }
+    }
 }

@@ -174,6 +174,36 @@ mod tests {
     }
 
     #[test]
+    fn each_load_is_the_sharpened_noise_at_the_translated_and_scaled_centre() {
+        // The formula of the type's documentation, against the noise crate directly (a
+        // translation within one period, which is taken as it is).
+        let m = PerlinMap { offset: [2.25, 1.5], contrast: 1.7, octaves: 3, ..PerlinMap::with_seed(9) };
+        let fbm = Fbm::<Perlin>::new(9).set_octaves(3);
+        let load = |noise: f64| ((noise + 1.0) * 0.5).clamp(0.0, 1.0).powf(1.7);
+        let flat = Grid::new(12, 5).unwrap();
+        let scale = m.frequency / 12.0;
+        for (k, &q) in m.loads(&flat).iter().enumerate() {
+            let c = flat.centre(k);
+            assert_eq!(q, load(fbm.get([(c[0] + 2.25) * scale, (c[1] + 1.5) * scale])), "box {k}");
+        }
+        let volume = Grid::new_3d(4, 3, 6).unwrap();
+        let scale = m.frequency / 6.0;
+        for (k, &q) in m.loads_3d(&volume).iter().enumerate() {
+            let c = volume.centre(k);
+            assert_eq!(q, load(fbm.get([(c[0] + 2.25) * scale, (c[1] + 1.5) * scale, c[2] * scale])), "box {k}");
+        }
+    }
+
+    #[test]
+    fn transitions_change_what_they_name_only() {
+        let m = PerlinMap { frequency: 3.0, octaves: 2, offset: [1.0, 2.0], contrast: 0.5, seed: 5 };
+        assert_eq!(PerlinMap::with_seed(5), PerlinMap { seed: 5, ..PerlinMap::default() });
+        assert_eq!(m.rough(), PerlinMap { seed: 6, ..m });
+        assert_eq!(PerlinMap { seed: u32::MAX, ..m }.rough().seed, 0);
+        assert_eq!(m.smooth(0.5), PerlinMap { offset: [1.5, 2.25], ..m });
+    }
+
+    #[test]
     fn any_finite_translation_gives_a_valid_map() {
         let g = Grid::new(8, 8).unwrap();
         for o in [1e11, -1e12, 1e19, -1e300, f64::MAX] {

@@ -545,6 +545,50 @@ mod tests {
     }
 
     #[test]
+    fn the_balance_pass_stops_at_its_move_budget_and_within_its_tolerance_at_any_scale() {
+        // The 7 : 3 strip again: two moves even it; a budget of 0.1 moves per box allows one.
+        let grid = Grid::new(10, 1).unwrap();
+        let owners = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1];
+        let run = |scale: f64, settings: RefineSettings| {
+            let loads = [scale; 10];
+            let problem = Problem::new(grid, &loads, 2).unwrap();
+            let mut out = owners;
+            refine(&problem, &mut out, settings).unwrap().balance_moves
+        };
+        for (per_box, moves) in [(0.0, 0), (0.1, 1), (0.2, 2), (5.0, 2)] {
+            assert_eq!(run(1.0, RefineSettings { max_moves_per_box: per_box, ..RefineSettings::default() }), moves);
+        }
+        // 7 is within 1.5 × the mean of 5, at whatever scale the loads are given.
+        for scale in [1.0, 3.0, 1e-3] {
+            assert_eq!(run(scale, RefineSettings { tol: 0.5, ..RefineSettings::default() }), 0, "scale {scale}");
+            assert_eq!(run(scale, RefineSettings { tol: 0.1, ..RefineSettings::default() }), 2, "scale {scale}");
+        }
+    }
+
+    #[test]
+    fn a_rebalancing_is_mended_unless_it_started_whole_and_moved_nothing() {
+        // Part 0 in two pieces on a strip, after a rebalancing that did not start whole, moved
+        // boxes, or restarted: mended, and the cells reported as having been in pieces.
+        let grid = Grid::new(6, 1).unwrap();
+        let problem = Problem::new(grid, &[1.0; 6], 2).unwrap();
+        let still = crate::Outcome::balanced_at_start(std::time::Duration::ZERO);
+        let (split, mended) = ([0, 0, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1]);
+        let moved = crate::Outcome { migrations: 2, ..still.clone() };
+        let restarted = crate::Outcome { restarted: true, ..still.clone() };
+        for (outcome, started_whole) in [(&still, false), (&moved, true), (&restarted, true)] {
+            let mut owners = split;
+            assert!(!mend_rebalanced(&problem, &mut owners, outcome, started_whole).unwrap(), "{outcome:?}");
+            assert_eq!(owners, mended);
+            assert!(mend_rebalanced(&problem, &mut owners, outcome, false).unwrap());
+        }
+        // Started whole and nothing moved: the labelling is skipped (these owners break that
+        // premise on purpose, to show that nothing looks at them).
+        let mut owners = split;
+        assert!(mend_rebalanced(&problem, &mut owners, &still, true).unwrap());
+        assert_eq!(owners, split);
+    }
+
+    #[test]
     fn a_part_in_two_pieces_hands_the_smaller_one_to_its_neighbour() {
         // Part 0's second piece (boxes 4 and 5) goes to part 1 around it; then part 1, now the
         // larger, hands its border box back.
@@ -737,6 +781,8 @@ mod tests {
         let problem = Problem::new(grid, &loads, 2).unwrap();
         let err = refine(&problem, &mut [0u32; 15], RefineSettings::default()).unwrap_err();
         assert!(err.to_string().contains("owners"), "{err}");
+        let err = refine(&problem, &mut [2u32; 15], RefineSettings::default()).unwrap_err();
+        assert!(err.to_string().contains("15 part ids"), "the length first: {err}");
         let err = refine(&problem, &mut [2u32; 16], RefineSettings::default()).unwrap_err();
         assert!(err.to_string().contains("part 2 at box 0"), "{err}");
         let bad = RefineSettings { tol: f64::NAN, ..RefineSettings::default() };

@@ -951,7 +951,8 @@ mod tests {
         // (its normal, `d` turned a quarter left), then along it.
         let grid = Grid::new(4, 3).unwrap();
         let loads = vec![1.0; 12];
-        let cases: [([f64; 2], fn(&[u32; 4]) -> (i64, i64)); 4] = [
+        type Key = fn(&[u32; 4]) -> (i64, i64);
+        let cases: [([f64; 2], Key); 4] = [
             ([1.0, 0.0], |b| (i64::from(b[1]), i64::from(b[0]))),
             ([-1.0, 0.0], |b| (-i64::from(b[1]), -i64::from(b[0]))),
             ([0.0, 1.0], |b| (-i64::from(b[0]), i64::from(b[1]))),

@@ -700,9 +700,8 @@ mod tests {
         assert_eq!(nearest_cut(&p, 4.0, 3, 4), 3); // bounded from below
         assert_eq!(nearest_cut(&p, 100.0, 0, 2), 2); // bounded from above
         assert_eq!(nearest_cut(&p, 1.5, 0, 4), 1); // a tie goes low
-        assert_eq!(nearest_cut(&p, 1.2, 0, 2), 1); // the bound above is farther
-                                                   // Equal sums (boxes without load) at the target: the lowest of them.
-        assert_eq!(nearest_cut(&[0.0, 1.0, 1.0, 1.0, 2.0], 1.0, 0, 4), 1);
+        assert_eq!(nearest_cut(&p, 1.2, 0, 2), 1); // bounded from above, the sum below nearer
+        assert_eq!(nearest_cut(&[0.0, 1.0, 1.0, 1.0, 2.0], 1.0, 0, 4), 1); // equal sums: the lowest
         assert_eq!(prefix_sums([0.0, 0.0].into_iter()), vec![0.0, 1.0, 2.0]);
     }
 

@@ -1083,9 +1083,9 @@ mod tests {
     #[test]
     fn vector_rcb_finds_the_best_straight_cut_within_its_angular_step() {
         // Two phases heavy in different places, two to five parts: the first cut chosen costs
-        // (Σ_phase max_side load / side parts) no more
-        // than the best of 720 directions costed exactly, within what a step of π / 64 can
-        // miss; the best of eight directions alone misses by more.
+        // (Σ_phase max_side load / side parts) no more than the best of 720 directions costed
+        // exactly, within what a step of π / 64 can miss; the best of eight directions alone
+        // misses by more.
         let grid = Grid::new(24, 24).unwrap();
         let bump = |cx: f64, cy: f64| -> Vec<f64> {
             (0..grid.len())

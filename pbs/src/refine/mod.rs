@@ -563,6 +563,13 @@ mod tests {
             assert_eq!(run(scale, RefineSettings { tol: 0.5, ..RefineSettings::default() }), 0, "scale {scale}");
             assert_eq!(run(scale, RefineSettings { tol: 0.1, ..RefineSettings::default() }), 2, "scale {scale}");
         }
+        // The target is over the lower bound, not the mean: box 0 alone carries 1.5 × the
+        // mean of three parts, and 10 : 5 : 3 is within 1.2 × that bound (not 1.2 × the mean).
+        let loads = [9.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let mut out = [0, 0, 1, 1, 1, 1, 1, 2, 2, 2];
+        let settings = RefineSettings { tol: 0.2, ..RefineSettings::default() };
+        assert_eq!(refine(&problem, &mut out, settings).unwrap().balance_moves, 0);
     }
 
     #[test]

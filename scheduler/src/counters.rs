@@ -151,19 +151,21 @@ mod tests {
     }
 
     /// Touches 8 MiB, which faults its pages in and takes time and instructions.
-    fn touch_8_mib() {
+    /// Writes 8 MiB of fresh memory, returned so that a caller holding it makes the next
+    /// call fault on new pages (freed, glibc's raised mmap threshold may hand them back).
+    fn touch_8_mib() -> Vec<u64> {
         let mut v = vec![0u64; 1 << 20];
         for (i, x) in v.iter_mut().enumerate() {
             *x = i as u64 * 3;
         }
-        std::hint::black_box(&v);
+        std::hint::black_box(v)
     }
 
     /// Opens the counters and touches 8 MiB under them.
     fn count_some_work() -> (ThreadCounters, Reading) {
         let mut c = ThreadCounters::open().expect("perf counters open");
         c.start();
-        touch_8_mib();
+        let _touched = touch_8_mib();
         let r = c.stop();
         (c, r)
     }
@@ -206,7 +208,7 @@ mod tests {
             assert_eq!(c.names(), names);
             assert_eq!(c.hardware(), c.unavailable_reason().is_none());
             c.start();
-            touch_8_mib();
+            let _held = touch_8_mib();
             let running = c.peek();
             assert_eq!(running.len(), names.len());
             let busiest = if c.hardware() { "instructions" } else { "page_faults" };
@@ -215,7 +217,7 @@ mod tests {
 
             assert_eq!(stop_on_this_thread().unwrap_err(), "counters were not started on this thread");
             start_on_this_thread();
-            touch_8_mib();
+            let _held_too = touch_8_mib();
             let (first, reason) = stop_on_this_thread().expect("started");
             assert_eq!(first.values.iter().map(|v| v.0.as_str()).collect::<Vec<_>>(), names);
             assert_eq!((first.hardware, reason.is_none()), (c.hardware(), c.hardware()));

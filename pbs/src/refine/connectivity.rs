@@ -84,31 +84,11 @@ impl State<'_, '_> {
         }
         const FACES: [usize; 6] = [12, 14, 10, 16, 4, 22];
         let faces: Vec<usize> = FACES.iter().copied().filter(|&s| inside[s]).collect();
-        let Some(&start) = faces.first() else {
+        if faces.is_empty() {
             // `b` is a piece of its own: taking it away leaves one piece fewer.
             return true;
-        };
-        let mut seen = [false; 27];
-        let mut stack = vec![start];
-        seen[start] = true;
-        while let Some(s) = stack.pop() {
-            let (x, y, z) = (s % 3, (s / 3) % 3, s / 9);
-            let steps = [
-                (x > 0).then(|| s - 1),
-                (x < 2).then(|| s + 1),
-                (y > 0).then(|| s - 3),
-                (y < 2).then(|| s + 3),
-                (z > 0).then(|| s - 9),
-                (z < 2).then(|| s + 9),
-            ];
-            for t in steps.into_iter().flatten() {
-                if inside[t] && !seen[t] {
-                    seen[t] = true;
-                    stack.push(t);
-                }
-            }
         }
-        if faces.iter().all(|&s| seen[s]) {
+        if joined_in_block(&inside, &faces) {
             return true;
         }
         // Not joined around `b`: they may still be joined the long way (a ring).
@@ -148,5 +128,95 @@ impl State<'_, '_> {
             }
         }
         false
+    }
+}
+
+/// Whether the slots `faces` of a 3 × 3 × 3 block (slot `s` at `x = s % 3`, `y = s / 3 % 3`,
+/// `z = s / 9`) are joined by face steps through the slots marked `inside`: a depth-first
+/// search from the first. `faces` are inside and not empty.
+fn joined_in_block(inside: &[bool; 27], faces: &[usize]) -> bool {
+    let mut seen = [false; 27];
+    let mut stack = vec![faces[0]];
+    seen[faces[0]] = true;
+    while let Some(s) = stack.pop() {
+        let (x, y, z) = (s % 3, (s / 3) % 3, s / 9);
+        let steps = [
+            (x > 0).then(|| s - 1),
+            (x < 2).then(|| s + 1),
+            (y > 0).then(|| s - 3),
+            (y < 2).then(|| s + 3),
+            (z > 0).then(|| s - 9),
+            (z < 2).then(|| s + 9),
+        ];
+        for t in steps.into_iter().flatten() {
+            if inside[t] && !seen[t] {
+                seen[t] = true;
+                stack.push(t);
+            }
+        }
+    }
+    faces.iter().all(|&s| seen[s])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::joined_in_block;
+    use crate::{refine, Grid, Problem};
+
+    /// The piece a part keeps is its most charged, not its largest: on a row, part 0's one
+    /// box of load 5 stays and its three boxes of load 1 go to part 1.
+    #[test]
+    fn a_part_in_pieces_keeps_its_most_charged_piece() {
+        let problem = Problem::new(Grid::new(6, 1).unwrap(), &[5.0, 1.0, 1.0, 1.0, 1.0, 1.0], 2).unwrap();
+        let mut owners = [0, 1, 1, 0, 0, 0];
+        assert_eq!(refine::mend(&problem, &mut owners).unwrap(), 3);
+        assert_eq!(owners, [0, 1, 1, 1, 1, 1]);
+    }
+
+    /// A block with the slots `on` inside.
+    fn block(on: &[usize]) -> [bool; 27] {
+        let mut inside = [false; 27];
+        on.iter().for_each(|&s| inside[s] = true);
+        inside
+    }
+
+    /// Two face slots at right angles are joined through the edge slot they share (reached
+    /// from either, so that each of the six steps is taken), and not without it: the centre
+    /// is never inside.
+    #[test]
+    fn faces_at_right_angles_join_through_their_shared_edge_only() {
+        let faces = [12, 14, 10, 16, 4, 22];
+        let mut pairs = 0;
+        for &a in &faces {
+            for &b in &faces {
+                // Opposite faces sum to 26; a face and itself are no pair.
+                if a == b || a + b == 26 {
+                    continue;
+                }
+                let edge = a + b - 13;
+                assert!(joined_in_block(&block(&[a, b, edge]), &[a, b]), "{a} and {b} through {edge}");
+                assert!(!joined_in_block(&block(&[a, b]), &[a, b]), "{a} and {b} alone");
+                // Every slot but the centre and the edge: joined the long way round the block.
+                let rest: Vec<usize> = (0..27).filter(|&s| s != 13 && s != edge).collect();
+                assert!(joined_in_block(&block(&rest), &[a, b]), "{a} and {b} round the block");
+                pairs += 1;
+            }
+        }
+        assert_eq!(pairs, 24);
+    }
+
+    /// Opposite faces need a path of five slots in the block (two steps aside, two across, two
+    /// back); a path that leaves it is not seen here.
+    #[test]
+    fn opposite_faces_join_only_around_the_centre() {
+        assert!(!joined_in_block(&block(&[12, 14]), &[12, 14]));
+        assert!(joined_in_block(&block(&[12, 9, 10, 11, 14]), &[12, 14]));
+        assert!(!joined_in_block(&block(&[12, 9, 11, 14]), &[12, 14]));
+        assert!(joined_in_block(&block(&[4, 1, 10, 19, 22]), &[4, 22]));
+        // Three faces: all must be met.
+        assert!(!joined_in_block(&block(&[12, 9, 10, 16]), &[12, 10, 16]));
+        assert!(joined_in_block(&block(&[12, 9, 10, 16, 15]), &[12, 10, 16]));
+        // One face is joined to itself.
+        assert!(joined_in_block(&block(&[22]), &[22]));
     }
 }

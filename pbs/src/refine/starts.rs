@@ -531,6 +531,27 @@ mod tests {
         assert_eq!(done.owners, previous);
     }
 
+    /// Previous owners that left a part with no box (five parts' worth over six), taken where
+    /// they reach a loose tolerance the cells held where they start do not: the empty part
+    /// gets a box, though no cell was empty.
+    #[test]
+    fn previous_owners_taken_with_an_empty_part_give_it_a_box() {
+        let grid = Grid::new(30, 20).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 30) as f64 / 15.0).collect();
+        let problem = Problem::new(grid, &loads, 6).unwrap();
+        let five = Problem::new(grid, &loads, 5).unwrap();
+        let (previous, _) = refined_bisection(&five, 0.005).unwrap();
+        let start = VCores::from_bisection(&Problem::new(grid, &vec![1.0; grid.len()], 6).unwrap());
+        let mut method = methods::by_name("power-cells").unwrap();
+        let stop = StopRule { max_steps: 0, tol: 0.25 };
+        let done =
+            rebalance_mended(method.as_mut(), &problem, &mut start.clone(), stop, false, Some(&previous)).unwrap();
+        assert!(done.from_previous && metrics::empty_parts(start.owners(), 6).is_empty());
+        assert!(metrics::empty_parts(&done.owners, 6).is_empty());
+        let moved = (0..grid.len()).filter(|&k| done.owners[k] != previous[k]).count();
+        assert!(moved >= 1 && moved < grid.len() / 10, "{moved} boxes moved");
+    }
+
     /// A sparse map re-drawn between two calls (a case a scratch fuzzer of the partitioners
     /// found; 19 × 12 boxes, 11 parts, 15 then 11 boxes of load 1): the cells stop at their
     /// coarse tolerance, two boxes' share, and neither their owners nor the last ones refined
@@ -607,6 +628,16 @@ mod tests {
         let mut short = vcores.owners().to_vec();
         assert!(refine_first_partition(&problem, &mut short, CRAWL_STEPS, settings).unwrap().is_none());
         assert_eq!(short, refined);
+        // A rebalancing from there stops its cells at the crawl's length.
+        let done = rebalance_mended(
+            method.as_mut(),
+            &problem,
+            &mut VCores::from_bisection(&problem),
+            StopRule::default(),
+            false,
+            None,
+        );
+        assert_eq!(done.unwrap().outcome.steps, CRAWL_STEPS);
     }
 
     /// `pbs-bench peers --dense`'s third disc map (seed 1002): a first partition of small
@@ -633,5 +664,149 @@ mod tests {
                 assert!(first.steps > 0 && to_bound(&first.owners) < to_bound(&bisected) - 0.02);
             }
         }
+    }
+
+    /// The choice [`rebalance_mended`] documents, replayed from its parts on Perlin maps, two
+    /// with one box over a part's mean share (loads all above zero, so that no part is emptied
+    /// and no box is handed back): the cells'
+    /// owners mended (and refined where a box outweighs the tolerance) where they reach it;
+    /// else the previous owners refined where those reach it; else the better of the two
+    /// refined, the cells' on a tie; then the bisection refined, ids matched, where that is
+    /// lower by more than the tolerance. Cells held where they start (no step, from the last
+    /// map's bisection or from random vCores) and cells run to the tolerance; last owners that
+    /// are a refined bisection of the last map or random cells; tolerances either side of where
+    /// one box outweighs them. Every branch is taken.
+    #[test]
+    fn a_rebalancing_takes_what_its_documentation_says() {
+        let mut branches = [0usize; 5];
+        for (nx, ny, parts) in [(24, 24, 4), (40, 20, 6), (30, 30, 9), (48, 32, 12)] {
+            let grid = Grid::new(nx, ny).unwrap();
+            for (seed, heavy) in [(0, false), (1, false), (2, false), (4, false), (0, true), (4, true)] {
+                let mut loads = crate::loadmap::PerlinMap::with_seed(seed).loads(&grid);
+                assert!(loads.iter().all(|&l| l > 0.0));
+                if heavy {
+                    // One box outweighs a part's mean share: the bound is over 1.
+                    loads[grid.len() / 3] = 1.3 * loads.iter().sum::<f64>() / parts as f64;
+                }
+                let last_map = crate::loadmap::PerlinMap::with_seed(seed + 10).loads(&grid);
+                let (problem, last) =
+                    (Problem::new(grid, &loads, parts).unwrap(), Problem::new(grid, &last_map, parts).unwrap());
+                let largest = |o: &[u32]| largest_charge(&problem, o);
+                let previous_owners =
+                    [refined_bisection(&last, 0.005).unwrap().0, VCores::random(&last, seed.into()).owners().to_vec()];
+                let starts = [VCores::from_bisection(&last), VCores::random(&problem, 7 + u64::from(seed))];
+                for (tol, max_steps) in [(0.005, 0), (0.02, 0), (0.02, 200)] {
+                    let stop = StopRule { max_steps, tol };
+                    let settings = RefineSettings { tol, group_sweeps: 0, pair_sweeps: 0, ..Default::default() };
+                    let finish = !stop.resolvable_by_cells(&problem);
+                    let target = target_charge(&problem, tol);
+                    for (previous, start) in previous_owners.iter().flat_map(|p| starts.iter().map(move |s| (p, s))) {
+                        let whole = metrics::disconnected_parts(&grid, start.owners(), parts) == 0;
+                        let mut method = methods::by_name("power-cells").unwrap();
+                        let done = rebalance_mended(
+                            method.as_mut(),
+                            &problem,
+                            &mut start.clone(),
+                            stop,
+                            whole,
+                            Some(previous),
+                        )
+                        .unwrap();
+                        // The same steps again, each from its public part.
+                        let mut cells = start.clone();
+                        let cells_stop = if finish { stop.coarsened_for_cells(&problem) } else { stop };
+                        let cells_stop = StopRule { max_steps: max_steps.min(CRAWL_STEPS), ..cells_stop };
+                        rebalance(methods::by_name("power-cells").unwrap().as_mut(), &problem, &mut cells, cells_stop);
+                        let mut owners = cells.owners().to_vec();
+                        crate::refine::mend(&problem, &mut owners).unwrap();
+                        if finish {
+                            refine(&problem, &mut owners, settings).unwrap();
+                        }
+                        let mut kept = previous.clone();
+                        refine(&problem, &mut kept, settings).unwrap();
+                        let expected = if largest(&owners) <= target {
+                            (owners, 0)
+                        } else if largest(&kept) <= target {
+                            (kept, 1)
+                        } else {
+                            if !finish {
+                                refine(&problem, &mut owners, settings).unwrap();
+                            }
+                            let (best, from_previous) =
+                                if largest(&owners) <= largest(&kept) { (owners, false) } else { (kept, true) };
+                            let bisected = bisection_refined(&problem, settings).unwrap();
+                            if largest(&best) > target && largest(&bisected) * (1.0 + tol) < largest(&best) {
+                                (metrics::match_labels(previous, &bisected, parts).unwrap(), 4)
+                            } else {
+                                (best, 2 + usize::from(from_previous))
+                            }
+                        };
+                        let case = format!(
+                            "{nx}x{ny} over {parts}, seed {seed}, tol {tol}, {max_steps} steps: case {}",
+                            expected.1
+                        );
+                        assert_eq!(done.owners, expected.0, "{case}");
+                        assert_eq!(
+                            (done.from_previous, done.bisected),
+                            (expected.1 == 1 || expected.1 == 3, expected.1 == 4),
+                            "{case}"
+                        );
+                        branches[expected.1] += 1;
+                    }
+                }
+            }
+        }
+        assert!(branches.iter().all(|&n| n > 0), "a branch was not taken: {branches:?}");
+    }
+
+    /// [`refined_bisection`] is a k-way RCB refined to its tolerance without the group pass,
+    /// and [`first_partition_from`] the cells balanced to `stop` and refined to its tolerance
+    /// with every pass: each equals its parts replayed, at a tolerance other than the
+    /// settings' default.
+    #[test]
+    fn the_refined_bisection_and_a_first_partition_from_vcores_are_their_documented_parts() {
+        let grid = Grid::new(40, 30).unwrap();
+        for seed in 0..3u32 {
+            let loads = crate::loadmap::PerlinMap::with_seed(seed).loads(&grid);
+            let problem = Problem::new(grid, &loads, 7).unwrap();
+            for tol in [0.0, 0.05] {
+                let mut parts = crate::bisection::kway_rcb(&grid, &loads, 7).unwrap();
+                let without_groups = RefineSettings { tol, group_sweeps: 0, ..Default::default() };
+                refine(&problem, &mut parts, without_groups).unwrap();
+                assert_eq!(refined_bisection(&problem, tol).unwrap().0, parts, "seed {seed}, tol {tol}");
+
+                let start = VCores::random(&problem, seed.into());
+                let stop = StopRule { tol: 0.1, ..StopRule::default() };
+                let mut method = methods::by_name("power-cells").unwrap();
+                let first = first_partition_from(method.as_mut(), &problem, start.clone(), stop, tol).unwrap();
+                let mut cells = start;
+                let steps = balance(method.as_mut(), &problem, &mut cells, stop, |_| {}).steps;
+                let mut owners = cells.owners().to_vec();
+                let settings = RefineSettings { tol, ..Default::default() };
+                assert!(refine_first_partition(&problem, &mut owners, steps, settings).unwrap().is_none());
+                assert_eq!((first.owners, first.steps), (owners, steps), "seed {seed}, tol {tol}");
+            }
+        }
+    }
+
+    /// Small parts (a Perlin map of 30 × 30 boxes over 45 parts, 20 boxes a part) where the
+    /// refined bisection ends at 1.021 × the bound, over [`BISECTION_KEPT_WITHIN`]: the cells
+    /// run 15 steps, no crawl, and their owners refined end further from the bound, so the
+    /// refined bisection is the partition.
+    #[test]
+    fn a_first_partition_of_small_parts_takes_the_refined_bisection_where_the_cells_end_further() {
+        let grid = Grid::new(30, 30).unwrap();
+        let loads = crate::loadmap::PerlinMap::with_seed(8).loads(&grid);
+        let problem = Problem::new(grid, &loads, 45).unwrap();
+        let to_bound = |o: &[u32]| largest_charge(&problem, o) / (problem.lower_bound() * problem.mean());
+        let (bisected, _) = refined_bisection(&problem, 0.005).unwrap();
+        let stop = StopRule::before_refinement(&problem);
+        let mut method = methods::by_name("power-cells").unwrap();
+        let cells =
+            first_partition_from(method.as_mut(), &problem, VCores::from_bisection(&problem), stop, 0.005).unwrap();
+        let first = first_partition(method.as_mut(), &problem, stop, 0.005).unwrap();
+        assert!(to_bound(&bisected) > 1.0 + BISECTION_KEPT_WITHIN && to_bound(&bisected) < to_bound(&cells.owners));
+        assert!(cells.steps > 0 && cells.steps <= CRAWL_STEPS, "{} steps", cells.steps);
+        assert_eq!((first.owners, first.steps), (bisected, cells.steps));
     }
 }

@@ -66,12 +66,11 @@ impl State<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::State;
+    use super::fill_empty;
     use crate::{metrics, Grid, Problem};
 
     fn filled(grid: Grid, loads: &[f64], parts: usize, owners: &mut [u32], previous: Option<&[u32]>) -> usize {
-        let problem = Problem::new(grid, loads, parts).unwrap();
-        State::new(&problem, owners).fill_empty_parts(previous)
+        fill_empty(&Problem::new(grid, loads, parts).unwrap(), owners, previous)
     }
 
     /// Part 2 lost its boxes: it gets back one it held (box 4, with no load) rather than box 2,
@@ -122,5 +121,9 @@ mod tests {
         let mut held = owners.to_vec();
         held.sort();
         assert_eq!(held, [0, 1, 2, 3]);
+        // Again: no part is empty, nothing moves.
+        let before = owners;
+        assert_eq!(filled(grid, &[1.0; 4], 4, &mut owners, None), 0);
+        assert_eq!(owners, before);
     }
 }

@@ -259,6 +259,20 @@ mod tests {
         assert_eq!(metrics::edge_cut(&grid, &owners), 4);
     }
 
+    /// On a row, part 0 first takes back boxes 4–5 from part 1, then hands boxes 8–9 back to
+    /// part 2: its box count, kept in step (6, then 4), lets the second group go, the rest of
+    /// part 0 still in one piece of four boxes.
+    #[test]
+    fn a_part_that_took_a_group_back_hands_another_on() {
+        let grid = Grid::new(12, 1).unwrap();
+        let loads = [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let previous = [1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2];
+        let mut owners = [1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2];
+        assert_eq!(hold_unloaded(&problem, &mut owners, &previous).unwrap(), 4);
+        assert_eq!(owners, previous);
+    }
+
     #[test]
     fn owners_of_another_length_or_part_count_are_an_error() {
         let grid = Grid::new(4, 1).unwrap();

@@ -526,6 +526,35 @@ mod tests {
     use crate::metrics;
     use proptest::prelude::*;
 
+    /// A part's border is its boxes with a face on another part, each once, kept in step as
+    /// boxes move.
+    #[test]
+    fn a_parts_border_is_its_boxes_beside_another_part_each_once() {
+        // 4 × 3 boxes: part 0 the left three columns but box 5 (part 1), part 1 the last.
+        let grid = Grid::new(4, 3).unwrap();
+        let problem = Problem::new(grid, &[1.0; 12], 2).unwrap();
+        let mut owners = [0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1];
+        let mut state = State::new(&problem, &mut owners);
+        let sorted = |mut v: Vec<u32>| {
+            v.sort_unstable();
+            v
+        };
+        let border = |state: &mut State, p: usize| {
+            let list = state.border(p);
+            state.give_back(p, list.clone());
+            sorted(list)
+        };
+        assert_eq!(border(&mut state, 0), [1, 2, 4, 6, 9, 10]);
+        assert_eq!(border(&mut state, 1), [3, 5, 7, 11]);
+        // Box 6 joins part 1: it leaves part 0's border for part 1's, where box 7, now
+        // beside part 1 only, drops out.
+        state.move_box(6, 1);
+        assert_eq!(border(&mut state, 0), [1, 2, 4, 9, 10]);
+        assert_eq!(border(&mut state, 1), [3, 5, 6, 11]);
+        // Asked twice, the same list: none was lost or doubled by the first.
+        assert_eq!(border(&mut state, 0), [1, 2, 4, 9, 10]);
+    }
+
     fn refined(grid: Grid, loads: &[f64], parts: usize, owners: &[u32]) -> (Vec<u32>, Refined) {
         let problem = Problem::new(grid, loads, parts).unwrap();
         let mut out = owners.to_vec();

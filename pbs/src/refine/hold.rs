@@ -257,6 +257,13 @@ mod tests {
         assert_eq!(hold_unloaded(&problem, &mut owners, &previous).unwrap(), 4);
         assert_eq!(owners, rows([2, 2, 2, 2]));
         assert_eq!(metrics::edge_cut(&grid, &owners), 4);
+        // Mirrored (the old part on the right), so that the wedge's boxes in index order start
+        // far from it: the column beside it still goes back.
+        let mirrored = |o: Vec<u32>| -> Vec<u32> { (0..32).map(|k| o[k - k % 8 + 7 - k % 8]).collect() };
+        let previous = mirrored(rows([5, 4, 3, 2]));
+        let mut owners = mirrored(rows([1, 1, 1, 1]));
+        assert_eq!(hold_unloaded(&problem, &mut owners, &previous).unwrap(), 4);
+        assert_eq!(owners, mirrored(rows([2, 2, 2, 2])));
     }
 
     /// On a row, part 0 first takes back boxes 4–5 from part 1, then hands boxes 8–9 back to

@@ -387,3 +387,46 @@ impl State<'_, '_> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::State;
+    use crate::{Grid, Problem};
+
+    /// Where no move brings its receiver within the target, the balance pass takes the move
+    /// whose two parts end with the lower larger charge: part 0 (charge 10) hands its box of 3
+    /// to part 2 (charge 2: 7 and 5 after) rather than its box of 1 to part 1 (charge 5: 9 and
+    /// 6 after).
+    #[test]
+    fn above_the_target_everywhere_the_move_that_leaves_the_pair_lightest_goes() {
+        let problem = Problem::new(Grid::new(5, 1).unwrap(), &[5.0, 1.0, 6.0, 3.0, 2.0], 3).unwrap();
+        let mut owners = [1, 0, 0, 0, 2];
+        assert_eq!(State::new(&problem, &mut owners).balance(4.0, 1), 1);
+        assert_eq!(owners, [1, 0, 0, 2, 2]);
+    }
+
+    /// A border of 520 boxes, over [`super::BATCH_FROM`], so that the pass makes several moves
+    /// per search: 520 × 3 boxes, part 0 the top row (load 1.5) and every other box of the
+    /// middle row, part 1 the rest (load 1). Each middle box of part 0 has one face on its part
+    /// and three on part 1: 126 of them go, each taking two faces off the cut, until part 0 is
+    /// within the target; no other box moves.
+    #[test]
+    fn on_a_long_border_the_pass_moves_a_batch_that_shortens_the_cut() {
+        let (nx, ny) = (520, 3);
+        let grid = Grid::new(nx, ny).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k < nx { 1.5 } else { 1.0 }).collect();
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        let start: Vec<u32> = (0..grid.len()).map(|k| u32::from(k >= 2 * nx || (k >= nx && k % 2 == 1))).collect();
+        let mut owners = start.clone();
+        let target = 1.005 * problem.mean();
+        let moves = State::new(&problem, &mut owners).balance(target, grid.len());
+        let charges = crate::metrics::charges(&owners, &loads, 2);
+        assert!(charges[0] <= target && charges[1] <= target, "{charges:?} over {target}");
+        assert_eq!(moves, 126);
+        let moved: Vec<usize> = (0..grid.len()).filter(|&k| owners[k] != start[k]).collect();
+        assert_eq!(moved.len(), 126);
+        assert!(moved.iter().all(|&k| k / nx == 1 && start[k] == 0), "{moved:?}");
+        let cut = |o: &[u32]| crate::metrics::edge_cut(&grid, o);
+        assert_eq!(cut(&owners), cut(&start) - 2 * 126);
+    }
+}

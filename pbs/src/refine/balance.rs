@@ -429,4 +429,18 @@ mod tests {
         let cut = |o: &[u32]| crate::metrics::edge_cut(&grid, o);
         assert_eq!(cut(&owners), cut(&start) - 2 * 126);
     }
+
+    /// A strip starts at an empty border box touching the part it goes to: on 4 × 2 boxes,
+    /// part 0's box 6 (empty, beside part 1) and the loaded box 5 behind it, not at the loaded
+    /// border box 1, found first, which touches part 1 too.
+    #[test]
+    fn a_strip_starts_at_an_empty_box_beside_the_part_it_goes_to() {
+        let loads = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0];
+        let problem = Problem::new(Grid::new(4, 2).unwrap(), &loads, 2).unwrap();
+        let mut owners = [0, 0, 1, 1, 0, 0, 0, 1];
+        let mut state = State::new(&problem, &mut owners);
+        let border = state.border(0);
+        assert_eq!(border, [1, 6]);
+        assert_eq!(state.strip(0, 1, &border), Some(vec![6, 5]));
+    }
 }

@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(pairs, 24);
     }
 
-    /// Opposite faces need a path of five slots in the block (two steps aside, two across, two
+    /// Opposite faces need a path of five slots in the block (a step aside, two across, one
     /// back); a path that leaves it is not seen here.
     #[test]
     fn opposite_faces_join_only_around_the_centre() {

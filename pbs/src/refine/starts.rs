@@ -666,8 +666,8 @@ mod tests {
         }
     }
 
-    /// The choice [`rebalance_mended`] documents, replayed from its parts on Perlin maps, two
-    /// with one box over a part's mean share (loads all above zero, so that no part is emptied
+    /// The choice [`rebalance_mended`] documents, replayed from its parts on Perlin maps, one
+    /// in three with a box over a part's mean share (loads all above zero, so that no part is emptied
     /// and no box is handed back): the cells'
     /// owners mended (and refined where a box outweighs the tolerance) where they reach it;
     /// else the previous owners refined where those reach it; else the better of the two

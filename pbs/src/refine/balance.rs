@@ -391,7 +391,177 @@ impl State<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::super::State;
+    use crate::metrics::{edge_cut, one_piece_each};
+    use crate::rng::SplitMix64;
     use crate::{Grid, Problem};
+
+    /// Owners of `parts` face-connected parts on `grid`, grown at random from distinct seed
+    /// boxes: each box joins a part it touches.
+    fn grown_parts(grid: &Grid, parts: usize, rng: &mut SplitMix64) -> Vec<u32> {
+        let mut owners = vec![u32::MAX; grid.len()];
+        let mut seeded = 0;
+        while seeded < parts {
+            let k = rng.below(grid.len());
+            if owners[k] == u32::MAX {
+                owners[k] = seeded as u32;
+                seeded += 1;
+            }
+        }
+        while owners.contains(&u32::MAX) {
+            let k = rng.below(grid.len());
+            let mut near = Vec::new();
+            grid.for_each_neighbour(k, |n| near.extend((owners[n] != u32::MAX).then_some(owners[n])));
+            if owners[k] == u32::MAX && !near.is_empty() {
+                owners[k] = near[rng.below(near.len())];
+            }
+        }
+        owners
+    }
+
+    /// Whether box `b` has a face neighbour owned by `part`.
+    fn beside(grid: &Grid, owners: &[u32], b: usize, part: u32) -> bool {
+        let mut found = false;
+        grid.for_each_neighbour(b, |n| found |= owners[n] == part);
+        found
+    }
+
+    /// What the documentation of [`State::move_swap`] says it does, worked out from whole
+    /// owners: every loaded border box `a` of `p` against every lighter loaded box `b` of a part
+    /// `x` beside `a` that touches `p`, both parts ending under `cp`; the cut edges a trade adds
+    /// counted on the owners after it, trades that add any left out; the rest ordered by
+    /// receiver over `target`, edges added, the larger charge of the pair, then ids; the first
+    /// of the first [`super::SWAP_TRIES`] whose boxes may each leave (their parts stay in one
+    /// piece) and where `b` still touches `p` once `a` has gone.
+    fn swap_as_documented(
+        grid: &Grid,
+        loads: &[f64],
+        owners: &[u32],
+        p: u32,
+        cp: f64,
+        target: f64,
+    ) -> Option<Vec<u32>> {
+        let charges = crate::metrics::charges(owners, loads, 1 + *owners.iter().max().unwrap() as usize);
+        let cut = edge_cut(grid, owners);
+        let mut trades = Vec::new();
+        for a in (0..grid.len()).filter(|&a| owners[a] == p && loads[a] > 0.0) {
+            let mut xs = Vec::new();
+            grid.for_each_neighbour(a, |n| {
+                xs.extend((owners[n] != p && !xs.contains(&owners[n])).then_some(owners[n]))
+            });
+            for &x in &xs {
+                for b in (0..grid.len()).filter(|&b| owners[b] == x && beside(grid, owners, b, p)) {
+                    let (qa, qb) = (loads[a], loads[b]);
+                    let after = charges[x as usize] + qa - qb;
+                    if qb <= 0.0 || qb >= qa || after >= cp {
+                        continue;
+                    }
+                    let mut traded = owners.to_vec();
+                    (traded[a], traded[b]) = (x, p);
+                    let added = edge_cut(grid, &traded) as f64 - cut as f64;
+                    if added <= 0.0 {
+                        trades.push((u8::from(after > target), added, after.max(cp - qa + qb), a, b, x));
+                    }
+                }
+            }
+        }
+        trades.sort_by(|x, y| x.partial_cmp(y).unwrap());
+        let count = |o: &[u32], part: u32| o.iter().filter(|&&q| q == part).count();
+        for &(_, _, _, a, b, x) in trades.iter().take(super::SWAP_TRIES) {
+            let mut out = owners.to_vec();
+            out[a] = x;
+            if count(owners, p) <= 1 || !one_piece_each(grid, &out) {
+                continue;
+            }
+            if beside(grid, &out, b, p) && count(&out, x) > 1 {
+                out[b] = p;
+                if one_piece_each(grid, &out) {
+                    return Some(out);
+                }
+            }
+        }
+        None
+    }
+
+    /// On 3,000 small maps with parts grown at random (whole, loads 0 to 4, a third of the
+    /// boxes empty), from every part at its own charge and a target around the mean: the trade
+    /// [`State::move_swap`] makes is the one its documentation names, worked out from whole
+    /// owners (the cut counted, not reckoned box by box), and no trade lengthens the cut.
+    #[test]
+    fn a_trade_is_the_first_its_documentation_names_and_never_lengthens_the_cut() {
+        let mut rng = SplitMix64::new(7);
+        let mut traded = 0;
+        for _ in 0..3000 {
+            let grid = Grid::new(2 + rng.below(5), 2 + rng.below(4)).unwrap();
+            let parts = 2 + rng.below(3.min(grid.len() - 2));
+            let loads: Vec<f64> =
+                (0..grid.len()).map(|_| if rng.below(3) == 0 { 0.0 } else { 1.0 + rng.below(4) as f64 }).collect();
+            let owners = grown_parts(&grid, parts, &mut rng);
+            let Ok(problem) = Problem::new(grid, &loads, parts) else { continue };
+            let charges = crate::metrics::charges(&owners, &loads, parts);
+            let target = problem.mean() * (0.9 + 0.05 * rng.below(5) as f64);
+            for p in 0..parts {
+                let cp = charges[p];
+                let expected = swap_as_documented(&grid, &loads, &owners, p as u32, cp, target);
+                let mut out = owners.clone();
+                let made = State::new(&problem, &mut out).move_swap(p, cp, target);
+                assert_eq!(made, expected.as_ref().map(|_| 2), "{grid:?} {loads:?} {owners:?} part {p}");
+                assert_eq!(out, expected.unwrap_or_else(|| owners.clone()), "{grid:?} {loads:?} {owners:?} part {p}");
+                if made.is_some() {
+                    assert!(edge_cut(&grid, &out) <= edge_cut(&grid, &owners));
+                    traded += 1;
+                }
+            }
+        }
+        assert!(traded > 300, "only {traded} trades made: the maps do not exercise the pass");
+    }
+
+    /// The strip fallback gives up after [`super::PATH_TRIES`] strips that could not move. On
+    /// `width` × 4 boxes: part 1 the top row, part 0 the empty second row (a spine, every box of
+    /// it a start) with a loaded box below each even column and the last, part 2 the rest.
+    /// Each strip from an even column's spine box to the box below fails (that spine box holds
+    /// part 0 together); the one at the last column would go. With 16 columns it comes after
+    /// 8 failures and is not tried; with 14, after 7, and goes, unless its receiver would not
+    /// end under `cp` (1: parts 1 and 2 are empty, every box of part 0 weighs 1).
+    #[test]
+    fn the_strip_fallback_gives_up_after_eight_strips_that_could_not_move() {
+        let strip = |width: usize, cp: Option<f64>| {
+            let grid = Grid::new(width, 4).unwrap();
+            let hanging = |k: usize| k / width == 2 && (k % 2 == 0 || k % width == width - 1);
+            let owners: Vec<u32> = (0..grid.len())
+                .map(|k| match k / width {
+                    0 => 1,
+                    1 => 0,
+                    _ if hanging(k) => 0,
+                    _ => 2,
+                })
+                .collect();
+            assert!(one_piece_each(&grid, &owners));
+            let loads: Vec<f64> = (0..grid.len()).map(|k| if hanging(k) { 1.0 } else { 0.0 }).collect();
+            let problem = Problem::new(grid, &loads, 3).unwrap();
+            let mut out = owners.clone();
+            let cp = cp.unwrap_or(crate::metrics::charges(&owners, &loads, 3)[0]);
+            let made = State::new(&problem, &mut out).move_path(0, cp);
+            (made, (0..grid.len()).filter(|&k| out[k] != owners[k]).collect::<Vec<usize>>())
+        };
+        assert_eq!(strip(16, None), (None, vec![]));
+        assert_eq!(strip(14, None), (Some(2), vec![14 + 13, 2 * 14 + 13]));
+        assert_eq!(strip(14, Some(1.0)), (None, vec![]));
+    }
+
+    /// A strip longer than a chain's ([`super::STRIP_DEPTH`]) is what only the strip fallback
+    /// moves, and the pass counts every box of it: on 22 × 1 boxes, part 0 holds boxes 0–19
+    /// (loads 1, 1, then 18 empty ones), part 1 the two empty boxes after; the strip from box
+    /// 19 back to box 1 (19 boxes) goes to part 1, and the pass returns 19.
+    #[test]
+    fn the_pass_counts_every_box_of_a_strip() {
+        let mut loads = [0.0; 22];
+        (loads[0], loads[1]) = (1.0, 1.0);
+        let problem = Problem::new(Grid::new(22, 1).unwrap(), &loads, 2).unwrap();
+        let mut owners: Vec<u32> = (0..22).map(|k| u32::from(k >= 20)).collect();
+        assert_eq!(State::new(&problem, &mut owners).balance(1.0, 100), 19);
+        let expected: Vec<u32> = (0..22).map(|k| u32::from(k >= 1)).collect();
+        assert_eq!(owners, expected);
+    }
 
     /// Where no move brings its receiver within the target, the balance pass takes the move
     /// whose two parts end with the lower larger charge: part 0 (charge 10) hands its box of 3

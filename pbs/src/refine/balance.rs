@@ -86,8 +86,10 @@ impl State<'_, '_> {
                         break;
                     }
                     let after = self.charge[to] + self.loads[b];
-                    let still = self.owners[b] as usize == p && self.touches(b, to);
-                    if still && after <= target && after < self.charge[p] && self.may_leave(b) {
+                    // Moves here only hand boxes of `p` to other parts, so a box still in `p`
+                    // touches `to` as it did at the search, and `after <= target < charge[p]`.
+                    let still = self.owners[b] as usize == p;
+                    if still && after <= target && self.may_leave(b) {
                         self.move_box(b, c.to);
                         batch += 1;
                     }
@@ -577,9 +579,14 @@ mod tests {
 
     /// A border of 520 boxes, over [`super::BATCH_FROM`], so that the pass makes several moves
     /// per search: 520 × 3 boxes, part 0 the top row (load 1.5) and every other box of the
-    /// middle row, part 1 the rest (load 1). Each middle box of part 0 has one face on its part
-    /// and three on part 1: 126 of them go, each taking two faces off the cut, until part 0 is
-    /// within the target; no other box moves.
+    /// middle row (1,040 in all), part 1 the rest (load 1, 780 in all). Each middle box of part
+    /// 0 has one face on its part and three on part 1: they go, each taking two faces off the
+    /// cut, until part 0 is within the target (126 of them for 1.005 times the mean; 120 for a
+    /// target of exactly 920, where part 0 stops at it) or the move budget is spent (10 of 10).
+    /// Below the mean (900) they go until part 1 would pass the target (120), then searches one
+    /// move at a time even the two parts out above it: 8 more of them and a box of the top row
+    /// (1.5), whose move neither adds nor removes a cut edge. With a budget of 121, that box of
+    /// the top row is the last move: the batch stopped where part 1 reached the target.
     #[test]
     fn on_a_long_border_the_pass_moves_a_batch_that_shortens_the_cut() {
         let (nx, ny) = (520, 3);
@@ -587,17 +594,29 @@ mod tests {
         let loads: Vec<f64> = (0..grid.len()).map(|k| if k < nx { 1.5 } else { 1.0 }).collect();
         let problem = Problem::new(grid, &loads, 2).unwrap();
         let start: Vec<u32> = (0..grid.len()).map(|k| u32::from(k >= 2 * nx || (k >= nx && k % 2 == 1))).collect();
-        let mut owners = start.clone();
-        let target = 1.005 * problem.mean();
-        let moves = State::new(&problem, &mut owners).balance(target, grid.len());
-        let charges = crate::metrics::charges(&owners, &loads, 2);
-        assert!(charges[0] <= target && charges[1] <= target, "{charges:?} over {target}");
-        assert_eq!(moves, 126);
-        let moved: Vec<usize> = (0..grid.len()).filter(|&k| owners[k] != start[k]).collect();
-        assert_eq!(moved.len(), 126);
-        assert!(moved.iter().all(|&k| k / nx == 1 && start[k] == 0), "{moved:?}");
         let cut = |o: &[u32]| crate::metrics::edge_cut(&grid, o);
-        assert_eq!(cut(&owners), cut(&start) - 2 * 126);
+        let mean = 1.005 * problem.mean();
+        let runs: Vec<_> = [(mean, grid.len()), (920.0, grid.len()), (mean, 10), (900.0, grid.len()), (900.0, 121)]
+            .into_iter()
+            .map(|(target, max_moves)| {
+                let mut owners = start.clone();
+                let moves = State::new(&problem, &mut owners).balance(target, max_moves);
+                let moved: Vec<usize> = (0..grid.len()).filter(|&k| owners[k] != start[k]).collect();
+                assert!(moved.iter().all(|&k| start[k] == 0), "{target}: {moved:?}");
+                let middle = moved.iter().filter(|&&k| k / nx == 1).count();
+                (moves, crate::metrics::charges(&owners, &loads, 2), moved.len(), middle, cut(&start) - cut(&owners))
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (126, vec![914.0, 906.0], 126, 126, 2 * 126),
+                (120, vec![920.0, 900.0], 120, 120, 2 * 120),
+                (10, vec![1030.0, 790.0], 10, 10, 2 * 10),
+                (129, vec![910.5, 909.5], 129, 128, 2 * 128),
+                (121, vec![918.5, 901.5], 121, 120, 2 * 120),
+            ]
+        );
     }
 
     /// A strip starts at an empty border box touching the part it goes to: on 4 × 2 boxes,

@@ -360,6 +360,31 @@ mod tests {
         assert!(metrics::migrations(&cells, &owners) <= moved);
     }
 
+    /// A re-cut's new parts take the ids of the old parts they overlap most: on five Perlin
+    /// maps (the 500-box map at 10 parts among them), from the cells after the balance pass
+    /// with their ids shuffled, where the pass re-cuts one group, matching the pass's owners to those before afresh
+    /// ([`metrics::match_labels`]) renames no part, the boxes the pass reports moved are the
+    /// boxes whose owner changed, and the cut is shorter by a face per [`MOVES_PER_FACE`] of
+    /// them or more.
+    #[test]
+    fn a_recut_keeps_the_ids_of_the_parts_it_overlaps_most() {
+        for (side, parts, seed) in [(71, 10, 1), (40, 16, 2), (51, 12, 3), (30, 10, 5), (60, 8, 7)] {
+            let (grid, loads, cells) = cells(side, parts, seed);
+            let problem = Problem::new(grid, &loads, parts).unwrap();
+            let target = crate::refine::target_charge(&problem, RefineSettings::default().tol);
+            // Ids renamed (the cells', as an RCB's labels, run in the same order across the map).
+            let mut balanced: Vec<u32> = cells.iter().map(|&o| (o * 7 + 3) % parts as u32).collect();
+            State::new(&problem, &mut balanced).balance(target, grid.len());
+            let mut owners = balanced.clone();
+            let (taken, moved) = State::new(&problem, &mut owners).resplit_groups(3, &problem, super::WIDE_ALLOWANCE);
+            assert_eq!(taken, 1, "{side}² at {parts}");
+            assert_eq!(metrics::match_labels(&balanced, &owners, parts).unwrap(), owners, "{side}² at {parts}");
+            assert_eq!(metrics::migrations(&balanced, &owners), moved, "{side}² at {parts}");
+            let saved = metrics::edge_cut(&grid, &balanced) - metrics::edge_cut(&grid, &owners);
+            assert!(saved >= 1 && moved <= MOVES_PER_FACE * saved, "{side}² at {parts}: {moved} for {saved}");
+        }
+    }
+
     #[test]
     fn the_balance_pass_runs_again_after_a_recut() {
         // The 100-box map at 16 parts: a re-cut leaves the largest charge at 1.0061 × the

@@ -449,6 +449,22 @@ mod tests {
         assert!(scratch.node_of.iter().all(|&n| n == NONE), "the scratch is left clean");
     }
 
+    /// With room for every box, each part's corridor takes all of its boxes but one (a part
+    /// keeps a box out of the flow), the second part's as many as the first's.
+    #[test]
+    fn each_corridor_keeps_one_box_of_its_part_out() {
+        let (grid, loads, mut owners) = stairs(0.0);
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        let mut state = State::new(&problem, &mut owners);
+        let mut marks = Marks::new(60);
+        let mut scratch = FlowScratch::new(60);
+        let pair = pair_of(&state, &grid, 100.0);
+        let nodes = state.corridor(&mut marks, &mut scratch, &pair);
+        let per_side = [0, 1].map(|side| nodes.iter().filter(|n| n.side == side).count());
+        assert_eq!(per_side, [29, 29]);
+        assert!(nodes.iter().all(|n| state.owners[n.k] == u32::from(n.side)));
+    }
+
     #[test]
     fn the_corridor_holds_no_more_load_than_the_ceiling_leaves_room_for() {
         // Loaded stairs, both parts at 30 and the ceiling at 30: no box may change hands.

@@ -379,6 +379,22 @@ mod tests {
         assert_eq!(over, 0, "boxes moved: the count starts over");
     }
 
+    /// A rebalancing that moves no box leaves the count of iterations over the tolerance as it
+    /// was: 256 boxes of one load over 3 workers (85, 85 and 86 of them from the start, the best
+    /// there is) against a tolerance of 1e-12, so the first measured iteration is over it and
+    /// its rebalancing ends where it started.
+    #[test]
+    fn a_rebalancing_that_moves_nothing_keeps_the_count_over_the_tolerance() {
+        let grid = Grid::new(16, 16).unwrap();
+        let options = PbsOptions { steps_per_rebalance: 1, tol: 1e-12, ..PbsOptions::default() };
+        let mut m = Mapper::new(grid, 3, options).unwrap();
+        let owners = m.owners().to_vec();
+        let end = m.end_iteration(&vec![1.0; grid.len()]).unwrap();
+        assert!(end.rebalanced && end.migrations == 0, "{end:?}");
+        assert_eq!(m.owners(), owners);
+        assert_eq!(m.policy.reached_and_over_tolerance(), (86.0 * 3.0 / 256.0, 1), "no box moved: the count goes on");
+    }
+
     /// Asked every iteration, the box loads are still not read before an imbalance has lasted.
     #[test]
     fn an_imbalance_is_not_read_box_by_box_before_it_has_lasted() {

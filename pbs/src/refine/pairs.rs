@@ -204,7 +204,8 @@ impl State<'_, '_> {
         let mut version = vec![0u32; parts];
         let mut tried: BTreeMap<(u32, u32), (u32, u32)> = BTreeMap::new();
         for _ in 0..sweeps {
-            let pairs: Vec<(u32, u32)> = tally.faces.iter().filter(|e| *e.1 > 0).map(|e| *e.0).collect();
+            // Pairs with no face left are passed over below (a split may leave one so mid-sweep).
+            let pairs: Vec<(u32, u32)> = tally.faces.keys().copied().collect();
             let mut any = false;
             for (p, q) in pairs {
                 let (p, q) = (p as usize, q as usize);

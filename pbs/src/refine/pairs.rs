@@ -749,6 +749,22 @@ mod tests {
         }
     }
 
+    /// Of splits as short as each other, the one that moves the fewest boxes is taken. On 3 ×
+    /// 10 boxes, part 1 the top four rows (load 1) and three of the empty rows' boxes, part 0
+    /// the rest (the bottom three rows at 4/3): a cut under each empty row leaves 12 and 12
+    /// with 3 faces; under row 4 it moves 2 boxes (under rows 3, 5, 6: 3, 3 and 6).
+    #[test]
+    fn of_splits_as_short_the_one_moving_fewest_boxes_is_taken() {
+        let grid = Grid::new(3, 10).unwrap();
+        let start = owners(&["111", "111", "111", "111", "110", "100", "000", "000", "000", "000"]);
+        let loads: Vec<f64> =
+            (0..30).map(|k| [1.0, 0.0, 4.0 / 3.0][usize::from(k >= 12) + usize::from(k >= 21)]).collect();
+        let problem = Problem::new(grid, &loads, 2).unwrap();
+        let mut out = start.clone();
+        assert_eq!(State::new(&problem, &mut out).resplit_pairs(1), (1, 2));
+        assert_eq!(out, owners(&["111", "111", "111", "111", "111", "000", "000", "000", "000", "000"]));
+    }
+
     #[test]
     fn a_pair_is_gathered_over_the_bounds_its_boxes_hold_not_its_windows() {
         let grid = Grid::new(9, 5).unwrap();

@@ -501,8 +501,7 @@ mod tests {
             let Ok(problem) = Problem::new(grid, &loads, parts) else { continue };
             let charges = crate::metrics::charges(&owners, &loads, parts);
             let target = problem.mean() * (0.9 + 0.05 * rng.below(5) as f64);
-            for p in 0..parts {
-                let cp = charges[p];
+            for (p, &cp) in charges.iter().enumerate() {
                 let expected = swap_as_documented(&grid, &loads, &owners, p as u32, cp, target);
                 let mut out = owners.clone();
                 let made = State::new(&problem, &mut out).move_swap(p, cp, target);

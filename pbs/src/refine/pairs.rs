@@ -765,6 +765,24 @@ mod tests {
         assert_eq!(out, owners(&["111", "111", "111", "111", "111", "000", "000", "000", "000", "000"]));
     }
 
+    /// The pass along rows that shows a 2D set in one piece is not taken on a 3D grid, where
+    /// two boxes one step apart along a row may sit in different layers: on 2 × 1 × 2 boxes,
+    /// (0, 0, 0) and (1, 0, 1) touch only at an edge, and in a 2D grid's row (2 × 1 × 1) they
+    /// would be one piece.
+    #[test]
+    fn boxes_in_different_layers_are_not_one_piece() {
+        let mut marks = super::Marks::new(4);
+        let grid = Grid::new_3d(2, 1, 2).unwrap();
+        let problem = Problem::new(grid, &[1.0; 4], 2).unwrap();
+        let mut owners = [0, 0, 1, 1];
+        let state = State::new(&problem, &mut owners);
+        assert!(!state.one_piece(&[[0, 0, 0, 0], [1, 0, 1, 3]], 1, &mut marks));
+        assert!(state.one_piece(&[[0, 0, 0, 0], [1, 0, 0, 1]], 1, &mut marks));
+        let flat = Problem::new(Grid::new(2, 1).unwrap(), &[1.0; 2], 2).unwrap();
+        let mut owners = [0, 1];
+        assert!(State::new(&flat, &mut owners).one_piece(&[[0, 0, 0, 0], [1, 0, 0, 1]], 1, &mut marks));
+    }
+
     #[test]
     fn a_pair_is_gathered_over_the_bounds_its_boxes_hold_not_its_windows() {
         let grid = Grid::new(9, 5).unwrap();

@@ -105,7 +105,10 @@ mod tests {
 
     /// A giant box sets the bound, the start is within the tolerance of it, and one vCore sits
     /// on another (ties go to the lower index): the run takes no step, and its end gives the
-    /// shadowed cell a box without raising the largest charge.
+    /// shadowed cell a box without raising the largest charge. Its own capture, weighted where
+    /// it sits, would take every box of the vCore under it and empty that cell: it moves onto
+    /// the cheapest boundary box of the most loaded cell, the giant's, at box 2, weighted just
+    /// past that cell's power there.
     #[test]
     fn a_cell_with_no_box_gets_one_when_a_giant_sets_the_bound() {
         let grid = Grid::new(10, 10).unwrap();
@@ -116,10 +119,16 @@ mod tests {
         let mut vcores = VCores::new(&problem, sites, vec![0.0; 4]).unwrap();
         assert!(!vcores.owners().contains(&3));
         let before = vcores.max_avg();
+        // Box 2's owner's power there: the weight that wins it.
+        let score = vcores.assignment().score[2];
         let mut method = methods::by_name(methods::DEFAULT).unwrap();
         let out = balance(method.as_mut(), &problem, &mut vcores, StopRule::default(), |_| {});
         assert_eq!(out.steps, 0, "{out:?}");
         assert!(vcores.owners().contains(&3), "{:?}", vcores.charges());
+        assert_eq!(vcores.positions()[3], grid.centre(2), "moved onto the giant cell's boundary");
+        assert_eq!(vcores.owners()[2], 3);
+        let over = vcores.weights()[3] + score;
+        assert!(over > 0.0 && over <= 1e-8 * (1.0 + score.abs()), "weighted just past {}: {over}", -score);
         assert!(out.converged && out.max_avg <= before, "{out:?}");
     }
 }

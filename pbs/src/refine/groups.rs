@@ -362,10 +362,10 @@ mod tests {
 
     /// A re-cut's new parts take the ids of the old parts they overlap most: on five Perlin
     /// maps (the 500-box map at 10 parts among them), from the cells after the balance pass
-    /// with their ids shuffled, where the pass re-cuts one group, matching the pass's owners to those before afresh
-    /// ([`metrics::match_labels`]) renames no part, the boxes the pass reports moved are the
-    /// boxes whose owner changed, and the cut is shorter by a face per [`MOVES_PER_FACE`] of
-    /// them or more.
+    /// with their ids shuffled, where the pass re-cuts one group, matching the pass's owners to
+    /// those before afresh ([`metrics::match_labels`]) renames no part, the boxes the pass
+    /// reports moved are the boxes whose owner changed, and the cut is shorter by a face per
+    /// [`MOVES_PER_FACE`] of them or more.
     #[test]
     fn a_recut_keeps_the_ids_of_the_parts_it_overlaps_most() {
         for (side, parts, seed) in [(71, 10, 1), (40, 16, 2), (51, 12, 3), (30, 10, 5), (60, 8, 7)] {

@@ -586,8 +586,8 @@ mod tests {
     /// move at a time even the two parts out above it: 8 more of them and a box of the top row
     /// (1.5), whose move neither adds nor removes a cut edge. With a budget of 121, that box of
     /// the top row is the last move: the batch stopped where part 1 reached the target. Each
-    /// batch takes one search of the border (16 below the mean with no budget: the batch, the 9 single
-    /// moves, then the chains, strips and trades that find nothing).
+    /// batch takes one search of the border (16 below the mean with no budget: the batch, the 9
+    /// single moves, then the chains, strips and trades that find nothing).
     #[test]
     fn on_a_long_border_the_pass_moves_a_batch_that_shortens_the_cut() {
         let (nx, ny) = (520, 3);

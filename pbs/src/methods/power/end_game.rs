@@ -86,3 +86,124 @@ impl PowerCells {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{hold_giants, PowerCells, NO_BOX};
+    use crate::assign::{assign_brute, Assignment, NONE};
+    use crate::methods::power::newton::merit;
+    use crate::rng::SplitMix64;
+    use crate::{metrics, Grid, Problem, VCores};
+
+    /// Each state is kept if its merit is below every one before it; a state that only ties the
+    /// best is one more step since it.
+    #[test]
+    fn the_best_is_the_lowest_merit_and_a_tie_is_one_more_step_since_it() {
+        let grid = Grid::new(6, 4).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 5) as f64).collect();
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let states: Vec<VCores> = (0..12).map(|seed| VCores::random(&problem, seed / 2)).collect();
+        let mut p = PowerCells::default();
+        p.capacities(&problem, &states[0]);
+        let (mut lowest, mut since, mut kept) = ((f64::INFINITY, f64::INFINITY), 0, 0);
+        for (i, v) in states.iter().enumerate() {
+            let m = merit(v.charges(), &p.run.capacity);
+            let better = m < lowest;
+            assert_eq!(p.track_best(v), better, "state {i}: {m:?} against {lowest:?}");
+            (lowest, since) = if better { (m, 0) } else { (lowest, since + 1) };
+            kept += usize::from(better);
+            assert_eq!(p.run.since_best, since, "state {i}");
+            let best = p.run.best.as_ref().unwrap();
+            assert_eq!(best.0, lowest);
+            if better {
+                assert_eq!((&best.1[..], &best.2[..]), (v.positions(), v.weights()));
+            }
+        }
+        assert!(kept > 1 && kept < 6, "{kept} of 6 states kept: the test shows little");
+    }
+
+    /// What `shed_from_max` documents, the slow way: the boundary boxes of the most loaded cell
+    /// (lowest id among equals) that a cell other than a giant's holder could take without
+    /// reaching its charge, their (gap, taker) pairs from the smallest, the first eight each
+    /// tried by lowering the cell's weight, then by raising the taker's, by the gap and a hair,
+    /// with the giants' holders projected back onto their giants; the first trial with a lower
+    /// merit, assigned box by box against every vCore, and its number among the trials.
+    fn shed_by_hand(p: &PowerCells, problem: &Problem, v: &VCores) -> Option<(Vec<f64>, usize)> {
+        let (q, a, loads) = (v.charges(), v.assignment(), problem.loads());
+        let top = q.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let i = q.iter().position(|&x| x == top)?;
+        let mut pairs = std::collections::BTreeSet::new();
+        for k in 0..loads.len() {
+            let s = a.second[k];
+            let takes = s != NONE && q[s as usize] + loads[k] < top && p.run.giant_of[s as usize] == NO_BOX;
+            if a.owner[k] as usize == i && loads[k] > 0.0 && !p.run.held[k] && takes {
+                // Gaps are never negative: their bits sort as the numbers do.
+                pairs.insert((a.gap[k].to_bits(), s as usize));
+            }
+        }
+        let m0 = merit(q, &p.run.capacity);
+        let mut trial = Assignment::default();
+        for (n, &(bits, s)) in pairs.iter().take(8).enumerate() {
+            let gap = f64::from_bits(bits);
+            for (t, (cell, by)) in [(i, -1.0), (s, 1.0)].into_iter().enumerate() {
+                let mut w = v.weights().to_vec();
+                w[cell] += by * (gap + 1e-9 * (1.0 + gap));
+                hold_giants(problem.grid(), &p.run.giant_of, v.positions(), &mut w);
+                assign_brute(problem.grid(), v.positions(), &w, &mut trial);
+                if merit(&metrics::charges(&trial.owner, loads, v.len()), &p.run.capacity) < m0 {
+                    return Some((w, 2 * n + t));
+                }
+            }
+        }
+        None
+    }
+
+    /// The end game's last resort takes the move its documentation names, on 600 random small
+    /// states (whole loads, so that charges tie; a heavy box in some, so that giants are held).
+    #[test]
+    fn shedding_from_the_most_loaded_cell_takes_the_first_move_that_lowers_the_merit() {
+        let mut rng = SplitMix64::new(41);
+        let (mut shed, mut raised, mut past_first, mut with_giants, mut tied) = (0, 0, 0, 0, 0);
+        for case in 0..600 {
+            let grid = Grid::new(4 + rng.below(6), 3 + rng.below(5)).unwrap();
+            let mut loads: Vec<f64> = (0..grid.len()).map(|_| rng.below(4) as f64).collect();
+            if case % 3 == 0 {
+                loads[rng.below(grid.len())] = 12.0 + rng.below(20) as f64;
+            }
+            if loads.iter().all(|&l| l == 0.0) {
+                continue;
+            }
+            let n = 2 + rng.below(5);
+            let problem = Problem::new(grid, &loads, n).unwrap();
+            let weights = (0..n).map(|_| 4.0 * rng.next_f64() - 2.0).collect();
+            let mut v = VCores::new(&problem, VCores::random(&problem, case).positions().to_vec(), weights).unwrap();
+            let mut p = PowerCells::default();
+            p.capacities(&problem, &v);
+            let q = v.charges().to_vec();
+            let top = q.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            tied += usize::from(q.iter().filter(|&&x| x == top).count() > 1);
+            with_giants += usize::from(p.run.held.contains(&true));
+            let expected = shed_by_hand(&p, &problem, &v);
+            let before = v.weights().to_vec();
+            let m0 = merit(v.charges(), &p.run.capacity);
+            let moved = p.shed_from_max(&problem, &mut v, m0);
+            assert_eq!(moved, expected.is_some(), "case {case}");
+            match expected {
+                Some((w, trial)) => {
+                    assert_eq!(v.weights(), &w[..], "case {case}");
+                    let mut check = Assignment::default();
+                    assign_brute(&grid, v.positions(), &w, &mut check);
+                    assert_eq!(v.owners(), &check.owner[..], "case {case}");
+                    assert!(merit(v.charges(), &p.run.capacity) < m0, "case {case}");
+                    shed += 1;
+                    let i = q.iter().position(|&x| x == top).unwrap();
+                    raised += usize::from(w[i] >= before[i]);
+                    past_first += usize::from(trial > 0);
+                }
+                None => assert_eq!(v.weights(), &before[..], "case {case}: a failed move changed the state"),
+            }
+        }
+        let seen = [shed, raised, past_first, tied, with_giants];
+        assert!(seen.iter().all(|&x| x > 10), "shed, raised, past the first trial, tied, with giants: {seen:?}");
+    }
+}

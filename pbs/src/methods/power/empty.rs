@@ -9,7 +9,7 @@
 
 use super::cell_step::Capturable;
 use super::{hold_giants, PowerCells};
-use crate::assign::{assign_on, NONE};
+use crate::assign::assign_on;
 use crate::grid::Point;
 use crate::metrics;
 use crate::problem::Problem;
@@ -55,9 +55,9 @@ impl PowerCells {
         let largest = charges.iter().copied().fold(0.0, f64::max);
         let broken = metrics::disconnected_parts(&grid, vcores.owners(), n);
         let a = vcores.assignment();
-        // The cheapest boundary boxes of the most loaded cells, for the moves.
-        let mut spots: Vec<usize> =
-            (0..grid.len()).filter(|&k| a.second[k] != NONE && !self.run.held[k] && loads[k] > 0.0).collect();
+        // The cheapest boundary boxes of the most loaded cells, for the moves. (Every box has a
+        // second vCore: a single vCore owns every box and leaves no cell empty.)
+        let mut spots: Vec<usize> = (0..grid.len()).filter(|&k| !self.run.held[k] && loads[k] > 0.0).collect();
         let cheapest_of_most_loaded = |&x: &usize, &y: &usize| {
             let (ox, oy) = (a.owner[x] as usize, a.owner[y] as usize);
             charges[oy].total_cmp(&charges[ox]).then(ox.cmp(&oy)).then(a.gap[x].total_cmp(&a.gap[y])).then(x.cmp(&y))
@@ -101,7 +101,11 @@ impl PowerCells {
 
 #[cfg(test)]
 mod tests {
-    use crate::{balance, methods, Grid, Problem, StopRule, VCores};
+    use super::super::cell_step::Capturable;
+    use super::super::{hold_giants, PowerCells};
+    use crate::assign::{assign_brute, Assignment};
+    use crate::rng::SplitMix64;
+    use crate::{balance, methods, metrics, Grid, Problem, StopRule, VCores};
 
     /// A giant box sets the bound, the start is within the tolerance of it, and one vCore sits
     /// on another (ties go to the lower index): the run takes no step, and its end gives the
@@ -130,5 +134,115 @@ mod tests {
         let over = vcores.weights()[3] + score;
         assert!(over > 0.0 && over <= 1e-8 * (1.0 + score.abs()), "weighted just past {}: {over}", -score);
         assert!(out.converged && out.max_avg <= before, "{out:?}");
+    }
+
+    /// What `fill_empty_cells` documents, the slow way, from `v` with `p`'s giants: while a
+    /// cell is empty, the eight boundary boxes (loaded, not held) of the most loaded cells (by
+    /// charge, then id), cheapest first; for each empty cell in turn, its own capture (if it has
+    /// one), then a move onto each of those boxes weighted just past its owner's power there;
+    /// the first trial (holders projected onto their giants, assigned box by box) that leaves
+    /// fewer cells empty, no charge above the largest and no more parts in pieces is kept; at
+    /// most `limit` trials in all (32 in the code). The state it ends in and the trials made.
+    fn fill_by_hand(p: &PowerCells, problem: &Problem, v: &VCores, limit: usize) -> (VCores, usize) {
+        let (grid, loads, n) = (*problem.grid(), problem.loads(), v.len());
+        let (mut now, mut trials) = (v.clone(), 0);
+        let mut trial = Assignment::default();
+        'fill: loop {
+            let empty = metrics::empty_parts(now.owners(), n);
+            if empty.is_empty() {
+                break;
+            }
+            let (a, q) = (now.assignment(), now.charges());
+            let largest = q.iter().copied().fold(0.0, f64::max);
+            let broken = metrics::disconnected_parts(&grid, now.owners(), n);
+            let mut spots: Vec<usize> = (0..grid.len()).filter(|&k| !p.run.held[k] && loads[k] > 0.0).collect();
+            // Charges and gaps are never negative: their bits sort as the numbers do.
+            let owner = |k: usize| a.owner[k] as usize;
+            spots.sort_by_key(|&k| (std::cmp::Reverse(q[owner(k)].to_bits()), owner(k), a.gap[k].to_bits(), k));
+            spots.truncate(8);
+            for &e in &empty {
+                let capture = Capturable::new(problem, &p.run.held).distance(problem, &now, e);
+                let mut tries = Vec::new();
+                if capture > 0.0 {
+                    tries.push((now.positions()[e], now.weights()[e] + capture));
+                }
+                for &k in &spots {
+                    tries.push((grid.centre(k), -a.score[k] + 1e-9 * (1.0 + a.score[k].abs())));
+                }
+                for (at, weight) in tries {
+                    if trials == limit {
+                        break 'fill;
+                    }
+                    trials += 1;
+                    let (mut positions, mut weights) = (now.positions().to_vec(), now.weights().to_vec());
+                    (positions[e], weights[e]) = (at, weight);
+                    hold_giants(&grid, &p.run.giant_of, &positions, &mut weights);
+                    assign_brute(&grid, &positions, &weights, &mut trial);
+                    let charges = metrics::charges(&trial.owner, loads, n);
+                    if metrics::empty_parts(&trial.owner, n).len() < empty.len()
+                        && charges.iter().all(|&c| c <= largest)
+                        && metrics::disconnected_parts(&grid, &trial.owner, n) <= broken
+                    {
+                        now = VCores::new(problem, positions, weights).unwrap();
+                        continue 'fill;
+                    }
+                }
+            }
+            break;
+        }
+        (now, trials)
+    }
+
+    /// The filling of empty cells ends where its documentation says, trial for trial, on 3,000
+    /// random small states with cells left empty by their weights (whole loads; a heavy box in
+    /// some, so that giants are held).
+    #[test]
+    fn empty_cells_are_filled_by_the_first_trial_within_the_rules() {
+        let mut rng = SplitMix64::new(7);
+        // States with a cell empty, filled whole, filled in part, by a move, out of trials where
+        // one more would fill a cell, with giants.
+        let mut seen = [0; 6];
+        for case in 0..3000 {
+            let grid = Grid::new(5 + rng.below(6), 4 + rng.below(5)).unwrap();
+            let mut loads: Vec<f64> = (0..grid.len()).map(|_| rng.below(4) as f64).collect();
+            if case % 3 == 0 {
+                loads[rng.below(grid.len())] = 15.0 + rng.below(20) as f64;
+            }
+            if loads.iter().all(|&l| l == 0.0) {
+                continue;
+            }
+            // Every other state crowded: more vCores than can all be given a box in 32 trials.
+            let n = if case % 2 == 0 { 3 + rng.below(7) } else { 8 + rng.below(10) };
+            let problem = Problem::new(grid, &loads, n).unwrap();
+            let weights = (0..n).map(|_| 12.0 * rng.next_f64() - 6.0).collect();
+            let mut v = VCores::new(&problem, VCores::random(&problem, case).positions().to_vec(), weights).unwrap();
+            let before = metrics::empty_parts(v.owners(), n).len();
+            if before == 0 {
+                continue;
+            }
+            let mut p = PowerCells::default();
+            p.capacities(&problem, &v);
+            let (expected, trials) = fill_by_hand(&p, &problem, &v, 32);
+            let (one_more, ..) = fill_by_hand(&p, &problem, &v, 33);
+            let positions = v.positions().to_vec();
+            p.fill_empty_cells(&problem, &mut v);
+            assert_eq!(v.positions(), expected.positions(), "case {case}");
+            assert_eq!(v.weights(), expected.weights(), "case {case}");
+            assert_eq!(v.owners(), expected.owners(), "case {case}");
+            let after = metrics::empty_parts(v.owners(), n).len();
+            let moved = (0..n).any(|i| v.positions()[i] != positions[i]);
+            let filled = [
+                true,
+                after == 0,
+                after > 0 && after < before,
+                moved,
+                trials == 32 && one_more.owners() != v.owners(),
+                p.run.held.contains(&true),
+            ];
+            for (count, yes) in seen.iter_mut().zip(filled) {
+                *count += usize::from(yes);
+            }
+        }
+        assert!(seen.iter().all(|&x| x > 0), "{seen:?}");
     }
 }

@@ -149,4 +149,82 @@ mod tests {
         assert!(dist2(&c, &positions[1]) - w[1] < dist2(&c, &positions[0]) - w[0]);
         assert!(w[1] > 9.0 && w[1] < 9.0 + 1e-6);
     }
+
+    /// Giants, holders and capacities as the water-filling documents them, the slow way: the
+    /// heaviest boxes (lowest id among equals) each taken while its load exceeds an equal share
+    /// of what is left among the vCores left, one vCore always left to share the rest; each
+    /// giant, heaviest first, held by its owner if that one holds none yet, else by the
+    /// nearest vCore that holds none (lowest id among equals). Also whether a load met the
+    /// share it was compared with.
+    fn by_hand(problem: &Problem, v: &VCores) -> (Vec<usize>, Vec<f64>, bool) {
+        let (loads, n) = (problem.loads(), v.len());
+        let mut order: Vec<usize> = (0..loads.len()).collect();
+        order.sort_by(|&a, &b| loads[b].total_cmp(&loads[a]).then(a.cmp(&b)));
+        let (mut rest, mut giants, mut tied) = (problem.total(), Vec::new(), false);
+        for &k in &order[..n - 1] {
+            let share = rest / (n - giants.len()) as f64;
+            tied |= loads[k] == share;
+            if loads[k] <= share {
+                break;
+            }
+            rest -= loads[k];
+            giants.push(k);
+        }
+        let mut giant_of = vec![NO_BOX; n];
+        for &k in &giants {
+            let c = problem.grid().centre(k);
+            let o = v.owners()[k] as usize;
+            let mut free = (0..n).filter(|&i| giant_of[i] == NO_BOX);
+            let holder = if giant_of[o] == NO_BOX {
+                o
+            } else {
+                let first = free.next().unwrap();
+                free.fold(first, |h, i| if dist2(&v.positions()[i], &c) < dist2(&v.positions()[h], &c) { i } else { h })
+            };
+            giant_of[holder] = k;
+        }
+        let share = rest / (n - giants.len()) as f64;
+        let capacity = giant_of.iter().map(|&k| if k == NO_BOX { share } else { loads[k] }).collect();
+        (giant_of, capacity, tied)
+    }
+
+    /// The water-filling finds the giants, their holders and the capacities its documentation
+    /// names on 2,000 random states with whole loads (so that loads tie with shares), a few
+    /// heavy boxes in most.
+    #[test]
+    fn water_filling_matches_a_slow_reading_of_its_documentation() {
+        let mut rng = crate::rng::SplitMix64::new(5);
+        // States with a giant, with two or more, with a giant held by another than its owner,
+        // with a box's load equal to a share it was compared with.
+        let mut seen = [0; 4];
+        for case in 0..2000 {
+            let grid = Grid::new(2 + rng.below(8), 1 + rng.below(6)).unwrap();
+            let mut loads: Vec<f64> = (0..grid.len()).map(|_| rng.below(3) as f64).collect();
+            for _ in 0..rng.below(4) {
+                loads[rng.below(grid.len())] = rng.below(4 * grid.len()) as f64;
+            }
+            if loads.iter().all(|&l| l == 0.0) {
+                continue;
+            }
+            let n = 2 + rng.below(grid.len().min(8) - 1);
+            let problem = Problem::new(grid, &loads, n).unwrap();
+            let v = VCores::random(&problem, case);
+            let mut p = PowerCells::default();
+            p.capacities(&problem, &v);
+            let (giant_of, capacity, tie) = by_hand(&problem, &v);
+            assert_eq!(p.run.giant_of, giant_of, "case {case}: {loads:?} over {n}");
+            for (a, b) in p.run.capacity.iter().zip(&capacity) {
+                assert!((a - b).abs() <= 1e-12 * b.abs(), "case {case}: {:?} against {capacity:?}", p.run.capacity);
+            }
+            let held: Vec<usize> = (0..grid.len()).filter(|&k| p.run.held[k]).collect();
+            let mut giants: Vec<usize> = giant_of.iter().copied().filter(|&k| k != NO_BOX).collect();
+            giants.sort_unstable();
+            assert_eq!(held, giants, "case {case}");
+            let moved = giant_of.iter().enumerate().any(|(i, &k)| k != NO_BOX && v.owners()[k] as usize != i);
+            for (count, yes) in seen.iter_mut().zip([!giants.is_empty(), giants.len() > 1, moved, tie]) {
+                *count += usize::from(yes);
+            }
+        }
+        assert!(seen.iter().all(|&x| x > 10), "{seen:?}");
+    }
 }

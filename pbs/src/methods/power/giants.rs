@@ -70,20 +70,32 @@ impl PowerCells {
 
 /// Raises the weight of each giant's holder just enough that it owns its giant (its power at
 /// the giant's centre beats every other vCore's): a projection onto linear constraints in `w`,
-/// applied to every trial so that no step hands a giant to a neighbour.
+/// applied to every trial so that no step hands a giant to a neighbour. One pass need not do:
+/// squared distances break the triangle inequality, so a holder raised to beat a far vCore can
+/// take a neighbouring holder's giant. Passes repeat while one raises a weight, at most one per
+/// giant: holders that each sit nearer another's giant than their own may have no weights that
+/// hold every giant, and then the last pass's weights stand.
 pub(super) fn hold_giants(grid: &Grid, giant_of: &[usize], positions: &[Point], weights: &mut [f64]) {
-    for (i, &k) in giant_of.iter().enumerate() {
-        if k == NO_BOX {
-            continue;
+    let holders = giant_of.iter().filter(|&&k| k != NO_BOX).count();
+    for _ in 0..holders {
+        let mut raised = false;
+        for (i, &k) in giant_of.iter().enumerate() {
+            if k == NO_BOX {
+                continue;
+            }
+            let c = grid.centre(k);
+            let rival = (0..positions.len())
+                .filter(|&j| j != i)
+                .map(|j| dist2(&c, &positions[j]) - weights[j])
+                .fold(f64::INFINITY, f64::min);
+            let mine = dist2(&c, &positions[i]) - weights[i];
+            if mine >= rival {
+                weights[i] += mine - rival + 1e-9 * (1.0 + rival.abs());
+                raised = true;
+            }
         }
-        let c = grid.centre(k);
-        let rival = (0..positions.len())
-            .filter(|&j| j != i)
-            .map(|j| dist2(&c, &positions[j]) - weights[j])
-            .fold(f64::INFINITY, f64::min);
-        let mine = dist2(&c, &positions[i]) - weights[i];
-        if mine >= rival {
-            weights[i] += mine - rival + 1e-9 * (1.0 + rival.abs());
+        if !raised {
+            return;
         }
     }
 }
@@ -148,6 +160,24 @@ mod tests {
         let c = grid.centre(2);
         assert!(dist2(&c, &positions[1]) - w[1] < dist2(&c, &positions[0]) - w[0]);
         assert!(w[1] > 9.0 && w[1] < 9.0 + 1e-6);
+    }
+
+    /// Two holders on neighbouring giants and a heavy vCore far away: vCore 0, raised first to
+    /// beat the far one at box 11, loses box 11 to vCore 1, raised after it to beat the far one
+    /// at box 10 (which is nearer it: 100 against 121). A second pass raises vCore 0 again.
+    #[test]
+    fn holders_raised_one_after_another_each_keep_their_giant() {
+        let grid = Grid::new(12, 1).unwrap();
+        let positions = [[11.5, 0.5, 0.5], [10.5, 0.5, 0.5], [0.5, 0.5, 0.5]];
+        let mut w = vec![0.0, 0.0, 200.0];
+        let giant_of = [11, 10, NO_BOX];
+        hold_giants(&grid, &giant_of, &positions, &mut w);
+        for (i, &k) in giant_of[..2].iter().enumerate() {
+            let c = grid.centre(k);
+            let power: Vec<f64> = (0..3).map(|j| dist2(&c, &positions[j]) - w[j]).collect();
+            assert!((0..3).all(|j| j == i || power[i] < power[j]), "box {k}: powers {power:?}");
+        }
+        assert!((w[0] - 99.0).abs() < 1e-6 && (w[1] - 100.0).abs() < 1e-6, "{w:?}");
     }
 
     /// Giants, holders and capacities as the water-filling documents them, the slow way: the

@@ -133,10 +133,10 @@ mod tests {
         let top = q.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let i = q.iter().position(|&x| x == top)?;
         let mut pairs = std::collections::BTreeSet::new();
-        for k in 0..loads.len() {
+        for (k, &load) in loads.iter().enumerate() {
             let s = a.second[k];
-            let takes = s != NONE && q[s as usize] + loads[k] < top && p.run.giant_of[s as usize] == NO_BOX;
-            if a.owner[k] as usize == i && loads[k] > 0.0 && !p.run.held[k] && takes {
+            let takes = s != NONE && q[s as usize] + load < top && p.run.giant_of[s as usize] == NO_BOX;
+            if a.owner[k] as usize == i && load > 0.0 && !p.run.held[k] && takes {
                 // Gaps are never negative: their bits sort as the numbers do.
                 pairs.insert((a.gap[k].to_bits(), s as usize));
             }

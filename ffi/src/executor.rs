@@ -571,6 +571,32 @@ mod tests {
     use super::*;
     use crate::status::last_error;
     use std::sync::atomic::AtomicU32;
+    use std::time::Duration;
+
+    /// The C views give times in milliseconds, an affinity not measured as −1 and a phase
+    /// that took no time as fully efficient, as `pbs.h` documents them.
+    #[test]
+    fn the_c_views_of_phases_and_iteration_ends_are_in_milliseconds() {
+        let end = pbs_scheduler::executor::IterationEnd {
+            rebalanced: true,
+            rebalance_time: Duration::from_micros(2_500),
+            migrations: 7,
+            max_avg: 1.25,
+            ..Default::default()
+        };
+        let c = IterationEnd::from(&end);
+        assert_eq!((c.rebalanced, c.migrations, c.max_avg), (1, 7, 1.25));
+        assert!((c.rebalance_ms - 2.5).abs() < 1e-12, "{c:?}");
+        let phase = pbs_scheduler::PhaseStats {
+            wall: Duration::from_micros(1_500),
+            busy: vec![Duration::from_micros(1_500), Duration::from_micros(750)],
+            ..Default::default()
+        };
+        let c = PhaseStats::of(&phase);
+        assert!((c.wall_ms - 1.5).abs() < 1e-12 && (c.efficiency - 0.75).abs() < 1e-12, "{c:?}");
+        assert_eq!(c.affinity, -1.0, "no pair of phases compared");
+        assert_eq!(PhaseStats::of(&pbs_scheduler::PhaseStats::default()).efficiency, 1.0);
+    }
 
     /// Every executor, by the name `pbs_executor_new` takes.
     fn schedulers() -> Vec<std::ffi::CString> {

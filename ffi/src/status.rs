@@ -156,6 +156,27 @@ mod tests {
         assert_eq!(last_error().as_deref(), Some("internal error in pbs: box 7"));
     }
 
+    /// A caller may retry smaller where resources ran out, not where an argument was wrong:
+    /// the two are told apart, through the runtime's error as well as the balancer's.
+    #[test]
+    fn resources_that_ran_out_are_told_from_bad_arguments() {
+        use pbs_scheduler::Error as E;
+        let oom = || pbs::Error::OutOfMemory { what: "owners", count: 1 << 40, bytes: 1 << 42 };
+        let spawn = E::Spawn { index: 3, threads: 8, source: std::io::Error::other("EAGAIN") };
+        let many = E::TooManyThreads { threads: 5000, held: 0, max: 4096 };
+        let rayon = E::RayonPool { threads: 8, reason: "refused".into() };
+        for e in [E::Balancer(oom()), spawn, many, rayon] {
+            let message = e.to_string();
+            let f = Failure::from(e);
+            assert_eq!((f.0, &f.1), (Status::OutOfResources, &message));
+        }
+        assert_eq!(Failure::from(oom()).0, Status::OutOfResources);
+        let zero = pbs::Error::Parameter { name: "tol", value: "-1".into(), reason: "negative" };
+        for e in [E::NoThreads, E::Balancer(zero)] {
+            assert_eq!(Failure::from(e).0, Status::InvalidArgument);
+        }
+    }
+
     #[test]
     fn a_message_with_a_nul_is_cut_there() {
         status(|| Err(invalid("bad\0tail")));

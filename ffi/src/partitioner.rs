@@ -368,6 +368,54 @@ mod tests {
         unsafe { pbs_partitioner_free(p) };
     }
 
+    /// The paper's methods too: where a box that carries load outweighs the tolerance, random
+    /// vCores would only crawl, so the first call writes a refined bisection's parts, in no
+    /// step, whatever the seed.
+    #[test]
+    fn a_paper_method_where_a_box_outweighs_the_tolerance_starts_from_a_refined_bisection() {
+        let grid = Grid::new(60, 60).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k % 20 == 3 { 1.0 + (k % 7) as f64 } else { 0.0 }).collect();
+        let problem = Problem::new(grid, &loads, 20).unwrap();
+        assert!(!StopRule { max_steps: 5000, tol: 0.05 }.resolvable_by_cells(&problem));
+        let tol = 0.05f64.min(pbs::refine::RefineSettings::default().tol);
+        let (want, _) = pbs::refine::refined_bisection(&problem, tol).unwrap();
+        for seed in [1, 2] {
+            // SAFETY: a NUL-terminated literal.
+            let p = unsafe { pbs_partitioner_new(60, 60, 1, 20, c"paper-eq7".as_ptr(), seed) };
+            assert!(!p.is_null());
+            // SAFETY: a live handle from its _new, used by this thread alone.
+            let (owners, out) = unsafe { balance_once(p, &loads) };
+            assert_eq!((owners == want, out.steps), (true, 0), "seed {seed}");
+            // SAFETY: a handle from its _new, not used afterwards.
+            unsafe { pbs_partitioner_free(p) };
+        }
+    }
+
+    /// The outcome describes the owners written: their `max_avg` against the lower bound, the
+    /// charges' spread about the mean, and whether the tolerance was met. Three equal boxes
+    /// over two vCores split 2 : 1 at best; a box of 10 beside two of 1 sets the bound at 10/6.
+    #[test]
+    fn the_outcome_describes_the_owners_written() {
+        for (loads, tol, bound, max_avg, converged) in
+            [([1.0, 1.0, 1.0], 0.0, 1.0, 4.0 / 3.0, 0), ([10.0, 1.0, 1.0], 0.05, 10.0 / 6.0, 10.0 / 6.0, 1)]
+        {
+            // SAFETY: NULL method (the default).
+            let p = unsafe { pbs_partitioner_new(3, 1, 1, 2, std::ptr::null(), 1) };
+            assert!(!p.is_null(), "{:?}", last_error());
+            let (mut owners, mut out) = ([u32::MAX; 3], Outcome::default());
+            // SAFETY: a live handle from its _new; buffers of the lengths passed.
+            let s = unsafe { pbs_partitioner_balance(p, loads.as_ptr(), 3, tol, 100, owners.as_mut_ptr(), &mut out) };
+            assert_eq!(s, Status::Ok, "{:?}", last_error());
+            let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+            assert!(close(out.lower_bound, bound) && close(out.max_avg, max_avg), "{out:?}");
+            let spread = max_avg - 1.0;
+            assert!(close(out.dol_max, spread) && close(out.dol_min, -spread), "{out:?}");
+            assert_eq!(out.converged, converged, "{out:?}");
+            // SAFETY: a handle from its _new, not used afterwards.
+            unsafe { pbs_partitioner_free(p) };
+        }
+    }
+
     /// A first call whose vCores crawl (five Gaussian hot spots on a faint background, the
     /// `hot-spots-80x40` map of `pbs-bench maps`, 72 vCores) and whose refinement stops above
     /// its target writes a refined bisection's parts, as `pbs::refine::first_partition` decides.
@@ -540,6 +588,10 @@ mod tests {
         assert!(last_error().unwrap().contains("16 boxes but 15 loads"));
         assert_eq!(call(&loads, 16, f64::NAN, &mut owners), Status::InvalidArgument);
         assert!(last_error().unwrap().starts_with("tolerance NaN"));
+        for (tol, name) in [(f64::INFINITY, "tolerance inf"), (-0.01, "tolerance -0.01")] {
+            assert_eq!(call(&loads, 16, tol, &mut owners), Status::InvalidArgument);
+            assert!(last_error().unwrap().starts_with(name), "{:?}", last_error());
+        }
         assert!(owners.iter().all(|&o| o == u32::MAX), "a failed call wrote owners");
         // SAFETY: a live handle from its _new (or NULL, refused); buffers of the lengths passed.
         let s = unsafe {

@@ -130,6 +130,28 @@ pub unsafe extern "C" fn pbs_mapper_free(m: *mut MapperHandle) {
 mod tests {
     use super::*;
 
+    /// A mapper from C starts where the Rust `Mapper` of its seed starts, and the seed
+    /// matters (the first balancing starts from random vCores).
+    #[test]
+    fn a_mapper_from_c_starts_as_the_rust_mapper_of_its_seed() {
+        let mut starts = Vec::new();
+        for seed in [1, 2, 3] {
+            let m = pbs_mapper_new(16, 16, 1, 5, seed);
+            assert!(!m.is_null());
+            let mut owners = vec![9u32; 256];
+            // SAFETY: a live handle, then freed; a buffer of the stated length.
+            unsafe {
+                assert_eq!(pbs_mapper_owners(m, owners.as_mut_ptr(), 256), Status::Ok);
+                pbs_mapper_free(m);
+            }
+            let options = PbsOptions { seed, ..PbsOptions::default() }.with_env().unwrap();
+            let rust = Mapper::new(Grid::new(16, 16).unwrap(), 5, options).unwrap();
+            assert_eq!(owners, rust.owners(), "seed {seed}");
+            starts.push(owners);
+        }
+        assert!(starts[0] != starts[1] || starts[1] != starts[2], "the seed changed nothing: pick another grid");
+    }
+
     #[test]
     fn a_mapper_from_c_rebalances_a_heavy_corner_and_refuses_bad_calls() {
         let m = pbs_mapper_new(16, 16, 1, 3, 7);

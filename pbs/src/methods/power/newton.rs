@@ -224,6 +224,74 @@ mod tests {
     use crate::grid::Grid;
     use crate::laplacian::CellLaplacian;
 
+    /// A random state on a 12×9 map with its capacities set.
+    fn state(seed: u64) -> (Problem<'static>, VCores, PowerCells) {
+        let grid = Grid::new(12, 9).unwrap();
+        let mut rng = crate::rng::SplitMix64::new(seed);
+        let loads: Vec<f64> = (0..grid.len()).map(|_| rng.below(4) as f64 + 0.5).collect();
+        let problem = Problem::new(grid, &loads, 5).unwrap().into_owned();
+        let positions = (0..5).map(|_| [rng.next_f64() * 12.0, rng.next_f64() * 9.0, 0.5]).collect();
+        let v = VCores::new(&problem, positions, vec![0.0; 5]).unwrap();
+        let mut p = PowerCells::new(PowerCellsSettings::default()).unwrap();
+        p.capacities(&problem, &v);
+        (problem, v, p)
+    }
+
+    /// A direction of zeros or with no finite entry is no step: no trial, the state kept,
+    /// whatever the line search would accept.
+    #[test]
+    fn a_line_search_along_no_direction_makes_no_trial() {
+        for direction in [vec![0.0; 5], vec![f64::NAN; 5], vec![0.0, f64::INFINITY, 0.0, f64::NAN, 0.0]] {
+            for accept in [Accept::Any, Accept::DualIncrease, Accept::MeritDecrease] {
+                let (problem, mut v, mut p) = state(4);
+                let before = v.clone();
+                p.scratch.direction = direction.clone();
+                assert_eq!(p.line_search(&problem, &mut v, accept), None, "{direction:?} {accept:?}");
+                assert_eq!(p.scratch.trials, 0);
+                assert_eq!(v.weights(), before.weights());
+            }
+        }
+    }
+
+    /// Against the supergradient `c − Q` every step lowers the concave dual: a search that
+    /// accepts anything still tries the strict test first, so it keeps the shortest step
+    /// after halving `max_halvings` times, not the full one; a search for an increase keeps
+    /// none.
+    #[test]
+    fn a_line_search_that_accepts_anything_keeps_the_shortest_step_when_none_ascends() {
+        for seed in 0..20 {
+            let (problem, mut v, mut p) = state(seed);
+            let descent: Vec<f64> = p.run.capacity.iter().zip(v.charges()).map(|(c, q)| q - c).collect();
+            p.scratch.direction = descent.clone();
+            let before = v.clone();
+            assert_eq!(p.line_search(&problem, &mut v.clone(), Accept::DualIncrease), None, "seed {seed}");
+            let shortest = 0.5f64.powi(p.settings.max_halvings as i32);
+            assert_eq!(p.line_search(&problem, &mut v, Accept::Any), Some(shortest), "seed {seed}");
+            let expected: Vec<f64> = before.weights().iter().zip(&descent).map(|(w, d)| w + shortest * d).collect();
+            assert_eq!(v.weights(), expected, "seed {seed}");
+        }
+    }
+
+    /// An increase of the dual within `1e-12` of its size is rounding, not progress: a step
+    /// raising it by `1e-13 ×` is refused, one raising it by `1e-10 ×` kept.
+    #[test]
+    fn a_dual_increase_within_rounding_is_not_an_ascent() {
+        let (problem, v, mut p) = state(7);
+        let ascent: Vec<f64> = p.run.capacity.iter().zip(v.charges()).map(|(c, q)| c - q).collect();
+        let g0 = dual(&p.run.capacity, v.weights(), problem.loads(), &v.assignment().score);
+        assert!(g0.abs() > 10.0, "{g0}");
+        // A step too small to move a box raises the dual by its squared length.
+        let squared: f64 = ascent.iter().map(|x| x * x).sum();
+        for (relative, kept) in [(1e-13, false), (1e-10, true)] {
+            let eps = relative * g0.abs() / squared;
+            p.scratch.direction = ascent.iter().map(|x| eps * x).collect();
+            let mut w = v.clone();
+            let got = p.line_search_from(&problem, &mut w, Accept::DualIncrease, 1.0);
+            assert_eq!(w.owners(), v.owners());
+            assert_eq!(got.is_some(), kept, "a rise of {relative} × the dual");
+        }
+    }
+
     /// The merit ranks ties at the largest charge by the squared excess, not the plain one:
     /// excesses of 1, 0.5 and 0.5 (squares 1.5, plain 2) before 1, 0.9 and 0 (1.81, 1.9).
     #[test]

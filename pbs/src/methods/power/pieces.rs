@@ -98,6 +98,10 @@ impl PowerCells {
                         return;
                     }
                     trials += 1;
+                    #[cfg(test)]
+                    {
+                        self.scratch.trials += 1;
+                    }
                     let shift = shift + shift.signum() * 1e-9 * (1.0 + shift.abs());
                     self.scratch.trial_w.clear();
                     self.scratch.trial_w.extend_from_slice(vcores.weights());
@@ -192,6 +196,33 @@ mod tests {
         let (_, list) = pieces(&grid, &owners, &[0, NO_BOX]);
         assert_eq!(list, vec![(1, vec![4]), (0, vec![2, 3])]);
         assert_eq!(pieces(&grid, &[0, 0, 1, 1, 2], &[NO_BOX; 3]), (0, Vec::new()));
+    }
+
+    /// A cell that is a thin strip along the diagonal of a 16×16 map owns the diagonal's boxes
+    /// alone: 16 pieces touching at their corners, each at the same power gap from the cells
+    /// on either side, so that every shift hands the whole strip over and empties the part.
+    /// Of the 30 shifts listed (two per stray piece), mending tries 24 and keeps none.
+    #[test]
+    fn mending_stops_after_twenty_four_shifts() {
+        let n = 16usize;
+        let grid = Grid::new(n, n).unwrap();
+        let loads = vec![1.0; grid.len()];
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let half = n as f64 / 2.0;
+        // On the diagonal the strip beats both sides by `n² / 2 + w`; one box off it, it loses
+        // by `n − n² / 2 − w`: the weight halfway between.
+        let positions = vec![[half, half, 0.5], [0.0, n as f64, 0.5], [n as f64, 0.0, 0.5]];
+        let mut v = VCores::new(&problem, positions, vec![half - half * n as f64, 0.0, 0.0]).unwrap();
+        let diagonal: Vec<usize> = (0..n).map(|i| i * n + i).collect();
+        assert_eq!((0..grid.len()).filter(|&k| v.owners()[k] == 0).collect::<Vec<_>>(), diagonal);
+        let mut method = PowerCells::default();
+        method.capacities(&problem, &v);
+        let (broken, list) = pieces(&grid, v.owners(), &method.run.giant_of);
+        assert_eq!((broken, list.len()), (1, n - 1));
+        let before = v.clone();
+        method.mend_pieces(&problem, &mut v);
+        assert_eq!(method.scratch.trials, MAX_TRIALS);
+        assert_eq!((v.owners(), v.weights()), (before.owners(), before.weights()));
     }
 
     /// What `mend_pieces` documents, the slow way, from `v` with `p`'s giants: while a part is

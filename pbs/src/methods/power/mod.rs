@@ -102,10 +102,11 @@ pub struct PowerCellsSettings {
     pub motion: Motion,
     /// In a run that starts near balance (a rebalancing), where the end game's Newton line
     /// searches start once one of its Newton steps was taken: this fraction of the step, in
-    /// (0, 1] (1: the full step every time; a first balancing always starts from the full step). The first step corrects the drift's smooth imbalance and
-    /// is mostly taken whole; the later ones correct what whole boxes left over, where the full
-    /// step mostly overshoots and a trial (a full assignment) is spent finding that out
-    /// (docs/peers.md, "Half steps after the first").
+    /// (0, 1] (1: the full step every time; a first balancing always starts from the full
+    /// step). The first step corrects the drift's smooth imbalance and is mostly taken whole;
+    /// the later ones correct what whole boxes left over, where the full step mostly
+    /// overshoots and a trial (a full assignment) is spent finding that out (docs/peers.md,
+    /// "Half steps after the first").
     #[serde(default = "later_step")]
     pub later_step: f64,
     /// In a run that starts within 1.1 × the mean (a rebalancing), end-game steps in a row that

@@ -157,7 +157,10 @@ mod tests {
         let loads: Vec<f64> =
             (0..grid.len()).map(|k| if k % 7 == 0 || k % 11 == 3 { 1.0 + (k % 5) as f64 } else { 0.0 }).collect();
         let problem = Problem::new(grid, &loads, 9).unwrap();
-        let vcores = VCores::random(&problem, 4);
+        // Weights of both signs, so that a capture distance that took the weight the wrong
+        // way round would differ.
+        let weights = (0..9).map(|i| 0.7 * (i as f64 - 4.0)).collect();
+        let vcores = VCores::new(&problem, VCores::random(&problem, 4).positions().to_vec(), weights).unwrap();
         let none = vec![false; grid.len()];
         // Held: every loaded box some vCore would capture first, so that leaving them out matters.
         let mut held = none.clone();

@@ -271,8 +271,8 @@ mod tests {
             p.cell_direction(&problem, &v);
             let (a, q) = (v.assignment(), v.charges());
             let loads = problem.loads();
-            for i in 0..n {
-                let e = q[i] - p.run.capacity[i];
+            for (i, (&charge, &capacity)) in q.iter().zip(&p.run.capacity).enumerate() {
+                let e = charge - capacity;
                 let boundary: Vec<(f64, f64)> = (0..grid.len())
                     .filter(|&k| loads[k] != 0.0 && a.second[k] != NONE)
                     .filter(|&k| {
@@ -284,9 +284,8 @@ mod tests {
                     })
                     .map(|k| (a.gap[k], loads[k]))
                     .collect();
-                let expected = if e == 0.0 {
-                    0.0
-                } else if e > 0.0 && boundary.is_empty() {
+                // At its capacity, or over it with nothing to shed: no step.
+                let expected = if e == 0.0 || e > 0.0 && boundary.is_empty() {
                     0.0
                 } else if boundary.is_empty() {
                     seen[2] += 1;

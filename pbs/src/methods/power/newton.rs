@@ -307,12 +307,12 @@ mod tests {
     }
 
     /// The Newton direction solves `(L + diag(reg)) Δw = rhs` as its comments set them up
-    /// (a holder over its capacity pinned with its share of the load clamped at 0; a vCore on
+    /// (a holder over its capacity pinned, its `c − Q` clamped at 0; a vCore on
     /// a loaded boundary barely regularised; a cell with no loaded boundary given the stiffness
     /// of its nearest capturable box, or 1), then scaled down to the trust radius (boxes per
     /// vCore, to the power 2/3 in 3D) where it reaches past it. Checked by its residual, so
     /// that the test does not depend on how the system is conditioned: 1,200 random states,
-    /// 2D and 3D, with giants, cells far from the load and cells with no box.
+    /// 2D and 3D, with giants and with cells far from the load.
     #[test]
     fn the_newton_direction_solves_the_system_its_comments_describe() {
         let mut rng = crate::rng::SplitMix64::new(21);

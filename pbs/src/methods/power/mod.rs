@@ -510,6 +510,76 @@ mod tests {
     use super::*;
     use crate::{balance, Grid, StopRule};
 
+    /// Settings saved before `later_step` and `flip_steps` existed read back with their
+    /// defaults (half a step; 3 steps, as docs/peers.md gives it), and a method answers with
+    /// the settings it was made with.
+    #[test]
+    fn settings_without_the_later_fields_take_their_defaults() {
+        let json = r#"{"damping":0.7,"relax":0.1,"max_halvings":3,"patience":4,"motion":"PairSprings"}"#;
+        let settings: PowerCellsSettings = serde_json::from_str(json).unwrap();
+        assert_eq!((settings.later_step, settings.flip_steps), (0.5, 3));
+        assert_eq!((settings.damping, settings.motion), (0.7, Motion::PairSprings));
+        assert_eq!(PowerCells::new(settings).unwrap().settings(), &settings);
+    }
+
+    /// A run whose best state is over `START_OVER_FROM` × the lower bound starts over, once,
+    /// from the better balanced of the bisection's two starts that is not where the run began,
+    /// and keeps the state it leaves for `finish`; a run whose state, or best state, is within
+    /// it does not, nor one that started over already.
+    #[test]
+    fn a_run_stuck_far_from_the_bound_starts_over_once_from_the_bisection() {
+        // A row of 40 boxes, the first a giant of 30 (1.74 × the mean of 17.25: the bound).
+        let grid = Grid::new(40, 1).unwrap();
+        let mut loads = vec![1.0; grid.len()];
+        loads[0] = 30.0;
+        let problem = Problem::new(grid, &loads, 4).unwrap();
+        let limit = START_OVER_FROM * problem.lower_bound() * problem.mean();
+        let row = |x: [f64; 4]| VCores::new(&problem, x.iter().map(|&x| [x, 0.5, 0.5]).collect(), vec![0.0; 4]);
+        let largest = |v: &VCores| v.charges().iter().copied().fold(0.0, f64::max);
+        // Parts of 10 boxes each, the giant's then at 39; parts of 5, 12, 12 and 11 boxes, the
+        // giant's at 34: between the bound (30) and the limit (36), and more than 1.2 over the
+        // bound, so that the limit's arithmetic matters.
+        let (far, near) = (row([2.5, 17.5, 22.5, 37.5]).unwrap(), row([2.5, 7.5, 26.5, 31.5]).unwrap());
+        assert_eq!((largest(&far), largest(&near), limit), (39.0, 34.0, 36.0));
+        let mut starts = far.restarts_from_bisection(&problem).to_vec();
+        starts.sort_by(|a, b| a.max_avg().total_cmp(&b.max_avg()));
+        let fresh = |first: &VCores| {
+            let mut p = PowerCells::default();
+            p.capacities(&problem, first);
+            p.run.first = sites(first.positions(), first.weights());
+            p
+        };
+        let same = |a: &VCores, b: &VCores| a.positions() == b.positions() && a.weights() == b.weights();
+
+        let mut p = fresh(&far);
+        let mut v = far.clone();
+        p.start_over_if_far(&problem, &mut v);
+        assert!(same(&v, &starts[0]), "not the better balanced start");
+        let kept = p.run.before_start_over.as_ref().expect("the state left is kept");
+        assert_eq!((kept.1.as_slice(), kept.2.as_slice()), (far.positions(), far.weights()));
+        // Once only.
+        let mut v = far.clone();
+        p.start_over_if_far(&problem, &mut v);
+        assert!(same(&v, &far));
+
+        // A run that began at the better start goes to the other one.
+        let mut p = fresh(&starts[0]);
+        let mut v = far.clone();
+        p.start_over_if_far(&problem, &mut v);
+        assert!(same(&v, &starts[1]));
+
+        // Within the limit, by the state itself or by the best the run passed through: no.
+        let mut p = fresh(&far);
+        let mut v = near.clone();
+        p.start_over_if_far(&problem, &mut v);
+        assert!(same(&v, &near) && p.run.before_start_over.is_none());
+        let mut p = fresh(&far);
+        p.run.best = Some((merit(near.charges(), &p.run.capacity), near.positions().to_vec(), near.weights().to_vec()));
+        let mut v = far.clone();
+        p.start_over_if_far(&problem, &mut v);
+        assert!(same(&v, &far) && p.run.before_start_over.is_none());
+    }
+
     /// Two vCores stacked in the middle column: their boundary runs along a row of box
     /// centres. Each row carries about 3 % of the load, so a 1 % balance needs the boundary to
     /// split a row, box by box.

@@ -55,6 +55,19 @@ pub(super) fn merit(charges: &[f64], capacity: &[f64]) -> (f64, f64) {
     (max, excess)
 }
 
+/// The trust radius after a Newton line search that kept the step length `accepted` (`None`:
+/// no ascent): doubled after a full step, scaled by the step kept after a short one (by a
+/// quarter at least), quartered after none; always within 64 times the run's first radius
+/// `radius0` either way, so that a run of failures cannot freeze the method.
+pub(super) fn next_radius(radius: f64, radius0: f64, accepted: Option<f64>) -> f64 {
+    let factor = match accepted {
+        Some(1.0) => 2.0,
+        Some(t) => t.max(0.25),
+        None => 0.25,
+    };
+    (radius * factor).clamp(radius0 / 64.0, radius0 * 64.0)
+}
+
 impl PowerCells {
     /// Damped-Newton direction: solves `L Δw = c − Q` on the cell graph (see
     /// [`crate::laplacian`]). VCores with no loaded boundary get the stiffness implied by the
@@ -223,6 +236,24 @@ mod tests {
     use super::*;
     use crate::grid::Grid;
     use crate::laplacian::CellLaplacian;
+
+    /// The trust radius doubles after a full step, follows a short one (by a quarter at
+    /// least), is quartered after none, and stays within 64 times the run's first radius.
+    #[test]
+    fn the_trust_radius_follows_the_step_kept_within_64_times_the_first() {
+        let r0 = 3.0;
+        assert_eq!(next_radius(r0, r0, Some(1.0)), 6.0);
+        assert_eq!(next_radius(r0, r0, Some(0.5)), 1.5);
+        assert_eq!(next_radius(r0, r0, Some(0.125)), 0.75);
+        assert_eq!(next_radius(r0, r0, None), 0.75);
+        assert_eq!(next_radius(150.0, r0, Some(1.0)), 64.0 * r0);
+        assert_eq!(next_radius(0.06, r0, None), r0 / 64.0);
+        let (mut up, mut down) = (r0, r0);
+        for _ in 0..20 {
+            (up, down) = (next_radius(up, r0, Some(1.0)), next_radius(down, r0, None));
+        }
+        assert_eq!((up, down), (64.0 * r0, r0 / 64.0));
+    }
 
     /// A random state on a 12×9 map with its capacities set.
     fn state(seed: u64) -> (Problem<'static>, VCores, PowerCells) {

@@ -127,20 +127,26 @@ mod tests {
     /// reaching its charge, their (gap, taker) pairs from the smallest, the first eight each
     /// tried by lowering the cell's weight, then by raising the taker's, by the gap and a hair,
     /// with the giants' holders projected back onto their giants; the first trial with a lower
-    /// merit, assigned box by box against every vCore, and its number among the trials.
-    fn shed_by_hand(p: &PowerCells, problem: &Problem, v: &VCores) -> Option<(Vec<f64>, usize)> {
+    /// merit, assigned box by box against every vCore, if any; the trials made; the pairs
+    /// listed; and whether two boxes gave the same pair among those tried.
+    fn shed_by_hand(p: &PowerCells, problem: &Problem, v: &VCores) -> (Option<Vec<f64>>, usize, usize, bool) {
         let (q, a, loads) = (v.charges(), v.assignment(), problem.loads());
         let top = q.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let i = q.iter().position(|&x| x == top)?;
-        let mut pairs = std::collections::BTreeSet::new();
+        let Some(i) = q.iter().position(|&x| x == top) else {
+            return (None, 0, 0, false);
+        };
+        let (mut pairs, mut boxes) = (std::collections::BTreeSet::new(), Vec::new());
         for (k, &load) in loads.iter().enumerate() {
             let s = a.second[k];
             let takes = s != NONE && q[s as usize] + load < top && p.run.giant_of[s as usize] == NO_BOX;
             if a.owner[k] as usize == i && load > 0.0 && !p.run.held[k] && takes {
                 // Gaps are never negative: their bits sort as the numbers do.
                 pairs.insert((a.gap[k].to_bits(), s as usize));
+                boxes.push((a.gap[k].to_bits(), s as usize));
             }
         }
+        boxes.sort_unstable();
+        let repeats = |tried: usize| boxes.windows(2).take(tried).any(|w| w[0] == w[1]);
         let m0 = merit(q, &p.run.capacity);
         let mut trial = Assignment::default();
         for (n, &(bits, s)) in pairs.iter().take(8).enumerate() {
@@ -151,20 +157,25 @@ mod tests {
                 hold_giants(problem.grid(), &p.run.giant_of, v.positions(), &mut w);
                 assign_brute(problem.grid(), v.positions(), &w, &mut trial);
                 if merit(&metrics::charges(&trial.owner, loads, v.len()), &p.run.capacity) < m0 {
-                    return Some((w, 2 * n + t));
+                    let tried = n + 1;
+                    return (Some(w), 2 * n + t + 1, pairs.len(), repeats(tried));
                 }
             }
         }
-        None
+        (None, 2 * pairs.len().min(8), pairs.len(), repeats(8))
     }
 
-    /// The end game's last resort takes the move its documentation names, on 600 random small
-    /// states (whole loads, so that charges tie; a heavy box in some, so that giants are held).
+    /// The end game's last resort takes the move its documentation names, after the trials it
+    /// names, on 3,000 random small states (whole loads, so that charges tie; a heavy box in some,
+    /// so that giants are held; the vCores on whole coordinates in every fourth, so that boxes
+    /// tie in their gaps and pairs repeat).
     #[test]
     fn shedding_from_the_most_loaded_cell_takes_the_first_move_that_lowers_the_merit() {
         let mut rng = SplitMix64::new(41);
         let (mut shed, mut raised, mut past_first, mut with_giants, mut tied) = (0, 0, 0, 0, 0);
-        for case in 0..600 {
+        // Failed after eight pairs with more listed; a pair repeated among those tried.
+        let (mut past_eight, mut repeated) = (0, 0);
+        for case in 0..3000 {
             let grid = Grid::new(4 + rng.below(6), 3 + rng.below(5)).unwrap();
             let mut loads: Vec<f64> = (0..grid.len()).map(|_| rng.below(4) as f64).collect();
             if case % 3 == 0 {
@@ -176,20 +187,27 @@ mod tests {
             let n = 2 + rng.below(5);
             let problem = Problem::new(grid, &loads, n).unwrap();
             let weights = (0..n).map(|_| 4.0 * rng.next_f64() - 2.0).collect();
-            let mut v = VCores::new(&problem, VCores::random(&problem, case).positions().to_vec(), weights).unwrap();
+            let mut positions = VCores::random(&problem, case).positions().to_vec();
+            if case % 4 == 0 {
+                positions.iter_mut().for_each(|x| (x[0], x[1]) = (x[0].floor(), x[1].floor()));
+            }
+            let mut v = VCores::new(&problem, positions, weights).unwrap();
             let mut p = PowerCells::default();
             p.capacities(&problem, &v);
             let q = v.charges().to_vec();
             let top = q.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             tied += usize::from(q.iter().filter(|&&x| x == top).count() > 1);
             with_giants += usize::from(p.run.held.contains(&true));
-            let expected = shed_by_hand(&p, &problem, &v);
+            let (expected, trials, pairs, repeats) = shed_by_hand(&p, &problem, &v);
             let before = v.weights().to_vec();
             let m0 = merit(v.charges(), &p.run.capacity);
             let moved = p.shed_from_max(&problem, &mut v, m0);
             assert_eq!(moved, expected.is_some(), "case {case}");
+            assert_eq!(p.scratch.trials, trials, "case {case}: trials");
+            past_eight += usize::from(expected.is_none() && pairs > 8);
+            repeated += usize::from(repeats);
             match expected {
-                Some((w, trial)) => {
+                Some(w) => {
                     assert_eq!(v.weights(), &w[..], "case {case}");
                     let mut check = Assignment::default();
                     assign_brute(&grid, v.positions(), &w, &mut check);
@@ -198,12 +216,13 @@ mod tests {
                     shed += 1;
                     let i = q.iter().position(|&x| x == top).unwrap();
                     raised += usize::from(w[i] >= before[i]);
-                    past_first += usize::from(trial > 0);
+                    past_first += usize::from(trials > 1);
                 }
                 None => assert_eq!(v.weights(), &before[..], "case {case}: a failed move changed the state"),
             }
         }
-        let seen = [shed, raised, past_first, tied, with_giants];
-        assert!(seen.iter().all(|&x| x > 10), "shed, raised, past the first trial, tied, with giants: {seen:?}");
+        let seen = [shed, raised, past_first, tied, with_giants, past_eight, repeated];
+        let names = "shed, raised, past the first trial, tied, with giants, failed with over 8 pairs, a pair repeated";
+        assert!(seen.iter().all(|&x| x > 10), "{names}: {seen:?}");
     }
 }

@@ -119,6 +119,7 @@ impl Balancer for PairPotential {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forces::{add_pair_forces, add_task_attraction};
     use crate::{balance, metrics, Grid, StopRule};
 
     /// Settings that cannot move the vCores usefully are refused by name; before, public
@@ -149,5 +150,56 @@ mod tests {
         let mut v = start.clone();
         balance(&mut far, &problem, &mut v, StopRule { max_steps: 20, tol: 0.05 }, |_| {});
         assert!(v.positions().iter().flatten().all(|x| x.is_finite()));
+    }
+
+    /// A step moves every vCore along its force (the pair forces, plus the task attraction when
+    /// set): the one with the largest force by exactly the step fraction, the others in
+    /// proportion (eq. 2 with `k` rescaled), clamped into the domain, weights unchanged; where no
+    /// force acts (a single vCore), nothing moves.
+    #[test]
+    fn a_step_moves_each_vcore_along_its_force_the_largest_by_the_step_fraction() {
+        let grid = Grid::new(24, 16).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 7) as f64).collect();
+        let problem = Problem::new(grid, &loads, 6).unwrap();
+        let norm = |f: &Point| (f[0] * f[0] + f[1] * f[1] + f[2] * f[2]).sqrt();
+        let cases = [
+            (ForceLaw::BalanceShortRange, 0.0, 0.2),
+            (ForceLaw::Coulomb, 0.5, 1.5),
+            (ForceLaw::InverseCharge, 0.0, 0.7),
+            (ForceLaw::Balance, 1.0, 0.3),
+        ];
+        let (mut clamped, mut by_fraction) = (0, 0);
+        for (law, attraction, fraction) in cases {
+            for seed in 0..6 {
+                let start = VCores::random(&problem, seed);
+                let mut f = vec![[0.0; 3]; 6];
+                add_pair_forces(law, start.positions(), start.charges(), problem.mean(), &mut f);
+                let (owners, mean) = (start.owners(), problem.mean());
+                add_task_attraction(&grid, &loads, owners, start.positions(), mean, attraction, &mut f);
+                let largest = f.iter().map(norm).fold(0.0, f64::max);
+                let mut method =
+                    PairPotential::new("t", law, attraction).unwrap().with_step_fraction(fraction).unwrap();
+                let mut v = start.clone();
+                method.step(&problem, &mut v);
+                assert_eq!(v.weights(), start.weights());
+                for (i, (fi, &x)) in f.iter().zip(v.positions()).enumerate() {
+                    let free: Point = std::array::from_fn(|a| start.positions()[i][a] + fraction * fi[a] / largest);
+                    let expected = grid.clamp(free);
+                    assert!((0..3).all(|a| (x[a] - expected[a]).abs() <= 1e-12), "{law:?}, seed {seed}, vCore {i}");
+                    clamped += usize::from(expected != free);
+                    if norm(fi) == largest && expected == free {
+                        let moved = norm(&std::array::from_fn(|a| x[a] - start.positions()[i][a]));
+                        assert!((moved - fraction).abs() <= 1e-12, "{law:?}, seed {seed}: moved {moved}");
+                        by_fraction += 1;
+                    }
+                }
+            }
+        }
+        assert!(clamped > 0 && by_fraction > 12, "{clamped} clamped, {by_fraction} moved by the fraction");
+        let alone = Problem::new(grid, &loads, 1).unwrap();
+        let start = VCores::random(&alone, 3);
+        let mut v = start.clone();
+        PairPotential::new("t", ForceLaw::Coulomb, 0.0).unwrap().step(&alone, &mut v);
+        assert_eq!(v.positions(), start.positions());
     }
 }

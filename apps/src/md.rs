@@ -29,7 +29,8 @@ use super::{fnv_from, GridApp, FNV_START};
 
 const CUTOFF: f64 = 2.5;
 const DT: f64 = 0.004;
-/// Pair distances are floored here (a soft core), so close encounters stay finite.
+/// Squared pair distances are floored at `R_MIN²` in the whole force formula (a soft core):
+/// closer, the force is that at `R_MIN` times `r / R_MIN`, so close encounters stay finite.
 const R_MIN: f64 = 0.8;
 /// Largest displacement per step, a fifth of a box, so particles never skip a box.
 const MAX_STEP: f64 = 0.2 * CUTOFF;
@@ -723,6 +724,104 @@ mod tests {
         let mut ps: Vec<Particle> = (0..md.grid.len()).flat_map(|k| md.members(k).copied()).collect();
         ps.sort_by_key(|p| p.id);
         ps
+    }
+
+    /// A particle at `(x, y)` with velocity `v` and force `f`.
+    fn particle(id: u32, (x, y): (f64, f64), v: (f64, f64), f: (f64, f64)) -> Particle {
+        Particle { id, bin: 0, x, y, vx: v.0, vy: v.1, fx: f.0, fy: f.1 }
+    }
+
+    /// The pair force is minus the gradient of the Lennard-Jones potential `4 (r⁻¹² − r⁻⁶)`
+    /// (a central difference of the potential, not the code's formula) from `R_MIN` to the
+    /// cutoff, nothing from the cutoff on or from the particle itself; below `R_MIN` the squared
+    /// distance is floored in the whole formula, so the force is that at `R_MIN` times
+    /// `r / R_MIN`. Forces of several particles add; the pair's forces are opposite.
+    #[test]
+    fn the_pair_force_is_the_lennard_jones_gradient_within_the_cutoff() {
+        let potential = |r: f64| 4.0 * (r.powi(-12) - r.powi(-6));
+        let slope = |r: f64| (potential(r + 1e-6) - potential(r - 1e-6)) / 2e-6;
+        let p = particle(0, (5.0, 5.0), (0.0, 0.0), (0.0, 0.0));
+        let force = |qs: &[Particle]| {
+            let (mut fx, mut fy) = (0.0, 0.0);
+            pair_forces(&p, qs, &mut fx, &mut fy);
+            (fx, fy)
+        };
+        let mut all = Vec::new();
+        let mut sum = (0.0, 0.0);
+        for (n, r) in [0.3, 0.79, 0.8, 0.9, 1.0, 1.12, 1.5, 2.0, 2.49, 2.5, 2.7].into_iter().enumerate() {
+            // At the cutoff exactly, along a row (no rounding in the distance).
+            let angle = if r == CUTOFF { 0.0 } else { 0.7 + n as f64 };
+            let q = particle(n as u32 + 1, (5.0 + r * angle.cos(), 5.0 + r * angle.sin()), (0.0, 0.0), (0.0, 0.0));
+            let r = (p.x - q.x).hypot(p.y - q.y);
+            let (ux, uy) = ((p.x - q.x) / r, (p.y - q.y) / r);
+            let magnitude = match r {
+                r if r >= CUTOFF => 0.0,
+                r if r < R_MIN => -slope(R_MIN) * r / R_MIN,
+                r => -slope(r),
+            };
+            let (fx, fy) = force(std::slice::from_ref(&q));
+            let tolerance = 1e-6 * (1.0 + magnitude.abs());
+            assert!((fx - magnitude * ux).abs() <= tolerance && (fy - magnitude * uy).abs() <= tolerance, "r = {r}");
+            let mut back = (0.0, 0.0);
+            pair_forces(&q, std::slice::from_ref(&p), &mut back.0, &mut back.1);
+            assert_eq!((back.0, back.1), (-fx, -fy), "r = {r}");
+            sum = (sum.0 + fx, sum.1 + fy);
+            all.push(q);
+        }
+        // Itself, wherever its copy stands: no force.
+        all.push(particle(0, (5.5, 5.0), (0.0, 0.0), (0.0, 0.0)));
+        let (fx, fy) = force(&all);
+        assert!((fx - sum.0).abs() <= 1e-9 * sum.0.abs() && (fy - sum.1).abs() <= 1e-9 * sum.1.abs());
+    }
+
+    /// Half a kick, a drift of `dt` at a speed capped at a fifth of a box per step, and walls
+    /// that reflect the position and the velocity's component across them (the far wall's
+    /// position itself to a hair inside, so that it stays in the last box).
+    #[test]
+    fn a_step_kicks_drifts_caps_the_speed_and_reflects_at_the_walls() {
+        let (w, h) = (20.0, 10.0);
+        let mut p = particle(0, (5.0, 5.0), (1.0, -2.0), (3.0, 4.0));
+        kick_drift(&mut p, w, h);
+        let (vx, vy) = (1.0 + 0.5 * DT * 3.0, -2.0 + 0.5 * DT * 4.0);
+        assert_eq!((p.vx, p.vy, p.x, p.y), (vx, vy, 5.0 + DT * vx, 5.0 + DT * vy));
+        // Fast: moves a fifth of a box along its velocity.
+        let mut p = particle(0, (5.0, 5.0), (3000.0, 4000.0), (0.0, 0.0));
+        kick_drift(&mut p, w, h);
+        let moved = (p.x - 5.0).hypot(p.y - 5.0);
+        assert!((moved - MAX_STEP).abs() <= 1e-12 && ((p.y - 5.0) / (p.x - 5.0) - 4.0 / 3.0).abs() <= 1e-12);
+        // Across the wall at 0 and across the one at the height.
+        let mut p = particle(0, (0.001, 9.999), (-10.0, 10.0), (0.0, 0.0));
+        kick_drift(&mut p, w, h);
+        let (x, y) = (0.001 - DT * 10.0, 9.999 + DT * 10.0);
+        assert_eq!((p.x, p.vx), (-x, 10.0));
+        assert!((p.y - (2.0 * h - y)).abs() <= 1e-8 && p.y < h && p.vy == -10.0);
+        // On a wall: 0 is inside the domain; the far wall is not, and a hair short of it is.
+        let (mut x, mut v) = (0.0, -1.0);
+        reflect(&mut x, &mut v, w);
+        assert_eq!((x, v), (0.0, -1.0));
+        let (mut x, mut v) = (w, 1.0);
+        reflect(&mut x, &mut v, w);
+        assert_eq!((x, v), (w - 1e-9, -1.0));
+    }
+
+    /// The fields of the scenarios: a pull of 0.6 towards the disc's centre in contraction, 0.6
+    /// downwards in gravity, none in the others.
+    #[test]
+    fn the_external_fields_are_those_of_the_scenarios() {
+        let p = particle(0, (9.0, 4.0), (0.0, 0.0), (0.0, 0.0));
+        for scenario in Scenario::ALL {
+            let md = Md::new(scenario, 6, 4, 1);
+            let (fx, fy) = md.external(&p);
+            match scenario {
+                Scenario::Contraction => {
+                    let (dx, dy) = (md.centre.0 - p.x, md.centre.1 - p.y);
+                    assert!(dx < 0.0 && dy < 0.0 && (md.centre.0, md.centre.1) == (0.3 * 15.0, 0.3 * 10.0));
+                    assert!((fx.hypot(fy) - 0.6).abs() <= 1e-12 && (fx * dy - fy * dx).abs() <= 1e-12 && fx * dx > 0.0);
+                }
+                Scenario::Gravity => assert_eq!((fx, fy), (0.0, -0.6)),
+                _ => assert_eq!((fx, fy), (0.0, 0.0), "{scenario:?}"),
+            }
+        }
     }
 
     /// Why md's halo is two boxes deep: a particle that just left box 2 for box 1 (in box 2's

@@ -804,6 +804,78 @@ mod tests {
         assert_eq!((x, v), (w - 1e-9, -1.0));
     }
 
+    /// The scenarios' placements: jittered square lattices (uniform 1.6 apart over the whole
+    /// domain; contraction 1.2 apart in a disc of radius 0.3 × the shorter side around 0.3 × the
+    /// sides; expansion 1.1 apart within half that radius of the middle, flying out at 0.3 ×
+    /// the distance to it; gravity 1.3 apart above 0.35 × the height), each particle within a
+    /// twentieth of the spacing of its own lattice point, ids in order; the same seed the same
+    /// particles, another seed other jitter.
+    #[test]
+    fn the_scenarios_place_jittered_lattices_in_their_regions() {
+        let (nx, ny) = (12, 8);
+        let (w, h) = (nx as f64 * CUTOFF, ny as f64 * CUTOFF);
+        for scenario in Scenario::ALL {
+            let md = Md::new(scenario, nx, ny, 3);
+            let centre = if scenario == Scenario::Contraction { (0.3 * w, 0.3 * h) } else { (0.5 * w, 0.5 * h) };
+            assert_eq!(md.centre, centre);
+            let radius = 0.3 * w.min(h);
+            let from_centre = |x: f64, y: f64| (x - centre.0).hypot(y - centre.1);
+            let (spacing, inside): (f64, &dyn Fn(f64, f64) -> bool) = match scenario {
+                Scenario::Uniform => (1.6, &|_, _| true),
+                Scenario::Contraction => (1.2, &|x, y| from_centre(x, y) < radius),
+                Scenario::Expansion => (1.1, &|x, y| from_centre(x, y) < 0.5 * radius),
+                Scenario::Gravity => (1.3, &|_, y| y > 0.35 * h),
+            };
+            let place = |seed| {
+                let mut placed = Vec::new();
+                initial_particles(scenario, (w, h, centre), seed, |p| placed.push(p));
+                placed
+            };
+            let placed = place(3);
+            let mut points = std::collections::BTreeSet::new();
+            for (n, p) in placed.iter().enumerate() {
+                assert_eq!((p.id as usize, p.bin, p.fx, p.fy), (n, 0, 0.0, 0.0), "{scenario:?}");
+                assert!(inside(p.x, p.y) && (0.0..w).contains(&p.x) && (0.0..h).contains(&p.y), "{scenario:?}");
+                let (i, j) = ((p.x / spacing - 0.5).round(), (p.y / spacing - 0.5).round());
+                let (lx, ly) = ((i + 0.5) * spacing, (j + 0.5) * spacing);
+                assert!((p.x - lx).abs() <= 0.05 * spacing && (p.y - ly).abs() <= 0.05 * spacing, "{scenario:?}");
+                assert!(points.insert((i as i64, j as i64)), "{scenario:?}: two particles on one point");
+                let v = if scenario == Scenario::Expansion {
+                    (0.3 * (p.x - centre.0), 0.3 * (p.y - centre.1))
+                } else {
+                    (0.0, 0.0)
+                };
+                assert_eq!((p.vx, p.vy), v, "{scenario:?}");
+            }
+            // Every lattice point whose jitter cannot take it out of the region holds a particle.
+            let jitter = 0.05 * spacing * std::f64::consts::SQRT_2;
+            let (columns, rows) = ((w / spacing) as i64, (h / spacing) as i64);
+            for (i, j) in (0..rows).flat_map(|j| (0..columns).map(move |i| (i, j))) {
+                let (lx, ly) = ((i as f64 + 0.5) * spacing, (j as f64 + 0.5) * spacing);
+                let surely = (0..8).all(|a| {
+                    let angle = a as f64 * std::f64::consts::FRAC_PI_4;
+                    inside(lx + jitter * angle.cos(), ly + jitter * angle.sin())
+                }) && lx + jitter < w
+                    && ly + jitter < h;
+                assert!(!surely || points.contains(&(i, j)), "{scenario:?}: point ({i}, {j}) empty");
+            }
+            assert!(placed.len() > 20, "{scenario:?}: {} particles", placed.len());
+            if scenario == Scenario::Uniform {
+                // The jitter: the seed's first two draws, across then up, on the first point.
+                let mut rng = SplitMix64::new(3);
+                let (dx, dy) = (rng.next_f64() - 0.5, rng.next_f64() - 0.5);
+                assert_eq!(
+                    (placed[0].x, placed[0].y),
+                    (0.5 * spacing + 0.1 * spacing * dx, 0.5 * spacing + 0.1 * spacing * dy)
+                );
+            }
+            assert_eq!(md.particles(), placed.len());
+            let (again, other) = (place(3), place(4));
+            assert!(again.iter().zip(&placed).all(|(a, b)| (a.x, a.y) == (b.x, b.y)));
+            assert!(other.iter().zip(&placed).all(|(a, b)| (a.x, a.y) != (b.x, b.y)));
+        }
+    }
+
     /// The fields of the scenarios: a pull of 0.6 towards the disc's centre in contraction, 0.6
     /// downwards in gravity, none in the others.
     #[test]

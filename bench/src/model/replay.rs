@@ -369,7 +369,8 @@ struct Lists {
 enum Steal<'a> {
     /// They do not.
     Never,
-    /// From the back of the first thread in their order that has two boxes left (pbs).
+    /// From the back of the first thread in their order with a box left, up to two boxes,
+    /// run at once (pbs).
     Neighbours(&'a [Vec<u32>]),
     /// Half of a random victim's remaining boxes, from the back (work stealing).
     Half,
@@ -956,6 +957,150 @@ mod tests {
     /// pbs's plan starts from the executor's own first mapping, on one node as on several:
     /// the runtime places the vCores on the node's sub-grid (`placement::numa_positions`),
     /// whose first measured loads move the cells more slowly than from random places.
+    /// A phase over lists, traced by hand: threads free earliest first take their own list's
+    /// front; an idle pbs thief pays the steal and runs up to two boxes from the back of the
+    /// first victim in its order with any left; a work-stealing thief moves the back half of a
+    /// list with two or more to its own (none with one); a thread with nothing to take ends
+    /// where it is. Costs (box `k` takes `k + 1`) add to the thread's busy time; a box's first
+    /// run sets its data's node; runs on another node than the data's count as remote, reruns
+    /// on the same thread as such.
+    #[test]
+    fn a_phase_over_lists_runs_as_traced_by_hand() {
+        let machine = Machine { steal: 0.1, ..Machine::fitted(1.0) };
+        let cost = |k: u32, _: usize, _: &Boxes| f64::from(k + 1);
+        let node_of = |t: usize| t as u32;
+        let fresh = |n: usize| Boxes {
+            last: vec![NONE; n],
+            home: vec![NONE; n],
+            remote: 0,
+            runs: 0,
+            reruns: 0,
+            same_thread: 0,
+        };
+        let lists = |l: &[&[u32]]| lists_of(&l.iter().map(|l| l.to_vec()).collect::<Vec<_>>());
+        let mut rng = SplitMix64::new(1);
+        let order = vec![vec![1], vec![0]];
+        let wake = [0.0, 0.5];
+        // Thread 0 runs 0, 1, 2 (ends at 6); thread 1 runs 4 (0.5 + 5), then steals 3 from
+        // thread 0's back at 5.5 + 0.1 and runs it (ends at 9.6).
+        let mut state = fresh(5);
+        let ends = run_lists(
+            lists(&[&[0, 1, 2, 3], &[4]]),
+            Steal::Neighbours(&order),
+            None,
+            &wake,
+            &machine,
+            &mut state,
+            &cost,
+            &node_of,
+            &mut rng,
+        );
+        assert_eq!(ends, vec![(6.0, 6.0), (5.5 + 0.1 + 4.0, 9.0)]);
+        assert_eq!((state.last.clone(), state.home.clone()), (vec![0, 0, 0, 1, 1], vec![0, 0, 0, 1, 1]));
+        // Again on the same state: without stealing thread 0 runs all four of its boxes; box 3's
+        // data stays on node 1 (the replay moves data only where pbs migrates).
+        let ends = run_lists(
+            lists(&[&[0, 1, 2, 3], &[4]]),
+            Steal::Never,
+            None,
+            &wake,
+            &machine,
+            &mut state,
+            &cost,
+            &node_of,
+            &mut rng,
+        );
+        assert_eq!(ends, vec![(10.0, 10.0), (5.5, 5.0)]);
+        assert_eq!((state.runs, state.reruns, state.same_thread, state.remote), (10, 5, 4, 1));
+        // A lender runs nothing. Thread 0 runs 5 then 4; thread 1 steals pairs from the back of
+        // its list, 1 then 0 at 0.5 + 0.1, 3 then 2 at 3.6 + 0.1.
+        let mut state = fresh(6);
+        let (three, lender) = ([vec![1], vec![0], vec![0]], Some(2));
+        let list = lists(&[&[5, 4, 3, 2, 1, 0], &[], &[]]);
+        let ends = run_lists(
+            list,
+            Steal::Neighbours(&three),
+            lender,
+            &[0.0, 0.5, 0.0],
+            &machine,
+            &mut state,
+            &cost,
+            &node_of,
+            &mut rng,
+        );
+        assert_eq!(ends, vec![(11.0, 11.0), (0.5 + 0.1 + 2.0 + 1.0 + 0.1 + 4.0 + 3.0, 10.0), (0.0, 0.0)]);
+        assert_eq!(state.last, vec![1, 1, 1, 1, 0, 0]);
+        // Work stealing: thread 0 takes box 0 first (equal times go by id); thread 1 moves the
+        // back half of the five left, rounded down (4 and 5), to its own list at 0.1.
+        let mut state = fresh(6);
+        let ends = run_lists(
+            lists(&[&[0, 1, 2, 3, 4, 5], &[]]),
+            Steal::Half,
+            None,
+            &[0.0, 0.0],
+            &machine,
+            &mut state,
+            &cost,
+            &node_of,
+            &mut rng,
+        );
+        assert_eq!(ends, vec![(10.0, 10.0), (0.1 + 5.0 + 6.0, 11.0)]);
+        assert_eq!(state.last, vec![0, 0, 0, 0, 1, 1]);
+        // One box left is no half: the thief ends at once.
+        let ends = run_lists(
+            lists(&[&[0, 1], &[]]),
+            Steal::Half,
+            None,
+            &[0.0, 0.0],
+            &machine,
+            &mut fresh(2),
+            &cost,
+            &node_of,
+            &mut rng,
+        );
+        assert_eq!(ends, vec![(3.0, 3.0), (0.0, 0.0)]);
+    }
+
+    /// eager's queue, traced by hand: with no pop time and no window, boxes go in index order
+    /// to the thread free first; within the window, the head goes to any thread waiting, at
+    /// random, which takes it at its own time; a pop adds an exponential time of the machine's
+    /// mean.
+    #[test]
+    fn the_shared_queue_runs_as_traced_by_hand() {
+        let cost = |k: u32, _: usize, _: &Boxes| f64::from(k + 1);
+        let node_of = |_: usize| 0;
+        let fresh = |n: usize| Boxes {
+            last: vec![NONE; n],
+            home: vec![NONE; n],
+            remote: 0,
+            runs: 0,
+            reruns: 0,
+            same_thread: 0,
+        };
+        let mut rng = SplitMix64::new(1);
+        let exact = Machine { eager_window: 0.0, eager_pop: 0.0, eager_pop_thread: 0.0, ..Machine::fitted(1.0) };
+        let mut state = fresh(5);
+        let ends = run_fifo(5, &[0.0, 0.5], &exact, &mut state, &cost, &node_of, &mut rng);
+        assert_eq!(ends, vec![(1.0 + 3.0 + 5.0, 9.0), (0.5 + 2.0 + 4.0, 6.0)]);
+        assert_eq!(state.last, vec![0, 1, 0, 1, 0]);
+        // Two threads 0.05 apart within a window of 0.1: either gets the one box.
+        let window = Machine { eager_window: 0.1, ..exact };
+        let mut won = [0; 2];
+        for _ in 0..200 {
+            let ends = run_fifo(1, &[0.0, 0.05], &window, &mut fresh(1), &cost, &node_of, &mut rng);
+            let t = usize::from(ends[1].1 > 0.0);
+            assert_eq!((ends[t].0, ends[1 - t]), ([0.0, 0.05][t] + 1.0, ([0.0, 0.05][1 - t], 0.0)));
+            won[t] += 1;
+        }
+        assert!(won.iter().all(|&w| w > 60), "{won:?}");
+        // Pops of mean 0.25 + 0.125 per thread: 2,000 boxes of cost 1 on one thread.
+        let popping = Machine { eager_pop: 0.25, eager_pop_thread: 0.125, ..exact };
+        let one = |_: u32, _: usize, _: &Boxes| 1.0;
+        let ends = run_fifo(2000, &[0.0], &popping, &mut fresh(2000), &one, &node_of, &mut rng);
+        let mean_pop = (ends[0].0 - 2000.0) / 2000.0;
+        assert!((mean_pop - 0.375).abs() < 0.03, "mean pop {mean_pop}");
+    }
+
     #[test]
     fn the_plan_starts_where_the_runtime_s_executor_starts() {
         use pbs_scheduler::executors::Pbs;

@@ -896,8 +896,6 @@ mod tests {
         }
     }
 
-    /// Why md's halo is two boxes deep: a particle that just left box 2 for box 1 (in box 2's
-    /// leave list) pulls on a particle of box 0, so box 0's task reads box 2.
     /// The estimate a process balances on first, without holding any particle, is
     /// `box_work` of the particles as placed (the whole state before its initial step).
     #[test]
@@ -911,6 +909,8 @@ mod tests {
         }
     }
 
+    /// Why md's halo is two boxes deep: a particle that just left box 2 for box 1 (in box 2's
+    /// leave list) pulls on a particle of box 0, so box 0's task reads box 2.
     #[test]
     fn a_box_two_away_acts_through_its_leavers() {
         let mut md = Md::new(Scenario::Uniform, 3, 1, 1);

@@ -954,9 +954,6 @@ mod tests {
         Trace::kept(name).unwrap()
     }
 
-    /// pbs's plan starts from the executor's own first mapping, on one node as on several:
-    /// the runtime places the vCores on the node's sub-grid (`placement::numa_positions`),
-    /// whose first measured loads move the cells more slowly than from random places.
     /// A phase over lists, traced by hand: threads free earliest first take their own list's
     /// front; an idle pbs thief pays the steal and runs up to two boxes from the back of the
     /// first victim in its order with any left; a work-stealing thief moves the back half of a
@@ -1101,6 +1098,9 @@ mod tests {
         assert!((mean_pop - 0.375).abs() < 0.03, "mean pop {mean_pop}");
     }
 
+    /// pbs's plan starts from the executor's own first mapping, on one node as on several:
+    /// the runtime places the vCores on the node's sub-grid (`placement::numa_positions`),
+    /// whose first measured loads move the cells more slowly than from random places.
     #[test]
     fn the_plan_starts_where_the_runtime_s_executor_starts() {
         use pbs_scheduler::executors::Pbs;

@@ -1098,6 +1098,31 @@ mod tests {
         assert!((mean_pop - 0.375).abs() < 0.03, "mean pop {mean_pop}");
     }
 
+    /// New owners are taken with their data (first touch on the new owner's node), and the
+    /// most boxes one thread receives is what the move costs; pbs's thieves look at the threads
+    /// on their own node first, then by the distance between the centroids of their boxes,
+    /// then by id.
+    #[test]
+    fn owners_are_taken_on_with_their_data_and_victims_are_ordered_by_node_then_distance() {
+        let node_of = |t: usize| (t / 2) as u32;
+        let mut owners = vec![0, 0, 1, 1, 2, 3];
+        let mut state =
+            Boxes { last: vec![NONE; 6], home: vec![0, 0, 0, 0, 1, 1], remote: 0, runs: 0, reruns: 0, same_thread: 0 };
+        assert_eq!(take_on(&mut owners, &[3, 0, 3, 1, 2, 3], &mut state, 4, &node_of), 2);
+        assert_eq!((owners, state.home), (vec![3, 0, 3, 1, 2, 3], vec![1, 0, 1, 0, 1, 1]));
+        // A row of 8 boxes: threads 0 and 1 (node 0) at its ends, 2 and 3 (node 1) between.
+        let mut t = trace("md-gravity-32x32.trace");
+        (t.header.nx, t.header.ny, t.header.nz) = (8, 1, 1);
+        let order = neighbour_order(&t, &[0, 2, 2, 3, 3, 3, 1, 1], 4, &node_of);
+        assert_eq!(order, vec![vec![1, 2, 3], vec![0, 3, 2], vec![3, 0, 1], vec![2, 1, 0]]);
+        // Centroids are means: thread 2's four boxes around thread 0's one are nearer to it
+        // than thread 3's one box three along, though their sum is not.
+        t.header.nx = 10;
+        let order = neighbour_order(&t, &[1, 1, 1, 2, 2, 0, 2, 2, 3, 1], 4, &node_of);
+        assert_eq!(order[0], vec![1, 2, 3]);
+        assert!(neighbour_order(&t, &[], 4, &node_of).is_empty());
+    }
+
     /// pbs's plan starts from the executor's own first mapping, on one node as on several:
     /// the runtime places the vCores on the node's sub-grid (`placement::numa_positions`),
     /// whose first measured loads move the cells more slowly than from random places.

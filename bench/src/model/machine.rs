@@ -200,4 +200,14 @@ mod tests {
         assert_eq!(m.start_cost(big, 256), 10.0 + 0.5 * big as f64 + PARALLEL_MIN_BOXES as f64);
         assert_eq!(m.take_on_cost(big, 256), 0.25 * big as f64 + PARALLEL_MIN_BOXES as f64);
     }
+
+    /// A barrier grows with log2 of the threads (none counted below one thread), a take from
+    /// eager's queue linearly with them.
+    #[test]
+    fn barriers_grow_with_log2_of_the_threads_and_queue_takes_linearly() {
+        let m =
+            Machine { barrier: 1.0, barrier_log2: 0.5, eager_pop: 2.0, eager_pop_thread: 0.25, ..Machine::fitted(1.0) };
+        assert_eq!([m.barrier_at(0), m.barrier_at(1), m.barrier_at(8), m.barrier_at(64)], [1.0, 1.0, 2.5, 4.0]);
+        assert_eq!([m.eager_pop_at(1), m.eager_pop_at(16)], [2.25, 6.0]);
+    }
 }

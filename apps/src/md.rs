@@ -957,6 +957,42 @@ mod tests {
         assert!(here.unpack_part(2, LEAVERS, &stay).unwrap_err().contains("staying particles"));
     }
 
+    /// After a step every box holds the momentum of the particles its task stepped (those it
+    /// keeps and those it sends on: unit masses), the motion hint `norcb` cuts along; a point at
+    /// the domain's far edges files into the last row or column; a box another process computes
+    /// is left empty here.
+    #[test]
+    fn boxes_carry_their_momentum_edges_file_inward_and_others_boxes_stay_empty() {
+        let mut md = Md::new(Scenario::Gravity, 8, 6, 2);
+        let mut exec = Pbs::new(md.grid, 2, PbsOptions::default()).unwrap();
+        let mut rec = Recorder::new("pbs", 2);
+        for _ in 0..3 {
+            md.iterate(&mut exec, &mut rec, None);
+        }
+        let mut moving = 0;
+        for b in &md.boxes {
+            let sum = b.stay.iter().chain(&b.leave).fold([0.0, 0.0], |m, p| [m[0] + p.vx, m[1] + p.vy]);
+            assert!(
+                (0..2).all(|a| (b.momentum[a] - sum[a]).abs() <= 1e-12 * (1.0 + sum[a].abs())),
+                "{:?} against {sum:?}",
+                b.momentum
+            );
+            moving += usize::from(sum[0] != 0.0 && sum[1] != 0.0);
+        }
+        assert!(moving > 4, "{moving} boxes in motion");
+        let (w, h) = (md.width, md.height);
+        assert_eq!([md.box_of(w, h), md.box_of(w, 0.0), md.box_of(0.0, h)], [47, 7, 40]);
+        // Half the grid is another process's: its boxes are empty after a step here.
+        let mut md = Md::new(Scenario::Uniform, 8, 6, 2);
+        let local: Vec<bool> = (0..md.grid.len()).map(|k| k % 8 < 4).collect();
+        md.compute_only(Some(local.clone())).unwrap();
+        md.iterate(&mut exec, &mut rec, None);
+        for (k, b) in md.boxes.iter().enumerate() {
+            let held = b.stay.len() + b.leave.len();
+            assert_eq!(held == 0, !local[k], "box {k}: {held} particles");
+        }
+    }
+
     /// Boxes, migration through the leave lists, and one phase per step against the plain
     /// all-pairs integration: every particle where it should be (to rounding, since the sums
     /// run in another order), each in the box its position lies in, none lost or doubled.

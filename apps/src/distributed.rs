@@ -94,7 +94,7 @@ impl<'a> Reader<'a> {
         let chunk = self
             .bytes
             .get(self.at..end)
-            .ok_or_else(|| format!("box data cut short: {} bytes, more than {} needed", self.bytes.len(), self.at))?;
+            .ok_or_else(|| format!("box data cut short: {} bytes where {end} are needed", self.bytes.len()))?;
         self.at = end;
         Ok(chunk.try_into().expect("N bytes"))
     }
@@ -451,6 +451,34 @@ mod tests {
         fn on_each_thread(&self, f: &(dyn Fn(usize) + Sync)) {
             self.inner.on_each_thread(f)
         }
+    }
+
+    /// A reader hands out little-endian numbers and runs of bytes in order, is empty exactly
+    /// when every byte was read, and names a buffer cut short, a count the rest cannot hold and
+    /// bytes left over.
+    #[test]
+    fn a_reader_reads_in_order_and_names_what_does_not_fit() {
+        let mut bytes = 7u64.to_le_bytes().to_vec();
+        bytes.extend(9u32.to_le_bytes());
+        bytes.extend(2.5f64.to_le_bytes());
+        bytes.extend([1, 2, 3]);
+        let mut r = Reader::new(&bytes);
+        assert!(!r.is_empty());
+        assert_eq!((r.u64(), r.u32(), r.f64()), (Ok(7), Ok(9), Ok(2.5)));
+        assert_eq!(r.bytes(4).unwrap_err(), "box data claims 4 bytes with 3 left");
+        assert_eq!(r.bytes(2), Ok(&[1u8, 2][..]));
+        assert!(!r.is_empty());
+        assert_eq!(r.end().unwrap_err(), "box data has 1 bytes more than its items");
+        assert_eq!(r.u32().unwrap_err(), "box data cut short: 23 bytes where 26 are needed");
+        assert_eq!(r.bytes(1), Ok(&[3u8][..]));
+        assert!(r.is_empty());
+        assert_eq!((r.end(), r.bytes(0)), (Ok(()), Ok(&[][..])));
+        let mut counted = 3u64.to_le_bytes().to_vec();
+        counted.extend([0; 16]);
+        assert_eq!(Reader::new(&counted).len(5), Ok(3));
+        let e = Reader::new(&counted).len(6).unwrap_err();
+        assert_eq!(e, "box data claims 3 items of 6 bytes with 16 bytes left");
+        assert!(Reader::new(&u64::MAX.to_le_bytes()).len(2).is_err(), "a count whose bytes overflow");
     }
 
     #[test]

@@ -729,6 +729,11 @@ mod tests {
     /// map, as `box_work` gives it (md's is tested beside it).
     #[test]
     fn the_initial_work_needs_no_state() {
+        let flat = pbs::Grid::new(9, 7).unwrap();
+        let md = crate::md::Md::initial_work(crate::md::Scenario::Gravity, 9, 7, 2);
+        assert!(md.iter().any(|&w| w > 0.0));
+        assert_eq!(initial_work("md", "gravity", flat, 2).unwrap(), md);
+        assert_eq!(initial_work("md-split", "gravity", flat, 2).unwrap(), md);
         let stencil = build("stencil", "drift", 7, 5, 2).unwrap();
         let grid = pbs::Grid::new(7, 5).unwrap();
         assert_eq!(initial_work("stencil", "drift", grid, 2).unwrap(), stencil.box_work());
@@ -761,5 +766,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A mask of boxes to compute must have one flag per box, and face bits name six faces at
+    /// most.
+    #[test]
+    fn a_mask_of_the_wrong_length_and_bits_that_name_no_face_are_refused() {
+        for app in ["md", "md-split", "stencil"] {
+            let mut a = build(app, crate::default_scenario(app), 6, 5, 1).unwrap();
+            let e = a.compute_only(Some(vec![true; 29])).unwrap_err();
+            assert_eq!(e, "29 flags for 30 boxes", "{app}");
+            a.compute_only(Some(vec![true; 30])).unwrap();
+        }
+        assert_eq!(Faces::from_bits(63).map(Faces::bits), Ok(63));
+        assert_eq!(Faces::from_bits(64).unwrap_err(), "face bits 0x40 name no face");
     }
 }

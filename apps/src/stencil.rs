@@ -653,4 +653,27 @@ mod tests {
         let mut far = Stencil::new(4, 4, 4, 1e300, None, 1).unwrap();
         far.iterate(&mut StaticBlocks::new(16, 1).unwrap(), &mut Recorder::new("static", 1), None);
     }
+
+    /// A stencil starts with a hot square of 100 over the first quarter of the boxes along x
+    /// and y (a column through the layers in 3D), 0 elsewhere, and its extra cost is the Perlin
+    /// map of a few large, sharp features its documentation names (frequency 1.5, 3 octaves,
+    /// contrast 4) drawn from its seed.
+    #[test]
+    fn a_stencil_starts_hot_in_one_corner_under_its_cost_map() {
+        for grid in [Grid::new(9, 8).unwrap(), Grid::new_3d(8, 4, 3).unwrap()] {
+            let app = Stencil::on_grid(grid, 3, 0.25, None, 7, None).unwrap();
+            let mut hot = 0;
+            for k in 0..grid.len() {
+                let [i, j, _] = grid.coords(k);
+                let value = if i < grid.nx() / 4 && j < grid.ny() / 4 { 100.0 } else { 0.0 };
+                hot += usize::from(value > 0.0);
+                assert!(app.tiles[k].iter().all(|&v| v == value), "{grid:?} box {k}");
+                assert_eq!(app.tiles[k].len(), app.cells());
+            }
+            assert_eq!(hot, (grid.nx() / 4) * (grid.ny() / 4) * grid.nz());
+            let map = PerlinMap { seed: 7, frequency: 1.5, octaves: 3, contrast: 4.0, ..Default::default() };
+            let costs = if grid.nz() > 1 { map.loads_3d(&grid) } else { map.loads(&grid) };
+            assert_eq!(app.cost, costs, "{grid:?}");
+        }
+    }
 }

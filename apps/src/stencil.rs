@@ -657,7 +657,8 @@ mod tests {
     /// A stencil starts with a hot square of 100 over the first quarter of the boxes along x
     /// and y (a column through the layers in 3D), 0 elsewhere, and its extra cost is the Perlin
     /// map of a few large, sharp features its documentation names (frequency 1.5, 3 octaves,
-    /// contrast 4) drawn from its seed.
+    /// contrast 4) drawn from its seed; the scenarios' tiles are 16 × 16 cells, 8 × 8 × 8 on
+    /// several layers.
     #[test]
     fn a_stencil_starts_hot_in_one_corner_under_its_cost_map() {
         for grid in [Grid::new(9, 8).unwrap(), Grid::new_3d(8, 4, 3).unwrap()] {
@@ -674,6 +675,9 @@ mod tests {
             let map = PerlinMap { seed: 7, frequency: 1.5, octaves: 3, contrast: 4.0, ..Default::default() };
             let costs = if grid.nz() > 1 { map.loads_3d(&grid) } else { map.loads(&grid) };
             assert_eq!(app.cost, costs, "{grid:?}");
+            // The scenarios' tiles: 16 × 16 cells on one layer, 8 × 8 × 8 on several.
+            let scenario = Stencil::by_scenario("drift", grid, 7, None).unwrap();
+            assert_eq!((scenario.side, scenario.cells()), if grid.nz() > 1 { (8, 512) } else { (16, 256) });
         }
     }
 }

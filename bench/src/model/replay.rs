@@ -392,6 +392,13 @@ struct Boxes {
 
 const NONE: u32 = u32::MAX;
 
+impl Boxes {
+    /// `n` boxes that have not run yet, their data nowhere yet.
+    fn new(n: usize) -> Boxes {
+        Boxes { last: vec![NONE; n], home: vec![NONE; n], remote: 0, runs: 0, reruns: 0, same_thread: 0 }
+    }
+}
+
 /// Replays `iterations` iterations of `trace` under `scheduler` on `threads` threads over
 /// `numa_nodes` nodes.
 #[allow(clippy::too_many_arguments)]
@@ -414,7 +421,7 @@ pub fn replay(
     }
     let n = trace.boxes();
     let node_of = |t: usize| (t * numa_nodes / threads) as u32;
-    let mut state = Boxes { last: vec![NONE; n], home: vec![NONE; n], remote: 0, runs: 0, reruns: 0, same_thread: 0 };
+    let mut state = Boxes::new(n);
     let mut rng = SplitMix64::new(0x5eed ^ threads as u64);
     let (mut wall, mut busy, mut critical) = (0.0, 0.0, 0.0);
     // Where the threads' idle time went (docs/design.md, "Idle time"), seconds; and the wall
@@ -966,21 +973,13 @@ mod tests {
         let machine = Machine { steal: 0.1, ..Machine::fitted(1.0) };
         let cost = |k: u32, _: usize, _: &Boxes| f64::from(k + 1);
         let node_of = |t: usize| t as u32;
-        let fresh = |n: usize| Boxes {
-            last: vec![NONE; n],
-            home: vec![NONE; n],
-            remote: 0,
-            runs: 0,
-            reruns: 0,
-            same_thread: 0,
-        };
         let lists = |l: &[&[u32]]| lists_of(&l.iter().map(|l| l.to_vec()).collect::<Vec<_>>());
         let mut rng = SplitMix64::new(1);
         let order = vec![vec![1], vec![0]];
         let wake = [0.0, 0.5];
         // Thread 0 runs 0, 1, 2 (ends at 6); thread 1 runs 4 (0.5 + 5), then steals 3 from
         // thread 0's back at 5.5 + 0.1 and runs it (ends at 9.6).
-        let mut state = fresh(5);
+        let mut state = Boxes::new(5);
         let ends = run_lists(
             lists(&[&[0, 1, 2, 3], &[4]]),
             Steal::Neighbours(&order),
@@ -1011,7 +1010,7 @@ mod tests {
         assert_eq!((state.runs, state.reruns, state.same_thread, state.remote), (10, 5, 4, 1));
         // A lender runs nothing. Thread 0 runs 5 then 4; thread 1 steals pairs from the back of
         // its list, 1 then 0 at 0.5 + 0.1, 3 then 2 at 3.6 + 0.1.
-        let mut state = fresh(6);
+        let mut state = Boxes::new(6);
         let (three, lender) = ([vec![1], vec![0], vec![0]], Some(2));
         let list = lists(&[&[5, 4, 3, 2, 1, 0], &[], &[]]);
         let ends = run_lists(
@@ -1029,7 +1028,7 @@ mod tests {
         assert_eq!(state.last, vec![1, 1, 1, 1, 0, 0]);
         // Work stealing: thread 0 takes box 0 first (equal times go by id); thread 1 moves the
         // back half of the five left, rounded down (4 and 5), to its own list at 0.1.
-        let mut state = fresh(6);
+        let mut state = Boxes::new(6);
         let ends = run_lists(
             lists(&[&[0, 1, 2, 3, 4, 5], &[]]),
             Steal::Half,
@@ -1050,7 +1049,7 @@ mod tests {
             None,
             &[0.0, 0.0],
             &machine,
-            &mut fresh(2),
+            &mut Boxes::new(2),
             &cost,
             &node_of,
             &mut rng,
@@ -1066,17 +1065,9 @@ mod tests {
     fn the_shared_queue_runs_as_traced_by_hand() {
         let cost = |k: u32, _: usize, _: &Boxes| f64::from(k + 1);
         let node_of = |_: usize| 0;
-        let fresh = |n: usize| Boxes {
-            last: vec![NONE; n],
-            home: vec![NONE; n],
-            remote: 0,
-            runs: 0,
-            reruns: 0,
-            same_thread: 0,
-        };
         let mut rng = SplitMix64::new(1);
         let exact = Machine { eager_window: 0.0, eager_pop: 0.0, eager_pop_thread: 0.0, ..Machine::fitted(1.0) };
-        let mut state = fresh(5);
+        let mut state = Boxes::new(5);
         let ends = run_fifo(5, &[0.0, 0.5], &exact, &mut state, &cost, &node_of, &mut rng);
         assert_eq!(ends, vec![(1.0 + 3.0 + 5.0, 9.0), (0.5 + 2.0 + 4.0, 6.0)]);
         assert_eq!(state.last, vec![0, 1, 0, 1, 0]);
@@ -1084,7 +1075,7 @@ mod tests {
         let window = Machine { eager_window: 0.1, ..exact };
         let mut won = [0; 2];
         for _ in 0..200 {
-            let ends = run_fifo(1, &[0.0, 0.05], &window, &mut fresh(1), &cost, &node_of, &mut rng);
+            let ends = run_fifo(1, &[0.0, 0.05], &window, &mut Boxes::new(1), &cost, &node_of, &mut rng);
             let t = usize::from(ends[1].1 > 0.0);
             assert_eq!((ends[t].0, ends[1 - t]), ([0.0, 0.05][t] + 1.0, ([0.0, 0.05][1 - t], 0.0)));
             won[t] += 1;
@@ -1093,7 +1084,7 @@ mod tests {
         // Pops of mean 0.25 + 0.125 per thread: 2,000 boxes of cost 1 on one thread.
         let popping = Machine { eager_pop: 0.25, eager_pop_thread: 0.125, ..exact };
         let one = |_: u32, _: usize, _: &Boxes| 1.0;
-        let ends = run_fifo(2000, &[0.0], &popping, &mut fresh(2000), &one, &node_of, &mut rng);
+        let ends = run_fifo(2000, &[0.0], &popping, &mut Boxes::new(2000), &one, &node_of, &mut rng);
         let mean_pop = (ends[0].0 - 2000.0) / 2000.0;
         assert!((mean_pop - 0.375).abs() < 0.03, "mean pop {mean_pop}");
     }
@@ -1106,8 +1097,7 @@ mod tests {
     fn owners_are_taken_on_with_their_data_and_victims_are_ordered_by_node_then_distance() {
         let node_of = |t: usize| (t / 2) as u32;
         let mut owners = vec![0, 0, 1, 1, 2, 3];
-        let mut state =
-            Boxes { last: vec![NONE; 6], home: vec![0, 0, 0, 0, 1, 1], remote: 0, runs: 0, reruns: 0, same_thread: 0 };
+        let mut state = Boxes { home: vec![0, 0, 0, 0, 1, 1], ..Boxes::new(6) };
         assert_eq!(take_on(&mut owners, &[3, 0, 3, 1, 2, 3], &mut state, 4, &node_of), 2);
         assert_eq!((owners, state.home), (vec![3, 0, 3, 1, 2, 3], vec![1, 0, 1, 0, 1, 1]));
         // A row of 8 boxes: threads 0 and 1 (node 0) at its ends, 2 and 3 (node 1) between.

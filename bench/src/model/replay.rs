@@ -975,37 +975,20 @@ mod tests {
         let node_of = |t: usize| t as u32;
         let lists = |l: &[&[u32]]| lists_of(&l.iter().map(|l| l.to_vec()).collect::<Vec<_>>());
         let mut rng = SplitMix64::new(1);
+        let mut run = |l: Lists, steal: Steal<'_>, lender: Option<usize>, wake: &[f64], state: &mut Boxes| {
+            run_lists(l, steal, lender, wake, &machine, state, &cost, &node_of, &mut rng)
+        };
         let order = vec![vec![1], vec![0]];
         let wake = [0.0, 0.5];
         // Thread 0 runs 0, 1, 2 (ends at 6); thread 1 runs 4 (0.5 + 5), then steals 3 from
         // thread 0's back at 5.5 + 0.1 and runs it (ends at 9.6).
         let mut state = Boxes::new(5);
-        let ends = run_lists(
-            lists(&[&[0, 1, 2, 3], &[4]]),
-            Steal::Neighbours(&order),
-            None,
-            &wake,
-            &machine,
-            &mut state,
-            &cost,
-            &node_of,
-            &mut rng,
-        );
+        let ends = run(lists(&[&[0, 1, 2, 3], &[4]]), Steal::Neighbours(&order), None, &wake, &mut state);
         assert_eq!(ends, vec![(6.0, 6.0), (5.5 + 0.1 + 4.0, 9.0)]);
         assert_eq!((state.last.clone(), state.home.clone()), (vec![0, 0, 0, 1, 1], vec![0, 0, 0, 1, 1]));
         // Again on the same state: without stealing thread 0 runs all four of its boxes; box 3's
         // data stays on node 1 (the replay moves data only where pbs migrates).
-        let ends = run_lists(
-            lists(&[&[0, 1, 2, 3], &[4]]),
-            Steal::Never,
-            None,
-            &wake,
-            &machine,
-            &mut state,
-            &cost,
-            &node_of,
-            &mut rng,
-        );
+        let ends = run(lists(&[&[0, 1, 2, 3], &[4]]), Steal::Never, None, &wake, &mut state);
         assert_eq!(ends, vec![(10.0, 10.0), (5.5, 5.0)]);
         assert_eq!((state.runs, state.reruns, state.same_thread, state.remote), (10, 5, 4, 1));
         // A lender runs nothing. Thread 0 runs 5 then 4; thread 1 steals pairs from the back of
@@ -1013,47 +996,17 @@ mod tests {
         let mut state = Boxes::new(6);
         let (three, lender) = ([vec![1], vec![0], vec![0]], Some(2));
         let list = lists(&[&[5, 4, 3, 2, 1, 0], &[], &[]]);
-        let ends = run_lists(
-            list,
-            Steal::Neighbours(&three),
-            lender,
-            &[0.0, 0.5, 0.0],
-            &machine,
-            &mut state,
-            &cost,
-            &node_of,
-            &mut rng,
-        );
+        let ends = run(list, Steal::Neighbours(&three), lender, &[0.0, 0.5, 0.0], &mut state);
         assert_eq!(ends, vec![(11.0, 11.0), (0.5 + 0.1 + 2.0 + 1.0 + 0.1 + 4.0 + 3.0, 10.0), (0.0, 0.0)]);
         assert_eq!(state.last, vec![1, 1, 1, 1, 0, 0]);
         // Work stealing: thread 0 takes box 0 first (equal times go by id); thread 1 moves the
         // back half of the five left, rounded down (4 and 5), to its own list at 0.1.
         let mut state = Boxes::new(6);
-        let ends = run_lists(
-            lists(&[&[0, 1, 2, 3, 4, 5], &[]]),
-            Steal::Half,
-            None,
-            &[0.0, 0.0],
-            &machine,
-            &mut state,
-            &cost,
-            &node_of,
-            &mut rng,
-        );
+        let ends = run(lists(&[&[0, 1, 2, 3, 4, 5], &[]]), Steal::Half, None, &[0.0, 0.0], &mut state);
         assert_eq!(ends, vec![(10.0, 10.0), (0.1 + 5.0 + 6.0, 11.0)]);
         assert_eq!(state.last, vec![0, 0, 0, 0, 1, 1]);
         // One box left is no half: the thief ends at once.
-        let ends = run_lists(
-            lists(&[&[0, 1], &[]]),
-            Steal::Half,
-            None,
-            &[0.0, 0.0],
-            &machine,
-            &mut Boxes::new(2),
-            &cost,
-            &node_of,
-            &mut rng,
-        );
+        let ends = run(lists(&[&[0, 1], &[]]), Steal::Half, None, &[0.0, 0.0], &mut Boxes::new(2));
         assert_eq!(ends, vec![(3.0, 3.0), (0.0, 0.0)]);
     }
 

@@ -680,4 +680,48 @@ mod tests {
             assert_eq!((scenario.side, scenario.cells()), if grid.nz() > 1 { (8, 512) } else { (16, 256) });
         }
     }
+
+    /// An iteration sweeps every tile, then folds the box's extra work into its first cell:
+    /// `1e-12 ×` the logistic map `x ← 3.9 x (1 − x)` run `cost × work_scale` times from
+    /// `0.25 + 0.5 × frac(|cell|)`; the cost map then drifts `drift` boxes (half as much along
+    /// y), or, every `rough_every` iterations, is drawn anew. A box's work is its extra work
+    /// plus a unit per cell; its footprint two tiles, a face of its tile, one tile written.
+    #[test]
+    fn an_iteration_folds_the_extra_work_in_and_moves_the_cost_map() {
+        let logistic = |units: usize, seed: f64| {
+            let mut x = 0.25 + 0.5 * seed.abs().fract();
+            for _ in 0..units {
+                x = 3.9 * x * (1.0 - x);
+            }
+            x
+        };
+        let grid = Grid::new(4, 4).unwrap();
+        let mut app = Stencil::on_grid(grid, 3, 0.25, Some(3), 5, None).unwrap().with_work_scale(50.0).unwrap();
+        assert_eq!(app.name(), "stencil");
+        let tile = 9 * 8;
+        assert_eq!(app.footprint(), Footprint { box_bytes: 2 * tile, halo_bytes: tile / 3, written_bytes: tile });
+        let mut exec = StaticBlocks::new(grid.len(), 2).unwrap();
+        let mut rec = Recorder::new("static", 2);
+        let mut map = app.map;
+        let mut folded = 0;
+        for iteration in 1..=7 {
+            assert_eq!(app.box_work(), app.cost.iter().map(|c| c * 50.0 + 9.0).collect::<Vec<_>>());
+            let mut expected: Vec<Vec<f64>> = (0..grid.len()).map(|_| vec![0.0; 9]).collect();
+            for (k, out) in expected.iter_mut().enumerate() {
+                app.sweep_2d(k, out);
+                let units = (app.cost[k] * 50.0) as usize;
+                folded += usize::from(units > 0);
+                out[0] += 1e-12 * logistic(units, out[0]);
+            }
+            app.iterate(&mut exec, &mut rec, None);
+            for (k, out) in expected.iter().enumerate() {
+                assert_eq!(&app.tiles[k][..], &out[..], "iteration {iteration}, box {k}");
+            }
+            map = if iteration % 3 == 0 { map.rough() } else { map.smooth(0.25) };
+            assert_eq!(app.cost, map.loads(&grid), "iteration {iteration}");
+        }
+        assert!(folded > 50, "{folded} boxes with extra work");
+        let cube = Stencil::on_grid(Grid::new_3d(2, 2, 2).unwrap(), 2, 0.25, None, 5, None).unwrap();
+        assert_eq!(cube.footprint(), Footprint { box_bytes: 128, halo_bytes: 32, written_bytes: 64 });
+    }
 }

@@ -105,6 +105,49 @@ mod tests {
         assert!(moved_d > 0 && moved_d < moved_rcb, "diffusion moved {moved_d}, RCB {moved_rcb}");
     }
 
+    /// Where one box outweighs a part's share, "far from balance" is measured against the
+    /// lower bound: a warm call diffuses to `1 + tol` × the bound up to `RESTART_FROM` × the
+    /// bound, and starts over above it. Both maps have a box of 150 in the first call's first
+    /// part; in the second, that part's other boxes weigh 3.
+    #[test]
+    fn the_restart_threshold_and_the_target_scale_with_the_lower_bound() {
+        let (grid, parts) = (Grid::new(16, 16).unwrap(), 4);
+        let mut d = Diffusion::default();
+        let first = d.partition(&grid, &vec![1.0; grid.len()], parts).unwrap();
+        let hot = first.iter().position(|&p| p == 0).unwrap();
+        let hot_part = |rest: f64| -> Vec<f64> {
+            (0..grid.len())
+                .map(|k| {
+                    if k == hot {
+                        150.0
+                    } else if first[k] == 0 {
+                        rest
+                    } else {
+                        1.0
+                    }
+                })
+                .collect()
+        };
+        for (rest, restarts) in [(1.0, false), (3.0, true)] {
+            let loads = hot_part(rest);
+            let bound = Problem::new(grid, &loads, parts).unwrap().lower_bound();
+            let now = metrics::max_avg(&metrics::charges(&first, &loads, parts));
+            // Where the threshold's scaling matters: off by the bound's factor either way.
+            if restarts {
+                assert!(bound > 1.1 && now > RESTART_FROM * bound && now < RESTART_FROM + bound, "{now} {bound}");
+            } else {
+                assert!(bound > 1.1 && now <= RESTART_FROM * bound && now > RESTART_FROM / bound, "{now} {bound}");
+            }
+            let restart = metrics::match_labels(&first, &kway_rcb(&grid, &loads, parts).unwrap(), parts).unwrap();
+            let ones = vec![1.0; grid.len()];
+            let diffused = pbs::diffusion::diffuse(&grid, &first, &loads, &ones, parts, 1.05 * bound).unwrap();
+            assert_ne!(restart, diffused, "the test needs the two branches to differ");
+            d.previous = Some((grid, parts, first.clone()));
+            let next = d.partition(&grid, &loads, parts).unwrap();
+            assert_eq!(next, if restarts { restart } else { diffused }, "rest {rest}");
+        }
+    }
+
     /// Far from balance (a new map), a warm call starts over from an RCB, ids matched; a new
     /// part count is a cold start.
     #[test]

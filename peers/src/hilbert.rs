@@ -80,6 +80,15 @@ mod tests {
                     cells[hilbert_index(side, x, y) as usize] = (x, y);
                 }
             }
+            // It starts in the lower left corner and ends in the lower right one, through the
+            // upper left quadrant second, as `hilbert_index` describes its order.
+            let half = (side / 2).max(1);
+            assert_eq!(cells[0], (0, 0));
+            assert_eq!(cells[cells.len() - 1], (side - 1, 0), "side {side}");
+            if side > 1 {
+                let second = cells[cells.len() / 4];
+                assert!(second.0 < half && second.1 >= half, "side {side}: {second:?}");
+            }
             for w in cells.windows(2) {
                 let (a, b) = (w[0], w[1]);
                 assert_eq!(a.0.abs_diff(b.0) + a.1.abs_diff(b.1), 1, "side {side}: {a:?} -> {b:?}");

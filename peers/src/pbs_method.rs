@@ -239,6 +239,58 @@ mod tests {
         }
     }
 
+    /// Each name's cold start is what its documentation says: `pbs-cells` the power cells'
+    /// owners from the RCB's centroids, `pbs-random-start` the cells from random vCores refined
+    /// box by box (without the refinement: those cells' owners), each run to the stop rule given (here three steps, as a tolerance of 0 is
+    /// never met), or to its own default without one.
+    #[test]
+    fn each_variant_cold_starts_as_its_name_says() {
+        let grid = Grid::new(48, 40).unwrap();
+        let loads = PerlinMap::with_seed(6).loads(&grid);
+        let parts = 6;
+        let problem = pbs::Problem::new(grid, &loads, parts).unwrap();
+        let tol = pbs::refine::RefineSettings::default().tol;
+        let method = || methods::by_name(methods::DEFAULT).unwrap();
+        let three = StopRule { max_steps: 3, tol: 0.0 };
+        for stop in [None, Some(three)] {
+            let cells_stop = stop.unwrap_or_else(|| StopRule::for_problem(&problem));
+            let mut cells = VCores::from_bisection(&problem);
+            let steps = balance(method().as_mut(), &problem, &mut cells, cells_stop, |_| {}).steps;
+            let mut pbs_cells = Pbs::variant("pbs-cells", stop).unwrap();
+            assert_eq!(pbs_cells.partition(&grid, &loads, parts).unwrap(), cells.owners(), "{stop:?}");
+            assert_eq!(pbs_cells.last_steps(), Some(steps));
+
+            let refined_stop = stop.unwrap_or_else(|| StopRule::before_refinement(&problem));
+            let start = VCores::random(&problem, 1);
+            let first =
+                pbs::refine::first_partition_from(method().as_mut(), &problem, start, refined_stop, tol).unwrap();
+            let mut random = Pbs::variant("pbs-random-start", stop).unwrap();
+            assert_eq!(random.partition(&grid, &loads, parts).unwrap(), first.owners, "{stop:?}");
+            assert_eq!(random.last_steps(), Some(first.steps));
+            assert_ne!(first.owners, cells.owners(), "the test needs the refinement to change owners");
+
+            // Random vCores without the refinement: their cells' owners.
+            let mut random_cells = VCores::random(&problem, 1);
+            balance(method().as_mut(), &problem, &mut random_cells, cells_stop, |_| {});
+            let mut unrefined = Pbs { cold_start: ColdStart::Random, refine: false, ..Pbs::with_stop(stop) };
+            assert_eq!(unrefined.partition(&grid, &loads, parts).unwrap(), random_cells.owners(), "{stop:?}");
+        }
+    }
+
+    /// A call on another grid, or with another part count, is a cold start: the same parts as
+    /// a fresh instance's.
+    #[test]
+    fn a_new_grid_or_part_count_is_a_cold_start() {
+        let (grid, other) = (Grid::new(40, 30).unwrap(), Grid::new(30, 40).unwrap());
+        let loads = PerlinMap::with_seed(3).loads(&grid);
+        let mut pbs = Pbs::default();
+        pbs.partition(&grid, &loads, 8).unwrap();
+        for (g, parts) in [(grid, 6), (other, 6), (grid, 6)] {
+            let fresh = Pbs::default().partition(&g, &loads, parts).unwrap();
+            assert_eq!(pbs.partition(&g, &loads, parts).unwrap(), fresh, "{g:?}, {parts} parts");
+        }
+    }
+
     /// Where a box that carries load outweighs the warm tolerance, a warm start's cells stop
     /// at two such boxes' share and the refinement brings the parts to the tolerance. Here
     /// (8.6 loaded boxes a part) the cells run to 0.05 took 22–103 steps a warm start and left

@@ -61,5 +61,9 @@ mod tests {
         assert_eq!(q.edge_cut, metrics::edge_cut(&g, &owners));
         assert!((q.max_avg - 2.0).abs() < 1e-12); // 4 of 6 boxes where the mean is 2
         assert_eq!(q.lower_bound, 1.0);
+        // One box of 12 where the mean part carries 6: no partition ends below 2 × the mean.
+        let q = measure(&g, &[12.0, 1.0, 1.0, 1.0, 1.0, 2.0], &owners, 3);
+        assert_eq!(q.lower_bound, 2.0);
+        assert!((q.max_avg - 13.0 / 6.0).abs() < 1e-12, "{q:?}"); // part 0: boxes 0 and 2
     }
 }

@@ -63,6 +63,20 @@ pub struct Decision {
     pub balanced_on: Option<Vec<f64>>,
 }
 
+impl Decision {
+    /// No change of owners, decided since `start`.
+    fn unchanged(imbalance: f64, start: Instant) -> Decision {
+        Decision {
+            imbalance,
+            rebalanced: false,
+            migrations: 0,
+            seconds: start.elapsed().as_secs_f64(),
+            rcb_would_move: None,
+            balanced_on: None,
+        }
+    }
+}
+
 enum Kind {
     /// The mapper.
     Pbs(Box<Mapper>),
@@ -254,31 +268,10 @@ impl RankBalancer {
     /// decision's. An error names a wrong length or a bad load.
     pub fn observe(&mut self, measured: &[f64], smoothed: &[f64]) -> Result<Step, String> {
         let start = Instant::now();
-        if measured.len() != self.ranks
-            || smoothed.len() != self.ranks
-            || measured.iter().chain(smoothed).any(|l| !(l.is_finite() && *l >= 0.0))
-        {
-            return Err(format!(
-                "{} rank loads and {} smoothed for {} ranks, or a value that is not finite and ≥ 0",
-                measured.len(),
-                smoothed.len(),
-                self.ranks,
-            ));
-        }
+        let [max, mean] = self.checked_max_mean(measured, smoothed)?;
         self.pending = None;
-        let mean = measured.iter().sum::<f64>() / self.ranks as f64;
-        let max = measured.iter().copied().fold(0.0, f64::max);
         let imbalance = if mean > 0.0 { max / mean } else { 1.0 };
-        let decided = |start: Instant| {
-            Step::Decided(Decision {
-                imbalance,
-                rebalanced: false,
-                migrations: 0,
-                seconds: start.elapsed().as_secs_f64(),
-                rcb_would_move: None,
-                balanced_on: None,
-            })
-        };
+        let decided = |start: Instant| Step::Decided(Decision::unchanged(imbalance, start));
         self.seen += 1;
         if self.seen <= WARMUP {
             return Ok(decided(start));
@@ -297,6 +290,33 @@ impl RankBalancer {
         }
         self.pending = Some((start, imbalance));
         Ok(Step::NeedsBoxLoads)
+    }
+
+    /// Sees the run's last iteration as [`RankBalancer::observe`] does, its imbalance
+    /// included, but never rebalances: no iteration would compute on the new owners, so
+    /// moving boxes there would only cost. A request of `observe` still pending is dropped.
+    pub fn observe_last(&mut self, measured: &[f64]) -> Result<Decision, String> {
+        let start = Instant::now();
+        let [max, mean] = self.checked_max_mean(measured, measured)?;
+        self.pending = None;
+        Ok(Decision::unchanged(if mean > 0.0 { max / mean } else { 1.0 }, start))
+    }
+
+    /// The largest and the mean of `measured`, after checking both sums' lengths and values.
+    fn checked_max_mean(&self, measured: &[f64], smoothed: &[f64]) -> Result<[f64; 2], String> {
+        if measured.len() != self.ranks
+            || smoothed.len() != self.ranks
+            || measured.iter().chain(smoothed).any(|l| !(l.is_finite() && *l >= 0.0))
+        {
+            return Err(format!(
+                "{} rank loads and {} smoothed for {} ranks, or a value that is not finite and ≥ 0",
+                measured.len(),
+                smoothed.len(),
+                self.ranks,
+            ));
+        }
+        let mean = measured.iter().sum::<f64>() / self.ranks as f64;
+        Ok([measured.iter().copied().fold(0.0, f64::max), mean])
     }
 
     /// After [`RankBalancer::observe`] asked for them: every box's load (its median over the
@@ -565,6 +585,33 @@ mod tests {
             assert_eq!(asked, want, "{name}");
             assert!(b.observe(&[1.0; 3], &[1.0; 3]).unwrap_err().contains("3 rank loads"));
             assert!(b.observe(&[1.0, 1.0, f64::NAN, 1.0], &sums).is_err());
+        }
+    }
+
+    /// The last iteration is seen for its imbalance only: where `observe` would ask for the
+    /// box loads (here at the first measured iteration, and on ranks far apart after it),
+    /// `observe_last` reports the same imbalance, changes no owner, and leaves nothing pending.
+    #[test]
+    fn the_last_iteration_is_measured_but_never_rebalanced() {
+        let grid = Grid::new(16, 16).unwrap();
+        let (box_loads, bytes) = (vec![1e-2; grid.len()], vec![8.0; grid.len()]);
+        for name in BALANCES {
+            let (mut asked, mut last) = (
+                RankBalancer::new(name, grid, 4, "always", None).unwrap(),
+                RankBalancer::new(name, grid, 4, "always", None).unwrap(),
+            );
+            let uneven = [4.0, 1.0, 1.0, 2.0];
+            for _ in 0..WARMUP {
+                asked.observe(&uneven, &uneven).unwrap();
+                last.observe(&uneven, &uneven).unwrap();
+            }
+            let d = last.observe_last(&uneven).unwrap();
+            assert_eq!((d.imbalance, d.rebalanced, d.migrations), (2.0, false, 0), "{name}");
+            assert!(d.rcb_would_move.is_none() && d.balanced_on.is_none());
+            assert!(last.balance_on(&box_loads, &bytes).unwrap_err().contains("without a request"), "{name}");
+            let step = asked.observe(&uneven, &uneven).unwrap();
+            assert_eq!(matches!(step, Step::NeedsBoxLoads), name != "static", "{name}: observe would ask");
+            assert!(last.observe_last(&[1.0; 3]).unwrap_err().contains("3 rank loads"));
         }
     }
 

@@ -160,9 +160,11 @@ struct Decided {
 /// Rank 0 decides from each rank's `sums` (its boxes' measured and smoothed loads:
 /// `MPI_Gather`), and asks for every box's load history and size when a rebalancing may follow
 /// (`MPI_Allreduce` of vectors each rank fills at its own boxes: every rank then holds the
-/// history of the boxes it may receive); the decision reaches every rank (`MPI_Bcast`).
+/// history of the boxes it may receive); the decision reaches every rank (`MPI_Bcast`). After
+/// the `last` iteration nothing is asked: no iteration would pay a migration back.
 fn decide(
     world: &impl Communicator,
+    last: bool,
     mut balancer: Option<&mut RankBalancer>,
     history: &mut LoadHistory,
     sums: [f64; 2],
@@ -177,9 +179,13 @@ fn decide(
         let mut all = vec![0.0; 2 * ranks];
         root.gather_into_root(&sums[..], &mut all[..]);
         let (measured, smoothed): (Vec<f64>, Vec<f64>) = all.chunks(2).map(|s| (s[0], s[1])).unzip();
-        match b.observe(&measured, &smoothed)? {
-            Step::Decided(d) => decided.decision = Some(d),
-            Step::NeedsBoxLoads => asks = 1,
+        if last {
+            decided.decision = Some(b.observe_last(&measured)?);
+        } else {
+            match b.observe(&measured, &smoothed)? {
+                Step::Decided(d) => decided.decision = Some(d),
+                Step::NeedsBoxLoads => asks = 1,
+            }
         }
     } else {
         root.gather_into(&sums[..]);
@@ -337,7 +343,8 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
         let loads = exec.take_loads_of(&mine);
         history.push(&mine, &loads);
         let sums = [loads.iter().fold(0.0, |a, &l| a + l), history.smoothed_sum(mine.iter().copied())];
-        let decided = decide(world, balancer.as_mut(), &mut history, sums, (&owners, me), app.as_ref())?;
+        let last = it + 1 == settings.iters;
+        let decided = decide(world, last, balancer.as_mut(), &mut history, sums, (&owners, me), app.as_ref())?;
         let (next, decision) = (decided.next, decided.decision);
         if let Some(d) = &decision {
             tally.imbalance.push(d.imbalance);

@@ -153,6 +153,20 @@ fn compare_runs_every_balance_in_one_job_with_one_checksum() {
     assert!(runs.iter().all(|r| r["checksum"] == expected.as_str()));
 }
 
+/// A criterion that asks after every iteration rebalances during the run, but not after its
+/// last iteration, whose new owners no iteration would use (before: RCB moved boxes there).
+#[test]
+fn nothing_is_rebalanced_after_the_last_iteration() {
+    let iters = 8;
+    let args = ["--app", "md", "--iters", "8", "--balance", "rcb", "--criterion", "always", "--json"];
+    let (out, _) = mpirun(2, &args, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let at: Vec<u64> = v["rebalancing_iterations"].as_array().unwrap().iter().map(|i| i.as_u64().unwrap()).collect();
+    assert!(!at.is_empty() && at.iter().all(|&i| i + 1 < iters), "{at:?}");
+    assert_eq!(v["imbalance_ranks_series"].as_array().unwrap().len(), iters as usize, "the last one measured");
+}
+
 #[test]
 fn a_rank_that_panics_or_exits_ends_the_job_with_its_message() {
     for (how, said) in [("1:3", "fault injected by PBS_MPI_FAIL"), ("2:5:exit", "exiting at iteration 5")] {

@@ -169,9 +169,62 @@ pub(crate) fn node_ranks_disjoint(node: &impl Communicator) -> bool {
     all_readable == 1 && total == u64::from(union.iter().map(|w| w.count_ones()).sum::<u32>())
 }
 
-/// Fixed-size figures of one rank, as gathered (f64s, then the host name's bytes).
+/// One rank's own figures, as rank 0 gathers them (numbers as f64s, then the host's name).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Gathered {
+    boxes: f64,
+    compute_ms_median: f64,
+    imbalance_threads: f64,
+    migrated_bytes: f64,
+    halo_bytes: f64,
+    migrated_boxes: f64,
+    online_cores: f64,
+    threads: f64,
+    window_boxes: f64,
+    given_cpus: f64,
+    pinned: f64,
+}
+
+/// Numbers in a [`Gathered`].
 const FIGURES: usize = 11;
+/// Bytes of a host's name gathered (longer names are cut).
 const HOST_BYTES: usize = 64;
+
+impl Gathered {
+    fn to_array(self) -> [f64; FIGURES] {
+        [
+            self.boxes,
+            self.compute_ms_median,
+            self.imbalance_threads,
+            self.migrated_bytes,
+            self.halo_bytes,
+            self.migrated_boxes,
+            self.online_cores,
+            self.threads,
+            self.window_boxes,
+            self.given_cpus,
+            self.pinned,
+        ]
+    }
+
+    fn from_slice(f: &[f64]) -> Gathered {
+        let [boxes, compute_ms_median, imbalance_threads, migrated_bytes, halo_bytes, migrated_boxes, online_cores, threads, window_boxes, given_cpus, pinned] =
+            <[f64; FIGURES]>::try_from(f).expect("FIGURES numbers per rank");
+        Gathered {
+            boxes,
+            compute_ms_median,
+            imbalance_threads,
+            migrated_bytes,
+            halo_bytes,
+            migrated_boxes,
+            online_cores,
+            threads,
+            window_boxes,
+            given_cpus,
+            pinned,
+        }
+    }
+}
 
 /// Gathers every rank's figures on rank 0 and returns the summary there (`None` elsewhere).
 pub(crate) fn gather(
@@ -183,19 +236,20 @@ pub(crate) fn gather(
     report: &RunReport,
     checksum: u64,
 ) -> Option<Summary> {
-    let figures: [f64; FIGURES] = [
-        boxes as f64,
-        median(&tally.compute_ms),
-        report.max_avg,
-        tally.migrated_bytes as f64,
-        tally.halo_bytes as f64,
-        tally.migrated_boxes as f64,
-        online_cores() as f64,
-        settings.threads as f64,
-        window_boxes as f64,
-        given_cpus() as f64,
-        f64::from(u8::from(tally.pinned)),
-    ];
+    let figures = Gathered {
+        boxes: boxes as f64,
+        compute_ms_median: median(&tally.compute_ms),
+        imbalance_threads: report.max_avg,
+        migrated_bytes: tally.migrated_bytes as f64,
+        halo_bytes: tally.halo_bytes as f64,
+        migrated_boxes: tally.migrated_boxes as f64,
+        online_cores: online_cores() as f64,
+        threads: settings.threads as f64,
+        window_boxes: window_boxes as f64,
+        given_cpus: given_cpus() as f64,
+        pinned: f64::from(u8::from(tally.pinned)),
+    }
+    .to_array();
     let mut name = [0u8; HOST_BYTES];
     let h = host();
     let len = h.len().min(HOST_BYTES);
@@ -211,36 +265,54 @@ pub(crate) fn gather(
     root.gather_into_root(&figures[..], &mut all[..]);
     let mut names = vec![0u8; HOST_BYTES * ranks];
     root.gather_into_root(&name[..], &mut names[..]);
-    let per_rank: Vec<RankFigures> = (0..ranks)
-        .map(|r| {
-            let f = &all[r * FIGURES..(r + 1) * FIGURES];
-            let n = &names[r * HOST_BYTES..(r + 1) * HOST_BYTES];
-            RankFigures {
-                rank: r,
-                host: String::from_utf8_lossy(&n[..n.iter().position(|&b| b == 0).unwrap_or(HOST_BYTES)]).into_owned(),
-                boxes: f[0] as usize,
-                window_boxes: f[8] as usize,
-                compute_ms_median: f[1],
-                imbalance_threads: f[2],
-                migrated_bytes_sent: f[3] as u64,
-                halo_bytes_sent: f[4] as u64,
-            }
+    let gathered: Vec<(Gathered, String)> = all
+        .chunks_exact(FIGURES)
+        .zip(names.chunks_exact(HOST_BYTES))
+        .map(|(f, n)| {
+            let n = &n[..n.iter().position(|&b| b == 0).unwrap_or(HOST_BYTES)];
+            (Gathered::from_slice(f), String::from_utf8_lossy(n).into_owned())
+        })
+        .collect();
+    Some(summarise(settings, grid, tally, &gathered, checksum))
+}
+
+/// The summary from every rank's gathered figures and host (in rank order) and rank 0's tally.
+fn summarise(
+    settings: &Settings,
+    grid: Grid,
+    tally: &Tally,
+    gathered: &[(Gathered, String)],
+    checksum: u64,
+) -> Summary {
+    let ranks = gathered.len();
+    let per_rank: Vec<RankFigures> = gathered
+        .iter()
+        .enumerate()
+        .map(|(r, (f, host))| RankFigures {
+            rank: r,
+            host: host.clone(),
+            boxes: f.boxes as usize,
+            window_boxes: f.window_boxes as usize,
+            compute_ms_median: f.compute_ms_median,
+            imbalance_threads: f.imbalance_threads,
+            migrated_bytes_sent: f.migrated_bytes as u64,
+            halo_bytes_sent: f.halo_bytes as u64,
         })
         .collect();
     // Oversubscribed: some host runs more threads than it has cores.
     let mut hosts: Vec<(&str, f64, f64)> = Vec::new();
-    for (r, p) in per_rank.iter().enumerate() {
-        let (cores, threads) = (all[r * FIGURES + 6], all[r * FIGURES + 7]);
-        match hosts.iter_mut().find(|h| h.0 == p.host) {
-            Some(h) => h.2 += threads,
-            None => hosts.push((&p.host, cores, threads)),
+    for (f, host) in gathered {
+        match hosts.iter_mut().find(|h| h.0 == host) {
+            Some(h) => h.2 += f.threads,
+            None => hosts.push((host, f.online_cores, f.threads)),
         }
     }
-    let ranks_short_of_cpus: Vec<usize> = (0..ranks).filter(|&r| all[r * FIGURES + 7] > all[r * FIGURES + 9]).collect();
-    let pinned_ranks: Vec<usize> = (0..ranks).filter(|&r| all[r * FIGURES + 10] > 0.0).collect();
+    let ranks_short_of_cpus: Vec<usize> =
+        (0..ranks).filter(|&r| gathered[r].0.threads > gathered[r].0.given_cpus).collect();
+    let pinned_ranks: Vec<usize> = (0..ranks).filter(|&r| gathered[r].0.pinned > 0.0).collect();
     let oversubscribed = hosts.iter().any(|(_, cores, threads)| threads > cores) || !ranks_short_of_cpus.is_empty();
     let migrated_bytes: u64 = per_rank.iter().map(|p| p.migrated_bytes_sent).sum();
-    let migrated_boxes: u64 = (0..ranks).map(|r| all[r * FIGURES + 5] as u64).sum();
+    let migrated_boxes: u64 = gathered.iter().map(|(f, _)| f.migrated_boxes as u64).sum();
     let halo: u64 = per_rank.iter().map(|p| p.halo_bytes_sent).sum();
     let series = &tally.imbalance;
     let rebalancings = tally.rebalancing_iterations.len();
@@ -250,7 +322,7 @@ pub(crate) fn gather(
         None => median(series),
     };
     let shadowed = matches!(settings.balance.as_str(), "pbs" | "diffusion");
-    Some(Summary {
+    Summary {
         app: settings.app.clone(),
         scenario: settings.scenario.clone(),
         seed: settings.seed,
@@ -291,5 +363,119 @@ pub(crate) fn gather(
         bound_over_migrated: (migrated_bytes > 0)
             .then(|| tally.bound_bytes.iter().sum::<f64>() / migrated_bytes as f64),
         per_rank,
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RankPinning;
+
+    fn settings(balance: &str) -> Settings {
+        Settings {
+            app: "md".into(),
+            scenario: "gravity".into(),
+            threads: 2,
+            iters: 5,
+            nx: 8,
+            ny: 6,
+            nz: 1,
+            seed: 3,
+            balance: balance.into(),
+            criterion: "boulmier".into(),
+            executor: "pbs".into(),
+            fail: None,
+            pin: RankPinning::Auto,
+        }
+    }
+
+    /// A rank on `host` with `cores` online and `cpus` given, running 2 threads.
+    fn rank(host: &str, cores: f64, cpus: f64, migrated: f64, pinned: bool) -> (Gathered, String) {
+        let f = Gathered {
+            boxes: 16.0,
+            compute_ms_median: 1.0 + migrated / 1000.0,
+            imbalance_threads: 1.0 + migrated / 10_000.0,
+            migrated_bytes: migrated,
+            halo_bytes: 2.0 * migrated,
+            migrated_boxes: migrated / 100.0,
+            online_cores: cores,
+            threads: 2.0,
+            window_boxes: 24.0,
+            given_cpus: cpus,
+            pinned: f64::from(u8::from(pinned)),
+        };
+        (f, host.to_string())
+    }
+
+    #[test]
+    fn gathered_figures_go_through_the_array_unchanged() {
+        let (f, _) = rank("a", 4.0, 3.0, 700.0, true);
+        assert_eq!(Gathered::from_slice(&f.to_array()), f);
+        // No two fields hold equal numbers above, so that a swap would show.
+        let a = f.to_array();
+        assert!(a.iter().enumerate().all(|(i, x)| !a[..i].contains(x)), "{a:?}");
+    }
+
+    /// The global figures from the ranks': sums, per-host oversubscription, ranks short of
+    /// CPUs, pinned ranks, the ranks' imbalance after the last and the first rebalancing, the
+    /// bytes per rebalancing and the shadow and bound ratios (`pbs` and `diffusion` only).
+    #[test]
+    fn the_summary_adds_up_the_ranks_and_reads_the_series_after_the_rebalancings() {
+        let tally = Tally {
+            imbalance: vec![2.0, 1.5, 1.25, 1.0, 1.5],
+            rebalancing_iterations: vec![0, 2],
+            rebalancing_bytes: vec![600, 400],
+            rcb_shadow_bytes: vec![900, 1100],
+            bound_bytes: vec![300.4, 199.7],
+            iter_ms: vec![3.0, 1.0, 2.0],
+            exchange_ms: vec![0.5, 0.1, 0.2],
+            ..Tally::default()
+        };
+        let ranks =
+            [rank("a", 4.0, 4.0, 100.0, false), rank("a", 4.0, 4.0, 300.0, true), rank("b", 2.0, 2.0, 600.0, true)];
+        let grid = Grid::new(8, 6).unwrap();
+        let s = summarise(&settings("pbs"), grid, &tally, &ranks, 0xabc);
+        assert_eq!((s.nx, s.ny, s.nz, s.ranks, s.threads, s.iters), (8, 6, 1, 3, 2, 5));
+        assert_eq!(s.checksum, "0000000000000abc");
+        assert!(!s.oversubscribed, "host a runs 4 threads on 4 cores, b 2 on 2");
+        assert_eq!((s.ranks_short_of_cpus, s.pinned_ranks), (vec![], vec![1, 2]));
+        assert_eq!((s.migrated_bytes, s.migrated_boxes), (1000, 10));
+        assert_eq!(s.halo_bytes_per_iter, 2.0 * 1000.0 / 5.0);
+        assert_eq!(s.imbalance_ranks, 1.25, "median of 1.0 and 1.5, after iteration 2");
+        assert_eq!(s.imbalance_ranks_after_first, Some(1.375));
+        assert_eq!((s.rebalancings, s.migrated_bytes_per_rebalancing), (2, 500.0));
+        assert_eq!(s.rcb_shadow_over_migrated, Some(2.0));
+        assert_eq!(s.migration_bound_bytes, vec![300, 200]);
+        assert!((s.bound_over_migrated.unwrap() - 0.5001).abs() < 1e-12);
+        assert_eq!((s.iter_ms_median, s.exchange_ms_median), (2.0, 0.2));
+        assert_eq!(s.imbalance_threads_median, 1.0 + 300.0 / 10_000.0);
+        assert_eq!(s.per_rank[2].host, "b");
+        assert_eq!(
+            (s.per_rank[1].migrated_bytes_sent, s.per_rank[1].halo_bytes_sent, s.per_rank[1].compute_ms_median),
+            (300, 600, 1.0 + 300.0 / 1000.0)
+        );
+        assert_eq!((s.per_rank[0].boxes, s.per_rank[0].window_boxes), (16, 24));
+
+        // rcb has no shadow of itself; without a rebalancing the whole series counts.
+        let still = Tally { imbalance: tally.imbalance.clone(), ..Tally::default() };
+        let s = summarise(&settings("rcb"), grid, &still, &ranks[..1], 0);
+        assert_eq!((s.rcb_shadow_over_migrated, s.bound_over_migrated), (None, Some(0.0)));
+        assert_eq!((s.imbalance_ranks, s.imbalance_ranks_after_first), (1.5, None));
+        assert_eq!(s.migrated_bytes_per_rebalancing, 0.0);
+    }
+
+    /// Oversubscribed: some host runs more threads than it has cores (ranks on one host add
+    /// up), or some rank more threads than the CPUs it was given.
+    #[test]
+    fn oversubscription_is_counted_per_host_and_per_rank() {
+        let grid = Grid::new(8, 6).unwrap();
+        let tally = Tally { imbalance: vec![1.0], ..Tally::default() };
+        let over = |ranks: &[(Gathered, String)]| summarise(&settings("pbs"), grid, &tally, ranks, 0);
+        let s = over(&[rank("a", 3.0, 2.0, 0.0, false), rank("a", 3.0, 2.0, 0.0, false)]);
+        assert!(s.oversubscribed && s.ranks_short_of_cpus.is_empty(), "4 threads on a's 3 cores");
+        let s = over(&[rank("a", 3.0, 2.0, 0.0, false), rank("b", 3.0, 2.0, 0.0, false)]);
+        assert!(!s.oversubscribed, "2 threads on each host's 3 cores");
+        let s = over(&[rank("a", 8.0, 2.0, 0.0, false), rank("a", 8.0, 1.0, 0.0, false)]);
+        assert!(s.oversubscribed && s.ranks_short_of_cpus == [1], "rank 1: 2 threads on 1 CPU");
+    }
 }

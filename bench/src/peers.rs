@@ -947,6 +947,222 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// Each seed's five shapes on 80×40, as `dense_maps` describes them: a disc of radius 12
+    /// at 50 and a 3×3 hot box at 300 about the same centre, drawn in [20, 60) × [10, 30);
+    /// rings of 1 over 0.02 on about acos(0.3)/π of the boxes; a gradient along x alone from 1
+    /// to nearly e⁶; dense particles under a free surface between y = 24 and 32, a thin
+    /// remainder above it.
+    #[test]
+    fn the_dense_maps_have_the_shapes_they_are_named_for() {
+        let maps = dense_maps(3);
+        let mut centres = Vec::new();
+        for (seed, five) in maps.chunks(DENSE_SHAPES).enumerate() {
+            let names: Vec<&str> = five.iter().map(|m| m.name.as_str()).collect();
+            let s = seed + 1;
+            assert_eq!(
+                names,
+                [
+                    format!("dense-rings-s{s}"),
+                    format!("dense-disc-s{s}"),
+                    format!("dense-gradient-s{s}"),
+                    format!("dense-hot-box-s{s}"),
+                    format!("dense-md-density-s{s}")
+                ]
+            );
+            let grid = five[0].grid;
+            assert_eq!((grid.nx(), grid.ny()), (80, 40));
+            let at = |m: &Map, value: f64| -> Vec<[f64; 3]> {
+                (0..grid.len()).filter(|&k| m.loads[k] == value).map(|k| grid.centre(k)).collect()
+            };
+            let centroid = |c: &[[f64; 3]]| {
+                let n = c.len() as f64;
+                (c.iter().map(|p| p[0]).sum::<f64>() / n, c.iter().map(|p| p[1]).sum::<f64>() / n)
+            };
+            let (rings, disc, gradient, hot, md) = (&five[0], &five[1], &five[2], &five[3], &five[4]);
+            let in_disc = at(disc, 50.0);
+            assert!((in_disc.len() as f64 - std::f64::consts::PI * 144.0).abs() < 20.0, "{}", in_disc.len());
+            assert_eq!(in_disc.len() + at(disc, 1.0).len(), grid.len());
+            let (cx, cy) = centroid(&in_disc);
+            assert!((20.0..60.0).contains(&cx) && (10.0..30.0).contains(&cy), "({cx}, {cy})");
+            let in_hot = at(hot, 300.0);
+            assert_eq!(in_hot.len() + at(hot, 1.0).len(), grid.len());
+            assert_eq!(in_hot.len(), 9);
+            let (hx, hy) = centroid(&in_hot);
+            assert!((hx - cx).abs() < 1.0 && (hy - cy).abs() < 1.0, "({hx}, {hy}) against ({cx}, {cy})");
+            centres.push((hx, hy));
+
+            let lit = at(rings, 1.0).len() as f64 / grid.len() as f64;
+            assert_eq!(at(rings, 1.0).len() + at(rings, 0.02).len(), grid.len());
+            assert!((lit - 0.3f64.acos() / std::f64::consts::PI).abs() < 0.05, "{lit}");
+
+            let row = &gradient.loads[..80];
+            assert!(gradient.loads.chunks(80).all(|r| r == row), "the gradient depends on x alone");
+            let (lo, hi) = row.iter().fold((f64::MAX, 0.0f64), |(a, b), &q| (a.min(q), b.max(q)));
+            assert!(lo >= 1.0 && lo < 1.1 && hi > 6f64.exp() * 0.9 && hi <= 6f64.exp(), "{lo} {hi}");
+
+            for k in 0..grid.len() {
+                let y = grid.centre(k)[1];
+                if y < 24.0 {
+                    assert!(md.loads[k] >= 1.0, "below any surface at y {y}: {}", md.loads[k]);
+                } else if y > 32.0 {
+                    assert!(md.loads[k] <= 0.05, "above any surface at y {y}: {}", md.loads[k]);
+                }
+            }
+            let bottom = md.loads[..80].iter().sum::<f64>() / 80.0;
+            let middle = md.loads[80 * 15..80 * 16].iter().sum::<f64>() / 80.0;
+            assert!(bottom > 2.0 * middle, "denser at the bottom: {bottom} against {middle}");
+        }
+        assert!(centres.windows(2).all(|w| w[0] != w[1]), "each seed its own centre: {centres:?}");
+    }
+
+    /// The limits are inclusive: a map of exactly `MAX_BOXES` boxes, and maps of one part
+    /// count holding exactly `MAX_HELD_BOXES`, run; the maps of every asked size count.
+    #[test]
+    fn the_size_limits_are_reached_not_passed() {
+        // 1024 parts × 1024 boxes a part: a 1024 × 1024 map, MAX_BOXES exactly.
+        let at_max = PeersSettings { parts: vec![1024], boxes_per_part: vec![1024], seeds: 1, ..small() };
+        assert!(check_sizes(&at_max).is_ok());
+        let past = PeersSettings { boxes_per_part: vec![1026], ..at_max.clone() };
+        assert!(check_sizes(&past).unwrap_err().contains("1025×1025"));
+        // 64 seeds of MAX_BOXES: MAX_HELD_BOXES exactly; a second size of map passes it.
+        assert!(check_sizes(&PeersSettings { seeds: 64, ..at_max.clone() }).is_ok());
+        let two_sizes = PeersSettings { seeds: 64, boxes_per_part: vec![1024, 20], ..at_max };
+        assert!(check_sizes(&two_sizes).unwrap_err().contains("--seeds 64"));
+        // Where the nearest square holds exactly 20 boxes a part, it is the side.
+        assert_eq!(side_for(20, 20), 20);
+    }
+
+    /// Generated Perlin maps are named by size and seed (from 1) and drawn from that seed;
+    /// maps with fewer than `MIN_BOXES_PER_PART` boxes a part are left out.
+    #[test]
+    fn maps_are_named_by_seed_and_kept_where_they_have_enough_boxes_a_part() {
+        let settings = PeersSettings { seeds: 2, boxes_per_part: vec![40], ..small() };
+        let got = maps(&settings, 4).unwrap();
+        let names: Vec<&str> = got.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["perlin-40bpp-s1", "perlin-40bpp-s2"]);
+        for (m, seed) in got.iter().zip(1..) {
+            assert_eq!(m.loads, PerlinMap::with_seed(seed).loads(&m.grid), "{}", m.name);
+        }
+        let dir = std::env::temp_dir().join(format!("pbs-peers-sizes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, nx) in [("wide", 20), ("narrow", 19)] {
+            let grid = Grid::new(nx, 4).unwrap();
+            std::fs::write(dir.join(format!("{name}.csv")), pbs::loadmap::to_csv(&grid, &vec![1.0; grid.len()]))
+                .unwrap();
+        }
+        // 4 parts need 80 boxes: 20 × 4 has them, 19 × 4 not.
+        let from_dir = maps(&PeersSettings { maps: Maps::Dir(dir.clone()), ..small() }, 4).unwrap();
+        assert_eq!(from_dir.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["wide"]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Each row's ratios are its own measures': `max_avg / lower_bound`, and the edge cut over
+    /// the smallest of the methods on the same map (1 for that one).
+    #[test]
+    fn the_ratios_of_a_row_are_of_its_own_measures() {
+        let rows = partitions(&PeersSettings { parts: vec![16], ..small() }, |_| {}).unwrap();
+        let best = rows.iter().filter_map(|r| r.quality.map(|q| q.edge_cut)).min().unwrap();
+        assert!(rows.iter().filter_map(|r| r.quality).any(|q| q.edge_cut > best), "the test needs cuts that differ");
+        for r in &rows {
+            let q = r.quality.unwrap();
+            assert_eq!(r.to_bound, Some(q.max_avg / q.lower_bound), "{r:?}");
+            assert_eq!(r.cut_to_best, Some(q.edge_cut as f64 / best as f64), "{r:?}");
+        }
+    }
+
+    /// `--pbs-tol` reaches every pbs row as its stop rule's tolerance (the rest of the rule
+    /// pbs's default), and no other method. (`pbs`'s parts come out the same here at either
+    /// tolerance, after its refinement; `pbs-cells`' do not.)
+    #[test]
+    fn the_pbs_tolerance_is_the_pbs_rows_stop_rule() {
+        let grid = Grid::new(40, 40).unwrap();
+        let loads = PerlinMap::with_seed(5).loads(&grid);
+        let methods = vec!["pbs".to_string(), "pbs-cells".into(), "rcb".into()];
+        let loose = PeersSettings { pbs_tol: Some(0.3), methods: methods.clone(), ..small() };
+        let stop = pbs::StopRule { tol: 0.3, ..Default::default() };
+        for (mut m, name) in make(&loose).unwrap().into_iter().zip(&methods) {
+            let got = m.partition(&grid, &loads, 8).unwrap();
+            let by_hand = match pbs_peers::Pbs::variant(name, Some(stop)) {
+                Some(mut p) => p.partition(&grid, &loads, 8).unwrap(),
+                None => pbs_peers::by_name(name).unwrap().partition(&grid, &loads, 8).unwrap(),
+            };
+            assert!(got == by_hand, "{name}");
+            if name == "pbs-cells" {
+                let default = pbs_peers::by_name(name).unwrap().partition(&grid, &loads, 8).unwrap();
+                assert!(got != default, "{name}: the test needs a tolerance that changes the parts");
+            }
+        }
+    }
+
+    /// A method that recomputes from scratch may give the same parts other ids from step to
+    /// step: its ids are matched to the previous step's before moves are counted, so that a
+    /// renaming is no move. Here a k-way RCB whose ids turn by one a call moves exactly as many
+    /// boxes as the RCB beside it.
+    #[test]
+    fn moves_of_a_method_that_renames_its_parts_are_counted_after_matching() {
+        struct Renaming(u32);
+        impl Partitioner for Renaming {
+            fn name(&self) -> &str {
+                "renaming"
+            }
+            fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> pbs_peers::Result<Vec<u32>> {
+                self.0 += 1;
+                let owners = pbs::bisection::kway_rcb(grid, loads, parts)?;
+                Ok(owners.into_iter().map(|p| (p + self.0) % parts as u32).collect())
+            }
+        }
+        let grid = Grid::new(30, 30).unwrap();
+        let methods: Vec<Box<dyn Partitioner>> = vec![Box::new(Renaming(0)), Box::new(pbs_peers::KwayRcb)];
+        let of = Sequence { kind: "drift", map_name: "perlin", grid, parts: 6, steps: 6 };
+        let mut map = PerlinMap::with_seed(3);
+        let drift = |step: usize| {
+            if step > 0 {
+                map = map.smooth(0.5);
+            }
+            map.loads(&grid)
+        };
+        let rows = sequence(methods, of, drift, &mut |_| {}).unwrap();
+        let (renaming, rcb) = (rows[0].measures.unwrap(), rows[1].measures.unwrap());
+        assert!(rcb.migrations_per_step > 0.0 && rcb.migrations_per_step < 0.2 * 900.0, "{rcb:?}");
+        assert_eq!(renaming.migrations_per_step, rcb.migrations_per_step);
+        assert!(!rows[0].warm && !rows[1].warm);
+    }
+
+    /// The summary has a line per method that ran somewhere, in order of first appearance;
+    /// its time column is the median of its time over `rcb`'s on the same map and part count
+    /// (maps without an `rcb` row left out); the per-map table has a line per row, a skipped
+    /// one saying why.
+    #[test]
+    fn the_tables_have_a_line_per_method_and_row() {
+        let at = |map: &str, parts: usize, method: &str, time_ms: f64| PeerRow {
+            map: map.into(),
+            parts,
+            time_ms: Some(time_ms),
+            ..peer_row(method, 1.0, 10, 0)
+        };
+        let skipped = PeerRow { quality: None, skipped: Some("too few parts".into()), ..at("m", 2, "coupe-rcb", 1.0) };
+        let rows = [
+            at("m", 2, "pbs", 2.0),
+            at("m", 2, "rcb", 1.0),
+            at("n", 2, "pbs", 6.0),
+            at("n", 2, "rcb", 2.0),
+            at("m", 4, "pbs", 9.0),
+            at("n", 4, "rcb", 1.0),
+            skipped.clone(),
+        ];
+        let t = summary_table(&rows);
+        let column = t.header.iter().position(|h| h == "time/rcb median").unwrap();
+        let lines: Vec<(&str, &str, &str)> =
+            t.rows.iter().map(|r| (r[0].as_str(), r[1].as_str(), r[column].as_str())).collect();
+        // pbs: 2 / 1 and 6 / 2 (no rcb row at m, 4 parts); rcb against itself.
+        assert_eq!(lines, [("pbs", "3", "2.50"), ("rcb", "3", "1.00")]);
+        let t = partition_table(&rows);
+        assert_eq!(t.rows.len(), rows.len());
+        let last = t.rows.last().unwrap();
+        assert_eq!(last.last().unwrap(), "skipped: too few parts");
+        assert!(last[4..last.len() - 1].iter().all(|c| c == "-"), "{last:?}");
+    }
+
     #[test]
     fn a_folder_without_maps_is_an_error() {
         let dir = std::env::temp_dir().join(format!("pbs-peers-empty-{}", std::process::id()));

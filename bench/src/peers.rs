@@ -998,7 +998,7 @@ mod tests {
             let row = &gradient.loads[..80];
             assert!(gradient.loads.chunks(80).all(|r| r == row), "the gradient depends on x alone");
             let (lo, hi) = row.iter().fold((f64::MAX, 0.0f64), |(a, b), &q| (a.min(q), b.max(q)));
-            assert!(lo >= 1.0 && lo < 1.1 && hi > 6f64.exp() * 0.9 && hi <= 6f64.exp(), "{lo} {hi}");
+            assert!((1.0..1.1).contains(&lo) && hi > 6f64.exp() * 0.9 && hi <= 6f64.exp(), "{lo} {hi}");
 
             for k in 0..grid.len() {
                 let y = grid.centre(k)[1];

@@ -947,11 +947,11 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
-    /// Each seed's five shapes on 80×40, as `dense_maps` describes them: a disc of radius 12
-    /// at 50 and a 3×3 hot box at 300 about the same centre, drawn in [20, 60) × [10, 30);
-    /// rings of 1 over 0.02 on about acos(0.3)/π of the boxes; a gradient along x alone from 1
-    /// to nearly e⁶; dense particles under a free surface between y = 24 and 32, a thin
-    /// remainder above it.
+    /// Each seed's five shapes on 80×40, as `dense_maps` draws them around a centre (cx, cy)
+    /// in [20, 60) × [10, 30): a disc of radius 12 at 50 and a 3×3 hot box at 300 there;
+    /// rings of 1 over 0.02, 10 boxes apart, on about acos(0.3)/π of the boxes; a gradient
+    /// along x alone from 1 to nearly e⁶, starting over at x = 20 − cx (mod 80); dense
+    /// particles under a free surface at y = 28 + 4 sin(cx / 10), a thin remainder above it.
     #[test]
     fn the_dense_maps_have_the_shapes_they_are_named_for() {
         let maps = dense_maps(3);
@@ -990,6 +990,18 @@ mod tests {
             let (hx, hy) = centroid(&in_hot);
             assert!((hx - cx).abs() < 1.0 && (hy - cy).abs() < 1.0, "({hx}, {hy}) against ({cx}, {cy})");
             centres.push((hx, hy));
+            // Where each shape sits follows the centre, (hx, hy) within half a box of it.
+            let row_at = |y: f64| ((y.floor() as usize).min(39)) * 80;
+            let through = &rings.loads[row_at(hy)..row_at(hy) + 80];
+            let turns = through.windows(2).filter(|w| w[0] != w[1]).count();
+            assert!((10..=22).contains(&turns), "rings 10 boxes apart: {turns} turns along a row");
+            let lowest = (0..80).min_by(|&a, &b| gradient.loads[a].total_cmp(&gradient.loads[b])).unwrap() as f64 + 0.5;
+            let restart = (100.0 - hx).rem_euclid(80.0);
+            let off = (lowest - restart).rem_euclid(80.0).min((restart - lowest).rem_euclid(80.0));
+            assert!(off <= 1.5, "the gradient starts over at x {lowest}, not near {restart}");
+            let surface = 28.0 + 4.0 * (hx / 10.0).sin();
+            let first_thin = (0..40).find(|&j| md.loads[j * 80] < 0.5).unwrap() as f64 + 0.5;
+            assert!((first_thin - surface).abs() <= 1.2, "the surface at {first_thin}, not near {surface}");
 
             let lit = at(rings, 1.0).len() as f64 / grid.len() as f64;
             assert_eq!(at(rings, 1.0).len() + at(rings, 0.02).len(), grid.len());
@@ -1008,9 +1020,17 @@ mod tests {
                     assert!(md.loads[k] <= 0.05, "above any surface at y {y}: {}", md.loads[k]);
                 }
             }
-            let bottom = md.loads[..80].iter().sum::<f64>() / 80.0;
-            let middle = md.loads[80 * 15..80 * 16].iter().sum::<f64>() / 80.0;
-            assert!(bottom > 2.0 * middle, "denser at the bottom: {bottom} against {middle}");
+            // Below the surface, rows denser towards the bottom as 1 + 2 e^(−y/6), times a
+            // noise of 1 to 1.4 (mean 1.2).
+            for j in 0..20 {
+                let y = j as f64 + 0.5;
+                let r = &md.loads[80 * j..80 * (j + 1)];
+                let profile = 1.0 + 2.0 * (-y / 6.0).exp();
+                let mean = r.iter().sum::<f64>() / 80.0 / profile;
+                assert!((mean - 1.2).abs() < 0.06, "row {j}: {mean} × the profile");
+                let (lo, hi) = r.iter().fold((f64::MAX, 0.0f64), |(a, b), &q| (a.min(q), b.max(q)));
+                assert!(lo >= profile && hi <= 1.4 * profile && hi / lo > 1.2, "row {j}: {lo}..{hi}");
+            }
         }
         assert!(centres.windows(2).all(|w| w[0] != w[1]), "each seed its own centre: {centres:?}");
     }
@@ -1028,6 +1048,9 @@ mod tests {
         assert!(check_sizes(&PeersSettings { seeds: 64, ..at_max.clone() }).is_ok());
         let two_sizes = PeersSettings { seeds: 64, boxes_per_part: vec![1024, 20], ..at_max };
         assert!(check_sizes(&two_sizes).unwrap_err().contains("--seeds 64"));
+        // Five dense maps of 80 × 40 a seed: 4,194 seeds fit, 4,195 do not.
+        assert!(check_sizes(&PeersSettings { maps: Maps::Dense, seeds: 4194, ..small() }).is_ok());
+        assert!(check_sizes(&PeersSettings { maps: Maps::Dense, seeds: 4195, ..small() }).is_err());
         // Where the nearest square holds exactly 20 boxes a part, it is the side.
         assert_eq!(side_for(20, 20), 20);
     }
@@ -1068,6 +1091,19 @@ mod tests {
             assert_eq!(r.to_bound, Some(q.max_avg / q.lower_bound), "{r:?}");
             assert_eq!(r.cut_to_best, Some(q.edge_cut as f64 / best as f64), "{r:?}");
         }
+        // A box of 1,000 among 399 of 1: the bound is 1000 / 349.75 at 4 parts.
+        let dir = std::env::temp_dir().join(format!("pbs-peers-bound-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let grid = Grid::new(20, 20).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| if k == 210 { 1000.0 } else { 1.0 }).collect();
+        std::fs::write(dir.join("hot.csv"), pbs::loadmap::to_csv(&grid, &loads)).unwrap();
+        let s = PeersSettings { maps: Maps::Dir(dir.clone()), parts: vec![4], ..small() };
+        for r in partitions(&s, |_| {}).unwrap() {
+            let q = r.quality.unwrap();
+            assert!((q.lower_bound - 1000.0 / 349.75).abs() < 1e-12, "{q:?}");
+            assert_eq!(r.to_bound, Some(q.max_avg / q.lower_bound), "{r:?}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     /// `--pbs-tol` reaches every pbs row as its stop rule's tolerance (the rest of the rule
@@ -1126,6 +1162,9 @@ mod tests {
         assert!(rcb.migrations_per_step > 0.0 && rcb.migrations_per_step < 0.2 * 900.0, "{rcb:?}");
         assert_eq!(renaming.migrations_per_step, rcb.migrations_per_step);
         assert!(!rows[0].warm && !rows[1].warm);
+        let t = sequence_table(&rows);
+        let methods: Vec<&str> = t.rows.iter().map(|r| r[4].as_str()).collect();
+        assert_eq!(methods, ["renaming", "rcb"]);
     }
 
     /// The summary has a line per method that ran somewhere, in order of first appearance;
@@ -1161,6 +1200,25 @@ mod tests {
         let last = t.rows.last().unwrap();
         assert_eq!(last.last().unwrap(), "skipped: too few parts");
         assert!(last[4..last.len() - 1].iter().all(|c| c == "-"), "{last:?}");
+    }
+
+    /// The drawing is of the first map the settings run, at the first part count it runs at
+    /// (here 16 parts: at 40, its 400 boxes give fewer than `MIN_BOXES_PER_PART` a part).
+    #[test]
+    fn the_drawn_case_is_the_first_map_at_its_first_part_count() {
+        let dir = std::env::temp_dir().join(format!("pbs-peers-draw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let grid = Grid::new(20, 20).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 7) as f64).collect();
+        std::fs::write(dir.join("a.csv"), pbs::loadmap::to_csv(&grid, &loads)).unwrap();
+        let s = PeersSettings { maps: Maps::Dir(dir.clone()), parts: vec![40, 16, 4], ..small() };
+        let png = dir.join("drawn.png");
+        assert_eq!(draw_first_case(&s, &png).unwrap(), ("a".to_string(), 16));
+        let bytes = std::fs::read(&png).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000, "{} bytes", bytes.len());
+        let none = PeersSettings { parts: vec![40], ..s };
+        assert_eq!(draw_first_case(&none, &png).unwrap_err(), "no map to draw");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -615,6 +615,137 @@ mod tests {
         }
     }
 
+    /// The latest loads are the last iteration after the warm-up, at the boxes it measured:
+    /// zeros before any, the warm-up's left out.
+    #[test]
+    fn the_latest_loads_are_the_last_iteration_s() {
+        let mut h = LoadHistory::new(4);
+        assert_eq!(h.latest(), vec![0.0; 4]);
+        for _ in 0..WARMUP {
+            h.push(&[0, 1, 2, 3], &[9.0; 4]);
+        }
+        assert_eq!(h.latest(), vec![0.0; 4], "the warm-up is not measured");
+        h.push(&[0, 1, 2, 3], &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(h.latest(), [1.0, 2.0, 3.0, 4.0]);
+        h.push(&[1, 3], &[5.0, 6.0]);
+        assert_eq!(h.latest()[1], 5.0);
+        assert_eq!(h.latest()[3], 6.0);
+    }
+
+    /// The seconds a rebalancing's migration took count in its cost, which eq. 24 weighs
+    /// against the imbalance that builds up after it: with 1,000 s added, a rank whose excess
+    /// grows by 10 µs an iteration is not rebalanced again within 200 iterations; with nothing
+    /// added it soon is; and seconds given for a decision that moved nothing are not
+    /// taken (`rcb`, `diffusion`; pbs's mapper keeps its own record of its last rebalancing).
+    #[test]
+    fn the_migration_s_seconds_delay_the_next_rebalancing() {
+        let grid = Grid::new(16, 16).unwrap();
+        let box_loads: Vec<f64> = (0..grid.len()).map(|k| if k % 16 < 8 { 4e-5 } else { 1e-5 }).collect();
+        let bytes = vec![8.0; grid.len()];
+        let uneven = [1.5e-3, 1e-3, 1e-3, 1e-3];
+        // Iterations until the next ask after the first rebalancing, `extra` seconds added to it
+        // (to a decision that moved nothing where `moved` is false).
+        let next_ask = |name: &str, extra: f64, moved: bool| -> Option<usize> {
+            let mut b = RankBalancer::new(name, grid, 4, "boulmier", None).unwrap();
+            let mut first = None;
+            while first.is_none() {
+                if let Step::NeedsBoxLoads = b.observe(&uneven, &uneven).unwrap() {
+                    first = Some(b.balance_on(&box_loads, &bytes).unwrap());
+                }
+            }
+            let mut d = first.unwrap();
+            assert!(d.rebalanced, "{name}");
+            if !moved {
+                d.rebalanced = false;
+            }
+            b.add_to_last_cost(extra, &d).unwrap();
+            (1..=200).find(|&t| {
+                let growing = [1e-3 + t as f64 * 1e-5, 1e-3, 1e-3, 1e-3];
+                matches!(b.observe(&growing, &growing).unwrap(), Step::NeedsBoxLoads)
+            })
+        };
+        for name in ["pbs", "rcb", "diffusion"] {
+            assert!(next_ask(name, 0.0, true).is_some(), "{name}");
+            assert_eq!(next_ask(name, 1000.0, true), None, "{name}");
+            if name != "pbs" {
+                assert!(next_ask(name, 1000.0, false).is_some(), "{name}");
+            }
+        }
+    }
+
+    /// A rebalancing's decision describes it: `rebalanced` where boxes moved, their count,
+    /// the loads it balanced on, and (`pbs`, `diffusion`) the boxes a from-scratch RCB would
+    /// have moved from its own last partition (here the uniform one it started from); one
+    /// that moves nothing has none of them. The
+    /// imbalance reported is the measured sums' `max / mean` (1 where nothing was measured);
+    /// loads and sizes of the wrong length or value are refused whichever of the two is wrong.
+    #[test]
+    fn a_rebalancing_reports_what_it_moved_and_on_what() {
+        let grid = Grid::new(16, 16).unwrap();
+        // The left half four times as heavy as the right.
+        let box_loads: Vec<f64> = (0..grid.len()).map(|k| if k % 16 < 8 { 4e-3 } else { 1e-3 }).collect();
+        let bytes = vec![8.0; grid.len()];
+        for name in BALANCES {
+            let mut b = RankBalancer::new(name, grid, 4, "always", None).unwrap();
+            let before = b.owners().to_vec();
+            let zero = b.observe(&[0.0; 4], &[0.0; 4]).unwrap();
+            assert!(matches!(zero, Step::Decided(Decision { imbalance: 1.0, .. })), "{name}: {zero:?}");
+            assert_eq!(
+                RankBalancer::new(name, grid, 4, "always", None).unwrap().observe_last(&[0.0; 4]).unwrap().imbalance,
+                1.0
+            );
+            for _ in 0..WARMUP.saturating_sub(1) {
+                b.observe(&[1.0; 4], &[1.0; 4]).unwrap();
+            }
+            let sums = metrics::charges(&before, &box_loads, 4);
+            match b.observe(&sums, &sums).unwrap() {
+                Step::NeedsBoxLoads => {}
+                Step::Decided(d) => {
+                    assert_eq!(name, "static", "{name} did not ask");
+                    let (max, mean) = (sums.iter().copied().fold(0.0, f64::max), sums.iter().sum::<f64>() / 4.0);
+                    assert_eq!(d.imbalance, max / mean);
+                    continue;
+                }
+            }
+            let d = b.balance_on(&box_loads, &bytes).unwrap();
+            let (max, mean) = (sums.iter().copied().fold(0.0, f64::max), sums.iter().sum::<f64>() / 4.0);
+            assert!(max > mean && d.imbalance == max / mean, "{name}: {} for {sums:?}", d.imbalance);
+            let moved = metrics::migrations(&before, b.owners());
+            assert!(moved > 0, "{name}: nothing moved on a 4:1 map");
+            assert_eq!((d.rebalanced, d.migrations), (true, moved), "{name}");
+            assert_eq!(d.balanced_on.as_deref(), Some(&box_loads[..]), "{name}");
+            let rcb_moves = |shadow: &[u32]| {
+                let rcb = kway_rcb(&grid, &box_loads, 4).unwrap();
+                (0..grid.len()).filter(|&k| rcb[k] != shadow[k]).collect::<Vec<usize>>()
+            };
+            let uniform = kway_rcb(&grid, &vec![1.0; grid.len()], 4).unwrap();
+            let shadowed = matches!(name, "pbs" | "diffusion");
+            assert_eq!(d.rcb_would_move, shadowed.then(|| rcb_moves(&uniform)), "{name}");
+            assert!(!shadowed || !rcb_moves(&uniform).is_empty(), "the test needs RCB to move");
+            // RCB and diffusion asked again on the same loads: a decision that moves nothing
+            // says so (pbs's mapper, on balanced sums, does not ask).
+            if name == "pbs" {
+                continue;
+            }
+            let sums = metrics::charges(b.owners(), &box_loads, 4);
+            assert!(matches!(b.observe(&sums, &sums).unwrap(), Step::NeedsBoxLoads), "{name}");
+            let again = b.balance_on(&box_loads, &bytes).unwrap();
+            assert_eq!((again.rebalanced, again.migrations), (false, 0), "{name}");
+            assert!(again.balanced_on.is_none() && again.rcb_would_move.is_none(), "{name}");
+        }
+        let mut b = RankBalancer::new("rcb", grid, 4, "always", None).unwrap();
+        for (measured, smoothed) in [([1.0; 4], vec![1.0; 3]), ([1.0, -1.0, 1.0, 1.0], vec![1.0; 4])] {
+            assert!(b.observe(&measured, &smoothed).is_err(), "{measured:?} {smoothed:?}");
+        }
+        assert!(b.observe(&[1.0; 4], &[1.0, 1.0, -1.0, 1.0]).is_err());
+        while !matches!(b.observe(&[4.0, 1.0, 1.0, 1.0], &[1.0; 4]).unwrap(), Step::NeedsBoxLoads) {}
+        let short = vec![1.0; grid.len() - 1];
+        let negative: Vec<f64> = (0..grid.len()).map(|k| if k == 3 { -1.0 } else { 1.0 }).collect();
+        for (loads, sizes) in [(&box_loads, &short), (&box_loads, &negative), (&negative, &bytes)] {
+            assert!(b.balance_on(loads, sizes).unwrap_err().contains("not finite and ≥ 0"));
+        }
+    }
+
     #[test]
     fn the_migration_bound_sheds_each_excess_with_the_densest_boxes() {
         // Rank 0: loads 4 + 2 + 2 = 8, rank 1: 2; mean 5, limit 1.2 → cap 6, excess 2.
@@ -625,6 +756,9 @@ mod tests {
         assert_eq!(migration_bound(&owners, &loads, &bytes, 2, 1.2), 10.0);
         // Excess 3 at limit 1.0: box 1 whole (2 for 10), then half of box 2 (1 for 20).
         assert_eq!(migration_bound(&owners, &loads, &bytes, 2, 1.0), 30.0);
+        // Load per byte, not load times bytes: box 0 (4 for 40) before box 1 (1 for 20), so a
+        // quarter of box 0 sheds the excess of 1: 10 bytes.
+        assert_eq!(migration_bound(&[0, 0, 1], &[4.0, 1.0, 3.0], &[40.0, 20.0, 5.0], 2, 1.0), 10.0);
         // Balanced enough: nothing needs to move.
         assert_eq!(migration_bound(&owners, &loads, &bytes, 2, 1.6), 0.0);
         // Every new partition under the limit moves at least the bound.

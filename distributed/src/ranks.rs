@@ -589,8 +589,8 @@ mod tests {
     }
 
     /// The last iteration is seen for its imbalance only: where `observe` would ask for the
-    /// box loads (here at the first measured iteration, and on ranks far apart after it),
-    /// `observe_last` reports the same imbalance, changes no owner, and leaves nothing pending.
+    /// box loads (here at the first measured iteration), `observe_last` reports the ranks'
+    /// `max / mean`, changes no owner, and leaves nothing pending.
     #[test]
     fn the_last_iteration_is_measured_but_never_rebalanced() {
         let grid = Grid::new(16, 16).unwrap();

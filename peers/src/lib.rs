@@ -269,7 +269,7 @@ mod tests {
     /// `warm_starts` says whether a call's result depends on the calls before it: a warm
     /// start on a drifted map gives other parts than a fresh instance's cold start there, a
     /// method that recomputes gives the same; after `reset`, every method gives the fresh
-    /// instance's parts. Only iterative methods count their steps.
+    /// instance's parts. Only the pbs rows count steps (their balancer's).
     #[test]
     fn warm_starts_and_reset_say_what_the_next_call_depends_on() {
         let grid = Grid::new(48, 32).unwrap();

@@ -198,6 +198,60 @@ mod tests {
         counts.into_iter().map(AtomicU32::into_inner).collect()
     }
 
+    /// A window, and the timing wrapper around it, answer as the executor inside does: its
+    /// name, threads, planned owners (at the window's boxes), hints taken or not, motion
+    /// wanted or not, and a call on each of its threads. Over static blocks, pbs and NoRCB the
+    /// hints and the motion get both answers, so that neither a constant true nor a constant
+    /// false passes.
+    #[test]
+    fn a_window_and_its_timing_answer_as_the_executor_inside() {
+        let grid = Grid::new(10, 8).unwrap();
+        let mine: Vec<bool> =
+            (0..grid.len()).map(|k| (2..6).contains(&(k % 10)) && (1..4).contains(&(k / 10))).collect();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 7) as f64).collect();
+        let momentum: Vec<[f64; 2]> = (0..grid.len()).map(|k| [k as f64 * 0.1, 1.0]).collect();
+        let particles = vec![4.0; grid.len()];
+        let make = |name: &'static str| -> Make {
+            Box::new(move |g: Grid| {
+                let runtime = pbs_scheduler::runtime::Runtime {
+                    topology: pbs_scheduler::topology::Topology::detect(),
+                    threads: 3,
+                    pin: pbs_scheduler::pinning::Pinning::Off,
+                    timer: pbs_scheduler::BoxTimer::default(),
+                };
+                runtime.executor(name, g).map(|(e, _)| e).map_err(|e| e.to_string())
+            })
+        };
+        let (mut hints, mut motions) = (Vec::new(), Vec::new());
+        for name in ["static", "pbs", "norcb"] {
+            let mut timed = crate::timed::Timed::new(Box::new(Window::new(grid, &mine, 1, make(name)).unwrap()));
+            let mut twin = Window::new(grid, &mine, 1, make(name)).unwrap();
+            assert_eq!((timed.name(), timed.inner().name(), twin.inner.name()), (name, name, name));
+            assert_eq!((timed.threads(), timed.inner().threads()), (3, 3));
+            let owners = timed.planned_owners();
+            assert_eq!(owners, timed.inner().planned_owners(), "{name}");
+            let inside = timed.inner().inner.planned_owners();
+            assert_eq!(owners.map(|o| timed.inner().of_window(&o)), inside, "{name}");
+            let hinted = timed.hint_loads(&loads).unwrap();
+            assert_eq!(hinted, twin.inner.hint_loads(&twin.of_window(&loads)).unwrap(), "{name}");
+            let wants = timed.wants_motion();
+            assert_eq!((wants, timed.inner().wants_motion()), (twin.inner.wants_motion(), wants), "{name}");
+            let moved = timed.hint_motion(&momentum, &particles).unwrap();
+            let (m, p) = (twin.of_window(&momentum), twin.of_window(&particles));
+            assert_eq!(moved, twin.inner.hint_motion(&m, &p).unwrap(), "{name}");
+            let calls = AtomicUsize::new(0);
+            timed.on_each_thread(&|_| {
+                calls.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(calls.into_inner(), 3, "{name}");
+            hints.push(hinted);
+            motions.push((wants, moved));
+        }
+        assert!(hints.contains(&true) && hints.contains(&false), "{hints:?}");
+        assert!(motions.iter().any(|m| m.0) && motions.iter().any(|m| !m.0), "{motions:?}");
+        assert!(motions.iter().any(|m| m.1) && motions.iter().any(|m| !m.1), "{motions:?}");
+    }
+
     #[test]
     fn bounds_are_the_marked_boxes_grown_by_the_halo_within_the_grid() {
         let grid = Grid::new(10, 8).unwrap();

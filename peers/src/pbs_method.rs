@@ -241,8 +241,9 @@ mod tests {
 
     /// Each name's cold start is what its documentation says: `pbs-cells` the power cells'
     /// owners from the RCB's centroids, `pbs-random-start` the cells from random vCores refined
-    /// box by box (without the refinement: those cells' owners), each run to the stop rule given (here three steps, as a tolerance of 0 is
-    /// never met), or to its own default without one.
+    /// box by box (without the refinement: those cells' owners), each run to the stop rule
+    /// given (here three steps, as a tolerance of 0 is never met), or to its own default
+    /// without one.
     #[test]
     fn each_variant_cold_starts_as_its_name_says() {
         let grid = Grid::new(48, 40).unwrap();

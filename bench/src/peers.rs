@@ -955,6 +955,7 @@ mod tests {
     #[test]
     fn the_dense_maps_have_the_shapes_they_are_named_for() {
         let maps = dense_maps(3);
+        let extremes = |v: &[f64]| v.iter().fold((f64::MAX, 0.0f64), |(a, b), &q| (a.min(q), b.max(q)));
         let mut centres = Vec::new();
         for (seed, five) in maps.chunks(DENSE_SHAPES).enumerate() {
             let names: Vec<&str> = five.iter().map(|m| m.name.as_str()).collect();
@@ -1009,7 +1010,7 @@ mod tests {
 
             let row = &gradient.loads[..80];
             assert!(gradient.loads.chunks(80).all(|r| r == row), "the gradient depends on x alone");
-            let (lo, hi) = row.iter().fold((f64::MAX, 0.0f64), |(a, b), &q| (a.min(q), b.max(q)));
+            let (lo, hi) = extremes(row);
             assert!((1.0..1.1).contains(&lo) && hi > 6f64.exp() * 0.9 && hi <= 6f64.exp(), "{lo} {hi}");
 
             for k in 0..grid.len() {
@@ -1028,7 +1029,7 @@ mod tests {
                 let profile = 1.0 + 2.0 * (-y / 6.0).exp();
                 let mean = r.iter().sum::<f64>() / 80.0 / profile;
                 assert!((mean - 1.2).abs() < 0.06, "row {j}: {mean} × the profile");
-                let (lo, hi) = r.iter().fold((f64::MAX, 0.0f64), |(a, b), &q| (a.min(q), b.max(q)));
+                let (lo, hi) = extremes(r);
                 assert!(lo >= profile && hi <= 1.4 * profile && hi / lo > 1.2, "row {j}: {lo}..{hi}");
             }
         }

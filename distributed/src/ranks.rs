@@ -698,17 +698,16 @@ mod tests {
                 b.observe(&[1.0; 4], &[1.0; 4]).unwrap();
             }
             let sums = metrics::charges(&before, &box_loads, 4);
+            let (max, mean) = (sums.iter().copied().fold(0.0, f64::max), sums.iter().sum::<f64>() / 4.0);
             match b.observe(&sums, &sums).unwrap() {
                 Step::NeedsBoxLoads => {}
                 Step::Decided(d) => {
                     assert_eq!(name, "static", "{name} did not ask");
-                    let (max, mean) = (sums.iter().copied().fold(0.0, f64::max), sums.iter().sum::<f64>() / 4.0);
                     assert_eq!(d.imbalance, max / mean);
                     continue;
                 }
             }
             let d = b.balance_on(&box_loads, &bytes).unwrap();
-            let (max, mean) = (sums.iter().copied().fold(0.0, f64::max), sums.iter().sum::<f64>() / 4.0);
             assert!(max > mean && d.imbalance == max / mean, "{name}: {} for {sums:?}", d.imbalance);
             let moved = metrics::migrations(&before, b.owners());
             assert!(moved > 0, "{name}: nothing moved on a 4:1 map");

@@ -157,8 +157,9 @@ fn compare_runs_every_balance_in_one_job_with_one_checksum() {
 /// last iteration, whose new owners no iteration would use (before: RCB moved boxes there).
 #[test]
 fn nothing_is_rebalanced_after_the_last_iteration() {
-    let iters = 8;
-    let args = ["--app", "md", "--iters", "8", "--balance", "rcb", "--criterion", "always", "--json"];
+    let iters = 8u64;
+    let n = iters.to_string();
+    let args = ["--app", "md", "--iters", &n, "--balance", "rcb", "--criterion", "always", "--json"];
     let (out, _) = mpirun(2, &args, &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

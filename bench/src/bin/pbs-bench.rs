@@ -633,12 +633,18 @@ fn run(cli: Cli) -> Result<(), String> {
                 let traces = cal::Traces::kept()?;
                 if fit {
                     let bar = progress::bar(0, "fitting the model");
-                    let (machine, md, stencil) = cal::fit(&traces, |done, of| {
+                    let fitted = cal::fit(&traces, |done, of| {
                         bar.set_length(of as u64);
                         bar.set_position(done as u64);
                     })?;
                     bar.finish_and_clear();
-                    println!("{machine:#?}\nspeeds: md {md:.4}, stencil {stencil:.4}");
+                    let (md, stencil) = model::FITTED_SPEEDS;
+                    let in_code = cal::fit_error(&traces, &model::fitted_machine("md"), (md, stencil))?;
+                    println!(
+                        "{:#?}\nspeeds: md {:.4}, stencil {:.4}\nsum of squared relative errors on the fitted rows: \
+                         {:.4} (the constants in the code: {in_code:.4})",
+                        fitted.machine, fitted.md_speed, fitted.stencil_speed, fitted.error
+                    );
                     return Ok(());
                 }
                 let rows = cal::check(&traces, &model::fitted_machine("md"), &|app| model::fitted_machine(app).speed)?;

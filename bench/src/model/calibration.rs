@@ -299,55 +299,83 @@ pub fn check(traces: &Traces, machine: &Machine, speeds: &dyn Fn(&str) -> f64) -
     Ok(rows)
 }
 
+/// What [`fit`] returns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fitted {
+    /// The fitted constants (its `speed` is 1: the apps' speeds are beside it).
+    pub machine: Machine,
+    /// md's speed.
+    pub md_speed: f64,
+    /// The stencil's speed.
+    pub stencil_speed: f64,
+    /// [`fit_error`] at these constants and speeds.
+    pub error: f64,
+}
+
+/// The balancer's cost per box and unit on the measured machine, in its time: measured there
+/// directly, 0.9–2.2 ms per rebalancing of md's 32×32 boxes over 16 vCores, about 20 units
+/// each (docs/results.md): 1.5 ms / (20 units × 1024 boxes × (1 + log2 16)). [`fit`] divides
+/// it by md's speed once that is known.
+pub const BALANCER_BOX_THERE: f64 = 1.5e-3 / (20.0 * 1024.0 * 5.0);
+
+/// A constant [`fit`] tries, with the values it tries.
+type Knob = (fn(&mut Machine) -> &mut f64, &'static [f64]);
+
+/// The constants [`fit`] fits, in the order it fits them, each over its grid of values.
+/// `remote` follows `moved` (twice it), the balancer's cost is [`BALANCER_BOX_THERE`], eager's
+/// handover window was chosen on eager's affinity ([`Machine::eager_window`]); the rest are
+/// measured or assumed where [`Machine`] says.
+pub const KNOBS: [Knob; 8] = [
+    (|m| &mut m.wake, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
+    (|m| &mut m.barrier, &[0.1e-6, 0.25e-6, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6, 16e-6]),
+    (|m| &mut m.barrier_log2, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
+    (|m| &mut m.noise, &[0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.25, 0.3, 0.45]),
+    (|m| &mut m.steal, &[0.1e-6, 0.3e-6, 1e-6, 3e-6]),
+    (|m| &mut m.eager_pop, &[0.0, 0.02e-6, 0.05e-6, 0.1e-6, 0.2e-6, 0.5e-6, 1e-6]),
+    (|m| &mut m.eager_pop_thread, &[0.0, 0.005e-6, 0.01e-6, 0.015e-6, 0.02e-6, 0.03e-6, 0.05e-6]),
+    (|m| &mut m.moved, &[0.0, 0.05e-6, 0.1e-6, 0.2e-6, 0.3e-6, 0.5e-6, 1e-6]),
+];
+
+/// Sweeps of [`fit`] over [`KNOBS`].
+pub const SWEEPS: usize = 3;
+
+/// What [`fit`] minimises: over the fitted rows of [`MEASURED`] whose traces `traces` holds,
+/// the sum of the squared relative errors of pbs's efficiency and of the three ratios (the
+/// `error` of [`check`]'s efficiency and ratio rows), with md's and the stencil's `speeds`.
+pub fn fit_error(traces: &Traces, machine: &Machine, speeds: (f64, f64)) -> Result<f64, String> {
+    fit_error_with(traces, machine, speeds, &mut Plans::default())
+}
+
+fn fit_error_with(traces: &Traces, machine: &Machine, speeds: (f64, f64), plans: &mut Plans) -> Result<f64, String> {
+    let mut sum = 0.0;
+    for m in MEASURED.iter().filter(|m| m.fitted) {
+        let Some(trace) = traces.get(m.app, m.scenario) else { continue };
+        let speed = if m.app == "md" { speeds.0 } else { speeds.1 };
+        let modelled = model_row(m, trace, &Machine { speed, ..*machine }, plans)?;
+        sum += (modelled.efficiency / m.efficiency - 1.0).powi(2);
+        sum += modelled.ratios.iter().zip(m.ratios).map(|(a, b)| (a / b - 1.0).powi(2)).sum::<f64>();
+    }
+    Ok(sum)
+}
+
 /// Fits the machine's constants to the fitted rows: the speed of each app from pbs's
-/// 2-thread time, then the other constants one at a time over a grid of values (three
-/// sweeps), minimising the squared relative errors of efficiency and the three ratios. Not
-/// eager's handover window, which was chosen on eager's affinity ([`Machine::eager_window`]).
-/// Returns the machine and the speeds of md and the stencil. `progress(done, of)` hears of each
-/// trial value.
-pub fn fit(traces: &Traces, mut progress: impl FnMut(usize, usize)) -> Result<(Machine, f64, f64), String> {
+/// 2-thread time, then the [`KNOBS`] one at a time over their grids ([`SWEEPS`] sweeps),
+/// minimising [`fit_error`]. `progress(done, of)` hears of each trial value.
+pub fn fit(traces: &Traces, mut progress: impl FnMut(usize, usize)) -> Result<Fitted, String> {
     let mut plans = Plans::default();
     let mut machine = Machine::fitted(1.0);
     let mut speeds = (1.0, 1.0);
-    // The balancer's cost is measured directly: 0.9–2.2 ms per rebalancing of md's 32×32 boxes
-    // over 16 vCores on the 16-core machine, about 20 units each (docs/results.md): 1.5 ms /
-    // (20 units × 1024 boxes × (1 + log2 16)), in that machine's time, divided by md's speed
-    // once it is known.
-    let balancer_box_there = 1.5e-3 / (20.0 * 1024.0 * 5.0);
-    let error = |machine: &Machine, speeds: (f64, f64), plans: &mut Plans| -> Result<f64, String> {
-        let mut sum = 0.0;
-        for m in MEASURED.iter().filter(|m| m.fitted) {
-            let Some(trace) = traces.get(m.app, m.scenario) else { continue };
-            let speed = if m.app == "md" { speeds.0 } else { speeds.1 };
-            let modelled = model_row(m, trace, &Machine { speed, ..*machine }, plans)?;
-            sum += (modelled.efficiency / m.efficiency - 1.0).powi(2);
-            sum += modelled.ratios.iter().zip(m.ratios).map(|(a, b)| (a / b - 1.0).powi(2)).sum::<f64>();
-        }
-        Ok(sum)
-    };
-    type Knob = (fn(&mut Machine) -> &mut f64, &'static [f64]);
-    let knobs: [Knob; 8] = [
-        (|m| &mut m.wake, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
-        (|m| &mut m.barrier, &[0.1e-6, 0.25e-6, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6, 16e-6]),
-        (|m| &mut m.barrier_log2, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
-        (|m| &mut m.noise, &[0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.25, 0.3, 0.45]),
-        (|m| &mut m.steal, &[0.1e-6, 0.3e-6, 1e-6, 3e-6]),
-        (|m| &mut m.eager_pop, &[0.0, 0.02e-6, 0.05e-6, 0.1e-6, 0.2e-6, 0.5e-6, 1e-6]),
-        (|m| &mut m.eager_pop_thread, &[0.0, 0.005e-6, 0.01e-6, 0.015e-6, 0.02e-6, 0.03e-6, 0.05e-6]),
-        (|m| &mut m.moved, &[0.0, 0.05e-6, 0.1e-6, 0.2e-6, 0.3e-6, 0.5e-6, 1e-6]),
-    ];
-    const SWEEPS: usize = 3;
-    let trials = SWEEPS * knobs.iter().map(|k| k.1.len()).sum::<usize>();
+    let trials = SWEEPS * KNOBS.iter().map(|k| k.1.len()).sum::<usize>();
     let mut done = 0;
     for _sweep in 0..SWEEPS {
         speeds = fit_speeds(traces, &machine, speeds, &mut plans)?;
-        machine.balancer_box = balancer_box_there / speeds.0;
-        for (knob, values) in &knobs {
+        machine.balancer_box = BALANCER_BOX_THERE / speeds.0;
+        for (knob, values) in &KNOBS {
             let mut best = (f64::INFINITY, *knob(&mut machine));
             for &v in *values {
                 let mut trial = machine;
                 *knob(&mut trial) = v;
-                let e = error(&trial, speeds, &mut plans)?;
+                let e = fit_error_with(traces, &trial, speeds, &mut plans)?;
                 if e < best.0 {
                     best = (e, v);
                 }
@@ -359,7 +387,9 @@ pub fn fit(traces: &Traces, mut progress: impl FnMut(usize, usize)) -> Result<(M
         }
     }
     let speeds = fit_speeds(traces, &machine, speeds, &mut plans)?;
-    Ok((machine, speeds.0, speeds.1))
+    machine.balancer_box = BALANCER_BOX_THERE / speeds.0;
+    let error = fit_error_with(traces, &machine, speeds, &mut plans)?;
+    Ok(Fitted { machine, md_speed: speeds.0, stencil_speed: speeds.1, error })
 }
 
 /// Each app's speed so that pbs's modelled 2-thread time matches the measured one.
@@ -381,6 +411,105 @@ fn fit_speeds(traces: &Traces, machine: &Machine, speeds: (f64, f64), plans: &mu
 mod tests {
     use super::*;
 
+    /// Each of [`check`]'s rows compares one figure: pbs's efficiency (scheduler `pbs`), pbs
+    /// over another scheduler, or a scheduler's affinity, with the other pairs empty; its
+    /// error is modelled / measured − 1; it is fitted where the fit used it, and comes from a
+    /// measured row at its place in [`MEASURED`], in that order.
+    fn rows_say_what_they_compare(rows: &[CalibrationRow]) {
+        let mut measured = MEASURED.iter().peekable();
+        for r in rows {
+            let pairs = [
+                (r.measured_efficiency, r.modelled_efficiency),
+                (r.measured_ratio, r.modelled_ratio),
+                (r.measured_affinity, r.modelled_affinity),
+            ];
+            let full: Vec<usize> = (0..3).filter(|&i| pairs[i].0.is_some() && pairs[i].1.is_some()).collect();
+            let empty = pairs.iter().filter(|p| p.0.is_none() && p.1.is_none()).count();
+            assert!(full.len() == 1 && empty == 2, "one figure a row: {r:?}");
+            let (measured_figure, modelled_figure) = (pairs[full[0]].0.unwrap(), pairs[full[0]].1.unwrap());
+            assert_eq!(r.error, modelled_figure / measured_figure - 1.0, "{r:?}");
+            let m = **measured.peek().expect("a row past the measurements");
+            assert_eq!(
+                (r.source.as_str(), r.app.as_str(), r.scenario.as_str(), r.threads),
+                (m.source, m.app, m.scenario, m.threads)
+            );
+            match full[0] {
+                0 => {
+                    assert_eq!((r.scheduler.as_str(), r.fitted, measured_figure), ("pbs", m.fitted, m.efficiency));
+                    measured.next();
+                }
+                1 => {
+                    let i = OTHERS.iter().position(|o| *o == r.scheduler).expect("a ratio to another scheduler");
+                    assert_eq!((r.fitted, measured_figure), (m.fitted, m.ratios[i]), "{r:?}");
+                }
+                _ => {
+                    let i = AFFINITY_OF.iter().position(|o| *o == r.scheduler).expect("a scheduler's affinity");
+                    assert_eq!(measured_figure, m.affinity.unwrap()[i], "{r:?}");
+                }
+            }
+        }
+        assert!(measured.next().is_none(), "a row for every measurement");
+    }
+
+    /// The measured rows carry what their sources say: the 16-core table's md gravity and
+    /// stencil rows fitted and nothing else; that table's executor stopping on one thread, the
+    /// leases' balancing in idle time or on its thread; the fourth and fifth leases timed in
+    /// full.
+    #[test]
+    fn the_measured_rows_carry_what_their_sources_say() {
+        for m in &MEASURED {
+            let sixteen = m.source == SIXTEEN;
+            assert_eq!(m.fitted, sixteen && m.scenario != "contraction", "{m:?}");
+            let executor = if sixteen { Rebalancing::StopSerial } else { Rebalancing::IdleTimeOrThread };
+            assert_eq!(m.executor, executor, "{m:?}");
+            assert_eq!(m.timed_in_full, m.source == FOURTH || m.source == FIFTH, "{m:?}");
+        }
+    }
+
+    /// [`check`] replays each app at the speed `speeds` gives it, whatever the machine's own.
+    #[test]
+    fn the_check_replays_each_app_at_its_own_speed() {
+        let traces = Traces { cases: vec![("md", "gravity", Trace::record("md", "gravity", 8, 8, 2, 1).unwrap())] };
+        let at = |machine_speed: f64, app_speed: f64| {
+            check(&traces, &Machine::fitted(machine_speed), &|_| app_speed).unwrap()
+        };
+        assert_eq!(at(1.0, 3.0), at(3.0, 3.0));
+        assert_ne!(at(3.0, 1.0), at(3.0, 3.0), "the speed changes the figures");
+    }
+
+    /// [`fit`] on small traces (8×8 boxes of md gravity and of the stencil): each app's speed
+    /// makes pbs's modelled 2-thread time the measured one, the balancer's cost follows md's
+    /// speed and `remote` twice `moved`, every knob ends on a value of its grid, the error
+    /// returned is [`fit_error`] there and below the error of the constants it starts from,
+    /// and the progress hears of every trial.
+    #[test]
+    fn the_fit_matches_the_two_thread_times_and_lowers_the_error() {
+        let cases = [("md", "gravity"), ("stencil", "drift")]
+            .map(|(app, scenario)| (app, scenario, Trace::record(app, scenario, 8, 8, 4, 1).unwrap()));
+        let traces = Traces { cases: cases.into() };
+        let mut calls = Vec::new();
+        let fitted = fit(&traces, |done, of| calls.push((done, of))).unwrap();
+        let trials = SWEEPS * KNOBS.iter().map(|k| k.1.len()).sum::<usize>();
+        assert_eq!(calls, (1..=trials).map(|done| (done, trials)).collect::<Vec<_>>());
+        let m = fitted.machine;
+        for (app, speed) in [("md", fitted.md_speed), ("stencil", fitted.stencil_speed)] {
+            let row = MEASURED.iter().find(|r| r.fitted && r.app == app && r.threads == 2).unwrap();
+            let trace = traces.get(app, row.scenario).unwrap();
+            let ms = model_row(row, trace, &Machine { speed, ..m }, &mut Plans::default()).unwrap().iter_ms;
+            assert!((ms / row.pbs_ms - 1.0).abs() < 0.02, "{app}: {ms} ms modelled, {} measured", row.pbs_ms);
+        }
+        assert_eq!((m.balancer_box, m.remote), (BALANCER_BOX_THERE / fitted.md_speed, 2.0 * m.moved));
+        for (knob, values) in &KNOBS {
+            let mut m = m;
+            assert!(values.contains(knob(&mut m)), "{m:?}");
+        }
+        let speeds = (fitted.md_speed, fitted.stencil_speed);
+        assert_eq!(fitted.error, fit_error(&traces, &m, speeds).unwrap());
+        let start = Machine { balancer_box: m.balancer_box, ..Machine::fitted(1.0) };
+        let before = fit_error(&traces, &start, speeds).unwrap();
+        assert!(fitted.error < before, "{} after the fit, {before} before", fitted.error);
+    }
+
     /// The check on the recorded traces, with the constants in the code: what
     /// docs/model.md says the model reproduces, it reproduces.
     #[test]
@@ -388,6 +517,7 @@ mod tests {
         let traces = Traces::kept().unwrap();
         let rows = check(&traces, &super::super::fitted_machine("md"), &|app| super::super::fitted_machine(app).speed)
             .unwrap();
+        rows_say_what_they_compare(&rows);
         let (affinity, rows): (Vec<CalibrationRow>, Vec<CalibrationRow>) =
             rows.into_iter().partition(|r| r.measured_affinity.is_some());
         assert_eq!(rows.len(), 96, "24 measurements × (efficiency and 3 ratios)");

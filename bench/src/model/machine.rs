@@ -186,6 +186,21 @@ mod tests {
         assert!((modelled / measured - 1.0).abs() <= 0.1, "{modelled} µs against {measured}");
     }
 
+    /// Timed in part, pbs's own work within and between phases costs nothing at any thread
+    /// count; every other constant is kept.
+    #[test]
+    fn timed_in_part_leaves_out_pbs_s_own_work_only() {
+        let m = Machine::fitted(1.5);
+        let part = m.timed_in_part();
+        for threads in [1, 2, 16, 256] {
+            assert_eq!((part.executor_at(threads), part.iteration_at(threads)), (0.0, 0.0), "{threads} threads");
+            assert!(m.executor_at(threads) > 0.0 && m.iteration_at(threads) > 0.0);
+        }
+        let own_work_as_in =
+            |x: &Machine| Machine { executor_thread: 1.0, iteration_fixed: 2.0, iteration_thread: 3.0, ..*x };
+        assert_eq!(own_work_as_in(&part), own_work_as_in(&m));
+    }
+
     /// The box loads are read in shares of at least `PARALLEL_MIN_BOXES` boxes, one per
     /// thread at most, as the executor reads them; the rest of the start is serial.
     #[test]

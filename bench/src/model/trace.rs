@@ -286,6 +286,57 @@ impl Trace {
 mod tests {
     use super::*;
 
+    /// A trace that would not fit in memory, or on no grid, is refused before anything is
+    /// recorded, with the way out; a small one is recorded.
+    #[test]
+    fn traces_past_the_memory_or_on_no_grid_are_refused_first() {
+        let err = Trace::check_recordable([256, 256, 1], 100_000_000).unwrap_err();
+        assert!(err.contains("a trace's costs") && err.ends_with(", or fewer iterations"), "{err}");
+        assert_eq!(Trace::record("md", "gravity", 256, 256, 100_000_000, 1), Err(err));
+        assert!(Trace::check_recordable([0, 4, 1], 1).is_err());
+        assert_eq!(Trace::check_recordable([8, 8, 1], 4), Ok(()));
+        assert!(Trace::record("md", "gravity", 4, 4, 0, 1).unwrap_err().contains("at least one iteration"));
+    }
+
+    /// A replay plays the recording forwards, then backwards without repeating either end; a
+    /// recording of one iteration is that iteration throughout. A box's load sums its phases.
+    #[test]
+    fn a_replay_plays_the_recording_back_and_forth() {
+        let of_len = |len: usize| {
+            let header = Header {
+                format: FORMAT.into(),
+                app: "stencil".into(),
+                scenario: "drift".into(),
+                nx: 2,
+                ny: 1,
+                nz: 1,
+                seed: 1,
+                phases: vec![2; len],
+            };
+            let costs = (0..len).map(|i| vec![vec![i as f64, 1.0], vec![0.5, 2.0]]).collect();
+            Trace { header, costs }
+        };
+        let played = |len: usize| (0..8).map(|i| of_len(len).recorded(i)).collect::<Vec<_>>();
+        assert_eq!(played(1), [0; 8]);
+        assert_eq!(played(2), [0, 1, 0, 1, 0, 1, 0, 1]);
+        assert_eq!(played(3), [0, 1, 2, 1, 0, 1, 2, 1]);
+        assert_eq!(of_len(3).loads(3), [1.5, 3.0], "iteration 1's phases summed");
+    }
+
+    /// The recording executor runs per-thread work once, on its one worker.
+    #[test]
+    fn the_recording_executor_runs_per_thread_work_on_its_one_worker() {
+        let exec = Recording {
+            inner: StaticBlocks::new(3, 1).unwrap(),
+            ticks: (0..3).map(|_| AtomicU64::new(0)).collect(),
+            phases: Vec::new(),
+            iterations: Vec::new(),
+        };
+        let seen = std::sync::Mutex::new(Vec::new());
+        exec.on_each_thread(&|w| seen.lock().unwrap().push(w));
+        assert_eq!((seen.into_inner().unwrap(), exec.threads(), exec.boxes()), (vec![0], 1, 3));
+    }
+
     #[test]
     fn a_recorded_trace_survives_the_file_and_bad_files_are_named() {
         let trace = Trace::record("md", "gravity", 6, 5, 3, 1).unwrap();

@@ -475,6 +475,20 @@ mod tests {
         };
         assert_eq!(at(1.0, 3.0), at(3.0, 3.0));
         assert_ne!(at(3.0, 1.0), at(3.0, 3.0), "the speed changes the figures");
+        // What the fit minimises is the check's error on the fitted efficiency and ratio rows,
+        // squared and summed, each app at its own speed.
+        let rows = at(3.0, 2.0);
+        let squares: f64 =
+            rows.iter().filter(|r| r.fitted && r.measured_affinity.is_none()).map(|r| r.error.powi(2)).sum();
+        let fitted = fit_error(&traces, &Machine::fitted(3.0), (2.0, 5.0)).unwrap();
+        assert!(squares > 0.0 && (fitted / squares - 1.0).abs() < 1e-12, "{fitted} against {squares}");
+    }
+
+    /// The balancer's measured cost: 20 units over md's 32×32 boxes and 16 vCores took 1.5 ms.
+    #[test]
+    fn the_balancer_s_cost_is_the_one_measured() {
+        let rebalancing = 20.0 * super::super::replay::unit_cost(BALANCER_BOX_THERE, 1024, 16);
+        assert!((rebalancing / 1.5e-3 - 1.0).abs() < 1e-12, "{rebalancing} s");
     }
 
     /// [`fit`] on small traces (8×8 boxes of md gravity and of the stencil): each app's speed

@@ -316,7 +316,7 @@ pub struct Fitted {
 /// directly, 0.9–2.2 ms per rebalancing of md's 32×32 boxes over 16 vCores, about 20 units
 /// each (docs/results.md): 1.5 ms / (20 units × 1024 boxes × (1 + log2 16)). [`fit`] divides
 /// it by md's speed once that is known.
-pub const BALANCER_BOX_THERE: f64 = 1.5e-3 / (20.0 * 1024.0 * 5.0);
+const BALANCER_BOX_THERE: f64 = 1.5e-3 / (20.0 * 1024.0 * 5.0);
 
 /// A constant [`fit`] tries, with the values it tries.
 type Knob = (fn(&mut Machine) -> &mut f64, &'static [f64]);
@@ -325,7 +325,7 @@ type Knob = (fn(&mut Machine) -> &mut f64, &'static [f64]);
 /// `remote` follows `moved` (twice it), the balancer's cost is [`BALANCER_BOX_THERE`], eager's
 /// handover window was chosen on eager's affinity ([`Machine::eager_window`]); the rest are
 /// measured or assumed where [`Machine`] says.
-pub const KNOBS: [Knob; 8] = [
+const KNOBS: [Knob; 8] = [
     (|m| &mut m.wake, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
     (|m| &mut m.barrier, &[0.1e-6, 0.25e-6, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6, 16e-6]),
     (|m| &mut m.barrier_log2, &[0.0, 0.5e-6, 1e-6, 2e-6, 4e-6, 8e-6]),
@@ -337,7 +337,7 @@ pub const KNOBS: [Knob; 8] = [
 ];
 
 /// Sweeps of [`fit`] over [`KNOBS`].
-pub const SWEEPS: usize = 3;
+const SWEEPS: usize = 3;
 
 /// What [`fit`] minimises: over the fitted rows of [`MEASURED`] whose traces `traces` holds,
 /// the sum of the squared relative errors of pbs's efficiency and of the three ratios (the
@@ -359,8 +359,10 @@ fn fit_error_with(traces: &Traces, machine: &Machine, speeds: (f64, f64), plans:
 }
 
 /// Fits the machine's constants to the fitted rows: the speed of each app from pbs's
-/// 2-thread time, then the [`KNOBS`] one at a time over their grids ([`SWEEPS`] sweeps),
-/// minimising [`fit_error`]. `progress(done, of)` hears of each trial value.
+/// 2-thread time, then eight constants one at a time over a grid of values each (three
+/// sweeps), minimising [`fit_error`]. Not eager's handover window, chosen on eager's affinity
+/// ([`Machine::eager_window`]); the balancer's cost is the one measured, divided by md's speed.
+/// `progress(done, of)` hears of each trial value.
 pub fn fit(traces: &Traces, mut progress: impl FnMut(usize, usize)) -> Result<Fitted, String> {
     let mut plans = Plans::default();
     let mut machine = Machine::fitted(1.0);

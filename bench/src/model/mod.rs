@@ -456,6 +456,85 @@ mod tests {
         assert!(e.contains("--threads 100000") && e.contains("at most 4096"), "{e}");
     }
 
+    /// Each count is checked on its own, at its limits: an empty or zero count, zero
+    /// iterations or boxes are refused alone; `MAX_ITERS` iterations are replayed and one more
+    /// is refused; a node count equal to the threads and a weak-scaling grid of exactly
+    /// `MAX_SIDE` a side are kept without a note.
+    #[test]
+    fn the_settings_are_checked_one_by_one_at_their_limits() {
+        let counts = "need one or more counts";
+        for s in [settings(&[], &[1]), settings(&[2], &[]), settings(&[2, 0], &[1]), settings(&[2], &[1, 0])] {
+            assert!(check(&s).unwrap_err().contains(counts), "{s:?}");
+        }
+        let base = settings(&[8], &[8]);
+        for s in [
+            ModelSettings { iters: 0, ..base.clone() },
+            ModelSettings { record_iters: 0, ..base.clone() },
+            ModelSettings { boxes_per_thread: 0, ..base.clone() },
+        ] {
+            assert!(check(&s).unwrap_err().contains("must be at least 1"), "{s:?}");
+        }
+        let most = pbs_scheduler::pool::MAX_THREADS;
+        assert!(check(&settings(&[most], &[1])).is_ok());
+        assert!(check(&settings(&[most + 1], &[1])).unwrap_err().contains("at most"));
+        assert_eq!(check(&ModelSettings { iters: MAX_ITERS, ..base.clone() }), Ok(vec![]));
+        let e = check(&ModelSettings { iters: MAX_ITERS + 1, ..base.clone() }).unwrap_err();
+        assert!(e.contains("at most 1000000 iterations"), "{e}");
+        assert_eq!(check(&settings(&[8], &[9, 8])).unwrap().len(), 1, "9 nodes noted, 8 kept");
+        let side = MAX_SIDE * MAX_SIDE;
+        assert_eq!(notes(&ModelSettings { boxes_per_thread: side / 1024, ..settings(&[1024], &[1]) }), Ok(vec![]));
+        assert_eq!(
+            notes(&ModelSettings { boxes_per_thread: side / 1024 + 8, ..settings(&[1024], &[1]) }).unwrap().len(),
+            1
+        );
+    }
+
+    /// `project` replays every scheduler, and with `remappers` every remapper but those
+    /// that cut 2D grids only where the trace is 3D, at each thread count on each node count
+    /// up to it; a thread count above the trace's boxes is refused.
+    #[test]
+    fn the_projection_replays_what_the_settings_ask_for() {
+        let dir = std::env::temp_dir().join(format!("pbs-model-project-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (flat, deep) = (dir.join("flat.trace"), dir.join("deep.trace"));
+        Trace::record("stencil", "drift", 4, 4, 2, 1).unwrap().write(&flat).unwrap();
+        Trace::record_3d("stencil", "drift", [4, 2, 2], 2, 1).unwrap().write(&deep).unwrap();
+        let run = |trace: &PathBuf, threads: &[usize], nodes: &[usize]| {
+            let s = ModelSettings { iters: 4, trace: Some(trace.clone()), remappers: true, ..settings(threads, nodes) };
+            project(&s, |_| {}).map(|rows| {
+                rows.iter().map(|r| (r.modelled.threads, r.modelled.numa_nodes, r.modelled.scheduler.clone())).collect()
+            })
+        };
+        let every: Vec<&str> = SCHEDULERS.iter().chain(&REMAPPERS).copied().collect();
+        let rows: Vec<(usize, usize, String)> = run(&flat, &[2, 16], &[2, 4]).unwrap();
+        let expected: Vec<(usize, usize, String)> = [(2, 2), (16, 2), (16, 4)]
+            .iter()
+            .flat_map(|&(t, n)| every.iter().map(move |s| (t, n, s.to_string())))
+            .collect();
+        assert_eq!(rows, expected);
+        let rows: Vec<(usize, usize, String)> = run(&deep, &[2], &[1]).unwrap();
+        let flat_only = every.iter().filter(|s| !EXECUTORS_2D_ONLY.contains(s));
+        assert_eq!(rows, flat_only.map(|s| (2, 1, s.to_string())).collect::<Vec<_>>());
+        assert!(EXECUTORS_2D_ONLY.iter().any(|s| REMAPPERS.contains(s)), "the 3D rows leave one out");
+        assert_eq!(run(&flat, &[17], &[1]), Err("17 threads for a trace of 16 boxes".to_string()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The names of `--rebalancing`, and no other.
+    #[test]
+    fn where_pbs_rebalances_is_chosen_by_name() {
+        let named = ["overlap", "idle", "thread", "stop", "lend"].map(Rebalancing::by_name);
+        let expected = [
+            Rebalancing::IdleTimeOrThread,
+            Rebalancing::IdleTime,
+            Rebalancing::Thread,
+            Rebalancing::Stop,
+            Rebalancing::LentCore,
+        ];
+        assert_eq!(named, expected.map(Some));
+        assert_eq!(Rebalancing::by_name("stop-serial"), None);
+    }
+
     /// `--executor-us-per-thread` and `--iteration-us-per-thread` reach pbs's replay (a free
     /// executor makes its iterations shorter and its executor share nil) and refuse a negative
     /// or unknown time.

@@ -1066,6 +1066,19 @@ mod tests {
         assert!(neighbour_order(&t, &[], 4, &node_of).is_empty());
     }
 
+    /// A unit's real time over the law's price: seconds per unit over the price of one on
+    /// those boxes and vCores; nothing to say without units or with free ones.
+    #[test]
+    fn a_unit_s_real_time_is_compared_with_the_law_s_price() {
+        let plan =
+            |units: usize| PbsPlan { initial: vec![], events: vec![], balancer_units: units, balancer_seconds: 2.0 };
+        let price = 1e-3 * 16.0 * (1.0 + 2.0);
+        assert_eq!(unit_cost(1e-3, 16, 4), price);
+        assert_eq!(plan(4).real_over_law(1e-3, 16, 4), Some(2.0 / 4.0 / price));
+        assert_eq!(plan(0).real_over_law(1e-3, 16, 4), None);
+        assert_eq!(plan(4).real_over_law(0.0, 16, 4), None);
+    }
+
     /// pbs's plan starts from the executor's own first mapping, on one node as on several:
     /// the runtime places the vCores on the node's sub-grid (`placement::numa_positions`),
     /// whose first measured loads move the cells more slowly than from random places.

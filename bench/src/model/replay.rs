@@ -173,6 +173,17 @@ impl PbsPlan {
     }
 }
 
+/// What a rebalancing whose balancer units took `balancing` recorded seconds costs pbs's
+/// criterion on `threads` threads and `boxes` boxes, in recorded seconds: that time (on a lent
+/// core, which only a pool of more than two threads lends, the lender's share: one thread's
+/// in `threads`), plus the serial work of starting the run and taking it on, in the machine's
+/// seconds scaled back by its speed.
+fn criterion_cost(machine: &Machine, rebalancing: Rebalancing, threads: usize, boxes: usize, balancing: f64) -> f64 {
+    let lent = rebalancing == Rebalancing::LentCore && threads > 2;
+    let serial = (machine.start_cost(boxes, threads) + machine.take_on_cost(boxes, threads)) / machine.speed;
+    balancing / if lent { threads as f64 } else { 1.0 } + serial
+}
+
 /// pbs's mappings for `threads` threads over `iterations` iterations of `trace`, a balancer
 /// unit costing the `machine`'s `balancer_box` per box and log2 of the vCores (see
 /// [`unit_cost`]), decided by the executor's rules ([`RebalancePolicy`]; for
@@ -213,11 +224,7 @@ pub fn plan_pbs(
         .and_then(|v| v.with_groups(&numa))
         .map_err(|e| e.to_string())?;
     let unit = unit_cost(balancer_box, grid.len(), vcores_n);
-    // What a run of `units` costs the criterion, in recorded seconds (the machine's serial
-    // work is in its own).
-    let lent = rebalancing == Rebalancing::LentCore && threads > 2;
-    let serial = (machine.start_cost(grid.len(), threads) + machine.take_on_cost(grid.len(), threads)) / machine.speed;
-    let cost_of = |units: usize| unit * units as f64 / if lent { threads as f64 } else { 1.0 } + serial;
+    let cost_of = |units: usize| criterion_cost(machine, rebalancing, threads, grid.len(), unit * units as f64);
     // The executor's own settings, so that the plan cannot drift from them.
     let PbsOptions { tol, trigger, steps_per_rebalance: steps, .. } = PbsOptions::default();
     let timed = std::time::Instant::now();
@@ -1064,6 +1071,25 @@ mod tests {
         let order = neighbour_order(&t, &[1, 1, 1, 2, 2, 0, 2, 2, 3, 1], 4, &node_of);
         assert_eq!(order[0], vec![1, 2, 3]);
         assert!(neighbour_order(&t, &[], 4, &node_of).is_empty());
+    }
+
+    /// The criterion hears a run's balancing time, a lender's share of it on a lent core of
+    /// a pool over two threads, plus the serial start and take-on in recorded seconds.
+    #[test]
+    fn the_criterion_hears_the_balancing_and_the_serial_work() {
+        let machine = Machine {
+            speed: 2.0,
+            start_fixed: 1.0,
+            start_box: 0.5,
+            take_on_box: 0.25,
+            loads_box: 0.0,
+            ..Machine::fitted(1.0)
+        };
+        let serial = (1.0 + 0.5 * 8.0 + 0.25 * 8.0) / 2.0;
+        let cost = |r: Rebalancing, threads: usize| criterion_cost(&machine, r, threads, 8, 12.0);
+        assert_eq!(cost(Rebalancing::Thread, 4), 12.0 + serial);
+        assert_eq!(cost(Rebalancing::LentCore, 4), 12.0 / 4.0 + serial);
+        assert_eq!(cost(Rebalancing::LentCore, 2), 12.0 + serial, "two threads lend no core");
     }
 
     /// A unit's real time over the law's price: seconds per unit over the price of one on

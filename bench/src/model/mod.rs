@@ -457,7 +457,7 @@ mod tests {
     }
 
     /// Each count is checked on its own, at its limits: an empty or zero count, zero
-    /// iterations or boxes are refused alone; `MAX_ITERS` iterations are replayed and one more
+    /// iterations or boxes are refused alone; `MAX_ITERS` iterations are accepted and one more
     /// is refused; a node count equal to the threads and a weak-scaling grid of exactly
     /// `MAX_SIDE` a side are kept without a note.
     #[test]

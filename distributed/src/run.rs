@@ -336,6 +336,8 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     for it in 0..settings.iters {
         inject(&settings.fail, me, it);
         let start = Instant::now();
+        // Again every iteration: the window's executor is new after every change of the window.
+        exec.hint_iterations_left((settings.iters - it) as u64);
         app.iterate(&mut exec, &mut rec, None);
         tally.compute_ms.push(start.elapsed().as_secs_f64() * 1e3);
         // This rank's boxes' times on their cores, and their sums (in box order, as

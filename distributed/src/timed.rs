@@ -228,6 +228,9 @@ unsafe impl<E: Executor + ?Sized> Executor for Timed<E> {
     fn hint_loads(&mut self, loads: &[f64]) -> pbs_scheduler::Result<bool> {
         self.inner.hint_loads(loads)
     }
+    fn hint_iterations_left(&mut self, iterations: u64) {
+        self.inner.hint_iterations_left(iterations)
+    }
     fn wants_motion(&self) -> bool {
         self.inner.wants_motion()
     }

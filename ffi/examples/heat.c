@@ -265,6 +265,8 @@ int main(int argc, char **argv) {
 
     int rebalancings = 0, late_rebalancings = 0, late_imbalanced = 0;
     double efficiency = 0.0, diag_sum = 0.0; /* efficiency summed over sweeps, then the mean */
+    /* No rebalancing at the last iteration's end, which no iteration would run on. */
+    if (!omp.on) pbs_executor_hint_iterations_left(e, (uint64_t)iterations);
     double start = now_ms();
     for (long it = 0; it < iterations; it++) {
         pbs_status st = PBS_OK;

@@ -161,6 +161,8 @@ program heat
 
     rebalancings = 0
     efficiency = 0
+    ! No rebalancing at the last iteration's end, which no iteration would run on.
+    if (on_pbs) status = pbs_executor_hint_iterations_left(e, int(iterations, c_int64_t))
     call system_clock(started, rate)
     do it = 1, iterations
         call each_box(sweep)

@@ -100,6 +100,7 @@ int main(int argc, char **argv) {
 
     field f = {{n[0], n[1], n[2]}, a, b, lo, hi};
     pbs_iteration_end end = {0};
+    pbs_executor_hint_iterations_left(e, (uint64_t)iterations); /* none at the last one's end */
     double start = now_ms();
     for (long it = 0; it < iterations; it++) {
         if (pbs_executor_run_phase(e, sweep_box, &f, NULL) != PBS_OK) {

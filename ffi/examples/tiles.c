@@ -91,6 +91,7 @@ int main(int argc, char **argv) {
     for (size_t c = 0; c < w * h; c++) a[c] = b[c] = (c % w < w / 8 && c / w < h / 8) ? 100.0 : 1.0;
 
     grid g = {w, h, a, b, range};
+    pbs_executor_hint_iterations_left(e, (uint64_t)iterations); /* none at the last one's end */
     double start = now_ms();
     for (long it = 0; it < iterations; it++) {
         pbs_status st = ranges ? pbs_executor_run_phase_ranges(e, sweep_range, &g, NULL)

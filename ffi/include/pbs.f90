@@ -113,7 +113,8 @@ module pbs
     end interface pbs_executor_create_with
     public :: pbs_last_error_status, pbs_partitioner_balance, pbs_partitioner_free
     public :: pbs_executor_threads, pbs_executor_run_phase, pbs_executor_run_phase_ranges, &
-              pbs_executor_reduce_sum, pbs_executor_end_iteration, pbs_executor_on_each_thread, &
+              pbs_executor_reduce_sum, pbs_executor_end_iteration, pbs_executor_hint_iterations_left, &
+              pbs_executor_on_each_thread, &
               pbs_executor_hint_loads, pbs_executor_owners, pbs_current_worker, pbs_executor_free
     public :: pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims, pbs_mapper_end_iteration, pbs_mapper_free
     public :: pbs_tiling_grid, pbs_tiling_cells, pbs_tiling_grid_3d, pbs_tiling_cells_3d
@@ -173,6 +174,15 @@ module pbs
             type(c_ptr), value :: e
             type(pbs_iteration_end), intent(out), optional :: end
         end function pbs_executor_end_iteration
+
+        ! The run ends after `iterations` more end_iteration calls (0 forgets it): "pbs" and the
+        ! remappers start no rebalancing at the last one's end.
+        integer(c_int) function pbs_executor_hint_iterations_left(e, iterations) &
+                bind(C, name="pbs_executor_hint_iterations_left")
+            import :: c_int, c_ptr, c_int64_t
+            type(c_ptr), value :: e
+            integer(c_int64_t), value :: iterations
+        end function pbs_executor_hint_iterations_left
 
         integer(c_int) function pbs_executor_on_each_thread(e, f, ctx) bind(C, name="pbs_executor_on_each_thread")
             import :: c_int, c_ptr, c_funptr

@@ -230,6 +230,12 @@ class executor {
         return end;
     }
 
+    /* The run ends after `iterations` more end_iteration calls: "pbs" and the remappers
+       start no rebalancing at the last one's end. */
+    void hint_iterations_left(std::uint64_t iterations) {
+        detail::check(pbs_executor_hint_iterations_left(e_.get(), iterations));
+    }
+
     /* Calls f(worker) once on every worker thread (first-touch each worker's data). */
     template <class F>
     void on_each_thread(F &&f) {

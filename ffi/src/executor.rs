@@ -452,6 +452,22 @@ pub unsafe extern "C" fn pbs_executor_end_iteration(e: *mut ExecutorHandle, end:
     })
 }
 
+/// Run-length hint: the run ends after `iterations` more calls of
+/// [`pbs_executor_end_iteration`] (0 forgets it); "pbs" and the remappers then start no
+/// rebalancing at the last one's end. The other schedulers ignore it.
+///
+/// # Safety
+/// As [`pbs_executor_end_iteration`].
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_hint_iterations_left(e: *mut ExecutorHandle, iterations: u64) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+        e.enter("pbs_executor_hint_iterations_left")?.exec().hint_iterations_left(iterations);
+        Ok(())
+    })
+}
+
 /// Runs `f(ctx, worker)` once on every worker thread.
 ///
 /// # Safety
@@ -1056,10 +1072,11 @@ mod tests {
     }
 
     /// A criterion given in code decides: `never` leaves a jump in the load after the first
-    /// rebalancings alone, `always` follows it.
+    /// rebalancings alone, `always` follows it, but not where every iteration is hinted to be
+    /// the run's last. A NULL executor is refused.
     #[test]
     fn a_criterion_given_in_code_decides_the_rebalancings() {
-        let late = |criterion: &std::ffi::CStr| {
+        let late = |criterion: &std::ffi::CStr, last_each_time: bool| {
             let settings = [criterion.as_ptr(), std::ptr::null()];
             // SAFETY: NUL-terminated literals, the array ends with NULL.
             let e = unsafe { pbs_executor_new_with(c"pbs".as_ptr(), 8, 8, 1, 2, 0, settings.as_ptr()) };
@@ -1075,6 +1092,10 @@ mod tests {
                 // SAFETY: a live handle; the task reads ctx as the Jump above.
                 let status = unsafe { pbs_executor_run_phase(e, Some(first_owner_jumps), ctx, std::ptr::null_mut()) };
                 assert_eq!(status, Status::Ok);
+                if last_each_time {
+                    // SAFETY: a live handle.
+                    assert_eq!(unsafe { pbs_executor_hint_iterations_left(e, 1) }, Status::Ok);
+                }
                 let mut end = IterationEnd::default();
                 // SAFETY: a live handle; `end` is writable.
                 assert_eq!(unsafe { pbs_executor_end_iteration(e, &mut end) }, Status::Ok);
@@ -1084,7 +1105,10 @@ mod tests {
             unsafe { pbs_executor_free(e) };
             late
         };
-        assert_eq!(late(c"PBS_CRITERION=never"), 0, "never asked after the jump");
-        assert!(late(c"PBS_CRITERION=always") >= 1, "asked every iteration, it follows the jump");
+        assert_eq!(late(c"PBS_CRITERION=never", false), 0, "never asked after the jump");
+        assert!(late(c"PBS_CRITERION=always", false) >= 1, "asked every iteration, it follows the jump");
+        assert_eq!(late(c"PBS_CRITERION=always", true), 0, "no rebalancing at a run's last iteration");
+        // SAFETY: NULL is refused before any use.
+        assert_eq!(unsafe { pbs_executor_hint_iterations_left(std::ptr::null_mut(), 3) }, Status::NullPointer);
     }
 }

@@ -16,6 +16,7 @@
 //! ```c
 //! pbs_executor *e = pbs_executor_new("pbs", nx, ny, 1, 0, 1); // all cores, pinned
 //! if (!e) { fprintf(stderr, "%s\n", pbs_last_error()); return 1; }
+//! pbs_executor_hint_iterations_left(e, iters);             // none at the last one's end
 //! for (int it = 0; it < iters; it++) {
 //!     if (pbs_executor_run_phase(e, jacobi_box, &field, NULL) != PBS_OK) // int jacobi_box(ctx, k):
 //!         return fail(pbs_last_error());                             // writes box k only, 0 = ok
@@ -41,9 +42,10 @@ pub mod status;
 pub mod tiling;
 
 pub use executor::{
-    pbs_current_worker, pbs_executor_end_iteration, pbs_executor_free, pbs_executor_hint_loads, pbs_executor_new,
-    pbs_executor_on_each_thread, pbs_executor_owners, pbs_executor_reduce_sum, pbs_executor_run_phase,
-    pbs_executor_run_phase_ranges, pbs_executor_threads, IterationEnd, PhaseStats,
+    pbs_current_worker, pbs_executor_end_iteration, pbs_executor_free, pbs_executor_hint_iterations_left,
+    pbs_executor_hint_loads, pbs_executor_new, pbs_executor_on_each_thread, pbs_executor_owners,
+    pbs_executor_reduce_sum, pbs_executor_run_phase, pbs_executor_run_phase_ranges, pbs_executor_threads, IterationEnd,
+    PhaseStats,
 };
 pub use mapper::{pbs_mapper_end_iteration, pbs_mapper_free, pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims};
 pub use partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};

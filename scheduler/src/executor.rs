@@ -207,6 +207,15 @@ pub unsafe trait Executor {
         let _ = (momentum, particles);
         Ok(false)
     }
+    /// Run-length hint: the run ends after `iterations` more calls of
+    /// [`Executor::end_iteration`] (0 forgets the hint). An executor that rebalances (`pbs`,
+    /// the remappers) then decides nothing at the last one's end, where no iteration would run
+    /// on the new owners: it starts no rebalancing and leaves one under way as it is (taken on
+    /// later, should the run go on). The loads are measured and reported as ever. The others
+    /// ignore it; without it an executor assumes the run goes on.
+    fn hint_iterations_left(&mut self, iterations: u64) {
+        let _ = iterations;
+    }
 }
 
 /// The task of a phase as an executor holds it: one call per box, or one call per range of

@@ -26,6 +26,7 @@
 //! // let mut exec: Box<dyn Executor> = Box::new(StaticBlocks::new(grid.len(), 2).unwrap());
 //! let mut u = vec![1.0f64; grid.len()];
 //! let mut next = vec![0.0f64; grid.len()];
+//! exec.hint_iterations_left(10); // optional: no rebalancing at the last iteration's end
 //! for _ in 0..10 {
 //!     for_each_box_mut(exec.as_mut(), &mut next, |k, out| *out = 0.5 * u[k]);
 //!     std::mem::swap(&mut u, &mut next);

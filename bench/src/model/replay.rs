@@ -245,7 +245,9 @@ pub fn plan_pbs(
         // timed every iteration or every other).
         let samples = i as u64 + 1;
         let observed = policy.observe(&threads_seen, samples);
-        if !observed.asked {
+        // Told the run's length (`hint_iterations_left`), the executor starts nothing at the
+        // last iteration's end.
+        if !observed.asked || i + 1 == iterations {
             continue;
         }
         let problem = match policy.reads_box_loads(observed) {
@@ -337,7 +339,8 @@ pub fn plan_remap(
         // Every iteration completes a box-time sample, as in `plan_pbs`.
         let samples = i as u64 + 1;
         let seen = policy.observe(sample, samples);
-        if !seen.asked {
+        // Nothing at the last iteration's end, as in `plan_pbs`.
+        if !seen.asked || i + 1 == iterations {
             continue;
         }
         let now = imbalance(&owners, &phases, &loads);
@@ -1153,6 +1156,27 @@ mod tests {
         assert!(replay(&trace, "pbs", 8, 9, &machine, Some(&plan), Rebalancing::Stop, 2).is_err(), "9 nodes");
         assert!(replay(&trace, "pbs", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err(), "no plan");
         assert!(replay(&trace, "metis", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err());
+    }
+
+    /// Told the run's length, the executors start nothing at its last iteration's end, and
+    /// the plans neither: the first measurement's rebalancing (pbs) and remapping (RCB) are
+    /// left out of a one-iteration run, and a pbs plan cut short at any of its rebalancings
+    /// ends without it, the ones before as they were.
+    #[test]
+    fn plans_start_nothing_at_the_last_iteration() {
+        // The drifting stencil: pbs rebalances every few iterations at 8 threads.
+        let trace = trace("stencil-drift-32x32.trace");
+        let machine = Machine::fitted(1.0);
+        let ats = |plan: PbsPlan| plan.events.iter().map(|e| e.at).collect::<Vec<_>>();
+        let pbs = |iterations| ats(plan_pbs(&trace, 8, 1, iterations, &machine, Rebalancing::Stop).unwrap());
+        let rcb = |iterations| ats(plan_remap(&trace, "rcb", 8, iterations, 0.0).unwrap());
+        assert_eq!((pbs(1), rcb(1)), (vec![], vec![]));
+        assert_eq!((pbs(2)[..1].to_vec(), rcb(2)[..1].to_vec()), (vec![0], vec![0]), "the first measurement asks");
+        let full = pbs(40);
+        assert!(full.len() >= 4, "{full:?}");
+        for (n, &at) in full.iter().enumerate() {
+            assert_eq!(pbs(at + 1), full[..n], "cut at {at}");
+        }
     }
 
     /// On the balancer thread, the worker sharing its core is away for the thread's time

@@ -35,6 +35,7 @@ use pbs::pack_steal::{pack_steal, PackSteal};
 use pbs::{metrics, Grid};
 
 use super::owner_lists::OwnerLists;
+use super::run_length::IterationsLeft;
 use super::timing;
 use super::RemapPolicy;
 use crate::box_timing::{BoxTimer, Tracker};
@@ -197,6 +198,8 @@ pub struct Remapping {
     /// them elsewhere (the boxes the last remapping moved, if it came since).
     ran_before: bool,
     moved: usize,
+    /// The iterations the run has left, where the application said: no remapping at the last.
+    left: IterationsLeft,
 }
 
 impl Remapping {
@@ -246,6 +249,7 @@ impl Remapping {
             remaps: 0,
             ran_before: false,
             moved: 0,
+            left: IterationsLeft::default(),
         })
     }
 
@@ -317,7 +321,8 @@ impl Remapping {
         };
         let seen = self.policy.observe(sample, self.tracker.samples_completed());
         let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
-        if !seen.asked {
+        // At the run's last iteration no iteration would run on a remapping.
+        if self.left.end_one() || !seen.asked {
             end.rebalance_time = start.elapsed();
             end.rebalance_critical = end.rebalance_time;
             return end;
@@ -405,6 +410,9 @@ unsafe impl Executor for Remapping {
         self.policy.given_loads();
         Ok(true)
     }
+    fn hint_iterations_left(&mut self, iterations: u64) {
+        self.left.set(iterations);
+    }
     fn wants_motion(&self) -> bool {
         matches!(self.options.remapper, Remapper::NoRcb { .. })
     }
@@ -473,6 +481,29 @@ mod tests {
             let heavy_owners: std::collections::BTreeSet<u32> = exec.owners()[..36].iter().copied().collect();
             assert_eq!(heavy_owners.len(), 2, "{name}: both threads share the heavy rows: {:?}", exec.owners());
             assert_ne!(exec.owners(), start);
+        }
+    }
+
+    /// The heavy rows of the test above, each iteration told it is the run's last: no
+    /// remapper moves a box, though every iteration measured the imbalance it moves them for.
+    #[test]
+    fn no_remapper_moves_a_box_at_the_last_iteration_of_a_hinted_run() {
+        for name in ["rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy", "diffusion"] {
+            let grid = Grid::new(12, 12).unwrap();
+            let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::by_name(name).unwrap())).unwrap();
+            let start = exec.owners().to_vec();
+            for it in 0..12 {
+                exec.hint_iterations_left(1);
+                exec.run_phase(&|k| {
+                    if k < 36 {
+                        spin(20);
+                    }
+                });
+                let end = exec.end_iteration();
+                assert!(!end.rebalanced && end.migrations == 0, "{name}, iteration {it}: {end:?}");
+                assert!(end.max_avg > 1.2, "{name}, iteration {it}: the imbalance is measured: {end:?}");
+            }
+            assert_eq!(exec.owners(), start, "{name}");
         }
     }
 

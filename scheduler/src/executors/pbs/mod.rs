@@ -36,6 +36,7 @@ use crossbeam_utils::CachePadded;
 use pbs::{balance, methods, Balancer, Grid, Problem, StopRule, VCores};
 
 use super::owner_lists::OwnerLists;
+use super::run_length::IterationsLeft;
 use super::timing;
 use crate::background::Background;
 use crate::box_timing::{BoxTimer, Tracker};
@@ -160,6 +161,8 @@ struct Rebalance {
     /// threads, md's mean iteration grew by about the balancer thread's time (docs/results.md,
     /// "Sixteen threads, 2026-11-26"); at 8 threads, with cores to spare, it did not.
     thread_time_is_wall_time: bool,
+    /// The iterations the run has left, where the application said: none starts at the last.
+    left: IterationsLeft,
 }
 
 /// Stealing: the claim words of the lists and what thieves took (see `stealing.rs`).
@@ -249,6 +252,7 @@ impl Pbs {
                 unit_time,
                 run_time: unit_time * (options.steps_per_rebalance + 2) as f64,
                 thread_time_is_wall_time: no_core_spare,
+                left: IterationsLeft::default(),
             },
             steal: Steal { active, claim, threads: (0..threads).map(|_| CachePadded::default()).collect() },
             last_runs: LastRuns::new(grid.len(), threads),
@@ -381,6 +385,10 @@ unsafe impl Executor for Pbs {
     fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<bool> {
         self.balance_on_hints(loads)?;
         Ok(true)
+    }
+
+    fn hint_iterations_left(&mut self, iterations: u64) {
+        self.rebalance.left.set(iterations);
     }
 }
 
@@ -1044,6 +1052,48 @@ pub(super) mod tests {
             let text = e.to_string();
             assert!(text.contains(value) && (text.contains(name) || name == "PBS_METHOD"), "{name}: {text}");
         }
+    }
+
+    /// Told how many iterations the run has left, pbs starts no rebalancing at the last one's
+    /// end, where the same first measurement rebalances an executor not told, and reports the
+    /// iteration's imbalance as ever; a run that goes on past the hint rebalances again.
+    #[test]
+    fn no_rebalancing_starts_at_the_last_iteration_of_a_hinted_run() {
+        let grid = Grid::new(16, 16).unwrap();
+        let heavy = |k: usize| {
+            if k % 16 < 8 && k / 16 < 8 {
+                std::hint::black_box((0..3000).sum::<u64>());
+            }
+        };
+        let mut ends = Vec::new();
+        for hint in [None, Some(1)] {
+            let options = PbsOptions {
+                criterion: Some(Box::new(crate::criteria::Always)),
+                steal: Stealing::Never,
+                overlap: Overlap::Stop,
+                ..PbsOptions::default()
+            };
+            let mut exec = Pbs::new(grid, 2, options).unwrap();
+            exec.timing.tracker.set_stride(1);
+            if let Some(left) = hint {
+                exec.hint_iterations_left(left);
+            }
+            let before = exec.vcores().owners().to_vec();
+            exec.run_phase(&heavy);
+            let end = exec.end_iteration();
+            ends.push((end.rebalanced || end.under_way, exec.vcores().owners() != &before[..], end.max_avg));
+            if hint.is_some() {
+                let again = (0..20).any(|_| {
+                    exec.run_phase(&heavy);
+                    exec.end_iteration().rebalanced
+                });
+                assert!(again, "a run that goes on past the hint rebalances");
+            }
+        }
+        let ((rebalanced, moved, _), (hinted_rebalanced, hinted_moved, max_avg)) = (ends[0], ends[1]);
+        assert!(rebalanced && moved, "the first measurement rebalances a run not told");
+        assert!(!hinted_rebalanced && !hinted_moved, "nothing starts at the last iteration");
+        assert!(max_avg > 1.2, "the last iteration's imbalance is reported: {max_avg}");
     }
 
     /// Hints map the boxes for loads known in advance; a wrong length or a bad load is an

@@ -48,6 +48,13 @@ impl Pbs {
         let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
         end.balancing_in_slack = std::mem::take(&mut self.rebalance.in_slack);
         let overrun = std::mem::take(&mut self.rebalance.overrun);
+        if self.rebalance.left.end_one() {
+            // The run's last iteration: no iteration would run on what a rebalancing decided
+            // or took on now. One under way stays as it is, for a run that goes on after all.
+            end.rebalance_time = start.elapsed();
+            end.rebalance_critical = end.rebalance_time + overrun;
+            return end;
+        }
         // A rebalancing under way, in idle time or on the balancer thread: take it on once
         // ended, give it up when late.
         if self.background.is_out() {

@@ -27,7 +27,7 @@
 //! costed by their real time here ([`plan_remap`]).
 
 use pbs::{balance, methods, Problem, Run, StopRule, VCores};
-use pbs_scheduler::criteria::{Boulmier, Sample};
+use pbs_scheduler::criteria::{Boulmier, Criterion, Sample};
 use pbs_scheduler::executor::IdleParts;
 use pbs_scheduler::executors::{
     balancer_units, Lending, PbsOptions, RebalancePolicy, RemapInputs, RemapOptions, RemapPolicy, Remapper,
@@ -210,6 +210,23 @@ pub fn plan_pbs(
     machine: &Machine,
     rebalancing: Rebalancing,
 ) -> Result<PbsPlan, String> {
+    plan_pbs_hearing(trace, (threads, numa_nodes, iterations), machine, rebalancing, &boulmier)
+}
+
+/// The executor's criterion, from the first balancing's cost.
+fn boulmier(first_cost: f64) -> Box<dyn Criterion> {
+    Box::new(Boulmier::new(first_cost))
+}
+
+/// [`plan_pbs`] with the criterion `criterion(first cost)`: a test's hears what the plan
+/// tells it.
+fn plan_pbs_hearing(
+    trace: &Trace,
+    (threads, numa_nodes, iterations): (usize, usize, usize),
+    machine: &Machine,
+    rebalancing: Rebalancing,
+    criterion: &dyn Fn(f64) -> Box<dyn Criterion>,
+) -> Result<PbsPlan, String> {
     let (balancer_box, noise, restart_lands) =
         (machine.balancer_box, machine.noise, rebalancing.lands_restart_at_once());
     let grid = trace.grid()?;
@@ -229,9 +246,9 @@ pub fn plan_pbs(
     let PbsOptions { tol, trigger, steps_per_rebalance: steps, .. } = PbsOptions::default();
     let timed = std::time::Instant::now();
     let first = balance(balancer.as_mut(), &uniform, &mut vcores, StopRule { max_steps: 200, tol }, |_| {});
-    let (mut balancer_seconds, mut units_run) = (timed.elapsed().as_secs_f64(), first.steps + 2);
-    let first_cost = unit * (first.steps + 2) as f64;
-    let policy = RebalancePolicy::new(Box::new(Boulmier::new(first_cost)), tol, trigger, first_cost);
+    let (mut balancer_seconds, mut units_run) = (timed.elapsed().as_secs_f64(), balancer_units(&first));
+    let first_cost = unit * units_run as f64;
+    let policy = RebalancePolicy::new(criterion(first_cost), tol, trigger, first_cost);
     let mut policy = if rebalancing == Rebalancing::StopSerial { policy.without_waiting() } else { policy };
     let initial = vcores.owners().to_vec();
     let mut events = Vec::new();
@@ -294,6 +311,17 @@ pub fn plan_remap(
     iterations: usize,
     noise: f64,
 ) -> Result<PbsPlan, String> {
+    plan_remap_hearing(trace, remapper, (threads, iterations), noise, &boulmier)
+}
+
+/// [`plan_remap`] with the criterion `criterion(first cost)`, as [`plan_pbs_hearing`].
+fn plan_remap_hearing(
+    trace: &Trace,
+    remapper: &str,
+    (threads, iterations): (usize, usize),
+    noise: f64,
+    criterion: &dyn Fn(f64) -> Box<dyn Criterion>,
+) -> Result<PbsPlan, String> {
     use pbs::metrics;
     let grid = trace.grid()?;
     let parts = threads.min(grid.len());
@@ -315,7 +343,7 @@ pub fn plan_remap(
     let start = std::time::Instant::now();
     let initial = pbs::bisection::kway_rcb(&grid, &vec![1.0; grid.len()], parts).map_err(err)?;
     let first_cost = start.elapsed().as_secs_f64();
-    let mut policy = RemapPolicy::new(Box::new(Boulmier::new(first_cost)), trigger, first_cost);
+    let mut policy = RemapPolicy::new(criterion(first_cost), trigger, first_cost);
     let mut owners = initial.clone();
     let mut events = Vec::new();
     let mut rng = SplitMix64::new(0x91a4 ^ threads as u64);
@@ -1177,6 +1205,120 @@ mod tests {
         for (n, &at) in full.iter().enumerate() {
             assert_eq!(pbs(at + 1), full[..n], "cut at {at}");
         }
+    }
+
+    /// What a plan's criterion heard: its first cost, each iteration's threads, and each
+    /// cost it was told with the number of iterations it had seen by then. It decides as the
+    /// executor's (Boulmier's) does.
+    struct Listening(std::sync::Arc<std::sync::Mutex<Heard>>, Boulmier);
+
+    #[derive(Default)]
+    struct Heard {
+        first_cost: f64,
+        samples: Vec<Sample>,
+        costs: Vec<(usize, f64)>,
+    }
+
+    impl Criterion for Listening {
+        fn name(&self) -> String {
+            "listening".into()
+        }
+        fn observe(&mut self, s: Sample) -> bool {
+            self.0.lock().unwrap().samples.push(s);
+            self.1.observe(s)
+        }
+        fn rebalanced(&mut self, cost: f64) {
+            let mut heard = self.0.lock().unwrap();
+            let seen = heard.samples.len();
+            heard.costs.push((seen, cost));
+            self.1.rebalanced(cost);
+        }
+    }
+
+    /// A listening criterion and what it hears.
+    fn listening() -> (std::sync::Arc<std::sync::Mutex<Heard>>, impl Fn(f64) -> Box<dyn Criterion>) {
+        let heard = std::sync::Arc::new(std::sync::Mutex::new(Heard::default()));
+        let ear = std::sync::Arc::clone(&heard);
+        let make = move |first_cost: f64| -> Box<dyn Criterion> {
+            ear.lock().unwrap().first_cost = first_cost;
+            Box::new(Listening(std::sync::Arc::clone(&ear), Boulmier::new(first_cost)))
+        };
+        (heard, make)
+    }
+
+    /// The threads' loads as the executor's timing sees them in each iteration of a plan: the
+    /// trace's box loads (summed over phases) of the owners in force, each thread's seen
+    /// `1 − noise · ln u` times heavier, `u` uniform from the plan's stream.
+    fn seen_samples(trace: &Trace, plan: &PbsPlan, threads: usize, noise: f64, iterations: usize) -> Vec<Sample> {
+        let mut rng = SplitMix64::new(0x91a4 ^ threads as u64);
+        (0..iterations)
+            .map(|i| {
+                let seen: Vec<f64> = (0..threads).map(|_| 1.0 - noise * rng.next_f64().max(1e-12).ln()).collect();
+                let owners = plan.events.iter().rev().find(|e| e.at < i).map_or(&plan.initial, |e| &e.owners);
+                let loads: Vec<f64> = trace.loads(i).iter().zip(owners).map(|(q, &o)| q * seen[o as usize]).collect();
+                let q = pbs::metrics::charges(owners, &loads, threads);
+                Sample {
+                    max: q.iter().copied().fold(0.0, f64::max),
+                    mean: q.iter().sum::<f64>() / threads as f64,
+                    min: q.iter().copied().fold(f64::INFINITY, f64::min),
+                }
+            })
+            .collect()
+    }
+
+    fn assert_samples_match(heard: &[Sample], want: &[Sample], what: &str) {
+        assert_eq!(heard.len(), want.len(), "{what}");
+        for (i, (h, w)) in heard.iter().zip(want).enumerate() {
+            let near = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+            assert!(
+                near(h.max, w.max) && near(h.mean, w.mean) && near(h.min, w.min),
+                "{what}, iteration {i}: {h:?} vs {w:?}"
+            );
+        }
+    }
+
+    /// A pbs plan tells its criterion the threads the executor would measure, each iteration;
+    /// the first balancing's units at the unit's price as the first cost; and, at each of its
+    /// rebalancings, that run's units costed as the executor's criterion hears them
+    /// (`criterion_cost`), the last real cost again where it waits or finds nothing to win.
+    /// A remapper's plan tells its criterion the threads alike.
+    #[test]
+    fn plans_tell_their_criteria_what_the_executor_would() {
+        let trace = trace("stencil-drift-32x32.trace");
+        let (threads, iterations) = (8, 40);
+        let machine = Machine::fitted(1.0);
+        let (heard, make) = listening();
+        let plan = plan_pbs_hearing(&trace, (threads, 1, iterations), &machine, Rebalancing::Stop, &make).unwrap();
+        let same = plan_pbs(&trace, threads, 1, iterations, &machine, Rebalancing::Stop).unwrap();
+        let ats = |p: &PbsPlan| p.events.iter().map(|e| (e.at, e.units)).collect::<Vec<_>>();
+        assert_eq!(ats(&plan), ats(&same), "the listening criterion decides as Boulmier's");
+        assert!(plan.events.len() >= 4, "{:?}", ats(&plan));
+        let heard = heard.lock().unwrap();
+        let grid = trace.grid().unwrap();
+        let unit = unit_cost(machine.balancer_box, grid.len(), threads);
+        let first_units = plan.balancer_units - plan.events.iter().map(|e| e.units).sum::<usize>();
+        assert!(first_units > 2, "a cold balancing takes steps: {first_units}");
+        assert!((heard.first_cost - unit * first_units as f64).abs() <= 1e-12 * heard.first_cost);
+        let want = seen_samples(&trace, &plan, threads, machine.noise, iterations);
+        assert_samples_match(&heard.samples, &want, "pbs");
+        let mut last = heard.first_cost;
+        for &(seen, cost) in &heard.costs {
+            if let Some(e) = plan.events.iter().find(|e| e.at + 1 == seen) {
+                last = criterion_cost(&machine, Rebalancing::Stop, threads, grid.len(), unit * e.units as f64);
+            }
+            assert!((cost - last).abs() <= 1e-12 * last, "after {seen} iterations: {cost} vs {last}");
+        }
+        for e in &plan.events {
+            assert!(heard.costs.iter().any(|&(seen, _)| seen == e.at + 1), "no cost told at {}", e.at);
+        }
+
+        // 4 threads: the stream's seed `0x91a4 ^ 4` is not `0x91a4 | 4`, as `^ 8` is `| 8`.
+        let (heard, make) = listening();
+        let (threads, noise) = (4, 0.05);
+        let plan = plan_remap_hearing(&trace, "rcb", (threads, iterations), noise, &make).unwrap();
+        assert!(!plan.events.is_empty());
+        let want = seen_samples(&trace, &plan, threads, noise, iterations);
+        assert_samples_match(&heard.lock().unwrap().samples, &want, "rcb");
     }
 
     /// On the balancer thread, the worker sharing its core is away for the thread's time

@@ -12,6 +12,11 @@ impl IterationsLeft {
         self.0 = (iterations > 0).then_some(iterations);
     }
 
+    /// The iteration ends still to come, where the application said.
+    pub(crate) fn remaining(self) -> Option<u64> {
+        self.0
+    }
+
     /// Counts an iteration's end: whether it is the run's last. The hint is then spent, so a
     /// run that goes on after all is treated as one without a hint.
     pub(crate) fn end_one(&mut self) -> bool {
@@ -38,7 +43,11 @@ mod tests {
         let mut left = IterationsLeft::default();
         assert!(!(0..5).any(|_| left.end_one()), "no hint, no last iteration");
         left.set(3);
-        assert_eq!([left.end_one(), left.end_one(), left.end_one()], [false, false, true]);
+        assert_eq!(left.remaining(), Some(3));
+        assert_eq!([left.end_one(), left.end_one()], [false, false]);
+        assert_eq!(left.remaining(), Some(1), "one more end, the last");
+        assert!(left.end_one());
+        assert_eq!(left.remaining(), None);
         assert!(!(0..5).any(|_| left.end_one()), "a run that goes on past the hint has no last iteration");
         left.set(1);
         assert!(left.end_one());

@@ -112,6 +112,8 @@ pub struct RebalancePolicy {
     /// The box loads the owners in force were balanced on (`None`: uniform loads, every
     /// mapping's start).
     reference: Option<Vec<f64>>,
+    /// The iterations the run has left after the one being decided on, where it is known.
+    left: Option<u64>,
 }
 
 impl RebalancePolicy {
@@ -130,6 +132,7 @@ impl RebalancePolicy {
             recent: RecentLoads::default(),
             waits: true,
             reference: None,
+            left: None,
         }
     }
 
@@ -214,6 +217,13 @@ impl RebalancePolicy {
         if s.max_avg <= (1.0 + self.tol) * s.bound {
             return Verdict::NothingToWin;
         }
+        // What a rebalancing can win per iteration: down to the tolerance, or to where the
+        // last one ended if it fell short (a balancer that stopped at 3.5 % gains nothing on a
+        // 3.5 % imbalance, and would otherwise be run again and again).
+        let win = (s.max_avg - (1.0 + self.tol).max(self.reached) * s.bound) * s.mean;
+        if self.left.is_some_and(|left| win * (left as f64) < self.last_cost) {
+            return Verdict::NothingToWin;
+        }
         if s.max_avg > (1.0 + self.trigger) * s.bound {
             // A thread-wide imbalance (a core shared for a while) waits as one under the
             // trigger does: on the VM, most such stretches ended within 16 iterations.
@@ -229,11 +239,7 @@ impl RebalancePolicy {
         if !checked && (self.over_tolerance < PERSISTENT_ITERATIONS || !self.recent.persists_over(1.0 + self.tol)) {
             return Verdict::NotYet(RECENT_ITERATIONS);
         }
-        // What a rebalancing can win: down to the tolerance, or to where the last one ended
-        // if it fell short (a balancer that stopped at 3.5 % gains nothing on a 3.5 %
-        // imbalance, and would otherwise be run again and again).
-        let floor = (1.0 + self.tol).max(self.reached) * s.bound;
-        if (s.max_avg - floor) * s.mean * PAYBACK_ITERATIONS >= self.last_cost {
+        if win * PAYBACK_ITERATIONS >= self.last_cost {
             Verdict::Rebalance
         } else {
             Verdict::NothingToWin
@@ -281,6 +287,14 @@ impl RebalancePolicy {
     /// iteration need not rebalance.
     pub fn given_loads(&mut self) {
         self.asking.given_loads();
+    }
+
+    /// The run ends `iterations` after the one decided on next (`None`: it goes on, the
+    /// default). A rebalancing then pays only if the heaviest thread's excess over what the
+    /// balancer can reach, over those iterations, repays the last one's cost: near the end
+    /// of a run none does, however large the imbalance.
+    pub fn run_ends_in(&mut self, iterations: Option<u64>) {
+        self.left = iterations;
     }
 
     /// Seconds the last real rebalancing cost (the criterion's `C`).
@@ -568,6 +582,35 @@ mod tests {
         p.balanced_on(&giant);
         let s = standing_on(&p, &vcores, &giant, vcores.owners()[0], 1.04);
         assert!(s.bound > 1.9 && s.max_avg < 1.05 * s.bound && !s.thread_wide, "{s:?}");
+    }
+
+    /// Near a run's end a rebalancing pays only if what it wins per iteration, over the
+    /// iterations left, repays the last one's cost: over the trigger and at the first
+    /// measurement too. Where the last run ended short of the tolerance, only the excess over
+    /// where it ended counts.
+    #[test]
+    fn near_the_end_of_a_run_a_rebalancing_must_repay_its_cost_in_the_iterations_left() {
+        // (1.2 − 1.02) × 32 µs = 5.76 µs won per iteration against 300 µs: 53 repay it, 52 not.
+        for (left, pays) in [(None, true), (Some(53), true), (Some(52), false), (Some(0), false)] {
+            let mut p = policy();
+            p.run_ends_in(left);
+            let first = p.observe(&[1.2, 0.8], 0);
+            assert_eq!(p.decide(first, Some(standing(1e-6, 0.2))), pays, "{left:?}");
+        }
+        // The last run ended at 1.1 (300 µs): (1.2 − 1.1) × 32 µs = 3.2 µs a time, 94 repay it.
+        for (left, pays) in [(Some(94), true), (Some(93), false)] {
+            let mut p = RebalancePolicy::new(Box::new(crate::criteria::Always), 0.02, 0.05, 300e-6).without_waiting();
+            p.asking.measured = true;
+            p.took_on(1.1, true, false, 300e-6, 1);
+            p.run_ends_in(left);
+            let seen = p.observe(&[1.2, 0.8], 0);
+            assert_eq!(p.decide(seen, Some(standing(1e-6, 0.2))), pays, "{left:?}");
+        }
+        // Repaid exactly (no tolerance: 1 × 0.25 s won a time, 4 iterations, 1 s) is repaid.
+        let mut p = RebalancePolicy::new(Box::new(Never), 0.0, 0.05, 1.0);
+        p.run_ends_in(Some(4));
+        let first = p.observe(&[2.0, 0.0], 0);
+        assert!(p.decide(first, Some(Standing { max_avg: 2.0, bound: 1.0, mean: 0.25, thread_wide: false })));
     }
 
     /// The first measured iteration asks and is its own evidence; an imbalance over the

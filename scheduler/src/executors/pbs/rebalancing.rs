@@ -55,6 +55,7 @@ impl Pbs {
             end.rebalance_critical = end.rebalance_time + overrun;
             return end;
         }
+        self.rebalance.policy.run_ends_in(self.rebalance.left.remaining());
         // A rebalancing under way, in idle time or on the balancer thread: take it on once
         // ended, give it up when late.
         if self.background.is_out() {

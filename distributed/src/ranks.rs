@@ -292,6 +292,16 @@ impl RankBalancer {
         Ok(Step::NeedsBoxLoads)
     }
 
+    /// The run ends `iterations` after the one the next [`RankBalancer::observe`] sees
+    /// (`None`: it goes on): `pbs` then rebalances only where the gain over those iterations
+    /// repays the last rebalancing's cost, the moving of its boxes included
+    /// ([`Mapper::run_ends_in`]). RCB and diffusion re-cut as their criterion says.
+    pub fn run_ends_in(&mut self, iterations: Option<u64>) {
+        if let Kind::Pbs(mapper) = &mut self.kind {
+            mapper.run_ends_in(iterations);
+        }
+    }
+
     /// Sees the run's last iteration as [`RankBalancer::observe`] does, its imbalance
     /// included, but never rebalances: no iteration would compute on the new owners, so
     /// moving boxes there would only cost. A request of `observe` still pending is dropped.
@@ -612,6 +622,29 @@ mod tests {
             let step = asked.observe(&uneven, &uneven).unwrap();
             assert_eq!(matches!(step, Step::NeedsBoxLoads), name != "static", "{name}: observe would ask");
             assert!(last.observe_last(&[1.0; 3]).unwrap_err().contains("3 rank loads"));
+        }
+    }
+
+    /// Told no iteration follows the one it sees, pbs's ranks start no rebalancing (none
+    /// could repay its cost), where ranks not told, or told one follows, do; RCB re-cuts either
+    /// way, its criterion knowing no run length.
+    #[test]
+    fn pbs_ranks_rebalance_only_where_the_iterations_left_repay_it() {
+        let grid = Grid::new(16, 16).unwrap();
+        let box_loads: Vec<f64> = (0..grid.len()).map(|k| if k % 16 < 4 { 4e-2 } else { 1e-2 }).collect();
+        let bytes = vec![8.0; grid.len()];
+        for (name, left, rebalances) in
+            [("pbs", Some(0), false), ("pbs", Some(1), true), ("pbs", None, true), ("rcb", Some(0), true)]
+        {
+            let mut b = RankBalancer::new(name, grid, 4, "always", None).unwrap();
+            let uneven = [4.0, 1.0, 1.0, 2.0];
+            for _ in 0..WARMUP {
+                b.observe(&uneven, &uneven).unwrap();
+            }
+            b.run_ends_in(left);
+            assert!(matches!(b.observe(&uneven, &uneven).unwrap(), Step::NeedsBoxLoads), "{name}");
+            let d = b.balance_on(&box_loads, &bytes).unwrap();
+            assert_eq!((d.rebalanced, d.migrations > 0), (rebalances, rebalances), "{name}, {left:?}");
         }
     }
 

@@ -346,6 +346,9 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
         history.push(&mine, &loads);
         let sums = [loads.iter().fold(0.0, |a, &l| a + l), history.smoothed_sum(mine.iter().copied())];
         let last = it + 1 == settings.iters;
+        if let Some(b) = balancer.as_mut() {
+            b.run_ends_in(Some((settings.iters - it - 1) as u64));
+        }
         let decided = decide(world, last, balancer.as_mut(), &mut history, sums, (&owners, me), app.as_ref())?;
         let (next, decision) = (decided.next, decided.decision);
         if let Some(d) = &decision {

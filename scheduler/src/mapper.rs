@@ -112,6 +112,14 @@ impl Mapper {
         &self.victims
     }
 
+    /// The run ends `iterations` after the one the next [`Mapper::end_iteration`] (or
+    /// [`Mapper::observe`]) ends; `None` (the default): it goes on. A rebalancing is then
+    /// started only where what it wins per iteration, over those iterations, repays the last
+    /// one's cost ([`RebalancePolicy::run_ends_in`]): at the run's last, none.
+    pub fn run_ends_in(&mut self, iterations: Option<u64>) {
+        self.policy.run_ends_in(iterations);
+    }
+
     /// Ends an iteration whose measured box loads (seconds per box, finite and ≥ 0) are
     /// `box_loads`: tells the criterion the workers' owner loads and rebalances when it, the
     /// first measurement or a failed check asks for it and the box loads say it is worth it.
@@ -281,6 +289,20 @@ mod tests {
             assert!(!m.end_iteration(&loads).unwrap().rebalanced || m.owners() == owners);
         }
         assert_eq!(m.owners(), owners);
+    }
+
+    /// Told the run ends with the iteration it is ending, the mapper leaves the first
+    /// measurement's heavy corner as it is; told there is one more, or nothing, it balances it.
+    #[test]
+    fn at_a_runs_end_the_mapper_starts_no_rebalancing() {
+        let grid = Grid::new(24, 24).unwrap();
+        let loads = corner(grid, 6.0);
+        for (left, rebalances) in [(Some(0), false), (Some(1), true), (None, true)] {
+            let mut m = Mapper::new(grid, 4, PbsOptions::default()).unwrap();
+            m.run_ends_in(left);
+            let end = m.end_iteration(&loads).unwrap();
+            assert_eq!((end.rebalanced, end.migrations > 0), (rebalances, rebalances), "{left:?}");
+        }
     }
 
     /// Far from balance (all the load in one quarter, 16 workers), one rebalancing starts over

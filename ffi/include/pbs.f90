@@ -176,7 +176,8 @@ module pbs
         end function pbs_executor_end_iteration
 
         ! The run ends after `iterations` more end_iteration calls (0 forgets it): "pbs" and the
-        ! remappers start no rebalancing at the last one's end.
+        ! remappers start no rebalancing at the last one's end ("pbs" none the iterations left
+        ! would not repay).
         integer(c_int) function pbs_executor_hint_iterations_left(e, iterations) &
                 bind(C, name="pbs_executor_hint_iterations_left")
             import :: c_int, c_ptr, c_int64_t

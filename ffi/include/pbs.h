@@ -275,8 +275,9 @@ pbs_status pbs_executor_end_iteration(pbs_executor *e, pbs_iteration_end *end);
 
 /* Run-length hint: the run ends after `iterations` more calls of pbs_executor_end_iteration
    (0 forgets it). "pbs" and the remappers then start no rebalancing at the last one's end,
-   where no iteration would run on it; the other schedulers ignore it. Call it before the
-   loop, and again if the count changes. */
+   where no iteration would run on it, and "pbs" none before it that the iterations left
+   would not repay; the other schedulers ignore it. Call it before the loop, and again if
+   the count changes. */
 pbs_status pbs_executor_hint_iterations_left(pbs_executor *e, uint64_t iterations);
 
 /* Runs f(ctx, worker) once on every worker thread, outside any phase: to allocate and

@@ -231,7 +231,8 @@ class executor {
     }
 
     /* The run ends after `iterations` more end_iteration calls: "pbs" and the remappers
-       start no rebalancing at the last one's end. */
+       start no rebalancing at the last one's end ("pbs" none the iterations left would not
+       repay). */
     void hint_iterations_left(std::uint64_t iterations) {
         detail::check(pbs_executor_hint_iterations_left(e_.get(), iterations));
     }

@@ -454,7 +454,8 @@ pub unsafe extern "C" fn pbs_executor_end_iteration(e: *mut ExecutorHandle, end:
 
 /// Run-length hint: the run ends after `iterations` more calls of
 /// [`pbs_executor_end_iteration`] (0 forgets it); "pbs" and the remappers then start no
-/// rebalancing at the last one's end. The other schedulers ignore it.
+/// rebalancing at the last one's end, and "pbs" none before it that the iterations left
+/// would not repay. The other schedulers ignore it.
 ///
 /// # Safety
 /// As [`pbs_executor_end_iteration`].

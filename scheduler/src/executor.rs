@@ -211,8 +211,11 @@ pub unsafe trait Executor {
     /// [`Executor::end_iteration`] (0 forgets the hint). An executor that rebalances (`pbs`,
     /// the remappers) then decides nothing at the last one's end, where no iteration would run
     /// on the new owners: it starts no rebalancing and leaves one under way as it is (taken on
-    /// later, should the run go on). The loads are measured and reported as ever. The others
-    /// ignore it; without it an executor assumes the run goes on.
+    /// later, should the run go on). Before that, `pbs` starts one only where what it wins per
+    /// iteration, over the iterations left, repays its cost
+    /// ([`RebalancePolicy::run_ends_in`](crate::executors::RebalancePolicy::run_ends_in)). The
+    /// loads are measured and reported as ever. The others ignore it; without it an executor
+    /// assumes the run goes on.
     fn hint_iterations_left(&mut self, iterations: u64) {
         let _ = iterations;
     }

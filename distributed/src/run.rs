@@ -437,3 +437,89 @@ fn gather_checksum(
     }
     Ok(if me == 0 { hash } else { 0 })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            app: "stencil".into(),
+            scenario: "drift".into(),
+            threads: 2,
+            iters: 5,
+            nx: 4,
+            ny: 3,
+            nz: 1,
+            seed: 3,
+            balance: "pbs".into(),
+            criterion: "boulmier".into(),
+            executor: "pbs".into(),
+            fail: None,
+            pin: RankPinning::Auto,
+        }
+    }
+
+    /// Each size and name is checked at its limit, before anything runs, with the grid of a
+    /// good run returned: threads 1 to the pool's limit, at least one iteration, no more ranks
+    /// than boxes, a known executor, one that cuts 3D grids on more than one layer. (The
+    /// mpirun tests see the same messages come from rank 0 alone.)
+    #[test]
+    fn sizes_and_names_are_checked_at_their_limits() {
+        let max = pbs_scheduler::pool::MAX_THREADS;
+        let ok = |s: Settings, ranks| s.check(ranks).map(|g| g.len());
+        assert_eq!(ok(settings(), 12), Ok(12), "one rank per box");
+        assert_eq!(ok(Settings { threads: 1, iters: 1, ..settings() }, 1), Ok(12));
+        assert_eq!(ok(Settings { threads: max, ..settings() }, 2), Ok(12));
+        assert_eq!(ok(Settings { nz: 2, executor: "rcb".into(), ..settings() }, 2), Ok(24));
+        let err = |s: Settings, ranks| s.check(ranks).unwrap_err();
+        assert!(err(settings(), 13).starts_with("13 ranks for 12 boxes"), "{}", err(settings(), 13));
+        assert!(err(Settings { threads: 0, ..settings() }, 2).starts_with("--threads 0"));
+        assert!(err(Settings { threads: max + 1, ..settings() }, 2).contains("at most 4096"));
+        assert!(err(Settings { iters: 0, ..settings() }, 2).starts_with("--iters 0"));
+        assert!(err(Settings { executor: "fifo".into(), ..settings() }, 2).starts_with("unknown executor \"fifo\""));
+        let flat = err(Settings { nz: 2, executor: "norcb".into(), ..settings() }, 2);
+        assert!(flat.contains("cuts 2D grids only"), "{flat}");
+        assert!(ok(Settings { executor: "norcb".into(), ..settings() }, 2).is_ok(), "one layer");
+        assert!(err(Settings { balance: "metis".into(), ..settings() }, 2).contains("pbs, rcb"));
+        assert!(err(Settings { app: "heat".into(), ..settings() }, 2).contains("stencil"));
+    }
+
+    /// At a rebalancing the tally gets the bytes of the boxes that changed rank, those a
+    /// from-scratch RCB would have moved where the decision says which, and the bound where it
+    /// gives the loads balanced on; nothing else.
+    #[test]
+    fn a_rebalancing_counts_the_bytes_moved_rcbs_and_the_bound() {
+        let sizes = [100.0, 20.0, 3.0, 4000.0];
+        let (owners, next) = ([0u32, 0, 1, 1], [0u32, 1, 0, 1]);
+        let mut decision = Decision {
+            imbalance: 1.5,
+            rebalanced: true,
+            migrations: 2,
+            seconds: 0.0,
+            rcb_would_move: None,
+            balanced_on: None,
+        };
+        let mut tally = Tally::default();
+        count_rebalancing_bytes(&sizes, (&owners, &next), &decision, 2, &mut tally);
+        assert_eq!(tally.rebalancing_bytes, [23]);
+        assert!(tally.rcb_shadow_bytes.is_empty() && tally.bound_bytes.is_empty());
+        let loads = vec![3.0, 1.0, 1.0, 1.0];
+        decision.rcb_would_move = Some(vec![0, 3]);
+        decision.balanced_on = Some(loads.clone());
+        count_rebalancing_bytes(&sizes, (&owners, &next), &decision, 2, &mut tally);
+        assert_eq!((tally.rebalancing_bytes, tally.rcb_shadow_bytes), (vec![23, 23], vec![4100]));
+        let bound = ranks::migration_bound(&owners, &loads, &sizes, 2, ranks::BOUND_IMBALANCE);
+        assert!(bound > 0.0);
+        assert_eq!(tally.bound_bytes, [bound]);
+    }
+
+    /// `auto` pins where the node's ranks were given CPUs of their own; `on` and `off` as said.
+    #[test]
+    fn auto_pins_only_ranks_with_cpus_of_their_own() {
+        let pins = |p: RankPinning| [p.pins(true), p.pins(false)];
+        assert_eq!(pins(RankPinning::Auto), [true, false]);
+        assert_eq!(pins(RankPinning::On), [true, true]);
+        assert_eq!(pins(RankPinning::Off), [false, false]);
+    }
+}

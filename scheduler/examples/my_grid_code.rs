@@ -24,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 3. The iteration loop: a phase runs every box once; the task writes only its own box.
     let start = std::time::Instant::now();
+    exec.hint_iterations_left(500); // optional: pbs starts no rebalancing that could not repay itself
     for _ in 0..500 {
         for_each_box_mut(exec.as_mut(), &mut next, |k, out| {
             let mut sum = now[k];

@@ -202,6 +202,11 @@ fn criterion_cost(machine: &Machine, rebalancing: Rebalancing, threads: usize, b
 ///
 /// The vCores start as the runtime starts them: on `numa_nodes` nodes, one region of the
 /// domain per node (`pbs_scheduler::placement`), the nodes their groups for a restart.
+///
+/// The executor is told the run's length (as `pbs-bench run` tells it): nothing starts at the
+/// last iteration's end, and before it a rebalancing only where its gain over the iterations
+/// left repays its cost (`RebalancePolicy::run_ends_in`). The remappers' plans skip the last
+/// iteration alike.
 pub fn plan_pbs(
     trace: &Trace,
     threads: usize,

@@ -514,6 +514,41 @@ mod tests {
         assert_eq!(tally.bound_bytes, [bound]);
     }
 
+    /// A rank hints the executor inside it with its own boxes' loads only, and only where they
+    /// weigh anything: pbs's threads then share a heavy corner at once; loads all outside the
+    /// rank change nothing; flags of the wrong length are refused.
+    #[test]
+    fn a_rank_hints_its_own_boxes_loads() {
+        let grid = Grid::new(8, 8).unwrap();
+        let mine: Vec<bool> = (0..grid.len()).map(|k| k % 8 < 4).collect();
+        let window = || {
+            let make: window::Make = Box::new(|g: Grid| {
+                let runtime =
+                    Runtime { topology: Topology::detect(), threads: 2, pin: Pinning::Off, timer: BoxTimer::default() };
+                runtime.executor("pbs", g).map(|(e, _)| e).map_err(|e| e.to_string())
+            });
+            Timed::new(Box::new(Window::new(grid, &mine, 0, make).unwrap()))
+        };
+        let inside: Vec<f64> = (0..grid.len()).map(|k| if mine[k] && k / 8 < 2 { 50.0 } else { 1.0 }).collect();
+        let outside: Vec<f64> = (0..grid.len()).map(|k| if mine[k] { 0.0 } else { 50.0 }).collect();
+        let mut exec = window();
+        let before = exec.planned_owners();
+        hint_local(&mut exec, &inside, &mine).unwrap();
+        assert_ne!(exec.planned_owners(), before, "the heavy corner is shared");
+        let mut exec = window();
+        hint_local(&mut exec, &outside, &mine).unwrap();
+        assert_eq!(exec.planned_owners(), before, "nothing of this rank's weighs anything");
+        // Nor is it taken for an estimate: the first measurement still asks, and rebalances.
+        exec.run_phase(&|k| {
+            if inside[k] > 1.0 {
+                std::hint::black_box((0..20_000).sum::<u64>());
+            }
+        });
+        let end = exec.end_iteration();
+        assert!(end.rebalanced || end.under_way, "{end:?}");
+        assert!(hint_local(&mut window(), &inside, &mine[1..]).unwrap_err().contains("63 flags for 64 boxes"));
+    }
+
     /// `auto` pins where the node's ranks were given CPUs of their own; `on` and `off` as said.
     #[test]
     fn auto_pins_only_ranks_with_cpus_of_their_own() {

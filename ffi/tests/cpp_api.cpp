@@ -57,6 +57,7 @@ int main() {
         for (std::size_t threads = 1; threads <= 3; ++threads) {
             field f(12, 10, 6);
             pbs::executor exec(name, f.nx, f.ny, 1, threads, pbs::pinning::off);
+            exec.hint_iterations_left(30);  // every scheduler takes it
             for (int it = 0; it < 30; ++it) {
                 exec.run_phase([&f](std::size_t k) {  // captures the field: no context struct
                     long bx = static_cast<long>((k % f.nx) * f.s), by = static_cast<long>((k / f.nx) * f.s);

@@ -720,6 +720,20 @@ pub(super) mod tests {
         assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
     }
 
+    /// Two threads over `grid` whose criterion asks every iteration, with no stealing and
+    /// every box timed every iteration.
+    fn asking_every_iteration(grid: Grid, overlap: Overlap) -> Pbs {
+        let options = PbsOptions {
+            criterion: Some(Box::new(crate::criteria::Always)),
+            steal: Stealing::Never,
+            overlap,
+            ..PbsOptions::default()
+        };
+        let mut exec = Pbs::new(grid, 2, options).unwrap();
+        exec.timing.tracker.set_stride(1);
+        exec
+    }
+
     /// An iteration's bookkeeping: its phases counted, the idle time per phase measured
     /// against the least busy thread (little on an even load, most of the phase on an uneven
     /// one), a rebalancing in idle time reported under way, its balancing reported as such and
@@ -729,14 +743,7 @@ pub(super) mod tests {
     #[cfg_attr(miri, ignore = "compares wall-clock times of sleeping tasks")]
     fn idle_time_is_measured_per_phase_and_balancing_in_it_is_reported_apart() {
         let grid = Grid::new(16, 8).unwrap();
-        let options = PbsOptions {
-            criterion: Some(Box::new(crate::criteria::Always)),
-            steal: Stealing::Never,
-            overlap: Overlap::IdleTime,
-            ..PbsOptions::default()
-        };
-        let mut exec = Pbs::new(grid, 2, options).unwrap();
-        exec.timing.tracker.set_stride(1);
+        let mut exec = asking_every_iteration(grid, Overlap::IdleTime);
         let iteration = |exec: &mut Pbs, micros: &(dyn Fn(usize) -> u64 + Sync)| {
             let task = |k: usize| std::thread::sleep(Duration::from_micros(micros(k)));
             let busy: Vec<Vec<Duration>> = (0..2).map(|_| exec.run_phase(&task).busy).collect();
@@ -1071,14 +1078,7 @@ pub(super) mod tests {
         let cases = [(None, None), (Some(1), None), (None, Some(1.0)), (Some(2), Some(1.0))];
         let mut ends = Vec::new();
         for (hint, cost) in cases {
-            let options = PbsOptions {
-                criterion: Some(Box::new(crate::criteria::Always)),
-                steal: Stealing::Never,
-                overlap: Overlap::Stop,
-                ..PbsOptions::default()
-            };
-            let mut exec = Pbs::new(grid, 2, options).unwrap();
-            exec.timing.tracker.set_stride(1);
+            let mut exec = asking_every_iteration(grid, Overlap::Stop);
             if let Some(left) = hint {
                 exec.hint_iterations_left(left);
             }

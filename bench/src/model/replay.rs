@@ -1199,7 +1199,7 @@ mod tests {
     /// of the rebalancings of a 40-iteration plan, some are left out of a plan that ends 3
     /// iterations after them.
     #[test]
-    fn plans_start_nothing_at_the_last_iteration() {
+    fn plans_start_nothing_at_the_last_iteration_nor_unrepaid_near_it() {
         // The drifting stencil: pbs rebalances every few iterations at 8 threads.
         let trace = trace("stencil-drift-32x32.trace");
         let machine = Machine::fitted(1.0);

@@ -104,6 +104,27 @@ fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
     assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
 }
 
+/// Told the run's length (`pbs_starpu_hint_iterations`, which the driver gives unless
+/// `--hint-iterations 0`), the policy moves no box after the last iteration: over 3 iterations
+/// the mapper's first measurement (from the third on) is the last, and the hot corner that
+/// rebalances a run not told, or one with an iteration more, stays where it is.
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn told_the_runs_length_the_policy_moves_no_box_after_its_last_iteration() {
+    let dir = built();
+    let rebalancings = |iters: &str, hint: &str| -> usize {
+        let (out, _) = ok(starpu(&dir.join("heat"))
+            .args(["--iters", iters, "--nx", "8", "--ny", "8", "--side", "16", "--hot", "3000", "--barrier", "1"])
+            .args(["--hint-iterations", hint])
+            .output()
+            .unwrap());
+        field(&out, "rebalancings").parse().unwrap()
+    };
+    assert_eq!(rebalancings("3", "1"), 0, "the last iteration");
+    assert!(rebalancings("3", "0") >= 1, "the same run not told");
+    assert!(rebalancings("4", "1") >= 1, "one iteration more");
+}
+
 /// One worker, an iteration at a time: the tasks of an iteration are all ready while the first
 /// one (box 0, a hot box, 100 times a cold one's time) runs, so the order of the queue decides
 /// where the other hot boxes (1, 8 and 9 of the 8 × 8) start. Their mean start position within

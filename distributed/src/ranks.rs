@@ -295,10 +295,11 @@ impl RankBalancer {
     /// The run ends `iterations` after the one the next [`RankBalancer::observe`] sees
     /// (`None`: it goes on): `pbs` then rebalances only where the gain over those iterations
     /// repays the last rebalancing's cost, the moving of its boxes included
-    /// ([`Mapper::run_ends_in`]). RCB and diffusion re-cut as their criterion says.
+    /// ([`Mapper::hint_iterations_left`]). RCB and diffusion re-cut as their criterion says.
     pub fn run_ends_in(&mut self, iterations: Option<u64>) {
         if let Kind::Pbs(mapper) = &mut self.kind {
-            mapper.run_ends_in(iterations);
+            // The mapper counts the ends to come, the next observed one included; 0: none known.
+            mapper.hint_iterations_left(iterations.map_or(0, |n| n + 1));
         }
     }
 

@@ -116,7 +116,8 @@ module pbs
               pbs_executor_reduce_sum, pbs_executor_end_iteration, pbs_executor_hint_iterations_left, &
               pbs_executor_on_each_thread, &
               pbs_executor_hint_loads, pbs_executor_owners, pbs_current_worker, pbs_executor_free
-    public :: pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims, pbs_mapper_end_iteration, pbs_mapper_free
+    public :: pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims, pbs_mapper_end_iteration, pbs_mapper_free, &
+              pbs_mapper_hint_iterations_left
     public :: pbs_tiling_grid, pbs_tiling_cells, pbs_tiling_grid_3d, pbs_tiling_cells_3d
 
     interface
@@ -241,6 +242,14 @@ module pbs
             integer(c_size_t), value :: n
             type(pbs_iteration_end), intent(out), optional :: end
         end function pbs_mapper_end_iteration
+
+        ! The run ends after `iterations` more pbs_mapper_end_iteration calls (0 forgets it).
+        integer(c_int) function pbs_mapper_hint_iterations_left(m, iterations) &
+                bind(C, name="pbs_mapper_hint_iterations_left")
+            import :: c_int, c_ptr, c_int64_t
+            type(c_ptr), value :: m
+            integer(c_int64_t), value :: iterations
+        end function pbs_mapper_hint_iterations_left
 
         subroutine pbs_mapper_free(m) bind(C, name="pbs_mapper_free")
             import :: c_ptr

@@ -334,6 +334,11 @@ pbs_status pbs_mapper_victims(const pbs_mapper *m, size_t worker, uint32_t *vict
    nothing changes. */
 pbs_status pbs_mapper_end_iteration(pbs_mapper *m, const double *loads, size_t n, pbs_iteration_end *end);
 
+/* The run ends after `iterations` more pbs_mapper_end_iteration calls, the next one included
+   (0 forgets the hint, as does a run that goes on past it): the mapper starts no rebalancing
+   at the last one's end, nor one before it that the iterations left would not repay. */
+pbs_status pbs_mapper_hint_iterations_left(pbs_mapper *m, uint64_t iterations);
+
 /* Frees a mapper (NULL is allowed). */
 void pbs_mapper_free(pbs_mapper *m);
 

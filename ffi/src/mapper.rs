@@ -114,6 +114,23 @@ pub unsafe extern "C" fn pbs_mapper_end_iteration(
     })
 }
 
+/// The run ends after `iterations` more [`pbs_mapper_end_iteration`] calls, the next one
+/// included (0 forgets the hint, as does a run that goes on past it): the mapper starts no
+/// rebalancing at the last one's end, nor one before it that the iterations left would not
+/// repay ([`Mapper::hint_iterations_left`]).
+///
+/// # Safety
+/// As [`pbs_mapper_end_iteration`].
+#[no_mangle]
+pub unsafe extern "C" fn pbs_mapper_hint_iterations_left(m: *mut MapperHandle, iterations: u64) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let m = unsafe { m.as_mut() }.ok_or_else(|| null("the mapper"))?;
+        m.0.hint_iterations_left(iterations);
+        Ok(())
+    })
+}
+
 /// Frees a mapper; NULL is allowed.
 ///
 /// # Safety
@@ -181,5 +198,25 @@ mod tests {
         }
         assert!(pbs_mapper_new(0, 4, 1, 2, 1).is_null());
         assert!(pbs_mapper_new(4, 4, 1, 0, 1).is_null());
+    }
+
+    /// Told through C that its first measurement ends the run, the mapper leaves the heavy
+    /// corner as it is; the run going on past the hint, the next iteration balances it.
+    #[test]
+    fn a_mapper_told_the_run_ends_starts_no_rebalancing_at_its_last_iteration() {
+        let m = pbs_mapper_new(16, 16, 1, 3, 7);
+        let mut loads = vec![1.0; 256];
+        (0..256).filter(|k| k % 16 < 4 && k / 16 < 4).for_each(|k| loads[k] = 8.0);
+        let mut end = IterationEnd::default();
+        // SAFETY: a live handle, then freed; a buffer of the stated length.
+        unsafe {
+            assert_eq!(pbs_mapper_hint_iterations_left(m, 1), Status::Ok);
+            assert_eq!(pbs_mapper_end_iteration(m, loads.as_ptr(), 256, &mut end), Status::Ok);
+            assert!(end.rebalanced == 0 && end.migrations == 0 && end.max_avg > 1.3, "{end:?}");
+            assert_eq!(pbs_mapper_end_iteration(m, loads.as_ptr(), 256, &mut end), Status::Ok);
+            assert!(end.rebalanced == 1 && end.migrations > 0, "{end:?}");
+            assert_eq!(pbs_mapper_hint_iterations_left(std::ptr::null_mut(), 1), Status::NullPointer);
+            pbs_mapper_free(m);
+        }
     }
 }

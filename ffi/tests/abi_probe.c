@@ -30,6 +30,7 @@ int main(void) {
         (void (*)(void))pbs_mapper_owners,
         (void (*)(void))pbs_mapper_victims,
         (void (*)(void))pbs_mapper_end_iteration,
+        (void (*)(void))pbs_mapper_hint_iterations_left,
         (void (*)(void))pbs_mapper_free,
         (void (*)(void))pbs_tiling_grid,
         (void (*)(void))pbs_tiling_cells,

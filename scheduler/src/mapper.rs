@@ -19,6 +19,7 @@ use std::time::Instant;
 use pbs::{balance, methods, metrics, rebalance, Balancer, Grid, Problem, StopRule, VCores};
 
 use crate::executor::IterationEnd;
+use crate::executors::run_length::IterationsLeft;
 use crate::executors::{victim_order, Observation, PbsOptions, RebalancePolicy};
 
 /// What [`Mapper::observe`] decided.
@@ -53,6 +54,8 @@ pub struct Mapper {
     just_rebalanced: bool,
     /// What `observe` found when it asked for the box loads.
     pending: Option<Pending>,
+    /// The iteration ends still to come, where the caller said.
+    left: IterationsLeft,
     tol: f64,
     steps: usize,
 }
@@ -91,6 +94,7 @@ impl Mapper {
             iterations: 0,
             just_rebalanced: false,
             pending: None,
+            left: IterationsLeft::default(),
             tol: options.tol,
             steps: options.steps_per_rebalance,
         })
@@ -112,12 +116,15 @@ impl Mapper {
         &self.victims
     }
 
-    /// The run ends `iterations` after the one the next [`Mapper::end_iteration`] (or
-    /// [`Mapper::observe`]) ends; `None` (the default): it goes on. A rebalancing is then
-    /// started only where what it wins per iteration, over those iterations, repays the last
-    /// one's cost ([`RebalancePolicy::run_ends_in`]): at the run's last, none.
-    pub fn run_ends_in(&mut self, iterations: Option<u64>) {
-        self.policy.run_ends_in(iterations);
+    /// The run ends after `iterations` more iteration ends, counting the one the next
+    /// [`Mapper::end_iteration`] (or [`Mapper::observe`]) ends; 0 forgets the hint, as does a
+    /// run that goes on past it. A rebalancing is then started only where what it wins per
+    /// iteration, over the iterations left, repays the last one's cost
+    /// ([`RebalancePolicy::run_ends_in`]): at the run's last iteration, none. The executors'
+    /// [`hint_iterations_left`](crate::executor::Executor::hint_iterations_left), for a runtime
+    /// that runs the tasks itself.
+    pub fn hint_iterations_left(&mut self, iterations: u64) {
+        self.left.set(iterations);
     }
 
     /// Ends an iteration whose measured box loads (seconds per box, finite and ≥ 0) are
@@ -165,6 +172,8 @@ impl Mapper {
         self.iterations += 1;
         self.just_rebalanced = false;
         self.pending = None;
+        self.policy.run_ends_in(self.left.remaining().map(|ends| ends - 1));
+        self.left.end_one();
         let seen = self.policy.observe(worker_loads, self.iterations);
         if seen.asked && self.policy.reads_box_loads(seen) {
             self.pending = Some(Pending { start, seen });
@@ -293,15 +302,43 @@ mod tests {
 
     /// Told the run ends with the iteration it is ending, the mapper leaves the first
     /// measurement's heavy corner as it is; told there is one more, or nothing, it balances it.
+    /// The hint counts down: given once three iterations ahead, the third end is the last; a
+    /// run that goes on past it is one without a hint.
     #[test]
     fn at_a_runs_end_the_mapper_starts_no_rebalancing() {
         let grid = Grid::new(24, 24).unwrap();
         let loads = corner(grid, 6.0);
-        for (left, rebalances) in [(Some(0), false), (Some(1), true), (None, true)] {
+        for (hint, rebalances) in [(Some(1), false), (Some(2), true), (None, true), (Some(0), true)] {
             let mut m = Mapper::new(grid, 4, PbsOptions::default()).unwrap();
-            m.run_ends_in(left);
+            if let Some(ends) = hint {
+                m.hint_iterations_left(ends);
+            }
             let end = m.end_iteration(&loads).unwrap();
-            assert_eq!((end.rebalanced, end.migrations > 0), (rebalances, rebalances), "{left:?}");
+            assert_eq!((end.rebalanced, end.migrations > 0), (rebalances, rebalances), "{hint:?}");
+            if !rebalances {
+                // The first measurement's question, put off, is answered by the next iteration.
+                assert!(m.end_iteration(&loads).unwrap().rebalanced, "a run that goes on past its hint");
+            }
+        }
+        // Given once, seven ends ahead: two uniform iterations, then the corner, over the
+        // trigger from its first iteration and answered at its fifth (the seventh end) without
+        // a hint or with one more end to come.
+        let ones = vec![1.0; grid.len()];
+        for (ends, rebalanced) in
+            [(None, [false, false, false, false, true]), (Some(8), [false, false, false, false, true])]
+                .into_iter()
+                .chain([(Some(7), [false, false, false, false, false])])
+        {
+            let mut m = Mapper::new(grid, 4, PbsOptions::default()).unwrap();
+            if let Some(ends) = ends {
+                m.hint_iterations_left(ends);
+            }
+            assert!(!(0..2).any(|_| m.end_iteration(&ones).unwrap().rebalanced));
+            let seen: Vec<bool> = (0..5).map(|_| m.end_iteration(&loads).unwrap().rebalanced).collect();
+            assert_eq!(seen, rebalanced, "{ends:?}");
+            if ends == Some(7) {
+                assert!(m.end_iteration(&loads).unwrap().rebalanced, "a run that goes on past its hint");
+            }
         }
     }
 

@@ -106,6 +106,7 @@ static struct {
     pthread_mutex_t map_lock;
     pbs_mapper *mapper;
     size_t map_nx, map_ny; /* the mapper's grid: declared, or the handles numbered x 1 */
+    size_t run_length;     /* iterations in the run (pbs_starpu_hint_iterations), 0: unknown */
 
     /* box loads of the iteration under way */
     pthread_mutex_t load_lock;
@@ -343,10 +344,14 @@ static unsigned owner_of(size_t box) {
     return (unsigned)(atomic_fetch_add_explicit(&S.next, 1, memory_order_relaxed) % S.workers);
 }
 
-/* Ends an iteration on the loads measured: the mapper decides (caller holds map_lock). */
-static void end_iteration(const double *loads, size_t boxes) {
+/* Ends iteration `round` (1, 2, ...) on the loads measured: the mapper decides (caller holds
+   map_lock). */
+static void end_iteration(const double *loads, size_t boxes, size_t round) {
     double t0 = starpu_timing_now();
     if (!S.mapper || boxes != S.map_nx * S.map_ny) new_mapper();
+    /* Iterations left, this one included: none at the last (0 forgets a hint the run outlived). */
+    if (S.mapper && S.run_length)
+        pbs_mapper_hint_iterations_left(S.mapper, S.run_length >= round ? S.run_length - round + 1 : 0);
     double total = 0.0;
     for (size_t b = 0; b < boxes; b++) total += loads[b];
     atomic_store_explicit(&S.patience_us, boxes ? 2e6 * total / (double)boxes : 0.0, memory_order_relaxed);
@@ -447,6 +452,7 @@ static void deinit_sched(unsigned ctx) {
     pthread_mutex_lock(&S.map_lock);
     pbs_mapper_free(S.mapper);
     S.mapper = NULL;
+    S.run_length = 0;
     struct mapping *m = atomic_exchange(&S.mapping, NULL);
     while (m) {
         struct mapping *next = m->retired;
@@ -775,11 +781,19 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
     S.done = 0;
     /* The mapper's first measurement rebalances whatever it shows: it waits until every box's
        load is a median, not one time a preemption may have inflated or hidden an imbalance in. */
-    int ready = ++S.measured >= LOAD_SAMPLES;
+    size_t round = ++S.measured;
+    int ready = round >= LOAD_SAMPLES;
     pthread_mutex_unlock(&S.load_lock);
-    if (loads && ready) end_iteration(loads, boxes);
+    if (loads && ready) end_iteration(loads, boxes, round);
     pthread_mutex_unlock(&S.map_lock);
     free(loads);
+}
+
+int pbs_starpu_hint_iterations(size_t total) {
+    pthread_mutex_lock(&S.map_lock);
+    S.run_length = total;
+    pthread_mutex_unlock(&S.map_lock);
+    return 0;
 }
 
 int pbs_starpu_get_stats(struct pbs_starpu_stats *stats) {

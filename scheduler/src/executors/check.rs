@@ -79,6 +79,9 @@ pub(crate) struct Asking {
     pub measured: bool,
     /// The check of the last rebalancing taken on.
     pub check: Check,
+    /// The first measurement's or a failed check's question (`Some(correcting)`), put off by
+    /// an iteration that could not act on it (the run's last): asked again by the next one.
+    held: Option<bool>,
 }
 
 impl Asking {
@@ -94,9 +97,10 @@ impl Asking {
         trigger: f64,
         last_cost: f64,
     ) -> Observation {
-        let first = !self.measured;
+        let held = self.held.take();
+        let first = !self.measured || held == Some(false);
         self.measured = true;
-        let correcting = self.check.fails(max_avg, &sample, samples, trigger, last_cost);
+        let correcting = self.check.fails(max_avg, &sample, samples, trigger, last_cost) || held == Some(true);
         let asked = criterion.observe(sample) || first || correcting;
         Observation { max_avg, asked, checked: first || correcting, correcting }
     }
@@ -106,6 +110,17 @@ impl Asking {
     pub fn given_loads(&mut self) {
         self.check.disarm();
         self.measured = true;
+        self.held = None;
+    }
+
+    /// An iteration that `seen` could not act on its question (the run's last, by the
+    /// application's hint): where it was the first measurement's or a failed check's, the next
+    /// iteration asks it again, so that a run that goes on after all answers it. (Boulmier's
+    /// eq. 24 would never ask again for an imbalance present from the start.)
+    pub fn hold(&mut self, seen: Observation) {
+        if seen.checked {
+            self.held = Some(seen.correcting);
+        }
     }
 }
 
@@ -226,5 +241,36 @@ mod tests {
             let verdicts: Vec<bool> = (0..3).map(|_| c.fails(1.5, &imbalanced, 11 + n64, 0.05, 0.0)).collect();
             assert_eq!(verdicts[2], n < MAX_CORRECTIONS, "correction {n}");
         }
+    }
+
+    /// The first measurement's and a failed check's questions, held by an iteration that could
+    /// not act on them, are asked again by the next one, as they were, and only by it; a
+    /// question of the criterion alone is not held (the criterion, not reset, asks again);
+    /// loads given in advance answer it.
+    #[test]
+    fn a_held_question_is_asked_once_more_as_it_was() {
+        let imbalanced = Sample { max: 1.5, mean: 1.0, min: 0.5 };
+        let mut never = crate::criteria::Never;
+        let mut a = Asking::default();
+        let mut see = |a: &mut Asking, samples| a.observe(&mut never, 1.5, imbalanced, samples, 0.05, 0.0);
+        let first = see(&mut a, 1);
+        assert!(first.checked && !first.correcting);
+        a.hold(first);
+        assert_eq!(see(&mut a, 2), first, "the first measurement's question, once more");
+        assert!(!see(&mut a, 3).asked, "and only once");
+        a.check.arm(3, false);
+        let seen: Vec<Observation> = (4..7).map(|s| see(&mut a, s)).collect();
+        assert!(seen[2].correcting && seen[2].checked, "the check fails: {seen:?}");
+        a.hold(seen[2]);
+        assert_eq!(see(&mut a, 7), seen[2], "the correction's question, once more");
+        assert!(!see(&mut a, 8).asked);
+        a.hold(Observation { max_avg: 1.5, asked: true, checked: false, correcting: false });
+        assert!(!see(&mut a, 9).asked, "the criterion's own question is not held");
+        // Loads given in advance answer a held first question.
+        let mut a = Asking::default();
+        let first = see(&mut a, 1);
+        a.hold(first);
+        a.given_loads();
+        assert!(!see(&mut a, 2).asked, "loads given since");
     }
 }

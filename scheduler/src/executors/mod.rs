@@ -10,7 +10,7 @@ mod owner_lists;
 mod pbs;
 mod remap_policy;
 mod remapping;
-mod run_length;
+pub(crate) mod run_length;
 mod static_blocks;
 mod timing;
 mod work_stealing;

@@ -79,6 +79,13 @@ impl RemapPolicy {
         self.criterion.rebalanced(cost);
     }
 
+    /// An iteration that `seen` ended where no remapping can start (the run's last, by the
+    /// application's hint): the first measurement's or a failed check's question is asked again
+    /// next iteration, for a run that goes on after all (the criterion was not reset).
+    pub fn hold(&mut self, seen: Observation) {
+        self.asking.hold(seen);
+    }
+
     /// The mapping came from loads given in advance: nothing to check, and the first measured
     /// iteration need not remap.
     pub fn given_loads(&mut self) {

@@ -321,8 +321,13 @@ impl Remapping {
         };
         let seen = self.policy.observe(sample, self.tracker.samples_completed());
         let mut end = IterationEnd { max_avg: seen.max_avg, ..Default::default() };
-        // At the run's last iteration no iteration would run on a remapping.
-        if self.left.end_one() || !seen.asked {
+        // At the run's last iteration no iteration would run on a remapping: its question is
+        // put off, for a run that goes on after all.
+        let last = self.left.end_one();
+        if last {
+            self.policy.hold(seen);
+        }
+        if last || !seen.asked {
             end.rebalance_time = start.elapsed();
             end.rebalance_critical = end.rebalance_time;
             return end;
@@ -486,6 +491,8 @@ mod tests {
 
     /// The heavy rows of the test above, each iteration told it is the run's last: no
     /// remapper moves a box, though every iteration measured the imbalance it moves them for.
+    /// Told nothing at the next, each remaps: the first measurement's question, put off, is
+    /// asked again.
     #[test]
     fn no_remapper_moves_a_box_at_the_last_iteration_of_a_hinted_run() {
         for name in ["rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy", "diffusion"] {
@@ -504,6 +511,13 @@ mod tests {
                 assert!(end.max_avg > 1.2, "{name}, iteration {it}: the imbalance is measured: {end:?}");
             }
             assert_eq!(exec.owners(), start, "{name}");
+            exec.run_phase(&|k| {
+                if k < 36 {
+                    spin(20);
+                }
+            });
+            let end = exec.end_iteration();
+            assert!(end.rebalanced && end.migrations > 0, "{name}: a run that goes on past its hint: {end:?}");
         }
     }
 

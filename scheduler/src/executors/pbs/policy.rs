@@ -67,6 +67,9 @@ enum Verdict {
     NotYet(usize),
     /// The balancer could not win (enough): the criterion starts counting again.
     NothingToWin,
+    /// What the balancer would win does not repay it before the run ends: the question is put
+    /// off, not answered (the criterion is not reset), for a run that goes on after all.
+    RunEndsFirst,
 }
 
 /// The state behind pbs's decisions to rebalance (see the module doc).
@@ -196,6 +199,10 @@ impl RebalancePolicy {
         match verdict {
             Verdict::Rebalance => true,
             Verdict::NotYet(_) if self.waiting > 0 => false,
+            Verdict::RunEndsFirst => {
+                self.asking.hold(seen);
+                false
+            }
             _ => {
                 self.criterion.rebalanced(self.last_cost);
                 false
@@ -222,7 +229,7 @@ impl RebalancePolicy {
         // 3.5 % imbalance, and would otherwise be run again and again).
         let win = (s.max_avg - (1.0 + self.tol).max(self.reached) * s.bound) * s.mean;
         if self.left.is_some_and(|left| win * (left as f64) < self.last_cost) {
-            return Verdict::NothingToWin;
+            return Verdict::RunEndsFirst;
         }
         if s.max_avg > (1.0 + self.trigger) * s.bound {
             // A thread-wide imbalance (a core shared for a while) waits as one under the
@@ -297,6 +304,13 @@ impl RebalancePolicy {
     /// test is a lenient one there.
     pub fn run_ends_in(&mut self, iterations: Option<u64>) {
         self.left = iterations;
+    }
+
+    /// An iteration that `seen` ended where no rebalancing can start (the run's last, by the
+    /// application's hint): its question is put off, not answered, so that a run that goes on
+    /// after all asks it again (the first measurement's and a failed check's too).
+    pub fn hold(&mut self, seen: Observation) {
+        self.asking.hold(seen);
     }
 
     /// Seconds the last real rebalancing cost (the criterion's `C`).

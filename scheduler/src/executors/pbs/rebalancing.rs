@@ -50,7 +50,9 @@ impl Pbs {
         let overrun = std::mem::take(&mut self.rebalance.overrun);
         if self.rebalance.left.end_one() {
             // The run's last iteration: no iteration would run on what a rebalancing decided
-            // or took on now. One under way stays as it is, for a run that goes on after all.
+            // or took on now. One under way stays as it is, and the question is put off, for a
+            // run that goes on after all.
+            self.rebalance.policy.hold(seen);
             end.rebalance_time = start.elapsed();
             end.rebalance_critical = end.rebalance_time + overrun;
             return end;

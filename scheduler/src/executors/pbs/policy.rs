@@ -219,18 +219,31 @@ impl RebalancePolicy {
     /// the trigger, one thread's median over the last [`RECENT_ITERATIONS`], and when it is
     /// thread-wide [`PERSISTENT_ITERATIONS`] in a row over the tolerance as well; under it,
     /// [`PERSISTENT_ITERATIONS`] in a row over the tolerance, and one thread's median over it.
+    /// Near the run's end, where it is known, a rebalancing that the iterations left would not
+    /// repay is put off ([`RebalancePolicy::run_ends_in`]).
     fn verdict(&self, s: Standing, checked: bool) -> Verdict {
+        match self.verdict_in_a_run_going_on(s, checked) {
+            Verdict::Rebalance if self.left.is_some_and(|left| self.win(s) * (left as f64) < self.last_cost) => {
+                Verdict::RunEndsFirst
+            }
+            verdict => verdict,
+        }
+    }
+
+    /// What a rebalancing can win per iteration (seconds) on the heaviest thread: down to the
+    /// tolerance, or to where the last one ended if it fell short (a balancer that stopped at
+    /// 3.5 % gains nothing on a 3.5 % imbalance, and would otherwise be run again and again).
+    fn win(&self, s: Standing) -> f64 {
+        (s.max_avg - (1.0 + self.tol).max(self.reached) * s.bound) * s.mean
+    }
+
+    /// [`RebalancePolicy::verdict`] with no end of the run in sight.
+    fn verdict_in_a_run_going_on(&self, s: Standing, checked: bool) -> Verdict {
         let checked = checked || !self.waits;
         if s.max_avg <= (1.0 + self.tol) * s.bound {
             return Verdict::NothingToWin;
         }
-        // What a rebalancing can win per iteration: down to the tolerance, or to where the
-        // last one ended if it fell short (a balancer that stopped at 3.5 % gains nothing on a
-        // 3.5 % imbalance, and would otherwise be run again and again).
-        let win = (s.max_avg - (1.0 + self.tol).max(self.reached) * s.bound) * s.mean;
-        if self.left.is_some_and(|left| win * (left as f64) < self.last_cost) {
-            return Verdict::RunEndsFirst;
-        }
+        let win = self.win(s);
         if s.max_avg > (1.0 + self.trigger) * s.bound {
             // A thread-wide imbalance (a core shared for a while) waits as one under the
             // trigger does: on the VM, most such stretches ended within 16 iterations.
@@ -602,8 +615,8 @@ mod tests {
 
     /// Near a run's end a rebalancing pays only if what it wins per iteration, over the
     /// iterations left, repays the last one's cost: over the trigger and at the first
-    /// measurement too. Where the last run ended short of the tolerance, only the excess over
-    /// where it ended counts.
+    /// measurement too, whose question is then held for a run that goes on after all. Where
+    /// the last run ended short of the tolerance, only the excess over where it ended counts.
     #[test]
     fn near_the_end_of_a_run_a_rebalancing_must_repay_its_cost_in_the_iterations_left() {
         // (1.2 − 1.02) × 32 µs = 5.76 µs won per iteration against 300 µs: 53 repay it, 52 not.
@@ -612,6 +625,12 @@ mod tests {
             p.run_ends_in(left);
             let first = p.observe(&[1.2, 0.8], 0);
             assert_eq!(p.decide(first, Some(standing(1e-6, 0.2))), pays, "{left:?}");
+            if !pays {
+                // Put off, not answered: the run going on after all asks it again.
+                p.run_ends_in(None);
+                let again = p.observe(&[1.2, 0.8], 0);
+                assert!(again.checked && p.decide(again, Some(standing(1e-6, 0.2))), "{left:?}: {again:?}");
+            }
         }
         // The last run ended at 1.1 (300 µs): (1.2 − 1.1) × 32 µs = 3.2 µs a time, 94 repay it.
         for (left, pays) in [(Some(94), true), (Some(93), false)] {

@@ -490,32 +490,33 @@ mod tests {
     }
 
     /// The heavy rows of the test above, each iteration told it is the run's last: no
-    /// remapper moves a box, though every iteration measured the imbalance it moves them for.
+    /// remapper moves a box, though the iterations measured the imbalance it moves them for
+    /// (their median: on a loaded machine a preempted light thread can hide one iteration's).
     /// Told nothing at the next, each remaps: the first measurement's question, put off, is
     /// asked again.
     #[test]
     fn no_remapper_moves_a_box_at_the_last_iteration_of_a_hinted_run() {
+        let heavy_rows = |k: usize| {
+            if k < 36 {
+                spin(20);
+            }
+        };
         for name in ["rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy", "diffusion"] {
             let grid = Grid::new(12, 12).unwrap();
             let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::by_name(name).unwrap())).unwrap();
             let start = exec.owners().to_vec();
+            let mut measured = Vec::new();
             for it in 0..12 {
                 exec.hint_iterations_left(1);
-                exec.run_phase(&|k| {
-                    if k < 36 {
-                        spin(20);
-                    }
-                });
+                exec.run_phase(&heavy_rows);
                 let end = exec.end_iteration();
                 assert!(!end.rebalanced && end.migrations == 0, "{name}, iteration {it}: {end:?}");
-                assert!(end.max_avg > 1.2, "{name}, iteration {it}: the imbalance is measured: {end:?}");
+                measured.push(end.max_avg);
             }
+            let median = pbs::metrics::median(&measured);
+            assert!(median > 1.2, "{name}: the imbalance is measured: {measured:?}");
             assert_eq!(exec.owners(), start, "{name}");
-            exec.run_phase(&|k| {
-                if k < 36 {
-                    spin(20);
-                }
-            });
+            exec.run_phase(&heavy_rows);
             let end = exec.end_iteration();
             assert!(end.rebalanced && end.migrations > 0, "{name}: a run that goes on past its hint: {end:?}");
         }

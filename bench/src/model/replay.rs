@@ -100,6 +100,11 @@ impl Rebalancing {
 /// shares of 0.27–0.62 where it helped, 0.4 between them.
 const ASSIGNMENT_SHARE: f64 = 0.4;
 
+/// A balancer step's time on a pool of `threads` over its time alone ([`ASSIGNMENT_SHARE`]).
+fn on_the_pool(threads: usize) -> f64 {
+    1.0 - ASSIGNMENT_SHARE + ASSIGNMENT_SHARE / threads as f64
+}
+
 /// One modelled run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Modelled {
@@ -489,7 +494,7 @@ pub fn replay(
     // What the executor learns: a unit's time from its initial balancing (on the pool), then
     // from its last run; and the slack per phase of the last iteration.
     let unit = machine.speed * unit_cost(machine.balancer_box, n, threads.min(n));
-    let mut unit_seen = unit * (1.0 - ASSIGNMENT_SHARE + ASSIGNMENT_SHARE / threads as f64);
+    let mut unit_seen = unit * on_the_pool(threads);
     let mut slack_now = 0.0;
     // The balancer time a run in slack spent in this iteration's phases, and its overrun.
     let (mut slack_spent, mut slack_over) = (0.0, 0.0);
@@ -737,11 +742,7 @@ pub fn replay(
                         rebalancing == Rebalancing::LentCore && Lending::pays(remaining, last_iteration, threads);
                     away = Some(Away { event: next_event, unit, remaining, lent });
                 } else {
-                    let parallel = if rebalancing == Rebalancing::StopSerial {
-                        1.0
-                    } else {
-                        1.0 - ASSIGNMENT_SHARE + ASSIGNMENT_SHARE / threads as f64
-                    };
+                    let parallel = if rebalancing == Rebalancing::StopSerial { 1.0 } else { on_the_pool(threads) };
                     let cost = unit * ev.units as f64 * parallel;
                     let moved = take_on(&mut owners, &ev.owners, &mut state, threads, &node_of);
                     let c = cost + machine.migrate * moved as f64 + machine.lists_box * n as f64;
@@ -1190,6 +1191,51 @@ mod tests {
         assert!(replay(&trace, "pbs", 8, 9, &machine, Some(&plan), Rebalancing::Stop, 2).is_err(), "9 nodes");
         assert!(replay(&trace, "pbs", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err(), "no plan");
         assert!(replay(&trace, "metis", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err());
+    }
+
+    /// Every task's modelled time is its traced cost at the machine's speed, plus `moved` where
+    /// another thread ran the box last and `remote` where its data sits on another node than
+    /// the thread's (then times the thread's noise, none here): the busy time of a run, under
+    /// every scheduler, is the trace's work plus those two prices times the runs that paid
+    /// them, as the run counts them (affinity, remote fraction).
+    #[test]
+    fn a_task_costs_its_trace_plus_its_move_and_its_remote_data() {
+        let trace = trace("md-gravity-32x32.trace");
+        let (threads, nodes, iterations) = (8, 4, 6);
+        let machine = Machine { noise: 0.0, moved: 2e-7, remote: 5e-7, ..Machine::fitted(1.3) };
+        let plan = plan_pbs(&trace, threads, nodes, iterations, &machine, Rebalancing::Stop).unwrap();
+        let traced: f64 = (0..iterations).map(|i| trace.costs[trace.recorded(i)].iter().flatten().sum::<f64>()).sum();
+        let phases: usize = (0..iterations).map(|i| trace.costs[trace.recorded(i)].len()).sum();
+        let runs = (trace.boxes() * phases) as f64;
+        let reruns = runs - trace.boxes() as f64;
+        for scheduler in ["static", "ws", "eager", "pbs"] {
+            let m = replay(&trace, scheduler, threads, nodes, &machine, Some(&plan), Rebalancing::Stop, iterations)
+                .unwrap();
+            let busy = m.efficiency * threads as f64 * m.iter_ms * 1e-3 * iterations as f64;
+            let moved = reruns * (1.0 - m.affinity);
+            let remote = runs * m.remote_fraction;
+            let want = machine.speed * traced + machine.moved * moved + machine.remote * remote;
+            assert!((busy / want - 1.0).abs() < 1e-9, "{scheduler}: busy {busy} s, want {want} s: {m:?}");
+            if scheduler != "static" {
+                assert!(moved > 0.0 && remote > 0.0, "{scheduler}: both prices paid: {m:?}");
+            }
+        }
+    }
+
+    /// A thread wakes into a phase an exponential time of mean `wake` after it starts: the
+    /// late starts, a share of the wall, are positive and grow with `wake`; none without it.
+    #[test]
+    fn threads_wake_late_by_the_machine_s_wake_up_time() {
+        let trace = trace("md-gravity-32x32.trace");
+        let late = |wake: f64| {
+            let machine = Machine { noise: 0.0, wake, ..Machine::fitted(1.0) };
+            let m = replay(&trace, "static", 8, 1, &machine, None, Rebalancing::Stop, 6).unwrap();
+            idle_adds_up(&m);
+            m.idle_shares.in_phases.late_start
+        };
+        let (none, some, more) = (late(0.0), late(2e-6), late(8e-6));
+        assert_eq!(none, 0.0);
+        assert!(0.0 < some && some < more, "{none} {some} {more}");
     }
 
     /// Told the run's length, the executors start nothing at its last iteration's end, nor

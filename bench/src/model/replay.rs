@@ -1238,6 +1238,89 @@ mod tests {
         assert!(0.0 < some && some < more, "{none} {some} {more}");
     }
 
+    /// A trace of two boxes and one phase a iteration, traced by hand: `costs[i]` are box 0's
+    /// and box 1's seconds in iteration `i`.
+    fn hand_trace(costs: &[[f64; 2]]) -> Trace {
+        let header = super::super::trace::Header {
+            format: "pbs-trace 1".into(),
+            app: "stencil".into(),
+            scenario: "by hand".into(),
+            nx: 2,
+            ny: 1,
+            nz: 1,
+            seed: 0,
+            phases: vec![1; costs.len()],
+        };
+        Trace { header, costs: costs.iter().map(|c| vec![c.to_vec()]).collect() }
+    }
+
+    /// A rebalancing in idle time, traced by hand on 2 threads owning a box each: box 0 takes
+    /// 10 µs, box 1 4 µs (5 in the third iteration), so thread 1 is idle from its end to the
+    /// phase's. Decided at iteration 0's end (5 units of 3 µs, a first unit time seen of
+    /// 3 × (0.6 + 0.4 / 2) = 2.4 µs, within the 6 µs of idle time), it runs a unit at a time
+    /// from the first thread's end while another works: 2 units ending exactly with the
+    /// phase in iteration 1, 2 in iteration 2, the second 1 µs past its end (the overrun), the
+    /// last in iteration 3, after which its owners are taken on. Wall 10 + 10 + 11 + 10 µs,
+    /// 1 µs of it the balancer's; the overrun is between the balancing thread's tasks and
+    /// the other thread's wait. Where the balancer thread could take it, it stays (1 µs over
+    /// 6 spent). With 2.5 µs of idle time a phase, it still fits the first unit time seen,
+    /// and runs there.
+    #[test]
+    fn a_rebalancing_in_idle_time_runs_as_traced_by_hand() {
+        let machine = Machine {
+            speed: 1.0,
+            barrier: 0.0,
+            barrier_log2: 0.0,
+            noise: 0.0,
+            wake: 0.0,
+            steal: 0.0,
+            eager_pop: 0.0,
+            eager_pop_thread: 0.0,
+            eager_window: 0.0,
+            moved: 0.0,
+            remote: 0.0,
+            migrate: 0.0,
+            balancer_box: 0.75e-6, // × 2 boxes × (1 + log2 2) = 3 µs a unit
+            loads_box: 0.0,
+            start_box: 0.0,
+            start_fixed: 0.0,
+            take_on_box: 0.0,
+            lists_box: 0.0,
+            slice: 0.0,
+            executor_thread: 0.0,
+            iteration_fixed: 0.0,
+            iteration_thread: 0.0,
+        };
+        assert_eq!(machine.speed * unit_cost(machine.balancer_box, 2, 2), 3e-6);
+        let plan = PbsPlan {
+            initial: vec![0, 1],
+            events: vec![Event { at: 0, owners: vec![1, 0], units: 5, cost: None }],
+            balancer_units: 0,
+            balancer_seconds: 0.0,
+        };
+        let us = 1e-6;
+        let trace =
+            hand_trace(&[[10.0 * us, 4.0 * us], [10.0 * us, 4.0 * us], [10.0 * us, 5.0 * us], [10.0 * us, 4.0 * us]]);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
+        for rebalancing in [Rebalancing::IdleTime, Rebalancing::IdleTimeOrThread] {
+            let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), rebalancing, 4).unwrap();
+            let wall = 41.0 * us;
+            assert_eq!((m.rebalances, m.rebalances_abandoned), (1, 0), "{rebalancing:?}: {m:?}");
+            assert!(close(m.iter_ms, wall / 4.0 * 1e3), "{rebalancing:?}: {m:?}");
+            assert!(close(m.rebalance_critical_fraction, 1.0 * us / wall), "{rebalancing:?}: {m:?}");
+            assert!(close(m.efficiency, 57.0 * us / 2.0 / wall), "{rebalancing:?}: {m:?}");
+            let i = &m.idle_shares.in_phases;
+            assert!(close(i.between_tasks, 0.5 * us / wall), "{rebalancing:?}: {m:?}");
+            assert!(close(i.waiting, ((3.0 * 6.0 + 5.0) / 2.0 + 0.5) * us / wall), "{rebalancing:?}: {m:?}");
+            idle_adds_up(&m);
+        }
+        // 2.5 µs idle a phase: 0.5 µs over in each of five iterations, then taken on.
+        let trace = hand_trace(&[[10.0 * us, 7.5 * us]; 6]);
+        let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), Rebalancing::IdleTime, 6).unwrap();
+        assert_eq!(m.rebalances, 1, "{m:?}");
+        assert!(close(m.rebalance_critical_fraction, 2.5 * us / (60.0 * us + 2.5 * us)), "{m:?}");
+    }
+
     /// Told the run's length, the executors start nothing at its last iteration's end, nor
     /// near it a rebalancing whose gain over the iterations left cannot repay its cost; the
     /// plans neither. The first measurement's rebalancing (pbs) and remapping (RCB) are left

@@ -1267,7 +1267,7 @@ mod tests {
     /// checked as one back from that thread is. With 2.5 µs of idle time a phase, it still
     /// fits the first unit time seen, and runs there; with 2 µs a phase over two phases, it
     /// does not (the idle time is per phase), and the executor stops for it: 3 × 5 × 0.8 µs
-    /// on the pool, and the move.
+    /// on the pool, and the move. A run of 100 units is given up after 25 iterations under way.
     #[test]
     fn a_rebalancing_in_idle_time_runs_as_traced_by_hand() {
         let machine = Machine {
@@ -1330,6 +1330,15 @@ mod tests {
         assert_eq!(m.rebalances, 1, "{m:?}");
         assert!(close(m.iter_ms, 52.1 * us / 2.0 * 1e3), "{m:?}");
         assert!(close(m.rebalance_critical_fraction, 12.1 / 52.1), "{m:?}");
+        // 100 units, 2 an iteration: given up once under way for more than the executor's
+        // `max_pending` iterations (25), and not before.
+        let long = PbsPlan { events: vec![Event { units: 100, ..plan.events[0].clone() }], ..plan.clone() };
+        let max_pending = PbsOptions::default().max_pending;
+        for (iterations, abandoned) in [(max_pending + 1, 0), (max_pending + 2, 1)] {
+            let trace = hand_trace(&vec![[10.0 * us, 4.0 * us]; iterations], 1);
+            let m = replay(&trace, "pbs", 2, 1, &machine, Some(&long), Rebalancing::IdleTime, iterations).unwrap();
+            assert_eq!((m.rebalances, m.rebalances_abandoned), (0, abandoned), "{iterations} iterations: {m:?}");
+        }
     }
 
     /// Told the run's length, the executors start nothing at its last iteration's end, nor

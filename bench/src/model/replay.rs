@@ -1268,6 +1268,7 @@ mod tests {
     /// fits the first unit time seen, and runs there; with 2 µs a phase over two phases, it
     /// does not (the idle time is per phase), and the executor stops for it: 3 × 5 × 0.8 µs
     /// on the pool, and the move. A run of 100 units is given up after 25 iterations under way.
+    /// A remapper pays its recorded time and the move between iterations.
     #[test]
     fn a_rebalancing_in_idle_time_runs_as_traced_by_hand() {
         let machine = Machine {
@@ -1330,6 +1331,13 @@ mod tests {
         assert_eq!(m.rebalances, 1, "{m:?}");
         assert!(close(m.iter_ms, 52.1 * us / 2.0 * 1e3), "{m:?}");
         assert!(close(m.rebalance_critical_fraction, 12.1 / 52.1), "{m:?}");
+        // A remapper's plan: its recorded time at the machine's speed and the move, between
+        // iterations 0 and 1, on the critical path.
+        let remap = PbsPlan { events: vec![Event { cost: Some(5.0 * us), ..plan.events[0].clone() }], ..plan.clone() };
+        let trace = hand_trace(&[[10.0 * us, 4.0 * us]; 2], 1);
+        let m = replay(&trace, "rcb", 2, 1, &machine, Some(&remap), Rebalancing::Stop, 2).unwrap();
+        assert_eq!(m.rebalances, 1, "{m:?}");
+        assert!(close(m.iter_ms, 25.1 * us / 2.0 * 1e3) && close(m.rebalance_critical_fraction, 5.1 / 25.1), "{m:?}");
         // 100 units, 2 an iteration: given up once under way for more than the executor's
         // `max_pending` iterations (25), and not before.
         let long = PbsPlan { events: vec![Event { units: 100, ..plan.events[0].clone() }], ..plan.clone() };

@@ -1696,7 +1696,7 @@ mod tests {
     /// loads, and corrected, as the executor corrects it. PackStealLB moves small packs, so its
     /// first remapping of md contraction's imbalance falls short. A remapping costs 10 µs here:
     /// timed, it cost more than the correction would win over 100 iterations when the tests ran
-    /// slowly (unoptimised, beside a mutation sweep), and the plan was not corrected.
+    /// slowly (at opt-level 1, as the mutation sweeps build them), and the plan was not corrected.
     #[test]
     fn a_remapping_that_falls_short_is_corrected_as_the_executor_corrects_it() {
         let trace = trace("md-contraction-32x32.trace");

@@ -302,8 +302,8 @@ mod tests {
 
     /// Told the run ends with the iteration it is ending, the mapper leaves the first
     /// measurement's heavy corner as it is; told there is one more, or nothing, it balances it.
-    /// The hint counts down: given once three iterations ahead, the third end is the last; a
-    /// run that goes on past it is one without a hint.
+    /// The hint counts down: given once seven iterations ahead, the seventh end is the last; a
+    /// run that goes on past it is one without a hint, and answers what the hint put off.
     #[test]
     fn at_a_runs_end_the_mapper_starts_no_rebalancing() {
         let grid = Grid::new(24, 24).unwrap();
@@ -324,11 +324,11 @@ mod tests {
         // trigger from its first iteration and answered at its fifth (the seventh end) without
         // a hint or with one more end to come.
         let ones = vec![1.0; grid.len()];
-        for (ends, rebalanced) in
-            [(None, [false, false, false, false, true]), (Some(8), [false, false, false, false, true])]
-                .into_iter()
-                .chain([(Some(7), [false, false, false, false, false])])
-        {
+        for (ends, rebalanced) in [
+            (None, [false, false, false, false, true]),
+            (Some(8), [false, false, false, false, true]),
+            (Some(7), [false, false, false, false, false]),
+        ] {
             let mut m = Mapper::new(grid, 4, PbsOptions::default()).unwrap();
             if let Some(ends) = ends {
                 m.hint_iterations_left(ends);

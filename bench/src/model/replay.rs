@@ -1245,7 +1245,7 @@ mod tests {
     /// each of the `phases` phases of iteration `i`.
     fn hand_trace(costs: &[[f64; 2]], phases: usize) -> Trace {
         let header = super::super::trace::Header {
-            format: "pbs-trace 1".into(),
+            format: super::super::trace::FORMAT.into(),
             app: "stencil".into(),
             scenario: "by hand".into(),
             nx: 2,
@@ -1264,14 +1264,15 @@ mod tests {
     /// from the first thread's end while another works: 2 units ending exactly with the
     /// phase in iteration 1, 2 in iteration 2, the second 1 µs past its end (the overrun), the
     /// last in iteration 3, after which its owners are taken on (a box to each thread, 0.1 µs
-    /// as they receive in parallel). Wall 10 + 10 + 11 + 10 + 0.1 µs, 1.1 µs of it the balancer's; the overrun is between
-    /// the balancing thread's tasks and the other thread's wait. Where the balancer thread
-    /// could take it, it stays (1 µs over 6 spent), and a run ended in idle time is not
-    /// checked as one back from that thread is. With 2.5 µs of idle time a phase, it still
-    /// fits the first unit time seen, and runs there; with 2 µs a phase over two phases, it
-    /// does not (the idle time is per phase), and the executor stops for it: 3 × 5 × 0.8 µs
-    /// on the pool, the move and the new owner lists (0.05 µs a box). A run of 100 units is given up after 25 iterations under way.
-    /// A remapper pays its recorded time and the move between iterations.
+    /// as they receive in parallel). Wall 10 + 10 + 11 + 10 + 0.1 µs, 1.1 µs of it the
+    /// balancer's; the overrun is between the balancing thread's tasks and the other thread's
+    /// wait. Where the balancer thread could take it, it stays (1 µs over 6 spent), and a run
+    /// ended in idle time is not checked as one back from that thread is. With 2.5 µs of idle
+    /// time a phase, it still fits the first unit time seen, and runs there; with 2 µs a phase
+    /// over two phases, it does not (the idle time is per phase), and the executor stops for
+    /// it: 3 × 5 × 0.8 µs on the pool, the move and the new owner lists (0.05 µs a box). A run
+    /// of 100 units is given up after 25 iterations under way. A remapper pays its recorded
+    /// time and the move between iterations.
     #[test]
     fn a_rebalancing_in_idle_time_runs_as_traced_by_hand() {
         let machine = Machine {
@@ -1644,7 +1645,7 @@ mod tests {
         let short: Vec<f64> = (0..nx * ny).map(|k| if k % nx < 3 && k / nx < 3 { 16e-6 / 9.0 } else { 0.0 }).collect();
         let trace = |per_thread: f64| Trace {
             header: super::super::trace::Header {
-                format: "pbs-trace 1".into(),
+                format: super::super::trace::FORMAT.into(),
                 app: "md".into(),
                 scenario: "synthetic".into(),
                 nx,

@@ -46,7 +46,8 @@ pub struct Trace {
     pub costs: Vec<Vec<Vec<f64>>>,
 }
 
-const FORMAT: &str = "pbs-trace 1";
+/// The first field of every trace file.
+pub(crate) const FORMAT: &str = "pbs-trace 1";
 
 fn one_layer() -> usize {
     1

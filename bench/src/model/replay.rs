@@ -1241,20 +1241,50 @@ mod tests {
         assert!(0.0 < some && some < more, "{none} {some} {more}");
     }
 
-    /// A trace of two boxes, traced by hand: `costs[i]` are box 0's and box 1's seconds in
+    /// A trace of `N` boxes in a row, traced by hand: `costs[i][k]` are box `k`'s seconds in
     /// each of the `phases` phases of iteration `i`.
-    fn hand_trace(costs: &[[f64; 2]], phases: usize) -> Trace {
+    fn hand_trace<const N: usize>(costs: &[[f64; N]], phases: usize) -> Trace {
         let header = super::super::trace::Header {
             format: super::super::trace::FORMAT.into(),
             app: "stencil".into(),
             scenario: "by hand".into(),
-            nx: 2,
+            nx: N,
             ny: 1,
             nz: 1,
             seed: 0,
             phases: vec![phases; costs.len()],
         };
         Trace { header, costs: costs.iter().map(|c| vec![c.to_vec(); phases]).collect() }
+    }
+
+    /// The hand traces' machine: no noise, barrier, wake-up, steal or pop time, no price for
+    /// a moved box or remote data; a box migrated by a rebalancing costs 0.1 µs, taking on a
+    /// run back from the balancer thread 0.25 µs a box, the new owner lists 0.05 µs a box.
+    fn hand_machine(balancer_box: f64) -> Machine {
+        Machine {
+            speed: 1.0,
+            barrier: 0.0,
+            barrier_log2: 0.0,
+            noise: 0.0,
+            wake: 0.0,
+            steal: 0.0,
+            eager_pop: 0.0,
+            eager_pop_thread: 0.0,
+            eager_window: 0.0,
+            moved: 0.0,
+            remote: 0.0,
+            migrate: 0.1e-6,
+            balancer_box,
+            loads_box: 0.0,
+            start_box: 0.0,
+            start_fixed: 0.0,
+            take_on_box: 0.25e-6,
+            lists_box: 0.05e-6,
+            slice: 0.0,
+            executor_thread: 0.0,
+            iteration_fixed: 0.0,
+            iteration_thread: 0.0,
+        }
     }
 
     /// A rebalancing in idle time, traced by hand on 2 threads owning a box each: box 0 takes
@@ -1275,30 +1305,7 @@ mod tests {
     /// time and the move between iterations.
     #[test]
     fn a_rebalancing_in_idle_time_runs_as_traced_by_hand() {
-        let machine = Machine {
-            speed: 1.0,
-            barrier: 0.0,
-            barrier_log2: 0.0,
-            noise: 0.0,
-            wake: 0.0,
-            steal: 0.0,
-            eager_pop: 0.0,
-            eager_pop_thread: 0.0,
-            eager_window: 0.0,
-            moved: 0.0,
-            remote: 0.0,
-            migrate: 0.1e-6,
-            balancer_box: 0.75e-6, // × 2 boxes × (1 + log2 2) = 3 µs a unit
-            loads_box: 0.0,
-            start_box: 0.0,
-            start_fixed: 0.0,
-            take_on_box: 0.25e-6,
-            lists_box: 0.05e-6,
-            slice: 0.0,
-            executor_thread: 0.0,
-            iteration_fixed: 0.0,
-            iteration_thread: 0.0,
-        };
+        let machine = hand_machine(0.75e-6); // × 2 boxes × (1 + log2 2) = 3 µs a unit
         assert_eq!(machine.speed * unit_cost(machine.balancer_box, 2, 2), 3e-6);
         let plan = PbsPlan {
             initial: vec![0, 1],
@@ -1351,6 +1358,82 @@ mod tests {
             let m = replay(&trace, "pbs", 2, 1, &machine, Some(&long), Rebalancing::IdleTime, iterations).unwrap();
             assert_eq!((m.rebalances, m.rebalances_abandoned), (0, abandoned), "{iterations} iterations: {m:?}");
         }
+    }
+
+    /// A rebalancing on a lent core, traced by hand on 3 threads: boxes of 5, 5, 4 and 4 µs in
+    /// a row, owned by threads 0, 0, 1 and 2, so thread 0 ends each phase at 10 µs and the
+    /// others at 4. Decided at iteration 0's end, one unit of 25 µs (its time seen on the pool,
+    /// 25 × 0.6 + 25 × 0.4 / 3 = 18.3 µs, is over the 6 µs of idle time a phase) goes to the
+    /// balancer thread, and on 10 µs iterations a lent core pays (3 iterations out cost the
+    /// others 3 × 10 / 2 = 15 µs, less than the run's 25). While it is out, the last worker,
+    /// thread 2, runs nothing and waits its whole phase; thread 1, its nearest neighbour,
+    /// steals its box after its own; the phases still last 10 µs, and the run is done after 3
+    /// of them (25 − 30 ≤ 0). Taken on at iteration 3's end (1 µs to check, 0.1 µs to move
+    /// boxes 1 and 2, one to each of two threads, in parallel: the new owners 0, 1, 2, 2 load the threads 5, 5 and 8 µs, better than
+    /// 10, 4, 4), iteration 4 lasts 8 µs. Wall 4 × 10 + 1.1 + 8 µs; box 3 moved to thread 1
+    /// while the run was out and to thread 2 after, boxes 1 and 2 with the new owners, so 12
+    /// of the 16 reruns are on the thread of the box's last run.
+    ///
+    /// A run that starts in idle time goes on on a lent core when its overrun there is more
+    /// than a thread's share of the time it spent (lending costs the others one thread's
+    /// share): 7 units of 5 µs, 5 × 0.6 + 5 × 0.4 / 3 = 3.7 µs seen, fit the 6 µs of idle
+    /// time; in iteration 1 two units run from 4 µs to 14, 4 µs over the phase's end for 10
+    /// spent (over a third of it, not over all of it: not lent, it stays). The 25 µs left
+    /// then go out on a lent core for iterations 2 to 4, and the new owners run in iteration
+    /// 5: wall 10 + 14 + 3 × 10 + 1.1 + 8 µs.
+    #[test]
+    fn a_rebalancing_on_a_lent_core_runs_as_traced_by_hand() {
+        let us = 1e-6;
+        let per_unit = |boxes: usize, threads: usize| unit_cost(1.0, boxes, threads);
+        let costs = [5.0 * us, 5.0 * us, 4.0 * us, 4.0 * us];
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
+        let plan = |units| PbsPlan {
+            initial: vec![0, 0, 1, 2],
+            events: vec![Event { at: 0, owners: vec![0, 1, 2, 2], units, cost: None }],
+            balancer_units: 0,
+            balancer_seconds: 0.0,
+        };
+        // One unit of 25 µs, on a lent core from iteration 1 to 3.
+        let machine = hand_machine(25.0 * us / per_unit(4, 3));
+        assert!(Lending::pays(25.0 * us, 10.0 * us, 3) && !Lending::pays(25.0 * us, 10.0 * us, 2));
+        for (iterations, rebalances) in [(3, 0), (5, 1)] {
+            let trace = hand_trace(&vec![costs; iterations], 1);
+            let m = replay(&trace, "pbs", 3, 1, &machine, Some(&plan(1)), Rebalancing::LentCore, iterations).unwrap();
+            assert_eq!((m.rebalances, m.rebalances_abandoned), (rebalances, 0), "{iterations} iterations: {m:?}");
+            idle_adds_up(&m);
+            if iterations == 3 {
+                assert!(close(m.iter_ms, 10.0 * us * 1e3), "still out, nothing on the wall: {m:?}");
+                // Box 3 moved to thread 1 in iteration 1: 7 of the 8 reruns where they were.
+                assert!(close(m.affinity, 7.0 / 8.0), "{m:?}");
+                continue;
+            }
+            let wall = 49.1 * us;
+            assert!(close(m.iter_ms, wall / 5.0 * 1e3), "{m:?}");
+            assert!(close(m.rebalance_critical_fraction, 1.1 * us / wall), "{m:?}");
+            assert!(close(m.efficiency, 90.0 * us / 3.0 / wall), "{m:?}");
+            assert!(close(m.affinity, 12.0 / 16.0), "{m:?}");
+            // Waiting: 6 + 6 µs in iteration 0; 2 and the lender's 10 in each of 1 to 3;
+            // 3 + 3 in iteration 4; over 3 threads.
+            let i = &m.idle_shares.in_phases;
+            assert!(close(i.waiting, (12.0 + 3.0 * 12.0 + 6.0) / 3.0 * us / wall), "{m:?}");
+            assert_eq!((i.late_start, i.between_tasks), (0.0, 0.0), "{m:?}");
+        }
+        // Seven units of 5 µs: two in idle time, then out on a lent core.
+        let machine = hand_machine(5.0 * us / per_unit(4, 3));
+        let trace = hand_trace(&[costs; 6], 1);
+        let m = replay(&trace, "pbs", 3, 1, &machine, Some(&plan(7)), Rebalancing::LentCore, 6).unwrap();
+        assert_eq!((m.rebalances, m.rebalances_abandoned), (1, 0), "{m:?}");
+        let wall = 63.1 * us;
+        assert!(close(m.iter_ms, wall / 6.0 * 1e3), "{m:?}");
+        assert!(close(m.rebalance_critical_fraction, 5.1 * us / wall), "{m:?}");
+        // Not lent, it stays in idle time (4 µs over 10 spent is not over all of it): two
+        // units in each of iterations 1 to 3, 4 µs over each, the last in iteration 4, taken
+        // on there with no check: 3 × 4 + 0.1 µs on the critical path of a 70.1 µs wall.
+        let m = replay(&trace, "pbs", 3, 1, &machine, Some(&plan(7)), Rebalancing::IdleTimeOrThread, 6).unwrap();
+        assert_eq!((m.rebalances, m.rebalances_abandoned), (1, 0), "{m:?}");
+        let wall = 70.1 * us;
+        assert!(close(m.iter_ms, wall / 6.0 * 1e3), "{m:?}");
+        assert!(close(m.rebalance_critical_fraction, 12.1 * us / wall), "{m:?}");
     }
 
     /// Told the run's length, the executors start nothing at its last iteration's end, nor

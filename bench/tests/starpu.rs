@@ -125,6 +125,32 @@ fn told_the_runs_length_the_policy_moves_no_box_after_its_last_iteration() {
     assert!(rebalancings("4", "1") >= 1, "one iteration more");
 }
 
+/// A program nobody changes is told the run's length through `PBS_STARPU_ITERATIONS` (here the
+/// driver, told nothing itself, under the preload as in the programs' test): 3 moves no box, 4
+/// does; a value that is not a whole number from 1 is named and leaves the length unknown.
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn a_program_nobody_changes_is_told_the_runs_length_by_the_environment() {
+    let dir = built();
+    let preload = dir.join("libpbs_starpu_preload.so");
+    let run = |length: &str| -> (usize, String) {
+        let (out, err) = ok(starpu_as(&dir.join("heat"), "pbs", Some(&preload))
+            .env("PBS_STARPU_ITERATIONS", length)
+            .args(["--iters", "3", "--nx", "8", "--ny", "8", "--side", "16", "--hot", "3000", "--barrier", "1"])
+            .args(["--hint-iterations", "0"])
+            .output()
+            .unwrap());
+        (field(&out, "rebalancings").parse().unwrap(), err)
+    };
+    assert_eq!(run("3").0, 0, "told 3");
+    assert!(run("4").0 >= 1, "told 4");
+    for bad in ["three", "0", "-3", "3x"] {
+        let (rebalancings, err) = run(bad);
+        assert!(rebalancings >= 1, "{bad}: the length unknown");
+        assert!(err.contains(&format!("PBS_STARPU_ITERATIONS={bad}: expected")), "{bad}: {err}");
+    }
+}
+
 /// One worker, an iteration at a time: the tasks of an iteration are all ready while the first
 /// one (box 0, a hot box, 100 times a cold one's time) runs, so the order of the queue decides
 /// where the other hot boxes (1, 8 and 9 of the 8 × 8) start. Their mean start position within

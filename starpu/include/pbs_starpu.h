@@ -54,10 +54,10 @@ extern struct starpu_sched_policy pbs_starpu_policy;
    given for two boxes (it keeps the first), or a grid already declared (the first stays). */
 int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count);
 
-/* The run has `total` iterations (one task per box each; 0: unknown, the default), from
-   starpu_init to starpu_shutdown: the mapper starts no rebalancing after the last one, nor one
-   near it that the iterations left would not repay (pbs_mapper_hint_iterations_left). Call it
-   after starpu_init; returns 0. */
+/* The run has `total` iterations (one task per box each; 0: unknown, the default unless the
+   environment sets PBS_STARPU_ITERATIONS), from starpu_init to starpu_shutdown: the mapper
+   starts no rebalancing after the last one, nor one near it that the iterations left would not
+   repay (pbs_mapper_hint_iterations_left). Call it after starpu_init; returns 0. */
 int pbs_starpu_hint_iterations(size_t total);
 
 /* What the policy did since starpu_init. */

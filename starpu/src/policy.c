@@ -412,6 +412,25 @@ static void init_sched(unsigned ctx) {
                  steal);
         say(message);
     }
+    /* The run's length for programs nobody changes (the preload's), as pbs_starpu_hint_iterations
+       gives it; a call to that function after starpu_init overrides it. */
+    const char *length = getenv("PBS_STARPU_ITERATIONS");
+    S.run_length = 0;
+    if (length && *length) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(length, &end, 10);
+        if (errno || *end || *length == '-' || n == 0 || n > SIZE_MAX) {
+            char message[200];
+            snprintf(message, sizeof message,
+                     "PBS_STARPU_ITERATIONS=%.40s: expected the run's iterations, a whole number from 1; "
+                     "the run's length stays unknown",
+                     length);
+            say(message);
+        } else {
+            S.run_length = (size_t)n;
+        }
+    }
 }
 
 static void add_workers(unsigned ctx, int *ids, unsigned n) {

@@ -314,16 +314,19 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let name = settings.executor.clone();
     let make: window::Make =
         Box::new(move |g: Grid| runtime.executor(&name, g).map(|(exec, _)| exec).map_err(|e| e.to_string()));
-    // Only where the node runs more threads than it has cores, or this rank more than the CPUs
-    // its launcher bound it to, can a box's wall time count another thread's turn on the core,
-    // which reading the CPU clock takes out.
+    // The CPU clock where a box's wall time may count another thread's turn on its core.
     let mut node_threads = 0u64;
     node.all_reduce_into(&(settings.threads as u64), &mut node_threads, SystemOperation::sum());
     let mut rec = Recorder::new(&settings.executor, settings.threads);
     let Start { mut app, mut balancer, mut owners, estimate } = start(world, settings, grid)?;
     let local: Vec<bool> = owners.iter().map(|&o| o as usize == me).collect();
     let mut exec = Timed::new(Box::new(Window::new(grid, &local, app.halo(), make)?));
-    exec.preempted(node_threads > summary::online_cores() as u64 || settings.threads > summary::given_cpus());
+    exec.preempted(summary::shares_cores(
+        node_threads,
+        summary::online_cores(),
+        settings.threads,
+        summary::given_cpus(),
+    ));
     hint_local(&mut exec, &estimate, &local)?;
     app.compute_only(Some(local))?;
     let mut steady = exchange::Plan::new(app.as_ref(), &grid, &owners, &owners, me as u32);

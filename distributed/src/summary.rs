@@ -142,6 +142,14 @@ pub(crate) fn given_cpus() -> usize {
     pbs_scheduler::pinning::process_cpus().map_or_else(online_cores, |c| c.len())
 }
 
+/// Whether a thread of this rank may lose its core to another thread while it runs a box:
+/// the node runs more threads (`node_threads`, all its ranks') than it has cores online, or
+/// the rank more threads than the CPUs its launcher gave it. A box's wall time then counts
+/// others' turns, and the rank reads the CPU clock instead.
+pub(crate) fn shares_cores(node_threads: u64, online_cores: usize, threads: usize, given_cpus: usize) -> bool {
+    node_threads > online_cores as u64 || threads > given_cpus
+}
+
 /// Whether the ranks of `node` (the ranks sharing this one's node) were given CPUs no two of
 /// them share, as a launcher's binding gives them, so that each may pin its threads inside its
 /// own. Collective over `node`; false where some rank cannot read its CPUs or has one past the
@@ -370,6 +378,24 @@ fn summarise(
 mod tests {
     use super::*;
     use crate::run::RankPinning;
+
+    /// A rank reads the CPU clock from one thread over the node's cores online, or over the
+    /// CPUs its launcher gave it, and only then.
+    #[test]
+    fn a_rank_shares_cores_past_the_nodes_or_its_own_cpus() {
+        // node threads, cores online, this rank's threads, its CPUs.
+        for (node, online, threads, given, shares) in [
+            (4, 4, 2, 2, false),
+            (5, 4, 2, 2, true),
+            (4, 4, 3, 2, true),
+            (3, 4, 3, 3, false),
+            (3, 4, 3, 4, false),
+            (1, 1, 1, 1, false),
+            (2, 1, 2, 4, true),
+        ] {
+            assert_eq!(shares_cores(node, online, threads, given), shares, "{node} {online} {threads} {given}");
+        }
+    }
 
     fn settings(balance: &str) -> Settings {
         Settings {

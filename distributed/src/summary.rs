@@ -24,6 +24,9 @@ pub struct RankFigures {
     pub compute_ms_median: f64,
     /// `max_avg` of its threads' busy times over the run.
     pub imbalance_threads: f64,
+    /// Rebalancings of its threads' mapping by the executor inside (none for static blocks or
+    /// one thread).
+    pub thread_rebalancings: usize,
     /// Bytes of boxes it sent to their new owner, whole run.
     pub migrated_bytes_sent: u64,
     /// Bytes of boxes it sent to ranks that read them, whole run.
@@ -183,6 +186,7 @@ struct Gathered {
     boxes: f64,
     compute_ms_median: f64,
     imbalance_threads: f64,
+    thread_rebalancings: f64,
     migrated_bytes: f64,
     halo_bytes: f64,
     migrated_boxes: f64,
@@ -194,7 +198,7 @@ struct Gathered {
 }
 
 /// Numbers in a [`Gathered`].
-const FIGURES: usize = 11;
+const FIGURES: usize = 12;
 /// Bytes of a host's name gathered (longer names are cut).
 const HOST_BYTES: usize = 64;
 
@@ -204,6 +208,7 @@ impl Gathered {
             self.boxes,
             self.compute_ms_median,
             self.imbalance_threads,
+            self.thread_rebalancings,
             self.migrated_bytes,
             self.halo_bytes,
             self.migrated_boxes,
@@ -216,12 +221,13 @@ impl Gathered {
     }
 
     fn from_slice(f: &[f64]) -> Gathered {
-        let [boxes, compute_ms_median, imbalance_threads, migrated_bytes, halo_bytes, migrated_boxes, online_cores, threads, window_boxes, given_cpus, pinned] =
+        let [boxes, compute_ms_median, imbalance_threads, thread_rebalancings, migrated_bytes, halo_bytes, migrated_boxes, online_cores, threads, window_boxes, given_cpus, pinned] =
             <[f64; FIGURES]>::try_from(f).expect("FIGURES numbers per rank");
         Gathered {
             boxes,
             compute_ms_median,
             imbalance_threads,
+            thread_rebalancings,
             migrated_bytes,
             halo_bytes,
             migrated_boxes,
@@ -248,6 +254,7 @@ pub(crate) fn gather(
         boxes: boxes as f64,
         compute_ms_median: median(&tally.compute_ms),
         imbalance_threads: report.max_avg,
+        thread_rebalancings: report.rebalances as f64,
         migrated_bytes: tally.migrated_bytes as f64,
         halo_bytes: tally.halo_bytes as f64,
         migrated_boxes: tally.migrated_boxes as f64,
@@ -303,6 +310,7 @@ fn summarise(
             window_boxes: f.window_boxes as usize,
             compute_ms_median: f.compute_ms_median,
             imbalance_threads: f.imbalance_threads,
+            thread_rebalancings: f.thread_rebalancings as usize,
             migrated_bytes_sent: f.migrated_bytes as u64,
             halo_bytes_sent: f.halo_bytes as u64,
         })
@@ -421,6 +429,7 @@ mod tests {
             boxes: 16.0,
             compute_ms_median: 1.0 + migrated / 1000.0,
             imbalance_threads: 1.0 + migrated / 10_000.0,
+            thread_rebalancings: 3.0 + migrated / 50.0,
             migrated_bytes: migrated,
             halo_bytes: 2.0 * migrated,
             migrated_boxes: migrated / 100.0,
@@ -481,6 +490,7 @@ mod tests {
             (300, 600, 1.0 + 300.0 / 1000.0)
         );
         assert_eq!((s.per_rank[0].boxes, s.per_rank[0].window_boxes), (16, 24));
+        assert_eq!(s.per_rank.iter().map(|r| r.thread_rebalancings).collect::<Vec<_>>(), [5, 9, 15]);
 
         // rcb has no shadow of itself; without a rebalancing the whole series counts.
         let still = Tally { imbalance: tally.imbalance.clone(), ..Tally::default() };

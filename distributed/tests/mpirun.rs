@@ -181,6 +181,25 @@ fn a_runs_figures_hold_together() {
     assert!(f("halo_bytes_per_iter") > 0.0, "{v}");
 }
 
+/// Each rank reports how often its executor rebalanced its threads (`thread_rebalancings`):
+/// with pbs inside asked after every iteration (`PBS_CRITERION=always`) on the drifting
+/// stencil, every rank at least once in 30 iterations (1–3 measured); static blocks and a
+/// single thread never.
+#[test]
+fn each_rank_reports_its_threads_rebalancings() {
+    let per_rank = |executor: &str, threads: &str| -> Vec<u64> {
+        let args = ["--app", "stencil", "--threads", threads, "--iters", "30", "--executor", executor, "--json"];
+        let (out, _) = mpirun(2, &args, &[("PBS_CRITERION", "always")]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["per_rank"].as_array().unwrap().iter().map(|r| r["thread_rebalancings"].as_u64().unwrap()).collect()
+    };
+    let pbs = per_rank("pbs", "2");
+    assert!(pbs.len() == 2 && pbs.iter().all(|&n| n >= 1), "{pbs:?}");
+    assert_eq!(per_rank("static", "2"), [0, 0]);
+    assert_eq!(per_rank("pbs", "1"), [0, 0]);
+}
+
 #[test]
 fn compare_runs_every_balance_in_one_job_with_one_checksum() {
     let args = ["--app", "stencil", "--iters", "12", "--repeats", "2", "--balance", "static,pbs", "--json"];

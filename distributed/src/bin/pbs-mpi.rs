@@ -125,18 +125,19 @@ fn print_table(s: &Summary) {
         );
     }
     println!(
-        "{:>4}  {:<16} {:>6} {:>7} {:>11} {:>11} {:>14} {:>14}",
-        "rank", "host", "boxes", "window", "compute ms", "thr max/avg", "migrated B", "halo B"
+        "{:>4}  {:<16} {:>6} {:>7} {:>11} {:>11} {:>9} {:>14} {:>14}",
+        "rank", "host", "boxes", "window", "compute ms", "thr max/avg", "thr rebal", "migrated B", "halo B"
     );
     for r in &s.per_rank {
         println!(
-            "{:>4}  {:<16} {:>6} {:>7} {:>11.3} {:>11.3} {:>14} {:>14}",
+            "{:>4}  {:<16} {:>6} {:>7} {:>11.3} {:>11.3} {:>9} {:>14} {:>14}",
             r.rank,
             r.host,
             r.boxes,
             r.window_boxes,
             r.compute_ms_median,
             r.imbalance_threads,
+            r.thread_rebalancings,
             r.migrated_bytes_sent,
             r.halo_bytes_sent
         );

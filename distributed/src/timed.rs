@@ -357,21 +357,29 @@ mod tests {
     }
 
     /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is
-    /// not load: the boxes of its range sum to what they computed. (Within the range, the box
+    /// not load: the boxes of its range sum to what they computed, their CPU time. (Within the range, the box
     /// that was preempted still takes more than its share.)
     #[test]
     fn time_off_the_core_is_not_load() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(2, 1).unwrap()));
         let mut out = vec![0u64; 2];
+        let cpu: Vec<AtomicU64> = (0..2).map(|_| AtomicU64::new(0)).collect();
         let start = std::time::Instant::now();
         for_each_box_mut(&mut exec, &mut out, |k, o| {
+            let cpu0 = thread_cpu_nanos();
             *o = spin(2_000_000);
             if k == 1 {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
+            cpu[k].store(thread_cpu_nanos() - cpu0, Ordering::Relaxed);
         });
         let wall = start.elapsed().as_secs_f64();
         let loads = exec.take_loads();
+        // The range's loads sum to its CPU time (the thread's, read by the boxes themselves;
+        // the span adds the few microseconds between them and around).
+        let cpu: f64 = cpu.iter().map(|c| c.load(Ordering::Relaxed) as f64 * 1e-9).sum();
+        let sum = loads[0] + loads[1];
+        assert!((sum - cpu).abs() <= 0.05 * cpu + 2e-4, "loads {loads:?} for {cpu} s of CPU");
         // Counted, the sleep would leave the loads at about the phase's wall time; not counted,
         // 50 ms below it, however long the spins take (35 ms under ThreadSanitizer, where a
         // bound of 25 ms failed).

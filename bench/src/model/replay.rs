@@ -1192,6 +1192,8 @@ mod tests {
         let imbalance = plan_max_avg(&trace, &plan, 8, 11);
         assert!(imbalance < 1.1, "{imbalance}");
         assert!(replay(&trace, "pbs", 8, 9, &machine, Some(&plan), Rebalancing::Stop, 2).is_err(), "9 nodes");
+        assert!(replay(&trace, "pbs", 8, 0, &machine, Some(&plan), Rebalancing::Stop, 2).is_err(), "no node");
+        assert!(replay(&trace, "static", 0, 1, &machine, None, Rebalancing::Stop, 2).is_err(), "no thread");
         assert!(replay(&trace, "pbs", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err(), "no plan");
         assert!(replay(&trace, "metis", 8, 1, &machine, None, Rebalancing::Stop, 2).is_err());
     }
@@ -1380,7 +1382,8 @@ mod tests {
     /// time; in iteration 1 two units run from 4 µs to 14, 4 µs over the phase's end for 10
     /// spent (over a third of it, not over all of it: not lent, it stays). The 25 µs left
     /// then go out on a lent core for iterations 2 to 4, and the new owners run in iteration
-    /// 5: wall 10 + 14 + 3 × 10 + 1.1 + 8 µs.
+    /// 5: wall 10 + 14 + 3 × 10 + 1.1 + 8 µs. With 5 units, the loan pays on the last
+    /// iteration's 14 µs, where it would not on one as long as the run so far.
     #[test]
     fn a_rebalancing_on_a_lent_core_runs_as_traced_by_hand() {
         let us = 1e-6;
@@ -1426,6 +1429,15 @@ mod tests {
         let wall = 63.1 * us;
         assert!(close(m.iter_ms, wall / 6.0 * 1e3), "{m:?}");
         assert!(close(m.rebalance_critical_fraction, 5.1 * us / wall), "{m:?}");
+        // Five units: the 15 µs left after iteration 1 still pay a loan on its 14 µs (2
+        // iterations out cost the others 14 µs), where they would not on iterations of 30 µs
+        // or more (1 iteration out, 15 µs or more); out for iterations 2 and 3.
+        assert!(Lending::pays(15.0 * us, 14.0 * us, 3) && !Lending::pays(15.0 * us, 30.0 * us, 3));
+        let m = replay(&hand_trace(&[costs; 5], 1), "pbs", 3, 1, &machine, Some(&plan(5)), Rebalancing::LentCore, 5)
+            .unwrap();
+        assert_eq!((m.rebalances, m.rebalances_abandoned), (1, 0), "{m:?}");
+        let wall = 53.1 * us;
+        assert!(close(m.iter_ms, wall / 5.0 * 1e3) && close(m.rebalance_critical_fraction, 5.1 * us / wall), "{m:?}");
         // Not lent, it stays in idle time (4 µs over 10 spent is not over all of it): two
         // units in each of iterations 1 to 3, 4 µs over each, the last in iteration 4, taken
         // on there with no check: 3 × 4 + 0.1 µs on the critical path of a 70.1 µs wall.
@@ -1434,6 +1446,53 @@ mod tests {
         let wall = 70.1 * us;
         assert!(close(m.iter_ms, wall / 6.0 * 1e3), "{m:?}");
         assert!(close(m.rebalance_critical_fraction, 12.1 * us / wall), "{m:?}");
+    }
+
+    /// A rebalancing on the balancer thread sharing a core, traced by hand on 2 threads: boxes
+    /// of 5, 5 and 4 µs owned by threads 0, 0 and 1 (phases of 10 µs, 6 of idle time). One
+    /// unit of 20 µs (16 seen on the pool) does not fit the idle time and goes to the thread,
+    /// which no core is lent to on 2 threads. In each phase it first takes a worker's core for
+    /// its time slice (3 µs here, or what it has left), each phase the next worker's, whose
+    /// boxes start that late; then it runs on the first idle worker's core to the phase's end.
+    /// Iteration 1: thread 1 starts at 3 and ends at 7, 3 + 3 µs done, the phase still 10 µs;
+    /// iteration 2: thread 0 starts at 3 and ends at 13, 3 µs on the critical path, 3 + 9 µs
+    /// done; iteration 3: 2 µs left, thread 1 starts at 2. Back at iteration 3's end, taken on
+    /// (0.75 µs to check, 0.1 µs to move box 1), iteration 4 lasts 9 µs. Wall 10 + 10 + 13 + 10
+    /// + 0.85 + 9 µs, 3.85 of them the balancer's.
+    #[test]
+    fn a_rebalancing_on_a_thread_sharing_a_core_runs_as_traced_by_hand() {
+        let us = 1e-6;
+        let machine = Machine { slice: 3.0 * us, ..hand_machine(20.0 * us / unit_cost(1.0, 3, 2)) };
+        let plan = PbsPlan {
+            initial: vec![0, 0, 1],
+            events: vec![Event { at: 0, owners: vec![0, 1, 1], units: 1, cost: None }],
+            balancer_units: 0,
+            balancer_seconds: 0.0,
+        };
+        let trace = hand_trace(&[[5.0 * us, 5.0 * us, 4.0 * us]; 5], 1);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
+        let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), Rebalancing::IdleTimeOrThread, 5).unwrap();
+        assert_eq!((m.rebalances, m.rebalances_abandoned), (1, 0), "{m:?}");
+        let wall = 52.85 * us;
+        assert!(close(m.iter_ms, wall / 5.0 * 1e3), "{m:?}");
+        assert!(close(m.rebalance_critical_fraction, 3.85 * us / wall), "{m:?}");
+        assert!(close(m.efficiency, 70.0 * us / 2.0 / wall), "{m:?}");
+        idle_adds_up(&m);
+        // Still out after iteration 2.
+        let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), Rebalancing::IdleTimeOrThread, 3).unwrap();
+        assert_eq!(m.rebalances, 0, "{m:?}");
+        assert!(close(m.iter_ms, 33.0 * us / 3.0 * 1e3), "{m:?}");
+    }
+
+    /// Work stealing's model deals the blocks as rayon's join does: the first worker keeps the
+    /// first block, the others get the rest in a new random order each phase. On 3 threads
+    /// with a box each (none to steal), box 0 always reruns where it ran, boxes 1 and 2 half
+    /// the time (both move or neither): 2/3 of the reruns over 400 iterations.
+    #[test]
+    fn work_stealing_keeps_the_first_block_and_deals_the_others_at_random() {
+        let trace = hand_trace(&[[4e-6; 3]; 400], 1);
+        let m = replay(&trace, "ws", 3, 1, &hand_machine(0.0), None, Rebalancing::Stop, 400).unwrap();
+        assert!((m.affinity - 2.0 / 3.0).abs() < 0.06, "{m:?}");
     }
 
     /// Told the run's length, the executors start nothing at its last iteration's end, nor

@@ -144,7 +144,7 @@ fn a_program_nobody_changes_is_told_the_runs_length_by_the_environment() {
     };
     assert_eq!(run("3").0, 0, "told 3");
     assert!(run("4").0 >= 1, "told 4");
-    for bad in ["three", "0", "-3", "3x"] {
+    for bad in ["three", "0", "-3", " -3", "3x"] {
         let (rebalancings, err) = run(bad);
         assert!(rebalancings >= 1, "{bad}: the length unknown");
         assert!(err.contains(&format!("PBS_STARPU_ITERATIONS={bad}: expected")), "{bad}: {err}");

@@ -296,11 +296,12 @@ mod tests {
     }
 
     /// Boxes handed out one by one on a node with a core per thread (md's case) are timed by
-    /// two reads of the tick counter each, in seconds: each at least the wall time the task
-    /// itself measured (the ticks enclose it), and about that much in a run where the thread
-    /// kept its core; in seconds, read whole or box by box. Only the timing's own window is compared: against the phase's wall time,
-    /// or against another box's, the check failed when tests ran side by side and the OS took
-    /// the core away during one box (a CI run timed a 200 k-spin box at 3.1 ms).
+    /// two reads of the tick counter each, in seconds (read whole or box by box): each at
+    /// least the wall time the task itself measured (the ticks enclose it), and about that
+    /// much in a run where the thread kept its core. Only the timing's own window is compared:
+    /// against the phase's wall time, or against another box's, the check failed when tests
+    /// ran side by side and the OS took the core away during one box (a CI run timed a 200
+    /// k-spin box at 3.1 ms); no box outlasts its phase, though.
     #[test]
     fn boxes_handed_out_one_by_one_are_timed_in_seconds() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(4, 1).unwrap()));
@@ -357,8 +358,8 @@ mod tests {
     }
 
     /// Time a thread spends off its core (asleep here, preempted in an oversubscribed run) is
-    /// not load: the boxes of its range sum to what they computed, their CPU time. (Within the range, the box
-    /// that was preempted still takes more than its share.)
+    /// not load: the boxes of its range sum to what they computed, their CPU time. (Within the
+    /// range, the box that was preempted still takes more than its share.)
     #[test]
     fn time_off_the_core_is_not_load() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(2, 1).unwrap()));

@@ -420,7 +420,7 @@ static void init_sched(unsigned ctx) {
         char *end = NULL;
         errno = 0;
         unsigned long long n = strtoull(length, &end, 10);
-        if (errno || *end || *length == '-' || n == 0 || n > SIZE_MAX) {
+        if (errno || *end || strchr(length, '-') || n == 0 || n > SIZE_MAX) {
             char message[200];
             snprintf(message, sizeof message,
                      "PBS_STARPU_ITERATIONS=%.40s: expected the run's iterations, a whole number from 1; "

@@ -1371,8 +1371,8 @@ mod tests {
     /// thread 2, runs nothing and waits its whole phase; thread 1, its nearest neighbour,
     /// steals its box after its own; the phases still last 10 µs, and the run is done after 3
     /// of them (25 − 30 ≤ 0). Taken on at iteration 3's end (1 µs to check, 0.1 µs to move
-    /// boxes 1 and 2, one to each of two threads, in parallel: the new owners 0, 1, 2, 2 load the threads 5, 5 and 8 µs, better than
-    /// 10, 4, 4), iteration 4 lasts 8 µs. Wall 4 × 10 + 1.1 + 8 µs; box 3 moved to thread 1
+    /// boxes 1 and 2, one to each of two threads, in parallel: the new owners 0, 1, 2, 2 load
+    /// the threads 5, 5 and 8 µs, better than 10, 4, 4), iteration 4 lasts 8 µs. Wall 4 × 10 + 1.1 + 8 µs; box 3 moved to thread 1
     /// while the run was out and to thread 2 after, boxes 1 and 2 with the new owners, so 12
     /// of the 16 reruns are on the thread of the box's last run.
     ///

@@ -1304,7 +1304,8 @@ mod tests {
     /// over two phases, it does not (the idle time is per phase), and the executor stops for
     /// it: 3 × 5 × 0.8 µs on the pool, the move and the new owner lists (0.05 µs a box). A run
     /// of 100 units is given up after 25 iterations under way. A remapper pays its recorded
-    /// time and the move between iterations.
+    /// time and the move between iterations, at each of its plan's. One thread has no idle
+    /// time and no other core: it stops for a run. A run of no iteration is all zeros.
     #[test]
     fn a_rebalancing_in_idle_time_runs_as_traced_by_hand() {
         let machine = hand_machine(0.75e-6); // × 2 boxes × (1 + log2 2) = 3 µs a unit
@@ -1344,13 +1345,41 @@ mod tests {
         assert_eq!(m.rebalances, 1, "{m:?}");
         assert!(close(m.iter_ms, 52.2 * us / 2.0 * 1e3), "{m:?}");
         assert!(close(m.rebalance_critical_fraction, 12.2 / 52.2), "{m:?}");
-        // A remapper's plan: its recorded time at the machine's speed and the move, between
-        // iterations 0 and 1, on the critical path.
-        let remap = PbsPlan { events: vec![Event { cost: Some(5.0 * us), ..plan.events[0].clone() }], ..plan.clone() };
+        // A remapper's plan: at the end of iterations 0 and 2, its recorded time at the
+        // machine's speed and the move (boxes of 5, 5 and 4 µs going from threads 0, 0, 1 to
+        // 1, 1, 0 and back: thread 1, then thread 0, receives two, 0.2 µs), on the critical
+        // path; 4 phases of 10 µs.
+        let remap = PbsPlan {
+            initial: vec![0, 0, 1],
+            events: vec![
+                Event { at: 0, owners: vec![1, 1, 0], units: 0, cost: Some(5.0 * us) },
+                Event { at: 2, owners: vec![0, 0, 1], units: 0, cost: Some(5.0 * us) },
+            ],
+            balancer_units: 0,
+            balancer_seconds: 0.0,
+        };
+        let trace = hand_trace(&[[5.0 * us, 5.0 * us, 4.0 * us]; 4], 1);
+        let m = replay(&trace, "rcb", 2, 1, &machine, Some(&remap), Rebalancing::Stop, 4).unwrap();
+        assert_eq!(m.rebalances, 2, "{m:?}");
+        assert!(close(m.iter_ms, 50.4 * us / 4.0 * 1e3) && close(m.rebalance_critical_fraction, 10.4 / 50.4), "{m:?}");
+        // One thread: nothing runs in idle time or on the balancer thread; the executor stops
+        // for the run (5 units of 1.5 µs on 2 boxes and 1 vCore, all on the pool of one) and
+        // the owner lists (0.1 µs): 14 + 7.6 + 14 µs.
+        let alone = PbsPlan {
+            initial: vec![0, 0],
+            events: vec![Event { owners: vec![0, 0], ..plan.events[0].clone() }],
+            ..plan.clone()
+        };
         let trace = hand_trace(&[[10.0 * us, 4.0 * us]; 2], 1);
-        let m = replay(&trace, "rcb", 2, 1, &machine, Some(&remap), Rebalancing::Stop, 2).unwrap();
-        assert_eq!(m.rebalances, 1, "{m:?}");
-        assert!(close(m.iter_ms, 25.1 * us / 2.0 * 1e3) && close(m.rebalance_critical_fraction, 5.1 / 25.1), "{m:?}");
+        for rebalancing in [Rebalancing::IdleTimeOrThread, Rebalancing::LentCore] {
+            let m = replay(&trace, "pbs", 1, 1, &machine, Some(&alone), rebalancing, 2).unwrap();
+            assert_eq!((m.rebalances, m.rebalances_abandoned), (1, 0), "{rebalancing:?}: {m:?}");
+            assert!(close(m.iter_ms, 35.6 * us / 2.0 * 1e3), "{rebalancing:?}: {m:?}");
+            assert!(close(m.rebalance_critical_fraction, 7.6 / 35.6), "{rebalancing:?}: {m:?}");
+        }
+        // No iteration: an empty run, all zeros.
+        let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), Rebalancing::IdleTime, 0).unwrap();
+        assert_eq!((m.efficiency, m.iter_ms, m.rebalance_critical_fraction, m.rebalances), (0.0, 0.0, 0.0, 0), "{m:?}");
         // 100 units, 2 an iteration: given up once under way for more than the executor's
         // `max_pending` iterations (25), and not before.
         let long = PbsPlan { events: vec![Event { units: 100, ..plan.events[0].clone() }], ..plan.clone() };

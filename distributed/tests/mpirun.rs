@@ -183,12 +183,12 @@ fn a_runs_figures_hold_together() {
 
 /// Each rank reports how often its executor rebalanced its threads (`thread_rebalancings`):
 /// with pbs inside asked after every iteration (`PBS_CRITERION=always`) on the drifting
-/// stencil, every rank at least once in 30 iterations (1–3 measured); static blocks and a
-/// single thread never.
+/// stencil, every rank at least once in 60 iterations (4–10 measured; 1–5 in 30); static
+/// blocks and a single thread never.
 #[test]
 fn each_rank_reports_its_threads_rebalancings() {
     let per_rank = |executor: &str, threads: &str| -> Vec<u64> {
-        let args = ["--app", "stencil", "--threads", threads, "--iters", "30", "--executor", executor, "--json"];
+        let args = ["--app", "stencil", "--threads", threads, "--iters", "60", "--executor", executor, "--json"];
         let (out, _) = mpirun(2, &args, &[("PBS_CRITERION", "always")]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

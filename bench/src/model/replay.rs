@@ -1475,6 +1475,13 @@ mod tests {
         let wall = 70.1 * us;
         assert!(close(m.iter_ms, wall / 6.0 * 1e3), "{m:?}");
         assert!(close(m.rebalance_critical_fraction, 12.1 * us / wall), "{m:?}");
+        // Each overrun is time between the balancing thread's tasks and the other two's wait:
+        // 4 / 3 and 8 / 3 µs of each of the three, besides the phases' own 12 / 3 (and 6 / 3
+        // under the new owners).
+        let i = &m.idle_shares.in_phases;
+        assert!(close(i.between_tasks, 4.0 * us / wall), "{m:?}");
+        assert!(close(i.waiting, (4.0 + 3.0 * (4.0 + 8.0 / 3.0) + 4.0 + 2.0) * us / wall), "{m:?}");
+        idle_adds_up(&m);
     }
 
     /// A rebalancing on the balancer thread sharing a core, traced by hand on 2 threads: boxes

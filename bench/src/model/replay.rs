@@ -1334,6 +1334,20 @@ mod tests {
             assert!(close(i.waiting, ((3.0 * 6.0 + 5.0) / 2.0 + 0.5) * us / wall), "{rebalancing:?}: {m:?}");
             idle_adds_up(&m);
         }
+        // Boxes of 4, 4, 4 and 1 µs owned by threads 0, 0, 0 and 1 (11 µs idle a phase): two
+        // units of 3 µs end within iteration 1, and thread 1 receives two boxes (0.2 µs):
+        // 12 + 12 + 0.2 + 9 µs.
+        let two = PbsPlan {
+            initial: vec![0, 0, 0, 1],
+            events: vec![Event { at: 0, owners: vec![0, 1, 1, 1], units: 2, cost: None }],
+            balancer_units: 0,
+            balancer_seconds: 0.0,
+        };
+        let four = Machine { balancer_box: 3.0 * us / unit_cost(1.0, 4, 2), ..machine };
+        let trace = hand_trace(&[[4.0 * us, 4.0 * us, 4.0 * us, 1.0 * us]; 3], 1);
+        let m = replay(&trace, "pbs", 2, 1, &four, Some(&two), Rebalancing::IdleTime, 3).unwrap();
+        assert_eq!(m.rebalances, 1, "{m:?}");
+        assert!(close(m.iter_ms, 33.2 * us / 3.0 * 1e3) && close(m.rebalance_critical_fraction, 0.2 / 33.2), "{m:?}");
         // 2.5 µs idle a phase: 0.5 µs over in each of five iterations, then taken on.
         let trace = hand_trace(&[[10.0 * us, 7.5 * us]; 6], 1);
         let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), Rebalancing::IdleTime, 6).unwrap();
@@ -1518,6 +1532,26 @@ mod tests {
         let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), Rebalancing::IdleTimeOrThread, 3).unwrap();
         assert_eq!(m.rebalances, 0, "{m:?}");
         assert!(close(m.iter_ms, 33.0 * us / 3.0 * 1e3), "{m:?}");
+    }
+
+    /// pbs's thieves start where the executor's do (`Stealing::Auto`): from the iteration after
+    /// one whose busy time per thread and phase reached `STEAL_MIN_PHASE` (20 µs). Boxes of 16,
+    /// 16 and 10 µs owned by threads 0, 0 and 1: 21 µs a thread, so in iteration 1 thread 1,
+    /// done at 10, takes box 1 from thread 0 and the phase ends at 26 instead of 32. Half as
+    /// long, nobody steals.
+    #[test]
+    fn pbs_steals_from_the_iteration_after_one_of_long_enough_phases() {
+        let us = 1e-6;
+        let plan = PbsPlan { initial: vec![0, 0, 1], events: vec![], balancer_units: 0, balancer_seconds: 0.0 };
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
+        assert!(21.0 * us >= STEAL_MIN_PHASE && 10.5 * us < STEAL_MIN_PHASE);
+        let run = |scale: f64| {
+            let trace = hand_trace(&[[16.0 * scale * us, 16.0 * scale * us, 10.0 * scale * us]; 2], 1);
+            replay(&trace, "pbs", 2, 1, &hand_machine(0.0), Some(&plan), Rebalancing::Stop, 2).unwrap()
+        };
+        let (long, short) = (run(1.0), run(0.5));
+        assert!(close(long.iter_ms, (32.0 + 26.0) / 2.0 * us * 1e3), "{long:?}");
+        assert!(close(short.iter_ms, 16.0 * us * 1e3), "{short:?}");
     }
 
     /// Work stealing's model deals the blocks as rayon's join does: the first worker keeps the

@@ -1391,9 +1391,28 @@ mod tests {
             assert!(close(m.iter_ms, 35.6 * us / 2.0 * 1e3), "{rebalancing:?}: {m:?}");
             assert!(close(m.rebalance_critical_fraction, 7.6 / 35.6), "{rebalancing:?}: {m:?}");
         }
-        // No iteration: an empty run, all zeros.
+        // No iteration: an empty run, all zeros; boxes of no cost: phases as even as can be.
         let m = replay(&trace, "pbs", 2, 1, &machine, Some(&plan), Rebalancing::IdleTime, 0).unwrap();
         assert_eq!((m.efficiency, m.iter_ms, m.rebalance_critical_fraction, m.rebalances), (0.0, 0.0, 0.0, 0), "{m:?}");
+        let idle = hand_trace(&[[0.0, 0.0]; 2], 1);
+        let m = replay(&idle, "static", 2, 1, &machine, None, Rebalancing::Stop, 2).unwrap();
+        assert_eq!((m.efficiency, m.phase_max_avg.as_slice()), (0.0, &[1.0][..]), "{m:?}");
+        // Three decisions: at iteration 0 (5 units, 2 a phase in iterations 1 and 2, the last in
+        // 3, taken on at 3's end), at 1 (while that one is under way: skipped), at 5 (one unit,
+        // run in iteration 6). Each start costs 0.5 µs, each move 0.1: 8 × 10 + 1.2 µs.
+        let three = PbsPlan {
+            events: vec![
+                plan.events[0].clone(),
+                Event { at: 1, owners: vec![0, 1], units: 1, cost: None },
+                Event { at: 5, owners: vec![0, 1], units: 1, cost: None },
+            ],
+            ..plan.clone()
+        };
+        let starting = Machine { start_fixed: 0.5 * us, ..machine };
+        let trace = hand_trace(&[[10.0 * us, 4.0 * us]; 8], 1);
+        let m = replay(&trace, "pbs", 2, 1, &starting, Some(&three), Rebalancing::IdleTime, 8).unwrap();
+        assert_eq!((m.rebalances, m.rebalances_abandoned), (2, 0), "{m:?}");
+        assert!(close(m.iter_ms, 81.2 * us / 8.0 * 1e3) && close(m.rebalance_critical_fraction, 1.2 / 81.2), "{m:?}");
         // 100 units, 2 an iteration: given up once under way for more than the executor's
         // `max_pending` iterations (25), and not before.
         let long = PbsPlan { events: vec![Event { units: 100, ..plan.events[0].clone() }], ..plan.clone() };

@@ -1305,7 +1305,9 @@ mod tests {
     /// it: 3 × 5 × 0.8 µs on the pool, the move and the new owner lists (0.05 µs a box). A run
     /// of 100 units is given up after 25 iterations under way. A remapper pays its recorded
     /// time and the move between iterations, at each of its plan's. One thread has no idle
-    /// time and no other core: it stops for a run. A run of no iteration is all zeros.
+    /// time and no other core: it stops for a run. A run of no iteration is all zeros. Also
+    /// traced: two boxes moved to one thread (priced twice), a decision skipped while another
+    /// is under way, each start's price.
     #[test]
     fn a_rebalancing_in_idle_time_runs_as_traced_by_hand() {
         let machine = hand_machine(0.75e-6); // × 2 boxes × (1 + log2 2) = 3 µs a unit

@@ -127,7 +127,8 @@ fn told_the_runs_length_the_policy_moves_no_box_after_its_last_iteration() {
 
 /// A program nobody changes is told the run's length through `PBS_STARPU_ITERATIONS` (here the
 /// driver, told nothing itself, under the preload as in the programs' test): 3 moves no box, 30
-/// (a longer run, where iteration 3 is not the last) does; under load told 4 once moved none; a value that is not a whole number from 1 is named and leaves the length unknown.
+/// (a longer run, where iteration 3 is not the last) does (under CI's load, told 4 once moved
+/// none); a value that is not a whole number from 1 is named and leaves the length unknown.
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn a_program_nobody_changes_is_told_the_runs_length_by_the_environment() {

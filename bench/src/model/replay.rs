@@ -1436,9 +1436,10 @@ mod tests {
     /// steals its box after its own; the phases still last 10 µs, and the run is done after 3
     /// of them (25 − 30 ≤ 0). Taken on at iteration 3's end (1 µs to check, 0.1 µs to move
     /// boxes 1 and 2, one to each of two threads, in parallel: the new owners 0, 1, 2, 2 load
-    /// the threads 5, 5 and 8 µs, better than 10, 4, 4), iteration 4 lasts 8 µs. Wall 4 × 10 + 1.1 + 8 µs; box 3 moved to thread 1
-    /// while the run was out and to thread 2 after, boxes 1 and 2 with the new owners, so 12
-    /// of the 16 reruns are on the thread of the box's last run.
+    /// the threads 5, 5 and 8 µs, better than 10, 4, 4), iteration 4 lasts 8 µs. Wall
+    /// 4 × 10 + 1.1 + 8 µs; box 3 moved to thread 1 while the run was out and to thread 2
+    /// after, boxes 1 and 2 with the new owners, so 12 of the 16 reruns are on the thread of
+    /// the box's last run.
     ///
     /// A run that starts in idle time goes on on a lent core when its overrun there is more
     /// than a thread's share of the time it spent (lending costs the others one thread's

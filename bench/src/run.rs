@@ -704,6 +704,65 @@ mod tests {
         assert!(e.contains("a pool takes at most 4096"), "{e}");
     }
 
+    /// A run's row holds what the run did: pbs's owners at the first, middle and last
+    /// iterations, a modelled-cache pass that accessed and missed, counters summed over the
+    /// threads' turns, and one line a scheduler and iteration in the timeline's CSV.
+    #[test]
+    fn a_rows_snapshots_misses_counters_and_timeline_are_the_runs() {
+        let rows = run(&md_gravity(vec!["pbs".into(), "static".into()], 2, 7, 8), || {}).unwrap();
+        let at: Vec<usize> = rows[0].snapshots.iter().map(|s| s.0).collect();
+        assert_eq!(at, [0, 3, 6], "first, iters / 2, last");
+        assert!(rows[0].snapshots.iter().all(|s| s.1.len() == 64 && s.2.len() == 64));
+        for r in &rows {
+            assert!(r.modelled_accesses > 0 && r.modelled_misses > 0, "{}: {r:?}", r.scheduler);
+            assert!(r.modelled_misses <= r.modelled_accesses);
+            // Counters are read at the end of each turn and summed: some count must be above 0.
+            let counts = r.hw_counters.as_ref().or(r.sw_counters.as_ref()).expect("hardware or software counters");
+            assert!(counts.values().any(|&v| v > 0), "{}: {counts:?}", r.scheduler);
+            assert!((0.0..=1.0).contains(&r.rebalance_share) && r.rebalance_share <= r.rebalance_critical_fraction);
+        }
+        let csv = timeline_csv(&rows);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 1 + 2 * 7);
+        assert!(lines[0].starts_with("scheduler,seed,iteration,ms,"));
+        let third: Vec<&str> = lines[3].split(',').collect();
+        assert_eq!((third[0], third[1], third[2]), ("pbs", "1", "2"));
+        assert_eq!(third[3], format!("{:.4}", rows[0].iteration_ms[2]));
+        assert_eq!(lines[8].split(',').next(), Some("static"));
+        let one = RunSetup::machine_cache_bytes();
+        assert!((4 << 10..=1 << 30).contains(&one), "a per-core cache of {one} bytes");
+        let table = table(&rows).text();
+        assert!(table.contains("pbs") && table.contains("static") && table.contains(&rows[0].checksum), "{table}");
+        let medians = median_table(&[rows.clone(), rows.clone()]).text();
+        assert!(medians.contains("/ pbs") && medians.contains("same in each run"), "{medians}");
+        assert_eq!(median_idle(rows.iter().take(1)), rows[0].idle_shares);
+    }
+
+    /// The table's cells: phases, rebalancings and idle shares as their titles say.
+    #[test]
+    fn the_tables_cells_read_as_their_titles_say() {
+        assert_eq!(phases(&[1.031, 1.094]), "1.03/1.09");
+        assert_eq!(rebalances(12, 0.031), "12 (3.1 %)");
+        let mut s = pbs_scheduler::report::IdleShares::default();
+        s.in_phases.late_start = 0.01;
+        s.in_phases.barrier = 0.125;
+        s.between_iterations = 0.5;
+        assert_eq!(idle(&s), "1.0/0.0/0.0/12.5/0.0/50.0");
+    }
+
+    /// On a 3D grid `all` leaves out the cutters of 2D grids, and naming one is an error.
+    #[test]
+    fn a_3d_grid_leaves_out_the_2d_cutters() {
+        let flat = schedulers_for("all", 1).unwrap();
+        let deep = schedulers_for("all", 2).unwrap();
+        assert!(EXECUTORS_2D_ONLY.iter().all(|c| flat.iter().any(|n| n == c) && !deep.iter().any(|n| n == c)));
+        assert_eq!(deep.len() + EXECUTORS_2D_ONLY.len(), flat.len());
+        assert_eq!(schedulers_for("pbs,static", 2).unwrap(), ["pbs", "static"]);
+        assert_eq!(schedulers_for("norcb", 1).unwrap(), ["norcb"]);
+        let e = schedulers_for("pbs,norcb", 3).unwrap_err();
+        assert!(e.starts_with("norcb cuts 2D grids only") && e.contains("--nz 3"), "{e}");
+    }
+
     /// Of 3 ms above the median (1 ms), 2 are in the one iteration run with a rebalancing
     /// under way, one in ten.
     #[test]

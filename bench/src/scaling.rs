@@ -385,6 +385,50 @@ mod tests {
         assert!(Sizes::Weak { boxes_per_thread: 0 }.checked().is_err());
     }
 
+    /// A small scaling run end to end: a row per case and thread count, with the grid it ran,
+    /// every scheduler's time, pbs's ratios and one checksum per case; the written report says
+    /// the checksums agree, and says so no more once one differs.
+    #[test]
+    fn a_scaling_run_gives_a_row_per_case_and_thread_count_and_writes_its_report() {
+        let settings = ScalingSettings {
+            threads: vec![1, 2],
+            iters: 2,
+            repeats: 1,
+            pin: false,
+            sizes: Sizes::Strong { side: 4 }.checked().unwrap(),
+            schedulers: COMPARED.iter().map(|s| s.to_string()).collect(),
+        };
+        let mut rows = measure(&settings).unwrap();
+        assert_eq!(rows.len(), 3 * 2);
+        for r in &rows {
+            assert_eq!((r.nx, r.ny), (4, 4));
+            assert!(r.case.ends_with(" 4×4"), "{}", r.case);
+            assert_eq!(r.iter_ms.len(), 4);
+            assert!(COMPARED.iter().all(|x| of(&r.iter_ms, x) > 0.0));
+            for x in ["static", "ws", "eager"] {
+                let ratio = of(&r.pbs_over, x);
+                assert!(ratio > 0.0 && ratio.is_finite() && of(&r.pbs_over_mean, x) > 0.0, "{x}: {ratio}");
+            }
+            assert!(r.efficiency > 0.0 && r.efficiency <= 1.0 + 1e-9, "{}", r.efficiency);
+        }
+        assert_eq!((rows[0].threads, rows[1].threads), (1, 2));
+        assert_eq!(rows[0].case, rows[1].case);
+        assert_ne!(rows[1].case, rows[2].case);
+        assert!(of(&rows[0].iter_ms, "nope").is_nan());
+        assert!(same_across_threads(&rows));
+        let dir = std::env::temp_dir().join(format!("pbs-scaling-test-{}", std::process::id()));
+        let md = std::fs::read_to_string(write(&dir, &settings, &rows, 2).unwrap()).unwrap();
+        assert!(md.contains("Checksums (run 1) identical across thread counts") && md.contains("at 1, 2 threads"));
+        assert!(dir.join("scaling.png").is_file() && dir.join("scaling.json").is_file());
+        rows[1].checksum = "0".into();
+        assert!(!same_across_threads(&rows));
+        let md = std::fs::read_to_string(write(&dir, &settings, &rows, 2).unwrap()).unwrap();
+        assert!(md.contains("**differ**"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let weak = Sizes::Weak { boxes_per_thread: 64 };
+        assert_eq!(weak.case("md", "gravity", (8, 8)), "md gravity, 64 boxes/thread");
+    }
+
     #[test]
     fn thread_counts_above_the_cores_are_refused_unless_asked_for() {
         assert!(check_threads(&[2], 2, false).is_ok());

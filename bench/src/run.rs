@@ -670,6 +670,13 @@ mod tests {
         assert_eq!(labels, ["pbs: critical path", "pbs: idle time"], "nothing on the thread, nothing from static");
         assert_eq!(busy[1].series[0].points[3], (3.0, 0.25));
         assert_eq!(busy[1].series[1].points[4], (4.0, 0.1));
+        assert_ne!(busy[0].series[0].color, busy[0].series[2].color, "a colour per scheduler");
+        rows[0].iteration_ends[5].balancing_in_background = std::time::Duration::from_micros(300);
+        let thread = timeline_panels(&rows).remove(1).series.remove(2);
+        assert_eq!((thread.label.as_str(), thread.points), ("pbs: balancer thread", vec![(5.0, 0.3)]), "dots only");
+        let csv = timeline_csv(&rows[..1]);
+        assert!(csv.lines().nth(4).unwrap().ends_with(",0.2500,0.0000,0.0000,0"), "{csv}");
+        assert!(csv.lines().nth(6).unwrap().ends_with(",0.0000,0.0000,0.3000,0"), "{csv}");
         assert!(timeline_panels(&[]).is_empty());
     }
 
@@ -720,6 +727,14 @@ mod tests {
             let counts = r.hw_counters.as_ref().or(r.sw_counters.as_ref()).expect("hardware or software counters");
             assert!(counts.values().any(|&v| v > 0), "{}: {counts:?}", r.scheduler);
             assert!((0.0..=1.0).contains(&r.rebalance_share) && r.rebalance_share <= r.rebalance_critical_fraction);
+            // Shares of the wall time: the iteration ends' times over the iterations' sum.
+            let wall: f64 = r.iteration_ms.iter().sum();
+            let ms = |f: fn(&pbs_scheduler::IterationEnd) -> std::time::Duration| {
+                r.iteration_ends.iter().map(|e| f(e).as_secs_f64() * 1e3).sum::<f64>()
+            };
+            let critical = ms(|e| e.rebalance_critical);
+            assert!((r.rebalance_critical_fraction - critical / wall).abs() < 1e-9, "{critical} of {wall} ms");
+            assert!((r.rebalance_share - ms(|e| e.rebalance_time) / wall).abs() < 1e-9);
         }
         let csv = timeline_csv(&rows);
         let lines: Vec<&str> = csv.lines().collect();
@@ -777,5 +792,12 @@ mod tests {
         assert_eq!(tail_while_under_way(&ms, &ends), None, "none under way");
         ends[0].under_way = true;
         assert_eq!(tail_while_under_way(&[1.0; 10], &ends), None, "none long");
+        // The last iteration counts too, flagged at the end of the one before, even where the
+        // run's last end is not recorded.
+        let mut ends = vec![pbs_scheduler::IterationEnd::default(); 9];
+        ends[8].under_way = true;
+        let mut ms = vec![1.0; 10];
+        ms[9] = 2.0;
+        assert_eq!(tail_while_under_way(&ms, &ends), Some((1.0, 0.1)));
     }
 }

@@ -419,6 +419,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pbs-scaling-test-{}", std::process::id()));
         let md = std::fs::read_to_string(write(&dir, &settings, &rows, 2).unwrap()).unwrap();
         assert!(md.contains("Checksums (run 1) identical across thread counts") && md.contains("at 1, 2 threads"));
+        assert!(md.contains(&format!("| {} | 2 | 4×4 |", rows[1].case)), "the table: {md}");
         assert!(dir.join("scaling.png").is_file() && dir.join("scaling.json").is_file());
         rows[1].checksum = "0".into();
         assert!(!same_across_threads(&rows));

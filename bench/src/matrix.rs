@@ -304,6 +304,42 @@ fn owner_maps(out: &Path, rows: &[RunRow], nx: usize, ny: usize) -> Result<(), S
 mod tests {
     use super::*;
 
+    /// The reports' `pbs / x` is the median over runs of the ratio within each run, not the
+    /// ratio of the medians: runs at 0.5, 1.5 and 0.2 read 0.5 where the medians' ratio is 1.
+    #[test]
+    fn a_ratio_is_the_median_of_the_ratios_within_each_run() {
+        let setup = RunSetup {
+            app: "md".into(),
+            scenario: "gravity".into(),
+            schedulers: vec!["pbs".into(), "static".into()],
+            threads: 1,
+            iters: 1,
+            nx: 4,
+            ny: 4,
+            nz: 1,
+            cache_bytes: 1 << 20,
+            pin: false,
+            seed: 1,
+            turn_iters: 0,
+        };
+        let template = crate::run::run(&setup, || {}).unwrap();
+        let with = |pbs: f64, other: f64| {
+            let mut run = template.clone();
+            (run[0].iter_ms_median, run[1].iter_ms_median) = (pbs, other);
+            (run[0].iter_ms_mean, run[1].iter_ms_mean) = (2.0 * pbs, other);
+            run
+        };
+        let runs = [with(1.0, 2.0), with(3.0, 2.0), with(2.0, 10.0)];
+        assert_eq!(pbs_over(&runs[1], "static"), 1.5);
+        assert_eq!(median_pbs_over(&runs, "static"), 0.5);
+        assert_eq!(median_pbs_ratio(&runs, "static", |r| r.iter_ms_mean), 1.0);
+        assert_eq!(median_over(&runs, "pbs", &|r| r.iter_ms_median), 2.0);
+        assert_eq!(median_over(&runs, "static", &|r| r.iter_ms_median), 2.0);
+        assert_eq!(row_of(&runs[2], "static").iter_ms_median, 10.0);
+        let missing = std::panic::catch_unwind(|| row_of(&runs[0], "ws").scheduler.clone()).unwrap_err();
+        assert_eq!(missing.downcast_ref::<String>().map(String::as_str), Some("ws has no row in this run"));
+    }
+
     #[test]
     fn the_cache_case_overflows_the_cache_only_as_a_whole() {
         let per_box = (2 * 16 * 16 * 8 + 4 * 16 * 8) as u64;

@@ -308,20 +308,7 @@ mod tests {
     /// ratio of the medians: runs at 0.5, 1.5 and 0.2 read 0.5 where the medians' ratio is 1.
     #[test]
     fn a_ratio_is_the_median_of_the_ratios_within_each_run() {
-        let setup = RunSetup {
-            app: "md".into(),
-            scenario: "gravity".into(),
-            schedulers: vec!["pbs".into(), "static".into()],
-            threads: 1,
-            iters: 1,
-            nx: 4,
-            ny: 4,
-            nz: 1,
-            cache_bytes: 1 << 20,
-            pin: false,
-            seed: 1,
-            turn_iters: 0,
-        };
+        let setup = crate::run::md_gravity(vec!["pbs".into(), "static".into()], 1, 1, 4);
         let template = crate::run::run(&setup, || {}).unwrap();
         let with = |pbs: f64, other: f64| {
             let mut run = template.clone();

@@ -622,27 +622,29 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
     t
 }
 
+/// md gravity on `side`×`side` boxes, seed 1, unpinned, a 1 MiB modelled cache (the
+/// harness's tests).
+#[cfg(test)]
+pub(crate) fn md_gravity(schedulers: Vec<String>, threads: usize, iters: usize, side: usize) -> RunSetup {
+    RunSetup {
+        app: "md".into(),
+        scenario: "gravity".into(),
+        schedulers,
+        threads,
+        iters,
+        nx: side,
+        ny: side,
+        nz: 1,
+        cache_bytes: 1 << 20,
+        pin: false,
+        seed: 1,
+        turn_iters: TURN_ITERS,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// md gravity on `side`×`side` boxes, seed 1, unpinned, a 1 MiB modelled cache.
-    fn md_gravity(schedulers: Vec<String>, threads: usize, iters: usize, side: usize) -> RunSetup {
-        RunSetup {
-            app: "md".into(),
-            scenario: "gravity".into(),
-            schedulers,
-            threads,
-            iters,
-            nx: side,
-            ny: side,
-            nz: 1,
-            cache_bytes: 1 << 20,
-            pin: false,
-            seed: 1,
-            turn_iters: TURN_ITERS,
-        }
-    }
 
     /// The timeline chart draws each scheduler's iterations of the first seed, a dot where it
     /// rebalanced, and the balancer's time only where there was some.

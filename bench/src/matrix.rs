@@ -52,6 +52,44 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     let cache_bytes = RunSetup::machine_cache_bytes();
     let cases = cases(cache_bytes);
     let bar = progress::bar((cases.len() * s.repeats * 2 * 4 * s.iters) as u64, "report");
+    let mut measured = Vec::new();
+    for &(app, scenario, nx, ny) in &cases {
+        bar.set_message(format!("{app} {scenario} {nx}x{ny}"));
+        // Run r uses seed r + 1: the median is over load maps (the stencil's Perlin map,
+        // md's initial velocities) as well as over timing noise, not over one chosen map.
+        let setup = |r: usize| RunSetup {
+            app: app.into(),
+            scenario: scenario.into(),
+            schedulers: run::schedulers("all").expect("all is valid"),
+            threads: s.threads,
+            iters: s.iters,
+            nx,
+            ny,
+            nz: 1,
+            cache_bytes,
+            pin: s.pin,
+            seed: r as u64 + 1,
+            turn_iters: run::TURN_ITERS,
+        };
+        let runs: Vec<Vec<RunRow>> =
+            (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;
+        measured.push(CaseRuns { app, scenario, nx, ny, runs });
+    }
+    bar.finish_and_clear();
+    render(out, s, cache_bytes, &measured)
+}
+
+/// One case of the matrix and its runs, each run a row per scheduler.
+struct CaseRuns {
+    app: &'static str,
+    scenario: &'static str,
+    nx: usize,
+    ny: usize,
+    runs: Vec<Vec<RunRow>>,
+}
+
+/// Writes the report of `measured` (the last case is the cache case) into `out`.
+fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns]) -> Result<PathBuf, String> {
     let mut md = String::new();
     let _ = writeln!(md, "# Schedulers side by side on the grid apps\n");
     let _ = writeln!(
@@ -74,28 +112,10 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     }
     let mut all: Vec<Vec<RunRow>> = Vec::new();
     let mut panels = Vec::new();
-    for (ci, &(app, scenario, nx, ny)) in cases.iter().enumerate() {
-        bar.set_message(format!("{app} {scenario} {nx}x{ny}"));
-        // Run r uses seed r + 1: the median is over load maps (the stencil's Perlin map,
-        // md's initial velocities) as well as over timing noise, not over one chosen map.
-        let setup = |r: usize| RunSetup {
-            app: app.into(),
-            scenario: scenario.into(),
-            schedulers: run::schedulers("all").expect("all is valid"),
-            threads: s.threads,
-            iters: s.iters,
-            nx,
-            ny,
-            nz: 1,
-            cache_bytes,
-            pin: s.pin,
-            seed: r as u64 + 1,
-            turn_iters: run::TURN_ITERS,
-        };
-        let runs: Vec<Vec<RunRow>> =
-            (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;
+    for (ci, case) in measured.iter().enumerate() {
+        let CaseRuns { app, scenario, nx, ny, ref runs } = *case;
         let last = runs.last().expect("repeats ≥ 1").clone();
-        let med = |sched: &str, f: &dyn Fn(&RunRow) -> f64| median_over(&runs, sched, f);
+        let med = |sched: &str, f: &dyn Fn(&RunRow) -> f64| median_over(runs, sched, f);
         let _ = writeln!(md, "## {app} · {scenario} · {nx}×{ny} boxes\n");
         let mut t = Table::new(&[
             "scheduler",
@@ -116,7 +136,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             t.row(vec![
                 row.scheduler.clone(),
                 format!("{ms:.3}"),
-                format!("{:.2}", median_pbs_over(&runs, &row.scheduler)),
+                format!("{:.2}", median_pbs_over(runs, &row.scheduler)),
                 format!("{:.3}", med(&row.scheduler, &|r| r.efficiency)),
                 format!("{:.3}", med(&row.scheduler, &|r| r.max_avg)),
                 run::phases(
@@ -136,7 +156,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
                 row.checksum.clone(),
             ]);
         }
-        if ci + 1 == cases.len() {
+        if ci + 1 == measured.len() {
             let _ = writeln!(
                 md,
                 "### Cache misses (in the spirit of the paper's Table 4)\n\n{nx}×{ny} boxes, {} KiB of data: an equal share per thread fits \
@@ -163,13 +183,16 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             }
             let _ = writeln!(md, "{}", c.markdown());
         }
-        let same = runs.iter().all(|run| run.iter().all(|r| r.checksum == run[0].checksum));
-        let _ = writeln!(
-            md,
-            "{}\nChecksums {} between schedulers in every run.\n",
-            t.markdown(),
-            if same { "identical" } else { "**differ**" }
-        );
+        let differing: Vec<String> = (1..=runs.len())
+            .filter(|&r| runs[r - 1].iter().any(|x| x.checksum != runs[r - 1][0].checksum))
+            .map(|r| r.to_string())
+            .collect();
+        let verdict = if differing.is_empty() {
+            "identical between schedulers in every run".to_string()
+        } else {
+            format!("**differ** between schedulers in run {} (of {})", differing.join(", "), runs.len())
+        };
+        let _ = writeln!(md, "{}\nChecksums {verdict}.\n", t.markdown());
         let mut per_run = Table::new(&["run (seed)", "static max_avg", "pbs / static", "pbs / ws", "pbs / eager"]);
         for (r, run) in runs.iter().enumerate() {
             let static_imbalance = row_of(run, "static").max_avg;
@@ -205,7 +228,6 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
         }
         all.push(last);
     }
-    bar.finish_and_clear();
     panels::line_panels(&out.join("iteration_time.png"), 1200, 900, 2, &panels)?;
     let _ = writeln!(
         md,
@@ -325,6 +347,117 @@ mod tests {
         assert_eq!(row_of(&runs[2], "static").iter_ms_median, 10.0);
         let missing = std::panic::catch_unwind(|| row_of(&runs[0], "ws").scheduler.clone()).unwrap_err();
         assert_eq!(missing.downcast_ref::<String>().map(String::as_str), Some("ws has no row in this run"));
+    }
+
+    /// `report`'s page reads every cell from the runs: each column the median over runs of that
+    /// scheduler's figure (the runs scale every figure by 1, 1.2 and 1.9, so the median, the
+    /// mean and the last run all differ), `pbs / this` the median of the ratios within each
+    /// run, the cache table only under the last case, one checksum line per case, a row per
+    /// run; results.json holds each case's last run.
+    #[test]
+    fn the_report_reads_its_cells_from_the_runs() {
+        let names = ["pbs", "static", "ws", "eager"].map(String::from).to_vec();
+        let template = crate::run::run(&crate::run::md_gravity(names, 2, 2, 4), || {}).unwrap();
+        let k = |name: &str| 1.0 + template.iter().position(|r| r.scheduler == name).unwrap() as f64;
+        let scale = [1.0, 1.2, 1.9];
+        let iter_ms = |name: &str, r: usize| match name {
+            "pbs" => [1.0, 3.0, 2.0][r],
+            "static" => [2.0, 2.0, 10.0][r],
+            "ws" => 4.0,
+            _ => 1.0,
+        };
+        let runs = |differ: bool| -> Vec<Vec<RunRow>> {
+            (0..3)
+                .map(|r| {
+                    let mut run = template.clone();
+                    for row in &mut run {
+                        let (f, b) = (scale[r], k(&row.scheduler));
+                        row.iter_ms_median = iter_ms(&row.scheduler, r);
+                        row.efficiency = 0.1 * b * f;
+                        row.max_avg = b * f;
+                        row.phase_max_avg = vec![b * f, 1.5 * b * f];
+                        row.affinity = (row.scheduler != "eager").then_some(0.2 * b * f);
+                        row.migrations_per_iter = 2.0 * b * f;
+                        row.rebalances = (10.0 * b * f).round() as usize;
+                        row.rebalance_critical_fraction = 0.01 * b * f;
+                        row.effort_ms_median = 3.0 * b * f;
+                        row.modelled_misses = (1000.0 * b * f).round() as u64;
+                        row.modelled_accesses = 100_000;
+                        row.checksum = if differ && r == 1 && row.scheduler == "ws" { "1".into() } else { "0".into() };
+                    }
+                    run
+                })
+                .collect()
+        };
+        let cache_side = cache_case_side(64 * 1024);
+        let measured = [
+            CaseRuns { app: "md", scenario: "gravity", nx: 4, ny: 4, runs: runs(false) },
+            CaseRuns { app: "stencil", scenario: "drift", nx: cache_side, ny: cache_side, runs: runs(true) },
+        ];
+        let out = std::env::temp_dir().join(format!("pbs-matrix-render-{}", std::process::id()));
+        std::fs::create_dir_all(&out).unwrap();
+        let settings = MatrixSettings { threads: 2, iters: 2, repeats: 3, pin: false };
+        let path = render(&out, &settings, 64 * 1024, &measured).unwrap();
+        let md = std::fs::read_to_string(&path).unwrap();
+        assert!(md.contains("`pbs-bench report`: 2 threads, 2 iterations per run, 3 runs per case"), "{md}");
+        assert!(md.contains("a per-thread LRU of 64 KiB"), "{md}");
+        let heading = format!("## stencil · drift · {cache_side}×{cache_side} boxes");
+        let (first, second) = md.split_once(&heading).expect("the second case's heading");
+        assert!(first.contains("## md · gravity · 4×4 boxes"), "{md}");
+        assert!(!first.contains("Cache misses") && second.contains("### Cache misses"), "{md}");
+        assert!(
+            second.contains("4×4 boxes, 72 KiB of data: an equal share per thread fits a 64 KiB cache"),
+            "{second}"
+        );
+        assert!(first.contains("Checksums identical between schedulers in every run."), "{first}");
+        assert!(second.contains("Checksums **differ** between schedulers in run 2 (of 3)."), "{second}");
+        let ratio = |name: &str| match name {
+            "pbs" => 1.0,
+            "eager" => 2.0,
+            _ => 0.5,
+        };
+        for row in &template {
+            let (name, b) = (row.scheduler.as_str(), k(&row.scheduler) * 1.2);
+            let affinity = if name == "eager" { "-".into() } else { format!("{:.3}", 0.2 * b) };
+            let line = format!(
+                "| {name} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2}/{:.2} | {affinity} | {:.1} | {} ({:.1} %) | {:.3} | {:.0} | 0 |",
+                Stats::of(&[iter_ms(name, 0), iter_ms(name, 1), iter_ms(name, 2)]).median,
+                ratio(name),
+                0.1 * b,
+                b,
+                b,
+                1.5 * b,
+                2.0 * b,
+                (10.0 * b).round(),
+                b,
+                3.0 * b,
+                (1000.0 * b).round(),
+            );
+            assert_eq!(first.matches(&line).count(), 1, "{line} in\n{first}");
+            let eager = 1000.0 * k("eager") * 1.2;
+            let cache = format!(
+                "| {name} | {:.3} % | {:.0} | {:.3} |",
+                100.0 * 1000.0 * b / 100_000.0,
+                1000.0 * b,
+                1000.0 * b / eager
+            );
+            assert!(second.contains(&cache) && !first.contains(&cache), "{cache} in\n{second}");
+        }
+        for (r, (st, ws, eager)) in [(0.5, 0.25, 1.0), (1.5, 0.75, 3.0), (0.2, 0.5, 2.0)].into_iter().enumerate() {
+            let line = format!("| {} | {:.3} | {st:.2} | {ws:.2} | {eager:.2} |", r + 1, k("static") * scale[r]);
+            assert!(first.contains(&line) && second.contains(&line), "{line} in\n{md}");
+        }
+        let json: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+        assert_eq!(json.len(), 2 * template.len(), "the last run of each case");
+        for r in &json {
+            let expected = 1.9 * k(r["scheduler"].as_str().unwrap());
+            assert!((r["max_avg"].as_f64().unwrap() - expected).abs() < 1e-12, "{r}");
+        }
+        for png in ["iteration_time.png", "busy.png", "owners.png"] {
+            assert_eq!(&std::fs::read(out.join(png)).unwrap()[1..4], b"PNG", "{png}");
+        }
+        std::fs::remove_dir_all(out).ok();
     }
 
     #[test]

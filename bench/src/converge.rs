@@ -187,3 +187,125 @@ pub fn table(rows: &[ConvergeRow]) -> Table {
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row's figures are those of the partition the run ends with, recomputed here from its
+    /// owners: max_avg, the bound, the DOLs, the edge cut; `converged` is the tolerance test on
+    /// them, and `on_step` saw the start and then each of the `steps` steps.
+    #[test]
+    fn a_row_is_the_partition_it_ends_with() {
+        let grid = Grid::new(12, 9).unwrap();
+        let loads = loadmap::static_case(Case::Disc, &grid, 3);
+        for (method, tol, max_steps) in [("power-cells", 0.05, 500), ("paper-eq7", 0.05, 40), ("paper-eq7", -1.0, 7)] {
+            let mut seen = Vec::new();
+            let rule = StopRule { max_steps, tol };
+            let (row, state) = run_one("disc", grid, &loads, 5, method, rule, 9, |s| seen.push(s.step)).unwrap();
+            let charges = pbs::metrics::charges(state.owners(), &loads, 5);
+            let mean = loads.iter().sum::<f64>() / 5.0;
+            let bound = pbs::metrics::lower_bound_from(loads.iter().cloned().fold(0.0, f64::max), mean);
+            let (dol_max, dol_min) = pbs::metrics::dol_extremes(&charges);
+            let ctx = format!("{method} tol {tol}: {row:?}");
+            assert_eq!(
+                (row.case.as_str(), row.method.as_str(), row.nx, row.ny, row.vcores),
+                ("disc", method, 12, 9, 5)
+            );
+            assert!((row.max_avg - pbs::metrics::max_avg(&charges)).abs() < 1e-9, "{ctx}");
+            assert!((row.lower_bound - bound).abs() < 1e-9, "{ctx}");
+            assert!((row.dol_max - dol_max).abs() < 1e-9 && (row.dol_min - dol_min).abs() < 1e-9, "{ctx}");
+            assert_eq!(row.edge_cut, pbs::metrics::edge_cut(&grid, state.owners()), "{ctx}");
+            assert_eq!(row.converged, row.max_avg <= (1.0 + tol) * row.lower_bound, "{ctx}");
+            assert_eq!(seen, (0..=row.steps).collect::<Vec<_>>(), "{ctx}: the start, then every step");
+            assert!(row.steps <= max_steps && row.elapsed_ms >= 0.0, "{ctx}");
+            if tol < 0.0 {
+                assert!(!row.converged && row.steps > 0, "{ctx}");
+            }
+            // The same seed, the same run.
+            let again = run_one("disc", grid, &loads, 5, method, rule, 9, |_| {}).unwrap();
+            assert_eq!((again.0.steps, again.1.owners()), (row.steps, state.owners()), "{ctx}");
+        }
+        assert!(run_one("disc", grid, &loads, 5, "paper-eq9", StopRule::default(), 9, |_| {}).is_err());
+    }
+
+    /// Every (source, method) pair in order, each map drawn as its source says, progress once
+    /// a row; the table's cells as their titles say.
+    #[test]
+    fn converge_runs_every_source_with_every_method_in_order() {
+        let dir = std::env::temp_dir().join(format!("pbs-converge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let csv = dir.join("map.csv");
+        let csv_grid = Grid::new(4, 3).unwrap();
+        let csv_loads: Vec<f64> = (0..12).map(|i| 1.0 + i as f64).collect();
+        std::fs::write(&csv, loadmap::to_csv(&csv_grid, &csv_loads)).unwrap();
+        let given = Grid::new(5, 5).unwrap();
+        let sources = [
+            Source::Case(Case::Line),
+            Source::Perlin,
+            Source::Csv(csv.clone()),
+            Source::Loads { name: "given".into(), grid: given, loads: vec![2.0; 25] },
+        ];
+        let grid = Grid::new(10, 8).unwrap();
+        assert_eq!(
+            sources[0].load(10, 8, 4).unwrap(),
+            ("line".into(), grid, loadmap::static_case(Case::Line, &grid, 4))
+        );
+        assert_eq!(sources[1].load(10, 8, 4).unwrap(), ("perlin".into(), grid, PerlinMap::with_seed(4).loads(&grid)));
+        assert_eq!(sources[2].load(10, 8, 4).unwrap(), (csv.display().to_string(), csv_grid, csv_loads.clone()));
+        let methods = ["power-cells".to_string(), "paper-eq7".to_string()];
+        let rule = StopRule { max_steps: 30, tol: 0.05 };
+        let mut calls = 0;
+        let rows = converge(&sources, &methods, 10, 8, 3, rule, 4, || calls += 1).unwrap();
+        assert_eq!(calls, 8);
+        let order: Vec<(String, &str, usize)> =
+            rows.iter().map(|r| (r.case.clone(), r.method.as_str(), r.nx * r.ny)).collect();
+        let csv_name = csv.display().to_string();
+        let expected: Vec<(String, &str, usize)> =
+            [("line".to_string(), 80), ("perlin".into(), 80), (csv_name, 12), ("given".into(), 25)]
+                .into_iter()
+                .flat_map(|(c, n)| [(c.clone(), "power-cells", n), (c, "paper-eq7", n)])
+                .collect();
+        assert_eq!(order, expected);
+        // Each row is run_one's on that map from the same seed.
+        let (line_row, _) =
+            run_one("line", grid, &loadmap::static_case(Case::Line, &grid, 4), 3, "paper-eq7", rule, 4, |_| {})
+                .unwrap();
+        assert_eq!(
+            (rows[1].steps, rows[1].edge_cut, rows[1].max_avg),
+            (line_row.steps, line_row.edge_cut, line_row.max_avg)
+        );
+        assert!(rows.iter().all(|r| r.vcores == 3));
+        // A map too large to hold is refused before it is drawn, and a bad CSV names its file.
+        assert!(converge(&sources[..1], &methods, 1 << 20, 1 << 20, 3, rule, 4, || {}).is_err());
+        let missing = Source::Csv(dir.join("absent.csv")).load(1, 1, 0).unwrap_err().to_string();
+        assert!(missing.contains("absent.csv"), "{missing}");
+        std::fs::remove_dir_all(dir).ok();
+
+        let t = table(&rows[..1]);
+        let row = ConvergeRow { converged: false, dol_max: 0.25, dol_min: -0.125, ..rows[0].clone() };
+        let t2 = table(&[row]);
+        let cells = &t.rows[0];
+        assert_eq!(cells[..4], ["line".to_string(), "power-cells".into(), "10x8".into(), "3".into()]);
+        assert_eq!(cells[4], rows[0].steps.to_string());
+        assert_eq!(cells[5], if rows[0].converged { "yes" } else { "NO" });
+        assert_eq!(cells[6], format!("{:.4}", rows[0].max_avg));
+        assert_eq!(cells[7], format!("{:.4}", rows[0].lower_bound));
+        assert_eq!(cells[10], rows[0].edge_cut.to_string());
+        assert_eq!(cells[11], format!("{:.2}", rows[0].elapsed_ms));
+        assert_eq!(
+            t2.rows[0][5..10],
+            ["NO".to_string(), cells[6].clone(), cells[7].clone(), "+0.2500".into(), "-0.1250".into()]
+        );
+    }
+
+    /// `--case` names: `all` is the four static cases and Perlin; an unknown name lists them.
+    #[test]
+    fn case_names_resolve_to_their_sources() {
+        assert_eq!(Source::from_case_name("all").unwrap().len(), Case::ALL.len() + 1);
+        assert_eq!(Source::from_case_name("perlin").unwrap(), vec![Source::Perlin]);
+        assert_eq!(Source::from_case_name("disc").unwrap(), vec![Source::Case(Case::Disc)]);
+        let err = Source::from_case_name("ring").unwrap_err();
+        assert!(err.contains("\"ring\"") && err.contains("perlin or all"), "{err}");
+    }
+}

@@ -243,3 +243,105 @@ pub fn table(reports: &[TransitionsReport]) -> Table {
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The report is the warm-started rebalancings of the changed maps, replayed here from the
+    /// same pieces: each trial's steps, final max_avg and moved boxes, their averages, extremes
+    /// and medians, the converged share, and (asked for) what a balancing from scratch would
+    /// have moved.
+    #[test]
+    fn the_report_is_the_warm_started_rebalancings_of_the_changed_maps() {
+        for kind in [Kind::Rough, Kind::Smooth] {
+            let mut setup = Setup::square(kind, "power-cells", 14, 4, 5);
+            (setup.seed, setup.drift, setup.compare_scratch) = (3, 0.7, true);
+            setup.options = StopRule { max_steps: 60, tol: 0.02 };
+            let mut calls = 0;
+            let report = run(&setup, || calls += 1).unwrap();
+
+            let grid = Grid::new(14, 14).unwrap();
+            let mut map = PerlinMap::with_seed(3);
+            let mut balancer = methods::by_name("power-cells").unwrap();
+            let first = map.loads(&grid);
+            let problem = Problem::new(grid, &first, 4).unwrap();
+            let mut vcores = VCores::random(&problem, 3);
+            balance(balancer.as_mut(), &problem, &mut vcores, setup.options, |_| {});
+            let (mut steps, mut max_avg, mut moved, mut scratch, mut converged) = (vec![], vec![], vec![], vec![], 0);
+            for trial in 0..5u64 {
+                map = if kind == Kind::Rough { map.rough() } else { map.smooth(0.7) };
+                let loads = map.loads(&grid);
+                let problem = Problem::new(grid, &loads, 4).unwrap();
+                let before = vcores.owners().to_vec();
+                let out = balance(balancer.as_mut(), &problem, &mut vcores, setup.options, |_| {});
+                assert_eq!(out.migrations, pbs::metrics::migrations(&before, vcores.owners()));
+                steps.push(out.steps as f64);
+                max_avg.push(out.max_avg);
+                moved.push(out.migrations as f64);
+                converged += usize::from(out.converged);
+                let mut fresh = VCores::random(&problem, 3 + 1 + trial);
+                balance(methods::by_name("power-cells").unwrap().as_mut(), &problem, &mut fresh, setup.options, |_| {});
+                scratch.push(pbs::metrics::migrations(&before, fresh.owners()) as f64);
+            }
+            let ctx = format!("{kind:?}: {report:?}");
+            let (s, m, a, sc) = (Stats::of(&steps), Stats::of(&moved), Stats::of(&max_avg), Stats::of(&scratch));
+            assert_eq!(calls, 5, "{ctx}");
+            assert_eq!(
+                (report.kind, report.method.as_str(), report.nx, report.ny, report.vcores, report.trials),
+                (kind, "power-cells", 14, 14, 4, 5)
+            );
+            assert_eq!(report.converged_fraction, converged as f64 / 5.0, "{ctx}");
+            assert_eq!(report.steps, AvgMinMax { avg: s.avg, min: s.min, max: s.max }, "{ctx}");
+            assert_eq!(report.steps_median, s.median, "{ctx}");
+            assert_eq!(report.max_avg, AvgMax { avg: a.avg, max: a.max }, "{ctx}");
+            assert_eq!(report.migrations, AvgMax { avg: m.avg, max: m.max }, "{ctx}");
+            assert_eq!(report.scratch_migrations, Some(AvgMax { avg: sc.avg, max: sc.max }), "{ctx}");
+            assert!(report.ms.min <= report.ms_median && report.ms_median <= report.ms.max, "{ctx}");
+            assert!(report.ms.min <= report.ms.avg && report.ms.avg <= report.ms.max && report.ms.min >= 0.0, "{ctx}");
+            assert!(s.max > 0.0 && m.max > 0.0, "{ctx}: the test needs trials that move boxes");
+        }
+    }
+
+    /// No trial: nothing failed to converge; without the comparison there is no scratch
+    /// column; bad names and sizes are errors that say what is wrong.
+    #[test]
+    fn edge_settings_and_the_table() {
+        let none = run(&Setup::square(Kind::Smooth, "power-cells", 6, 2, 0), || {}).unwrap();
+        assert_eq!((none.converged_fraction, none.scratch_migrations), (1.0, None));
+        let err = run(&Setup::square(Kind::Smooth, "paper-eq9", 6, 2, 1), || {}).unwrap_err().to_string();
+        assert!(err.contains("paper-eq9"), "{err}");
+        assert!(run(&Setup::square(Kind::Smooth, "power-cells", 6, 40, 1), || {}).is_err(), "more vCores than boxes");
+        assert!(run(&Setup::square(Kind::Smooth, "power-cells", 1 << 20, 2, 1), || {}).is_err(), "too large to hold");
+        assert_eq!(Kind::from_name("rough"), Ok(Kind::Rough));
+        assert_eq!(Kind::from_name("smooth"), Ok(Kind::Smooth));
+        assert!(Kind::from_name("ragged").unwrap_err().contains("\"ragged\""));
+
+        let mut setup = Setup::square(Kind::Rough, "power-cells", 8, 3, 2);
+        let plain = run(&setup, || {}).unwrap();
+        setup.compare_scratch = true;
+        let with = run(&setup, || {}).unwrap();
+        let t = table(std::slice::from_ref(&plain));
+        assert_eq!(t.header.len(), 16);
+        let both = table(&[plain.clone(), with.clone()]);
+        assert_eq!(both.header.last().map(String::as_str), Some("from scratch avg"));
+        assert_eq!(both.rows[0].last().map(String::as_str), Some("-"));
+        assert_eq!(both.rows[1].last(), Some(&format!("{:.1}", with.scratch_migrations.unwrap().avg)));
+        let r = &t.rows[0];
+        assert_eq!(r[..5], ["rough".to_string(), "power-cells".into(), "8x8".into(), "3".into(), "2".into()]);
+        assert_eq!(r[5], format!("{:.1}%", 100.0 * plain.converged_fraction));
+        assert_eq!(
+            r[6..9],
+            [format!("{:.2}", plain.steps.avg), format!("{}", plain.steps.min), format!("{}", plain.steps.max)]
+        );
+        assert_eq!(r[12], format!("{:.3}", plain.ms_median));
+        assert_eq!(
+            r[13..16],
+            [
+                format!("{:.4}", plain.max_avg.avg),
+                format!("{:.4}", plain.max_avg.max),
+                format!("{:.1}", plain.migrations.avg)
+            ]
+        );
+    }
+}

@@ -517,6 +517,9 @@ fn report_writes_tables_plots_and_identical_checksums() {
     }
     assert_eq!(md.matches("Checksums identical").count(), 4, "{md}");
     assert!(!md.contains("differ"));
+    // Run r has seed r (the first seed is 1), as the page says.
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
+    assert!(rows.as_array().unwrap().iter().all(|r| r["seed"] == 1), "{rows}");
     for png in ["iteration_time.png", "busy.png", "owners.png"] {
         assert_eq!(&std::fs::read(dir.join(png)).unwrap()[1..4], b"PNG", "{png}");
     }

@@ -300,6 +300,80 @@ mod tests {
         }
     }
 
+    /// The cutters' rows replayed from md's work and motion iteration by iteration: a remap
+    /// at the first iteration and whenever `max_avg` passes `1 + threshold`, each one's boxes
+    /// moved, `Σ mean / Σ max` of the parts' work, the lifetime as iterations over remaps, the
+    /// median imbalance right after; a row per part count and balancer, in that order.
+    #[test]
+    fn the_cutters_rows_replay_from_mds_work_and_motion() {
+        let mut s = settings(&["rcb", "norcb", "pbs"]);
+        (s.parts, s.iters, s.threshold, s.scenario) = (vec![3, 5], 120, 0.04, "contraction".into());
+        let mut calls = 0;
+        let rows = measure(&s, || calls += 1).unwrap();
+        assert_eq!(calls, 120);
+        let order: Vec<(usize, &str)> = rows.iter().map(|r| (r.parts, r.balancer.as_str())).collect();
+        assert_eq!(order, [(3, "rcb"), (3, "norcb"), (3, "pbs"), (5, "rcb"), (5, "norcb"), (5, "pbs")]);
+
+        let grid = Grid::new(16, 16).unwrap();
+        let mut app = pbs_apps::build("md", "contraction", 16, 16, 1).unwrap();
+        let inner = StaticBlocks::new(grid.len(), 1).unwrap();
+        let mut exec = MotionTap { inner, momentum: Vec::new(), particles: Vec::new() };
+        let mut rec = Recorder::new("motion-tap", 1);
+        let mut steps = Vec::new();
+        for _ in 0..120 {
+            app.iterate(&mut exec, &mut rec, None);
+            steps.push((app.box_work(), exec.momentum.clone(), exec.particles.clone()));
+        }
+        let mut remapped_some_later = false;
+        for row in rows.iter().filter(|r| r.balancer != "pbs") {
+            let parts = row.parts;
+            let cut = |(work, momentum, particles): &(Vec<f64>, Vec<[f64; 2]>, Vec<f64>)| match row.balancer.as_str() {
+                "rcb" => kway_rcb(&grid, work, parts).unwrap(),
+                _ => kway_norcb(&grid, work, momentum, particles, parts, 1e-3).unwrap(),
+            };
+            let imbalance = |owners: &[u32], work: &[f64]| metrics::max_avg(&metrics::charges(owners, work, parts));
+            let mut owners = cut(&steps[0]);
+            let (mut remaps, mut moved, mut after) = (1, 0, vec![imbalance(&owners, &steps[0].0)]);
+            let (mut sum_mean, mut sum_max) = (0.0, 0.0);
+            for (i, step) in steps.iter().enumerate() {
+                if i > 0 && imbalance(&owners, &step.0) > 1.04 {
+                    let next = cut(step);
+                    moved += metrics::migrations(&owners, &next);
+                    owners = next;
+                    remaps += 1;
+                    after.push(imbalance(&owners, &step.0));
+                }
+                let q = metrics::charges(&owners, &step.0, parts);
+                sum_max += q.iter().copied().fold(0.0, f64::max);
+                sum_mean += q.iter().sum::<f64>() / parts as f64;
+            }
+            remapped_some_later |= remaps > 1;
+            assert_eq!(row.remaps, remaps, "{row:?}");
+            assert_eq!(row.lifetime_iters, 120.0 / remaps as f64, "{row:?}");
+            assert_eq!(row.migrations_per_iter, moved as f64 / 120.0, "{row:?}");
+            assert!((row.efficiency - sum_mean / sum_max).abs() < 1e-12, "{row:?}");
+            assert_eq!(row.max_avg_after_remap, metrics::median(&after), "{row:?}");
+            assert!(row.remap_ms >= 0.0, "{row:?}");
+        }
+        assert!(remapped_some_later, "the test needs a partition that wears out: {rows:?}");
+        let t = table(&rows[..1]);
+        let r = &rows[0];
+        assert_eq!(
+            t.rows[0],
+            [
+                "contraction".to_string(),
+                "3".into(),
+                "rcb".into(),
+                r.remaps.to_string(),
+                format!("{:.1}", r.lifetime_iters),
+                format!("{:.1}", r.migrations_per_iter),
+                format!("{:.3}", r.efficiency),
+                format!("{:.3}", r.max_avg_after_remap),
+                format!("{:.2}", r.remap_ms),
+            ]
+        );
+    }
+
     #[test]
     fn bad_settings_are_named() {
         let mut s = settings(&["zoltan"]);
@@ -310,7 +384,15 @@ mod tests {
         s.parts = vec![4];
         s.threshold = 0.0;
         assert!(measure(&s, || {}).unwrap_err().contains("--threshold"));
+        s.threshold = f64::NAN;
+        assert!(measure(&s, || {}).unwrap_err().contains("--threshold"));
         s.threshold = 0.1;
+        s.iters = 0;
+        assert!(measure(&s, || {}).unwrap_err().contains("--iters"));
+        s.iters = 30;
+        s.parts = vec![257];
+        assert!(measure(&s, || {}).unwrap_err().contains("the 256 boxes"));
+        s.parts = vec![4];
         s.scenario = "rotation".into();
         assert!(measure(&s, || {}).unwrap_err().contains("scenario"));
     }

@@ -76,3 +76,28 @@ pub fn measure(side: usize, vcores: usize, reps: usize) -> AssignCost {
         fast_ns_per_box: fast_us * 1e3 / grid.len() as f64,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The derived figures are the measured ones' ratios; the sites lie in the grid with
+    /// weights of a fraction of the spacing squared, the same for a seed.
+    #[test]
+    fn a_measurement_derives_its_ratios_from_its_timings() {
+        let c = measure(12, 5, 3);
+        assert_eq!((c.side, c.boxes, c.vcores), (12, 144, 5));
+        assert!(c.fast_us > 0.0 && c.brute_us > 0.0, "{c:?}");
+        assert_eq!(c.speedup, c.brute_us / c.fast_us);
+        assert_eq!(c.fast_ns_per_box, c.fast_us * 1e3 / 144.0);
+        let grid = Grid::new(12, 9).unwrap();
+        let (sites, weights) = random_sites(&grid, 40, 7);
+        assert_eq!((sites.len(), weights.len()), (40, 40));
+        assert!(sites.iter().all(|p| (0.0..=12.0).contains(&p[0]) && (0.0..=9.0).contains(&p[1])));
+        let spacing2 = 108.0 / 40.0;
+        assert!(weights.iter().all(|w| w.abs() <= 0.25 * spacing2), "{weights:?}");
+        assert!(weights.iter().any(|w| *w > 0.0) && weights.iter().any(|w| *w < 0.0));
+        assert_eq!(random_sites(&grid, 40, 7), (sites, weights));
+        assert_ne!(random_sites(&grid, 40, 8).0, random_sites(&grid, 40, 7).0);
+    }
+}

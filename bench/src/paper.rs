@@ -454,6 +454,104 @@ fn ratio(theirs: f64, ours: f64) -> String {
 mod tests {
     use super::*;
 
+    fn row(case: &str, converged: bool, max_avg: f64, lower_bound: f64) -> ConvergeRow {
+        ConvergeRow {
+            case: case.into(),
+            method: "power-cells".into(),
+            nx: 50,
+            ny: 40,
+            vcores: 10,
+            steps: 17,
+            converged,
+            max_avg,
+            lower_bound,
+            dol_max: 0.1,
+            dol_min: -0.1,
+            edge_cut: 321,
+            elapsed_ms: 4.25,
+        }
+    }
+
+    fn report(vcores: usize, side: usize, kind: Kind, steps_avg: f64, ms_avg: f64) -> TransitionsReport {
+        let amm = |avg: f64| transitions::AvgMinMax { avg, min: avg / 2.0, max: avg * 3.0 };
+        TransitionsReport {
+            kind,
+            method: "power-cells".into(),
+            nx: side,
+            ny: side,
+            vcores,
+            trials: 8,
+            converged_fraction: 0.875,
+            steps: amm(steps_avg),
+            ms: amm(ms_avg),
+            max_avg: transitions::AvgMax { avg: 1.02, max: 1.04 },
+            migrations: transitions::AvgMax { avg: 12.5, max: 40.0 },
+            steps_median: steps_avg,
+            ms_median: 0.5,
+            scratch_migrations: None,
+        }
+    }
+
+    /// The page's cells from the results: each transition row beside its published row (the
+    /// table chosen by the vCores), `vs paper` as the paper's average over ours (∞ for a zero
+    /// of ours), the convergence tables with `max_avg / bound`, the warm-start sentence, the
+    /// assignment costs and the shapes listed.
+    #[test]
+    fn the_page_sets_each_row_beside_its_published_row() {
+        let smooth = TransitionsReport {
+            scratch_migrations: Some(transitions::AvgMax { avg: 250.0, max: 600.0 }),
+            ..report(10, 50, Kind::Smooth, 3.0, 0.2)
+        };
+        let results = Results {
+            trials: 8,
+            large_trials: 2,
+            paper_trials: 2,
+            paper_max_steps: 200,
+            static_cases: vec![row("disc", true, 1.02, 1.0), row("line", false, 1.5, 1.2)],
+            transitions: vec![
+                report(10, 50, Kind::Rough, 43.27, 3.2674),
+                report(13, 100, Kind::Smooth, 0.0, 0.0),
+                report(72, 150, Kind::Rough, 315.26, 1000.0),
+            ],
+            smooth_migrations: Some(smooth),
+            assign_cost: vec![AssignCost {
+                side: 50,
+                boxes: 2500,
+                vcores: 72,
+                fast_us: 12.5,
+                brute_us: 250.0,
+                speedup: 20.0,
+                fast_ns_per_box: 5.0,
+            }],
+            shapes: vec![row("ring", true, 1.01, 1.0)],
+        };
+        let shape_list = shapes::all();
+        let md = markdown(&results, &shape_list[..2]);
+        for line in [
+            "| Table 1 | 10 | 50x50 | rough | power-cells | 8 | 88% | 43.27 (21.635–129.81) | 3.267 (1.634–9.802) | 0.500 | 432.7 | 32.674 | 10.0× | 10.0× |",
+            "| Table 2 | 13 | 100x100 | smooth | power-cells | 8 | 88% | 0.00 (0–0) | 0.000 (0.000–0.000) | 0.500 | 26.983 | 10.587 | ∞ | ∞ |",
+            "| Table 3 | 72 | 150x150 | rough | power-cells | 8 | 88% | 315.26 (157.63–945.78) | 1000.000 (500.000–3000.000) | 0.500 | 3152.6 | 4138.22 | 10.0× | 4.1× |",
+            "| disc | 50x40 | power-cells | 17 | yes | 1.0200 | 1.000 | 1.0200 | 321 | 4.25 |",
+            "| line | 50x40 | power-cells | 17 | **no** | 1.5000 | 1.200 | 1.2500 | 321 | 4.25 |",
+            "| ring | 50x40 | power-cells | 17 | yes | 1.0100 | 1.000 | 1.0100 | 321 | 4.25 |",
+            "| 72 | 2500 | 12.5 | 250.0 | 20.0× | 5.0 |",
+            "a warm start moves **12.5 boxes** on average (max 40), balancing the same map from fresh random vCores would \
+             move **250.0** (max 600) of the 2500 boxes — 20.0× fewer.",
+            "(trials: 8 for Table 1, 2 per Table 2/3 row, 2 per row for `paper-eq7`, which stops after 200 steps)",
+        ] {
+            assert_eq!(md.matches(line).count(), 1, "{line} in\n{md}");
+        }
+        for sh in &shape_list[..2] {
+            let item = format!("- `{}` ({}x{}): {}", sh.name, sh.grid.nx(), sh.grid.ny(), sh.description);
+            assert!(md.contains(&item), "{item}");
+        }
+        assert!(!md.contains(&format!("`{}`", shape_list[2].name)), "only the shapes given are listed");
+        let without = markdown(&Results { smooth_migrations: None, ..results.clone() }, &[]);
+        assert!(
+            !without.contains("Smooth transitions move few boxes") && md.contains("Smooth transitions move few boxes")
+        );
+    }
+
     #[test]
     fn a_count_of_zero_is_refused_before_anything_is_written() {
         assert!(Settings::default().check().is_ok());

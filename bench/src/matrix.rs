@@ -46,7 +46,8 @@ pub fn cache_case_side(cache_bytes: u64) -> usize {
     n
 }
 
-/// Runs the matrix and writes `report.md`, `results.json` and the PNGs into `out`.
+/// Runs the matrix and writes `report.md`, `results.json` and the PNGs into `out`; an error
+/// after writing them if the schedulers of a run ended in different states.
 pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let cache_bytes = RunSetup::machine_cache_bytes();
@@ -76,7 +77,20 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
         measured.push(CaseRuns { app, scenario, nx, ny, runs });
     }
     bar.finish_and_clear();
-    render(out, s, cache_bytes, &measured)
+    let path = render(out, s, cache_bytes, &measured)?;
+    check_cases(&measured, &path)?;
+    Ok(path)
+}
+
+/// The first case whose schedulers ended a run in different states, as an error that points
+/// to the report written at `path`.
+fn check_cases(measured: &[CaseRuns], path: &Path) -> Result<(), String> {
+    for case in measured {
+        let what = format!("{} {} {}×{}", case.app, case.scenario, case.nx, case.ny);
+        run::check_checksums(&what, &case.runs)
+            .map_err(|e| format!("{e} (the report, {}, shows it)", path.display()))?;
+    }
+    Ok(())
 }
 
 /// One case of the matrix and its runs, each run a row per scheduler.
@@ -184,7 +198,7 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
             let _ = writeln!(md, "{}", c.markdown());
         }
         let differing: Vec<String> = (1..=runs.len())
-            .filter(|&r| runs[r - 1].iter().any(|x| x.checksum != runs[r - 1][0].checksum))
+            .filter(|&r| run::checksum_mismatch(&runs[r - 1]).is_some())
             .map(|r| r.to_string())
             .collect();
         let verdict = if differing.is_empty() {
@@ -411,6 +425,10 @@ mod tests {
         );
         assert!(first.contains("Checksums identical between schedulers in every run."), "{first}");
         assert!(second.contains("Checksums **differ** between schedulers in run 2 (of 3)."), "{second}");
+        let err = check_cases(&measured, &path).unwrap_err();
+        assert!(err.starts_with("stencil drift 4×4, run 2 (seed 1): ws ended with checksum 1, "), "{err}");
+        assert!(err.ends_with(&format!("(the report, {}, shows it)", path.display())), "{err}");
+        assert_eq!(check_cases(&measured[..1], &path), Ok(()));
         let ratio = |name: &str| match name {
             "pbs" => 1.0,
             "eager" => 2.0,

@@ -612,7 +612,7 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
             format!("{:.1}", med(&|x| x.migrations_per_iter)),
             rebalances(med(&|x| x.rebalances as f64) as usize, med(&|x| x.rebalance_critical_fraction)),
             format!("{:.3}", med(&|x| x.effort_ms_median)),
-            if runs.iter().all(|run| run.iter().all(|x| x.checksum == run[0].checksum)) {
+            if runs.iter().all(|run| checksum_mismatch(run).is_none()) {
                 "same in each run".into()
             } else {
                 "DIFFER".into()
@@ -620,6 +620,32 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
         ]);
     }
     t
+}
+
+/// Where the schedulers of one run ended in different states, as `"ws ended with checksum …,
+/// pbs with …"` (the first row that differs from the run's first). The apps are deterministic,
+/// so a mismatch is a scheduler that lost or repeated a box's task, never noise: the commands
+/// show their figures and then fail with it.
+pub fn checksum_mismatch(run: &[RunRow]) -> Option<String> {
+    let first = run.first()?;
+    run.iter().find(|x| x.checksum != first.checksum).map(|bad| {
+        format!("{} ended with checksum {}, {} with {}", bad.scheduler, bad.checksum, first.scheduler, first.checksum)
+    })
+}
+
+/// The first mismatch of [`checksum_mismatch`] over `runs`, named by run and seed, as an error.
+pub fn check_checksums(what: &str, runs: &[Vec<RunRow>]) -> Result<(), String> {
+    for (r, run) in runs.iter().enumerate() {
+        if let Some(m) = checksum_mismatch(run) {
+            return Err(format!(
+                "{what}, run {} (seed {}): {m}; every scheduler must reach the same state, so one of them lost or \
+                 repeated a box's task",
+                r + 1,
+                run[0].seed
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// md gravity on `side`×`side` boxes, seed 1, unpinned, a 1 MiB modelled cache (the
@@ -645,6 +671,24 @@ pub(crate) fn md_gravity(schedulers: Vec<String>, threads: usize, iters: usize, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run whose schedulers ended in different states is an error naming the run, its seed,
+    /// the first scheduler that differs and both checksums; agreeing runs pass.
+    #[test]
+    fn a_checksum_mismatch_names_the_run_the_seed_and_the_schedulers() {
+        let run = run(&md_gravity(vec!["pbs".into(), "static".into(), "ws".into()], 1, 1, 4), || {}).unwrap();
+        assert_eq!(checksum_mismatch(&run), None);
+        assert_eq!(checksum_mismatch(&[]), None);
+        let mut bad = run.clone();
+        bad[2].checksum = "00ff".into();
+        bad.iter_mut().for_each(|r| r.seed = 7);
+        let expected = format!("ws ended with checksum 00ff, pbs with {}", run[0].checksum);
+        assert_eq!(checksum_mismatch(&bad), Some(expected.clone()));
+        assert_eq!(check_checksums("md gravity", &[run.clone(), run.clone()]), Ok(()));
+        let err = check_checksums("md gravity", &[run.clone(), bad]).unwrap_err();
+        assert!(err.starts_with(&format!("md gravity, run 2 (seed 7): {expected}; ")), "{err}");
+        assert!(err.contains("lost or repeated"), "{err}");
+    }
 
     /// The timeline chart draws each scheduler's iterations of the first seed, a dot where it
     /// rebalanced, and the balancer's time only where there was some.

@@ -199,18 +199,7 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
             let runs: Vec<Vec<RunRow>> =
                 (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;
             // Within a run every scheduler must reach the same state (runs differ in seed).
-            for (r, run) in runs.iter().enumerate() {
-                if let Some(bad) = run.iter().find(|x| x.checksum != run[0].checksum) {
-                    return Err(format!(
-                        "{app} {scenario}, {threads} threads, run {}: {} ended with checksum {}, {} with {}",
-                        r + 1,
-                        bad.scheduler,
-                        bad.checksum,
-                        run[0].scheduler,
-                        run[0].checksum
-                    ));
-                }
-            }
+            run::check_checksums(&format!("{app} {scenario}, {threads} threads"), &runs)?;
             let checksum = runs[0][0].checksum.clone();
             let others = ["static", "ws", "eager"];
             rows.push(ScalingRow {

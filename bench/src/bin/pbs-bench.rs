@@ -604,6 +604,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 pbs_plot::panels::line_panels(&path, 1200, 900, 1, &run::timeline_panels(&rows))?;
                 eprintln!("timeline of seed {seed} drawn into {}", path.display());
             }
+            // Last, so that the figures of a failing run are there to read.
+            run::check_checksums(&format!("{} {}", setup.app, setup.scenario), &runs)?;
         }
         Command::Model {
             app,

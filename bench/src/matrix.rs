@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::run::{self, RunRow, RunSetup};
 use crate::table::Table;
 use crate::Stats;
-use pbs_plot::panels::{self, OwnerMap, Panel, Series, Stroke, PALETTE};
+use pbs_plot::panels::{self, OwnerMap, Panel, Series, Stroke};
 use pbs_plot::progress;
 
 /// How much to run.
@@ -219,23 +219,7 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
             ]);
         }
         let _ = writeln!(md, "Per run:\n\n{}", per_run.markdown());
-        panels.push(Panel {
-            title: format!("{app} {scenario} {nx}x{ny}: iteration time"),
-            x_label: "iteration".into(),
-            y_label: "ms".into(),
-            log_x: false,
-            log_y: false,
-            series: last
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Series {
-                    label: r.scheduler.clone(),
-                    points: r.iteration_ms.iter().enumerate().map(|(k, &v)| (k as f64, v)).collect(),
-                    color: PALETTE[i % PALETTE.len()],
-                    stroke: Stroke::Solid,
-                })
-                .collect(),
-        });
+        panels.push(iteration_panel(case));
         if ci == 0 {
             owner_maps(out, &last, nx, ny)?;
             busy_plot(out, &last)?;
@@ -297,6 +281,31 @@ fn hw_line() -> String {
     }
 }
 
+/// The iteration times of the last run of `case`, a line per scheduler.
+fn iteration_panel(case: &CaseRuns) -> Panel {
+    Panel {
+        title: format!("{} {} {}x{}: iteration time", case.app, case.scenario, case.nx, case.ny),
+        x_label: "iteration".into(),
+        y_label: "ms".into(),
+        log_x: false,
+        log_y: false,
+        series: per_scheduler(case.runs.last().expect("repeats ≥ 1"), |r| &r.iteration_ms, Stroke::Solid),
+    }
+}
+
+/// A line per scheduler of `rows`, in their order and colours, through `values` at 0, 1, 2, ….
+fn per_scheduler(rows: &[RunRow], values: fn(&RunRow) -> &[f64], stroke: Stroke) -> Vec<Series> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, r)| Series {
+            label: r.scheduler.clone(),
+            points: values(r).iter().enumerate().map(|(k, &v)| (k as f64, v)).collect(),
+            color: panels::colour(i),
+            stroke,
+        })
+        .collect()
+}
+
 fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
     let panel = Panel {
         title: "busy time per thread (md gravity, whole run)".into(),
@@ -304,16 +313,7 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
         y_label: "ms".into(),
         log_x: false,
         log_y: false,
-        series: rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Series {
-                label: r.scheduler.clone(),
-                points: r.busy_ms.iter().enumerate().map(|(t, &v)| (t as f64, v)).collect(),
-                color: PALETTE[i % PALETTE.len()],
-                stroke: Stroke::LinePoints,
-            })
-            .collect(),
+        series: per_scheduler(rows, |r| &r.busy_ms, Stroke::LinePoints),
     };
     panels::line_panels(&out.join("busy.png"), 800, 500, 1, &[panel])
 }
@@ -398,6 +398,17 @@ mod tests {
                         row.modelled_misses = (1000.0 * b * f).round() as u64;
                         row.modelled_accesses = 100_000;
                         row.checksum = if differ && r == 1 && row.scheduler == "ws" { "1".into() } else { "0".into() };
+                        if row.scheduler != "pbs" {
+                            // The owner maps are pbs's: no other row has one to draw.
+                            row.snapshots.clear();
+                        }
+                        if differ {
+                            // Other pictures for the second case: its owners and busy times turned round.
+                            row.snapshots
+                                .iter_mut()
+                                .for_each(|(_, owners, _)| owners.iter_mut().for_each(|o| *o = 1 - *o));
+                            row.busy_ms.reverse();
+                        }
                     }
                     run
                 })
@@ -472,8 +483,39 @@ mod tests {
             let expected = 1.9 * k(r["scheduler"].as_str().unwrap());
             assert!((r["max_avg"].as_f64().unwrap() - expected).abs() < 1e-12, "{r}");
         }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(md.contains("No machine with more cores was available"), cores < 16, "{md}");
+        let hardware = pbs_scheduler::counters::ThreadCounters::open().is_ok_and(|c| c.hardware());
+        let counters = if hardware { "Hardware counters: available (" } else { "Hardware counters: unavailable — " };
+        assert!(md.contains(counters), "{md}");
+        // The pictures are those of the runs: owner maps and busy times of the first case,
+        // iteration times of every case's last run.
+        let drawn = out.join("expected");
+        std::fs::create_dir_all(&drawn).unwrap();
+        let first_last = &measured[0].runs[2];
+        owner_maps(&drawn, first_last, 4, 4).unwrap();
+        busy_plot(&drawn, first_last).unwrap();
+        let panels: Vec<Panel> = measured.iter().map(iteration_panel).collect();
+        panels::line_panels(&drawn.join("iteration_time.png"), 1200, 900, 2, &panels).unwrap();
         for png in ["iteration_time.png", "busy.png", "owners.png"] {
             assert_eq!(&std::fs::read(out.join(png)).unwrap()[1..4], b"PNG", "{png}");
+            assert!(std::fs::read(out.join(png)).unwrap() == std::fs::read(drawn.join(png)).unwrap(), "{png}");
+        }
+        owner_maps(&drawn, &measured[1].runs[2], 4, 4).unwrap();
+        busy_plot(&drawn, &measured[1].runs[2]).unwrap();
+        for png in ["busy.png", "owners.png"] {
+            let second = std::fs::read(drawn.join(png)).unwrap();
+            assert!(std::fs::read(out.join(png)).unwrap() != second, "{png}: the test needs cases drawn apart");
+        }
+        let lines = &panels[1].series;
+        assert_eq!(lines.len(), template.len());
+        for (i, (line, row)) in lines.iter().zip(&template).enumerate() {
+            assert_eq!(
+                (line.label.as_str(), line.color, line.stroke),
+                (row.scheduler.as_str(), panels::colour(i), Stroke::Solid)
+            );
+            let expected: Vec<(f64, f64)> = row.iteration_ms.iter().enumerate().map(|(k, &v)| (k as f64, v)).collect();
+            assert_eq!(line.points, expected);
         }
         std::fs::remove_dir_all(out).ok();
     }

@@ -15,7 +15,7 @@ use pbs_scheduler::BoxTimer;
 
 use crate::table::Table;
 use pbs_apps::GridApp;
-use pbs_plot::panels::{Panel, Series, Stroke, MARKER, PALETTE};
+use pbs_plot::panels::{colour, Panel, Series, Stroke, MARKER};
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -414,7 +414,6 @@ pub fn timeline_csv(rows: &[RunRow]) -> String {
 pub fn timeline_panels(rows: &[RunRow]) -> Vec<Panel> {
     let Some(first) = rows.first() else { return Vec::new() };
     let rows: Vec<&RunRow> = rows.iter().filter(|r| r.seed == first.seed).collect();
-    let colour = |i: usize| PALETTE[i % PALETTE.len()];
     let mut times = Vec::new();
     let mut balancer = Vec::new();
     for (i, r) in rows.iter().enumerate() {

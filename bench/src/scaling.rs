@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::matrix::{cases, median_over, median_pbs_over, median_pbs_ratio};
 use crate::run::{self, RunRow, RunSetup};
 use crate::table::Table;
-use pbs_plot::panels::{self, Panel, Series, Stroke, PALETTE};
+use pbs_plot::panels::{self, Panel, Series, Stroke};
 use pbs_plot::progress;
 
 /// What to run.
@@ -335,7 +335,7 @@ fn plot_scaling(path: &Path, rows: &[ScalingRow]) -> Result<(), String> {
                     .map(|(i, name)| Series {
                         label: name.clone(),
                         points: mine.iter().map(|r| (r.threads as f64, of(&r.iter_ms, name))).collect(),
-                        color: PALETTE[i % PALETTE.len()],
+                        color: panels::colour(i),
                         stroke: Stroke::LinePoints,
                     })
                     .collect(),

@@ -84,6 +84,11 @@ pub const PALETTE: [RGBColor; 12] = [
     RGBColor(255, 215, 0),
 ];
 
+/// The `i`-th series' colour: [`PALETTE`] in order, starting over after its last.
+pub fn colour(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
 type PlotResult = Result<(), String>;
 
 fn err<E: std::fmt::Display>(e: E) -> String {
@@ -505,6 +510,13 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn series_colours_run_through_the_palette_and_start_over() {
+        let first: Vec<RGBColor> = (0..PALETTE.len()).map(colour).collect();
+        assert_eq!(first, PALETTE);
+        assert_eq!((colour(PALETTE.len()), colour(PALETTE.len() + 5)), (PALETTE[0], PALETTE[5]));
+    }
 
     #[test]
     fn writes_pngs_of_the_requested_size() {

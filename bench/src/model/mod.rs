@@ -282,7 +282,7 @@ const PLOTTED: [Metric; 4] = [
 /// iteration time, balancing on the critical path, remote runs) against the thread count, a
 /// line per scheduler.
 pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
-    use pbs_plot::panels::{line_panels, Panel, Series, Stroke, PALETTE};
+    use pbs_plot::panels::{colour, line_panels, Panel, Series, Stroke};
     let mut nodes: Vec<usize> = rows.iter().map(|r| r.modelled.numa_nodes).collect();
     nodes.sort_unstable();
     nodes.dedup();
@@ -319,12 +319,7 @@ pub fn plot(path: &std::path::Path, rows: &[ModelRow]) -> Result<(), String> {
                         .map(|r| (r.modelled.threads as f64, figure(&r.modelled)))
                         .collect();
                     points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    Series {
-                        label: name.to_string(),
-                        points,
-                        color: PALETTE[i % PALETTE.len()],
-                        stroke: Stroke::LinePoints,
-                    }
+                    Series { label: name.to_string(), points, color: colour(i), stroke: Stroke::LinePoints }
                 })
                 .filter(|s| !s.points.is_empty())
                 .collect();
@@ -372,7 +367,7 @@ pub fn calibration_table(rows: &[calibration::CalibrationRow]) -> crate::table::
 /// each, beside the line where they agree and the ±15 % band; a panel each for pbs / the other
 /// schedulers, pbs's efficiency, and the affinity of pbs, ws and eager.
 pub fn calibration_plot(path: &std::path::Path, rows: &[calibration::CalibrationRow]) -> Result<(), String> {
-    use pbs_plot::panels::{line_panels, Panel, Series, Stroke, PALETTE};
+    use pbs_plot::panels::{colour, line_panels, Panel, Series, Stroke, PALETTE};
     type Pick = fn(&calibration::CalibrationRow) -> Option<(f64, f64)>;
     let panels: [(&str, Pick, &[&str]); 3] = [
         ("pbs / each scheduler", |r| r.measured_ratio.zip(r.modelled_ratio), &calibration::OTHERS),
@@ -389,7 +384,7 @@ pub fn calibration_plot(path: &std::path::Path, rows: &[calibration::Calibration
                 .map(|(i, &name)| Series {
                     label: name.to_string(),
                     points: rows.iter().filter(|r| r.scheduler == name).filter_map(pick).collect(),
-                    color: PALETTE[i % PALETTE.len()],
+                    color: colour(i),
                     stroke: Stroke::Points,
                 })
                 .filter(|s| !s.points.is_empty())

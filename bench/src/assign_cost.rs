@@ -97,6 +97,11 @@ mod tests {
         let spacing2 = 108.0 / 40.0;
         assert!(weights.iter().all(|w| w.abs() <= 0.25 * spacing2), "{weights:?}");
         assert!(weights.iter().any(|w| *w > 0.0) && weights.iter().any(|w| *w < 0.0));
+        // Spread over the grid and over the weights' range, not stuck at an edge or near 0.
+        for (axis, side) in [(0, 12.0), (1, 9.0)] {
+            assert!(sites.iter().any(|p| p[axis] < side / 3.0) && sites.iter().any(|p| p[axis] > 2.0 * side / 3.0));
+        }
+        assert!(weights.iter().any(|w| w.abs() > 0.1 * spacing2), "{weights:?}");
         assert_eq!(random_sites(&grid, 40, 7), (sites, weights));
         assert_ne!(random_sites(&grid, 40, 8).0, random_sites(&grid, 40, 7).0);
     }

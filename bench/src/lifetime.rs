@@ -306,13 +306,17 @@ mod tests {
     /// median imbalance right after; a row per part count and balancer, in that order.
     #[test]
     fn the_cutters_rows_replay_from_mds_work_and_motion() {
-        let mut s = settings(&["rcb", "norcb", "pbs"]);
+        let mut s = settings(&["rcb", "norcb", "packsteal", "pbs"]);
         (s.parts, s.iters, s.threshold, s.scenario) = (vec![3, 5], 120, 0.04, "contraction".into());
         let mut calls = 0;
+        let start = std::time::Instant::now();
         let rows = measure(&s, || calls += 1).unwrap();
+        let wall_ms = start.elapsed().as_secs_f64() * 1e3;
         assert_eq!(calls, 120);
         let order: Vec<(usize, &str)> = rows.iter().map(|r| (r.parts, r.balancer.as_str())).collect();
-        assert_eq!(order, [(3, "rcb"), (3, "norcb"), (3, "pbs"), (5, "rcb"), (5, "norcb"), (5, "pbs")]);
+        let names = ["rcb", "norcb", "packsteal", "pbs"];
+        let expected: Vec<(usize, &str)> = [3, 5].into_iter().flat_map(|p| names.map(|n| (p, n))).collect();
+        assert_eq!(order, expected);
 
         let grid = Grid::new(16, 16).unwrap();
         let mut app = pbs_apps::build("md", "contraction", 16, 16, 1).unwrap();
@@ -327,17 +331,29 @@ mod tests {
         let mut remapped_some_later = false;
         for row in rows.iter().filter(|r| r.balancer != "pbs") {
             let parts = row.parts;
-            let cut = |(work, momentum, particles): &(Vec<f64>, Vec<[f64; 2]>, Vec<f64>)| match row.balancer.as_str() {
-                "rcb" => kway_rcb(&grid, work, parts).unwrap(),
-                _ => kway_norcb(&grid, work, momentum, particles, parts, 1e-3).unwrap(),
-            };
+            // PackStealLB starts from RCB's partition and then remaps the one in force, seeded
+            // with the iteration.
+            let cut =
+                |i: usize, owners: &[u32], (work, momentum, particles): &(Vec<f64>, Vec<[f64; 2]>, Vec<f64>)| match row
+                    .balancer
+                    .as_str()
+                {
+                    "rcb" => kway_rcb(&grid, work, parts).unwrap(),
+                    "packsteal" if i == 0 => kway_rcb(&grid, work, parts).unwrap(),
+                    "packsteal" => {
+                        let mut next = owners.to_vec();
+                        pack_steal(&grid, work, &mut next, parts, &PackSteal::default(), i as u64).unwrap();
+                        next
+                    }
+                    _ => kway_norcb(&grid, work, momentum, particles, parts, 1e-3).unwrap(),
+                };
             let imbalance = |owners: &[u32], work: &[f64]| metrics::max_avg(&metrics::charges(owners, work, parts));
-            let mut owners = cut(&steps[0]);
+            let mut owners = cut(0, &[], &steps[0]);
             let (mut remaps, mut moved, mut after) = (1, 0, vec![imbalance(&owners, &steps[0].0)]);
             let (mut sum_mean, mut sum_max) = (0.0, 0.0);
             for (i, step) in steps.iter().enumerate() {
                 if i > 0 && imbalance(&owners, &step.0) > 1.04 {
-                    let next = cut(step);
+                    let next = cut(i, &owners, step);
                     moved += metrics::migrations(&owners, &next);
                     owners = next;
                     remaps += 1;
@@ -347,13 +363,16 @@ mod tests {
                 sum_max += q.iter().copied().fold(0.0, f64::max);
                 sum_mean += q.iter().sum::<f64>() / parts as f64;
             }
-            remapped_some_later |= remaps > 1;
+            remapped_some_later |= remaps > 1 && row.balancer == "packsteal";
             assert_eq!(row.remaps, remaps, "{row:?}");
             assert_eq!(row.lifetime_iters, 120.0 / remaps as f64, "{row:?}");
             assert_eq!(row.migrations_per_iter, moved as f64 / 120.0, "{row:?}");
             assert!((row.efficiency - sum_mean / sum_max).abs() < 1e-12, "{row:?}");
             assert_eq!(row.max_avg_after_remap, metrics::median(&after), "{row:?}");
-            assert!(row.remap_ms >= 0.0, "{row:?}");
+            assert!(
+                row.remap_ms >= 0.0 && row.remap_ms <= wall_ms,
+                "{row:?}: remapping is part of the run's {wall_ms} ms"
+            );
         }
         assert!(remapped_some_later, "the test needs a partition that wears out: {rows:?}");
         let t = table(&rows[..1]);
@@ -374,6 +393,32 @@ mod tests {
         );
     }
 
+    /// The tap runs md as a one-thread static executor does, to the same state, and keeps the
+    /// last motion hints: a momentum and a particle count per box.
+    #[test]
+    fn the_motion_tap_runs_md_as_static_blocks_do_and_keeps_its_hints() {
+        let mut plain = pbs_apps::build("md", "contraction", 8, 8, 2).unwrap();
+        let mut tapped = pbs_apps::build("md", "contraction", 8, 8, 2).unwrap();
+        let mut exec = StaticBlocks::new(64, 1).unwrap();
+        let mut tap =
+            MotionTap { inner: StaticBlocks::new(64, 1).unwrap(), momentum: Vec::new(), particles: Vec::new() };
+        assert_eq!((tap.name(), tap.threads(), tap.boxes(), tap.wants_motion()), ("motion-tap", 1, 64, true));
+        let mut rec = Recorder::new("t", 1);
+        for _ in 0..5 {
+            plain.iterate(&mut exec, &mut rec, None);
+            tapped.iterate(&mut tap, &mut rec, None);
+        }
+        assert_eq!(plain.checksum(), tapped.checksum());
+        assert_eq!((tap.momentum.len(), tap.particles.len()), (64, 64));
+        assert!(tap.particles.iter().sum::<f64>() > 0.0 && tap.momentum.iter().any(|m| m[0] != 0.0 || m[1] != 0.0));
+        let ran = std::sync::Mutex::new(Vec::new());
+        tap.run_phase(&|b| ran.lock().unwrap().push(b));
+        assert_eq!(ran.into_inner().unwrap(), (0..64).collect::<Vec<_>>(), "every box once, in order");
+        let seen = std::sync::Mutex::new(Vec::new());
+        tap.on_each_thread(&|t| seen.lock().unwrap().push(t));
+        assert_eq!(seen.into_inner().unwrap(), [0]);
+    }
+
     #[test]
     fn bad_settings_are_named() {
         let mut s = settings(&["zoltan"]);
@@ -392,6 +437,10 @@ mod tests {
         s.iters = 30;
         s.parts = vec![257];
         assert!(measure(&s, || {}).unwrap_err().contains("the 256 boxes"));
+        s.parts = vec![256];
+        s.iters = 2;
+        assert_eq!(measure(&s, || {}).unwrap()[0].parts, 256, "a part a box is allowed");
+        s.iters = 30;
         s.parts = vec![4];
         s.scenario = "rotation".into();
         assert!(measure(&s, || {}).unwrap_err().contains("scenario"));

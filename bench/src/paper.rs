@@ -556,6 +556,9 @@ mod tests {
     fn a_count_of_zero_is_refused_before_anything_is_written() {
         assert!(Settings::default().check().is_ok());
         assert!(Settings::quick().check().is_ok());
+        let (quick, full) = (Settings::quick(), Settings::default());
+        assert!(quick.trials < full.trials && quick.large_trials < full.large_trials, "quick is the smaller run");
+        assert!(quick.paper_trials < full.paper_trials && quick.paper_max_steps < full.paper_max_steps);
         let zeroed = [
             ("--trials", Settings { trials: 0, ..Settings::quick() }),
             ("--large-trials", Settings { large_trials: 0, ..Settings::quick() }),

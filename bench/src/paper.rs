@@ -556,6 +556,10 @@ mod tests {
     fn a_count_of_zero_is_refused_before_anything_is_written() {
         assert!(Settings::default().check().is_ok());
         assert!(Settings::quick().check().is_ok());
+        // Our method runs to the default rule; the paper's stops at its own step limit.
+        assert_eq!(options_for(methods::DEFAULT, &Settings::quick()), StopRule::default());
+        let paper = options_for(PAPER_METHOD, &Settings::quick());
+        assert_eq!(paper, StopRule { max_steps: 200, ..StopRule::default() });
         let (quick, full) = (Settings::quick(), Settings::default());
         assert!(quick.trials < full.trials && quick.large_trials < full.large_trials, "quick is the smaller run");
         assert!(quick.paper_trials < full.paper_trials && quick.paper_max_steps < full.paper_max_steps);

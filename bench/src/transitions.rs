@@ -259,7 +259,9 @@ mod tests {
             (setup.seed, setup.drift, setup.compare_scratch) = (3, 0.7, true);
             setup.options = StopRule { max_steps: 60, tol: 0.02 };
             let mut calls = 0;
+            let start = std::time::Instant::now();
             let report = run(&setup, || calls += 1).unwrap();
+            let wall_ms = start.elapsed().as_secs_f64() * 1e3;
 
             let grid = Grid::new(14, 14).unwrap();
             let mut map = PerlinMap::with_seed(3);
@@ -299,6 +301,10 @@ mod tests {
             assert_eq!(report.scratch_migrations, Some(AvgMax { avg: sc.avg, max: sc.max }), "{ctx}");
             assert!(report.ms.min <= report.ms_median && report.ms_median <= report.ms.max, "{ctx}");
             assert!(report.ms.min <= report.ms.avg && report.ms.avg <= report.ms.max && report.ms.min >= 0.0, "{ctx}");
+            assert!(
+                5.0 * report.ms.avg <= wall_ms,
+                "{ctx}: five rebalancings in milliseconds, within the {wall_ms} ms run"
+            );
             assert!(s.max > 0.0 && m.max > 0.0, "{ctx}: the test needs trials that move boxes");
         }
     }

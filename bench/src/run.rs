@@ -623,8 +623,8 @@ pub fn median_table(runs: &[Vec<RunRow>]) -> Table {
 
 /// Where the schedulers of one run ended in different states, as `"ws ended with checksum …,
 /// pbs with …"` (the first row that differs from the run's first). The apps are deterministic,
-/// so a mismatch is a scheduler that lost or repeated a box's task, never noise: the commands
-/// show their figures and then fail with it.
+/// so a mismatch is a scheduler that lost or repeated a box's task, never noise: `run` and
+/// `report` show their figures and then fail with it, `scaling` fails at once.
 pub fn checksum_mismatch(run: &[RunRow]) -> Option<String> {
     let first = run.first()?;
     run.iter().find(|x| x.checksum != first.checksum).map(|bad| {

@@ -375,22 +375,19 @@ mod tests {
             );
         }
         assert!(remapped_some_later, "the test needs a partition that wears out: {rows:?}");
-        let t = table(&rows[..1]);
-        let r = &rows[0];
-        assert_eq!(
-            t.rows[0],
-            [
-                "contraction".to_string(),
-                "3".into(),
-                "rcb".into(),
-                r.remaps.to_string(),
-                format!("{:.1}", r.lifetime_iters),
-                format!("{:.1}", r.migrations_per_iter),
-                format!("{:.3}", r.efficiency),
-                format!("{:.3}", r.max_avg_after_remap),
-                format!("{:.2}", r.remap_ms),
-            ]
-        );
+        let known = LifetimeRow {
+            scenario: "contraction".into(),
+            parts: 3,
+            balancer: "rcb".into(),
+            remaps: 4,
+            lifetime_iters: 30.0,
+            migrations_per_iter: 2.25,
+            efficiency: 0.9876,
+            max_avg_after_remap: 1.0125,
+            remap_ms: 0.125,
+        };
+        let cells = ["contraction", "3", "rcb", "4", "30.0", "2.2", "0.988", "1.012", "0.12"];
+        assert_eq!(table(&[known]).rows[0], cells.map(String::from));
     }
 
     /// The tap runs md as a one-thread static executor does, to the same state, and keeps the

@@ -333,21 +333,42 @@ mod tests {
         assert_eq!(both.header.last().map(String::as_str), Some("from scratch avg"));
         assert_eq!(both.rows[0].last().map(String::as_str), Some("-"));
         assert_eq!(both.rows[1].last(), Some(&format!("{:.1}", with.scratch_migrations.unwrap().avg)));
-        let r = &t.rows[0];
-        assert_eq!(r[..5], ["rough".to_string(), "power-cells".into(), "8x8".into(), "3".into(), "2".into()]);
-        assert_eq!(r[5], format!("{:.1}%", 100.0 * plain.converged_fraction));
-        assert_eq!(
-            r[6..9],
-            [format!("{:.2}", plain.steps.avg), format!("{}", plain.steps.min), format!("{}", plain.steps.max)]
-        );
-        assert_eq!(r[12], format!("{:.3}", plain.ms_median));
-        assert_eq!(
-            r[13..16],
-            [
-                format!("{:.4}", plain.max_avg.avg),
-                format!("{:.4}", plain.max_avg.max),
-                format!("{:.1}", plain.migrations.avg)
-            ]
-        );
+        let amm = |avg: f64, min: f64, max: f64| AvgMinMax { avg, min, max };
+        let known = TransitionsReport {
+            kind: Kind::Smooth,
+            method: "power-cells".into(),
+            nx: 8,
+            ny: 6,
+            vcores: 3,
+            trials: 4,
+            converged_fraction: 0.75,
+            steps: amm(2.5, 1.0, 6.0),
+            ms: amm(0.125, 0.0625, 0.5),
+            max_avg: AvgMax { avg: 1.015625, max: 1.03125 },
+            migrations: AvgMax { avg: 3.25, max: 7.0 },
+            steps_median: 2.0,
+            ms_median: 0.1,
+            scratch_migrations: None,
+        };
+        let cells = [
+            "smooth",
+            "power-cells",
+            "8x6",
+            "3",
+            "4",
+            "75.0%",
+            "2.50",
+            "1",
+            "6",
+            "0.125",
+            "0.062",
+            "0.500",
+            "0.100",
+            "1.0156",
+            "1.0312",
+            "3.2",
+        ];
+        assert_eq!(t.rows[0].len(), 16);
+        assert_eq!(table(&[known]).rows[0], cells.map(String::from));
     }
 }

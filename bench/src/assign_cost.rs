@@ -85,7 +85,11 @@ mod tests {
     /// weights of a fraction of the spacing squared, the same for a seed.
     #[test]
     fn a_measurement_derives_its_ratios_from_its_timings() {
+        let start = Instant::now();
         let c = measure(12, 5, 3);
+        let wall_us = start.elapsed().as_secs_f64() * 1e6;
+        // Medians of timings within the call, in microseconds.
+        assert!(c.fast_us + c.brute_us <= wall_us && c.fast_us > 1e-6 * wall_us, "{c:?} in {wall_us} µs");
         assert_eq!((c.side, c.boxes, c.vcores), (12, 144, 5));
         assert!(c.fast_us > 0.0 && c.brute_us > 0.0, "{c:?}");
         assert_eq!(c.speedup, c.brute_us / c.fast_us);

@@ -370,7 +370,8 @@ mod tests {
             assert!((row.efficiency - sum_mean / sum_max).abs() < 1e-12, "{row:?}");
             assert_eq!(row.max_avg_after_remap, metrics::median(&after), "{row:?}");
             assert!(
-                row.remap_ms >= 0.0 && row.remap_ms <= wall_ms,
+                // In milliseconds: a cut of 256 boxes takes microseconds, not picoseconds.
+                row.remap_ms > 1e-6 * wall_ms && row.remap_ms <= wall_ms,
                 "{row:?}: remapping is part of the run's {wall_ms} ms"
             );
         }

@@ -302,7 +302,7 @@ mod tests {
             assert!(report.ms.min <= report.ms_median && report.ms_median <= report.ms.max, "{ctx}");
             assert!(report.ms.min <= report.ms.avg && report.ms.avg <= report.ms.max && report.ms.min >= 0.0, "{ctx}");
             assert!(
-                5.0 * report.ms.avg <= wall_ms,
+                5.0 * report.ms.avg <= wall_ms && 5.0 * report.ms.avg > 1e-4 * wall_ms,
                 "{ctx}: five rebalancings in milliseconds, within the {wall_ms} ms run"
             );
             assert!(s.max > 0.0 && m.max > 0.0, "{ctx}: the test needs trials that move boxes");

@@ -197,9 +197,10 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
             }
             let _ = writeln!(md, "{}", c.markdown());
         }
-        let differing: Vec<String> = (1..=runs.len())
-            .filter(|&r| run::checksum_mismatch(&runs[r - 1]).is_some())
-            .map(|r| r.to_string())
+        let differing: Vec<String> = (1..)
+            .zip(runs)
+            .filter(|(_, run)| run::checksum_mismatch(run).is_some())
+            .map(|(r, _)| r.to_string())
             .collect();
         let verdict = if differing.is_empty() {
             "identical between schedulers in every run".to_string()

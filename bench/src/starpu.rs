@@ -443,7 +443,19 @@ fn measure_in(
             }
         }
     }
+    let mut rows = app_rows(s, &runs);
+    if s.examples {
+        rows.extend(examples(s, dir, scratch, progress)?);
+    }
+    Ok(rows)
+}
+
+/// Our app's rows from its measured runs: `runs[p][round]` is policy `s.policies[p]`'s run of
+/// that round. Times and misses are medians over rounds; ratios, medians of the ratios within
+/// each round; a checksum that differs between rounds reads [`VARIES`] and matches nothing.
+fn app_rows(s: &StarpuSettings, runs: &[Vec<AppRun>]) -> Vec<StarpuRow> {
     let eager = s.policies.iter().position(|p| p == "eager").expect("checked");
+    let n = s.policies.len();
     let mut rows = Vec::new();
     for (p, policy) in s.policies.iter().enumerate() {
         let r = &runs[p];
@@ -485,10 +497,7 @@ fn measure_in(
             note: if s.empty { "empty tasks".into() } else { String::new() },
         });
     }
-    if s.examples {
-        rows.extend(examples(s, dir, scratch, progress)?);
-    }
-    Ok(rows)
+    rows
 }
 
 /// StarPU's programs, unchanged, under every policy (pbs through the preload library), in
@@ -521,41 +530,62 @@ fn examples(
                 wall[p].push(ran.wall_ms);
                 // StarPU's examples print their results on stdout or stderr.
                 let h = result_hash(&format!("{}\n{}", ran.stdout, ran.stderr), ex.result_line);
-                if round > 0 && h != hash[p] {
-                    hash[p] = Some(VARIES.into());
-                } else {
-                    hash[p] = h;
-                }
+                hash[p] = round_hash(round, &hash[p], h);
             }
         }
-        let eager = s.policies.iter().position(|p| p == "eager").expect("checked");
-        for (p, policy) in s.policies.iter().enumerate() {
-            let (matches, mut note) = compare_with_eager(&hash[eager], &hash[p], ex.order_dependent);
-            if policy == "pbs" && !used_pbs {
-                note.push_str("the pbs policy did not report: the preload was not used; ");
-            }
-            rows.push(StarpuRow {
-                program: ex.name.into(),
-                scheduler: policy.clone(),
-                iter_ms_median: None,
-                iter_ms_mean: None,
-                ratio_to_eager: Some(median(&wall[p].iter().zip(&wall[eager]).map(|(a, b)| a / b).collect::<Vec<_>>())),
-                mean_ratio_to_eager: None,
-                mean_ratio_to_best_other: None,
-                efficiency: None,
-                affinity: None,
-                modelled_misses: None,
-                misses_to_eager: None,
-                migrations: None,
-                rebalancings: None,
-                checksum: hash[p].clone(),
-                output_matches_eager: matches,
-                wall_ms_median: median(&wall[p]),
-                note: note.trim_end_matches("; ").to_string(),
-            });
-        }
+        rows.extend(example_rows(s, ex, &wall, &hash, used_pbs));
     }
     Ok(rows)
+}
+
+/// A program's results' hash after `round` (from 0): this round's, or [`VARIES`] where it
+/// differs from the rounds' before.
+fn round_hash(round: usize, kept: &Option<String>, now: Option<String>) -> Option<String> {
+    if round > 0 && now != *kept {
+        Some(VARIES.into())
+    } else {
+        now
+    }
+}
+
+/// An example's rows: `wall[p][round]` and `hash[p]` (its results' hash, [`VARIES`] where its
+/// rounds differed) of policy `s.policies[p]`; `used_pbs`, whether every pbs run reported the
+/// policy. Wall-time ratios are medians of the ratios within each round.
+fn example_rows(
+    s: &StarpuSettings,
+    ex: &Example,
+    wall: &[Vec<f64>],
+    hash: &[Option<String>],
+    used_pbs: bool,
+) -> Vec<StarpuRow> {
+    let eager = s.policies.iter().position(|p| p == "eager").expect("checked");
+    let mut rows = Vec::new();
+    for (p, policy) in s.policies.iter().enumerate() {
+        let (matches, mut note) = compare_with_eager(&hash[eager], &hash[p], ex.order_dependent);
+        if policy == "pbs" && !used_pbs {
+            note.push_str("the pbs policy did not report: the preload was not used; ");
+        }
+        rows.push(StarpuRow {
+            program: ex.name.into(),
+            scheduler: policy.clone(),
+            iter_ms_median: None,
+            iter_ms_mean: None,
+            ratio_to_eager: Some(median(&wall[p].iter().zip(&wall[eager]).map(|(a, b)| a / b).collect::<Vec<_>>())),
+            mean_ratio_to_eager: None,
+            mean_ratio_to_best_other: None,
+            efficiency: None,
+            affinity: None,
+            modelled_misses: None,
+            misses_to_eager: None,
+            migrations: None,
+            rebalancings: None,
+            checksum: hash[p].clone(),
+            output_matches_eager: matches,
+            wall_ms_median: median(&wall[p]),
+            note: note.trim_end_matches("; ").to_string(),
+        });
+    }
+    rows
 }
 
 /// Whether a program's results under a policy (`mine`: the hash of the lines that carry them,
@@ -586,6 +616,36 @@ fn compare_with_eager(eager: &Option<String>, mine: &Option<String>, order_depen
         note.push_str("its results vary from run to run under eager; ");
     }
     (matches, note)
+}
+
+/// An error naming every row whose results differ from eager's (`= eager` reads `NO`), with
+/// both checksums. Our apps are deterministic and the examples compared are those whose results
+/// do not depend on the order of their tasks, so a difference is a task lost, repeated or run
+/// on stale data: `pbs-bench starpu` prints its table, then fails with it.
+pub fn check_outputs(rows: &[StarpuRow]) -> Result<(), String> {
+    let checksum = |r: &StarpuRow| r.checksum.clone().unwrap_or_else(|| "-".into());
+    let differ: Vec<String> = rows
+        .iter()
+        .filter(|r| r.output_matches_eager == Some(false))
+        .map(|r| {
+            if r.checksum.as_deref() == Some(VARIES) {
+                return format!("{} under {} ended differently from round to round", r.program, r.scheduler);
+            }
+            let eager = rows.iter().find(|e| e.program == r.program && e.scheduler == "eager");
+            format!(
+                "{} under {} ended with {}, under eager with {}",
+                r.program,
+                r.scheduler,
+                checksum(r),
+                eager.map_or("-".into(), checksum)
+            )
+        })
+        .collect();
+    if differ.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("results differ from eager's: {} (a task lost, repeated or run on stale data)", differ.join("; ")))
+    }
 }
 
 /// Program runs `measure` makes (for a progress bar).
@@ -706,6 +766,133 @@ mod tests {
         assert!(m.is_none() && note.contains("under eager") && !note.contains("sums"), "{note}");
         let (m, note) = compare_with_eager(&None, &None, false);
         assert!(m.is_none() && note.contains("prints no computed values"), "{note}");
+    }
+
+    /// A run of our app with these figures (migrations and rebalancings from the time).
+    fn app_run(iter_ms: f64, mean_ms: f64, misses: u64, checksum: &str) -> AppRun {
+        AppRun {
+            iter_ms_median: iter_ms,
+            iter_ms_mean: mean_ms,
+            efficiency: 1.0 / mean_ms,
+            checksum: checksum.into(),
+            rebalancings: iter_ms as usize,
+            migrations: 10 * iter_ms as usize,
+            affinity: 0.1 * iter_ms,
+            misses,
+            wall_ms: 100.0 * mean_ms,
+        }
+    }
+
+    /// Each cell of our app's rows from runs of known figures over three rounds, where the
+    /// median of the ratios within rounds differs from the ratio of the medians.
+    #[test]
+    fn our_apps_rows_are_medians_over_rounds_and_ratios_within_rounds() {
+        let s = StarpuSettings { policies: vec!["pbs".into(), "eager".into(), "ws".into()], ..settings() };
+        let runs = vec![
+            // pbs: iteration medians 1, 3, 8; means 2, 6, 5
+            vec![app_run(1.0, 2.0, 30, "c"), app_run(3.0, 6.0, 0, "c"), app_run(8.0, 5.0, 90, "c")],
+            // eager: 2, 2, 2; means 1, 3, 10; misses 10, 0 (a round left out of the ratio), 30
+            vec![app_run(2.0, 1.0, 10, "c"), app_run(2.0, 3.0, 0, "c"), app_run(2.0, 10.0, 30, "c")],
+            // ws: its rounds end in different states
+            vec![app_run(4.0, 4.0, 20, "c"), app_run(4.0, 2.0, 20, "d"), app_run(4.0, 4.0, 20, "c")],
+        ];
+        let rows = app_rows(&s, &runs);
+        assert_eq!(rows.len(), 3);
+        let [pbs, eager, ws] = [&rows[0], &rows[1], &rows[2]];
+        assert_eq!((pbs.program.as_str(), pbs.scheduler.as_str(), ws.scheduler.as_str()), ("heat", "pbs", "ws"));
+        assert_eq!(pbs.iter_ms_median, Some(3.0));
+        assert_eq!(pbs.iter_ms_mean, Some(5.0));
+        // Ratios within rounds: 0.5, 1.5, 4 (the ratio of the medians would be 1.5 too: the
+        // means' ratios 2, 2, 0.5 tell them apart).
+        assert_eq!(pbs.ratio_to_eager, Some(1.5));
+        assert_eq!(pbs.mean_ratio_to_eager, Some(2.0));
+        assert_eq!(eager.ratio_to_eager, Some(1.0));
+        // The best other in each round: pbs against 1, 2, 4 (eager, ws, ws) → 2, 3, 1.25; eager
+        // against 2, 2, 4 → 0.5, 1.5, 2.5; ws against 1, 3, 5 → 4, 0.667, 0.8.
+        assert_eq!(pbs.mean_ratio_to_best_other, Some(2.0));
+        assert_eq!(eager.mean_ratio_to_best_other, Some(1.5));
+        assert_eq!(ws.mean_ratio_to_best_other, Some(0.8));
+        assert_eq!(pbs.efficiency, Some(0.2));
+        assert_eq!(pbs.affinity, Some(0.1 * 3.0));
+        assert_eq!(pbs.modelled_misses, Some(30));
+        assert_eq!(pbs.misses_to_eager, Some(3.0), "3 and 3: the round where eager missed nothing left out");
+        assert!((ws.misses_to_eager.unwrap() - (2.0 + 20.0 / 30.0) / 2.0).abs() < 1e-12, "{ws:?}");
+        assert_eq!((pbs.migrations, pbs.rebalancings), (Some(30), Some(3)));
+        assert_eq!((eager.migrations, ws.rebalancings), (None, None), "only pbs has owners");
+        assert_eq!(pbs.wall_ms_median, 500.0);
+        assert_eq!((pbs.checksum.as_deref(), pbs.output_matches_eager), (Some("c"), Some(true)));
+        assert_eq!((ws.checksum.as_deref(), ws.output_matches_eager), (Some(VARIES), Some(false)));
+        assert_eq!(pbs.note, "");
+        // Empty tasks are noted; one policy alone has no other to be compared with, and a run
+        // where eager missed nothing has no misses ratio.
+        let s = StarpuSettings { empty: true, ..settings() };
+        let rows = app_rows(&s, &[vec![app_run(1.0, 1.0, 0, "c")]]);
+        assert_eq!(rows[0].note, "empty tasks");
+        assert_eq!((rows[0].mean_ratio_to_best_other, rows[0].misses_to_eager), (None, None));
+        assert_eq!((rows[0].output_matches_eager, rows[0].ratio_to_eager), (Some(true), Some(1.0)));
+        // A stable checksum that is not eager's.
+        let s = StarpuSettings { policies: vec!["eager".into(), "pbs".into()], ..settings() };
+        let rows = app_rows(&s, &[vec![app_run(1.0, 1.0, 0, "c")], vec![app_run(1.0, 1.0, 0, "e")]]);
+        assert_eq!(rows[1].output_matches_eager, Some(false));
+    }
+
+    /// An example's rows: wall ratios within rounds, its results' hash against eager's, and a
+    /// pbs run that did not use the policy noted.
+    #[test]
+    fn an_examples_rows_compare_its_results_and_walls_with_eagers() {
+        let s = StarpuSettings { policies: vec!["eager".into(), "pbs".into(), "ws".into()], ..settings() };
+        let ex = &EXAMPLES[1];
+        let wall = vec![vec![10.0, 20.0, 40.0], vec![30.0, 10.0, 60.0], vec![10.0, 10.0, 10.0]];
+        let hash = vec![Some("h".to_string()), Some("h".to_string()), Some("x".to_string())];
+        let rows = example_rows(&s, ex, &wall, &hash, true);
+        let [eager, pbs, ws] = [&rows[0], &rows[1], &rows[2]];
+        assert_eq!((pbs.program.as_str(), pbs.scheduler.as_str()), (ex.name, "pbs"));
+        // pbs / eager: 3, 0.5, 1.5; its own walls' median 30.
+        assert_eq!((pbs.ratio_to_eager, pbs.wall_ms_median), (Some(1.5), 30.0));
+        assert_eq!((ws.ratio_to_eager, eager.ratio_to_eager), (Some(0.5), Some(1.0)));
+        assert_eq!((pbs.output_matches_eager, ws.output_matches_eager), (Some(true), Some(false)));
+        assert_eq!((ws.checksum.as_deref(), pbs.note.as_str()), (Some("x"), ""));
+        assert!(pbs.iter_ms_median.is_none() && pbs.efficiency.is_none() && pbs.affinity.is_none());
+        assert!(pbs.modelled_misses.is_none() && pbs.migrations.is_none() && pbs.mean_ratio_to_best_other.is_none());
+        let rows = example_rows(&s, ex, &wall, &hash, false);
+        assert_eq!(rows[1].note, "the pbs policy did not report: the preload was not used");
+        assert_eq!(rows[2].note, "", "only pbs's row says so");
+        // The hash kept over rounds: the first round's, then VARIES from the first that differs.
+        let (h, g) = (Some("h".to_string()), Some("g".to_string()));
+        assert_eq!(round_hash(0, &None, h.clone()), h);
+        assert_eq!(round_hash(1, &h, h.clone()), h);
+        assert_eq!(round_hash(1, &h, g.clone()).as_deref(), Some(VARIES));
+        assert_eq!(round_hash(2, &Some(VARIES.into()), h.clone()).as_deref(), Some(VARIES));
+        assert_eq!(round_hash(1, &None, None), None);
+    }
+
+    /// The command fails after its table where a row reads `NO`, naming the program, the policy
+    /// and both checksums; a row not compared (`-`) passes.
+    #[test]
+    fn results_that_differ_from_eagers_are_an_error_naming_them() {
+        let s = StarpuSettings { policies: vec!["eager".into(), "pbs".into()], ..settings() };
+        let same = app_rows(&s, &[vec![app_run(1.0, 1.0, 0, "c")], vec![app_run(1.0, 1.0, 0, "c")]]);
+        assert_eq!(check_outputs(&same), Ok(()));
+        let hash = vec![Some("h".to_string()), None];
+        let not_compared = example_rows(&s, &EXAMPLES[0], &[vec![1.0], vec![1.0]], &hash, true);
+        assert_eq!(not_compared[1].output_matches_eager, None);
+        assert_eq!(check_outputs(&not_compared), Ok(()));
+        let differ = app_rows(&s, &[vec![app_run(1.0, 1.0, 0, "c")], vec![app_run(1.0, 1.0, 0, "e")]]);
+        let e = check_outputs(&[same, differ].concat()).unwrap_err();
+        assert_eq!(
+            e,
+            "results differ from eager's: heat under pbs ended with e, under eager with c (a task lost, repeated or \
+             run on stale data)"
+        );
+        let varies = app_rows(
+            &s,
+            &[
+                vec![app_run(1.0, 1.0, 0, "c"), app_run(1.0, 1.0, 0, "c")],
+                vec![app_run(1.0, 1.0, 0, "c"), app_run(1.0, 1.0, 0, "d")],
+            ],
+        );
+        let e = check_outputs(&varies).unwrap_err();
+        assert!(e.contains("heat under pbs ended differently from round to round"), "{e}");
     }
 
     #[test]

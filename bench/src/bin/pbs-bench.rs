@@ -791,6 +791,7 @@ fn run(cli: Cli) -> Result<(), String> {
             } else {
                 print!("{}", pbs_bench::starpu::table(&rows).text());
             }
+            pbs_bench::starpu::check_outputs(&rows)?;
         }
         Command::Peers {
             perlin,

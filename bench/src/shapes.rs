@@ -140,6 +140,69 @@ mod tests {
         assert_eq!(super::large(), super::large(), "the same maps every time");
     }
 
+    /// Each shape is what its description says: the claims are checked on its boxes.
+    #[test]
+    fn each_shape_is_what_its_description_says() {
+        let all = super::all();
+        let get = |name: &str| all.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("{name}"));
+        let at = |s: &super::Shape, i: usize, j: usize| s.loads[s.grid.index(i, j, 0)];
+        let total = |s: &super::Shape| s.loads.iter().sum::<f64>();
+        let dims = |s: &super::Shape| [s.grid.nx(), s.grid.ny()];
+
+        // Rings around (22, 35), 12 boxes apart, zero between them.
+        let rings = get("rings");
+        assert_eq!(dims(rings), [60, 60]);
+        assert!(rings.loads.iter().all(|&q| q == 0.0 || (0.3..=1.0).contains(&q)));
+        assert_eq!(at(rings, 22, 35), (0.5f64.sqrt() * std::f64::consts::TAU / 12.0).cos(), "the centre, 1/√2 from it");
+        assert_eq!(at(rings, 28, 35), 0.0, "half a period out");
+        assert!(at(rings, 34, 35) > 0.95, "a period out");
+        // Exponential from left to right, the same down each column.
+        let gradient = get("gradient");
+        assert_eq!(dims(gradient), [64, 48]);
+        let across = at(gradient, 63, 0) / at(gradient, 0, 0);
+        assert!((across - (6.0f64 * 63.0 / 64.0).exp()).abs() < 1e-9 && (300.0..450.0).contains(&across), "{across}");
+        assert!((1..64).all(|i| at(gradient, i, 0) > at(gradient, i - 1, 0)));
+        assert!((0..64).all(|i| (0..48).all(|j| at(gradient, i, j) == at(gradient, i, 0))));
+        // Five spots on a faint background, the highest at (70, 8).
+        let spots = get("hot-spots-80x40");
+        assert_eq!(dims(spots), [80, 40]);
+        assert!(spots.loads.iter().all(|&q| q >= 0.01));
+        let top = (0..spots.loads.len()).max_by(|&a, &b| spots.loads[a].total_cmp(&spots.loads[b])).unwrap();
+        let [i, j, _] = spots.grid.coords(top);
+        assert!((69..=70).contains(&i) && (7..=8).contains(&j), "a box at the corner (70, 8)");
+        assert!(at(spots, 70, 8) > 7.0 && at(spots, 10, 10) > 4.8 && at(spots, 0, 39) < 0.02);
+        // All load in the top-right corner (boxes from 38 on along both axes).
+        let corner = get("near-empty");
+        let loaded: Vec<[usize; 3]> =
+            (0..corner.loads.len()).filter(|&k| corner.loads[k] > 0.0).map(|k| corner.grid.coords(k)).collect();
+        assert_eq!(loaded.len(), 22 * 22);
+        assert!(loaded.iter().all(|c| c[0] >= 38 && c[1] >= 38));
+        assert!((loaded.len() as f64 / 3600.0 - 0.15).abs() < 0.02, "about 15% of the area");
+        // Stripes of load 1 in columns 0, 7, 14, …
+        let stripes = get("stripes");
+        assert_eq!(dims(stripes), [70, 30]);
+        assert!((0..70).all(|i| (0..30).all(|j| at(stripes, i, j) == f64::from(i % 7 == 0))));
+        // One box holds half of the total.
+        let half = get("half-in-one-box");
+        assert_eq!(at(half, 13, 31), total(half) / 2.0);
+        assert_eq!(half.loads.iter().filter(|&&q| q != 1.0).count(), 1);
+        // Three boxes each holding 15% (within the background of the boxes they replaced).
+        let giants = get("three-giants");
+        for (i, j) in [(5, 5), (6, 5), (30, 20)] {
+            let share = at(giants, i, j) / total(giants);
+            assert!((share - 0.15).abs() < 0.001, "({i}, {j}): {share}");
+        }
+        assert!(giants.loads.iter().filter(|&&q| q < 1.0).count() == 1597);
+        // 1% of the boxes loaded.
+        let sparse = get("sparse");
+        assert_eq!(dims(sparse), [100, 100]);
+        let loaded = sparse.loads.iter().filter(|&&q| q > 0.0).count();
+        assert!((70..130).contains(&loaded), "{loaded}");
+        let perlin = get("sharp-perlin-90x45");
+        assert_eq!(dims(perlin), [90, 45]);
+        assert_eq!(all.len(), 9);
+    }
+
     #[test]
     fn shapes_are_valid_load_maps() {
         for s in super::all().iter().chain(&super::large()) {

@@ -82,4 +82,26 @@ mod tests {
         assert!(text.contains("uniform      7\n"), "{text}");
         assert!(t.markdown().starts_with("| case | steps |\n|---|---|\n"));
     }
+
+    /// The whole text, literal: widths in characters (not bytes), numbers, percentages and
+    /// ratios right-aligned, words (the titles too) left-aligned, two spaces between columns, no trailing
+    /// spaces; the markdown table with every row.
+    #[test]
+    fn the_text_and_markdown_are_these_characters() {
+        let mut t = Table::new(&["méthode", "max_avg", "share", "vs", "note"]);
+        t.row(vec!["pbs".into(), "1.03".into(), "5%".into(), "0.9×".into(), "".into()]);
+        t.row(vec!["rcb-kway".into(), "12".into(), "45%".into(), "1×".into(), "ok".into()]);
+        assert_eq!(
+            t.text(),
+            "méthode   max_avg  share  vs    note\n\
+             --------  -------  -----  ----  ----\n\
+             pbs          1.03     5%  0.9×\n\
+             rcb-kway       12    45%    1×  ok\n"
+        );
+        assert_eq!(
+            t.markdown(),
+            "| méthode | max_avg | share | vs | note |\n|---|---|---|---|---|\n| pbs | 1.03 | 5% | 0.9× |  |\n\
+             | rcb-kway | 12 | 45% | 1× | ok |\n"
+        );
+    }
 }

@@ -171,6 +171,7 @@ mod tests {
         let [i, j, _] = spots.grid.coords(top);
         assert!((69..=70).contains(&i) && (7..=8).contains(&j), "a box at the corner (70, 8)");
         assert!(at(spots, 70, 8) > 7.0 && at(spots, 10, 10) > 4.8 && at(spots, 0, 39) < 0.02);
+        assert!(at(spots, 75, 8) < 0.05 && at(spots, 70, 1) < 0.05, "a spot falls off in every direction");
         // All load in the top-right corner (boxes from 38 on along both axes).
         let corner = get("near-empty");
         let loaded: Vec<[usize; 3]> =

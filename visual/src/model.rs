@@ -228,7 +228,8 @@ impl Model {
 
     /// A new vCore at `p`, splitting the cell it lands in (it takes that cell's weight).
     fn add_vcore(&mut self, p: [f64; 2]) -> Result<(), String> {
-        let k = self.grid_box_at(p).ok_or_else(|| format!("({:.1}, {:.1}) is outside the domain", p[0], p[1]))?;
+        let k = crate::scene::box_at(&self.grid, p)
+            .ok_or_else(|| format!("({:.1}, {:.1}) is outside the domain", p[0], p[1]))?;
         let host = self.vcores.owners()[k] as usize;
         let mut positions = self.vcores.positions().to_vec();
         let mut weights = self.vcores.weights().to_vec();
@@ -266,11 +267,6 @@ impl Model {
             }
         }
         self.refresh_loads()
-    }
-
-    fn grid_box_at(&self, p: [f64; 2]) -> Option<usize> {
-        let ok = p[0] >= 0.0 && p[1] >= 0.0 && p[0] < self.grid.nx() as f64 && p[1] < self.grid.ny() as f64;
-        ok.then(|| self.grid.index(p[0] as usize, p[1] as usize, 0))
     }
 
     fn drift(&mut self) -> Result<(), String> {
@@ -425,6 +421,103 @@ mod tests {
         m.apply(Command::ClearPaint).unwrap();
         assert!((m.loads().iter().sum::<f64>() - before).abs() < 1e-9);
         assert!((m.vcores().charges().iter().sum::<f64>() - before).abs() < 1e-6);
+    }
+
+    /// With a step fraction f, a step moves every vCore and weight f of the way the method's own
+    /// step would: the run with f = 1 from the same start gives the whole way. The arrows are
+    /// the moves, the record counts the boxes whose owner changed.
+    #[test]
+    fn a_fraction_of_a_step_goes_that_fraction_of_the_way() {
+        let start = || Model::new(Settings { load: LoadKind::Case(Case::Disc), ..small() }).unwrap();
+        let (mut whole, mut half) = (start(), start());
+        half.apply(Command::StepFraction(0.5)).unwrap();
+        assert_eq!(half.settings().step_fraction, 0.5);
+        let (pos, w, owners) =
+            (half.vcores().positions().to_vec(), half.vcores().weights().to_vec(), half.vcores().owners().to_vec());
+        whole.step();
+        half.step();
+        let (full_pos, full_w) = (whole.vcores().positions(), whole.vcores().weights());
+        assert_ne!(full_pos, &pos[..], "the whole step moves");
+        for i in 0..pos.len() {
+            for d in 0..2 {
+                let want = pos[i][d] + 0.5 * (full_pos[i][d] - pos[i][d]);
+                assert!((half.vcores().positions()[i][d] - want).abs() < 1e-9, "vCore {i}, axis {d}");
+                let arrow = half.vcores().positions()[i][d] - pos[i][d];
+                assert!((half.scene().arrows[i][d] - arrow).abs() < 1e-12);
+            }
+            assert!((half.vcores().weights()[i] - (w[i] + 0.5 * (full_w[i] - w[i]))).abs() < 1e-9);
+        }
+        let moved = metrics::migrations(&owners, half.vcores().owners());
+        assert_eq!(half.history().last().unwrap().migrations, moved);
+        assert_eq!(half.history().len(), 2);
+    }
+
+    /// A converged run that nothing drives is not stepped by a tick; a command steps it anyway;
+    /// the status line says where it stands.
+    #[test]
+    fn ticks_stop_at_convergence_and_the_status_says_so() {
+        let mut m = Model::new(small()).unwrap();
+        assert!(m.scene().status.ends_with("balancing"), "{}", m.scene().status);
+        while m.tick().unwrap() {}
+        let steps = m.history().len();
+        assert!(!m.tick().unwrap());
+        assert_eq!(m.history().len(), steps, "a tick after convergence does nothing");
+        let bound = m.problem().lower_bound();
+        assert!(m.vcores().max_avg() <= (1.0 + TOL) * bound);
+        let status = m.scene().status;
+        let want = format!(
+            "{} · step {} · max_avg {:.4} (bound {bound:.4}) · converged",
+            pbs::methods::DEFAULT,
+            steps - 1,
+            m.vcores().max_avg()
+        );
+        assert_eq!(status, want);
+        m.apply(Command::Step).unwrap();
+        assert_eq!(m.history().len(), steps + 1);
+        // Drift turned on drives it again, at the speed asked for.
+        m.apply(Command::Drift { on: true, speed: 2.5 }).unwrap();
+        assert_eq!((m.settings().drift, m.settings().drift_speed), (true, 2.5));
+        assert!(m.tick().unwrap());
+        assert_eq!(m.history().len(), steps + 2);
+        assert!(m.apply(Command::Drift { on: true, speed: -1.0 }).unwrap_err().contains("drift speed"));
+        // A method by name.
+        let other = pbs::methods::NAMES.iter().find(|n| **n != pbs::methods::DEFAULT).unwrap();
+        m.apply(Command::Method(other.to_string())).unwrap();
+        assert_eq!(m.settings().method, *other);
+        assert!(m.scene().status.starts_with(other));
+        assert!(m.apply(Command::Method("metis".into())).unwrap_err().contains("metis"));
+    }
+
+    /// Paint adds its amount to exactly the boxes whose centre is within the radius; a vCore is
+    /// added only inside the domain.
+    #[test]
+    fn paint_reaches_the_boxes_within_its_radius() {
+        let mut m = Model::new(small()).unwrap();
+        let before = m.loads().to_vec();
+        m.apply(Command::Paint { at: [20.0, 15.0], radius: 1.0, amount: 2.0 }).unwrap();
+        let grid = Grid::new(40, 30).unwrap();
+        let painted: Vec<usize> = (0..grid.len()).filter(|&k| m.loads()[k] != before[k]).collect();
+        // The four boxes around the corner (20, 15), each centre 1/√2 away.
+        let want: Vec<usize> =
+            [(19, 14), (20, 14), (19, 15), (20, 15)].iter().map(|&(i, j)| grid.index(i, j, 0)).collect();
+        assert_eq!(painted, want);
+        assert!(painted.iter().all(|&k| (m.loads()[k] - before[k] - 2.0).abs() < 1e-12));
+        assert!(m.apply(Command::Paint { at: [1.0, 1.0], radius: 0.0, amount: 1.0 }).is_err());
+        assert!(m.apply(Command::Paint { at: [1.0, 1.0], radius: 1.0, amount: f64::INFINITY }).is_err());
+        assert!(m.apply(Command::AddVCore([40.0, 5.0])).unwrap_err().contains("outside"));
+        m.apply(Command::AddVCore([39.9, 29.9])).unwrap();
+        assert_eq!(m.settings().vcores, 7);
+    }
+
+    #[test]
+    fn load_names_are_read_back() {
+        for name in ["uniform", "line", "disc", "random", "perlin", "maps/x.csv"] {
+            assert_eq!(LoadKind::parse(name).unwrap().name(), name);
+        }
+        assert_eq!(LoadKind::parse("perlin"), Ok(LoadKind::Perlin));
+        assert_eq!(LoadKind::parse("disc"), Ok(LoadKind::Case(Case::Disc)));
+        let e = LoadKind::parse("x.txt").unwrap_err();
+        assert!(e.contains("unknown load `x.txt`"), "{e}");
     }
 
     #[test]

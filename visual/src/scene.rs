@@ -12,6 +12,15 @@ pub fn recent(all: &[StepRecord]) -> Vec<StepRecord> {
     all[all.len().saturating_sub(HISTORY)..].to_vec()
 }
 
+/// The box of a 2D `grid` under a point given in box units, if it lies in the domain.
+pub fn box_at(grid: &Grid, p: [f64; 2]) -> Option<usize> {
+    let (nx, ny) = (grid.nx(), grid.ny());
+    if !(p[0] >= 0.0 && p[1] >= 0.0 && p[0] < nx as f64 && p[1] < ny as f64) {
+        return None;
+    }
+    Some(grid.index(p[0] as usize, p[1] as usize, 0))
+}
+
 /// Which kind of simulation a scene comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SceneKind {
@@ -51,11 +60,7 @@ pub struct Scene {
 impl Scene {
     /// The box under a point given in box units, if it lies in the domain.
     pub fn box_at(&self, p: [f64; 2]) -> Option<usize> {
-        let (nx, ny) = (self.grid.nx(), self.grid.ny());
-        if !(p[0] >= 0.0 && p[1] >= 0.0 && p[0] < nx as f64 && p[1] < ny as f64) {
-            return None;
-        }
-        Some(self.grid.index(p[0] as usize, p[1] as usize, 0))
+        box_at(&self.grid, p)
     }
 
     /// The marker nearest to `p` within `radius` boxes, if any.

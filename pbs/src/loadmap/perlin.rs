@@ -90,7 +90,7 @@ impl PerlinMap {
         if let Err(e) = self.check() {
             panic!("{e}");
         }
-        let fbm = Fbm::<Perlin>::new(self.seed).set_octaves(self.octaves.clamp(1, 16));
+        let fbm = self.fbm();
         let scale = self.frequency / longest as f64;
         let [ox, oy] = self.offset.map(|o| o.rem_euclid(Self::MAX_OFFSET));
         (0..grid.len())
@@ -101,6 +101,15 @@ impl PerlinMap {
                 v.powf(self.contrast)
             })
             .collect()
+    }
+
+    /// The noise: octave `i` is Perlin noise of seed `seed + i`, wrapping past `u32::MAX`.
+    /// The noise crate's own constructor adds without wrapping and so panicked, in a debug
+    /// build, on the last seeds (`Fbm::new(u32::MAX)`).
+    fn fbm(&self) -> Fbm<Perlin> {
+        let octaves = self.octaves.clamp(1, 16);
+        let sources = (0..octaves as u32).map(|i| Perlin::new(self.seed.wrapping_add(i))).collect();
+        Fbm::<Perlin>::new(0).set_octaves(octaves).set_sources(sources)
     }
 
     /// The map after a rough transition: a fresh seed.
@@ -118,6 +127,29 @@ impl PerlinMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every seed draws a map, the last ones too (the noise crate's constructor overflowed on
+    /// them); below them, the map is the noise crate's own fBm of that seed.
+    #[test]
+    fn every_seed_draws_its_map() {
+        let g = Grid::new(7, 5).unwrap();
+        for seed in [0, 7, u32::MAX - 16] {
+            let m = PerlinMap { seed, octaves: 5, ..PerlinMap::default() };
+            let theirs = Fbm::<Perlin>::new(seed).set_octaves(5);
+            let scale = m.frequency / 7.0;
+            let want: Vec<f64> = (0..g.len())
+                .map(|k| {
+                    let c = g.centre(k);
+                    (((theirs.get([c[0] * scale, c[1] * scale]) + 1.0) * 0.5).clamp(0.0, 1.0)).powf(m.contrast)
+                })
+                .collect();
+            assert_eq!(m.loads(&g), want, "seed {seed}");
+        }
+        let last = PerlinMap::with_seed(u32::MAX).loads(&g);
+        assert!(last.iter().all(|q| (0.0..=1.0).contains(q)));
+        assert_ne!(last, PerlinMap::with_seed(u32::MAX - 1).loads(&g));
+        assert_eq!(PerlinMap { octaves: 40, ..PerlinMap::with_seed(u32::MAX) }.loads(&g).len(), g.len());
+    }
 
     /// A field no map can be drawn with is named by `check`, and `loads` panics with that
     /// message instead of inside the noise crate; a huge but finite frequency wraps around

@@ -223,10 +223,14 @@ pub fn build() -> Result<PathBuf, String> {
 /// LD_LIBRARY_PATH for the programs: the libraries this build made first (a path the caller
 /// set, cargo's for one, may name an older libpbs_ffi.so, and outranks the programs' rpath).
 pub fn library_path() -> String {
-    let root = repo_root();
+    library_path_before(&repo_root(), std::env::var("LD_LIBRARY_PATH").ok())
+}
+
+/// `root`'s target/starpu and target/release, then `caller`'s path where it names any.
+fn library_path_before(root: &Path, caller: Option<String>) -> String {
     let ours = format!("{}:{}", root.join("target/starpu").display(), root.join("target/release").display());
-    match std::env::var("LD_LIBRARY_PATH") {
-        Ok(p) if !p.is_empty() => format!("{ours}:{p}"),
+    match caller {
+        Some(p) if !p.is_empty() => format!("{ours}:{p}"),
         _ => ours,
     }
 }
@@ -253,8 +257,9 @@ struct Ran {
 }
 
 /// Runs `cmd` with its output in files of `scratch` (no pipe to fill), stopped after
-/// [`PROGRAM_TIMEOUT`]; an error names the program, its status and the end of its stderr.
-fn run_program(mut cmd: Command, what: &str, scratch: &Path) -> Result<Ran, String> {
+/// `timeout` ([`PROGRAM_TIMEOUT`] in `measure`); an error names the program, its status and the
+/// end of its stderr.
+fn run_program(mut cmd: Command, what: &str, scratch: &Path, timeout: Duration) -> Result<Ran, String> {
     let (out_path, err_path) = (scratch.join("stdout"), scratch.join("stderr"));
     let file = |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
     cmd.stdout(Stdio::from(file(&out_path)?)).stderr(Stdio::from(file(&err_path)?));
@@ -264,10 +269,10 @@ fn run_program(mut cmd: Command, what: &str, scratch: &Path) -> Result<Ran, Stri
         if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
             break s;
         }
-        if start.elapsed() > PROGRAM_TIMEOUT {
+        if start.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{what} ran past {} s and was stopped", PROGRAM_TIMEOUT.as_secs()));
+            return Err(format!("{what} ran past {} s and was stopped", timeout.as_secs_f64()));
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -337,7 +342,7 @@ fn app_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Resu
     } else {
         cmd.args(["--side", &number(s.side), "--hot", &s.hot.to_string(), "--load", &s.load]);
     }
-    let ran = run_program(cmd, &format!("{app} under {policy}"), scratch)?;
+    let ran = run_program(cmd, &format!("{app} under {policy}"), scratch, PROGRAM_TIMEOUT)?;
     let prefix = format!("{app}:");
     let line = ran.stdout.lines().find(|l| l.starts_with(&prefix)).ok_or(format!("{app} printed no result line"))?;
     let get = |key: &str| field(line, key).ok_or_else(|| format!("no {key} in {app}'s line {line:?}"));
@@ -522,7 +527,8 @@ fn examples(
                 let policy = &s.policies[p];
                 let mut cmd = starpu_command(&root.join(ex.path), policy, s.workers, scratch, Some(&preload));
                 cmd.args(ex.args);
-                let ran = run_program(cmd, &format!("StarPU's {} under {policy}", ex.name), scratch)?;
+                let what = format!("StarPU's {} under {policy}", ex.name);
+                let ran = run_program(cmd, &what, scratch, PROGRAM_TIMEOUT)?;
                 progress();
                 if policy == "pbs" && !ran.stderr.contains("pbs (StarPU policy):") {
                     used_pbs = false;
@@ -893,6 +899,89 @@ mod tests {
         );
         let e = check_outputs(&varies).unwrap_err();
         assert!(e.contains("heat under pbs ended differently from round to round"), "{e}");
+    }
+
+    /// Each example's result lines, on the output it printed under eager here (2026-12-05): the
+    /// values it computed, never its times.
+    #[test]
+    fn each_examples_result_lines_are_its_values() {
+        let printed: [(&str, &str, &[&str]); 7] = [
+            ("stencil", "Iteration 3 on worker 1\nTotal time 12.3 ms\n", &[]),
+            (
+                "heat (FEM, CG)",
+                "func 3 : DOT = 14423123968.000000\nnrow = 256\ni : 0 (MAX 100000)\n\tdelta_new 14.0 (7.5)\ntook 3 ms\n",
+                &["func 3 : DOT = 14423123968.000000", "\tdelta_new 14.0 (7.5)"],
+            ),
+            (
+                "cg",
+                "*** INITIAL ***\nDelta 0: 4.096000e+03\niter 0 DELTA 1.45e+03 - 1.4e-04\nTotal timing : 0.01 seconds\n\
+                 Seconds per iteration : 2.03e-03\n",
+                &["Delta 0: 4.096000e+03", "iter 0 DELTA 1.45e+03 - 1.4e-04"],
+            ),
+            (
+                "lu (double)",
+                "Checking result\nAvg error : 8.2e-17\nMax error : 0.0e+00\n||A-LU|| / (||A||*N) : 2.6e-20\n\
+                 # size\tms\tGFlop/s\n256\t3\t3.6\n",
+                &["Avg error : 8.2e-17", "Max error : 0.0e+00", "||A-LU|| / (||A||*N) : 2.6e-20"],
+            ),
+            ("dot_product", "Reference : 3.27e+04 vs. 3.27e+04 (Delta -4.7e-10)\n", &["Reference : 3.27e+04 vs. 3.27e+04 (Delta -4.7e-10)"]),
+            (
+                "spmv",
+                "Computation took (in ms)\n0.00\t1.00\n1.00\t7.00\n24.52\n# a\tb\n",
+                &["0.00\t1.00", "1.00\t7.00"],
+            ),
+            (
+                "vector_scal",
+                "[BEFORE] 1-th element    : 2.00\n[AFTER] 1-th element     : 6.28 (should be 6.28)\nin 3 ms\n",
+                &["[BEFORE] 1-th element    : 2.00", "[AFTER] 1-th element     : 6.28 (should be 6.28)"],
+            ),
+        ];
+        for (ex, (name, output, want)) in EXAMPLES.iter().zip(printed) {
+            assert_eq!(ex.name, name);
+            let kept: Vec<&str> = output.lines().filter(|l| (ex.result_line)(l)).collect();
+            assert_eq!(kept, want, "{name}");
+            assert_eq!(ex.order_dependent, name == "dot_product", "{name}");
+        }
+    }
+
+    /// A program's output comes back whole; one that fails is named with its status and the end
+    /// of its stderr; one that runs past its time is stopped, not waited on.
+    #[test]
+    fn a_program_is_run_timed_and_stopped_at_its_limit() {
+        let scratch = std::env::temp_dir().join(format!("pbs-bench-run-program-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let sh = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", script]);
+            c
+        };
+        let ran =
+            run_program(sh("echo out; echo err >&2; sleep 0.2"), "echo", &scratch, Duration::from_secs(60)).unwrap();
+        assert_eq!((ran.stdout.as_str(), ran.stderr.as_str()), ("out\n", "err\n"));
+        assert!((200.0..60_000.0).contains(&ran.wall_ms), "{} ms", ran.wall_ms);
+        let e = run_program(sh("echo a >&2; echo b >&2; exit 3"), "the failing one", &scratch, Duration::from_secs(60))
+            .err()
+            .unwrap();
+        assert!(e.starts_with("the failing one failed (exit status: 3): a | b"), "{e}");
+        let start = Instant::now();
+        let e = run_program(sh("sleep 30"), "the slow one", &scratch, Duration::from_millis(300)).err().unwrap();
+        assert_eq!(e, "the slow one ran past 0.3 s and was stopped");
+        assert!(start.elapsed() < Duration::from_secs(20), "stopped, not waited on");
+        let e = run_program(Command::new("/nonexistent/program"), "nothing", &scratch, Duration::from_secs(1))
+            .err()
+            .unwrap();
+        assert!(e.starts_with("cannot start nothing:"), "{e}");
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+
+    #[test]
+    fn the_programs_find_this_builds_libraries_first() {
+        let root = Path::new("/r");
+        assert_eq!(library_path_before(root, None), "/r/target/starpu:/r/target/release");
+        assert_eq!(library_path_before(root, Some(String::new())), "/r/target/starpu:/r/target/release");
+        assert_eq!(library_path_before(root, Some("/old".into())), "/r/target/starpu:/r/target/release:/old");
+        assert!(library_path().starts_with(&format!("{}:", repo_root().join("target/starpu").display())));
+        assert_eq!(repo_root().join("bench"), Path::new(env!("CARGO_MANIFEST_DIR")));
     }
 
     #[test]

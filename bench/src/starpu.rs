@@ -329,42 +329,62 @@ struct AppRun {
 
 fn app_run(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path) -> Result<AppRun, String> {
     let trace = scratch.join("trace");
-    let app = s.app.as_str();
-    let mut cmd = starpu_command(&dir.join(app), policy, s.workers, scratch, None);
+    // A program that wrote no trace must not be read with the run before's.
+    if trace.exists() {
+        std::fs::remove_file(&trace).map_err(|e| format!("{}: {e}", trace.display()))?;
+    }
+    let cmd = app_command(dir, policy, s, scratch, &trace);
+    let ran = run_program(cmd, &format!("{} under {policy}", s.app), scratch, PROGRAM_TIMEOUT)?;
+    let trace =
+        std::fs::read_to_string(&trace).map_err(|e| format!("{} under {policy}: {}: {e}", s.app, trace.display()))?;
+    read_app_run(s, &ran.stdout, &trace, ran.wall_ms)
+}
+
+/// The command that runs our app (`s.app`, built in `dir`) under `policy` with `s`'s sizes,
+/// writing the order its tasks started to `trace`.
+fn app_command(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path, trace: &Path) -> Command {
+    let mut cmd = starpu_command(&dir.join(&s.app), policy, s.workers, scratch, None);
     let number = |x: usize| x.to_string();
     cmd.args(["--sched", policy, "--workers", &number(s.workers), "--iters", &number(s.iters)])
         .args(["--nx", &number(s.nx), "--ny", &number(s.ny)])
         .args(["--barrier", if s.barrier { "1" } else { "0" }, "--empty", if s.empty { "1" } else { "0" }])
         .arg("--trace")
-        .arg(&trace);
-    if app == "md" {
+        .arg(trace);
+    if s.app == "md" {
         cmd.args(["--tile", &number(s.tile), "--scenario", &s.scenario, "--seed", &s.seed.to_string()]);
     } else {
         cmd.args(["--side", &number(s.side), "--hot", &s.hot.to_string(), "--load", &s.load]);
     }
-    let ran = run_program(cmd, &format!("{app} under {policy}"), scratch, PROGRAM_TIMEOUT)?;
+    cmd
+}
+
+/// A run of our app from what it printed (its line `app: key=value …`) and the trace it wrote.
+fn read_app_run(s: &StarpuSettings, stdout: &str, trace: &str, wall_ms: f64) -> Result<AppRun, String> {
+    let app = s.app.as_str();
     let prefix = format!("{app}:");
-    let line = ran.stdout.lines().find(|l| l.starts_with(&prefix)).ok_or(format!("{app} printed no result line"))?;
+    let line = stdout.lines().find(|l| l.starts_with(&prefix)).ok_or(format!("{app} printed no result line"))?;
     let get = |key: &str| field(line, key).ok_or_else(|| format!("no {key} in {app}'s line {line:?}"));
-    let num = |key: &str| -> Result<f64, String> { get(key)?.parse().map_err(|_| format!("bad {key} in {line:?}")) };
-    let bytes = |key: &str| -> Result<u64, String> { get(key)?.parse().map_err(|_| format!("bad {key} in {line:?}")) };
-    let trace = std::fs::read_to_string(&trace).map_err(|e| e.to_string())?;
+    fn parsed<T: std::str::FromStr>(value: &str, key: &str, line: &str) -> Result<T, String> {
+        value.parse().map_err(|_| format!("bad {key} in {line:?}"))
+    }
+    let num = |key: &str| -> Result<f64, String> { parsed(get(key)?, key, line) };
+    let count = |key: &str| -> Result<u64, String> { parsed(get(key)?, key, line) };
     let footprint = Footprint {
-        box_bytes: bytes("box_bytes")?,
-        halo_bytes: bytes("halo_bytes")?,
-        written_bytes: bytes("written_bytes")?,
+        box_bytes: count("box_bytes")?,
+        halo_bytes: count("halo_bytes")?,
+        written_bytes: count("written_bytes")?,
     };
-    let (affinity, misses) = replay(&trace, s, footprint)?;
+    let (affinity, misses) = replay(trace, s, footprint)?;
     Ok(AppRun {
         iter_ms_median: num("iter_ms_median")?,
         iter_ms_mean: num("iter_ms_mean")?,
         efficiency: num("efficiency")?,
         checksum: get("checksum")?.to_string(),
-        rebalancings: num("rebalancings")? as usize,
-        migrations: num("migrations")? as usize,
+        rebalancings: count("rebalancings")? as usize,
+        migrations: count("migrations")? as usize,
         affinity,
         misses,
-        wall_ms: ran.wall_ms,
+        wall_ms,
     })
 }
 
@@ -982,6 +1002,93 @@ mod tests {
         assert_eq!(library_path_before(root, Some("/old".into())), "/r/target/starpu:/r/target/release:/old");
         assert!(library_path().starts_with(&format!("{}:", repo_root().join("target/starpu").display())));
         assert_eq!(repo_root().join("bench"), Path::new(env!("CARGO_MANIFEST_DIR")));
+    }
+
+    /// The environment of a StarPU program: ours named no policy (it names its own), an
+    /// example's names it, and only pbs's preloads the library.
+    #[test]
+    fn a_programs_environment_picks_its_policy_and_nothing_of_the_callers() {
+        let env = |cmd: &Command, key: &str| {
+            cmd.get_envs().find(|(k, _)| *k == key).map(|(_, v)| v.map(|v| v.to_string_lossy().to_string()))
+        };
+        let scratch = Path::new("/s");
+        let preload = Path::new("/lib/preload.so");
+        let ours = starpu_command(Path::new("/p/heat"), "pbs", 3, scratch, None);
+        assert_eq!(ours.get_program(), "/p/heat");
+        assert_eq!(env(&ours, "STARPU_NCPU"), Some(Some("3".into())));
+        assert_eq!(env(&ours, "STARPU_HOME"), Some(Some("/s/starpu-home".into())));
+        assert_eq!(env(&ours, "STARPU_SCHED"), Some(None), "removed");
+        assert_eq!(env(&ours, "LD_PRELOAD"), Some(None), "removed");
+        assert_eq!(env(&ours, "LD_LIBRARY_PATH"), Some(Some(library_path())));
+        let pbs = starpu_command(Path::new("/p/cg"), "pbs", 2, scratch, Some(preload));
+        assert_eq!(env(&pbs, "STARPU_SCHED"), Some(Some("pbs".into())));
+        assert_eq!(env(&pbs, "LD_PRELOAD"), Some(Some("/lib/preload.so".into())));
+        let eager = starpu_command(Path::new("/p/cg"), "eager", 2, scratch, Some(preload));
+        assert_eq!(env(&eager, "STARPU_SCHED"), Some(Some("eager".into())));
+        assert_eq!(env(&eager, "LD_PRELOAD"), Some(None));
+    }
+
+    /// Our app's command line: the sizes of the settings, and each app's own options.
+    #[test]
+    fn our_apps_command_line_carries_the_settings() {
+        let args = |s: &StarpuSettings| {
+            let cmd = app_command(Path::new("/d"), "lws", s, Path::new("/s"), Path::new("/s/trace"));
+            assert_eq!(cmd.get_program(), Path::new("/d").join(&s.app).as_os_str());
+            cmd.get_args().map(|a| a.to_string_lossy().to_string()).collect::<Vec<_>>().join(" ")
+        };
+        let heat = StarpuSettings { workers: 3, iters: 7, nx: 5, ny: 4, side: 9, hot: 12.5, ..settings() };
+        assert_eq!(
+            args(&heat),
+            "--sched lws --workers 3 --iters 7 --nx 5 --ny 4 --barrier 0 --empty 0 --trace /s/trace --side 9 --hot 12.5 \
+             --load corner"
+        );
+        let md = StarpuSettings {
+            app: "md".into(),
+            tile: 3,
+            scenario: "contraction".into(),
+            seed: 9,
+            barrier: true,
+            empty: true,
+            ..settings()
+        };
+        assert_eq!(
+            args(&md),
+            "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --barrier 1 --empty 1 --trace /s/trace --tile 3 --scenario \
+             contraction --seed 9"
+        );
+    }
+
+    /// A run read from the app's line and its trace; a line missing, a key missing or a value
+    /// that is not a number of its kind is named.
+    #[test]
+    fn a_run_is_read_from_the_apps_line_and_trace() {
+        let s = settings();
+        let line = "heat: sched=pbs workers=2 iterations=2 boxes=2x2 iter_ms_median=1.50000 iter_ms_mean=2.25000 \
+                    efficiency=0.8125 rebalancings=3 migrations=7 stolen=1 checksum=00ab box_bytes=256 halo_bytes=32 \
+                    written_bytes=128 wall_ms=9.000";
+        let stdout = format!("starting\n{line}\nT=1.0\n");
+        let trace = "0 0\n0 1\n1 2\n1 3\n0 0\n0 1\n1 2\n0 3\n";
+        let run = read_app_run(&s, &stdout, trace, 42.0).unwrap();
+        assert_eq!((run.iter_ms_median, run.iter_ms_mean, run.efficiency), (1.5, 2.25, 0.8125));
+        assert_eq!((run.rebalancings, run.migrations, run.checksum.as_str(), run.wall_ms), (3, 7, "00ab", 42.0));
+        let f = Footprint { box_bytes: 256, halo_bytes: 32, written_bytes: 128 };
+        assert_eq!((run.affinity, run.misses), replay(trace, &s, f).unwrap());
+        let e = read_app_run(&s, "md: checksum=1\n", trace, 1.0).err().unwrap();
+        assert_eq!(e, "heat printed no result line");
+        let e = read_app_run(&s, &line.replace(" checksum=00ab", ""), trace, 1.0).err().unwrap();
+        assert!(e.starts_with("no checksum in heat's line"), "{e}");
+        for bad in ["rebalancings=-3", "rebalancings=2.5", "halo_bytes=x"] {
+            let key = bad.split('=').next().unwrap();
+            let good = line.split_whitespace().find(|kv| kv.starts_with(&format!("{key}="))).unwrap();
+            let e = read_app_run(&s, &line.replace(good, bad), trace, 1.0).err().unwrap();
+            assert!(e.starts_with(&format!("bad {key} in")), "{bad}: {e}");
+        }
+        let e = read_app_run(&s, &line.replace("efficiency=0.8125", "efficiency=fast"), trace, 1.0).err().unwrap();
+        assert!(e.starts_with("bad efficiency"), "{e}");
+        // A key is matched whole: `box_bytes=` is not found in `xbox_bytes=`.
+        assert_eq!(field("a: xbox_bytes=1 box_bytes=2", "box_bytes"), Some("2"));
+        assert_eq!(field("a: box_bytes=", "box_bytes"), Some(""));
+        assert_eq!(field("a: box_bytesx=3", "box_bytes"), None);
     }
 
     #[test]

@@ -760,6 +760,7 @@ mod tests {
         let (affinity, misses) = replay("0 0\n0 1\n1 2\n1 3\n0 0\n0 1\n1 2\n0 3\n", &s, f).unwrap();
         assert_eq!(affinity, 0.75);
         assert!(misses > 0);
+        assert_eq!(replay("0 0\n1 1\n", &s, f).unwrap().0, 1.0, "no box ran twice: nothing to lose");
         assert!(replay("0 9\n", &s, f).unwrap_err().contains("box 9"));
         assert!(replay("zero 1\n", &s, f).unwrap_err().contains("bad trace line"));
     }
@@ -771,6 +772,8 @@ mod tests {
         assert_eq!(a, result_hash("Delta 1\ntook 4 ms\n", keep));
         assert_ne!(a, result_hash("Delta 2\ntook 3 ms\n", keep));
         assert_eq!(result_hash("took 3 ms\n", keep), None);
+        // FNV-1a of the kept lines, each ended by a newline (trailing blanks dropped).
+        assert_eq!(result_hash("Delta 1  \ntook 3 ms\n", keep).as_deref(), Some("72773d5ecfcedf04"));
     }
 
     /// A program that sums in the order its tasks ran is not called a mismatch for differing

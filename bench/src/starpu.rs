@@ -432,6 +432,17 @@ fn result_hash(stdout: &str, keep: fn(&str) -> bool) -> Option<String> {
 
 /// Runs everything; `progress` is called after every program run.
 pub fn measure(s: &StarpuSettings, mut progress: impl FnMut()) -> Result<Vec<StarpuRow>, String> {
+    check(s)?;
+    let dir = build()?;
+    let scratch = std::env::temp_dir().join(format!("pbs-bench-starpu-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let result = measure_in(s, &dir, &scratch, &mut progress);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// Settings that would run nothing, or compare with nothing, named before StarPU is built.
+fn check(s: &StarpuSettings) -> Result<(), String> {
     if s.workers == 0 || s.repeats == 0 || s.iters == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 || s.tile == 0 {
         return Err("threads, iters, repeats, nx, ny and tile must be ≥ 1 and side ≥ 3".into());
     }
@@ -441,12 +452,29 @@ pub fn measure(s: &StarpuSettings, mut progress: impl FnMut()) -> Result<Vec<Sta
     if !s.policies.iter().any(|p| p == "eager") {
         return Err("the policies must include eager: every ratio and output is compared with it".into());
     }
-    let dir = build()?;
-    let scratch = std::env::temp_dir().join(format!("pbs-bench-starpu-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let result = measure_in(s, &dir, &scratch, &mut progress);
-    let _ = std::fs::remove_dir_all(&scratch);
-    result
+    Ok(())
+}
+
+/// `run(p)` for each of `policies` policies once a round, in an order rotated from round to
+/// round (round r starts with policy r mod `policies`), `warm_up` rounds first whose runs are
+/// dropped: `runs[p]`, the measured rounds in order.
+fn rounds<R>(
+    policies: usize,
+    warm_up: usize,
+    repeats: usize,
+    mut run: impl FnMut(usize) -> Result<R, String>,
+) -> Result<Vec<Vec<R>>, String> {
+    let mut runs: Vec<Vec<R>> = (0..policies).map(|_| Vec::new()).collect();
+    for round in 0..warm_up + repeats {
+        for i in 0..policies {
+            let p = (i + round) % policies;
+            let r = run(p)?;
+            if round >= warm_up {
+                runs[p].push(r);
+            }
+        }
+    }
+    Ok(runs)
 }
 
 fn measure_in(
@@ -455,19 +483,12 @@ fn measure_in(
     scratch: &Path,
     progress: &mut impl FnMut(),
 ) -> Result<Vec<StarpuRow>, String> {
-    let n = s.policies.len();
-    // runs[p][round]
-    let mut runs: Vec<Vec<AppRun>> = (0..n).map(|_| Vec::new()).collect();
-    for round in 0..=s.repeats {
-        for i in 0..n {
-            let p = (i + round) % n;
-            let run = app_run(dir, &s.policies[p], s, scratch)?;
-            progress();
-            if round > 0 {
-                runs[p].push(run);
-            }
-        }
-    }
+    // One warm-up round: it also lets dmda calibrate its performance model.
+    let runs = rounds(s.policies.len(), 1, s.repeats, |p| {
+        let run = app_run(dir, &s.policies[p], s, scratch);
+        progress();
+        run
+    })?;
     let mut rows = app_rows(s, &runs);
     if s.examples {
         rows.extend(examples(s, dir, scratch, progress)?);
@@ -537,28 +558,23 @@ fn examples(
     let preload = dir.join("libpbs_starpu_preload.so");
     let mut rows = Vec::new();
     for ex in &EXAMPLES {
-        let n = s.policies.len();
-        let mut wall: Vec<Vec<f64>> = vec![Vec::new(); n];
-        let mut hash: Vec<Option<String>> = vec![None; n];
-        let mut used_pbs = true;
-        for round in 0..s.repeats {
-            for i in 0..n {
-                let p = (i + round) % n;
-                let policy = &s.policies[p];
-                let mut cmd = starpu_command(&root.join(ex.path), policy, s.workers, scratch, Some(&preload));
-                cmd.args(ex.args);
-                let what = format!("StarPU's {} under {policy}", ex.name);
-                let ran = run_program(cmd, &what, scratch, PROGRAM_TIMEOUT)?;
-                progress();
-                if policy == "pbs" && !ran.stderr.contains("pbs (StarPU policy):") {
-                    used_pbs = false;
-                }
-                wall[p].push(ran.wall_ms);
-                // StarPU's examples print their results on stdout or stderr.
-                let h = result_hash(&format!("{}\n{}", ran.stdout, ran.stderr), ex.result_line);
-                hash[p] = round_hash(round, &hash[p], h);
-            }
-        }
+        // Per run: its wall time, its results' hash, and whether a pbs run reported the policy.
+        let runs = rounds(s.policies.len(), 0, s.repeats, |p| {
+            let policy = &s.policies[p];
+            let mut cmd = starpu_command(&root.join(ex.path), policy, s.workers, scratch, Some(&preload));
+            cmd.args(ex.args);
+            let ran = run_program(cmd, &format!("StarPU's {} under {policy}", ex.name), scratch, PROGRAM_TIMEOUT)?;
+            progress();
+            // StarPU's examples print their results on stdout or stderr.
+            let hash = result_hash(&format!("{}\n{}", ran.stdout, ran.stderr), ex.result_line);
+            Ok((ran.wall_ms, hash, policy != "pbs" || ran.stderr.contains("pbs (StarPU policy):")))
+        })?;
+        let wall: Vec<Vec<f64>> = runs.iter().map(|r| r.iter().map(|x| x.0).collect()).collect();
+        let hash: Vec<Option<String>> = runs
+            .iter()
+            .map(|r| r.iter().enumerate().fold(None, |kept, (round, x)| round_hash(round, &kept, x.1.clone())))
+            .collect();
+        let used_pbs = runs.iter().flatten().all(|x| x.2);
         rows.extend(example_rows(s, ex, &wall, &hash, used_pbs));
     }
     Ok(rows)
@@ -1094,6 +1110,34 @@ mod tests {
         assert_eq!(field("a: box_bytesx=3", "box_bytes"), None);
     }
 
+    /// Every policy runs once a round, the order rotated round by round; the warm-up rounds'
+    /// runs are dropped; the first error ends the rounds.
+    #[test]
+    fn policies_take_turns_and_the_warm_up_is_dropped() {
+        let mut order = Vec::new();
+        let mut call = 0;
+        let runs = rounds(3, 1, 2, |p| {
+            order.push(p);
+            call += 1;
+            Ok(call)
+        })
+        .unwrap();
+        assert_eq!(order, [0, 1, 2, 1, 2, 0, 2, 0, 1]);
+        assert_eq!(runs, [vec![6, 8], vec![4, 9], vec![5, 7]]);
+        let runs = rounds(2, 0, 2, Ok).unwrap();
+        assert_eq!(runs, [vec![0, 0], vec![1, 1]]);
+        let mut calls = 0;
+        let e = rounds(2, 1, 3, |p| {
+            calls += 1;
+            if p == 1 {
+                Err("policy 1 failed".to_string())
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((e.unwrap_err().as_str(), calls), ("policy 1 failed", 2));
+    }
+
     #[test]
     fn settings_without_eager_or_with_zero_sizes_are_refused() {
         let mut s = settings();
@@ -1109,6 +1153,16 @@ mod tests {
             let e = measure(&bad, || {}).unwrap_err();
             assert!(e.contains("threads, iters, repeats, nx, ny and tile must be ≥ 1"), "{e}");
         }
+        for bad in [
+            StarpuSettings { repeats: 0, ..settings() },
+            StarpuSettings { nx: 0, ..settings() },
+            StarpuSettings { ny: 0, ..settings() },
+            StarpuSettings { tile: 0, ..settings() },
+        ] {
+            assert!(check(&bad).unwrap_err().contains("must be ≥ 1"), "{bad:?}");
+        }
+        assert_eq!(check(&StarpuSettings { side: 3, hot: 0.0, ..settings() }), Ok(()));
+        assert_eq!(check(&StarpuSettings { hot: 1e6, ..settings() }), Ok(()));
         for hot in [-5.0, f64::NAN, f64::INFINITY, 1e300] {
             let e = measure(&StarpuSettings { hot, ..settings() }, || {}).unwrap_err();
             assert!(e.contains("--hot must be from 0 to 1e6"), "{e}");

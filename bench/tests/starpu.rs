@@ -353,6 +353,27 @@ fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields()
             "{to_best:?}"
         );
     }
+    // StarPU's example programs beside ours: a row for each under each policy, pbs's through
+    // the preload, and no result that differs from eager's (the command would exit 1).
+    let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
+        .args(["starpu", "--repeats", "1", "--iters", "4", "--nx", "4", "--ny", "4", "--side", "8", "--json"])
+        .args(["--policies", "eager,pbs"])
+        .env_remove("STARPU_SCHED")
+        .output()
+        .unwrap();
+    let (text, _) = ok(out);
+    let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = rows.as_array().unwrap();
+    let programs = ["heat", "stencil", "heat (FEM, CG)", "cg", "lu (double)", "dot_product", "spmv", "vector_scal"];
+    let listed: Vec<(&str, &str)> =
+        rows.iter().map(|r| (r["program"].as_str().unwrap(), r["scheduler"].as_str().unwrap())).collect();
+    let want: Vec<(&str, &str)> = programs.iter().flat_map(|p| [(*p, "eager"), (*p, "pbs")]).collect();
+    assert_eq!(listed, want);
+    for r in &rows[2..] {
+        assert!(r["iter_ms_median"].is_null() && r["wall_ms_median"].as_f64().unwrap() > 0.0, "{r}");
+        assert_ne!(r["output_matches_eager"], false, "{r}");
+        assert!(!r["note"].as_str().unwrap().contains("preload was not used"), "{r}");
+    }
     // StarPU not found: a clear error, no panic.
     let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
         .args(["starpu", "--repeats", "1", "--no-examples"])

@@ -458,7 +458,12 @@ mod tests {
     fn ticks_stop_at_convergence_and_the_status_says_so() {
         let mut m = Model::new(small()).unwrap();
         assert!(m.scene().status.ends_with("balancing"), "{}", m.scene().status);
-        while m.tick().unwrap() {}
+        for tick in 0.. {
+            assert!(tick < 200, "did not converge");
+            if !m.tick().unwrap() {
+                break;
+            }
+        }
         let steps = m.history().len();
         assert!(!m.tick().unwrap());
         assert_eq!(m.history().len(), steps, "a tick after convergence does nothing");
@@ -494,12 +499,18 @@ mod tests {
     fn paint_reaches_the_boxes_within_its_radius() {
         let mut m = Model::new(small()).unwrap();
         let before = m.loads().to_vec();
-        m.apply(Command::Paint { at: [20.0, 15.0], radius: 1.0, amount: 2.0 }).unwrap();
+        m.apply(Command::Paint { at: [20.5, 15.5], radius: 2.0, amount: 2.0 }).unwrap();
         let grid = Grid::new(40, 30).unwrap();
         let painted: Vec<usize> = (0..grid.len()).filter(|&k| m.loads()[k] != before[k]).collect();
-        // The four boxes around the corner (20, 15), each centre 1/√2 away.
-        let want: Vec<usize> =
-            [(19, 14), (20, 14), (19, 15), (20, 15)].iter().map(|&(i, j)| grid.index(i, j, 0)).collect();
+        // Box (20, 15) and the 12 whose centres are 1, √2 or 2 boxes from its own: the circle's
+        // edge included.
+        let mut want: Vec<usize> = (18..=22)
+            .flat_map(|i: i64| (13..=17).map(move |j: i64| (i, j)))
+            .filter(|(i, j)| (i - 20).pow(2) + (j - 15).pow(2) <= 4)
+            .map(|(i, j)| grid.index(i as usize, j as usize, 0))
+            .collect();
+        want.sort();
+        assert_eq!(want.len(), 13);
         assert_eq!(painted, want);
         assert!(painted.iter().all(|&k| (m.loads()[k] - before[k] - 2.0).abs() < 1e-12));
         assert!(m.apply(Command::Paint { at: [1.0, 1.0], radius: 0.0, amount: 1.0 }).is_err());

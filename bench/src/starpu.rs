@@ -940,6 +940,27 @@ mod tests {
         assert!(e.contains("heat under pbs ended differently from round to round"), "{e}");
     }
 
+    /// A mismatch names eager's checksum of the same program, not another program's.
+    #[test]
+    fn a_mismatch_is_told_against_eagers_run_of_the_same_program() {
+        let s = StarpuSettings { policies: vec!["eager".into(), "pbs".into()], ..settings() };
+        let heat = app_rows(&s, &[vec![app_run(1.0, 1.0, 0, "h")], vec![app_run(1.0, 1.0, 0, "h")]]);
+        let hash = vec![Some("e".to_string()), Some("p".to_string())];
+        let example = example_rows(&s, &EXAMPLES[3], &[vec![1.0], vec![1.0]], &hash, true);
+        let e = check_outputs(&[heat, example].concat()).unwrap_err();
+        assert!(e.contains("lu (double) under pbs ended with p, under eager with e"), "{e}");
+        assert!(!e.contains("heat"), "{e}");
+    }
+
+    /// The progress bar's length: a warm-up round and the measured ones for our app, the
+    /// measured ones for each example.
+    #[test]
+    fn the_progress_bar_counts_every_program_run() {
+        let s = StarpuSettings { policies: vec!["eager".into(), "pbs".into(), "ws".into()], repeats: 4, ..settings() };
+        assert_eq!(runs(&s), 3 * 5);
+        assert_eq!(runs(&StarpuSettings { examples: true, ..s }), 3 * 5 + 7 * 3 * 4);
+    }
+
     /// Each example's result lines, on the output it printed under eager here (2026-12-05): the
     /// values it computed, never its times.
     #[test]

@@ -952,6 +952,30 @@ mod tests {
         assert!(!e.contains("heat"), "{e}");
     }
 
+    /// The table's cells: three decimals for ratios and times, `-` where a field does not apply,
+    /// `yes`/`NO`/`-` for the comparison with eager.
+    #[test]
+    fn the_table_shows_each_field_or_a_dash() {
+        let s = StarpuSettings { policies: vec!["eager".into(), "pbs".into()], ..settings() };
+        let mut rows = app_rows(&s, &[vec![app_run(2.0, 4.0, 10, "c")], vec![app_run(1.0, 3.0, 5, "d")]]);
+        let hash = vec![Some("e".to_string()), None];
+        rows.extend(example_rows(&s, &EXAMPLES[2], &[vec![10.0], vec![12.5]], &hash, true));
+        let t = table(&rows);
+        assert_eq!(t.header.len(), 17);
+        assert_eq!(
+            t.rows[1],
+            [
+                "heat", "pbs", "1.000", "0.500", "3.000", "0.750", "0.750", "0.333", "0.100", "5", "0.500", "10", "1",
+                "300.0", "d", "NO", ""
+            ]
+        );
+        assert_eq!(t.rows[0][11..16], ["-", "-", "400.0", "c", "yes"]);
+        assert_eq!(
+            t.rows[3],
+            ["cg", "pbs", "-", "1.250", "-", "-", "-", "-", "-", "-", "-", "-", "-", "12.5", "-", "-", ""]
+        );
+    }
+
     /// The progress bar's length: a warm-up round and the measured ones for our app, the
     /// measured ones for each example.
     #[test]

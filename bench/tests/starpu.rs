@@ -309,21 +309,30 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile()
     }
 }
 
+/// `pbs-bench starpu --repeats 1 --json` with these arguments, which must succeed: its rows.
+fn starpu_json(args: &[&[&str]]) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
+        .args(["starpu", "--repeats", "1", "--json"])
+        .args(args.concat())
+        .env_remove("STARPU_SCHED")
+        .output()
+        .unwrap();
+    let (text, _) = ok(out);
+    let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
+    rows.as_array().unwrap().clone()
+}
+
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields() {
     built();
     for app in [["--app", "heat", "--side", "8"], ["--app", "md", "--tile", "2"]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
-            .args(["starpu", "--repeats", "1", "--iters", "6", "--nx", "6", "--ny", "6", "--json"])
-            .args(app)
-            .args(["--policies", "pbs,eager,lws", "--no-examples"])
-            .env_remove("STARPU_SCHED")
-            .output()
-            .unwrap();
-        let (text, _) = ok(out);
-        let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let rows = rows.as_array().unwrap();
+        let rows = starpu_json(&[
+            &["--iters", "6", "--nx", "6", "--ny", "6"],
+            &app,
+            &["--policies", "pbs,eager,lws", "--no-examples"],
+        ]);
+        let rows = &rows;
         assert_eq!(rows.len(), 3);
         for r in rows {
             for key in [
@@ -355,15 +364,7 @@ fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields()
     }
     // StarPU's example programs beside ours: a row for each under each policy, pbs's through
     // the preload, and no result that differs from eager's (the command would exit 1).
-    let out = Command::new(env!("CARGO_BIN_EXE_pbs-bench"))
-        .args(["starpu", "--repeats", "1", "--iters", "4", "--nx", "4", "--ny", "4", "--side", "8", "--json"])
-        .args(["--policies", "eager,pbs"])
-        .env_remove("STARPU_SCHED")
-        .output()
-        .unwrap();
-    let (text, _) = ok(out);
-    let rows: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let rows = rows.as_array().unwrap();
+    let rows = starpu_json(&[&["--iters", "4", "--nx", "4", "--ny", "4", "--side", "8", "--policies", "eager,pbs"]]);
     let programs = ["heat", "stencil", "heat (FEM, CG)", "cg", "lu (double)", "dot_product", "spmv", "vector_scal"];
     let listed: Vec<(&str, &str)> =
         rows.iter().map(|r| (r["program"].as_str().unwrap(), r["scheduler"].as_str().unwrap())).collect();

@@ -170,7 +170,7 @@ impl Stencil {
             "rough" => Some(10),
             s => return Err(format!("unknown stencil scenario {s:?}; expected drift or rough")),
         };
-        Stencil::on_grid(grid, Stencil::tile_side(&grid), 0.25, rough_every, seed as u32, holds)
+        Stencil::on_grid(grid, Stencil::tile_side(&grid), 0.25, rough_every, PerlinMap::noise_seed(seed), holds)
     }
 
     /// Cells along each side of the scenarios' tiles: 16 on one layer, 8 on several.
@@ -678,6 +678,9 @@ mod tests {
             // The scenarios' tiles: 16 × 16 cells on one layer, 8 × 8 × 8 on several.
             let scenario = Stencil::by_scenario("drift", grid, 7, None).unwrap();
             assert_eq!((scenario.side, scenario.cells()), if grid.nz() > 1 { (8, 512) } else { (16, 256) });
+            // A run's seed reaches the map whole: one that differs above bit 31 draws another.
+            assert_eq!(Stencil::by_scenario("drift", grid, 7 << 32, None).unwrap().map, map);
+            assert_ne!(Stencil::by_scenario("drift", grid, 1 << 32, None).unwrap().map.seed, 0);
         }
     }
 

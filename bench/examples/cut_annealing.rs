@@ -32,7 +32,7 @@ fn main() {
     let (grid, loads) = match map.parse::<usize>() {
         Ok(side) => {
             let grid = Grid::new(side, side).unwrap_or_else(|e| fail(&e));
-            (grid, PerlinMap::with_seed(seed as u32).loads(&grid))
+            (grid, PerlinMap::with_seed(PerlinMap::noise_seed(seed as u64)).loads(&grid))
         }
         Err(_) => read_csv(Path::new(&map)).unwrap_or_else(|e| fail(&e)),
     };

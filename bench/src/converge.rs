@@ -53,7 +53,7 @@ impl Source {
             }
             Source::Perlin => {
                 let g = Grid::new(nx, ny)?;
-                ("perlin".to_string(), g, PerlinMap::with_seed(seed as u32).loads(&g))
+                ("perlin".to_string(), g, PerlinMap::with_seed(PerlinMap::noise_seed(seed)).loads(&g))
             }
             Source::Csv(path) => {
                 let (g, loads) = loadmap::read_csv(path)?;

@@ -134,7 +134,7 @@ pub struct TransitionsReport {
 pub fn run(setup: &Setup, mut progress: impl FnMut()) -> pbs::Result<TransitionsReport> {
     let grid = Grid::new(setup.nx, setup.ny)?;
     pbs::check_memory("balancer state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)?;
-    let mut map = PerlinMap::with_seed(setup.seed as u32);
+    let mut map = PerlinMap::with_seed(PerlinMap::noise_seed(setup.seed));
     let mut balancer = methods::by_name(&setup.method)?;
     let first = map.loads(&grid);
     let problem = Problem::new(grid, &first, setup.vcores)?;

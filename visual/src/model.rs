@@ -124,7 +124,7 @@ impl Model {
                 match kind {
                     LoadKind::Case(c) => (grid, loadmap::static_case(*c, &grid, settings.seed), None),
                     _ => {
-                        let p = PerlinMap::with_seed(settings.seed as u32);
+                        let p = PerlinMap::with_seed(PerlinMap::noise_seed(settings.seed));
                         (grid, p.loads(&grid), Some(p))
                     }
                 }

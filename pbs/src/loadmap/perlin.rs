@@ -66,6 +66,13 @@ impl PerlinMap {
         PerlinMap { seed, ..Default::default() }
     }
 
+    /// The noise seed for a run's 64-bit seed: its two halves XORed. Seeds below 2³² keep
+    /// their own maps, and seeds that differ only above bit 31 (which a cast `as u32`
+    /// dropped) draw different ones; a 32-bit noise seed cannot tell every pair apart.
+    pub fn noise_seed(seed: u64) -> u32 {
+        (seed ^ (seed >> 32)) as u32
+    }
+
     /// Loads on `grid` (every layer of a 3D grid gets the same 2D map).
     ///
     /// # Panics
@@ -154,6 +161,19 @@ mod tests {
     /// A field no map can be drawn with is named by `check`, and `loads` panics with that
     /// message instead of inside the noise crate; a huge but finite frequency wraps around
     /// (it overflowed the noise crate's lattice indices).
+    #[test]
+    fn a_run_seed_keeps_its_low_maps_and_its_high_bits_count() {
+        for s in [0u64, 1, 7, u32::MAX as u64] {
+            assert_eq!(PerlinMap::noise_seed(s), s as u32);
+        }
+        assert_eq!(PerlinMap::noise_seed(1 << 32), 1);
+        assert_eq!(PerlinMap::noise_seed((5 << 32) | 3), 6);
+        assert_eq!(PerlinMap::noise_seed(u64::MAX), 0);
+        let g = Grid::new(9, 7).unwrap();
+        let map = |s: u64| PerlinMap::with_seed(PerlinMap::noise_seed(s)).loads(&g);
+        assert_ne!(map(1 << 32), map(0), "a seed that differs above bit 31 draws another map");
+    }
+
     #[test]
     fn fields_no_map_can_be_drawn_with_are_named() {
         let g = Grid::new(6, 5).unwrap();

@@ -30,22 +30,40 @@ impl Table {
         w
     }
 
-    /// Aligned plain text: numbers right-aligned, text left-aligned.
+    /// Which columns hold figures: at least one cell that starts with a number (`1.03`,
+    /// `5%`, `0.9×`, `3 (21.9 %)`) and no cell but those and placeholders (`-`, `n/a`, empty).
+    fn figure_columns(&self) -> Vec<bool> {
+        let figure = |c: &str| {
+            let first = c.split_whitespace().next().unwrap_or("");
+            first.parse::<f64>().is_ok() || (first.len() > 1 && (first.ends_with('%') || first.ends_with('×')))
+        };
+        let placeholder = |c: &str| matches!(c.trim(), "" | "-" | "—" | "n/a" | "null");
+        (0..self.header.len())
+            .map(|i| {
+                let cells = || self.rows.iter().filter_map(|r| r.get(i)).map(|c| c.as_str());
+                cells().any(figure) && cells().all(|c| figure(c) || placeholder(c))
+            })
+            .collect()
+    }
+
+    /// Aligned plain text: columns of figures right-aligned, their titles too; the others
+    /// left-aligned.
     pub fn text(&self) -> String {
         let w = self.widths();
+        let right = self.figure_columns();
         let line = |cells: &[String]| {
-            let parts: Vec<String> = cells
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let numeric = c.parse::<f64>().is_ok() || c.ends_with('%') || c.ends_with('×');
-                    if numeric {
-                        format!("{c:>width$}", width = w[i])
-                    } else {
-                        format!("{c:<width$}", width = w[i])
-                    }
-                })
-                .collect();
+            let parts: Vec<String> =
+                cells
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        if right[i] {
+                            format!("{c:>width$}", width = w[i])
+                        } else {
+                            format!("{c:<width$}", width = w[i])
+                        }
+                    })
+                    .collect();
             parts.join("  ").trim_end().to_string()
         };
         let mut s = line(&self.header) + "\n";
@@ -58,10 +76,13 @@ impl Table {
         s
     }
 
-    /// A GitHub-flavoured markdown table.
+    /// A GitHub-flavoured markdown table, columns of figures right-aligned.
     pub fn markdown(&self) -> String {
-        let mut s = format!("| {} |\n", self.header.join(" | "));
-        s += &format!("|{}\n", "---|".repeat(self.header.len()));
+        let mut s = format!("| {} |\n|", self.header.join(" | "));
+        for right in self.figure_columns() {
+            s += if right { "---:|" } else { "---|" };
+        }
+        s.push('\n');
         for r in &self.rows {
             s += &format!("| {} |\n", r.join(" | "));
         }
@@ -80,12 +101,13 @@ mod tests {
         t.row(vec!["disc".into(), "123".into()]);
         let text = t.text();
         assert!(text.contains("uniform      7\n"), "{text}");
-        assert!(t.markdown().starts_with("| case | steps |\n|---|---|\n"));
+        assert!(t.markdown().starts_with("| case | steps |\n|---|---:|\n"));
     }
 
-    /// The whole text, literal: widths in characters (not bytes), numbers, percentages and
-    /// ratios right-aligned, words (the titles too) left-aligned, two spaces between columns, no trailing
-    /// spaces; the markdown table with every row.
+    /// The whole text, literal: widths in characters (not bytes), columns of numbers,
+    /// percentages and ratios right-aligned with their titles, words left-aligned, two spaces
+    /// between columns, no trailing spaces; the markdown table with every row, its columns of
+    /// figures aligned right.
     #[test]
     fn the_text_and_markdown_are_these_characters() {
         let mut t = Table::new(&["méthode", "max_avg", "share", "vs", "note"]);
@@ -93,15 +115,30 @@ mod tests {
         t.row(vec!["rcb-kway".into(), "12".into(), "45%".into(), "1×".into(), "ok".into()]);
         assert_eq!(
             t.text(),
-            "méthode   max_avg  share  vs    note\n\
+            "méthode   max_avg  share    vs  note\n\
              --------  -------  -----  ----  ----\n\
              pbs          1.03     5%  0.9×\n\
              rcb-kway       12    45%    1×  ok\n"
         );
         assert_eq!(
             t.markdown(),
-            "| méthode | max_avg | share | vs | note |\n|---|---|---|---|---|\n| pbs | 1.03 | 5% | 0.9× |  |\n\
+            "| méthode | max_avg | share | vs | note |\n|---|---:|---:|---:|---|\n| pbs | 1.03 | 5% | 0.9× |  |\n\
              | rcb-kway | 12 | 45% | 1× | ok |\n"
         );
+    }
+
+    /// A column is one of figures when a cell starts with a number and every other cell does
+    /// too or holds nothing (`-`, `n/a`, empty); one word among the figures, a lone `%` or a
+    /// column of placeholders alone leaves it to the left.
+    #[test]
+    fn columns_of_figures_are_told_by_every_cell() {
+        let mut t = Table::new(&["a", "b", "c", "d", "e", "f"]);
+        t.row(vec!["3 (21.9 %)".into(), "1".into(), "-".into(), "%".into(), "2".into(), "1.3/0.0".into()]);
+        t.row(vec!["-".into(), "n/a".into(), "".into(), "×".into(), "two".into(), "0.5/1".into()]);
+        t.row(vec!["12 (0.0 %)".into(), "NaN".into(), "—".into(), "%".into(), "3".into(), "1/2".into()]);
+        assert_eq!(t.figure_columns(), [true, true, false, false, false, false]);
+        let first = t.text().lines().nth(2).unwrap().to_string();
+        assert_eq!(first, "3 (21.9 %)    1  -  %  2    1.3/0.0");
+        assert!(t.markdown().contains("\n|---:|---:|---|---|---|---|\n"), "{}", t.markdown());
     }
 }

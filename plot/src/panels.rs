@@ -114,7 +114,12 @@ fn check_size(width: u32, height: u32) -> PlotResult {
 pub fn line_panels(path: &Path, width: u32, height: u32, cols: usize, panels: &[Panel]) -> PlotResult {
     ensure_font();
     check_size(width, height)?;
-    draw_panels(BitMapBackend::new(path, (width, height)), cols, panels)
+    draw_panels(BitMapBackend::new(path, (width, height)), cols, panels).map_err(|e| writing(path, e))
+}
+
+/// An error of a picture drawn into a file, with the file's name after it.
+fn writing(path: &Path, e: String) -> String {
+    format!("{e} (writing {})", path.display())
 }
 
 /// Like [`line_panels`], into an RGB buffer of `width × height × 3` bytes (for pictures that
@@ -504,7 +509,7 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
         chart.draw_series(boxes).map_err(err)?;
         chart.draw_series(m.positions.iter().map(|p| Circle::new((p[0], p[1]), 3, BLACK.filled()))).map_err(err)?;
     }
-    root.present().map_err(err)
+    root.present().map_err(|e| writing(path, err(e)))
 }
 
 #[cfg(test)]
@@ -681,6 +686,18 @@ mod tests {
             let e = line_panels_rgb(&mut [], w, h, 1, &[]).unwrap_err();
             assert!(e.contains(&format!("{w}×{h} pixels")), "{e}");
         }
+        for (w, h) in [(MAX_SIDE, 1), (1, MAX_SIDE), (MAX_SIDE, MAX_SIDE)] {
+            check_size(w, h).unwrap();
+        }
+        check_size(1, MAX_SIDE + 1).unwrap_err();
+        // The drawing crate's own errors come back with the crate's name before them.
+        let missing = std::env::temp_dir().join(format!("pbs-plot-none-{}", std::process::id())).join("p.png");
+        let e = line_panels(&missing, 200, 150, 1, &[panel(false, vec![(1.0, 1.0), (2.0, 2.0)])]).unwrap_err();
+        assert!(e.starts_with("plot: ") && e.ends_with(&format!("(writing {})", missing.display())), "{e}");
+        let grid = Grid::new(2, 2).unwrap();
+        let map = OwnerMap { title: "m".into(), grid, loads: &[1.0; 4], owners: &[0; 4], positions: &[] };
+        let e = owner_maps(&missing, 1, 100, &[map]).unwrap_err();
+        assert!(e.starts_with("plot: ") && e.ends_with(&format!("(writing {})", missing.display())), "{e}");
     }
 
     /// Owner maps refuse what they cannot draw: no column, no map, fewer owners or loads than

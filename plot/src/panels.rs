@@ -654,6 +654,73 @@ mod tests {
         assert_eq!(ticks, ["16", "6.3", "250", "1.0", "0.16", "0.032", "2e5"]);
     }
 
+    /// A chart's extent is its lowest and highest value; a span of exactly `MAX_SPAN` is
+    /// taken, the next float past it refused; the least width is a billionth of the larger
+    /// magnitude.
+    #[test]
+    fn extents_run_from_the_lowest_to_the_highest_value_up_to_the_widest_span() {
+        assert_eq!(extent("x", "t", [3.0, -1.0, 2.0].into_iter()), Ok(Some((-1.0, 3.0))));
+        assert_eq!(extent("x", "t", std::iter::empty()), Ok(None));
+        assert_eq!(extent("y", "t", [0.0, MAX_SPAN].into_iter()), Ok(Some((0.0, MAX_SPAN))));
+        let past = f64::from_bits(MAX_SPAN.to_bits() + 1);
+        let e = extent("y", "t", [0.0, past].into_iter()).unwrap_err();
+        assert!(e.starts_with("plot: panel \"t\": its y values run from 0e0 to "), "{e}");
+        assert_eq!(least_width(-3e300, 2e300), 3e291);
+        assert_eq!(least_width(2.0, -4.0), 4e-9);
+        assert_eq!(least_width(0.0, 0.0), 0.0);
+    }
+
+    /// Ticks read as a person writes them: zero for rounding noise, two decimals below 100,
+    /// whole numbers from 100 and for whole values, a power of ten outside 0.01–100,000.
+    #[test]
+    fn ticks_read_as_round_numbers() {
+        let ticks = [0.0, 1e-10, -1e-10, 0.5, -0.5, 3.0, 0.01, 99.5, 150.7, 1e5, 3e-3, -2e6].map(format_tick);
+        assert_eq!(ticks, ["0", "0", "0", "0.50", "-0.50", "3", "0.01", "99.50", "151", "1e5", "3e-3", "-2e6"]);
+        let data = [0.0, 3.000_000_000_1, 3.01, -7.0, 1e15, 999_999_999_999_999.0].map(format_data_tick);
+        assert_eq!(data, ["0", "3", "3.01", "-7", "1e15", "999999999999999"]);
+        let log = [0.01, 0.0099, 99_999.0, 1e5, 0.999].map(format_log_tick);
+        assert_eq!(log, ["0.010", "1e-2", "100000", "1e5", "1.00"]);
+    }
+
+    /// Quarters split at the middle of each axis; a point on a middle line counts to the left
+    /// or below it.
+    #[test]
+    fn points_on_the_middle_lines_count_to_the_left_and_below() {
+        let pts = [(0.75, 0.75), (0.25, 0.75), (0.75, 0.25), (0.25, 0.25), (0.5, 0.75), (0.75, 0.5), (0.5, 0.5)];
+        assert_eq!(quarter_counts(&pts, (0.0, 1.0), (0.0, 1.0)), [1, 2, 2, 2]);
+        assert_eq!(quarter_counts(&[(5.0, 20.0)], (4.0, 8.0), (10.0, 20.0)), [0, 1, 0, 0]);
+        assert_eq!(emptiest([3, 1, 1, 2]), 1, "the first of equal counts");
+    }
+
+    /// Lines are sampled at seven points between each two of their points; a scatter has no
+    /// line to avoid.
+    #[test]
+    fn lines_are_sampled_between_their_points_and_scatters_not() {
+        let mut p = panel(false, vec![(0.0, 0.0), (8.0, 16.0), (16.0, 0.0)]);
+        let samples = along_lines(&p, &|s: &Series| s.points.clone());
+        let want: Vec<(f64, f64)> = (1..8)
+            .map(|i| (f64::from(i), 2.0 * f64::from(i)))
+            .chain((1..8).map(|i| (8.0 + f64::from(i), 16.0 - 2.0 * f64::from(i))))
+            .collect();
+        assert_eq!(samples, want);
+        p.series[0].stroke = Stroke::Points;
+        assert!(along_lines(&p, &|s: &Series| s.points.clone()).is_empty());
+    }
+
+    /// An owner map's box is its owner's colour, down to half of it (rounded down) at the
+    /// highest load.
+    #[test]
+    fn owner_colours_darken_to_half_with_the_load() {
+        let c = crate::colour::owner_colour(5);
+        let full = RGBColor(c[0], c[1], c[2]);
+        assert_eq!(shaded_owner_colour(5, 0.0), full);
+        assert_eq!(shaded_owner_colour(5, -1.0), full);
+        let half = RGBColor(c[0] / 2, c[1] / 2, c[2] / 2);
+        assert_eq!((shaded_owner_colour(5, 1.0), shaded_owner_colour(5, 3.0)), (half, half));
+        let quarter = |v: u8| (f64::from(v) * 0.875) as u8;
+        assert_eq!(shaded_owner_colour(5, 0.25), RGBColor(quarter(c[0]), quarter(c[1]), quarter(c[2])));
+    }
+
     fn panel(log_y: bool, points: Vec<(f64, f64)>) -> Panel {
         let series = vec![Series { label: "a".into(), points, color: PALETTE[0], stroke: Stroke::Solid }];
         Panel { title: "p".into(), x_label: "x".into(), y_label: "y".into(), log_x: false, log_y, series }

@@ -287,6 +287,116 @@ mod tests {
         assert_eq!(heat.get(5, 5), heat_colour(0.0));
     }
 
+    /// A scene of `nx × ny` boxes with these owners and loads, markers and arrows.
+    fn scene_of(
+        nx: usize,
+        ny: usize,
+        owners: Vec<u32>,
+        loads: Vec<f64>,
+        markers: Vec<[f64; 2]>,
+        arrows: Vec<[f64; 2]>,
+    ) -> Scene {
+        Scene {
+            kind: SceneKind::Balancer,
+            grid: Grid::new(nx, ny).unwrap(),
+            loads,
+            owners,
+            markers,
+            arrows,
+            history: vec![],
+            bars: vec![],
+            bars_label: "",
+            status: String::new(),
+        }
+    }
+
+    /// Owner fills darken to 0.4 of the colour at the highest load, in proportion below it;
+    /// the heat fill gives the load's fraction of the highest; row 0 of the domain is drawn
+    /// at the bottom.
+    #[test]
+    fn boxes_are_shaded_by_their_share_of_the_highest_load() {
+        let loads = vec![0.0, 2.0, 4.0, 1.0];
+        let scene = scene_of(2, 2, vec![3; 4], loads.clone(), vec![], vec![]);
+        let style = Style { px: 4, fill: Fill::Owner, arrows: false };
+        let pic = render_map(&scene, &style);
+        let base = owner_colour(3);
+        // Box k = (i, j) is at pixels x = 4i.., y = 4(1 − j)..; sampled at its centre.
+        for (k, load) in loads.iter().enumerate() {
+            let (i, j) = (k % 2, k / 2);
+            let want = base.map(|v| (f64::from(v) * (1.0 - 0.6 * load / 4.0)) as u8);
+            assert_eq!(pic.get(4 * i + 2, 4 * (1 - j) + 2), want, "box {k}");
+        }
+        let heat = render_map(&scene, &Style { fill: Fill::Heat, ..style });
+        for (k, load) in loads.iter().enumerate() {
+            let (i, j) = (k % 2, k / 2);
+            assert_eq!(heat.get(4 * i + 2, 4 * (1 - j) + 2), heat_colour(load / 4.0), "box {k}");
+        }
+    }
+
+    /// An outline of two pixels runs between boxes of different owners, across x and across
+    /// y, in ink on owner fills and white on heat maps; none between boxes of one owner, and
+    /// none at all below 3 pixels a box.
+    #[test]
+    fn outlines_run_between_owners_only() {
+        // Owners 0 0 in row 0 (drawn at the bottom), 1 0 in row 1: box 2 (top left) is owner
+        // 1, beside box 3 and above box 0.
+        let scene = scene_of(2, 2, vec![0, 0, 1, 0], vec![0.0; 4], vec![], vec![]);
+        let style = Style { px: 6, fill: Fill::Owner, arrows: false };
+        let pic = render_map(&scene, &style);
+        // Between box 2 (top left, x 0..6, y 0..6) and box 0 (bottom left, y 6..12): rows 5 and 6.
+        assert_eq!((pic.get(2, 5), pic.get(2, 6)), (INK, INK));
+        assert_eq!((pic.get(2, 4), pic.get(2, 7)), (owner_colour(1), owner_colour(0)));
+        // Between box 2 and box 3 (top right): columns 5 and 6.
+        assert_eq!((pic.get(5, 2), pic.get(6, 2)), (INK, INK));
+        assert_eq!((pic.get(4, 2), pic.get(7, 2)), (owner_colour(1), owner_colour(0)));
+        // Boxes 0 and 1 share an owner: no line between them (bottom row, columns 5 and 6).
+        assert_eq!((pic.get(5, 9), pic.get(6, 9)), (owner_colour(0), owner_colour(0)));
+        // Between box 1 (bottom right) and box 3 above it: the same owner, no line.
+        assert_eq!((pic.get(9, 5), pic.get(9, 6)), (owner_colour(0), owner_colour(0)));
+        let heat = render_map(&scene, &Style { fill: Fill::Heat, ..style });
+        assert_eq!((heat.get(2, 5), heat.get(5, 2)), ([255; 3], [255; 3]));
+        let small = render_map(&scene, &Style { px: 2, ..style });
+        assert_eq!(
+            (small.get(1, 1), small.get(2, 1), small.get(1, 2)),
+            (owner_colour(1), owner_colour(0), owner_colour(0))
+        );
+    }
+
+    /// A marker is a disc of its owner's colour of `marker_radius` pixels in an ink ring 1.5
+    /// pixels wide; the longest arrow runs 6 boxes from its marker, with a head, and no arrow
+    /// is drawn without `arrows` or without motion.
+    #[test]
+    fn markers_are_rings_and_the_longest_arrow_runs_six_boxes() {
+        let owners = vec![0; 20 * 4];
+        let scene = scene_of(20, 4, owners, vec![0.0; 80], vec![[2.0, 2.0], [17.0, 2.0]], vec![[2.0, 0.0], [0.0, 0.0]]);
+        let style = Style { px: 10, fill: Fill::Owner, arrows: true };
+        let r = style.marker_radius();
+        assert_eq!(r, 12.0);
+        let pic = render_map(&scene, &style);
+        let (cx, cy) = (20usize, 20usize);
+        assert_eq!(pic.get(cx, cy), owner_colour(0));
+        assert_eq!(pic.get(cx - 11, cy), owner_colour(0), "inside the disc");
+        assert_eq!(pic.get(cx - 13, cy), INK, "in the ring");
+        assert_eq!(pic.get(cx - 15, cy), owner_colour(0), "beyond the ring: the box");
+        assert_eq!(pic.get(170, 20), owner_colour(1), "the second marker in its own colour");
+        // The arrow: ink along y = 20 from the ring to 6 boxes (60 px) on, nothing past the
+        // tip's half width (3.5 px).
+        for x in [35, 50, 65, 79] {
+            assert_eq!(pic.get(x, cy), INK, "x {x}");
+        }
+        assert_eq!(pic.get(85, cy), owner_colour(0), "past the tip");
+        // The head: ink a few pixels behind the tip, above and below the shaft.
+        assert!((cy - 8..cy - 2).any(|y| pic.get(72, y) == INK) && (cy + 3..cy + 9).any(|y| pic.get(72, y) == INK));
+        let without = render_map(&scene, &Style { arrows: false, ..style });
+        assert_eq!(without.get(50, cy), owner_colour(0));
+        let still = scene_of(20, 4, vec![0; 80], vec![0.0; 80], vec![[2.0, 2.0]], vec![[0.0, 0.0]]);
+        assert_eq!(render_map(&still, &style).get(50, cy), owner_colour(0));
+        // Fewer than 4 px a marker never: a radius of at least 4 pixels.
+        assert_eq!(Style { px: 1, ..style }.marker_radius(), 4.0);
+        assert_eq!(Style::fit(300, 10, 600).px, 2);
+        assert_eq!(Style::fit(3000, 10, 600).px, 1);
+    }
+
     #[test]
     fn pngs_round_trip() {
         let mut pic = Picture::new(7, 3, [1, 2, 3]);

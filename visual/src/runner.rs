@@ -210,6 +210,94 @@ mod tests {
         }
     }
 
+    /// Counts its ticks: changes until `settles`, fails at `fails`; a command is refused
+    /// when it is a step, taken otherwise.
+    struct Counter {
+        ticks: usize,
+        settles: usize,
+        fails: usize,
+        name: &'static str,
+    }
+
+    impl Simulation for Counter {
+        fn tick(&mut self) -> Result<bool, String> {
+            if self.ticks + 1 == self.fails {
+                return Err(format!("boom at {}", self.fails));
+            }
+            self.ticks += 1;
+            Ok(self.ticks < self.settles)
+        }
+
+        fn apply(&mut self, command: Command) -> Result<(), String> {
+            match command {
+                Command::Step => Err("no steps here".into()),
+                _ => Ok(()),
+            }
+        }
+
+        fn scene(&self) -> Scene {
+            Scene {
+                kind: crate::scene::SceneKind::Balancer,
+                grid: pbs::Grid::new(1, 1).unwrap(),
+                loads: vec![0.0],
+                owners: vec![0],
+                markers: vec![],
+                arrows: vec![],
+                history: vec![],
+                bars: vec![],
+                bars_label: "",
+                status: format!("{} {}", self.name, self.ticks),
+            }
+        }
+    }
+
+    fn counter(settles: usize, fails: usize) -> Box<Counter> {
+        Box::new(Counter { ticks: 0, settles, fails, name: "a" })
+    }
+
+    /// Paused, nothing ticks; playing, it ticks until nothing changes and then waits, with
+    /// no scene published while it waits; a tick's error shows and pauses; a command's
+    /// refusal shows; a replacement is published at once.
+    #[test]
+    fn the_thread_ticks_only_while_playing_and_stops_where_nothing_changes() {
+        let r = Runner::spawn(counter(40, usize::MAX), || {});
+        let (first, generation) = (wait_for(&r, |_| true), r.latest().unwrap().1);
+        assert_eq!((first.status.as_str(), generation), ("a 0", 1));
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(r.latest().unwrap().1, 1, "paused: no tick");
+        r.rate(0.0);
+        r.play(true);
+        wait_for(&r, |s| s.status == "a 40");
+        let settled = r.latest().unwrap().1;
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(r.latest().unwrap().1, settled, "settled: no more ticks or scenes");
+        assert_eq!(settled, 41, "one scene per tick after the first");
+        r.command(Command::Step);
+        wait_for(&r, |s| s.status == "error: no steps here");
+        r.replace(Box::new(Counter { ticks: 0, settles: usize::MAX, fails: 5, name: "b" }));
+        wait_for(&r, |s| s.status == "b 0");
+        r.play(true);
+        wait_for(&r, |s| s.status == "error: boom at 5");
+        let stopped = r.latest().unwrap().1;
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(r.latest().unwrap().1, stopped, "an error pauses");
+    }
+
+    /// At a rate of `n` ticks a second, no more than one tick plus `n` per second elapsed.
+    #[test]
+    fn a_rate_bounds_the_ticks_per_second() {
+        let r = Runner::spawn(counter(usize::MAX, usize::MAX), || {});
+        wait_for(&r, |_| true);
+        r.rate(50.0);
+        let start = Instant::now();
+        r.play(true);
+        std::thread::sleep(Duration::from_millis(200));
+        let ticks = r.latest().unwrap().1 - 1;
+        let bound = 1 + (start.elapsed().as_secs_f64() * 50.0) as u64;
+        assert!(ticks >= 1 && ticks <= bound, "{ticks} ticks, at most {bound}");
+        r.play(false);
+    }
+
     #[test]
     fn plays_to_convergence_off_the_calling_thread_and_reports_errors() {
         let m = Model::new(Settings { nx: 40, ny: 30, vcores: 6, ..Settings::default() }).unwrap();

@@ -135,3 +135,40 @@ impl GifWriter {
         self.encoder.write_frame(&frame).map_err(|e| format!("writing {}: {e}", self.path.display()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raster::Fill;
+
+    /// A run stops at the first tick that changes nothing, with that tick's frame; a GIF
+    /// holds the start, every `gif_every`-th tick and the last; the PNG is the map with the
+    /// charts beside it, at least 600 pixels high.
+    #[test]
+    fn a_run_stops_where_nothing_changes_with_its_last_frame() {
+        let dir = std::env::temp_dir().join(format!("pbs-visual-headless-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let outputs = Outputs { png: Some(dir.join("m.png")), gif: Some(dir.join("m.gif")), gif_every: 3 };
+        let style = Style { px: 20, fill: Fill::Owner, arrows: true };
+        let mut sim = crate::runner::tests::counter(7, usize::MAX);
+        let mut told = Vec::new();
+        let scene = run(sim.as_mut(), 100, &style, &outputs, |t| told.push(t)).unwrap();
+        assert_eq!(scene.status, "a 7");
+        assert_eq!(told, (1..=7).collect::<Vec<_>>());
+        let bytes = std::fs::read(dir.join("m.gif")).unwrap();
+        let mut decoder = gif::DecodeOptions::new().read_info(std::io::Cursor::new(&bytes)).unwrap();
+        let mut frames = 0;
+        while decoder.read_next_frame().unwrap().is_some() {
+            frames += 1;
+        }
+        assert_eq!(frames, 4, "the start, ticks 3 and 6, and tick 7 where it settled");
+        let pic = crate::raster::Picture::read_png(&dir.join("m.png")).unwrap();
+        assert_eq!((pic.width, pic.height), (20 + CHARTS_WIDTH, 600));
+        // A failing tick ends the run with its error; nothing is written.
+        let failing = Outputs { png: Some(dir.join("f.png")), gif: None, gif_every: 0 };
+        let mut sim = crate::runner::tests::counter(usize::MAX, 3);
+        assert_eq!(run(sim.as_mut(), 10, &style, &failing, |_| {}).unwrap_err(), "boom at 3");
+        assert!(!dir.join("f.png").exists());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

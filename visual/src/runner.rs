@@ -193,7 +193,7 @@ fn run(mut sim: Box<dyn Simulation>, inbox: &Receiver<Message>, out: &Mutex<Publ
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{Model, Settings};
 
@@ -212,7 +212,7 @@ mod tests {
 
     /// Counts its ticks: changes until `settles`, fails at `fails`; a command is refused
     /// when it is a step, taken otherwise.
-    struct Counter {
+    pub(crate) struct Counter {
         ticks: usize,
         settles: usize,
         fails: usize,
@@ -251,7 +251,7 @@ mod tests {
         }
     }
 
-    fn counter(settles: usize, fails: usize) -> Box<Counter> {
+    pub(crate) fn counter(settles: usize, fails: usize) -> Box<Counter> {
         Box::new(Counter { ticks: 0, settles, fails, name: "a" })
     }
 

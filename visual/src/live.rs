@@ -138,6 +138,18 @@ mod tests {
         assert!(s.bars.iter().all(|b| *b > 0.0), "both threads worked: {:?}", s.bars);
         assert_eq!(s.history.len(), 3);
         assert!(s.loads.iter().sum::<f64>() > 0.0);
+        // Each marker is the centroid of its thread's boxes; the records count iterations.
+        for (t, m) in s.markers.iter().enumerate() {
+            let mine: Vec<usize> = (0..256).filter(|&k| s.owners[k] == t as u32).collect();
+            let mean = |d: usize| mine.iter().map(|&k| s.grid.centre(k)[d]).sum::<f64>() / mine.len() as f64;
+            assert!(!mine.is_empty() && (m[0] - mean(0)).abs() < 1e-9 && (m[1] - mean(1)).abs() < 1e-9, "thread {t}");
+        }
+        assert_eq!(s.history.iter().map(|r| r.step).collect::<Vec<_>>(), [0, 1, 2]);
+        let max_avg = metrics::max_avg(&s.bars);
+        assert!((s.history[2].max_avg - max_avg).abs() < 1e-12 && max_avg >= 1.0);
+        assert!(s.status.starts_with("md iteration 2 · "), "{}", s.status);
+        live.apply(Command::Step).unwrap();
+        assert_eq!(live.scene().history.len(), 4, "a step is one more iteration");
         assert!(live.apply(Command::Rough).unwrap_err().contains("balancer view"));
         assert!(LiveApp::new("fem", "", 16, 16, 2).err().unwrap().contains("fem"));
         assert!(LiveApp::new("md", "", 16, 16, 0).is_err());

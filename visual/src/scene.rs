@@ -105,5 +105,20 @@ mod tests {
         assert_eq!(s.box_at([f64::NAN, 0.5]), None);
         assert_eq!(s.marker_near([2.6, 1.2], 1.0), Some(1));
         assert_eq!(s.marker_near([2.0, 1.0], 0.5), None);
+        // At exactly the radius, a marker counts; of two within it, the nearer wins.
+        assert_eq!(s.marker_near([1.0, 1.5], 0.5), Some(0));
+        assert_eq!(s.marker_near([1.9, 1.0], 5.0), Some(0));
+        assert_eq!(s.marker_near([2.1, 1.0], 5.0), Some(1));
+    }
+
+    #[test]
+    fn a_scene_carries_the_last_records_only() {
+        let records = |n: usize| -> Vec<StepRecord> {
+            (0..n).map(|step| StepRecord { step, max_avg: 1.0, dol_max: 0.0, dol_min: 0.0, migrations: 0 }).collect()
+        };
+        assert_eq!(recent(&records(5)).len(), 5);
+        assert_eq!(recent(&records(HISTORY)).len(), HISTORY);
+        let kept = recent(&records(HISTORY + 7));
+        assert_eq!((kept.len(), kept[0].step, kept[HISTORY - 1].step), (HISTORY, 7, HISTORY + 6));
     }
 }

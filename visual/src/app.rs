@@ -442,7 +442,8 @@ impl Viewer {
             frame_ms_p95: percentile(&self.all_intervals, 0.95),
             cpu_ms_median: pbs::metrics::median(&self.all_cpu),
             fps_median: 1000.0 / med.max(1e-6),
-            sim_steps: self.scene.as_ref().map_or(0, |s| last_step(s)) - self.steps_at_start.unwrap_or(0),
+            // A restart during the capture starts the steps over: none counted then, not a wrap.
+            sim_steps: self.scene.as_ref().map_or(0, |s| last_step(s)).saturating_sub(self.steps_at_start.unwrap_or(0)),
             screenshot: [w, h],
             markers: self.scene.as_ref().map_or(0, |s| s.markers.len()),
         };
@@ -512,5 +513,16 @@ mod tests {
         assert_eq!(percentile(&[], 0.95), 0.0);
         assert_eq!(percentile(&[5.0, 1.0, 3.0], 0.5), 3.0);
         assert_eq!(percentile(&(1..=100).map(f64::from).collect::<Vec<_>>(), 0.95), 95.0);
+    }
+
+    #[test]
+    fn the_frame_window_keeps_the_last_120_intervals() {
+        let mut q = VecDeque::new();
+        for v in 0..120 {
+            push_capped(&mut q, f64::from(v));
+        }
+        assert_eq!((q.len(), q[0]), (120, 0.0));
+        push_capped(&mut q, 120.0);
+        assert_eq!((q.len(), q[0], q[119]), (120, 1.0, 120.0));
     }
 }

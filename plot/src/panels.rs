@@ -597,6 +597,9 @@ mod tests {
         let many: Vec<(f64, f64)> = (1..=13).map(|s| (f64::from(s).log10(), 1.0)).collect();
         assert_eq!(ticks_at(&many, (0.0, 13f64.log10())), None, "past twelve values, the crate's own ticks");
         assert_eq!(ticks_at(&pts[..1], (0.0, 1.0)), None, "one value is no axis");
+        // Values within a billionth of the axis's width are one tick.
+        let near = [(-100.0, 0.0), (100.0, 0.0), (100.0 + 1e-7, 0.0), (100.0 + 1e-6, 0.0)];
+        assert_eq!(ticks_at(&near, (-100.0, 100.0)), Some(vec![-100.0, 100.0, 100.0 + 1e-6]));
     }
 
     #[test]
@@ -638,6 +641,21 @@ mod tests {
         let samples: Vec<(f64, f64)> = (1..8).map(|i| (f64::from(i) / 8.0, f64::from(i) / 8.0)).collect();
         let (corner, top) = legend_place(&diagonal, &samples, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
         assert!(matches!(corner, SeriesLabelPosition::UpperLeft) && top == 1.0);
+        // The room made is in proportion to the axis's own height, wherever it starts.
+        let lift = |q: &[(f64, f64)]| q.iter().map(|&(x, y)| (x, 1.0 + 2.0 * y)).collect::<Vec<_>>();
+        let (_, top) = legend_place(&lift(&points), &lift(&lines), (0.0, 1.0), (1.0, 3.0), 2, 300.0);
+        assert!((top - (3.0 + 2.0 * 44.0 / 256.0)).abs() < 1e-12, "{top}");
+        // A legend of exactly 0.45 of the plotting height, or of ten lines on 300 pixels, is
+        // too tall to make room for.
+        assert_eq!(legend_place(&points, &lines, (0.0, 1.0), (0.0, 1.0), 6, 240.0).1, 1.0);
+        assert_eq!(legend_place(&points, &lines, (0.0, 1.0), (0.0, 1.0), 10, 300.0).1, 1.0);
+        // The emptiest corner counts points and line samples together: the upper right holds
+        // five samples and no point, the upper left one of each, the lower corners two of each.
+        let pts = [(0.25, 0.75), (0.75, 0.25), (0.7, 0.2), (0.25, 0.25), (0.2, 0.2)];
+        let mut samples = vec![(0.75, 0.75); 5];
+        samples.extend([(0.3, 0.7), (0.7, 0.3), (0.8, 0.3), (0.3, 0.3), (0.3, 0.2)]);
+        let (corner, top) = legend_place(&pts, &samples, (0.0, 1.0), (0.0, 1.0), 2, 300.0);
+        assert!(matches!(corner, SeriesLabelPosition::UpperRight) && top > 1.0, "the upper left, which holds a point");
     }
 
     #[test]
@@ -676,8 +694,10 @@ mod tests {
     fn ticks_read_as_round_numbers() {
         let ticks = [0.0, 1e-10, -1e-10, 0.5, -0.5, 3.0, 0.01, 99.5, 150.7, 1e5, 3e-3, -2e6].map(format_tick);
         assert_eq!(ticks, ["0", "0", "0", "0.50", "-0.50", "3", "0.01", "99.50", "151", "1e5", "3e-3", "-2e6"]);
-        let data = [0.0, 3.000_000_000_1, 3.01, -7.0, 1e15, 999_999_999_999_999.0].map(format_data_tick);
-        assert_eq!(data, ["0", "3", "3.01", "-7", "1e15", "999999999999999"]);
+        assert_eq!(format_tick(1e-9), "1e-9", "a billionth is no rounding noise");
+        let data =
+            [0.0, 3.000_000_000_1, 3.01, -7.0, 1e15, 999_999_999_999_999.0, 1_000_000.000_1].map(format_data_tick);
+        assert_eq!(data, ["0", "3", "3.01", "-7", "1e15", "999999999999999", "1000000"]);
         let log = [0.01, 0.0099, 99_999.0, 1e5, 0.999].map(format_log_tick);
         assert_eq!(log, ["0.010", "1e-2", "100000", "1e5", "1.00"]);
     }
@@ -719,6 +739,77 @@ mod tests {
         assert_eq!((shaded_owner_colour(5, 1.0), shaded_owner_colour(5, 3.0)), (half, half));
         let quarter = |v: u8| (f64::from(v) * 0.875) as u8;
         assert_eq!(shaded_owner_colour(5, 0.25), RGBColor(quarter(c[0]), quarter(c[1]), quarter(c[2])));
+    }
+
+    /// An owner map puts box `(i, j)` at column `i` and row `j` counted from the bottom, in
+    /// its owner's colour shaded by its share of the highest load, in a panel as high as the
+    /// grid is for its width plus 30 pixels of title; a vCore is a black dot.
+    #[test]
+    fn owner_maps_draw_each_box_where_it_lies_in_its_shade() {
+        let path = std::env::temp_dir().join(format!("pbs-plot-where-{}.png", std::process::id()));
+        let grid = Grid::new(4, 2).unwrap();
+        // Owners 0 on the left half, 1 on the right; box 0 (bottom left) and box 7 (top
+        // right) carry no load, the others the same.
+        let owners = [0, 0, 1, 1, 0, 0, 1, 1];
+        let loads = [0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 0.0];
+        let m = OwnerMap { title: "m".into(), grid, loads: &loads, owners: &owners, positions: &[[2.0, 1.0, 0.0]] };
+        owner_maps(&path, 1, 400, &[m]).unwrap();
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        std::fs::remove_file(&path).ok();
+        let (w, h) = (info.width as usize, info.height as usize);
+        assert_eq!((w, h), (400, 230));
+        let channels = buf.len() / (w * h);
+        let at = |x: usize, y: usize| -> [u8; 3] {
+            let o = channels * (y * w + x);
+            [buf[o], buf[o + 1], buf[o + 2]]
+        };
+        let rgb = |c: RGBColor| [c.0, c.1, c.2];
+        let pixels_of = |c: [u8; 3]| -> Vec<(usize, usize)> {
+            (0..h).flat_map(|y| (0..w).map(move |x| (x, y))).filter(|&(x, y)| at(x, y) == c).collect()
+        };
+        let span = |p: &[(usize, usize)]| {
+            let xs = p.iter().map(|q| q.0);
+            let ys = p.iter().map(|q| q.1);
+            (xs.clone().min().unwrap(), xs.max().unwrap(), ys.clone().min().unwrap(), ys.max().unwrap())
+        };
+        // The unloaded boxes in full colour: box 0 in the lower left quarter of the map, box 7
+        // in the upper right; each about a quarter of the map wide and half of it high.
+        let (x0, x1, y0, y1) = span(&pixels_of(rgb(shaded_owner_colour(0, 0.0))));
+        assert!(x1 < w / 3 && y0 > h / 2 && x1 - x0 > w / 6 && y1 - y0 > h / 4, "box 0 at {x0}..{x1} × {y0}..{y1}");
+        let (x0, x1, y0, y1) = span(&pixels_of(rgb(shaded_owner_colour(1, 0.0))));
+        assert!(
+            x0 > 2 * w / 3 && y1 < h / 2 + 15 && x1 - x0 > w / 6 && y1 - y0 > h / 4,
+            "box 7 at {x0}..{x1} × {y0}..{y1}"
+        );
+        // The loaded boxes of each owner, darker, on its side of the middle.
+        let (_, left_end, _, _) = span(&pixels_of(rgb(shaded_owner_colour(0, 1.0))));
+        let (right_start, _, _, _) = span(&pixels_of(rgb(shaded_owner_colour(1, 1.0))));
+        assert!(left_end < w / 2 + 2 && right_start > w / 2 - 2, "owner 0 to {left_end}, owner 1 from {right_start}");
+        // The vCore at (2, 1): a dot at the map's centre.
+        let (x0, x1, y0, y1) = span(
+            &pixels_of([0, 0, 0])
+                .into_iter()
+                .filter(|&(x, y)| (150..250).contains(&x) && (60..200).contains(&y))
+                .collect::<Vec<_>>(),
+        );
+        let (cx, cy) = ((x0 + x1) / 2, (y0 + y1) / 2);
+        assert!(cx.abs_diff(w / 2) <= 3 && cy.abs_diff(15 + h / 2) <= 12 && x1 - x0 <= 8, "dot around ({cx}, {cy})");
+    }
+
+    /// A series at a single x (an axis of no width) is still drawn: its dot shows.
+    #[test]
+    fn a_single_point_is_drawn() {
+        let mut p = panel(false, vec![(3.0, 5.0)]);
+        p.series[0].stroke = Stroke::Points;
+        let (w, h) = (300u32, 200u32);
+        let mut rgb = vec![0u8; (w * h * 3) as usize];
+        line_panels_rgb(&mut rgb, w, h, 1, &[p]).unwrap();
+        let c = PALETTE[0];
+        let inked = rgb.chunks(3).filter(|px| px == &[c.0, c.1, c.2]).count();
+        assert!(inked >= 9, "{inked} pixels of the series' colour");
     }
 
     fn panel(log_y: bool, points: Vec<(f64, f64)>) -> Panel {
@@ -779,6 +870,8 @@ mod tests {
         assert!(refused(0, 100, &[map(&owners)]).contains("in 0 columns"));
         assert!(refused(1, 100, &[]).contains("0 owner maps"));
         assert!(refused(1, 100, &[map(&owners[..3])]).contains("16 loads and 3 owners for 16 boxes"));
+        let short = OwnerMap { title: "m".into(), grid, loads: &loads[..3], owners: &owners, positions: &[] };
+        assert!(refused(1, 100, &[short]).contains("3 loads and 16 owners for 16 boxes"));
         assert!(refused(3, 6000, &[map(&owners)]).contains("18000×6030 pixels"));
         owner_maps(&path, 1, 100, &[map(&owners)]).unwrap();
         std::fs::remove_file(&path).unwrap();

@@ -749,9 +749,9 @@ mod tests {
         let path = std::env::temp_dir().join(format!("pbs-plot-where-{}.png", std::process::id()));
         let grid = Grid::new(4, 2).unwrap();
         // Owners 0 on the left half, 1 on the right; box 0 (bottom left) and box 7 (top
-        // right) carry no load, the others the same.
+        // right) carry no load, box 1 half the others'.
         let owners = [0, 0, 1, 1, 0, 0, 1, 1];
-        let loads = [0.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 0.0];
+        let loads = [0.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 0.0];
         let m = OwnerMap { title: "m".into(), grid, loads: &loads, owners: &owners, positions: &[[2.0, 1.0, 0.0]] };
         owner_maps(&path, 1, 400, &[m]).unwrap();
         let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
@@ -788,6 +788,9 @@ mod tests {
         let (_, left_end, _, _) = span(&pixels_of(rgb(shaded_owner_colour(0, 1.0))));
         let (right_start, _, _, _) = span(&pixels_of(rgb(shaded_owner_colour(1, 1.0))));
         assert!(left_end < w / 2 + 2 && right_start > w / 2 - 2, "owner 0 to {left_end}, owner 1 from {right_start}");
+        // Box 1 at half the highest load: half as much darker.
+        let (x0, x1, _, _) = span(&pixels_of(rgb(shaded_owner_colour(0, 0.5))));
+        assert!(x0 > w / 5 && x1 < w / 2 + 2, "box 1 at {x0}..{x1}");
         // The vCore at (2, 1): a dot at the map's centre.
         let (x0, x1, y0, y1) = span(
             &pixels_of([0, 0, 0])

@@ -19,3 +19,17 @@ pub fn bar(len: u64, message: &str) -> ProgressBar {
     pb.set_message(message.to_string());
     pb
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Off a terminal (CI, pipes, a test's captured stderr) the bar is hidden and has no
+    /// length; on one it counts to `len`.
+    #[test]
+    fn a_bar_draws_on_a_terminal_only() {
+        let b = bar(10, "steps");
+        let want = if std::io::stderr().is_terminal() { Some(10) } else { None };
+        assert_eq!(b.length(), want);
+    }
+}

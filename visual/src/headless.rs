@@ -171,4 +171,31 @@ mod tests {
         assert!(!dir.join("f.png").exists());
         std::fs::remove_dir_all(&dir).ok();
     }
+
+    /// A GIF's sides are 16-bit: a map of 65,535 pixels a side is written, one more refused.
+    #[test]
+    fn a_gif_takes_maps_up_to_65535_pixels_a_side() {
+        let path = std::env::temp_dir().join(format!("pbs-visual-wide-{}.gif", std::process::id()));
+        let style = Style { px: 1, fill: Fill::Heat, arrows: false };
+        let strip = |nx: usize, ny: usize| Scene {
+            kind: crate::scene::SceneKind::Balancer,
+            grid: pbs::Grid::new(nx, ny).unwrap(),
+            loads: vec![0.0; nx * ny],
+            owners: vec![0; nx * ny],
+            markers: vec![],
+            arrows: vec![],
+            history: vec![],
+            bars: vec![],
+            bars_label: "",
+            status: String::new(),
+        };
+        for (nx, ny) in [(65535, 1), (1, 65535)] {
+            assert!(GifWriter::create(&path, &strip(nx, ny), &style).is_ok(), "{nx}×{ny}");
+        }
+        for (nx, ny) in [(65536, 1), (1, 65536)] {
+            let e = GifWriter::create(&path, &strip(nx, ny), &style).err().expect("refused");
+            assert!(e.ends_with("map too large for a GIF"), "{nx}×{ny}: {e}");
+        }
+        std::fs::remove_file(&path).ok();
+    }
 }

@@ -409,4 +409,40 @@ mod tests {
         assert_eq!(back.get(6, 2), [9, 9, 9]);
         assert!(Picture::read_png(Path::new("/nonexistent.png")).unwrap_err().contains("nonexistent"));
     }
+
+    /// A pixel set outside the picture is dropped, not wrapped onto the next row.
+    #[test]
+    fn pixels_outside_the_picture_are_dropped() {
+        let mut pic = Picture::new(3, 2, [0, 0, 0]);
+        for (x, y) in [(3, 0), (-1, 1), (0, 2), (0, -1), (i64::MAX, 0)] {
+            pic.set(x, y, [9, 9, 9]);
+        }
+        assert_eq!(pic, Picture::new(3, 2, [0, 0, 0]));
+        pic.set(2, 1, [9, 9, 9]);
+        assert_eq!(pic.get(2, 1), [9, 9, 9]);
+    }
+
+    /// PNGs other programs write: RGB without alpha, and 16 bits a channel (kept to the high
+    /// byte); a grey one is refused by name.
+    #[test]
+    fn pngs_in_rgb_and_16_bits_are_read_as_rgba() {
+        let path = std::env::temp_dir().join(format!("pbs-visual-16-{}.png", std::process::id()));
+        let write = |colour: png::ColorType, depth: png::BitDepth, data: &[u8]| {
+            let file = std::fs::File::create(&path).unwrap();
+            let mut enc = png::Encoder::new(std::io::BufWriter::new(file), 2, 1);
+            enc.set_color(colour);
+            enc.set_depth(depth);
+            enc.write_header().unwrap().write_image_data(data).unwrap();
+        };
+        write(png::ColorType::Rgb, png::BitDepth::Eight, &[1, 2, 3, 4, 5, 6]);
+        let pic = Picture::read_png(&path).unwrap();
+        assert_eq!(pic.rgba, [1, 2, 3, 255, 4, 5, 6, 255]);
+        write(png::ColorType::Rgb, png::BitDepth::Sixteen, &[1, 0xff, 2, 0, 3, 7, 40, 1, 50, 2, 60, 3]);
+        let pic = Picture::read_png(&path).unwrap();
+        assert_eq!((pic.width, pic.height, pic.rgba), (2, 1, vec![1, 2, 3, 255, 40, 50, 60, 255]));
+        write(png::ColorType::Grayscale, png::BitDepth::Eight, &[7, 8]);
+        let e = Picture::read_png(&path).unwrap_err();
+        assert!(e.contains("unsupported colour type Grayscale"), "{e}");
+        std::fs::remove_file(&path).ok();
+    }
 }

@@ -103,12 +103,16 @@ mod tests {
         assert_eq!(s.box_at([4.0, 0.5]), None);
         assert_eq!(s.box_at([-0.1, 0.5]), None);
         assert_eq!(s.box_at([f64::NAN, 0.5]), None);
+        assert_eq!(s.box_at([0.5, 2.0]), None, "the top edge is outside");
         assert_eq!(s.marker_near([2.6, 1.2], 1.0), Some(1));
         assert_eq!(s.marker_near([2.0, 1.0], 0.5), None);
         // At exactly the radius, a marker counts; of two within it, the nearer wins.
         assert_eq!(s.marker_near([1.0, 1.5], 0.5), Some(0));
         assert_eq!(s.marker_near([1.9, 1.0], 5.0), Some(0));
         assert_eq!(s.marker_near([2.1, 1.0], 5.0), Some(1));
+        // Distance counts both axes: 0.9 across and 3 up is farther than 1.1 across.
+        assert_eq!(s.marker_near([1.9, 4.0], 3.0), None);
+        assert_eq!(s.marker_near([1.9, 3.5], 5.0), Some(0));
     }
 
     #[test]

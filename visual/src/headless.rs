@@ -177,18 +177,7 @@ mod tests {
     fn a_gif_takes_maps_up_to_65535_pixels_a_side() {
         let path = std::env::temp_dir().join(format!("pbs-visual-wide-{}.gif", std::process::id()));
         let style = Style { px: 1, fill: Fill::Heat, arrows: false };
-        let strip = |nx: usize, ny: usize| Scene {
-            kind: crate::scene::SceneKind::Balancer,
-            grid: pbs::Grid::new(nx, ny).unwrap(),
-            loads: vec![0.0; nx * ny],
-            owners: vec![0; nx * ny],
-            markers: vec![],
-            arrows: vec![],
-            history: vec![],
-            bars: vec![],
-            bars_label: "",
-            status: String::new(),
-        };
+        let strip = crate::scene::tests::blank;
         for (nx, ny) in [(65535, 1), (1, 65535)] {
             assert!(GifWriter::create(&path, &strip(nx, ny), &style).is_ok(), "{nx}×{ny}");
         }

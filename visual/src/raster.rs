@@ -296,18 +296,7 @@ mod tests {
         markers: Vec<[f64; 2]>,
         arrows: Vec<[f64; 2]>,
     ) -> Scene {
-        Scene {
-            kind: SceneKind::Balancer,
-            grid: Grid::new(nx, ny).unwrap(),
-            loads,
-            owners,
-            markers,
-            arrows,
-            history: vec![],
-            bars: vec![],
-            bars_label: "",
-            status: String::new(),
-        }
+        Scene { owners, loads, markers, arrows, ..crate::scene::tests::blank(nx, ny) }
     }
 
     /// Owner fills darken to 0.4 of the colour at the highest load, in proportion below it;

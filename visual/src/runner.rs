@@ -236,18 +236,7 @@ pub(crate) mod tests {
         }
 
         fn scene(&self) -> Scene {
-            Scene {
-                kind: crate::scene::SceneKind::Balancer,
-                grid: pbs::Grid::new(1, 1).unwrap(),
-                loads: vec![0.0],
-                owners: vec![0],
-                markers: vec![],
-                arrows: vec![],
-                history: vec![],
-                bars: vec![],
-                bars_label: "",
-                status: format!("{} {}", self.name, self.ticks),
-            }
+            Scene { status: format!("{} {}", self.name, self.ticks), ..crate::scene::tests::blank(1, 1) }
         }
     }
 

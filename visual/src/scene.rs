@@ -76,8 +76,25 @@ impl Scene {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A balancer scene of `nx × ny` boxes, all owner 0 and unloaded, with nothing else: the
+    /// tests of other modules fill in what they draw.
+    pub(crate) fn blank(nx: usize, ny: usize) -> Scene {
+        Scene {
+            kind: SceneKind::Balancer,
+            grid: Grid::new(nx, ny).unwrap(),
+            loads: vec![0.0; nx * ny],
+            owners: vec![0; nx * ny],
+            markers: vec![],
+            arrows: vec![],
+            history: vec![],
+            bars: vec![],
+            bars_label: "",
+            status: String::new(),
+        }
+    }
 
     fn scene() -> Scene {
         let grid = Grid::new(4, 2).unwrap();

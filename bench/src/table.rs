@@ -15,14 +15,28 @@ impl Table {
         Table { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
     }
 
-    /// Appends a row.
+    /// Appends a row; a shorter row leaves its last columns blank.
+    ///
+    /// # Panics
+    ///
+    /// If the row has more cells than the table has columns: a caller's bug, named in the message.
     pub fn row(&mut self, cells: Vec<String>) {
+        assert!(
+            cells.len() <= self.header.len(),
+            "a row of {} cells in a table of {} columns ({})",
+            cells.len(),
+            self.header.len(),
+            self.header.join(", ")
+        );
         self.rows.push(cells);
     }
 
+    /// Each column's width: the widest of its title and cells (cells past the titles, pushed
+    /// straight into `rows`, widen columns of their own).
     fn widths(&self) -> Vec<usize> {
         let mut w: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for r in &self.rows {
+            w.resize(w.len().max(r.len()), 0);
             for (i, c) in r.iter().enumerate() {
                 w[i] = w[i].max(c.chars().count());
             }
@@ -38,7 +52,7 @@ impl Table {
             first.parse::<f64>().is_ok() || (first.len() > 1 && (first.ends_with('%') || first.ends_with('×')))
         };
         let placeholder = |c: &str| matches!(c.trim(), "" | "-" | "—" | "n/a" | "null");
-        (0..self.header.len())
+        (0..self.widths().len())
             .map(|i| {
                 let cells = || self.rows.iter().filter_map(|r| r.get(i)).map(|c| c.as_str());
                 cells().any(figure) && cells().all(|c| figure(c) || placeholder(c))
@@ -79,7 +93,7 @@ impl Table {
     /// A GitHub-flavoured markdown table, columns of figures right-aligned.
     pub fn markdown(&self) -> String {
         let mut s = format!("| {} |\n|", self.header.join(" | "));
-        for right in self.figure_columns() {
+        for right in self.figure_columns().into_iter().take(self.header.len()) {
             s += if right { "---:|" } else { "---|" };
         }
         s.push('\n');
@@ -140,5 +154,22 @@ mod tests {
         let first = t.text().lines().nth(2).unwrap().to_string();
         assert_eq!(first, "3 (21.9 %)    1  -  %  2    1.3/0.0");
         assert!(t.markdown().contains("\n|---:|---:|---|---|---|---|\n"), "{}", t.markdown());
+    }
+
+    /// A short row leaves its last columns blank; a row longer than the titles is refused by
+    /// `row` with the sizes named, and one pushed into `rows` directly widens a column of its own
+    /// instead of indexing past the widths.
+    #[test]
+    fn rows_of_other_lengths() {
+        let mut t = Table::new(&["case", "steps", "note"]);
+        t.row(vec!["disc".into()]);
+        t.row(vec!["uniform".into(), "7".into(), "ok".into()]);
+        assert_eq!(t.text(), "case     steps  note\n-------  -----  ----\ndisc\nuniform      7  ok\n");
+        let long = std::panic::catch_unwind(|| Table::new(&["a"]).row(vec!["1".into(), "2".into()]));
+        let message = long.unwrap_err().downcast::<String>().unwrap();
+        assert_eq!(*message, "a row of 2 cells in a table of 1 columns (a)");
+        t.rows.push(vec!["x".into(), "1".into(), "y".into(), "extra".into()]);
+        assert_eq!(t.text().lines().last(), Some("x            1  y     extra"));
+        assert!(t.markdown().starts_with("| case | steps | note |\n|---|---:|---|\n"), "{}", t.markdown());
     }
 }

@@ -116,6 +116,14 @@ fn run(cli: Cli) -> Result<(), String> {
     if cli.px == Some(0) {
         return Err("--px must be at least 1 pixel per box".into());
     }
+    // The window's options are checked headless too, so that a bad one is never silently ignored.
+    if !(cli.rate.is_finite() && cli.rate >= 0.0) {
+        return Err(format!("--rate must be finite and ≥ 0, got {}", cli.rate));
+    }
+    let (w, h) = parse_size("--window", &cli.window)?;
+    if w == 0 || h == 0 {
+        return Err(format!("--window {}: each side must be at least 1 pixel", cli.window));
+    }
     let settings = Settings {
         nx,
         ny,
@@ -186,10 +194,6 @@ fn run(cli: Cli) -> Result<(), String> {
         }
     };
     let capture = cli.screenshot.clone().map(|png| Capture { png, frames: cli.frames, stats: cli.frame_stats.clone() });
-    let (w, h) = parse_size("--window", &cli.window)?;
-    if w == 0 || h == 0 {
-        return Err(format!("--window {}: each side must be at least 1 pixel", cli.window));
-    }
     let mut options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default().with_inner_size([w as f32, h as f32]).with_title("pbs simulator"),
         ..Default::default()
@@ -199,9 +203,6 @@ fn run(cli: Cli) -> Result<(), String> {
         options.glow_options.vsync = false;
     }
     let (play, px, rate) = (cli.play, cli.px, cli.rate);
-    if !(rate.is_finite() && rate >= 0.0) {
-        return Err(format!("--rate must be finite and ≥ 0, got {rate}"));
-    }
     eframe::run_native(
         "pbs-visual",
         options,

@@ -100,6 +100,11 @@ fn the_command_line_writes_a_png_and_an_animated_gif_and_refuses_bad_input() {
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "65535x65535"], "over 16384 boxes a side"),
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "65535x65535", "--app", "md"], "over 16384 boxes a side"),
         (vec!["--window", "0x600"], "--window"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--window", "800by600"], "--window"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--rate", "-1"], "--rate"),
+        (vec!["--rate", "NaN"], "--rate"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--drift-speed", "inf"], "--drift-speed"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--gif-every", "0"], "--gif-every"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_pbs-visual")).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

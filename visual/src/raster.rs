@@ -386,6 +386,150 @@ mod tests {
         assert_eq!(Style::fit(3000, 10, 600).px, 1);
     }
 
+    /// The distance from `p` to the segment `a`–`b`.
+    fn to_segment(p: [f64; 2], a: [f64; 2], b: [f64; 2]) -> f64 {
+        let (dx, dy) = (b[0] - a[0], b[1] - a[1]);
+        let len2 = dx * dx + dy * dy;
+        let t = if len2 == 0.0 { 0.0 } else { (((p[0] - a[0]) * dx + (p[1] - a[1]) * dy) / len2).clamp(0.0, 1.0) };
+        (p[0] - a[0] - t * dx).hypot(p[1] - a[1] - t * dy)
+    }
+
+    /// The centres of the inked pixels of a white picture.
+    fn inked(pic: &Picture) -> Vec<[f64; 2]> {
+        (0..pic.height)
+            .flat_map(|y| (0..pic.width).map(move |x| (x, y)))
+            .filter(|&(x, y)| pic.get(x, y) == INK)
+            .map(|(x, y)| [x as f64 + 0.5, y as f64 + 0.5])
+            .collect()
+    }
+
+    /// A disc inks exactly the pixels whose centres lie within its radius, at whole, half and
+    /// odd centres, also where it runs off the picture.
+    #[test]
+    fn a_disc_inks_the_pixels_whose_centres_it_covers() {
+        // Pixels on the circle at the ends of each axis: (2, 5.5) and (5.5, 2) at radius 1.5,
+        // (0.5, 5.5) and (5.5, 0.5) at radius 3.
+        for (c, r) in [
+            ([2.0, 5.5], 1.5),
+            ([5.5, 2.0], 1.5),
+            ([0.5, 5.5], 3.0),
+            ([5.5, 0.5], 3.0),
+            ([20.0, 15.0], 6.0),
+            ([20.5, 15.5], 6.0),
+            ([10.3, 22.8], 4.6),
+            ([1.2, 0.7], 5.5),
+            ([38.6, 28.1], 3.0),
+        ] {
+            let mut pic = Picture::new(40, 30, [255, 255, 255]);
+            disc(&mut pic, c, r, INK);
+            let mut expected = Vec::new();
+            for y in 0..30 {
+                for x in 0..40 {
+                    let (dx, dy) = (x as f64 + 0.5 - c[0], y as f64 + 0.5 - c[1]);
+                    if dx * dx + dy * dy <= r * r {
+                        expected.push([x as f64 + 0.5, y as f64 + 0.5]);
+                    }
+                }
+            }
+            assert!(!expected.is_empty());
+            assert_eq!(inked(&pic), expected, "disc at {c:?}, radius {r}");
+        }
+    }
+
+    /// A segment and an arrow ink every pixel whose centre is within their half width of a
+    /// stroke (less the 1/16 px the sampled discs may leave between them) and none farther;
+    /// an arrow's strokes are its shaft and two head strokes of 0.35 × its length, at most
+    /// 4 half widths + 4 px, spread at ±atan(1/2) behind the tip; under a pixel long, no head.
+    #[test]
+    fn segments_and_arrows_ink_their_strokes_to_the_half_width() {
+        let head_strokes = |from: [f64; 2], to: [f64; 2], h: f64| -> Vec<([f64; 2], [f64; 2])> {
+            let (dx, dy) = (to[0] - from[0], to[1] - from[1]);
+            let len = dx.hypot(dy);
+            let head = (0.35 * len).min(4.0 * h + 4.0);
+            let (ux, uy) = (dx / len, dy / len);
+            // Back along the shaft by `head`, then aside by half of it, either way.
+            [-1.0, 1.0]
+                .map(|side| {
+                    (to, [to[0] - head * ux + side * 0.5 * head * uy, to[1] - head * uy - side * 0.5 * head * ux])
+                })
+                .to_vec()
+        };
+        let cases: [([f64; 2], [f64; 2], f64, bool); 10] = [
+            ([5.5, 20.5], [70.5, 20.5], 1.0, false),
+            ([6.2, 40.9], [73.4, 7.3], 2.45, false),
+            ([3.3, 3.1], [76.9, 46.2], 1.0, false),
+            ([30.5, 10.5], [31.1, 11.3], 1.3, true),
+            ([50.2, 30.7], [50.8, 29.9], 1.0, true),
+            ([5.5, 20.5], [70.5, 20.5], 1.0, true),
+            ([10.0, 35.0], [22.0, 35.0], 3.0, true),
+            ([60.7, 8.2], [12.4, 38.9], 1.75, true),
+            ([40.3, 5.1], [40.3, 44.6], 2.0, true),
+            ([30.5, 30.5], [31.2, 30.5], 2.0, true),
+        ];
+        for (a, b, h, is_arrow) in cases {
+            let mut pic = Picture::new(80, 50, [255, 255, 255]);
+            let mut strokes = vec![(a, b)];
+            if is_arrow {
+                arrow(&mut pic, a, b, h);
+                if (b[0] - a[0]).hypot(b[1] - a[1]) >= 1.0 {
+                    strokes.extend(head_strokes(a, b, h));
+                }
+            } else {
+                segment(&mut pic, a, b, h);
+            }
+            let near = |p: [f64; 2]| strokes.iter().map(|&(s, e)| to_segment(p, s, e)).fold(f64::INFINITY, f64::min);
+            let ink = inked(&pic);
+            for p in &ink {
+                assert!(near(*p) <= h + 1e-9, "{a:?}→{b:?}, half width {h}: {p:?} inked {} px from a stroke", near(*p));
+            }
+            for y in 0..50 {
+                for x in 0..80 {
+                    let p = [x as f64 + 0.5, y as f64 + 0.5];
+                    if near(p) <= h - 1.0 / 16.0 {
+                        assert_eq!(pic.get(x, y), INK, "{a:?}→{b:?}, half width {h}: {p:?} left blank");
+                    }
+                }
+            }
+        }
+        // From one pixel long an arrow has a head (here two more pixels each side of the
+        // shaft's end); shorter, it is its shaft alone.
+        let drawn = |to: [f64; 2], head: bool| {
+            let mut pic = Picture::new(20, 20, [255, 255, 255]);
+            if head {
+                arrow(&mut pic, [10.5, 10.25], to, 2.0);
+            } else {
+                segment(&mut pic, [10.5, 10.25], to, 2.0);
+            }
+            inked(&pic)
+        };
+        assert_eq!(drawn([10.5, 11.25], true).len(), drawn([10.5, 11.25], false).len() + 4);
+        assert_eq!(drawn([10.5, 11.0], true), drawn([10.5, 11.0], false));
+    }
+
+    /// The arrows of a frame share one scale: the longest runs 6 boxes, the others in
+    /// proportion, each from its own marker in its own direction, on both axes.
+    #[test]
+    fn arrows_share_the_longest_ones_scale() {
+        let markers = vec![[5.0, 5.0], [14.0, 4.0]];
+        let scene = scene_of(20, 12, vec![0; 240], vec![0.0; 240], markers, vec![[3.0, 4.0], [0.0, -2.5]]);
+        let style = Style { px: 10, fill: Fill::Owner, arrows: true };
+        let pic = render_map(&scene, &style);
+        let (h, r) = (3.5, style.marker_radius());
+        // Tips: (5, 5) + 1.2 × (3, 4) = (8.6, 9.8) and (14, 4) + 1.2 × (0, -2.5) = (14, 1).
+        for (m, tip) in [([5.0, 5.0], [8.6, 9.8]), ([14.0, 4.0], [14.0, 1.0])] {
+            let (from, to) = (to_pixel(m, 12, 10), to_pixel(tip, 12, 10));
+            let (dx, dy) = (to[0] - from[0], to[1] - from[1]);
+            let len = dx.hypot(dy);
+            let at = |d: f64| [(from[0] + dx * d / len) as usize, (from[1] + dy * d / len) as usize];
+            for d in [r + 3.0, 0.5 * len, len - 1.0] {
+                let [x, y] = at(d);
+                assert_eq!(pic.get(x, y), INK, "arrow from {m:?}: {d:.1} px along");
+            }
+            let [x, y] = at(len + h + 2.0);
+            assert_eq!(pic.get(x, y), owner_colour(0), "arrow from {m:?}: past its tip");
+        }
+    }
+
     #[test]
     fn pngs_round_trip() {
         let mut pic = Picture::new(7, 3, [1, 2, 3]);
@@ -416,20 +560,20 @@ mod tests {
     #[test]
     fn pngs_in_rgb_and_16_bits_are_read_as_rgba() {
         let path = std::env::temp_dir().join(format!("pbs-visual-16-{}.png", std::process::id()));
-        let write = |colour: png::ColorType, depth: png::BitDepth, data: &[u8]| {
+        let write = |(w, h): (u32, u32), colour: png::ColorType, depth: png::BitDepth, data: &[u8]| {
             let file = std::fs::File::create(&path).unwrap();
-            let mut enc = png::Encoder::new(std::io::BufWriter::new(file), 2, 1);
+            let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
             enc.set_color(colour);
             enc.set_depth(depth);
             enc.write_header().unwrap().write_image_data(data).unwrap();
         };
-        write(png::ColorType::Rgb, png::BitDepth::Eight, &[1, 2, 3, 4, 5, 6]);
+        write((1, 2), png::ColorType::Rgb, png::BitDepth::Eight, &[1, 2, 3, 4, 5, 6]);
         let pic = Picture::read_png(&path).unwrap();
-        assert_eq!(pic.rgba, [1, 2, 3, 255, 4, 5, 6, 255]);
-        write(png::ColorType::Rgb, png::BitDepth::Sixteen, &[1, 0xff, 2, 0, 3, 7, 40, 1, 50, 2, 60, 3]);
+        assert_eq!((pic.width, pic.height, pic.rgba), (1, 2, vec![1, 2, 3, 255, 4, 5, 6, 255]));
+        write((2, 1), png::ColorType::Rgb, png::BitDepth::Sixteen, &[1, 0xff, 2, 0, 3, 7, 40, 1, 50, 2, 60, 3]);
         let pic = Picture::read_png(&path).unwrap();
         assert_eq!((pic.width, pic.height, pic.rgba), (2, 1, vec![1, 2, 3, 255, 40, 50, 60, 255]));
-        write(png::ColorType::Grayscale, png::BitDepth::Eight, &[7, 8]);
+        write((2, 1), png::ColorType::Grayscale, png::BitDepth::Eight, &[7, 8]);
         let e = Picture::read_png(&path).unwrap_err();
         assert!(e.contains("unsupported colour type Grayscale"), "{e}");
         std::fs::remove_file(&path).ok();

@@ -272,19 +272,62 @@ pub(crate) mod tests {
         assert_eq!(r.latest().unwrap().1, stopped, "an error pauses");
     }
 
-    /// At a rate of `n` ticks a second, no more than one tick plus `n` per second elapsed.
+    /// At a rate of `n` ticks a second, no more than one tick plus `n` per second elapsed
+    /// (at 5 a second, fewer than the default 30 would give); at 1000 a second, a tick every
+    /// millisecond or so, so that 20 come well within ten seconds.
     #[test]
     fn a_rate_bounds_the_ticks_per_second() {
         let r = Runner::spawn(counter(usize::MAX, usize::MAX), || {});
         wait_for(&r, |_| true);
-        r.rate(50.0);
+        r.rate(5.0);
         let start = Instant::now();
         r.play(true);
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(300));
         let ticks = r.latest().unwrap().1 - 1;
-        let bound = 1 + (start.elapsed().as_secs_f64() * 50.0) as u64;
+        let bound = 1 + (start.elapsed().as_secs_f64() * 5.0) as u64;
         assert!(ticks >= 1 && ticks <= bound, "{ticks} ticks, at most {bound}");
         r.play(false);
+        let paused = r.latest().unwrap().1;
+        r.rate(1000.0);
+        r.play(true);
+        let start = Instant::now();
+        while r.latest().unwrap().1 < paused + 20 {
+            assert!(start.elapsed() < Duration::from_secs(10), "at 1000 ticks a second, not 20 in ten seconds");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Dropping the runner waits for its thread: a tick under way ends, and what the thread
+    /// held (here the `on_publish` closure) is released before `drop` returns.
+    #[test]
+    fn dropping_the_runner_ends_its_thread() {
+        struct Slow(Arc<std::sync::atomic::AtomicBool>);
+        impl Simulation for Slow {
+            fn tick(&mut self) -> Result<bool, String> {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(100));
+                Ok(true)
+            }
+            fn apply(&mut self, _: Command) -> Result<(), String> {
+                Ok(())
+            }
+            fn scene(&self) -> Scene {
+                crate::scene::tests::blank(1, 1)
+            }
+        }
+        let ticking = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let held = Arc::new(());
+        let in_thread = Arc::clone(&held);
+        let r = Runner::spawn(Box::new(Slow(Arc::clone(&ticking))), move || {
+            let _ = &in_thread;
+        });
+        r.rate(0.0);
+        r.play(true);
+        while !ticking.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(r);
+        assert_eq!(Arc::strong_count(&held), 1, "the thread still holds its closure after drop");
     }
 
     #[test]

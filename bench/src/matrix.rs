@@ -52,7 +52,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let cache_bytes = RunSetup::machine_cache_bytes();
     let cases = cases(cache_bytes);
-    let bar = progress::bar((cases.len() * s.repeats * 2 * 4 * s.iters) as u64, "report");
+    let bar = progress::bar(progress::units(&[cases.len(), s.repeats, 2, 4, s.iters]), "report");
     let mut measured = Vec::new();
     for &(app, scenario, nx, ny) in &cases {
         bar.set_message(format!("{app} {scenario} {nx}x{ny}"));

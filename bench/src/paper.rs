@@ -126,9 +126,12 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
         [(10, 50)].into_iter().chain([13, 72].into_iter().flat_map(|v| [50, 100, 150].map(|side| (v, side)))).collect();
     let shape_list = shapes::all();
     let per_config = |v: usize| if v == 10 { s.trials } else { s.large_trials };
-    let transition_units: usize = configs.iter().map(|&(v, _)| 2 * (per_config(v) + s.paper_trials)).sum();
-    let total = 8 + transition_units + s.trials + 2 * shape_list.len() + 8;
-    let bar = progress::bar(total as u64, "paper report");
+    // Saturating: absurd trial counts give a full-width bar, not an overflow.
+    let transition_units = configs.iter().fold(0u64, |n, &(v, _)| {
+        n.saturating_add(progress::units(&[2, per_config(v)])).saturating_add(progress::units(&[2, s.paper_trials]))
+    });
+    let total = transition_units.saturating_add(s.trials as u64).saturating_add(16 + 2 * shape_list.len() as u64);
+    let bar = progress::bar(total, "paper report");
     let tick = || bar.inc(1);
 
     // Fig. 5: the four static cases, both methods, DOL against steps.

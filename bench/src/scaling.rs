@@ -175,8 +175,8 @@ pub fn check_threads(threads: &[usize], cores: usize, oversubscribe: bool) -> Re
 pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
     let cases = &cases(RunSetup::machine_cache_bytes())[..3];
     let schedulers = &s.schedulers;
-    let bar =
-        progress::bar((s.threads.len() * cases.len() * s.repeats * 2 * schedulers.len() * s.iters) as u64, "scaling");
+    let units = progress::units(&[s.threads.len(), cases.len(), s.repeats, 2, schedulers.len(), s.iters]);
+    let bar = progress::bar(units, "scaling");
     let mut rows = Vec::new();
     for &(app, scenario, report_nx, report_ny) in cases {
         for &threads in &s.threads {

@@ -20,9 +20,23 @@ pub fn bar(len: u64, message: &str) -> ProgressBar {
     pb
 }
 
+/// A bar's length as the product of counts (runs × iterations × …), saturating at `u64::MAX`
+/// so that absurd counts on the command line give a full-width bar, not an overflow.
+pub fn units(counts: &[usize]) -> u64 {
+    counts.iter().fold(1u64, |n, &c| n.saturating_mul(c as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn units_multiply_and_saturate() {
+        assert_eq!(units(&[]), 1);
+        assert_eq!(units(&[2, 3, 7]), 42);
+        assert_eq!(units(&[usize::MAX, usize::MAX, 0]), 0);
+        assert_eq!(units(&[2, usize::MAX, 3]), u64::MAX);
+    }
 
     /// Off a terminal (CI, pipes, a test's captured stderr) the bar is hidden and has no
     /// length; on one it counts to `len`.

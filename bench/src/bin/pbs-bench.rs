@@ -549,10 +549,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 turn_iters,
             };
             setup.make_app()?; // refuse a bad app or scenario before anything runs
-            let bar = progress::bar(
-                (2 * setup.schedulers.len() * iters * repeats) as u64,
-                &format!("{} {}", setup.app, setup.scenario),
-            );
+            let units = progress::units(&[2, setup.schedulers.len(), iters, repeats]);
+            let bar = progress::bar(units, &format!("{} {}", setup.app, setup.scenario));
             let runs: Vec<Vec<run::RunRow>> = (0..repeats as u64)
                 .map(|r| run::run(&run::RunSetup { seed: seed + r, ..setup.clone() }, || bar.inc(1)))
                 .collect::<Result<_, _>>()?;

@@ -223,6 +223,10 @@ impl Trace {
         if header.format != FORMAT {
             return Err(format!("{what}: trace format {:?}, expected {FORMAT:?}", header.format));
         }
+        // The app picks the machine's fitted speeds; an unknown one would take the stencil's.
+        if !pbs_apps::APPS.contains(&header.app.as_str()) {
+            return Err(format!("{what}: app {:?}, expected one of {}", header.app, pbs_apps::APPS.join(", ")));
+        }
         let (nx, ny, nz) = (header.nx, header.ny, header.nz);
         let n = match nx.checked_mul(ny).and_then(|n| n.checked_mul(nz)) {
             Some(0) => return Err(format!("{what}: empty grid ({nx}×{ny}×{nz} boxes)")),
@@ -242,10 +246,14 @@ impl Trace {
             .take(u64::try_from(expected).unwrap_or(u64::MAX).saturating_add(1))
             .read_to_end(&mut bytes)
             .map_err(|e| format!("cannot read trace {what}: {e}"))?;
-        if phases == 0 || bytes.len() != expected {
+        if phases == 0 {
+            return Err(format!("{what}: its header counts no phase of any iteration"));
+        }
+        if bytes.len() != expected {
+            // Read one byte past `expected` at most: a longer file is "more than", not its length.
+            let found = if bytes.len() > expected { format!("more than {expected}") } else { bytes.len().to_string() };
             return Err(format!(
-                "{what}: {} bytes of costs, expected {expected} ({phases} phases of {n} boxes, 4 bytes each)",
-                bytes.len(),
+                "{what}: {found} bytes of costs, expected {expected} ({phases} phases of {n} boxes, 4 bytes each)"
             ));
         }
         let mut values = bytes.chunks_exact(4).map(|b| f64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])) * 1e-9);
@@ -374,11 +382,23 @@ mod tests {
             (65_535, 65_537, "4611686018427387904", "more phases × boxes"),
             (64, 64, "18446744073709551615,1", "more phases × boxes"),
             (0, 64, "1", "empty grid"),
+            (2, 2, "", "no phase"),
+            (2, 2, "0,0", "no phase"),
         ] {
             std::fs::write(&path, header(nx, ny, phases)).unwrap();
             let err = Trace::read(&path).unwrap_err();
             assert!(err.contains(expected), "{nx}×{ny}, phases {phases}: {err}");
         }
+        // A body longer than its header says, and a header naming an app no one records.
+        std::fs::write(&path, header(1, 1, "1") + "12345").unwrap();
+        assert_eq!(
+            Trace::read(&path).unwrap_err(),
+            format!("{}: more than 4 bytes of costs, expected 4 (1 phases of 1 boxes, 4 bytes each)", path.display())
+        );
+        std::fs::write(&path, header(1, 1, "1") + "1234").unwrap();
+        assert_eq!(Trace::read(&path).map(|t| t.costs.len()), Ok(1));
+        std::fs::write(&path, header(1, 1, "1").replace("\"md\"", "\"lbm\"") + "1234").unwrap();
+        assert!(Trace::read(&path).unwrap_err().ends_with("app \"lbm\", expected one of md, md-split, stencil"));
         // A file with no newline, as /dev/zero is, is read no further than a header may be long.
         std::fs::write(&path, vec![b'{'; Trace::MAX_HEADER_BYTES as usize + 10]).unwrap();
         assert!(Trace::read(&path).unwrap_err().contains("no JSON header line"));

@@ -20,6 +20,7 @@ use pbs_scheduler::cache_model::{CacheModel, Footprint};
 use serde::Serialize;
 
 use crate::table::Table;
+use pbs_plot::progress;
 
 /// StarPU's policies compared by default, pbs first.
 pub const POLICIES: [&str; 6] = ["pbs", "eager", "ws", "lws", "dmda", "prio"];
@@ -465,7 +466,7 @@ fn rounds<R>(
     mut run: impl FnMut(usize) -> Result<R, String>,
 ) -> Result<Vec<Vec<R>>, String> {
     let mut runs: Vec<Vec<R>> = (0..policies).map(|_| Vec::new()).collect();
-    for round in 0..warm_up + repeats {
+    for round in 0..warm_up.saturating_add(repeats) {
         for i in 0..policies {
             let p = (i + round) % policies;
             let r = run(p)?;
@@ -690,10 +691,11 @@ pub fn check_outputs(rows: &[StarpuRow]) -> Result<(), String> {
     }
 }
 
-/// Program runs `measure` makes (for a progress bar).
-pub fn runs(s: &StarpuSettings) -> usize {
-    let per_round = s.policies.len();
-    per_round * (s.repeats + 1) + if s.examples { EXAMPLES.len() * per_round * s.repeats } else { 0 }
+/// Program runs `measure` makes (for a progress bar; saturating at `u64::MAX`).
+pub fn runs(s: &StarpuSettings) -> u64 {
+    let ours = progress::units(&[s.policies.len(), s.repeats.saturating_add(1)]);
+    let examples = if s.examples { progress::units(&[EXAMPLES.len(), s.policies.len(), s.repeats]) } else { 0 };
+    ours.saturating_add(examples)
 }
 
 /// The rows as a table.
@@ -982,7 +984,8 @@ mod tests {
     fn the_progress_bar_counts_every_program_run() {
         let s = StarpuSettings { policies: vec!["eager".into(), "pbs".into(), "ws".into()], repeats: 4, ..settings() };
         assert_eq!(runs(&s), 3 * 5);
-        assert_eq!(runs(&StarpuSettings { examples: true, ..s }), 3 * 5 + 7 * 3 * 4);
+        assert_eq!(runs(&StarpuSettings { examples: true, ..s.clone() }), 3 * 5 + 7 * 3 * 4);
+        assert_eq!(runs(&StarpuSettings { examples: true, repeats: usize::MAX, ..s }), u64::MAX);
     }
 
     /// Each example's result lines, on the output it printed under eager here (2026-12-05): the

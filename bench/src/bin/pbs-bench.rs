@@ -781,7 +781,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Starpu { mut settings, json } => {
             settings.policies.iter_mut().for_each(|p| *p = p.trim().to_string());
-            let bar = progress::bar(pbs_bench::starpu::runs(&settings) as u64, "starpu");
+            let bar = progress::bar(pbs_bench::starpu::runs(&settings), "starpu");
             let rows = pbs_bench::starpu::measure(&settings, || bar.inc(1))?;
             bar.finish_and_clear();
             if json {

@@ -189,23 +189,7 @@ fn draw_panel(p: &Panel, area: &Area<'_>) -> PlotResult {
         s.points.iter().map(|&(x, y)| (tx(x), ty(y))).filter(|&(x, y)| x.is_finite() && y.is_finite()).collect()
     };
     let pts: Vec<(f64, f64)> = p.series.iter().flat_map(shown).collect();
-    let (mut x0, mut x1) = extent("x", &p.title, pts.iter().map(|q| q.0))?.unwrap_or((0.0, 1.0));
-    let (y0, y1) = extent("y", &p.title, pts.iter().map(|q| q.1))?.unwrap_or((0.0, 1.0));
-    // A range of no width draws nothing: widened to the right, or to the left at the top of
-    // the floats.
-    if x1 - x0 < 1e-12_f64.max(least_width(x0, x1)) {
-        let width = 1f64.max(least_width(x0, x1));
-        (x0, x1) = if (x0 + width).is_finite() { (x0, x0 + width) } else { (x0 - width, x0) };
-    }
-    let pad = ((y1 - y0) * 0.05).max(1e-9).max(least_width(y0, y1));
-    let (y0, mut y1) = ((y0 - pad).max(f64::MIN), (y1 + pad).min(f64::MAX));
-    // On an x axis over a few values (the thread counts of a scaling run, thread ids), the ticks
-    // stand at those values, with a margin so that dots at the first and last are drawn whole.
-    let at_data = ticks_at(&pts, (x0, x1));
-    if at_data.is_some() {
-        let margin = 0.04 * (x1 - x0);
-        (x0, x1) = (x0 - margin, x1 + margin);
-    }
+    let ChartRanges { x: (x0, x1), y: (y0, mut y1), ticks_at_data: at_data } = chart_ranges(&p.title, &pts)?;
     let plot_px = f64::from(area.dim_in_pixel().1) - PANEL_FRAME_PX;
     let corner;
     (corner, y1) = legend_place(&pts, &along_lines(p, &shown), (x0, x1), (y0, y1), p.series.len(), plot_px);
@@ -219,6 +203,39 @@ fn draw_panel(p: &Panel, area: &Area<'_>) -> PlotResult {
         let chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?;
         draw_chart(p, chart, corner, false, &shown)
     }
+}
+
+/// What a chart over some points shows: its axes' ranges, and the x ticks where they stand
+/// at the data's values.
+#[derive(Debug, PartialEq)]
+struct ChartRanges {
+    x: (f64, f64),
+    y: (f64, f64),
+    ticks_at_data: Option<Vec<f64>>,
+}
+
+/// The ranges of a chart over `pts` (finite, as drawn; none: 0 to 1 on both axes): x from the
+/// lowest value to the highest, a range of no width widened; y padded by 5 % each way; over a
+/// few x values, ticks at them and a 4 % margin each way.
+fn chart_ranges(title: &str, pts: &[(f64, f64)]) -> Result<ChartRanges, String> {
+    let (mut x0, mut x1) = extent("x", title, pts.iter().map(|q| q.0))?.unwrap_or((0.0, 1.0));
+    let (y0, y1) = extent("y", title, pts.iter().map(|q| q.1))?.unwrap_or((0.0, 1.0));
+    // A range of no width draws nothing: widened to the right, or to the left at the top of
+    // the floats.
+    if x1 - x0 < 1e-12_f64.max(least_width(x0, x1)) {
+        let width = 1f64.max(least_width(x0, x1));
+        (x0, x1) = if (x0 + width).is_finite() { (x0, x0 + width) } else { (x0 - width, x0) };
+    }
+    let pad = ((y1 - y0) * 0.05).max(1e-9).max(least_width(y0, y1));
+    let y = ((y0 - pad).max(f64::MIN), (y1 + pad).min(f64::MAX));
+    // On an x axis over a few values (the thread counts of a scaling run, thread ids), the ticks
+    // stand at those values, with a margin so that dots at the first and last are drawn whole.
+    let ticks_at_data = ticks_at(pts, (x0, x1));
+    if ticks_at_data.is_some() {
+        let margin = 0.04 * (x1 - x0);
+        (x0, x1) = (x0 - margin, x1 + margin);
+    }
+    Ok(ChartRanges { x: (x0, x1), y, ticks_at_data })
 }
 
 /// The distinct x values of `pts` (within a billionth of `x0..x1`'s width), if there are from
@@ -690,6 +707,58 @@ mod tests {
 
     /// Ticks read as a person writes them: zero for rounding noise, two decimals below 100,
     /// whole numbers from 100 and for whole values, a power of ten outside 0.01–100,000.
+    /// The ranges a chart shows: x from the lowest value to the highest, no width widened
+    /// (by 1, by a billionth at 1e300, leftwards at the top of the floats); y padded by 5 %
+    /// (by a billionth of the value where all are equal, clamped to the floats); over 2 to 12
+    /// distinct x values, ticks at them and a 4 % margin each way.
+    #[test]
+    fn charts_range_over_their_points_widened_padded_and_with_margins() {
+        let ranges = |pts: &[(f64, f64)]| chart_ranges("t", pts).unwrap();
+        let close = |a: (f64, f64), b: (f64, f64)| {
+            let tol = 1e-12 * a.0.abs().max(a.1.abs()).max(1.0);
+            (a.0 - b.0).abs() <= tol && (a.1 - b.1).abs() <= tol
+        };
+        assert_eq!(ranges(&[]), ChartRanges { x: (0.0, 1.0), y: (-0.05, 1.05), ticks_at_data: None });
+        let one = ranges(&[(5.0, 3.0)]);
+        assert_eq!((one.x, one.ticks_at_data), ((5.0, 6.0), None));
+        assert!(close(one.y, (3.0 - 3e-9, 3.0 + 3e-9)), "{:?}", one.y);
+        assert_eq!(ranges(&[(1e300, 1.0)]).x, (1e300, 1e300 + 1e291));
+        let top = ranges(&[(f64::MAX, f64::MAX)]);
+        assert_eq!(top.x, (f64::MAX - 1e-9 * f64::MAX, f64::MAX));
+        assert_eq!(top.y, (f64::MAX - 1e-9 * f64::MAX, f64::MAX));
+        assert_eq!(ranges(&[(0.0, f64::MIN)]).y, (f64::MIN, f64::MIN + 1e-9 * f64::MAX));
+        // Under 1e-12 wide is no width; 1e-12 is a range, its two values ticks.
+        assert_eq!(ranges(&[(0.0, 0.0), (1e-13, 0.0)]).x, (0.0, 1.0));
+        let narrow = ranges(&[(0.0, 0.0), (1e-12, 0.0)]);
+        assert_eq!(narrow.ticks_at_data, Some(vec![0.0, 1e-12]));
+        assert!(close(narrow.x, (-0.04e-12, 1.04e-12)), "{:?}", narrow.x);
+        let y = ranges(&[(0.0, 0.0), (0.0, 10.0)]).y;
+        assert!(close(y, (-0.5, 10.5)), "{y:?}");
+        let threads = ranges(&[(1.0, 1.0), (2.0, 1.0), (4.0, 2.0), (8.0, 3.0)]);
+        assert_eq!(threads.ticks_at_data, Some(vec![1.0, 2.0, 4.0, 8.0]));
+        assert!(close(threads.x, (0.72, 8.28)), "{:?}", threads.x);
+        assert!(close(threads.y, (0.9, 3.1)), "{:?}", threads.y);
+        let many: Vec<(f64, f64)> = (0..13).map(|i| (f64::from(i), 0.0)).collect();
+        assert_eq!((ranges(&many).x, ranges(&many).ticks_at_data), ((0.0, 12.0), None));
+        assert!(chart_ranges("t", &[(0.0, 0.0), (0.0, f64::MAX)]).unwrap_err().contains("y values"));
+    }
+
+    /// The data ticks' axis maps as a plain one does and draws its bold lines, labels
+    /// included, at the data's values only, with no light lines between them.
+    #[test]
+    fn data_ticks_map_as_the_range_and_stand_at_the_values() {
+        use plotters::coord::ranged1d::{BoldPoints, LightPoints};
+        let plain: RangedCoordf64 = (0.5..8.5).into();
+        let axis = DataTicks { inner: (0.5..8.5).into(), ticks: vec![1.0, 2.0, 4.0, 8.0] };
+        for v in [0.5, 1.0, 3.3, 8.5] {
+            assert_eq!(axis.map(&v, (10, 810)), plain.map(&v, (10, 810)), "{v}");
+        }
+        assert_eq!(axis.map(&4.5, (10, 810)), 410);
+        assert_eq!(axis.range(), 0.5..8.5);
+        assert_eq!(axis.key_points(BoldPoints(3)), [1.0, 2.0, 4.0, 8.0]);
+        assert_eq!(axis.key_points(LightPoints::new(4, 40)), Vec::<f64>::new());
+    }
+
     #[test]
     fn ticks_read_as_round_numbers() {
         let ticks = [0.0, 1e-10, -1e-10, 0.5, -0.5, 3.0, 0.01, 99.5, 150.7, 1e5, 3e-3, -2e6].map(format_tick);

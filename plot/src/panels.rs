@@ -604,6 +604,89 @@ mod tests {
         // The title in the middle; no caption at the top, no axes at the left or bottom.
         assert!((h / 2 - 10..h / 2 + 10).any(row_inked), "the title is drawn");
         assert!(!(0..h / 3).any(row_inked) && !(2 * h / 3..h).any(row_inked), "nothing but the title");
+        // Centred across the panel too: its inked columns as far from the left as the right.
+        let column_inked = |x: u32| (0..h).any(|y| rgb[((y * w + x) * 3) as usize..][..3] != [255, 255, 255]);
+        let (left, right) =
+            ((0..w).find(|&x| column_inked(x)).unwrap(), (0..w).rev().find(|&x| column_inked(x)).unwrap());
+        assert!(
+            left > 20 && (i64::from(left) - i64::from(w - 1 - right)).abs() <= 3,
+            "the title from {left} to {right}"
+        );
+    }
+
+    /// The room made above lines that cross every corner is as high as the legend drawn
+    /// there: on 300 pixels (222 of them plotting area), the legend's box ends above the upper
+    /// line, whose pixels all lie below it.
+    #[test]
+    fn the_legend_drawn_above_the_lines_clears_them() {
+        let (w, h) = (400u32, 300u32);
+        let mut rgb = vec![0u8; (w * h * 3) as usize];
+        let lines = [(0.1, 0), (0.9, 1)].map(|(y, c)| Series {
+            label: "a".into(),
+            points: vec![(0.0, y), (1.0, y)],
+            color: PALETTE[c],
+            stroke: Stroke::Solid,
+        });
+        let panel = Panel {
+            title: "p".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            log_x: false,
+            log_y: false,
+            series: lines.to_vec(),
+        };
+        line_panels_rgb(&mut rgb, w, h, 1, &[panel]).unwrap();
+        let px = |x: u32, y: u32| -> [u8; 3] { rgb[((y * w + x) * 3) as usize..][..3].try_into().unwrap() };
+        let upper = [PALETTE[1].0, PALETTE[1].1, PALETTE[1].2];
+        // The upper line: rows where its colour runs over half the width (the legend's own
+        // sample of it is 18 pixels long).
+        let line_top = (0..h).find(|&y| (0..w).filter(|&x| px(x, y) == upper).count() > w as usize / 2).unwrap();
+        // The legend's box: its top and bottom borders, black runs of 40 pixels and more in the
+        // upper half (the x axis is at the bottom).
+        let borders: Vec<u32> =
+            (0..h / 2).filter(|&y| (0..w).filter(|&x| px(x, y) == [0, 0, 0]).count() >= 40).collect();
+        assert_eq!(borders.len(), 2, "the legend's top and bottom borders: {borders:?}");
+        assert!(borders[1] - borders[0] >= 44 - 1, "a legend of two entries is 44 pixels high: {borders:?}");
+        assert!(line_top > borders[1], "the upper line at row {line_top}, the legend down to row {}", borders[1]);
+    }
+
+    /// Each legend entry is drawn as its series is, in one 18-pixel column: a solid and a
+    /// dashed line across it, a dot at its middle, a line with a dot at its middle.
+    #[test]
+    fn legend_entries_share_one_column_marked_as_their_series() {
+        let (w, h) = (400u32, 300u32);
+        let mut rgb = vec![0u8; (w * h * 3) as usize];
+        let strokes = [Stroke::Solid, Stroke::Dashed, Stroke::Points, Stroke::LinePoints];
+        // Lines from the bottom's middle to the upper right leave the upper left to the legend.
+        let series = (0..4)
+            .map(|i| Series {
+                label: format!("s{i}"),
+                points: vec![(0.5, 0.0), (1.0, 1.0 - 0.1 * i as f64)],
+                color: PALETTE[i],
+                stroke: strokes[i],
+            })
+            .collect();
+        let panel =
+            Panel { title: "p".into(), x_label: "x".into(), y_label: "y".into(), log_x: false, log_y: false, series };
+        line_panels_rgb(&mut rgb, w, h, 1, &[panel]).unwrap();
+        let px = |x: u32, y: u32| -> [u8; 3] { rgb[((y * w + x) * 3) as usize..][..3].try_into().unwrap() };
+        // Each entry's pixels in the upper left quarter, right of the y axis.
+        let span = |i: usize| {
+            let c = [PALETTE[i].0, PALETTE[i].1, PALETTE[i].2];
+            let at: Vec<(u32, u32)> =
+                (0..h / 2).flat_map(|y| (66..w / 2).map(move |x| (x, y))).filter(|&(x, y)| px(x, y) == c).collect();
+            let (xs, ys) = (at.iter().map(|q| q.0), at.iter().map(|q| q.1));
+            ((xs.clone().min().unwrap(), xs.max().unwrap()), (ys.clone().min().unwrap(), ys.max().unwrap()))
+        };
+        let (solid, dashed, dot, line_dot) = (span(0), span(1), span(2), span(3));
+        let x0 = solid.0 .0;
+        assert_eq!(solid.0, (x0, x0 + 17), "the solid line's sample");
+        assert_eq!(dashed.0 .0, x0, "the dashed line's sample starts where the solid one does");
+        assert!((x0 + 16..=x0 + 18).contains(&dashed.0 .1), "and ends near its end: {dashed:?}");
+        assert_eq!(dot.0, (x0 + 6, x0 + 12), "a dot of radius 3 at the middle");
+        assert_eq!(line_dot.0, (x0, x0 + 17), "a line across, its dot within it");
+        assert!(line_dot.1 .1 - line_dot.1 .0 >= 8, "the dot of radius 4 on the line: {line_dot:?}");
+        assert!(solid.1 .1 < dashed.1 .0 && dashed.1 .1 < dot.1 .0 && dot.1 .1 < line_dot.1 .0, "entries in order");
     }
 
     #[test]

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 
 use pbs::metrics::median;
 use pbs::Grid;
+use pbs_plot::progress;
 use pbs_scheduler::cache_model::{CacheModel, Footprint};
 use serde::Serialize;
 
 use crate::table::Table;
-use pbs_plot::progress;
 
 /// StarPU's policies compared by default, pbs first.
 pub const POLICIES: [&str; 6] = ["pbs", "eager", "ws", "lws", "dmda", "prio"];

@@ -52,7 +52,8 @@ impl Table {
             first.parse::<f64>().is_ok() || (first.len() > 1 && (first.ends_with('%') || first.ends_with('×')))
         };
         let placeholder = |c: &str| matches!(c.trim(), "" | "-" | "—" | "n/a" | "null");
-        (0..self.widths().len())
+        let columns = self.rows.iter().map(Vec::len).fold(self.header.len(), usize::max);
+        (0..columns)
             .map(|i| {
                 let cells = || self.rows.iter().filter_map(|r| r.get(i)).map(|c| c.as_str());
                 cells().any(figure) && cells().all(|c| figure(c) || placeholder(c))

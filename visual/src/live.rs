@@ -151,6 +151,29 @@ mod tests {
         live.apply(Command::Step).unwrap();
         assert_eq!(live.scene().history.len(), 4, "a step is one more iteration");
         assert!(live.apply(Command::Rough).unwrap_err().contains("balancer view"));
+        // The bars are each thread's busy time in the last iteration alone: they add up, over
+        // the iterations, to what the recorder counted in all.
+        let mut live = LiveApp::new("stencil", "drift", 8, 8, 2).unwrap();
+        let mut summed = vec![0.0; 2];
+        for _ in 0..4 {
+            live.tick().unwrap();
+            summed.iter_mut().zip(&live.scene().bars).for_each(|(s, b)| *s += b);
+        }
+        let total = live.rec.report().busy_ms;
+        assert!(
+            summed.iter().zip(&total).all(|(s, t)| (s - t).abs() <= 1e-9 * t.max(1.0)),
+            "{summed:?} against {total:?}"
+        );
+        // A thread that owns no box is marked at the domain's centre.
+        let mut idle = LiveApp::new("stencil", "drift", 2, 1, 3).unwrap();
+        idle.tick().unwrap();
+        let s = idle.scene();
+        let e = s.grid.extent();
+        let unowned: Vec<usize> = (0..3).filter(|&t| !s.owners.contains(&(t as u32))).collect();
+        assert!(!unowned.is_empty(), "3 threads on 2 boxes: {:?}", s.owners);
+        for t in unowned {
+            assert_eq!(s.markers[t], [e[0] / 2.0, e[1] / 2.0], "thread {t}");
+        }
         assert!(LiveApp::new("fem", "", 16, 16, 2).err().unwrap().contains("fem"));
         assert!(LiveApp::new("md", "", 16, 16, 0).is_err());
     }

@@ -438,6 +438,11 @@ mod tests {
         assert!(after > before + 20.0, "{before} → {after}");
         m.apply(Command::Paint { at: [20.0, 15.0], radius: 3.0, amount: -100.0 }).unwrap();
         assert!(m.loads().iter().all(|q| *q >= 0.0), "erasing never makes a load negative");
+        let erased = (0..m.grid.len()).filter(|&k| m.loads()[k] == 0.0).count();
+        assert_eq!(
+            erased, 32,
+            "erasing leaves exactly nothing on the 32 boxes whose centres lie within 3 of the corner"
+        );
         m.apply(Command::ClearPaint).unwrap();
         assert!((m.loads().iter().sum::<f64>() - before).abs() < 1e-9);
         assert!((m.vcores().charges().iter().sum::<f64>() - before).abs() < 1e-6);
@@ -450,6 +455,10 @@ mod tests {
     fn a_fraction_of_a_step_goes_that_fraction_of_the_way() {
         let start = || Model::new(Settings { load: LoadKind::Case(Case::Disc), ..small() }).unwrap();
         let (mut whole, mut half) = (start(), start());
+        // One whole step each first, so that the fraction applies to weights away from zero.
+        whole.step();
+        half.step();
+        assert!(half.vcores().weights().iter().any(|&x| x != 0.0));
         half.apply(Command::StepFraction(0.5)).unwrap();
         assert_eq!(half.settings().step_fraction, 0.5);
         let (pos, w, owners) =
@@ -469,7 +478,7 @@ mod tests {
         }
         let moved = metrics::migrations(&owners, half.vcores().owners());
         assert_eq!(half.history().last().unwrap().migrations, moved);
-        assert_eq!(half.history().len(), 2);
+        assert_eq!(half.history().len(), 3);
     }
 
     /// A converged run that nothing drives is not stepped by a tick; a command steps it anyway;

@@ -461,6 +461,10 @@ mod tests {
         assert!(half.vcores().weights().iter().any(|&x| x != 0.0));
         half.apply(Command::StepFraction(0.5)).unwrap();
         assert_eq!(half.settings().step_fraction, 0.5);
+        for refused in [0.0, -0.5, 1.5, f64::NAN] {
+            assert!(half.apply(Command::StepFraction(refused)).unwrap_err().contains("(0, 1]"), "{refused}");
+        }
+        assert_eq!(half.settings().step_fraction, 0.5, "a refused fraction leaves the last one");
         let (pos, w, owners) =
             (half.vcores().positions().to_vec(), half.vcores().weights().to_vec(), half.vcores().owners().to_vec());
         whole.step();

@@ -627,15 +627,7 @@ mod tests {
             color: PALETTE[c],
             stroke: Stroke::Solid,
         });
-        let panel = Panel {
-            title: "p".into(),
-            x_label: "x".into(),
-            y_label: "y".into(),
-            log_x: false,
-            log_y: false,
-            series: lines.to_vec(),
-        };
-        line_panels_rgb(&mut rgb, w, h, 1, &[panel]).unwrap();
+        line_panels_rgb(&mut rgb, w, h, 1, &[of_series(lines.to_vec())]).unwrap();
         let px = |x: u32, y: u32| -> [u8; 3] { rgb[((y * w + x) * 3) as usize..][..3].try_into().unwrap() };
         let upper = [PALETTE[1].0, PALETTE[1].1, PALETTE[1].2];
         // The upper line: rows where its colour runs over half the width (the legend's own
@@ -666,9 +658,7 @@ mod tests {
                 stroke: strokes[i],
             })
             .collect();
-        let panel =
-            Panel { title: "p".into(), x_label: "x".into(), y_label: "y".into(), log_x: false, log_y: false, series };
-        line_panels_rgb(&mut rgb, w, h, 1, &[panel]).unwrap();
+        line_panels_rgb(&mut rgb, w, h, 1, &[of_series(series)]).unwrap();
         let px = |x: u32, y: u32| -> [u8; 3] { rgb[((y * w + x) * 3) as usize..][..3].try_into().unwrap() };
         // Each entry's pixels in the upper left quarter, right of the y axis.
         let span = |i: usize| {
@@ -705,13 +695,8 @@ mod tests {
     #[test]
     fn a_legend_over_lines_everywhere_gets_room_above_them() {
         // Two lines across the whole width, one high and one low: every corner has some.
-        let panel = Panel {
-            title: "p".into(),
-            x_label: "x".into(),
-            y_label: "y".into(),
-            log_x: false,
-            log_y: false,
-            series: [0.1, 0.9]
+        let panel = of_series(
+            [0.1, 0.9]
                 .iter()
                 .map(|&y| Series {
                     label: "a".into(),
@@ -720,7 +705,7 @@ mod tests {
                     stroke: Stroke::LinePoints,
                 })
                 .collect(),
-        };
+        );
         let points: Vec<(f64, f64)> = panel.series.iter().flat_map(|s| s.points.clone()).collect();
         let lines = along_lines(&panel, &|s: &Series| s.points.clone());
         assert_eq!(lines.len(), 2 * 7, "seven points along each line");
@@ -969,7 +954,12 @@ mod tests {
 
     fn panel(log_y: bool, points: Vec<(f64, f64)>) -> Panel {
         let series = vec![Series { label: "a".into(), points, color: PALETTE[0], stroke: Stroke::Solid }];
-        Panel { title: "p".into(), x_label: "x".into(), y_label: "y".into(), log_x: false, log_y, series }
+        Panel { log_y, ..of_series(series) }
+    }
+
+    /// A panel titled `p` over these series, linear axes.
+    fn of_series(series: Vec<Series>) -> Panel {
+        Panel { title: "p".into(), x_label: "x".into(), y_label: "y".into(), log_x: false, log_y: false, series }
     }
 
     /// Points no chart can show are left out; a span too wide to scale, a size beyond

@@ -249,6 +249,10 @@ impl Trace {
         if phases == 0 {
             return Err(format!("{what}: its header counts no phase of any iteration"));
         }
+        if let Some(i) = header.phases.iter().position(|&p| p == 0) {
+            // A recording times every iteration; one without a phase would replay as no work.
+            return Err(format!("{what}: its header counts no phase in iteration {i}"));
+        }
         if bytes.len() != expected {
             // Read one byte past `expected` at most: a longer file is "more than", not its length.
             let found = if bytes.len() > expected { format!("more than {expected}") } else { bytes.len().to_string() };
@@ -384,6 +388,7 @@ mod tests {
             (0, 64, "1", "empty grid"),
             (2, 2, "", "no phase"),
             (2, 2, "0,0", "no phase"),
+            (2, 2, "1,0,1", "no phase in iteration 1"),
         ] {
             std::fs::write(&path, header(nx, ny, phases)).unwrap();
             let err = Trace::read(&path).unwrap_err();

@@ -221,7 +221,7 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
                 return Err(format!("{} holds no .csv load map", dir.display()));
             }
             for f in files {
-                let (grid, loads) = pbs::loadmap::read_csv(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+                let (grid, loads) = pbs::loadmap::read_csv(&f).map_err(|e| e.to_string())?;
                 let name = f.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 out.push(Map { name, grid, loads });
             }

@@ -179,7 +179,7 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit() {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
         let err = stderr_of(&["converge", "--load-map", p.to_str().unwrap()]);
-        assert!(err.contains(expect), "{name}: {err}");
+        assert!(err.contains(expect) && err.contains(name), "{name}: {err}");
     }
     let missing = stderr_of(&["converge", "--load-map", "/nonexistent/map.csv"]);
     assert!(missing.contains("cannot read"), "{missing}");

@@ -76,7 +76,8 @@ pub enum Error {
         /// what is wrong there
         reason: String,
     },
-    /// A load-map file could not be read (missing, unreadable, too large, not text).
+    /// A load-map file could not be read (missing, unreadable, too large, not text) or parsed
+    /// (the reason is then the parser's [`Error::Csv`] message).
     #[error("cannot read load map {path}: {reason}")]
     LoadMapFile {
         /// the file

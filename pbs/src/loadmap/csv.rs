@@ -73,7 +73,8 @@ pub fn read_csv(path: &Path) -> Result<(Grid, Vec<f64>)> {
         return Err(fail(format!("it holds more than {} MiB, the most a load map may", MAX_CSV_BYTES >> 20)));
     }
     let text = String::from_utf8(bytes).map_err(|e| fail(format!("not UTF-8 text ({e})")))?;
-    parse_csv(&text)
+    // Named, so that a message about line 3 says which of a folder's maps it is about.
+    parse_csv(&text).map_err(|e| fail(e.to_string()))
 }
 
 /// Writes loads as a CSV load map (2D grids; the first layer of a 3D grid).
@@ -115,12 +116,21 @@ mod tests {
     }
 
     #[test]
-    fn files_that_cannot_be_read_are_named_without_a_line() {
+    fn files_that_cannot_be_read_or_parsed_are_named() {
         let e = read_csv(Path::new("/nonexistent/map.csv")).unwrap_err().to_string();
         assert!(e.starts_with("cannot read load map /nonexistent/map.csv: No such file"), "{e}");
         let e = read_csv(Path::new("/dev/zero")).unwrap_err().to_string();
         assert_eq!(e, "cannot read load map /dev/zero: it holds more than 256 MiB, the most a load map may");
         let e = read_csv(Path::new("/")).unwrap_err().to_string();
         assert!(e.starts_with("cannot read load map /: "), "{e}");
+        // A file that reads but does not parse: the parser's words, after the file's name.
+        let path = std::env::temp_dir().join(format!("pbs-csv-bad-{}.csv", std::process::id()));
+        std::fs::write(&path, "1,2\n3,x\n").unwrap();
+        let e = read_csv(&path).unwrap_err().to_string();
+        std::fs::remove_file(&path).ok();
+        assert_eq!(
+            e,
+            format!("cannot read load map {}: load map CSV, line 2, column 2: \"x\" is not a number", path.display())
+        );
     }
 }

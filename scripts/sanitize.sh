@@ -81,6 +81,8 @@ starpu_runs() {
         done
     done
     PBS_STEAL=always STARPU_NCPU=4 checked "$dir/heat" --workers 4 --iters 50 --nx 9 --ny 7 --side 5
+    # No grid declared: the policy numbers the boxes itself, a double buffer's halves one box.
+    checked "$dir/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --declare 0
     # Each worker's queue in push order instead of by box load (the heap's other path).
     PBS_STARPU_ORDER=fifo checked "$dir/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
     checked "$dir/errors" 2> /dev/null

@@ -192,6 +192,102 @@ fn the_heaviest_box_runs_first_on_its_worker_unless_asked_for_fifo() {
     assert!(fifo >= 5.0, "fifo: the hot boxes started at mean position {fifo}");
 }
 
+/// Whether `cells` (box ids of an `nx`-wide grid) are one 4-connected piece.
+fn connected(cells: &[usize], nx: usize) -> bool {
+    let inside: std::collections::HashSet<usize> = cells.iter().copied().collect();
+    let mut seen = std::collections::HashSet::from([cells[0]]);
+    let mut stack = vec![cells[0]];
+    while let Some(k) = stack.pop() {
+        let (x, y) = (k % nx, k / nx);
+        let next =
+            [(x > 0).then(|| k - 1), (x + 1 < nx).then(|| k + 1), y.checked_sub(1).map(|_| k - nx), Some(k + nx)];
+        for n in next.into_iter().flatten() {
+            if inside.contains(&n) && seen.insert(n) {
+                stack.push(n);
+            }
+        }
+    }
+    seen.len() == inside.len()
+}
+
+/// Without stealing every box's task runs on its owner, so the trace shows the mapping itself.
+/// On a 10 × 6 grid (not square, so a grid read transposed shows) each worker runs one block in
+/// every iteration, connected in the declared grid, one run of boxes in the 1D grid of a program
+/// that declares nothing (`--declare 0`: the boxes numbered as first written, here in box order,
+/// each double-buffered box's two handles one box); both halves alike before anything is
+/// measured; the blocks change only at the rebalancings the run counts, by no more boxes than its
+/// migrations; and the worker of the hot corner ends with fewer boxes than it started with.
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn each_box_runs_on_its_owner_in_one_block_per_worker_that_the_rebalancings_move() {
+    let dir = built();
+    let (nx, ny, iters) = (10, 6, 10);
+    let boxes = nx * ny;
+    for declare in ["1", "0"] {
+        let trace = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("owners-{declare}.trace"));
+        let (out, _) = ok(starpu(&dir.join("heat"))
+            .env("PBS_STEAL", "never")
+            .args(["--workers", "2", "--iters", &iters.to_string(), "--nx", &nx.to_string(), "--ny", &ny.to_string()])
+            .args(["--side", "16", "--hot", "3000", "--barrier", "1", "--declare", declare, "--trace"])
+            .arg(&trace)
+            .output()
+            .unwrap());
+        assert_eq!(field(&out, "stolen"), "0", "{out}");
+        let rebalancings: usize = field(&out, "rebalancings").parse().unwrap();
+        let migrations: usize = field(&out, "migrations").parse().unwrap();
+        assert!(rebalancings >= 1 && migrations >= 1, "declare {declare}: the hot corner made it rebalance: {out}");
+        let tasks: Vec<(usize, usize)> = std::fs::read_to_string(&trace)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut f = l.split_whitespace().map(|v| v.parse::<usize>().unwrap());
+                (f.next().unwrap(), f.next().unwrap())
+            })
+            .collect();
+        assert_eq!(tasks.len(), iters * boxes);
+        // Each iteration's owners (StarPU worker ids), box by box; with the barrier, an
+        // iteration's tasks start after the last one's.
+        let owners: Vec<Vec<usize>> = tasks
+            .chunks(boxes)
+            .map(|it| {
+                let mut owner = vec![usize::MAX; boxes];
+                it.iter().for_each(|&(w, k)| owner[k] = w);
+                assert!(!owner.contains(&usize::MAX), "a box ran twice in one iteration: {it:?}");
+                owner
+            })
+            .collect();
+        let held = |owner: &[usize], w: usize| (0..boxes).filter(|&k| owner[k] == w).collect::<Vec<_>>();
+        let workers: std::collections::BTreeSet<usize> = owners[0].iter().copied().collect();
+        assert_eq!(workers.len(), 2, "{:?}", owners[0]);
+        // One row of all the boxes where no grid is declared; there the boxes are known once the
+        // first LOAD_SAMPLES = 3 iterations measured them, and go to the workers in turn before.
+        let (width, mapped) = if declare == "1" { (nx, 0) } else { (boxes, 3) };
+        for (it, owner) in owners.iter().enumerate().take(mapped) {
+            assert!(owner.windows(2).all(|p| p[0] != p[1]), "declare {declare}, iteration {it}: {owner:?}");
+        }
+        for (it, owner) in owners.iter().enumerate().skip(mapped) {
+            for &w in &workers {
+                let block = held(owner, w);
+                assert!(!block.is_empty() && connected(&block, width), "declare {declare}, iteration {it}: {owner:?}");
+            }
+        }
+        let first: Vec<usize> = workers.iter().map(|&w| held(&owners[0], w).len()).collect();
+        assert!(first[0].abs_diff(first[1]) <= 1, "declare {declare}, before any measurement: {first:?}");
+        let changes: Vec<usize> =
+            owners[mapped..].windows(2).map(|p| (0..boxes).filter(|&k| p[0][k] != p[1][k]).count()).collect();
+        let changed = changes.iter().filter(|&&c| c > 0).count();
+        assert!(changed <= rebalancings, "declare {declare}: {changes:?}, {rebalancings} rebalancings");
+        let moved: usize = changes.iter().sum();
+        assert!(
+            (declare == "0" || moved >= 1) && moved <= migrations,
+            "declare {declare}: {changes:?}, {migrations} migrations"
+        );
+        let (start, end) = (&owners[0], &owners[iters - 1]);
+        let (before, after) = (held(start, start[0]), held(end, end[0]));
+        assert!(after.len() < before.len(), "declare {declare}, the hot corner's worker: {before:?}, then {after:?}");
+    }
+}
+
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn a_worker_that_found_nothing_to_steal_is_woken_when_a_queue_fills() {
@@ -220,6 +316,8 @@ fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
     ] {
         assert!(err.contains(message), "no {message:?} in:\n{err}");
     }
+    // Said once, for the first of the 15 tasks without a box.
+    assert_eq!(err.matches("has none of its handles in the declared grid").count(), 1, "{err}");
     // A policy StarPU does not have is refused, not replaced by StarPU's default.
     let out = starpu(&dir.join("heat")).args(["--sched", "fifo-ish", "--iters", "2"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -59,7 +59,7 @@ static int by_double(const void *a, const void *b) {
 static int usage(const struct pbs_example *app, const char *message) {
     fprintf(stderr,
             "%s: %s\nusage: %s [--sched NAME] [--workers N] [--iters K] [--nx N] [--ny N] [--barrier 0|1] "
-            "[--window W] [--empty 0|1] [--hint-iterations 0|1] [--trace FILE] %s\n",
+            "[--window W] [--empty 0|1] [--hint-iterations 0|1] [--declare 0|1] [--trace FILE] %s\n",
             app->name, message, app->name, app->usage);
     return 2;
 }
@@ -90,7 +90,7 @@ static int write_trace(const struct pbs_example *app, const char *path, size_t t
 
 int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     const char *sched = "pbs", *trace_path = NULL;
-    long workers = 2, iterations = 200, barrier = 0, window = 0, hint = 1;
+    long workers = 2, iterations = 200, barrier = 0, window = 0, hint = 1, declare = 1;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage(app, "an option without its value");
@@ -111,6 +111,7 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
             else if (!strcmp(k, "--window")) window = x;
             else if (!strcmp(k, "--empty")) empty = (int)x;
             else if (!strcmp(k, "--hint-iterations")) hint = x;
+            else if (!strcmp(k, "--declare")) declare = x;
             else return usage(app, "unknown option");
             if (x < 0) return usage(app, "a negative size");
         }
@@ -155,7 +156,7 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     }
     if (app->setup(nx, ny, handle)) return 1;
     /* Which handle is which box: both handles of box k are box k. */
-    pbs_starpu_declare_grid(nx, ny, handle, 2 * boxes);
+    if (declare) pbs_starpu_declare_grid(nx, ny, handle, 2 * boxes);
     /* The run's length, so that pbs moves no box after the last iteration. */
     if (hint) pbs_starpu_hint_iterations((size_t)iterations);
 

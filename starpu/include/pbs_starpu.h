@@ -29,8 +29,10 @@
  *
  * Boxes: declare them once, after registering the handles (pbs_starpu_declare_grid). A task's
  * box is that of its first written handle (else its first handle) that is declared. A program
- * that declares nothing gets a 1D grid: handles numbered in the order tasks first name them at
- * submission. A task without a box (no handle, or none declared while a grid is) still runs:
+ * that declares nothing gets a 1D grid: handles numbered in the order tasks first write them at
+ * submission, except that a handle a task writes whole (STARPU_W) joins the box of the task's
+ * first read-only handle where that has one (a double buffer's two halves are one box). A task
+ * without a box (no handle, or none declared while a grid is) still runs:
  * it goes to the workers' queues in turn, and the first one in a declared grid is reported on
  * stderr once.
  */

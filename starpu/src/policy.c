@@ -258,7 +258,23 @@ int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *ha
     return status;
 }
 
-/* Without a declared grid: numbers the box handle of a task at its submission. */
+/* The handle whose box a task's box handle `h` joins when it is first seen: where the task writes
+   `h` whole (STARPU_W, not RW), its first read-only handle, from which it computes `h` (the other
+   half of a double buffer: a box's state before the step); else NULL. */
+static starpu_data_handle_t written_from(const struct starpu_task *task, starpu_data_handle_t h) {
+    unsigned n = STARPU_TASK_GET_NBUFFERS(task);
+    int whole = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (STARPU_TASK_GET_HANDLE(task, i) == h) whole = (STARPU_TASK_GET_MODE(task, i) & STARPU_RW) == STARPU_W;
+    for (unsigned i = 0; whole && i < n; i++)
+        if ((STARPU_TASK_GET_MODE(task, i) & STARPU_RW) == STARPU_R) return STARPU_TASK_GET_HANDLE(task, i);
+    return NULL;
+}
+
+/* Without a declared grid: numbers the box handle of a task at its submission, or gives it the
+   box of the handle it is written from (written_from) where that one has a box already. Without
+   that, a double-buffered program's two sets of handles were two sets of boxes, and a balanced
+   split of the 1D grid gave each set, so each whole iteration, to one worker (docs/starpu.md). */
 static void submit_hook(struct starpu_task *task) {
     starpu_data_handle_t h = box_handle(task);
     if (!h) return;
@@ -266,8 +282,13 @@ static void submit_hook(struct starpu_task *task) {
     int known = S.declared || table_find(h) != NO_BOX;
     pthread_rwlock_unlock(&S.table_lock);
     if (known) return;
+    starpu_data_handle_t from = written_from(task, h);
     pthread_rwlock_wrlock(&S.table_lock);
-    if (!S.declared && table_find(h) == NO_BOX && table_insert(h, S.boxes) == 0) S.boxes++;
+    if (!S.declared && table_find(h) == NO_BOX) {
+        size_t box = from ? table_find(from) : NO_BOX;
+        if (box != NO_BOX) table_insert(h, box);
+        else if (table_insert(h, S.boxes) == 0) S.boxes++;
+    }
     pthread_rwlock_unlock(&S.table_lock);
 }
 

@@ -288,6 +288,34 @@ fn each_box_runs_on_its_owner_in_one_block_per_worker_that_the_rebalancings_move
     }
 }
 
+/// With no grid declared the policy numbers the boxes, and its iterations are as many box tasks
+/// as boxes. The heat code writes each box's new half whole (`STARPU_W`) from its old one: the
+/// halves are one box, and the policy counts the program's 10 iterations (8 reach the mapper,
+/// the first two only fill the loads' median). md writes its tiles `STARPU_RW` (it reuses their
+/// lists): two boxes a tile, so each of the policy's iterations is two of the program's (3 reach
+/// the mapper). Declared, both count 8.
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn undeclared_a_double_buffers_halves_are_one_box_where_a_task_writes_one_whole() {
+    let dir = built();
+    for (program, size, declare, iterations) in [
+        ("heat", ["--nx", "10", "--ny", "6"], "0", 8),
+        ("md", ["--nx", "4", "--ny", "3"], "0", 3),
+        ("heat", ["--nx", "10", "--ny", "6"], "1", 8),
+        ("md", ["--nx", "4", "--ny", "3"], "1", 8),
+    ] {
+        let (out, err) = ok(starpu(&dir.join(program))
+            .args(size)
+            .args(["--iters", "10", "--barrier", "1", "--declare", declare])
+            .output()
+            .unwrap());
+        let counted = format!("pbs (StarPU policy): {iterations} iterations,");
+        assert!(err.contains(&counted), "{program}, declare {declare}: no {counted:?} in {err}");
+        assert!(err.contains(", 0 without a box,"), "{program}, declare {declare}: {err}");
+        assert!(out.contains("checksum="), "{out}");
+    }
+}
+
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn a_worker_that_found_nothing_to_steal_is_woken_when_a_queue_fills() {

@@ -2,6 +2,10 @@
  * The pbs policy on bad declarations and undeclared tasks: each is reported on stderr and every
  * task still runs once. Prints "tasks run N of M" and the policy's count of tasks without a box,
  * for starpu.rs in bench/tests to check; exits non-zero if a declaration that must fail did not.
+ * Then, with stealing off (PBS_STEAL=never, which starpu.rs sets), whether a task that reads one
+ * box and writes another runs on the written box's owner ("box rule: A of B"), and, in a second
+ * StarPU session that declares nothing, how many tasks had no box ("undeclared: without a box
+ * N of M": only those with no handle; a task that only reads has its first handle's box).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +28,27 @@ static void count(void *buffers[], void *arg) {
 static struct starpu_codelet touch = {.cpu_funcs = {count}, .nbuffers = 1, .modes = {STARPU_RW}, .name = "touch"};
 static struct starpu_codelet bare = {.cpu_funcs = {count}, .nbuffers = 0, .name = "bare"};
 
+static _Atomic int ran_on;
+
+static void where(void *buffers[], void *arg) {
+    (void)buffers;
+    (void)arg;
+    atomic_store(&ran_on, starpu_worker_get_id());
+}
+
+static struct starpu_codelet write_box = {.cpu_funcs = {where}, .nbuffers = 1, .modes = {STARPU_W}, .name = "write"};
+static struct starpu_codelet read_then_write = {
+    .cpu_funcs = {where}, .nbuffers = 2, .modes = {STARPU_R, STARPU_W}, .name = "read_then_write"};
+static struct starpu_codelet read_box = {.cpu_funcs = {count}, .nbuffers = 1, .modes = {STARPU_R}, .name = "read"};
+
+/* The worker that ran a task of `cl` on handles a (and b), waited for. */
+static int run_on(struct starpu_codelet *cl, starpu_data_handle_t a, starpu_data_handle_t b) {
+    int status = b ? starpu_task_insert(cl, STARPU_R, a, STARPU_W, b, 0) : starpu_task_insert(cl, STARPU_W, a, 0);
+    if (status) return -1;
+    starpu_task_wait_for_all();
+    return atomic_load(&ran_on);
+}
+
 int main(void) {
     struct starpu_conf conf;
     starpu_conf_init(&conf);
@@ -39,6 +64,9 @@ int main(void) {
     /* A count that is not a multiple of the grid, a NULL handle array: refused. */
     failures += pbs_starpu_declare_grid(4, 4, h, 15) != -EINVAL;
     failures += pbs_starpu_declare_grid(4, 4, NULL, 16) != -EINVAL;
+    /* No boxes: nx * ny = 0 divided the count. */
+    failures += pbs_starpu_declare_grid(0, 4, h, 16) != -EINVAL;
+    failures += pbs_starpu_declare_grid(4, 0, h, 16) != -EINVAL;
     /* A grid whose nx * ny wraps to 0 (it divided the count by zero), or passes 2^32 - 1 boxes. */
     failures += pbs_starpu_declare_grid((size_t)1 << 32, (size_t)1 << 32, h, N) != -EINVAL;
     failures += pbs_starpu_declare_grid((size_t)1 << 31, 2, h, N) != -EINVAL;
@@ -63,8 +91,42 @@ int main(void) {
     }
     starpu_task_wait_for_all();
     pbs_starpu_get_stats(&stats);
+    printf("tasks run %d of %d; without a box %zu\n", (int)ran, submitted, stats.unboxed);
+
+    /* A task's box is its first written declared handle, wherever it lists its reads: a task
+       reading box a and writing box b runs where b's tasks run, not a's. The owners are read
+       just before each such task (a rebalancing may move them between pairs). */
+    int agree = 0, pairs = 0;
+    for (int a = 1; a < N; a++)
+        for (int b = 1; b < N; b++) {
+            if (a == 5 || b == 5 || a == b) continue; /* h[5] is not declared */
+            int owner_a = run_on(&write_box, h[a], NULL), owner_b = run_on(&write_box, h[b], NULL);
+            if (owner_a < 0 || owner_b < 0) return 1;
+            if (owner_a == owner_b) continue;
+            int ran_where = run_on(&read_then_write, h[a], h[b]);
+            if (ran_where < 0) return 1;
+            pairs++;
+            agree += ran_where == owner_b;
+        }
+    printf("box rule: %d of %d\n", agree, pairs);
     for (int i = 0; i <= N; i++) starpu_data_unregister(h[i]);
     starpu_shutdown();
-    printf("tasks run %d of %d; without a box %zu\n", (int)ran, submitted, stats.unboxed);
+
+    /* A second session, which declares nothing: the policy numbers the handles itself. Tasks
+       that only read have their handle's box; tasks with no handle have none. */
+    if (starpu_init(&conf)) return 77;
+    for (int i = 0; i <= N; i++) starpu_variable_data_register(&h[i], STARPU_MAIN_RAM, (uintptr_t)&cell[i], sizeof cell[i]);
+    int bare_tasks = 0, tasks = 0;
+    for (int it = 0; it < 3; it++) {
+        for (int i = 0; i <= N; i++, tasks++)
+            if (starpu_task_insert(i % 2 ? &read_box : &touch, i % 2 ? STARPU_R : STARPU_RW, h[i], 0)) return 1;
+        if (starpu_task_insert(&bare, 0)) return 1;
+        tasks++, bare_tasks++;
+    }
+    starpu_task_wait_for_all();
+    pbs_starpu_get_stats(&stats);
+    for (int i = 0; i <= N; i++) starpu_data_unregister(h[i]);
+    starpu_shutdown();
+    printf("undeclared: without a box %zu of %d (%d with no handle)\n", stats.unboxed, tasks, bare_tasks);
     return failures ? 1 : 0;
 }

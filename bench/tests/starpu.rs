@@ -339,13 +339,9 @@ fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
     let dir = built();
     let (out, err) = ok(starpu(&dir.join("errors")).env("PBS_STEAL", "never").output().unwrap());
     assert!(out.contains("tasks run 90 of 90; without a box 15"), "{out}");
-    // A task reading one box and writing another ran where the written box's tasks run, in
-    // (nearly) every pair of boxes with different owners: the owners are read before each pair,
-    // and a rebalancing in between may move them.
-    let rule = out.lines().find_map(|l| l.strip_prefix("box rule: ")).unwrap_or_else(|| panic!("{out}"));
-    let (agree, pairs) = rule.split_once(" of ").unwrap();
-    let (agree, pairs): (usize, usize) = (agree.parse().unwrap(), pairs.parse().unwrap());
-    assert!(pairs >= 20 && agree * 10 >= pairs * 9, "{out}");
+    // A task reading one box and writing another ran where the written box's tasks run, in 10
+    // pairs of boxes with different owners.
+    assert!(out.contains("box rule: 10 of 10"), "{out}");
     // A second StarPU session in the same process, declaring nothing: only the tasks with no
     // handle have no box (the declared session's table and counts are gone), and once the
     // handles grow from 9 to 17 the policy's iterations go on (over a new mapper: the old one's

@@ -67,6 +67,8 @@ starpu_programs() {
         "${CC:-cc}" "${flags[@]}" "${sources[@]}" -o "$dir/$(basename $program)" "$dir/libpbs_starpu.so" -L"$lib" \
             -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$dir" -Wl,-rpath,"$lib"
     done
+    "${CC:-cc}" "${flags[@]}" starpu/tests/internals.c -o "$dir/internals" -L"$lib" -lpbs_ffi $starpu_libs -lpthread \
+        -lm -Wl,-rpath,"$lib"
 }
 # starpu_runs DIR: every policy and setting of the programs in DIR, each through `checked`, which
 # the sanitizer's section defines (any report ends the program with an error status).
@@ -85,7 +87,8 @@ starpu_runs() {
     checked "$dir/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --declare 0
     # Each worker's queue in push order instead of by box load (the heap's other path).
     PBS_STARPU_ORDER=fifo checked "$dir/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
-    checked "$dir/errors" 2> /dev/null
+    PBS_STEAL=never checked "$dir/errors" 2> /dev/null
+    checked "$dir/internals"
     # A thief waiting for a push and woken by one (starpu/tests/steal.c), with stealing at once
     # and after a wait.
     checked "$dir/steal"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the StarPU side of pbs into target/starpu/: libpbs_starpu.so (the policy),
 # libpbs_starpu_preload.so (STARPU_SCHED=pbs for unchanged programs), heat and md (ffi/examples'
-# heat code and apps' md as StarPU tasks), errors and steal (the policy's tests/*.c), against Debian's StarPU 1.3 and the release libpbs_ffi.so.
+# heat code and apps' md as StarPU tasks), errors, steal and internals (the policy's tests/*.c), against Debian's StarPU 1.3 and the release libpbs_ffi.so.
 # Usage: starpu/build.sh [--no-cargo]   (--no-cargo: libpbs_ffi.so is already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,4 +33,7 @@ for test in errors steal; do
     "$cc" "${flags[@]}" starpu/tests/$test.c -o "$out/$test$tmp" \
         "$out/libpbs_starpu.so$tmp" -L"$lib" -lpbs_ffi $starpu_libs -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"
 done
-for f in libpbs_starpu.so libpbs_starpu_preload.so heat md errors steal; do mv -f "$out/$f$tmp" "$out/$f"; done
+# The policy's static data structures, with policy.c compiled in (not linked to the library).
+"$cc" "${flags[@]}" starpu/tests/internals.c -o "$out/internals$tmp" -L"$lib" -lpbs_ffi $starpu_libs -lpthread -lm \
+    -Wl,-rpath,"$lib"
+for f in libpbs_starpu.so libpbs_starpu_preload.so heat md errors steal internals; do mv -f "$out/$f$tmp" "$out/$f"; done

@@ -320,6 +320,16 @@ fn undeclared_a_double_buffers_halves_are_one_box_where_a_task_writes_one_whole(
     }
 }
 
+/// starpu/tests/internals.c: the policy's queue heap under random pushes, owner pops and thieves'
+/// takes (in order after every one), its handle table across three growths, the median of a
+/// box's load samples and the handle a written box joins.
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn the_policys_heap_table_and_median_hold_their_invariants() {
+    let (out, _) = ok(starpu(&built().join("internals")).output().unwrap());
+    assert_eq!(out.trim(), "internals: ok");
+}
+
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn a_worker_that_found_nothing_to_steal_is_woken_when_a_queue_fills() {

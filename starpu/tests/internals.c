@@ -1,0 +1,155 @@
+/*
+ * The policy's own data structures, reached by including policy.c (they are static): each
+ * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
+ * leaves; the handle -> box table across its growth; the median of a box's load samples; and
+ * which handle a task's box handle is written from. No StarPU session is started: tasks here
+ * are never submitted, and handles are only compared. Prints "internals: ok", or each failure
+ * on stderr and exits 1.
+ */
+#include "../src/policy.c"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                     \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            fprintf(stderr, "internals: " __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                                             \
+            failures++;                                                                                      \
+        }                                                                                                    \
+    } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Whether no entry runs before its parent. */
+static int heap_ordered(const struct heap *h) {
+    for (size_t i = 1; i < h->len; i++)
+        if (before(&h->at[i], &h->at[(i - 1) / 2])) return 0;
+    return 1;
+}
+
+/* The entry that must come out first: the heaviest, the earliest pushed among equals. */
+static size_t first_of(const struct heap *h) {
+    size_t best = 0;
+    for (size_t i = 1; i < h->len; i++)
+        if (before(&h->at[i], &h->at[best])) best = i;
+    return best;
+}
+
+static void the_heap(void) {
+    struct heap h = {0};
+    size_t pushed = 0, taken = 0;
+    for (int op = 0; op < 20000 && !failures; op++) {
+        uint64_t r = next();
+        if (h.len == 0 || r % 8 < 4) {
+            /* Loads from a few values, so that ties (kept in push order) are common. */
+            double load = (double)(next() % 7);
+            CHECK(heap_push(&h, (struct starpu_task *)(uintptr_t)(++pushed * 16), load) == 0, "push %zu failed", pushed);
+        } else if (r % 8 < 6) {
+            struct heap_entry want = h.at[first_of(&h)];
+            struct starpu_task *t = heap_take(&h, 0);
+            CHECK(t == want.task, "the owner's pop gave task %p, not %p (load %g, push %llu)", (void *)t,
+                  (void *)want.task, want.load, (unsigned long long)want.seq);
+            taken++;
+        } else {
+            /* A thief: the last entries first, as take_back does, or any. */
+            size_t i = r % 8 == 6 ? h.len - 1 - (size_t)(next() % (h.len < 4 ? h.len : 4)) : (size_t)(next() % h.len);
+            struct starpu_task *want = h.at[i].task;
+            CHECK(heap_take(&h, i) == want, "a thief's take of entry %zu gave another task", i);
+            taken++;
+        }
+        CHECK(heap_ordered(&h), "after operation %d the heap is out of order", op);
+        CHECK(h.len == pushed - taken, "after operation %d the heap holds %zu tasks, not %zu", op, h.len,
+              pushed - taken);
+    }
+    /* Emptied from the top: loads never increase, equal loads in push order. */
+    struct heap_entry last = {NULL, INFINITY, 0};
+    while (h.len && !failures) {
+        struct heap_entry e = h.at[0];
+        heap_take(&h, 0);
+        CHECK(e.load < last.load || (e.load == last.load && e.seq > last.seq),
+              "load %g (push %llu) came out after load %g (push %llu)", e.load, (unsigned long long)e.seq, last.load,
+              (unsigned long long)last.seq);
+        last = e;
+    }
+    free(h.at);
+}
+
+static void the_table(void) {
+    /* 5,000 handles: the table grows from 1,024 slots to 16,384, rehashing each time. Scattered
+       addresses, odd multiples of 8 inserted and even ones looked up absent: handles in
+       arithmetic progression spread over the slots without a collision, which leaves the probing
+       untried. */
+    enum { HANDLES = 5000 };
+    static uintptr_t handle[HANDLES];
+    for (size_t i = 0; i < HANDLES; i++) {
+        handle[i] = (uintptr_t)(next() >> 20) * 16 + 8;
+        for (size_t j = 0; j < i; j++) /* a repeat would be found at its first box */
+            if (handle[j] == handle[i]) handle[i] += 16 * (i + 1), j = (size_t)-1;
+        CHECK(table_insert((const void *)handle[i], 3 * i) == 0, "insert %zu failed", i);
+    }
+    CHECK(S.used == HANDLES && S.capacity == 16384, "%zu used of %zu slots", S.used, S.capacity);
+    for (size_t i = 0; i < HANDLES && !failures; i++) {
+        CHECK(table_find((const void *)handle[i]) == 3 * i, "handle %zu lost its box", i);
+        CHECK(table_find((const void *)(handle[i] + 8)) == NO_BOX, "an absent handle found a box");
+    }
+    table_clear();
+    CHECK(table_find((const void *)handle[0]) == NO_BOX && S.capacity == 0, "the cleared table");
+}
+
+static void the_median(void) {
+    const double cases[][LOAD_SAMPLES + 1] = {
+        {NAN, NAN, NAN, 0.0}, {NAN, NAN, 4.0, 4.0}, {3.0, NAN, 1.0, 2.0},
+        {5.0, 1.0, 3.0, 3.0}, {1.0, 9.0, 2.0, 2.0}, {7.0, 7.0, 1.0, 7.0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        CHECK(median_of(cases[c]) == cases[c][LOAD_SAMPLES], "median of case %zu: %g, not %g", c,
+              median_of(cases[c]), cases[c][LOAD_SAMPLES]);
+}
+
+/* A task on fake handles (only compared) with the given modes. */
+static starpu_data_handle_t written_from_of(int n, const enum starpu_data_access_mode *modes,
+                                            starpu_data_handle_t box) {
+    static struct starpu_codelet cl;
+    struct starpu_task task;
+    memset(&cl, 0, sizeof cl);
+    starpu_task_init(&task);
+    cl.nbuffers = n;
+    for (int i = 0; i < n; i++) {
+        cl.modes[i] = modes[i];
+        task.handles[i] = (starpu_data_handle_t)(uintptr_t)(16 * (i + 1));
+    }
+    task.cl = &cl;
+    return written_from(&task, box);
+}
+
+static void the_written_from(void) {
+    starpu_data_handle_t h[] = {NULL, (starpu_data_handle_t)16, (starpu_data_handle_t)32, (starpu_data_handle_t)48};
+    const enum starpu_data_access_mode w_r_r[] = {STARPU_W, STARPU_R, STARPU_R};
+    const enum starpu_data_access_mode r_w[] = {STARPU_R, STARPU_W};
+    const enum starpu_data_access_mode rw_r[] = {STARPU_RW, STARPU_R};
+    const enum starpu_data_access_mode w_rw[] = {STARPU_W, STARPU_RW};
+    const enum starpu_data_access_mode w[] = {STARPU_W};
+    CHECK(written_from_of(3, w_r_r, h[1]) == h[2], "written whole, read first: the first read");
+    CHECK(written_from_of(2, r_w, h[2]) == h[1], "read listed before the written handle: still the read");
+    CHECK(written_from_of(2, rw_r, h[1]) == NULL, "read and written (RW): none");
+    CHECK(written_from_of(2, w_rw, h[1]) == NULL, "nothing only read: none");
+    CHECK(written_from_of(1, w, h[1]) == NULL, "nothing read: none");
+}
+
+int main(void) {
+    the_heap();
+    the_table();
+    the_median();
+    the_written_from();
+    if (failures) return 1;
+    printf("internals: ok\n");
+    return 0;
+}

@@ -764,6 +764,38 @@ static double median_of(const double *last) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Adds a task's time to its box's for the iteration under way (caller holds load_lock, and
+   loads_for covers the box). */
+static void record_time(size_t box, double seconds) {
+    S.sum[box] += seconds;
+    S.runs[box]++;
+}
+
+/* Ends an iteration's worth of box tasks (caller holds load_lock and map_lock): a box's time in
+   it is the mean of its tasks', its load the median of its last LOAD_SAMPLES times (a box that
+   did not run keeps its last). Each load goes to `loads` where not NULL and into the mapping in
+   use, for the queues' order (enqueue): map_lock is held, so no other mapping is published
+   meanwhile, and the next one copies them. */
+static void end_loads(size_t boxes, struct mapping *m, double *loads) {
+    for (size_t b = 0; b < boxes; b++) {
+        double *last = S.load + b * LOAD_SAMPLES;
+        if (S.runs[b]) {
+            memmove(last, last + 1, (LOAD_SAMPLES - 1) * sizeof *last);
+            last[LOAD_SAMPLES - 1] = S.sum[b] / S.runs[b];
+        }
+        S.sum[b] = 0.0;
+        S.runs[b] = 0;
+        double load = median_of(last);
+        if (loads) loads[b] = load;
+        if (m && b < m->boxes) {
+            uint64_t bits;
+            memcpy(&bits, &load, sizeof bits);
+            atomic_store_explicit(&m->load[b], bits, memory_order_relaxed);
+        }
+    }
+    S.done = 0;
+}
+
 static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
     (void)ctx;
     size_t box = task->sched_data ? (size_t)(uintptr_t)task->sched_data - 1 : NO_BOX;
@@ -790,35 +822,13 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         pthread_mutex_unlock(&S.load_lock);
         return;
     }
-    S.sum[box] += us * 1e-6;
-    S.runs[box]++;
+    record_time(box, us * 1e-6);
     if (++S.done < boxes || pthread_mutex_trylock(&S.map_lock)) {
         pthread_mutex_unlock(&S.load_lock);
         return;
     }
-    /* An iteration's worth of box tasks ran: a box's time in it is the mean of its tasks', its
-       load the median of its last LOAD_SAMPLES times (a box that did not run keeps its last).
-       Each load also goes into the mapping in use, for the queues' order (enqueue): map_lock is
-       held, so no other mapping is published meanwhile, and the next one copies them. */
-    struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
     double *loads = malloc(boxes * sizeof *loads);
-    for (size_t b = 0; b < boxes; b++) {
-        double *last = S.load + b * LOAD_SAMPLES;
-        if (S.runs[b]) {
-            memmove(last, last + 1, (LOAD_SAMPLES - 1) * sizeof *last);
-            last[LOAD_SAMPLES - 1] = S.sum[b] / S.runs[b];
-        }
-        S.sum[b] = 0.0;
-        S.runs[b] = 0;
-        double load = median_of(last);
-        if (loads) loads[b] = load;
-        if (m && b < m->boxes) {
-            uint64_t bits;
-            memcpy(&bits, &load, sizeof bits);
-            atomic_store_explicit(&m->load[b], bits, memory_order_relaxed);
-        }
-    }
-    S.done = 0;
+    end_loads(boxes, atomic_load_explicit(&S.mapping, memory_order_acquire), loads);
     /* The mapper's first measurement rebalances whatever it shows: it waits until every box's
        load is a median, not one time a preemption may have inflated or hidden an imbalance in. */
     size_t round = ++S.measured;

@@ -1,8 +1,8 @@
 /*
  * The policy's own data structures, reached by including policy.c (they are static): each
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
- * leaves; the handle -> box table across its growth; the median of a box's load samples; and
- * which handle a task's box handle is written from. No StarPU session is started: tasks here
+ * leaves; the handle -> box table across its growth; the median of a box's load samples and
+ * the loads made of task times; and which handle a task's box handle is written from. No StarPU session is started: tasks here
  * are never submitted, and handles are only compared. Prints "internals: ok", or each failure
  * on stderr and exits 1.
  */
@@ -114,6 +114,41 @@ static void the_median(void) {
               median_of(cases[c]), cases[c][LOAD_SAMPLES]);
 }
 
+/* Box loads: the mean of a box's task times in an iteration, the median of its last three; a
+   box that did not run keeps its load; the arrays keep their sums as they grow; each load goes
+   into the mapping in use. */
+static void the_loads(void) {
+    double loads[3];
+    uint64_t bits[3] = {0, 0, 0};
+    struct mapping m = {.boxes = 3, .workers = 1, .load = (_Atomic uint64_t *)bits};
+    CHECK(loads_for(3) == 0, "loads for 3 boxes");
+    record_time(0, 1.0), record_time(0, 3.0), record_time(2, 5.0);
+    end_loads(3, &m, loads);
+    CHECK(loads[0] == 2.0 && loads[1] == 0.0 && loads[2] == 5.0, "iteration 1: %g %g %g", loads[0], loads[1], loads[2]);
+    double in_mapping;
+    memcpy(&in_mapping, &bits[2], sizeof in_mapping);
+    CHECK(in_mapping == 5.0, "box 2's load in the mapping: %g", in_mapping);
+    /* Box 0 alone runs from now on; box 2 keeps its 5 through three iterations without a run. */
+    const double box0[] = {4.0, 9.0, 0.5}, want0[] = {3.0, 4.0, 4.0};
+    for (int it = 0; it < 3; it++) {
+        record_time(0, box0[it]);
+        S.done = 3; /* the iteration's box tasks, counted by the hook */
+        end_loads(3, NULL, loads);
+        CHECK(loads[0] == want0[it] && loads[2] == 5.0, "iteration %d: box 0 %g (not %g), box 2 %g", it + 2, loads[0],
+              want0[it], loads[2]);
+    }
+    CHECK(S.done == 0 && S.runs[0] == 0 && S.sum[0] == 0.0, "the iteration's sums not cleared");
+    /* A box past the arrays grows them (1,024 entries to 8,192), the sums under way kept. */
+    record_time(1, 7.0);
+    CHECK(loads_for(5000) == 0 && S.load_capacity == 8192, "growth to %zu", S.load_capacity);
+    CHECK(S.sum[1] == 7.0 && S.runs[1] == 1 && S.sum[4999] == 0.0 && S.runs[4999] == 0 &&
+              isnan(S.load[4999 * LOAD_SAMPLES]),
+          "after growth: box 1 %g in %u runs", S.sum[1], S.runs[1]);
+    CHECK(median_of(S.load) == 4.0, "box 0's samples after growth: %g", median_of(S.load));
+    free(S.sum), free(S.load), free(S.runs);
+    S.sum = S.load = NULL, S.runs = NULL, S.load_capacity = 0;
+}
+
 /* A task on fake handles (only compared) with the given modes. */
 static starpu_data_handle_t written_from_of(int n, const enum starpu_data_access_mode *modes,
                                             starpu_data_handle_t box) {
@@ -148,6 +183,7 @@ int main(void) {
     the_heap();
     the_table();
     the_median();
+    the_loads();
     the_written_from();
     if (failures) return 1;
     printf("internals: ok\n");

@@ -5,7 +5,7 @@
  * Prints "stolen S of N" for starpu.rs in bench/tests: a worker left waiting through the burst
  * steals none of it. Then the mean push order of the burst's tasks each worker ran ("pushed
  * order: owner O, thief T"): the owner runs its queue from the front, a thief takes from the
- * back, so what is stolen was pushed late.
+ * back, so in push order (PBS_STARPU_ORDER=fifo) what is stolen was pushed late.
  */
 #define _GNU_SOURCE
 #include <stdio.h>

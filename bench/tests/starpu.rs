@@ -260,8 +260,8 @@ fn each_box_runs_on_its_owner_in_one_block_per_worker_that_the_rebalancings_move
         let workers: std::collections::BTreeSet<usize> = owners[0].iter().copied().collect();
         assert_eq!(workers.len(), 2, "{:?}", owners[0]);
         // One row of all the boxes where no grid is declared; there the boxes are known once the
-        // first LOAD_SAMPLES = 3 iterations measured them, and go to the workers in turn before.
-        let (width, mapped) = if declare == "1" { (nx, 0) } else { (boxes, 3) };
+        // first iteration numbered them, and go to the workers in turn in it.
+        let (width, mapped) = if declare == "1" { (nx, 0) } else { (boxes, 1) };
         for (it, owner) in owners.iter().enumerate().take(mapped) {
             assert!(owner.windows(2).all(|p| p[0] != p[1]), "declare {declare}, iteration {it}: {owner:?}");
         }
@@ -278,10 +278,7 @@ fn each_box_runs_on_its_owner_in_one_block_per_worker_that_the_rebalancings_move
         let changed = changes.iter().filter(|&&c| c > 0).count();
         assert!(changed <= rebalancings, "declare {declare}: {changes:?}, {rebalancings} rebalancings");
         let moved: usize = changes.iter().sum();
-        assert!(
-            (declare == "0" || moved >= 1) && moved <= migrations,
-            "declare {declare}: {changes:?}, {migrations} migrations"
-        );
+        assert!(moved >= 1 && moved <= migrations, "declare {declare}: {changes:?}, {migrations} migrations");
         let (start, end) = (&owners[0], &owners[iters - 1]);
         let (before, after) = (held(start, start[0]), held(end, end[0]));
         assert!(after.len() < before.len(), "declare {declare}, the hot corner's worker: {before:?}, then {after:?}");

@@ -835,6 +835,9 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
     int ready = round >= LOAD_SAMPLES;
     pthread_mutex_unlock(&S.load_lock);
     if (loads && ready) end_iteration(loads, boxes, round);
+    /* An undeclared grid is known from its first iteration on: its first mapping then, rather
+       than the workers in turn until the mapper's first measurement. */
+    else if (!S.mapper) new_mapper();
     pthread_mutex_unlock(&S.map_lock);
     free(loads);
 }

@@ -118,8 +118,9 @@ int main(void) {
     if (starpu_init(&conf)) return 77;
     for (int i = 0; i <= N; i++) starpu_variable_data_register(&h[i], STARPU_MAIN_RAM, (uintptr_t)&cell[i], sizeof cell[i]);
     int bare_tasks = 0, tasks = 0;
-    /* Five iterations over 9 of the handles (the mapper's grid from the third: 9 boxes), then
-       three over all 17: the grid grew, and the policy's iterations go on over a new mapper. */
+    /* Five iterations over 9 of the handles (the mapper's grid: 9 boxes, measured from the
+       third), then three over all 17: the grid grew, and the policy's iterations go on over a
+       new mapper. */
     for (int it = 0; it < 5; it++)
         for (int i = 0; i < 9; i++, tasks++)
             if (starpu_task_insert(&touch, STARPU_RW, h[i], 0)) return 1;

@@ -192,24 +192,6 @@ fn the_heaviest_box_runs_first_on_its_worker_unless_asked_for_fifo() {
     assert!(fifo >= 5.0, "fifo: the hot boxes started at mean position {fifo}");
 }
 
-/// Whether `cells` (box ids of an `nx`-wide grid) are one 4-connected piece.
-fn connected(cells: &[usize], nx: usize) -> bool {
-    let inside: std::collections::HashSet<usize> = cells.iter().copied().collect();
-    let mut seen = std::collections::HashSet::from([cells[0]]);
-    let mut stack = vec![cells[0]];
-    while let Some(k) = stack.pop() {
-        let (x, y) = (k % nx, k / nx);
-        let next =
-            [(x > 0).then(|| k - 1), (x + 1 < nx).then(|| k + 1), y.checked_sub(1).map(|_| k - nx), Some(k + nx)];
-        for n in next.into_iter().flatten() {
-            if inside.contains(&n) && seen.insert(n) {
-                stack.push(n);
-            }
-        }
-    }
-    seen.len() == inside.len()
-}
-
 /// Without stealing every box's task runs on its owner, so the trace shows the mapping itself.
 /// On a 10 × 6 grid (not square, so a grid read transposed shows) each worker runs one block in
 /// every iteration, connected in the declared grid, one run of boxes in the 1D grid of a program
@@ -265,11 +247,12 @@ fn each_box_runs_on_its_owner_in_one_block_per_worker_that_the_rebalancings_move
         for (it, owner) in owners.iter().enumerate().take(mapped) {
             assert!(owner.windows(2).all(|p| p[0] != p[1]), "declare {declare}, iteration {it}: {owner:?}");
         }
+        let grid = pbs::Grid::new(width, boxes / width).unwrap();
         for (it, owner) in owners.iter().enumerate().skip(mapped) {
-            for &w in &workers {
-                let block = held(owner, w);
-                assert!(!block.is_empty() && connected(&block, width), "declare {declare}, iteration {it}: {owner:?}");
-            }
+            let part: Vec<u32> = owner.iter().map(|w| workers.iter().position(|v| v == w).unwrap() as u32).collect();
+            let both = workers.iter().all(|&w| !held(owner, w).is_empty());
+            let pieces = pbs::metrics::disconnected_parts(&grid, &part, workers.len());
+            assert!(both && pieces == 0, "declare {declare}, iteration {it}: {owner:?}");
         }
         let first: Vec<usize> = workers.iter().map(|&w| held(&owners[0], w).len()).collect();
         assert!(first[0].abs_diff(first[1]) <= 1, "declare {declare}, before any measurement: {first:?}");

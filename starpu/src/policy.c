@@ -670,6 +670,13 @@ static struct starpu_task *take_back(int victim, int me) {
     return NULL;
 }
 
+/* The position of thief position `p`'s `i`-th victim: the mapping's order (neighbouring vCores
+   first), or the next positions in turn where the mapping was made for another worker count. */
+static unsigned victim_position(const struct mapping *m, unsigned p, unsigned i) {
+    if (m && m->workers == S.workers) return m->victims[(size_t)p * (S.workers - 1) + i];
+    return (p + 1 + i) % S.workers;
+}
+
 /* A thief that stole nothing waits for a push (the fast return of pop_task), unless a victim
    holds two tasks or more now. The flag is raised before the queues are read again (both
    sequentially consistent), so a push that made one stealable meanwhile either sees the flag
@@ -706,9 +713,7 @@ static struct starpu_task *pop_task(unsigned ctx) {
     }
     struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
     for (unsigned i = 0; p >= 0 && i + 1 < S.workers; i++) {
-        unsigned vp = m && m->workers == S.workers ? m->victims[(size_t)p * (S.workers - 1) + i]
-                                                   : (unsigned)(p + 1 + i) % S.workers;
-        int victim = S.id[vp];
+        int victim = S.id[victim_position(m, (unsigned)p, i)];
         if (starpu_worker_trylock(victim)) continue; /* busy scheduling: not now */
         struct starpu_task *t = take_back(victim, me);
         starpu_worker_unlock(victim);

@@ -2,7 +2,8 @@
  * The policy's own data structures, reached by including policy.c (they are static): each
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
- * the loads made of task times; and which handle a task's box handle is written from. No StarPU session is started: tasks here
+ * the loads made of task times; which handle a task's box handle is written from; and a
+ * published mapping's victim rows and carried loads. No StarPU session is started: tasks here
  * are never submitted, and handles are only compared. Prints "internals: ok", or each failure
  * on stderr and exits 1.
  */
@@ -179,12 +180,75 @@ static void the_written_from(void) {
     CHECK(written_from_of(1, w, h[1]) == NULL, "nothing read: none");
 }
 
+static uint64_t bits_of(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+/* A mapping as the mapper publishes it: each position's victims in the mapper's order (a
+   thief's i-th try), the next positions in turn once the worker count changed, and each box's
+   last load carried over from the mapping it replaces, first boxes only where the grid grew. */
+static void the_mapping(void) {
+    enum { W = 4 };
+    pthread_rwlock_wrlock(&S.table_lock);
+    S.declared = 1;
+    S.nx = S.ny = 8;
+    S.boxes = 64;
+    pthread_rwlock_unlock(&S.table_lock);
+    S.workers = W;
+    S.active = 1;
+    S.ctx = 0;
+    pthread_mutex_lock(&S.map_lock);
+    new_mapper();
+    pthread_mutex_unlock(&S.map_lock);
+    struct mapping *m = atomic_load(&S.mapping);
+    CHECK(m && m->workers == W && m->boxes == 64, "a mapping of 64 boxes for %d workers", W);
+    if (!m) return;
+
+    int not_in_turn = 0;
+    for (unsigned p = 0; p < W; p++) {
+        uint32_t row[W - 1];
+        CHECK(pbs_mapper_victims(S.mapper, p, row, W - 1) == PBS_OK, "the mapper's victims of %u", p);
+        for (unsigned i = 0; i + 1 < W; i++) {
+            CHECK(victim_position(m, p, i) == row[i], "position %u's victim %u: %u, the mapper says %u", p, i,
+                  victim_position(m, p, i), row[i]);
+            CHECK(row[i] != p, "position %u is its own victim", p);
+            not_in_turn |= row[i] != (p + 1 + i) % W;
+        }
+    }
+    /* Else the next check could not tell the mapper's order from the fallback. */
+    CHECK(not_in_turn, "on 8 x 8 boxes and 4 workers some victims come out of turn");
+    S.workers = 3;
+    for (unsigned p = 0; p < 3; p++)
+        for (unsigned i = 0; i < 2; i++)
+            CHECK(victim_position(m, p, i) == (p + 1 + i) % 3, "3 workers on a 4-worker mapping: %u's victim %u", p, i);
+    S.workers = W;
+
+    for (size_t b = 0; b < 64; b++) atomic_store(&m->load[b], bits_of(0.5 + (double)b));
+    pthread_rwlock_wrlock(&S.table_lock);
+    S.ny = 9;
+    S.boxes = 72;
+    pthread_rwlock_unlock(&S.table_lock);
+    pthread_mutex_lock(&S.map_lock);
+    new_mapper();
+    pthread_mutex_unlock(&S.map_lock);
+    struct mapping *grown = atomic_load(&S.mapping);
+    CHECK(grown && grown != m && grown->retired == m && grown->boxes == 72, "a mapping of 72 boxes replacing the first");
+    if (grown && grown != m)
+        for (size_t b = 0; b < 72; b++)
+            CHECK(atomic_load(&grown->load[b]) == (b < 64 ? bits_of(0.5 + (double)b) : 0), "box %zu's load carried over", b);
+    deinit_sched(0);
+    CHECK(!atomic_load(&S.mapping) && !S.mapper, "deinit frees the mappings and the mapper");
+}
+
 int main(void) {
     the_heap();
     the_table();
     the_median();
     the_loads();
     the_written_from();
+    the_mapping();
     if (failures) return 1;
     printf("internals: ok\n");
     return 0;

@@ -117,6 +117,8 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
         cache_bytes / 1024,
         hw_line()
     );
+    let bound = measured.iter().flat_map(|c| c.runs.iter().flatten()).map(|r| (r.threads, r.pinned_workers));
+    let _ = writeln!(md, "Threads: {}.\n", run::pinning_note(bound));
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 16 {
         let _ = writeln!(
             md,

@@ -131,6 +131,10 @@ pub struct RunRow {
     pub hw_counters: Option<BTreeMap<String, u64>>,
     /// why hardware counters are unavailable (null where they are)
     pub hw_unavailable_reason: Option<String>,
+    /// workers whose binding to their core's CPUs succeeded, the calling thread (worker 0, on
+    /// its core for each phase) included: `threads` when pinned, 0 with `--no-pin`, fewer where
+    /// the system refused a binding
+    pub pinned_workers: usize,
     /// software counters summed over threads, when those were measured instead
     pub sw_counters: Option<BTreeMap<String, u64>>,
     /// hash of the final state: identical for every scheduler and thread count
@@ -165,6 +169,8 @@ struct Lane {
     hw: BTreeMap<String, u64>,
     sw: BTreeMap<String, u64>,
     reason: Option<String>,
+    /// complete once the executor is built: every worker has started and reported
+    bindings: pbs_scheduler::pinning::Bindings,
 }
 
 impl Lane {
@@ -260,7 +266,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     let (mut lanes, mut execs) = (Vec::new(), Vec::new());
     for scheduler in &setup.schedulers {
         let app = setup.make_app()?;
-        let (mut exec, _bindings) = runtime.executor(scheduler, app.grid()).map_err(|e| e.to_string())?;
+        let (mut exec, bindings) = runtime.executor(scheduler, app.grid()).map_err(|e| e.to_string())?;
         // No rebalancing at the last iteration's end, which no iteration would run on.
         exec.hint_iterations_left(setup.iters as u64);
         lanes.push(Lane {
@@ -271,6 +277,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             hw: BTreeMap::new(),
             sw: BTreeMap::new(),
             reason: None,
+            bindings,
         });
         execs.push(exec);
     }
@@ -318,6 +325,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
             modelled_accesses: misses.accesses,
             hw_counters: (!lane.hw.is_empty()).then_some(lane.hw),
             hw_unavailable_reason: lane.reason,
+            pinned_workers: lane.bindings.report().iter().filter(|b| matches!(b, Some(Ok(_)))).count(),
             sw_counters: (!lane.sw.is_empty()).then_some(lane.sw),
             checksum: format!("{:016x}", lane.app.checksum()),
             iteration_ms: lane.rec.iteration_ms().to_vec(),
@@ -632,6 +640,22 @@ pub fn checksum_mismatch(run: &[RunRow]) -> Option<String> {
     })
 }
 
+/// How the workers of runs were bound, for a report's header, from each run's `(threads,
+/// pinned_workers)`: the fact, not the setting (a binding the system refused shows).
+pub fn pinning_note(runs: impl IntoIterator<Item = (usize, usize)>) -> String {
+    let (mut all, mut none, mut fewest) = (true, true, f64::INFINITY);
+    for (threads, pinned) in runs {
+        all &= pinned == threads;
+        none &= pinned == 0;
+        fewest = fewest.min(pinned as f64 / threads.max(1) as f64);
+    }
+    match (all, none) {
+        (true, _) => "every worker pinned to its core".into(),
+        (_, true) => "workers not pinned (`--no-pin`, or every binding refused)".into(),
+        _ => format!("some bindings refused: as few as {:.0} % of a run's workers pinned", 100.0 * fewest),
+    }
+}
+
 /// The first mismatch of [`checksum_mismatch`] over `runs`, named by run and seed, as an error.
 pub fn check_checksums(what: &str, runs: &[Vec<RunRow>]) -> Result<(), String> {
     for (r, run) in runs.iter().enumerate() {
@@ -801,6 +825,19 @@ mod tests {
         let medians = median_table(&[rows.clone(), rows.clone()]).text();
         assert!(medians.contains("/ pbs") && medians.contains("same in each run"), "{medians}");
         assert_eq!(median_idle(rows.iter().take(1)), rows[0].idle_shares);
+    }
+
+    /// The note reads what the runs' workers obtained: all bound, none, or the run with the
+    /// smallest share bound.
+    #[test]
+    fn the_pinning_note_says_how_many_workers_were_bound() {
+        assert_eq!(pinning_note([(2, 2), (4, 4)]), "every worker pinned to its core");
+        assert!(pinning_note([(2, 0), (1, 0)]).starts_with("workers not pinned"));
+        assert_eq!(
+            pinning_note([(4, 4), (4, 1), (2, 1)]),
+            "some bindings refused: as few as 25 % of a run's workers pinned"
+        );
+        assert_eq!(pinning_note([(4, 0), (2, 2)]), "some bindings refused: as few as 0 % of a run's workers pinned");
     }
 
     /// The table's cells: phases, rebalancings and idle shares as their titles say.

@@ -155,6 +155,9 @@ pub struct ScalingRow {
     pub affinity: Vec<(String, f64)>,
     /// the final checksum, the same for every scheduler of every run at this thread count
     pub checksum: String,
+    /// `(threads, pinned_workers)` of every run and scheduler (see [`run::pinning_note`])
+    #[serde(skip)]
+    pub pinned: Vec<(usize, usize)>,
 }
 
 /// Refuses thread counts that are zero or, unless `oversubscribe`, above `cores`.
@@ -220,6 +223,7 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
                     .map(|x| (x.to_string(), median_over(&runs, x, &|r| r.affinity.unwrap_or(f64::NAN))))
                     .collect(),
                 checksum,
+                pinned: runs.iter().flatten().map(|r| (r.threads, r.pinned_workers)).collect(),
             });
         }
     }
@@ -281,10 +285,11 @@ pub fn write(out: &Path, s: &ScalingSettings, rows: &[ScalingRow], cores: usize)
         md,
         "`pbs-bench scaling`: {} iterations per run, {} runs per case and thread count, run r with seed r; within a run \
          the schedulers take turns; medians over runs, `pbs / x` the median of the ratios within each run (of median \
-         iterations; under *means*, of whole runs' mean iterations, which count the long ones). Machine: {cores} cores{}.\n",
+         iterations; under *means*, of whole runs' mean iterations, which count the long ones). Machine: {cores} cores{}; {}.\n",
         s.iters,
         s.repeats,
-        if s.threads.iter().any(|&t| t > cores) { " — **oversubscribed**: thread counts above it time the OS's time slicing" } else { "" }
+        if s.threads.iter().any(|&t| t > cores) { " — **oversubscribed**: thread counts above it time the OS's time slicing" } else { "" },
+        run::pinning_note(rows.iter().flat_map(|r| r.pinned.iter().copied()))
     );
     let _ = writeln!(
         md,
@@ -408,6 +413,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("pbs-scaling-test-{}", std::process::id()));
         let md = std::fs::read_to_string(write(&dir, &settings, &rows, 2).unwrap()).unwrap();
         assert!(md.contains("Checksums (run 1) identical across thread counts") && md.contains("at 1, 2 threads"));
+        assert!(md.contains("Machine: 2 cores; workers not pinned (`--no-pin`"), "{md}");
         assert!(md.contains(&format!("| {} | 2 | 4×4 |", rows[1].case)), "the table: {md}");
         assert!(dir.join("scaling.png").is_file() && dir.join("scaling.json").is_file());
         rows[1].checksum = "0".into();

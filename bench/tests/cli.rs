@@ -147,6 +147,18 @@ fn readable_tables_by_default() {
 }
 
 #[test]
+fn runs_with_more_threads_than_cpus_are_labelled_oversubscribed() {
+    let small =
+        ["run", "--app", "stencil", "--scheduler", "static", "--iters", "2", "--nx", "4", "--ny", "4", "--no-pin"];
+    let cpus = json(&[&small[..], &["--threads", "1", "--json"]].concat())[0]["cpus"].as_u64().unwrap();
+    for (threads, labelled) in [(cpus, false), (cpus + 1, true)] {
+        let n = threads.to_string();
+        let text = stdout_of(&[&small[..], &["--threads", n.as_str()]].concat());
+        assert_eq!(text.contains("OVERSUBSCRIBED"), labelled, "{threads} threads on {cpus} CPUs: {text}");
+    }
+}
+
+#[test]
 fn bad_input_gets_a_clear_error_and_a_failing_exit() {
     assert!(stderr_of(&["converge", "--case", "uniform", "--vcores", "0"]).contains("zero vCores"));
     assert!(stderr_of(&["converge", "--case", "uniform", "--nx", "2", "--ny", "2", "--vcores", "5"])
@@ -154,9 +166,21 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit() {
     assert!(stderr_of(&["converge", "--case", "uniform", "--nx", "0"]).contains("empty grid"));
     assert!(stderr_of(&["converge", "--case", "square"]).contains("unknown case"));
     assert!(stderr_of(&["converge", "--case", "uniform", "--method", "metis"]).contains("unknown method"));
-    assert!(stderr_of(&["converge", "--case", "uniform", "--tol", "NaN"]).contains("--tol"));
+    for tol in ["NaN", "inf", "-0.5"] {
+        let err = stderr_of(&["converge", "--case", "uniform", "--tol", tol]);
+        assert!(err.contains("--tol must be finite and ≥ 0"), "--tol {tol}: {err}");
+    }
     assert!(stderr_of(&["converge"]).contains("--case"));
     assert!(stderr_of(&["transitions", "--kind", "gentle"]).contains("rough or smooth"));
+    // The drift's bound is on |drift| × trials, the map's whole travel: exactly at it runs.
+    for (drift, trials) in [("1e19", "1"), ("-6e11", "2")] {
+        let err = stderr_of(&["transitions", "--kind", "smooth", "--drift", drift, "--trials", trials]);
+        assert!(err.contains("translates the map beyond 1e12 boxes"), "--drift {drift} × {trials}: {err}");
+    }
+    let at_bound = json(&["transitions", "--kind", "smooth", "--drift", "5e11", "--trials", "2", "--json"]);
+    assert_eq!(at_bound["trials"], 2, "{at_bound}");
+    assert!(stderr_of(&["transitions", "--kind", "smooth", "--drift", "inf"]).contains("--drift must be finite"));
+    assert!(stderr_of(&["transitions", "--kind", "smooth", "--trials", "0"]).contains("--trials must be at least 1"));
     // `--quick` sets the trial counts itself: one given beside it is refused, not dropped.
     let quick = temp_dir("quick");
     let both = stderr_of(&["paper", "--quick", "--trials", "5", "--out", quick.to_str().unwrap()]);
@@ -365,6 +389,7 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
             "modelled_misses",
             "hw_counters",
             "hw_unavailable_reason",
+            "pinned_workers",
             "checksum",
         ] {
             assert!(r.get(k).is_some(), "missing {k} in {r}");
@@ -373,6 +398,7 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
         // Counters are either hardware numbers or null with a reason — never both missing.
         assert!(r["hw_counters"].is_object() || r["hw_unavailable_reason"].is_string(), "{r}");
         assert!(r["modelled_misses"].as_u64().unwrap() > 0);
+        assert_eq!(r["pinned_workers"], 0, "--no-pin: {r}");
         // One effort per interval between rebalancings, and one for the interval still open
         // unless the last iteration rebalanced.
         let (efforts, rebalances) = (r["effort_ms"].as_array().unwrap().len(), r["rebalances"].as_u64().unwrap());
@@ -397,12 +423,14 @@ fn run_prints_the_contract_fields_and_equal_checksums() {
         "9",
         "--ny",
         "7",
-        "--no-pin",
         "--json",
     ]);
     let s = stencil.as_array().unwrap();
     assert_eq!(s.len(), 2);
     assert_eq!(s[0]["checksum"], s[1]["checksum"]);
+    // Pinned by default: every worker, the caller included, on its core (3 workers on this
+    // machine's cores in turn).
+    assert!(s.iter().all(|r| r["pinned_workers"] == 3), "{stencil}");
 }
 
 #[test]
@@ -517,6 +545,7 @@ fn report_writes_tables_plots_and_identical_checksums() {
     }
     assert_eq!(md.matches("Checksums identical").count(), 4, "{md}");
     assert!(!md.contains("differ"));
+    assert!(md.contains("Threads: workers not pinned (`--no-pin`"), "{md}");
     // Run r has seed r (the first seed is 1), as the page says.
     let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     assert!(rows.as_array().unwrap().iter().all(|r| r["seed"] == 1), "{rows}");
@@ -539,7 +568,6 @@ fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
         "4",
         "--repeats",
         "1",
-        "--no-pin",
         "--schedulers",
         "ws,pbs,eager,static",
     ];
@@ -565,6 +593,7 @@ fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
     }
     let md = std::fs::read_to_string(dir.join("scaling.md")).unwrap();
     assert!(md.contains("Checksums (run 1) identical across thread counts"), "{md}");
+    assert!(md.contains("; every worker pinned to its core."), "pinned by default: {md}");
     assert_eq!(&std::fs::read(dir.join("scaling.png")).unwrap()[1..4], b"PNG");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("pbs / static") && text.contains("stencil drift"), "{text}");
@@ -668,6 +697,24 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     assert_eq!(rows.as_array().unwrap().len(), 2 * 2 * 4);
     assert_eq!((rows[0]["app"].as_str(), rows[0]["nx"].as_u64()), (Some("stencil"), Some(8)));
     assert_eq!(rows[0]["nz"].as_u64(), Some(1));
+    // The cost knobs reach the replay in their units: a balancer at 0.5 ms a box never pays
+    // back on 64 boxes where a free one rebalances; a millisecond a thread at each iteration's
+    // end or in each phase adds 4 ms to pbs's iteration at 4 threads.
+    let pbs_row = |extra: &[&str]| {
+        let args = ["model", "--trace", trace_arg, "--threads", "4", "--numa-nodes", "1", "--iters", "5", "--json"];
+        let rows = json(&[&args[..], extra].concat());
+        rows.as_array().unwrap().iter().find(|r| r["scheduler"] == "pbs").unwrap().clone()
+    };
+    let (free, dear) = (pbs_row(&["--balancer-ns-per-box", "0"]), pbs_row(&["--balancer-ns-per-box", "500000"]));
+    assert!(free["rebalances"].as_u64().unwrap() > 0 && dear["rebalances"] == 0, "{free}\n{dear}");
+    let base = pbs_row(&[])["iter_ms"].as_f64().unwrap();
+    for knob in ["--iteration-us-per-thread", "--executor-us-per-thread"] {
+        let added = pbs_row(&[knob, "1000"])["iter_ms"].as_f64().unwrap() - base;
+        assert!((3.9..4.1).contains(&added), "{knob} 1000 added {added} ms");
+    }
+    let table = stdout_of(&["model", "--trace", trace_arg, "--threads", "4", "--numa-nodes", "1,2", "--iters", "5"]);
+    let line = table.lines().find(|l| l.starts_with("pbs's balancer while planning")).unwrap_or_default();
+    assert!(line.contains("4 threads on 1 node ") && line.contains("4 threads on 2 nodes "), "{table}");
     // A trace of the stencil in 3D replays on its 3D grid.
     let deep = dir.join("stencil3d.trace");
     let deep_arg = deep.to_str().unwrap();
@@ -782,10 +829,27 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     assert!(text.contains("≤1.01×bound") && text.contains("moved/step"), "{text}");
     let e = stderr_of(&["peers", "--methods", "zoltan"]);
     assert!(e.contains("unknown partitioner") && e.contains("metis-kway"), "{e}");
-    let e = stderr_of(&["peers", "--parts", "0"]);
-    assert!(e.contains("at least 1"), "{e}");
-    let e = stderr_of(&["peers", "--pbs-tol", "-1"]);
-    assert!(e.contains("--pbs-tol must be finite and ≥ 0"), "{e}");
+    // Each bad value alone, beside a small run that ends at once should the value get through.
+    let small =
+        [("--parts", "4"), ("--boxes-per-part", "20"), ("--seeds", "1"), ("--sequence", "0"), ("--repeats", "1")];
+    let with = |flag: &'static str, value: &'static str| {
+        let mut args = vec!["peers", "--perlin", "--methods", "rcb,pbs", flag, value];
+        args.extend(small.iter().filter(|p| p.0 != flag).flat_map(|&(f, v)| [f, v]));
+        args
+    };
+    for (flag, value, said) in [
+        ("--parts", "0", "--parts and --boxes-per-part must be at least 1"),
+        ("--boxes-per-part", "0", "--parts and --boxes-per-part must be at least 1"),
+        ("--repeats", "0", "--repeats and --seeds must be at least 1"),
+        ("--seeds", "0", "--repeats and --seeds must be at least 1"),
+        ("--pbs-tol", "-1", "--pbs-tol must be finite and ≥ 0"),
+        ("--pbs-tol", "inf", "--pbs-tol must be finite and ≥ 0"),
+        ("--pbs-tol", "NaN", "--pbs-tol must be finite and ≥ 0"),
+    ] {
+        let e = stderr_of(&with(flag, value));
+        assert!(e.contains(said), "{flag} {value}: {e}");
+    }
+    assert!(json(&[&with("--pbs-tol", "0.5")[..], &["--json"]].concat())["partitions"].is_array());
     let e = stderr_of(&["peers", "--sequence", "1000000000"]);
     assert!(e.contains("--sequence 1000000000: at most 1000000 steps"), "{e}");
     let e = stderr_of(&["peers", "--maps", dir.to_str().unwrap(), "--parts", "100"]);

@@ -24,7 +24,7 @@
 //! moved the boxes.
 //!
 //! The binary is what a user runs: `run` for one run, `compare` for several balances side by
-//! side in one job (`run.rs` is the loop, `summary.rs` the figures):
+//! side in one job (`run.rs` is the loop, `summary.rs` the figures, `text.rs` their tables):
 //!
 //! ```text
 //! mpirun --bind-to none -np 4 target/release/pbs-mpi run --app md --scenario gravity --threads 2 --iters 200 --json
@@ -41,5 +41,6 @@ pub mod exchange;
 pub mod ranks;
 pub mod run;
 pub mod summary;
+pub mod text;
 pub mod timed;
 pub mod window;

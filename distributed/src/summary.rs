@@ -9,7 +9,7 @@ use pbs_scheduler::report::RunReport;
 use crate::run::{Settings, Tally};
 
 /// One rank's figures.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct RankFigures {
     /// The rank.
     pub rank: usize,
@@ -34,7 +34,7 @@ pub struct RankFigures {
 }
 
 /// The run's figures, on rank 0.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Summary {
     /// The app.
     pub app: String,

@@ -212,6 +212,26 @@ fn compare_runs_every_balance_in_one_job_with_one_checksum() {
     assert!(runs.iter().all(|r| r["checksum"] == expected.as_str()));
 }
 
+/// Without `--json`, rank 0 prints the tables (`pbs_mpi::text`, whose lines its unit tests
+/// read): a row per rank and the shared-memory checksum; for `compare`, a row per balance.
+#[test]
+fn without_json_rank_0_prints_the_tables() {
+    let expected = shared_memory_checksum("stencil", "drift", 6);
+    let (out, _) = mpirun(2, &["--app", "stencil", "--iters", "6"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("stencil drift on 32×32 boxes, 2 ranks × 1 threads, balance pbs"), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("rank ")).count(), 1, "one header: {text}");
+    assert!(text.ends_with(&format!("checksum {expected}\n")), "{text}");
+    let args = ["--app", "stencil", "--iters", "6", "--repeats", "1", "--balance", "static,rcb"];
+    let (out, _) = mpirun_command(2, "compare", &args, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("static ") || l.starts_with("rcb ")).collect();
+    assert!(rows.len() == 2 && rows.iter().all(|r| r.ends_with(" same")), "{text}");
+    assert!(text.ends_with(&format!("checksum {expected} (every run's state gathered on rank 0)\n")), "{text}");
+}
+
 /// A criterion that asks after every iteration rebalances during the run, but not after its
 /// last iteration, whose new owners no iteration would use (before: RCB moved boxes there).
 /// Its moves are counted.

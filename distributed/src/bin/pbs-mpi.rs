@@ -7,6 +7,7 @@ use mpi::environment::Threading;
 use mpi::traits::*;
 use pbs_mpi::run::{run, RankPinning, Settings};
 use pbs_mpi::summary::Summary;
+use pbs_mpi::text;
 
 #[derive(Parser)]
 #[command(name = "pbs-mpi", about = "pbs across MPI ranks, threads inside each (start it with mpirun)")]
@@ -100,134 +101,6 @@ fn injected_fault() -> Result<Option<(usize, usize, String)>, String> {
     }
 }
 
-fn print_table(s: &Summary) {
-    println!(
-        "{} {} on {} boxes, {} ranks × {} threads, balance {} across ranks ({}), {} inside, {} iterations{}",
-        s.app,
-        s.scenario,
-        s.dims(),
-        s.ranks,
-        s.threads,
-        s.balance,
-        s.criterion,
-        s.executor,
-        s.iters,
-        if s.oversubscribed { " (OVERSUBSCRIBED: more threads than cores; times are the OS's sharing)" } else { "" }
-    );
-    if !s.pinned_ranks.is_empty() {
-        println!("threads pinned to cores of their rank's CPUs in ranks {:?}", s.pinned_ranks);
-    }
-    if !s.ranks_short_of_cpus.is_empty() {
-        println!(
-            "note: ranks {:?} were bound to fewer CPUs than their {} threads, which share them: run mpirun with \
-             --bind-to none, or --map-by slot:PE={} to give each rank that many cores",
-            s.ranks_short_of_cpus, s.threads, s.threads
-        );
-    }
-    println!(
-        "{:>4}  {:<16} {:>6} {:>7} {:>11} {:>11} {:>9} {:>14} {:>14}",
-        "rank", "host", "boxes", "window", "compute ms", "thr max/avg", "thr rebal", "migrated B", "halo B"
-    );
-    for r in &s.per_rank {
-        println!(
-            "{:>4}  {:<16} {:>6} {:>7} {:>11.3} {:>11.3} {:>9} {:>14} {:>14}",
-            r.rank,
-            r.host,
-            r.boxes,
-            r.window_boxes,
-            r.compute_ms_median,
-            r.imbalance_threads,
-            r.thread_rebalancings,
-            r.migrated_bytes_sent,
-            r.halo_bytes_sent
-        );
-    }
-    let imbalance = match s.imbalance_ranks_after_first {
-        Some(first) => format!("{:.3} after the last rebalancing, {first:.3} after the first", s.imbalance_ranks),
-        None if s.rebalancings > 0 => format!("{:.3} at the end", s.imbalance_ranks),
-        None => format!("{:.3}, never rebalanced", s.imbalance_ranks),
-    };
-    println!(
-        "iteration {:.3} ms (exchange {:.3} ms) · ranks max/avg {imbalance} · {} rebalancings · {} boxes, {} bytes migrated ({:.0} per rebalancing) · halo {:.0} bytes per iteration",
-        s.iter_ms_median,
-        s.exchange_ms_median,
-        s.rebalancings,
-        s.migrated_boxes,
-        s.migrated_bytes,
-        s.migrated_bytes_per_rebalancing,
-        s.halo_bytes_per_iter
-    );
-    if let Some(ratio) = s.rcb_shadow_over_migrated {
-        println!(
-            "bytes per rebalancing: {} {:?}; a from-scratch RCB at the same moments {:?} ({ratio:.2} × {}'s in all)",
-            s.balance, s.rebalancing_bytes, s.rcb_shadow_bytes, s.balance
-        );
-    }
-    if let Some(share) = s.bound_over_migrated {
-        println!(
-            "the least any balancer reaching max/avg 1.05 had to move at each: {:?} bytes ({share:.2} of those moved)",
-            s.migration_bound_bytes
-        );
-    }
-    println!("checksum {}", s.checksum);
-}
-
-fn print_comparison(runs: &[Summary], balances: &[String]) {
-    let first = &runs[0];
-    println!(
-        "{} {} on {} boxes, {} ranks × {} threads, {} inside, {} iterations, {} rounds{}",
-        first.app,
-        first.scenario,
-        first.dims(),
-        first.ranks,
-        first.threads,
-        first.executor,
-        first.iters,
-        runs.len() / balances.len(),
-        if first.oversubscribed { " (OVERSUBSCRIBED: times are the OS's sharing, not speeds)" } else { "" }
-    );
-    println!(
-        "{:<10} {:>24} {:>14} {:>26} {:>18} {:>18} {:>22} {:>24} {:>9}",
-        "balance",
-        "ranks max/avg (last)",
-        "rebalancings",
-        "bytes per rebalancing",
-        "RCB bytes / these",
-        "least / these",
-        "halo bytes per iter",
-        "iteration ms",
-        "checksum"
-    );
-    let cell = |xs: Vec<f64>, digits: usize| {
-        let (lo, hi) = xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| (l.min(x), h.max(x)));
-        format!("{:.*} [{:.*}–{:.*}]", digits, pbs::metrics::median(&xs), digits, lo, digits, hi)
-    };
-    for b in balances {
-        let mine: Vec<&Summary> = runs.iter().filter(|s| &s.balance == b).collect();
-        let ratios = |f: fn(&Summary) -> Option<f64>| {
-            let xs: Vec<f64> = mine.iter().filter_map(|s| f(s)).collect();
-            if xs.is_empty() {
-                "-".into()
-            } else {
-                cell(xs, 2)
-            }
-        };
-        println!(
-            "{:<10} {:>24} {:>14} {:>26} {:>18} {:>18} {:>22} {:>24} {:>9}",
-            b,
-            cell(mine.iter().map(|s| s.imbalance_ranks).collect(), 3),
-            cell(mine.iter().map(|s| s.rebalancings as f64).collect(), 0),
-            cell(mine.iter().map(|s| s.migrated_bytes_per_rebalancing).collect(), 0),
-            ratios(|s| s.rcb_shadow_over_migrated),
-            ratios(|s| s.bound_over_migrated),
-            cell(mine.iter().map(|s| s.halo_bytes_per_iter).collect(), 0),
-            cell(mine.iter().map(|s| s.iter_ms_median).collect(), 3),
-            if mine.iter().all(|s| s.checksum == first.checksum) { "same" } else { "DIFFERS" }
-        );
-    }
-    println!("checksum {} (every run's state gathered on rank 0)", first.checksum);
-}
-
 /// Parses the environment and checks the settings alike on every rank; rank 0 prints the error.
 fn prepare(world: &impl Communicator, args: RunArgs, balance: &str) -> Result<(Settings, pbs::Grid), String> {
     let fail = injected_fault()?;
@@ -307,7 +180,7 @@ fn main() -> ExitCode {
             match run_or_abort(&world, &settings, grid) {
                 Some(s) if json => print_json(&s),
                 Some(s) => {
-                    print_table(&s);
+                    print!("{}", text::run_table(&s));
                     ExitCode::SUCCESS
                 }
                 None => ExitCode::SUCCESS,
@@ -338,7 +211,7 @@ fn main() -> ExitCode {
             match (me, json) {
                 (0, true) => print_json(&all),
                 (0, false) => {
-                    print_comparison(&all, &balance);
+                    print!("{}", text::comparison_table(&all, &balance));
                     ExitCode::SUCCESS
                 }
                 _ => ExitCode::SUCCESS,

@@ -643,13 +643,15 @@ pub fn checksum_mismatch(run: &[RunRow]) -> Option<String> {
 /// How the workers of runs were bound, for a report's header, from each run's `(threads,
 /// pinned_workers)`: the fact, not the setting (a binding the system refused shows).
 pub fn pinning_note(runs: impl IntoIterator<Item = (usize, usize)>) -> String {
-    let (mut all, mut none, mut fewest) = (true, true, f64::INFINITY);
+    let (mut all, mut none, mut fewest, mut any) = (true, true, f64::INFINITY, false);
     for (threads, pinned) in runs {
+        any = true;
         all &= pinned == threads;
         none &= pinned == 0;
         fewest = fewest.min(pinned as f64 / threads.max(1) as f64);
     }
     match (all, none) {
+        _ if !any => "no runs".into(),
         (true, _) => "every worker pinned to its core".into(),
         (_, true) => "workers not pinned (`--no-pin`, or every binding refused)".into(),
         _ => format!("some bindings refused: as few as {:.0} % of a run's workers pinned", 100.0 * fewest),
@@ -832,6 +834,7 @@ mod tests {
     #[test]
     fn the_pinning_note_says_how_many_workers_were_bound() {
         assert_eq!(pinning_note([(2, 2), (4, 4)]), "every worker pinned to its core");
+        assert_eq!(pinning_note([]), "no runs");
         assert!(pinning_note([(2, 0), (1, 0)]).starts_with("workers not pinned"));
         assert_eq!(
             pinning_note([(4, 4), (4, 1), (2, 1)]),

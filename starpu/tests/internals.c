@@ -3,7 +3,7 @@
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
  * the loads made of task times; which handle a task's box handle is written from; and a
- * published mapping's victim rows and carried loads. No StarPU session is started: tasks here
+ * published mapping's owners, victim rows and carried loads; and workers joining the context. No StarPU session is started: tasks here
  * are never submitted, and handles are only compared. Prints "internals: ok", or each failure
  * on stderr and exits 1.
  */
@@ -224,6 +224,20 @@ static void the_mapping(void) {
         for (unsigned i = 0; i < 2; i++)
             CHECK(victim_position(m, p, i) == (p + 1 + i) % 3, "3 workers on a 4-worker mapping: %u's victim %u", p, i);
     S.workers = W;
+    /* A task's worker: its box's owner in the mapping; a box past it, or any box once the
+       worker count changed, the workers in turn by box; a task without a box, the next worker. */
+    int owners_not_in_turn = 0;
+    for (size_t b = 0; b < 64; b++) {
+        CHECK(owner_of(b) == m->owner[b], "box %zu runs on position %u, its owner is %u", b, owner_of(b), m->owner[b]);
+        owners_not_in_turn |= m->owner[b] != b % W;
+    }
+    CHECK(owners_not_in_turn, "the mapping's owners are not the workers in turn");
+    CHECK(owner_of(64) == 0 && owner_of(67) == 3, "boxes past the mapping: the workers in turn");
+    unsigned next = owner_of(NO_BOX);
+    CHECK(owner_of(NO_BOX) == (next + 1) % W && next < W, "tasks without a box: the next worker each");
+    S.workers = 3;
+    for (size_t b = 0; b < 64; b++) CHECK(owner_of(b) == b % 3, "box %zu with 3 workers on a 4-worker mapping", b);
+    S.workers = W;
 
     for (size_t b = 0; b < 64; b++) atomic_store(&m->load[b], bits_of(0.5 + (double)b));
     pthread_rwlock_wrlock(&S.table_lock);
@@ -242,6 +256,41 @@ static void the_mapping(void) {
     CHECK(!atomic_load(&S.mapping) && !S.mapper, "deinit frees the mappings and the mapper");
 }
 
+/* Workers joining the context: each StarPU worker once (ids out of range and repeats skipped),
+   a joining worker's queue, count and waiting flag cleared, and the mapper for the workers
+   before dropped, so that the next push makes one for all of them. */
+static void the_workers_added(void) {
+    for (int w = 0; w < STARPU_NMAXWORKERS; w++) S.position[w] = -1;
+    S.workers = 0;
+    int first[] = {3, 1, -1, STARPU_NMAXWORKERS, 3};
+    add_workers(0, first, 5);
+    CHECK(S.workers == 2 && S.id[0] == 3 && S.id[1] == 1, "workers 3 and 1 in that order, once: %u", S.workers);
+    CHECK(S.position[3] == 0 && S.position[1] == 1 && S.position[0] == -1, "positions of workers 3, 1 and 0");
+    pthread_rwlock_wrlock(&S.table_lock);
+    S.declared = 1;
+    S.nx = S.ny = 4;
+    S.boxes = 16;
+    pthread_rwlock_unlock(&S.table_lock);
+    S.active = 1;
+    S.ctx = 0;
+    pthread_mutex_lock(&S.map_lock);
+    new_mapper();
+    pthread_mutex_unlock(&S.map_lock);
+    CHECK(S.mapper != NULL, "a mapper for the first two workers");
+    atomic_store(&S.queued[5], 7);
+    atomic_store(&S.waiting[5], 1);
+    S.heap[5].len = 3;
+    int later[] = {1, 5};
+    add_workers(0, later, 2);
+    CHECK(S.workers == 3 && S.id[2] == 5 && S.position[5] == 2 && S.position[1] == 1, "worker 5 joins third, 1 stays");
+    CHECK(atomic_load(&S.queued[5]) == 0 && atomic_load(&S.waiting[5]) == 0 && S.heap[5].len == 0,
+          "a joining worker starts with nothing queued and not waiting");
+    CHECK(S.mapper == NULL, "the mapper for two workers is dropped when a third joins");
+    deinit_sched(0);
+    S.workers = 0;
+    for (int w = 0; w < STARPU_NMAXWORKERS; w++) S.position[w] = -1;
+}
+
 int main(void) {
     the_heap();
     the_table();
@@ -249,6 +298,7 @@ int main(void) {
     the_loads();
     the_written_from();
     the_mapping();
+    the_workers_added();
     if (failures) return 1;
     printf("internals: ok\n");
     return 0;

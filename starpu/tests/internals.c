@@ -2,11 +2,10 @@
  * The policy's own data structures, reached by including policy.c (they are static): each
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
- * the loads made of task times; which handle a task's box handle is written from; and a
- * published mapping's owners, victim rows and carried loads; and workers joining the context. No StarPU session is started: tasks here
- * are never submitted, and handles are only compared. Prints "internals: ok", or each failure
- * on stderr and exits 1.
- */
+ * the loads made of task times; which handle a task's box handle is written from; a published
+ * mapping's owners, victim rows and carried loads; workers joining the context. No StarPU
+ * session is started: tasks here are never submitted, and handles are only compared. Prints
+ * "internals: ok", or each failure on stderr and exits 1. */
 #include "../src/policy.c"
 
 static int failures;
@@ -187,8 +186,9 @@ static uint64_t bits_of(double x) {
 }
 
 /* A mapping as the mapper publishes it: each position's victims in the mapper's order (a
-   thief's i-th try), the next positions in turn once the worker count changed, and each box's
-   last load carried over from the mapping it replaces, first boxes only where the grid grew. */
+   thief's i-th try), the next positions in turn once the worker count changed; each task's
+   worker; each box's last load carried over from the mapping it replaces, first boxes only
+   where the grid grew. */
 static void the_mapping(void) {
     enum { W = 4 };
     pthread_rwlock_wrlock(&S.table_lock);

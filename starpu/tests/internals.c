@@ -5,7 +5,8 @@
  * the loads made of task times; which handle a task's box handle is written from; a published
  * mapping's owners, victim rows and carried loads; workers joining the context. No StarPU
  * session is started: tasks here are never submitted, and handles are only compared. Prints
- * "internals: ok", or each failure on stderr and exits 1. */
+ * "internals: ok", or each failure on stderr and exits 1.
+ */
 #include "../src/policy.c"
 
 static int failures;

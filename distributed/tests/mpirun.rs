@@ -285,8 +285,8 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
 }
 
 /// What the parser refuses ends every rank with status 2 and one message, from rank 0 (three
-/// ranks, so that a message from every rank but one would show); `compare` with no rounds is
-/// a value refused with status 1.
+/// ranks, so that a message from every rank but one would show); `compare` with no rounds or
+/// an unknown balance is a value refused with status 1, before anything runs.
 #[test]
 fn a_refused_command_line_is_one_message_from_rank_0() {
     let (out, _) = mpirun(3, &["--app", "md", "--threads", "two"], &[]);
@@ -297,6 +297,12 @@ fn a_refused_command_line_is_one_message_from_rank_0() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.matches("--repeats 0 or no --balance: nothing to compare").count(), 1, "{stderr}");
+    // Every balance is checked before the first run starts: none runs, no job is aborted.
+    let (out, _) = mpirun_command(3, "compare", &["--app", "md", "--balance", "static,metis"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("pbs, rcb, diffusion, static").count(), 1, "{stderr}");
+    assert!(!stderr.contains("aborting") && out.stdout.is_empty(), "{stderr}");
 }
 
 /// A rank that mpirun binds to one core while it runs two threads is named (its threads share

@@ -79,3 +79,22 @@ vm.max_map_count aborts the process when a thread starts";
         format!("{threads} threads: the other pools of this process hold {held}, and all pools together take at most {max} ({why})")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Past a pool's own limit the message says so; at or under it, the threads the process's
+    /// other pools hold made the difference, and the message names them.
+    #[test]
+    fn too_many_threads_names_the_limit_that_was_passed() {
+        let text = |threads, held| Error::TooManyThreads { threads, held, max: 4096 }.to_string();
+        assert!(text(5000, 0).starts_with("5000 threads: a pool takes at most 4096 ("), "{}", text(5000, 0));
+        for threads in [4096, 100] {
+            let t = text(threads, 4000);
+            let other = format!("{threads} threads: the other pools of this process hold 4000, and all pools together");
+            assert!(t.starts_with(&other) && t.contains("take at most 4096 ("), "{t}");
+        }
+        assert!(text(1, 4096).contains("vm.max_map_count"));
+    }
+}

@@ -3,9 +3,10 @@
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
  * the loads made of task times; which handle a task's box handle is written from; a published
- * mapping's owners, victim rows and carried loads; workers joining the context. No StarPU
- * session is started: tasks here are never submitted, and handles are only compared. Prints
- * "internals: ok", or each failure on stderr and exits 1.
+ * mapping's owners, victim rows and carried loads; workers joining the context; a thief's
+ * take from a victim's queue. Tasks here are never submitted and handles are only compared;
+ * the one StarPU session, of `eager`, is there for its workers' descriptions, which the take
+ * reads. Prints "internals: ok", or each failure on stderr and exits 1.
  */
 #include "../src/policy.c"
 
@@ -292,6 +293,57 @@ static void the_workers_added(void) {
     for (int w = 0; w < STARPU_NMAXWORKERS; w++) S.position[w] = -1;
 }
 
+static void nothing(void *buffers[], void *arg) {
+    (void)buffers;
+    (void)arg;
+}
+
+/* A thief's take from a victim's queue (`take_back`), under a StarPU session of `eager`, whose
+   workers say whether a worker can run a task: never a queue's only task; from a list, the
+   last task pushed; from a heap, its last entry, a leaf, never its top (the owner's next). */
+static void the_thiefs_take(void) {
+    struct starpu_conf conf;
+    starpu_conf_init(&conf);
+    conf.sched_policy_name = "eager";
+    conf.ncpus = 2;
+    if (starpu_init(&conf)) {
+        CHECK(0, "StarPU did not start: the thief's take is untested");
+        return;
+    }
+    static struct starpu_codelet cl = {.where = STARPU_CPU, .cpu_funcs = {nothing}, .nbuffers = 0, .name = "nothing"};
+    struct starpu_task tasks[4];
+    for (int i = 0; i < 4; i++) {
+        starpu_task_init(&tasks[i]);
+        tasks[i].cl = &cl;
+    }
+    const int victim = 1, me = 0; /* StarPU worker ids */
+    starpu_task_list_init(&S.queue[victim]);
+    starpu_task_list_push_back(&S.queue[victim], &tasks[0]);
+    atomic_store(&S.queued[victim], 1);
+    CHECK(take_back(victim, me) == NULL, "a queue's only task stays with its owner");
+    starpu_task_list_push_back(&S.queue[victim], &tasks[1]);
+    starpu_task_list_push_back(&S.queue[victim], &tasks[2]);
+    atomic_store(&S.queued[victim], 3);
+    CHECK(take_back(victim, me) == &tasks[2], "from a list, the thief takes the last task pushed");
+    CHECK(atomic_load(&S.queued[victim]) == 2 && starpu_task_list_back(&S.queue[victim]) == &tasks[1],
+          "the list keeps its first two tasks, counted");
+    starpu_task_list_init(&S.queue[victim]);
+
+    /* Pushed with loads 5, 1, 3, 4: the heap holds 5 4 3 1, its top task 0, its last entry task 1. */
+    const double loads[] = {5, 1, 3, 4};
+    for (int i = 0; i < 4; i++) CHECK(heap_push(&S.heap[victim], &tasks[i], loads[i]) == 0, "push %d", i);
+    atomic_store(&S.queued[victim], 4);
+    CHECK(S.heap[victim].at[0].task == &tasks[0] && S.heap[victim].at[3].task == &tasks[1], "the heap's order");
+    CHECK(take_back(victim, me) == &tasks[1], "from a heap, the thief takes its last entry, not its top");
+    CHECK(atomic_load(&S.queued[victim]) == 3 && S.heap[victim].len == 3 && S.heap[victim].at[0].task == &tasks[0],
+          "the heap keeps its top for the owner, counted");
+    free(S.heap[victim].at);
+    S.heap[victim] = (struct heap){0};
+    atomic_store(&S.queued[victim], 0);
+    for (int i = 0; i < 4; i++) starpu_task_clean(&tasks[i]);
+    starpu_shutdown();
+}
+
 int main(void) {
     the_heap();
     the_table();
@@ -300,6 +352,7 @@ int main(void) {
     the_written_from();
     the_mapping();
     the_workers_added();
+    the_thiefs_take();
     if (failures) return 1;
     printf("internals: ok\n");
     return 0;

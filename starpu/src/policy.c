@@ -597,6 +597,27 @@ static void enqueue(int worker, struct starpu_task *task) {
     starpu_task_list_push_back(&S.queue[worker], task);
 }
 
+/* StarPU's wake-up of a worker; the policy's tests (starpu/tests/internals.c) define it as a
+   recorder before including this file. */
+#ifndef PBS_STARPU_WAKE
+#define PBS_STARPU_WAKE starpu_wake_worker_relax_light
+#endif
+
+/* After a push left `queued` tasks in `worker`'s queue: the owner, when its queue was empty
+   (with a task queued before, it is awake: a push woke it then and it has not popped since, or
+   it is running one); the waiting others too, once the queue holds something to steal (two
+   tasks). Each flag is read before it is written: most pushes find it down, and a read does
+   not take the flag's cache line away from its worker as a write does. */
+static void wake_for_push(int worker, size_t queued) {
+    if (atomic_load(&S.waiting[worker])) atomic_store(&S.waiting[worker], 0);
+    if (queued == 1) PBS_STARPU_WAKE(worker);
+    if (queued >= 2 && S.steal)
+        for (unsigned p = 0; p < S.workers; p++) {
+            int w = S.id[p];
+            if (w != worker && atomic_load(&S.waiting[w]) && atomic_exchange(&S.waiting[w], 0)) PBS_STARPU_WAKE(w);
+        }
+}
+
 static int push_task(struct starpu_task *task) {
     size_t box = box_of(task);
     /* For post_exec_hook: the field is the scheduler's (starpu_task.h). */
@@ -631,19 +652,7 @@ static int push_task(struct starpu_task *task) {
     size_t queued = atomic_fetch_add(&S.queued[worker], 1) + 1;
     starpu_push_task_end(task);
     starpu_worker_unlock(worker);
-    /* The owner, when its queue was empty: with a task queued before, it is awake (a push woke
-       it then and it has not popped since, or it is running one). The waiting others too, once
-       the queue holds something to steal (two tasks). */
-    /* Each flag is read before it is written: most pushes find it down, and a read does not
-       take the flag's cache line away from its worker as a write does. */
-    if (atomic_load(&S.waiting[worker])) atomic_store(&S.waiting[worker], 0);
-    if (queued == 1) starpu_wake_worker_relax_light(worker);
-    if (queued >= 2 && S.steal)
-        for (unsigned p = 0; p < S.workers; p++) {
-            int w = S.id[p];
-            if (w != worker && atomic_load(&S.waiting[w]) && atomic_exchange(&S.waiting[w], 0))
-                starpu_wake_worker_relax_light(w);
-        }
+    wake_for_push(worker, queued);
     return 0;
 }
 

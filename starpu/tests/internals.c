@@ -4,10 +4,19 @@
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
  * the loads made of task times; which handle a task's box handle is written from; a published
  * mapping's owners, victim rows and carried loads; workers joining the context; a thief's
- * take from a victim's queue. Tasks here are never submitted and handles are only compared;
+ * take from a victim's queue; the wake-ups a push asks for, and a thief's wait. Tasks here are never submitted and handles are only compared;
  * the one StarPU session, of `eager`, is there for its workers' descriptions, which the take
  * reads. Prints "internals: ok", or each failure on stderr and exits 1.
  */
+/* The wake-ups a push asks for, recorded instead of made (PBS_STARPU_WAKE in policy.c). */
+static int woken[16];
+static unsigned n_woken;
+static int record_wake(int worker) {
+    if (n_woken < 16) woken[n_woken] = worker;
+    n_woken++;
+    return 1;
+}
+#define PBS_STARPU_WAKE record_wake
 #include "../src/policy.c"
 
 static int failures;
@@ -344,6 +353,54 @@ static void the_thiefs_take(void) {
     starpu_shutdown();
 }
 
+/* Which workers a push wakes and which waiting flags it clears (`wake_for_push`), and a thief
+   that stole nothing going to wait unless another queue holds two tasks (`wait_for_a_push`).
+   Four workers, StarPU ids 10 to 13. */
+static void the_wake_ups(void) {
+    const int steal = S.steal;
+    S.workers = 4;
+    for (int p = 0; p < 4; p++) {
+        S.id[p] = 10 + p;
+        atomic_store(&S.waiting[10 + p], 0);
+        atomic_store(&S.queued[10 + p], 0);
+    }
+    S.steal = 1;
+    atomic_store(&S.waiting[10], 1);
+    atomic_store(&S.waiting[12], 1);
+    n_woken = 0;
+    wake_for_push(10, 1);
+    CHECK(n_woken == 1 && woken[0] == 10, "a first task wakes its owner alone: %u woken", n_woken);
+    CHECK(!atomic_load(&S.waiting[10]) && atomic_load(&S.waiting[12]),
+          "the owner's flag cleared; a thief's kept while one task is nothing to steal");
+    n_woken = 0;
+    wake_for_push(10, 2);
+    CHECK(n_woken == 1 && woken[0] == 12 && !atomic_load(&S.waiting[12]),
+          "a second task wakes the waiting thief, once, and clears its flag: %u woken", n_woken);
+    n_woken = 0;
+    wake_for_push(10, 3);
+    CHECK(n_woken == 0, "nobody waiting, nobody woken: %u", n_woken);
+    S.steal = 0;
+    atomic_store(&S.waiting[13], 1);
+    wake_for_push(10, 4);
+    CHECK(n_woken == 0 && atomic_load(&S.waiting[13]), "without stealing no thief is woken");
+    S.steal = 1;
+    atomic_store(&S.waiting[13], 0);
+
+    atomic_store(&S.queued[11], 1);
+    atomic_store(&S.queued[10], 5);
+    wait_for_a_push(10);
+    CHECK(atomic_load(&S.waiting[10]), "one task elsewhere, or its own queue's: the thief waits");
+    atomic_store(&S.queued[12], 2);
+    wait_for_a_push(10);
+    CHECK(!atomic_load(&S.waiting[10]), "two tasks in another queue: the thief does not wait");
+    for (int p = 0; p < 4; p++) {
+        atomic_store(&S.waiting[10 + p], 0);
+        atomic_store(&S.queued[10 + p], 0);
+    }
+    S.workers = 0;
+    S.steal = steal;
+}
+
 int main(void) {
     the_heap();
     the_table();
@@ -353,6 +410,7 @@ int main(void) {
     the_mapping();
     the_workers_added();
     the_thiefs_take();
+    the_wake_ups();
     if (failures) return 1;
     printf("internals: ok\n");
     return 0;

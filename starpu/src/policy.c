@@ -699,6 +699,15 @@ static void wait_for_a_push(int me) {
         }
 }
 
+/* `auto`: whether worker `me`, its queue dry and nothing stolen, waits at time `now` (µs)
+   rather than steal. A queue that runs dry for less than two mean task times is waiting on its
+   neighbours' boxes (dependencies), not behind; stealing then only moves boxes. The dry spell
+   starts at the first call after the worker last ran a task (`idle_since` 0). */
+static int still_patient(int me, double now) {
+    if (S.idle_since[me] == 0.0) S.idle_since[me] = now;
+    return now - S.idle_since[me] < atomic_load_explicit(&S.patience_us, memory_order_relaxed);
+}
+
 /* Called with the caller's own mutex held (StarPU's contract). */
 static struct starpu_task *pop_task(unsigned ctx) {
     (void)ctx;
@@ -710,15 +719,9 @@ static struct starpu_task *pop_task(unsigned ctx) {
     }
     int p = S.position[me];
     if (!S.steal || atomic_load_explicit(&S.waiting[me], memory_order_relaxed)) return NULL;
-    if (S.steal == 2) {
-        /* auto: a queue that runs dry for less than two mean task times is waiting on its
-           neighbours' boxes (dependencies), not behind; stealing then only moves boxes. */
-        double now = starpu_timing_now();
-        if (S.idle_since[me] == 0.0) S.idle_since[me] = now;
-        if (now - S.idle_since[me] < atomic_load_explicit(&S.patience_us, memory_order_relaxed)) {
-            wait_for_a_push(me);
-            return NULL;
-        }
+    if (S.steal == 2 && still_patient(me, starpu_timing_now())) {
+        wait_for_a_push(me);
+        return NULL;
     }
     struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
     for (unsigned i = 0; p >= 0 && i + 1 < S.workers; i++) {

@@ -4,7 +4,8 @@
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
  * the loads made of task times; which handle a task's box handle is written from; a published
  * mapping's owners, victim rows and carried loads; workers joining the context; a thief's
- * take from a victim's queue; the wake-ups a push asks for, and a thief's wait. Tasks here are never submitted and handles are only compared;
+ * take from a victim's queue; the wake-ups a push asks for, a thief's wait and `auto`'s
+ * patience. Tasks here are never submitted and handles are only compared;
  * the one StarPU session, of `eager`, is there for its workers' descriptions, which the take
  * reads. Prints "internals: ok", or each failure on stderr and exits 1.
  */
@@ -401,6 +402,25 @@ static void the_wake_ups(void) {
     S.steal = steal;
 }
 
+/* `auto`'s patience (`still_patient`): a worker's dry spell starts at its first call, and it
+   waits while the spell is shorter than the patience; after a task (`idle_since` 0) a new
+   spell starts; without a patience measured it steals at once. */
+static void the_patience(void) {
+    const int me = 7;
+    atomic_store(&S.patience_us, 50.0);
+    S.idle_since[me] = 0.0;
+    CHECK(still_patient(me, 100.0) && S.idle_since[me] == 100.0, "the first call starts the dry spell and waits");
+    CHECK(still_patient(me, 149.0), "49 µs into a patience of 50: waits");
+    CHECK(!still_patient(me, 150.0), "50 µs into a patience of 50: steals");
+    CHECK(!still_patient(me, 400.0) && S.idle_since[me] == 100.0, "the spell runs on from its start");
+    S.idle_since[me] = 0.0;
+    CHECK(still_patient(me, 400.0) && S.idle_since[me] == 400.0, "after a task, a new dry spell");
+    atomic_store(&S.patience_us, 0.0);
+    S.idle_since[me] = 0.0;
+    CHECK(!still_patient(me, 500.0), "no patience measured yet: steals at once");
+    S.idle_since[me] = 0.0;
+}
+
 int main(void) {
     the_heap();
     the_table();
@@ -411,6 +431,7 @@ int main(void) {
     the_workers_added();
     the_thiefs_take();
     the_wake_ups();
+    the_patience();
     if (failures) return 1;
     printf("internals: ok\n");
     return 0;

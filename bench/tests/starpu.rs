@@ -304,7 +304,7 @@ fn undeclared_a_double_buffers_halves_are_one_box_where_a_task_writes_one_whole(
 /// takes (in order after every one), its handle table across three growths, the median of a
 /// box's load samples, a box's load from its task times, the handle a written box joins, a
 /// published mapping's owners, victims and carried loads, workers joining, a thief's take, the
-/// wake-ups a push asks for, a thief's wait and `auto`'s patience.
+/// wake-ups a push asks for, a thief's wait, `auto`'s patience and a thief's pop.
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn the_policys_heap_table_and_median_hold_their_invariants() {

@@ -4,10 +4,11 @@
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
  * the loads made of task times; which handle a task's box handle is written from; a published
  * mapping's owners, victim rows and carried loads; workers joining the context; a thief's
- * take from a victim's queue; the wake-ups a push asks for, a thief's wait and `auto`'s
- * patience. Tasks here are never submitted and handles are only compared;
- * the one StarPU session, of `eager`, is there for its workers' descriptions, which the take
- * reads. Prints "internals: ok", or each failure on stderr and exits 1.
+ * take from a victim's queue; the wake-ups a push asks for, a thief's wait, `auto`'s patience
+ * and a thief's pop. Handles are only compared, and the queues' tasks are never submitted: the
+ * one StarPU session, of `eager`, is there for its workers' descriptions, which a take reads,
+ * and to run the pop as worker 0 (one task submitted to it). Prints "internals: ok", or each
+ * failure on stderr and exits 1.
  */
 /* The wake-ups a push asks for, recorded instead of made (PBS_STARPU_WAKE in policy.c). */
 static int woken[16];
@@ -308,6 +309,28 @@ static void nothing(void *buffers[], void *arg) {
     (void)arg;
 }
 
+static struct starpu_task *popped;
+
+/* A task body that asks the policy for a task as its worker would (StarPU's worker id set). */
+static void pop_here(void *buffers[], void *arg) {
+    (void)buffers;
+    (void)arg;
+    popped = pop_task(0);
+}
+
+/* Runs pop_task on StarPU worker 0 and returns what it gave. */
+static struct starpu_task *pop_on_worker_0(void) {
+    static struct starpu_codelet cl = {.where = STARPU_CPU, .cpu_funcs = {pop_here}, .nbuffers = 0, .name = "pop"};
+    struct starpu_task *t = starpu_task_create();
+    t->cl = &cl;
+    t->execute_on_a_specific_worker = 1;
+    t->workerid = 0;
+    t->synchronous = 1;
+    popped = (struct starpu_task *)&popped; /* not a task: shows a body that did not run */
+    CHECK(starpu_task_submit(t) == 0, "a task on worker 0");
+    return popped;
+}
+
 /* A thief's take from a victim's queue (`take_back`), under a StarPU session of `eager`, whose
    workers say whether a worker can run a task: never a queue's only task; from a list, the
    last task pushed; from a heap, its last entry, a leaf, never its top (the owner's next). */
@@ -349,7 +372,65 @@ static void the_thiefs_take(void) {
           "the heap keeps its top for the owner, counted");
     free(S.heap[victim].at);
     S.heap[victim] = (struct heap){0};
+
+    /* pop_task as worker 0 (a thief: its own queue empty), two tasks in worker 1's list:
+       waiting for a push, it returns at once without stealing; stealing off, it steals
+       nothing; `auto` within its patience, it waits; else it steals the last one, and then,
+       one task left, waits for a push. */
+    const int steal = S.steal;
+    S.workers = 2;
+    for (int p = 0; p < 2; p++) {
+        S.id[p] = p;
+        S.position[p] = p;
+        atomic_store(&S.queued[p], 0);
+        atomic_store(&S.waiting[p], 0);
+        S.idle_since[p] = 0.0;
+    }
+    starpu_task_list_init(&S.queue[0]);
+    starpu_task_list_init(&S.queue[victim]);
+    starpu_task_list_push_back(&S.queue[victim], &tasks[0]);
+    starpu_task_list_push_back(&S.queue[victim], &tasks[1]);
+    atomic_store(&S.queued[victim], 2);
+    S.steal = 1;
+    /* Repeated, a millisecond apart: a thief that did try would find worker 1's lock free
+       (worker 1 asleep) in one of them at least. */
+    int kept = 1;
+    for (int k = 0; k < 20; k++) {
+        atomic_store(&S.waiting[me], 1);
+        kept &= pop_on_worker_0() == NULL && atomic_load(&S.queued[victim]) == 2;
+        for (double t0 = starpu_timing_now(); starpu_timing_now() - t0 < 1000.0;) continue;
+    }
+    CHECK(kept, "a waiting thief returns without stealing");
+    atomic_store(&S.waiting[me], 0);
+    S.steal = 0;
+    CHECK(pop_on_worker_0() == NULL && atomic_load(&S.queued[victim]) == 2, "with stealing off, a thief steals nothing");
+    /* `auto` within its patience: the thief steals nothing, its dry spell started (and does
+       not raise its waiting flag while a queue holds two tasks); `always` steals whatever the
+       patience. */
+    S.steal = 2;
+    atomic_store(&S.patience_us, 1e12);
+    CHECK(pop_on_worker_0() == NULL && atomic_load(&S.queued[victim]) == 2 && S.idle_since[me] > 0.0,
+          "auto within its patience: the thief waits");
+    S.steal = 1;
+    /* Worker 1's lock may be held a moment (it tries for a task of its own when woken): the
+       thief skips a victim it cannot lock at once, so it tries again, as a worker would. */
+    struct starpu_task *stolen = NULL;
+    for (int k = 0; k < 20 && !stolen; k++) {
+        atomic_store(&S.waiting[me], 0);
+        stolen = pop_on_worker_0();
+        for (double t0 = starpu_timing_now(); !stolen && starpu_timing_now() - t0 < 1000.0;) continue;
+    }
+    CHECK(stolen == &tasks[1] && atomic_load(&S.queued[victim]) == 1 && S.idle_since[me] == 0.0,
+          "a thief steals the last task pushed, its dry spell over");
+    atomic_store(&S.patience_us, 0.0);
+    CHECK(pop_on_worker_0() == NULL && atomic_load(&S.waiting[me]) == 1 && atomic_load(&S.queued[victim]) == 1,
+          "a queue's last task left to its owner, the thief waits for a push");
+    atomic_store(&S.waiting[me], 0);
     atomic_store(&S.queued[victim], 0);
+    starpu_task_list_init(&S.queue[victim]);
+    S.steal = steal;
+    S.workers = 0;
+    for (int p = 0; p < 2; p++) S.position[p] = -1;
     for (int i = 0; i < 4; i++) starpu_task_clean(&tasks[i]);
     starpu_shutdown();
 }

@@ -318,6 +318,11 @@ static void pop_here(void *buffers[], void *arg) {
     popped = pop_task(0);
 }
 
+/* Spins for a millisecond of StarPU's clock (C11 has no sleep). */
+static void pause_a_millisecond(void) {
+    for (double t0 = starpu_timing_now(); starpu_timing_now() - t0 < 1000.0;) continue;
+}
+
 /* Runs pop_task on StarPU worker 0 and returns what it gave. */
 static struct starpu_task *pop_on_worker_0(void) {
     static struct starpu_codelet cl = {.where = STARPU_CPU, .cpu_funcs = {pop_here}, .nbuffers = 0, .name = "pop"};
@@ -398,7 +403,7 @@ static void the_thiefs_take(void) {
     for (int k = 0; k < 20; k++) {
         atomic_store(&S.waiting[me], 1);
         kept &= pop_on_worker_0() == NULL && atomic_load(&S.queued[victim]) == 2;
-        for (double t0 = starpu_timing_now(); starpu_timing_now() - t0 < 1000.0;) continue;
+        pause_a_millisecond();
     }
     CHECK(kept, "a waiting thief returns without stealing");
     atomic_store(&S.waiting[me], 0);
@@ -418,7 +423,7 @@ static void the_thiefs_take(void) {
     for (int k = 0; k < 20 && !stolen; k++) {
         atomic_store(&S.waiting[me], 0);
         stolen = pop_on_worker_0();
-        for (double t0 = starpu_timing_now(); !stolen && starpu_timing_now() - t0 < 1000.0;) continue;
+        if (!stolen) pause_a_millisecond();
     }
     CHECK(stolen == &tasks[1] && atomic_load(&S.queued[victim]) == 1 && S.idle_since[me] == 0.0,
           "a thief steals the last task pushed, its dry spell over");

@@ -104,14 +104,29 @@ impl Viewer {
             Start::Balancer(s) => (Box::new(Model::new(s.clone())?), SceneKind::Balancer, s),
             Start::App(sim) => (sim, SceneKind::App, Settings::default()),
         };
-        let runner = Runner::spawn(sim, move || repaint.request_repaint());
+        Ok(Viewer::on(sim, kind, draft, move || repaint.request_repaint(), play, capture))
+    }
+
+    /// A viewer on a simulation already built, its settings in `draft`; `on_publish` is called
+    /// after every new scene.
+    fn on(
+        sim: Box<dyn Simulation>,
+        kind: SceneKind,
+        draft: Settings,
+        on_publish: impl Fn() + Send + 'static,
+        play: bool,
+        capture: Option<Capture>,
+    ) -> Viewer {
+        // Pixels per box from the grid shown (a CSV map's or an app's), as the headless mode does.
+        let grid = sim.scene().grid;
+        let style = Style::fit(grid.nx(), grid.ny(), 720);
+        let runner = Runner::spawn(sim, on_publish);
         runner.play(play);
         let csv_path = match &draft.load {
             LoadKind::Csv(p) => p.display().to_string(),
             _ => String::new(),
         };
-        let style = Style::fit(draft.nx, draft.ny, 720);
-        Ok(Viewer {
+        Viewer {
             runner,
             kind,
             draft,
@@ -135,7 +150,7 @@ impl Viewer {
             screenshot: capture.map(|capture| Screenshot { capture, requested: false, inbox: None }),
             all_intervals: Vec::new(),
             all_cpu: Vec::new(),
-        })
+        }
     }
 
     /// Box fill and, if given, pixels per box of the map (at least 1: 0 is taken as 1).
@@ -275,31 +290,36 @@ impl Viewer {
         ui.label("new run");
         egui::Grid::new("settings").num_columns(2).show(ui, |ui| {
             ui.label("grid");
+            // Each field is named for screen readers (and the tests, which find widgets by name).
             ui.horizontal(|ui| {
-                ui.add(egui::DragValue::new(&mut self.draft.nx).range(1..=2000));
+                ui.add(egui::DragValue::new(&mut self.draft.nx).range(1..=2000)).accessible_name("boxes across");
                 ui.label("×");
-                ui.add(egui::DragValue::new(&mut self.draft.ny).range(1..=2000));
+                ui.add(egui::DragValue::new(&mut self.draft.ny).range(1..=2000)).accessible_name("boxes up");
             });
             ui.end_row();
-            ui.label("vCores");
-            ui.add(egui::DragValue::new(&mut self.draft.vcores).range(1..=10000));
+            let label = ui.label("vCores");
+            ui.add(egui::DragValue::new(&mut self.draft.vcores).range(1..=10000)).labelled_by(label.id);
             ui.end_row();
-            ui.label("load");
-            egui::ComboBox::from_id_salt("load").selected_text(load_label(&self.draft.load)).show_ui(ui, |ui| {
-                for c in Case::ALL {
-                    ui.selectable_value(&mut self.draft.load, LoadKind::Case(c), c.name());
-                }
-                ui.selectable_value(&mut self.draft.load, LoadKind::Perlin, "perlin");
-                ui.selectable_value(&mut self.draft.load, LoadKind::Csv(PathBuf::new()), "CSV file");
-            });
+            let label = ui.label("load");
+            egui::ComboBox::from_id_salt("load")
+                .selected_text(load_label(&self.draft.load))
+                .show_ui(ui, |ui| {
+                    for c in Case::ALL {
+                        ui.selectable_value(&mut self.draft.load, LoadKind::Case(c), c.name());
+                    }
+                    ui.selectable_value(&mut self.draft.load, LoadKind::Perlin, "perlin");
+                    ui.selectable_value(&mut self.draft.load, LoadKind::Csv(PathBuf::new()), "CSV file");
+                })
+                .response
+                .labelled_by(label.id);
             ui.end_row();
             if matches!(self.draft.load, LoadKind::Csv(_)) {
-                ui.label("CSV path");
-                ui.text_edit_singleline(&mut self.csv_path);
+                let label = ui.label("CSV path");
+                ui.text_edit_singleline(&mut self.csv_path).labelled_by(label.id);
                 ui.end_row();
             }
-            ui.label("seed");
-            ui.add(egui::DragValue::new(&mut self.draft.seed));
+            let label = ui.label("seed");
+            ui.add(egui::DragValue::new(&mut self.draft.seed)).labelled_by(label.id);
             ui.end_row();
         });
         if ui.button("restart with these settings").clicked() {
@@ -354,6 +374,7 @@ impl Viewer {
         let scale = (avail.x / w as f32).min(avail.y / h as f32).max(0.05);
         let size = egui::vec2(w as f32 * scale, h as f32 * scale);
         let (rect, response) = ui.allocate_exact_size(size, Sense::click_and_drag());
+        let response = response.accessible_name("load map");
         let uv = Rect::from_min_max(Pos2::ZERO, Pos2::new(1.0, 1.0));
         ui.painter().image(tex.id(), rect, uv, Color32::WHITE);
         if self.kind != SceneKind::Balancer {
@@ -363,13 +384,20 @@ impl Viewer {
             self.drag = None;
             return;
         };
-        let q = (pointer - rect.min) / scale;
-        let p = to_domain([f64::from(q.x), f64::from(q.y)], scene.grid.ny(), self.style.px);
+        let ny = scene.grid.ny();
+        let in_boxes = |at: Pos2| {
+            let q = (at - rect.min) / scale;
+            to_domain([f64::from(q.x), f64::from(q.y)], ny, self.style.px)
+        };
+        let p = in_boxes(pointer);
         match self.tool {
             Tool::VCores => {
                 let grab = 1.5 * self.style.marker_radius() / self.style.px as f64;
                 if response.drag_started() {
-                    self.drag = scene.marker_near(p, grab);
+                    // The vCore under the press, not under the pointer: a fast drag is already
+                    // away from it when it is recognised as a drag.
+                    let origin = ui.input(|i| i.pointer.press_origin()).unwrap_or(pointer);
+                    self.drag = scene.marker_near(in_boxes(origin), grab);
                 }
                 if let Some(i) = self.drag {
                     if response.dragged() && response.drag_delta() != egui::Vec2::ZERO {
@@ -395,7 +423,8 @@ impl Viewer {
         }
     }
 
-    fn measure(&mut self, frame: &eframe::Frame) {
+    /// Records the time since the last frame and `cpu_seconds`, what eframe says the last one cost.
+    fn measure(&mut self, cpu_seconds: Option<f32>) {
         let now = Instant::now();
         if let Some(last) = self.last_frame {
             let dt = (now - last).as_secs_f64() * 1e3;
@@ -404,7 +433,7 @@ impl Viewer {
                 self.all_intervals.push(dt);
             }
         }
-        if let Some(cpu) = frame.info().cpu_usage {
+        if let Some(cpu) = cpu_seconds {
             let ms = f64::from(cpu) * 1e3;
             push_capped(&mut self.cpu, ms);
             if self.steps_at_start.is_some() {
@@ -492,7 +521,14 @@ fn percentile(xs: &[f64], p: f64) -> f64 {
 
 impl eframe::App for Viewer {
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
-        self.measure(frame);
+        self.show(ui, frame.info().cpu_usage);
+    }
+}
+
+impl Viewer {
+    /// One frame: controls, charts and map; `cpu_seconds` is what eframe says the last frame cost.
+    fn show(&mut self, ui: &mut egui::Ui, cpu_seconds: Option<f32>) {
+        self.measure(cpu_seconds);
         let ctx = ui.ctx().clone();
         self.poll_scene(&ctx);
         egui::Panel::left("controls").default_size(300.0).show(ui, |ui| {
@@ -506,7 +542,16 @@ impl eframe::App for Viewer {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use egui::{Modifiers, Role, TextureId};
+    use egui_kittest::kittest::{NodeT, Queryable};
+    use egui_kittest::{Harness, TestRenderer};
+
     use super::*;
+    use crate::raster::to_pixel;
 
     #[test]
     fn percentiles() {
@@ -524,5 +569,387 @@ mod tests {
         assert_eq!((q.len(), q[0]), (120, 0.0));
         push_capped(&mut q, 120.0);
         assert_eq!((q.len(), q[0], q[119]), (120, 1.0, 120.0));
+    }
+
+    /// A model that counts its ticks and keeps the commands it was sent, so that a test sees
+    /// what the window asked of the simulation thread.
+    struct Recorder {
+        model: Model,
+        commands: Arc<Mutex<Vec<Command>>>,
+        ticks: Arc<AtomicUsize>,
+    }
+
+    impl Simulation for Recorder {
+        fn tick(&mut self) -> Result<bool, String> {
+            self.ticks.fetch_add(1, Ordering::SeqCst);
+            self.model.tick()
+        }
+        fn apply(&mut self, command: Command) -> Result<(), String> {
+            self.commands.lock().unwrap().push(command.clone());
+            self.model.apply(command)
+        }
+        fn scene(&self) -> Scene {
+            self.model.scene()
+        }
+    }
+
+    /// The textures the window uploads, kept for the test (the harness draws nothing).
+    #[derive(Clone, Default)]
+    struct Uploads(Arc<Mutex<Vec<Upload>>>);
+
+    /// A texture and the picture set in it.
+    type Upload = (TextureId, Arc<ColorImage>);
+
+    impl TestRenderer for Uploads {
+        fn handle_delta(&mut self, delta: &mut egui::TexturesDelta) {
+            for (id, deltas) in delta.set.drain() {
+                for d in deltas {
+                    let egui::ImageData::Color(image) = d.image;
+                    self.0.lock().unwrap().push((id, image));
+                }
+            }
+        }
+    }
+
+    /// The window on a [`Recorder`], driven headless through its AccessKit tree.
+    struct Window {
+        h: Harness<'static, Viewer>,
+        commands: Arc<Mutex<Vec<Command>>>,
+        ticks: Arc<AtomicUsize>,
+        uploads: Uploads,
+    }
+
+    /// 20 × 10 boxes, 4 vCores: small enough that a step takes no time.
+    fn small() -> Settings {
+        Settings { nx: 20, ny: 10, vcores: 4, seed: 3, ..Settings::default() }
+    }
+
+    fn window(kind: SceneKind, settings: Settings, play: bool) -> Window {
+        window_with_draft(kind, settings.clone(), settings, play)
+    }
+
+    /// A window on a model of `settings` whose "new run" controls start from `draft`.
+    fn window_with_draft(kind: SceneKind, settings: Settings, draft: Settings, play: bool) -> Window {
+        let (commands, ticks, uploads) = (Arc::default(), Arc::default(), Uploads::default());
+        let model = Model::new(settings).unwrap();
+        let sim = Recorder { model, commands: Arc::clone(&commands), ticks: Arc::clone(&ticks) };
+        let viewer = Viewer::on(Box::new(sim), kind, draft, || {}, play, None);
+        let h = Harness::builder()
+            .with_size([1280.0, 1000.0])
+            .renderer(uploads.clone())
+            .build_ui_state(|ui, v: &mut Viewer| v.show(ui, None), viewer);
+        let mut w = Window { h, commands, ticks, uploads };
+        w.until("the first scene", |v| v.scene.is_some());
+        w
+    }
+
+    impl Window {
+        /// Draws frames until `done` holds (the simulation answers from its own thread).
+        fn until(&mut self, what: &str, done: impl Fn(&Viewer) -> bool) {
+            let start = Instant::now();
+            loop {
+                self.h.step();
+                if done(self.h.state()) {
+                    return;
+                }
+                assert!(start.elapsed() < Duration::from_secs(20), "{what}: not within 20 s");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+
+        /// Draws frames until `n` commands have arrived; returns them all.
+        fn commands(&mut self, n: usize) -> Vec<Command> {
+            let log = Arc::clone(&self.commands);
+            self.until(&format!("{n} commands"), move |_| log.lock().unwrap().len() >= n);
+            self.commands.lock().unwrap().clone()
+        }
+
+        fn ticks(&self) -> usize {
+            self.ticks.load(Ordering::SeqCst)
+        }
+
+        fn scene(&self) -> Arc<Scene> {
+            Arc::clone(self.h.state().scene.as_ref().unwrap())
+        }
+
+        /// Clicks the widget of this label and draws the frames that take the click.
+        fn click(&mut self, label: &str) {
+            self.h.get_by_label(label).click();
+            // The frames of the pointer's events, then one drawn after the click.
+            self.h.step();
+            self.h.step();
+        }
+
+        /// Where a point in box units shows on screen.
+        fn on_screen(&self, p: [f64; 2]) -> Pos2 {
+            let rect = self.h.get_by_label("load map").rect();
+            let (scene, px) = (self.scene(), self.h.state().style.px);
+            let q = to_pixel(p, scene.grid.ny(), px);
+            let scale = f64::from(rect.width()) / (scene.grid.nx() * px) as f64;
+            rect.min + egui::vec2((q[0] * scale) as f32, (q[1] * scale) as f32)
+        }
+
+        /// A press and release at `p` (box units) on the map.
+        fn click_map(&mut self, p: [f64; 2]) {
+            let at = self.on_screen(p);
+            self.h.hover_at(at);
+            self.h.drag_at(at);
+            self.h.drop_at(at);
+            self.h.step();
+        }
+
+        /// The last picture of the map uploaded as a texture.
+        fn map_texture(&self) -> Arc<ColorImage> {
+            let id = self.h.state().texture.as_ref().expect("a map texture").id();
+            let uploads = self.uploads.0.lock().unwrap();
+            Arc::clone(&uploads.iter().rev().find(|(i, _)| *i == id).expect("the map uploaded").1)
+        }
+    }
+
+    fn near(a: [f64; 2], b: [f64; 2]) -> bool {
+        (a[0] - b[0]).abs() < 0.05 && (a[1] - b[1]).abs() < 0.05
+    }
+
+    /// A point of the grid's box centres that no marker is near enough to grab.
+    fn empty_spot(scene: &Scene, grab: f64) -> [f64; 2] {
+        let (nx, ny) = (scene.grid.nx(), scene.grid.ny());
+        (0..nx * ny)
+            .map(|k| [(k % nx) as f64 + 0.5, (k / nx) as f64 + 0.5])
+            .find(|&p| scene.marker_near(p, grab + 0.5).is_none())
+            .expect("an empty spot on the map")
+    }
+
+    /// Paused at the start, nothing ticks; "step" sends one step; "play" ticks until "pause"
+    /// (a drifting map always has work, so the ticks stop only because of the pause).
+    #[test]
+    fn play_pause_and_step_drive_the_simulation_thread() {
+        let mut w = window(SceneKind::Balancer, Settings { drift: true, ..small() }, false);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(w.ticks(), 0, "paused at the start");
+        w.click("step");
+        assert_eq!(w.commands(1), [Command::Step]);
+        w.until("step 1 shown", |v| v.scene.as_ref().unwrap().status.contains(" · step 1 · "));
+        assert!(w.h.query_by_label("pause").is_none());
+        w.click("play");
+        let ticks = Arc::clone(&w.ticks);
+        w.until("ticks while playing", move |_| ticks.load(Ordering::SeqCst) > 2);
+        assert!(w.h.state().playing);
+        w.click("pause");
+        assert!(!w.h.state().playing);
+        // The pause reaches the thread between two ticks.
+        std::thread::sleep(Duration::from_millis(100));
+        let paused = w.ticks();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(w.ticks(), paused, "no tick after the pause");
+        assert!(w.h.query_by_label("play").is_some());
+        assert_eq!(w.commands(1), [Command::Step], "play and pause are not commands");
+    }
+
+    /// At 5 steps a second set on the slider, no more ticks than one plus 5 a second (the
+    /// default 30 would give six times as many).
+    #[test]
+    fn the_rate_slider_bounds_the_steps_a_second() {
+        let mut w = window(SceneKind::Balancer, Settings { drift: true, ..small() }, false);
+        w.h.get_by_role_and_label(Role::Slider, "max steps/s (0: no limit)").set_value_accesskit(5.0);
+        w.h.step();
+        assert_eq!(w.h.state().rate, 5.0);
+        let start = Instant::now();
+        w.click("play");
+        std::thread::sleep(Duration::from_millis(600));
+        let (ticks, bound) = (w.ticks(), 1 + (start.elapsed().as_secs_f64() * 5.0) as usize);
+        assert!(ticks >= 1 && ticks <= bound, "{ticks} ticks, at most {bound}");
+    }
+
+    /// Each balancer control sends its command, with the value set.
+    #[test]
+    fn the_balancer_controls_send_their_commands() {
+        let mut w = window(SceneKind::Balancer, small(), false);
+        w.click("rough transition");
+        w.click("smooth drift");
+        w.h.get_by_role_and_label(Role::Slider, "boxes/step").set_value_accesskit(1.5);
+        w.h.get_by_role_and_label(Role::Slider, "step fraction").set_value_accesskit(0.5);
+        w.h.step();
+        w.click("method");
+        w.click("paper-eq4");
+        w.click("paint load");
+        w.click("clear paint");
+        let sent = w.commands(6);
+        assert_eq!(
+            sent,
+            [
+                Command::Rough,
+                Command::Drift { on: true, speed: 0.3 },
+                Command::Drift { on: true, speed: 1.5 },
+                Command::StepFraction(0.5),
+                Command::Method("paper-eq4".into()),
+                Command::ClearPaint,
+            ]
+        );
+        w.until("the new method in the status", |v| v.scene.as_ref().unwrap().status.starts_with("paper-eq4 · "));
+    }
+
+    /// On a map that is not Perlin noise, the transitions are greyed out and send nothing.
+    #[test]
+    fn transitions_need_the_perlin_map() {
+        let mut w = window(SceneKind::Balancer, Settings { load: LoadKind::Case(Case::Uniform), ..small() }, false);
+        for (role, label) in
+            [(Role::Button, "rough transition"), (Role::CheckBox, "smooth drift"), (Role::Slider, "boxes/step")]
+        {
+            assert!(w.h.get_by_role_and_label(role, label).accesskit_node().is_disabled(), "{label} enabled");
+        }
+        w.click("rough transition");
+        w.click("smooth drift");
+        w.click("step");
+        assert_eq!(w.commands(1), [Command::Step], "only the step was sent");
+    }
+
+    /// A click on the map away from the vCores adds one there; a click on a vCore adds none;
+    /// a drag moves the vCore grabbed; with the paint tool a click paints, shift erases.
+    #[test]
+    fn the_map_adds_and_drags_vcores_and_paints_load() {
+        let mut w = window(SceneKind::Balancer, Settings { load: LoadKind::Case(Case::Uniform), ..small() }, false);
+        let scene = w.scene();
+        let grab = 1.5 * w.h.state().style.marker_radius() / w.h.state().style.px as f64;
+        let spot = empty_spot(&scene, grab);
+        w.click_map(spot);
+        let sent = w.commands(1);
+        assert!(matches!(sent[..], [Command::AddVCore(p)] if near(p, spot)), "{sent:?}");
+        w.until("a fifth vCore", |v| v.scene.as_ref().unwrap().markers.len() == 5);
+        assert!(near(w.scene().markers[4], spot));
+
+        let m = w.scene().markers[1];
+        w.click_map(m);
+        std::thread::sleep(Duration::from_millis(50));
+        w.h.step();
+        assert_eq!(w.commands(1).len(), 1, "a click on a vCore adds none");
+
+        let to = [m[0] + if m[0] < 10.0 { 6.0 } else { -6.0 }, m[1] + if m[1] < 5.0 { 3.0 } else { -3.0 }];
+        let (from, mid, end) = (w.on_screen(m), w.on_screen([(m[0] + to[0]) / 2.0, m[1]]), w.on_screen(to));
+        w.h.hover_at(from);
+        w.h.drag_at(from);
+        w.h.step();
+        for at in [mid, end] {
+            w.h.hover_at(at);
+            w.h.step();
+        }
+        w.h.drop_at(end);
+        w.h.step();
+        let sent = w.commands(2);
+        assert!(sent[1..].iter().all(|c| matches!(c, Command::MoveVCore(1, _))), "{sent:?}");
+        assert!(matches!(sent.last(), Some(Command::MoveVCore(1, p)) if near(*p, to)), "{sent:?}");
+        w.until("vCore 1 where it was dropped", move |v| near(v.scene.as_ref().unwrap().markers[1], to));
+        let moves = w.commands(2).len();
+
+        w.click("paint load");
+        let spot = [3.5, 2.5];
+        w.click_map(spot);
+        let sent = w.commands(moves + 1);
+        let painted = |amount: f64| move |c: &Command| matches!(*c, Command::Paint { at, radius, amount: a } if near(at, spot) && radius == 4.0 && a == amount);
+        assert!(painted(0.5)(&sent[moves]), "{:?}", sent[moves]);
+        let k = scene.grid.index(3, 2, 0);
+        w.until("paint in the loads", move |v| v.scene.as_ref().unwrap().loads[k] == 1.5);
+        w.h.event(egui::Event::ModifiersChanged(Modifiers::SHIFT));
+        w.click_map(spot);
+        w.h.event(egui::Event::ModifiersChanged(Modifiers::NONE));
+        w.h.step();
+        let sent = w.commands(moves + 2);
+        assert!(painted(-0.5)(&sent[moves + 1]), "shift erases: {:?}", sent[moves + 1]);
+        w.until("paint erased", move |v| v.scene.as_ref().unwrap().loads[k] == 1.0);
+    }
+
+    /// A running app's map takes no clicks, and the balancer's controls are not there; its
+    /// pixels per box fit the app's grid, not the default settings' (150 × 150 boxes: 4).
+    #[test]
+    fn an_apps_map_takes_no_input() {
+        let mut w = window_with_draft(SceneKind::App, small(), Settings::default(), false);
+        assert_eq!(w.h.state().style.px, 36, "720 pixels across 20 boxes");
+        assert!(w.h.query_by_label("pbs live app").is_some());
+        assert!(w.h.query_by_label("method").is_none() && w.h.query_by_label("restart with these settings").is_none());
+        let spot = empty_spot(&w.scene(), 3.0);
+        w.click_map(spot);
+        w.click("step");
+        assert_eq!(w.commands(1), [Command::Step]);
+    }
+
+    /// The map is drawn at the pixels per box that fit the grid, and redrawn when the view
+    /// changes: each upload is the picture the headless mode draws of the same scene.
+    #[test]
+    fn the_map_shows_the_scene_as_the_view_says() {
+        let mut w = window(SceneKind::Balancer, small(), false);
+        let picture = |w: &Window| {
+            let pic = render_map(&w.scene(), &w.h.state().style);
+            ColorImage::from_rgba_unmultiplied([pic.width, pic.height], &pic.rgba)
+        };
+        assert_eq!(w.h.state().style.px, 36, "720 pixels across 20 boxes");
+        assert_eq!(*w.map_texture(), picture(&w));
+        w.click("heat map");
+        assert_eq!(w.h.state().style.fill, Fill::Heat);
+        assert_eq!(*w.map_texture(), picture(&w));
+        w.click("displacement arrows");
+        assert!(!w.h.state().style.arrows);
+        w.click("step");
+        w.until("step 1 drawn", |v| v.scene.as_ref().unwrap().history.len() == 2);
+        assert_eq!(*w.map_texture(), picture(&w), "the arrows left out");
+    }
+
+    /// A new run takes the settings edited: a grid of another size (the map's pixels per box
+    /// follow), a CSV file that cannot be read (its error shown, the run kept), one that can.
+    #[test]
+    fn a_new_run_takes_the_settings_edited_and_shows_its_errors() {
+        let mut w = window(SceneKind::Balancer, small(), false);
+        w.h.get_by_label("boxes across").set_value_accesskit(30.0);
+        w.h.step();
+        w.click("restart with these settings");
+        w.until("a grid of 30 × 10", |v| v.scene.as_ref().unwrap().grid.nx() == 30);
+        assert_eq!(w.h.state().style.px, 24, "720 pixels across 30 boxes");
+        assert_eq!(w.map_texture().size, [720, 240]);
+
+        let dir = std::env::temp_dir().join(format!("pbs-visual-app-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (missing, good) = (dir.join("missing.csv"), dir.join("map.csv"));
+        std::fs::write(&good, "1,2,3,4,5,6\n6,5,4,3,2,1\n1,1,1,1,1,1\n").unwrap();
+        w.click("load");
+        w.click("CSV file");
+        w.h.get_by_label("CSV path").set_text_value_accesskit(&missing.display().to_string());
+        w.h.step();
+        w.click("restart with these settings");
+        let error = w.h.state().error.clone().expect("an error for a missing file");
+        assert!(error.contains("missing.csv"), "{error}");
+        assert!(w.h.query_by_label(&error).is_some(), "the error is shown");
+        assert_eq!(w.scene().grid.nx(), 30, "the run goes on");
+
+        w.h.get_by_label("CSV path").set_text_value_accesskit(&format!(" {} ", good.display()));
+        w.h.step();
+        w.click("restart with these settings");
+        assert!(w.h.state().error.is_none());
+        w.until("the CSV map", |v| v.scene.as_ref().unwrap().loads.len() == 18);
+        assert_eq!(w.h.state().style.px, 120, "720 pixels across 6 boxes");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The frame figures: intervals and CPU times kept for the last 120 frames, and for the
+    /// capture only from the tenth frame on.
+    #[test]
+    fn frames_are_measured_from_the_tenth_on_for_a_capture() {
+        let w = window(SceneKind::Balancer, small(), false);
+        let mut v = w.h.into_state();
+        v.screenshot = Some(Screenshot {
+            capture: Capture { frames: 1000, png: PathBuf::from("unused.png"), stats: None },
+            requested: false,
+            inbox: None,
+        });
+        v.frames = 0;
+        v.last_frame = None;
+        v.intervals.clear();
+        v.cpu.clear();
+        let ctx = egui::Context::default();
+        for _ in 0..15 {
+            v.measure(Some(0.002));
+            v.screenshot(&ctx);
+        }
+        assert_eq!((v.frames, v.intervals.len(), v.cpu.len()), (15, 14, 15));
+        assert_eq!((v.all_intervals.len(), v.all_cpu.len()), (5, 5), "frames 11 to 15");
+        assert!(v.all_cpu.iter().all(|&ms| (ms - 2.0).abs() < 1e-6));
+        assert!(v.steps_at_start.is_some());
     }
 }

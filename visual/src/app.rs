@@ -188,12 +188,25 @@ impl Viewer {
             return;
         }
         self.generation = generation;
-        let pic = render_map(&scene, &self.style);
-        self.upload(ctx, &pic);
+        self.draw(ctx, &scene);
         self.scene = Some(scene);
     }
 
-    fn upload(&mut self, ctx: &egui::Context, pic: &Picture) {
+    /// Draws `scene` into the map's texture, at fewer pixels per box where the display's
+    /// largest texture needs it (egui panics on a larger one); a grid with more boxes a side
+    /// than that texture has pixels is not drawn, and the error says why.
+    fn draw(&mut self, ctx: &egui::Context, scene: &Scene) {
+        let side = scene.grid.nx().max(scene.grid.ny());
+        let max = ctx.input(|i| i.max_texture_side);
+        if side > max {
+            self.error = Some(format!(
+                "a map of {side} boxes a side cannot be shown: this display's textures are at most {max} pixels a side"
+            ));
+            self.texture = None;
+            return;
+        }
+        self.style.px = self.style.px.min(max / side);
+        let pic = render_map(scene, &self.style);
         let image = ColorImage::from_rgba_unmultiplied([pic.width, pic.height], &pic.rgba);
         match &mut self.texture {
             Some(t) => t.set(image, TextureOptions::NEAREST),
@@ -203,8 +216,7 @@ impl Viewer {
 
     fn redraw(&mut self, ctx: &egui::Context) {
         if let Some(scene) = self.scene.clone() {
-            let pic = render_map(&scene, &self.style);
-            self.upload(ctx, &pic);
+            self.draw(ctx, &scene);
         }
     }
 
@@ -366,7 +378,7 @@ impl Viewer {
 
     fn map(&mut self, ui: &mut egui::Ui) {
         let (Some(tex), Some(scene)) = (&self.texture, self.scene.clone()) else {
-            ui.label("waiting for the first scene…");
+            ui.label(if self.error.is_some() { "no map (see the error)" } else { "waiting for the first scene…" });
             return;
         };
         let [w, h] = tex.size();
@@ -608,6 +620,8 @@ mod tests {
                     self.0.lock().unwrap().push((id, image));
                 }
             }
+            // Textures freed: nothing to free here.
+            delta.clear();
         }
     }
 
@@ -924,6 +938,41 @@ mod tests {
         assert!(w.h.state().error.is_none());
         w.until("the CSV map", |v| v.scene.as_ref().unwrap().loads.len() == 18);
         assert_eq!(w.h.state().style.px, 120, "720 pixels across 6 boxes");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The map's texture is never larger than the display takes (here egui's default, 2048
+    /// pixels a side): pixels per box asked beyond it are lowered, and a grid with more boxes
+    /// a side than it has pixels shows an error, not a panic, until a run that fits.
+    #[test]
+    fn the_map_fits_the_displays_largest_texture() {
+        let mut w = window(SceneKind::Balancer, small(), false);
+        assert_eq!(w.h.ctx.input(|i| i.max_texture_side), 2048);
+        w.h.state_mut().set_fill(Fill::Owner, Some(1000));
+        w.click("heat map");
+        assert_eq!(w.h.state().style.px, 102, "2048 / 20 boxes");
+        assert_eq!(w.map_texture().size, [2040, 1020]);
+
+        let dir = std::env::temp_dir().join(format!("pbs-visual-wide-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let wide = dir.join("wide.csv");
+        std::fs::write(&wide, format!("{}1\n", "1,".repeat(2100))).unwrap();
+        w.click("load");
+        w.click("CSV file");
+        w.h.get_by_label("CSV path").set_text_value_accesskit(&wide.display().to_string());
+        w.h.step();
+        w.click("restart with these settings");
+        w.until("the wide map refused", |v| v.error.is_some());
+        let error = w.h.state().error.clone().unwrap();
+        assert!(error.contains("2101 boxes a side") && error.contains("2048 pixels"), "{error}");
+        assert!(w.h.state().texture.is_none() && w.h.query_by_label("no map (see the error)").is_some());
+        assert!(w.h.query_by_label(&error).is_some(), "the error is shown");
+
+        w.click("load");
+        w.click("uniform");
+        w.click("restart with these settings");
+        w.until("a map again", |v| v.texture.is_some());
+        assert!(w.h.state().error.is_none());
         std::fs::remove_dir_all(&dir).ok();
     }
 

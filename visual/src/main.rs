@@ -143,7 +143,7 @@ fn run(cli: Cli) -> Result<(), String> {
     // A grid wider than a picture can be is refused before it is built (a CSV map's grid is
     // checked below, once read).
     let grid_from_csv = matches!(settings.load, LoadKind::Csv(_)) && cli.app.is_none();
-    if cli.headless && !grid_from_csv && nx.max(ny) > MAX_IMAGE_SIDE {
+    if !grid_from_csv && nx.max(ny) > MAX_IMAGE_SIDE {
         return Err(format!(
             "--grid {nx}x{ny}: over {MAX_IMAGE_SIDE} boxes a side, more than a picture of at least a pixel a box holds"
         ));
@@ -159,23 +159,31 @@ fn run(cli: Cli) -> Result<(), String> {
         if cli.gif_every == 0 {
             return Err("--gif-every must be at least 1".into());
         }
-        let mut sim: Box<dyn Simulation> = match app {
-            Some(a) => Box::new(a),
-            None => Box::new(Model::new(settings)?),
-        };
-        let grid = sim.scene().grid;
-        let mut style = Style::fit(grid.nx(), grid.ny(), 720);
-        style.fill = fill;
-        if let Some(px) = cli.px {
-            style.px = px;
-        }
-        let side = grid.nx().max(grid.ny()).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
-        if side.is_none() {
-            return Err(format!(
-                "--px {}: a {}×{} grid at {} pixels a box is over {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
-                style.px, grid.nx(), grid.ny(), style.px
-            ));
-        }
+    }
+    // Bad settings are refused here, before a window opens.
+    let mut sim: Box<dyn Simulation> = match app {
+        Some(a) => Box::new(a),
+        None => Box::new(Model::new(settings.clone())?),
+    };
+    let grid = sim.scene().grid;
+    let mut style = Style::fit(grid.nx(), grid.ny(), 720);
+    style.fill = fill;
+    if let Some(px) = cli.px {
+        style.px = px;
+    }
+    // The window draws the same picture as a texture (and shrinks it further where the display
+    // takes less, see `app`).
+    let side = grid.nx().max(grid.ny()).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
+    if side.is_none() {
+        return Err(format!(
+            "--px {}: a {}×{} grid at {} pixels a box is over {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
+            style.px,
+            grid.nx(),
+            grid.ny(),
+            style.px
+        ));
+    }
+    if cli.headless {
         let bar = pbs_plot::progress::bar(cli.steps as u64, "steps");
         let outputs = Outputs { png: cli.png.clone(), gif: cli.gif.clone(), gif_every: cli.gif_every };
         let scene = headless::run(sim.as_mut(), cli.steps, &style, &outputs, |t| bar.set_position(t as u64))?;
@@ -186,12 +194,9 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         return Ok(());
     }
-    let start = match app {
-        Some(a) => Start::App(Box::new(a)),
-        None => {
-            Model::new(settings.clone())?; // refuse bad settings before opening a window
-            Start::Balancer(settings)
-        }
+    let start = match cli.app {
+        Some(_) => Start::App(sim),
+        None => Start::Balancer(settings),
     };
     let capture = cli.screenshot.clone().map(|png| Capture { png, frames: cli.frames, stats: cli.frame_stats.clone() });
     let mut options = eframe::NativeOptions {

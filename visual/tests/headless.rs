@@ -100,6 +100,9 @@ fn the_command_line_writes_a_png_and_an_animated_gif_and_refuses_bad_input() {
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "65535x65535"], "over 16384 boxes a side"),
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "65535x65535", "--app", "md"], "over 16384 boxes a side"),
         (vec!["--window", "0x600"], "--window"),
+        // The window's picture is the headless one: the same limits, refused before it opens.
+        (vec!["--grid", "20x10", "--vcores", "4", "--px", "100000"], "over 16384 pixels a side"),
+        (vec!["--grid", "65535x65535"], "over 16384 boxes a side"),
         (vec!["--headless", "--png", "/tmp/x.png", "--window", "800by600"], "--window"),
         (vec!["--headless", "--png", "/tmp/x.png", "--rate", "-1"], "--rate"),
         (vec!["--rate", "NaN"], "--rate"),

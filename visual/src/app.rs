@@ -345,23 +345,29 @@ impl Viewer {
         let series = |f: &dyn Fn(&pbs::StepRecord) -> f64| -> PlotPoints<'static> {
             h.iter().map(|r| [r.step as f64, f(r)]).collect()
         };
-        let width = (ui.available_width() / 4.0 - 8.0).max(80.0);
         let height = ui.available_height().max(80.0);
-        ui.horizontal(|ui| {
-            let plot = |id: &str| Plot::new(id.to_string()).width(width).height(height).legend(Legend::default());
-            plot("max_avg").include_y(1.0).show(ui, |p| {
+        // Four columns of equal width, each chart filling its own, axes included.
+        ui.columns_const(|[c0, c1, c2, c3]| {
+            let plot = |id: &str| Plot::new(id.to_string()).height(height).legend(Legend::default());
+            let named = |shown: egui_plot::PlotResponse<()>, name: &str| {
+                shown.response.accessible_name(format!("{name} chart"));
+            };
+            let shown = plot("max_avg").include_y(1.0).show(c0, |p| {
                 p.line(Line::new("max_avg", series(&|r| r.max_avg)).color(Color32::from_rgb(31, 119, 180)));
             });
-            plot("dol").include_y(0.0).show(ui, |p| {
+            named(shown, "max_avg");
+            let shown = plot("dol").include_y(0.0).show(c1, |p| {
                 p.line(Line::new("dol_max", series(&|r| r.dol_max)).color(Color32::from_rgb(214, 39, 40)));
                 p.line(Line::new("dol_min", series(&|r| r.dol_min)).color(Color32::from_rgb(44, 160, 44)));
             });
-            plot("migrations").include_y(0.0).show(ui, |p| {
+            named(shown, "DOL");
+            let shown = plot("migrations").include_y(0.0).show(c2, |p| {
                 p.line(
                     Line::new("migrations", series(&|r| r.migrations as f64)).color(Color32::from_rgb(148, 103, 189)),
                 );
             });
-            plot("bars").include_y(0.0).show(ui, |p| {
+            named(shown, "migrations");
+            let shown = plot("bars").include_y(0.0).show(c3, |p| {
                 let bars = scene
                     .bars
                     .iter()
@@ -373,6 +379,7 @@ impl Viewer {
                     .collect();
                 p.bar_chart(BarChart::new(scene.bars_label, bars));
             });
+            named(shown, scene.bars_label);
         });
     }
 
@@ -759,19 +766,40 @@ mod tests {
         assert_eq!(w.commands(1), [Command::Step], "play and pause are not commands");
     }
 
-    /// At 5 steps a second set on the slider, no more ticks than one plus 5 a second (the
-    /// default 30 would give six times as many).
+    /// At 5 steps a second, set on the slider or by `--rate` (`set_rate`), no more ticks than
+    /// one plus 5 a second (the default 30 would give six times as many).
     #[test]
-    fn the_rate_slider_bounds_the_steps_a_second() {
-        let mut w = window(SceneKind::Balancer, Settings { drift: true, ..small() }, false);
-        w.h.get_by_role_and_label(Role::Slider, "max steps/s (0: no limit)").set_value_accesskit(5.0);
+    fn the_rate_bounds_the_steps_a_second() {
+        for slider in [true, false] {
+            let mut w = window(SceneKind::Balancer, Settings { drift: true, ..small() }, false);
+            if slider {
+                w.h.get_by_role_and_label(Role::Slider, "max steps/s (0: no limit)").set_value_accesskit(5.0);
+            } else {
+                w.h.state_mut().set_rate(5.0);
+            }
+            w.h.step();
+            assert_eq!(w.h.state().rate, 5.0);
+            let start = Instant::now();
+            w.click("play");
+            std::thread::sleep(Duration::from_millis(600));
+            let (ticks, bound) = (w.ticks(), 1 + (start.elapsed().as_secs_f64() * 5.0) as usize);
+            assert!(ticks >= 1 && ticks <= bound, "slider {slider}: {ticks} ticks, at most {bound}");
+        }
+    }
+
+    /// `--fill` and `--px` (`set_fill`) set the first picture; 0 pixels a box is taken as 1.
+    #[test]
+    fn the_fill_and_pixels_asked_draw_the_first_picture() {
+        let mut w = window(SceneKind::Balancer, small(), false);
+        w.h.state_mut().set_fill(Fill::Heat, Some(10));
+        w.h.state_mut().texture = None;
         w.h.step();
-        assert_eq!(w.h.state().rate, 5.0);
-        let start = Instant::now();
-        w.click("play");
-        std::thread::sleep(Duration::from_millis(600));
-        let (ticks, bound) = (w.ticks(), 1 + (start.elapsed().as_secs_f64() * 5.0) as usize);
-        assert!(ticks >= 1 && ticks <= bound, "{ticks} ticks, at most {bound}");
+        assert_eq!((w.h.state().style.fill, w.h.state().style.px), (Fill::Heat, 10));
+        assert_eq!(w.map_texture().size, [200, 100]);
+        w.h.state_mut().set_fill(Fill::Owner, None);
+        assert_eq!((w.h.state().style.fill, w.h.state().style.px), (Fill::Owner, 10), "no --px: as it was");
+        w.h.state_mut().set_fill(Fill::Owner, Some(0));
+        assert_eq!(w.h.state().style.px, 1);
     }
 
     /// Each balancer control sends its command, with the value set.
@@ -899,6 +927,10 @@ mod tests {
         w.click("heat map");
         assert_eq!(w.h.state().style.fill, Fill::Heat);
         assert_eq!(*w.map_texture(), picture(&w));
+        w.click("owner colours");
+        assert_eq!(w.h.state().style.fill, Fill::Owner);
+        assert_eq!(*w.map_texture(), picture(&w));
+        w.click("heat map");
         w.click("displacement arrows");
         assert!(!w.h.state().style.arrows);
         w.click("step");
@@ -938,6 +970,55 @@ mod tests {
         assert!(w.h.state().error.is_none());
         w.until("the CSV map", |v| v.scene.as_ref().unwrap().loads.len() == 18);
         assert_eq!(w.h.state().style.px, 120, "720 pixels across 6 boxes");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The map fills the space beside the controls and above the charts in one direction,
+    /// for a wide and a tall grid, at the grid's proportions; the four charts share their
+    /// row in equal columns, each with its legend.
+    #[test]
+    fn the_map_and_the_charts_fill_their_panels() {
+        for (nx, ny) in [(20, 10), (10, 20)] {
+            let mut w = window(SceneKind::Balancer, Settings { nx, ny, ..small() }, false);
+            w.click("step");
+            let splitters: Vec<Rect> = w.h.get_all_by_role(Role::Splitter).map(|n| n.rect()).collect();
+            let left = splitters.iter().find(|r| r.height() > r.width()).expect("the controls' edge").center().x;
+            let top = splitters.iter().find(|r| r.width() > r.height()).expect("the charts' edge").center().y;
+            let map = w.h.get_by_label("load map").rect();
+            let within = map.min.x >= left && map.max.x <= 1280.0 && map.max.y <= top;
+            assert!(within, "{nx}×{ny}: the map {map:?} is not beside x {left} and above y {top}");
+            let filled = map.width() >= 1280.0 - left - 30.0 || map.height() >= top - 30.0;
+            assert!(filled, "{nx}×{ny}: the map {map:?} fills neither way");
+            assert!((map.width() / map.height() - nx as f32 / ny as f32).abs() < 0.01, "{map:?}");
+
+            let charts: Vec<Rect> = ["max_avg", "DOL", "migrations", "charge per vCore"]
+                .iter()
+                .map(|name| w.h.get_by_label(&format!("{name} chart")).rect())
+                .collect();
+            // Equal columns: the frames end equally far apart (their y axes differ in width).
+            let column = charts[1].max.x - charts[0].max.x;
+            for pair in charts.windows(2) {
+                let side_by_side = pair[1].min.x >= pair[0].max.x;
+                assert!(side_by_side && (pair[1].max.x - pair[0].max.x - column).abs() < 1.0, "{charts:?}");
+            }
+            assert!(charts.iter().all(|c| c.min.y >= top && c.min.x >= left), "{charts:?}");
+            let right = charts[3].max.x;
+            assert!((1240.0..=1280.0).contains(&right), "the charts end at {right} of 1280");
+            for legend in ["max_avg", "dol_max", "dol_min", "migrations", "charge per vCore"] {
+                assert!(w.h.query_by_role_and_label(Role::CheckBox, legend).is_some(), "no legend {legend}");
+            }
+        }
+    }
+
+    /// A run started on a CSV map shows its path in the "new run" field, ready to edit.
+    #[test]
+    fn a_csv_runs_path_is_in_the_new_run_field() {
+        let dir = std::env::temp_dir().join(format!("pbs-visual-path-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = dir.join("map.csv");
+        std::fs::write(&map, "1,2,3\n3,2,1\n").unwrap();
+        let w = window(SceneKind::Balancer, Settings { load: LoadKind::Csv(map.clone()), ..small() }, false);
+        assert_eq!(w.h.get_by_label("CSV path").value(), Some(map.display().to_string()));
         std::fs::remove_dir_all(&dir).ok();
     }
 

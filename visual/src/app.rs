@@ -859,28 +859,36 @@ mod tests {
         w.until("a fifth vCore", |v| v.scene.as_ref().unwrap().markers.len() == 5);
         assert!(near(w.scene().markers[4], spot));
 
-        let m = w.scene().markers[1];
-        w.click_map(m);
+        // 1.2 boxes off vCore 1, within the grab radius (1.8 boxes here) of it and of no other.
+        let scene = w.scene();
+        let m = scene.markers[1];
+        let off = [m[0] + if m[0] < 10.0 { 1.2 } else { -1.2 }, m[1]];
+        assert_eq!((scene.marker_near(off, grab), scene.marker_near(off, 1.1)), (Some(1), None));
+        w.click_map(off);
         std::thread::sleep(Duration::from_millis(50));
         w.h.step();
-        assert_eq!(w.commands(1).len(), 1, "a click on a vCore adds none");
+        assert_eq!(w.commands(1).len(), 1, "a click within a vCore's grab adds none");
 
+        // Pressed off the vCore, moved, held still a frame, moved again, released: a move
+        // for each frame the pointer moved, none while it stood.
         let to = [m[0] + if m[0] < 10.0 { 6.0 } else { -6.0 }, m[1] + if m[1] < 5.0 { 3.0 } else { -3.0 }];
-        let (from, mid, end) = (w.on_screen(m), w.on_screen([(m[0] + to[0]) / 2.0, m[1]]), w.on_screen(to));
+        let half = [(off[0] + to[0]) / 2.0, off[1]];
+        let (from, mid, end) = (w.on_screen(off), w.on_screen(half), w.on_screen(to));
         w.h.hover_at(from);
         w.h.drag_at(from);
         w.h.step();
-        for at in [mid, end] {
-            w.h.hover_at(at);
-            w.h.step();
-        }
+        w.h.hover_at(mid);
+        w.h.step();
+        w.h.step();
+        w.h.hover_at(end);
+        w.h.step();
         w.h.drop_at(end);
         w.h.step();
-        let sent = w.commands(2);
-        assert!(sent[1..].iter().all(|c| matches!(c, Command::MoveVCore(1, _))), "{sent:?}");
-        assert!(matches!(sent.last(), Some(Command::MoveVCore(1, p)) if near(*p, to)), "{sent:?}");
+        let sent = w.commands(3);
+        let moved = |c: &Command, p: [f64; 2]| matches!(*c, Command::MoveVCore(1, q) if near(q, p));
+        assert!(sent.len() == 3 && moved(&sent[1], half) && moved(&sent[2], to), "{sent:?}");
         w.until("vCore 1 where it was dropped", move |v| near(v.scene.as_ref().unwrap().markers[1], to));
-        let moves = w.commands(2).len();
+        let moves = w.commands(3).len();
 
         w.click("paint load");
         let spot = [3.5, 2.5];
@@ -1057,29 +1065,75 @@ mod tests {
         std::fs::remove_dir_all(&dir).ok();
     }
 
-    /// The frame figures: intervals and CPU times kept for the last 120 frames, and for the
-    /// capture only from the tenth frame on.
+    /// A capture: frame figures kept from the eleventh frame on (intervals in milliseconds),
+    /// the screenshot asked for once, after the frames asked and the ten settling ones, then
+    /// the picture and the figures written: medians, 95th percentile, frames per second, the
+    /// steps taken since the tenth frame, the markers and the size.
     #[test]
-    fn frames_are_measured_from_the_tenth_on_for_a_capture() {
-        let w = window(SceneKind::Balancer, small(), false);
+    fn a_capture_measures_its_frames_and_writes_the_screenshot_and_figures() {
+        let mut w = window(SceneKind::Balancer, small(), false);
+        for n in 2..4 {
+            w.click("step");
+            w.until("a step", move |v| v.scene.as_ref().unwrap().history.len() == n);
+        }
+        let dir = std::env::temp_dir().join(format!("pbs-visual-capture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (png, stats) = (dir.join("shot.png"), dir.join("frames.json"));
         let mut v = w.h.into_state();
         v.screenshot = Some(Screenshot {
-            capture: Capture { frames: 1000, png: PathBuf::from("unused.png"), stats: None },
+            capture: Capture { frames: 5, png: png.clone(), stats: Some(stats.clone()) },
             requested: false,
             inbox: None,
         });
-        v.frames = 0;
-        v.last_frame = None;
+        (v.frames, v.last_frame) = (0, None);
         v.intervals.clear();
         v.cpu.clear();
         let ctx = egui::Context::default();
-        for _ in 0..15 {
+        let requested = |v: &Viewer| v.screenshot.as_ref().unwrap().requested;
+        for frame in 1..=15 {
+            if frame == 2 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             v.measure(Some(0.002));
             v.screenshot(&ctx);
+            assert_eq!(requested(&v), frame == 15, "frame {frame}");
+            if frame == 10 {
+                assert_eq!(v.steps_at_start, Some(2), "the steps taken before the tenth frame");
+            }
         }
+        assert!((15.0..900.0).contains(&v.intervals[0]), "a 20 ms sleep measured as {} ms", v.intervals[0]);
         assert_eq!((v.frames, v.intervals.len(), v.cpu.len()), (15, 14, 15));
         assert_eq!((v.all_intervals.len(), v.all_cpu.len()), (5, 5), "frames 11 to 15");
         assert!(v.all_cpu.iter().all(|&ms| (ms - 2.0).abs() < 1e-6));
-        assert!(v.steps_at_start.is_some());
+        v.screenshot(&ctx);
+        assert!(requested(&v) && !png.exists(), "asked once, nothing written before the picture comes");
+
+        // The picture arrives; the figures are set to known values first.
+        v.all_intervals = vec![4.0, 1.0, 3.0, 2.0, 100.0];
+        v.all_cpu = vec![1.0, 3.0, 2.0];
+        let mut scene = Scene::clone(v.scene.as_ref().unwrap());
+        scene.history.last_mut().unwrap().step = 9;
+        v.scene = Some(Arc::new(scene));
+        let (tx, rx) = mpsc::channel();
+        tx.send(Arc::new(ColorImage::new([4, 3], vec![Color32::RED; 12]))).unwrap();
+        v.screenshot.as_mut().unwrap().inbox = Some(rx);
+        v.screenshot(&ctx);
+        let figures: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+        let want = serde_json::json!({
+            "frames": 5, "frame_ms_median": 3.0, "frame_ms_p95": 100.0, "cpu_ms_median": 2.0,
+            "fps_median": 1000.0 / 3.0, "sim_steps": 7, "screenshot": [4, 3], "markers": 4,
+        });
+        assert_eq!(figures, want);
+        let pic = Picture::read_png(&png).unwrap();
+        assert_eq!((pic.width, pic.height, pic.get(3, 2)), (4, 3, [255, 0, 0]));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The load menu shows the load's name, "CSV file" for a file.
+    #[test]
+    fn the_load_menu_shows_the_loads_name() {
+        assert_eq!(load_label(&LoadKind::Case(Case::Disc)), "disc");
+        assert_eq!(load_label(&LoadKind::Perlin), "perlin");
+        assert_eq!(load_label(&LoadKind::Csv(PathBuf::from("a.csv"))), "CSV file");
     }
 }

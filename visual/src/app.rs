@@ -1044,16 +1044,22 @@ mod tests {
 
         let dir = std::env::temp_dir().join(format!("pbs-visual-wide-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let wide = dir.join("wide.csv");
-        std::fs::write(&wide, format!("{}1\n", "1,".repeat(2100))).unwrap();
+        let (widest, wide) = (dir.join("widest.csv"), dir.join("wide.csv"));
+        std::fs::write(&widest, format!("{}1\n", "1,".repeat(2047))).unwrap();
+        std::fs::write(&wide, format!("{}1\n", "1,".repeat(2048))).unwrap();
         w.click("load");
         w.click("CSV file");
+        w.h.get_by_label("CSV path").set_text_value_accesskit(&widest.display().to_string());
+        w.h.step();
+        w.click("restart with these settings");
+        w.until("the widest map drawn", |v| v.scene.as_ref().unwrap().loads.len() == 2048);
+        assert_eq!((w.map_texture().size, w.h.state().error.clone()), ([2048, 1], None), "a pixel a box");
         w.h.get_by_label("CSV path").set_text_value_accesskit(&wide.display().to_string());
         w.h.step();
         w.click("restart with these settings");
         w.until("the wide map refused", |v| v.error.is_some());
         let error = w.h.state().error.clone().unwrap();
-        assert!(error.contains("2101 boxes a side") && error.contains("2048 pixels"), "{error}");
+        assert!(error.contains("2049 boxes a side") && error.contains("2048 pixels"), "{error}");
         assert!(w.h.state().texture.is_none() && w.h.query_by_label("no map (see the error)").is_some());
         assert!(w.h.query_by_label(&error).is_some(), "the error is shown");
 

@@ -19,8 +19,9 @@ fn the_window_opens_plays_and_shows_every_vcore() {
     let dir = std::env::temp_dir().join(format!("pbs-visual-window-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (png, stats) = (dir.join("window.png"), dir.join("frames.json"));
-    let out = Command::new("xvfb-run")
-        .args(["-a", "-s", "-screen 0 1280x1024x24"])
+    // A window that never takes its screenshot would never close: two minutes, then a failure.
+    let out = Command::new("timeout")
+        .args(["120", "xvfb-run", "-a", "-s", "-screen 0 1280x1024x24"])
         .arg(env!("CARGO_BIN_EXE_pbs-visual"))
         .args(["--play", "--drift", "--frames", "60", "--screenshot"])
         .arg(&png)
@@ -30,7 +31,12 @@ fn the_window_opens_plays_and_shows_every_vcore() {
         .output()
         .unwrap();
     let log = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "the window run failed:\n{log}");
+    let timed_out = out.status.code() == Some(124);
+    assert!(
+        out.status.success(),
+        "the window run {}:\n{log}",
+        if timed_out { "did not end in 120 s" } else { "failed" }
+    );
 
     let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     assert!(stats["frames"].as_u64().unwrap() >= 60, "{stats}");

@@ -107,12 +107,29 @@ fn the_command_line_writes_a_png_and_an_animated_gif_and_refuses_bad_input() {
         (vec!["--headless", "--png", "/tmp/x.png", "--rate", "-1"], "--rate"),
         (vec!["--rate", "NaN"], "--rate"),
         (vec!["--headless", "--png", "/tmp/x.png", "--drift-speed", "inf"], "--drift-speed"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--drift-speed", "1e19"], "at most 1e6"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "16385x1", "--vcores", "2"], "over 16384 boxes a side"),
         (vec!["--headless", "--png", "/tmp/x.png", "--gif-every", "0"], "--gif-every"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_pbs-visual")).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(expect), "{args:?}: {err}");
     }
+}
+
+/// A grid of exactly the largest side a picture takes is drawn, at a pixel a box.
+#[test]
+fn the_widest_grid_is_drawn() {
+    let dir = temp("widest");
+    let png = dir.join("widest.png");
+    let out = Command::new(env!("CARGO_BIN_EXE_pbs-visual"))
+        .args(["--headless", "--grid", "16384x1", "--vcores", "2", "--steps", "1", "--png"])
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(Picture::read_png(&png).unwrap().width >= 16384);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

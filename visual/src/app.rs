@@ -442,6 +442,19 @@ impl Viewer {
         }
     }
 
+    /// One frame: controls, charts and map; `cpu_seconds` is what eframe says the last frame cost.
+    fn show(&mut self, ui: &mut egui::Ui, cpu_seconds: Option<f32>) {
+        self.measure(cpu_seconds);
+        let ctx = ui.ctx().clone();
+        self.poll_scene(&ctx);
+        egui::Panel::left("controls").default_size(300.0).show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| self.controls(ui));
+        });
+        egui::Panel::bottom("charts").default_size(230.0).resizable(true).show(ui, |ui| self.charts(ui));
+        egui::CentralPanel::default_margins().show(ui, |ui| self.map(ui));
+        self.screenshot(&ctx);
+    }
+
     /// Records the time since the last frame and `cpu_seconds`, what eframe says the last one cost.
     fn measure(&mut self, cpu_seconds: Option<f32>) {
         let now = Instant::now();
@@ -541,21 +554,6 @@ fn percentile(xs: &[f64], p: f64) -> f64 {
 impl eframe::App for Viewer {
     fn ui(&mut self, ui: &mut egui::Ui, frame: &mut eframe::Frame) {
         self.show(ui, frame.info().cpu_usage);
-    }
-}
-
-impl Viewer {
-    /// One frame: controls, charts and map; `cpu_seconds` is what eframe says the last frame cost.
-    fn show(&mut self, ui: &mut egui::Ui, cpu_seconds: Option<f32>) {
-        self.measure(cpu_seconds);
-        let ctx = ui.ctx().clone();
-        self.poll_scene(&ctx);
-        egui::Panel::left("controls").default_size(300.0).show(ui, |ui| {
-            egui::ScrollArea::vertical().show(ui, |ui| self.controls(ui));
-        });
-        egui::Panel::bottom("charts").default_size(230.0).resizable(true).show(ui, |ui| self.charts(ui));
-        egui::CentralPanel::default_margins().show(ui, |ui| self.map(ui));
-        self.screenshot(&ctx);
     }
 }
 

@@ -436,9 +436,21 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile()
         }
     }
     // Under pbs the policy ran: gravity piles the particles on the floor, and it rebalanced.
-    let (out, _) =
-        ok(starpu(&dir.join("md")).args(["--iters", "40", "--nx", "6", "--ny", "6", "--tile", "4"]).output().unwrap());
-    assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
+    // The loads are measured task times: on a machine this test shares with eleven StarPU
+    // runs, preemption can hide the imbalance from one run (it did once in CI, 2026-12-06),
+    // so up to three runs, without the run-length hint (whose payback test weighs the
+    // balancer's time, slowed by the same preemption; its own test is above).
+    let mut outs = Vec::new();
+    let rebalanced = (0..3).any(|_| {
+        let (out, _) = ok(starpu(&dir.join("md"))
+            .args(["--iters", "40", "--nx", "6", "--ny", "6", "--tile", "4", "--hint-iterations", "0"])
+            .output()
+            .unwrap());
+        let n = field(&out, "rebalancings").parse::<usize>().unwrap();
+        outs.push(out);
+        n >= 1
+    });
+    assert!(rebalanced, "no rebalancing in three runs:\n{}", outs.join("\n"));
     // Bad options: named, no run.
     for (args, says) in [
         (["--tile", "0"], "--tile 0"),

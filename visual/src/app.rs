@@ -717,12 +717,26 @@ mod tests {
             self.h.step();
         }
 
+        /// Types `path` into the new run's CSV field (the CSV load chosen) and restarts.
+        fn restart_on_csv(&mut self, path: &str) {
+            self.h.get_by_label("CSV path").set_text_value_accesskit(path);
+            self.h.step();
+            self.click("restart with these settings");
+        }
+
         /// The last picture of the map uploaded as a texture.
         fn map_texture(&self) -> Arc<ColorImage> {
             let id = self.h.state().texture.as_ref().expect("a map texture").id();
             let uploads = self.uploads.0.lock().unwrap();
             Arc::clone(&uploads.iter().rev().find(|(i, _)| *i == id).expect("the map uploaded").1)
         }
+    }
+
+    /// A fresh folder for a test's files, under the system's temporary folder.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pbs-visual-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     fn near(a: [f64; 2], b: [f64; 2]) -> bool {
@@ -956,23 +970,18 @@ mod tests {
         assert_eq!(w.h.state().style.px, 24, "720 pixels across 30 boxes");
         assert_eq!(w.map_texture().size, [720, 240]);
 
-        let dir = std::env::temp_dir().join(format!("pbs-visual-app-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("app");
         let (missing, good) = (dir.join("missing.csv"), dir.join("map.csv"));
         std::fs::write(&good, "1,2,3,4,5,6\n6,5,4,3,2,1\n1,1,1,1,1,1\n").unwrap();
         w.click("load");
         w.click("CSV file");
-        w.h.get_by_label("CSV path").set_text_value_accesskit(&missing.display().to_string());
-        w.h.step();
-        w.click("restart with these settings");
+        w.restart_on_csv(&missing.display().to_string());
         let error = w.h.state().error.clone().expect("an error for a missing file");
         assert!(error.contains("missing.csv"), "{error}");
         assert!(w.h.query_by_label(&error).is_some(), "the error is shown");
         assert_eq!(w.scene().grid.nx(), 30, "the run goes on");
 
-        w.h.get_by_label("CSV path").set_text_value_accesskit(&format!(" {} ", good.display()));
-        w.h.step();
-        w.click("restart with these settings");
+        w.restart_on_csv(&format!(" {} ", good.display()));
         assert!(w.h.state().error.is_none());
         w.until("the CSV map", |v| v.scene.as_ref().unwrap().loads.len() == 18);
         assert_eq!(w.h.state().style.px, 120, "720 pixels across 6 boxes");
@@ -1019,8 +1028,7 @@ mod tests {
     /// A run started on a CSV map shows its path in the "new run" field, ready to edit.
     #[test]
     fn a_csv_runs_path_is_in_the_new_run_field() {
-        let dir = std::env::temp_dir().join(format!("pbs-visual-path-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("path");
         let map = dir.join("map.csv");
         std::fs::write(&map, "1,2,3\n3,2,1\n").unwrap();
         let w = window(SceneKind::Balancer, Settings { load: LoadKind::Csv(map.clone()), ..small() }, false);
@@ -1040,21 +1048,16 @@ mod tests {
         assert_eq!(w.h.state().style.px, 102, "2048 / 20 boxes");
         assert_eq!(w.map_texture().size, [2040, 1020]);
 
-        let dir = std::env::temp_dir().join(format!("pbs-visual-wide-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("wide");
         let (widest, wide) = (dir.join("widest.csv"), dir.join("wide.csv"));
         std::fs::write(&widest, format!("{}1\n", "1,".repeat(2047))).unwrap();
         std::fs::write(&wide, format!("{}1\n", "1,".repeat(2048))).unwrap();
         w.click("load");
         w.click("CSV file");
-        w.h.get_by_label("CSV path").set_text_value_accesskit(&widest.display().to_string());
-        w.h.step();
-        w.click("restart with these settings");
+        w.restart_on_csv(&widest.display().to_string());
         w.until("the widest map drawn", |v| v.scene.as_ref().unwrap().loads.len() == 2048);
         assert_eq!((w.map_texture().size, w.h.state().error.clone()), ([2048, 1], None), "a pixel a box");
-        w.h.get_by_label("CSV path").set_text_value_accesskit(&wide.display().to_string());
-        w.h.step();
-        w.click("restart with these settings");
+        w.restart_on_csv(&wide.display().to_string());
         w.until("the wide map refused", |v| v.error.is_some());
         let error = w.h.state().error.clone().unwrap();
         assert!(error.contains("2049 boxes a side") && error.contains("2048 pixels"), "{error}");
@@ -1080,8 +1083,7 @@ mod tests {
             w.click("step");
             w.until("a step", move |v| v.scene.as_ref().unwrap().history.len() == n);
         }
-        let dir = std::env::temp_dir().join(format!("pbs-visual-capture-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("capture");
         let (png, stats) = (dir.join("shot.png"), dir.join("frames.json"));
         let mut v = w.h.into_state();
         v.screenshot = Some(Screenshot {

@@ -19,6 +19,8 @@ cc=${CC:-cc}
 # Each file is written under a temporary name, then renamed: a program running from target/starpu
 # (another test, a bench) never sees one half written.
 tmp=".tmp.$$"
+# What a failed or interrupted build wrote under the temporary names goes.
+trap 'rm -f "$out"/*"$tmp"' EXIT
 flags=(-std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -Iffi/include -Istarpu/include $(pkg-config --cflags starpu-1.3))
 starpu_libs=$(pkg-config --libs starpu-1.3)
 "$cc" "${flags[@]}" -shared starpu/src/policy.c -o "$out/libpbs_starpu.so$tmp" \

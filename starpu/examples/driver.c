@@ -59,7 +59,7 @@ static int by_double(const void *a, const void *b) {
 static int usage(const struct pbs_example *app, const char *message) {
     fprintf(stderr,
             "%s: %s\nusage: %s [--sched NAME] [--workers N] [--iters K] [--nx N] [--ny N] [--barrier 0|1] "
-            "[--window W] [--empty 0|1] [--hint-iterations 0|1] [--declare 0|1] [--trace FILE] %s\n",
+            "[--window W] [--empty 0|1] [--hint-iterations 0|1] [--declare 0|1] [--submit-us U] [--trace FILE] %s\n",
             app->name, message, app->name, app->usage);
     return 2;
 }
@@ -90,7 +90,7 @@ static int write_trace(const struct pbs_example *app, const char *path, size_t t
 
 int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     const char *sched = "pbs", *trace_path = NULL;
-    long workers = 2, iterations = 200, barrier = 0, window = 0, hint = 1, declare = 1;
+    long workers = 2, iterations = 200, barrier = 0, window = 0, hint = 1, declare = 1, submit_us = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage(app, "an option without its value");
@@ -112,6 +112,7 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
             else if (!strcmp(k, "--empty")) empty = (int)x;
             else if (!strcmp(k, "--hint-iterations")) hint = x;
             else if (!strcmp(k, "--declare")) declare = x;
+            else if (!strcmp(k, "--submit-us")) submit_us = x;
             else return usage(app, "unknown option");
             if (x < 0) return usage(app, "a negative size");
         }
@@ -164,6 +165,10 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     for (long it = 0; it < iterations; it++) {
         starpu_data_handle_t *from = handle + (size_t)(it % 2) * boxes, *to = handle + (size_t)(1 - it % 2) * boxes;
         for (size_t k = 0; k < boxes; k++) {
+            if (submit_us) {
+                struct timespec pause = {submit_us / 1000000, submit_us % 1000000 * 1000};
+                nanosleep(&pause, NULL);
+            }
             ret = app->submit(k, it, from, to);
             if (ret) {
                 fprintf(stderr, "%s: task submission failed (%s)\n", app->name, strerror(-ret));

@@ -7,7 +7,8 @@
  *
  * Options every program takes:
  *   --sched pbs|eager|ws|lws|dmda|prio|...  --workers N  --iters K  --nx N  --ny N
- *   --barrier 0|1  --window W  --empty 0|1  --hint-iterations 0|1  --declare 0|1  --trace FILE
+ *   --barrier 0|1  --window W  --empty 0|1  --hint-iterations 0|1  --declare 0|1  --submit-us U
+ *   --trace FILE
  *
  * Tasks are submitted as StarPU programs do, ahead of their execution (all of them, or at most
  * W iterations' worth with --window W), so iterations overlap where their dependencies allow;
@@ -16,7 +17,9 @@
  * alternates with execution). --empty 1 makes every task return at once (the policies' overhead
  * per task; the checksum is then that of the starting state). --hint-iterations 0 does not tell
  * pbs the run's length; --declare 0 does not declare the grid, so that pbs numbers the boxes
- * itself, as for a program nobody changed.
+ * itself, as for a program nobody changed. --submit-us U pauses the submitting thread U µs before
+ * each task, as a program that prepares each task's arguments does: the workers then run a first
+ * iteration's tasks before the last ones are submitted.
  *
  * --sched pbs selects pbs_starpu_policy (conf.sched_policy); any other name is passed to StarPU
  * (conf.sched_policy_name), and a name StarPU does not know is refused. --trace writes

@@ -115,6 +115,11 @@ static struct {
     uint32_t *runs;
     size_t load_capacity, done;
     size_t measured; /* iterations whose loads were measured (the mapper sees them from LOAD_SAMPLES on) */
+    /* Whether an undeclared grid's boxes are all numbered: a task of a box numbered before was
+       submitted (the program's second iteration began). Until then a submitter slower than the
+       workers leaves `boxes` short of the grid, and `done` reaching it ended a first iteration
+       of a few boxes, the first mapping too small for the rest (seen in CI under load). */
+    _Atomic int grid_complete; /* set under load_lock; read without it by submit_hook */
 
     struct pbs_starpu_stats stats; /* iterations, rebalancings, migrations, mapper_ms: map_lock */
     _Atomic size_t stolen, unboxed, next;
@@ -271,25 +276,32 @@ static starpu_data_handle_t written_from(const struct starpu_task *task, starpu_
     return NULL;
 }
 
+static void grid_completed(void);
+
 /* Without a declared grid: numbers the box handle of a task at its submission, or gives it the
    box of the handle it is written from (written_from) where that one has a box already. Without
    that, a double-buffered program's two sets of handles were two sets of boxes, and a balanced
    split of the 1D grid gave each set, so each whole iteration, to one worker (docs/starpu.md). */
 static void submit_hook(struct starpu_task *task) {
     starpu_data_handle_t h = box_handle(task);
-    if (!h) return;
+    if (!h || atomic_load_explicit(&S.declared, memory_order_acquire)) return;
     pthread_rwlock_rdlock(&S.table_lock);
-    int known = S.declared || table_find(h) != NO_BOX;
+    int seen = table_find(h) != NO_BOX;
     pthread_rwlock_unlock(&S.table_lock);
-    if (known) return;
-    starpu_data_handle_t from = written_from(task, h);
-    pthread_rwlock_wrlock(&S.table_lock);
-    if (!S.declared && table_find(h) == NO_BOX) {
-        size_t box = from ? table_find(from) : NO_BOX;
-        if (box != NO_BOX) table_insert(h, box);
-        else if (table_insert(h, S.boxes) == 0) S.boxes++;
+    if (!seen) {
+        starpu_data_handle_t from = written_from(task, h);
+        pthread_rwlock_wrlock(&S.table_lock);
+        if (S.declared) {
+            pthread_rwlock_unlock(&S.table_lock);
+            return;
+        }
+        seen = table_find(h) != NO_BOX;
+        size_t box = from && !seen ? table_find(from) : NO_BOX;
+        if (box != NO_BOX) seen = table_insert(h, box) == 0;
+        else if (!seen && table_insert(h, S.boxes) == 0) S.boxes++;
+        pthread_rwlock_unlock(&S.table_lock);
     }
-    pthread_rwlock_unlock(&S.table_lock);
+    if (seen && !atomic_load_explicit(&S.grid_complete, memory_order_relaxed)) grid_completed();
 }
 
 /* ---- the mapping ---------------------------------------------------------------------------- */
@@ -509,6 +521,7 @@ static void deinit_sched(unsigned ctx) {
     S.sum = S.load = NULL;
     S.runs = NULL;
     S.load_capacity = S.done = S.measured = 0;
+    S.grid_complete = 0;
     pthread_mutex_unlock(&S.load_lock);
     pthread_rwlock_wrlock(&S.table_lock);
     table_clear();
@@ -813,6 +826,48 @@ static void end_loads(size_t boxes, struct mapping *m, double *loads) {
     S.done = 0;
 }
 
+/* Ends the iteration under way once as many box tasks ran as the grid has boxes, and the grid
+   is known (caller holds load_lock, which this releases). */
+static void end_if_done(size_t boxes) {
+    int known = S.grid_complete || atomic_load_explicit(&S.declared, memory_order_acquire);
+    if (!known || S.done < boxes || loads_for(boxes) || pthread_mutex_trylock(&S.map_lock)) {
+        pthread_mutex_unlock(&S.load_lock);
+        return;
+    }
+    double *loads = malloc(boxes * sizeof *loads);
+    end_loads(boxes, atomic_load_explicit(&S.mapping, memory_order_acquire), loads);
+    /* The mapper's first measurement rebalances whatever it shows: it waits until every box's
+       load is a median, not one time a preemption may have inflated or hidden an imbalance in. */
+    size_t round = ++S.measured;
+    int ready = round >= LOAD_SAMPLES;
+    pthread_mutex_unlock(&S.load_lock);
+    if (loads && ready) end_iteration(loads, boxes, round);
+    /* A mapper that workers joining freed (add_workers): a new one on the grid now, rather than
+       the workers in turn until the mapper's next measurement. */
+    else if (!S.mapper) new_mapper();
+    pthread_mutex_unlock(&S.map_lock);
+    free(loads);
+}
+
+/* A task of a box numbered before was submitted: the undeclared grid is complete. Its first
+   mapping is published now, before that task is pushed (else it and the rest of the second
+   iteration went to the workers in turn), and the first iteration ends here if its last task's
+   hook ran already (a program that waits for each iteration). */
+static void grid_completed(void) {
+    pthread_mutex_lock(&S.load_lock);
+    int first = !atomic_exchange(&S.grid_complete, 1);
+    pthread_mutex_unlock(&S.load_lock);
+    if (!first) return;
+    pthread_mutex_lock(&S.map_lock);
+    if (!S.mapper) new_mapper();
+    pthread_mutex_unlock(&S.map_lock);
+    pthread_rwlock_rdlock(&S.table_lock);
+    size_t boxes = S.boxes;
+    pthread_rwlock_unlock(&S.table_lock);
+    pthread_mutex_lock(&S.load_lock);
+    end_if_done(boxes);
+}
+
 static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
     (void)ctx;
     size_t box = task->sched_data ? (size_t)(uintptr_t)task->sched_data - 1 : NO_BOX;
@@ -840,23 +895,8 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         return;
     }
     record_time(box, us * 1e-6);
-    if (++S.done < boxes || pthread_mutex_trylock(&S.map_lock)) {
-        pthread_mutex_unlock(&S.load_lock);
-        return;
-    }
-    double *loads = malloc(boxes * sizeof *loads);
-    end_loads(boxes, atomic_load_explicit(&S.mapping, memory_order_acquire), loads);
-    /* The mapper's first measurement rebalances whatever it shows: it waits until every box's
-       load is a median, not one time a preemption may have inflated or hidden an imbalance in. */
-    size_t round = ++S.measured;
-    int ready = round >= LOAD_SAMPLES;
-    pthread_mutex_unlock(&S.load_lock);
-    if (loads && ready) end_iteration(loads, boxes, round);
-    /* An undeclared grid is known from its first iteration on: its first mapping then, rather
-       than the workers in turn until the mapper's first measurement. */
-    else if (!S.mapper) new_mapper();
-    pthread_mutex_unlock(&S.map_lock);
-    free(loads);
+    S.done++;
+    end_if_done(boxes);
 }
 
 int pbs_starpu_hint_iterations(size_t total) {

@@ -85,6 +85,11 @@ starpu_runs() {
     PBS_STEAL=always STARPU_NCPU=4 checked "$dir/heat" --workers 4 --iters 50 --nx 9 --ny 7 --side 5
     # No grid declared: the policy numbers the boxes itself, a double buffer's halves one box.
     checked "$dir/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --declare 0
+    # ... submitted slower than the workers run it: the first iteration may end on the
+    # submitting thread, when it completes the grid (grid_completed).
+    for barrier in 0 1; do
+        checked "$dir/heat" --iters 10 --nx 8 --ny 8 --side 8 --hot 3000 --declare 0 --submit-us 200 --barrier "$barrier"
+    done
     # Each worker's queue in push order instead of by box load (the heap's other path).
     PBS_STARPU_ORDER=fifo checked "$dir/heat" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000
     PBS_STEAL=never checked "$dir/errors" 2> /dev/null

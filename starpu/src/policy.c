@@ -852,12 +852,14 @@ static void end_if_done(size_t boxes) {
 /* A task of a box numbered before was submitted: the undeclared grid is complete. Its first
    mapping is published now, before that task is pushed (else it and the rest of the second
    iteration went to the workers in turn), and the first iteration ends here if its last task's
-   hook ran already (a program that waits for each iteration). */
+   hook ran already (a program that waits for each iteration). A second call (two submitting
+   threads) finds the mapper made and the iteration not yet done. Every box numbered so far had
+   one task before this, so where they all ran, count_task grew the load arrays to the grid
+   (end_if_done's loads_for is then only a guard). */
 static void grid_completed(void) {
     pthread_mutex_lock(&S.load_lock);
-    int first = !atomic_exchange(&S.grid_complete, 1);
+    atomic_store(&S.grid_complete, 1);
     pthread_mutex_unlock(&S.load_lock);
-    if (!first) return;
     pthread_mutex_lock(&S.map_lock);
     if (!S.mapper) new_mapper();
     pthread_mutex_unlock(&S.map_lock);
@@ -865,6 +867,19 @@ static void grid_completed(void) {
     size_t boxes = S.boxes;
     pthread_rwlock_unlock(&S.table_lock);
     pthread_mutex_lock(&S.load_lock);
+    end_if_done(boxes);
+}
+
+/* A task of box `box` ran for `seconds` in a grid of `boxes`: its time is added to its box's,
+   and the iteration ends where it was the last of it. */
+static void count_task(size_t box, double seconds, size_t boxes) {
+    pthread_mutex_lock(&S.load_lock);
+    if (loads_for(boxes > box ? boxes : box + 1)) {
+        pthread_mutex_unlock(&S.load_lock);
+        return;
+    }
+    record_time(box, seconds);
+    S.done++;
     end_if_done(boxes);
 }
 
@@ -889,14 +904,7 @@ static void post_exec_hook(struct starpu_task *task, unsigned ctx) {
         boxes = S.boxes;
         pthread_rwlock_unlock(&S.table_lock);
     }
-    pthread_mutex_lock(&S.load_lock);
-    if (loads_for(boxes > box ? boxes : box + 1)) {
-        pthread_mutex_unlock(&S.load_lock);
-        return;
-    }
-    record_time(box, us * 1e-6);
-    S.done++;
-    end_if_done(boxes);
+    count_task(box, us * 1e-6, boxes);
 }
 
 int pbs_starpu_hint_iterations(size_t total) {

@@ -2,8 +2,9 @@
  * The policy's own data structures, reached by including policy.c (they are static): each
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
- * the loads made of task times; which handle a task's box handle is written from; a published
- * mapping's owners, victim rows and carried loads; workers joining the context; a thief's
+ * the loads made of task times; an undeclared grid's completion, its first mapping and first
+ * iteration; which handle a task's box handle is written from; a published mapping's owners,
+ * victim rows and carried loads; workers joining the context; a thief's
  * take from a victim's queue; the wake-ups a push asks for, a thief's wait, `auto`'s patience
  * and a thief's pop. Handles are only compared, and the queues' tasks are never submitted: the
  * one StarPU session, of `eager`, is there for its workers' descriptions, which a take reads,
@@ -269,6 +270,61 @@ static void the_mapping(void) {
     CHECK(!atomic_load(&S.mapping) && !S.mapper, "deinit frees the mappings and the mapper");
 }
 
+/* An undeclared grid, numbered at submission. While no task of a box numbered before has been
+   submitted, the boxes numbered so far may be only the first part of the grid (a submitter
+   slower than the workers): no iteration ends, however many box tasks ran. The first such task
+   publishes the first mapping, over all the boxes numbered, before its push; the first iteration
+   ends then where its tasks all ran (a program that waits for each iteration), else at its last
+   task. A handle written whole from a numbered one (the other half of a double buffer) is that
+   box submitted again. */
+static void the_grid_completed(void) {
+    enum { BOXES = 6 };
+    static struct starpu_codelet cl;
+    memset(&cl, 0, sizeof cl);
+    cl.nbuffers = 1;
+    cl.modes[0] = STARPU_RW;
+    struct starpu_task task;
+    starpu_task_init(&task);
+    task.cl = &cl;
+    for (int waits = 1; waits >= 0; waits--) {
+        S.workers = 2;
+        S.active = 1;
+        S.ctx = 0;
+        for (size_t b = 0; b < BOXES; b++) {
+            task.handles[0] = (starpu_data_handle_t)(uintptr_t)(16 * (b + 1));
+            submit_hook(&task);
+            if (waits) count_task(b, 1.0 + (double)b, b + 1); /* it runs before the next is submitted */
+        }
+        CHECK(S.boxes == BOXES && S.measured == 0 && !S.mapper && !atomic_load(&S.mapping),
+              "waits %d: an iteration ended (%zu) or a mapping came before a box was submitted again", waits,
+              S.measured);
+        /* Box 0's handle again, or (a double buffer) a new handle written whole from it. */
+        struct starpu_codelet step = cl;
+        step.nbuffers = 2;
+        step.modes[0] = STARPU_W;
+        step.modes[1] = STARPU_R;
+        struct starpu_task second = task;
+        second.cl = waits ? &step : &cl;
+        second.handles[0] = (starpu_data_handle_t)(uintptr_t)(waits ? 16 * (BOXES + 1) : 16);
+        second.handles[1] = (starpu_data_handle_t)(uintptr_t)16;
+        submit_hook(&second);
+        struct mapping *m = atomic_load(&S.mapping);
+        CHECK(m && m->boxes == BOXES && S.mapper && S.map_nx == BOXES && S.map_ny == 1,
+              "waits %d: no first mapping of the %d boxes at the second iteration's first submission", waits, BOXES);
+        CHECK(S.measured == (size_t)waits, "waits %d: %zu iterations ended at the second one's first submission",
+              waits, S.measured);
+        if (!waits) {
+            for (size_t b = 0; b < BOXES; b++) count_task(b, 1.0 + (double)b, BOXES);
+            CHECK(S.measured == 1 && S.done == 0, "the first iteration's last task ended it: %zu, %zu", S.measured,
+                  S.done);
+        }
+        CHECK(median_of(S.load + (BOXES - 1) * LOAD_SAMPLES) == BOXES, "waits %d: the last box's load %g", waits,
+              median_of(S.load + (BOXES - 1) * LOAD_SAMPLES));
+        deinit_sched(0);
+        CHECK(!atomic_load(&S.grid_complete), "deinit forgets that the grid was complete");
+    }
+}
+
 /* Workers joining the context: each StarPU worker once (ids out of range and repeats skipped),
    a joining worker's queue, count and waiting flag cleared, and the mapper for the workers
    before dropped, so that the next push makes one for all of them. */
@@ -514,6 +570,7 @@ int main(void) {
     the_loads();
     the_written_from();
     the_mapping();
+    the_grid_completed();
     the_workers_added();
     the_thiefs_take();
     the_wake_ups();

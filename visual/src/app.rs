@@ -292,7 +292,10 @@ impl Viewer {
             ui.radio_value(&mut self.tool, Tool::Paint, "paint load");
         });
         if self.tool == Tool::Paint {
-            ui.add(egui::Slider::new(&mut self.paint_amount, 0.05..=5.0).text("load per stroke (shift erases)"));
+            ui.add(
+                egui::Slider::new(&mut self.paint_amount, 0.05..=5.0)
+                    .text("load per dab: a click, a drag's each move (shift erases)"),
+            );
             ui.add(egui::Slider::new(&mut self.paint_radius, 1.0..=20.0).text("brush radius"));
             if ui.button("clear paint").clicked() {
                 self.runner.command(Command::ClearPaint);
@@ -430,7 +433,10 @@ impl Viewer {
                 }
             }
             Tool::Paint => {
-                if response.dragged() || response.clicked() {
+                // A dab per click and per frame a drag moved in: held still, a brush adds
+                // nothing more (it added at every frame, as many as the frame rate).
+                let moved = response.dragged() && response.drag_delta() != egui::Vec2::ZERO;
+                if moved || response.clicked() {
                     let sign = if ui.input(|i| i.modifiers.shift) { -1.0 } else { 1.0 };
                     self.runner.command(Command::Paint {
                         at: p,
@@ -858,7 +864,8 @@ mod tests {
     }
 
     /// A click on the map away from the vCores adds one there; a click on a vCore adds none;
-    /// a drag moves the vCore grabbed; with the paint tool a click paints, shift erases.
+    /// a drag moves the vCore grabbed; with the paint tool a click paints, shift erases, and a
+    /// drag paints once per frame it moved in.
     #[test]
     fn the_map_adds_and_drags_vcores_and_paints_load() {
         let mut w = window(SceneKind::Balancer, Settings { load: LoadKind::Case(Case::Uniform), ..small() }, false);
@@ -917,6 +924,23 @@ mod tests {
         let sent = w.commands(moves + 2);
         assert!(painted(-0.5)(&sent[moves + 1]), "shift erases: {:?}", sent[moves + 1]);
         w.until("paint erased", move |v| v.scene.as_ref().unwrap().loads[k] == 1.0);
+
+        // A paint drag: a dab where the pointer moved, none while it stood.
+        let (from, to) = (w.on_screen([8.5, 2.5]), w.on_screen(spot));
+        w.h.hover_at(from);
+        w.h.drag_at(from);
+        w.h.step();
+        w.h.hover_at(to);
+        w.h.step();
+        for _ in 0..3 {
+            w.h.step();
+        }
+        w.h.drop_at(to);
+        w.h.step();
+        std::thread::sleep(Duration::from_millis(50));
+        w.h.step();
+        let sent = w.commands(moves + 3);
+        assert!(sent.len() == moves + 3 && painted(0.5)(&sent[moves + 2]), "{:?}", &sent[moves + 2..]);
     }
 
     /// A running app's map takes no clicks, and the balancer's controls are not there; its

@@ -610,6 +610,14 @@ static void enqueue(int worker, struct starpu_task *task) {
     starpu_task_list_push_back(&S.queue[worker], task);
 }
 
+/* Queues a ready task on `worker` (caller holds its mutex) and counts it; the tasks now queued
+   there. Sequentially consistent, as the waiting flags: of this increment and a thief's flag,
+   each side sees the other's (see wait_for_a_push). */
+static size_t queue_on(int worker, struct starpu_task *task) {
+    enqueue(worker, task);
+    return atomic_fetch_add(&S.queued[worker], 1) + 1;
+}
+
 /* StarPU's wake-up of a worker; the policy's tests (starpu/tests/internals.c) define it as a
    recorder before including this file. */
 #ifndef PBS_STARPU_WAKE
@@ -659,10 +667,7 @@ static int push_task(struct starpu_task *task) {
                 break;
             }
     starpu_worker_lock(worker);
-    enqueue(worker, task);
-    /* Sequentially consistent, as the waiting flags: of this increment and a thief's flag,
-       each side sees the other's (see wait_for_a_push). */
-    size_t queued = atomic_fetch_add(&S.queued[worker], 1) + 1;
+    size_t queued = queue_on(worker, task);
     starpu_push_task_end(task);
     starpu_worker_unlock(worker);
     wake_for_push(worker, queued);

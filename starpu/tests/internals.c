@@ -411,13 +411,15 @@ static void the_thiefs_take(void) {
         tasks[i].cl = &cl;
     }
     const int victim = 1, me = 0; /* StarPU worker ids */
+    /* Queued as a push queues them, in push order (PBS_STARPU_ORDER=fifo), each counted. */
+    const int heaviest_first = S.heaviest_first;
+    S.heaviest_first = 0;
     starpu_task_list_init(&S.queue[victim]);
-    starpu_task_list_push_back(&S.queue[victim], &tasks[0]);
-    atomic_store(&S.queued[victim], 1);
+    atomic_store(&S.queued[victim], 0);
+    CHECK(queue_on(victim, &tasks[0]) == 1, "the first task queued: not counted 1");
     CHECK(take_back(victim, me) == NULL, "a queue's only task stays with its owner");
-    starpu_task_list_push_back(&S.queue[victim], &tasks[1]);
-    starpu_task_list_push_back(&S.queue[victim], &tasks[2]);
-    atomic_store(&S.queued[victim], 3);
+    CHECK(queue_on(victim, &tasks[1]) == 2 && queue_on(victim, &tasks[2]) == 3, "tasks 2 and 3 queued: miscounted");
+    S.heaviest_first = heaviest_first;
     CHECK(take_back(victim, me) == &tasks[2], "from a list, the thief takes the last task pushed");
     CHECK(atomic_load(&S.queued[victim]) == 2 && starpu_task_list_back(&S.queue[victim]) == &tasks[1],
           "the list keeps its first two tasks, counted");

@@ -14,9 +14,11 @@
  *    insertions at declaration and, without one, at submission). Once a grid is declared the
  *    table never changes until deinit_sched, and `declared`, stored last with release, lets
  *    readers skip the lock. A task's box travels from push to post-execution in sched_data.
- *  - box loads of the iteration under way: load_lock, held for a few additions per task.
- *  - the mapper: map_lock, held by the one worker that ends an iteration while it runs the
- *    mapper; the others go on (while it is held, the next task's hook ends the iteration).
+ *  - box loads of the iteration under way, and whether an undeclared grid is complete:
+ *    load_lock, held for a few additions per task.
+ *  - the mapper: map_lock, held by the one thread that ends an iteration (a worker, or the
+ *    submitting thread as it completes an undeclared grid) while it runs the mapper; the others
+ *    go on (while it is held, the next task's hook ends the iteration).
  *  - the mapping in use (owners, victims): published whole through an atomic pointer with
  *    release/acquire ordering, never changed once published, freed at deinit_sched only (a
  *    push or pop may still be reading the one before), so readers take no lock. Its box loads
@@ -117,9 +119,9 @@ static struct {
     size_t measured; /* iterations whose loads were measured (the mapper sees them from LOAD_SAMPLES on) */
     /* Whether an undeclared grid's boxes are all numbered: a task of a box numbered before was
        submitted (the program's second iteration began). Until then a submitter slower than the
-       workers leaves `boxes` short of the grid, and `done` reaching it ended a first iteration
-       of a few boxes, the first mapping too small for the rest (seen in CI under load). */
-    _Atomic int grid_complete; /* set under load_lock; read without it by submit_hook */
+       workers may leave `boxes` short of the grid, and no count of tasks ends an iteration.
+       Set under load_lock; read without it by submit_hook. */
+    _Atomic int grid_complete;
 
     struct pbs_starpu_stats stats; /* iterations, rebalancings, migrations, mapper_ms: map_lock */
     _Atomic size_t stolen, unboxed, next;

@@ -286,7 +286,8 @@ fn each_box_runs_on_its_owner_in_one_block_per_worker_that_the_rebalancings_move
 /// the first two only fill the loads' median). md writes its tiles `STARPU_RW` (it reuses their
 /// lists): two boxes a tile, so each of the policy's iterations is two of the program's (3 reach
 /// the mapper). Declared, both count 8. At 32 × 32 boxes (2,048 handles) the handle table
-/// grows twice, declared or not, and every task still finds its box.
+/// grows twice, declared or not, and every task still finds its box. A program whose handles
+/// never come back is told that there was nothing to balance.
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn undeclared_a_double_buffers_halves_are_one_box_where_a_task_writes_one_whole() {
@@ -309,6 +310,19 @@ fn undeclared_a_double_buffers_halves_are_one_box_where_a_task_writes_one_whole(
         assert!(err.contains(&counted), "{program}, declare {declare}: no {counted:?} in {err}");
         assert!(err.contains(", 0 without a box,"), "{program}, declare {declare}: {err}");
         assert!(out.contains("checksum="), "{out}");
+        assert!(!err.contains("no task wrote a handle"), "{program}, declare {declare}: {err}");
+    }
+    // One iteration of the heat code writes each of its 64 new halves once: no box comes back,
+    // and the policy says that it had nothing to balance. Two iterations, or a declared grid,
+    // and it does not.
+    for (iters, declare, told) in [("1", "0", true), ("2", "0", false), ("1", "1", false)] {
+        let (_, err) = ok(starpu(&dir.join("heat"))
+            .args(heat("8"))
+            .args(["--iters", iters, "--declare", declare])
+            .output()
+            .unwrap());
+        let said = err.contains("no task wrote a handle that a task had written before (64 handles, each once)");
+        assert_eq!(said, told, "{iters} iterations, declare {declare}: {err}");
     }
 }
 

@@ -503,6 +503,16 @@ static void deinit_sched(unsigned ctx) {
                 "without a box, %.3f ms in the mapper\n",
                 S.stats.iterations, S.stats.rebalancings, S.stats.migrations, S.stolen, S.unboxed,
                 S.stats.mapper_ms);
+    /* Said, not only counted: such a program's tasks went to the workers in turn throughout. */
+    if (!S.declared && !S.grid_complete && S.boxes > S.workers) {
+        char message[320];
+        snprintf(message, sizeof message,
+                 "no task wrote a handle that a task had written before (%zu handles, each once): no "
+                 "iteration to measure and balance, and the tasks went to the workers in turn; a program "
+                 "that steps over the same data can declare its grid (pbs_starpu_declare_grid)",
+                 S.boxes);
+        say(message);
+    }
     pthread_mutex_lock(&S.map_lock);
     pbs_mapper_free(S.mapper);
     S.mapper = NULL;

@@ -840,7 +840,10 @@ static void end_loads(size_t boxes, struct mapping *m, double *loads) {
             atomic_store_explicit(&m->load[b], bits, memory_order_relaxed);
         }
     }
-    S.done = 0;
+    /* Tasks counted past the grid (their hooks ran while another thread held map_lock) are the
+       next iteration's: dropped, every later end came that many tasks late, and the run's last
+       iteration never ended. Their times stay in this one's loads. */
+    S.done = S.done > boxes ? S.done - boxes : 0;
 }
 
 /* Ends the iteration under way once as many box tasks ran as the grid has boxes, and the grid

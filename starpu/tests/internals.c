@@ -3,9 +3,9 @@
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
  * the loads made of task times; an undeclared grid's completion, its first mapping and first
- * iteration; which handle a task's box handle is written from; a published mapping's owners,
- * victim rows and carried loads; workers joining the context; a thief's
- * take from a victim's queue; the wake-ups a push asks for, a thief's wait, `auto`'s patience
+ * iteration; an iteration's end deferred while the mapper runs; which handle a task's box
+ * handle is written from; a published mapping's owners, victim rows and carried loads; workers
+ * joining the context; a thief's take from a victim's queue; the wake-ups a push asks for, a thief's wait, `auto`'s patience
  * and a thief's pop. Handles are only compared, and the queues' tasks are never submitted: the
  * one StarPU session, of `eager`, is there for its workers' descriptions, which a take reads,
  * and to run the pop as worker 0 (one task submitted to it). Prints "internals: ok", or each
@@ -325,6 +325,34 @@ static void the_grid_completed(void) {
     }
 }
 
+/* An iteration's end deferred while another thread holds map_lock (the mapper at work) comes
+   at the next task's hook, and the tasks counted past the grid are the next iteration's: two
+   iterations' worth of tasks end two iterations (the last one of a run ended, not lost). */
+static void the_late_end(void) {
+    pthread_rwlock_wrlock(&S.table_lock);
+    S.declared = 1;
+    S.nx = 3;
+    S.ny = 1;
+    S.boxes = 3;
+    pthread_rwlock_unlock(&S.table_lock);
+    S.workers = 2;
+    S.active = 1;
+    S.ctx = 0;
+    pthread_mutex_lock(&S.map_lock); /* as the worker that runs the mapper holds it */
+    for (size_t b = 0; b < 3; b++) count_task(b, 1.0, 3);
+    count_task(0, 1.0, 3); /* the next iteration's first */
+    CHECK(S.measured == 0 && S.done == 4, "map_lock held: %zu iterations ended, %zu tasks counted", S.measured,
+          S.done);
+    pthread_mutex_unlock(&S.map_lock);
+    count_task(1, 1.0, 3);
+    CHECK(S.measured == 1 && S.done == 2, "the deferred end: %zu iterations ended, %zu tasks carried", S.measured,
+          S.done);
+    count_task(2, 1.0, 3);
+    CHECK(S.measured == 2 && S.done == 0, "the second iteration's last task: %zu ended, %zu counted", S.measured,
+          S.done);
+    deinit_sched(0);
+}
+
 /* Workers joining the context: each StarPU worker once (ids out of range and repeats skipped),
    a joining worker's queue, count and waiting flag cleared, and the mapper for the workers
    before dropped, so that the next push makes one for all of them. */
@@ -573,6 +601,7 @@ int main(void) {
     the_written_from();
     the_mapping();
     the_grid_completed();
+    the_late_end();
     the_workers_added();
     the_thiefs_take();
     the_wake_ups();

@@ -5,11 +5,11 @@
  * the loads made of task times; an undeclared grid's completion, its first mapping and first
  * iteration; an iteration's end deferred while the mapper runs; which handle a task's box
  * handle is written from; a published mapping's owners, victim rows and carried loads; workers
- * joining the context; a thief's take from a victim's queue; the wake-ups a push asks for, a thief's wait, `auto`'s patience
- * and a thief's pop. Handles are only compared, and the queues' tasks are never submitted: the
- * one StarPU session, of `eager`, is there for its workers' descriptions, which a take reads,
- * and to run the pop as worker 0 (one task submitted to it). Prints "internals: ok", or each
- * failure on stderr and exits 1.
+ * joining the context; a thief's take from a victim's queue; the wake-ups a push asks for, a
+ * thief's wait, `auto`'s patience and a thief's pop. Handles are only compared, and the
+ * queues' tasks are never submitted: the one StarPU session, of `eager`, is there for its
+ * workers' descriptions, which a take reads, and to run the pop as worker 0 (one task submitted
+ * to it). Prints "internals: ok", or each failure on stderr and exits 1.
  */
 /* The wake-ups a push asks for, recorded instead of made (PBS_STARPU_WAKE in policy.c). */
 static int woken[16];

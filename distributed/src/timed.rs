@@ -35,6 +35,11 @@ fn thread_cpu_nanos() -> u64 {
     if rc != 0 {
         return 0;
     }
+    nanos(&ts)
+}
+
+/// A non-negative `timespec` in nanoseconds.
+fn nanos(ts: &libc::timespec) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -252,6 +257,13 @@ mod tests {
     /// The long box measures longest in a run where no short box of its range lost its core
     /// (a short box preempted for a time slice would read as long as the long one: the best of
     /// a few runs is compared).
+    #[test]
+    fn a_timespec_counts_its_seconds_as_a_billion_nanoseconds() {
+        // Under a second (every test thread's CPU time) the seconds' scale cannot show.
+        assert_eq!(nanos(&libc::timespec { tv_sec: 3, tv_nsec: 250 }), 3_000_000_250);
+        assert_eq!(nanos(&libc::timespec { tv_sec: 0, tv_nsec: 999_999_999 }), 999_999_999);
+    }
+
     #[test]
     fn a_box_that_works_longer_is_measured_longer_and_every_box_runs_once() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(8, 2).unwrap()));

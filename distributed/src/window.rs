@@ -311,6 +311,16 @@ mod tests {
                 assert_eq!(r, u32::from(inside(k)), "box {k}, ranges {ranges}");
             }
         }
+        // Box by box through `run_phase` itself (the apps run ranges), with the statistics of
+        // the executor inside: one run per window box.
+        let counts: Vec<AtomicU32> = (0..grid.len()).map(|_| AtomicU32::new(0)).collect();
+        let stats = w.run_phase(&|k| {
+            counts[k].fetch_add(1, Ordering::Relaxed);
+        });
+        for (k, c) in counts.iter().enumerate() {
+            assert_eq!(c.load(Ordering::Relaxed), u32::from(inside(k)), "box {k}, run_phase");
+        }
+        assert_eq!((stats.boxes.len(), stats.boxes.iter().sum::<usize>()), (3, 5 * 5));
         let owners = w.planned_owners().unwrap();
         assert_eq!(owners.len(), grid.len());
         assert!(owners.iter().all(|&o| o < 3));

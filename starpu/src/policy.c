@@ -408,6 +408,33 @@ static void end_iteration(const double *loads, size_t boxes, size_t round) {
 
 /* ---- the policy ----------------------------------------------------------------------------- */
 
+/* PBS_STARPU_ORDER's value (NULL: unset): 1 = heaviest (the default, and for a value named as
+   unknown), 0 = fifo. */
+static int heaviest_first_of(const char *order) {
+    if (!order || !strcmp(order, "heaviest")) return 1;
+    if (!strcmp(order, "fifo")) return 0;
+    char message[160];
+    snprintf(message, sizeof message,
+             "PBS_STARPU_ORDER=%.40s: expected heaviest or fifo; the heaviest box's task runs first", order);
+    say(message);
+    return 1;
+}
+
+/* PBS_STEAL's value (NULL: unset): 0 = never, 1 = always (the default, and for a value named
+   as unknown), 2 = auto. At once by default: with the heaviest box first, waiting before
+   stealing (auto) made the heat code's and md's runs up to 13 % longer in 12 of 13 pairs of
+   runs (docs/starpu.md, "Heaviest box first"). */
+static int steal_of(const char *steal) {
+    if (!steal || !strcmp(steal, "always")) return 1;
+    if (!strcmp(steal, "never")) return 0;
+    if (!strcmp(steal, "auto")) return 2;
+    char message[160];
+    snprintf(message, sizeof message, "PBS_STEAL=%.40s: expected never, always or auto; stealing stays always",
+             steal);
+    say(message);
+    return 1;
+}
+
 static void init_sched(unsigned ctx) {
     if (S.active) {
         say("a second scheduling context asked for the pbs policy: its tasks share the first one's "
@@ -425,28 +452,8 @@ static void init_sched(unsigned ctx) {
     S.measured = 0;
     atomic_store(&S.patience_us, 0.0);
     for (int i = 0; i < STARPU_NMAXWORKERS; i++) S.idle_since[i] = 0.0;
-    const char *order = getenv("PBS_STARPU_ORDER");
-    S.heaviest_first = 1;
-    if (order && !strcmp(order, "fifo")) S.heaviest_first = 0;
-    else if (order && strcmp(order, "heaviest")) {
-        char message[160];
-        snprintf(message, sizeof message,
-                 "PBS_STARPU_ORDER=%.40s: expected heaviest or fifo; the heaviest box's task runs first", order);
-        say(message);
-    }
-    /* At once by default: with the heaviest box first, waiting before stealing (auto) made the
-       heat code's and md's runs up to 13 % longer in 12 of 13 pairs of runs (docs/starpu.md,
-       "Heaviest box first"). */
-    const char *steal = getenv("PBS_STEAL");
-    S.steal = 1;
-    if (steal && !strcmp(steal, "never")) S.steal = 0;
-    else if (steal && !strcmp(steal, "auto")) S.steal = 2;
-    else if (steal && strcmp(steal, "always")) {
-        char message[160];
-        snprintf(message, sizeof message, "PBS_STEAL=%.40s: expected never, always or auto; stealing stays always",
-                 steal);
-        say(message);
-    }
+    S.heaviest_first = heaviest_first_of(getenv("PBS_STARPU_ORDER"));
+    S.steal = steal_of(getenv("PBS_STEAL"));
     /* The run's length for programs nobody changes (the preload's), as pbs_starpu_hint_iterations
        gives it; a call to that function after starpu_init overrides it. */
     const char *length = getenv("PBS_STARPU_ITERATIONS");

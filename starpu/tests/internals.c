@@ -6,10 +6,10 @@
  * iteration; an iteration's end deferred while the mapper runs; which handle a task's box
  * handle is written from; a published mapping's owners, victim rows and carried loads; workers
  * joining the context; a thief's take from a victim's queue; the wake-ups a push asks for, a
- * thief's wait, `auto`'s patience and a thief's pop. Handles are only compared, and the
- * queues' tasks are never submitted: the one StarPU session, of `eager`, is there for its
- * workers' descriptions, which a take reads, and to run the pop as worker 0 (one task submitted
- * to it). Prints "internals: ok", or each failure on stderr and exits 1.
+ * thief's wait, `auto`'s patience and a thief's pop; the settings' values. Handles are only
+ * compared, and the queues' tasks are never submitted: the one StarPU session, of `eager`, is
+ * there for its workers' descriptions, which a take reads, and to run the pop as worker 0 (one
+ * task submitted to it). Prints "internals: ok", or each failure on stderr and exits 1.
  */
 /* The wake-ups a push asks for, recorded instead of made (PBS_STARPU_WAKE in policy.c). */
 static int woken[16];
@@ -593,6 +593,17 @@ static void the_patience(void) {
     S.idle_since[me] = 0.0;
 }
 
+/* The settings read from the environment: each value its mode, and one it does not know the
+   default (named on stderr). */
+static void the_settings(void) {
+    CHECK(steal_of(NULL) == 1 && steal_of("always") == 1 && steal_of("never") == 0 && steal_of("auto") == 2,
+          "PBS_STEAL's values");
+    CHECK(steal_of("sometimes") == 1, "an unknown PBS_STEAL: always");
+    CHECK(heaviest_first_of(NULL) == 1 && heaviest_first_of("heaviest") == 1 && heaviest_first_of("fifo") == 0,
+          "PBS_STARPU_ORDER's values");
+    CHECK(heaviest_first_of("lightest") == 1, "an unknown PBS_STARPU_ORDER: heaviest");
+}
+
 int main(void) {
     the_heap();
     the_table();
@@ -606,6 +617,7 @@ int main(void) {
     the_thiefs_take();
     the_wake_ups();
     the_patience();
+    the_settings();
     if (failures) return 1;
     printf("internals: ok\n");
     return 0;

@@ -254,9 +254,6 @@ mod tests {
         (0..n).fold(0u64, |a, i| std::hint::black_box(a.wrapping_mul(31).wrapping_add(i)))
     }
 
-    /// The long box measures longest in a run where no short box of its range lost its core
-    /// (a short box preempted for a time slice would read as long as the long one: the best of
-    /// a few runs is compared).
     #[test]
     fn a_timespec_counts_its_seconds_as_a_billion_nanoseconds() {
         // Under a second (every test thread's CPU time) the seconds' scale cannot show.
@@ -264,6 +261,9 @@ mod tests {
         assert_eq!(nanos(&libc::timespec { tv_sec: 0, tv_nsec: 999_999_999 }), 999_999_999);
     }
 
+    /// The long box measures longest in a run where no short box of its range lost its core
+    /// (a short box preempted for a time slice would read as long as the long one: the best of
+    /// a few runs is compared).
     #[test]
     fn a_box_that_works_longer_is_measured_longer_and_every_box_runs_once() {
         let mut exec = Timed::new(Box::new(StaticBlocks::new(8, 2).unwrap()));

@@ -31,10 +31,12 @@
  * box is that of its first written handle (else its first handle) that is declared. A program
  * that declares nothing gets a 1D grid: handles numbered in the order tasks first write them at
  * submission, except that a handle a task writes whole (STARPU_W) joins the box of the task's
- * first read-only handle where that has one (a double buffer's two halves are one box). A task
- * without a box (no handle, or none declared while a grid is) still runs:
- * it goes to the workers' queues in turn, and the first one in a declared grid is reported on
- * stderr once.
+ * first read-only handle where that has one (a double buffer's two halves are one box). That
+ * grid is complete, and its iterations counted, from the first task of a box numbered before
+ * (the second iteration's first); a program in which none comes is told at shutdown that it had
+ * nothing to balance, its tasks having gone to the workers in turn. A task without a box (no
+ * handle, or none declared while a grid is) still runs: it goes to the workers' queues in turn,
+ * and the first one in a declared grid is reported on stderr once.
  */
 #ifndef PBS_STARPU_H
 #define PBS_STARPU_H

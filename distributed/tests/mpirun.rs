@@ -147,38 +147,48 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
 /// max / mean (at least 1); a rank's compute phase and rank 0's exchange are parts of its
 /// iteration, so their medians are at most the iteration's (and, in milliseconds, not
 /// vanishingly small), and the iterations fit in the job's wall time; static moves nothing and
-/// sends halos.
+/// sends halos. The loads are wall times on cores the ranks share with the other tests'
+/// ranks: a rank that loses its core for the run measures as slow as the loaded one (one CI
+/// run read 1.07, and 1 of 8 runs alone 1.015), so the loads must differ in one of three runs;
+/// every other figure holds in each.
 #[test]
 fn a_runs_figures_hold_together() {
     let iters = 20;
     let n = iters.to_string();
     let args =
         ["--app", "md", "--scenario", "gravity", "--threads", "1", "--iters", &n, "--balance", "static", "--json"];
-    let (out, took) = mpirun(2, &args, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let f = |key: &str| v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"));
-    let series: Vec<f64> =
-        v["imbalance_ranks_series"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
-    assert_eq!(series.len(), iters);
-    assert!(series.iter().all(|&x| x.is_finite() && x >= 1.0), "{series:?}");
-    // A margin under the 1.30–1.35 measured: the loads are times on a shared machine.
-    assert!(f("imbalance_ranks") > 1.1, "the slabs' loads differ: {v}");
-    let (iter_ms, exchange_ms) = (f("iter_ms_median"), f("exchange_ms_median"));
-    let compute_ms: Vec<f64> =
-        v["per_rank"].as_array().unwrap().iter().map(|r| r["compute_ms_median"].as_f64().unwrap()).collect();
-    assert!(compute_ms.iter().all(|&c| c > 0.0) && compute_ms[0] <= iter_ms, "{compute_ms:?} against {iter_ms} ms");
-    // A rank's 512 boxes of md take more than a microsecond (0.1–0.3 ms measured), an
-    // exchange through MPI more than 0.1 µs. (Not a share of the iteration: with another job
-    // on the cores, a rank that waits in MPI lost its core for 16 ms at times.)
-    assert!(compute_ms.iter().all(|&c| c > 1e-3), "{compute_ms:?}");
-    assert!(1e-4 < exchange_ms && exchange_ms <= iter_ms, "{exchange_ms} ms against {iter_ms} ms");
-    assert!(iter_ms * iters as f64 <= took.as_secs_f64() * 1e3, "{iter_ms} ms × {iters} in {took:?}");
-    assert_eq!(
-        (v["migrated_bytes"].as_u64(), v["migrated_boxes"].as_u64(), v["rebalancings"].as_u64()),
-        (Some(0), Some(0), Some(0))
-    );
-    assert!(f("halo_bytes_per_iter") > 0.0, "{v}");
+    let mut imbalances = Vec::new();
+    for _ in 0..3 {
+        let (out, took) = mpirun(2, &args, &[]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let f = |key: &str| v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"));
+        let series: Vec<f64> =
+            v["imbalance_ranks_series"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert_eq!(series.len(), iters);
+        assert!(series.iter().all(|&x| x.is_finite() && x >= 1.0), "{series:?}");
+        let (iter_ms, exchange_ms) = (f("iter_ms_median"), f("exchange_ms_median"));
+        let compute_ms: Vec<f64> =
+            v["per_rank"].as_array().unwrap().iter().map(|r| r["compute_ms_median"].as_f64().unwrap()).collect();
+        assert!(compute_ms.iter().all(|&c| c > 0.0) && compute_ms[0] <= iter_ms, "{compute_ms:?} against {iter_ms} ms");
+        // A rank's 512 boxes of md take more than a microsecond (0.1–0.3 ms measured), an
+        // exchange through MPI more than 0.1 µs. (Not a share of the iteration: with another job
+        // on the cores, a rank that waits in MPI lost its core for 16 ms at times.)
+        assert!(compute_ms.iter().all(|&c| c > 1e-3), "{compute_ms:?}");
+        assert!(1e-4 < exchange_ms && exchange_ms <= iter_ms, "{exchange_ms} ms against {iter_ms} ms");
+        assert!(iter_ms * iters as f64 <= took.as_secs_f64() * 1e3, "{iter_ms} ms × {iters} in {took:?}");
+        assert_eq!(
+            (v["migrated_bytes"].as_u64(), v["migrated_boxes"].as_u64(), v["rebalancings"].as_u64()),
+            (Some(0), Some(0), Some(0))
+        );
+        assert!(f("halo_bytes_per_iter") > 0.0, "{v}");
+        imbalances.push(f("imbalance_ranks"));
+        // A margin under the 1.30–1.35 measured.
+        if f("imbalance_ranks") > 1.1 {
+            return;
+        }
+    }
+    panic!("the slabs' loads read alike in three runs: imbalance across ranks {imbalances:?}");
 }
 
 /// Each rank reports how often its executor rebalanced its threads (`thread_rebalancings`):

@@ -18,24 +18,36 @@ pub(crate) struct StateBytes {
 pub(crate) fn check_state(what: &'static str, boxes: usize, held: usize, per_box: StateBytes) -> Result<(), String> {
     let total = per_box.fixed.saturating_mul(boxes).saturating_add(per_box.held.saturating_mul(held));
     pbs::check_memory(what, boxes, total.div_ceil(boxes.max(1))).map_err(|e| e.to_string())?;
-    within_available(what, boxes, total, available_bytes())
+    within_available(what, (boxes, "boxes"), total, available_bytes()).map_err(|e| format!("{e}; use a smaller grid"))
 }
 
-/// Whether `bytes_each` bytes for each of `boxes` boxes fit, as the apps ask it of their own
-/// state: the system must grant the reservation ([`pbs::check_memory`]) and, where Linux says,
-/// the memory available (`MemAvailable + SwapFree`) must hold it; an error names `what` and the
-/// sizes. For what a program keeps besides an app's state (a trace of recorded box costs).
-pub fn fits_in_memory(what: &'static str, boxes: usize, bytes_each: usize) -> Result<(), String> {
-    pbs::check_memory(what, boxes, bytes_each).map_err(|e| e.to_string())?;
-    within_available(what, boxes, boxes.saturating_mul(bytes_each), available_bytes())
+/// Whether `count` items (`unit`: "boxes", "iterations") of `bytes_each` bytes fit, as the
+/// apps ask it of their own state: the system must grant the reservation (as
+/// [`pbs::check_memory`] asks it) and, where Linux says, the memory available (`MemAvailable +
+/// SwapFree`) must hold it; an error names `what` and the sizes. For what a program keeps
+/// besides an app's state: a trace of recorded box costs, every iteration's records.
+pub fn fits_in_memory(what: &'static str, (count, unit): (usize, &str), bytes_each: usize) -> Result<(), String> {
+    pbs::check_memory(what, count, bytes_each).map_err(|e| match e {
+        pbs::Error::OutOfMemory { bytes, .. } => {
+            format!("out of memory: {what} for {count} {unit} needs {bytes} bytes, which the system refused")
+        }
+        other => other.to_string(),
+    })?;
+    within_available(what, (count, unit), count.saturating_mul(bytes_each), available_bytes())
 }
 
-/// The second half of [`check_state`]: `total` bytes against the `available` ones, where known.
-fn within_available(what: &str, boxes: usize, total: usize, available: Option<usize>) -> Result<(), String> {
+/// The second half of [`check_state`] and [`fits_in_memory`]: `total` bytes against the
+/// `available` ones, where known.
+fn within_available(
+    what: &str,
+    (count, unit): (usize, &str),
+    total: usize,
+    available: Option<usize>,
+) -> Result<(), String> {
     match available {
         Some(available) if total > available => Err(format!(
-            "out of memory: {what} for {boxes} boxes needs about {total} bytes, more than the {available} \
-             bytes this machine has available (MemAvailable + SwapFree in /proc/meminfo); use a smaller grid"
+            "out of memory: {what} for {count} {unit} needs about {total} bytes, more than the {available} \
+             bytes this machine has available (MemAvailable + SwapFree in /proc/meminfo)"
         )),
         _ => Ok(()),
     }
@@ -73,14 +85,14 @@ mod tests {
     /// machine) is refused, naming both sizes; an unknown availability refuses nothing.
     #[test]
     fn a_state_beyond_the_available_memory_is_refused() {
-        let e = within_available("md particles", 10, 5000, Some(4096)).unwrap_err();
+        let e = within_available("md particles", (10, "boxes"), 5000, Some(4096)).unwrap_err();
         assert_eq!(
             e,
             "out of memory: md particles for 10 boxes needs about 5000 bytes, more than the 4096 bytes this \
-             machine has available (MemAvailable + SwapFree in /proc/meminfo); use a smaller grid"
+             machine has available (MemAvailable + SwapFree in /proc/meminfo)"
         );
-        within_available("md particles", 10, 4096, Some(4096)).unwrap();
-        within_available("md particles", 10, usize::MAX, None).unwrap();
+        within_available("md particles", (10, "boxes"), 4096, Some(4096)).unwrap();
+        within_available("md particles", (10, "boxes"), usize::MAX, None).unwrap();
     }
 
     #[test]
@@ -97,9 +109,13 @@ mod tests {
     /// A program's own data (a trace) is checked as the apps' state is.
     #[test]
     fn a_program_s_own_data_beyond_the_machine_are_refused_and_small_ones_fit() {
-        fits_in_memory("box costs", 1000, 8).unwrap();
-        let e = fits_in_memory("box costs", 1 << 40, 1 << 20).unwrap_err();
-        assert!(e.starts_with("out of memory: box costs for 1099511627776 boxes"), "{e}");
+        fits_in_memory("box costs", (1000, "boxes"), 8).unwrap();
+        let e = fits_in_memory("box costs", (1 << 40, "boxes"), 1 << 20).unwrap_err();
+        assert_eq!(e, "out of memory: box costs for 1099511627776 boxes needs 1152921504606846976 bytes, which the system refused");
+        let e = fits_in_memory("records", (1 << 40, "iterations"), 1 << 20).unwrap_err();
+        assert!(e.starts_with("out of memory: records for 1099511627776 iterations needs"), "{e}");
+        let e = within_available("records", (4, "iterations"), 5000, Some(4096)).unwrap_err();
+        assert!(e.starts_with("out of memory: records for 4 iterations needs about 5000 bytes"), "{e}");
     }
 
     /// On Linux the availability is known, so the second check is made.

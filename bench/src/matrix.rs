@@ -49,9 +49,12 @@ pub fn cache_case_side(cache_bytes: u64) -> usize {
 /// Runs the matrix and writes `report.md`, `results.json` and the PNGs into `out`; an error
 /// after writing them if the schedulers of a run ended in different states.
 pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let cache_bytes = RunSetup::machine_cache_bytes();
     let cases = cases(cache_bytes);
+    // Every case's runs are kept for the report.
+    let all = run::schedulers("all").expect("all is valid").len();
+    run::check_records(s.iters, all, cases.len().saturating_mul(s.repeats))?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let bar = progress::bar(progress::units(&[cases.len(), s.repeats, 2, 4, s.iters]), "report");
     let mut measured = Vec::new();
     for &(app, scenario, nx, ny) in &cases {

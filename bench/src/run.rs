@@ -243,6 +243,7 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
     if setup.iters == 0 {
         return Err("--iters must be at least 1".into());
     }
+    check_records(setup.iters, setup.schedulers.len(), 0)?;
     // The schedulers take turns, so their executors live side by side: their threads count
     // together against the process's limit (see `pbs_scheduler::thread_budget`).
     let max = pbs_scheduler::pool::MAX_THREADS;
@@ -335,6 +336,21 @@ pub fn run(setup: &RunSetup, mut progress: impl FnMut()) -> Result<Vec<RunRow>, 
         });
     }
     Ok(rows)
+}
+
+/// An error naming the sizes where the records of `iters` iterations of `schedulers` would not
+/// fit in the memory: for every scheduler, its [`Recorder`]'s records of every iteration (twice their
+/// bytes: vectors that grow by doubling), its row's copy, and one more copy for each of `kept`
+/// rows that the caller keeps (or copies) beside them; and the modelled pass's recorder, one
+/// scheduler at a time. `pbs-bench run --iters 10000000` of the 11 schedulers asks for 34 GB:
+/// on 4 × 4 boxes the run grew by 2.2 KB an iteration (maximum resident 50 MB at 2 × 10⁴
+/// iterations, 225 MB at 10⁵), 22 GB by its end, about four hours in on the 24 GiB VM, where
+/// it would have been killed; now it is refused before it starts.
+pub fn check_records(iters: usize, schedulers: usize, kept: usize) -> Result<(), String> {
+    let copies = kept.saturating_add(3).saturating_mul(schedulers).saturating_add(2);
+    let each = copies.saturating_mul(pbs_scheduler::report::RECORDER_BYTES_PER_ITERATION);
+    pbs_apps::fits_in_memory("every iteration's records", (iters, "iterations"), each)
+        .map_err(|e| format!("{e}; run fewer iterations, schedulers or repeats"))
 }
 
 /// The modelled-cache pass: the same run again on a fresh app and executor, every box

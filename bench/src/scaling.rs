@@ -174,8 +174,15 @@ pub fn check_threads(threads: &[usize], cores: usize, oversubscribe: bool) -> Re
     }
 }
 
+/// An error where the records of a case's runs would not fit in the memory
+/// ([`run::check_records`]; a case's runs are kept until its row is made).
+pub fn check_records(s: &ScalingSettings) -> Result<(), String> {
+    run::check_records(s.iters, s.schedulers.len(), s.repeats)
+}
+
 /// Runs every case of the report (without the cache case) at every thread count.
 pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
+    check_records(s)?;
     let cases = &cases(RunSetup::machine_cache_bytes())[..3];
     let schedulers = &s.schedulers;
     let units = progress::units(&[s.threads.len(), cases.len(), s.repeats, 2, schedulers.len(), s.iters]);

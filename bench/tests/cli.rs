@@ -452,6 +452,16 @@ fn run_refuses_bad_input_clearly() {
     assert!(e.contains("out of memory: a trace's costs") && e.contains("or fewer iterations"), "{e}");
     let e = stderr_of(&["model", "--app", "md", "--iters", "1000000000"]);
     assert!(e.contains("at most 1000000 iterations"), "{e}");
+    // Every iteration's records of 10¹¹ iterations: refused at once, where the run used to go
+    // on until the memory ran out (2.2 KB an iteration of the 11 schedulers on 4 × 4 boxes).
+    for command in [&["run", "--app", "md"][..], &["report"], &["scaling", "--threads", "1", "--oversubscribe"]] {
+        let e = stderr_of(&[command, &["--iters", "100000000000"]].concat());
+        assert!(
+            e.contains("out of memory: every iteration's records for 100000000000 iterations")
+                && e.ends_with("run fewer iterations, schedulers or repeats\n"),
+            "{command:?}: {e}"
+        );
+    }
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "stencil", "--nz", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "md", "--nz", "2"]).contains("only stencil runs in 3D"));

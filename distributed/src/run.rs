@@ -103,6 +103,10 @@ impl Settings {
         if self.iters == 0 {
             return Err("--iters 0: nothing to run".into());
         }
+        // Counted from above for every rank on one node.
+        let bytes = RECORD_BYTES_PER_ITERATION.saturating_mul(ranks);
+        pbs_apps::fits_in_memory("every iteration's records", (self.iters, "iterations"), bytes)
+            .map_err(|e| format!("{e}; run fewer iterations"))?;
         let grid = Grid::new_3d(self.nx, self.ny, self.nz).map_err(|e| e.to_string())?;
         if ranks > grid.len() {
             return Err(format!("{ranks} ranks for {} boxes ({grid}): at most one rank per box", grid.len()));
@@ -123,6 +127,11 @@ impl Settings {
         Ok(grid)
     }
 }
+
+/// Bytes a rank keeps for every iteration, at most: the [`Tally`]'s four figures an iteration and
+/// the executor's [`Recorder`] records, in vectors that grow by doubling (twice their bytes).
+/// `pbs-mpi run --iters 4294967297` ran on, filling the memory; now it is refused first.
+const RECORD_BYTES_PER_ITERATION: usize = 2 * (4 * 8 + pbs_scheduler::report::RECORDER_BYTES_PER_ITERATION);
 
 /// What a rank counts during the run (rank 0 also the decisions).
 #[derive(Debug, Default)]
@@ -465,7 +474,8 @@ mod tests {
 
     /// Each size and name is checked at its limit, before anything runs, with the grid of a
     /// good run returned: threads 1 to the pool's limit, at least one iteration, no more ranks
-    /// than boxes, a known executor, one that cuts 3D grids on more than one layer. (The
+    /// than boxes, a known executor, one that cuts 3D grids on more than one layer, every
+    /// iteration's records within the memory. (The
     /// mpirun tests see the same messages come from rank 0 alone.)
     #[test]
     fn sizes_and_names_are_checked_at_their_limits() {
@@ -480,6 +490,13 @@ mod tests {
         assert!(err(Settings { threads: 0, ..settings() }, 2).starts_with("--threads 0"));
         assert!(err(Settings { threads: max + 1, ..settings() }, 2).contains("at most 4096"));
         assert!(err(Settings { iters: 0, ..settings() }, 2).starts_with("--iters 0"));
+        let long = err(Settings { iters: 1 << 40, ..settings() }, 2);
+        assert!(
+            long.starts_with("out of memory: every iteration's records for 1099511627776 iterations")
+                && long.ends_with("; run fewer iterations"),
+            "{long}"
+        );
+        assert!(ok(Settings { iters: 1_000_000, ..settings() }, 2).is_ok(), "a million iterations fit");
         assert!(err(Settings { executor: "fifo".into(), ..settings() }, 2).starts_with("unknown executor \"fifo\""));
         let flat = err(Settings { nz: 2, executor: "norcb".into(), ..settings() }, 2);
         assert!(flat.contains("cuts 2D grids only"), "{flat}");

@@ -99,6 +99,10 @@ impl IdleShares {
     }
 }
 
+/// Bytes a [`Recorder`] keeps for every iteration: its time and its [`IterationEnd`]. A
+/// program that records a run of many iterations asks the memory for them first.
+pub const RECORDER_BYTES_PER_ITERATION: usize = std::mem::size_of::<f64>() + std::mem::size_of::<IterationEnd>();
+
 /// Accumulates phases and iteration ends.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {

@@ -549,6 +549,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 turn_iters,
             };
             setup.make_app()?; // refuse a bad app or scenario before anything runs
+                               // The runs before the last beside it, and at the end every run's rows and their
+                               // copy for the JSON or the table.
+            run::check_records(iters, setup.schedulers.len(), repeats.saturating_sub(1).saturating_mul(2))?;
             let units = progress::units(&[2, setup.schedulers.len(), iters, repeats]);
             let bar = progress::bar(units, &format!("{} {}", setup.app, setup.scenario));
             let runs: Vec<Vec<run::RunRow>> = (0..repeats as u64)
@@ -738,9 +741,6 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(note) = sizes.capped(&threads) {
                 eprintln!("{note}");
             }
-            // The folder before the runs, which take minutes.
-            std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-            writable(&out.join("scaling.md"))?;
             let settings = scaling::ScalingSettings {
                 threads,
                 iters: runs.iters,
@@ -749,6 +749,10 @@ fn run(cli: Cli) -> Result<(), String> {
                 sizes,
                 schedulers,
             };
+            scaling::check_records(&settings)?;
+            // The folder before the runs, which take minutes.
+            std::fs::create_dir_all(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+            writable(&out.join("scaling.md"))?;
             let rows = scaling::measure(&settings)?;
             print!("{}", scaling::table(&rows).text());
             let path = scaling::write(&out, &settings, &rows, cores)?;

@@ -115,8 +115,12 @@ impl Trace {
     /// (hours later, on the 24 GiB VM); now they are refused first.
     pub fn check_recordable(dims: [usize; 3], iterations: usize) -> Result<(), String> {
         let boxes = pbs::Grid::new_3d(dims[0], dims[1], dims[2]).map_err(|e| e.to_string())?.len();
-        pbs_apps::fits_in_memory("a trace's costs (32 bytes a box and iteration)", boxes, iterations.saturating_mul(32))
-            .map_err(|e| format!("{e}, or fewer iterations"))
+        pbs_apps::fits_in_memory(
+            "a trace's costs (32 bytes a box and iteration)",
+            (boxes, "boxes"),
+            iterations.saturating_mul(32),
+        )
+        .map_err(|e| format!("{e}; use a smaller grid or fewer iterations"))
     }
 
     /// [`Trace::record`] on `dims[0] × dims[1] × dims[2]` boxes (the stencil in 3D with more
@@ -304,7 +308,7 @@ mod tests {
     #[test]
     fn traces_past_the_memory_or_on_no_grid_are_refused_first() {
         let err = Trace::check_recordable([256, 256, 1], 100_000_000).unwrap_err();
-        assert!(err.contains("a trace's costs") && err.ends_with(", or fewer iterations"), "{err}");
+        assert!(err.contains("a trace's costs") && err.ends_with("; use a smaller grid or fewer iterations"), "{err}");
         assert_eq!(Trace::record("md", "gravity", 256, 256, 100_000_000, 1), Err(err));
         assert!(Trace::check_recordable([0, 4, 1], 1).is_err());
         assert_eq!(Trace::check_recordable([8, 8, 1], 4), Ok(()));

@@ -108,7 +108,7 @@ mod tests {
 
     /// A program's own data (a trace) is checked as the apps' state is.
     #[test]
-    fn a_program_s_own_data_beyond_the_machine_are_refused_and_small_ones_fit() {
+    fn a_program_s_own_data_past_the_machine_is_refused_and_a_little_fits() {
         fits_in_memory("box costs", (1000, "boxes"), 8).unwrap();
         let e = fits_in_memory("box costs", (1 << 40, "boxes"), 1 << 20).unwrap_err();
         assert_eq!(e, "out of memory: box costs for 1099511627776 boxes needs 1152921504606846976 bytes, which the system refused");

@@ -1,5 +1,5 @@
 //! Many threads on a machine of many NUMA nodes, as far as two cores can show it: the grid
-//! apps give the single-thread checksum under every executor at 16 and 64 threads, on the
+//! apps give the single-thread checksum under every executor at 16, 64 and 256 threads, on the
 //! detected machine and on a synthetic one of 8 nodes of 32 cores (pbs then starts each node's
 //! vCores in one region and its thieves look on their own node first). The threads outnumber
 //! the cores, so the OS interleaves them at every point of the protocols: claims, steals,

@@ -103,7 +103,7 @@ impl Settings {
         if self.iters == 0 {
             return Err("--iters 0: nothing to run".into());
         }
-        // Counted from above for every rank on one node.
+        // From above: as if every rank ran on this node.
         let bytes = RECORD_BYTES_PER_ITERATION.saturating_mul(ranks);
         pbs_apps::fits_in_memory("every iteration's records", (self.iters, "iterations"), bytes)
             .map_err(|e| format!("{e}; run fewer iterations"))?;
@@ -475,8 +475,8 @@ mod tests {
     /// Each size and name is checked at its limit, before anything runs, with the grid of a
     /// good run returned: threads 1 to the pool's limit, at least one iteration, no more ranks
     /// than boxes, a known executor, one that cuts 3D grids on more than one layer, every
-    /// iteration's records within the memory. (The
-    /// mpirun tests see the same messages come from rank 0 alone.)
+    /// iteration's records within the memory. (The mpirun tests see the same messages come from
+    /// rank 0 alone.)
     #[test]
     fn sizes_and_names_are_checked_at_their_limits() {
         let max = pbs_scheduler::pool::MAX_THREADS;

@@ -549,8 +549,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 turn_iters,
             };
             setup.make_app()?; // refuse a bad app or scenario before anything runs
-                               // The runs before the last beside it, and at the end every run's rows and their
-                               // copy for the JSON or the table.
+
+            // The runs before the last beside it, and at the end every run's rows and their
+            // copy for the JSON or the table.
             run::check_records(iters, setup.schedulers.len(), repeats.saturating_sub(1).saturating_mul(2))?;
             let units = progress::units(&[2, setup.schedulers.len(), iters, repeats]);
             let bar = progress::bar(units, &format!("{} {}", setup.app, setup.scenario));

@@ -30,6 +30,7 @@ use pbs_scheduler::{BoxTimer, Executor};
 use crate::exchange;
 use crate::ranks::{self, Decision, LoadHistory, RankBalancer, Step};
 use crate::summary::{self, Summary};
+use crate::text;
 use crate::timed::Timed;
 use crate::window::{self, Window};
 
@@ -345,6 +346,7 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
     let mut mine = own(&owners);
     let mut history = LoadHistory::new(grid.len());
     let mut tally = Tally { pinned, ..Tally::default() };
+    let (began, mut told) = (Instant::now(), 0.0);
     for it in 0..settings.iters {
         inject(&settings.fail, me, it);
         let start = Instant::now();
@@ -405,6 +407,11 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             }
         }
         tally.iter_ms.push(start.elapsed().as_secs_f64() * 1e3);
+        let elapsed = began.elapsed().as_secs_f64();
+        if me == 0 && elapsed >= told + text::PROGRESS_EVERY && !last {
+            told = elapsed;
+            eprintln!("{}", text::progress_line(&settings.app, &settings.balance, it + 1, settings.iters, elapsed));
+        }
     }
     let checksum = gather_checksum(world, app.as_mut(), &grid, &owners)?;
     let boxes = owners.iter().filter(|&&o| o as usize == me).count();

@@ -4,6 +4,22 @@ use std::fmt::Write as _;
 
 use crate::summary::Summary;
 
+/// Rank 0's line on stderr during a long run (every [`PROGRESS_EVERY`] seconds from the first
+/// such interval), as the other binaries' progress bars, which a rank under `mpirun` cannot draw:
+/// `pbs-mpi: md with pbs: iteration 1200 of 5000 (24 %), 10 s, about 32 s left`.
+pub fn progress_line(app: &str, balance: &str, done: usize, iters: usize, elapsed_s: f64) -> String {
+    let share = done as f64 / iters.max(1) as f64;
+    let left = if done == 0 { f64::INFINITY } else { elapsed_s * (iters - done.min(iters)) as f64 / done as f64 };
+    let left = if left.is_finite() { format!("about {left:.0} s left") } else { "time left unknown".into() };
+    format!(
+        "pbs-mpi: {app} with {balance}: iteration {done} of {iters} ({:.0} %), {elapsed_s:.0} s, {left}",
+        100.0 * share
+    )
+}
+
+/// Seconds between two of rank 0's progress lines.
+pub const PROGRESS_EVERY: f64 = 10.0;
+
 /// One run's table: the settings, a row per rank, the global figures and the checksum.
 pub fn run_table(s: &Summary) -> String {
     let mut out = String::new();
@@ -153,6 +169,19 @@ pub fn comparison_table(runs: &[Summary], balances: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::summary::RankFigures;
+
+    #[test]
+    fn a_progress_line_says_where_the_run_is_and_what_is_left() {
+        assert_eq!(
+            progress_line("md", "pbs", 1200, 5000, 10.2),
+            "pbs-mpi: md with pbs: iteration 1200 of 5000 (24 %), 10 s, about 32 s left"
+        );
+        assert_eq!(
+            progress_line("stencil", "rcb", 0, 7, 12.0),
+            "pbs-mpi: stencil with rcb: iteration 0 of 7 (0 %), 12 s, time left unknown"
+        );
+        assert!(progress_line("md", "static", 7, 7, 30.0).ends_with("(100 %), 30 s, about 0 s left"));
+    }
 
     fn summary() -> Summary {
         let rank = |rank: usize, host: &str| RankFigures {

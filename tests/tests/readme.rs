@@ -1,7 +1,7 @@
-//! The README's Rust examples, compiled and run: each is copied below between the variables it
-//! assumes, and `the_readme_s_rust_lines_are_the_ones_compiled_here` checks that every line of
-//! the README's ```` ```rust ```` blocks is a line of this file, so that neither can change
-//! without the other.
+//! The README's examples, compiled and run: each Rust one is copied below between the variables
+//! it assumes, the C one in `ffi/tests/readme.c`; the last two tests check that every line of
+//! the README's ```` ```rust ```` and ```` ```c ```` blocks is a line of those files, so that
+//! neither can change without the other.
 
 use pbs::loadmap::PerlinMap;
 use pbs::metrics;
@@ -68,21 +68,32 @@ fn normalised(line: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-#[test]
-fn the_readme_s_rust_lines_are_the_ones_compiled_here() {
-    let readme = include_str!("../../README.md");
-    let here: std::collections::HashSet<String> = include_str!("readme.rs").lines().map(normalised).collect();
-    let (mut in_rust, mut lines) = (false, 0);
-    for line in readme.lines() {
-        if line.starts_with("```") {
-            in_rust = line == "```rust";
+/// Checks that every line of the README's ```` ```lang ```` blocks is a line of `source` (`name`),
+/// and that there are at least `least` of them.
+fn readme_blocks_are_in(lang: &str, source: &str, name: &str, least: usize) {
+    let here: std::collections::HashSet<String> = source.lines().map(normalised).collect();
+    let (mut inside, mut lines) = (false, 0);
+    for line in include_str!("../../README.md").lines() {
+        if let Some(tag) = line.strip_prefix("```") {
+            inside = tag == lang;
             continue;
         }
         let line = normalised(line);
-        if in_rust && !line.is_empty() {
-            assert!(here.contains(&line), "README line not compiled in tests/tests/readme.rs: {line}");
+        if inside && !line.is_empty() {
+            assert!(here.contains(&line), "README line not in {name}: {line}");
             lines += 1;
         }
     }
-    assert!(lines >= 14, "the README's two Rust examples: {lines} lines");
+    assert!(lines >= least, "the README's {lang} examples: {lines} lines");
+}
+
+#[test]
+fn the_readme_s_rust_lines_are_the_ones_compiled_here() {
+    readme_blocks_are_in("rust", include_str!("readme.rs"), "tests/tests/readme.rs", 14);
+}
+
+/// `ffi/tests/readme.c` is compiled and run by pbs-ffi's `readme_c_runs_the_readme_s_example`.
+#[test]
+fn the_readme_s_c_lines_are_those_of_ffi_tests_readme_c() {
+    readme_blocks_are_in("c", include_str!("../../ffi/tests/readme.c"), "ffi/tests/readme.c", 12);
 }

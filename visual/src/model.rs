@@ -8,7 +8,7 @@ use pbs::loadmap::{self, Case, PerlinMap};
 use pbs::{metrics, Balancer, Grid, Problem, StepRecord, VCores};
 
 use crate::runner::{Command, Simulation};
-use crate::scene::{Scene, SceneKind};
+use crate::scene::{History, Scene, SceneKind};
 
 /// Where the loads come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,7 +98,7 @@ pub struct Model {
     perlin: Option<PerlinMap>,
     method: Box<dyn Balancer + Send>,
     vcores: VCores,
-    history: Vec<StepRecord>,
+    history: History,
     arrows: Vec<[f64; 2]>,
 }
 
@@ -143,7 +143,7 @@ impl Model {
             perlin,
             method,
             vcores,
-            history: Vec::new(),
+            history: History::default(),
             arrows: Vec::new(),
             settings,
         };
@@ -166,8 +166,9 @@ impl Model {
         &self.loads
     }
 
-    /// One record per step taken (step 0 = the start).
-    pub fn history(&self) -> &[StepRecord] {
+    /// The records of the last steps taken, [`crate::scene::HISTORY`] or more (step 0 = the
+    /// start), and how many were taken ([`History`]).
+    pub fn history(&self) -> &History {
         &self.history
     }
 
@@ -182,8 +183,7 @@ impl Model {
 
     fn record(&mut self, migrations: usize) {
         let (dol_max, dol_min) = metrics::dol_extremes(self.vcores.charges());
-        let step = self.history.len();
-        self.history.push(StepRecord { step, max_avg: self.vcores.max_avg(), dol_max, dol_min, migrations });
+        self.history.push(StepRecord { step: 0, max_avg: self.vcores.max_avg(), dol_max, dol_min, migrations });
     }
 
     /// Rebuilds the loads from the source and the paint, and recharges the cells.
@@ -341,13 +341,13 @@ impl Simulation for Model {
             owners: self.vcores.owners().to_vec(),
             markers: self.vcores.positions().iter().map(|p| [p[0], p[1]]).collect(),
             arrows: self.arrows.clone(),
-            history: crate::scene::recent(&self.history),
+            history: self.history.recent(),
             bars: self.vcores.charges().to_vec(),
             bars_label: "charge per vCore",
             status: format!(
                 "{} · step {} · max_avg {:.4} (bound {:.4}) · {}",
                 self.settings.method,
-                self.history.len() - 1,
+                self.history.steps() - 1,
                 self.vcores.max_avg(),
                 self.problem().lower_bound(),
                 if self.converged() { "converged" } else { "balancing" }
@@ -373,7 +373,7 @@ mod tests {
             assert!(ticks < 200, "did not converge");
         }
         assert!(m.converged());
-        assert_eq!(m.history().len(), ticks + 1);
+        assert_eq!(m.history().steps(), ticks + 1);
         let s = m.scene();
         assert_eq!(s.owners, m.vcores().owners());
         assert_eq!(s.markers.len(), 6);
@@ -407,7 +407,7 @@ mod tests {
             for _ in 0..5 {
                 m.tick().unwrap();
             }
-            (m.vcores().owners().to_vec(), m.history().to_vec())
+            (m.vcores().owners().to_vec(), m.history().clone())
         };
         assert_eq!(run(), run());
     }
@@ -481,8 +481,8 @@ mod tests {
             assert!((half.vcores().weights()[i] - (w[i] + 0.5 * (full_w[i] - w[i]))).abs() < 1e-9);
         }
         let moved = metrics::migrations(&owners, half.vcores().owners());
-        assert_eq!(half.history().last().unwrap().migrations, moved);
-        assert_eq!(half.history().len(), 3);
+        assert_eq!(half.history().records().last().unwrap().migrations, moved);
+        assert_eq!(half.history().steps(), 3);
     }
 
     /// A converged run that nothing drives is not stepped by a tick; a command steps it anyway;
@@ -497,9 +497,9 @@ mod tests {
                 break;
             }
         }
-        let steps = m.history().len();
+        let steps = m.history().steps();
         assert!(!m.tick().unwrap());
-        assert_eq!(m.history().len(), steps, "a tick after convergence does nothing");
+        assert_eq!(m.history().steps(), steps, "a tick after convergence does nothing");
         let bound = m.problem().lower_bound();
         assert!(m.vcores().max_avg() <= (1.0 + TOL) * bound);
         let status = m.scene().status;
@@ -511,12 +511,12 @@ mod tests {
         );
         assert_eq!(status, want);
         m.apply(Command::Step).unwrap();
-        assert_eq!(m.history().len(), steps + 1);
+        assert_eq!(m.history().steps(), steps + 1);
         // Drift turned on drives it again, at the speed asked for.
         m.apply(Command::Drift { on: true, speed: 2.5 }).unwrap();
         assert_eq!((m.settings().drift, m.settings().drift_speed), (true, 2.5));
         assert!(m.tick().unwrap());
-        assert_eq!(m.history().len(), steps + 2);
+        assert_eq!(m.history().steps(), steps + 2);
         assert!(m.apply(Command::Drift { on: true, speed: -1.0 }).unwrap_err().contains("drift speed"));
         // A method by name.
         let other = pbs::methods::NAMES.iter().find(|n| **n != pbs::methods::DEFAULT).unwrap();

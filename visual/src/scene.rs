@@ -7,9 +7,39 @@ use pbs::{Grid, StepRecord};
 /// session does not copy an ever longer history into every frame.
 pub const HISTORY: usize = 2000;
 
-/// The last [`HISTORY`] records of `all`.
-pub fn recent(all: &[StepRecord]) -> Vec<StepRecord> {
-    all[all.len().saturating_sub(HISTORY)..].to_vec()
+/// A simulation's step records: every step is counted, the last [`HISTORY`] at least are kept,
+/// and older ones are dropped a batch at a time, so that a session holds at most twice that
+/// many however long it runs (the whole history grew by a record a step, for ever).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    kept: Vec<StepRecord>,
+    steps: usize,
+}
+
+impl History {
+    /// Adds the record of the next step: `record`'s `step` becomes that step's number.
+    pub fn push(&mut self, record: StepRecord) {
+        self.kept.push(StepRecord { step: self.steps, ..record });
+        self.steps += 1;
+        if self.kept.len() >= 2 * HISTORY {
+            self.kept.drain(..self.kept.len() - HISTORY);
+        }
+    }
+
+    /// Steps recorded since the start.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// The records kept, oldest first: the last [`HISTORY`] or more.
+    pub fn records(&self) -> &[StepRecord] {
+        &self.kept
+    }
+
+    /// The last [`HISTORY`] records, for a scene.
+    pub fn recent(&self) -> Vec<StepRecord> {
+        self.kept[self.kept.len().saturating_sub(HISTORY)..].to_vec()
+    }
 }
 
 /// The box of a 2D `grid` under a point given in box units, if it lies in the domain.
@@ -133,13 +163,31 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_scene_carries_the_last_records_only() {
-        let records = |n: usize| -> Vec<StepRecord> {
-            (0..n).map(|step| StepRecord { step, max_avg: 1.0, dol_max: 0.0, dol_min: 0.0, migrations: 0 }).collect()
-        };
-        assert_eq!(recent(&records(5)).len(), 5);
-        assert_eq!(recent(&records(HISTORY)).len(), HISTORY);
-        let kept = recent(&records(HISTORY + 7));
+    fn a_history_counts_every_step_and_keeps_the_last_ones_only() {
+        let record = |migrations| StepRecord { step: 99, max_avg: 1.0, dol_max: 0.0, dol_min: 0.0, migrations };
+        let mut h = History::default();
+        for m in 0..5 {
+            h.push(record(m));
+        }
+        assert_eq!(
+            h.recent().iter().map(|r| (r.step, r.migrations)).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4].map(|s| (s, s))
+        );
+        for m in 5..HISTORY + 7 {
+            h.push(record(m));
+        }
+        let kept = h.recent();
         assert_eq!((kept.len(), kept[0].step, kept[HISTORY - 1].step), (HISTORY, 7, HISTORY + 6));
+        assert_eq!((h.steps(), h.records().len()), (HISTORY + 7, HISTORY + 7));
+        // At twice the bound the oldest go, down to the bound; the count goes on.
+        for m in HISTORY + 7..10 * HISTORY + 3 {
+            h.push(record(m));
+            assert!(h.records().len() < 2 * HISTORY && h.records().len() >= HISTORY.min(h.steps()));
+        }
+        assert_eq!(h.steps(), 10 * HISTORY + 3);
+        let last = h.records().last().unwrap();
+        assert_eq!((last.step, last.migrations), (10 * HISTORY + 2, 10 * HISTORY + 2));
+        assert!(h.records().windows(2).all(|w| w[1].step == w[0].step + 1), "consecutive steps");
+        assert_eq!(h.recent().len(), HISTORY);
     }
 }

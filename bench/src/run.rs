@@ -713,6 +713,20 @@ pub(crate) fn md_gravity(schedulers: Vec<String>, threads: usize, iters: usize, 
 mod tests {
     use super::*;
 
+    /// Per scheduler three copies of an iteration's records (the recorder's, at twice their
+    /// bytes, and its row's) and one per row kept beside them; two more for the modelled pass.
+    #[test]
+    fn the_records_are_counted_per_scheduler_and_row_kept() {
+        let each = pbs_scheduler::report::RECORDER_BYTES_PER_ITERATION;
+        let needs = |iters: usize, schedulers, kept| {
+            let e = check_records(iters, schedulers, kept).unwrap_err();
+            e.split("needs ").nth(1).unwrap().split(' ').next().unwrap().parse::<usize>().unwrap()
+        };
+        assert_eq!(needs(1 << 40, 11, 0), (1 << 40) * (3 * 11 + 2) * each);
+        assert_eq!(needs(1 << 40, 2, 4), (1 << 40) * (7 * 2 + 2) * each);
+        check_records(1000, 11, 10).unwrap();
+    }
+
     /// A run whose schedulers ended in different states is an error naming the run, its seed,
     /// the first scheduler that differs and both checksums; agreeing runs pass.
     #[test]

@@ -484,6 +484,8 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile()
         (["--seed", "-3"], "--seed -3"),
         (["--nx", "4000000000"], "too large to count"),
         (["--workers", "100000"], "workers from 1 to"),
+        (["--submit-us", "18446744073709551616"], "--submit-us 18446744073709551616: a value out of range"),
+        (["--submit-us", "1000001"], "--submit-us at most 1000000"),
     ] {
         let o = starpu(&dir.join("md")).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

@@ -102,7 +102,14 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
         if (!strcmp(k, "--sched")) sched = v;
         else if (!strcmp(k, "--trace")) trace_path = v;
         else {
+            errno = 0;
             long x = strtol(v, &end, 10);
+            /* Past a long, strtol gives LONG_MAX: a pause of that many µs never ended. */
+            if (errno == ERANGE) {
+                char message[160];
+                snprintf(message, sizeof message, "%s %.40s: a value out of range", k, v);
+                return usage(app, message);
+            }
             if (!strcmp(k, "--workers")) workers = x;
             else if (!strcmp(k, "--iters")) iterations = x;
             else if (!strcmp(k, "--nx")) pbs_example_nx = (size_t)x;
@@ -115,6 +122,7 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
             else if (!strcmp(k, "--submit-us")) submit_us = x;
             else return usage(app, "unknown option");
             if (x < 0) return usage(app, "a negative size");
+            if (!strcmp(k, "--submit-us") && x > 1000000) return usage(app, "--submit-us at most 1000000 (a second a task)");
         }
         if (end && *end) return usage(app, "a value that is not a number");
     }

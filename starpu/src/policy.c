@@ -19,11 +19,12 @@
  *  - the mapper: map_lock, held by the one thread that ends an iteration (a worker, or the
  *    submitting thread as it completes an undeclared grid) while it runs the mapper; the others
  *    go on (while it is held, the next task's hook ends the iteration).
- *  - the mapping in use (owners, victims): published whole through an atomic pointer with
- *    release/acquire ordering, never changed once published, freed at deinit_sched only (a
- *    push or pop may still be reading the one before), so readers take no lock. Its box loads
- *    (the order of each queue) are atomics: written by the worker that ends an iteration,
- *    read by any pop; a stale value only orders two tasks differently.
+ *  - the mapping in use (owners, victims): published whole through an atomic pointer, never
+ *    changed once published, so readers take no lock. A reader outside map_lock names the
+ *    mapping it reads in its thread's hazard slot first (hold_mapping); one replaced is freed by
+ *    a later publication once no slot names it (free_released), the rest at deinit_sched. Its
+ *    box loads (the order of each queue) are atomics: written by the worker that ends an
+ *    iteration, read by any pop; a stale value only orders two tasks differently.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -54,7 +55,7 @@ struct mapping {
     uint32_t *owner;   /* boxes entries */
     uint32_t *victims; /* workers * (workers - 1) entries: row p for worker position p */
     _Atomic uint64_t *load; /* boxes entries: each box's last load, a double's bits (0: none) */
-    struct mapping *retired; /* the mapping this one replaced (freed at deinit) */
+    struct mapping *retired; /* the mappings this one replaced that are not yet freed, newest first */
 };
 
 /* A worker's tasks by the last load of their box, heaviest on top, ties in push order: a binary
@@ -315,6 +316,61 @@ static void fail(const char *what) {
     say(message);
 }
 
+/* Hazard slots. A thread reading the mapping outside map_lock stores the pointer in its slot,
+   then checks that it is still the one published (hold_mapping), and clears the slot when done
+   (let_go_mapping). A publication, after storing the new pointer, frees each replaced mapping
+   that no slot names. Slot stores, pointer stores and both sides' loads are sequentially
+   consistent: a reader whose check saw the old pointer stored its slot before the publisher
+   stored the new one, so the publisher's scan sees the slot. A thread gets a slot at its first
+   read, for good; past HAZARD_SLOTS threads nothing replaced is freed before deinit_sched (as
+   before 2026-12-06: 12 bytes a box per rebalancing, docs/starpu.md). */
+#define HAZARD_SLOTS 64
+static struct mapping *_Atomic hazard[HAZARD_SLOTS];
+static atomic_uint hazard_threads;
+static atomic_int hazard_overflow;
+static _Thread_local int hazard_slot = -1; /* -1: none yet; -2: none left */
+
+static struct mapping *hold_mapping(void) {
+    if (hazard_slot == -1) {
+        unsigned s = atomic_fetch_add(&hazard_threads, 1);
+        hazard_slot = s < HAZARD_SLOTS ? (int)s : -2;
+        if (hazard_slot == -2) atomic_store(&hazard_overflow, 1);
+    }
+    if (hazard_slot < 0) return atomic_load(&S.mapping);
+    struct mapping *m;
+    do {
+        m = atomic_load(&S.mapping);
+        atomic_store(&hazard[hazard_slot], m);
+    } while (m != atomic_load(&S.mapping));
+    return m;
+}
+
+static void let_go_mapping(void) {
+    if (hazard_slot >= 0) atomic_store_explicit(&hazard[hazard_slot], NULL, memory_order_release);
+}
+
+static void free_mapping(struct mapping *m) {
+    free(m->owner), free(m->victims), free((void *)m->load), free(m);
+}
+
+/* Frees the mappings `m` replaced that no slot names (caller holds map_lock, after publishing
+   `m`). */
+static void free_released(struct mapping *m) {
+    if (atomic_load(&hazard_overflow)) return;
+    struct mapping **link = &m->retired;
+    while (*link) {
+        struct mapping *r = *link;
+        int named = 0;
+        for (unsigned s = 0; s < HAZARD_SLOTS && !named; s++) named = atomic_load(&hazard[s]) == r;
+        if (named) {
+            link = &r->retired;
+        } else {
+            *link = r->retired;
+            free_mapping(r);
+        }
+    }
+}
+
 /* A new mapping from the mapper (caller holds map_lock); published, the old one retired. */
 static void publish(void) {
     struct mapping *m = calloc(1, sizeof *m);
@@ -349,7 +405,8 @@ static void publish(void) {
         for (size_t b = 0; b < boxes && b < m->retired->boxes; b++)
             atomic_store_explicit(&m->load[b], atomic_load_explicit(&m->retired->load[b], memory_order_relaxed),
                                   memory_order_relaxed);
-    atomic_store_explicit(&S.mapping, m, memory_order_release);
+    atomic_store(&S.mapping, m);
+    free_released(m);
 }
 
 /* A mapper over the current grid (caller holds map_lock): declared, or the handles so far. */
@@ -373,9 +430,12 @@ static void new_mapper(void) {
 /* The position of the worker that runs a task of box `box` (a box beyond the mapping: the
    workers in turn). */
 static unsigned owner_of(size_t box) {
-    struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
-    if (box != NO_BOX && m && box < m->boxes && m->workers == S.workers) return m->owner[box];
-    if (box != NO_BOX) return (unsigned)(box % S.workers);
+    if (box != NO_BOX) {
+        struct mapping *m = hold_mapping();
+        unsigned owner = m && box < m->boxes && m->workers == S.workers ? m->owner[box] : (unsigned)(box % S.workers);
+        let_go_mapping();
+        return owner;
+    }
     return (unsigned)(atomic_fetch_add_explicit(&S.next, 1, memory_order_relaxed) % S.workers);
 }
 
@@ -527,7 +587,7 @@ static void deinit_sched(unsigned ctx) {
     struct mapping *m = atomic_exchange(&S.mapping, NULL);
     while (m) {
         struct mapping *next = m->retired;
-        free(m->owner), free(m->victims), free((void *)m->load), free(m);
+        free_mapping(m);
         m = next;
     }
     pthread_mutex_unlock(&S.map_lock);
@@ -623,9 +683,11 @@ static struct starpu_task *heap_take(struct heap *h, size_t i) {
    become ready while the light ones fill the gaps (the heat code's hot corner: 0.80-0.99 x
    eager's mean iteration time instead of 0.99-1.06, docs/starpu.md). */
 static void enqueue(int worker, struct starpu_task *task) {
-    if (S.heaviest_first &&
-        !heap_push(&S.heap[worker], task, load_of(atomic_load_explicit(&S.mapping, memory_order_acquire), task)))
-        return;
+    if (S.heaviest_first) {
+        double load = load_of(hold_mapping(), task);
+        let_go_mapping();
+        if (!heap_push(&S.heap[worker], task, load)) return;
+    }
     starpu_task_list_push_back(&S.queue[worker], task);
 }
 
@@ -760,18 +822,20 @@ static struct starpu_task *pop_task(unsigned ctx) {
         wait_for_a_push(me);
         return NULL;
     }
-    struct mapping *m = atomic_load_explicit(&S.mapping, memory_order_acquire);
+    struct mapping *m = hold_mapping();
     for (unsigned i = 0; p >= 0 && i + 1 < S.workers; i++) {
         int victim = S.id[victim_position(m, (unsigned)p, i)];
         if (starpu_worker_trylock(victim)) continue; /* busy scheduling: not now */
         struct starpu_task *t = take_back(victim, me);
         starpu_worker_unlock(victim);
         if (t) {
+            let_go_mapping();
             atomic_fetch_add_explicit(&S.stolen, 1, memory_order_relaxed);
             S.idle_since[me] = 0.0;
             return t;
         }
     }
+    let_go_mapping();
     wait_for_a_push(me);
     return NULL;
 }

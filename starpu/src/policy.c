@@ -330,6 +330,12 @@ static atomic_uint hazard_threads;
 static atomic_int hazard_overflow;
 static _Thread_local int hazard_slot = -1; /* -1: none yet; -2: none left */
 
+/* Between a reader's load of the pointer and its slot's store, where another thread may publish:
+   the policy's tests (starpu/tests/internals.c) publish there. */
+#ifndef PBS_STARPU_BEFORE_NAMING
+#define PBS_STARPU_BEFORE_NAMING() ((void)0)
+#endif
+
 static struct mapping *hold_mapping(void) {
     if (hazard_slot == -1) {
         unsigned s = atomic_fetch_add(&hazard_threads, 1);
@@ -340,6 +346,7 @@ static struct mapping *hold_mapping(void) {
     struct mapping *m;
     do {
         m = atomic_load(&S.mapping);
+        PBS_STARPU_BEFORE_NAMING();
         atomic_store(&hazard[hazard_slot], m);
     } while (m != atomic_load(&S.mapping));
     return m;

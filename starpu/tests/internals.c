@@ -20,7 +20,17 @@ static int record_wake(int worker) {
     return 1;
 }
 #define PBS_STARPU_WAKE record_wake
+/* A publication between a reader's load of the mapping and its naming it, when asked. */
+static int publish_before_naming;
+static void publish_now(void);
+#define PBS_STARPU_BEFORE_NAMING() (publish_before_naming ? (void)(publish_before_naming = 0, publish_now()) : (void)0)
 #include "../src/policy.c"
+
+static void publish_now(void) {
+    pthread_mutex_lock(&S.map_lock);
+    publish();
+    pthread_mutex_unlock(&S.map_lock);
+}
 
 static int failures;
 
@@ -283,6 +293,14 @@ static void the_mapping(void) {
     struct mapping *fourth = atomic_load(&S.mapping);
     CHECK(fourth != third && !fourth->retired, "let go, every replaced mapping is freed");
     CHECK(hold_mapping() == fourth, "a thread holds the mapping published last");
+    let_go_mapping();
+    /* Another thread publishes after a reader loaded the pointer and before it named the
+       mapping, which nothing held and which is freed: the reader loads again and holds the new
+       one (without that check it read freed memory, which AddressSanitizer reports). */
+    publish_before_naming = 1;
+    struct mapping *fifth = hold_mapping();
+    CHECK(fifth != fourth && fifth == atomic_load(&S.mapping) && fifth->boxes == 72 && !fifth->retired,
+          "a publication before the naming: the reader holds the new mapping");
     let_go_mapping();
     deinit_sched(0);
     CHECK(!atomic_load(&S.mapping) && !S.mapper, "deinit frees the mappings and the mapper");

@@ -322,8 +322,9 @@ static void fail(const char *what) {
    that no slot names. Slot stores, pointer stores and both sides' loads are sequentially
    consistent: a reader whose check saw the old pointer stored its slot before the publisher
    stored the new one, so the publisher's scan sees the slot. A thread gets a slot at its first
-   read, for good; past HAZARD_SLOTS threads nothing replaced is freed before deinit_sched (as
-   before 2026-12-06: 12 bytes a box per rebalancing, docs/starpu.md). */
+   read, for good; past HAZARD_SLOTS threads over the process's life (StarPU's workers are new
+   threads at each starpu_init) nothing replaced is freed before deinit_sched (as before
+   2026-12-06: 12 bytes a box per rebalancing, docs/starpu.md). */
 #define HAZARD_SLOTS 64
 static struct mapping *_Atomic hazard[HAZARD_SLOTS];
 static atomic_uint hazard_threads;

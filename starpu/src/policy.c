@@ -322,14 +322,46 @@ static void fail(const char *what) {
    that no slot names. Slot stores, pointer stores and both sides' loads are sequentially
    consistent: a reader whose check saw the old pointer stored its slot before the publisher
    stored the new one, so the publisher's scan sees the slot. A thread gets a slot at its first
-   read, for good; past HAZARD_SLOTS threads over the process's life (StarPU's workers are new
-   threads at each starpu_init) nothing replaced is freed before deinit_sched (as before
-   2026-12-06: 12 bytes a box per rebalancing, docs/starpu.md). */
+   read and gives it back when it exits (StarPU's workers are new threads at each starpu_init);
+   with more than HAZARD_SLOTS threads holding one at once, nothing replaced is freed before
+   deinit_sched (as before 2026-12-06: 12 bytes a box per rebalancing, docs/starpu.md). */
 #define HAZARD_SLOTS 64
 static struct mapping *_Atomic hazard[HAZARD_SLOTS];
-static atomic_uint hazard_threads;
 static atomic_int hazard_overflow;
 static _Thread_local int hazard_slot = -1; /* -1: none yet; -2: none left */
+/* Slots never handed out start at hazard_threads; those given back are listed. */
+static pthread_mutex_t hazard_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned hazard_threads, hazard_free_len;
+static int hazard_free[HAZARD_SLOTS];
+static pthread_key_t hazard_key;
+static pthread_once_t hazard_once = PTHREAD_ONCE_INIT;
+static int hazard_key_made;
+
+/* At a thread's exit: its slot, cleared, goes back to the list. */
+static void give_back_slot(void *value) {
+    int s = (int)(intptr_t)value - 1;
+    atomic_store(&hazard[s], NULL);
+    pthread_mutex_lock(&hazard_lock);
+    hazard_free[hazard_free_len++] = s;
+    pthread_mutex_unlock(&hazard_lock);
+}
+
+static void make_hazard_key(void) {
+    hazard_key_made = pthread_key_create(&hazard_key, give_back_slot) == 0;
+}
+
+/* This thread's slot: one given back, else a new one; -2 where none is left. */
+static int take_slot(void) {
+    pthread_once(&hazard_once, make_hazard_key);
+    pthread_mutex_lock(&hazard_lock);
+    int s = hazard_free_len ? hazard_free[--hazard_free_len] : hazard_threads < HAZARD_SLOTS ? (int)hazard_threads++ : -2;
+    pthread_mutex_unlock(&hazard_lock);
+    /* A slot that would not come back at the thread's exit is kept by it, as the first ones
+       were before slots came back. */
+    if (s >= 0 && hazard_key_made) pthread_setspecific(hazard_key, (void *)(intptr_t)(s + 1));
+    if (s == -2) atomic_store(&hazard_overflow, 1);
+    return s;
+}
 
 /* Between a reader's load of the pointer and its slot's store, where another thread may publish:
    the policy's tests (starpu/tests/internals.c) publish there. */
@@ -338,11 +370,7 @@ static _Thread_local int hazard_slot = -1; /* -1: none yet; -2: none left */
 #endif
 
 static struct mapping *hold_mapping(void) {
-    if (hazard_slot == -1) {
-        unsigned s = atomic_fetch_add(&hazard_threads, 1);
-        hazard_slot = s < HAZARD_SLOTS ? (int)s : -2;
-        if (hazard_slot == -2) atomic_store(&hazard_overflow, 1);
-    }
+    if (hazard_slot == -1) hazard_slot = take_slot();
     if (hazard_slot < 0) return atomic_load(&S.mapping);
     struct mapping *m;
     do {

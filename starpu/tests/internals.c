@@ -640,7 +640,29 @@ static void the_settings(void) {
     CHECK(heaviest_first_of("lightest") == 1, "an unknown PBS_STARPU_ORDER: heaviest");
 }
 
+/* A thread's hazard slot goes back at its exit: 200 threads one after the other, each reading
+   the mapping once, take no more slots than one (the limit is 64), and freeing goes on. */
+static void *read_once(void *unused) {
+    (void)unused;
+    hold_mapping();
+    let_go_mapping();
+    return NULL;
+}
+static void the_hazard_slots(void) {
+    hold_mapping(); /* this thread's own slot first */
+    let_go_mapping();
+    unsigned before = hazard_threads;
+    for (int i = 0; i < 200; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, read_once, NULL) == 0) pthread_join(t, NULL);
+    }
+    CHECK(hazard_threads <= before + 1 && !atomic_load(&hazard_overflow),
+          "200 threads one after another took %u slots", hazard_threads - before);
+    for (unsigned s = 0; s < HAZARD_SLOTS; s++) CHECK(!atomic_load(&hazard[s]), "slot %u still names a mapping", s);
+}
+
 int main(void) {
+    the_hazard_slots();
     the_heap();
     the_table();
     the_median();

@@ -407,10 +407,13 @@ pub fn run(world: &impl Communicator, settings: &Settings, grid: Grid) -> Result
             }
         }
         tally.iter_ms.push(start.elapsed().as_secs_f64() * 1e3);
-        let elapsed = began.elapsed().as_secs_f64();
-        if me == 0 && elapsed >= told + text::PROGRESS_EVERY && !last {
-            told = elapsed;
-            eprintln!("{}", text::progress_line(&settings.app, &settings.balance, it + 1, settings.iters, elapsed));
+        // Rank 0 alone reads the clock for it: the others print nothing.
+        if me == 0 && !last {
+            let elapsed = began.elapsed().as_secs_f64();
+            if elapsed >= told + text::PROGRESS_EVERY {
+                told = elapsed;
+                eprintln!("{}", text::progress_line(&settings.app, &settings.balance, it + 1, settings.iters, elapsed));
+            }
         }
     }
     let checksum = gather_checksum(world, app.as_mut(), &grid, &owners)?;

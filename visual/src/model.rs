@@ -183,7 +183,8 @@ impl Model {
 
     fn record(&mut self, migrations: usize) {
         let (dol_max, dol_min) = metrics::dol_extremes(self.vcores.charges());
-        self.history.push(StepRecord { step: 0, max_avg: self.vcores.max_avg(), dol_max, dol_min, migrations });
+        let step = self.history.steps();
+        self.history.push(StepRecord { step, max_avg: self.vcores.max_avg(), dol_max, dol_min, migrations });
     }
 
     /// Rebuilds the loads from the source and the paint, and recharges the cells.

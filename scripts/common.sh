@@ -13,7 +13,7 @@ need_rust() {
     fi
     local have
     have=$(rustc --version | awk '{print $2}')
-    # pbs-visual (eframe/egui 0.37) needs 1.95; the other crates build with 1.86.
+    # pbs-visual (eframe/egui 0.37) needs 1.95; the other crates less (the workspace's Cargo.toml).
     if ! printf '%s\n%s\n' "1.95.0" "$have" | sort -V -C; then
         echo "error: rustc $have is too old; pbs needs 1.95 or newer (rustup update)." >&2
         exit 1

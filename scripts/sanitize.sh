@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Miri and ThreadSanitizer on the scheduler's and the C interface's tests (nightly toolchain,
 # installed through rustup when missing), ThreadSanitizer, AddressSanitizer and UBSan on the
-# StarPU policy and its programs (gcc) and on the Fortran module's programs (gfortran), then a
-# long fuzzing run. Longer than the test suite,
+# StarPU policy and its programs (gcc) and on the Fortran module's programs (gfortran), the
+# oldest Rust each manifest names, then a long fuzzing run. Longer than the test suite,
 # so not part of it: see docs/soundness.md for how long each part takes on the 2-core VM.
 #
 # Miri interprets the pure-Rust tests: the pool, the claims, the executors, the C statuses.
@@ -141,6 +141,27 @@ for program in tests/fortran_api examples/heat; do
 done
 ASAN_OPTIONS=detect_leaks=1 "$fortran/fortran_api" | tail -1 | grep -q '^all checks passed'
 for scheduler in pbs ws eager static rcb serial; do ASAN_OPTIONS=detect_leaks=1 "$fortran/heat" "$scheduler" 2 40 > /dev/null; done
+
+section "the oldest Rust each manifest names (rust-version), libraries and binaries; every target with 1.88"
+# Each crate's rust-version, from its manifest or the workspace's; the crates that name one
+# version are checked together with that toolchain (minimal profile, installed when missing).
+workspace_rust=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+declare -A crates_for
+for dir in $(sed -n 's/^members = \[\(.*\)\]/\1/p' Cargo.toml | tr -d '",'); do
+    name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$dir/Cargo.toml" | head -1)
+    version=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$dir/Cargo.toml")
+    crates_for[${version:-$workspace_rust}]+=" -p $name"
+done
+tests_rust=1.88 # the tests' proptest 1.12 (the workspace's Cargo.toml)
+for version in $(printf '%s\n' "${!crates_for[@]}" $tests_rust | sort -uV); do
+    rustup toolchain install "$version" --profile minimal
+    if [ -n "${crates_for[$version]:-}" ]; then
+        echo "Rust $version:${crates_for[$version]}"
+        # shellcheck disable=SC2086 # one -p per crate
+        CARGO_TARGET_DIR="$CARGO_TARGET_DIR/msrv" cargo "+$version" check ${crates_for[$version]}
+    fi
+done
+CARGO_TARGET_DIR="$CARGO_TARGET_DIR/msrv" cargo "+$tests_rust" check --workspace --exclude pbs-visual --all-targets
 
 section "fuzzing: the CSV reader and the C interface's arguments (proptest, release)"
 PROPTEST_CASES="${FUZZ_CASES:-20000}" cargo test --release -p pbs --test fuzz_csv

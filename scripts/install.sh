@@ -6,6 +6,9 @@
 #   PREFIX/lib/pkgconfig/pbs.pc                       (pkg-config --cflags --libs pbs)
 #   PREFIX/lib/cmake/pbs/pbsConfig.cmake and version  (find_package(pbs): pbs::pbs, pbs::pbs_static,
 #     pbs_FORTRAN_SOURCE)
+#   PREFIX/share/doc/pbs/LICENSE-MIT, LICENSE-APACHE, and THIRD-PARTY.md with
+#     COPYRIGHT-library.html: the licences of the crates and of Rust's standard library that the
+#     libraries contain (scripts/notices.sh)
 # Built with the `dist` profile: optimised, without debug info, stripped.
 #
 #   scripts/install.sh /usr/local          (or any prefix; prints the installed files' sizes)
@@ -38,6 +41,10 @@ ln -sf "$soname" "$prefix/lib/libpbs.so"
 install -m 644 "$out/libpbs_ffi.a" "$prefix/lib/libpbs.a"
 # The `dist` profile strips the shared library; the archive keeps its objects' debug sections.
 if command -v strip >/dev/null; then strip --strip-debug "$prefix/lib/libpbs.a"; fi
+
+install -d "$prefix/share/doc/pbs"
+install -m 644 LICENSE-MIT LICENSE-APACHE "$prefix/share/doc/pbs/"
+scripts/notices.sh "$prefix/share/doc/pbs"
 
 cat >"$prefix/lib/pkgconfig/pbs.pc" <<PC
 prefix=$prefix

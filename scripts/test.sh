@@ -52,6 +52,20 @@ section "the C library installed in a temporary prefix: pkg-config, CMake, stati
 prefix=$(mktemp -d)
 scripts/install.sh "$prefix" >/dev/null 2>&1 || scripts/install.sh "$prefix"
 readelf -d "$prefix/lib/libpbs.so" | grep >/dev/null 'SONAME.*libpbs\.so\.0\.' || { echo "no SONAME"; exit 1; }
+# The notices: every crate whose code the static library holds (the first component of its
+# symbols' paths) is one of pbs's, one of the standard library's (the sysroot's rlibs) or listed
+# in THIRD-PARTY.md.
+doc="$prefix/share/doc/pbs"
+for f in LICENSE-MIT LICENSE-APACHE THIRD-PARTY.md; do [ -s "$doc/$f" ] || { echo "$doc/$f missing"; exit 1; }; done
+std_crates=" $(find "$(rustc --print target-libdir)" -name 'lib*.rlib' -printf '%f\n' | sed -E 's/^lib(.*)-[0-9a-f]+\.rlib$/\1/' | tr '\n' ' ')"
+held=$(nm "$prefix/lib/libpbs.a" 2>/dev/null | grep -o '_ZN[0-9]*[a-z][a-z0-9_]*' |
+    sed -E 's/^_ZN([0-9]+)(.*)/\1 \2/' | awk 'length($2) >= $1 {print substr($2, 1, $1)}' | sort -u)
+[[ " $(tr '\n' ' ' <<<"$held")" == *" pbs_ffi "* ]] || { echo "no symbol of pbs_ffi read from libpbs.a"; exit 1; }
+for crate in $held; do
+    case "$crate" in pbs | pbs_*) continue ;; esac
+    [[ "$std_crates" == *" $crate "* ]] && continue
+    grep -q "^| ${crate//_/[-_]} |" "$doc/THIRD-PARTY.md" || { echo "libpbs.a holds crate $crate, which THIRD-PARTY.md does not list"; exit 1; }
+done
 cc -std=c11 -O2 ffi/examples/balance.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pbs) -lm \
     -Wl,-rpath,"$prefix/lib" -o "$prefix/balance-pkg-config"
 c++ -std=c++17 -O2 -Wall -Wextra -Werror -pedantic ffi/tests/cpp_api.cpp \

@@ -2,7 +2,8 @@
 # Miri and ThreadSanitizer on the scheduler's and the C interface's tests (nightly toolchain,
 # installed through rustup when missing), ThreadSanitizer, AddressSanitizer and UBSan on the
 # StarPU policy and its programs (gcc) and on the Fortran module's programs (gfortran), the
-# oldest Rust each manifest names, then a long fuzzing run. Longer than the test suite,
+# oldest Rust each manifest names, valgrind's memcheck on the C examples through the library
+# (which sees the Rust side's reads and writes of C's arrays too), then a long fuzzing run. Longer than the test suite,
 # so not part of it: see docs/soundness.md for how long each part takes on the 2-core VM.
 #
 # Miri interprets the pure-Rust tests: the pool, the claims, the executors, the C statuses.
@@ -162,6 +163,40 @@ for version in $(printf '%s\n' "${!crates_for[@]}" $tests_rust | sort -uV); do
     fi
 done
 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/msrv" cargo "+$tests_rust" check --workspace --exclude pbs-visual --all-targets
+
+section "valgrind (memcheck): the C examples through libpbs under every scheduler, a failing task, a bad setting"
+need_packages valgrind
+cargo build --release -p pbs-ffi
+vg=$(mktemp -d)
+for program in examples/heat examples/heat3d examples/tiles examples/balance tests/readme; do
+    cc -std=c11 -O1 -g -Iffi/include "ffi/$program.c" -Ltarget/release -lpbs_ffi -lm \
+        -Wl,-rpath,"$PWD/target/release" -o "$vg/$(basename $program)"
+done
+# memcheck STATUS PROGRAM ARGS...: PROGRAM must exit with STATUS, and valgrind find no invalid
+# read or write, no use of an uninitialised value and no block lost at exit (definitely or
+# indirectly; what stays reachable, the library's process-wide state, is not an error).
+memcheck() {
+    local want=$1 status=0
+    shift
+    valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect \
+        --errors-for-leak-kinds=definite,indirect "$@" > "$vg/out" 2> "$vg/err" || status=$?
+    if [ "$status" != "$want" ]; then
+        echo "valgrind: $* exited with $status, not $want (99: memcheck's errors):"
+        cat "$vg/err"
+        exit 1
+    fi
+}
+for scheduler in pbs ws eager static rcb norcb packsteal vector-rcb vector-greedy norm-greedy diffusion; do
+    for threads in 1 3; do memcheck 0 "$vg/heat" "$scheduler" "$threads" 12 6 5 8; done
+    case $scheduler in norcb | vector-rcb) ;; *) memcheck 0 "$vg/heat3d" "$scheduler" 2 4 24 20 16 8 8 8 ;; esac
+    memcheck 0 "$vg/tiles" "$scheduler" 2 6 100 60 32 7 1
+done
+for pin in pin=1 pin=2 load=uniform; do memcheck 0 "$vg/heat" pbs 2 12 6 5 8 100 "$pin"; done
+memcheck 1 "$vg/heat" pbs 2 4 4 4 8 nan # a failing task: its status, the executor freed after
+PBS_TOL=-1 memcheck 2 "$vg/heat" pbs 2 4 4 4 8 # a bad setting: NULL and the reason
+memcheck 0 "$vg/balance"
+memcheck 0 "$vg/readme"
+rm -rf "$vg"
 
 section "fuzzing: the CSV reader and the C interface's arguments (proptest, release)"
 PROPTEST_CASES="${FUZZ_CASES:-20000}" cargo test --release -p pbs --test fuzz_csv

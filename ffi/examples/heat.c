@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    int rebalancings = 0, late_rebalancings = 0, late_imbalanced = 0;
+    int rebalancings = 0, late_rebalancings = 0, late_imbalanced = 0, status = 0;
     double efficiency = 0.0, diag_sum = 0.0; /* efficiency summed over sweeps, then the mean */
     /* No rebalancing at the last iteration's end, which no iteration would run on. */
     if (!omp.on) pbs_executor_hint_iterations_left(e, (uint64_t)iterations);
@@ -278,7 +278,8 @@ int main(int argc, char **argv) {
             efficiency += wall > 0 ? busy / (double)omp_get_max_threads() / wall : 1.0;
             if (failed) {
                 fprintf(stderr, "heat: the task failed at box %zu\n", failed - 1);
-                return 1;
+                status = 1;
+                break;
             }
 #endif
         } else {
@@ -286,9 +287,10 @@ int main(int argc, char **argv) {
             st = pbs_executor_run_phase(e, jacobi_box, &f, &phase);
             efficiency += phase.efficiency;
         }
-        if (st != PBS_OK) {
+        if (st != PBS_OK) { /* every other box of the phase ran; the executor is still usable */
             fprintf(stderr, "heat: %s\n", pbs_last_error());
-            return 1;
+            status = 1;
+            break;
         }
         double **t = f.old;
         f.old = f.new;
@@ -313,6 +315,7 @@ int main(int argc, char **argv) {
         }
     }
     double ms = now_ms() - start;
+    if (status) goto done;
 
     /* Checksum: FNV-1a over the bits of every cell, box by box, then of the diagnostic's sum;
        and the total heat, which the insulated walls conserve. */
@@ -337,6 +340,7 @@ int main(int argc, char **argv) {
            iterations ? efficiency / (double)iterations : 1.0, rebalancings, late_rebalancings, late_imbalanced,
            (unsigned long long)h, total);
 
+done:
     pbs_executor_free(e);
     for (size_t k = 0; k < boxes; k++) {
         free(f.old[k]);
@@ -347,5 +351,5 @@ int main(int argc, char **argv) {
     free(f.sink);
     free(f.hottest);
     free(owner);
-    return 0;
+    return status;
 }

@@ -164,14 +164,16 @@ for version in $(printf '%s\n' "${!crates_for[@]}" $tests_rust | sort -uV); do
 done
 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/msrv" cargo "+$tests_rust" check --workspace --exclude pbs-visual --all-targets
 
-section "valgrind (memcheck): the C examples through libpbs under every scheduler, a failing task, a bad setting"
-need_packages valgrind
+section "valgrind (memcheck): the C examples and the C++ header's checks through libpbs, every scheduler, failures"
+need_packages valgrind g++
 cargo build --release -p pbs-ffi
 vg=$(mktemp -d)
 for program in examples/heat examples/heat3d examples/tiles examples/balance tests/readme; do
     cc -std=c11 -O1 -g -Iffi/include "ffi/$program.c" -Ltarget/release -lpbs_ffi -lm \
         -Wl,-rpath,"$PWD/target/release" -o "$vg/$(basename $program)"
 done
+c++ -std=c++17 -O1 -g -Iffi/include ffi/tests/cpp_api.cpp -Ltarget/release -lpbs_ffi -lm \
+    -Wl,-rpath,"$PWD/target/release" -o "$vg/cpp_api"
 # memcheck STATUS PROGRAM ARGS...: PROGRAM must exit with STATUS, and valgrind find no invalid
 # read or write, no use of an uninitialised value and no block lost at exit (definitely or
 # indirectly; what stays reachable, the library's process-wide state, is not an error).
@@ -196,6 +198,7 @@ memcheck 1 "$vg/heat" pbs 2 4 4 4 8 nan # a failing task: its status, the execut
 PBS_TOL=-1 memcheck 2 "$vg/heat" pbs 2 4 4 4 8 # a bad setting: NULL and the reason
 memcheck 0 "$vg/balance"
 memcheck 0 "$vg/readme"
+memcheck 0 "$vg/cpp_api" # pbs.hpp: exceptions kept across the workers and rethrown, moves, RAII
 rm -rf "$vg"
 
 section "fuzzing: the CSV reader and the C interface's arguments (proptest, release)"

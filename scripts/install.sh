@@ -13,12 +13,13 @@
 #
 #   scripts/install.sh /usr/local          (or any prefix; prints the installed files' sizes)
 set -euo pipefail
+# A relative PREFIX is the caller's, not the repository's, and pbs.pc needs it absolute.
+prefix=$(realpath -m -- "${1:?usage: scripts/install.sh PREFIX}")
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_packages "${BUILD_PACKAGES[@]}"
 
-prefix=${1:?usage: scripts/install.sh PREFIX}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' ffi/Cargo.toml | head -1)
 IFS=. read -r major minor _patch <<<"$version"
 # Semantic versioning: below 1.0 a minor release may break the ABI, so it is in the SONAME.

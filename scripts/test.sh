@@ -52,6 +52,9 @@ section "the C library installed in a temporary prefix: pkg-config, CMake, stati
 prefix=$(mktemp -d)
 scripts/install.sh "$prefix" >/dev/null 2>&1 || scripts/install.sh "$prefix"
 readelf -d "$prefix/lib/libpbs.so" | grep >/dev/null 'SONAME.*libpbs\.so\.0\.' || { echo "no SONAME"; exit 1; }
+# A relative prefix is the caller's, made absolute in pbs.pc.
+(cd "$prefix" && "$OLDPWD/scripts/install.sh" relative >/dev/null 2>&1)
+grep -qx "prefix=$prefix/relative" "$prefix/relative/lib/pkgconfig/pbs.pc" || { echo "a relative prefix went astray"; exit 1; }
 # The notices: every crate whose code the static library holds (the first component of its
 # symbols' paths) is one of pbs's, one of the standard library's (the sysroot's rlibs) or listed
 # in THIRD-PARTY.md.

@@ -9,8 +9,8 @@
 #
 #   scripts/notices.sh DIR        (scripts/install.sh: PREFIX/share/doc/pbs)
 set -euo pipefail
+dir=$(realpath -m -- "${1:?usage: scripts/notices.sh DIR}") # the caller's folder, if relative
 cd "$(dirname "$0")/.."
-dir=${1:?usage: scripts/notices.sh DIR}
 mkdir -p "$dir"
 out="$dir/THIRD-PARTY.md"
 

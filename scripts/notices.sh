@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Writes the notices of what libpbs (pbs-ffi) links in to DIR/THIRD-PARTY.md: each crate compiled into it (its
-# normal dependencies without procedural macros, which run only at build time), with its licence,
-# its repository and the text of every licence file its source ships (each text once, with the
-# crates that ship it); then Rust's standard library, whose notices go to DIR/COPYRIGHT-library.html
-# (from the toolchain that builds the library). A crate whose licence names an identifier
-# outside ALLOWED is an error, as is a crate whose source is not in cargo's registry: the static
-# library would carry terms this file does not give.
+# Writes the notices of what libpbs (pbs-ffi) links in to DIR/THIRD-PARTY.md: each crate
+# compiled into it (its normal dependencies without procedural macros, which run only at build
+# time), with its licence, its repository and the text of every licence file its source ships
+# (each text once, with the crates that ship it); then Rust's standard library, whose notices go
+# to DIR/COPYRIGHT-library.html (from the toolchain that builds the library). A crate whose
+# licence names an identifier outside ALLOWED is an error, as is a crate whose source is not in
+# cargo's registry: the static library would carry terms this file does not give.
 #
 #   scripts/notices.sh DIR        (scripts/install.sh: PREFIX/share/doc/pbs)
 set -euo pipefail

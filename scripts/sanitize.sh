@@ -3,8 +3,9 @@
 # installed through rustup when missing), ThreadSanitizer, AddressSanitizer and UBSan on the
 # StarPU policy and its programs (gcc) and on the Fortran module's programs (gfortran), the
 # oldest Rust each manifest names, valgrind's memcheck on the C examples through the library
-# (which sees the Rust side's reads and writes of C's arrays too), then a long fuzzing run. Longer than the test suite,
-# so not part of it: see docs/soundness.md for how long each part takes on the 2-core VM.
+# (which sees the Rust side's reads and writes of C's arrays too), then a long fuzzing run.
+# Longer than the test suite, so not part of it: see docs/soundness.md for how long each part
+# takes on the 2-core VM.
 #
 # Miri interprets the pure-Rust tests: the pool, the claims, the executors, the C statuses.
 # It cannot run what calls C (hwloc, perf_event_open, thread pinning, the C programs), so

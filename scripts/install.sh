@@ -12,9 +12,14 @@
 # Built with the `dist` profile: optimised, without debug info, stripped.
 #
 #   scripts/install.sh /usr/local          (or any prefix; prints the installed files' sizes)
+#   DESTDIR=/tmp/stage scripts/install.sh /usr    (files under /tmp/stage/usr, for /usr)
 set -euo pipefail
 # A relative PREFIX is the caller's, not the repository's, and pbs.pc needs it absolute.
 prefix=$(realpath -m -- "${1:?usage: scripts/install.sh PREFIX}")
+# DESTDIR stages the files under DESTDIR/PREFIX, as packagers do (make's convention): pbs.pc
+# still names PREFIX, and the CMake package finds its files from where it lies.
+root=$prefix
+if [ -n "${DESTDIR:-}" ]; then root="$(realpath -m -- "$DESTDIR")$prefix"; fi
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
@@ -34,20 +39,20 @@ cargo rustc --profile dist -p pbs-ffi --lib -- -C "link-arg=-Wl,-soname,$soname"
 native=$(sed -n 's/.*native-static-libs: //p' "$log" | tail -1)
 
 out=target/dist
-install -d "$prefix/include" "$prefix/lib/pkgconfig" "$prefix/lib/cmake/pbs"
-install -m 644 ffi/include/pbs.h ffi/include/pbs.hpp ffi/include/pbs.f90 "$prefix/include/"
-install -m 755 "$out/libpbs_ffi.so" "$prefix/lib/libpbs.so.$version"
-ln -sf "libpbs.so.$version" "$prefix/lib/$soname"
-ln -sf "$soname" "$prefix/lib/libpbs.so"
-install -m 644 "$out/libpbs_ffi.a" "$prefix/lib/libpbs.a"
+install -d "$root/include" "$root/lib/pkgconfig" "$root/lib/cmake/pbs"
+install -m 644 ffi/include/pbs.h ffi/include/pbs.hpp ffi/include/pbs.f90 "$root/include/"
+install -m 755 "$out/libpbs_ffi.so" "$root/lib/libpbs.so.$version"
+ln -sf "libpbs.so.$version" "$root/lib/$soname"
+ln -sf "$soname" "$root/lib/libpbs.so"
+install -m 644 "$out/libpbs_ffi.a" "$root/lib/libpbs.a"
 # The `dist` profile strips the shared library; the archive keeps its objects' debug sections.
-if command -v strip >/dev/null; then strip --strip-debug "$prefix/lib/libpbs.a"; fi
+if command -v strip >/dev/null; then strip --strip-debug "$root/lib/libpbs.a"; fi
 
-install -d "$prefix/share/doc/pbs"
-install -m 644 LICENSE-MIT LICENSE-APACHE "$prefix/share/doc/pbs/"
-scripts/notices.sh "$prefix/share/doc/pbs"
+install -d "$root/share/doc/pbs"
+install -m 644 LICENSE-MIT LICENSE-APACHE "$root/share/doc/pbs/"
+scripts/notices.sh "$root/share/doc/pbs"
 
-cat >"$prefix/lib/pkgconfig/pbs.pc" <<PC
+cat >"$root/lib/pkgconfig/pbs.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
@@ -60,7 +65,7 @@ Libs: -L\${libdir} -lpbs
 Libs.private: $native
 PC
 
-cat >"$prefix/lib/cmake/pbs/pbsConfig.cmake" <<CMAKE
+cat >"$root/lib/cmake/pbs/pbsConfig.cmake" <<CMAKE
 # find_package(pbs) for pbs $version: pbs::pbs (shared) and pbs::pbs_static; pbs_FORTRAN_SOURCE,
 # the Fortran module's source, to compile with a Fortran program.
 get_filename_component(_pbs_prefix "\${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
@@ -80,7 +85,7 @@ endif()
 unset(_pbs_prefix)
 CMAKE
 
-cat >"$prefix/lib/cmake/pbs/pbsConfigVersion.cmake" <<CMAKE
+cat >"$root/lib/cmake/pbs/pbsConfigVersion.cmake" <<CMAKE
 # Compatible when the ABI matches: the same major version (and minor while the major is 0).
 set(PACKAGE_VERSION "$version")
 set(PACKAGE_VERSION_COMPATIBLE FALSE)
@@ -93,5 +98,5 @@ if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)
 endif()
 CMAKE
 
-echo "installed pbs $version under $prefix (SONAME $soname; static link needs: $native)"
-ls -l "$prefix/lib/libpbs.so.$version" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'
+echo "installed pbs $version under $root (SONAME $soname; static link needs: $native)"
+ls -l "$root/lib/libpbs.so.$version" "$root/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'

@@ -55,6 +55,10 @@ readelf -d "$prefix/lib/libpbs.so" | grep >/dev/null 'SONAME.*libpbs\.so\.0\.' |
 # A relative prefix is the caller's, made absolute in pbs.pc.
 (cd "$prefix" && "$OLDPWD/scripts/install.sh" relative >/dev/null 2>&1)
 grep -qx "prefix=$prefix/relative" "$prefix/relative/lib/pkgconfig/pbs.pc" || { echo "a relative prefix went astray"; exit 1; }
+# DESTDIR stages the files; pbs.pc names the final prefix.
+DESTDIR="$prefix/stage" scripts/install.sh /opt/pbs-staged >/dev/null 2>&1
+[ -x "$prefix/stage/opt/pbs-staged/lib/libpbs.so.$(sed -n 's/^version = "\(.*\)"/\1/p' ffi/Cargo.toml | head -1)" ] &&
+    grep -qx "prefix=/opt/pbs-staged" "$prefix/stage/opt/pbs-staged/lib/pkgconfig/pbs.pc" || { echo "DESTDIR was not staged"; exit 1; }
 # The notices: every crate whose code the static library holds (the first component of its
 # symbols' paths) is one of pbs's, one of the standard library's (the sysroot's rlibs) or listed
 # in THIRD-PARTY.md.

@@ -71,7 +71,7 @@ pub fn all() -> Vec<Shape> {
             },
         ),
         make("stripes", "vertical stripes of load 1 every 7 boxes, zero between", 70, 30, |x, _| {
-            f64::from((x as usize) % 7 == 0)
+            f64::from((x as usize).is_multiple_of(7))
         }),
     ];
     // A single box holding half of the total load: the bound is far above 1.

@@ -9,6 +9,8 @@
 #   PREFIX/share/doc/pbs/LICENSE-MIT, LICENSE-APACHE, and THIRD-PARTY.md with
 #     COPYRIGHT-library.html: the licences of the crates and of Rust's standard library that the
 #     libraries contain (scripts/notices.sh)
+#   where StarPU 1.3 is found: PREFIX/lib/libpbs_starpu.so (SONAME libpbs_starpu.so.0.Y), the
+#     preload library libpbs_starpu_preload.so, PREFIX/include/pbs_starpu.h, pbs-starpu.pc
 # Built with the `dist` profile: optimised, without debug info, stripped.
 #
 #   scripts/install.sh /usr/local          (or any prefix; prints the installed files' sizes)
@@ -97,6 +99,37 @@ if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)
   set(PACKAGE_VERSION_EXACT TRUE)
 endif()
 CMAKE
+
+# The StarPU policy (docs/starpu.md) where StarPU 1.3 is installed: libpbs_starpu.so
+# (conf.sched_policy = &pbs_starpu_policy), libpbs_starpu_preload.so (STARPU_SCHED=pbs for
+# programs nobody changes), pbs_starpu.h, and pbs-starpu.pc (pkg-config --cflags --libs
+# pbs-starpu), linked to the libpbs.so installed above.
+if pkg-config --exists starpu-1.3; then
+    starpu_flags=(-std=c11 -O2 -fPIC "-I$root/include" -Istarpu/include $(pkg-config --cflags starpu-1.3))
+    starpu_libs=$(pkg-config --libs starpu-1.3)
+    "${CC:-cc}" "${starpu_flags[@]}" -shared starpu/src/policy.c -o "$root/lib/libpbs_starpu.so.$version" \
+        -Wl,-soname,"libpbs_starpu.so.$abi" -L"$root/lib" -lpbs $starpu_libs -lpthread -lm -Wl,-rpath,"$prefix/lib"
+    ln -sf "libpbs_starpu.so.$version" "$root/lib/libpbs_starpu.so.$abi"
+    ln -sf "libpbs_starpu.so.$abi" "$root/lib/libpbs_starpu.so"
+    "${CC:-cc}" "${starpu_flags[@]}" -shared starpu/src/preload.c -o "$root/lib/libpbs_starpu_preload.so" \
+        "$root/lib/libpbs_starpu.so.$version" $starpu_libs -ldl -Wl,-rpath,"$prefix/lib"
+    install -m 644 starpu/include/pbs_starpu.h "$root/include/"
+    cat >"$root/lib/pkgconfig/pbs-starpu.pc" <<PC
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: pbs-starpu
+Description: pbs as a StarPU 1.3 scheduling policy (pbs_starpu_policy)
+Version: $version
+Requires: pbs starpu-1.3
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -lpbs_starpu
+PC
+    echo "installed the StarPU policy: libpbs_starpu.so, libpbs_starpu_preload.so, pbs_starpu.h, pbs-starpu.pc"
+else
+    echo "StarPU 1.3 not found (pkg-config starpu-1.3): the StarPU policy is not installed (apt-get install libstarpu-dev)"
+fi
 
 echo "installed pbs $version under $root (SONAME $soname; static link needs: $native)"
 ls -l "$root/lib/libpbs.so.$version" "$root/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'

@@ -90,6 +90,18 @@ cmake -S ffi/examples/cmake-fortran -B "$prefix/build-fortran" -DCMAKE_PREFIX_PA
     -DCMAKE_BUILD_RPATH="$prefix/lib" >/dev/null
 cmake --build "$prefix/build-fortran" >/dev/null
 "$prefix/build-fortran/heat_f90" pbs 2 20 | grep '^scheduler=pbs threads=2 ' >/dev/null || { echo "heat.f90 through CMake failed"; exit 1; }
+# The StarPU policy installed beside it: a program built through pkg-config's pbs-starpu (our heat
+# code as StarPU tasks), and the preload library under one of StarPU's own programs.
+cc -std=c11 -O2 -Wall -Wextra -Werror starpu/examples/driver.c starpu/examples/heat.c \
+    $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pbs-starpu) -lm -Wl,-rpath,"$prefix/lib" \
+    -o "$prefix/starpu-heat"
+export STARPU_HOME="$prefix/starpu-home" STARPU_SILENT=1
+PBS_STARPU_VERBOSE=1 "$prefix/starpu-heat" --sched pbs --workers 2 --iters 20 --nx 8 --ny 8 2>&1 |
+    grep >/dev/null 'pbs (StarPU policy): [1-9][0-9]* iterations' || { echo "the installed StarPU policy did not run heat"; exit 1; }
+PBS_STARPU_VERBOSE=1 STARPU_SCHED=pbs LD_PRELOAD="$prefix/lib/libpbs_starpu_preload.so" \
+    "$(dpkg -L starpu-examples | grep -m1 '/examples/cg$')" 2>&1 |
+    grep >/dev/null 'pbs (StarPU policy): [1-9][0-9]* iterations' || { echo "the installed preload library did not run cg"; exit 1; }
+unset STARPU_HOME STARPU_SILENT
 ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'
 rm -rf "$prefix"
 

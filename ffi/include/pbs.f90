@@ -24,7 +24,8 @@
 !   c_loc(x) of a TARGET (ctx), or reach module variables and pass c_null_ptr. A task returns
 !   0, or non-zero to fail the phase.
 ! * Strings go in as Fortran strings (pbs_executor_create, pbs_executor_create_with,
-!   pbs_partitioner_create); pbs_error_message() returns the last error as a Fortran string.
+!   pbs_partitioner_create); pbs_error_message() returns the last error as a Fortran string,
+!   pbs_library_version() the library's version (PBS_VERSION_STRING is this module's).
 ! * pbs_status values are integer(c_int); owners are integer(c_int32_t) holding C's uint32_t.
 !
 ! Example: ffi/examples/heat.f90. Tested with gfortran -std=f2018 -Wall -Wextra -Werror and
@@ -43,6 +44,9 @@ module pbs
     ! The `pin` argument of pbs_executor_create.
     integer(c_int), parameter, public :: PBS_PIN_OFF = 0, PBS_PIN_WORKERS = 1, PBS_PIN_WORKERS_AND_CALLER = 2
     real(c_double), parameter, public :: PBS_DEFAULT_TOL = 0.05_c_double
+    ! The version of this module, as pbs.h's PBS_VERSION_*.
+    integer, parameter, public :: PBS_VERSION_MAJOR = 0, PBS_VERSION_MINOR = 1, PBS_VERSION_PATCH = 0
+    character(len=*), parameter, public :: PBS_VERSION_STRING = '0.1.0'
 
     ! How a balancing ended.
     type, bind(C), public :: pbs_outcome
@@ -95,7 +99,8 @@ module pbs
     end interface
     public :: pbs_task, pbs_range_task, pbs_box_value, pbs_worker_task
 
-    public :: pbs_error_message, pbs_executor_create, pbs_executor_create_with, pbs_partitioner_create
+    public :: pbs_error_message, pbs_library_version, pbs_executor_create, pbs_executor_create_with, &
+              pbs_partitioner_create
 
     ! pbs_executor_new and pbs_executor_new_with, as pbs.hpp's constructors:
     !     e = pbs_executor_create(scheduler, nx, ny [, nz, threads, pin])
@@ -290,6 +295,10 @@ module pbs
             import :: c_ptr
         end function c_last_error
 
+        type(c_ptr) function c_version() bind(C, name="pbs_version")
+            import :: c_ptr
+        end function c_version
+
         type(c_ptr) function c_executor_new(scheduler, nx, ny, nz, threads, pin) bind(C, name="pbs_executor_new")
             import :: c_ptr, c_char, c_size_t, c_int
             character(kind=c_char), intent(in) :: scheduler(*)
@@ -324,21 +333,32 @@ contains
     ! The message of the last failed call on this thread, or '' if none failed.
     function pbs_error_message() result(message)
         character(len=:), allocatable :: message
-        type(c_ptr) :: p
+        message = fortran_string(c_last_error())
+    end function pbs_error_message
+
+    ! The library's version, "MAJOR.MINOR.PATCH" (pbs_version).
+    function pbs_library_version() result(version)
+        character(len=:), allocatable :: version
+        version = fortran_string(c_version())
+    end function pbs_library_version
+
+    ! A C string as a Fortran string ('' for a null pointer).
+    function fortran_string(p) result(text)
+        type(c_ptr), intent(in) :: p
+        character(len=:), allocatable :: text
         character(kind=c_char), pointer :: chars(:)
         integer(c_size_t) :: i, n
-        p = c_last_error()
         if (.not. c_associated(p)) then
-            message = ''
+            text = ''
             return
         end if
         n = c_strlen(p)
         call c_f_pointer(p, chars, [n])
-        allocate (character(len=n) :: message)
+        allocate (character(len=n) :: text)
         do i = 1, n
-            message(i:i) = chars(i)
+            text(i:i) = chars(i)
         end do
-    end function pbs_error_message
+    end function fortran_string
 
     ! pbs_executor_new (generic pbs_executor_create, sizes of kind c_size_t).
     function executor_create(scheduler, nx, ny, nz, threads, pin) result(e)

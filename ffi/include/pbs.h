@@ -11,7 +11,7 @@
  *  2. The runtime (pbs_executor_*): a pinned worker pool runs a C task once per box and
  *     phase, under the PBS executor or one of its baselines ("pbs", "ws", "eager", "static",
  *     and the seed papers' "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
- *     "norm-greedy").
+ *     "norm-greedy", "diffusion").
  *     "pbs" times the boxes itself and rebalances between iterations when it pays.
  *
  *  3. The runtime's decisions without its threads (pbs_mapper_*), for a task runtime that
@@ -22,10 +22,9 @@
  * pbs_last_error() gives the message, naming the bad input. Nothing here aborts or hangs on
  * bad input. Handles are not thread-safe: use each from one thread at a time.
  *
- * Link: -lpbs_ffi (libpbs_ffi.so from `cargo build --release -p pbs-ffi`), or
- * libpbs_ffi.a with the system libraries that `cargo rustc -p pbs-ffi --release --crate-type
- * staticlib -- --print native-static-libs` lists (on Debian: -lhwloc -lm -ludev -lpthread
- * -lgcc_s -lutil -lrt -ldl -lc). Examples: ffi/examples/.
+ * Link: installed by scripts/install.sh, `pkg-config --cflags --libs pbs` (libpbs.so; with
+ * --static, libpbs.a and the system libraries it needs); in the build tree, -lpbs_ffi
+ * (libpbs_ffi.so from `cargo build --release -p pbs-ffi`). Examples: ffi/examples/.
  */
 #ifndef PBS_H
 #define PBS_H
@@ -36,6 +35,17 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The version of this header (semantic versioning; while the major version is 0 a minor
+   release may change the interface, and the installed library's SONAME names both). */
+#define PBS_VERSION_MAJOR 0
+#define PBS_VERSION_MINOR 1
+#define PBS_VERSION_PATCH 0
+#define PBS_VERSION_STRING "0.1.0"
+
+/* The version of the library linked at run time, as "MAJOR.MINOR.PATCH": for a program to
+   print beside its results, or to compare with PBS_VERSION_STRING. A static string. */
+const char *pbs_version(void);
 
 /* What a call did. */
 typedef enum pbs_status {

@@ -10,6 +10,7 @@
 //! | `pbs_mapper_*` | the runtime's decisions without its threads, for a runtime that runs the tasks itself (the StarPU policy of `starpu/`): box loads in, owners and victims out | `mapper.rs` |
 //! | `pbs_tiling_grid`, `pbs_tiling_cells`, `…_3d` | from a code's cells to boxes: tiles of any size, ragged edges included, in 2D and 3D | `tiling.rs` |
 //! | `pbs_last_error`, `pbs_last_error_status`, `pbs_status` | errors: every call returns a status (constructors NULL) and the message names the bad input | `status.rs` |
+//! | `pbs_version` | the library's version, beside the header's `PBS_VERSION_*` | `version.rs` |
 //!
 //! A heat-diffusion code in C, in full in `ffi/examples/heat.c`:
 //!
@@ -40,6 +41,7 @@ pub mod mapper;
 pub mod partitioner;
 pub mod status;
 pub mod tiling;
+pub mod version;
 
 pub use executor::{
     pbs_current_worker, pbs_executor_end_iteration, pbs_executor_free, pbs_executor_hint_iterations_left,
@@ -51,3 +53,4 @@ pub use mapper::{pbs_mapper_end_iteration, pbs_mapper_free, pbs_mapper_new, pbs_
 pub use partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};
 pub use status::{pbs_last_error, pbs_last_error_status, Status};
 pub use tiling::{pbs_tiling_cells, pbs_tiling_cells_3d, pbs_tiling_grid, pbs_tiling_grid_3d};
+pub use version::pbs_version;

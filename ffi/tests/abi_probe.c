@@ -38,8 +38,10 @@ int main(void) {
         (void (*)(void))pbs_tiling_cells_3d,
         (void (*)(void))pbs_current_worker,
         (void (*)(void))pbs_executor_free,
+        (void (*)(void))pbs_version,
     };
     printf("functions %zu\n", sizeof functions / sizeof functions[0]);
+    printf("version %s %s\n", pbs_version(), PBS_VERSION_STRING);
     printf("pbs_status %zu %d %d %d %d %d %d %d %d\n", sizeof(pbs_status), PBS_OK, PBS_INVALID_ARGUMENT,
            PBS_NULL_POINTER, PBS_UNSUPPORTED, PBS_INTERNAL_ERROR, PBS_TASK_FAILED, PBS_BUSY,
            PBS_OUT_OF_RESOURCES);

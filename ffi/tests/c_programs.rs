@@ -144,7 +144,7 @@ fn rust_layout() -> Vec<String> {
 /// The functions the library exports (`#[no_mangle]` in `src/`).
 fn exported_functions() -> BTreeSet<String> {
     let mut exported = BTreeSet::new();
-    for file in ["status.rs", "partitioner.rs", "executor.rs", "mapper.rs", "tiling.rs"] {
+    for file in ["status.rs", "partitioner.rs", "executor.rs", "mapper.rs", "tiling.rs", "version.rs"] {
         let src = std::fs::read_to_string(Path::new(MANIFEST).join("src").join(file)).unwrap();
         let mut lines = src.lines();
         while let Some(l) = lines.next() {
@@ -184,6 +184,8 @@ fn the_header_matches_the_library_layout_and_symbols() {
     let exported = exported_functions();
     assert_eq!(declared, exported);
     assert!(text.contains(&format!("functions {}", exported.len())), "the probe must take every function: {text}");
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(text.contains(&format!("\nversion {version} {version}\n")), "the library and header are {version}: {text}");
 }
 
 fn hot_spot(grid: &Grid, cx: f64, cy: f64) -> Vec<f64> {

@@ -128,6 +128,10 @@ program fortran_api
     call field_line('pbs_iteration_end.migrations', c_loc(end), c_loc(end%migrations), c_sizeof(end%migrations))
     call field_line('pbs_iteration_end.max_avg', c_loc(end), c_loc(end%max_avg), c_sizeof(end%max_avg))
 
+    ! The library this program runs with is the module's version.
+    msg = pbs_library_version()
+    call expect(msg == PBS_VERSION_STRING, 'the library is version '//PBS_VERSION_STRING//': '//msg)
+
     ! Errors come back as a null handle or a status, with a message naming the cause.
     ! (Fortran's .and. may skip an operand that is a function call: each message is read first.)
     e = pbs_executor_create('no-such-scheduler', nx, ny, 1_c_size_t, 2_c_size_t, PBS_PIN_OFF)

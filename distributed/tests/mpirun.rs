@@ -314,6 +314,17 @@ fn a_refused_command_line_is_one_message_from_rank_0() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.matches("pbs, rcb, diffusion, static").count(), 1, "{stderr}");
     assert!(!stderr.contains("aborting") && out.stdout.is_empty(), "{stderr}");
+    // --version and --help: printed once, and the job ends well (it exited 2, which mpirun
+    // reported as a failed job).
+    for (flag, printed) in [
+        ("--version", concat!("pbs-mpi ", env!("CARGO_PKG_VERSION"))),
+        ("--help", "pbs across MPI ranks, threads inside each"),
+    ] {
+        let (out, _) = mpirun_command(3, flag, &[], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdout.matches(printed).count(), 1, "{flag}: {stdout}");
+    }
 }
 
 /// A rank that mpirun binds to one core while it runs two threads is named (its threads share

@@ -10,7 +10,7 @@ use pbs_mpi::summary::Summary;
 use pbs_mpi::text;
 
 #[derive(Parser)]
-#[command(name = "pbs-mpi", about = "pbs across MPI ranks, threads inside each (start it with mpirun)")]
+#[command(name = "pbs-mpi", version, about = "pbs across MPI ranks, threads inside each (start it with mpirun)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -168,7 +168,8 @@ fn main() -> ExitCode {
             if me == 0 {
                 let _ = e.print();
             }
-            return ExitCode::from(2);
+            // 0 for --help and --version (clap's), 2 for a refused command line.
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
     match cli.command {

@@ -9,7 +9,7 @@
 //! | [`executors::WorkStealing`] | whichever rayon worker gets it | `executors/work_stealing.rs` |
 //! | [`executors::EagerFifo`] | the next idle thread, in FIFO order (StarPU's eager) | `executors/eager.rs` |
 //! | [`executors::StaticBlocks`] | thread `k·T/n` (OpenMP `static`) | `executors/static_blocks.rs` |
-//! | [`executors::Remapping`] | its owner in a mapping the seed papers' other balancers remake: `rcb`, `norcb` (Boulmier), `packsteal` (Freitas), `vector-rcb`, `vector-greedy`, `norm-greedy` (Buch's vector loads) | `executors/remapping.rs` |
+//! | [`executors::Remapping`] | its owner in a mapping another balancer remakes (the seed papers', and diffusion): `rcb`, `norcb` (Boulmier), `packsteal` (Freitas), `vector-rcb`, `vector-greedy`, `norm-greedy` (Buch's vector loads), `diffusion` (Hu and Blake) | `executors/remapping.rs` |
 //!
 //! All implement [`Executor`]: one phase = every box exactly once, then a barrier. The
 //! owner-computes ones share their box lists (`executors/owner_lists.rs`), how densely they

@@ -195,6 +195,11 @@ for scheduler in pbs ws eager static rcb norcb packsteal vector-rcb vector-greed
     memcheck 0 "$vg/tiles" "$scheduler" 2 6 100 60 32 7 1
 done
 for pin in pin=1 pin=2 load=uniform; do memcheck 0 "$vg/heat" pbs 2 12 6 5 8 100 "$pin"; done
+# The balancer's own thread, a lent core, sleeping workers: each started and stopped from C.
+PBS_CRITERION=always PBS_OVERLAP=thread memcheck 0 "$vg/heat" pbs 2 30 16 16 4 1000
+PBS_LEND=always memcheck 0 "$vg/heat" pbs 2 30 16 16 4 1000
+PBS_WAIT_POLICY=passive memcheck 0 "$vg/heat" pbs 2 30 16 16 4 1000
+PBS_STEAL=auto memcheck 0 "$vg/heat" pbs 2 30 16 16 4 1000
 memcheck 1 "$vg/heat" pbs 2 4 4 4 8 nan # a failing task: its status, the executor freed after
 PBS_TOL=-1 memcheck 2 "$vg/heat" pbs 2 4 4 4 8 # a bad setting: NULL and the reason
 memcheck 0 "$vg/balance"

@@ -492,6 +492,12 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile()
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // --help: the options on standard output, and nothing run.
+    let o = starpu(&dir.join("md")).args(["--iters", "5", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.starts_with("usage: md [--sched NAME]") && text.contains("--scenario"), "{text}");
+    assert!(!text.contains("md: sched="), "{text}");
 }
 
 /// `pbs-bench starpu --repeats 1 --json` with these arguments, which must succeed: its rows.

@@ -56,11 +56,17 @@ static int by_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int usage(const struct pbs_example *app, const char *message) {
-    fprintf(stderr,
-            "%s: %s\nusage: %s [--sched NAME] [--workers N] [--iters K] [--nx N] [--ny N] [--barrier 0|1] "
+/* The options, on `out`. */
+static void print_usage(FILE *out, const struct pbs_example *app) {
+    fprintf(out,
+            "usage: %s [--sched NAME] [--workers N] [--iters K] [--nx N] [--ny N] [--barrier 0|1] "
             "[--window W] [--empty 0|1] [--hint-iterations 0|1] [--declare 0|1] [--submit-us U] [--trace FILE] %s\n",
-            app->name, message, app->name, app->usage);
+            app->name, app->usage);
+}
+
+static int usage(const struct pbs_example *app, const char *message) {
+    fprintf(stderr, "%s: %s\n", app->name, message);
+    print_usage(stderr, app);
     return 2;
 }
 
@@ -93,6 +99,10 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     long workers = 2, iterations = 200, barrier = 0, window = 0, hint = 1, declare = 1, submit_us = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            print_usage(stdout, app);
+            return 0;
+        }
         if (!v) return usage(app, "an option without its value");
         i++;
         int own = app->option(k, v);

@@ -59,6 +59,8 @@ while IFS='|' read -r package licence repository; do
     fi
     crates=$((crates + 1))
 done < <(cargo tree -p pbs-ffi -e normal,no-proc-macro --prefix none --format '{p}|{l}|{r}' | sed 's/ (\*)$//' | sort -u)
+# A failed `cargo tree` gives the loop nothing, which must not read as a library without crates.
+[ "$crates" -gt 0 ] || { echo "error: cargo tree listed no crate of pbs-ffi" >&2; exit 1; }
 
 {
     echo

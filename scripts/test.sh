@@ -98,8 +98,8 @@ cc -std=c11 -O2 -Wall -Wextra -Werror starpu/examples/driver.c starpu/examples/h
 export STARPU_HOME="$prefix/starpu-home" STARPU_SILENT=1
 PBS_STARPU_VERBOSE=1 "$prefix/starpu-heat" --sched pbs --workers 2 --iters 20 --nx 8 --ny 8 2>&1 |
     grep >/dev/null 'pbs (StarPU policy): [1-9][0-9]* iterations' || { echo "the installed StarPU policy did not run heat"; exit 1; }
-PBS_STARPU_VERBOSE=1 STARPU_SCHED=pbs LD_PRELOAD="$prefix/lib/libpbs_starpu_preload.so" \
-    "$(dpkg -L starpu-examples | grep -m1 '/examples/cg$')" 2>&1 |
+cg=$(dpkg -L starpu-examples | grep '/examples/cg$')
+PBS_STARPU_VERBOSE=1 STARPU_SCHED=pbs LD_PRELOAD="$prefix/lib/libpbs_starpu_preload.so" "$cg" 2>&1 |
     grep >/dev/null 'pbs (StarPU policy): [1-9][0-9]* iterations' || { echo "the installed preload library did not run cg"; exit 1; }
 unset STARPU_HOME STARPU_SILENT
 ls -lL "$prefix/lib/libpbs.so" "$prefix/lib/libpbs.a" | awk '{printf "  %s: %.1f MB\n", $NF, $5 / 1e6}'

@@ -24,6 +24,7 @@
  * scheduler and thread count, since each task reads the previous field and writes its own box.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -35,6 +36,7 @@
 #include <omp.h>
 #endif
 
+#include "arguments.h"
 #include "pbs.h"
 
 typedef struct {
@@ -171,9 +173,12 @@ int main(int argc, char **argv) {
     const char *positional[7] = {"pbs", "0", "200", "32", "32", "16", "100"};
     int npos = 0, pin = 0;
     const char *load = "corner", *diag = "none";
+    unsigned long long n[6]; /* threads, iterations, nx, ny, side, pin */
     for (int a = 1; a < argc; a++) {
-        if (!strncmp(argv[a], "pin=", 4)) pin = atoi(argv[a] + 4);
-        else if (!strncmp(argv[a], "load=", 5)) load = argv[a] + 5;
+        if (!strncmp(argv[a], "pin=", 4)) {
+            if (arg_count("heat", "pin", argv[a] + 4, 2, &n[5])) return 2;
+            pin = (int)n[5];
+        } else if (!strncmp(argv[a], "load=", 5)) load = argv[a] + 5;
         else if (!strncmp(argv[a], "diag=", 5)) diag = argv[a] + 5;
         else if (npos < 7) positional[npos++] = argv[a];
         else {
@@ -182,13 +187,14 @@ int main(int argc, char **argv) {
         }
     }
     const char *scheduler = positional[0];
-    size_t threads = strtoul(positional[1], NULL, 10);
-    long iterations = strtol(positional[2], NULL, 10);
-    field f = {.nx = strtoul(positional[3], NULL, 10),
-               .ny = strtoul(positional[4], NULL, 10),
-               .s = strtoul(positional[5], NULL, 10),
-               .hot = strtod(positional[6], NULL),
-               .uniform = !strcmp(load, "uniform")};
+    const char *names[5] = {"threads", "iterations", "nx", "ny", "side"};
+    double hot;
+    for (int i = 0; i < 5; i++)
+        if (arg_count("heat", names[i], positional[i + 1], i == 1 ? LONG_MAX : SIZE_MAX, &n[i])) return 2;
+    if (arg_real("heat", "hot", positional[6], &hot)) return 2;
+    size_t threads = (size_t)n[0];
+    long iterations = (long)n[1];
+    field f = {.nx = (size_t)n[2], .ny = (size_t)n[3], .s = (size_t)n[4], .hot = hot, .uniform = !strcmp(load, "uniform")};
     int diag_pbs = !strcmp(diag, "pbs"), diag_omp = !strcmp(diag, "omp");
     /* As pbs's grids: at most 2^32 - 1 boxes (checked here too, for the OpenMP schedules, which
        build no executor: their products wrapped); tiles of at most 65536^2 cells. */

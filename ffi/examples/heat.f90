@@ -116,11 +116,19 @@ program heat
     if (command_argument_count() >= 1) call get_command_argument(1, scheduler)
     if (command_argument_count() >= 2) then
         call get_command_argument(2, arg)
-        read (arg, *) threads
+        read (arg, *, iostat=status) threads
+        if (status /= 0 .or. threads < 0 .or. verify(trim(arg), '0123456789') /= 0) then
+            write (error_unit, '(a,a,a)') "heat: threads must be a whole number, got '", trim(arg), "'"
+            stop 2
+        end if
     end if
     if (command_argument_count() >= 3) then
         call get_command_argument(3, arg)
-        read (arg, *) iterations
+        read (arg, *, iostat=status) iterations
+        if (status /= 0 .or. iterations < 0 .or. verify(trim(arg), '0123456789') /= 0) then
+            write (error_unit, '(a,a,a)') "heat: iterations must be a whole number, got '", trim(arg), "'"
+            stop 2
+        end if
     end if
 
     openmp = scheduler(1:4) == 'omp-'

@@ -14,12 +14,14 @@
  * field: the same for every tile shape, scheduler and thread count.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "arguments.h"
 #include "pbs.h"
 
 typedef struct {
@@ -65,13 +67,20 @@ static double now_ms(void) {
 
 int main(int argc, char **argv) {
     const char *scheduler = argc > 1 ? argv[1] : "pbs";
-    size_t threads = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
-    long iterations = argc > 3 ? strtol(argv[3], NULL, 10) : 50;
-    size_t n[3], tile[3], grid[3];
-    for (int a = 0; a < 3; a++) n[a] = argc > 4 + a ? strtoul(argv[4 + a], NULL, 10) : 96;
-    tile[0] = argc > 7 ? strtoul(argv[7], NULL, 10) : n[0];
-    tile[1] = argc > 8 ? strtoul(argv[8], NULL, 10) : 8;
-    tile[2] = argc > 9 ? strtoul(argv[9], NULL, 10) : 8;
+    /* threads, iterations, W, H, D, tile_x, tile_y, tile_z; tile_x's default is W. */
+    const char *names[8] = {"threads", "iterations", "W", "H", "D", "tile_x", "tile_y", "tile_z"};
+    unsigned long long v[8] = {0, 50, 96, 96, 96, 0, 8, 8};
+    if (argc > 10) {
+        fprintf(stderr, "heat3d: unexpected argument %s\n", argv[10]);
+        return 2;
+    }
+    for (int i = 0; i + 2 < argc; i++)
+        if (arg_count("heat3d", names[i], argv[i + 2], i == 1 ? LONG_MAX : SIZE_MAX, &v[i])) return 2;
+    if (argc <= 7) v[5] = v[2];
+    size_t threads = (size_t)v[0];
+    long iterations = (long)v[1];
+    size_t n[3] = {(size_t)v[2], (size_t)v[3], (size_t)v[4]};
+    size_t tile[3] = {(size_t)v[5], (size_t)v[6], (size_t)v[7]}, grid[3];
     if (iterations < 0 || pbs_tiling_grid_3d(n, tile, grid) != PBS_OK) {
         fprintf(stderr, "heat3d: %s\n", iterations < 0 ? "iterations must be >= 0" : pbs_last_error());
         return 2;

@@ -13,12 +13,14 @@
  * every tile shape, scheduler and thread count.
  */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "arguments.h"
 #include "pbs.h"
 
 typedef struct {
@@ -58,11 +60,19 @@ static double now_ms(void) {
 
 int main(int argc, char **argv) {
     const char *scheduler = argc > 1 ? argv[1] : "pbs";
-    size_t threads = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
-    long iterations = argc > 3 ? strtol(argv[3], NULL, 10) : 100;
-    size_t w = argc > 4 ? strtoul(argv[4], NULL, 10) : 1024, h = argc > 5 ? strtoul(argv[5], NULL, 10) : 1024;
-    size_t tx = argc > 6 ? strtoul(argv[6], NULL, 10) : w, ty = argc > 7 ? strtoul(argv[7], NULL, 10) : 16;
-    int ranges = argc > 8 && atoi(argv[8]) != 0;
+    /* threads, iterations, W, H, tile_x, tile_y, ranges; tile_x's default is W. */
+    const char *names[7] = {"threads", "iterations", "W", "H", "tile_x", "tile_y", "ranges"};
+    unsigned long long n[7] = {0, 100, 1024, 1024, 0, 16, 0}, max[7] = {SIZE_MAX, LONG_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, 1};
+    if (argc > 9) {
+        fprintf(stderr, "tiles: unexpected argument %s\n", argv[9]);
+        return 2;
+    }
+    for (int i = 0; i + 2 < argc; i++)
+        if (arg_count("tiles", names[i], argv[i + 2], max[i], &n[i])) return 2;
+    if (argc <= 6) n[4] = n[2];
+    size_t threads = (size_t)n[0], w = (size_t)n[2], h = (size_t)n[3], tx = (size_t)n[4], ty = (size_t)n[5];
+    long iterations = (long)n[1];
+    int ranges = n[6] != 0;
     size_t nx, ny;
     if (iterations < 0 || pbs_tiling_grid(w, h, tx, ty, &nx, &ny) != PBS_OK) {
         fprintf(stderr, "tiles: %s\n", iterations < 0 ? "iterations must be >= 0" : pbs_last_error());

@@ -573,6 +573,11 @@ fn heat_f90_gives_the_serial_checksum_under_every_scheduler() {
     let o = run(&program, &["omp-static", "2", "5"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("omp-static needs a build with -fopenmp"));
+    for (args, says) in [(["pbs", "two", "5"], "threads must be"), (["pbs", "2", "8x"], "iterations must be")] {
+        let o = run(&program, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
 
     let openmp = compile_fortran("gfortran", &["examples/heat.f90"], "heat_f90_openmp", &["-fopenmp"]);
     for scheduler in ["omp-static", "omp-dynamic:4", "omp-guided", "pbs"] {
@@ -699,6 +704,37 @@ fn the_c_examples_refuse_sizes_they_cannot_hold() {
         assert_eq!(o.status.code(), Some(code), "{program:?} {args:?}: {err}");
         assert!(err.contains(message), "{program:?} {args:?}: {err}");
     }
+}
+
+/// A number the C examples cannot read whole is refused by name (`ffi/examples/arguments.h`):
+/// strtoul read "two" threads as 0 (every core), "ten" iterations as none and "8x" as 8, and
+/// the program ran something else than it was asked, without a word.
+#[test]
+fn the_c_examples_refuse_arguments_that_are_not_numbers() {
+    let heat = compile(&Path::new(MANIFEST).join("examples/heat.c"), "heat_arguments");
+    let tiles = compile(&Path::new(MANIFEST).join("examples/tiles.c"), "tiles_arguments");
+    let heat3d = compile(&Path::new(MANIFEST).join("examples/heat3d.c"), "heat3d_arguments");
+    let cases: [(&Path, &[&str], &str); 9] = [
+        (&heat, &["pbs", "two"], "heat: threads must be a whole number from 0 to"),
+        (&heat, &["pbs", "2", "ten"], "heat: iterations must be a whole number from 0 to"),
+        (&heat, &["pbs", "2", "-5"], "heat: iterations must be a whole number"),
+        (&heat, &["pbs", "2", "5", "8x"], "heat: nx must be a whole number"),
+        (&heat, &["pbs", "2", "5", "4", "4", "8", "warm"], "heat: hot must be a number, got 'warm'"),
+        (&heat, &["pbs", "2", "5", "4", "4", "8", "100", "pin=3"], "heat: pin must be a whole number from 0 to 2"),
+        (&tiles, &["pbs", "2", "abc"], "tiles: iterations must be a whole number"),
+        (&tiles, &["pbs", "2", "5", "100", "100", "7", "1", "2"], "tiles: ranges must be a whole number from 0 to 1"),
+        (&heat3d, &["pbs", "2", "3", "-5"], "heat3d: W must be a whole number"),
+    ];
+    for (program, args, says) in cases {
+        let o = run(program, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: ran");
+    }
+    let o = run(&heat3d, &["pbs", "2", "1", "8", "8", "8", "8", "8", "8", "extra"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unexpected argument extra"));
 }
 
 #[test]

@@ -1,0 +1,46 @@
+/*
+ * The examples' command-line numbers, read whole or refused: strtoul alone reads "two" as 0
+ * (all cores, or no iteration), "8x" as 8 and "-5" as a huge count, and the program then runs
+ * something else than was asked without a word. Each function prints
+ *   PROGRAM: NAME must be ..., got 'TEXT'
+ * on stderr and returns -1 for such an argument, 0 with the value otherwise. The programs'
+ * own checks (ranges, sizes) come after.
+ */
+#ifndef PBS_EXAMPLE_ARGUMENTS_H
+#define PBS_EXAMPLE_ARGUMENTS_H
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* `text` as a whole number from 0 to `max` (decimal digits only). */
+static inline int arg_count(const char *program, const char *name, const char *text, unsigned long long max,
+                     unsigned long long *value) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = isdigit((unsigned char)text[0]) ? strtoull(text, &end, 10) : 0;
+    if (!end || *end || errno == ERANGE || v > max) {
+        fprintf(stderr, "%s: %s must be a whole number from 0 to %llu, got '%s'\n", program, name, max, text);
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
+/* `text` as a real number (or nan, which some programs take to show a failure). */
+static inline int arg_real(const char *program, const char *name, const char *text, double *value) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || (errno == ERANGE && isinf(v))) {
+        fprintf(stderr, "%s: %s must be a number, got '%s'\n", program, name, text);
+        return -1;
+    }
+    *value = v;
+    return 0;
+}
+
+#endif

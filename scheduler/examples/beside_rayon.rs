@@ -17,6 +17,9 @@ use pbs_scheduler::runtime::Runtime;
 use pbs_scheduler::Executor;
 use rayon::prelude::*;
 
+mod common;
+use common::OrFail;
+
 const LIMIT: f64 = 1.1;
 
 /// About `units` × 0.04 µs of arithmetic that the optimiser cannot remove.
@@ -58,13 +61,15 @@ fn run(exec: &mut dyn Executor, grid: &Grid, iterations: usize, with_rayon: bool
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let (rounds, iterations) = (args.first().copied().unwrap_or(7), args.get(1).copied().unwrap_or(200));
+    const EXAMPLE: &str = "beside_rayon";
+    let args = common::arguments(EXAMPLE, 2);
+    let rounds = common::count(EXAMPLE, &args, 0, "rounds", 7, 1);
+    let iterations = common::count(EXAMPLE, &args, 1, "iterations", 200, 1);
     let grid = Grid::new(64, 64).expect("a 64×64 grid");
     let mut failed = false;
     for pin in [Pinning::Off, Pinning::Workers] {
-        let runtime = Runtime { pin, ..Runtime::detect().expect("this machine") };
-        let (mut exec, _) = runtime.executor("pbs", grid).expect("a pbs executor");
+        let runtime = Runtime { pin, ..Runtime::detect().or_fail(EXAMPLE, "this machine") };
+        let (mut exec, _) = runtime.executor("pbs", grid).or_fail(EXAMPLE, "a pbs executor");
         let (mut pure, mut mixed, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {
             // Alternate which goes first, so that a drift in machine speed hits both alike.

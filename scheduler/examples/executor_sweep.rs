@@ -16,17 +16,23 @@ use pbs_scheduler::criteria::Never;
 use pbs_scheduler::executors::{Pbs, PbsOptions, Stealing};
 use pbs_scheduler::Executor;
 
+mod common;
+use common::OrFail;
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let threads: usize = args.next().map_or(2, |s| s.parse().expect("a thread count"));
-    let phases: usize = args.next().map_or(20_000, |s| s.parse().expect("a phase count"));
-    let per_thread: usize = args.next().map_or(64, |s| s.parse().expect("a box count a thread"));
-    let side = ((per_thread * threads) as f64).sqrt().ceil() as usize;
-    let grid = Grid::new(side, side).expect("a grid");
+    const EXAMPLE: &str = "executor_sweep";
+    let args = common::arguments(EXAMPLE, 3);
+    let threads = common::count(EXAMPLE, &args, 0, "threads", 2, 1);
+    let phases = common::count(EXAMPLE, &args, 1, "phases", 20_000, 1);
+    let per_thread = common::count(EXAMPLE, &args, 2, "boxes a thread", 64, 1);
+    let boxes =
+        per_thread.checked_mul(threads).unwrap_or_else(|| common::fail(EXAMPLE, "more boxes than a usize holds"));
+    let side = (boxes as f64).sqrt().ceil() as usize;
+    let grid = Grid::new(side, side).or_fail(EXAMPLE, "the grid");
     let n = grid.len();
     // Never rebalance: the sweep alone, over the same owners in every phase.
     let options = PbsOptions { steal: Stealing::Always, criterion: Some(Box::new(Never)), ..PbsOptions::default() };
-    let mut pbs = Pbs::new(grid, threads, options).expect("an executor");
+    let mut pbs = Pbs::new(grid, threads, options).or_fail(EXAMPLE, "the executor");
     let spin = |d: Duration| {
         let start = Instant::now();
         while start.elapsed() < d {

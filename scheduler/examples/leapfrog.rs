@@ -11,7 +11,9 @@
 use pbs::Grid;
 use pbs_scheduler::{for_each_box_mut, for_each_box_zip, reduce_boxes, runtime::Runtime};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+mod common;
+
+fn main() -> Result<(), common::Failure> {
     let executor = std::env::args().nth(1).unwrap_or_else(|| "pbs".into());
     let grid = Grid::new(256, 16)?;
     let n = grid.len();

@@ -9,7 +9,9 @@
 use pbs::Grid;
 use pbs_scheduler::{for_each_box_mut, runtime::Runtime};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+mod common;
+
+fn main() -> Result<(), common::Failure> {
     let executor = std::env::args().nth(1).unwrap_or_else(|| "pbs".into());
     let grid = Grid::new(64, 64)?;
 

@@ -20,6 +20,9 @@ use pbs_scheduler::executors::{
 use pbs_scheduler::pool::Pool;
 use pbs_scheduler::{BoxTimer, Executor};
 
+mod common;
+use common::OrFail;
+
 const PHASES_PER_BLOCK: usize = 200;
 
 fn median(v: &mut [f64]) -> f64 {
@@ -28,22 +31,41 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let threads: usize = args.next().map_or(2, |s| s.parse().expect("a thread count"));
-    let blocks: usize = args.next().map_or(200, |s| s.parse().expect("a block count"));
+    const EXAMPLE: &str = "overhead";
+    let args = common::arguments(EXAMPLE, 2);
+    let threads = common::count(EXAMPLE, &args, 0, "threads", 2, 1);
+    let blocks = common::count(EXAMPLE, &args, 1, "blocks", 200, 1);
     let grid = Grid::new(100, 100).unwrap();
     let n = grid.len();
     let plain = BoxTimer::OFF;
     let mut execs: Vec<(&str, Box<dyn Executor>)> = vec![
-        ("pbs", Box::new(Pbs::new(grid, threads, PbsOptions::default()).unwrap())),
+        ("pbs", Box::new(Pbs::new(grid, threads, PbsOptions::default()).or_fail(EXAMPLE, "an executor"))),
         (
             "pbs+steal",
-            Box::new(Pbs::new(grid, threads, PbsOptions { steal: Stealing::Always, ..PbsOptions::default() }).unwrap()),
+            Box::new(
+                Pbs::new(grid, threads, PbsOptions { steal: Stealing::Always, ..PbsOptions::default() })
+                    .or_fail(EXAMPLE, "an executor"),
+            ),
         ),
-        ("ws", Box::new(WorkStealing::with_start(n, threads, Arc::new(|_| {}), plain).unwrap())),
-        ("eager", Box::new(EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain).unwrap())),
-        ("static", Box::new(StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})).unwrap(), plain).unwrap())),
-        ("rcb", Box::new(Remapping::new(grid, threads, RemapOptions::new(Remapper::Rcb)).unwrap())),
+        ("ws", Box::new(WorkStealing::with_start(n, threads, Arc::new(|_| {}), plain).or_fail(EXAMPLE, "an executor"))),
+        (
+            "eager",
+            Box::new(
+                EagerFifo::with_pool(n, Pool::new(threads, Arc::new(|_| {})).or_fail(EXAMPLE, "an executor"), plain)
+                    .or_fail(EXAMPLE, "an executor"),
+            ),
+        ),
+        (
+            "static",
+            Box::new(
+                StaticBlocks::with_pool(n, Pool::new(threads, Arc::new(|_| {})).or_fail(EXAMPLE, "an executor"), plain)
+                    .or_fail(EXAMPLE, "an executor"),
+            ),
+        ),
+        (
+            "rcb",
+            Box::new(Remapping::new(grid, threads, RemapOptions::new(Remapper::Rcb)).or_fail(EXAMPLE, "an executor")),
+        ),
     ];
     println!(
         "empty tasks, {n} boxes, {threads} threads, {blocks} blocks of {PHASES_PER_BLOCK} phases per executor, taking turns"

@@ -13,6 +13,9 @@ use pbs::loadmap::PerlinMap;
 use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::pool::Pool;
 
+mod common;
+use common::OrFail;
+
 /// Transitions per case; each is balanced once alone and once with the pool.
 const TRANSITIONS: usize = 200;
 
@@ -23,20 +26,22 @@ fn main() {
     }
     println!("threads  vCores  boxes  balance µs alone  with the pool  pool / alone  steps  (medians of {TRANSITIONS} rebalancings)");
     for case in &cases {
-        let (t, v) = match case.split_once(':') {
-            Some((t, v)) => (t.parse().expect("a thread count"), v.parse().expect("a vCore count")),
-            None => {
-                let t: usize = case.parse().expect("a thread count");
-                (t, t)
-            }
+        const EXAMPLE: &str = "parallel_balancer";
+        let number = |text: &str| text.parse::<usize>().ok().filter(|&n| n > 0);
+        let parsed = match case.split_once(':') {
+            Some((t, v)) => number(t).zip(number(v)),
+            None => number(case).map(|t| (t, t)),
         };
-        let pool = Pool::new(t, Arc::new(|_| {})).unwrap();
+        let (t, v) = parsed.unwrap_or_else(|| {
+            common::fail(EXAMPLE, format!("a case is THREADS or THREADS:VCORES, each at least 1, got {case:?}"))
+        });
+        let pool = Pool::new(t, Arc::new(|_| {})).or_fail(EXAMPLE, "the pool");
         for side in [32usize, 64] {
             let grid = Grid::new(side, side).expect("a grid");
             // The stencil's map: few large features with sharp peaks.
             let mut map = PerlinMap { seed: 7, frequency: 1.5, octaves: 3, contrast: 4.0, ..Default::default() };
             let loads = map.loads(&grid);
-            let problem = Problem::new(grid, &loads, v).expect("valid loads");
+            let problem = Problem::new(grid, &loads, v).or_fail(EXAMPLE, "the problem");
             let mut vcores = VCores::random(&problem, 1);
             let mut method = methods::by_name("power-cells").expect("the default method");
             let opts = StopRule { max_steps: 20, tol: 0.02 };

@@ -9,8 +9,12 @@ use std::time::Instant;
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::runtime::Runtime;
 
+mod common;
+use common::OrFail;
+
 fn main() {
-    let threads: usize = std::env::args().nth(1).map_or(2, |s| s.parse().expect("a thread count"));
+    const EXAMPLE: &str = "phase_latency";
+    let threads = common::count(EXAMPLE, &common::arguments(EXAMPLE, 1), 0, "threads", 2, 1);
     let pinnings =
         [("off", Pinning::Off), ("workers", Pinning::Workers), ("workers and caller", Pinning::WorkersAndCaller)];
     // The pinnings take turns, three rounds each, so that a slow spell of a shared machine
@@ -19,8 +23,8 @@ fn main() {
     for round in 0..3 {
         for (name, pin) in pinnings {
             let mut times: Vec<f64> = std::thread::spawn(move || {
-                let runtime = Runtime { threads, pin, ..Runtime::detect().expect("a topology") };
-                let (pool, _bindings) = runtime.pool().expect("a pool");
+                let runtime = Runtime { threads, pin, ..Runtime::detect().or_fail(EXAMPLE, "the topology") };
+                let (pool, _bindings) = runtime.pool().or_fail(EXAMPLE, "a pool");
                 (0..20_000)
                     .map(|_| {
                         let t = Instant::now();

@@ -14,6 +14,9 @@ use pbs::Grid;
 use pbs_scheduler::executors::{Pbs, PbsOptions, StaticBlocks};
 use pbs_scheduler::{for_each_box_mut, Executor};
 
+mod common;
+use common::OrFail;
+
 const PHASES: usize = 50;
 
 /// The base of the data, shared with the workers as `for_each_box_mut` shared it before it
@@ -38,9 +41,10 @@ fn work(units: usize, x: f64) -> f64 {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let threads: usize = args.next().map_or(2, |s| s.parse().expect("a thread count"));
-    let blocks: usize = args.next().map_or(40, |s| s.parse().expect("a block count"));
+    const EXAMPLE: &str = "range_tasks";
+    let args = common::arguments(EXAMPLE, 2);
+    let threads = common::count(EXAMPLE, &args, 0, "threads", 2, 1);
+    let blocks = common::count(EXAMPLE, &args, 1, "blocks", 40, 1);
     let grid = Grid::new(256, 256).unwrap();
     let n = grid.len();
     println!("{n} boxes, {threads} threads, {blocks} blocks of {PHASES} phases per style");
@@ -48,8 +52,8 @@ fn main() {
     for (task, units) in [("tiny", 0usize), ("md", 60)] {
         for name in ["static", "pbs"] {
             let mut exec: Box<dyn Executor> = match name {
-                "static" => Box::new(StaticBlocks::new(n, threads).unwrap()),
-                _ => Box::new(Pbs::new(grid, threads, PbsOptions::default()).unwrap()),
+                "static" => Box::new(StaticBlocks::new(n, threads).or_fail(EXAMPLE, "the static executor")),
+                _ => Box::new(Pbs::new(grid, threads, PbsOptions::default()).or_fail(EXAMPLE, "the pbs executor")),
             };
             let mut x: Vec<f64> = (0..n).map(|k| k as f64 * 1e-3).collect();
             let (mut per_box, mut ranges, mut ratios) = (Vec::new(), Vec::new(), Vec::new());

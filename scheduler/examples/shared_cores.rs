@@ -18,6 +18,8 @@ use pbs::Grid;
 use pbs_scheduler::executors::{EagerFifo, Pbs, PbsOptions, StaticBlocks, WorkStealing};
 use pbs_scheduler::Executor;
 
+mod common;
+
 const LIMIT: f64 = 1.2;
 
 fn median(v: &mut [f64]) -> f64 {
@@ -73,8 +75,12 @@ fn main() {
         }
         return;
     }
-    let rounds: usize = args.first().map_or(7, |s| s.parse().expect("rounds: a whole number"));
-    let iterations: usize = args.get(1).map_or(20, |s| s.parse().expect("iterations: a whole number"));
+    const EXAMPLE: &str = "shared_cores";
+    if args.len() > 2 {
+        common::fail(EXAMPLE, format!("at most 2 arguments, got {}", args.len()));
+    }
+    let rounds = common::count(EXAMPLE, &args, 0, "rounds", 7, 1);
+    let iterations = common::count(EXAMPLE, &args, 1, "iterations", 20, 1);
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let grid = Grid::new(64, 64).unwrap();
     let costs: Vec<u32> = (0..grid.len()).map(|k| cost(&grid, k)).collect();

@@ -12,7 +12,9 @@ use pbs::loadmap::PerlinMap;
 use pbs::{balance, methods, Grid, Problem, StopRule, VCores};
 use pbs_scheduler::placement::numa_positions;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+mod common;
+
+fn main() -> Result<(), common::Failure> {
     println!("grid        vCores  seed  start    cut at start  cut balanced  max_avg  steps  ms");
     for (n, nz, parts) in [(32, 32, 16), (32, 32, 64), (48, 24, 64), (64, 32, 256)] {
         let grid = Grid::new_3d(n, n, nz)?;

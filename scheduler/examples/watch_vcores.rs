@@ -9,11 +9,12 @@
 use pbs::Grid;
 use pbs_scheduler::runtime::Runtime;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+mod common;
+
+fn main() -> Result<(), common::Failure> {
     let mut runtime = Runtime::detect()?;
-    if let Some(t) = std::env::args().nth(1) {
-        runtime.threads = t.parse()?;
-    }
+    let args = common::arguments("watch_vcores", 1);
+    runtime.threads = common::count("watch_vcores", &args, 0, "threads", runtime.threads, 1);
     let grid = Grid::new(48, 48)?;
     let (mut exec, _bindings) = runtime.executor("pbs", grid)?;
     let hot = |k: usize| {

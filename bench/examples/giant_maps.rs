@@ -12,9 +12,13 @@ use pbs::{balance, bisection, methods, metrics, Grid, Problem, StopRule, VCores}
 
 fn main() {
     pbs_bench::end_quietly_on_closed_pipe();
-    let mut args = std::env::args().skip(1);
-    let count: usize = args.next().map_or(1500, |s| s.parse().expect("a map count"));
-    let giants = args.next().is_none_or(|s| s != "plain");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let giants = match args.get(1).map(String::as_str) {
+        None => true,
+        Some("plain") if args.len() == 2 => false,
+        Some(_) => pbs_bench::example_failed("giant_maps", &"usage: giant_maps [COUNT] [plain]"),
+    };
+    let count = pbs_bench::counts_of("giant_maps [COUNT] [plain]", &args[..args.len().min(1)], &[Some(1500)])[0];
     let mut rng = pbs::rng::SplitMix64::new(11);
     let (mut maps, mut empty, mut behind) = (0, [0usize; 2], [0usize; 2]);
     let mut over = [[0usize; 3]; 2];

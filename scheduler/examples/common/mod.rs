@@ -11,16 +11,18 @@ pub fn fail(example: &str, what: impl Display) -> ! {
     std::process::exit(2);
 }
 
-/// The `i`-th argument after the program's name as a whole number of at least `min`, or
-/// `default` where there is none; anything else ends the example naming `name`.
-pub fn count(example: &str, args: &[String], i: usize, name: &str, default: usize, min: usize) -> usize {
-    match args.get(i) {
-        None => default,
-        Some(text) => match text.parse::<usize>() {
-            Ok(v) if v >= min => v,
-            _ => fail(example, format!("{name} must be a whole number of at least {min}, got {text:?}")),
-        },
+/// `text` as a whole number of at least `min`, or why not, naming `name`.
+pub fn parse_count(text: &str, name: &str, min: usize) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(v) if v >= min => Ok(v),
+        _ => Err(format!("{name} must be a whole number of at least {min}, got {text:?}")),
     }
+}
+
+/// The `i`-th argument after the program's name as [`parse_count`] reads it, or `default`
+/// where there is none; anything else ends the example.
+pub fn count(example: &str, args: &[String], i: usize, name: &str, default: usize, min: usize) -> usize {
+    args.get(i).map_or(default, |text| parse_count(text, name, min).unwrap_or_else(|why| fail(example, why)))
 }
 
 /// The arguments after the program's name; more than `most` ends the example.

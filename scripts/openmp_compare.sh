@@ -29,6 +29,10 @@ need_rust
 need_c_compiler
 need_packages gfortran
 rounds=${1:-15} threads=${2:-2} iters=${3:-300}
+for n in "$rounds" "$threads" "$iters"; do
+    [[ "$n" =~ ^[1-9][0-9]{0,5}$ ]] || { echo "scripts/openmp_compare.sh: ROUNDS, THREADS and ITERATIONS are whole numbers from 1 to 999999, got '$n'" >&2; exit 2; }
+done
+[ $# -le 3 ] || { echo "scripts/openmp_compare.sh: at most 3 arguments (ROUNDS THREADS ITERATIONS)" >&2; exit 2; }
 
 cargo build --release -q -p pbs-ffi
 heat=target/release/heat-openmp

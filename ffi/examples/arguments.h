@@ -43,4 +43,12 @@ static inline int arg_real(const char *program, const char *name, const char *te
     return 0;
 }
 
+/* Whether argv holds at most `most` arguments after the program's name; the first extra one
+   is named on stderr otherwise. */
+static inline int arg_at_most(const char *program, int argc, char **argv, int most) {
+    if (argc - 1 <= most) return 1;
+    fprintf(stderr, "%s: unexpected argument %s\n", program, argv[most + 1]);
+    return 0;
+}
+
 #endif

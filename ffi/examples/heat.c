@@ -199,9 +199,9 @@ int main(int argc, char **argv) {
     /* As pbs's grids: at most 2^32 - 1 boxes (checked here too, for the OpenMP schedules, which
        build no executor: their products wrapped); tiles of at most 65536^2 cells. */
     int sizes_ok = f.nx && f.ny && f.nx <= UINT32_MAX / f.ny && f.s <= 65536;
-    if (iterations < 0 || f.s < 3 || !sizes_ok || (!f.uniform && strcmp(load, "corner")) ||
+    if (f.s < 3 || !sizes_ok || (!f.uniform && strcmp(load, "corner")) ||
         (!diag_pbs && !diag_omp && strcmp(diag, "none")) || !(isnan(f.hot) || (f.hot >= 0 && f.hot <= 1e6))) {
-        fprintf(stderr, "heat: iterations must be >= 0, nx and ny >= 1 with nx * ny <= 2^32 - 1, side from 3 to "
+        fprintf(stderr, "heat: nx and ny >= 1 with nx * ny <= 2^32 - 1, side from 3 to "
                         "65536, hot from 0 to 1e6 (or nan), load corner or uniform, diag none, pbs or omp\n");
         return 2;
     }

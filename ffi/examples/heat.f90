@@ -99,7 +99,7 @@ program heat
     !$ use omp_lib, only: omp_set_num_threads, omp_set_schedule, omp_get_max_threads, omp_sched_static, &
     !$                    omp_sched_dynamic, omp_sched_guided
     implicit none
-    character(len=32) :: scheduler, arg
+    character(len=32) :: scheduler
     integer :: threads, iterations, it, rebalancings, status
     integer(int64) :: started, finished, rate
     integer(c_size_t) :: k
@@ -114,22 +114,8 @@ program heat
     threads = 0
     iterations = 200
     if (command_argument_count() >= 1) call get_command_argument(1, scheduler)
-    if (command_argument_count() >= 2) then
-        call get_command_argument(2, arg)
-        read (arg, *, iostat=status) threads
-        if (status /= 0 .or. threads < 0 .or. verify(trim(arg), '0123456789') /= 0) then
-            write (error_unit, '(a,a,a)') "heat: threads must be a whole number, got '", trim(arg), "'"
-            stop 2
-        end if
-    end if
-    if (command_argument_count() >= 3) then
-        call get_command_argument(3, arg)
-        read (arg, *, iostat=status) iterations
-        if (status /= 0 .or. iterations < 0 .or. verify(trim(arg), '0123456789') /= 0) then
-            write (error_unit, '(a,a,a)') "heat: iterations must be a whole number, got '", trim(arg), "'"
-            stop 2
-        end if
-    end if
+    call read_count(2, 'threads', threads)
+    call read_count(3, 'iterations', iterations)
 
     openmp = scheduler(1:4) == 'omp-'
     on_pbs = .not. openmp .and. scheduler /= 'serial'
@@ -222,6 +208,23 @@ contains
             !$omp end parallel do
         end if
     end subroutine each_box
+
+    ! Argument `position` into `value` where given: a whole number, or the program stops (status
+    ! 2) naming it.
+    subroutine read_count(position, name, value)
+        integer, intent(in) :: position
+        character(len=*), intent(in) :: name
+        integer, intent(inout) :: value
+        character(len=32) :: text
+        integer :: status
+        if (command_argument_count() < position) return
+        call get_command_argument(position, text)
+        read (text, *, iostat=status) value
+        if (status /= 0 .or. verify(trim(text), '0123456789') /= 0) then
+            write (error_unit, '(a,a,a,a,a)') 'heat: ', name, " must be a whole number, got '", trim(text), "'"
+            stop 2
+        end if
+    end subroutine read_count
 
     ! `x` with four decimals and its leading zero ("0.1346", where f0.4 writes ".1346").
     function decimal(x) result(text)

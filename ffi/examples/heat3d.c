@@ -70,10 +70,7 @@ int main(int argc, char **argv) {
     /* threads, iterations, W, H, D, tile_x, tile_y, tile_z; tile_x's default is W. */
     const char *names[8] = {"threads", "iterations", "W", "H", "D", "tile_x", "tile_y", "tile_z"};
     unsigned long long v[8] = {0, 50, 96, 96, 96, 0, 8, 8};
-    if (argc > 10) {
-        fprintf(stderr, "heat3d: unexpected argument %s\n", argv[10]);
-        return 2;
-    }
+    if (!arg_at_most("heat3d", argc, argv, 9)) return 2;
     for (int i = 0; i + 2 < argc; i++)
         if (arg_count("heat3d", names[i], argv[i + 2], i == 1 ? LONG_MAX : SIZE_MAX, &v[i])) return 2;
     if (argc <= 7) v[5] = v[2];
@@ -81,8 +78,8 @@ int main(int argc, char **argv) {
     long iterations = (long)v[1];
     size_t n[3] = {(size_t)v[2], (size_t)v[3], (size_t)v[4]};
     size_t tile[3] = {(size_t)v[5], (size_t)v[6], (size_t)v[7]}, grid[3];
-    if (iterations < 0 || pbs_tiling_grid_3d(n, tile, grid) != PBS_OK) {
-        fprintf(stderr, "heat3d: %s\n", iterations < 0 ? "iterations must be >= 0" : pbs_last_error());
+    if (pbs_tiling_grid_3d(n, tile, grid) != PBS_OK) {
+        fprintf(stderr, "heat3d: %s\n", pbs_last_error());
         return 2;
     }
     pbs_executor *e = pbs_executor_new(scheduler, grid[0], grid[1], grid[2], threads, PBS_PIN_WORKERS);

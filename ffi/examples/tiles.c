@@ -63,10 +63,7 @@ int main(int argc, char **argv) {
     /* threads, iterations, W, H, tile_x, tile_y, ranges; tile_x's default is W. */
     const char *names[7] = {"threads", "iterations", "W", "H", "tile_x", "tile_y", "ranges"};
     unsigned long long n[7] = {0, 100, 1024, 1024, 0, 16, 0}, max[7] = {SIZE_MAX, LONG_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX, 1};
-    if (argc > 9) {
-        fprintf(stderr, "tiles: unexpected argument %s\n", argv[9]);
-        return 2;
-    }
+    if (!arg_at_most("tiles", argc, argv, 8)) return 2;
     for (int i = 0; i + 2 < argc; i++)
         if (arg_count("tiles", names[i], argv[i + 2], max[i], &n[i])) return 2;
     if (argc <= 6) n[4] = n[2];
@@ -74,8 +71,8 @@ int main(int argc, char **argv) {
     long iterations = (long)n[1];
     int ranges = n[6] != 0;
     size_t nx, ny;
-    if (iterations < 0 || pbs_tiling_grid(w, h, tx, ty, &nx, &ny) != PBS_OK) {
-        fprintf(stderr, "tiles: %s\n", iterations < 0 ? "iterations must be >= 0" : pbs_last_error());
+    if (pbs_tiling_grid(w, h, tx, ty, &nx, &ny) != PBS_OK) {
+        fprintf(stderr, "tiles: %s\n", pbs_last_error());
         return 2;
     }
     pbs_executor *e = pbs_executor_new(scheduler, nx, ny, 1, threads, PBS_PIN_WORKERS);

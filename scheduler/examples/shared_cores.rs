@@ -66,7 +66,8 @@ impl Drop for Competitors {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    const EXAMPLE: &str = "shared_cores";
+    let args = common::arguments(EXAMPLE, 2);
     if args.first().map(String::as_str) == Some("--burn") {
         // A competing process: spin until killed (bounded, in case the parent died).
         let start = Instant::now();
@@ -74,10 +75,6 @@ fn main() {
             std::hint::black_box(work(1000));
         }
         return;
-    }
-    const EXAMPLE: &str = "shared_cores";
-    if args.len() > 2 {
-        common::fail(EXAMPLE, format!("at most 2 arguments, got {}", args.len()));
     }
     let rounds = common::count(EXAMPLE, &args, 0, "rounds", 7, 1);
     let iterations = common::count(EXAMPLE, &args, 1, "iterations", 20, 1);

@@ -283,7 +283,7 @@ pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Resu
 /// that computes some of them: it marks its own and those its tasks read, and receives from
 /// their owners the state of those it does not compute before its first iteration (md's
 /// initial step leaves them empty). Its memory is then that of its share of the grid. On a
-/// grid of more than one layer the stencil is 3D ([`crate::build_3d`]); md refuses it.
+/// grid of more than one layer md and the stencil are 3D ([`crate::build_3d`]).
 pub fn build_holding(
     app: &str,
     scenario: &str,
@@ -291,19 +291,31 @@ pub fn build_holding(
     seed: u64,
     holds: Option<&[bool]>,
 ) -> Result<Box<dyn Distributed>, String> {
-    let (nx, ny) = (grid.nx(), grid.ny());
-    crate::flat_md(app, &grid)?;
     if let Some(h) = holds.filter(|h| h.len() != grid.len()) {
         return Err(format!("{} flags for {} boxes", h.len(), grid.len()));
     }
     if app == "md" || app == "md-split" {
-        let held = holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count());
-        crate::memory::check_state("md particles", grid.len(), held, crate::md::Md::state_bytes())?;
+        crate::md_fits(&grid, holds.map_or(grid.len(), |h| h.iter().filter(|&&x| x).count()))?;
     }
+    let split = app == "md-split";
     match (app, scenario) {
-        ("md", s) => Ok(Box::new(crate::md::Md::holding(crate::md::Scenario::from_name(s)?, nx, ny, seed, holds))),
-        ("md-split", s) => {
-            Ok(Box::new(crate::md::Md::holding(crate::md::Scenario::from_name(s)?, nx, ny, seed, holds).split_phases()))
+        ("md" | "md-split", s) => {
+            let s = crate::md::Scenario::from_name(s)?;
+            Ok(if grid.nz() > 1 {
+                let md = crate::md::Md::<3>::holding(s, grid, seed, holds);
+                if split {
+                    Box::new(md.split_phases())
+                } else {
+                    Box::new(md)
+                }
+            } else {
+                let md = crate::md::Md::<2>::holding(s, grid, seed, holds);
+                if split {
+                    Box::new(md.split_phases())
+                } else {
+                    Box::new(md)
+                }
+            })
         }
         ("stencil", s) => crate::stencil::Stencil::by_scenario(s, grid, seed, holds).map(|s| Box::new(s) as _),
         (a, _) => Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
@@ -314,9 +326,8 @@ pub fn build_holding(
 /// share (per-box headers over the whole grid): the same answer on every process of a node, so
 /// that one of them can say so for all before any starts. An unknown app is an error too.
 pub fn check_every_share(app: &str, grid: pbs::Grid) -> Result<(), String> {
-    crate::flat_md(app, &grid)?;
     let (what, per_box) = match app {
-        "md" | "md-split" => ("md particles", crate::md::Md::state_bytes()),
+        "md" | "md-split" => return crate::md_fits(&grid, 0),
         "stencil" => ("stencil tiles", crate::stencil::Stencil::scenario_state_bytes(&grid)),
         a => return Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
     };
@@ -332,7 +343,12 @@ pub fn initial_work(app: &str, scenario: &str, grid: pbs::Grid, seed: u64) -> Re
     check_every_share(app, grid)?;
     match app {
         "md" | "md-split" => {
-            Ok(crate::md::Md::initial_work(crate::md::Scenario::from_name(scenario)?, grid.nx(), grid.ny(), seed))
+            let s = crate::md::Scenario::from_name(scenario)?;
+            Ok(if grid.nz() > 1 {
+                crate::md::Md::<3>::initial_work(s, grid, seed)
+            } else {
+                crate::md::Md::<2>::initial_work(s, grid, seed)
+            })
         }
         _ => Ok(build_holding(app, scenario, grid, seed, Some(&vec![false; grid.len()]))?.box_work()),
     }
@@ -689,16 +705,20 @@ mod tests {
             .unwrap()
             .contains("3 flags for 16 boxes"));
         assert!(initial_work("stencil", "x", grid(4, 4, 1), 1).err().unwrap().contains("drift or rough"));
-        for app in ["md", "md-split"] {
-            for e in [
-                build_holding(app, "gravity", grid(4, 4, 2), 1, None).err().unwrap(),
-                initial_work(app, "gravity", grid(4, 4, 2), 1).err().unwrap(),
-                check_every_share(app, grid(4, 4, 2)).err().unwrap(),
-            ] {
-                assert!(e.contains("only stencil runs in 3D"), "{e}");
-            }
+        for app in ["md", "md-split", "stencil"] {
+            let deep = build_holding(app, crate::default_scenario(app), grid(4, 4, 2), 1, None).unwrap();
+            assert_eq!(deep.grid(), grid(4, 4, 2), "{app} in 3D");
+            assert!(check_every_share(app, grid(4, 4, 2)).is_ok());
         }
-        assert!(build_holding("stencil", "drift", grid(4, 4, 2), 1, None).is_ok());
+        // More boxes than md's 32-bit particle ids allow: refused by name, before any memory.
+        let huge = grid(crate::md::MAX_BOXES / 2 + 1, 2, 1);
+        for e in [
+            build_holding("md", "gravity", huge, 1, None).err().unwrap(),
+            initial_work("md-split", "gravity", huge, 1).err().unwrap(),
+            check_every_share("md", huge).err().unwrap(),
+        ] {
+            assert!(e.contains("32-bit particle ids"), "{e}");
+        }
     }
 
     /// Hashed a range of boxes at a time, the state gives its checksum; a released box
@@ -730,10 +750,13 @@ mod tests {
     #[test]
     fn the_initial_work_needs_no_state() {
         let flat = pbs::Grid::new(9, 7).unwrap();
-        let md = crate::md::Md::initial_work(crate::md::Scenario::Gravity, 9, 7, 2);
+        let md = crate::md::Md::<2>::initial_work(crate::md::Scenario::Gravity, flat, 2);
         assert!(md.iter().any(|&w| w > 0.0));
         assert_eq!(initial_work("md", "gravity", flat, 2).unwrap(), md);
         assert_eq!(initial_work("md-split", "gravity", flat, 2).unwrap(), md);
+        let cube = pbs::Grid::new_3d(5, 4, 3).unwrap();
+        let md = crate::md::Md::<3>::initial_work(crate::md::Scenario::Gravity, cube, 2);
+        assert_eq!(initial_work("md", "gravity", cube, 2).unwrap(), md);
         let stencil = build("stencil", "drift", 7, 5, 2).unwrap();
         let grid = pbs::Grid::new(7, 5).unwrap();
         assert_eq!(initial_work("stencil", "drift", grid, 2).unwrap(), stencil.box_work());

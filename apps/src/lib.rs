@@ -4,7 +4,7 @@
 //!
 //! | app | what it computes | its load | file |
 //! |---|---|---|---|
-//! | [`md::Md`] | Lennard-Jones molecular dynamics with cell lists (one box = one cell of the list); `md-split` runs it as two phases, rebin then forces ([`md::Md::split_phases`]) | particles per box, moved by the scenario (uniform, contraction, expansion, gravity) | `md.rs` |
+//! | [`md::Md`] | Lennard-Jones molecular dynamics with cell lists (one box = one cell of the list), in 2D or, on a 3D grid ([`build_3d`]), 3D; `md-split` runs it as two phases, rebin then forces ([`md::Md::split_phases`]) | particles per box, moved by the scenario (uniform, contraction, expansion, gravity) | `md.rs` |
 //! | [`stencil::Stencil`] | a 5-point Jacobi stencil, one tile of cells per box; on a 3D grid ([`build_3d`]) a 7-point one on cubic tiles | an extra per-box cost from a drifting Perlin map (drift, rough) | `stencil.rs` |
 //!
 //! Every app keeps its state per box, runs each iteration as phases in which a box's task
@@ -76,8 +76,8 @@ pub fn build(app: &str, scenario: &str, nx: usize, ny: usize, seed: u64) -> Resu
     build_3d(app, scenario, nx, ny, 1, seed)
 }
 
-/// [`build`] on `nx × ny × nz` boxes: with `nz` > 1 the stencil is 3D (a 7-point stencil on
-/// cubic tiles, a 3D cost map); md is 2D and refuses more than one layer.
+/// [`build`] on `nx × ny × nz` boxes: with `nz` > 1 md runs in 3D ([`md::Md::new_3d`]) and the
+/// stencil is a 7-point one on cubic tiles with a 3D cost map.
 pub fn build_3d(
     app: &str,
     scenario: &str,
@@ -87,26 +87,24 @@ pub fn build_3d(
     seed: u64,
 ) -> Result<Box<dyn GridApp>, String> {
     let grid = Grid::new_3d(nx, ny, nz).map_err(|e| e.to_string())?;
-    flat_md(app, &grid)?;
-    if app == "md" || app == "md-split" {
-        memory::check_state("md particles", grid.len(), grid.len(), md::Md::state_bytes())?;
-    }
-    match (app, scenario) {
-        ("md", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed))),
-        ("md-split", s) => Ok(Box::new(md::Md::new(md::Scenario::from_name(s)?, nx, ny, seed).split_phases())),
-        ("stencil", s) => stencil::Stencil::by_scenario(s, grid, seed, None).map(|s| Box::new(s) as _),
-        (a, _) => Err(format!("unknown app {a:?}; expected md, md-split or stencil")),
+    match app {
+        "md" | "md-split" | "stencil" => Ok(distributed::build_holding(app, scenario, grid, seed, None)?),
+        a => Err(format!("unknown app {a:?}; expected md, md-split or stencil")),
     }
 }
 
-/// md's particles move in a plane: a grid of more than one layer is refused for it.
-pub(crate) fn flat_md(app: &str, grid: &Grid) -> Result<(), String> {
-    if grid.nz() > 1 && app.starts_with("md") {
+/// Whether md's state fits on `grid` with `held` boxes holding particles: at most
+/// [`md::MAX_BOXES`] boxes (32-bit particle ids), and the memory (2D on one layer, 3D on more).
+pub(crate) fn md_fits(grid: &Grid, held: usize) -> Result<(), String> {
+    if grid.len() > md::MAX_BOXES {
         return Err(format!(
-            "{app} runs on one layer of boxes (its particles move in a plane); only stencil runs in 3D"
+            "md on {grid}: {} boxes, more than the {} its 32-bit particle ids allow",
+            grid.len(),
+            md::MAX_BOXES
         ));
     }
-    Ok(())
+    let per_box = if grid.nz() > 1 { md::Md::<3>::state_bytes() } else { md::Md::<2>::state_bytes() };
+    memory::check_state("md particles", grid.len(), held, per_box)
 }
 
 /// FNV-1a's starting state.

@@ -42,6 +42,18 @@ fn md_checksums_agree_under_every_executor_and_thread_count() {
     }
 }
 
+/// md in 3D (27 boxes around each), in every scenario, one phase or two, under every executor
+/// that runs 3D grids.
+#[test]
+fn md_3d_checksums_agree_under_every_executor_and_thread_count() {
+    for s in Scenario::ALL {
+        let make = || -> Box<dyn GridApp> { Box::new(Md::new_3d(s, 5, 4, 4, 3)) };
+        same_everywhere(&format!("3D {}", s.name()), &make, 12);
+        let split = || -> Box<dyn GridApp> { Box::new(Md::new_3d(s, 5, 4, 4, 3).split_phases()) };
+        assert_eq!(checksum_under(&split, "pbs", 2, 12), checksum_under(&make, "static", 1, 12), "3D {}", s.name());
+    }
+}
+
 #[test]
 fn md_split_into_rebin_and_force_phases_is_bit_for_bit_md_under_every_executor() {
     for s in Scenario::ALL {

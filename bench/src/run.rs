@@ -34,7 +34,7 @@ pub struct RunSetup {
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
-    /// Layers of boxes along z: more than one runs the stencil in 3D (md is 2D).
+    /// Layers of boxes along z: more than one runs md and the stencil in 3D.
     pub nz: usize,
     /// Per-thread capacity of the modelled cache, bytes.
     pub cache_bytes: u64,

@@ -464,47 +464,40 @@ fn run_refuses_bad_input_clearly() {
     }
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "stencil", "--nz", "0"]).contains("empty grid"));
-    assert!(stderr_of(&["run", "--app", "md", "--nz", "2"]).contains("only stencil runs in 3D"));
-    for app in ["md", "stencil"] {
-        let err = stderr_of(&["run", "--app", app, "--nx", "65535", "--ny", "65535"]);
-        assert!(err.starts_with("pbs-bench: error: out of memory: ") && err.contains("4294836225 boxes"), "{err}");
+    assert!(
+        stderr_of(&["run", "--app", "md", "--nz", "2", "--scheduler", "norcb"]).contains("norcb cuts 2D grids only")
+    );
+    for (app, side, boxes) in [("stencil", "65535", "4294836225 boxes"), ("md", "12000", "144000000 boxes")] {
+        let err = stderr_of(&["run", "--app", app, "--nx", side, "--ny", side]);
+        assert!(err.starts_with("pbs-bench: error: out of memory: ") && err.contains(boxes), "{err}");
     }
+    let err = stderr_of(&["run", "--app", "md", "--nx", "65535", "--ny", "65535"]);
+    assert!(err.contains("4294836225 boxes, more than the 159072862 its 32-bit particle ids allow"), "{err}");
     assert!(stderr_of(&["run", "--app", "stencil", "--nz", "2", "--scheduler", "pbs,norcb"])
         .contains("norcb cuts 2D grids only"));
 }
 
-/// `--nz` runs the stencil in 3D under every executor that cuts 3D grids, with one checksum.
+/// `--nz` runs md and the stencil in 3D under every executor that cuts 3D grids, with one
+/// checksum per app.
 #[test]
 fn run_in_3d_leaves_out_the_2d_only_executors_and_keeps_one_checksum() {
-    let rows = json(&[
-        "run",
-        "--app",
-        "stencil",
-        "--nx",
-        "4",
-        "--ny",
-        "3",
-        "--nz",
-        "3",
-        "--threads",
-        "2",
-        "--iters",
-        "4",
-        "--json",
-    ]);
-    let rows = rows.as_array().unwrap();
-    let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
-    let expected: Vec<&str> = pbs_scheduler::runtime::EXECUTORS
-        .into_iter()
-        .filter(|e| !pbs_scheduler::runtime::EXECUTORS_2D_ONLY.contains(e))
-        .collect();
-    assert_eq!(names, expected);
-    assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]), "one checksum under every executor");
-    let grid = |r: &serde_json::Value| (r["nx"].as_u64(), r["ny"].as_u64(), r["nz"].as_u64());
-    assert!(rows.iter().all(|r| grid(r) == (Some(4), Some(3), Some(3))), "each row names its grid: {}", rows[0]);
-    let flat = json(&["run", "--app", "stencil", "--nx", "4", "--ny", "3", "--threads", "2", "--iters", "4", "--json"]);
-    assert_ne!(flat[0]["checksum"], rows[0]["checksum"], "--nz 3 runs another app than one layer");
-    assert_eq!(grid(&flat[0]), (Some(4), Some(3), Some(1)));
+    for app in ["stencil", "md"] {
+        let small = ["run", "--app", app, "--nx", "4", "--ny", "3", "--threads", "2", "--iters", "4", "--json"];
+        let rows = json(&[&small[..], &["--nz", "3"]].concat());
+        let rows = rows.as_array().unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
+        let expected: Vec<&str> = pbs_scheduler::runtime::EXECUTORS
+            .into_iter()
+            .filter(|e| !pbs_scheduler::runtime::EXECUTORS_2D_ONLY.contains(e))
+            .collect();
+        assert_eq!(names, expected, "{app}");
+        assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]), "{app}: one checksum under every executor");
+        let grid = |r: &serde_json::Value| (r["nx"].as_u64(), r["ny"].as_u64(), r["nz"].as_u64());
+        assert!(rows.iter().all(|r| grid(r) == (Some(4), Some(3), Some(3))), "each row names its grid: {}", rows[0]);
+        let flat = json(&small);
+        assert_ne!(flat[0]["checksum"], rows[0]["checksum"], "{app}: --nz 3 runs another app than one layer");
+        assert_eq!(grid(&flat[0]), (Some(4), Some(3), Some(1)));
+    }
 }
 
 /// An output that cannot be written is refused before the run, whose results would be lost.

@@ -74,6 +74,9 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
         // The stencil in 3D: ranks meet across faces, edges and corners of layers.
         ("stencil", "drift", "pbs", [12, 10, 6]),
         ("stencil", "rough", "diffusion", [9, 7, 5]),
+        // md in 3D: particles and leave lists cross faces, edges and corners of layers.
+        ("md", "contraction", "pbs", [7, 6, 5]),
+        ("md-split", "gravity", "rcb", [6, 5, 5]),
     ] {
         let expected = shared_memory_checksum_on(app, scenario, 30, dims);
         let all = (dims[0] * dims[1] * dims[2]) as u64;
@@ -282,10 +285,16 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
         (2, vec!["--app", "heat"], "md, md-split and stencil"),
         (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, diffusion, static"),
         (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),
-        (2, vec!["--app", "md", "--nz", "3"], "only stencil runs in 3D"),
+        (2, vec!["--app", "md", "--nz", "3", "--executor", "vector-rcb"], "--executor vector-rcb cuts 2D grids only"),
         (2, vec!["--app", "stencil", "--nz", "3", "--executor", "norcb"], "--executor norcb cuts 2D grids only"),
-        // 927 GB of md's per-box headers: more than any machine this runs on.
-        (2, vec!["--app", "md", "--nx", "65535", "--ny", "65535"], "out of memory: md particles for 4294836225 boxes"),
+        // 31 GB of md's per-box headers (and 258 GB of particles): more than any machine this
+        // runs on.
+        (2, vec!["--app", "md", "--nx", "12000", "--ny", "12000"], "out of memory: md particles for 144000000 boxes"),
+        (
+            2,
+            vec!["--app", "md", "--nx", "65535", "--ny", "65535"],
+            "more than the 159072862 its 32-bit particle ids allow",
+        ),
     ] {
         let (out, _) = mpirun(ranks, &args, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -139,8 +139,8 @@ enum Command {
         /// Boxes along y
         #[arg(long, default_value_t = 32)]
         ny: usize,
-        /// Layers of boxes along z: more than one runs the stencil in 3D (a 7-point stencil on
-        /// 8×8×8-cell tiles, a 3D cost map); md is 2D
+        /// Layers of boxes along z: more than one runs md in 3D (27 boxes around each, gravity
+        /// along −z) and the stencil in 3D (a 7-point stencil on 8×8×8-cell tiles, a 3D cost map)
         #[arg(long, default_value_t = 1)]
         nz: usize,
         /// Per-thread capacity of the modelled cache in KiB (default: this machine's per-core cache)

@@ -44,7 +44,7 @@ struct RunArgs {
     /// Boxes along y
     #[arg(long, default_value_t = 32)]
     ny: usize,
-    /// Boxes along z: layers of a 3D stencil (md runs on one layer)
+    /// Boxes along z: more than one runs md and the stencil in 3D
     #[arg(long, default_value_t = 1)]
     nz: usize,
     /// Seed of the app (as pbs-bench run's)

@@ -40,6 +40,8 @@ echo "   Jacobi heat diffusion with an extra per-box cost from a drifting Perlin
 $bench run --app stencil --scenario drift --scheduler all --iters 100
 echo "   The same in 3D: a 7-point stencil on 12 x 12 x 8 boxes of 8^3 cells, a 3D cost map:"
 $bench run --app stencil --scenario drift --nx 12 --ny 12 --nz 8 --scheduler pbs,ws,eager,static,rcb --iters 60
+echo "   MD in 3D: 16 x 16 x 16 boxes, 27 around each, particles falling along -z:"
+$bench run --app md --scenario gravity --nx 16 --ny 16 --nz 16 --scheduler pbs,ws,eager,static,rcb --iters 100
 echo
 echo "== From C (ffi/include/pbs.h): a heat-diffusion code in C on each scheduler, then the balancer alone"
 "${CC:-cc}" -std=c11 -O2 -Iffi/include ffi/examples/heat.c -Ltarget/release -lpbs_ffi -Wl,-rpath,"$PWD/target/release" -o target/release/heat-c

@@ -146,22 +146,27 @@ fn md_loads_move_through_the_domain() {
 }
 
 /// A grid whose state the machine cannot hold is an error naming it, before anything is
-/// allocated (it aborted at the first allocation the system refused).
+/// allocated (it aborted at the first allocation the system refused); md's particle ids are
+/// 32-bit, and a grid with more boxes than they allow is refused first.
 #[test]
 fn an_app_too_large_for_memory_is_an_error() {
-    let too_big = |e: String, what: &str| {
-        assert!(e.starts_with(&format!("out of memory: {what} for 4294836225 boxes")), "{e}");
-    };
-    for (app, what) in [("stencil", "stencil tiles"), ("md", "md particles"), ("md-split", "md particles")] {
-        too_big(pbs_apps::build(app, pbs_apps::default_scenario(app), 65535, 65535, 1).err().unwrap(), what);
-        too_big(
-            pbs_apps::distributed::build(app, pbs_apps::default_scenario(app), 65535, 65535, 1).err().unwrap(),
-            what,
-        );
-        let huge = pbs::Grid::new(65535, 65535).unwrap();
-        let work = pbs_apps::distributed::initial_work(app, pbs_apps::default_scenario(app), huge, 1);
-        too_big(work.err().unwrap(), what);
+    for (app, what, side, boxes) in [
+        ("stencil", "stencil tiles", 65535, "4294836225 boxes"),
+        ("md", "md particles", 12000, "144000000 boxes"),
+        ("md-split", "md particles", 12000, "144000000 boxes"),
+    ] {
+        let too_big = |e: String| assert!(e.starts_with(&format!("out of memory: {what} for {boxes}")), "{e}");
+        too_big(pbs_apps::build(app, pbs_apps::default_scenario(app), side, side, 1).err().unwrap());
+        too_big(pbs_apps::distributed::build(app, pbs_apps::default_scenario(app), side, side, 1).err().unwrap());
+        let huge = pbs::Grid::new(side, side).unwrap();
+        too_big(pbs_apps::distributed::initial_work(app, pbs_apps::default_scenario(app), huge, 1).err().unwrap());
+        if app != "stencil" {
+            let ids = pbs_apps::build(app, "gravity", 65535, 65535, 1).err().unwrap();
+            assert!(ids.contains("4294836225 boxes, more than the 159072862 its 32-bit particle ids allow"), "{ids}");
+        }
     }
+    let e = pbs_apps::build_3d("md", "gravity", 600, 600, 400, 1).err().unwrap();
+    assert!(e.starts_with("out of memory: md particles for 144000000 boxes"), "{e}");
     let e = pbs_apps::build_3d("stencil", "drift", 2048, 2048, 1023, 1).err().unwrap();
     assert!(e.starts_with("out of memory: stencil tiles for 4290772992 boxes"), "{e}");
 }

@@ -661,6 +661,33 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         assert_eq!(r["scheduler"] == "pbs", ratio.as_f64().is_some_and(|x| x > 0.0), "{r}");
         idle_shares_add_up(r);
     }
+    // --dims 3 records cubes: md in 3D at 4 and 8 threads × 32 boxes (5³ and 6³ boxes).
+    let cubes = json(&[
+        "model",
+        "--app",
+        "md",
+        "--dims",
+        "3",
+        "--threads",
+        "4,8",
+        "--numa-nodes",
+        "1",
+        "--boxes-per-thread",
+        "32",
+        "--iters",
+        "4",
+        "--record-iters",
+        "2",
+        "--json",
+    ]);
+    let grids: std::collections::BTreeSet<_> = cubes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["threads"].as_u64().unwrap(), [&r["nx"], &r["ny"], &r["nz"]].map(|d| d.as_u64().unwrap())))
+        .collect();
+    assert_eq!(grids.into_iter().collect::<Vec<_>>(), [(4, [5, 5, 5]), (8, [6, 6, 6])]);
+    assert!(stderr_of(&["model", "--dims", "4"]).contains("--dims 4: the recorded grids are squares (2) or cubes (3)"));
     let dir = temp_dir("model");
     let trace = dir.join("md.trace");
     let trace_arg = trace.to_str().unwrap();

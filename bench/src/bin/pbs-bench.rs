@@ -194,6 +194,10 @@ enum Command {
         /// Boxes per thread of the recorded traces
         #[arg(long, default_value_t = 256)]
         boxes_per_thread: usize,
+        /// Dimensions of the recorded traces' grids: 2 (squares) or 3 (cubes: md and the
+        /// stencil in 3D)
+        #[arg(long, default_value_t = 2)]
+        dims: usize,
         /// Iterations replayed (the recorded ones played forwards, then backwards, and so on)
         #[arg(long, default_value_t = 200)]
         iters: usize,
@@ -616,6 +620,7 @@ fn run(cli: Cli) -> Result<(), String> {
             numa_nodes,
             trace,
             boxes_per_thread,
+            dims,
             iters,
             record_iters,
             rebalancing,
@@ -674,6 +679,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 numa_nodes,
                 trace,
                 boxes_per_thread,
+                dims,
                 iters,
                 record_iters,
                 rebalancing,

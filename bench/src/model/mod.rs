@@ -45,6 +45,8 @@ pub struct ModelSettings {
     pub trace: Option<PathBuf>,
     /// Boxes per thread of the recorded traces.
     pub boxes_per_thread: usize,
+    /// Dimensions of the recorded traces' grids: 2 (squares) or 3 (cubes).
+    pub dims: usize,
     /// Iterations replayed (the recorded ones played forwards and backwards).
     pub iters: usize,
     /// Iterations recorded, when a trace is recorded.
@@ -87,9 +89,21 @@ pub struct ModelRow {
     pub balancer_real_over_law: Option<f64>,
 }
 
+/// The grid recorded for `threads` threads at `boxes_per_thread` boxes each (weak scaling): a
+/// square in 2D, a cube in 3D (`dims`), of at most [`MAX_SIDE`]² boxes (a cube of 64 a side).
+pub fn weak_grid(boxes_per_thread: usize, threads: usize, dims: usize) -> [usize; 3] {
+    if dims == 3 {
+        let most = ((MAX_SIDE * MAX_SIDE) as f64).cbrt().round() as usize;
+        [cube_side(boxes_per_thread, threads).clamp(2, most); 3]
+    } else {
+        let side = crate::scaling::weak_side(boxes_per_thread, threads).min(MAX_SIDE);
+        [side, side, 1]
+    }
+}
+
 /// What the settings leave out or change, one sentence each, for the user to read beside the
 /// figures: NUMA node counts above a thread count (a node needs a thread), and weak-scaling
-/// grids cut down to [`MAX_SIDE`] a side. An error when nothing is left to replay.
+/// grids cut down to [`MAX_SIDE`]² boxes. An error when nothing is left to replay.
 pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
     let mut pairs = 0;
@@ -99,11 +113,18 @@ pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
         if !over.is_empty() {
             notes.push(format!("{threads} threads: {} NUMA nodes left out (a node needs a thread)", over.join(", ")));
         }
-        let side = crate::scaling::weak_side(s.boxes_per_thread, threads);
-        if s.trace.is_none() && side > MAX_SIDE {
+        let grid = weak_grid(s.boxes_per_thread, threads, s.dims);
+        let recorded: usize = grid.iter().product();
+        let asked = if s.dims == 3 {
+            cube_side(s.boxes_per_thread, threads)
+        } else {
+            crate::scaling::weak_side(s.boxes_per_thread, threads)
+        };
+        if s.trace.is_none() && asked > grid[0] {
             notes.push(format!(
-                "{threads} threads: {MAX_SIDE}×{MAX_SIDE} boxes recorded, {} per thread instead of {}",
-                MAX_SIDE * MAX_SIDE / threads,
+                "{threads} threads: {} boxes recorded, {} per thread instead of {}",
+                grid_name(grid),
+                recorded / threads,
                 s.boxes_per_thread
             ));
         }
@@ -117,6 +138,20 @@ pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
     Ok(notes)
 }
 
+/// The side of a cube of about `boxes_per_thread × threads` boxes.
+fn cube_side(boxes_per_thread: usize, threads: usize) -> usize {
+    (boxes_per_thread.saturating_mul(threads) as f64).cbrt().round() as usize
+}
+
+/// `nx×ny`, or `nx×ny×nz` with more than one layer.
+fn grid_name([nx, ny, nz]: [usize; 3]) -> String {
+    if nz > 1 {
+        format!("{nx}×{ny}×{nz}")
+    } else {
+        format!("{nx}×{ny}")
+    }
+}
+
 /// The most iterations a replay takes.
 pub const MAX_ITERS: usize = 1_000_000;
 
@@ -128,6 +163,9 @@ pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
     }
     if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
         return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
+    }
+    if !(2..=3).contains(&s.dims) {
+        return Err(format!("--dims {}: the recorded grids are squares (2) or cubes (3)", s.dims));
     }
     // A plan keeps the owners of every rebalancing (256 KB each at 65,536 boxes): 10⁹
     // iterations at 256 threads grew by 2.5 MB a second, towards running out of memory.
@@ -169,9 +207,9 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
         let trace = match &given {
             Some(t) => t,
             None => {
-                let side = crate::scaling::weak_side(s.boxes_per_thread, threads).min(MAX_SIDE);
-                progress(format!("recording {} {} on {side}×{side} boxes", s.app, s.scenario));
-                recorded = Trace::record(&s.app, &s.scenario, side, side, s.record_iters, 1)?;
+                let grid = weak_grid(s.boxes_per_thread, threads, s.dims);
+                progress(format!("recording {} {} on {} boxes", s.app, s.scenario, grid_name(grid)));
+                recorded = Trace::record_3d(&s.app, &s.scenario, grid, s.record_iters, 1)?;
                 &recorded
             }
         };
@@ -427,6 +465,7 @@ mod tests {
             numa_nodes: numa_nodes.to_vec(),
             trace: None,
             boxes_per_thread: 256,
+            dims: 2,
             iters: 10,
             record_iters: 2,
             rebalancing: Rebalancing::IdleTimeOrThread,
@@ -482,6 +521,29 @@ mod tests {
             notes(&ModelSettings { boxes_per_thread: side / 1024 + 8, ..settings(&[1024], &[1]) }).unwrap().len(),
             1
         );
+        // Cubes: at most 64³ = MAX_SIDE² boxes, a count of dimensions other than 2 or 3 refused.
+        let cubes = |bpt, threads| ModelSettings { dims: 3, boxes_per_thread: bpt, ..settings(&[threads], &[1]) };
+        assert_eq!(notes(&cubes(1024, 256)), Ok(vec![]));
+        assert_eq!(
+            notes(&cubes(2048, 256)),
+            Ok(vec!["256 threads: 64×64×64 boxes recorded, 1024 per thread instead of 2048".to_string()])
+        );
+        for dims in [0, 1, 4] {
+            let e = check(&ModelSettings { dims, ..base.clone() }).unwrap_err();
+            assert!(e.contains(&format!("--dims {dims}: the recorded grids are squares (2) or cubes (3)")), "{e}");
+        }
+    }
+
+    /// Weak-scaling grids: squares or cubes of about the boxes asked for, at least 2 a side.
+    #[test]
+    fn weak_grids_are_squares_or_cubes_of_the_boxes_asked() {
+        assert_eq!(weak_grid(256, 16, 2), [64, 64, 1]);
+        assert_eq!(weak_grid(256, 16, 3), [16, 16, 16]);
+        assert_eq!(weak_grid(256, 64, 3), [25, 25, 25]);
+        assert_eq!(weak_grid(256, 256, 3), [40, 40, 40]);
+        assert_eq!(weak_grid(1, 1, 3), [2, 2, 2]);
+        assert_eq!(weak_grid(256, 4096, 3), [64, 64, 64]);
+        assert_eq!(weak_grid(256, 4096, 2), [512, 512, 1]);
     }
 
     /// `project` replays every scheduler, and with `remappers` every remapper but those

@@ -21,7 +21,8 @@
 # What `run` measures, with the defaults: an empty phase of the pool and pbs's own work in a
 # phase (`executor_sweep`) per thread count; md (pbs, static, ws, eager, every iteration's time
 # kept) at all cores and at 8, 4 and 2 threads confined to as many CPUs, 256 boxes per thread,
-# and 1,024 at all cores; the stencil at all cores, in 2D and in 3D; and weak scaling (256 boxes
+# and 1,024 at all cores; the stencil at all cores, in 2D and in 3D; md in 3D at all cores
+# (about 256 boxes per thread on a cube); and weak scaling (256 boxes
 # per thread) of pbs, static, ws and eager, twice. Each run's table and JSON split the idle time
 # by cause (late start, between tasks, waiting, barrier, executor, between iterations:
 # docs/design.md, "Idle time"), which the model's split can be held against; a line after each
@@ -164,6 +165,15 @@ run)
             timeout 90 "$B" run --app stencil --scenario drift --threads "$cores" --nx 16 --ny 16 --nz 16 --iters 200 \
                 --repeats 2 --seed 1 --scheduler pbs,static,ws,eager --timeline "$out/runs/stencil3d-$cores.csv" \
                 --json >"$out/runs/stencil3d-$cores.json" || true
+        fi
+        # md in 3D (27 boxes around each; docs/results.md, "md in 3D"), about 256 boxes per
+        # thread on a cube: 16^3 at 16 threads.
+        c=$(awk -v n=$((cores * 256)) 'BEGIN { printf "%d", n ^ (1 / 3) + 0.5 }')
+        if room 90 "3D md"; then
+            echo "== md gravity ${c}x${c}x${c}, $cores threads"
+            timeout 90 "$B" run --app md --scenario gravity --threads "$cores" --nx "$c" --ny "$c" --nz "$c" --iters 200 \
+                --repeats 3 --seed 1 --scheduler pbs,static,ws,eager --timeline "$out/runs/md3d-$cores.csv" \
+                --json >"$out/runs/md3d-$cores.json" || true
         fi
         # md at 8, 4 and 2 threads confined to as many CPUs (taskset), then 1,024 boxes per
         # thread at all cores.

@@ -208,12 +208,14 @@ impl<const D: usize> Md<D> {
     /// the whole grid.
     ///
     /// # Panics
-    /// If `D` is not 2 or 3, a 2D md gets a grid of more than one layer, or the grid has more
-    /// than [`MAX_BOXES`] boxes; [`crate::build_3d`] returns an error for those.
+    /// If `D` is not 2 or 3, a 2D md gets a grid of more than one layer, the grid has more
+    /// than [`MAX_BOXES`] boxes, or `holds` has not one flag per box; [`crate::build_3d`] and
+    /// [`crate::distributed::build_holding`] return an error for those.
     pub fn holding(scenario: Scenario, grid: Grid, seed: u64, holds: Option<&[bool]>) -> Md<D> {
         const { assert!(D == 2 || D == 3, "md runs in 2 or 3 dimensions") };
         assert!(D == 3 || grid.nz() == 1, "a 2D md on {grid}");
         assert!(grid.len() <= MAX_BOXES, "md on {grid}: more than {MAX_BOXES} boxes");
+        assert!(holds.is_none_or(|h| h.len() == grid.len()), "flags for the boxes of {grid}");
         let dims = grid.dims();
         let extent: [f64; D] = std::array::from_fn(|d| dims[d] as f64 * CUTOFF);
         let centre = match scenario {
@@ -1085,6 +1087,30 @@ mod tests {
         let mut stay = Vec::new();
         whole.pack_box(0, &mut stay);
         assert!(here.unpack_part(2, LEAVERS, &stay).unwrap_err().contains("staying particles"));
+    }
+
+    /// The checksum hashes every particle's id, position and velocity along every axis: a
+    /// change to any one of them, in 2D or 3D, changes it.
+    #[test]
+    fn the_checksum_sees_every_coordinate() {
+        fn check<const D: usize>(grid: Grid) {
+            let md = Md::<D>::holding(Scenario::Uniform, grid, 1, None);
+            let k = (0..md.grid.len()).find(|&k| !md.boxes[k].stay.is_empty()).unwrap();
+            let before = md.checksum();
+            let nudged = |change: &dyn Fn(&mut Particle<D>)| {
+                let mut md = Md::<D>::holding(Scenario::Uniform, grid, 1, None);
+                change(&mut md.boxes[k].stay[0]);
+                md.checksum()
+            };
+            assert_ne!(nudged(&|p| p.id += 1), before, "{D}D id");
+            for d in 0..D {
+                assert_ne!(nudged(&|p| p.x[d] += 1e-12), before, "{D}D position {d}");
+                assert_ne!(nudged(&|p| p.v[d] += 1e-12), before, "{D}D velocity {d}");
+            }
+            assert_eq!(nudged(&|p| p.f[0] += 1.0), before, "forces are recomputed, not hashed");
+        }
+        check::<2>(Grid::new(4, 3).unwrap());
+        check::<3>(Grid::new_3d(3, 3, 3).unwrap());
     }
 
     /// A 3D box packs to its counts, its three momenta and 80 bytes a particle, and unpacks to

@@ -4,7 +4,7 @@
  * something else than was asked without a word. Each function prints
  *   PROGRAM: NAME must be ..., got 'TEXT'
  * on stderr and returns -1 for such an argument, 0 with the value otherwise. The programs'
- * own checks (ranges, sizes) come after.
+ * own checks (ranges, sizes) come after. `arg_help` prints a program's usage for -h or --help.
  */
 #ifndef PBS_EXAMPLE_ARGUMENTS_H
 #define PBS_EXAMPLE_ARGUMENTS_H
@@ -40,6 +40,17 @@ static inline int arg_real(const char *program, const char *name, const char *te
         return -1;
     }
     *value = v;
+    return 0;
+}
+
+/* Whether argv asks for help (-h or --help anywhere): then `usage` goes to stdout, and the
+   program ends with status 0 before it reads anything else. */
+static inline int arg_help(int argc, char **argv, const char *usage) {
+    for (int a = 1; a < argc; a++)
+        if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
+            fputs(usage, stdout);
+            return 1;
+        }
     return 0;
 }
 

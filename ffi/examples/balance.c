@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "arguments.h"
 #include "pbs.h"
 
 enum { NX = 40, NY = 30, VCORES = 6 };
@@ -50,7 +51,15 @@ static void hot_spot(double *loads, double cx, double cy) {
         }
 }
 
-int main(void) {
+static const char usage[] =
+    "usage: balance\n"
+    "The balancer from C on a 40 x 30 grid and 6 vCores: one line per balancing (steps,\n"
+    "convergence, max_avg against the lower bound, boxes moved, owners' checksum), then the\n"
+    "error a bad load gives.\n";
+
+int main(int argc, char **argv) {
+    if (arg_help(argc, argv, usage)) return 0;
+    if (!arg_at_most("balance", argc, argv, 0)) return 2;
     double loads[NX * NY];
     uint32_t owners[NX * NY];
     pbs_outcome out;

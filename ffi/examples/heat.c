@@ -169,7 +169,17 @@ static size_t omp_phase(int (*task)(void *, size_t), field *f, double *busy_ms) 
 }
 #endif
 
+static const char usage[] =
+    "usage: heat [scheduler=pbs] [threads=0: all cores] [iterations=200] [nx=32] [ny=32] [side=16]\n"
+    "            [hot=100: the hot square's temperature; nan shows how a failing task is reported]\n"
+    "            [pin=0|1|2] [load=corner|uniform] [diag=none|pbs|omp]\n"
+    "scheduler: pbs, ws, eager or static; built with -fopenmp also omp-static, omp-dynamic or\n"
+    "omp-guided, with an optional chunk (omp-dynamic:4). Jacobi heat diffusion on nx x ny boxes\n"
+    "of side x side cells; prints the time per iteration, the phases' efficiency, the\n"
+    "rebalancings and a checksum of the final field.\n";
+
 int main(int argc, char **argv) {
+    if (arg_help(argc, argv, usage)) return 0;
     const char *positional[7] = {"pbs", "0", "200", "32", "32", "16", "100"};
     int npos = 0, pin = 0;
     const char *load = "corner", *diag = "none";

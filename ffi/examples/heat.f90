@@ -113,6 +113,17 @@ program heat
     scheduler = 'pbs'
     threads = 0
     iterations = 200
+    do it = 1, command_argument_count()
+        call get_command_argument(it, scheduler)
+        if (scheduler == '-h' .or. scheduler == '--help') then
+            write (*, '(a)') 'usage: heat-f [scheduler=pbs|ws|eager|static|serial|omp-static|omp-dynamic|omp-guided[:chunk]]', &
+                '              [threads=0: all cores] [iterations=200]', &
+                'Jacobi heat diffusion, the sweep a pbs phase or a plain or OpenMP loop; prints the time per', &
+                'iteration, the phases'' efficiency, the rebalancings and a checksum of the field.'
+            stop
+        end if
+    end do
+    scheduler = 'pbs'
     if (command_argument_count() >= 1) call get_command_argument(1, scheduler)
     call read_count(2, 'threads', threads)
     call read_count(3, 'iterations', iterations)

@@ -65,7 +65,14 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+static const char usage[] =
+    "usage: heat3d [scheduler=pbs] [threads=0] [iterations=50] [W=96] [H=96] [D=96]\n"
+    "              [tile_x=W] [tile_y=8] [tile_z=8]\n"
+    "A 7-point Jacobi sweep over W x H x D cells cut into tiles; prints the time per iteration,\n"
+    "the last iteration's max_avg (pbs) and a checksum of the final field.\n";
+
 int main(int argc, char **argv) {
+    if (arg_help(argc, argv, usage)) return 0;
     const char *scheduler = argc > 1 ? argv[1] : "pbs";
     /* threads, iterations, W, H, D, tile_x, tile_y, tile_z; tile_x's default is W. */
     const char *names[8] = {"threads", "iterations", "W", "H", "D", "tile_x", "tile_y", "tile_z"};

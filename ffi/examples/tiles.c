@@ -58,7 +58,14 @@ static double now_ms(void) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+static const char usage[] =
+    "usage: tiles [scheduler=pbs] [threads=0] [iterations=100] [W=1024] [H=1024] [tile_x=W] [tile_y=16]\n"
+    "             [ranges=0: 1 runs the sweep as a range task, one call per run of boxes]\n"
+    "A Jacobi sweep over a W x H row-major array cut into tiles; prints the time per iteration\n"
+    "and per cell, and a checksum of the final field.\n";
+
 int main(int argc, char **argv) {
+    if (arg_help(argc, argv, usage)) return 0;
     const char *scheduler = argc > 1 ? argv[1] : "pbs";
     /* threads, iterations, W, H, tile_x, tile_y, ranges; tile_x's default is W. */
     const char *names[7] = {"threads", "iterations", "W", "H", "tile_x", "tile_y", "ranges"};

@@ -578,6 +578,12 @@ fn heat_f90_gives_the_serial_checksum_under_every_scheduler() {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
     }
+    for args in [&["--help"][..], &["pbs", "two", "-h"]] {
+        let o = run(&program, args);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.starts_with("usage: heat-f") && out.lines().count() == 4, "{args:?}: {out}");
+    }
 
     let openmp = compile_fortran("gfortran", &["examples/heat.f90"], "heat_f90_openmp", &["-fopenmp"]);
     for scheduler in ["omp-static", "omp-dynamic:4", "omp-guided", "pbs"] {
@@ -735,6 +741,25 @@ fn the_c_examples_refuse_arguments_that_are_not_numbers() {
     let o = run(&heat3d, &["pbs", "2", "1", "8", "8", "8", "8", "8", "8", "extra"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unexpected argument extra"));
+}
+
+/// `-h` or `--help`, anywhere on the line: each C example prints its usage on stdout and ends
+/// with status 0 before it reads the rest or runs; `balance` takes no other argument.
+#[test]
+fn the_c_examples_print_their_usage_on_help() {
+    for name in ["heat", "heat3d", "tiles", "balance"] {
+        let program = compile(&Path::new(MANIFEST).join(format!("examples/{name}.c")), &format!("{name}_help"));
+        for args in [&["--help"][..], &["-h"], &["pbs", "two", "--help"]] {
+            let o = run(&program, args);
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(o.status.code(), Some(0), "{name} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(out.starts_with(&format!("usage: {name}")) && o.stderr.is_empty(), "{name} {args:?}: {out}");
+        }
+    }
+    let balance = compile(&Path::new(MANIFEST).join("examples/balance.c"), "balance_extra");
+    let o = run(&balance, &["8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("balance: unexpected argument 8"));
 }
 
 #[test]

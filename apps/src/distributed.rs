@@ -299,24 +299,7 @@ pub fn build_holding(
     }
     let split = app == "md-split";
     match (app, scenario) {
-        ("md" | "md-split", s) => {
-            let s = crate::md::Scenario::from_name(s)?;
-            Ok(if grid.nz() > 1 {
-                let md = crate::md::Md::<3>::holding(s, grid, seed, holds);
-                if split {
-                    Box::new(md.split_phases())
-                } else {
-                    Box::new(md)
-                }
-            } else {
-                let md = crate::md::Md::<2>::holding(s, grid, seed, holds);
-                if split {
-                    Box::new(md.split_phases())
-                } else {
-                    Box::new(md)
-                }
-            })
-        }
+        ("md" | "md-split", s) => Ok(crate::md::on_grid(crate::md::Scenario::from_name(s)?, grid, seed, holds, split)),
         ("stencil", s) => crate::stencil::Stencil::by_scenario(s, grid, seed, holds).map(|s| Box::new(s) as _),
         (a, _) => Err(format!("{a:?} does not run across processes; md, md-split and stencil do")),
     }

@@ -196,6 +196,29 @@ impl Md<3> {
     }
 }
 
+/// md (`split`: md-split) on `grid`, in 3D where it has more than one layer, holding the boxes
+/// `holds` marks ([`Md::holding`]).
+pub(crate) fn on_grid(
+    scenario: Scenario,
+    grid: Grid,
+    seed: u64,
+    holds: Option<&[bool]>,
+    split: bool,
+) -> Box<dyn Distributed> {
+    fn make<const D: usize>(md: Md<D>, split: bool) -> Box<dyn Distributed> {
+        if split {
+            Box::new(md.split_phases())
+        } else {
+            Box::new(md)
+        }
+    }
+    if grid.nz() > 1 {
+        make(Md::<3>::holding(scenario, grid, seed, holds), split)
+    } else {
+        make(Md::<2>::holding(scenario, grid, seed, holds), split)
+    }
+}
+
 /// Boxes an md grid may have: a box holds at most 27 particles as placed (the densest lattice,
 /// 1.1 apart, in a box of side 2.5), and particle ids are 32-bit.
 pub const MAX_BOXES: usize = (u32::MAX / 27) as usize;

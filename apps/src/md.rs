@@ -296,6 +296,9 @@ impl<const D: usize> Md<D> {
     /// Every box's work at the start as [`GridApp::box_work`] estimates it after the initial
     /// step, but from the particles as placed, before it, and without holding them: what a
     /// process that holds only its own boxes balances on first.
+    ///
+    /// # Panics
+    /// As [`Md::holding`]; [`crate::distributed::initial_work`] returns an error instead.
     pub fn initial_work(scenario: Scenario, grid: Grid, seed: u64) -> Vec<f64> {
         let md = Md::<D>::holding(scenario, grid, seed, Some(&vec![false; grid.len()]));
         let mut counts = vec![0usize; md.grid.len()];

@@ -143,13 +143,9 @@ fn cube_side(boxes_per_thread: usize, threads: usize) -> usize {
     (boxes_per_thread.saturating_mul(threads) as f64).cbrt().round() as usize
 }
 
-/// `nx×ny`, or `nx×ny×nz` with more than one layer.
+/// `nx×ny`, or `nx×ny×nz` with more than one layer (as a [`pbs::Grid`] prints itself).
 fn grid_name([nx, ny, nz]: [usize; 3]) -> String {
-    if nz > 1 {
-        format!("{nx}×{ny}×{nz}")
-    } else {
-        format!("{nx}×{ny}")
-    }
+    pbs::Grid::new_3d(nx, ny, nz).map_or_else(|e| e.to_string(), |g| g.to_string())
 }
 
 /// The most iterations a replay takes.

@@ -34,6 +34,8 @@ pub struct ScalingSettings {
     pub pin: bool,
     /// How the grid grows with the threads.
     pub sizes: Sizes,
+    /// The grids' dimensions: 2 (squares, one layer) or 3 (cubes: md and the stencil in 3D).
+    pub dims: usize,
     /// The schedulers run (`run::schedulers`' names); pbs and the three it is compared with,
     /// static, ws and eager, among them.
     pub schedulers: Vec<String>,
@@ -80,50 +82,96 @@ pub fn weak_side(boxes_per_thread: usize, threads: usize) -> usize {
     ((boxes_per_thread.saturating_mul(threads) as f64).sqrt().round() as usize).max(2)
 }
 
+/// The side of the cube nearest to `boxes_per_thread × threads` boxes (at least 2), before
+/// [`MAX_CUBE_SIDE`] caps it.
+pub fn weak_cube_side(boxes_per_thread: usize, threads: usize) -> usize {
+    ((boxes_per_thread.saturating_mul(threads) as f64).cbrt().round() as usize).max(2)
+}
+
+/// The largest cube side: 64³ boxes, as many as [`MAX_SIDE`]².
+pub const MAX_CUBE_SIDE: usize = 64;
+
+/// The weak-scaling grid for `threads` threads at `boxes_per_thread` boxes each: a square
+/// (`dims` 2) of at most [`MAX_SIDE`] a side or a cube (`dims` 3) of at most [`MAX_CUBE_SIDE`].
+pub fn weak_grid(boxes_per_thread: usize, threads: usize, dims: usize) -> [usize; 3] {
+    if dims == 3 {
+        [weak_cube_side(boxes_per_thread, threads).min(MAX_CUBE_SIDE); 3]
+    } else {
+        let side = weak_side(boxes_per_thread, threads).min(MAX_SIDE);
+        [side, side, 1]
+    }
+}
+
+/// Whether a weak-scaling grid is capped: the side asked for is over the largest.
+pub fn weak_capped(boxes_per_thread: usize, threads: usize, dims: usize) -> bool {
+    if dims == 3 {
+        weak_cube_side(boxes_per_thread, threads) > MAX_CUBE_SIDE
+    } else {
+        weak_side(boxes_per_thread, threads) > MAX_SIDE
+    }
+}
+
+/// `nx×ny`, or `nx×ny×nz` with more than one layer (as a [`pbs::Grid`] prints itself).
+pub fn grid_name([nx, ny, nz]: [usize; 3]) -> String {
+    pbs::Grid::new_3d(nx, ny, nz).map_or_else(|e| e.to_string(), |g| g.to_string())
+}
+
+/// An error unless `dims` is 2 or 3.
+pub fn check_dims(dims: usize) -> Result<(), String> {
+    match dims {
+        2 | 3 => Ok(()),
+        d => Err(format!("--dims {d}: the grids are squares (2) or cubes (3)")),
+    }
+}
+
 impl Sizes {
-    /// Checks the sizes: a side of 2 to [`MAX_SIDE`] boxes, at least one box per thread.
-    pub fn checked(self) -> Result<Sizes, String> {
+    /// Checks the sizes for grids of `dims` dimensions: a side of 2 to [`MAX_SIDE`] boxes (a
+    /// cube's to [`MAX_CUBE_SIDE`]), at least one box per thread.
+    pub fn checked(self, dims: usize) -> Result<Sizes, String> {
+        check_dims(dims)?;
+        let most = if dims == 3 { MAX_CUBE_SIDE } else { MAX_SIDE };
         match self {
             Sizes::Weak { boxes_per_thread: 0 } => Err("--weak needs at least 1 box per thread".into()),
-            Sizes::Strong { side } if !(2..=MAX_SIDE).contains(&side) => {
-                Err(format!("--strong {side}: the side must be 2 to {MAX_SIDE} boxes"))
+            Sizes::Strong { side } if !(2..=most).contains(&side) => {
+                Err(format!("--strong {side}: the side must be 2 to {most} boxes"))
             }
             s => Ok(s),
         }
     }
 
-    /// The grid at `threads` threads for a case whose report grid is `report`.
-    pub fn grid(self, threads: usize, report: (usize, usize)) -> (usize, usize) {
-        match self {
-            Sizes::Report => report,
-            Sizes::Weak { boxes_per_thread } => {
-                let side = weak_side(boxes_per_thread, threads).min(MAX_SIDE);
-                (side, side)
-            }
-            Sizes::Strong { side } => (side, side),
+    /// The grid at `threads` threads for a case whose report grid is `report`, in `dims`
+    /// dimensions (the report's grid in 3D: the cube of about as many boxes).
+    pub fn grid(self, threads: usize, report: (usize, usize), dims: usize) -> [usize; 3] {
+        match (self, dims) {
+            (Sizes::Report, 3) => [weak_cube_side(report.0 * report.1, 1); 3],
+            (Sizes::Report, _) => [report.0, report.1, 1],
+            (Sizes::Weak { boxes_per_thread }, _) => weak_grid(boxes_per_thread, threads, dims),
+            (Sizes::Strong { side }, 3) => [side; 3],
+            (Sizes::Strong { side }, _) => [side, side, 1],
         }
     }
 
-    /// Under weak scaling, a note naming the thread counts whose grid [`MAX_SIDE`] caps (fewer
+    /// Under weak scaling, a note naming the thread counts whose grid the largest caps (fewer
     /// boxes per thread there than asked); `None` when none is capped.
-    pub fn capped(self, threads: &[usize]) -> Option<String> {
+    pub fn capped(self, threads: &[usize], dims: usize) -> Option<String> {
         let Sizes::Weak { boxes_per_thread } = self else { return None };
         let capped: Vec<String> =
-            threads.iter().filter(|&&t| weak_side(boxes_per_thread, t) > MAX_SIDE).map(|t| t.to_string()).collect();
+            threads.iter().filter(|&&t| weak_capped(boxes_per_thread, t, dims)).map(|t| t.to_string()).collect();
+        let largest = grid_name(weak_grid(boxes_per_thread, usize::MAX / boxes_per_thread.max(1), dims));
         (!capped.is_empty()).then(|| {
             format!(
-                "note: --weak {boxes_per_thread}: at {} threads the grid is capped at {MAX_SIDE}×{MAX_SIDE} boxes, \
-                 fewer boxes per thread than asked (the rows' nx and ny say how many)",
+                "note: --weak {boxes_per_thread}: at {} threads the grid is capped at {largest} boxes, \
+                 fewer boxes per thread than asked (the rows' nx, ny and nz say how many)",
                 capped.join(", ")
             )
         })
     }
 
     /// How a case is named: with its grid, except under weak scaling where the grid changes.
-    fn case(self, app: &str, scenario: &str, grid: (usize, usize)) -> String {
+    fn case(self, app: &str, scenario: &str, grid: [usize; 3]) -> String {
         match self {
             Sizes::Weak { boxes_per_thread } => format!("{app} {scenario}, {boxes_per_thread} boxes/thread"),
-            _ => format!("{app} {scenario} {}×{}", grid.0, grid.1),
+            _ => format!("{app} {scenario} {}", grid_name(grid)),
         }
     }
 }
@@ -139,6 +187,8 @@ pub struct ScalingRow {
     pub nx: usize,
     /// boxes along y
     pub ny: usize,
+    /// layers of boxes along z (1 on a 2D grid)
+    pub nz: usize,
     /// median iteration time of each scheduler run, ms, in the order they ran
     pub iter_ms: Vec<(String, f64)>,
     /// pbs / static, pbs / ws, pbs / eager (medians of within-run ratios of median iterations)
@@ -190,7 +240,7 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
     let mut rows = Vec::new();
     for &(app, scenario, report_nx, report_ny) in cases {
         for &threads in &s.threads {
-            let (nx, ny) = s.sizes.grid(threads, (report_nx, report_ny));
+            let [nx, ny, nz] = s.sizes.grid(threads, (report_nx, report_ny), s.dims);
             bar.set_message(format!("{app} {scenario}, {threads} threads"));
             let setup = |r: usize| RunSetup {
                 app: app.into(),
@@ -200,7 +250,7 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
                 iters: s.iters,
                 nx,
                 ny,
-                nz: 1,
+                nz,
                 cache_bytes: RunSetup::machine_cache_bytes(),
                 pin: s.pin,
                 seed: r as u64 + 1,
@@ -213,10 +263,11 @@ pub fn measure(s: &ScalingSettings) -> Result<Vec<ScalingRow>, String> {
             let checksum = runs[0][0].checksum.clone();
             let others = ["static", "ws", "eager"];
             rows.push(ScalingRow {
-                case: s.sizes.case(app, scenario, (nx, ny)),
+                case: s.sizes.case(app, scenario, [nx, ny, nz]),
                 threads,
                 nx,
                 ny,
+                nz,
                 iter_ms: schedulers.iter().map(|x| (x.clone(), median_over(&runs, x, &|r| r.iter_ms_median))).collect(),
                 pbs_over: others.iter().map(|x| (x.to_string(), median_pbs_over(&runs, x))).collect(),
                 pbs_over_mean: others
@@ -263,7 +314,7 @@ pub fn table(rows: &[ScalingRow]) -> Table {
         t.row(vec![
             r.case.clone(),
             r.threads.to_string(),
-            format!("{}×{}", r.nx, r.ny),
+            grid_name([r.nx, r.ny, r.nz]),
             format!("{:.3}", of(&r.iter_ms, "pbs")),
             format!("{:.2}", of(&r.pbs_over, "static")),
             format!("{:.2}", of(&r.pbs_over, "ws")),
@@ -373,17 +424,33 @@ mod tests {
     #[test]
     fn weak_scaling_keeps_the_boxes_per_thread_up_to_the_largest_grid() {
         let weak = Sizes::Weak { boxes_per_thread: 4096 };
-        assert_eq!(weak.grid(16, (32, 32)), (256, 256));
-        assert_eq!(weak.grid(64, (32, 32)), (512, 512));
-        assert_eq!(weak.grid(256, (32, 32)), (512, 512), "capped: 1024 boxes per thread");
-        assert_eq!(weak.capped(&[16, 64]), None);
-        let note = weak.capped(&[16, 64, 128, 256]).unwrap();
-        assert!(note.contains("at 128, 256 threads the grid is capped at 512×512"), "{note}");
-        assert_eq!(Sizes::Strong { side: 512 }.capped(&[1024]), None);
-        assert_eq!(Sizes::Report.grid(16, (32, 32)), (32, 32));
-        assert_eq!(Sizes::Strong { side: 128 }.grid(4, (32, 32)), (128, 128));
-        assert!(Sizes::Strong { side: 1024 }.checked().unwrap_err().contains("2 to 512"));
-        assert!(Sizes::Weak { boxes_per_thread: 0 }.checked().is_err());
+        assert_eq!(weak.grid(16, (32, 32), 2), [256, 256, 1]);
+        assert_eq!(weak.grid(64, (32, 32), 2), [512, 512, 1]);
+        assert_eq!(weak.grid(256, (32, 32), 2), [512, 512, 1], "capped: 1024 boxes per thread");
+        assert_eq!(weak.capped(&[16, 64], 2), None);
+        let note = weak.capped(&[16, 64, 128, 256], 2).unwrap();
+        assert!(note.contains("at 128, 256 threads the grid is capped at 512×512 boxes"), "{note}");
+        assert_eq!(Sizes::Strong { side: 512 }.capped(&[1024], 2), None);
+        assert_eq!(Sizes::Report.grid(16, (32, 32), 2), [32, 32, 1]);
+        assert_eq!(Sizes::Strong { side: 128 }.grid(4, (32, 32), 2), [128, 128, 1]);
+        assert!(Sizes::Strong { side: 1024 }.checked(2).unwrap_err().contains("2 to 512"));
+        assert!(Sizes::Weak { boxes_per_thread: 0 }.checked(2).is_err());
+        // Cubes: about as many boxes, at most 64³ (= 512²).
+        assert_eq!(weak.grid(16, (32, 32), 3), [40, 40, 40]);
+        assert_eq!(weak.grid(64, (32, 32), 3), [64, 64, 64]);
+        assert_eq!(weak.grid(128, (32, 32), 3), [64, 64, 64], "capped: 2048 boxes per thread");
+        assert_eq!(weak.capped(&[16, 64], 3), None);
+        let note = weak.capped(&[16, 128], 3).unwrap();
+        assert!(note.contains("at 128 threads the grid is capped at 64×64×64 boxes"), "{note}");
+        assert_eq!(Sizes::Report.grid(16, (32, 32), 3), [10, 10, 10]);
+        assert_eq!(Sizes::Strong { side: 20 }.grid(4, (32, 32), 3), [20, 20, 20]);
+        assert!(Sizes::Strong { side: 65 }.checked(3).unwrap_err().contains("2 to 64"));
+        assert!(Sizes::Report.checked(4).unwrap_err().contains("--dims 4: the grids are squares (2) or cubes (3)"));
+        assert_eq!(weak_grid(256, 16, 3), [16, 16, 16]);
+        assert_eq!(weak_grid(256, 64, 3), [25, 25, 25]);
+        assert_eq!(weak_grid(256, 256, 3), [40, 40, 40]);
+        assert_eq!(weak_grid(256, 4096, 2), [512, 512, 1]);
+        assert_eq!(weak_grid(1, 1, 3), [2, 2, 2]);
     }
 
     /// A small scaling run end to end: a row per case and thread count, with the grid it ran,
@@ -396,13 +463,14 @@ mod tests {
             iters: 2,
             repeats: 1,
             pin: false,
-            sizes: Sizes::Strong { side: 4 }.checked().unwrap(),
+            sizes: Sizes::Strong { side: 4 }.checked(2).unwrap(),
+            dims: 2,
             schedulers: COMPARED.iter().map(|s| s.to_string()).collect(),
         };
         let mut rows = measure(&settings).unwrap();
         assert_eq!(rows.len(), 3 * 2);
         for r in &rows {
-            assert_eq!((r.nx, r.ny), (4, 4));
+            assert_eq!((r.nx, r.ny, r.nz), (4, 4, 1));
             assert!(r.case.ends_with(" 4×4"), "{}", r.case);
             assert_eq!(r.iter_ms.len(), 4);
             assert!(COMPARED.iter().all(|x| of(&r.iter_ms, x) > 0.0));
@@ -429,7 +497,8 @@ mod tests {
         assert!(md.contains("**differ**"));
         let _ = std::fs::remove_dir_all(&dir);
         let weak = Sizes::Weak { boxes_per_thread: 64 };
-        assert_eq!(weak.case("md", "gravity", (8, 8)), "md gravity, 64 boxes/thread");
+        assert_eq!(weak.case("md", "gravity", [8, 8, 1]), "md gravity, 64 boxes/thread");
+        assert_eq!(Sizes::Report.case("md", "gravity", [10, 10, 10]), "md gravity 10×10×10");
     }
 
     #[test]

@@ -600,6 +600,18 @@ fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
     assert_eq!(&std::fs::read(dir.join("scaling.png")).unwrap()[1..4], b"PNG");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("pbs / static") && text.contains("stencil drift"), "{text}");
+    // --dims 3: the cases on cubes (the report's 32×32 as 10×10×10), one checksum per case.
+    let out = bench(&[&args[..], &["--dims", "3"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("scaling.json")).unwrap()).unwrap();
+    let rows = rows.as_array().expect("array");
+    assert_eq!(rows.len(), 6, "3 cases × 2 thread counts");
+    for case in ["md gravity 10×10×10", "md contraction 10×10×10", "stencil drift 10×10×10"] {
+        let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["case"] == case).collect();
+        assert_eq!(mine.len(), 2, "{case}");
+        assert!(mine.iter().all(|r| r["nz"] == 10 && r["checksum"] == mine[0]["checksum"]), "{case}");
+    }
+    assert!(stderr_of(&[&args[..], &["--dims", "3", "--strong", "65"]].concat()).contains("the side must be 2 to 64"));
     std::fs::remove_dir_all(dir).ok();
 }
 

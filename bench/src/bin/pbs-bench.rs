@@ -195,7 +195,7 @@ enum Command {
         #[arg(long, default_value_t = 256)]
         boxes_per_thread: usize,
         /// Dimensions of the recorded traces' grids: 2 (squares) or 3 (cubes: md and the
-        /// stencil in 3D)
+        /// stencil in 3D, at most 64×64×64)
         #[arg(long, default_value_t = 2)]
         dims: usize,
         /// Iterations replayed (the recorded ones played forwards, then backwards, and so on)
@@ -272,12 +272,17 @@ enum Command {
         /// Run thread counts above this machine's cores anyway (their timings mean little)
         #[arg(long)]
         oversubscribe: bool,
-        /// Weak scaling: this many boxes per thread (grids grow with the threads, up to 512×512)
+        /// Weak scaling: this many boxes per thread (grids grow with the threads, up to 512×512,
+        /// or 64×64×64 with --dims 3)
         #[arg(long, conflicts_with = "strong")]
         weak: Option<usize>,
-        /// Strong scaling: this square grid side at every thread count (up to 512)
+        /// Strong scaling: this grid side at every thread count (up to 512; 64 with --dims 3)
         #[arg(long)]
         strong: Option<usize>,
+        /// The grids' dimensions: 2 (squares) or 3 (cubes: md and the stencil in 3D; the report's
+        /// 32×32 becomes 10×10×10)
+        #[arg(long, default_value_t = 2)]
+        dims: usize,
         /// Schedulers to run, comma-separated, pbs, static, ws and eager among them (fewer
         /// schedulers, a shorter run), or all
         #[arg(long, default_value = "all")]
@@ -734,7 +739,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let path = matrix::write(&out, &settings)?;
             println!("report written to {}", path.display());
         }
-        Command::Scaling { out, threads, runs, oversubscribe, weak, strong, schedulers } => {
+        Command::Scaling { out, threads, runs, oversubscribe, weak, strong, dims, schedulers } => {
             let cores = pbs_scheduler::topology::Topology::detect().cores.len().max(1);
             scaling::check_threads(&threads, cores, oversubscribe)?;
             let schedulers = scaling::schedulers(&schedulers)?;
@@ -744,8 +749,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 (None, Some(side)) => scaling::Sizes::Strong { side },
                 (None, None) => scaling::Sizes::Report,
             }
-            .checked()?;
-            if let Some(note) = sizes.capped(&threads) {
+            .checked(dims)?;
+            if let Some(note) = sizes.capped(&threads, dims) {
                 eprintln!("{note}");
             }
             let settings = scaling::ScalingSettings {
@@ -754,6 +759,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 repeats: runs.repeats,
                 pin: !runs.no_pin,
                 sizes,
+                dims,
                 schedulers,
             };
             scaling::check_records(&settings)?;

@@ -12,7 +12,7 @@ pub mod machine;
 pub mod replay;
 pub mod trace;
 
-use crate::scaling::MAX_SIDE;
+use crate::scaling::{grid_name, weak_capped, weak_grid};
 use pbs_scheduler::runtime::EXECUTORS_2D_ONLY;
 use std::path::PathBuf;
 
@@ -89,21 +89,9 @@ pub struct ModelRow {
     pub balancer_real_over_law: Option<f64>,
 }
 
-/// The grid recorded for `threads` threads at `boxes_per_thread` boxes each (weak scaling): a
-/// square in 2D, a cube in 3D (`dims`), of at most [`MAX_SIDE`]² boxes (a cube of 64 a side).
-pub fn weak_grid(boxes_per_thread: usize, threads: usize, dims: usize) -> [usize; 3] {
-    if dims == 3 {
-        let most = ((MAX_SIDE * MAX_SIDE) as f64).cbrt().round() as usize;
-        [cube_side(boxes_per_thread, threads).clamp(2, most); 3]
-    } else {
-        let side = crate::scaling::weak_side(boxes_per_thread, threads).min(MAX_SIDE);
-        [side, side, 1]
-    }
-}
-
 /// What the settings leave out or change, one sentence each, for the user to read beside the
 /// figures: NUMA node counts above a thread count (a node needs a thread), and weak-scaling
-/// grids cut down to [`MAX_SIDE`]² boxes. An error when nothing is left to replay.
+/// grids cut down to [`crate::scaling::MAX_SIDE`]² boxes. An error when nothing is left to replay.
 pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
     let mut pairs = 0;
@@ -115,12 +103,7 @@ pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
         }
         let grid = weak_grid(s.boxes_per_thread, threads, s.dims);
         let recorded: usize = grid.iter().product();
-        let asked = if s.dims == 3 {
-            cube_side(s.boxes_per_thread, threads)
-        } else {
-            crate::scaling::weak_side(s.boxes_per_thread, threads)
-        };
-        if s.trace.is_none() && asked > grid[0] {
+        if s.trace.is_none() && weak_capped(s.boxes_per_thread, threads, s.dims) {
             notes.push(format!(
                 "{threads} threads: {} boxes recorded, {} per thread instead of {}",
                 grid_name(grid),
@@ -138,16 +121,6 @@ pub fn notes(s: &ModelSettings) -> Result<Vec<String>, String> {
     Ok(notes)
 }
 
-/// The side of a cube of about `boxes_per_thread × threads` boxes.
-fn cube_side(boxes_per_thread: usize, threads: usize) -> usize {
-    (boxes_per_thread.saturating_mul(threads) as f64).cbrt().round() as usize
-}
-
-/// `nx×ny`, or `nx×ny×nz` with more than one layer (as a [`pbs::Grid`] prints itself).
-fn grid_name([nx, ny, nz]: [usize; 3]) -> String {
-    pbs::Grid::new_3d(nx, ny, nz).map_or_else(|e| e.to_string(), |g| g.to_string())
-}
-
 /// The most iterations a replay takes.
 pub const MAX_ITERS: usize = 1_000_000;
 
@@ -160,9 +133,7 @@ pub fn check(s: &ModelSettings) -> Result<Vec<String>, String> {
     if s.iters == 0 || s.record_iters == 0 || s.boxes_per_thread == 0 {
         return Err("--iters, --record-iters and --boxes-per-thread must be at least 1".into());
     }
-    if !(2..=3).contains(&s.dims) {
-        return Err(format!("--dims {}: the recorded grids are squares (2) or cubes (3)", s.dims));
-    }
+    crate::scaling::check_dims(s.dims)?;
     // A plan keeps the owners of every rebalancing (256 KB each at 65,536 boxes): 10⁹
     // iterations at 256 threads grew by 2.5 MB a second, towards running out of memory.
     if s.iters > MAX_ITERS {
@@ -452,6 +423,7 @@ pub fn calibration_plot(path: &std::path::Path, rows: &[calibration::Calibration
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scaling::MAX_SIDE;
 
     fn settings(threads: &[usize], numa_nodes: &[usize]) -> ModelSettings {
         ModelSettings {
@@ -526,20 +498,8 @@ mod tests {
         );
         for dims in [0, 1, 4] {
             let e = check(&ModelSettings { dims, ..base.clone() }).unwrap_err();
-            assert!(e.contains(&format!("--dims {dims}: the recorded grids are squares (2) or cubes (3)")), "{e}");
+            assert!(e.contains(&format!("--dims {dims}: the grids are squares (2) or cubes (3)")), "{e}");
         }
-    }
-
-    /// Weak-scaling grids: squares or cubes of about the boxes asked for, at least 2 a side.
-    #[test]
-    fn weak_grids_are_squares_or_cubes_of_the_boxes_asked() {
-        assert_eq!(weak_grid(256, 16, 2), [64, 64, 1]);
-        assert_eq!(weak_grid(256, 16, 3), [16, 16, 16]);
-        assert_eq!(weak_grid(256, 64, 3), [25, 25, 25]);
-        assert_eq!(weak_grid(256, 256, 3), [40, 40, 40]);
-        assert_eq!(weak_grid(1, 1, 3), [2, 2, 2]);
-        assert_eq!(weak_grid(256, 4096, 3), [64, 64, 64]);
-        assert_eq!(weak_grid(256, 4096, 2), [512, 512, 1]);
     }
 
     /// `project` replays every scheduler, and with `remappers` every remapper but those

@@ -157,7 +157,7 @@ impl Sizes {
         let Sizes::Weak { boxes_per_thread } = self else { return None };
         let capped: Vec<String> =
             threads.iter().filter(|&&t| weak_capped(boxes_per_thread, t, dims)).map(|t| t.to_string()).collect();
-        let largest = grid_name(weak_grid(boxes_per_thread, usize::MAX / boxes_per_thread.max(1), dims));
+        let largest = grid_name(if dims == 3 { [MAX_CUBE_SIDE; 3] } else { [MAX_SIDE, MAX_SIDE, 1] });
         (!capped.is_empty()).then(|| {
             format!(
                 "note: --weak {boxes_per_thread}: at {} threads the grid is capped at {largest} boxes, \

@@ -574,11 +574,17 @@ fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
         "--schedulers",
         "ws,pbs,eager,static",
     ];
-    let out = bench(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("scaling.json")).unwrap()).unwrap();
-    let rows = rows.as_array().expect("array");
-    assert_eq!(rows.len(), 6, "3 cases × 2 thread counts");
+    // The command's written rows: 3 cases × 2 thread counts.
+    let rows_of = |args: &[&str]| -> (std::process::Output, Vec<serde_json::Value>) {
+        let out = bench(args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let rows: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("scaling.json")).unwrap()).unwrap();
+        let rows = rows.as_array().expect("array").clone();
+        assert_eq!(rows.len(), 6, "3 cases × 2 thread counts");
+        (out, rows)
+    };
+    let (out, rows) = rows_of(&args);
     for case in ["md gravity 32×32", "md contraction 32×32", "stencil drift 32×32"] {
         let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["case"] == case).collect();
         let threads: Vec<u64> = mine.iter().map(|r| r["threads"].as_u64().unwrap()).collect();
@@ -601,11 +607,7 @@ fn scaling_tables_every_thread_count_with_one_checksum_per_case() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("pbs / static") && text.contains("stencil drift"), "{text}");
     // --dims 3: the cases on cubes (the report's 32×32 as 10×10×10), one checksum per case.
-    let out = bench(&[&args[..], &["--dims", "3"]].concat());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("scaling.json")).unwrap()).unwrap();
-    let rows = rows.as_array().expect("array");
-    assert_eq!(rows.len(), 6, "3 cases × 2 thread counts");
+    let (_, rows) = rows_of(&[&args[..], &["--dims", "3"]].concat());
     for case in ["md gravity 10×10×10", "md contraction 10×10×10", "stencil drift 10×10×10"] {
         let mine: Vec<&serde_json::Value> = rows.iter().filter(|r| r["case"] == case).collect();
         assert_eq!(mine.len(), 2, "{case}");

@@ -701,7 +701,7 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
         .map(|r| (r["threads"].as_u64().unwrap(), [&r["nx"], &r["ny"], &r["nz"]].map(|d| d.as_u64().unwrap())))
         .collect();
     assert_eq!(grids.into_iter().collect::<Vec<_>>(), [(4, [5, 5, 5]), (8, [6, 6, 6])]);
-    assert!(stderr_of(&["model", "--dims", "4"]).contains("--dims 4: the recorded grids are squares (2) or cubes (3)"));
+    assert!(stderr_of(&["model", "--dims", "4"]).contains("--dims 4: the grids are squares (2) or cubes (3)"));
     let dir = temp_dir("model");
     let trace = dir.join("md.trace");
     let trace_arg = trace.to_str().unwrap();

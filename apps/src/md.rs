@@ -138,13 +138,24 @@ fn slot_of(d: [isize; 3]) -> Option<usize> {
     d.iter().all(|c| c.abs() <= 1).then(|| (9 * (d[2] + 1) + 3 * (d[1] + 1) + d[0] + 1) as usize)
 }
 
+/// The squared length of `v`, summed axis by axis from the first (the step's squared distances
+/// and speeds depend on that order, bit for bit).
+#[inline(always)]
+fn squared<const D: usize>(v: &[f64; D]) -> f64 {
+    let mut sum = v[0] * v[0];
+    for c in &v[1..] {
+        sum += c * c;
+    }
+    sum
+}
+
 /// The length of `v`; in 2D `hypot`, on which the 2D scenarios' placements (hence their
 /// checksums) depend.
 fn length<const D: usize>(v: [f64; D]) -> f64 {
     if D == 2 {
         v[0].hypot(v[1])
     } else {
-        v.iter().map(|c| c * c).sum::<f64>().sqrt()
+        squared(&v).sqrt()
     }
 }
 
@@ -465,10 +476,7 @@ fn pair_forces<const D: usize>(p: &Particle<D>, qs: &[Particle<D>], f: &mut [f64
             continue;
         }
         let dx = minus(p.x, q.x);
-        let mut r2 = dx[0] * dx[0];
-        for c in &dx[1..] {
-            r2 += c * c;
-        }
+        let r2 = squared(&dx);
         if r2 >= CUTOFF * CUTOFF {
             continue;
         }
@@ -491,10 +499,7 @@ fn half_kick<const D: usize>(v: &mut [f64; D], f: &[f64; D]) {
 fn kick_drift<const D: usize>(p: &mut Particle<D>, extent: &[f64; D]) {
     half_kick(&mut p.v, &p.f);
     // Squared speeds: libm's `hypot` on every particle cost 8 % of a step.
-    let mut speed2 = p.v[0] * p.v[0];
-    for c in &p.v[1..] {
-        speed2 += c * c;
-    }
+    let speed2 = squared(&p.v);
     if speed2 * DT * DT > MAX_STEP * MAX_STEP {
         let s = MAX_STEP / (speed2.sqrt() * DT);
         p.v.iter_mut().for_each(|c| *c *= s);
@@ -530,7 +535,8 @@ fn initial_particles<const D: usize>(
     let radius = 0.3 * extent.iter().copied().fold(f64::INFINITY, f64::min);
     // Jittered lattices: no two particles start closer than the soft core.
     let mut lattice = |spacing: f64, keep: &dyn Fn(&[f64; D]) -> bool, velocity: &dyn Fn(&[f64; D]) -> [f64; D]| {
-        // Each coordinate advances by adding the spacing, as the 2D loops did.
+        // Each coordinate advances by adding the spacing, which fixes the points' rounding (and
+        // with it every scenario's checksum).
         let mut point = [0.5 * spacing; D];
         loop {
             let x: [f64; D] = std::array::from_fn(|d| point[d] + 0.1 * spacing * (rng.next_f64() - 0.5));

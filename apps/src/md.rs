@@ -176,9 +176,9 @@ pub struct Md<const D: usize = 2> {
     /// With separate rebin and force phases ([`Md::split_phases`]): each box's particles
     /// after the rebin phase, in the order `members` gives them.
     current: Option<Vec<Gathered<D>>>,
-    /// Each box's momentum (2D) and particle count, for executors that use motion hints (kept
-    /// between iterations, so that a hint allocates nothing).
-    motion: (Vec<[f64; 2]>, Vec<f64>),
+    /// Each box's momentum (z 0 in 2D) and particle count, for executors that use motion
+    /// hints (kept between iterations, so that a hint allocates nothing).
+    motion: (Vec<[f64; 3]>, Vec<f64>),
     /// The boxes this process computes (`None`: all; see [`Distributed`]).
     local: Option<Vec<bool>>,
     /// md-split across processes: the boxes whose lists the rebin phase gathers, those within
@@ -648,15 +648,15 @@ impl<const D: usize> GridApp for Md<D> {
             }
         }
         self.next = std::mem::replace(&mut self.boxes, next);
-        // Motion hints are 2D: the executors that want them cut 2D grids only.
-        if D == 2 && exec.wants_motion() {
+        if exec.wants_motion() {
             let (momentum, particles) = &mut self.motion;
             momentum.clear();
-            momentum.extend(self.boxes.iter().map(|b| [b.momentum[0], b.momentum[1]]));
+            momentum
+                .extend(self.boxes.iter().map(|b| std::array::from_fn(|a| if a < D { b.momentum[a] } else { 0.0 })));
             particles.clear();
             particles.extend(self.boxes.iter().map(|b| (b.stay.len() + b.leave.len()) as f64));
             // Speeds are capped in every step, so the sums are finite.
-            exec.hint_motion(momentum, particles).expect("finite momenta of a 2D grid");
+            exec.hint_motion(momentum, particles).expect("finite momenta, one per box");
         }
         rec.iteration(&exec.end_iteration());
     }

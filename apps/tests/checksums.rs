@@ -6,7 +6,7 @@ use pbs_apps::stencil::Stencil;
 use pbs_apps::GridApp;
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
-use pbs_scheduler::runtime::{Runtime, EXECUTORS, EXECUTORS_2D_ONLY};
+use pbs_scheduler::runtime::{Runtime, EXECUTORS};
 use pbs_scheduler::topology::Topology;
 use pbs_scheduler::BoxTimer;
 
@@ -26,8 +26,7 @@ fn checksum_under(make: &dyn Fn() -> Box<dyn GridApp>, executor: &str, threads: 
 
 fn same_everywhere(name: &str, make: &dyn Fn() -> Box<dyn GridApp>, iterations: usize) {
     let reference = checksum_under(make, "static", 1, iterations);
-    let flat = make().grid().nz() == 1;
-    for executor in EXECUTORS.into_iter().filter(|e| flat || !EXECUTORS_2D_ONLY.contains(e)) {
+    for executor in EXECUTORS {
         for threads in 1..=4 {
             let c = checksum_under(make, executor, threads, iterations);
             assert_eq!(c, reference, "{name}: {executor} on {threads} threads");

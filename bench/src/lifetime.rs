@@ -75,7 +75,7 @@ pub struct LifetimeRow {
 /// A one-thread executor that keeps md's motion hints.
 struct MotionTap {
     inner: StaticBlocks,
-    momentum: Vec<[f64; 2]>,
+    momentum: Vec<[f64; 3]>,
     particles: Vec<f64>,
 }
 
@@ -107,7 +107,7 @@ unsafe impl Executor for MotionTap {
     fn wants_motion(&self) -> bool {
         true
     }
-    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
+    fn hint_motion(&mut self, momentum: &[[f64; 3]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
         self.momentum.clear();
         self.momentum.extend_from_slice(momentum);
         self.particles.clear();
@@ -334,7 +334,7 @@ mod tests {
             // PackStealLB starts from RCB's partition and then remaps the one in force, seeded
             // with the iteration.
             let cut =
-                |i: usize, owners: &[u32], (work, momentum, particles): &(Vec<f64>, Vec<[f64; 2]>, Vec<f64>)| match row
+                |i: usize, owners: &[u32], (work, momentum, particles): &(Vec<f64>, Vec<[f64; 3]>, Vec<f64>)| match row
                     .balancer
                     .as_str()
                 {

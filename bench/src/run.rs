@@ -9,7 +9,7 @@ use pbs_scheduler::cache_model::CacheModel;
 use pbs_scheduler::counters::{start_on_this_thread, stop_on_this_thread};
 use pbs_scheduler::pinning::Pinning;
 use pbs_scheduler::report::Recorder;
-use pbs_scheduler::runtime::{Runtime, EXECUTORS, EXECUTORS_2D_ONLY};
+use pbs_scheduler::runtime::{Runtime, EXECUTORS};
 use pbs_scheduler::topology::{per_core_cache_bytes, Topology};
 use pbs_scheduler::BoxTimer;
 
@@ -372,19 +372,6 @@ fn modelled_misses(
         progress();
     }
     Ok(cache.take())
-}
-
-/// [`schedulers`] for a grid of `nz` layers: on more than one, `all` leaves out the executors
-/// that cut 2D grids only (`EXECUTORS_2D_ONLY`), and naming one of them is an error.
-pub fn schedulers_for(spec: &str, nz: usize) -> Result<Vec<String>, String> {
-    let mut names = schedulers(spec)?;
-    if nz > 1 {
-        if let Some(flat) = names.iter().find(|n| spec != "all" && EXECUTORS_2D_ONLY.contains(&n.as_str())) {
-            return Err(format!("{flat} cuts 2D grids only: leave it out with --nz {nz}, or run one layer"));
-        }
-        names.retain(|n| !EXECUTORS_2D_ONLY.contains(&n.as_str()));
-    }
-    Ok(names)
 }
 
 /// Schedulers for a `--scheduler` value (`all` = every executor).
@@ -883,19 +870,6 @@ mod tests {
         s.in_phases.barrier = 0.125;
         s.between_iterations = 0.5;
         assert_eq!(idle(&s), "1.0/0.0/0.0/12.5/0.0/50.0");
-    }
-
-    /// On a 3D grid `all` leaves out the cutters of 2D grids, and naming one is an error.
-    #[test]
-    fn a_3d_grid_leaves_out_the_2d_cutters() {
-        let flat = schedulers_for("all", 1).unwrap();
-        let deep = schedulers_for("all", 2).unwrap();
-        assert!(EXECUTORS_2D_ONLY.iter().all(|c| flat.iter().any(|n| n == c) && !deep.iter().any(|n| n == c)));
-        assert_eq!(deep.len() + EXECUTORS_2D_ONLY.len(), flat.len());
-        assert_eq!(schedulers_for("pbs,static", 2).unwrap(), ["pbs", "static"]);
-        assert_eq!(schedulers_for("norcb", 1).unwrap(), ["norcb"]);
-        let e = schedulers_for("pbs,norcb", 3).unwrap_err();
-        assert!(e.starts_with("norcb cuts 2D grids only") && e.contains("--nz 3"), "{e}");
     }
 
     /// Of 3 ms above the median (1 ms), 2 are in the one iteration run with a rebalancing

@@ -464,33 +464,23 @@ fn run_refuses_bad_input_clearly() {
     }
     assert!(stderr_of(&["run", "--app", "stencil", "--nx", "0"]).contains("empty grid"));
     assert!(stderr_of(&["run", "--app", "stencil", "--nz", "0"]).contains("empty grid"));
-    assert!(
-        stderr_of(&["run", "--app", "md", "--nz", "2", "--scheduler", "norcb"]).contains("norcb cuts 2D grids only")
-    );
     for (app, side, boxes) in [("stencil", "65535", "4294836225 boxes"), ("md", "12000", "144000000 boxes")] {
         let err = stderr_of(&["run", "--app", app, "--nx", side, "--ny", side]);
         assert!(err.starts_with("pbs-bench: error: out of memory: ") && err.contains(boxes), "{err}");
     }
     let err = stderr_of(&["run", "--app", "md", "--nx", "65535", "--ny", "65535"]);
     assert!(err.contains("4294836225 boxes, more than the 159072862 its 32-bit particle ids allow"), "{err}");
-    assert!(stderr_of(&["run", "--app", "stencil", "--nz", "2", "--scheduler", "pbs,norcb"])
-        .contains("norcb cuts 2D grids only"));
 }
 
-/// `--nz` runs md and the stencil in 3D under every executor that cuts 3D grids, with one
-/// checksum per app.
+/// `--nz` runs md and the stencil in 3D under every executor, with one checksum per app.
 #[test]
-fn run_in_3d_leaves_out_the_2d_only_executors_and_keeps_one_checksum() {
+fn run_in_3d_runs_every_executor_and_keeps_one_checksum() {
     for app in ["stencil", "md"] {
         let small = ["run", "--app", app, "--nx", "4", "--ny", "3", "--threads", "2", "--iters", "4", "--json"];
         let rows = json(&[&small[..], &["--nz", "3"]].concat());
         let rows = rows.as_array().unwrap();
         let names: Vec<&str> = rows.iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
-        let expected: Vec<&str> = pbs_scheduler::runtime::EXECUTORS
-            .into_iter()
-            .filter(|e| !pbs_scheduler::runtime::EXECUTORS_2D_ONLY.contains(e))
-            .collect();
-        assert_eq!(names, expected, "{app}");
+        assert_eq!(names, pbs_scheduler::runtime::EXECUTORS, "{app}");
         assert!(rows.iter().all(|r| r["checksum"] == rows[0]["checksum"]), "{app}: one checksum under every executor");
         let grid = |r: &serde_json::Value| (r["nx"].as_u64(), r["ny"].as_u64(), r["nz"].as_u64());
         assert!(rows.iter().all(|r| grid(r) == (Some(4), Some(3), Some(3))), "each row names its grid: {}", rows[0]);
@@ -770,14 +760,14 @@ fn model_prints_its_contract_fields_from_a_recorded_or_given_trace() {
     let deep_rows = deep_rows.as_array().unwrap();
     assert_eq!(deep_rows.len(), 2 * 4);
     assert!(deep_rows.iter().all(|r| r["nz"].as_u64() == Some(4) && r["efficiency"].as_f64().unwrap() > 0.0));
-    // With the remappers, those that cut 2D grids only are left out of a 3D trace.
+    // With the remappers, every one of them on a 3D trace.
     let model_3d = ["model", "--trace", deep_arg, "--threads", "4", "--numa-nodes", "1", "--iters", "5"];
     let with_remappers = json(&[&model_3d[..], &["--remappers", "--json"]].concat());
     let names: Vec<&str> =
         with_remappers.as_array().unwrap().iter().map(|r| r["scheduler"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["pbs", "static", "eager", "ws", "rcb", "packsteal", "vector-greedy", "norm-greedy", "diffusion"]
+        ["pbs", "static", "eager", "ws", "rcb", "packsteal", "vector-rcb", "vector-greedy", "norm-greedy", "diffusion"]
     );
     let drawn = std::fs::read(&png).expect("--png writes the picture");
     // Two columns (NUMA node counts) of 480 pixels, four rows of figures of 300.

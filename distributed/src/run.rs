@@ -119,9 +119,6 @@ impl Settings {
                 pbs_scheduler::runtime::EXECUTORS.join(", ")
             ));
         }
-        if self.nz > 1 && pbs_scheduler::runtime::EXECUTORS_2D_ONLY.contains(&self.executor.as_str()) {
-            return Err(format!("--executor {} cuts 2D grids only: with --nz {} take another", self.executor, self.nz));
-        }
         pbs_apps::distributed::build(&self.app, &self.scenario, 1, 1, self.seed)?;
         pbs_apps::distributed::check_every_share(&self.app, grid)?;
         RankBalancer::check(&self.balance, grid, ranks, &self.criterion)?;
@@ -508,9 +505,7 @@ mod tests {
         );
         assert!(ok(Settings { iters: 1_000_000, ..settings() }, 2).is_ok(), "a million iterations fit");
         assert!(err(Settings { executor: "fifo".into(), ..settings() }, 2).starts_with("unknown executor \"fifo\""));
-        let flat = err(Settings { nz: 2, executor: "norcb".into(), ..settings() }, 2);
-        assert!(flat.contains("cuts 2D grids only"), "{flat}");
-        assert!(ok(Settings { executor: "norcb".into(), ..settings() }, 2).is_ok(), "one layer");
+        assert!(ok(Settings { nz: 2, executor: "norcb".into(), ..settings() }, 2).is_ok(), "norcb cuts 3D grids");
         assert!(err(Settings { balance: "metis".into(), ..settings() }, 2).contains("pbs, rcb"));
         assert!(err(Settings { app: "heat".into(), ..settings() }, 2).contains("stencil"));
     }

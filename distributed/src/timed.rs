@@ -239,7 +239,7 @@ unsafe impl<E: Executor + ?Sized> Executor for Timed<E> {
     fn wants_motion(&self) -> bool {
         self.inner.wants_motion()
     }
-    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
+    fn hint_motion(&mut self, momentum: &[[f64; 3]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
         self.inner.hint_motion(momentum, particles)
     }
 }

@@ -173,7 +173,7 @@ unsafe impl Executor for Window {
     fn wants_motion(&self) -> bool {
         self.inner.wants_motion()
     }
-    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
+    fn hint_motion(&mut self, momentum: &[[f64; 3]], particles: &[f64]) -> pbs_scheduler::Result<bool> {
         self.check_len("momentum", momentum.len())?;
         self.check_len("particles", particles.len())?;
         let (m, p) = (self.of_window(momentum), self.of_window(particles));
@@ -214,7 +214,7 @@ mod tests {
         let mine: Vec<bool> =
             (0..grid.len()).map(|k| (2..6).contains(&(k % 10)) && (1..4).contains(&(k / 10))).collect();
         let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 7) as f64).collect();
-        let momentum: Vec<[f64; 2]> = (0..grid.len()).map(|k| [k as f64 * 0.1, 1.0]).collect();
+        let momentum: Vec<[f64; 3]> = (0..grid.len()).map(|k| [k as f64 * 0.1, 1.0, 0.5]).collect();
         let particles = vec![4.0; grid.len()];
         let make = |name: &'static str| -> Make {
             Box::new(move |g: Grid| {

@@ -285,8 +285,6 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
         (2, vec!["--app", "heat"], "md, md-split and stencil"),
         (2, vec!["--app", "md", "--balance", "metis"], "pbs, rcb, diffusion, static"),
         (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),
-        (2, vec!["--app", "md", "--nz", "3", "--executor", "vector-rcb"], "--executor vector-rcb cuts 2D grids only"),
-        (2, vec!["--app", "stencil", "--nz", "3", "--executor", "norcb"], "--executor norcb cuts 2D grids only"),
         // 31 GB of md's per-box headers (and 258 GB of particles): more than any machine this
         // runs on.
         (2, vec!["--app", "md", "--nx", "12000", "--ny", "12000"], "out of memory: md particles for 144000000 boxes"),

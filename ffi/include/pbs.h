@@ -223,7 +223,7 @@ typedef struct pbs_iteration_end {
    (one FIFO queue), "static" (equal contiguous blocks, like OpenMP schedule(static)), or a
    remapper of the seed papers: "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
    "norm-greedy", "diffusion" (docs/balancers.md;
-   "norcb" gets no motion from C and cuts as "rcb"; "norcb" and "vector-rcb" need nz == 1).
+   "norcb" gets no motion from C and cuts as "rcb").
    `threads` = 0 takes PBS_NUM_THREADS, else one worker per core the process may run on (all
    of the machine unless taskset, mpirun --bind-to, srun --cpu-bind or a cpuset gave it part;
    OpenMP binding the caller to one place does not narrow it). `pin` is one of PBS_PIN_*:

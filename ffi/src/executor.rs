@@ -690,11 +690,10 @@ mod tests {
     #[test]
     fn every_scheduler_runs_every_box_once_per_phase() {
         for name in schedulers() {
-            // 126 boxes: 9 × 7 × 2, or 9 × 14 for the remappers that cut 2D grids only.
-            let (ny, nz) = if [c"norcb", c"vector-rcb"].contains(&name.as_c_str()) { (14, 1) } else { (7, 2) };
+            // 126 boxes: 9 × 7 × 2.
             for threads in 1..=3 {
                 // SAFETY: the strings are NULL or NUL-terminated literals.
-                let e = unsafe { pbs_executor_new(name.as_ptr(), 9, ny, nz, threads, 0) };
+                let e = unsafe { pbs_executor_new(name.as_ptr(), 9, 7, 2, threads, 0) };
                 assert!(!e.is_null(), "{:?}", last_error());
                 // SAFETY: a live handle from its _new (or NULL, refused); pointers valid for the call.
                 assert_eq!(unsafe { pbs_executor_threads(e) }, threads);

@@ -19,10 +19,11 @@
 //! ```
 //!
 //! [`kway_norcb`] is Boulmier et al.'s non-orthogonal RCB ("informed partitioning", 2022):
-//! each cut of a 2D part runs *parallel to the mean velocity* of the particles in it, so that
+//! each cut of a part runs *parallel to the mean velocity* of the particles in it, so that
 //! particles moving that way stay in their part for longer; a part whose mean speed is under
 //! a threshold is cut as RCB cuts it. [`kway_vector_rcb`] chooses each cut's direction to
-//! balance several phases' loads at once (Buch's vector loads).
+//! balance several phases' loads at once (Buch's vector loads). Both cut 2D grids along
+//! lines and 3D grids along planes.
 
 use crate::error::Result;
 use crate::grid::Grid;
@@ -36,53 +37,72 @@ use crate::problem::Problem;
 pub fn kway_rcb(grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
     let problem = Problem::new(*grid, loads, parts)?;
     let loads = problem.loads();
-    // Each box as (x, y, z, index): the sorts read coordinates without dividing.
-    let mut boxes: Vec<[u32; 4]> = (0..grid.len())
-        .map(|k| {
-            let [i, j, l] = grid.coords(k);
-            [i as u32, j as u32, l as u32, k as u32]
-        })
-        .collect();
+    let mut boxes = boxes_of(grid);
     let mut owners = vec![0; grid.len()];
     let mut pieces = Pieces { grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new(), scratch: Vec::new() };
     bisect(loads, &mut boxes, 0, parts as u32, &mut owners, &mut pieces, &|_, _, _| Vec::new());
     Ok(owners)
 }
 
-/// Sorts `boxes` across the unit direction `d` (by the coordinate along its normal, then
-/// along `d`, then by index) and returns where a cut along `d` gives the first `left` of
-/// `parts` parts their share of `loads` (each side keeping a box per part).
-fn oblique_cut(loads: &[f64], boxes: &mut [[u32; 4]], d: [f64; 2], left: u32, parts: u32) -> usize {
+/// An oblique cut's directions, orthonormal: the normal (boxes are ordered along it and cut
+/// across it), then the two directions in the cut by which boxes level along the normal are
+/// ordered next (the second along `z` for a 2D cut).
+type Frame = [[f64; 3]; 3];
+
+/// The frame of a 2D cut along the unit direction `d`: its normal is `d` turned a quarter left.
+fn line_frame(d: [f64; 2]) -> Frame {
+    [[-d[1], d[0], 0.0], [d[0], d[1], 0.0], [0.0, 0.0, 1.0]]
+}
+
+/// The coordinate of box `b` along the unit vector `a`. A direction in the plane adds no
+/// `0 · z` term, which would turn a −0.0 coordinate into +0.0 and move the box at the origin
+/// in the sorts.
+fn along(a: [f64; 3], b: &[u32; 4]) -> f64 {
+    let s = a[0] * f64::from(b[0]) + a[1] * f64::from(b[1]);
+    if a[2] == 0.0 {
+        s
+    } else {
+        s + a[2] * f64::from(b[2])
+    }
+}
+
+/// Sorts `boxes` across the cut of `frame` (by the coordinates along its three directions in
+/// turn, then by index) and returns where that cut gives the first `left` of `parts` parts
+/// their share of `loads` (each side keeping a box per part).
+fn oblique_cut(loads: &[f64], boxes: &mut [[u32; 4]], frame: &Frame, left: u32, parts: u32) -> usize {
     // The keys once per box, not once per comparison.
-    let mut keyed: Vec<(f64, f64, [u32; 4])> = boxes
-        .iter()
-        .map(|&b| {
-            let (x, y) = (f64::from(b[0]), f64::from(b[1]));
-            (d[0] * y - d[1] * x, d[0] * x + d[1] * y, b)
-        })
-        .collect();
-    keyed.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2[3].cmp(&b.2[3])));
-    boxes.iter_mut().zip(&keyed).for_each(|(b, k)| *b = k.2);
+    let mut keyed: Vec<([f64; 3], [u32; 4])> = boxes.iter().map(|b| (frame.map(|a| along(a, b)), *b)).collect();
+    keyed.sort_unstable_by(|a, b| {
+        let key = |i: usize| a.0[i].total_cmp(&b.0[i]);
+        key(0).then(key(1)).then(key(2)).then(a.1[3].cmp(&b.1[3]))
+    });
+    boxes.iter_mut().zip(&keyed).for_each(|(b, k)| *b = k.1);
     let prefix = prefix_sums(boxes.iter().map(|b| loads[b[3] as usize]));
     let (min, max) = (left as usize, boxes.len() - (parts - left) as usize);
     nearest_cut(&prefix, prefix[boxes.len()] * f64::from(left) / f64::from(parts), min, max)
 }
 
 /// Non-orthogonal RCB (NoRCB; Boulmier, Raynaud, Abdennadher and Chopard, "On the benefits of
-/// informed partitioning", 2022) on a 2D grid: one part id in `0..parts` per box.
+/// informed partitioning", 2022): one part id in `0..parts` per box.
 ///
-/// `momentum[k]` is the sum of the velocities of the particles in box `k` and `particles[k]`
-/// their number (the mean velocity of a part is its momentum over its particles). A part whose
-/// mean speed is at least `threshold` is cut along the line through its weighted median that
-/// runs parallel to its mean velocity (boxes ordered across the velocity, then along it, then
-/// by index); a slower part, or one that such a cut would leave in two pieces, is cut as
-/// [`kway_rcb`] cuts it. The paper's threshold is `1e-3`. 3D grids are refused (the paper
-/// leaves the plane's rotation open there).
+/// `momentum[k]` is the sum of the velocities of the particles in box `k` (x, y, z; on a 2D
+/// grid z is not read) and `particles[k]` their number (the mean velocity of a part is its
+/// momentum over its particles). A part whose mean speed is at least `threshold` is cut
+/// through its weighted median parallel to its mean velocity (boxes ordered across the cut,
+/// then, in 3D, across the velocity within it, then along the velocity, then by index: a
+/// cut's step runs along the velocity too); a slower part, or one that such a cut would leave
+/// in two pieces, is cut as [`kway_rcb`] cuts it. The paper's threshold is `1e-3`.
+///
+/// On a 2D grid the cut is the line along the velocity. In 3D the planes that hold the
+/// velocity turn about it, and the paper leaves which one open; here it is the plane across
+/// the axis along which the part's bounding box, seen down the velocity, is longest (the
+/// normal is that axis less its part along the velocity: RCB's choice among the planes NoRCB
+/// allows), then the other axes in that order.
 ///
 /// ```
 /// let grid = pbs::Grid::new(8, 8)?;
 /// // Everything moves along +x: the cuts run along x, into horizontal stripes.
-/// let momentum = vec![[1.0, 0.0]; 64];
+/// let momentum = vec![[1.0, 0.0, 0.0]; 64];
 /// let parts = pbs::bisection::kway_norcb(&grid, &vec![1.0; 64], &momentum, &vec![1.0; 64], 4, 1e-3)?;
 /// assert!(parts[..8].iter().all(|&p| p == parts[0])); // the first row is in one part
 /// assert_ne!(parts[0], parts[63]);
@@ -91,7 +111,7 @@ fn oblique_cut(loads: &[f64], boxes: &mut [[u32; 4]], d: [f64; 2], left: u32, pa
 pub fn kway_norcb(
     grid: &Grid,
     loads: &[f64],
-    momentum: &[[f64; 2]],
+    momentum: &[[f64; 3]],
     particles: &[f64],
     parts: usize,
     threshold: f64,
@@ -99,52 +119,98 @@ pub fn kway_norcb(
     // Rescaled as in `kway_rcb`.
     let problem = Problem::new(*grid, loads, parts)?;
     let loads = problem.loads();
-    let bad = |name: &'static str, value: String, reason: &'static str| crate::Error::Parameter { name, value, reason };
-    if grid.nz() != 1 {
-        return Err(bad("grid", grid.to_string(), "NoRCB cuts 2D grids only"));
-    }
     if !(threshold.is_finite() && threshold >= 0.0) {
-        return Err(bad("threshold", threshold.to_string(), "a speed must be finite and ≥ 0"));
+        return Err(crate::Error::Parameter {
+            name: "threshold",
+            value: threshold.to_string(),
+            reason: "a speed must be finite and ≥ 0",
+        });
     }
     check_motion(grid.len(), momentum, particles)?;
-    let mut boxes: Vec<[u32; 4]> = (0..grid.len())
-        .map(|k| {
-            let [i, j, _] = grid.coords(k);
-            [i as u32, j as u32, 0, k as u32]
-        })
-        .collect();
+    let flat = grid.nz() == 1;
     let direction = |part: &[[u32; 4]], _, _| {
-        let (mut p, mut n) = ([0.0, 0.0], 0.0);
+        let (mut p, mut n) = ([0.0; 3], 0.0);
         for b in part {
             let k = b[3] as usize;
-            p[0] += momentum[k][0];
-            p[1] += momentum[k][1];
+            for a in 0..3 {
+                p[a] += momentum[k][a];
+            }
             n += particles[k];
         }
-        let v = [p[0] / n, p[1] / n];
-        let speed = v[0].hypot(v[1]);
-        (n > 0.0 && speed >= threshold && speed > 0.0).then(|| [v[0] / speed, v[1] / speed]).into_iter().collect()
+        let v = [p[0] / n, p[1] / n, if flat { 0.0 } else { p[2] / n }];
+        let speed = if flat { v[0].hypot(v[1]) } else { (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt() };
+        if !(n > 0.0 && speed >= threshold && speed > 0.0) {
+            return Vec::new();
+        }
+        let d = v.map(|c| c / speed);
+        if flat {
+            vec![line_frame([d[0], d[1]])]
+        } else {
+            planes_along(part, d)
+        }
     };
+    let mut boxes = boxes_of(grid);
     let mut owners = vec![0; grid.len()];
     let mut pieces = Pieces { grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new(), scratch: Vec::new() };
     bisect(loads, &mut boxes, 0, parts as u32, &mut owners, &mut pieces, &direction);
     Ok(owners)
 }
 
+/// The grid's boxes as the bisections hold them, `[x, y, z, index]`: the sorts read
+/// coordinates without dividing.
+fn boxes_of(grid: &Grid) -> Vec<[u32; 4]> {
+    (0..grid.len())
+        .map(|k| {
+            let [i, j, l] = grid.coords(k);
+            [i as u32, j as u32, l as u32, k as u32]
+        })
+        .collect()
+}
+
+/// The frames of the planes through the unit velocity `d` that cut `part` across an axis
+/// (each `[normal, normal × d, d]`), the axis along which the part's bounding box, seen down
+/// `d`, is longest first (the last of equals, as in RCB); an axis along `d` gives none.
+fn planes_along(part: &[[u32; 4]], d: [f64; 3]) -> Vec<Frame> {
+    let (mut lo, mut hi) = ([u32::MAX; 3], [0; 3]);
+    for b in part {
+        for a in 0..3 {
+            lo[a] = lo[a].min(b[a]);
+            hi[a] = hi[a].max(b[a]);
+        }
+    }
+    let mut planes: Vec<(f64, usize, Frame)> = (0..3)
+        .filter_map(|a| {
+            // The axis less its part along `d`, of length sin(axis, d).
+            let mut n = d.map(|c| -d[a] * c);
+            n[a] += 1.0;
+            let sin = (n[0] * n[0] + n[1] * n[1] + n[2] * n[2]).sqrt();
+            (sin > 1e-9).then(|| {
+                let n = n.map(|c| c / sin);
+                let across = [n[1] * d[2] - n[2] * d[1], n[2] * d[0] - n[0] * d[2], n[0] * d[1] - n[1] * d[0]];
+                (f64::from(hi[a] - lo[a]) * sin, a, [n, across, d])
+            })
+        })
+        .collect();
+    planes.sort_by(|x, y| y.0.total_cmp(&x.0).then(y.1.cmp(&x.1)));
+    planes.into_iter().map(|p| p.2).collect()
+}
+
 /// Vector RCB, for codes whose iterations run several phases with a barrier after each
-/// (Buch's vector load balancing, 2023): one part id in `0..parts` per box of a 2D grid,
-/// given each box's load in every phase (`phase_loads[p][k]`).
+/// (Buch's vector load balancing, 2023): one part id in `0..parts` per box, given each box's
+/// load in every phase (`phase_loads[p][k]`).
 ///
 /// An iteration then costs `Σ_phase max_part load`, which a mapping balanced on the summed
 /// load can leave well above `Σ_phase mean` (one part heavy in one phase, light in another).
-/// Each cut here is a straight line at the summed load's weighted median, as in RCB, but its
-/// direction is the one, found to within `π / 64`, whose split leaves the least
+/// Each cut here is a straight line (a plane in 3D) at the summed load's weighted median, as
+/// in RCB, but its direction is the one whose split leaves the least
 /// `Σ_phase max_side load / side parts` (with two phases a line that halves both exists: the
-/// ham-sandwich theorem): eight directions, then halving steps around the best, each costed
-/// in one pass over the part's boxes, and the best three again exactly. Near-ties go to the
-/// shorter cut; a direction that would leave a
-/// side in two pieces gives way to the next. With one phase it cuts as [`kway_rcb`] would
-/// balance, along the shortest line rather than across the longest side.
+/// ham-sandwich theorem), each costed in one pass over the part's boxes and the best three
+/// again exactly. In 2D: eight directions, then halving steps around the best down to
+/// `π / 64`. In 3D: the 13 normals of a cube's faces, edges and corners (one of each opposite
+/// pair), then steps of `π / 8` down to `π / 64` in each spherical angle of the best. Near-ties
+/// go to the smaller cut; a direction that would leave a side in two pieces gives way to the
+/// next. With one phase it cuts as [`kway_rcb`] would balance, along the shortest line rather
+/// than across the longest side.
 ///
 /// ```
 /// let grid = pbs::Grid::new(8, 8)?;
@@ -159,12 +225,12 @@ pub fn kway_norcb(
 /// # Ok::<(), pbs::Error>(())
 /// ```
 pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> Result<Vec<u32>> {
-    let bad = |name: &'static str, value: String, reason: &'static str| crate::Error::Parameter { name, value, reason };
     if phase_loads.is_empty() {
-        return Err(bad("phase_loads", "[]".into(), "at least one phase is needed"));
-    }
-    if grid.nz() != 1 {
-        return Err(bad("grid", grid.to_string(), "vector RCB cuts 2D grids only"));
+        return Err(crate::Error::Parameter {
+            name: "phase_loads",
+            value: "[]".into(),
+            reason: "at least one phase is needed",
+        });
     }
     for loads in phase_loads {
         Problem::new(*grid, loads, parts)?;
@@ -172,36 +238,52 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
     // Rescaled as `kway_rcb`'s, every phase by the same power of two.
     let phase_loads = &crate::problem::rescaled_phases(phase_loads)[..];
     let total: Vec<f64> = (0..grid.len()).map(|k| phase_loads.iter().map(|l| l[k]).sum()).collect();
-    let mut boxes: Vec<[u32; 4]> = (0..grid.len())
-        .map(|k| {
-            let [i, j, _] = grid.coords(k);
-            [i as u32, j as u32, 0, k as u32]
-        })
-        .collect();
+    let flat = grid.nz() == 1;
     let direction = |part: &[[u32; 4]], left: u32, parts: u32| {
-        let costed = |angle: f64| {
-            let d = [angle.cos(), angle.sin()];
-            let (cost, extent) = vector_split_cost(part, &total, phase_loads, d, left, parts);
-            (cost, extent, d, angle)
+        // A direction as its angles: in 2D the line's angle (and 0), in 3D the normal's polar
+        // and azimuthal angles.
+        let costed = |angles: [f64; 2]| {
+            let frame = if flat { line_frame([angles[0].cos(), angles[0].sin()]) } else { sphere_frame(angles) };
+            let (cost, size) = vector_split_cost(part, &total, phase_loads, &frame, left, parts);
+            (cost, size, frame, angles)
         };
-        // Eight directions, then halving steps around the best so far down to π / 64.
         let pi = std::f64::consts::PI;
-        let mut tried: Vec<(f64, f64, [f64; 2], f64)> = (0..8).map(|i| costed(pi * f64::from(i) / 8.0)).collect();
-        let mut best = tried.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0)).expect("eight tried");
-        for step in [pi / 16.0, pi / 32.0, pi / 64.0] {
-            for c in [costed(best.3 - step), costed(best.3 + step)] {
+        let (mut tried, steps): (Vec<_>, Vec<[f64; 2]>) = if flat {
+            let tried = (0..8).map(|i| costed([pi * f64::from(i) / 8.0, 0.0])).collect();
+            (tried, [pi / 16.0, pi / 32.0, pi / 64.0].iter().flat_map(|&s| [[-s, 0.0], [s, 0.0]]).collect())
+        } else {
+            let diagonal = 2f64.sqrt().atan();
+            let q = pi / 4.0;
+            let normals = [[0.0, 0.0], [2.0 * q, 0.0], [2.0 * q, 2.0 * q], [2.0 * q, q], [2.0 * q, 3.0 * q]]
+                .into_iter()
+                .chain([0.0, 2.0, 4.0, 6.0].map(|i| [q, i * q]))
+                .chain([1.0, 3.0, 5.0, 7.0].map(|i| [diagonal, i * q]));
+            let tried = normals.map(costed).collect();
+            let steps = [pi / 8.0, pi / 16.0, pi / 32.0, pi / 64.0]
+                .iter()
+                .flat_map(|&s| [[-s, 0.0], [s, 0.0], [0.0, -s], [0.0, s]])
+                .collect();
+            (tried, steps)
+        };
+        let mut best = tried.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0)).expect("directions tried");
+        // Halving steps around the best so far; in 2D each step's pair is tried from the same
+        // best, the better taken after both.
+        for pair in steps.chunks(2) {
+            let from = best.3;
+            for step in pair {
+                let c = costed([from[0] + step[0], from[1] + step[1]]);
                 tried.push(c);
                 if c.0 < best.0 {
                     best = c;
                 }
             }
         }
-        let mut ranked: Vec<(f64, f64, [f64; 2])> = tried.into_iter().map(|t| (t.0, t.1, t.2)).collect();
+        let mut ranked: Vec<(f64, f64, Frame)> = tried.into_iter().map(|t| (t.0, t.1, t.2)).collect();
         rank(&mut ranked);
         // The best few costed exactly, on the cut the bisection would make.
         let mut order = part.to_vec();
         for r in ranked.iter_mut().take(VECTOR_EXACT) {
-            let cut = oblique_cut(&total, &mut order, r.2, left, parts);
+            let cut = oblique_cut(&total, &mut order, &r.2, left, parts);
             r.0 = phase_loads
                 .iter()
                 .map(|loads| {
@@ -215,18 +297,26 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
         rank(&mut ranked[..exact]);
         ranked.into_iter().map(|r| r.2).collect()
     };
+    let mut boxes = boxes_of(grid);
     let mut owners = vec![0; grid.len()];
     let mut pieces = Pieces { grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new(), scratch: Vec::new() };
     bisect(&total, &mut boxes, 0, parts as u32, &mut owners, &mut pieces, &direction);
     Ok(owners)
 }
 
+/// The frame of a 3D cut whose normal has polar angle `θ` (from z) and azimuth `φ`: the
+/// normal, then the unit vectors along which it turns with `φ` and with `θ`.
+fn sphere_frame([theta, phi]: [f64; 2]) -> Frame {
+    let (st, ct, sp, cp) = (theta.sin(), theta.cos(), phi.sin(), phi.cos());
+    [[st * cp, st * sp, ct], [-sp, cp, 0.0], [ct * cp, ct * sp, -st]]
+}
+
 /// Directions of a vector bisection costed exactly (the best of the bucketed estimates).
 const VECTOR_EXACT: usize = 3;
 
-/// Orders `(cost, extent, direction)` candidates: within a thousandth of the best cost, the
-/// shorter cut line first; then by cost.
-fn rank(candidates: &mut [(f64, f64, [f64; 2])]) {
+/// Orders `(cost, size, frame)` candidates: within a thousandth of the best cost, the
+/// smaller cut first; then by cost.
+fn rank(candidates: &mut [(f64, f64, Frame)]) {
     let best = candidates.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
     let near = |c: f64| c <= best * (1.0 + 1e-3);
     candidates.sort_by(|a, b| {
@@ -234,31 +324,32 @@ fn rank(candidates: &mut [(f64, f64, [f64; 2])]) {
     });
 }
 
-/// For a cut of `part` along the unit direction `d` at the summed load's share of the first
-/// `left` of `parts` parts: `Σ_phase max_side load / side parts`, and the part's extent along
-/// `d` (the cut's length, near enough). In O(boxes): the boxes go into buckets a quarter of a
-/// box wide across `d`, and the cut falls on the bucket boundary nearest the share (the
-/// bisection then cuts exactly, along the direction chosen).
+/// For the cut of `part` across `frame`'s normal at the summed load's share of the first
+/// `left` of `parts` parts: `Σ_phase max_side load / side parts`, and the cut's size near
+/// enough (from the part's extents along the frame's other two directions: a line's length
+/// in 2D, the boxes a plane crosses less one in 3D). In O(boxes): the boxes go into buckets a quarter
+/// of a box wide along the normal, and the cut falls on the bucket boundary nearest the share
+/// (the bisection then cuts exactly, along the direction chosen).
 fn vector_split_cost(
     part: &[[u32; 4]],
     total: &[f64],
     phases: &[Vec<f64>],
-    d: [f64; 2],
+    frame: &Frame,
     left: u32,
     parts: u32,
 ) -> (f64, f64) {
-    let across = |b: &[u32; 4]| d[0] * f64::from(b[1]) - d[1] * f64::from(b[0]);
-    let along = |b: &[u32; 4]| d[0] * f64::from(b[0]) + d[1] * f64::from(b[1]);
-    let (mut lo, mut hi, mut first, mut last) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, f64::NEG_INFINITY);
+    let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
     for b in part {
-        (lo, hi) = (lo.min(across(b)), hi.max(across(b)));
-        (first, last) = (first.min(along(b)), last.max(along(b)));
+        for a in 0..3 {
+            let at = along(frame[a], b);
+            (lo[a], hi[a]) = (lo[a].min(at), hi[a].max(at));
+        }
     }
-    let buckets = 4 * ((hi - lo).ceil() as usize + 1);
+    let buckets = 4 * ((hi[0] - lo[0]).ceil() as usize + 1);
     let stride = phases.len() + 1;
     let mut sums = vec![0.0; buckets * stride];
     for b in part {
-        let at = ((across(b) - lo) * 4.0) as usize * stride;
+        let at = ((along(frame[0], b) - lo[0]) * 4.0) as usize * stride;
         let k = b[3] as usize;
         sums[at] += total[k];
         for (p, loads) in phases.iter().enumerate() {
@@ -283,18 +374,19 @@ fn vector_split_cost(
             (l / f64::from(left)).max(r / f64::from(parts - left))
         })
         .sum();
-    (cost, last - first)
+    // (e1 + 1)(e2 + 1) − 1, written so that a 2D line's size is its length exactly.
+    let (e1, e2) = (hi[1] - lo[1], hi[2] - lo[2]);
+    (cost, e1 * (e2 + 1.0) + e2)
 }
 
 /// The checks of [`kway_norcb`]'s motion for `boxes` boxes: one momentum and one particle
 /// count per box, momenta finite, counts finite and ≥ 0; an error names the first bad box.
-pub fn check_motion(boxes: usize, momentum: &[[f64; 2]], particles: &[f64]) -> Result<()> {
+pub fn check_motion(boxes: usize, momentum: &[[f64; 3]], particles: &[f64]) -> Result<()> {
     if momentum.len() != boxes || particles.len() != boxes {
         return Err(crate::Error::LoadCount { expected: boxes, got: momentum.len().min(particles.len()) });
     }
-    let bad = |k: usize| {
-        !(momentum[k][0].is_finite() && momentum[k][1].is_finite() && particles[k].is_finite() && particles[k] >= 0.0)
-    };
+    let bad =
+        |k: usize| !(momentum[k].iter().all(|m| m.is_finite()) && particles[k].is_finite() && particles[k] >= 0.0);
     match (0..boxes).find(|&k| bad(k)) {
         Some(k) => Err(crate::Error::Parameter {
             name: "momentum",
@@ -306,9 +398,9 @@ pub fn check_motion(boxes: usize, momentum: &[[f64; 2]], particles: &[f64]) -> R
 }
 
 /// How a part of boxes, `left` of whose `parts` parts go to the first side, is cut: along
-/// the first of these unit directions that leaves both sides in one piece, or (none left)
-/// across its longest side.
-type CutDirection<'a> = &'a dyn Fn(&[[u32; 4]], u32, u32) -> Vec<[f64; 2]>;
+/// the first of these oblique cuts that leaves both sides in one piece, or (none left) across
+/// its longest side.
+type CutDirection<'a> = &'a dyn Fn(&[[u32; 4]], u32, u32) -> Vec<Frame>;
 
 fn bisect(
     loads: &[f64],
@@ -326,8 +418,8 @@ fn bisect(
     let left = parts / 2;
     // Each side keeps at least one box per part.
     let (min, max) = (left as usize, boxes.len() - (parts - left) as usize);
-    for d in direction(boxes, left, parts) {
-        let cut = oblique_cut(loads, boxes, d, left, parts);
+    for frame in direction(boxes, left, parts) {
+        let cut = oblique_cut(loads, boxes, &frame, left, parts);
         if pieces.is_connected(&boxes[..cut]) && pieces.is_connected(&boxes[cut..]) {
             let (l, r) = boxes.split_at_mut(cut);
             bisect(loads, l, first, left, owners, pieces, direction);
@@ -671,7 +763,7 @@ mod tests {
     fn loads_at_extreme_scales_are_cut_as_at_scale_one() {
         let grid = Grid::new(60, 40).unwrap();
         let loads = crate::loadmap::PerlinMap::with_seed(3).loads(&grid);
-        let momentum: Vec<[f64; 2]> = (0..grid.len()).map(|k| [1.0, (k % 7) as f64 - 3.0]).collect();
+        let momentum: Vec<[f64; 3]> = (0..grid.len()).map(|k| [1.0, (k % 7) as f64 - 3.0, 0.0]).collect();
         let particles = vec![1.0; grid.len()];
         let other: Vec<f64> = loads.iter().rev().copied().collect();
         for e in [1015, -900] {
@@ -860,16 +952,17 @@ mod tests {
         let grid = Grid::new(4, 4).unwrap();
         assert!(kway_rcb(&grid, &[1.0; 16], 17).is_err());
         assert!(kway_rcb(&grid, &[1.0; 15], 2).is_err());
-        let (ones, still) = (vec![1.0; 16], vec![[0.0, 0.0]; 16]);
+        let (ones, still) = (vec![1.0; 16], vec![[0.0; 3]; 16]);
         assert!(kway_norcb(&grid, &ones, &still[..15], &ones, 2, 1e-3).is_err());
         assert!(kway_norcb(&grid, &ones, &still, &ones, 2, f64::NAN).is_err());
         let mut nan = still.clone();
         nan[3][1] = f64::NAN;
         let e = kway_norcb(&grid, &ones, &nan, &ones, 2, 1e-3).unwrap_err();
         assert!(e.to_string().contains("box 3"), "{e}");
-        let cube = Grid::new_3d(2, 2, 2).unwrap();
-        let e = kway_norcb(&cube, &[1.0; 8], &[[0.0; 2]; 8], &[1.0; 8], 2, 1e-3).unwrap_err();
-        assert!(e.to_string().contains("2D"), "{e}");
+        // z is checked on a 2D grid too, though not read.
+        nan[3] = [0.0, 0.0, f64::INFINITY];
+        let e = kway_norcb(&grid, &ones, &nan, &ones, 2, 1e-3).unwrap_err();
+        assert!(e.to_string().contains("box 3"), "{e}");
     }
 
     /// Boxes next to each other along x in different parts: where particles moving along x
@@ -885,15 +978,15 @@ mod tests {
         let grid = Grid::new(32, 8).unwrap();
         let (loads, count) = (vec![1.0; 256], vec![2.0; 256]);
         let rcb = kway_rcb(&grid, &loads, 4).unwrap();
-        let norcb = kway_norcb(&grid, &loads, &vec![[0.5, 0.0]; 256], &count, 4, 1e-3).unwrap();
+        let norcb = kway_norcb(&grid, &loads, &vec![[0.5, 0.0, 0.0]; 256], &count, 4, 1e-3).unwrap();
         assert!(crossings_along_x(&grid, &rcb) >= 24, "{}", crossings_along_x(&grid, &rcb));
         assert_eq!(crossings_along_x(&grid, &norcb), 0);
         assert_eq!(metrics::charges(&norcb, &loads, 4), vec![64.0; 4]);
         // At rest (or under the threshold) it is RCB.
-        let slow = kway_norcb(&grid, &loads, &vec![[1e-4, 0.0]; 256], &count, 4, 1e-3).unwrap();
+        let slow = kway_norcb(&grid, &loads, &vec![[1e-4, 0.0, 0.0]; 256], &count, 4, 1e-3).unwrap();
         assert_eq!(slow, rcb);
         // Opposite velocities cancel: the mean is what counts, as in the paper.
-        let mut opposed = vec![[1.0, 0.0]; 256];
+        let mut opposed = vec![[1.0, 0.0, 0.0]; 256];
         opposed[128..].iter_mut().for_each(|m| m[0] = -1.0);
         assert_eq!(kway_norcb(&grid, &loads, &opposed, &count, 4, 1e-3).unwrap(), rcb);
     }
@@ -931,17 +1024,6 @@ mod tests {
         assert!(metrics::max_avg(&metrics::charges(&one, &phases[0], 4)) < 1.02);
         assert!(kway_vector_rcb(&grid, &[], 2).is_err());
         assert!(kway_vector_rcb(&grid, &[vec![1.0; 3]], 2).is_err());
-        assert!(kway_vector_rcb(&Grid::new_3d(2, 2, 2).unwrap(), &[vec![1.0; 8]], 2).is_err());
-    }
-
-    /// The grid's boxes as the bisection holds them, `[x, y, z, index]`.
-    fn boxes_of(grid: &Grid) -> Vec<[u32; 4]> {
-        (0..grid.len())
-            .map(|k| {
-                let [i, j, l] = grid.coords(k);
-                [i as u32, j as u32, l as u32, k as u32]
-            })
-            .collect()
     }
 
     #[test]
@@ -959,7 +1041,7 @@ mod tests {
         ];
         for (d, key) in cases {
             let mut boxes = boxes_of(&grid);
-            let cut = oblique_cut(&loads, &mut boxes, d, 1, 2);
+            let cut = oblique_cut(&loads, &mut boxes, &line_frame(d), 1, 2);
             let mut want = boxes_of(&grid);
             want.sort_by_key(key);
             assert_eq!(boxes, want, "direction {d:?}");
@@ -968,7 +1050,7 @@ mod tests {
         // A third of the load to the first side; the heavy box 0 moves it.
         let mut heavy = loads.clone();
         heavy[0] = 5.0;
-        assert_eq!(oblique_cut(&heavy, &mut boxes_of(&grid), [1.0, 0.0], 1, 3), 1);
+        assert_eq!(oblique_cut(&heavy, &mut boxes_of(&grid), &line_frame([1.0, 0.0]), 1, 3), 1);
     }
 
     #[test]
@@ -977,7 +1059,7 @@ mod tests {
         // side (ordered across the velocity, then along it).
         let grid = Grid::new(8, 8).unwrap();
         let (loads, count) = (vec![1.0; 64], vec![1.0; 64]);
-        let owners = kway_norcb(&grid, &loads, &vec![[2.0, 2.0]; 64], &count, 2, 1e-3).unwrap();
+        let owners = kway_norcb(&grid, &loads, &vec![[2.0, 2.0, 0.0]; 64], &count, 2, 1e-3).unwrap();
         for (k, &o) in owners.iter().enumerate() {
             let [x, y, _] = grid.coords(k);
             assert_eq!(o == 0, y < x || (y == x && x < 4), "box ({x}, {y}): {owners:?}");
@@ -992,13 +1074,13 @@ mod tests {
         let loads = vec![1.0; 32];
         let rcb = kway_rcb(&grid, &loads, 2).unwrap();
         assert_eq!(rcb[..8], [0, 0, 0, 0, 1, 1, 1, 1]);
-        let (momentum, crowd) = (vec![[0.5, 0.0]; 32], vec![1000.0; 32]);
+        let (momentum, crowd) = (vec![[0.5, 0.0, 0.0]; 32], vec![1000.0; 32]);
         let stripes: Vec<u32> = (0..32).map(|k| u32::from(k >= 16)).collect();
         assert_eq!(kway_norcb(&grid, &loads, &momentum, &crowd, 2, 5e-4).unwrap(), stripes);
         assert_eq!(kway_norcb(&grid, &loads, &momentum, &crowd, 2, 5.1e-4).unwrap(), rcb);
         // Momentum without particles, or no motion under a zero threshold: no direction.
         assert_eq!(kway_norcb(&grid, &loads, &momentum, &[0.0; 32], 2, 0.0).unwrap(), rcb);
-        assert_eq!(kway_norcb(&grid, &loads, &[[0.0; 2]; 32], &crowd, 2, 0.0).unwrap(), rcb);
+        assert_eq!(kway_norcb(&grid, &loads, &[[0.0; 3]; 32], &crowd, 2, 0.0).unwrap(), rcb);
         for threshold in [-1e-3, f64::INFINITY] {
             let e = kway_norcb(&grid, &loads, &momentum, &crowd, 2, threshold).unwrap_err();
             assert!(e.to_string().contains("threshold"), "{e}");
@@ -1107,7 +1189,7 @@ mod tests {
         };
         let straight = |angle: f64, total: &[f64], phases: &[Vec<f64>], parts: u32| {
             let mut order = boxes_of(&grid);
-            let cut = oblique_cut(total, &mut order, [angle.cos(), angle.sin()], parts / 2, parts);
+            let cut = oblique_cut(total, &mut order, &line_frame([angle.cos(), angle.sin()]), parts / 2, parts);
             let mut sides = vec![1; grid.len()];
             order[..cut].iter().for_each(|b| sides[b[3] as usize] = 0);
             cost(&sides, phases, parts)
@@ -1143,6 +1225,172 @@ mod tests {
         assert!(mean(&eight) >= 1.04, "the cases need a fine search: {eight:?}");
     }
 
+    /// Boxes next to each other along `axis` in different parts.
+    fn crossings_along(grid: &Grid, owners: &[u32], axis: usize) -> usize {
+        let step = [1, grid.nx(), grid.nx() * grid.ny()][axis];
+        let size = [grid.nx(), grid.ny(), grid.nz()][axis];
+        (0..grid.len()).filter(|&k| grid.coords(k)[axis] + 1 < size && owners[k] != owners[k + step]).count()
+    }
+
+    #[test]
+    fn norcb_cuts_3d_grids_along_the_flow_in_planes() {
+        // Flows along each axis of a box of 16 × 8 × 12: no part boundary crosses the flow
+        // where each cut halves whole lines of boxes along it (2 and 8 parts), and a cut's
+        // step crosses it once where one does not (3 parts: a third is 5⅓ layers); RCB's
+        // first cut (across x, the longest side) crosses a flow along x.
+        let grid = Grid::new_3d(16, 8, 12).unwrap();
+        let (loads, count) = (vec![1.0; grid.len()], vec![3.0; grid.len()]);
+        let rcb = kway_rcb(&grid, &loads, 8).unwrap();
+        assert!(crossings_along(&grid, &rcb, 0) >= 96, "{}", crossings_along(&grid, &rcb, 0));
+        for axis in 0..3 {
+            let mut v = [0.0; 3];
+            v[axis] = -0.7;
+            for (parts, steps) in [(2, 0), (3, 2), (8, 0)] {
+                let owners = kway_norcb(&grid, &loads, &vec![v; grid.len()], &count, parts, 1e-3).unwrap();
+                let crossings = crossings_along(&grid, &owners, axis);
+                assert!(crossings <= steps, "flow along axis {axis}, {parts} parts: {crossings}");
+                non_empty_and_within_a_box_per_cut(&owners, &loads, parts).unwrap();
+                assert_eq!(metrics::disconnected_parts(&grid, &owners, parts), 0);
+            }
+        }
+        // An oblique flow in the xy plane: the 2D cut on every layer, stacked.
+        let slab = Grid::new_3d(8, 8, 3).unwrap();
+        let flat = Grid::new(8, 8).unwrap();
+        let owners = kway_norcb(&slab, &[1.0; 192], &[[2.0, 2.0, 0.0]; 192], &[1.0; 192], 2, 1e-3).unwrap();
+        let layer = kway_norcb(&flat, &[1.0; 64], &[[2.0, 2.0, 0.0]; 64], &[1.0; 64], 2, 1e-3).unwrap();
+        assert_eq!(owners[..64], layer[..]);
+        assert!(owners.chunks(64).all(|l| l == &owners[..64]), "{owners:?}");
+        // On a 2D grid z is not read.
+        let lifted = kway_norcb(&flat, &[1.0; 64], &[[2.0, 2.0, 9.0]; 64], &[1.0; 64], 2, 1e-3).unwrap();
+        assert_eq!(lifted, layer);
+        // Under the threshold in 3D too, RCB.
+        let slow = kway_norcb(&grid, &loads, &vec![[0.0, 0.0, 1e-4]; grid.len()], &count, 8, 1e-3).unwrap();
+        assert_eq!(slow, rcb);
+    }
+
+    #[test]
+    fn the_planes_along_a_velocity_hold_it_longest_seen_down_it_first() {
+        // A part of 16 × 8 × 4 boxes.
+        let part: Vec<[u32; 4]> = boxes_of(&Grid::new_3d(16, 8, 4).unwrap());
+        let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+        let h = 0.5f64.sqrt();
+        for (d, normals) in [
+            // Along y: across x (15 long), then z (3); y holds no plane.
+            ([0.0, 1.0, 0.0], vec![[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]),
+            // Along the xy diagonal: x seen down it 15 / √2 long, y 7 / √2, z 3.
+            ([h, h, 0.0], vec![[h, -h, 0.0], [-h, h, 0.0], [0.0, 0.0, 1.0]]),
+            // Along x: y and z seen whole (7 and 3).
+            ([-1.0, 0.0, 0.0], vec![[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+        ] {
+            let planes = planes_along(&part, d);
+            assert_eq!(planes.len(), normals.len(), "{d:?}");
+            for (frame, n) in planes.iter().zip(&normals) {
+                assert!(frame[0].iter().zip(n).all(|(a, b)| (a - b).abs() < 1e-12), "{d:?}: {frame:?}");
+                assert_eq!(frame[2], d);
+                for (a, b) in [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)] {
+                    let want = if a == b { 1.0 } else { 0.0 };
+                    assert!((dot(frame[a], frame[b]) - want).abs() < 1e-12, "{d:?}: {frame:?}");
+                }
+            }
+        }
+        // Ties go to the last axis, as RCB's: a cube seen down x.
+        let cube = boxes_of(&Grid::new_3d(4, 4, 4).unwrap());
+        assert_eq!(planes_along(&cube, [1.0, 0.0, 0.0])[0][0], [0.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn sphere_frames_are_orthonormal_with_the_normal_at_the_angles() {
+        let dot = |a: [f64; 3], b: [f64; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+        for (i, j) in (0..12).flat_map(|i| (0..24).map(move |j| (i, j))) {
+            let (theta, phi) = (f64::from(i) * 0.3 - 0.4, f64::from(j) * 0.29 - 1.0);
+            let f = sphere_frame([theta, phi]);
+            assert!((f[0][2] - theta.cos()).abs() < 1e-12 && (f[0][1].atan2(f[0][0]) - phi).sin().abs() < 1e-9);
+            for (a, b) in [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)] {
+                let want = if a == b { 1.0 } else { 0.0 };
+                assert!((dot(f[a], f[b]) - want).abs() < 1e-12, "θ {theta}, φ {phi}: {f:?}");
+            }
+        }
+    }
+
+    /// Two bumps of load on a cube of `side`, one per phase, over a floor of 0.05.
+    fn two_phase_bumps(grid: &Grid, a: [f64; 3], b: [f64; 3]) -> Vec<Vec<f64>> {
+        [a, b]
+            .iter()
+            .map(|c| {
+                (0..grid.len())
+                    .map(|k| {
+                        let p = grid.coords(k);
+                        let r2: f64 = (0..3).map(|i| (p[i] as f64 - c[i]).powi(2)).sum();
+                        0.05 + (-r2 / 10.0).exp()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn vector_rcb_in_3d_finds_a_plane_near_the_best_of_many() {
+        // The first cut's Σ_phase max_side load / side parts against the best of 2,000 planes
+        // spread over the half sphere of normals (a Fibonacci lattice), each costed exactly;
+        // and the whole mapping no worse than RCB on the summed load.
+        let grid = Grid::new_3d(12, 12, 12).unwrap();
+        let cost = |sides: &[u32], phases: &[Vec<f64>], parts: u32| -> f64 {
+            let left = f64::from(parts / 2);
+            phases
+                .iter()
+                .map(|l| {
+                    let q = metrics::charges(sides, l, 2);
+                    (q[0] / left).max(q[1] / (f64::from(parts) - left))
+                })
+                .sum()
+        };
+        let centres = [
+            ([2.0, 3.0, 2.0], [9.0, 8.0, 9.0]),
+            ([2.0, 9.0, 5.0], [9.0, 2.0, 6.0]),
+            ([6.0, 6.0, 1.0], [6.0, 5.0, 10.0]),
+            ([1.0, 6.0, 9.0], [10.0, 6.0, 3.0]),
+        ];
+        let (mut found, mut coarse) = (Vec::new(), Vec::new());
+        for parts in [2u32, 3, 5] {
+            for (a, b) in centres {
+                let phases = two_phase_bumps(&grid, a, b);
+                let total: Vec<f64> = (0..grid.len()).map(|k| phases[0][k] + phases[1][k]).collect();
+                let plane = |angles: [f64; 2]| {
+                    let mut order = boxes_of(&grid);
+                    let cut = oblique_cut(&total, &mut order, &sphere_frame(angles), parts / 2, parts);
+                    let mut sides = vec![1; grid.len()];
+                    order[..cut].iter().for_each(|b| sides[b[3] as usize] = 0);
+                    cost(&sides, &phases, parts)
+                };
+                let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
+                let best = (0..2000)
+                    .map(|i| plane([(1.0 - f64::from(i) / 2000.0).acos(), golden * f64::from(i)]))
+                    .fold(f64::INFINITY, f64::min);
+                let (q, diagonal) = (std::f64::consts::FRAC_PI_4, 2f64.sqrt().atan());
+                let cube: Vec<[f64; 2]> =
+                    [[0.0, 0.0], [2.0 * q, 0.0], [2.0 * q, 2.0 * q], [2.0 * q, q], [2.0 * q, 3.0 * q]]
+                        .into_iter()
+                        .chain([0.0, 2.0, 4.0, 6.0].map(|i| [q, i * q]))
+                        .chain([1.0, 3.0, 5.0, 7.0].map(|i| [diagonal, i * q]))
+                        .collect();
+                coarse.push(cube.into_iter().map(plane).fold(f64::INFINITY, f64::min) / best);
+                let owners = kway_vector_rcb(&grid, &phases, parts as usize).unwrap();
+                let sides: Vec<u32> = owners.iter().map(|&o| u32::from(o >= parts / 2)).collect();
+                found.push(cost(&sides, &phases, parts) / best);
+                let scalar = kway_rcb(&grid, &total, parts as usize).unwrap();
+                let (s, v) = (
+                    metrics::vector_max_avg(&scalar, &phases, parts as usize),
+                    metrics::vector_max_avg(&owners, &phases, parts as usize),
+                );
+                assert!(v <= s + 1e-9, "{parts} parts, {a:?} {b:?}: vector {v} > scalar {s}");
+            }
+        }
+        let mean = |r: &[f64]| r.iter().sum::<f64>() / r.len() as f64;
+        assert!(found.iter().all(|&r| r <= 1.05) && mean(&found) <= 1.02, "{found:?}");
+        // Measured: at most 1.025, 1.010 on average; the best of the 13 normals 1.033.
+        assert!(mean(&coarse) >= 1.025, "the cases need a fine search: {coarse:?}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
@@ -1153,12 +1401,34 @@ mod tests {
             prop_assume!(parts <= grid.len());
             let mut rng = crate::rng::SplitMix64::new(seed);
             let loads: Vec<f64> = (0..grid.len()).map(|_| rng.next_f64()).collect();
-            let momentum: Vec<[f64; 2]> =
-                (0..grid.len()).map(|_| [rng.next_f64() - 0.3, rng.next_f64() - 0.6]).collect();
+            let momentum: Vec<[f64; 3]> =
+                (0..grid.len()).map(|_| [rng.next_f64() - 0.3, rng.next_f64() - 0.6, rng.next_f64()]).collect();
             let count: Vec<f64> = (0..grid.len()).map(|_| (rng.next_f64() * 4.0).floor()).collect();
             let owners = kway_norcb(&grid, &loads, &momentum, &count, parts, 1e-3).unwrap();
             prop_assert_eq!(metrics::disconnected_parts(&grid, &owners, parts), 0);
             non_empty_and_within_a_box_per_cut(&owners, &loads, parts)?;
+        }
+
+        /// In 3D, parts may fall in pieces (as RCB's), but none is empty and each cut is
+        /// within a box of its share.
+        #[test]
+        fn norcb_and_vector_rcb_parts_in_3d_are_non_empty_and_as_balanced_as_rcb_bounds_them(
+            nx in 1usize..12, ny in 1usize..12, nz in 2usize..6, parts in 1usize..24, seed in 0u64..1000,
+        ) {
+            let grid = Grid::new_3d(nx, ny, nz).unwrap();
+            prop_assume!(parts <= grid.len());
+            let mut rng = crate::rng::SplitMix64::new(seed);
+            let loads: Vec<f64> = (0..grid.len()).map(|_| rng.next_f64()).collect();
+            let other: Vec<f64> = (0..grid.len()).map(|_| rng.next_f64() * rng.next_f64()).collect();
+            let momentum: Vec<[f64; 3]> = (0..grid.len())
+                .map(|_| [rng.next_f64() - 0.3, rng.next_f64() - 0.6, rng.next_f64() - 0.2])
+                .collect();
+            let count: Vec<f64> = (0..grid.len()).map(|_| (rng.next_f64() * 4.0).floor()).collect();
+            let owners = kway_norcb(&grid, &loads, &momentum, &count, parts, 1e-3).unwrap();
+            non_empty_and_within_a_box_per_cut(&owners, &loads, parts)?;
+            let vector = kway_vector_rcb(&grid, &[loads.clone(), other.clone()], parts).unwrap();
+            let total: Vec<f64> = loads.iter().zip(&other).map(|(a, b)| a + b).collect();
+            non_empty_and_within_a_box_per_cut(&vector, &total, parts)?;
         }
     }
 }

@@ -200,10 +200,11 @@ pub unsafe trait Executor {
         false
     }
     /// Motion hints, between iterations: per box, the sum of its particles' velocities
-    /// (`momentum`, unit masses) and their number (`particles`), for a balancer that cuts
-    /// along the flow (`norcb`, which keeps the last hints until the next). Executors that do
-    /// not use them ignore them (`Ok(false)`). An error names a wrong length or a bad value.
-    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> crate::Result<bool> {
+    /// (`momentum`, unit masses; x, y, z, with z 0 or ignored on a 2D grid) and their number
+    /// (`particles`), for a balancer that cuts along the flow (`norcb`, which keeps the last
+    /// hints until the next). Executors that do not use them ignore them (`Ok(false)`). An
+    /// error names a wrong length or a bad value.
+    fn hint_motion(&mut self, momentum: &[[f64; 3]], particles: &[f64]) -> crate::Result<bool> {
         let _ = (momentum, particles);
         Ok(false)
     }
@@ -566,7 +567,7 @@ mod tests {
         assert_eq!(e.planned_owners(), None);
         assert!(e.vcores().is_none() && !e.wants_motion());
         assert!(!e.hint_loads(&[1.0; 8]).unwrap());
-        assert!(!e.hint_motion(&[[0.0, 0.0]; 8], &[1.0; 8]).unwrap());
+        assert!(!e.hint_motion(&[[0.0; 3]; 8], &[1.0; 8]).unwrap());
         assert_eq!(e.end_iteration(), super::IterationEnd::default());
     }
 

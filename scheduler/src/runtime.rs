@@ -39,10 +39,6 @@ pub const EXECUTORS: [&str; 11] = [
     "diffusion",
 ];
 
-/// The executors of [`EXECUTORS`] that cut 2D grids only: on a grid of more than one layer
-/// of boxes, [`Runtime::executor`] refuses them with a message; the others run on any grid.
-pub const EXECUTORS_2D_ONLY: [&str; 2] = ["norcb", "vector-rcb"];
-
 /// A machine, a thread count and which threads to pin.
 #[derive(Debug, Clone)]
 pub struct Runtime {

@@ -224,29 +224,20 @@ fn zero_threads_or_no_core_are_an_error_for_every_executor() {
     assert!(rt.pool().err().unwrap().to_string().contains("has no core"));
 }
 
-/// On a 3D grid every executor runs every box once per phase, but those listed as 2D-only,
-/// which refuse it with a message.
+/// On a 3D grid every executor runs every box once per phase.
 #[test]
-fn every_executor_runs_a_3d_grid_or_says_it_cuts_2d_grids_only() {
-    use pbs_scheduler::runtime::{Runtime, EXECUTORS, EXECUTORS_2D_ONLY};
+fn every_executor_runs_a_3d_grid() {
+    use pbs_scheduler::runtime::{Runtime, EXECUTORS};
     let grid = Grid::new_3d(5, 4, 3).unwrap();
     let rt = Runtime { threads: 2, ..Runtime::detect().unwrap() };
     for name in EXECUTORS {
-        match rt.executor(name, grid) {
-            Ok((mut exec, _)) => {
-                assert!(!EXECUTORS_2D_ONLY.contains(&name), "{name} is listed as 2D-only but ran");
-                let mut seen = vec![0u32; grid.len()];
-                for _ in 0..3 {
-                    for_each_box_mut(exec.as_mut(), &mut seen, |_, s| *s += 1);
-                    exec.end_iteration();
-                }
-                assert!(seen.iter().all(|&s| s == 3), "{name}: every box once per phase");
-            }
-            Err(e) => {
-                assert!(EXECUTORS_2D_ONLY.contains(&name), "{name} refused a 3D grid: {e}");
-                assert!(e.to_string().contains("2D grids only"), "{name}: {e}");
-            }
+        let (mut exec, _) = rt.executor(name, grid).unwrap_or_else(|e| panic!("{name} refused a 3D grid: {e}"));
+        let mut seen = vec![0u32; grid.len()];
+        for _ in 0..3 {
+            for_each_box_mut(exec.as_mut(), &mut seen, |_, s| *s += 1);
+            exec.end_iteration();
         }
+        assert!(seen.iter().all(|&s| s == 3), "{name}: every box once per phase");
     }
 }
 

@@ -211,8 +211,7 @@ enum Command {
         #[arg(long, default_value = "lend")]
         rebalancing: String,
         /// Also replay the remappers (rcb, packsteal, vector-rcb, vector-greedy, norm-greedy,
-        /// diffusion; not norcb, whose particle motion a trace does not hold; on a 3D trace not
-        /// vector-rcb, which cuts 2D grids only)
+        /// diffusion; not norcb, whose particle motion a trace does not hold)
         #[arg(long)]
         remappers: bool,
         /// A balancer unit's cost, nanoseconds per box and `1 + log2 vCores` (default: the
@@ -536,7 +535,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let setup = run::RunSetup {
                 scenario: scenario.unwrap_or_else(|| pbs_apps::default_scenario(&app).to_string()),
                 app,
-                schedulers: run::schedulers_for(&scheduler, nz)?,
+                schedulers: run::schedulers(&scheduler)?,
                 threads,
                 iters,
                 nx,

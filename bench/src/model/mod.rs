@@ -13,7 +13,6 @@ pub mod replay;
 pub mod trace;
 
 use crate::scaling::{grid_name, weak_capped, weak_grid};
-use pbs_scheduler::runtime::EXECUTORS_2D_ONLY;
 use std::path::PathBuf;
 
 use machine::Machine;
@@ -201,11 +200,7 @@ pub fn project(s: &ModelSettings, mut progress: impl FnMut(String)) -> Result<Ve
             progress(format!("pbs's mappings for {threads} threads on {nodes} NUMA nodes"));
             let plan = plan_pbs(trace, threads, nodes, iterations, &machine, s.rebalancing)?;
             let real_over_law = plan.real_over_law(machine.balancer_box, trace.boxes(), threads.min(trace.boxes()));
-            // On a 3D trace the remappers that cut 2D grids only are left out, as `run` leaves
-            // them out of `all`.
-            let flat_only = |r: &&&str| trace.header.nz == 1 || !EXECUTORS_2D_ONLY.contains(*r);
-            let schedulers =
-                SCHEDULERS.iter().chain(if s.remappers { &REMAPPERS[..] } else { &[] }.iter().filter(flat_only));
+            let schedulers = SCHEDULERS.iter().chain(if s.remappers { &REMAPPERS[..] } else { &[] });
             for &scheduler in schedulers {
                 progress(format!("{scheduler} on {threads} threads, {nodes} NUMA nodes"));
                 let remap_plan;
@@ -502,9 +497,9 @@ mod tests {
         }
     }
 
-    /// `project` replays every scheduler, and with `remappers` every remapper but those
-    /// that cut 2D grids only where the trace is 3D, at each thread count on each node count
-    /// up to it; a thread count above the trace's boxes is refused.
+    /// `project` replays every scheduler, and with `remappers` every remapper, on 2D and 3D
+    /// traces, at each thread count on each node count up to it; a thread count above the
+    /// trace's boxes is refused.
     #[test]
     fn the_projection_replays_what_the_settings_ask_for() {
         let dir = std::env::temp_dir().join(format!("pbs-model-project-{}", std::process::id()));
@@ -526,9 +521,7 @@ mod tests {
             .collect();
         assert_eq!(rows, expected);
         let rows: Vec<(usize, usize, String)> = run(&deep, &[2], &[1]).unwrap();
-        let flat_only = every.iter().filter(|s| !EXECUTORS_2D_ONLY.contains(s));
-        assert_eq!(rows, flat_only.map(|s| (2, 1, s.to_string())).collect::<Vec<_>>());
-        assert!(EXECUTORS_2D_ONLY.iter().any(|s| REMAPPERS.contains(s)), "the 3D rows leave one out");
+        assert_eq!(rows, every.iter().map(|s| (2, 1, s.to_string())).collect::<Vec<_>>());
         assert_eq!(run(&flat, &[17], &[1]), Err("17 threads for a trace of 16 boxes".to_string()));
         let _ = std::fs::remove_dir_all(&dir);
     }

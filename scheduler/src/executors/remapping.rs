@@ -86,7 +86,7 @@ pub struct RemapInputs<'a> {
     /// Each box's load per phase (`[phase][box]`), where measured.
     pub phase_loads: Option<&'a [Vec<f64>]>,
     /// Each box's momentum and particle count, where hinted.
-    pub motion: Option<(&'a [[f64; 2]], &'a [f64])>,
+    pub motion: Option<(&'a [[f64; 3]], &'a [f64])>,
     /// Seed of PackStealLB's draws.
     pub seed: u64,
 }
@@ -190,7 +190,7 @@ pub struct Remapping {
     phase_busy: Vec<[f64; 3]>,
     phases_in_iteration: usize,
     /// The last motion hints: momentum and particles per box.
-    motion: Option<(Vec<[f64; 2]>, Vec<f64>)>,
+    motion: Option<(Vec<[f64; 3]>, Vec<f64>)>,
     /// Remappings computed so far (PackStealLB's stream).
     remaps: u64,
     /// Affinity without per-box bookkeeping: with no stealing a box changes thread only when
@@ -217,9 +217,6 @@ impl Remapping {
         }
         if !(options.trigger.is_finite() && options.trigger >= 0.0) {
             return Err(bad("trigger", options.trigger.to_string(), "expected a finite fraction ≥ 0"));
-        }
-        if grid.nz() != 1 && matches!(options.remapper, Remapper::NoRcb { .. } | Remapper::VectorRcb { .. }) {
-            return Err(bad("grid", grid.to_string(), "norcb and vector-rcb cut 2D grids only (nz = 1)"));
         }
         pbs::check_memory("remapping executor state", grid.len(), crate::box_timing::EXECUTOR_BYTES_PER_BOX)?;
         let threads = pool.threads();
@@ -421,7 +418,7 @@ unsafe impl Executor for Remapping {
     fn wants_motion(&self) -> bool {
         matches!(self.options.remapper, Remapper::NoRcb { .. })
     }
-    fn hint_motion(&mut self, momentum: &[[f64; 2]], particles: &[f64]) -> crate::Result<bool> {
+    fn hint_motion(&mut self, momentum: &[[f64; 3]], particles: &[f64]) -> crate::Result<bool> {
         if !self.wants_motion() {
             return Ok(false);
         }
@@ -533,7 +530,7 @@ mod tests {
         ];
         let loads: Vec<f64> = (0..n).map(|k| phases[0][k] + phases[1][k]).collect();
         let owners: Vec<u32> = (0..n).map(|k| u32::from(k % 12 >= 6)).collect();
-        let momentum = vec![[0.0, 1.0]; n];
+        let momentum = vec![[0.0, 1.0, 0.0]; n];
         let particles = vec![2.0; n];
         let x = RemapInputs {
             owners: &owners,
@@ -672,18 +669,28 @@ mod tests {
         let mut exec = Remapping::new(grid, 2, RemapOptions::new(Remapper::by_name("norcb").unwrap())).unwrap();
         assert!(exec.wants_motion());
         // Motion along x: the remapping cuts along it, into a bottom and a top half.
-        assert!(exec.hint_motion(&[[1.0, 0.0]; 64], &[1.0; 64]).unwrap());
+        assert!(exec.hint_motion(&[[1.0, 0.0, 0.0]; 64], &[1.0; 64]).unwrap());
         exec.hint_loads(&[1.0; 64]).unwrap();
         assert!(exec.owners()[..32].iter().all(|&o| o == exec.owners()[0]));
         assert!(exec.owners()[32..].iter().all(|&o| o != exec.owners()[0]));
-        assert!(exec.hint_motion(&[[1.0, 0.0]; 63], &[1.0; 64]).is_err());
-        let mut nan = [[1.0, 0.0]; 64];
+        assert!(exec.hint_motion(&[[1.0, 0.0, 0.0]; 63], &[1.0; 64]).is_err());
+        let mut nan = [[1.0, 0.0, 0.0]; 64];
         nan[7][0] = f64::NAN;
         assert!(exec.hint_motion(&nan, &[1.0; 64]).unwrap_err().to_string().contains("box 7"));
+        // In 3D, motion along z on 4 × 4 × 8 boxes: where RCB cuts across z, the longest side,
+        // each line of boxes along z stays in one part.
+        let tall = Grid::new_3d(4, 4, 8).unwrap();
+        let mut exec = Remapping::new(tall, 2, RemapOptions::new(Remapper::by_name("norcb").unwrap())).unwrap();
+        assert!(exec.owners()[..16].iter().all(|&o| o != exec.owners()[127]), "RCB first");
+        assert!(exec.hint_motion(&[[0.0, 0.0, 1.0]; 128], &[1.0; 128]).unwrap());
+        exec.hint_loads(&[1.0; 128]).unwrap();
+        let o = exec.owners();
+        assert!((0..16).all(|k| (1..8).all(|l| o[k + 16 * l] == o[k])), "{o:?}");
+        assert!(o.contains(&0) && o.contains(&1));
         // The others ignore hints.
         let mut rcb = Remapping::new(grid, 2, RemapOptions::new(Remapper::Rcb)).unwrap();
         assert!(!rcb.wants_motion());
-        assert!(!rcb.hint_motion(&[[1.0, 0.0]; 64], &[1.0; 64]).unwrap());
+        assert!(!rcb.hint_motion(&[[1.0, 0.0, 0.0]; 64], &[1.0; 64]).unwrap());
     }
 
     #[test]
@@ -715,12 +722,6 @@ mod tests {
         let options = RemapOptions { trigger: 0.0, ..RemapOptions::new(Remapper::Rcb) };
         assert!(Remapping::new(grid, 2, options).is_ok());
         assert!(Remapper::by_name("zoltan").is_none());
-        let cube = Grid::new_3d(4, 4, 4).unwrap();
-        for name in ["norcb", "vector-rcb"] {
-            let e = Remapping::new(cube, 2, RemapOptions::new(Remapper::by_name(name).unwrap())).err().unwrap();
-            assert!(e.to_string().contains("2D"), "{name}: {e}");
-        }
-        assert!(Remapping::new(cube, 2, RemapOptions::new(Remapper::by_name("packsteal").unwrap())).is_ok());
         // More threads than boxes: the extra threads own nothing.
         let mut exec = Remapping::new(Grid::new(2, 1).unwrap(), 3, RemapOptions::new(Remapper::Rcb)).unwrap();
         let stats = exec.run_phase(&|_| {});

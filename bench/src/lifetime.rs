@@ -409,6 +409,15 @@ mod tests {
         assert_eq!(plain.checksum(), tapped.checksum());
         assert_eq!((tap.momentum.len(), tap.particles.len()), (64, 64));
         assert!(tap.particles.iter().sum::<f64>() > 0.0 && tap.momentum.iter().any(|m| m[0] != 0.0 || m[1] != 0.0));
+        assert!(tap.momentum.iter().all(|m| m[2] == 0.0), "a 2D md's hints have no z");
+        // In 3D the hints carry z.
+        let mut deep = pbs_apps::build_3d("md", "contraction", 4, 4, 4, 2).unwrap();
+        let mut tap3 =
+            MotionTap { inner: StaticBlocks::new(64, 1).unwrap(), momentum: Vec::new(), particles: Vec::new() };
+        for _ in 0..3 {
+            deep.iterate(&mut tap3, &mut rec, None);
+        }
+        assert!(tap3.momentum.iter().any(|m| m[2] != 0.0) && tap3.particles.iter().sum::<f64>() > 0.0);
         let ran = std::sync::Mutex::new(Vec::new());
         tap.run_phase(&|b| ran.lock().unwrap().push(b));
         assert_eq!(ran.into_inner().unwrap(), (0..64).collect::<Vec<_>>(), "every box once, in order");

@@ -1,17 +1,19 @@
 //! Adapters for coupe's geometric partitioners (LIHPC, crates.io `coupe` 0.1): boxes are
-//! points at their centres, weighted by their loads, and coupe's parts become ours (numbered in
-//! the order of their first box, so that runs repeat).
+//! points at their centres (2D points on a grid of one layer, 3D ones on more), weighted by
+//! their loads, and coupe's parts become ours (numbered in the order of their first box, so
+//! that runs repeat). coupe 0.1's Hilbert curve is 2D only.
 
-use coupe::{Partition as _, Point2D};
-use pbs::Grid;
+use coupe::{Partition as _, PointND};
+use pbs::{Grid, Problem};
 
-use crate::{check_input, Error, Partitioner, Result};
+use crate::{Error, Partitioner, Result};
 
-fn centres(grid: &Grid) -> Vec<Point2D> {
+/// The boxes' centres as coupe points of `D` coordinates (x, y, then z).
+fn centres<const D: usize>(grid: &Grid) -> Vec<PointND<D>> {
     (0..grid.len())
         .map(|k| {
             let c = grid.centre(k);
-            Point2D::new(c[0], c[1])
+            PointND::from(std::array::from_fn::<f64, D, _>(|a| c[a]))
         })
         .collect()
 }
@@ -72,6 +74,12 @@ fn weights(loads: &[f64]) -> std::borrow::Cow<'_, [f64]> {
     loads.iter().map(|q| q / largest).collect::<Vec<f64>>().into()
 }
 
+/// The boxes as coupe points: 2D on a grid of one layer, 3D on more.
+enum Points {
+    Plane(Vec<PointND<2>>),
+    Space(Vec<PointND<3>>),
+}
+
 /// The steps every adapter shares: pbs's input checks, the boxes as coupe points, the loads
 /// as weights coupe can take, the coupe call (`call`, guarded against panics), and coupe's part
 /// ids checked and converted.
@@ -80,15 +88,15 @@ fn run(
     grid: &Grid,
     loads: &[f64],
     parts: usize,
-    call: impl FnOnce(&mut [usize], Vec<Point2D>, &[f64]) -> Result<()>,
+    call: impl FnOnce(&mut [usize], Points, &[f64]) -> Result<()>,
 ) -> Result<Vec<u32>> {
-    check_input(method, grid, loads, parts)?;
+    Problem::new(*grid, loads, parts)?;
     if parts == 1 {
         // coupe's Hilbert split asserts two points or more.
         return Ok(vec![0; grid.len()]);
     }
     let mut ids = vec![0; grid.len()];
-    let points = centres(grid);
+    let points = if grid.nz() == 1 { Points::Plane(centres(grid)) } else { Points::Space(centres(grid)) };
     let weights = weights(loads);
     guarded(method, || call(&mut ids, points, &weights))?;
     to_u32(method, ids, parts)
@@ -115,7 +123,11 @@ impl Partitioner for CoupeRcb {
                 });
             }
             let mut rcb = coupe::Rcb { iter_count: parts.trailing_zeros() as usize, tolerance: 0.0, fast: false };
-            rcb.partition(ids, (points, loads.to_vec())).map_err(|e| coupe_error(name, e))
+            match points {
+                Points::Plane(p) => rcb.partition(ids, (p, loads.to_vec())),
+                Points::Space(p) => rcb.partition(ids, (p, loads.to_vec())),
+            }
+            .map_err(|e| coupe_error(name, e))
         })
     }
 }
@@ -144,7 +156,11 @@ impl Partitioner for CoupeMultiJagged {
         run(self.name(), grid, loads, parts, |ids, points, loads| {
             // coupe's multi-jagged cannot fail (its error type is uninhabited); its panics are
             // `run`'s to catch.
-            match mj.partition(ids, (&points[..], loads)) {
+            let done = match points {
+                Points::Plane(p) => mj.partition(ids, (&p[..], loads)),
+                Points::Space(p) => mj.partition(ids, (&p[..], loads)),
+            };
+            match done {
                 Ok(metadata) => Ok(metadata),
                 Err(never) => match never {},
             }
@@ -173,8 +189,10 @@ impl Partitioner for CoupeHilbert {
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
         let mut h = coupe::HilbertCurve { part_count: parts, order: self.order };
         let name = self.name();
-        run(name, grid, loads, parts, |ids, points, loads| {
-            h.partition(ids, (points, loads)).map_err(|e| coupe_error(name, e))
+        run(name, grid, loads, parts, |ids, points, loads| match points {
+            Points::Plane(p) => h.partition(ids, (p, loads)).map_err(|e| coupe_error(name, e)),
+            // coupe 0.1 has its curve for 2D points only.
+            Points::Space(_) => Err(Error::NotPlanar { method: name.to_string(), nz: grid.nz() }),
         })
     }
 }

@@ -7,7 +7,7 @@
 
 use pbs::{bisection::kway_rcb, metrics, Grid, Problem, RESTART_FROM};
 
-use crate::{check_planar, Partitioner, Result};
+use crate::{Partitioner, Result};
 
 /// Diffusion from the previous call's parts, to within `1 + tol` of the lower bound.
 ///
@@ -42,7 +42,6 @@ impl Partitioner for Diffusion {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_planar(self.name(), grid)?;
         let next = match &self.previous {
             Some((g, p, owners)) if g == grid && *p == parts => {
                 let problem = Problem::new(*grid, loads, parts)?;

@@ -5,11 +5,12 @@
 //! graph partitioner such as METIS, or one of coupe's geometric algorithms. This crate puts
 //! them behind one small trait, [`Partitioner`], with pbs itself beside them, and gives the
 //! measures that compare them ([`quality`]): balance against its lower bound, edge cut,
-//! parts that are not 4-connected, empty parts, and migrations between two partitions.
+//! parts that are not face-connected, empty parts, and migrations between two partitions.
 //! `pbs-bench peers` runs them side by side.
 //!
-//! Plain data in and out, as between all pbs crates: a [`Grid`], one `f64` load per box, a
-//! part count; one part id (`u32`) per box.
+//! Plain data in and out, as between all pbs crates: a [`Grid`] (2D or 3D; coupe's Hilbert
+//! curve alone takes 2D grids only), one `f64` load per box, a part count; one part id (`u32`)
+//! per box.
 //!
 //! | name | what it is | reference |
 //! |---|---|---|
@@ -22,7 +23,7 @@
 //! | `hilbert` | [`HilbertPrefix`]: prefix split along a Hilbert curve | Pilkington & Baden 1996 |
 //! | `coupe-rcb` | coupe's RCB (part counts that are powers of two) | coupe 0.1 |
 //! | `coupe-multi-jagged` | coupe's multi-jagged | Deveci et al. 2016 |
-//! | `coupe-hilbert` | coupe's Hilbert-curve split | coupe 0.1 |
+//! | `coupe-hilbert` | coupe's Hilbert-curve split (2D only) | coupe 0.1 |
 //! | `metis-kway` | METIS k-way, contiguous parts | Karypis & Kumar 1998 |
 //! | `metis-recursive` | METIS recursive bisection | Karypis & Kumar 1998 |
 //! | `diffusion` | [`Diffusion`]: boxes moved across the existing borders by a balancing flow; a k-way RCB cold | Hu & Blake 1999; ParMETIS's adaptive repartitioning |
@@ -57,7 +58,7 @@ pub use metis::{Metis, MetisScheme};
 pub use pbs_method::{ColdStart, Pbs};
 pub use rcb::KwayRcb;
 
-use pbs::{Grid, Problem};
+use pbs::Grid;
 
 /// What went wrong; every message names the method or the value at fault.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -65,7 +66,8 @@ pub enum Error {
     /// The grid or loads are not a valid balancing problem (pbs's own checks).
     #[error(transparent)]
     Input(#[from] pbs::Error),
-    /// These methods split the plane; a grid with several layers is not one.
+    /// The method splits the plane only (coupe 0.1's Hilbert curve); a grid with several
+    /// layers is not one.
     #[error("{method} partitions 2D grids only; this grid has {nz} layers")]
     NotPlanar {
         /// the method
@@ -191,23 +193,6 @@ pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
     })
 }
 
-/// pbs's checks of the grid, loads and part count (one part per box at most), plus flatness;
-/// the checked problem, for a method that goes on with it (its checks read every load).
-fn check_input<'a>(method: &str, grid: &Grid, loads: &'a [f64], parts: usize) -> Result<Problem<'a>> {
-    let problem = Problem::new(*grid, loads, parts)?;
-    check_planar(method, grid)?;
-    Ok(problem)
-}
-
-/// Flatness alone, for a method whose own entry point makes pbs's other checks (so that no
-/// method's time includes reading the loads twice).
-fn check_planar(method: &str, grid: &Grid) -> Result<()> {
-    if grid.nz() != 1 {
-        return Err(Error::NotPlanar { method: method.to_string(), nz: grid.nz() });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,23 +201,30 @@ mod tests {
         pbs::loadmap::PerlinMap::with_seed(4).loads(grid)
     }
 
+    /// On a 2D Perlin map and a 3D one (where coupe's Hilbert curve, 2D only, says so).
     #[test]
     fn every_method_gives_every_box_a_valid_part_and_balances_a_perlin_map() {
-        let grid = Grid::new(48, 32).unwrap();
-        let loads = map(&grid);
-        for name in NAMES {
-            let mut m = by_name(name).unwrap();
-            assert_eq!(m.name(), *name);
-            let parts = 8; // a power of two, so that coupe-rcb runs too
-            let owners = match m.partition(&grid, &loads, parts) {
-                Err(Error::MetisUnavailable { .. }) if cfg!(not(pbs_metis)) => continue,
-                r => r.unwrap(),
-            };
-            assert_eq!(owners.len(), grid.len());
-            assert!(owners.iter().all(|&p| (p as usize) < parts), "{name}");
-            let q = quality::measure(&grid, &loads, &owners, parts);
-            assert!(q.max_avg < 1.12 * q.lower_bound, "{name}: {q:?}");
-            assert_eq!(q.empty_parts, 0, "{name}");
+        let flat = Grid::new(48, 32).unwrap();
+        let deep = Grid::new_3d(16, 12, 10).unwrap();
+        for (grid, loads) in [(flat, map(&flat)), (deep, pbs::loadmap::PerlinMap::with_seed(4).loads_3d(&deep))] {
+            for name in NAMES {
+                let mut m = by_name(name).unwrap();
+                assert_eq!(m.name(), *name);
+                let parts = 8; // a power of two, so that coupe-rcb runs too
+                let owners = match m.partition(&grid, &loads, parts) {
+                    Err(Error::MetisUnavailable { .. }) if cfg!(not(pbs_metis)) => continue,
+                    Err(Error::NotPlanar { method, nz: 10 }) if method == "coupe-hilbert" => continue,
+                    r => r.unwrap_or_else(|e| panic!("{name} on {grid}: {e}")),
+                };
+                assert_eq!(owners.len(), grid.len());
+                assert!(owners.iter().all(|&p| (p as usize) < parts), "{name}");
+                let q = quality::measure(&grid, &loads, &owners, parts);
+                // coupe's RCB cuts at a coordinate, so a whole layer of boxes (120 of the 1,920
+                // here) goes to one side, three cuts deep: 1.31.
+                let bound = if *name == "coupe-rcb" && grid.nz() > 1 { 1.4 } else { 1.12 };
+                assert!(q.max_avg < bound * q.lower_bound, "{name} on {grid}: {q:?}");
+                assert_eq!(q.empty_parts, 0, "{name} on {grid}");
+            }
         }
     }
 
@@ -325,9 +317,15 @@ mod tests {
             assert!(matches!(e, Error::Input(pbs::Error::TooManyVCores { .. })), "{name}: {e}");
             let e = m.partition(&grid, &loads[..3], 2).unwrap_err();
             assert!(e.to_string().contains("16 boxes"), "{name}: {e}");
+            // On a 3D grid, the same checks; coupe's Hilbert curve alone refuses it.
             let cube = Grid::new_3d(4, 4, 2).unwrap();
-            let e = m.partition(&cube, &[1.0; 32], 2).unwrap_err();
-            assert!(e.to_string().contains("2 layers"), "{name}: {e}");
+            let e = m.partition(&cube, &[1.0; 32], 33).unwrap_err();
+            assert!(matches!(e, Error::Input(pbs::Error::TooManyVCores { .. })), "{name}: {e}");
+            match m.partition(&cube, &[1.0; 32], 2) {
+                Err(e) if *name == "coupe-hilbert" => assert!(e.to_string().contains("2 layers"), "{e}"),
+                Err(Error::MetisUnavailable { .. }) if cfg!(not(pbs_metis)) => {}
+                r => assert!(r.is_ok(), "{name}: {r:?}"),
+            }
         }
         assert!(by_name("zoltan").err().unwrap().to_string().contains("metis-kway"));
         let e = by_name("coupe-rcb").unwrap().partition(&grid, &loads, 6).unwrap_err();

@@ -1,5 +1,5 @@
 //! `metis-kway` and `metis-recursive`: METIS 5 (Karypis & Kumar, SIAM J. Sci. Comput. 1998)
-//! on the grid's 4-neighbour graph, loads as vertex weights. Linked against the system
+//! on the grid's face-neighbour graph (4 neighbours in 2D, 6 in 3D), loads as vertex weights. Linked against the system
 //! library (Debian's `libmetis-dev`) through the two entry points used here; the build script
 //! reads the widths of `idx_t` and `real_t` from the installed `metis.h`.
 //!
@@ -13,7 +13,7 @@
 
 use pbs::Grid;
 
-use crate::{check_input, Error, Partitioner, Result};
+use crate::{Error, Partitioner, Result};
 
 /// Which METIS driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl Partitioner for Metis {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        let problem = check_input(self.name(), grid, loads, parts)?;
+        let problem = pbs::Problem::new(*grid, loads, parts)?;
         // Rescaled at extreme scales (see `pbs::Problem`), so that their total is finite.
         let loads = problem.loads();
         if !ffi::AVAILABLE {
@@ -64,9 +64,9 @@ impl Partitioner for Metis {
             return Ok(vec![0; grid.len()]);
         }
         check_graph_size(self.name(), grid)?;
-        // The 4-neighbour graph in compressed rows.
+        // The face-neighbour graph in compressed rows.
         let mut xadj = Vec::with_capacity(grid.len() + 1);
-        let mut adjncy = Vec::with_capacity(4 * grid.len());
+        let mut adjncy = Vec::with_capacity(if grid.nz() == 1 { 4 } else { 6 } * grid.len());
         xadj.push(0);
         for k in 0..grid.len() {
             grid.for_each_neighbour(k, |n| adjncy.push(n as ffi::Idx));
@@ -84,12 +84,13 @@ impl Partitioner for Metis {
     }
 }
 
-/// An error where the 4-neighbour graph of `grid` has more adjacency entries (twice its
+/// An error where the face-neighbour graph of `grid` has more adjacency entries (twice its
 /// edges) than `idx_t` holds. The offsets would wrap; `partition`'s own check of the graph
 /// then panics ("malformed graph") before METIS sees it, but only after gigabytes of arrays.
 fn check_graph_size(method: &str, grid: &Grid) -> Result<()> {
-    let [nx, ny, _] = grid.dims();
-    let edges = (nx as u128) * (ny.saturating_sub(1) as u128) + (ny as u128) * (nx.saturating_sub(1) as u128);
+    let dims = grid.dims().map(|d| d as u128);
+    // Along each axis, one edge per box but those of the last layer across it.
+    let edges: u128 = (0..3).map(|a| dims.iter().product::<u128>() / dims[a] * (dims[a] - 1)).sum();
     if 2 * edges > ffi::Idx::MAX as u128 {
         return Err(Error::TooLarge {
             method: method.to_string(),
@@ -297,6 +298,11 @@ fn a_graph_too_large_for_idx_t_is_refused() {
         let e = fits(23_171, 23_171).unwrap_err().to_string();
         assert!(e.contains("cannot index the graph of 536895241 boxes"), "{e}");
         assert!(fits(16_384, 16_384).is_ok());
+        // In 3D, 2 × 3 × side² × (side − 1) entries: 2.06 · 10⁹ at 700, 2.24 · 10⁹ at 720.
+        let cube = |side| check_graph_size("metis-kway", &Grid::new_3d(side, side, side).unwrap());
+        assert!(cube(700).is_ok());
+        let e = cube(720).unwrap_err().to_string();
+        assert!(e.contains("cannot index the graph of 373248000 boxes"), "{e}");
     }
 }
 
@@ -313,6 +319,16 @@ mod tests {
         let a = m.partition(&grid, &loads, 72).unwrap();
         assert!(a == m.partition(&grid, &loads, 72).unwrap(), "a seeded METIS run repeats");
         let q = quality::measure(&grid, &loads, &a, 72);
+        assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{q:?}");
+        assert!(q.max_avg < 1.10, "{q:?}");
+    }
+
+    #[test]
+    fn kway_parts_of_a_3d_grid_are_contiguous() {
+        let grid = Grid::new_3d(16, 12, 10).unwrap();
+        let loads = pbs::loadmap::PerlinMap::with_seed(2).loads_3d(&grid);
+        let owners = Metis::new(MetisScheme::Kway).partition(&grid, &loads, 24).unwrap();
+        let q = quality::measure(&grid, &loads, &owners, 24);
         assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{q:?}");
         assert!(q.max_avg < 1.10, "{q:?}");
     }

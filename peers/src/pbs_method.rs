@@ -18,7 +18,7 @@
 
 use pbs::{balance, methods, rebalance, Grid, StopRule, VCores};
 
-use crate::{check_input, Partitioner, Result};
+use crate::{Partitioner, Result};
 
 /// pbs's balancer by method name, run to its stop rule.
 pub struct Pbs {
@@ -124,7 +124,7 @@ impl Partitioner for Pbs {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        let problem = check_input(self.name(), grid, loads, parts)?;
+        let problem = pbs::Problem::new(*grid, loads, parts)?;
         let mut method = methods::by_name(&self.method)?;
         let state = self.state.take().filter(|w| w.grid == *grid && w.vcores.len() == parts);
         let warm = state.is_some();

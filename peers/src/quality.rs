@@ -1,5 +1,6 @@
 //! What a partition is judged on, as docs/design.md defines it: balance (`max_avg` against its
-//! lower bound `max(1, q_max/m)`), edge cut, parts that are not 4-connected, empty parts; and,
+//! lower bound `max(1, q_max/m)`), edge cut, parts that are not face-connected (4 neighbours
+//! in 2D, 6 in 3D), empty parts; and,
 //! between two partitions of the same grid, migrations after matching part ids by overlap
 //! ([`pbs::metrics::match_labels`]).
 
@@ -14,7 +15,7 @@ pub struct Quality {
     pub lower_bound: f64,
     /// Face-neighbour box pairs in different parts.
     pub edge_cut: usize,
-    /// Non-empty parts whose boxes form more than one 4-connected piece.
+    /// Non-empty parts whose boxes form more than one face-connected piece.
     pub disconnected_parts: usize,
     /// Parts that own no box.
     pub empty_parts: usize,

@@ -3,7 +3,7 @@
 
 use pbs::Grid;
 
-use crate::{check_planar, Partitioner, Result};
+use crate::{Partitioner, Result};
 
 /// k-way RCB. It has no settings: it cuts where the running load is nearest to the share.
 ///
@@ -23,7 +23,6 @@ impl Partitioner for KwayRcb {
     }
 
     fn partition(&mut self, grid: &Grid, loads: &[f64], parts: usize) -> Result<Vec<u32>> {
-        check_planar(self.name(), grid)?;
         // `kway_rcb` checks the grid, loads and part count itself.
         Ok(pbs::bisection::kway_rcb(grid, loads, parts)?)
     }

@@ -49,6 +49,9 @@ pub struct PeersSettings {
     /// pbs's convergence tolerance (`max_avg ≤ (1 + tol) × bound`); `None`:
     /// `StopRule::for_problem`.
     pub pbs_tol: Option<f64>,
+    /// The generated maps' dimensions: 2 (squares) or 3 (cubes of 3D Perlin noise; the
+    /// shapes, dense maps and CSV maps are 2D, so with 3 only Perlin maps run).
+    pub dims: usize,
 }
 
 /// Fewest boxes per part a map is run at.
@@ -65,6 +68,7 @@ impl Default for PeersSettings {
             methods: pbs_peers::NAMES.iter().map(|s| s.to_string()).collect(),
             repeats: 3,
             pbs_tol: None,
+            dims: 2,
         }
     }
 }
@@ -172,7 +176,11 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
             )
         })
     };
+    crate::scaling::check_dims(settings.dims)?;
     match settings.maps {
+        Maps::Dir(_) | Maps::Dense if settings.dims == 3 => {
+            return Err("--dims 3 runs Perlin maps only: the dense maps and CSV maps are 2D".into())
+        }
         Maps::Dir(_) => return Ok(()),
         Maps::Dense => return held(DENSE_SHAPES * 80 * 40).map_or(Ok(()), Err),
         Maps::Standard | Maps::Perlin => {}
@@ -180,13 +188,15 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
     for &parts in &settings.parts {
         let mut per_seed = 0usize;
         for &bpp in &settings.boxes_per_part {
-            let side = side_for(parts, bpp);
-            if side.saturating_mul(side) > MAX_BOXES {
+            let side = side_for(parts, bpp, settings.dims);
+            let boxes = side.saturating_pow(settings.dims as u32);
+            if boxes > MAX_BOXES {
+                let map = vec![side.to_string(); settings.dims].join("×");
                 return Err(format!(
-                    "--parts {parts} with --boxes-per-part {bpp} asks for a {side}×{side} map; generated maps go up to {MAX_BOXES} boxes"
+                    "--parts {parts} with --boxes-per-part {bpp} asks for a {map} map; generated maps go up to {MAX_BOXES} boxes"
                 ));
             }
-            per_seed += side * side;
+            per_seed += boxes;
         }
         if let Some(e) = held(per_seed) {
             return Err(e);
@@ -195,15 +205,29 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
     Ok(())
 }
 
-/// The side of the square map nearest `parts × boxes_per_part` boxes, one more where the
-/// nearest would hold fewer than [`MIN_BOXES_PER_PART`] boxes per part (10 parts at 20: 15²
-/// boxes, not 14², which [`maps`] would drop).
-fn side_for(parts: usize, boxes_per_part: usize) -> usize {
-    let side = (parts.saturating_mul(boxes_per_part) as f64).sqrt().round() as usize;
-    if side.saturating_mul(side) < parts.saturating_mul(MIN_BOXES_PER_PART) {
+/// The side of the square (`dims` 2) or cube (3) map nearest `parts × boxes_per_part` boxes,
+/// one more where the nearest would hold fewer than [`MIN_BOXES_PER_PART`] boxes per part (10
+/// parts at 20: 15² boxes, not 14², which [`maps`] would drop).
+fn side_for(parts: usize, boxes_per_part: usize, dims: usize) -> usize {
+    let side = (parts.saturating_mul(boxes_per_part) as f64).powf(1.0 / dims as f64).round() as usize;
+    if side.saturating_pow(dims as u32) < parts.saturating_mul(MIN_BOXES_PER_PART) {
         side + 1
     } else {
         side
+    }
+}
+
+/// The square (`dims` 2) or cube (3) of `side` boxes a side.
+fn generated_grid(side: usize, dims: usize) -> Result<Grid, String> {
+    if dims == 3 { Grid::new_3d(side, side, side) } else { Grid::new(side, side) }.map_err(|e| e.to_string())
+}
+
+/// `map`'s loads on a generated grid of `dims` dimensions (3D noise on a cube).
+fn generated_loads(map: &PerlinMap, grid: &Grid, dims: usize) -> Vec<f64> {
+    if dims == 3 {
+        map.loads_3d(grid)
+    } else {
+        map.loads(grid)
     }
 }
 
@@ -228,7 +252,7 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
         }
         Maps::Dense => out.extend(dense_maps(settings.seeds)),
         Maps::Standard | Maps::Perlin => {
-            if settings.maps == Maps::Standard {
+            if settings.maps == Maps::Standard && settings.dims == 2 {
                 out.extend(shapes::all().into_iter().map(|s| Map {
                     name: s.name.into(),
                     grid: s.grid,
@@ -236,16 +260,15 @@ fn maps(settings: &PeersSettings, parts: usize) -> Result<Vec<Map>, String> {
                 }));
             }
             for &bpp in &settings.boxes_per_part {
-                let side = side_for(parts, bpp);
-                let grid = Grid::new(side, side).map_err(|e| e.to_string())?;
+                let grid = generated_grid(side_for(parts, bpp, settings.dims), settings.dims)?;
                 for seed in 0..settings.seeds as u32 {
-                    let loads = PerlinMap::with_seed(seed + 1).loads(&grid);
+                    let loads = generated_loads(&PerlinMap::with_seed(seed + 1), &grid, settings.dims);
                     out.push(Map { name: format!("perlin-{bpp}bpp-s{}", seed + 1), grid, loads });
                 }
             }
         }
     }
-    out.retain(|m| m.grid.len() >= parts * MIN_BOXES_PER_PART && m.grid.nz() == 1);
+    out.retain(|m| m.grid.len() >= parts * MIN_BOXES_PER_PART);
     Ok(out)
 }
 
@@ -294,8 +317,13 @@ pub fn dense_maps(seeds: usize) -> Vec<Map> {
     out
 }
 
+/// `NXxNY`, or `NXxNYxNZ` on more than one layer.
 fn grid_name(g: &Grid) -> String {
-    format!("{}x{}", g.nx(), g.ny())
+    if g.nz() > 1 {
+        format!("{}x{}x{}", g.nx(), g.ny(), g.nz())
+    } else {
+        format!("{}x{}", g.nx(), g.ny())
+    }
 }
 
 /// Runs every method on every map at every part count; calls `tick` once per (map, parts).
@@ -355,7 +383,7 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
     }
     if rows.is_empty() {
         return Err(format!(
-            "no 2D map has at least {MIN_BOXES_PER_PART} boxes per part at {:?} parts: give fewer parts or larger maps",
+            "no map has at least {MIN_BOXES_PER_PART} boxes per part at {:?} parts: give fewer parts or larger maps",
             settings.parts
         ));
     }
@@ -373,13 +401,13 @@ fn make(settings: &PeersSettings) -> Result<Vec<Box<dyn Partitioner>>, String> {
     settings.methods.iter().map(make).collect()
 }
 
-/// The grid side of the sequences at `parts` parts: the 64×64 at 16 parts and 150×150
-/// at 72, else 256 boxes per part.
-pub fn sequence_side(parts: usize) -> usize {
-    if parts == 72 {
+/// The grid side of the sequences at `parts` parts: in 2D the 64×64 at 16 parts and
+/// 150×150 at 72, else (and in 3D) 256 boxes per part.
+pub fn sequence_side(parts: usize, dims: usize) -> usize {
+    if parts == 72 && dims == 2 {
         150
     } else {
-        side_for(parts, 256)
+        side_for(parts, 256, dims)
     }
 }
 
@@ -404,15 +432,14 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
             }
             continue;
         }
-        let side = sequence_side(parts);
-        let grid = Grid::new(side, side).map_err(|e| e.to_string())?;
+        let grid = generated_grid(sequence_side(parts, settings.dims), settings.dims)?;
         for kind in ["drift", "redraw"] {
             let mut map = PerlinMap::with_seed(SEQUENCE_SEED);
             let drawn = |step: usize| -> Vec<f64> {
                 if step > 0 {
                     map = if kind == "drift" { map.smooth(0.5) } else { map.rough() };
                 }
-                map.loads(&grid)
+                generated_loads(&map, &grid, settings.dims)
             };
             let name = format!("perlin-s{SEQUENCE_SEED}");
             let of = Sequence { kind, map_name: &name, grid, parts, steps: settings.sequence };
@@ -453,10 +480,10 @@ fn sequence(
     let mut split = vec![0; n];
     let mut previous: Vec<Option<Vec<u32>>> = vec![None; n];
     let mut skipped: Vec<Option<String>> = vec![None; n];
-    let (nx, ny) = (grid.nx(), grid.ny());
+    let name = grid_name(&grid);
     // Step 0 is the cold start; steps 1..=steps are measured.
     for step in 0..=steps {
-        tick(&format!("{kind} {map_name} {nx}x{ny} / {parts} parts, step {step}"));
+        tick(&format!("{kind} {map_name} {name} / {parts} parts, step {step}"));
         let loads = loads_at(step);
         // The methods take turns at going first: on a fixed order the first after a new
         // map measured 3–5 % slower (2026-11-30: pbs's warm steps at 150² / 72 parts,
@@ -533,11 +560,12 @@ pub fn draw_first_case(settings: &PeersSettings, path: &std::path::Path) -> Resu
         if let Ok(owners) = m.partition(&map.grid, &map.loads, parts) {
             let q = quality::measure(&map.grid, &map.loads, &owners, parts);
             let title = format!(
-                "{}: {:.3}× bound, cut {}{}",
+                "{}: {:.3}× bound, cut {}{}{}",
                 m.name(),
                 q.max_avg / q.lower_bound,
                 q.edge_cut,
-                if q.disconnected_parts > 0 { format!(", {} split", q.disconnected_parts) } else { String::new() }
+                if q.disconnected_parts > 0 { format!(", {} split", q.disconnected_parts) } else { String::new() },
+                if map.grid.nz() > 1 { " (first layer)" } else { "" }
             );
             drawn.push((title, owners));
         }
@@ -736,6 +764,7 @@ mod tests {
             methods: vec!["pbs".into(), "rcb".into(), "coupe-rcb".into(), "hilbert".into()],
             repeats: 2,
             pbs_tol: None,
+            dims: 2,
         }
     }
 
@@ -767,8 +796,56 @@ mod tests {
             let maps = maps(&settings, parts).unwrap();
             assert_eq!(maps.len(), 3, "{parts} parts: {:?}", maps.iter().map(|m| &m.name).collect::<Vec<_>>());
         }
-        assert_eq!(side_for(10, 20), 15);
-        assert_eq!(side_for(16, 500), 89, "the nearest square where it holds enough");
+        assert_eq!(side_for(10, 20, 2), 15);
+        assert_eq!(side_for(16, 500, 2), 89, "the nearest square where it holds enough");
+        // Cubes: 1,600 boxes are nearest 12³; 600 nearest 8³, too few for 30 parts of 20.
+        assert_eq!(side_for(16, 100, 3), 12);
+        assert_eq!(side_for(30, 20, 3), 9);
+    }
+
+    /// `dims` 3 runs every method on Perlin cubes (coupe's Hilbert curve, 2D only, skipped
+    /// with its reason), the sequences too; the 2D-only map families are refused.
+    #[test]
+    fn cubes_run_every_method_and_the_sequences() {
+        let methods = ["pbs", "rcb", "hilbert", "coupe-hilbert", "coupe-multi-jagged", "diffusion"];
+        let s = PeersSettings {
+            dims: 3,
+            parts: vec![8],
+            methods: methods.iter().map(|m| m.to_string()).collect(),
+            ..small()
+        };
+        let got = maps(&s, 8).unwrap();
+        assert_eq!(got.len(), 1);
+        // 8 × 40 boxes: nearest 7³.
+        assert_eq!((got[0].grid.dims(), &got[0].loads), ([7, 7, 7], &PerlinMap::with_seed(1).loads_3d(&got[0].grid)));
+        let rows = partitions(&s, |_| {}).unwrap();
+        assert_eq!(rows.len(), methods.len());
+        for r in &rows {
+            assert_eq!(r.grid, "7x7x7");
+            if r.method == "coupe-hilbert" {
+                assert!(r.skipped.as_deref().is_some_and(|e| e.contains("2D grids only")), "{r:?}");
+            } else {
+                assert!(r.to_bound.is_some_and(|b| b < 1.2), "{r:?}");
+            }
+        }
+        let seq = sequences(&s, |_| {}).unwrap();
+        // Two sequences (drift, redraw) of every method on 8 × 256 boxes: 13³.
+        assert_eq!(seq.len(), 2 * methods.len());
+        assert!(seq.iter().all(|r| r.grid == "13x13x13"), "{}", seq[0].grid);
+        let drift: Vec<&SequenceRow> = seq.iter().filter(|r| r.sequence == "drift" && r.measures.is_some()).collect();
+        assert_eq!(drift.len(), methods.len() - 1);
+        assert!(drift.iter().any(|r| r.measures.unwrap().migrations_per_step > 0.0));
+        for maps in [Maps::Dense, Maps::Dir(std::env::temp_dir())] {
+            let e = check_sizes(&PeersSettings { maps, ..s.clone() }).unwrap_err();
+            assert!(e.contains("--dims 3 runs Perlin maps only"), "{e}");
+        }
+        let e = check_sizes(&PeersSettings { dims: 4, ..s.clone() }).unwrap_err();
+        assert!(e.contains("--dims 4"), "{e}");
+        // Generated maps go up to 2^20 boxes: 100³ fits, 103³ does not.
+        let most = PeersSettings { parts: vec![1000], boxes_per_part: vec![1000], ..s };
+        assert!(check_sizes(&most).is_ok());
+        let big = PeersSettings { boxes_per_part: vec![1100], ..most };
+        assert!(check_sizes(&big).unwrap_err().contains("a 103×103×103 map"), "{:?}", check_sizes(&big));
     }
 
     #[test]
@@ -1053,7 +1130,7 @@ mod tests {
         assert!(check_sizes(&PeersSettings { maps: Maps::Dense, seeds: 4194, ..small() }).is_ok());
         assert!(check_sizes(&PeersSettings { maps: Maps::Dense, seeds: 4195, ..small() }).is_err());
         // Where the nearest square holds exactly 20 boxes a part, it is the side.
-        assert_eq!(side_for(20, 20), 20);
+        assert_eq!(side_for(20, 20, 2), 20);
     }
 
     /// Generated Perlin maps are named by size and seed (from 1) and drawn from that seed;

@@ -863,6 +863,34 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     assert!(text.contains("≤1.01×bound") && text.contains("moved/step"), "{text}");
     let e = stderr_of(&["peers", "--methods", "zoltan"]);
     assert!(e.contains("unknown partitioner") && e.contains("metis-kway"), "{e}");
+    // Cubes: every method on a Perlin cube but coupe's Hilbert curve, which says it is 2D only;
+    // the first layer drawn.
+    let cube = [
+        "peers",
+        "--dims",
+        "3",
+        "--parts",
+        "8",
+        "--boxes-per-part",
+        "40",
+        "--seeds",
+        "1",
+        "--sequence",
+        "1",
+        "--repeats",
+        "1",
+    ];
+    let v = json(&[&cube[..], &["--json"]].concat());
+    let rows = v["partitions"].as_array().unwrap();
+    assert_eq!(rows.len(), pbs_peers::NAMES.len());
+    for r in rows {
+        assert_eq!(r["grid"], "7x7x7");
+        assert_eq!(r["skipped"].is_null(), r["method"] != "coupe-hilbert", "{r}");
+    }
+    assert!(v["sequences"].as_array().unwrap().iter().all(|r| r["grid"] == "13x13x13"));
+    let out = bench(&[&cube[..], &["--png", png.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stderr_of(&["peers", "--dims", "3", "--dense"]).contains("--dims 3 runs Perlin maps only"));
     // Each bad value alone, beside a small run that ends at once should the value get through.
     let small =
         [("--parts", "4"), ("--boxes-per-part", "20"), ("--seeds", "1"), ("--sequence", "0"), ("--repeats", "1")];
@@ -887,7 +915,7 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     let e = stderr_of(&["peers", "--sequence", "1000000000"]);
     assert!(e.contains("--sequence 1000000000: at most 1000000 steps"), "{e}");
     let e = stderr_of(&["peers", "--maps", dir.to_str().unwrap(), "--parts", "100"]);
-    assert!(e.contains("no 2D map has at least 20 boxes per part"), "{e}");
+    assert!(e.contains("no map has at least 20 boxes per part"), "{e}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 

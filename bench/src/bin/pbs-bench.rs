@@ -349,8 +349,13 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Also draw every method's partition of the first map into this PNG, a panel per method
+        /// (a cube's first layer)
         #[arg(long)]
         png: Option<PathBuf>,
+        /// The generated maps' dimensions: 2 (squares) or 3 (cubes of 3D Perlin noise; Perlin
+        /// maps only, the others being 2D)
+        #[arg(long, default_value_t = 2)]
+        dims: usize,
     },
     /// How long each balancer's partition of md lasts at many parts (NoRCB's claim), from md's
     /// pair counts per box: remaps, lifetime, migrations, efficiency.
@@ -820,6 +825,7 @@ fn run(cli: Cli) -> Result<(), String> {
             pbs_tol,
             json,
             png,
+            dims,
         } => {
             if let Some(t) = pbs_tol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
                 return Err(format!("--pbs-tol must be finite and ≥ 0, got {t}"));
@@ -858,6 +864,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 methods,
                 repeats,
                 pbs_tol,
+                dims,
             };
             peers::check_sizes(&settings)?;
             // A peer library that panics (coupe 0.1's multi-jagged does on some maps) is reported

@@ -31,10 +31,12 @@ pub const BALANCERS: [&str; 4] = ["pbs", "rcb", "norcb", "packsteal"];
 pub struct LifetimeSettings {
     /// md scenario.
     pub scenario: String,
-    /// Boxes along x and y.
+    /// Boxes along x.
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
+    /// Layers of boxes (1: md in 2D; more: md in 3D).
+    pub nz: usize,
     /// Part counts.
     pub parts: Vec<usize>,
     /// md iterations.
@@ -144,11 +146,11 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
             return Err(format!("unknown balancer {b:?}; expected {}", BALANCERS.join(", ")));
         }
     }
-    let grid = Grid::new(s.nx, s.ny).map_err(|e| e.to_string())?;
+    let grid = Grid::new_3d(s.nx, s.ny, s.nz).map_err(|e| e.to_string())?;
     if let Some(p) = s.parts.iter().find(|&&p| p == 0 || p > grid.len()) {
         return Err(format!("--parts {p}: between 1 and the {} boxes", grid.len()));
     }
-    let mut app = pbs_apps::build("md", &s.scenario, s.nx, s.ny, s.seed)?;
+    let mut app = pbs_apps::build_3d("md", &s.scenario, s.nx, s.ny, s.nz, s.seed)?;
     let inner = StaticBlocks::new(grid.len(), 1).map_err(|e| e.to_string())?;
     let mut exec = MotionTap { inner, momentum: Vec::new(), particles: Vec::new() };
     let mut rec = Recorder::new("motion-tap", 1);
@@ -273,6 +275,7 @@ mod tests {
             scenario: "gravity".into(),
             nx: 16,
             ny: 16,
+            nz: 1,
             parts: vec![4],
             iters: 30,
             threshold: 0.1,
@@ -298,6 +301,21 @@ mod tests {
                 (b.remaps, b.migrations_per_iter, b.efficiency)
             );
         }
+    }
+
+    /// On layers of boxes md runs in 3D, and every balancer cuts it: NoRCB along the planes that
+    /// hold the flow.
+    #[test]
+    fn md_in_3d_is_cut_by_every_balancer() {
+        let s =
+            LifetimeSettings { nx: 6, ny: 6, nz: 4, iters: 20, scenario: "contraction".into(), ..settings(&BALANCERS) };
+        let rows = measure(&s, || {}).unwrap();
+        assert_eq!(rows.len(), 4);
+        for r in &rows {
+            assert!(r.remaps >= 1 && r.efficiency > 0.5 && r.efficiency <= 1.0, "{r:?}");
+        }
+        let e = measure(&LifetimeSettings { parts: vec![145], ..s }, || {}).unwrap_err();
+        assert!(e.contains("the 144 boxes"), "{e}");
     }
 
     /// The cutters' rows replayed from md's work and motion iteration by iteration: a remap

@@ -369,6 +369,9 @@ enum Command {
         /// Boxes along y
         #[arg(long, default_value_t = 96)]
         ny: usize,
+        /// Layers of boxes (more than 1: md in 3D)
+        #[arg(long, default_value_t = 1)]
+        nz: usize,
         /// Part counts, comma-separated
         #[arg(long, value_delimiter = ',', default_value = "2,16,64")]
         parts: Vec<usize>,
@@ -784,13 +787,14 @@ fn run(cli: Cli) -> Result<(), String> {
             let path = paper::write_report(&out, &settings).map_err(|e| e.to_string())?;
             println!("report written to {}", path.display());
         }
-        Command::Lifetime { scenario, nx, ny, parts, iters, threshold, balancers, seed, json } => {
+        Command::Lifetime { scenario, nx, ny, nz, parts, iters, threshold, balancers, seed, json } => {
             let balancers = if balancers == "all" {
                 lifetime::BALANCERS.iter().map(|b| b.to_string()).collect()
             } else {
                 balancers.split(',').map(|b| b.trim().to_string()).collect()
             };
-            let settings = lifetime::LifetimeSettings { scenario, nx, ny, parts, iters, threshold, balancers, seed };
+            let settings =
+                lifetime::LifetimeSettings { scenario, nx, ny, nz, parts, iters, threshold, balancers, seed };
             let bar = progress::bar(iters as u64, "lifetime");
             let rows = lifetime::measure(&settings, || bar.inc(1))?;
             bar.finish_and_clear();

@@ -212,8 +212,8 @@ fn planes_along(part: &[[u32; 4]], d: [f64; 3]) -> Vec<Frame> {
 /// pair), then steps of `π / 8` down to `π / 64` in each spherical angle of the best. Near-ties
 /// go to the smaller cut; a direction that would leave a side in two pieces gives way to the
 /// next (where every one would, an RCB cut, or in 3D, where that cut lands further than half
-/// the heaviest box from the share, the best direction in pieces). With one phase it cuts as [`kway_rcb`] would balance, along the shortest line rather
-/// than across the longest side.
+/// the heaviest box from the share, the best direction in pieces). With one phase it cuts as
+/// [`kway_rcb`] would balance, along the shortest line rather than across the longest side.
 ///
 /// ```
 /// let grid = pbs::Grid::new(8, 8)?;
@@ -255,13 +255,7 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
             let tried = (0..8).map(|i| costed([pi * f64::from(i) / 8.0, 0.0])).collect();
             (tried, [pi / 16.0, pi / 32.0, pi / 64.0].iter().flat_map(|&s| [[-s, 0.0], [s, 0.0]]).collect())
         } else {
-            let diagonal = 2f64.sqrt().atan();
-            let q = pi / 4.0;
-            let normals = [[0.0, 0.0], [2.0 * q, 0.0], [2.0 * q, 2.0 * q], [2.0 * q, q], [2.0 * q, 3.0 * q]]
-                .into_iter()
-                .chain([0.0, 2.0, 4.0, 6.0].map(|i| [q, i * q]))
-                .chain([1.0, 3.0, 5.0, 7.0].map(|i| [diagonal, i * q]));
-            let tried = normals.map(costed).collect();
+            let tried = cube_normals().into_iter().map(costed).collect();
             let steps = [pi / 8.0, pi / 16.0, pi / 32.0, pi / 64.0]
                 .iter()
                 .flat_map(|&s| [[-s, 0.0], [s, 0.0], [0.0, -s], [0.0, s]])
@@ -269,8 +263,8 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
             (tried, steps)
         };
         let mut best = tried.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0)).expect("directions tried");
-        // Halving steps around the best so far; in 2D each step's pair is tried from the same
-        // best, the better taken after both.
+        // Halving steps around the best so far, in pairs (one angle less and more) tried from
+        // the same best, the better taken after both.
         for pair in steps.chunks(2) {
             let from = best.3;
             for step in pair {
@@ -307,6 +301,17 @@ pub fn kway_vector_rcb(grid: &Grid, phase_loads: &[Vec<f64>], parts: usize) -> R
     Ok(owners)
 }
 
+/// The normals of a cube's faces, edges and corners, one of each opposite pair, as the polar
+/// angle (from z) and azimuth of [`sphere_frame`]: 3 + 6 + 4.
+fn cube_normals() -> [[f64; 2]; 13] {
+    let (q, corner) = (std::f64::consts::FRAC_PI_4, 2f64.sqrt().atan());
+    let faces = [[0.0, 0.0], [2.0 * q, 0.0], [2.0 * q, 2.0 * q]];
+    let edges = [[2.0 * q, q], [2.0 * q, 3.0 * q], [q, 0.0], [q, 2.0 * q], [q, 4.0 * q], [q, 6.0 * q]];
+    let corners = [1.0, 3.0, 5.0, 7.0].map(|i| [corner, i * q]);
+    let all = [&faces[..], &edges[..], &corners[..]].concat();
+    std::array::from_fn(|i| all[i])
+}
+
 /// The frame of a 3D cut whose normal has polar angle `θ` (from z) and azimuth `φ`: the
 /// normal, then the unit vectors along which it turns with `φ` and with `θ`.
 fn sphere_frame([theta, phi]: [f64; 2]) -> Frame {
@@ -330,9 +335,9 @@ fn rank(candidates: &mut [(f64, f64, Frame)]) {
 /// For the cut of `part` across `frame`'s normal at the summed load's share of the first
 /// `left` of `parts` parts: `Σ_phase max_side load / side parts`, and the cut's size near
 /// enough (from the part's extents along the frame's other two directions: a line's length
-/// in 2D, the boxes a plane crosses less one in 3D). In O(boxes): the boxes go into buckets a quarter
-/// of a box wide along the normal, and the cut falls on the bucket boundary nearest the share
-/// (the bisection then cuts exactly, along the direction chosen).
+/// in 2D, the boxes a plane crosses less one in 3D). In O(boxes): the boxes go into buckets a
+/// quarter of a box wide along the normal, and the cut falls on the bucket boundary nearest the
+/// share (the bisection then cuts exactly, along the direction chosen).
 fn vector_split_cost(
     part: &[[u32; 4]],
     total: &[f64],
@@ -431,7 +436,6 @@ fn bisect(
             return;
         }
     }
-
     let (mut lo, mut hi) = ([u32::MAX; 3], [0; 3]);
     for b in boxes.iter() {
         for a in 0..3 {
@@ -983,12 +987,6 @@ mod tests {
         assert!(e.to_string().contains("box 3"), "{e}");
     }
 
-    /// Boxes next to each other along x in different parts: where particles moving along x
-    /// change part.
-    fn crossings_along_x(grid: &Grid, owners: &[u32]) -> usize {
-        (0..grid.len()).filter(|&k| grid.coords(k)[0] + 1 < grid.nx() && owners[k] != owners[k + 1]).count()
-    }
-
     #[test]
     fn norcb_cuts_along_the_flow_where_rcb_cuts_across_it() {
         // A long domain, everything moving along x: RCB cuts across the long side, NoRCB
@@ -997,8 +995,8 @@ mod tests {
         let (loads, count) = (vec![1.0; 256], vec![2.0; 256]);
         let rcb = kway_rcb(&grid, &loads, 4).unwrap();
         let norcb = kway_norcb(&grid, &loads, &vec![[0.5, 0.0, 0.0]; 256], &count, 4, 1e-3).unwrap();
-        assert!(crossings_along_x(&grid, &rcb) >= 24, "{}", crossings_along_x(&grid, &rcb));
-        assert_eq!(crossings_along_x(&grid, &norcb), 0);
+        assert!(crossings_along(&grid, &rcb, 0) >= 24, "{}", crossings_along(&grid, &rcb, 0));
+        assert_eq!(crossings_along(&grid, &norcb, 0), 0);
         assert_eq!(metrics::charges(&norcb, &loads, 4), vec![64.0; 4]);
         // At rest (or under the threshold) it is RCB.
         let slow = kway_norcb(&grid, &loads, &vec![[1e-4, 0.0, 0.0]; 256], &count, 4, 1e-3).unwrap();
@@ -1243,7 +1241,8 @@ mod tests {
         assert!(mean(&eight) >= 1.04, "the cases need a fine search: {eight:?}");
     }
 
-    /// Boxes next to each other along `axis` in different parts.
+    /// Boxes next to each other along `axis` in different parts: where particles moving along
+    /// it change part.
     fn crossings_along(grid: &Grid, owners: &[u32], axis: usize) -> usize {
         let step = [1, grid.nx(), grid.nx() * grid.ny()][axis];
         let size = [grid.nx(), grid.ny(), grid.nz()][axis];
@@ -1361,7 +1360,7 @@ mod tests {
         }
     }
 
-    /// Two bumps of load on a cube of `side`, one per phase, over a floor of 0.05.
+    /// Two bumps of load on `grid`, one per phase, centred at `a` and `b`, over a floor of 0.05.
     fn two_phase_bumps(grid: &Grid, a: [f64; 3], b: [f64; 3]) -> Vec<Vec<f64>> {
         [a, b]
             .iter()
@@ -1415,14 +1414,7 @@ mod tests {
                 let best = (0..2000)
                     .map(|i| plane([(1.0 - f64::from(i) / 2000.0).acos(), golden * f64::from(i)]))
                     .fold(f64::INFINITY, f64::min);
-                let (q, diagonal) = (std::f64::consts::FRAC_PI_4, 2f64.sqrt().atan());
-                let cube: Vec<[f64; 2]> =
-                    [[0.0, 0.0], [2.0 * q, 0.0], [2.0 * q, 2.0 * q], [2.0 * q, q], [2.0 * q, 3.0 * q]]
-                        .into_iter()
-                        .chain([0.0, 2.0, 4.0, 6.0].map(|i| [q, i * q]))
-                        .chain([1.0, 3.0, 5.0, 7.0].map(|i| [diagonal, i * q]))
-                        .collect();
-                coarse.push(cube.into_iter().map(plane).fold(f64::INFINITY, f64::min) / best);
+                coarse.push(cube_normals().into_iter().map(plane).fold(f64::INFINITY, f64::min) / best);
                 let owners = kway_vector_rcb(&grid, &phases, parts as usize).unwrap();
                 let sides: Vec<u32> = owners.iter().map(|&o| u32::from(o >= parts / 2)).collect();
                 found.push(cost(&sides, &phases, parts) / best);

@@ -54,7 +54,7 @@ pub fn hilbert_index(side: u64, mut x: u64, mut y: u64) -> u64 {
 /// Hilbert curve", AIP Conf. Proc. 707, 2004): the coordinates are turned, level by level from
 /// the coarsest, into the "transposed" index, whose bits interleaved (x's first) are the
 /// position.
-pub fn hilbert_index_3d(bits: u32, mut p: [u64; 3]) -> u128 {
+fn hilbert_index_3d(bits: u32, mut p: [u64; 3]) -> u128 {
     debug_assert!((1..=32).contains(&bits) && p.iter().all(|&c| c < 1 << bits));
     // Undo the rotations and reflections of the coarser levels.
     let mut q = 1u64 << (bits - 1);

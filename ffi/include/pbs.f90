@@ -120,7 +120,8 @@ module pbs
     public :: pbs_executor_threads, pbs_executor_run_phase, pbs_executor_run_phase_ranges, &
               pbs_executor_reduce_sum, pbs_executor_end_iteration, pbs_executor_hint_iterations_left, &
               pbs_executor_on_each_thread, &
-              pbs_executor_hint_loads, pbs_executor_owners, pbs_current_worker, pbs_executor_free
+              pbs_executor_hint_loads, pbs_executor_hint_motion, pbs_executor_owners, pbs_current_worker, &
+              pbs_executor_free
     public :: pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims, pbs_mapper_end_iteration, pbs_mapper_free, &
               pbs_mapper_hint_iterations_left
     public :: pbs_tiling_grid, pbs_tiling_cells, pbs_tiling_grid_3d, pbs_tiling_cells_3d
@@ -203,6 +204,15 @@ module pbs
             real(c_double), intent(in) :: loads(*)
             integer(c_size_t), value :: n
         end function pbs_executor_hint_loads
+
+        ! momentum(3, n): x, y, z of each box's summed particle velocities; particles(n).
+        integer(c_int) function pbs_executor_hint_motion(e, momentum, particles, n) &
+                bind(C, name="pbs_executor_hint_motion")
+            import :: c_int, c_ptr, c_double, c_size_t
+            type(c_ptr), value :: e
+            real(c_double), intent(in) :: momentum(*), particles(*)
+            integer(c_size_t), value :: n
+        end function pbs_executor_hint_motion
 
         integer(c_int) function pbs_executor_owners(e, owners, n) bind(C, name="pbs_executor_owners")
             import :: c_int, c_ptr, c_int32_t, c_size_t

@@ -223,7 +223,7 @@ typedef struct pbs_iteration_end {
    (one FIFO queue), "static" (equal contiguous blocks, like OpenMP schedule(static)), or a
    remapper of the seed papers: "rcb", "norcb", "packsteal", "vector-rcb", "vector-greedy",
    "norm-greedy", "diffusion" (docs/balancers.md;
-   "norcb" gets no motion from C and cuts as "rcb").
+   "norcb" cuts as "rcb" until pbs_executor_hint_motion tells it how the particles move).
    `threads` = 0 takes PBS_NUM_THREADS, else one worker per core the process may run on (all
    of the machine unless taskset, mpirun --bind-to, srun --cpu-bind or a cpuset gave it part;
    OpenMP binding the caller to one place does not narrow it). `pin` is one of PBS_PIN_*:
@@ -300,6 +300,14 @@ pbs_status pbs_executor_on_each_thread(pbs_executor *e, void (*f)(void *ctx, siz
    first guess;
    PBS_UNSUPPORTED for the schedulers that do not balance. Call it between phases. */
 pbs_status pbs_executor_hint_loads(pbs_executor *e, const double *loads, size_t n);
+
+/* Motion hints, between iterations: per box the sum of its particles' velocities (momentum:
+   3 * n doubles, x, y, z of box 0 then of box 1...; z not read on a 2D grid) and their
+   number (particles: n doubles, finite and >= 0). "norcb" keeps the last ones and cuts along
+   the mean velocity of each part at its next remapping; the other schedulers answer
+   PBS_UNSUPPORTED, read nothing, and may be told nothing more. */
+pbs_status pbs_executor_hint_motion(pbs_executor *e, const double *momentum, const double *particles,
+                                    size_t n);
 
 /* The worker that will run each box in the next phase (n == number of boxes), for
    schedulers that decide it in advance ("pbs": the balancer's owners; "static"; the

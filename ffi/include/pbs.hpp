@@ -252,6 +252,22 @@ class executor {
         detail::check(pbs_executor_hint_loads(e_.get(), loads.data(), loads.size()));
     }
 
+    /* Motion hints for "norcb": per box, the sum of its particles' velocities (momentum: x, y,
+       z of box 0, then of box 1...) and their number (particles). Returns false, telling
+       nothing, for the schedulers that have no use for them (PBS_UNSUPPORTED); throws
+       pbs::error on a wrong length or a bad value. */
+    bool hint_motion(const std::vector<double> &momentum, const std::vector<double> &particles) {
+        if (momentum.size() != 3 * particles.size()) {
+            throw error(PBS_INVALID_ARGUMENT, "hint_motion: three momentum components per particle count");
+        }
+        pbs_status s = pbs_executor_hint_motion(e_.get(), momentum.data(), particles.data(), particles.size());
+        if (s == PBS_UNSUPPORTED) {
+            return false;
+        }
+        detail::check(s);
+        return true;
+    }
+
     /* The worker that runs each box next ("pbs" and "static"; pbs::error with
        PBS_UNSUPPORTED for "ws" and "eager"). */
     std::vector<std::uint32_t> owners() const {

@@ -526,6 +526,49 @@ pub unsafe extern "C" fn pbs_executor_hint_loads(e: *mut ExecutorHandle, loads: 
     })
 }
 
+/// Motion hints: per box, the sum of its particles' velocities (`momentum`, `3 n` doubles:
+/// x, y, z of box 0, then of box 1...; z is not read on a 2D grid) and their number
+/// (`particles`, `n` entries), for "norcb", which cuts along the flow at its next remapping;
+/// `Unsupported` for the other schedulers, which have no use for them.
+///
+/// # Safety
+/// `e` is NULL or comes from [`pbs_executor_new`]; `momentum` holds `3 n` readable doubles and
+/// `particles` `n`.
+#[no_mangle]
+pub unsafe extern "C" fn pbs_executor_hint_motion(
+    e: *mut ExecutorHandle,
+    momentum: *const f64,
+    particles: *const f64,
+    n: usize,
+) -> Status {
+    status(|| {
+        // SAFETY: the caller's contract.
+        let e = unsafe { e.as_ref() }.ok_or_else(|| null("the executor"))?;
+        if momentum.is_null() {
+            return Err(null("momentum"));
+        }
+        if particles.is_null() {
+            return Err(null("particles"));
+        }
+        let mut entered = e.enter("pbs_executor_hint_motion")?;
+        let exec = entered.exec();
+        if !exec.wants_motion() {
+            return Err(Failure(
+                Status::Unsupported,
+                format!("the {} scheduler does not cut along the flow: no use for motion hints", exec.name()),
+            ));
+        }
+        one_per_box("particles", n, exec.boxes())?;
+        // SAFETY: `momentum` holds 3 n readable doubles (caller's contract), n = the boxes; a
+        // `[f64; 3]` is three doubles with a double's alignment and no padding.
+        let momentum = unsafe { std::slice::from_raw_parts(momentum.cast::<[f64; 3]>(), n) };
+        // SAFETY: `particles` holds n readable doubles (caller's contract).
+        let particles = unsafe { std::slice::from_raw_parts(particles, n) };
+        exec.hint_motion(momentum, particles)?;
+        Ok(())
+    })
+}
+
 /// Writes the worker that will run each box in the next phase into `owners` (`n` entries).
 ///
 /// # Safety
@@ -989,6 +1032,40 @@ mod tests {
             assert_eq!(pbs_executor_hint_loads(st, hints.as_ptr(), 30), Status::Unsupported);
             pbs_executor_free(pbs);
             pbs_executor_free(st);
+        }
+    }
+
+    /// Motion from C reaches "norcb": flowing along z on 4 × 4 × 8 boxes, where its RCB start
+    /// cuts across z, each line of boxes along z ends in one part; the others refuse it.
+    #[test]
+    fn motion_hints_from_c_turn_norcb_along_the_flow() {
+        let momentum: Vec<f64> = (0..128).flat_map(|_| [0.0, 0.0, 1.0]).collect();
+        let particles = vec![1.0; 128];
+        let mut owners = vec![0u32; 128];
+        // SAFETY: valid names and sizes; the handles are freed below; the buffers hold the
+        // lengths passed.
+        unsafe {
+            let norcb = pbs_executor_new(c"norcb".as_ptr(), 4, 4, 8, 2, 0);
+            let pbs = pbs_executor_new(c"pbs".as_ptr(), 4, 4, 8, 2, 0);
+            assert_eq!(pbs_executor_owners(norcb, owners.as_mut_ptr(), 128), Status::Ok);
+            assert!(owners[..16].iter().all(|&o| o != owners[127]), "RCB first: {owners:?}");
+            assert_eq!(pbs_executor_hint_motion(norcb, momentum.as_ptr(), particles.as_ptr(), 128), Status::Ok);
+            assert_eq!(pbs_executor_hint_loads(norcb, particles.as_ptr(), 128), Status::Ok);
+            assert_eq!(pbs_executor_owners(norcb, owners.as_mut_ptr(), 128), Status::Ok);
+            assert!((0..16).all(|k| (1..8).all(|l| owners[k + 16 * l] == owners[k])), "{owners:?}");
+            assert_eq!(
+                pbs_executor_hint_motion(norcb, momentum.as_ptr(), particles.as_ptr(), 127),
+                Status::InvalidArgument
+            );
+            assert_eq!(pbs_executor_hint_motion(norcb, momentum.as_ptr(), std::ptr::null(), 128), Status::NullPointer);
+            let mut nan = momentum.clone();
+            nan[3 * 5 + 2] = f64::NAN;
+            assert_eq!(pbs_executor_hint_motion(norcb, nan.as_ptr(), particles.as_ptr(), 128), Status::InvalidArgument);
+            assert!(crate::status::last_error().unwrap().contains("box 5"));
+            assert_eq!(pbs_executor_hint_motion(pbs, momentum.as_ptr(), particles.as_ptr(), 128), Status::Unsupported);
+            assert!(crate::status::last_error().unwrap().contains("no use for motion hints"));
+            pbs_executor_free(norcb);
+            pbs_executor_free(pbs);
         }
     }
 

@@ -45,9 +45,9 @@ pub mod version;
 
 pub use executor::{
     pbs_current_worker, pbs_executor_end_iteration, pbs_executor_free, pbs_executor_hint_iterations_left,
-    pbs_executor_hint_loads, pbs_executor_new, pbs_executor_on_each_thread, pbs_executor_owners,
-    pbs_executor_reduce_sum, pbs_executor_run_phase, pbs_executor_run_phase_ranges, pbs_executor_threads, IterationEnd,
-    PhaseStats,
+    pbs_executor_hint_loads, pbs_executor_hint_motion, pbs_executor_new, pbs_executor_on_each_thread,
+    pbs_executor_owners, pbs_executor_reduce_sum, pbs_executor_run_phase, pbs_executor_run_phase_ranges,
+    pbs_executor_threads, IterationEnd, PhaseStats,
 };
 pub use mapper::{pbs_mapper_end_iteration, pbs_mapper_free, pbs_mapper_new, pbs_mapper_owners, pbs_mapper_victims};
 pub use partitioner::{pbs_partitioner_balance, pbs_partitioner_free, pbs_partitioner_new, Outcome};

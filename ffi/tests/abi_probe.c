@@ -25,6 +25,7 @@ int main(void) {
         (void (*)(void))pbs_executor_owners,
         (void (*)(void))pbs_executor_reduce_sum,
         (void (*)(void))pbs_executor_hint_loads,
+        (void (*)(void))pbs_executor_hint_motion,
         (void (*)(void))pbs_executor_hint_iterations_left,
         (void (*)(void))pbs_mapper_new,
         (void (*)(void))pbs_mapper_owners,

@@ -149,6 +149,22 @@ int main() {
         expect(e.status() == PBS_INVALID_ARGUMENT && std::string(e.what()).find("PBS_CRITERION") != std::string::npos,
                std::string("a bad setting: ") + e.what());
     }
+    // Motion hints: "norcb" takes them, the others say they have no use for them.
+    {
+        pbs::executor norcb("norcb", 4, 4, 2, 2, pbs::pinning::off);
+        pbs::executor ws("ws", 4, 4, 2, 2, pbs::pinning::off);
+        std::vector<double> momentum(3 * 32, 0.0), particles(32, 1.0);
+        for (std::size_t k = 0; k < 32; ++k) momentum[3 * k] = 0.5;  // all along x
+        expect(norcb.hint_motion(momentum, particles), "norcb takes motion hints");
+        expect(!ws.hint_motion(momentum, particles), "ws has no use for them");
+        try {
+            particles.pop_back();
+            norcb.hint_motion(momentum, particles);
+            expect(false, "motion hints of the wrong length throw");
+        } catch (const pbs::error &e) {
+            expect(e.status() == PBS_INVALID_ARGUMENT, std::string("motion hints: ") + e.what());
+        }
+    }
     try {
         pbs::executor ws("ws", 4, 4, 1, 2, pbs::pinning::off);
         ws.owners();

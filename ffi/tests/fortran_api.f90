@@ -98,7 +98,7 @@ program fortran_api
     type(pbs_iteration_end), target :: end
     type(pbs_outcome), target :: outcome
     integer(c_int32_t) :: owners(n), victims(2)
-    real(c_double) :: loads(n), total, expected
+    real(c_double) :: loads(n), motion(3 * n), total, expected
     integer(c_size_t) :: threads, k, gx, gy, x0, x1, y0, y1, grid(3), lo(3), hi(3)
     integer :: s, status, it
     integer(c_int) :: why
@@ -225,6 +225,8 @@ program fortran_api
             status = pbs_executor_hint_loads(e, loads, n)
             call expect(merge(PBS_OK, PBS_UNSUPPORTED, schedulers(s) == 'pbs') == status, 'cost hints')
             call expect(pbs_executor_hint_loads(e, loads, n - 1) == PBS_INVALID_ARGUMENT, 'hints of the wrong length')
+            motion = 0.5
+            call expect(pbs_executor_hint_motion(e, motion, loads, n) == PBS_UNSUPPORTED, 'no use for motion hints')
             call pbs_executor_free(e)
         end do
     end do

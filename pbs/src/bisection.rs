@@ -1178,6 +1178,29 @@ mod tests {
         assert_eq!(owners, halves);
     }
 
+    /// `Σ_phase max_side load / side parts` of a first cut into `sides` (0 for the first
+    /// `parts / 2` parts' side, 1 for the rest).
+    fn first_cut_cost(sides: &[u32], phases: &[Vec<f64>], parts: u32) -> f64 {
+        let left = f64::from(parts / 2);
+        phases
+            .iter()
+            .map(|l| {
+                let q = metrics::charges(sides, l, 2);
+                (q[0] / left).max(q[1] / (f64::from(parts) - left))
+            })
+            .sum()
+    }
+
+    /// The sides of the first cut of `parts` parts across `frame`'s normal, as
+    /// [`first_cut_cost`] reads them.
+    fn sides_of_cut(grid: &Grid, total: &[f64], frame: &Frame, parts: u32) -> Vec<u32> {
+        let mut order = boxes_of(grid);
+        let cut = oblique_cut(total, &mut order, frame, parts / 2, parts);
+        let mut sides = vec![1; grid.len()];
+        order[..cut].iter().for_each(|b| sides[b[3] as usize] = 0);
+        sides
+    }
+
     #[test]
     fn vector_rcb_finds_the_best_straight_cut_within_its_angular_step() {
         // Two phases heavy in different places, two to five parts: the first cut chosen costs
@@ -1193,22 +1216,9 @@ mod tests {
                 })
                 .collect()
         };
-        let cost = |sides: &[u32], phases: &[Vec<f64>], parts: u32| -> f64 {
-            let left = f64::from(parts / 2);
-            phases
-                .iter()
-                .map(|l| {
-                    let q = metrics::charges(sides, l, 2);
-                    (q[0] / left).max(q[1] / (f64::from(parts) - left))
-                })
-                .sum()
-        };
         let straight = |angle: f64, total: &[f64], phases: &[Vec<f64>], parts: u32| {
-            let mut order = boxes_of(&grid);
-            let cut = oblique_cut(total, &mut order, &line_frame([angle.cos(), angle.sin()]), parts / 2, parts);
-            let mut sides = vec![1; grid.len()];
-            order[..cut].iter().for_each(|b| sides[b[3] as usize] = 0);
-            cost(&sides, phases, parts)
+            let frame = line_frame([angle.cos(), angle.sin()]);
+            first_cut_cost(&sides_of_cut(&grid, total, &frame, parts), phases, parts)
         };
         let pi = std::f64::consts::PI;
         let bumps = [
@@ -1231,7 +1241,7 @@ mod tests {
                 let best = best_of(720);
                 let owners = kway_vector_rcb(&grid, &phases, parts as usize).unwrap();
                 let sides: Vec<u32> = owners.iter().map(|&o| u32::from(o >= parts / 2)).collect();
-                found.push(cost(&sides, &phases, parts) / best);
+                found.push(first_cut_cost(&sides, &phases, parts) / best);
                 eight.push(best_of(8) / best);
             }
         }
@@ -1382,16 +1392,6 @@ mod tests {
         // spread over the half sphere of normals (a Fibonacci lattice), each costed exactly;
         // and the whole mapping no worse than RCB on the summed load.
         let grid = Grid::new_3d(12, 12, 12).unwrap();
-        let cost = |sides: &[u32], phases: &[Vec<f64>], parts: u32| -> f64 {
-            let left = f64::from(parts / 2);
-            phases
-                .iter()
-                .map(|l| {
-                    let q = metrics::charges(sides, l, 2);
-                    (q[0] / left).max(q[1] / (f64::from(parts) - left))
-                })
-                .sum()
-        };
         let centres = [
             ([2.0, 3.0, 2.0], [9.0, 8.0, 9.0]),
             ([2.0, 9.0, 5.0], [9.0, 2.0, 6.0]),
@@ -1404,11 +1404,7 @@ mod tests {
                 let phases = two_phase_bumps(&grid, a, b);
                 let total: Vec<f64> = (0..grid.len()).map(|k| phases[0][k] + phases[1][k]).collect();
                 let plane = |angles: [f64; 2]| {
-                    let mut order = boxes_of(&grid);
-                    let cut = oblique_cut(&total, &mut order, &sphere_frame(angles), parts / 2, parts);
-                    let mut sides = vec![1; grid.len()];
-                    order[..cut].iter().for_each(|b| sides[b[3] as usize] = 0);
-                    cost(&sides, &phases, parts)
+                    first_cut_cost(&sides_of_cut(&grid, &total, &sphere_frame(angles), parts), &phases, parts)
                 };
                 let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
                 let best = (0..2000)
@@ -1417,7 +1413,7 @@ mod tests {
                 coarse.push(cube_normals().into_iter().map(plane).fold(f64::INFINITY, f64::min) / best);
                 let owners = kway_vector_rcb(&grid, &phases, parts as usize).unwrap();
                 let sides: Vec<u32> = owners.iter().map(|&o| u32::from(o >= parts / 2)).collect();
-                found.push(cost(&sides, &phases, parts) / best);
+                found.push(first_cut_cost(&sides, &phases, parts) / best);
                 let scalar = kway_rcb(&grid, &total, parts as usize).unwrap();
                 let (s, v) = (
                     metrics::vector_max_avg(&scalar, &phases, parts as usize),

@@ -177,26 +177,16 @@ mod tests {
     }
 
     #[test]
-    fn cubic_power_of_two_grids_give_connected_balanced_parts() {
-        let grid = Grid::new_3d(16, 16, 16).unwrap();
-        let loads = pbs::loadmap::PerlinMap::with_seed(9).loads_3d(&grid);
-        for parts in [3, 10, 16, 72] {
-            let owners = HilbertPrefix.partition(&grid, &loads, parts).unwrap();
-            let q = quality::measure(&grid, &loads, &owners, parts);
-            assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{parts}");
-            assert!(q.max_avg < 1.05, "{parts}: {q:?}");
-        }
-    }
-
-    #[test]
-    fn square_power_of_two_grids_give_connected_balanced_parts() {
-        let grid = Grid::new(64, 64).unwrap();
-        let loads = pbs::loadmap::PerlinMap::with_seed(9).loads(&grid);
-        for parts in [3, 10, 16, 72] {
-            let owners = HilbertPrefix.partition(&grid, &loads, parts).unwrap();
-            let q = quality::measure(&grid, &loads, &owners, parts);
-            assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{parts}");
-            assert!(q.max_avg < 1.05, "{parts}: {q:?}");
+    fn square_and_cubic_power_of_two_grids_give_connected_balanced_parts() {
+        let map = pbs::loadmap::PerlinMap::with_seed(9);
+        let (square, cube) = (Grid::new(64, 64).unwrap(), Grid::new_3d(16, 16, 16).unwrap());
+        for (grid, loads) in [(square, map.loads(&square)), (cube, map.loads_3d(&cube))] {
+            for parts in [3, 10, 16, 72] {
+                let owners = HilbertPrefix.partition(&grid, &loads, parts).unwrap();
+                let q = quality::measure(&grid, &loads, &owners, parts);
+                assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{grid}, {parts}");
+                assert!(q.max_avg < 1.05, "{grid}, {parts}: {q:?}");
+            }
         }
     }
 }

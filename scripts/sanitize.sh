@@ -25,9 +25,9 @@ section "Miri: pool, executors, claims, bookkeeping (pbs-scheduler without hwloc
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-scheduler --no-default-features --lib -- \
     pool:: background:: executor::tests box_timing::tests executors::pbs::stealing executors::pbs::rebalancing \
     executors::pbs::overlap executors::pbs::lending executors::pbs::affinity
-section "Miri: the C interface's statuses and messages, its tilings and settings arrays (raw arrays from C)"
+section "Miri: the C interface's statuses and messages, its tilings, settings and motion arrays (raw arrays from C)"
 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p pbs-ffi --lib -- status:: tiling:: \
-    executor::tests::the_settings_array
+    executor::tests::the_settings_array executor::tests::the_motion_arrays
 
 section "ThreadSanitizer: pbs-scheduler's tests, and pbs-ffi's from Rust"
 target=$(rustc -vV | sed -n 's/^host: //p')

@@ -559,14 +559,26 @@ pub unsafe extern "C" fn pbs_executor_hint_motion(
             ));
         }
         one_per_box("particles", n, exec.boxes())?;
-        // SAFETY: `momentum` holds 3 n readable doubles (caller's contract), n = the boxes; a
-        // `[f64; 3]` is three doubles with a double's alignment and no padding.
-        let momentum = unsafe { std::slice::from_raw_parts(momentum.cast::<[f64; 3]>(), n) };
-        // SAFETY: `particles` holds n readable doubles (caller's contract).
-        let particles = unsafe { std::slice::from_raw_parts(particles, n) };
+        // SAFETY: the caller's contract, n = the boxes; the arrays outlive the call.
+        let (momentum, particles) = unsafe { motion_slices(momentum, particles, n) };
         exec.hint_motion(momentum, particles)?;
         Ok(())
     })
+}
+
+/// The motion hints C lays out (`3 n` doubles, x, y, z of each box in turn, and `n` counts)
+/// as the slices [`Executor::hint_motion`] takes.
+///
+/// # Safety
+/// `momentum` holds `3 n` readable doubles and `particles` `n`, both alive and unchanged for
+/// `'a`.
+unsafe fn motion_slices<'a>(momentum: *const f64, particles: *const f64, n: usize) -> (&'a [[f64; 3]], &'a [f64]) {
+    // SAFETY: `momentum` holds 3 n readable doubles for 'a (the contract); a `[f64; 3]` is three
+    // doubles with a double's alignment and no padding, so n of them are those 3 n doubles.
+    let momentum = unsafe { std::slice::from_raw_parts(momentum.cast::<[f64; 3]>(), n) };
+    // SAFETY: `particles` holds n readable doubles for 'a (the contract).
+    let particles = unsafe { std::slice::from_raw_parts(particles, n) };
+    (momentum, particles)
 }
 
 /// Writes the worker that will run each box in the next phase into `owners` (`n` entries).
@@ -1033,6 +1045,17 @@ mod tests {
             pbs_executor_free(pbs);
             pbs_executor_free(st);
         }
+    }
+
+    /// C's flat motion arrays read box by box (run under Miri by scripts/sanitize.sh).
+    #[test]
+    fn the_motion_arrays_are_read_as_c_lays_them_out() {
+        let flat: Vec<f64> = (0..12).map(f64::from).collect();
+        let counts = [5.0, 6.0, 7.0, 8.0];
+        // SAFETY: 12 and 4 doubles, alive for the test.
+        let (momentum, particles) = unsafe { motion_slices(flat.as_ptr(), counts.as_ptr(), 4) };
+        assert_eq!(momentum, &[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]);
+        assert_eq!(particles, &counts);
     }
 
     /// Motion from C reaches "norcb": flowing along z on 4 × 4 × 8 boxes, where its RCB start

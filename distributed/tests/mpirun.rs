@@ -65,18 +65,20 @@ fn shared_memory_checksum_on(app: &str, scenario: &str, iters: usize, [nx, ny, n
 #[test]
 fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
     let flat = [32, 32, 1];
-    for (app, scenario, balance, dims) in [
-        ("md", "gravity", "pbs", flat),
-        ("stencil", "drift", "pbs", flat),
-        ("md", "contraction", "rcb", flat),
-        ("md", "expansion", "diffusion", flat),
-        ("md-split", "contraction", "pbs", flat),
+    for (app, scenario, balance, dims, executor) in [
+        ("md", "gravity", "pbs", flat, "pbs"),
+        ("stencil", "drift", "pbs", flat, "pbs"),
+        ("md", "contraction", "rcb", flat, "pbs"),
+        ("md", "expansion", "diffusion", flat, "pbs"),
+        ("md-split", "contraction", "pbs", flat, "pbs"),
         // The stencil in 3D: ranks meet across faces, edges and corners of layers.
-        ("stencil", "drift", "pbs", [12, 10, 6]),
-        ("stencil", "rough", "diffusion", [9, 7, 5]),
+        ("stencil", "drift", "pbs", [12, 10, 6], "pbs"),
+        ("stencil", "rough", "diffusion", [9, 7, 5], "pbs"),
         // md in 3D: particles and leave lists cross faces, edges and corners of layers.
-        ("md", "contraction", "pbs", [7, 6, 5]),
-        ("md-split", "gravity", "rcb", [6, 5, 5]),
+        ("md", "contraction", "pbs", [7, 6, 5], "pbs"),
+        ("md-split", "gravity", "rcb", [6, 5, 5], "pbs"),
+        // NoRCB inside each rank, on its window's motion hints in 3D.
+        ("md", "gravity", "rcb", [6, 6, 4], "norcb"),
     ] {
         let expected = shared_memory_checksum_on(app, scenario, 30, dims);
         let all = (dims[0] * dims[1] * dims[2]) as u64;
@@ -100,14 +102,18 @@ fn every_rank_and_thread_count_gives_the_shared_memory_checksum() {
                     &ny,
                     "--nz",
                     &nz,
+                    "--executor",
+                    executor,
                     "--json",
                 ];
                 let (out, _) = mpirun(ranks, &args, &[]);
                 let stderr = String::from_utf8_lossy(&out.stderr);
-                assert!(out.status.success(), "{app} on {ranks} ranks × {threads}: {stderr}");
+                assert!(out.status.success(), "{app} under {executor} on {ranks} ranks × {threads}: {stderr}");
                 let v: serde_json::Value =
                     serde_json::from_slice(&out.stdout).expect("one JSON object, from rank 0 alone");
-                assert_eq!(v["checksum"], expected.as_str(), "{app} {scenario} {dims:?} on {ranks} ranks × {threads}");
+                let case = format!("{app} {scenario} {dims:?} under {executor} on {ranks} ranks × {threads}");
+                assert_eq!(v["checksum"], expected.as_str(), "{case}");
+                assert_eq!(v["executor"], executor, "{case}");
                 assert_eq!(v["nz"], dims[2]);
                 assert_eq!(v["ranks"], ranks);
                 assert_eq!(v["threads"], threads.parse::<usize>().unwrap());

@@ -1354,6 +1354,49 @@ mod tests {
         // Ties go to the last axis, as RCB's: a cube seen down x.
         let cube = boxes_of(&Grid::new_3d(4, 4, 4).unwrap());
         assert_eq!(planes_along(&cube, [1.0, 0.0, 0.0])[0][0], [0.0, 0.0, 1.0]);
+        // A part away from the origin (x 0..16, y 20..28, z 0..4): extents, not coordinates,
+        // and seen down the flow: nearly along x, x's 15 boxes look 2.1 long, y's 7 whole.
+        let away: Vec<[u32; 4]> =
+            boxes_of(&Grid::new_3d(16, 28, 4).unwrap()).into_iter().filter(|b| b[1] >= 20).collect();
+        let first = |d: [f64; 3]| planes_along(&away, d)[0][0].map(|c| (c * 1e9).round() / 1e9);
+        assert_eq!(first([0.0, 0.0, 1.0]), [1.0, 0.0, 0.0]);
+        assert_eq!(first([0.99, 0.0, 0.0199f64.sqrt()]), [0.0, 1.0, 0.0]);
+        // Any flow: frames orthonormal, the flow last.
+        for d in [[0.6, 0.48, 0.64], [-0.48, 0.6, -0.64], [0.0, 0.8, -0.6]] {
+            for frame in planes_along(&away, d) {
+                assert_eq!(frame[2], d);
+                for (a, b) in [(0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2)] {
+                    let want = if a == b { 1.0 } else { 0.0 };
+                    assert!((dot(frame[a], frame[b]) - want).abs() < 1e-12, "{d:?}: {frame:?}");
+                }
+            }
+        }
+    }
+
+    /// The 13 starting normals are the cube's 3 face, 6 edge and 4 corner directions, one of
+    /// each opposite pair.
+    #[test]
+    fn the_starting_normals_are_a_cubes_faces_edges_and_corners() {
+        let mut got: Vec<[i64; 3]> = cube_normals()
+            .iter()
+            .map(|&angles| {
+                let n = sphere_frame(angles)[0];
+                // Scaled to integer steps: ±1 and 0 in each component.
+                let largest = n.iter().fold(0.0f64, |m, c| m.max(c.abs()));
+                let v = n.map(|c| (c / largest).round() as i64);
+                assert!(n.iter().zip(&v).all(|(c, &i)| (c / largest - i as f64).abs() < 1e-9), "{n:?}");
+                // One of each opposite pair: the first non-zero component positive.
+                let sign = v.iter().copied().find(|&c| c != 0).unwrap().signum();
+                v.map(|c| c * sign)
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<[i64; 3]> = (-1..=1i64)
+            .flat_map(|x| (-1..=1i64).flat_map(move |y| (-1..=1i64).map(move |z| [x, y, z])))
+            .filter(|v| v.iter().copied().find(|&c| c != 0).is_some_and(|c| c > 0))
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -1176,6 +1176,17 @@ mod tests {
         let owners = kway_vector_rcb(&grid, &[vec![1.0; 64]], 2).unwrap();
         let halves: Vec<u32> = (0..64).map(|k| u32::from(k % 16 < 8)).collect();
         assert_eq!(owners, halves);
+        // In 3D, 16 × 4 × 6 boxes: every plane of the search halves them alike, and the one
+        // crossing fewest boxes is across x (24 boxes; across z 64, across y 96).
+        let slab = Grid::new_3d(16, 4, 6).unwrap();
+        let owners = kway_vector_rcb(&slab, &[vec![1.0; 384]], 2).unwrap();
+        let x_halves = |k: usize| slab.coords(k)[0] < 8;
+        assert!((0..384).all(|k| x_halves(k) == (owners[k] == owners[0])), "{owners:?}");
+        // A wall one box thick, 1 × 4 × 8: across z the cut crosses a row of 4, across y a
+        // column of 8.
+        let wall = Grid::new_3d(1, 4, 8).unwrap();
+        let owners = kway_vector_rcb(&wall, &[vec![1.0; 32]], 2).unwrap();
+        assert!((0..32).all(|k| (wall.coords(k)[2] < 4) == (owners[k] == owners[0])), "{owners:?}");
     }
 
     /// `Σ_phase max_side load / side parts` of a first cut into `sides` (0 for the first

@@ -298,11 +298,12 @@ fn a_graph_too_large_for_idx_t_is_refused() {
         let e = fits(23_171, 23_171).unwrap_err().to_string();
         assert!(e.contains("cannot index the graph of 536895241 boxes"), "{e}");
         assert!(fits(16_384, 16_384).is_ok());
-        // In 3D, 2 × 3 × side² × (side − 1) entries: 2.06 · 10⁹ at 700, 2.24 · 10⁹ at 720.
-        let cube = |side| check_graph_size("metis-kway", &Grid::new_3d(side, side, side).unwrap());
-        assert!(cube(700).is_ok());
-        let e = cube(720).unwrap_err().to_string();
-        assert!(e.contains("cannot index the graph of 373248000 boxes"), "{e}");
+        // In 3D, 2 × Σ_axis boxes × (side − 1) / side entries: 2,147,463,160 on 710 × 710 × 711
+        // boxes, just under 2³¹ − 1; 711³ boxes are past it.
+        let fits3 = |x, y, z| check_graph_size("metis-kway", &Grid::new_3d(x, y, z).unwrap());
+        assert!(fits3(710, 710, 711).is_ok());
+        let e = fits3(711, 711, 711).unwrap_err().to_string();
+        assert!(e.contains("cannot index the graph of 359425431 boxes"), "{e}");
     }
 }
 

@@ -501,7 +501,7 @@ fn bisect(
     // first oblique frame, else across the longest side. The pieces of slanted parts are
     // slivers, and keeping them whole cost md's NoRCB 1.21 × the mean right after a remapping
     // on 24³ boxes and 64 parts (1.05 this way), RCB 1.59 on md's contraction at 16³ (1.15).
-    if cutting.balance_over_pieces && pieces.grid.nz() > 1 {
+    if cutting.balance_over_pieces && !connected && pieces.grid.nz() > 1 {
         let prefix = prefix_sums(boxes.iter().map(|b| loads[b[3] as usize]));
         let share = prefix[boxes.len()] * f64::from(left) / f64::from(parts);
         let heaviest = boxes.iter().map(|b| loads[b[3] as usize]).fold(0.0, f64::max);

@@ -1367,22 +1367,24 @@ mod tests {
         let grid = Grid::new_3d(8, 4, 2).unwrap();
         let u: Vec<[u32; 4]> = boxes_of(&grid).into_iter().filter(|b| b[0] == 0 || b[1] == 0 || b[1] == 3).collect();
         let loads = vec![1.0; grid.len()];
-        let cut = |cutting: &Cutting| {
+        let cut = |cutting: &Cutting, parts: u32| {
             let mut pieces =
                 Pieces { grid: &grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new(), scratch: Vec::new() };
             let (mut boxes, mut owners) = (u.clone(), vec![9; grid.len()]);
-            bisect(&loads, &mut boxes, 0, 2, &mut owners, &mut pieces, cutting);
-            let left = u.iter().filter(|b| owners[b[3] as usize] == 0).count();
+            bisect(&loads, &mut boxes, 0, parts, &mut owners, &mut pieces, cutting);
             let mut whole =
                 Pieces { grid: &grid, stamp: vec![0; grid.len()], now: 0, stack: Vec::new(), scratch: Vec::new() };
             let side = |p: u32| u.iter().copied().filter(|b| owners[b[3] as usize] == p).collect::<Vec<_>>();
-            (left, whole.is_connected(&side(0)) && whole.is_connected(&side(1)))
+            let sizes: Vec<usize> = (0..parts).map(|p| side(p).len()).collect();
+            (sizes, (0..parts).all(|p| whole.is_connected(&side(p))))
         };
-        // 36 boxes: 18 a side.
+        // 36 boxes: 18 a side, 9 a part of four.
         assert_eq!(u.len(), 36);
-        assert_eq!(cut(&Cutting::partition(&|_, _, _| Vec::new())), (18, false));
-        let (left, connected) = cut(&Cutting { direction: &|_, _, _| Vec::new(), balance_over_pieces: false });
-        assert!(connected && left.abs_diff(18) >= 12, "{left} boxes on the left");
+        let partition = Cutting::partition(&|_, _, _| Vec::new());
+        assert_eq!(cut(&partition, 2), (vec![18, 18], false));
+        assert_eq!(cut(&partition, 4).0, vec![9; 4]);
+        let (sizes, connected) = cut(&Cutting { direction: &|_, _, _| Vec::new(), balance_over_pieces: false }, 2);
+        assert!(connected && sizes[0].abs_diff(18) >= 12, "{sizes:?} boxes");
     }
 
     /// A ball of load in 3D with nothing outside it: at 64 and 72 parts RCB's cuts in one piece

@@ -385,6 +385,11 @@ fn bad_declarations_and_undeclared_tasks_are_reported_and_every_task_runs() {
         "pbs_starpu_declare_grid(4294967296, 4294967296, handles, 16)",
         "handles[5] (for box 5) is already box 0's handle",
         "a grid is already declared (4 x 4 boxes)",
+        "pbs_starpu_declare_grid_3d(4, 4, 0, handles, 16): the sizes must be > 0, nx * ny * nz at most 2^32 - 1 boxes",
+        "pbs_starpu_declare_grid_3d(2, 2, 2, handles, 12)",
+        "pbs_starpu_declare_grid_3d(65536, 32768, 2, handles, 16)",
+        "pbs_starpu_declare_grid_3d(65536, 32768, 8589934592, handles, 16)",
+        "a grid is already declared (4 x 4 x 1 boxes): this one (2 x 2 x 2) is ignored",
         "a task of codelet 'touch' has none of its handles in the declared grid: it runs anyway",
     ] {
         assert!(err.contains(message), "no {message:?} in:\n{err}");

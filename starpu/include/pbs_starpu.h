@@ -27,8 +27,9 @@
  * context per process uses the policy, and it uses each task's sched_data field (which StarPU
  * leaves to the scheduler). Details and measurements: docs/starpu.md.
  *
- * Boxes: declare them once, after registering the handles (pbs_starpu_declare_grid). A task's
- * box is that of its first written handle (else its first handle) that is declared. A program
+ * Boxes: declare them once, after registering the handles (pbs_starpu_declare_grid, or
+ * pbs_starpu_declare_grid_3d). A task's box is that of its first written handle (else its first
+ * handle) that is declared. A program
  * that declares nothing gets a 1D grid: handles numbered in the order tasks first write them at
  * submission, except that a handle a task writes whole (STARPU_W) joins the box of the task's
  * first read-only handle where that has one (a double buffer's two halves are one box). That
@@ -51,12 +52,18 @@ extern "C" {
 /* The policy, named "pbs". */
 extern struct starpu_sched_policy pbs_starpu_policy;
 
-/* Declares a grid of nx * ny boxes: handles[l * nx * ny + k] belongs to box k (box k is
-   column k % nx, row k / nx), for each of the count / (nx * ny) layers (a code with two
-   buffers per box gives both). Returns 0, or -EINVAL with the reason on stderr: a zero size,
+/* Declares a grid of nx * ny boxes: handles[c * nx * ny + k] belongs to box k (box k is
+   column k % nx, row k / nx), for each of the count / (nx * ny) sets of handles c (a code with
+   two buffers per box gives both). Returns 0, or -EINVAL with the reason on stderr: a zero size,
    more than 2^32 - 1 boxes, a count that is not a multiple of nx * ny, a NULL handle, a handle
    given for two boxes (it keeps the first), or a grid already declared (the first stays). */
 int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count);
+
+/* The same for a 3D grid of nx * ny * nz boxes: handles[c * nx * ny * nz + k] belongs to box
+   k = (l * ny + j) * nx + i, at column i, row j and layer l (pbs.h's numbering); the workers'
+   blocks are then compact in 3D. pbs_starpu_declare_grid(nx, ny, ...) is nz = 1. */
+int pbs_starpu_declare_grid_3d(size_t nx, size_t ny, size_t nz, const starpu_data_handle_t *handles,
+                               size_t count);
 
 /* The run has `total` iterations (one task per box each; 0: unknown, the default unless the
    environment sets PBS_STARPU_ITERATIONS), from starpu_init to starpu_shutdown: the mapper

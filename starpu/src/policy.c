@@ -82,9 +82,9 @@ static struct {
     pthread_rwlock_t table_lock;
     struct slot *slots;
     size_t capacity, used;
-    _Atomic int declared; /* 1 once pbs_starpu_declare_grid ran */
-    size_t nx, ny;        /* the declared grid */
-    size_t boxes;         /* declared: nx * ny; else handles numbered so far */
+    _Atomic int declared; /* 1 once pbs_starpu_declare_grid(_3d) ran */
+    size_t nx, ny, nz;    /* the declared grid */
+    size_t boxes;         /* declared: nx * ny * nz; else handles numbered so far */
 
     /* the workers of the context, by position 0..workers-1 */
     int active;
@@ -108,7 +108,7 @@ static struct {
     struct mapping *_Atomic mapping;
     pthread_mutex_t map_lock;
     pbs_mapper *mapper;
-    size_t map_nx, map_ny; /* the mapper's grid: declared, or the handles numbered x 1 */
+    size_t map_nx, map_ny, map_nz; /* the mapper's grid: declared, or the handles numbered x 1 x 1 */
     size_t run_length;     /* iterations in the run (pbs_starpu_hint_iterations), 0: unknown */
 
     /* box loads of the iteration under way */
@@ -216,24 +216,37 @@ static size_t box_of(const struct starpu_task *task) {
     return box;
 }
 
-int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count) {
-    char message[256];
-    /* nx * ny checked before it is used: a product that wraps to 0 divided the count by zero
-       (SIGFPE), and pbs's grids hold at most 2^32 - 1 boxes (32-bit box ids). */
-    if (!nx || !ny || nx > UINT32_MAX / ny || !handles || !count || count % (nx * ny)) {
+/* pbs_starpu_declare_grid (2D: messages in its terms) and pbs_starpu_declare_grid_3d. */
+static int declare_grid(int three_d, size_t nx, size_t ny, size_t nz, const starpu_data_handle_t *handles,
+                        size_t count) {
+    char message[320], call[160], sizes[96];
+    const char *product = three_d ? "nx * ny * nz" : "nx * ny";
+    if (three_d)
+        snprintf(call, sizeof call, "pbs_starpu_declare_grid_3d(%zu, %zu, %zu, %s, %zu)", nx, ny, nz,
+                 handles ? "handles" : "NULL", count);
+    else
+        snprintf(call, sizeof call, "pbs_starpu_declare_grid(%zu, %zu, %s, %zu)", nx, ny, handles ? "handles" : "NULL",
+                 count);
+    /* The sizes' product checked before it is used: a product that wraps to 0 divided the count
+       by zero (SIGFPE), and pbs's grids hold at most 2^32 - 1 boxes (32-bit box ids). */
+    if (!nx || !ny || !nz || nx > UINT32_MAX / ny || nx * ny > UINT32_MAX / nz || !handles || !count ||
+        count % (nx * ny * nz)) {
         snprintf(message, sizeof message,
-                 "pbs_starpu_declare_grid(%zu, %zu, %s, %zu): the sizes must be > 0, nx * ny at most "
-                 "2^32 - 1 boxes and the count a multiple of nx * ny; nothing declared",
-                 nx, ny, handles ? "handles" : "NULL", count);
+                 "%s: the sizes must be > 0, %s at most 2^32 - 1 boxes and the count a multiple of %s; nothing "
+                 "declared",
+                 call, product, product);
         say(message);
         return -EINVAL;
     }
     pthread_rwlock_wrlock(&S.table_lock);
     if (S.declared) {
+        if (S.nz == 1 && nz == 1)
+            snprintf(sizes, sizeof sizes, "%zu x %zu boxes): this one (%zu x %zu", S.nx, S.ny, nx, ny);
+        else
+            snprintf(sizes, sizeof sizes, "%zu x %zu x %zu boxes): this one (%zu x %zu x %zu", S.nx, S.ny, S.nz, nx,
+                     ny, nz);
         pthread_rwlock_unlock(&S.table_lock);
-        snprintf(message, sizeof message,
-                 "a grid is already declared (%zu x %zu boxes): this one (%zu x %zu) is ignored", S.nx, S.ny, nx,
-                 ny);
+        snprintf(message, sizeof message, "a grid is already declared (%s) is ignored", sizes);
         say(message);
         return -EINVAL;
     }
@@ -241,7 +254,7 @@ int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *ha
     table_clear();
     int status = 0;
     for (size_t i = 0; i < count; i++) {
-        size_t box = i % (nx * ny), had;
+        size_t box = i % (nx * ny * nz), had;
         if (!handles[i]) {
             snprintf(message, sizeof message, "handle %zu (box %zu) is NULL: not declared", i, box);
             say(message);
@@ -259,11 +272,21 @@ int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *ha
     }
     S.nx = nx;
     S.ny = ny;
-    S.boxes = nx * ny;
+    S.nz = nz;
+    S.boxes = nx * ny * nz;
     /* Last, with release: a reader that sees it set sees the whole table (box_of). */
     atomic_store_explicit(&S.declared, 1, memory_order_release);
     pthread_rwlock_unlock(&S.table_lock);
     return status;
+}
+
+int pbs_starpu_declare_grid(size_t nx, size_t ny, const starpu_data_handle_t *handles, size_t count) {
+    return declare_grid(0, nx, ny, 1, handles, count);
+}
+
+int pbs_starpu_declare_grid_3d(size_t nx, size_t ny, size_t nz, const starpu_data_handle_t *handles,
+                               size_t count) {
+    return declare_grid(1, nx, ny, nz, handles, count);
 }
 
 /* The handle whose box a task's box handle `h` joins when it is first seen: where the task writes
@@ -410,7 +433,7 @@ static void free_released(struct mapping *m) {
 /* A new mapping from the mapper (caller holds map_lock); published, the old one retired. */
 static void publish(void) {
     struct mapping *m = calloc(1, sizeof *m);
-    size_t boxes = S.map_nx * S.map_ny, w = S.workers;
+    size_t boxes = S.map_nx * S.map_ny * S.map_nz, w = S.workers;
     if (m) {
         m->owner = malloc(boxes * sizeof *m->owner);
         m->victims = malloc((w * (w - 1) + 1) * sizeof *m->victims);
@@ -448,10 +471,10 @@ static void publish(void) {
 /* A mapper over the current grid (caller holds map_lock): declared, or the handles so far. */
 static void new_mapper(void) {
     pthread_rwlock_rdlock(&S.table_lock);
-    size_t nx = S.declared ? S.nx : S.boxes, ny = S.declared ? S.ny : 1;
+    size_t nx = S.declared ? S.nx : S.boxes, ny = S.declared ? S.ny : 1, nz = S.declared ? S.nz : 1;
     pthread_rwlock_unlock(&S.table_lock);
     if (!nx || !S.workers) return;
-    pbs_mapper *m = pbs_mapper_new(nx, ny, 1, S.workers, 1);
+    pbs_mapper *m = pbs_mapper_new(nx, ny, nz, S.workers, 1);
     if (!m) {
         fail("a mapper for the grid");
         return;
@@ -460,6 +483,7 @@ static void new_mapper(void) {
     S.mapper = m;
     S.map_nx = nx;
     S.map_ny = ny;
+    S.map_nz = nz;
     publish();
 }
 
@@ -479,14 +503,14 @@ static unsigned owner_of(size_t box) {
    map_lock). */
 static void end_iteration(const double *loads, size_t boxes, size_t round) {
     double t0 = starpu_timing_now();
-    if (!S.mapper || boxes != S.map_nx * S.map_ny) new_mapper();
+    if (!S.mapper || boxes != S.map_nx * S.map_ny * S.map_nz) new_mapper();
     /* Iterations left, this one included: none at the last (0 forgets a hint the run outlived). */
     if (S.mapper && S.run_length)
         pbs_mapper_hint_iterations_left(S.mapper, S.run_length >= round ? S.run_length - round + 1 : 0);
     double total = 0.0;
     for (size_t b = 0; b < boxes; b++) total += loads[b];
     atomic_store_explicit(&S.patience_us, boxes ? 2e6 * total / (double)boxes : 0.0, memory_order_relaxed);
-    if (S.mapper && boxes == S.map_nx * S.map_ny) {
+    if (S.mapper && boxes == S.map_nx * S.map_ny * S.map_nz) {
         pbs_iteration_end end;
         if (pbs_mapper_end_iteration(S.mapper, loads, boxes, &end) != PBS_OK) {
             fail("the mapper refused the loads");
@@ -641,7 +665,7 @@ static void deinit_sched(unsigned ctx) {
     pthread_rwlock_wrlock(&S.table_lock);
     table_clear();
     S.declared = 0;
-    S.boxes = S.nx = S.ny = 0;
+    S.boxes = S.nx = S.ny = S.nz = 0;
     pthread_rwlock_unlock(&S.table_lock);
     S.active = 0;
 }

@@ -70,6 +70,12 @@ int main(void) {
     /* A grid whose nx * ny wraps to 0 (it divided the count by zero), or passes 2^32 - 1 boxes. */
     failures += pbs_starpu_declare_grid((size_t)1 << 32, (size_t)1 << 32, h, N) != -EINVAL;
     failures += pbs_starpu_declare_grid((size_t)1 << 31, 2, h, N) != -EINVAL;
+    /* In 3D: no layers, a count that is not a multiple of the boxes, more than 2^32 - 1 boxes
+       (nx * ny fits, times nz it does not), and a product that wraps to 0 (2^31 x 2^33). */
+    failures += pbs_starpu_declare_grid_3d(4, 4, 0, h, 16) != -EINVAL;
+    failures += pbs_starpu_declare_grid_3d(2, 2, 2, h, 12) != -EINVAL;
+    failures += pbs_starpu_declare_grid_3d((size_t)1 << 16, (size_t)1 << 15, 2, h, N) != -EINVAL;
+    failures += pbs_starpu_declare_grid_3d((size_t)1 << 16, (size_t)1 << 15, (size_t)1 << 33, h, N) != -EINVAL;
     /* The same handle for two boxes (h[0] again in place of h[5]): declared, h[0] stays box 0. */
     starpu_data_handle_t twice[N];
     for (int i = 0; i < N; i++) twice[i] = h[i];
@@ -77,6 +83,7 @@ int main(void) {
     failures += pbs_starpu_declare_grid(4, 4, twice, N) != -EINVAL;
     /* A second grid: refused, the first stays. */
     failures += pbs_starpu_declare_grid(2, 2, h, 4) != -EINVAL;
+    failures += pbs_starpu_declare_grid_3d(2, 2, 2, h, 8) != -EINVAL;
     struct pbs_starpu_stats stats;
     failures += pbs_starpu_get_stats(NULL) != -EINVAL;
 

@@ -3,7 +3,7 @@
  * worker's queue heap under pushes, the owner's pops from the top and a thief's takes from the
  * leaves; the handle -> box table across its growth; the median of a box's load samples and
  * the loads made of task times; an undeclared grid's completion, its first mapping and first
- * iteration; an iteration's end deferred while the mapper runs; which handle a task's box
+ * iteration; a 3D grid's declaration and first mapping; an iteration's end deferred while the mapper runs; which handle a task's box
  * handle is written from; a published mapping's owners, victim rows and carried loads; workers
  * joining the context; a thief's take from a victim's queue; the wake-ups a push asks for, a
  * thief's wait, `auto`'s patience and a thief's pop; the settings' values. Handles are only
@@ -209,6 +209,47 @@ static uint64_t bits_of(double x) {
     return b;
 }
 
+/* A 3D grid declared: its boxes numbered as pbs.h numbers them (both sets of handles), and the
+   mapper's first mapping of 8 x 8 x 8 boxes on 8 workers compact in 3D: about 64 boxes each, at
+   most 300 faces between workers (blocks of 4 x 4 x 4 have 192; the layers that a 2D or 1D
+   reading of the same boxes makes, 448). */
+static void the_grid_in_3d(void) {
+    enum { N = 8, BOXES = N * N * N, W = 8 };
+    static starpu_data_handle_t handles[2 * BOXES];
+    for (size_t i = 0; i < 2 * BOXES; i++) handles[i] = (starpu_data_handle_t)(uintptr_t)(16 * (i + 1));
+    CHECK(pbs_starpu_declare_grid_3d(N, N, N, handles, 2 * BOXES) == 0, "an 8 x 8 x 8 grid declared");
+    CHECK(S.nx == N && S.ny == N && S.nz == N && S.boxes == BOXES, "the declared sizes: %zu x %zu x %zu, %zu boxes",
+          S.nx, S.ny, S.nz, S.boxes);
+    CHECK(table_find(handles[BOXES + 300]) == 300 && table_find(handles[BOXES - 1]) == BOXES - 1,
+          "both sets' handles are their boxes'");
+    S.workers = W;
+    S.active = 1;
+    S.ctx = 0;
+    pthread_mutex_lock(&S.map_lock);
+    new_mapper();
+    pthread_mutex_unlock(&S.map_lock);
+    struct mapping *m = atomic_load(&S.mapping);
+    CHECK(m && m->boxes == BOXES && S.map_nz == N, "a mapping of the 512 boxes in 3D");
+    if (!m) return;
+    size_t held[W] = {0}, cut = 0;
+    for (size_t k = 0; k < BOXES; k++) {
+        size_t i = k % N, j = k / N % N, l = k / (N * N);
+        held[m->owner[k]]++;
+        if (i + 1 < N) cut += m->owner[k] != m->owner[k + 1];
+        if (j + 1 < N) cut += m->owner[k] != m->owner[k + N];
+        if (l + 1 < N) cut += m->owner[k] != m->owner[k + N * N];
+    }
+    for (unsigned w = 0; w < W; w++)
+        CHECK(held[w] >= 56 && held[w] <= 72, "worker %u holds %zu boxes of 512", w, held[w]);
+    CHECK(cut <= 300, "%zu faces between workers (192 for 4 x 4 x 4 blocks, 448 for layers)", cut);
+    /* As the policy's shutdown leaves it, for the tests after this one. */
+    pthread_rwlock_wrlock(&S.table_lock);
+    table_clear();
+    S.declared = 0;
+    S.boxes = S.nx = S.ny = S.nz = 0;
+    pthread_rwlock_unlock(&S.table_lock);
+}
+
 /* A mapping as the mapper publishes it: each position's victims in the mapper's order (a
    thief's i-th try), the next positions in turn once the worker count changed; each task's
    worker; each box's last load carried over from the mapping it replaces, first boxes only
@@ -218,6 +259,7 @@ static void the_mapping(void) {
     pthread_rwlock_wrlock(&S.table_lock);
     S.declared = 1;
     S.nx = S.ny = 8;
+    S.nz = 1;
     S.boxes = 64;
     pthread_rwlock_unlock(&S.table_lock);
     S.workers = W;
@@ -345,7 +387,7 @@ static void the_grid_completed(void) {
         second.handles[1] = (starpu_data_handle_t)(uintptr_t)16;
         submit_hook(&second);
         struct mapping *m = atomic_load(&S.mapping);
-        CHECK(m && m->boxes == BOXES && S.mapper && S.map_nx == BOXES && S.map_ny == 1,
+        CHECK(m && m->boxes == BOXES && S.mapper && S.map_nx == BOXES && S.map_ny == 1 && S.map_nz == 1,
               "waits %d: no first mapping of the %d boxes at the second iteration's first submission", waits, BOXES);
         CHECK(S.measured == (size_t)waits, "waits %d: %zu iterations ended at the second one's first submission",
               waits, S.measured);
@@ -368,7 +410,7 @@ static void the_late_end(void) {
     pthread_rwlock_wrlock(&S.table_lock);
     S.declared = 1;
     S.nx = 3;
-    S.ny = 1;
+    S.ny = S.nz = 1;
     S.boxes = 3;
     pthread_rwlock_unlock(&S.table_lock);
     S.workers = 2;
@@ -402,6 +444,7 @@ static void the_workers_added(void) {
     pthread_rwlock_wrlock(&S.table_lock);
     S.declared = 1;
     S.nx = S.ny = 4;
+    S.nz = 1;
     S.boxes = 16;
     pthread_rwlock_unlock(&S.table_lock);
     S.active = 1;
@@ -668,6 +711,7 @@ int main(void) {
     the_median();
     the_loads();
     the_written_from();
+    the_grid_in_3d();
     the_mapping();
     the_grid_completed();
     the_late_end();

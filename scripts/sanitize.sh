@@ -51,7 +51,7 @@ tsan -p pbs-mpi --lib
 need_packages "${STARPU_PACKAGES[@]}"
 cargo build --release -q -p pbs-ffi
 lib=$PWD/target/release
-# starpu_programs DIR FLAG...: the StarPU policy and its programs (heat and md as StarPU tasks,
+# starpu_programs DIR FLAG...: the StarPU policy and its programs (heat, heat3d and md as StarPU tasks,
 # its error cases, a thief woken by a push) built into DIR with the sanitizer's FLAGs.
 starpu_programs() {
     local dir=$1 program sources
@@ -63,7 +63,7 @@ starpu_programs() {
     mkdir -p "$dir/home"
     "${CC:-cc}" "${flags[@]}" -shared starpu/src/policy.c -o "$dir/libpbs_starpu.so" -L"$lib" -lpbs_ffi $starpu_libs \
         -lpthread -lm -Wl,-rpath,"$lib"
-    for program in examples/heat examples/md tests/errors tests/steal; do
+    for program in examples/heat examples/heat3d examples/md tests/errors tests/steal; do
         sources=("starpu/$program.c")
         [[ "$program" = tests/* ]] || sources+=(starpu/examples/driver.c)
         "${CC:-cc}" "${flags[@]}" "${sources[@]}" -o "$dir/$(basename $program)" "$dir/libpbs_starpu.so" -L"$lib" \
@@ -82,6 +82,7 @@ starpu_runs() {
             checked "$dir/heat" --sched "$policy" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --barrier "$barrier"
             checked "$dir/md" --sched "$policy" --iters 30 --nx 5 --ny 4 --tile 1 --scenario contraction --barrier "$barrier"
             checked "$dir/md" --sched "$policy" --iters 30 --nx 3 --ny 3 --tile 3 --barrier "$barrier"
+            checked "$dir/heat3d" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --tile 5 --barrier "$barrier"
         done
     done
     PBS_STEAL=always STARPU_NCPU=4 checked "$dir/heat" --workers 4 --iters 50 --nx 9 --ny 7 --side 5
@@ -110,7 +111,7 @@ starpu_programs target/tsan-starpu -fsanitize=thread
 checked() { TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$@" > /dev/null; }
 starpu_runs target/tsan-starpu
 
-section "AddressSanitizer and UBSan: the StarPU policy, heat and md as StarPU tasks, its error cases"
+section "AddressSanitizer and UBSan: the StarPU policy, heat, heat3d and md as StarPU tasks, its error cases"
 asan=target/asan-starpu
 starpu_programs "$asan" -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 checked() { ASAN_OPTIONS=detect_leaks=0 "$@" > /dev/null; }

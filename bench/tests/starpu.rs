@@ -1,5 +1,5 @@
-//! The StarPU policy of `starpu/`, built and run against Debian's StarPU 1.3: the heat code's
-//! and md's results under every policy and against the pbs runtime's own heat and md, StarPU's unchanged programs
+//! The StarPU policy of `starpu/`, built and run against Debian's StarPU 1.3: the heat codes'
+//! (2D and 3D) and md's results under every policy and against the pbs runtime's own heat and md, StarPU's unchanged programs
 //! under pbs through the preload library, bad declarations, a thief's wake-up, and `pbs-bench starpu` itself.
 //! They need libstarpu-dev, starpu-examples and openmpi-bin (StarPU's MPI-built examples start
 //! an MPI singleton), so they are ignored by plain `cargo test`; scripts/test.sh installs those
@@ -60,25 +60,32 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {key} in {line}"))
 }
 
-#[test]
-#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
-fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
-    let dir = built();
-    // The same heat code on the pbs runtime (ffi/examples/heat.c), for the reference checksum.
-    let reference_bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join("heat-ffi");
+/// `ffi/examples/NAME.c` built against the release `libpbs_ffi.so`: the same code on the pbs
+/// runtime, for the reference checksums.
+fn ffi_example(name: &str) -> PathBuf {
+    let bin = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-ffi"));
     let lib = root().join("target/release");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     ok(Command::new(cc)
         .args(["-std=c11", "-O2", "-Werror", "-Wall"])
         .arg(format!("-I{}", root().join("ffi/include").display()))
-        .arg(root().join("ffi/examples/heat.c"))
+        .arg(root().join(format!("ffi/examples/{name}.c")))
         .arg(format!("-L{}", lib.display()))
         .args(["-lpbs_ffi", "-lm"])
         .arg(format!("-Wl,-rpath,{}", lib.display()))
         .arg("-o")
-        .arg(&reference_bin)
+        .arg(&bin)
         .output()
         .unwrap());
+    bin
+}
+
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
+    let dir = built();
+    // The same heat code on the pbs runtime (ffi/examples/heat.c), for the reference checksum.
+    let reference_bin = ffi_example("heat");
     let (out, _) = ok(Command::new(&reference_bin)
         .env("LD_LIBRARY_PATH", pbs_bench::starpu::library_path())
         .args(["pbs", "2", "12", "6", "5", "8", "300"])
@@ -102,6 +109,67 @@ fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
         .output()
         .unwrap());
     assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
+}
+
+/// heat3d as StarPU tasks on a grid declared in 3D (`pbs_starpu_declare_grid_3d`): the checksum of
+/// the pbs runtime's own heat3d (ffi/examples/heat3d.c, tiles of the same cells) under every
+/// policy; under pbs with stealing off, each worker's boxes one piece in 3D at every iteration,
+/// and the ball of extra work near a corner makes it rebalance. The 2D programs refuse `--nz`.
+#[test]
+#[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
+fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker() {
+    let dir = built();
+    let (out, _) = ok(Command::new(ffi_example("heat3d"))
+        .env("LD_LIBRARY_PATH", pbs_bench::starpu::library_path())
+        .args(["pbs", "2", "6", "20", "15", "15", "5", "5", "5"])
+        .output()
+        .unwrap());
+    let want = field(&out, "checksum").to_string();
+    for policy in pbs_bench::starpu::POLICIES {
+        let (out, _) = ok(starpu(&dir.join("heat3d"))
+            .args(["--sched", policy, "--iters", "6", "--nx", "4", "--ny", "3", "--nz", "3", "--tile", "5"])
+            .output()
+            .unwrap());
+        assert_eq!(field(&out, "checksum"), want, "{policy}: {out}");
+        assert_eq!(field(&out, "boxes"), "4x3x3", "{out}");
+    }
+    let (n, iters) = (4, 12);
+    let boxes = n * n * n;
+    let trace = Path::new(env!("CARGO_TARGET_TMPDIR")).join("heat3d-owners.trace");
+    let (out, _) = ok(starpu(&dir.join("heat3d"))
+        .env("PBS_STEAL", "never")
+        .args(["--iters", &iters.to_string(), "--nx", "4", "--ny", "4", "--nz", "4", "--tile", "6", "--barrier", "1"])
+        .arg("--trace")
+        .arg(&trace)
+        .output()
+        .unwrap());
+    assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
+    assert_eq!(field(&out, "stolen"), "0", "{out}");
+    let grid = pbs::Grid::new_3d(n, n, n).unwrap();
+    let tasks: Vec<(usize, usize)> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut f = l.split_whitespace().map(|v| v.parse::<usize>().unwrap());
+            (f.next().unwrap(), f.next().unwrap())
+        })
+        .collect();
+    assert_eq!(tasks.len(), iters * boxes);
+    let workers: std::collections::BTreeSet<usize> = tasks.iter().map(|t| t.0).collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    for (it, chunk) in tasks.chunks(boxes).enumerate() {
+        let mut part = vec![u32::MAX; boxes];
+        chunk.iter().for_each(|&(w, k)| part[k] = workers.iter().position(|&v| v == w).unwrap() as u32);
+        assert!(!part.contains(&u32::MAX), "iteration {it}: a box ran twice: {chunk:?}");
+        let held = |p: u32| part.iter().filter(|&&q| q == p).count();
+        let pieces = pbs::metrics::disconnected_parts(&grid, &part, 2);
+        assert!(held(0) > 0 && held(1) > 0 && pieces == 0, "iteration {it}: {part:?}");
+    }
+    for program in ["heat", "md"] {
+        let o = starpu(&dir.join(program)).args(["--nz", "2", "--iters", "1"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("a 2D code: --nz must be 1"), "{program}: {err}");
+    }
 }
 
 /// Told the run's length (`pbs_starpu_hint_iterations`, which the driver gives unless

@@ -10,7 +10,7 @@
 
 #include "pbs_starpu.h"
 
-size_t pbs_example_nx = 32, pbs_example_ny = 32;
+size_t pbs_example_nx = 32, pbs_example_ny = 32, pbs_example_nz = 1;
 
 #define TEXT_OF(x) #x
 #define TEXT(x) TEXT_OF(x) /* a macro's value as a string literal */
@@ -30,7 +30,7 @@ static double now_ms(void) {
 }
 
 static void count_done(long it, double t) {
-    if (atomic_fetch_add(&completed[it], 1) + 1 == pbs_example_nx * pbs_example_ny) finished[it] = t;
+    if (atomic_fetch_add(&completed[it], 1) + 1 == pbs_example_nx * pbs_example_ny * pbs_example_nz) finished[it] = t;
 }
 
 double pbs_example_task_begin(size_t k, long it) {
@@ -59,7 +59,7 @@ static int by_double(const void *a, const void *b) {
 /* The options, on `out`. */
 static void print_usage(FILE *out, const struct pbs_example *app) {
     fprintf(out,
-            "usage: %s [--sched NAME] [--workers N] [--iters K] [--nx N] [--ny N] [--barrier 0|1] "
+            "usage: %s [--sched NAME] [--workers N] [--iters K] [--nx N] [--ny N] [--nz N] [--barrier 0|1] "
             "[--window W] [--empty 0|1] [--hint-iterations 0|1] [--declare 0|1] [--submit-us U] [--trace FILE] %s\n",
             app->name, app->usage);
 }
@@ -124,6 +124,7 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
             else if (!strcmp(k, "--iters")) iterations = x;
             else if (!strcmp(k, "--nx")) pbs_example_nx = (size_t)x;
             else if (!strcmp(k, "--ny")) pbs_example_ny = (size_t)x;
+            else if (!strcmp(k, "--nz")) pbs_example_nz = (size_t)x;
             else if (!strcmp(k, "--barrier")) barrier = x;
             else if (!strcmp(k, "--window")) window = x;
             else if (!strcmp(k, "--empty")) empty = (int)x;
@@ -136,13 +137,14 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
         }
         if (end && *end) return usage(app, "a value that is not a number");
     }
-    size_t nx = pbs_example_nx, ny = pbs_example_ny;
-    if (workers < 1 || workers > STARPU_NMAXWORKERS || iterations < 0 || nx < 1 || ny < 1)
+    size_t nx = pbs_example_nx, ny = pbs_example_ny, nz = pbs_example_nz;
+    if (workers < 1 || workers > STARPU_NMAXWORKERS || iterations < 0 || nx < 1 || ny < 1 || nz < 1)
         return usage(app, "workers from 1 to " TEXT(STARPU_NMAXWORKERS) " (this StarPU's most), iterations >= 0, "
-                          "nx, ny >= 1");
+                          "nx, ny, nz >= 1");
     /* Sizes whose products (handles, tasks, trace entries) would wrap around. */
-    if (nx > UINT32_MAX / ny || (iterations && nx * ny > SIZE_MAX / 16 / (size_t)iterations))
-        return usage(app, "nx x ny x iterations too large to count");
+    if (nx > UINT32_MAX / ny || nx * ny > UINT32_MAX / nz ||
+        (iterations && nx * ny * nz > SIZE_MAX / 16 / (size_t)iterations))
+        return usage(app, "nx x ny x nz x iterations too large to count");
     const char *env = getenv("STARPU_SCHED");
     if (env && strcmp(env, sched))
         return usage(app, "STARPU_SCHED names another policy than --sched: unset it or make them agree");
@@ -160,7 +162,7 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
         return 1;
     }
 
-    size_t boxes = nx * ny, tasks = boxes * (size_t)iterations;
+    size_t boxes = nx * ny * nz, tasks = boxes * (size_t)iterations;
     starpu_data_handle_t *handle = malloc(2 * boxes * sizeof *handle);
     double *iter_ms = malloc(((size_t)iterations + 1) * sizeof *iter_ms);
     completed = calloc((size_t)iterations + 1, sizeof *completed);
@@ -175,7 +177,8 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
     }
     if (app->setup(nx, ny, handle)) return 1;
     /* Which handle is which box: both handles of box k are box k. */
-    if (declare) pbs_starpu_declare_grid(nx, ny, handle, 2 * boxes);
+    if (declare && nz > 1) pbs_starpu_declare_grid_3d(nx, ny, nz, handle, 2 * boxes);
+    else if (declare) pbs_starpu_declare_grid(nx, ny, handle, 2 * boxes);
     /* The run's length, so that pbs moves no box after the last iteration. */
     if (hint) pbs_starpu_hint_iterations((size_t)iterations);
 
@@ -230,10 +233,13 @@ int pbs_example_main(const struct pbs_example *app, int argc, char **argv) {
                                 : 0.5 * (iter_ms[iterations / 2 - 1] + iter_ms[iterations / 2]);
     }
     if (trace_path && write_trace(app, trace_path, tasks)) return 1;
-    printf("%s: sched=%s workers=%ld iterations=%ld boxes=%zux%zu iter_ms_median=%.5f iter_ms_mean=%.5f "
+    char grid[80];
+    if (nz > 1) snprintf(grid, sizeof grid, "%zux%zux%zu", nx, ny, nz);
+    else snprintf(grid, sizeof grid, "%zux%zu", nx, ny);
+    printf("%s: sched=%s workers=%ld iterations=%ld boxes=%s iter_ms_median=%.5f iter_ms_mean=%.5f "
            "efficiency=%.4f rebalancings=%zu migrations=%zu stolen=%zu checksum=%016llx box_bytes=%llu "
            "halo_bytes=%llu written_bytes=%llu wall_ms=%.3f",
-           app->name, sched, workers, iterations, nx, ny, median, mean, efficiency, stats.rebalancings,
+           app->name, sched, workers, iterations, grid, median, mean, efficiency, stats.rebalancings,
            stats.migrations, stats.stolen, (unsigned long long)app->checksum(iterations),
            (unsigned long long)app->box_bytes(), (unsigned long long)app->halo_bytes(),
            (unsigned long long)app->written_bytes(), ms);

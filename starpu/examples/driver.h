@@ -6,7 +6,7 @@
  * after an iteration), the task of one box in one iteration, and its checksum.
  *
  * Options every program takes:
- *   --sched pbs|eager|ws|lws|dmda|prio|...  --workers N  --iters K  --nx N  --ny N
+ *   --sched pbs|eager|ws|lws|dmda|prio|...  --workers N  --iters K  --nx N  --ny N  --nz N
  *   --barrier 0|1  --window W  --empty 0|1  --hint-iterations 0|1  --declare 0|1  --submit-us U
  *   --trace FILE
  *
@@ -47,11 +47,12 @@ struct pbs_example {
     /* Takes an option of its own: 1 when KEY is one (VALUE read), 0 when it is not, -1 when
        VALUE is bad (message printed). */
     int (*option)(const char *key, const char *value);
-    /* Checks the sizes and makes the data of NX x NY boxes: handle[b * nx * ny + k] is box k's
-       before an even (b = 0) or odd (b = 1) iteration. 0, or -1 with a message printed. */
+    /* Checks the sizes and makes the data of NX x NY boxes (x pbs_example_nz layers):
+       handle[b * boxes + k] is box k's before an even (b = 0) or odd (b = 1) iteration. 0, or
+       -1 with a message printed (a 2D program given --nz above 1 among them). */
     int (*setup)(size_t nx, size_t ny, starpu_data_handle_t *handle);
     /* Submits box K's task of iteration IT, reading HANDLE[from] and writing HANDLE[to] (each
-       an array of the nx * ny boxes' handles). 0, or a negative errno. */
+       an array of the boxes' handles). 0, or a negative errno. */
     int (*submit)(size_t k, long it, starpu_data_handle_t *from, starpu_data_handle_t *to);
     /* After the last iteration (handles unregistered): 0, or -1 with a message printed when
        the state is not sound (a non-finite value, a particle lost). */
@@ -69,8 +70,9 @@ struct pbs_example {
     void (*cleanup)(void);
 };
 
-/* The grid, set before setup. */
-extern size_t pbs_example_nx, pbs_example_ny;
+/* The grid of boxes, set before setup: nx x ny, times nz layers (1 unless --nz; a 3D grid is
+   declared with pbs_starpu_declare_grid_3d, box k = (l * ny + j) * nx + i). */
+extern size_t pbs_example_nx, pbs_example_ny, pbs_example_nz;
 
 /* Called first in a task: records its start in the trace and returns its start time (ms), or a
    negative value when --empty asks the task to return at once (pbs_example_task_end already

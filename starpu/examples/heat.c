@@ -133,6 +133,10 @@ static int option(const char *key, const char *value) {
 }
 
 static int setup(size_t nx, size_t ny, starpu_data_handle_t *handle) {
+    if (pbs_example_nz != 1) {
+        fprintf(stderr, "heat: a 2D code: --nz must be 1 (heat3d is the 3D heat code)\n");
+        return -1;
+    }
     size_t boxes = nx * ny;
     if (S > UINT32_MAX / S || boxes > SIZE_MAX / sizeof(double) / (S * S)) {
         fprintf(stderr, "heat: %zu boxes of %zu x %zu cells: too many cells to count\n", boxes, S, S);

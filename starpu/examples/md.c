@@ -359,6 +359,10 @@ static int place(struct bin *start, uint64_t *rng) {
 }
 
 static int setup(size_t nx, size_t ny, starpu_data_handle_t *handle) {
+    if (pbs_example_nz != 1) {
+        fprintf(stderr, "md: a 2D code: --nz must be 1\n");
+        return -1;
+    }
     size_t tiles = nx * ny;
     if (nx > (size_t)UINT32_MAX / T || ny > (size_t)UINT32_MAX / T || nx * T * ny * T > UINT32_MAX) {
         fprintf(stderr, "md: %zux%zu tiles of %zux%zu Verlet boxes: more boxes than a particle's 32-bit box number holds\n",

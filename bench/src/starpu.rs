@@ -34,8 +34,9 @@ const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
 /// What `pbs-bench starpu` runs (its command-line options).
 #[derive(Debug, Clone, clap::Args)]
 pub struct StarpuSettings {
-    /// Our app as StarPU tasks: heat (a hot corner) or md (particles, Verlet boxes in tiles)
-    #[arg(long, default_value = "heat", value_parser = ["heat", "md"])]
+    /// Our app as StarPU tasks: heat (a hot corner), heat3d (3D, a ball of extra work, the grid
+    /// declared in 3D) or md (particles, Verlet boxes in tiles)
+    #[arg(long, default_value = "heat", value_parser = ["heat", "heat3d", "md"])]
     pub app: String,
     /// StarPU CPU workers
     #[arg(long = "threads", value_name = "N", default_value_t = 2)]
@@ -52,9 +53,13 @@ pub struct StarpuSettings {
     /// Boxes along y
     #[arg(long, default_value_t = 16)]
     pub ny: usize,
-    /// heat: cells per box side
-    #[arg(long, default_value_t = 64)]
-    pub side: usize,
+    /// heat3d: layers of boxes along z (heat and md are 2D)
+    #[arg(long, default_value_t = 1)]
+    pub nz: usize,
+    /// heat, heat3d: cells per box side [default: 64; heat3d: 16, a cube of 4,096 cells as heat's
+    /// 64 × 64]
+    #[arg(long)]
+    pub side: Option<usize>,
     /// heat: temperature of the hot corner, its boxes' extra work
     #[arg(long, default_value_t = 2000.0, allow_negative_numbers = true)]
     pub hot: f64,
@@ -86,6 +91,13 @@ pub struct StarpuSettings {
     /// Modelled cache per worker, bytes
     #[arg(long, default_value_t = 1 << 20)]
     pub cache_bytes: u64,
+}
+
+impl StarpuSettings {
+    /// Cells per box side: `--side`, else 64 for heat and 16 for heat3d.
+    pub fn side(&self) -> usize {
+        self.side.unwrap_or(if self.app == "heat3d" { 16 } else { 64 })
+    }
 }
 
 /// One row: a program under a policy.
@@ -341,15 +353,15 @@ fn app_command(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path, tra
     let mut cmd = starpu_command(&dir.join(&s.app), policy, s.workers, scratch, None);
     let number = |x: usize| x.to_string();
     cmd.args(["--sched", policy, "--workers", &number(s.workers), "--iters", &number(s.iters)])
-        .args(["--nx", &number(s.nx), "--ny", &number(s.ny)])
+        .args(["--nx", &number(s.nx), "--ny", &number(s.ny), "--nz", &number(s.nz)])
         .args(["--barrier", if s.barrier { "1" } else { "0" }, "--empty", if s.empty { "1" } else { "0" }])
         .arg("--trace")
         .arg(trace);
-    if s.app == "md" {
-        cmd.args(["--tile", &number(s.tile), "--scenario", &s.scenario, "--seed", &s.seed.to_string()]);
-    } else {
-        cmd.args(["--side", &number(s.side), "--hot", &s.hot.to_string(), "--load", &s.load]);
-    }
+    match s.app.as_str() {
+        "md" => cmd.args(["--tile", &number(s.tile), "--scenario", &s.scenario, "--seed", &s.seed.to_string()]),
+        "heat3d" => cmd.args(["--side", &number(s.side())]),
+        _ => cmd.args(["--side", &number(s.side()), "--hot", &s.hot.to_string(), "--load", &s.load]),
+    };
     cmd
 }
 
@@ -386,7 +398,7 @@ fn read_app_run(s: &StarpuSettings, stdout: &str, trace: &str, wall_ms: f64) -> 
 /// Affinity and modelled misses from a trace of "worker box" lines in the order tasks started,
 /// each task touching `footprint`.
 fn replay(trace: &str, s: &StarpuSettings, footprint: Footprint) -> Result<(f64, u64), String> {
-    let grid = Grid::new(s.nx, s.ny).map_err(|e| e.to_string())?;
+    let grid = Grid::new_3d(s.nx, s.ny, s.nz).map_err(|e| e.to_string())?;
     let cache = CacheModel::new(grid, s.workers, s.cache_bytes, footprint).map_err(|e| e.to_string())?;
     let mut last = vec![u32::MAX; grid.len()];
     let (mut same, mut again) = (0u64, 0u64);
@@ -438,8 +450,19 @@ pub fn measure(s: &StarpuSettings, mut progress: impl FnMut()) -> Result<Vec<Sta
 
 /// Settings that would run nothing, or compare with nothing, named before StarPU is built.
 fn check(s: &StarpuSettings) -> Result<(), String> {
-    if s.workers == 0 || s.repeats == 0 || s.iters == 0 || s.nx == 0 || s.ny == 0 || s.side < 3 || s.tile == 0 {
-        return Err("threads, iters, repeats, nx, ny and tile must be ≥ 1 and side ≥ 3".into());
+    if s.workers == 0
+        || s.repeats == 0
+        || s.iters == 0
+        || s.nx == 0
+        || s.ny == 0
+        || s.nz == 0
+        || s.side() < 3
+        || s.tile == 0
+    {
+        return Err("threads, iters, repeats, nx, ny, nz and tile must be ≥ 1 and side ≥ 3".into());
+    }
+    if s.nz > 1 && s.app != "heat3d" {
+        return Err(format!("--nz {}: {} is a 2D code; heat3d takes layers", s.nz, s.app));
     }
     if !(0.0..=1e6).contains(&s.hot) {
         return Err(format!("--hot must be from 0 to 1e6, got {:?}", s.hot));
@@ -756,7 +779,8 @@ mod tests {
             repeats: 1,
             nx: 2,
             ny: 2,
-            side: 4,
+            side: Some(4),
+            nz: 1,
             hot: 1.0,
             load: "corner".into(),
             tile: 1,
@@ -1106,12 +1130,19 @@ mod tests {
             assert_eq!(cmd.get_program(), Path::new("/d").join(&s.app).as_os_str());
             cmd.get_args().map(|a| a.to_string_lossy().to_string()).collect::<Vec<_>>().join(" ")
         };
-        let heat = StarpuSettings { workers: 3, iters: 7, nx: 5, ny: 4, side: 9, hot: 12.5, ..settings() };
+        let heat = StarpuSettings { workers: 3, iters: 7, nx: 5, ny: 4, side: Some(9), hot: 12.5, ..settings() };
         assert_eq!(
             args(&heat),
-            "--sched lws --workers 3 --iters 7 --nx 5 --ny 4 --barrier 0 --empty 0 --trace /s/trace --side 9 --hot 12.5 \
-             --load corner"
+            "--sched lws --workers 3 --iters 7 --nx 5 --ny 4 --nz 1 --barrier 0 --empty 0 --trace /s/trace --side 9 --hot \
+             12.5 --load corner"
         );
+        // heat3d: its layers, its side's own default (16: 64 is heat's), no hot corner.
+        let cube = StarpuSettings { app: "heat3d".into(), nz: 3, side: None, ..settings() };
+        assert_eq!(
+            args(&cube),
+            "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --nz 3 --barrier 0 --empty 0 --trace /s/trace --side 16"
+        );
+        assert_eq!(StarpuSettings { side: None, ..settings() }.side(), 64);
         let md = StarpuSettings {
             app: "md".into(),
             tile: 3,
@@ -1123,8 +1154,8 @@ mod tests {
         };
         assert_eq!(
             args(&md),
-            "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --barrier 1 --empty 1 --trace /s/trace --tile 3 --scenario \
-             contraction --seed 9"
+            "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --nz 1 --barrier 1 --empty 1 --trace /s/trace --tile 3 \
+             --scenario contraction --seed 9"
         );
     }
 
@@ -1199,20 +1230,27 @@ mod tests {
         for bad in [
             StarpuSettings { workers: 0, ..settings() },
             StarpuSettings { iters: 0, ..settings() },
-            StarpuSettings { side: 2, ..settings() },
+            StarpuSettings { side: Some(2), ..settings() },
         ] {
             let e = measure(&bad, || {}).unwrap_err();
-            assert!(e.contains("threads, iters, repeats, nx, ny and tile must be ≥ 1"), "{e}");
+            assert!(e.contains("threads, iters, repeats, nx, ny, nz and tile must be ≥ 1"), "{e}");
         }
         for bad in [
             StarpuSettings { repeats: 0, ..settings() },
             StarpuSettings { nx: 0, ..settings() },
             StarpuSettings { ny: 0, ..settings() },
             StarpuSettings { tile: 0, ..settings() },
+            StarpuSettings { nz: 0, ..settings() },
         ] {
             assert!(check(&bad).unwrap_err().contains("must be ≥ 1"), "{bad:?}");
         }
-        assert_eq!(check(&StarpuSettings { side: 3, hot: 0.0, ..settings() }), Ok(()));
+        // Layers for a 2D code: refused by name (heat and md would stop on their own, later).
+        for app in ["heat", "md"] {
+            let e = check(&StarpuSettings { app: app.into(), nz: 2, ..settings() }).unwrap_err();
+            assert_eq!(e, format!("--nz 2: {app} is a 2D code; heat3d takes layers"));
+        }
+        assert_eq!(check(&StarpuSettings { app: "heat3d".into(), nz: 2, ..settings() }), Ok(()));
+        assert_eq!(check(&StarpuSettings { side: Some(3), hot: 0.0, ..settings() }), Ok(()));
         assert_eq!(check(&StarpuSettings { hot: 1e6, ..settings() }), Ok(()));
         for hot in [-5.0, f64::NAN, f64::INFINITY, 1e300] {
             let e = measure(&StarpuSettings { hot, ..settings() }, || {}).unwrap_err();

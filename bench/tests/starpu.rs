@@ -127,7 +127,7 @@ fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker()
     let want = field(&out, "checksum").to_string();
     for policy in pbs_bench::starpu::POLICIES {
         let (out, _) = ok(starpu(&dir.join("heat3d"))
-            .args(["--sched", policy, "--iters", "6", "--nx", "4", "--ny", "3", "--nz", "3", "--tile", "5"])
+            .args(["--sched", policy, "--iters", "6", "--nx", "4", "--ny", "3", "--nz", "3", "--side", "5"])
             .output()
             .unwrap());
         assert_eq!(field(&out, "checksum"), want, "{policy}: {out}");
@@ -138,7 +138,7 @@ fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker()
     let trace = Path::new(env!("CARGO_TARGET_TMPDIR")).join("heat3d-owners.trace");
     let (out, _) = ok(starpu(&dir.join("heat3d"))
         .env("PBS_STEAL", "never")
-        .args(["--iters", &iters.to_string(), "--nx", "4", "--ny", "4", "--nz", "4", "--tile", "6", "--barrier", "1"])
+        .args(["--iters", &iters.to_string(), "--nx", "4", "--ny", "4", "--nz", "4", "--side", "6", "--barrier", "1"])
         .arg("--trace")
         .arg(&trace)
         .output()

@@ -1,15 +1,15 @@
 /*
  * The 3D heat code of ffi/examples/heat3d.c as StarPU tasks: a 7-point Jacobi sweep over
- * (NX T) x (NY T) x (NZ T) cells in boxes of T x T x T cells, insulated walls, a hot slab at the
- * bottom, extra work in a ball near one corner (so the load is uneven). One task per box per
- * iteration; each box has two data handles, StarPU blocks of its cells within the field before
- * and after the sweep (one array each, x fastest); the task writes its box's new cells and
- * reads the old cells of its box and of its six face neighbours, and StarPU derives the
+ * (NX T) x (NY T) x (NZ T) cells in boxes of T x T x T cells (--side T), insulated walls, a hot
+ * slab at the bottom, extra work in a ball near one corner (so the load is uneven). One task per
+ * box per iteration; each box has two data handles, StarPU blocks of its cells within the field
+ * before and after the sweep (one array each, x fastest); the task writes its box's new cells
+ * and reads the old cells of its box and of its six face neighbours, and StarPU derives the
  * dependencies. The grid is declared in 3D (pbs_starpu_declare_grid_3d). The same operands in
  * the same order as ffi/examples/heat3d.c with tiles of T x T x T: the same checksum.
  *
  *   starpu/build.sh
- *   target/starpu/heat3d [the options of driver.h, --nz among them] [--tile 8]
+ *   target/starpu/heat3d [the options of driver.h, --nz among them] [--side 8]
  *
  * The result line adds total_heat, the sum of the final field.
  */
@@ -106,12 +106,12 @@ static struct starpu_codelet sweep = {
 };
 
 static int option(const char *key, const char *value) {
-    if (strcmp(key, "--tile")) return 0;
+    if (strcmp(key, "--side")) return 0;
     char *end = NULL;
     errno = 0;
     long x = strtol(value, &end, 10);
     if (*end || errno == ERANGE || x < 1 || x > 1024) {
-        fprintf(stderr, "heat3d: --tile must be a whole number of cells from 1 to 1024, not %s\n", value);
+        fprintf(stderr, "heat3d: --side must be a whole number of cells from 1 to 1024, not %s\n", value);
         return -1;
     }
     T = (size_t)x;
@@ -205,4 +205,4 @@ static uint64_t written_bytes(void) { return T * T * T * sizeof(double); }
 
 static void cleanup(void) { free(field[0]), free(field[1]); }
 
-PBS_EXAMPLE_MAIN("heat3d", "[--tile T]")
+PBS_EXAMPLE_MAIN("heat3d", "[--side T]")

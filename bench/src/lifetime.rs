@@ -70,6 +70,9 @@ pub struct LifetimeRow {
     pub efficiency: f64,
     /// Median `max_avg` right after a remapping.
     pub max_avg_after_remap: f64,
+    /// Median lower bound of `max_avg` at the remappings, `max(1, heaviest box / mean part)`:
+    /// what no partition of those loads beats.
+    pub bound_at_remap: f64,
     /// Median time of a remapping, ms.
     pub remap_ms: f64,
 }
@@ -129,6 +132,7 @@ struct Lane {
     sum_mean: f64,
     sum_max: f64,
     after: Vec<f64>,
+    bounds: Vec<f64>,
     times: Vec<f64>,
 }
 
@@ -168,6 +172,7 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
                     sum_mean: 0.0,
                     sum_max: 0.0,
                     after: Vec::new(),
+                    bounds: Vec::new(),
                     times: Vec::new(),
                 };
                 (parts, lane)
@@ -214,6 +219,8 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
                 lane.owners = owners;
                 lane.remaps += 1;
                 lane.after.push(imbalance(&lane.owners));
+                let heaviest = work.iter().copied().fold(0.0, f64::max);
+                lane.bounds.push(metrics::lower_bound_from(heaviest, work.iter().sum::<f64>() / parts as f64));
             }
             let q = metrics::charges(&lane.owners, &work, parts);
             lane.sum_max += q.iter().copied().fold(0.0, f64::max);
@@ -232,6 +239,7 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
             migrations_per_iter: l.migrations as f64 / s.iters as f64,
             efficiency: if l.sum_max > 0.0 { l.sum_mean / l.sum_max } else { 1.0 },
             max_avg_after_remap: metrics::median(&l.after),
+            bound_at_remap: metrics::median(&l.bounds),
             remap_ms: metrics::median(&l.times),
         })
         .collect())
@@ -248,6 +256,7 @@ pub fn table(rows: &[LifetimeRow]) -> Table {
         "migr/iter",
         "efficiency",
         "max_avg after remap",
+        "bound at remap",
         "remap ms",
     ]);
     for r in rows {
@@ -260,6 +269,7 @@ pub fn table(rows: &[LifetimeRow]) -> Table {
             format!("{:.1}", r.migrations_per_iter),
             format!("{:.3}", r.efficiency),
             format!("{:.3}", r.max_avg_after_remap),
+            format!("{:.3}", r.bound_at_remap),
             format!("{:.2}", r.remap_ms),
         ]);
     }
@@ -318,6 +328,22 @@ mod tests {
         assert!(e.contains("the 144 boxes"), "{e}");
     }
 
+    /// The bound at the remappings, `max(1, heaviest box / mean part)`: with a part per box
+    /// every partition is one box a part, and its `max_avg` is the bound itself, above 1 where
+    /// md's boxes differ; with fewer parts the bound is below each balancer's `max_avg`.
+    #[test]
+    fn the_bound_at_remap_is_what_no_partition_beats() {
+        let s = LifetimeSettings { nx: 4, ny: 4, nz: 2, iters: 3, parts: vec![32], ..settings(&["rcb", "norcb"]) };
+        for r in measure(&s, || {}).unwrap() {
+            assert!(r.bound_at_remap > 1.2, "{r:?}");
+            assert!((r.max_avg_after_remap - r.bound_at_remap).abs() < 1e-12, "{r:?}");
+        }
+        let s = LifetimeSettings { parts: vec![4, 16], ..s };
+        for r in measure(&s, || {}).unwrap() {
+            assert!(r.bound_at_remap >= 1.0 && r.max_avg_after_remap >= r.bound_at_remap, "{r:?}");
+        }
+    }
+
     /// The cutters' rows replayed from md's work and motion iteration by iteration: a remap
     /// at the first iteration and whenever `max_avg` passes `1 + threshold`, each one's boxes
     /// moved, `Σ mean / Σ max` of the parts' work, the lifetime as iterations over remaps, the
@@ -366,8 +392,14 @@ mod tests {
                     _ => kway_norcb(&grid, work, momentum, particles, parts, 1e-3).unwrap(),
                 };
             let imbalance = |owners: &[u32], work: &[f64]| metrics::max_avg(&metrics::charges(owners, work, parts));
+            // The bound, from its definition: the heaviest box over the mean part, at least 1.
+            let bound = |work: &[f64]| {
+                let heaviest = work.iter().copied().fold(0.0, f64::max);
+                (heaviest * parts as f64 / work.iter().sum::<f64>()).max(1.0)
+            };
             let mut owners = cut(0, &[], &steps[0]);
             let (mut remaps, mut moved, mut after) = (1, 0, vec![imbalance(&owners, &steps[0].0)]);
+            let mut bounds = vec![bound(&steps[0].0)];
             let (mut sum_mean, mut sum_max) = (0.0, 0.0);
             for (i, step) in steps.iter().enumerate() {
                 if i > 0 && imbalance(&owners, &step.0) > 1.04 {
@@ -376,6 +408,7 @@ mod tests {
                     owners = next;
                     remaps += 1;
                     after.push(imbalance(&owners, &step.0));
+                    bounds.push(bound(&step.0));
                 }
                 let q = metrics::charges(&owners, &step.0, parts);
                 sum_max += q.iter().copied().fold(0.0, f64::max);
@@ -387,6 +420,7 @@ mod tests {
             assert_eq!(row.migrations_per_iter, moved as f64 / 120.0, "{row:?}");
             assert!((row.efficiency - sum_mean / sum_max).abs() < 1e-12, "{row:?}");
             assert_eq!(row.max_avg_after_remap, metrics::median(&after), "{row:?}");
+            assert!((row.bound_at_remap - metrics::median(&bounds)).abs() < 1e-12, "{row:?}");
             assert!(
                 // In milliseconds: a cut of 256 boxes takes microseconds, not picoseconds.
                 row.remap_ms > 1e-6 * wall_ms && row.remap_ms <= wall_ms,
@@ -403,9 +437,10 @@ mod tests {
             migrations_per_iter: 2.25,
             efficiency: 0.9876,
             max_avg_after_remap: 1.0125,
+            bound_at_remap: 1.0625,
             remap_ms: 0.125,
         };
-        let cells = ["contraction", "3", "rcb", "4", "30.0", "2.2", "0.988", "1.012", "0.12"];
+        let cells = ["contraction", "3", "rcb", "4", "30.0", "2.2", "0.988", "1.012", "1.062", "0.12"];
         assert_eq!(table(&[known]).rows[0], cells.map(String::from));
     }
 

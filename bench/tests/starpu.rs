@@ -60,6 +60,18 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {key} in {line}"))
 }
 
+/// The (worker, box) of every task of a `--trace` file, in the order the tasks started.
+fn trace_of(path: &Path) -> Vec<(usize, usize)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut f = l.split_whitespace().map(|v| v.parse::<usize>().unwrap());
+            (f.next().unwrap(), f.next().unwrap())
+        })
+        .collect()
+}
+
 /// `ffi/examples/NAME.c` built against the release `libpbs_ffi.so`: the same code on the pbs
 /// runtime, for the reference checksums.
 fn ffi_example(name: &str) -> PathBuf {
@@ -146,14 +158,7 @@ fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker()
     assert!(field(&out, "rebalancings").parse::<usize>().unwrap() >= 1, "{out}");
     assert_eq!(field(&out, "stolen"), "0", "{out}");
     let grid = pbs::Grid::new_3d(n, n, n).unwrap();
-    let tasks: Vec<(usize, usize)> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut f = l.split_whitespace().map(|v| v.parse::<usize>().unwrap());
-            (f.next().unwrap(), f.next().unwrap())
-        })
-        .collect();
+    let tasks = trace_of(&trace);
     assert_eq!(tasks.len(), iters * boxes);
     let workers: std::collections::BTreeSet<usize> = tasks.iter().map(|t| t.0).collect();
     assert_eq!(workers.len(), 2, "{workers:?}");
@@ -295,14 +300,7 @@ fn each_box_runs_on_its_owner_in_one_block_per_worker_that_the_rebalancings_move
         let rebalancings: usize = field(&out, "rebalancings").parse().unwrap();
         let migrations: usize = field(&out, "migrations").parse().unwrap();
         assert!(rebalancings >= 1 && migrations >= 1, "declare {declare}: the hot corner made it rebalance: {out}");
-        let tasks: Vec<(usize, usize)> = std::fs::read_to_string(&trace)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let mut f = l.split_whitespace().map(|v| v.parse::<usize>().unwrap());
-                (f.next().unwrap(), f.next().unwrap())
-            })
-            .collect();
+        let tasks = trace_of(&trace);
         assert_eq!(tasks.len(), iters * boxes);
         // Each iteration's owners (StarPU worker ids), box by box; with the barrier, an
         // iteration's tasks start after the last one's.

@@ -209,6 +209,17 @@ static uint64_t bits_of(double x) {
     return b;
 }
 
+/* The mapping a context of `workers` workers gets for the declared grid: a new mapper's first. */
+static struct mapping *first_mapping(unsigned workers) {
+    S.workers = workers;
+    S.active = 1;
+    S.ctx = 0;
+    pthread_mutex_lock(&S.map_lock);
+    new_mapper();
+    pthread_mutex_unlock(&S.map_lock);
+    return atomic_load(&S.mapping);
+}
+
 /* A 3D grid declared: its boxes numbered as pbs.h numbers them (both sets of handles), and the
    mapper's first mapping of 8 x 8 x 8 boxes on 8 workers compact in 3D: about 64 boxes each, at
    most 300 faces between workers (blocks of 4 x 4 x 4 have 192; the layers that a 2D or 1D
@@ -222,13 +233,7 @@ static void the_grid_in_3d(void) {
           S.nx, S.ny, S.nz, S.boxes);
     CHECK(table_find(handles[BOXES + 300]) == 300 && table_find(handles[BOXES - 1]) == BOXES - 1,
           "both sets' handles are their boxes'");
-    S.workers = W;
-    S.active = 1;
-    S.ctx = 0;
-    pthread_mutex_lock(&S.map_lock);
-    new_mapper();
-    pthread_mutex_unlock(&S.map_lock);
-    struct mapping *m = atomic_load(&S.mapping);
+    struct mapping *m = first_mapping(W);
     CHECK(m && m->boxes == BOXES && S.map_nz == N, "a mapping of the 512 boxes in 3D");
     if (!m) return;
     size_t held[W] = {0}, cut = 0;
@@ -262,13 +267,7 @@ static void the_mapping(void) {
     S.nz = 1;
     S.boxes = 64;
     pthread_rwlock_unlock(&S.table_lock);
-    S.workers = W;
-    S.active = 1;
-    S.ctx = 0;
-    pthread_mutex_lock(&S.map_lock);
-    new_mapper();
-    pthread_mutex_unlock(&S.map_lock);
-    struct mapping *m = atomic_load(&S.mapping);
+    struct mapping *m = first_mapping(W);
     CHECK(m && m->workers == W && m->boxes == 64, "a mapping of 64 boxes for %d workers", W);
     if (!m) return;
 

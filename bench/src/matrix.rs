@@ -23,42 +23,70 @@ pub struct MatrixSettings {
     pub repeats: usize,
     /// Pin workers.
     pub pin: bool,
+    /// 2 (squares) or 3 (cubes: md and the stencil in 3D).
+    pub dims: usize,
 }
 
 /// The cases: (app, scenario, nx, ny). The last one is the cache case, sized from the cache.
 pub fn cases(cache_bytes: u64) -> [(&'static str, &'static str, usize, usize); 4] {
-    let n = cache_case_side(cache_bytes);
+    let n = cache_case_side(cache_bytes, 2);
     [("md", "gravity", 32, 32), ("md", "contraction", 32, 32), ("stencil", "drift", 32, 32), ("stencil", "drift", n, n)]
 }
 
-/// Side of the stencil grid for the cache table: the smallest square whose data (a box is
-/// 2 × 16×16 doubles plus four 16-double halos) is over 1.1 × the cache, so the whole does not
-/// fit while a thread may hold up to ~90 % of the boxes and still fit. A balancer that gives
-/// one thread more, lighter boxes must not turn a fitting share into a thrashing one: with
-/// 14×14 boxes and a 512 KiB cache (fits up to 65 % of the boxes), pbs's time-balanced
-/// split overflowed the cache on some maps.
-pub fn cache_case_side(cache_bytes: u64) -> usize {
-    let per_box = 2 * 16 * 16 * 8 + 4 * 16 * 8;
-    let mut n = 2;
-    while ((n * n * per_box) as f64) <= 1.1 * cache_bytes as f64 {
+/// The cases' grids, `[nx, ny, nz]`, for `dims` dimensions: [`cases`]' squares, or in 3D the
+/// cube of about as many boxes as each square (`scaling`'s report grid: 32² becomes 10³) and a
+/// cache case sized from the cache as a cube.
+pub fn grids(cache_bytes: u64, dims: usize) -> [(&'static str, &'static str, [usize; 3]); 4] {
+    let cube = cache_case_side(cache_bytes, 3);
+    let mut i = 0;
+    cases(cache_bytes).map(|(app, scenario, nx, ny)| {
+        i += 1;
+        let grid = match (dims, i) {
+            (3, 4) => [cube; 3],
+            (3, _) => crate::scaling::Sizes::Report.grid(1, (nx, ny), 3),
+            _ => [nx, ny, 1],
+        };
+        (app, scenario, grid)
+    })
+}
+
+/// Side of the stencil grid for the cache table, a square (`dims` 2) or a cube (3): the smallest
+/// whose data (a box is its tile in both buffers and a face of each neighbour: 4,608 bytes in 2D,
+/// 11,264 in 3D) is over 1.1 × the cache, so the whole does not fit while a thread may hold up
+/// to ~90 % of the boxes and still fit. A balancer that gives one thread more, lighter boxes
+/// must not turn a fitting share into a thrashing one: with 14×14 boxes and a 512 KiB cache
+/// (fits up to 65 % of the boxes), pbs's time-balanced split overflowed the cache on some maps.
+pub fn cache_case_side(cache_bytes: u64, dims: usize) -> usize {
+    let per_box = stencil_box_bytes(dims);
+    let mut n: u64 = 2;
+    while (n.pow(dims as u32) * per_box) as f64 <= 1.1 * cache_bytes as f64 {
         n += 1;
     }
-    n
+    n as usize
+}
+
+/// A stencil box's data in `dims` dimensions, as the cache model counts it: its tile in both
+/// buffers and a face of each of its `2 × dims` neighbours.
+pub fn stencil_box_bytes(dims: usize) -> u64 {
+    let layers = if dims == 3 { 2 } else { 1 };
+    let app = pbs_apps::build_3d("stencil", "drift", 2, 2, layers, 1).expect("a 2 × 2 stencil builds");
+    let f = app.footprint();
+    f.box_bytes + 2 * dims as u64 * f.halo_bytes
 }
 
 /// Runs the matrix and writes `report.md`, `results.json` and the PNGs into `out`; an error
 /// after writing them if the schedulers of a run ended in different states.
 pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
     let cache_bytes = RunSetup::machine_cache_bytes();
-    let cases = cases(cache_bytes);
+    let cases = grids(cache_bytes, s.dims);
     // Every case's runs are kept for the report.
     let all = run::schedulers("all").expect("all is valid").len();
     run::check_records(s.iters, all, cases.len().saturating_mul(s.repeats))?;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let bar = progress::bar(progress::units(&[cases.len(), s.repeats, 2, 4, s.iters]), "report");
     let mut measured = Vec::new();
-    for &(app, scenario, nx, ny) in &cases {
-        bar.set_message(format!("{app} {scenario} {nx}x{ny}"));
+    for &(app, scenario, [nx, ny, nz]) in &cases {
+        bar.set_message(format!("{app} {scenario} {}", crate::scaling::grid_name([nx, ny, nz])));
         // Run r uses seed r + 1: the median is over load maps (the stencil's Perlin map,
         // md's initial velocities) as well as over timing noise, not over one chosen map.
         let setup = |r: usize| RunSetup {
@@ -69,7 +97,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
             iters: s.iters,
             nx,
             ny,
-            nz: 1,
+            nz,
             cache_bytes,
             pin: s.pin,
             seed: r as u64 + 1,
@@ -77,7 +105,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
         };
         let runs: Vec<Vec<RunRow>> =
             (0..s.repeats).map(|r| run::run(&setup(r), || bar.inc(1))).collect::<Result<_, _>>()?;
-        measured.push(CaseRuns { app, scenario, nx, ny, runs });
+        measured.push(CaseRuns { app, scenario, grid: [nx, ny, nz], runs });
     }
     bar.finish_and_clear();
     let path = render(out, s, cache_bytes, &measured)?;
@@ -89,7 +117,7 @@ pub fn write(out: &Path, s: &MatrixSettings) -> Result<PathBuf, String> {
 /// to the report written at `path`.
 fn check_cases(measured: &[CaseRuns], path: &Path) -> Result<(), String> {
     for case in measured {
-        let what = format!("{} {} {}×{}", case.app, case.scenario, case.nx, case.ny);
+        let what = format!("{} {} {}", case.app, case.scenario, crate::scaling::grid_name(case.grid));
         run::check_checksums(&what, &case.runs)
             .map_err(|e| format!("{e} (the report, {}, shows it)", path.display()))?;
     }
@@ -100,8 +128,8 @@ fn check_cases(measured: &[CaseRuns], path: &Path) -> Result<(), String> {
 struct CaseRuns {
     app: &'static str,
     scenario: &'static str,
-    nx: usize,
-    ny: usize,
+    /// `[nx, ny, nz]`.
+    grid: [usize; 3],
     runs: Vec<Vec<RunRow>>,
 }
 
@@ -132,10 +160,11 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
     let mut all: Vec<Vec<RunRow>> = Vec::new();
     let mut panels = Vec::new();
     for (ci, case) in measured.iter().enumerate() {
-        let CaseRuns { app, scenario, nx, ny, ref runs } = *case;
+        let CaseRuns { app, scenario, grid, ref runs } = *case;
+        let name = crate::scaling::grid_name(grid);
         let last = runs.last().expect("repeats ≥ 1").clone();
         let med = |sched: &str, f: &dyn Fn(&RunRow) -> f64| median_over(runs, sched, f);
-        let _ = writeln!(md, "## {app} · {scenario} · {nx}×{ny} boxes\n");
+        let _ = writeln!(md, "## {app} · {scenario} · {name} boxes\n");
         let mut t = Table::new(&[
             "scheduler",
             "iter ms (median)",
@@ -178,9 +207,9 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
         if ci + 1 == measured.len() {
             let _ = writeln!(
                 md,
-                "### Cache misses (in the spirit of the paper's Table 4)\n\n{nx}×{ny} boxes, {} KiB of data: an equal share per thread fits \
+                "### Cache misses (in the spirit of the paper's Table 4)\n\n{name} boxes, {} KiB of data: an equal share per thread fits \
                  a {} KiB cache, the whole does not (sized from the cache, `cache_case_side`). {}\n",
-                nx * ny * (2 * 16 * 16 * 8 + 4 * 16 * 8) / 1024,
+                grid.iter().product::<usize>() as u64 * stencil_box_bytes(s.dims) / 1024,
                 cache_bytes / 1024,
                 if last.iter().any(|r| r.hw_counters.is_some()) {
                     "Hardware L1D/LLC read misses are in results.json; below, the modelled figure."
@@ -227,7 +256,7 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
         let _ = writeln!(md, "Per run:\n\n{}", per_run.markdown());
         panels.push(iteration_panel(case));
         if ci == 0 {
-            owner_maps(out, &last, nx, ny)?;
+            owner_maps(out, &last, grid)?;
             busy_plot(out, &last)?;
         }
         all.push(last);
@@ -236,7 +265,8 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
     let _ = writeln!(
         md,
         "![iteration time](iteration_time.png)\n\n![busy time per thread](busy.png)\n\n![pbs owner maps](owners.png)\n\n\
-         Owner maps of pbs on md gravity at the first, middle and last iteration; darker = more work.\n"
+         Owner maps of pbs on md gravity at the first, middle and last iteration{}; darker = more work.\n",
+        if s.dims == 3 { " (each cube's first layer)" } else { "" }
     );
     let flat: Vec<&RunRow> = all.iter().flatten().collect();
     std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&flat).map_err(|e| e.to_string())?)
@@ -290,7 +320,7 @@ fn hw_line() -> String {
 /// The iteration times of the last run of `case`, a line per scheduler.
 fn iteration_panel(case: &CaseRuns) -> Panel {
     Panel {
-        title: format!("{} {} {}x{}: iteration time", case.app, case.scenario, case.nx, case.ny),
+        title: format!("{} {} {}: iteration time", case.app, case.scenario, crate::scaling::grid_name(case.grid)),
         x_label: "iteration".into(),
         y_label: "ms".into(),
         log_x: false,
@@ -324,18 +354,20 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
     panels::line_panels(&out.join("busy.png"), 800, 500, 1, &[panel])
 }
 
-fn owner_maps(out: &Path, rows: &[RunRow], nx: usize, ny: usize) -> Result<(), String> {
+fn owner_maps(out: &Path, rows: &[RunRow], [nx, ny, nz]: [usize; 3]) -> Result<(), String> {
+    // A cube's first layer: its boxes come first in the grid's order.
     let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
+    let layer = grid.len();
     let pbs = rows.iter().find(|r| r.scheduler == "pbs").expect("pbs ran");
     let positions: Vec<pbs::Point> = Vec::new();
     let maps: Vec<OwnerMap> = pbs
         .snapshots
         .iter()
         .map(|(it, owners, work)| OwnerMap {
-            title: format!("iteration {it}"),
+            title: if nz > 1 { format!("iteration {it}, first layer") } else { format!("iteration {it}") },
             grid,
-            loads: work,
-            owners,
+            loads: &work[..layer],
+            owners: &owners[..layer],
             positions: &positions,
         })
         .collect();
@@ -420,14 +452,14 @@ mod tests {
                 })
                 .collect()
         };
-        let cache_side = cache_case_side(64 * 1024);
+        let cache_side = cache_case_side(64 * 1024, 2);
         let measured = [
-            CaseRuns { app: "md", scenario: "gravity", nx: 4, ny: 4, runs: runs(false) },
-            CaseRuns { app: "stencil", scenario: "drift", nx: cache_side, ny: cache_side, runs: runs(true) },
+            CaseRuns { app: "md", scenario: "gravity", grid: [4, 4, 1], runs: runs(false) },
+            CaseRuns { app: "stencil", scenario: "drift", grid: [cache_side, cache_side, 1], runs: runs(true) },
         ];
         let out = std::env::temp_dir().join(format!("pbs-matrix-render-{}", std::process::id()));
         std::fs::create_dir_all(&out).unwrap();
-        let settings = MatrixSettings { threads: 2, iters: 2, repeats: 3, pin: false };
+        let settings = MatrixSettings { threads: 2, iters: 2, repeats: 3, pin: false, dims: 2 };
         let path = render(&out, &settings, 64 * 1024, &measured).unwrap();
         let md = std::fs::read_to_string(&path).unwrap();
         assert!(md.contains("`pbs-bench report`: 2 threads, 2 iterations per run, 3 runs per case"), "{md}");
@@ -499,7 +531,7 @@ mod tests {
         let drawn = out.join("expected");
         std::fs::create_dir_all(&drawn).unwrap();
         let first_last = &measured[0].runs[2];
-        owner_maps(&drawn, first_last, 4, 4).unwrap();
+        owner_maps(&drawn, first_last, [4, 4, 1]).unwrap();
         busy_plot(&drawn, first_last).unwrap();
         let panels: Vec<Panel> = measured.iter().map(iteration_panel).collect();
         panels::line_panels(&drawn.join("iteration_time.png"), 1200, 900, 2, &panels).unwrap();
@@ -507,7 +539,7 @@ mod tests {
             assert_eq!(&std::fs::read(out.join(png)).unwrap()[1..4], b"PNG", "{png}");
             assert!(std::fs::read(out.join(png)).unwrap() == std::fs::read(drawn.join(png)).unwrap(), "{png}");
         }
-        owner_maps(&drawn, &measured[1].runs[2], 4, 4).unwrap();
+        owner_maps(&drawn, &measured[1].runs[2], [4, 4, 1]).unwrap();
         busy_plot(&drawn, &measured[1].runs[2]).unwrap();
         for png in ["busy.png", "owners.png"] {
             let second = std::fs::read(drawn.join(png)).unwrap();
@@ -526,15 +558,36 @@ mod tests {
         std::fs::remove_dir_all(out).ok();
     }
 
+    /// The stencil's box as the cache model counts it: 16² cells in both buffers and four
+    /// 16-cell faces in 2D, 8³ cells and six 8² faces in 3D.
     #[test]
     fn the_cache_case_overflows_the_cache_only_as_a_whole() {
-        let per_box = (2 * 16 * 16 * 8 + 4 * 16 * 8) as u64;
-        assert_eq!(cache_case_side(512 * 1024), 12);
-        for kib in [256u64, 512, 1024, 2048, 32 * 1024] {
-            let n = cache_case_side(kib * 1024) as u64;
-            let whole = n * n * per_box;
-            assert!(whole > kib * 1024, "{kib} KiB: the whole ({whole} B) must not fit");
-            assert!(whole * 8 / 10 <= kib * 1024 + per_box * n, "{kib} KiB: 80 % of the boxes must fit");
+        assert_eq!(stencil_box_bytes(2), 2 * 16 * 16 * 8 + 4 * 16 * 8);
+        assert_eq!(stencil_box_bytes(3), 2 * 8 * 8 * 8 * 8 + 6 * 8 * 8 * 8);
+        assert_eq!(cache_case_side(512 * 1024, 2), 12);
+        for dims in [2u32, 3] {
+            let per_box = stencil_box_bytes(dims as usize);
+            for kib in [256u64, 512, 1024, 2048, 32 * 1024] {
+                let n = cache_case_side(kib * 1024, dims as usize) as u64;
+                let (whole, less) = (n.pow(dims) * per_box, (n - 1).pow(dims) * per_box);
+                assert!(whole > kib * 1024, "{kib} KiB: the whole ({whole} B) must not fit");
+                assert!(less as f64 <= 1.1 * (kib * 1024) as f64, "{kib} KiB, {dims}D: the smallest side that does");
+            }
         }
+    }
+
+    /// In 3D the report's cases are cubes of about the squares' boxes (10³ for 32²), the cache
+    /// case a cube sized from the cache; in 2D its squares.
+    #[test]
+    fn the_cases_are_squares_or_cubes() {
+        let cache = 1 << 20;
+        let flat = grids(cache, 2);
+        let side = cache_case_side(cache, 2);
+        assert_eq!(flat.map(|c| c.2), [[32, 32, 1], [32, 32, 1], [32, 32, 1], [side, side, 1]]);
+        let cubes = grids(cache, 3);
+        let cube = cache_case_side(cache, 3);
+        assert_eq!(cubes.map(|c| c.2), [[10, 10, 10], [10, 10, 10], [10, 10, 10], [cube, cube, cube]]);
+        assert_eq!(cubes.map(|c| (c.0, c.1)), flat.map(|c| (c.0, c.1)));
+        assert!(cube < side, "{cube} against {side}");
     }
 }

@@ -545,6 +545,19 @@ fn report_writes_tables_plots_and_identical_checksums() {
     for png in ["iteration_time.png", "busy.png", "owners.png"] {
         assert_eq!(&std::fs::read(dir.join(png)).unwrap()[1..4], b"PNG", "{png}");
     }
+    std::fs::remove_dir_all(&dir).ok();
+    // In 3D: cubes of about the squares' boxes, the same checksums between schedulers.
+    let args = ["report", "--out", dir.to_str().unwrap(), "--iters", "3", "--repeats", "1", "--threads", "2"];
+    let out = bench(&[&args[..], &["--no-pin", "--dims", "3"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for section in
+        ["md · gravity · 10×10×10", "md · contraction · 10×10×10", "stencil · drift · 10×10×10", "Cache misses"]
+    {
+        assert!(md.contains(section), "missing {section}");
+    }
+    assert_eq!(md.matches("Checksums identical").count(), 4, "{md}");
+    assert!(md.contains("(each cube's first layer)"), "{md}");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -618,6 +631,7 @@ fn scaling_refuses_more_threads_than_cores_unless_asked() {
     assert!(stderr_of(&["scaling", "--threads", "1", "--schedulers", "pbs,ws"]).contains("static is missing"));
     assert!(stderr_of(&["report", "--iters", "0"]).contains("--iters and --repeats"));
     assert!(stderr_of(&["report", "--threads", "0"]).contains("--threads must be at least 1"));
+    assert!(stderr_of(&["report", "--dims", "4"]).contains("--dims 4: the grids are squares (2) or cubes (3)"));
 }
 
 /// `pbs-bench model`'s contract (issue 17): one object per scheduler × threads × NUMA nodes

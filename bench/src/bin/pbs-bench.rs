@@ -257,6 +257,10 @@ enum Command {
         threads: Option<usize>,
         #[command(flatten)]
         runs: MatrixRuns,
+        /// The grids' dimensions: 2 (squares) or 3 (cubes: md and the stencil in 3D, 32×32
+        /// becoming 10×10×10 and the cache case a cube; the owner maps show a cube's first layer)
+        #[arg(long, default_value_t = 2)]
+        dims: usize,
     },
     /// The side-by-side table of `report` at several thread counts: markdown, JSON, PNG.
     Scaling {
@@ -732,7 +736,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             }
         }
-        Command::Report { out, threads, runs } => {
+        Command::Report { out, threads, runs, dims } => {
+            scaling::check_dims(dims)?;
             let threads = match threads {
                 Some(t) => t,
                 None => pbs_scheduler::topology::Topology::detect().default_threads()?,
@@ -742,7 +747,7 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             let runs = runs.checked()?;
             let settings =
-                matrix::MatrixSettings { threads, iters: runs.iters, repeats: runs.repeats, pin: !runs.no_pin };
+                matrix::MatrixSettings { threads, iters: runs.iters, repeats: runs.repeats, pin: !runs.no_pin, dims };
             let path = matrix::write(&out, &settings)?;
             println!("report written to {}", path.display());
         }

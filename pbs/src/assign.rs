@@ -148,6 +148,14 @@ pub fn assign_brute(grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Ass
 /// candidates it drops.
 const LEAF_BOXES: usize = 32;
 
+/// [`LEAF_BOXES`] on a 3D grid. A 3D box has more sites near it than a 2D one (5.8 candidates a
+/// box at 32-box leaves over 72 random sites on 26³ boxes, against 3.5 on 150²), so a leaf
+/// prunes less per box and a split costs as much: leaves of 64 boxes took pbs's power cells on
+/// drifting Perlin cubes (26³ boxes, 72 parts, `pbs-bench peers --dims 3 --sequence 20
+/// --methods pbs-cells`) 0.94 × the time a warm step and 0.83 × a cold start against 32, and
+/// were as fast as 48 and faster than 96 and 128 (three rounds each, in turn).
+const LEAF_BOXES_3D: usize = 64;
+
 /// Fast assignment, identical to [`assign_brute`]. See the module documentation.
 pub fn assign(grid: &Grid, sites: &[Point], weights: &[f64], out: &mut Assignment) {
     let ctx = Ctx::new(grid, sites, weights);
@@ -283,6 +291,8 @@ struct Ctx<'a> {
     sites: &'a [Point],
     weights: &'a [f64],
     flat: bool,
+    /// Nodes with at most this many boxes are evaluated directly.
+    leaf_boxes: usize,
 }
 
 impl<'a> Ctx<'a> {
@@ -291,7 +301,8 @@ impl<'a> Ctx<'a> {
         assert!(!sites.is_empty(), "assignment needs at least one vCore");
         // On a 2D grid with every site in the plane z = 0.5 the z term is exactly zero.
         let flat = grid.nz() == 1 && sites.iter().all(|s| s[2] == 0.5);
-        Ctx { grid, sites, weights, flat }
+        let leaf_boxes = if grid.nz() > 1 { LEAF_BOXES_3D } else { LEAF_BOXES };
+        Ctx { grid, sites, weights, flat, leaf_boxes }
     }
 
     /// Assigns the boxes with index ranges `lo..hi` (per axis), every site a candidate.
@@ -312,12 +323,12 @@ impl<'a> Ctx<'a> {
         out: &mut Out,
     ) {
         let nboxes = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
-        let cands = if cands.len() > 2 && nboxes > LEAF_BOXES {
+        let cands = if cands.len() > 2 && nboxes > self.leaf_boxes {
             self.prune(lo, hi, cands, &mut scratch.stack, &mut scratch.bounds)
         } else {
             cands
         };
-        if cands.len() <= 2 || nboxes <= LEAF_BOXES {
+        if cands.len() <= 2 || nboxes <= self.leaf_boxes {
             self.leaf(lo, hi, cands, scratch, out);
             return;
         }
@@ -724,7 +735,8 @@ mod tests {
 
     /// The recursion's work, which is its reason to be: with 16 sites over 64×64 boxes the
     /// leaves (nodes of at most 32 boxes, or of two sites) evaluate 3.25–3.77 candidates per
-    /// box over 30 seeds, where the paper's scan evaluates all 16, and 5.1 on 16³ boxes.
+    /// box over 30 seeds, where the paper's scan evaluates all 16, and 7.2 on 16³ boxes (leaves
+    /// of at most 64 boxes in 3D; 5.1 with 32).
     /// Splitting further, or pruning less, moves the mean out of its band; a grid of one leaf
     /// is evaluated whole.
     #[test]
@@ -740,7 +752,7 @@ mod tests {
         assert!((3.3..3.7).contains(&mean), "{mean} candidates per box");
         let cube = Grid::new_3d(16, 16, 16).unwrap();
         let mean = (0..10).map(|seed| per_box(&cube, 16, seed)).sum::<f64>() / 10.0;
-        assert!((4.8..5.4).contains(&mean), "in 3D: {mean} candidates per box");
+        assert!((6.9..7.5).contains(&mean), "in 3D: {mean} candidates per box");
         assert_eq!(per_box(&Grid::new(8, 4).unwrap(), 16, 1), 16.0, "one leaf, every site");
         assert_eq!(per_box(&g, 2, 1), 2.0, "two sites: nothing to prune");
     }

@@ -219,7 +219,7 @@ static size_t box_of(const struct starpu_task *task) {
 /* pbs_starpu_declare_grid (2D: messages in its terms) and pbs_starpu_declare_grid_3d. */
 static int declare_grid(int three_d, size_t nx, size_t ny, size_t nz, const starpu_data_handle_t *handles,
                         size_t count) {
-    char message[320], call[160], sizes[96];
+    char message[320], call[160], sizes[160];
     const char *product = three_d ? "nx * ny * nz" : "nx * ny";
     if (three_d)
         snprintf(call, sizeof call, "pbs_starpu_declare_grid_3d(%zu, %zu, %zu, %s, %zu)", nx, ny, nz,

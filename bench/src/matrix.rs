@@ -354,6 +354,15 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
     panels::line_panels(&out.join("busy.png"), 800, 500, 1, &[panel])
 }
 
+/// An owner map's title: its iteration, and on a cube that it shows the first layer.
+fn snapshot_title(iteration: usize, nz: usize) -> String {
+    if nz > 1 {
+        format!("iteration {iteration}, first layer")
+    } else {
+        format!("iteration {iteration}")
+    }
+}
+
 fn owner_maps(out: &Path, rows: &[RunRow], [nx, ny, nz]: [usize; 3]) -> Result<(), String> {
     // A cube's first layer: its boxes come first in the grid's order.
     let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
@@ -364,7 +373,7 @@ fn owner_maps(out: &Path, rows: &[RunRow], [nx, ny, nz]: [usize; 3]) -> Result<(
         .snapshots
         .iter()
         .map(|(it, owners, work)| OwnerMap {
-            title: if nz > 1 { format!("iteration {it}, first layer") } else { format!("iteration {it}") },
+            title: snapshot_title(*it, nz),
             grid,
             loads: &work[..layer],
             owners: &owners[..layer],
@@ -574,6 +583,12 @@ mod tests {
                 assert!(less as f64 <= 1.1 * (kib * 1024) as f64, "{kib} KiB, {dims}D: the smallest side that does");
             }
         }
+    }
+
+    #[test]
+    fn a_cubes_owner_map_says_it_is_the_first_layer() {
+        assert_eq!(snapshot_title(7, 1), "iteration 7");
+        assert_eq!(snapshot_title(7, 2), "iteration 7, first layer");
     }
 
     /// In 3D the report's cases are cubes of about the squares' boxes (10³ for 32²), the cache

@@ -1,6 +1,6 @@
 //! `pbs-bench starpu`: pbs as a StarPU scheduling policy against StarPU's own policies, side by
-//! side in one run, on our apps as StarPU tasks (the heat code, `starpu/examples/heat.c`, or md,
-//! `starpu/examples/md.c`) and on programs of Debian's `starpu-examples`, run unchanged (pbs
+//! side in one run, on our apps as StarPU tasks (the heat code, `starpu/examples/heat.c`, its 3D
+//! form `heat3d.c` on a grid declared in 3D, or md, `starpu/examples/md.c`) and on programs of Debian's `starpu-examples`, run unchanged (pbs
 //! through `libpbs_starpu_preload.so`).
 //!
 //! Each round runs every policy once, in an order rotated from round to round; a warm-up round
@@ -103,7 +103,7 @@ impl StarpuSettings {
 /// One row: a program under a policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct StarpuRow {
-    /// `heat` or `md` (ours), or the name of StarPU's example.
+    /// `heat`, `heat3d` or `md` (ours), or the name of StarPU's example.
     pub program: String,
     /// The StarPU policy.
     pub scheduler: String,

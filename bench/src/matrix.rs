@@ -37,12 +37,11 @@ pub fn cases(cache_bytes: u64) -> [(&'static str, &'static str, usize, usize); 4
 /// cube of about as many boxes as each square (`scaling`'s report grid: 32² becomes 10³) and a
 /// cache case sized from the cache as a cube.
 pub fn grids(cache_bytes: u64, dims: usize) -> [(&'static str, &'static str, [usize; 3]); 4] {
-    let cube = cache_case_side(cache_bytes, 3);
-    let mut i = 0;
-    cases(cache_bytes).map(|(app, scenario, nx, ny)| {
-        i += 1;
+    let squares = cases(cache_bytes);
+    std::array::from_fn(|i| {
+        let (app, scenario, nx, ny) = squares[i];
         let grid = match (dims, i) {
-            (3, 4) => [cube; 3],
+            (3, 3) => [cache_case_side(cache_bytes, 3); 3],
             (3, _) => crate::scaling::Sizes::Report.grid(1, (nx, ny), 3),
             _ => [nx, ny, 1],
         };

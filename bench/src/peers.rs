@@ -52,6 +52,10 @@ pub struct PeersSettings {
     /// The generated maps' dimensions: 2 (squares) or 3 (cubes of 3D Perlin noise; the
     /// shapes, dense maps and CSV maps are 2D, so with 3 only Perlin maps run).
     pub dims: usize,
+    /// How far the drifting sequence's map moves a step along x, in boxes (half as far along
+    /// y). Half a box is 1/36 of a part's side on 150² boxes and 72 parts but 1/12 on 26³:
+    /// smaller steps in 3D compare like with like.
+    pub drift: f64,
 }
 
 /// Fewest boxes per part a map is run at.
@@ -69,9 +73,17 @@ impl Default for PeersSettings {
             repeats: 3,
             pbs_tol: None,
             dims: 2,
+            drift: DRIFT,
         }
     }
 }
+
+/// The drifting sequence's step along x, in boxes, unless asked otherwise.
+pub const DRIFT: f64 = 0.5;
+
+/// The longest drift a step: past a grid's side the sequence is a new map every step, which
+/// `redraw` already is.
+pub const MAX_DRIFT: f64 = 1000.0;
 
 /// One method on one map at one part count.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -437,7 +449,7 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
             let mut map = PerlinMap::with_seed(SEQUENCE_SEED);
             let drawn = |step: usize| -> Vec<f64> {
                 if step > 0 {
-                    map = if kind == "drift" { map.smooth(0.5) } else { map.rough() };
+                    map = if kind == "drift" { map.smooth(settings.drift) } else { map.rough() };
                 }
                 generated_loads(&map, &grid, settings.dims)
             };
@@ -765,6 +777,7 @@ mod tests {
             repeats: 2,
             pbs_tol: None,
             dims: 2,
+            drift: DRIFT,
         }
     }
 
@@ -919,6 +932,19 @@ mod tests {
             None,
             "no balanced peer; pbs's rows are not peers"
         );
+    }
+
+    /// The drifting sequence moves its map by the settings' drift a step: a tenth of a box
+    /// moves fewer boxes a step than half a box, and RCB recomputed from scratch follows it.
+    #[test]
+    fn a_smaller_drift_moves_fewer_boxes_a_step() {
+        let s = PeersSettings { parts: vec![4], methods: vec!["rcb".into()], sequence: 6, ..small() };
+        let moved = |drift: f64| {
+            let rows = sequences(&PeersSettings { drift, ..s.clone() }, |_| {}).unwrap();
+            rows.iter().find(|r| r.sequence == "drift").unwrap().measures.unwrap().migrations_per_step
+        };
+        let (slow, fast) = (moved(0.1), moved(DRIFT));
+        assert!(slow < fast, "{slow} boxes a step at 0.1, {fast} at {DRIFT}");
     }
 
     #[test]

@@ -921,6 +921,10 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
         ("--pbs-tol", "-1", "--pbs-tol must be finite and ≥ 0"),
         ("--pbs-tol", "inf", "--pbs-tol must be finite and ≥ 0"),
         ("--pbs-tol", "NaN", "--pbs-tol must be finite and ≥ 0"),
+        ("--drift", "0", "--drift must be a number of boxes above 0 and at most 1000"),
+        ("--drift", "-0.5", "--drift must be a number of boxes above 0 and at most 1000"),
+        ("--drift", "inf", "--drift must be a number of boxes above 0 and at most 1000"),
+        ("--drift", "1e9", "--drift must be a number of boxes above 0 and at most 1000"),
     ] {
         let e = stderr_of(&with(flag, value));
         assert!(e.contains(said), "{flag} {value}: {e}");

@@ -360,6 +360,11 @@ enum Command {
         /// maps only, the others being 2D)
         #[arg(long, default_value_t = 2)]
         dims: usize,
+        /// How far the drifting sequence's map moves a step, in boxes along x (half as far along
+        /// y); a part's side is fewer boxes in 3D, where a sixth of a box moves it about as much
+        /// as half a box on squares
+        #[arg(long, default_value_t = peers::DRIFT, allow_negative_numbers = true)]
+        drift: f64,
     },
     /// How long each balancer's partition of md lasts at many parts (NoRCB's claim), from md's
     /// pair counts per box: remaps, lifetime, migrations, efficiency.
@@ -835,9 +840,16 @@ fn run(cli: Cli) -> Result<(), String> {
             json,
             png,
             dims,
+            drift,
         } => {
             if let Some(t) = pbs_tol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
                 return Err(format!("--pbs-tol must be finite and ≥ 0, got {t}"));
+            }
+            if !(drift.is_finite() && drift > 0.0 && drift <= peers::MAX_DRIFT) {
+                return Err(format!(
+                    "--drift must be a number of boxes above 0 and at most {}, got {drift}",
+                    peers::MAX_DRIFT
+                ));
             }
             png.iter().try_for_each(|p| writable(p))?;
             if parts.contains(&0) || boxes_per_part.contains(&0) {
@@ -874,6 +886,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 repeats,
                 pbs_tol,
                 dims,
+                drift,
             };
             peers::check_sizes(&settings)?;
             // A peer library that panics (coupe 0.1's multi-jagged does on some maps) is reported

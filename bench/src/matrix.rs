@@ -580,6 +580,9 @@ mod tests {
                 let (whole, less) = (n.pow(dims) * per_box, (n - 1).pow(dims) * per_box);
                 assert!(whole > kib * 1024, "{kib} KiB: the whole ({whole} B) must not fit");
                 assert!(less as f64 <= 1.1 * (kib * 1024) as f64, "{kib} KiB, {dims}D: the smallest side that does");
+                if dims == 2 {
+                    assert!(whole * 8 / 10 <= kib * 1024 + per_box * n, "{kib} KiB: 80 % of the boxes must fit");
+                }
             }
         }
     }

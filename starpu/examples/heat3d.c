@@ -74,6 +74,7 @@ static void sweep_box(void *buffers[], void *cl_arg) {
     size_t ox = a->k % NX * T, oy = a->k / NX % NY * T, oz = a->k / (NX * NY) * T;
     double *w = (double *)STARPU_BLOCK_GET_PTR(buffers[0]);
     const double *o = (const double *)STARPU_BLOCK_GET_PTR(buffers[1]);
+    /* Both blocks are views of a field with the same strides. */
     size_t ldy = STARPU_BLOCK_GET_LDY(buffers[1]), ldz = STARPU_BLOCK_GET_LDZ(buffers[1]);
     for (size_t z = 0; z < T; z++)
         for (size_t y = 0; y < T; y++)
@@ -89,8 +90,7 @@ static void sweep_box(void *buffers[], void *cl_arg) {
                           at(buffers, a, (long)gx, (long)gy + 1, (long)gz, gx, gy, gz) +
                           at(buffers, a, (long)gx, (long)gy, (long)gz - 1, gx, gy, gz) +
                           at(buffers, a, (long)gx, (long)gy, (long)gz + 1, gx, gy, gz);
-                w[z * STARPU_BLOCK_GET_LDZ(buffers[0]) + y * STARPU_BLOCK_GET_LDY(buffers[0]) + x] =
-                    sum / 6.0 + extra(o[c], gx, gy, gz);
+                w[c] = sum / 6.0 + extra(o[c], gx, gy, gz);
             }
     pbs_example_task_end(a->it, t0);
 }

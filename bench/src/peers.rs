@@ -56,6 +56,10 @@ pub struct PeersSettings {
     /// y). Half a box is 1/36 of a part's side on 150² boxes and 72 parts but 1/12 on 26³:
     /// smaller steps in 3D compare like with like.
     pub drift: f64,
+    /// The side of the drifting and re-drawn sequences' square or cube, in boxes; `None`:
+    /// [`sequence_side`]. The warm steps' cost in 3D changes with it more than with the part
+    /// count (docs/peers.md, "Warm steps on cubes of seven sides").
+    pub sequence_side: Option<usize>,
 }
 
 /// Fewest boxes per part a map is run at.
@@ -74,6 +78,7 @@ impl Default for PeersSettings {
             pbs_tol: None,
             dims: 2,
             drift: DRIFT,
+            sequence_side: None,
         }
     }
 }
@@ -193,9 +198,15 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
         Maps::Dir(_) | Maps::Dense if settings.dims == 3 => {
             return Err("--dims 3 runs Perlin maps only: the dense maps and CSV maps are 2D".into())
         }
+        Maps::Dir(_) if settings.sequence_side.is_some() => {
+            return Err("--sequence-side sizes the Perlin sequences; with --maps the sequences roll those maps".into())
+        }
         Maps::Dir(_) => return Ok(()),
-        Maps::Dense => return held(DENSE_SHAPES * 80 * 40).map_or(Ok(()), Err),
-        Maps::Standard | Maps::Perlin => {}
+        Maps::Dense => {
+            check_sequence_side(settings)?;
+            return held(DENSE_SHAPES * 80 * 40).map_or(Ok(()), Err);
+        }
+        Maps::Standard | Maps::Perlin => check_sequence_side(settings)?,
     }
     for &parts in &settings.parts {
         let mut per_seed = 0usize;
@@ -215,6 +226,23 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The Perlin sequences' grid, where `--sequence-side` sets it: at most [`MAX_BOXES`] boxes and
+/// at least [`MIN_BOXES_PER_PART`] a part at every part count.
+fn check_sequence_side(settings: &PeersSettings) -> Result<(), String> {
+    let Some(side) = settings.sequence_side.filter(|_| settings.sequence > 0) else { return Ok(()) };
+    let boxes = side.saturating_pow(settings.dims as u32);
+    let map = vec![side.to_string(); settings.dims].join("×");
+    if boxes > MAX_BOXES {
+        return Err(format!("--sequence-side {side} asks for a {map} map; generated maps go up to {MAX_BOXES} boxes"));
+    }
+    match settings.parts.iter().find(|&&parts| boxes < parts.saturating_mul(MIN_BOXES_PER_PART)) {
+        Some(parts) => Err(format!(
+            "--sequence-side {side}: a {map} map has {boxes} boxes, under {MIN_BOXES_PER_PART} a part at {parts} parts"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The side of the square (`dims` 2) or cube (3) map nearest `parts × boxes_per_part` boxes,
@@ -444,7 +472,8 @@ pub fn sequences(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Result
             }
             continue;
         }
-        let grid = generated_grid(sequence_side(parts, settings.dims), settings.dims)?;
+        let side = settings.sequence_side.unwrap_or_else(|| sequence_side(parts, settings.dims));
+        let grid = generated_grid(side, settings.dims)?;
         for kind in ["drift", "redraw"] {
             let mut map = PerlinMap::with_seed(SEQUENCE_SEED);
             let drawn = |step: usize| -> Vec<f64> {
@@ -778,6 +807,7 @@ mod tests {
             pbs_tol: None,
             dims: 2,
             drift: DRIFT,
+            sequence_side: None,
         }
     }
 
@@ -945,6 +975,33 @@ mod tests {
         };
         let (slow, fast) = (moved(0.1), moved(DRIFT));
         assert!(slow < fast, "{slow} boxes a step at 0.1, {fast} at {DRIFT}");
+    }
+
+    /// `--sequence-side` sizes the sequences' grid, in 2D and 3D, and is refused where it
+    /// would leave under 20 boxes a part, pass the largest generated map, or has no Perlin
+    /// sequence to size.
+    #[test]
+    fn the_sequence_side_sizes_the_sequences_grid() {
+        let s = PeersSettings { parts: vec![4], methods: vec!["rcb".into()], sequence: 2, ..small() };
+        for (dims, side, name) in [(2, 11, "11x11"), (3, 7, "7x7x7")] {
+            let sized = PeersSettings { dims, sequence_side: Some(side), ..s.clone() };
+            assert!(check_sizes(&sized).is_ok());
+            let rows = sequences(&sized, |_| {}).unwrap();
+            assert_eq!(rows.len(), 2);
+            assert!(rows.iter().all(|r| r.grid == name && r.measures.is_some()), "{rows:?}");
+        }
+        let few = check_sizes(&PeersSettings { sequence_side: Some(8), ..s.clone() }).unwrap_err();
+        assert!(few.contains("--sequence-side 8") && few.contains("64 boxes"), "{few}");
+        let one = PeersSettings { sequence_side: Some(9), ..s.clone() };
+        assert!(check_sizes(&one).is_ok(), "81 boxes hold 20 a part at 4 parts");
+        let huge = check_sizes(&PeersSettings { sequence_side: Some(usize::MAX), ..s.clone() }).unwrap_err();
+        assert!(huge.contains("go up to"), "{huge}");
+        let dir = check_sizes(&PeersSettings { maps: Maps::Dir("x".into()), sequence_side: Some(9), ..s.clone() });
+        assert!(dir.unwrap_err().contains("--maps"));
+        let dense = check_sizes(&PeersSettings { maps: Maps::Dense, sequence_side: Some(8), ..s.clone() });
+        assert!(dense.unwrap_err().contains("under 20 a part"));
+        // Without sequences there is nothing to size.
+        assert!(check_sizes(&PeersSettings { sequence: 0, sequence_side: Some(2), ..s }).is_ok());
     }
 
     #[test]

@@ -932,6 +932,10 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     assert!(json(&[&with("--pbs-tol", "0.5")[..], &["--json"]].concat())["partitions"].is_array());
     let e = stderr_of(&["peers", "--sequence", "1000000000"]);
     assert!(e.contains("--sequence 1000000000: at most 1000000 steps"), "{e}");
+    for (side, said) in [("8", "a 8×8 map has 64 boxes, under 20 a part at 4 parts"), ("0", "has 0 boxes")] {
+        let e = stderr_of(&["peers", "--perlin", "--parts", "4", "--sequence", "1", "--sequence-side", side]);
+        assert!(e.contains(&format!("--sequence-side {side}: ")) && e.contains(said), "{e}");
+    }
     let e = stderr_of(&["peers", "--maps", dir.to_str().unwrap(), "--parts", "100"]);
     assert!(e.contains("no map has at least 20 boxes per part"), "{e}");
     std::fs::remove_dir_all(dir).unwrap();

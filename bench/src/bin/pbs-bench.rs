@@ -365,6 +365,10 @@ enum Command {
         /// as half a box on squares
         #[arg(long, default_value_t = peers::DRIFT, allow_negative_numbers = true)]
         drift: f64,
+        /// The sequences' square or cube side, in boxes (default: 256 boxes a part, 150² at 72
+        /// parts on squares)
+        #[arg(long)]
+        sequence_side: Option<usize>,
     },
     /// How long each balancer's partition of md lasts at many parts (NoRCB's claim), from md's
     /// pair counts per box: remaps, lifetime, migrations, efficiency.
@@ -841,6 +845,7 @@ fn run(cli: Cli) -> Result<(), String> {
             png,
             dims,
             drift,
+            sequence_side,
         } => {
             if let Some(t) = pbs_tol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
                 return Err(format!("--pbs-tol must be finite and ≥ 0, got {t}"));
@@ -887,6 +892,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 pbs_tol,
                 dims,
                 drift,
+                sequence_side,
             };
             peers::check_sizes(&settings)?;
             // A peer library that panics (coupe 0.1's multi-jagged does on some maps) is reported

@@ -58,7 +58,7 @@ pub struct PeersSettings {
     pub drift: f64,
     /// The side of the drifting and re-drawn sequences' square or cube, in boxes; `None`:
     /// [`sequence_side`]. The warm steps' cost in 3D changes with it more than with the part
-    /// count (docs/peers.md, "Warm steps on cubes of seven sides").
+    /// count (docs/peers.md, "Warm steps by cube side").
     pub sequence_side: Option<usize>,
 }
 

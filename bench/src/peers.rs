@@ -994,12 +994,19 @@ mod tests {
         assert!(few.contains("--sequence-side 8") && few.contains("64 boxes"), "{few}");
         let one = PeersSettings { sequence_side: Some(9), ..s.clone() };
         assert!(check_sizes(&one).is_ok(), "81 boxes hold 20 a part at 4 parts");
+        let exactly = PeersSettings { parts: vec![5], sequence_side: Some(10), ..s.clone() };
+        assert!(check_sizes(&exactly).is_ok(), "100 boxes are 20 a part at 5 parts");
+        assert!(check_sizes(&PeersSettings { sequence_side: Some(1024), ..s.clone() }).is_ok(), "1024² is the largest");
+        assert!(check_sizes(&PeersSettings { sequence_side: Some(1025), ..s.clone() }).is_err());
         let huge = check_sizes(&PeersSettings { sequence_side: Some(usize::MAX), ..s.clone() }).unwrap_err();
         assert!(huge.contains("go up to"), "{huge}");
         let dir = check_sizes(&PeersSettings { maps: Maps::Dir("x".into()), sequence_side: Some(9), ..s.clone() });
         assert!(dir.unwrap_err().contains("--maps"));
+        assert!(check_sizes(&PeersSettings { maps: Maps::Dir("x".into()), ..s.clone() }).is_ok());
         let dense = check_sizes(&PeersSettings { maps: Maps::Dense, sequence_side: Some(8), ..s.clone() });
         assert!(dense.unwrap_err().contains("under 20 a part"));
+        // Unsized, the sequences take 256 boxes a part, and 150² at 72 parts on squares.
+        assert_eq!((sequence_side(16, 2), sequence_side(72, 2), sequence_side(72, 3)), (64, 150, 26));
         // Without sequences there is nothing to size.
         assert!(check_sizes(&PeersSettings { sequence: 0, sequence_side: Some(2), ..s }).is_ok());
     }

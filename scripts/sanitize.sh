@@ -82,6 +82,9 @@ starpu_runs() {
             checked "$dir/heat" --sched "$policy" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --barrier "$barrier"
             checked "$dir/md" --sched "$policy" --iters 30 --nx 5 --ny 4 --tile 1 --scenario contraction --barrier "$barrier"
             checked "$dir/md" --sched "$policy" --iters 30 --nx 3 --ny 3 --tile 3 --barrier "$barrier"
+            checked "$dir/md" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --tile 1 --scenario contraction \
+                --barrier "$barrier"
+            checked "$dir/md" --sched "$policy" --iters 12 --nx 2 --ny 2 --nz 2 --tile 3 --barrier "$barrier"
             checked "$dir/heat3d" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --side 5 --barrier "$barrier"
         done
     done
@@ -123,11 +126,13 @@ leaked() {
     { ASAN_OPTIONS=detect_leaks=1 "$@" 2>&1 > /dev/null || true; } |
         sed -n 's/^SUMMARY: AddressSanitizer: \([0-9]*\) byte.*/\1/p'
 }
-for app in heat md; do
-    eager=$(leaked "$asan/$app" --sched eager --iters 20 --nx 4 --ny 4)
-    pbs=$(leaked "$asan/$app" --sched pbs --iters 20 --nx 4 --ny 4)
+for run in heat md "md --nz 3 --tile 2"; do
+    read -r -a args <<< "$run"
+    app=${args[0]}
+    eager=$(leaked "$asan/$app" --sched eager --iters 20 --nx 4 --ny 4 "${args[@]:1}")
+    pbs=$(leaked "$asan/$app" --sched pbs --iters 20 --nx 4 --ny 4 "${args[@]:1}")
     if [ "${pbs:-0}" != "${eager:-0}" ]; then
-        echo "error: $app leaks ${pbs:-0} bytes under pbs, ${eager:-0} under eager" >&2
+        echo "error: $run leaks ${pbs:-0} bytes under pbs, ${eager:-0} under eager" >&2
         exit 1
     fi
 done

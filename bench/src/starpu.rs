@@ -1,7 +1,8 @@
 //! `pbs-bench starpu`: pbs as a StarPU scheduling policy against StarPU's own policies, side by
 //! side in one run, on our apps as StarPU tasks (the heat code, `starpu/examples/heat.c`, its 3D
-//! form `heat3d.c` on a grid declared in 3D, or md, `starpu/examples/md.c`) and on programs of Debian's `starpu-examples`, run unchanged (pbs
-//! through `libpbs_starpu_preload.so`).
+//! form `heat3d.c` on a grid declared in 3D, or md, `starpu/examples/md.c`, in 2D or with `--nz`
+//! in 3D) and on programs of Debian's `starpu-examples`, run unchanged (pbs through
+//! `libpbs_starpu_preload.so`).
 //!
 //! Each round runs every policy once, in an order rotated from round to round; a warm-up round
 //! comes first (it also lets `dmda` calibrate its performance model). Time figures are medians
@@ -35,7 +36,7 @@ const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, clap::Args)]
 pub struct StarpuSettings {
     /// Our app as StarPU tasks: heat (a hot corner), heat3d (3D, a ball of extra work, the grid
-    /// declared in 3D) or md (particles, Verlet boxes in tiles)
+    /// declared in 3D) or md (particles, Verlet boxes in tiles; in 3D with --nz)
     #[arg(long, default_value = "heat", value_parser = ["heat", "heat3d", "md"])]
     pub app: String,
     /// StarPU CPU workers
@@ -47,13 +48,13 @@ pub struct StarpuSettings {
     /// Measured rounds, each running every policy once (after one warm-up round)
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
-    /// Boxes along x: one task each per iteration (md: tiles of --tile × --tile Verlet boxes)
+    /// Boxes along x: one task each per iteration (md: tiles of --tile Verlet boxes a side)
     #[arg(long, default_value_t = 16)]
     pub nx: usize,
     /// Boxes along y
     #[arg(long, default_value_t = 16)]
     pub ny: usize,
-    /// heat3d: layers of boxes along z (heat and md are 2D)
+    /// heat3d and md: layers of boxes along z (md in 3D from 2; heat is 2D)
     #[arg(long, default_value_t = 1)]
     pub nz: usize,
     /// heat, heat3d: cells per box side [default: 64; heat3d: 16, a cube of 4,096 cells as heat's
@@ -461,8 +462,8 @@ fn check(s: &StarpuSettings) -> Result<(), String> {
     {
         return Err("threads, iters, repeats, nx, ny, nz and tile must be ≥ 1 and side ≥ 3".into());
     }
-    if s.nz > 1 && s.app != "heat3d" {
-        return Err(format!("--nz {}: {} is a 2D code; heat3d takes layers", s.nz, s.app));
+    if s.nz > 1 && s.app == "heat" {
+        return Err(format!("--nz {}: heat is a 2D code; heat3d and md take layers", s.nz));
     }
     if !(0.0..=1e6).contains(&s.hot) {
         return Err(format!("--hot must be from 0 to 1e6, got {:?}", s.hot));
@@ -1244,12 +1245,12 @@ mod tests {
         ] {
             assert!(check(&bad).unwrap_err().contains("must be ≥ 1"), "{bad:?}");
         }
-        // Layers for a 2D code: refused by name (heat and md would stop on their own, later).
-        for app in ["heat", "md"] {
-            let e = check(&StarpuSettings { app: app.into(), nz: 2, ..settings() }).unwrap_err();
-            assert_eq!(e, format!("--nz 2: {app} is a 2D code; heat3d takes layers"));
+        // Layers for the 2D code: refused by name (heat would stop on its own, later).
+        let e = check(&StarpuSettings { app: "heat".into(), nz: 2, ..settings() }).unwrap_err();
+        assert_eq!(e, "--nz 2: heat is a 2D code; heat3d and md take layers");
+        for app in ["heat3d", "md"] {
+            assert_eq!(check(&StarpuSettings { app: app.into(), nz: 2, ..settings() }), Ok(()), "{app}");
         }
-        assert_eq!(check(&StarpuSettings { app: "heat3d".into(), nz: 2, ..settings() }), Ok(()));
         assert_eq!(check(&StarpuSettings { side: Some(3), hot: 0.0, ..settings() }), Ok(()));
         assert_eq!(check(&StarpuSettings { hot: 1e6, ..settings() }), Ok(()));
         for hot in [-5.0, f64::NAN, f64::INFINITY, 1e300] {

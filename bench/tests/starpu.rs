@@ -126,7 +126,7 @@ fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
 /// heat3d as StarPU tasks on a grid declared in 3D (`pbs_starpu_declare_grid_3d`): the checksum of
 /// the pbs runtime's own heat3d (ffi/examples/heat3d.c, tiles of the same cells) under every
 /// policy; under pbs with stealing off, each worker's boxes one piece in 3D at every iteration,
-/// and the ball of extra work near a corner makes it rebalance. The 2D programs refuse `--nz`.
+/// and the ball of extra work near a corner makes it rebalance. The 2D heat code refuses `--nz`.
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker() {
@@ -170,11 +170,10 @@ fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker()
         let pieces = pbs::metrics::disconnected_parts(&grid, &part, 2);
         assert!(held(0) > 0 && held(1) > 0 && pieces == 0, "iteration {it}: {part:?}");
     }
-    for program in ["heat", "md"] {
-        let o = starpu(&dir.join(program)).args(["--nz", "2", "--iters", "1"]).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains("a 2D code: --nz must be 1"), "{program}: {err}");
-    }
+    // The 2D heat code refuses layers (md takes them: its own test).
+    let o = starpu(&dir.join("heat")).args(["--nz", "2", "--iters", "1"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("a 2D code: --nz must be 1"), "{err}");
 }
 
 /// Told the run's length (`pbs_starpu_hint_iterations`, which the driver gives unless
@@ -500,25 +499,32 @@ fn unchanged_starpu_programs_run_under_pbs_through_the_preload_with_eagers_resul
     assert!(!err.contains("pbs (StarPU policy)"), "{err}");
 }
 
-/// md on the pbs runtime's reference: one thread, static blocks (any executor gives it).
-fn md_checksum(scenario: Scenario, nx: usize, ny: usize, seed: u64, iters: usize) -> String {
-    let mut md = Md::new(scenario, nx, ny, seed);
-    let mut exec = StaticBlocks::new(md.grid().len(), 1).unwrap();
-    let mut rec = Recorder::new("static", 1);
-    (0..iters).for_each(|_| md.iterate(&mut exec, &mut rec, None));
-    format!("{:016x}", md.checksum())
+/// md on the pbs runtime's reference, in 2D where `nz` is 1: one thread, static blocks (any
+/// executor gives it).
+fn md_checksum(scenario: Scenario, [nx, ny, nz]: [usize; 3], seed: u64, iters: usize) -> String {
+    fn run<const D: usize>(mut md: Md<D>, iters: usize) -> String {
+        let mut exec = StaticBlocks::new(md.grid().len(), 1).unwrap();
+        let mut rec = Recorder::new("static", 1);
+        (0..iters).for_each(|_| md.iterate(&mut exec, &mut rec, None));
+        format!("{:016x}", md.checksum())
+    }
+    if nz == 1 {
+        run(Md::new(scenario, nx, ny, seed), iters)
+    } else {
+        run(Md::new_3d(scenario, nx, ny, nz, seed), iters)
+    }
 }
 
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
-fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile() {
+fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile_in_2d_and_3d() {
     let dir = built();
     // Tiles of 1 (a task reads 5 × 5 tiles: 26 buffers, past STARPU_NMAXBUFS), 2 and 3 Verlet
     // boxes; grids whose tiles reach the walls unevenly.
     for (scenario, tile, nx, ny) in
         [(Scenario::Contraction, 1, 7, 5), (Scenario::Gravity, 2, 4, 3), (Scenario::Expansion, 3, 3, 2)]
     {
-        let want = md_checksum(scenario, nx * tile, ny * tile, 5, 25);
+        let want = md_checksum(scenario, [nx * tile, ny * tile, 1], 5, 25);
         for barrier in ["0", "1"] {
             for policy in pbs_bench::starpu::POLICIES {
                 let (out, _) = ok(starpu(&dir.join("md"))
@@ -530,6 +536,26 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile()
                 assert_eq!(field(&out, "checksum"), want, "{policy}, tile {tile}, barrier {barrier}: {out}");
                 assert_eq!(field(&out, "verlet"), format!("{}x{}", nx * tile, ny * tile));
             }
+        }
+    }
+    // In 3D (--nz): tiles of 1 (a task reads 5 × 5 × 5 tiles: 126 buffers), 2 and 3 Verlet
+    // boxes a side, every scenario, the grid declared in 3D and not.
+    for (scenario, tile, [nx, ny, nz]) in [
+        (Scenario::Contraction, 1, [6, 5, 4]),
+        (Scenario::Gravity, 2, [3, 2, 3]),
+        (Scenario::Expansion, 3, [2, 2, 2]),
+        (Scenario::Uniform, 2, [2, 3, 2]),
+    ] {
+        let want = md_checksum(scenario, [nx * tile, ny * tile, nz * tile], 5, 12);
+        for (policy, declare) in pbs_bench::starpu::POLICIES.iter().map(|p| (p, "1")).chain([(&"pbs", "0")]) {
+            let (out, _) = ok(starpu(&dir.join("md"))
+                .args(["--sched", policy, "--iters", "12", "--seed", "5", "--scenario", scenario.name()])
+                .args(["--nx", &nx.to_string(), "--ny", &ny.to_string(), "--nz", &nz.to_string()])
+                .args(["--tile", &tile.to_string(), "--declare", declare])
+                .output()
+                .unwrap());
+            assert_eq!(field(&out, "checksum"), want, "{policy}, tile {tile}, 3D, declare {declare}: {out}");
+            assert_eq!(field(&out, "verlet"), format!("{}x{}x{}", nx * tile, ny * tile, nz * tile));
         }
     }
     // Under pbs the policy ran: gravity piles the particles on the floor, and it rebalanced.

@@ -1,23 +1,25 @@
 /*
- * The md app of apps/src/md.rs as StarPU tasks: 2D Lennard-Jones molecular dynamics with cell
- * lists on Verlet boxes of side the cutoff, velocity Verlet in one step per Verlet box per
- * iteration. Box k's step computes the forces on the particles now in k from its 3x3
- * neighbourhood, ends the step and starts the next, and files each particle as staying in k or
- * leaving for a neighbour; the particles in a box are its staying ones followed by those that
- * left its neighbours for it, so a step reads the leavers of the 5x5 boxes around it.
+ * The md app of apps/src/md.rs as StarPU tasks: Lennard-Jones molecular dynamics with cell lists
+ * on Verlet boxes of side the cutoff, in 2D or, with --nz above 1, in 3D (Md<3>), velocity
+ * Verlet in one step per Verlet box per iteration. Box k's step computes the forces on the
+ * particles now in k from its 3x3 (3x3x3) neighbourhood, ends the step and starts the next, and
+ * files each particle as staying in k or leaving for a neighbour; the particles in a box are its
+ * staying ones followed by those that left its neighbours for it, so a step reads the leavers of
+ * the 5x5 (5x5x5) boxes around it.
  *
- * A Verlet box holds two or three particles, a few microseconds of work: far less than what
- * StarPU spends on a task. So the StarPU grid's boxes are tiles of T x T Verlet boxes (--tile,
- * default 4): --nx and --ny count tiles, the domain has (nx T) x (ny T) Verlet boxes, and one
- * task steps a tile's Verlet boxes. Each tile has two data handles (its Verlet boxes' particles
- * before an even and an odd iteration), registered with StarPU's variable interface; a task
- * writes its tile's new handle and reads the old handles of the tiles within two Verlet boxes
- * of it (3 x 3 tiles, 5 x 5 with --tile 1). The same operations in the same order as the Rust
- * app: the checksum is that of `pbs-bench run --app md --json` with the same scenario, seed and
- * iteration count on (nx T) x (ny T) boxes.
+ * A Verlet box holds a few particles, a few microseconds of work: far less than what StarPU
+ * spends on a task. So the StarPU grid's boxes are tiles of T x T (x T in 3D) Verlet boxes
+ * (--tile, default 4): --nx, --ny and --nz count tiles, the domain has (nx T) x (ny T) (x (nz T))
+ * Verlet boxes, and one task steps a tile's Verlet boxes. Each tile has two data handles (its
+ * Verlet boxes' particles before an even and an odd iteration), registered with StarPU's
+ * variable interface; a task writes its tile's new handle and reads the old handles of the
+ * tiles within two Verlet boxes of it (3 x 3 (x 3) tiles, 5 x 5 (x 5) with --tile 1). The same
+ * operations in the same order as the Rust app: the checksum is that of `pbs-bench run --app md
+ * --json` with the same scenario, seed and iteration count on (nx T) x (ny T) boxes (with
+ * --nz nz T in 3D).
  *
  *   starpu/build.sh
- *   target/starpu/md [the options of driver.h] [--tile 4] [--seed 1]
+ *   target/starpu/md [the options of driver.h, --nz among them] [--tile 4] [--seed 1]
  *                    [--scenario uniform|contraction|expansion|gravity]
  *
  * The result line adds the Verlet grid and the number of particles (conserved: checked at the
@@ -38,23 +40,28 @@
 
 #define NX pbs_example_nx /* tiles */
 #define NY pbs_example_ny
+#define NZ pbs_example_nz
 #define CUTOFF 2.5
 #define DT 0.004
 #define R_MIN 0.8              /* pair distances are floored here (a soft core) */
 #define MAX_STEP (0.2 * CUTOFF) /* largest displacement per step: particles never skip a box */
+#define HOOD 27                 /* slots of a neighbourhood: 3 x 3 x 3 (a 2D step uses the middle layer's) */
+#define MIDDLE 13               /* a box's own slot */
 
 enum scenario { UNIFORM, CONTRACTION, EXPANSION, GRAVITY };
 static const char *const SCENARIOS[] = {"uniform", "contraction", "expansion", "gravity"};
 static enum scenario scenario = GRAVITY;
 static uint64_t seed = 1;
-static size_t T = 4;  /* Verlet boxes per tile side */
-static size_t VX, VY; /* Verlet boxes along x and y: NX T, NY T */
-static double width, height, centre_x, centre_y;
+static size_t T = 4;       /* Verlet boxes per tile side */
+static size_t TZ = 1;      /* ... along z: T in 3D, 1 in 2D */
+static int D = 2;          /* dimensions: 3 with --nz above 1 */
+static size_t V[3];        /* Verlet boxes along x, y and z: NX T, NY T, NZ TZ */
+static double extent[3], centre[3];
 
-/* As apps/src/md.rs's: 56 bytes. */
+/* As apps/src/md.rs's (its first D coordinates used; the model counts Rust's 8 + 24 D bytes). */
 struct particle {
     uint32_t id, bin; /* bin: the box its position lies in */
-    double x, y, vx, vy, fx, fy;
+    double x[3], v[3], f[3];
 };
 
 struct list {
@@ -69,14 +76,15 @@ struct bin {
 };
 
 /* Every Verlet box's particles before an even and an odd iteration, tile after tile (a tile's
-   boxes row-major): a tile's data is one piece of memory, for its StarPU handle. */
+   boxes in index order, x fastest): a tile's data is one piece of memory, for its StarPU
+   handle. */
 static struct bin *bins[2];
 static size_t particles;      /* placed at the start */
 static _Atomic int out_of_memory;
 /* Per worker (the last row: the main thread's, for the first step), the arrivals in each box of
-   a task's 3x3 neighbourhood (slot 3 (dj + 1) + di + 1): reused, so that a step allocates
-   nothing once they have grown. */
-static struct list arrived[STARPU_NMAXWORKERS + 1][9];
+   a task's neighbourhood (slot 9 (dl + 1) + 3 (dj + 1) + di + 1): reused, so that a step
+   allocates nothing once they have grown. */
+static struct list arrived[STARPU_NMAXWORKERS + 1][HOOD];
 
 static int push(struct list *l, const struct particle *p) {
     if (l->n == l->cap) {
@@ -102,49 +110,81 @@ static uint64_t rng_next(uint64_t *state) {
 
 static double rng_f64(uint64_t *state) { return (double)(rng_next(state) >> 11) * (1.0 / (double)(1ull << 53)); }
 
-/* The box a position lies in; Rust's saturating casts for what a wall reflects to (>= 0). */
+/* The squared length of the first D coordinates, summed from the first (md.rs's `squared`). */
+static double squared(const double *v) {
+    double sum = v[0] * v[0];
+    for (int d = 1; d < D; d++) sum += v[d] * v[d];
+    return sum;
+}
+
+/* The length: hypot in 2D, on which the 2D placements and forces depend (md.rs's `length`). */
+static double length(const double *v) { return D == 2 ? hypot(v[0], v[1]) : sqrt(squared(v)); }
+
+/* The box a position lies in along an axis of N boxes; Rust's saturating casts for what a wall
+   reflects to (>= 0). */
 static size_t index_along(double pos, size_t n) {
     double q = pos / CUTOFF;
     if (!(q > 0)) return 0;
     return q < (double)n ? (size_t)q : n - 1;
 }
 
-static size_t box_of(double x, double y) { return index_along(y, VY) * VX + index_along(x, VX); }
+static size_t box_of(const double *x) {
+    size_t c = D == 3 ? index_along(x[2], V[2]) : 0;
+    return (c * V[1] + index_along(x[1], V[1])) * V[0] + index_along(x[0], V[0]);
+}
 
-/* Where Verlet box (a, b) sits in bins[]. */
-static size_t stored_at(size_t a, size_t b) { return ((b / T) * NX + a / T) * T * T + (b % T) * T + a % T; }
+static void coords(size_t k, size_t c[3]) { c[0] = k % V[0], c[1] = k / V[0] % V[1], c[2] = k / (V[0] * V[1]); }
 
-static void external(const struct particle *p, double *fx, double *fy) {
-    *fx = *fy = 0.0;
+/* Where Verlet box (a, b, c) sits in bins[]. */
+static size_t stored_at(size_t a, size_t b, size_t c) {
+    size_t tile = ((c / TZ) * NY + b / T) * NX + a / T;
+    return tile * T * T * TZ + ((c % TZ) * T + b % T) * T + a % T;
+}
+
+static void external(const struct particle *p, double *f) {
+    f[0] = f[1] = f[2] = 0.0;
     if (scenario == CONTRACTION) {
-        double dx = p->x - centre_x, dy = p->y - centre_y;
-        double d = hypot(dx, dy);
-        if (d < 1e-9) d = 1e-9;
-        *fx = -0.6 * dx / d;
-        *fy = -0.6 * dy / d;
+        double dx[3] = {0};
+        for (int d = 0; d < D; d++) dx[d] = p->x[d] - centre[d];
+        double len = length(dx);
+        if (len < 1e-9) len = 1e-9;
+        for (int d = 0; d < D; d++) f[d] = -0.6 * dx[d] / len;
     } else if (scenario == GRAVITY) {
-        *fy = -0.6;
+        f[D - 1] = -0.6;
     }
 }
 
 /* Adds the Lennard-Jones forces of QS on P (within the cutoff, soft core) in order. The sums
-   run in locals: through FX and FY, which may alias a particle's doubles as far as the compiler
-   knows, every addition went to memory. */
-static void pair_forces(const struct particle *p, const struct list *qs, double *fx_sum, double *fy_sum) {
-    double fx = *fx_sum, fy = *fy_sum;
-    for (size_t i = 0; i < qs->n; i++) {
-        const struct particle *q = &qs->p[i];
-        if (q->id == p->id) continue;
-        double dx = p->x - q->x, dy = p->y - q->y;
-        double r2 = dx * dx + dy * dy;
-        if (r2 >= CUTOFF * CUTOFF) continue;
-        if (r2 < R_MIN * R_MIN) r2 = R_MIN * R_MIN;
-        double inv6 = 1.0 / (r2 * r2 * r2);
-        double f = 24.0 * inv6 * (2.0 * inv6 - 1.0) / r2;
-        fx += f * dx;
-        fy += f * dy;
+   run in locals: through F, which may alias a particle's doubles as far as the compiler knows,
+   every addition went to memory. One loop per dimension count, so that the compiler unrolls
+   the axes. */
+#define PAIR_FORCES(DIMS)                                                                          \
+    static void pair_forces_##DIMS(const struct particle *p, const struct list *qs, double *f_sum) { \
+        double f[DIMS];                                                                            \
+        for (int d = 0; d < DIMS; d++) f[d] = f_sum[d];                                            \
+        for (size_t i = 0; i < qs->n; i++) {                                                       \
+            const struct particle *q = &qs->p[i];                                                  \
+            if (q->id == p->id) continue;                                                          \
+            double dx[DIMS];                                                                       \
+            for (int d = 0; d < DIMS; d++) dx[d] = p->x[d] - q->x[d];                              \
+            double r2 = dx[0] * dx[0];                                                             \
+            for (int d = 1; d < DIMS; d++) r2 += dx[d] * dx[d];                                    \
+            if (r2 >= CUTOFF * CUTOFF) continue;                                                   \
+            if (r2 < R_MIN * R_MIN) r2 = R_MIN * R_MIN;                                            \
+            double inv6 = 1.0 / (r2 * r2 * r2);                                                    \
+            double s = 24.0 * inv6 * (2.0 * inv6 - 1.0) / r2;                                      \
+            for (int d = 0; d < DIMS; d++) f[d] += s * dx[d];                                      \
+        }                                                                                          \
+        for (int d = 0; d < DIMS; d++) f_sum[d] = f[d];                                            \
     }
-    *fx_sum = fx, *fy_sum = fy;
+PAIR_FORCES(2)
+PAIR_FORCES(3)
+
+static void pair_forces(const struct particle *p, const struct list *qs, double *f) {
+    if (D == 2)
+        pair_forces_2(p, qs, f);
+    else
+        pair_forces_3(p, qs, f);
 }
 
 /* A reflecting wall at 0 and at LIMIT along one axis. */
@@ -158,105 +198,122 @@ static void reflect(double *pos, double *vel, double limit) {
     }
 }
 
-static void kick_drift(struct particle *p) {
-    p->vx += 0.5 * DT * p->fx;
-    p->vy += 0.5 * DT * p->fy;
-    double speed2 = p->vx * p->vx + p->vy * p->vy;
-    if (speed2 * DT * DT > MAX_STEP * MAX_STEP) {
-        double s = MAX_STEP / (sqrt(speed2) * DT);
-        p->vx *= s;
-        p->vy *= s;
-    }
-    p->x += DT * p->vx;
-    p->y += DT * p->vy;
-    reflect(&p->x, &p->vx, width);
-    reflect(&p->y, &p->vy, height);
+static void half_kick(double *v, const double *f) {
+    for (int d = 0; d < D; d++) v[d] += 0.5 * DT * f[d];
 }
 
-/* The boxes around box k whose particles its step reads: columns a0..a1 and rows b0..b1 (ends
-   excluded) of the 5x5 window, clipped at the walls. */
+static void kick_drift(struct particle *p) {
+    half_kick(p->v, p->f);
+    double speed2 = squared(p->v);
+    if (speed2 * DT * DT > MAX_STEP * MAX_STEP) {
+        double s = MAX_STEP / (sqrt(speed2) * DT);
+        for (int d = 0; d < D; d++) p->v[d] *= s;
+    }
+    for (int d = 0; d < D; d++) {
+        p->x[d] += DT * p->v[d];
+        reflect(&p->x[d], &p->v[d], extent[d]);
+    }
+}
+
+/* The boxes around box k whose particles its step reads: lo[d]..hi[d] (hi excluded) along each
+   axis of the 5x5(x5) window, clipped at the walls; c the box's own coordinates. */
 struct window {
-    size_t i, j, a0, a1, b0, b1;
+    size_t c[3], lo[3], hi[3];
 };
 
 static struct window window_of(size_t k) {
-    struct window w = {.i = k % VX, .j = k / VX};
-    w.a0 = w.i >= 2 ? w.i - 2 : 0, w.a1 = w.i + 3 < VX ? w.i + 3 : VX;
-    w.b0 = w.j >= 2 ? w.j - 2 : 0, w.b1 = w.j + 3 < VY ? w.j + 3 : VY;
+    struct window w;
+    coords(k, w.c);
+    for (int d = 0; d < 3; d++) {
+        w.lo[d] = w.c[d] >= 2 ? w.c[d] - 2 : 0;
+        w.hi[d] = w.c[d] + 3 < V[d] ? w.c[d] + 3 : V[d];
+    }
     return w;
 }
 
-/* One step of box K into OUT, reading the window's boxes AROUND (row-major over the window):
-   forces on its particles, with FINISH the half-kick that ends the step, then the half-kick
-   and drift that start the next, each particle filed as staying or leaving. The order of
-   every sum is apps/src/md.rs's (Md::step_box). */
+/* One step of box K into OUT, reading the window's boxes AROUND (in index order over the
+   window): forces on its particles, with FINISH the half-kick that ends the step, then the
+   half-kick and drift that start the next, each particle filed as staying or leaving. The order
+   of every sum is apps/src/md.rs's (Md::step_box). */
 static void step_box(size_t k, struct bin *const *around, struct bin *out, int finish, struct list *arr) {
     struct window w = window_of(k);
-    size_t wa = w.a1 - w.a0;
-#define AT(a, b) around[((b) - w.b0) * wa + ((a) - w.a0)]
-    /* The arrivals of the 3x3 neighbourhood, in one pass over the window's leavers in index
-       order: each slot gets its box's arrivals by source box, then list order. */
-    for (int s = 0; s < 9; s++) arr[s].n = 0;
-    for (size_t b = w.b0; b < w.b1; b++)
-        for (size_t a = w.a0; a < w.a1; a++) {
-            const struct list *leave = &AT(a, b)->leave;
-            for (size_t m = 0; m < leave->n; m++) {
-                const struct particle *p = &leave->p[m];
-                long di = (long)(p->bin % VX) - (long)w.i, dj = (long)(p->bin / VX) - (long)w.j;
-                if (labs(di) <= 1 && labs(dj) <= 1) push(&arr[3 * (dj + 1) + di + 1], p);
+    size_t wa = w.hi[0] - w.lo[0], wb = w.hi[1] - w.lo[1];
+#define AT(a, b, c) around[(((c) - w.lo[2]) * wb + ((b) - w.lo[1])) * wa + ((a) - w.lo[0])]
+    /* The arrivals of the neighbourhood, in one pass over the window's leavers in index order:
+       each slot gets its box's arrivals by source box, then list order. */
+    for (int s = 0; s < HOOD; s++) arr[s].n = 0;
+    for (size_t c = w.lo[2]; c < w.hi[2]; c++)
+        for (size_t b = w.lo[1]; b < w.hi[1]; b++)
+            for (size_t a = w.lo[0]; a < w.hi[0]; a++) {
+                const struct list *leave = &AT(a, b, c)->leave;
+                for (size_t m = 0; m < leave->n; m++) {
+                    const struct particle *p = &leave->p[m];
+                    size_t to[3];
+                    coords(p->bin, to);
+                    long di = (long)to[0] - (long)w.c[0], dj = (long)to[1] - (long)w.c[1],
+                         dl = (long)to[2] - (long)w.c[2];
+                    if (labs(di) <= 1 && labs(dj) <= 1 && labs(dl) <= 1)
+                        push(&arr[9 * (dl + 1) + 3 * (dj + 1) + di + 1], p);
+                }
             }
-        }
-    /* The 3x3 neighbourhood in a fixed order: its boxes and their slots. */
-    const struct bin *hood[9];
-    int slot[9], count = 0;
-    for (long dj = -1; dj <= 1; dj++)
-        for (long di = -1; di <= 1; di++) {
-            long a = (long)w.i + di, b = (long)w.j + dj;
-            if (a < 0 || b < 0 || a >= (long)VX || b >= (long)VY) continue;
-            hood[count] = AT((size_t)a, (size_t)b);
-            slot[count++] = (int)(3 * (dj + 1) + di + 1);
-        }
+    /* The neighbourhood in a fixed order (z slowest, x fastest): its boxes and their slots. */
+    const struct bin *hood[HOOD];
+    int slot[HOOD], count = 0;
+    for (long dl = -1; dl <= 1; dl++)
+        for (long dj = -1; dj <= 1; dj++)
+            for (long di = -1; di <= 1; di++) {
+                long a = (long)w.c[0] + di, b = (long)w.c[1] + dj, c = (long)w.c[2] + dl;
+                if (a < 0 || b < 0 || c < 0 || a >= (long)V[0] || b >= (long)V[1] || c >= (long)V[2]) continue;
+                hood[count] = AT((size_t)a, (size_t)b, (size_t)c);
+                slot[count++] = (int)(9 * (dl + 1) + 3 * (dj + 1) + di + 1);
+            }
     out->stay.n = out->leave.n = 0;
-    const struct list *own[2] = {&AT(w.i, w.j)->stay, &arr[4]};
+    const struct list *own[2] = {&AT(w.c[0], w.c[1], w.c[2])->stay, &arr[MIDDLE]};
 #undef AT
     for (int o = 0; o < 2; o++)
         for (size_t m = 0; m < own[o]->n; m++) {
             struct particle p = own[o]->p[m];
-            double fx, fy;
-            external(&p, &fx, &fy);
+            double f[3];
+            external(&p, f);
             for (int h = 0; h < count; h++) {
-                pair_forces(&p, &hood[h]->stay, &fx, &fy);
-                pair_forces(&p, &arr[slot[h]], &fx, &fy);
+                pair_forces(&p, &hood[h]->stay, f);
+                pair_forces(&p, &arr[slot[h]], f);
             }
-            p.fx = fx;
-            p.fy = fy;
-            if (finish) {
-                p.vx += 0.5 * DT * fx;
-                p.vy += 0.5 * DT * fy;
-            }
+            memcpy(p.f, f, sizeof f);
+            if (finish) half_kick(p.v, f);
             kick_drift(&p);
-            p.bin = (uint32_t)box_of(p.x, p.y);
+            p.bin = (uint32_t)box_of(p.x);
             push(p.bin == k ? &out->stay : &out->leave, &p);
         }
 }
 
-/* The tiles whose old particles the task of TILE reads: those within two Verlet boxes of it,
-   columns x0..x1 and rows y0..y1 of the tile grid (ends excluded). */
+/* The tiles whose old particles the task of a tile reads: those within two Verlet boxes of it,
+   lo[d]..hi[d] (hi excluded) of the tile grid along each axis. */
 struct tiles {
-    size_t x0, x1, y0, y1;
+    size_t lo[3], hi[3];
 };
 
 static struct tiles tiles_read_by(size_t tile) {
-    size_t reach = (2 + T - 1) / T, tx = tile % NX, ty = tile / NX;
-    return (struct tiles){tx >= reach ? tx - reach : 0, tx + reach + 1 < NX ? tx + reach + 1 : NX,
-                          ty >= reach ? ty - reach : 0, ty + reach + 1 < NY ? ty + reach + 1 : NY};
+    size_t n[3] = {NX, NY, NZ}, t[3] = {tile % NX, tile / NX % NY, tile / (NX * NY)};
+    size_t side[3] = {T, T, TZ};
+    struct tiles r;
+    for (int d = 0; d < 3; d++) {
+        size_t reach = (2 + side[d] - 1) / side[d];
+        r.lo[d] = t[d] >= reach ? t[d] - reach : 0;
+        r.hi[d] = t[d] + reach + 1 < n[d] ? t[d] + reach + 1 : n[d];
+    }
+    return r;
 }
 
-/* Tile k's task: buffer 0 its new particles, then the old ones of tiles_read_by(k), row-major. */
+/* Tile k's task: buffer 0 its new particles, then the old ones of tiles_read_by(k), in index
+   order. */
 struct tile_arg {
     size_t k;
     long it;
 };
+
+/* Most Verlet boxes a task's reach spans along one axis: a tile's side and two on each side. */
+#define REACH_MAX (1024 + 4)
 
 static void md_tile(void *buffers[], void *cl_arg) {
     const struct tile_arg *arg = cl_arg;
@@ -266,26 +323,38 @@ static void md_tile(void *buffers[], void *cl_arg) {
     struct bin *out = (struct bin *)STARPU_VARIABLE_GET_PTR(buffers[0]);
     int me = starpu_worker_get_id();
     struct list *arr = arrived[me >= 0 ? me : STARPU_NMAXWORKERS];
-    size_t tx = arg->k % NX, ty = arg->k / NX;
-    /* Verlet column x of the task's reach (x0 = its first) is in buffer column tile_col[x - x0]
-       at offset col_at[x - x0]; rows alike. */
-    size_t x0 = tx * T >= 2 ? tx * T - 2 : 0, y0 = ty * T >= 2 ? ty * T - 2 : 0;
-    size_t tile_col[1028], col_at[1028], tile_row[1028], row_at[1028];
-    for (size_t x = x0; x < VX && x < (tx + 1) * T + 2; x++) tile_col[x - x0] = x / T - r.x0, col_at[x - x0] = x % T;
-    for (size_t y = y0; y < VY && y < (ty + 1) * T + 2; y++)
-        tile_row[y - y0] = (y / T - r.y0) * (r.x1 - r.x0), row_at[y - y0] = (y % T) * T;
-    for (size_t b = ty * T; b < (ty + 1) * T; b++)
-        for (size_t a = tx * T; a < (tx + 1) * T; a++) {
-            struct window w = window_of(b * VX + a);
-            struct bin *around[25];
-            size_t n = 0;
-            for (size_t y = w.b0; y < w.b1; y++)
-                for (size_t x = w.a0; x < w.a1; x++) {
-                    void *tile = (void *)STARPU_VARIABLE_GET_PTR(buffers[1 + tile_row[y - y0] + tile_col[x - x0]]);
-                    around[n++] = (struct bin *)tile + row_at[y - y0] + col_at[x - x0];
-                }
-            step_box(b * VX + a, around, out + (b % T) * T + a % T, 1, arr);
+    size_t t[3] = {arg->k % NX, arg->k / NX % NY, arg->k / (NX * NY)}, side[3] = {T, T, TZ};
+    /* Along axis d, Verlet coordinate x of the task's reach (from[d] its first) is in the
+       buffers' slab tile[d][x - from[d]] at offset at[d][x - from[d]] within a tile. */
+    static _Thread_local size_t tile[3][REACH_MAX], at[3][REACH_MAX];
+    size_t from[3], upto[3];
+    size_t stride_tile[3] = {1, r.hi[0] - r.lo[0], (r.hi[0] - r.lo[0]) * (r.hi[1] - r.lo[1])};
+    size_t stride_box[3] = {1, T, T * T};
+    for (int d = 0; d < 3; d++) {
+        from[d] = t[d] * side[d] >= 2 ? t[d] * side[d] - 2 : 0;
+        upto[d] = (t[d] + 1) * side[d] + 2 < V[d] ? (t[d] + 1) * side[d] + 2 : V[d];
+        for (size_t x = from[d]; x < upto[d]; x++) {
+            tile[d][x - from[d]] = (x / side[d] - r.lo[d]) * stride_tile[d];
+            at[d][x - from[d]] = x % side[d] * stride_box[d];
         }
+    }
+    struct bin *around[125];
+    for (size_t c = t[2] * TZ; c < (t[2] + 1) * TZ; c++)
+        for (size_t b = t[1] * T; b < (t[1] + 1) * T; b++)
+            for (size_t a = t[0] * T; a < (t[0] + 1) * T; a++) {
+                size_t k = (c * V[1] + b) * V[0] + a;
+                struct window w = window_of(k);
+                size_t n = 0;
+                for (size_t z = w.lo[2]; z < w.hi[2]; z++)
+                    for (size_t y = w.lo[1]; y < w.hi[1]; y++)
+                        for (size_t x = w.lo[0]; x < w.hi[0]; x++) {
+                            size_t i[3] = {x - from[0], y - from[1], z - from[2]};
+                            void *buf = (void *)STARPU_VARIABLE_GET_PTR(
+                                buffers[1 + tile[0][i[0]] + tile[1][i[1]] + tile[2][i[2]]]);
+                            around[n++] = (struct bin *)buf + at[0][i[0]] + at[1][i[1]] + at[2][i[2]];
+                        }
+                step_box(k, around, out + ((c % TZ) * T + b % T) * T + a % T, 1, arr);
+            }
     pbs_example_task_end(arg->it, t0);
 }
 
@@ -332,85 +401,112 @@ static int option(const char *key, const char *value) {
     return 0;
 }
 
-/* Jittered lattices, as Md::new's: no two particles start closer than the soft core. */
+/* Jittered lattices, as Md::new's (md.rs's initial_particles): no two particles start closer
+   than the soft core. The lattice's first axis runs fastest, each point's jitter is drawn axis
+   by axis, and each coordinate advances by adding the spacing (which fixes the points'
+   rounding). */
 static int place(struct bin *start, uint64_t *rng) {
     double spacing = scenario == UNIFORM ? 1.6 : scenario == CONTRACTION ? 1.2 : scenario == EXPANSION ? 1.1 : 1.3;
-    double radius = 0.3 * (width < height ? width : height);
-    for (double y = 0.5 * spacing; y < height; y += spacing)
-        for (double x = 0.5 * spacing; x < width; x += spacing) {
-            double jx = 0.1 * spacing * (rng_f64(rng) - 0.5), jy = 0.1 * spacing * (rng_f64(rng) - 0.5);
-            double px = x + jx, py = y + jy, dx = px - centre_x, dy = py - centre_y;
-            int keep = scenario == UNIFORM       ? 1
-                       : scenario == CONTRACTION ? dx * dx + dy * dy < radius * radius
-                       : scenario == EXPANSION   ? hypot(dx, dy) < 0.5 * radius
-                                                 : py > 0.35 * height;
-            if (!keep) continue;
+    double radius = INFINITY;
+    for (int d = 0; d < D; d++) radius = extent[d] < radius ? extent[d] : radius;
+    radius *= 0.3;
+    double point[3];
+    for (int d = 0; d < D; d++) point[d] = 0.5 * spacing;
+    for (;;) {
+        double x[3] = {0}, dx[3] = {0};
+        for (int d = 0; d < D; d++) x[d] = point[d] + 0.1 * spacing * (rng_f64(rng) - 0.5);
+        for (int d = 0; d < D; d++) dx[d] = x[d] - centre[d];
+        int keep = scenario == UNIFORM       ? 1
+                   : scenario == CONTRACTION ? squared(dx) < radius * radius
+                   : scenario == EXPANSION   ? length(dx) < 0.5 * radius
+                                             : x[D - 1] > 0.35 * extent[D - 1];
+        if (keep) {
             if (particles > UINT32_MAX) {
                 fprintf(stderr, "md: more than 2^32 particles\n");
                 return -1;
             }
-            struct particle p = {.id = (uint32_t)particles, .x = px, .y = py};
-            if (scenario == EXPANSION) p.vx = 0.3 * dx, p.vy = 0.3 * dy;
-            p.bin = (uint32_t)box_of(px, py);
-            if (push(&start[stored_at(p.bin % VX, p.bin / VX)].stay, &p)) return -1;
+            struct particle p = {.id = (uint32_t)particles};
+            memcpy(p.x, x, sizeof x);
+            if (scenario == EXPANSION)
+                for (int d = 0; d < D; d++) p.v[d] = 0.3 * dx[d];
+            p.bin = (uint32_t)box_of(p.x);
+            size_t c[3];
+            coords(p.bin, c);
+            if (push(&start[stored_at(c[0], c[1], c[2])].stay, &p)) return -1;
             particles++;
         }
-    return 0;
+        int axis = 0;
+        for (;;) {
+            point[axis] += spacing;
+            if (point[axis] < extent[axis]) break;
+            if (axis + 1 == D) return 0;
+            point[axis] = 0.5 * spacing;
+            axis++;
+        }
+    }
 }
 
+static size_t verlet_boxes(void) { return V[0] * V[1] * V[2]; }
+
 static int setup(size_t nx, size_t ny, starpu_data_handle_t *handle) {
-    if (pbs_example_nz != 1) {
-        fprintf(stderr, "md: a 2D code: --nz must be 1\n");
+    D = NZ > 1 ? 3 : 2;
+    TZ = D == 3 ? T : 1;
+    size_t tiles = nx * ny * NZ, n[3] = {nx, ny, NZ}, side[3] = {T, T, TZ};
+    double boxes = 1.0;
+    for (int d = 0; d < 3; d++) boxes *= (double)n[d] * (double)side[d];
+    /* Every Verlet box must have a 32-bit number; a tile's window of tiles must fit a task. */
+    if (boxes > (double)UINT32_MAX) {
+        fprintf(stderr,
+                "md: %zux%zux%zu tiles of %zu Verlet boxes a side: more boxes than a particle's 32-bit box number holds\n",
+                nx, ny, NZ, T);
         return -1;
     }
-    size_t tiles = nx * ny;
-    if (nx > (size_t)UINT32_MAX / T || ny > (size_t)UINT32_MAX / T || nx * T * ny * T > UINT32_MAX) {
-        fprintf(stderr, "md: %zux%zu tiles of %zux%zu Verlet boxes: more boxes than a particle's 32-bit box number holds\n",
-                nx, ny, T, T);
-        return -1;
+    for (int d = 0; d < 3; d++) V[d] = n[d] * side[d];
+    for (int d = 0; d < D; d++) {
+        extent[d] = (double)V[d] * CUTOFF;
+        centre[d] = (scenario == CONTRACTION ? 0.3 : 0.5) * extent[d];
     }
-    VX = nx * T, VY = ny * T;
-    size_t boxes = VX * VY;
-    width = (double)VX * CUTOFF, height = (double)VY * CUTOFF;
-    centre_x = (scenario == CONTRACTION ? 0.3 : 0.5) * width;
-    centre_y = (scenario == CONTRACTION ? 0.3 : 0.5) * height;
-    bins[0] = calloc(boxes, sizeof(struct bin));
-    bins[1] = calloc(boxes, sizeof(struct bin));
+    bins[0] = calloc(verlet_boxes(), sizeof(struct bin));
+    bins[1] = calloc(verlet_boxes(), sizeof(struct bin));
     if (!bins[0] || !bins[1]) {
-        fprintf(stderr, "md: out of memory for %zu boxes\n", boxes);
+        fprintf(stderr, "md: out of memory for %zu boxes\n", verlet_boxes());
         return -1;
     }
     /* The placement (in bins[1]), then the initial forces and the first half-kick and drift
        (into bins[0]): the state every iteration starts from. */
     uint64_t rng = seed;
     if (place(bins[1], &rng)) return -1;
-    struct bin *around[25];
-    for (size_t k = 0; k < boxes; k++) {
+    struct bin *around[125];
+    for (size_t k = 0; k < verlet_boxes(); k++) {
         struct window w = window_of(k);
-        size_t n = 0;
-        for (size_t b = w.b0; b < w.b1; b++)
-            for (size_t a = w.a0; a < w.a1; a++) around[n++] = &bins[1][stored_at(a, b)];
-        step_box(k, around, &bins[0][stored_at(k % VX, k / VX)], 0, arrived[STARPU_NMAXWORKERS]);
+        size_t count = 0;
+        for (size_t c = w.lo[2]; c < w.hi[2]; c++)
+            for (size_t b = w.lo[1]; b < w.hi[1]; b++)
+                for (size_t a = w.lo[0]; a < w.hi[0]; a++) around[count++] = &bins[1][stored_at(a, b, c)];
+        step_box(k, around, &bins[0][stored_at(w.c[0], w.c[1], w.c[2])], 0, arrived[STARPU_NMAXWORKERS]);
     }
     if (out_of_memory) {
         fprintf(stderr, "md: out of memory for %zu particles\n", particles);
         return -1;
     }
+    size_t per_tile = T * T * TZ;
     for (int b = 0; b < 2; b++)
         for (size_t t = 0; t < tiles; t++)
             starpu_variable_data_register(&handle[(size_t)b * tiles + t], STARPU_MAIN_RAM,
-                                          (uintptr_t)&bins[b][t * T * T], T * T * sizeof(struct bin));
+                                          (uintptr_t)&bins[b][t * per_tile], per_tile * sizeof(struct bin));
     return 0;
 }
 
 static int submit(size_t k, long it, starpu_data_handle_t *from, starpu_data_handle_t *to) {
     struct tiles r = tiles_read_by(k);
-    struct starpu_data_descr descr[26];
+    struct starpu_data_descr descr[1 + 125];
     int n = 0;
     /* Read and written: the task reuses the lists its boxes held two iterations ago. */
     descr[n++] = (struct starpu_data_descr){to[k], STARPU_RW};
-    for (size_t y = r.y0; y < r.y1; y++)
-        for (size_t x = r.x0; x < r.x1; x++) descr[n++] = (struct starpu_data_descr){from[y * NX + x], STARPU_R};
+    for (size_t z = r.lo[2]; z < r.hi[2]; z++)
+        for (size_t y = r.lo[1]; y < r.hi[1]; y++)
+            for (size_t x = r.lo[0]; x < r.hi[0]; x++)
+                descr[n++] = (struct starpu_data_descr){from[(z * NY + y) * NX + x], STARPU_R};
     struct tile_arg *arg = malloc(sizeof *arg); /* StarPU frees it with the task */
     if (!arg) return -ENOMEM;
     *arg = (struct tile_arg){k, it};
@@ -420,17 +516,19 @@ static int submit(size_t k, long it, starpu_data_handle_t *from, starpu_data_han
 /* The particles of box k now, in the order every task reads them: those that stayed, then
    those that arrived from each neighbour in turn. CALL gets each. */
 static void members(const struct bin *state, size_t k, void (*call)(const struct particle *, void *), void *ctx) {
-    size_t i = k % VX, j = k / VX;
-    const struct list *stay = &state[stored_at(i, j)].stay;
+    size_t c[3];
+    coords(k, c);
+    const struct list *stay = &state[stored_at(c[0], c[1], c[2])].stay;
     for (size_t m = 0; m < stay->n; m++) call(&stay->p[m], ctx);
-    for (long dj = -1; dj <= 1; dj++)
-        for (long di = -1; di <= 1; di++) {
-            long a = (long)i + di, b = (long)j + dj;
-            if (a < 0 || b < 0 || a >= (long)VX || b >= (long)VY) continue;
-            const struct list *leave = &state[stored_at((size_t)a, (size_t)b)].leave;
-            for (size_t m = 0; m < leave->n; m++)
-                if (leave->p[m].bin == k) call(&leave->p[m], ctx);
-        }
+    for (long dl = -1; dl <= 1; dl++)
+        for (long dj = -1; dj <= 1; dj++)
+            for (long di = -1; di <= 1; di++) {
+                long a = (long)c[0] + di, b = (long)c[1] + dj, l = (long)c[2] + dl;
+                if (a < 0 || b < 0 || l < 0 || a >= (long)V[0] || b >= (long)V[1] || l >= (long)V[2]) continue;
+                const struct list *leave = &state[stored_at((size_t)a, (size_t)b, (size_t)l)].leave;
+                for (size_t m = 0; m < leave->n; m++)
+                    if (leave->p[m].bin == k) call(&leave->p[m], ctx);
+            }
 }
 
 struct tally {
@@ -446,18 +544,21 @@ static void hash_word(uint64_t *h, uint64_t w) {
 static void tally(const struct particle *p, void *ctx) {
     struct tally *t = ctx;
     t->count++;
-    t->misfiled += p->bin != t->box || box_of(p->x, p->y) != t->box;
-    uint64_t bits[4];
-    memcpy(&bits[0], &p->x, 8), memcpy(&bits[1], &p->y, 8), memcpy(&bits[2], &p->vx, 8), memcpy(&bits[3], &p->vy, 8);
+    t->misfiled += p->bin != t->box || box_of(p->x) != t->box;
     hash_word(&t->hash, p->id);
-    for (int i = 0; i < 4; i++) hash_word(&t->hash, bits[i]);
+    for (int part = 0; part < 2; part++)
+        for (int d = 0; d < D; d++) {
+            uint64_t bits;
+            memcpy(&bits, part == 0 ? &p->x[d] : &p->v[d], 8);
+            hash_word(&t->hash, bits);
+        }
 }
 
-/* FNV-1a over the little-endian bytes of each particle's id, x, y, vx and vy, box by box in
-   member order: Md::checksum's. */
+/* FNV-1a over the little-endian bytes of each particle's id, position and velocity, box by box
+   in member order: Md::checksum's. */
 static struct tally tally_state(long iterations) {
     struct tally t = {.hash = 0xcbf29ce484222325ull};
-    for (t.box = 0; t.box < VX * VY; t.box++) members(bins[iterations % 2], t.box, tally, &t);
+    for (t.box = 0; t.box < verlet_boxes(); t.box++) members(bins[iterations % 2], t.box, tally, &t);
     return t;
 }
 
@@ -479,25 +580,27 @@ static uint64_t checksum(long iterations) { return tally_state(iterations).hash;
 
 static void print_fields(FILE *out, long iterations) {
     (void)iterations;
-    fprintf(out, " scenario=%s seed=%llu verlet=%zux%zu particles=%zu", SCENARIOS[scenario],
-            (unsigned long long)seed, VX, VY, particles);
+    fprintf(out, " scenario=%s seed=%llu verlet=%zux%zu", SCENARIOS[scenario], (unsigned long long)seed, V[0], V[1]);
+    if (D == 3) fprintf(out, "x%zu", V[2]);
+    fprintf(out, " particles=%zu", particles);
 }
 
-/* A task reads and writes its tile's particles, and reads two rows or columns of Verlet boxes
-   of each face neighbour's (the whole tile with --tile 1). */
-static uint64_t per_box(void) { return (particles / (VX * VY) + 1) * sizeof(struct particle); }
-static uint64_t box_bytes(void) { return T * T * per_box(); }
-static uint64_t halo_bytes(void) { return (T < 2 ? T * T : 2 * T) * per_box(); }
+/* A task reads and writes its tile's particles, and reads two layers of Verlet boxes of each
+   face neighbour's (the whole tile with --tile 1). A particle counts md.rs's bytes (56 in 2D,
+   80 in 3D), not this struct's. */
+static uint64_t per_box(void) { return (particles / verlet_boxes() + 1) * (8 + 24 * (uint64_t)D); }
+static uint64_t box_bytes(void) { return T * T * TZ * per_box(); }
+static uint64_t halo_bytes(void) { return (T < 2 ? T * T * TZ : 2 * T * TZ) * per_box(); }
 /* The tile's new handle: the footprint is the old one, which the tile's previous task wrote. */
 static uint64_t written_bytes(void) { return box_bytes(); }
 
 static void cleanup(void) {
     for (int b = 0; b < 2; b++) {
-        for (size_t k = 0; k < VX * VY; k++) free(bins[b][k].stay.p), free(bins[b][k].leave.p);
+        for (size_t k = 0; k < verlet_boxes(); k++) free(bins[b][k].stay.p), free(bins[b][k].leave.p);
         free(bins[b]);
     }
     for (int w = 0; w <= STARPU_NMAXWORKERS; w++)
-        for (int s = 0; s < 9; s++) free(arrived[w][s].p);
+        for (int s = 0; s < HOOD; s++) free(arrived[w][s].p);
 }
 
 PBS_EXAMPLE_MAIN("md", "[--tile T] [--scenario uniform|contraction|expansion|gravity] [--seed N]")

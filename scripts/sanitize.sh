@@ -51,7 +51,7 @@ tsan -p pbs-mpi --lib
 need_packages "${STARPU_PACKAGES[@]}"
 cargo build --release -q -p pbs-ffi
 lib=$PWD/target/release
-# starpu_programs DIR FLAG...: the StarPU policy and its programs (heat, heat3d and md as StarPU tasks,
+# starpu_programs DIR FLAG...: the StarPU policy and its programs (heat, heat3d, md and md3d as StarPU tasks,
 # its error cases, a thief woken by a push) built into DIR with the sanitizer's FLAGs.
 starpu_programs() {
     local dir=$1 program sources
@@ -69,6 +69,8 @@ starpu_programs() {
         "${CC:-cc}" "${flags[@]}" "${sources[@]}" -o "$dir/$(basename $program)" "$dir/libpbs_starpu.so" -L"$lib" \
             -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$dir" -Wl,-rpath,"$lib"
     done
+    "${CC:-cc}" "${flags[@]}" -DMD_DIMS=3 starpu/examples/md.c starpu/examples/driver.c -o "$dir/md3d" \
+        "$dir/libpbs_starpu.so" -L"$lib" -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$dir" -Wl,-rpath,"$lib"
     "${CC:-cc}" "${flags[@]}" starpu/tests/internals.c -o "$dir/internals" -L"$lib" -lpbs_ffi $starpu_libs -lpthread \
         -lm -Wl,-rpath,"$lib"
 }
@@ -82,9 +84,9 @@ starpu_runs() {
             checked "$dir/heat" --sched "$policy" --iters 30 --nx 8 --ny 8 --side 8 --hot 3000 --barrier "$barrier"
             checked "$dir/md" --sched "$policy" --iters 30 --nx 5 --ny 4 --tile 1 --scenario contraction --barrier "$barrier"
             checked "$dir/md" --sched "$policy" --iters 30 --nx 3 --ny 3 --tile 3 --barrier "$barrier"
-            checked "$dir/md" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --tile 1 --scenario contraction \
+            checked "$dir/md3d" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --tile 1 --scenario contraction \
                 --barrier "$barrier"
-            checked "$dir/md" --sched "$policy" --iters 12 --nx 2 --ny 2 --nz 2 --tile 3 --barrier "$barrier"
+            checked "$dir/md3d" --sched "$policy" --iters 12 --nx 2 --ny 2 --nz 2 --tile 3 --barrier "$barrier"
             checked "$dir/heat3d" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --side 5 --barrier "$barrier"
         done
     done
@@ -114,7 +116,7 @@ starpu_programs target/tsan-starpu -fsanitize=thread
 checked() { TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$@" > /dev/null; }
 starpu_runs target/tsan-starpu
 
-section "AddressSanitizer and UBSan: the StarPU policy, heat, heat3d and md as StarPU tasks, its error cases"
+section "AddressSanitizer and UBSan: the StarPU policy, heat, heat3d, md and md3d as StarPU tasks, its error cases"
 asan=target/asan-starpu
 starpu_programs "$asan" -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 checked() { ASAN_OPTIONS=detect_leaks=0 "$@" > /dev/null; }
@@ -126,7 +128,7 @@ leaked() {
     { ASAN_OPTIONS=detect_leaks=1 "$@" 2>&1 > /dev/null || true; } |
         sed -n 's/^SUMMARY: AddressSanitizer: \([0-9]*\) byte.*/\1/p'
 }
-for run in heat md "md --nz 3 --tile 2"; do
+for run in heat md "md3d --nz 3 --tile 2"; do
     read -r -a args <<< "$run"
     app=${args[0]}
     eager=$(leaked "$asan/$app" --sched eager --iters 20 --nx 4 --ny 4 "${args[@]:1}")

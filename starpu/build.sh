@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the StarPU side of pbs into target/starpu/: libpbs_starpu.so (the policy),
-# libpbs_starpu_preload.so (STARPU_SCHED=pbs for unchanged programs), heat, heat3d and md (ffi/examples'
-# heat codes and apps' md as StarPU tasks), errors, steal and internals (the policy's tests/*.c), against Debian's StarPU 1.3 and the release libpbs_ffi.so.
+# libpbs_starpu_preload.so (STARPU_SCHED=pbs for unchanged programs), heat, heat3d, md and md3d (ffi/examples'
+# heat codes and apps' md, 2D and 3D, as StarPU tasks), errors, steal and internals (the policy's tests/*.c), against Debian's StarPU 1.3 and the release libpbs_ffi.so.
 # Usage: starpu/build.sh [--no-cargo]   (--no-cargo: libpbs_ffi.so is already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +27,11 @@ starpu_libs=$(pkg-config --libs starpu-1.3)
     -Wl,-soname,libpbs_starpu.so -L"$lib" -lpbs_ffi $starpu_libs -lpthread -lm -Wl,-rpath,"$lib"
 "$cc" "${flags[@]}" -shared starpu/src/preload.c -o "$out/libpbs_starpu_preload.so$tmp" \
     "$out/libpbs_starpu.so$tmp" $starpu_libs -ldl -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"
-for app in heat heat3d md; do
-    "$cc" "${flags[@]}" starpu/examples/driver.c starpu/examples/$app.c -o "$out/$app$tmp" \
+# md3d: md.c with three dimensions, fixed when built (a particle's size and its loops).
+for app in heat heat3d md md3d; do
+    source=$app dims=2
+    [ "$app" = md3d ] && source=md dims=3
+    "$cc" "${flags[@]}" -DMD_DIMS=$dims starpu/examples/driver.c starpu/examples/$source.c -o "$out/$app$tmp" \
         "$out/libpbs_starpu.so$tmp" -L"$lib" -lpbs_ffi $starpu_libs -lm -Wl,-rpath,"$PWD/$out" -Wl,-rpath,"$lib"
 done
 for test in errors steal; do
@@ -38,4 +41,4 @@ done
 # The policy's static data structures, with policy.c compiled in (not linked to the library).
 "$cc" "${flags[@]}" starpu/tests/internals.c -o "$out/internals$tmp" -L"$lib" -lpbs_ffi $starpu_libs -lpthread -lm \
     -Wl,-rpath,"$lib"
-for f in libpbs_starpu.so libpbs_starpu_preload.so heat heat3d md errors steal internals; do mv -f "$out/$f$tmp" "$out/$f"; done
+for f in libpbs_starpu.so libpbs_starpu_preload.so heat heat3d md md3d errors steal internals; do mv -f "$out/$f$tmp" "$out/$f"; done

@@ -1,7 +1,7 @@
 //! `pbs-bench starpu`: pbs as a StarPU scheduling policy against StarPU's own policies, side by
 //! side in one run, on our apps as StarPU tasks (the heat code, `starpu/examples/heat.c`, its 3D
-//! form `heat3d.c` on a grid declared in 3D, or md, `starpu/examples/md.c`, in 2D or with `--nz`
-//! in 3D) and on programs of Debian's `starpu-examples`, run unchanged (pbs through
+//! form `heat3d.c` on a grid declared in 3D, or md, `starpu/examples/md.c`, built for 2D as `md`
+//! and for 3D as `md3d`) and on programs of Debian's `starpu-examples`, run unchanged (pbs through
 //! `libpbs_starpu_preload.so`).
 //!
 //! Each round runs every policy once, in an order rotated from round to round; a warm-up round
@@ -36,8 +36,9 @@ const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, clap::Args)]
 pub struct StarpuSettings {
     /// Our app as StarPU tasks: heat (a hot corner), heat3d (3D, a ball of extra work, the grid
-    /// declared in 3D) or md (particles, Verlet boxes in tiles; in 3D with --nz)
-    #[arg(long, default_value = "heat", value_parser = ["heat", "heat3d", "md"])]
+    /// declared in 3D), md (particles, Verlet boxes in tiles) or md3d (md in 3D, tiles of --tile³
+    /// Verlet boxes)
+    #[arg(long, default_value = "heat", value_parser = ["heat", "heat3d", "md", "md3d"])]
     pub app: String,
     /// StarPU CPU workers
     #[arg(long = "threads", value_name = "N", default_value_t = 2)]
@@ -54,7 +55,7 @@ pub struct StarpuSettings {
     /// Boxes along y
     #[arg(long, default_value_t = 16)]
     pub ny: usize,
-    /// heat3d and md: layers of boxes along z (md in 3D from 2; heat is 2D)
+    /// heat3d and md3d: layers of boxes along z (heat and md are 2D)
     #[arg(long, default_value_t = 1)]
     pub nz: usize,
     /// heat, heat3d: cells per box side [default: 64; heat3d: 16, a cube of 4,096 cells as heat's
@@ -104,7 +105,7 @@ impl StarpuSettings {
 /// One row: a program under a policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct StarpuRow {
-    /// `heat`, `heat3d` or `md` (ours), or the name of StarPU's example.
+    /// `heat`, `heat3d`, `md` or `md3d` (ours), or the name of StarPU's example.
     pub program: String,
     /// The StarPU policy.
     pub scheduler: String,
@@ -359,7 +360,9 @@ fn app_command(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path, tra
         .arg("--trace")
         .arg(trace);
     match s.app.as_str() {
-        "md" => cmd.args(["--tile", &number(s.tile), "--scenario", &s.scenario, "--seed", &s.seed.to_string()]),
+        "md" | "md3d" => {
+            cmd.args(["--tile", &number(s.tile), "--scenario", &s.scenario, "--seed", &s.seed.to_string()])
+        }
         "heat3d" => cmd.args(["--side", &number(s.side())]),
         _ => cmd.args(["--side", &number(s.side()), "--hot", &s.hot.to_string(), "--load", &s.load]),
     };
@@ -462,8 +465,8 @@ fn check(s: &StarpuSettings) -> Result<(), String> {
     {
         return Err("threads, iters, repeats, nx, ny, nz and tile must be ≥ 1 and side ≥ 3".into());
     }
-    if s.nz > 1 && s.app == "heat" {
-        return Err(format!("--nz {}: heat is a 2D code; heat3d and md take layers", s.nz));
+    if s.nz > 1 && (s.app == "heat" || s.app == "md") {
+        return Err(format!("--nz {}: {} is a 2D code; heat3d and md3d take layers", s.nz, s.app));
     }
     if !(0.0..=1e6).contains(&s.hot) {
         return Err(format!("--hot must be from 0 to 1e6, got {:?}", s.hot));
@@ -1158,6 +1161,12 @@ mod tests {
             "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --nz 1 --barrier 1 --empty 1 --trace /s/trace --tile 3 \
              --scenario contraction --seed 9"
         );
+        let md3d = StarpuSettings { app: "md3d".into(), nz: 2, ..md };
+        assert_eq!(
+            args(&md3d),
+            "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --nz 2 --barrier 1 --empty 1 --trace /s/trace --tile 3 \
+             --scenario contraction --seed 9"
+        );
     }
 
     /// A run read from the app's line and its trace; a line missing, a key missing or a value
@@ -1245,10 +1254,12 @@ mod tests {
         ] {
             assert!(check(&bad).unwrap_err().contains("must be ≥ 1"), "{bad:?}");
         }
-        // Layers for the 2D code: refused by name (heat would stop on its own, later).
-        let e = check(&StarpuSettings { app: "heat".into(), nz: 2, ..settings() }).unwrap_err();
-        assert_eq!(e, "--nz 2: heat is a 2D code; heat3d and md take layers");
-        for app in ["heat3d", "md"] {
+        // Layers for a 2D code: refused by name (heat and md would stop on their own, later).
+        for app in ["heat", "md"] {
+            let e = check(&StarpuSettings { app: app.into(), nz: 2, ..settings() }).unwrap_err();
+            assert_eq!(e, format!("--nz 2: {app} is a 2D code; heat3d and md3d take layers"));
+        }
+        for app in ["heat3d", "md3d"] {
             assert_eq!(check(&StarpuSettings { app: app.into(), nz: 2, ..settings() }), Ok(()), "{app}");
         }
         assert_eq!(check(&StarpuSettings { side: Some(3), hot: 0.0, ..settings() }), Ok(()));

@@ -126,7 +126,7 @@ fn the_heat_code_gives_the_pbs_runtime_checksum_under_every_starpu_policy() {
 /// heat3d as StarPU tasks on a grid declared in 3D (`pbs_starpu_declare_grid_3d`): the checksum of
 /// the pbs runtime's own heat3d (ffi/examples/heat3d.c, tiles of the same cells) under every
 /// policy; under pbs with stealing off, each worker's boxes one piece in 3D at every iteration,
-/// and the ball of extra work near a corner makes it rebalance. The 2D heat code refuses `--nz`.
+/// and the ball of extra work near a corner makes it rebalance. The 2D programs refuse `--nz`.
 #[test]
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker() {
@@ -170,10 +170,11 @@ fn heat3d_on_a_3d_grid_gives_the_pbs_runtime_checksum_and_one_block_per_worker()
         let pieces = pbs::metrics::disconnected_parts(&grid, &part, 2);
         assert!(held(0) > 0 && held(1) > 0 && pieces == 0, "iteration {it}: {part:?}");
     }
-    // The 2D heat code refuses layers (md takes them: its own test).
-    let o = starpu(&dir.join("heat")).args(["--nz", "2", "--iters", "1"]).output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("a 2D code: --nz must be 1"), "{err}");
+    for program in ["heat", "md"] {
+        let o = starpu(&dir.join(program)).args(["--nz", "2", "--iters", "1"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("a 2D code: --nz must be 1"), "{program}: {err}");
+    }
 }
 
 /// Told the run's length (`pbs_starpu_hint_iterations`, which the driver gives unless
@@ -538,8 +539,8 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile_i
             }
         }
     }
-    // In 3D (--nz): tiles of 1 (a task reads 5 × 5 × 5 tiles: 126 buffers), 2 and 3 Verlet
-    // boxes a side, every scenario, the grid declared in 3D and not.
+    // md3d (md.c built for 3D): tiles of 1 (a task reads 5 × 5 × 5 tiles: 126 buffers), 2 and 3
+    // Verlet boxes a side, every scenario, the grid declared in 3D and not.
     for (scenario, tile, [nx, ny, nz]) in [
         (Scenario::Contraction, 1, [6, 5, 4]),
         (Scenario::Gravity, 2, [3, 2, 3]),
@@ -548,7 +549,7 @@ fn md_as_starpu_tasks_gives_the_rust_apps_checksum_under_every_policy_and_tile_i
     ] {
         let want = md_checksum(scenario, [nx * tile, ny * tile, nz * tile], 5, 12);
         for (policy, declare) in pbs_bench::starpu::POLICIES.iter().map(|p| (p, "1")).chain([(&"pbs", "0")]) {
-            let (out, _) = ok(starpu(&dir.join("md"))
+            let (out, _) = ok(starpu(&dir.join("md3d"))
                 .args(["--sched", policy, "--iters", "12", "--seed", "5", "--scenario", scenario.name()])
                 .args(["--nx", &nx.to_string(), "--ny", &ny.to_string(), "--nz", &nz.to_string()])
                 .args(["--tile", &tile.to_string(), "--declare", declare])

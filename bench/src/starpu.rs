@@ -68,10 +68,10 @@ pub struct StarpuSettings {
     /// heat: corner (a hot corner: imbalanced) or uniform
     #[arg(long, default_value = "corner", value_parser = ["corner", "uniform"])]
     pub load: String,
-    /// md: Verlet boxes per tile side (a Verlet box alone is a few µs of work, less than a
-    /// StarPU task costs)
-    #[arg(long, default_value_t = 8)]
-    pub tile: usize,
+    /// md, md3d: Verlet boxes per tile side (a Verlet box alone is a few µs of work, less than a
+    /// StarPU task costs) [default: 8; md3d: 4, the same 64 boxes a tile]
+    #[arg(long)]
+    pub tile: Option<usize>,
     /// md: uniform, contraction, expansion or gravity
     #[arg(long, default_value = "gravity", value_parser = ["uniform", "contraction", "expansion", "gravity"])]
     pub scenario: String,
@@ -99,6 +99,12 @@ impl StarpuSettings {
     /// Cells per box side: `--side`, else 64 for heat and 16 for heat3d.
     pub fn side(&self) -> usize {
         self.side.unwrap_or(if self.app == "heat3d" { 16 } else { 64 })
+    }
+
+    /// Verlet boxes per tile side: `--tile`, else 8 for md and 4 for md3d (64 boxes a tile
+    /// either way: 8³ would make each task eight times md's).
+    pub fn tile(&self) -> usize {
+        self.tile.unwrap_or(if self.app == "md3d" { 4 } else { 8 })
     }
 }
 
@@ -361,7 +367,7 @@ fn app_command(dir: &Path, policy: &str, s: &StarpuSettings, scratch: &Path, tra
         .arg(trace);
     match s.app.as_str() {
         "md" | "md3d" => {
-            cmd.args(["--tile", &number(s.tile), "--scenario", &s.scenario, "--seed", &s.seed.to_string()])
+            cmd.args(["--tile", &number(s.tile()), "--scenario", &s.scenario, "--seed", &s.seed.to_string()])
         }
         "heat3d" => cmd.args(["--side", &number(s.side())]),
         _ => cmd.args(["--side", &number(s.side()), "--hot", &s.hot.to_string(), "--load", &s.load]),
@@ -461,7 +467,7 @@ fn check(s: &StarpuSettings) -> Result<(), String> {
         || s.ny == 0
         || s.nz == 0
         || s.side() < 3
-        || s.tile == 0
+        || s.tile() == 0
     {
         return Err("threads, iters, repeats, nx, ny, nz and tile must be ≥ 1 and side ≥ 3".into());
     }
@@ -787,7 +793,7 @@ mod tests {
             nz: 1,
             hot: 1.0,
             load: "corner".into(),
-            tile: 1,
+            tile: Some(1),
             scenario: "gravity".into(),
             seed: 1,
             barrier: false,
@@ -1147,9 +1153,11 @@ mod tests {
             "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --nz 3 --barrier 0 --empty 0 --trace /s/trace --side 16"
         );
         assert_eq!(StarpuSettings { side: None, ..settings() }.side(), 64);
+        let tile = |app: &str| StarpuSettings { app: app.into(), tile: None, ..settings() }.tile();
+        assert_eq!((tile("md"), tile("md3d")), (8, 4));
         let md = StarpuSettings {
             app: "md".into(),
-            tile: 3,
+            tile: Some(3),
             scenario: "contraction".into(),
             seed: 9,
             barrier: true,
@@ -1249,7 +1257,7 @@ mod tests {
             StarpuSettings { repeats: 0, ..settings() },
             StarpuSettings { nx: 0, ..settings() },
             StarpuSettings { ny: 0, ..settings() },
-            StarpuSettings { tile: 0, ..settings() },
+            StarpuSettings { tile: Some(0), ..settings() },
             StarpuSettings { nz: 0, ..settings() },
         ] {
             assert!(check(&bad).unwrap_err().contains("must be ≥ 1"), "{bad:?}");

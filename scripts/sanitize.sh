@@ -86,7 +86,7 @@ starpu_runs() {
             checked "$dir/md" --sched "$policy" --iters 30 --nx 3 --ny 3 --tile 3 --barrier "$barrier"
             checked "$dir/md3d" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --tile 1 --scenario contraction \
                 --barrier "$barrier"
-            checked "$dir/md3d" --sched "$policy" --iters 12 --nx 2 --ny 2 --nz 2 --tile 3 --barrier "$barrier"
+            checked "$dir/md3d" --sched "$policy" --iters 12 --nx 3 --ny 3 --nz 3 --tile 3 --barrier "$barrier"
             checked "$dir/heat3d" --sched "$policy" --iters 12 --nx 4 --ny 3 --nz 3 --side 5 --barrier "$barrier"
         done
     done

@@ -92,7 +92,8 @@ static size_t particles;      /* placed at the start */
 static _Atomic int out_of_memory;
 /* Per worker (the last row: the main thread's, for the first step), the arrivals in each box of
    a task's neighbourhood (slot 9 (dl + 1) + 3 (dj + 1) + di + 1): reused, so that a step
-   allocates nothing once they have grown. */
+   allocates nothing once they have grown. A step gets its row as a pointer to the row, so that
+   UBSan's bounds check sees a slot outside it (inside the array, AddressSanitizer does not). */
 static struct list arrived[STARPU_NMAXWORKERS + 1][HOOD];
 
 static int push(struct list *l, const struct particle *p) {
@@ -255,13 +256,13 @@ static struct window window_of(size_t k) {
    half-kick and drift that start the next, each particle filed as staying or leaving. The order
    of every sum is apps/src/md.rs's (Md::step_box). */
 static void step_box(size_t k, const struct window *wp, struct bin *const *around, struct bin *out, int finish,
-                     struct list *arr) {
+                     struct list (*arr)[HOOD]) {
     const struct window w = *wp;
     size_t wa = w.hi[0] - w.lo[0], wb = w.hi[1] - w.lo[1];
 #define AT(a, b, c) around[(((c) - w.lo[2]) * wb + ((b) - w.lo[1])) * wa + ((a) - w.lo[0])]
     /* The arrivals of the neighbourhood, in one pass over the window's leavers in index order:
        each slot gets its box's arrivals by source box, then list order. */
-    for (int s = MIDDLE - LAYERS * 9 / 2; s <= MIDDLE + LAYERS * 9 / 2; s++) arr[s].n = 0;
+    for (int s = MIDDLE - LAYERS * 9 / 2; s <= MIDDLE + LAYERS * 9 / 2; s++) (*arr)[s].n = 0;
     for (size_t c = w.lo[2]; c < w.hi[2]; c++)
         for (size_t b = w.lo[1]; b < w.hi[1]; b++)
             for (size_t a = w.lo[0]; a < w.hi[0]; a++) {
@@ -273,7 +274,7 @@ static void step_box(size_t k, const struct window *wp, struct bin *const *aroun
                     long di = (long)to[0] - (long)w.c[0], dj = (long)to[1] - (long)w.c[1],
                          dl = (long)to[2] - (long)w.c[2];
                     if (labs(di) <= 1 && labs(dj) <= 1 && labs(dl) <= 1)
-                        push(&arr[9 * (dl + 1) + 3 * (dj + 1) + di + 1], p);
+                        push(&(*arr)[9 * (dl + 1) + 3 * (dj + 1) + di + 1], p);
                 }
             }
     /* The neighbourhood in a fixed order (z slowest, x fastest): its boxes and their slots. */
@@ -288,7 +289,7 @@ static void step_box(size_t k, const struct window *wp, struct bin *const *aroun
                 slot[count++] = (int)(9 * (dl + 1) + 3 * (dj + 1) + di + 1);
             }
     out->stay.n = out->leave.n = 0;
-    const struct list *own[2] = {&AT(w.c[0], w.c[1], w.c[2])->stay, &arr[MIDDLE]};
+    const struct list *own[2] = {&AT(w.c[0], w.c[1], w.c[2])->stay, &(*arr)[MIDDLE]};
 #undef AT
     for (int o = 0; o < 2; o++)
         for (size_t m = 0; m < own[o]->n; m++) {
@@ -297,7 +298,7 @@ static void step_box(size_t k, const struct window *wp, struct bin *const *aroun
             external(&p, f);
             for (int h = 0; h < count; h++) {
                 pair_forces(&p, &hood[h]->stay, &f[0], &f[1], &f[D - 1]);
-                pair_forces(&p, &arr[slot[h]], &f[0], &f[1], &f[D - 1]);
+                pair_forces(&p, &(*arr)[slot[h]], &f[0], &f[1], &f[D - 1]);
             }
             memcpy(p.f, f, sizeof f);
             if (finish) half_kick(p.v, f);
@@ -342,7 +343,7 @@ static void md_tile(void *buffers[], void *cl_arg) {
     struct tiles r = tiles_read_by(arg->k);
     struct bin *out = (struct bin *)STARPU_VARIABLE_GET_PTR(buffers[0]);
     int me = starpu_worker_get_id();
-    struct list *arr = arrived[me >= 0 ? me : STARPU_NMAXWORKERS];
+    struct list(*arr)[HOOD] = &arrived[me >= 0 ? me : STARPU_NMAXWORKERS];
     size_t t[3] = {arg->k % NX, arg->k / NX % NY, arg->k / (NX * NY)}, side[3] = {T, T, TZ};
     /* Along axis d, Verlet coordinate x of the task's reach (from[d] its first) is in the
        buffers' slab tile[d][x - from[d]] at offset at[d][x - from[d]] within a tile. */
@@ -506,7 +507,7 @@ static int setup(size_t nx, size_t ny, starpu_data_handle_t *handle) {
         for (size_t c = w.lo[2]; c < w.hi[2]; c++)
             for (size_t b = w.lo[1]; b < w.hi[1]; b++)
                 for (size_t a = w.lo[0]; a < w.hi[0]; a++) around[count++] = &bins[1][stored_at(a, b, c)];
-        step_box(k, &w, around, &bins[0][stored_at(w.c[0], w.c[1], w.c[2])], 0, arrived[STARPU_NMAXWORKERS]);
+        step_box(k, &w, around, &bins[0][stored_at(w.c[0], w.c[1], w.c[2])], 0, &arrived[STARPU_NMAXWORKERS]);
     }
     if (out_of_memory) {
         fprintf(stderr, "md: out of memory for %zu particles\n", particles);

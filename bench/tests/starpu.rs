@@ -615,7 +615,7 @@ fn starpu_json(args: &[&[&str]]) -> Vec<serde_json::Value> {
 #[ignore = "needs StarPU 1.3 (libstarpu-dev, starpu-examples, openmpi-bin); scripts/test.sh installs and runs it"]
 fn pbs_bench_starpu_prints_one_json_object_per_policy_with_the_contract_fields() {
     built();
-    for app in [["--app", "heat", "--side", "8"], ["--app", "md", "--tile", "2"]] {
+    for app in [["--app", "heat", "--side", "8"], ["--app", "md", "--tile", "2"], ["--app", "md3d", "--nz", "2"]] {
         let rows = starpu_json(&[
             &["--iters", "6", "--nx", "6", "--ny", "6"],
             &app,

@@ -235,15 +235,14 @@ static void kick_drift(struct particle *p) {
     }
 }
 
-/* The boxes around box k whose particles its step reads: lo[d]..hi[d] (hi excluded) along each
-   axis of the 5x5(x5) window, clipped at the walls; c the box's own coordinates. */
+/* The boxes around box (a, b, c) whose particles its step reads: lo[d]..hi[d] (hi excluded)
+   along each axis of the 5x5(x5) window, clipped at the walls; c the box's own coordinates. */
 struct window {
     size_t c[3], lo[3], hi[3];
 };
 
-static struct window window_of(size_t k) {
-    struct window w;
-    coords(k, w.c);
+static struct window window_at(size_t a, size_t b, size_t c) {
+    struct window w = {.c = {a, b, c}};
     for (int d = 0; d < 3; d++) {
         w.lo[d] = w.c[d] >= 2 ? w.c[d] - 2 : 0;
         w.hi[d] = w.c[d] + 3 < V[d] ? w.c[d] + 3 : V[d];
@@ -364,7 +363,7 @@ static void md_tile(void *buffers[], void *cl_arg) {
         for (size_t b = t[1] * T; b < (t[1] + 1) * T; b++)
             for (size_t a = t[0] * T; a < (t[0] + 1) * T; a++) {
                 size_t k = (c * V[1] + b) * V[0] + a;
-                struct window w = window_of(k);
+                struct window w = window_at(a, b, c);
                 size_t n = 0;
                 for (size_t z = w.lo[2]; z < w.hi[2]; z++)
                     for (size_t y = w.lo[1]; y < w.hi[1]; y++)
@@ -502,7 +501,9 @@ static int setup(size_t nx, size_t ny, starpu_data_handle_t *handle) {
     if (place(bins[1], &rng)) return -1;
     struct bin *around[125];
     for (size_t k = 0; k < verlet_boxes(); k++) {
-        struct window w = window_of(k);
+        size_t at[3];
+        coords(k, at);
+        struct window w = window_at(at[0], at[1], at[2]);
         size_t count = 0;
         for (size_t c = w.lo[2]; c < w.hi[2]; c++)
             for (size_t b = w.lo[1]; b < w.hi[1]; b++)

@@ -265,7 +265,7 @@ fn render(out: &Path, s: &MatrixSettings, cache_bytes: u64, measured: &[CaseRuns
         md,
         "![iteration time](iteration_time.png)\n\n![busy time per thread](busy.png)\n\n![pbs owner maps](owners.png)\n\n\
          Owner maps of pbs on md gravity at the first, middle and last iteration{}; darker = more work.\n",
-        if s.dims == 3 { " (each cube's first layer)" } else { "" }
+        if s.dims == 3 { " (each cube layer by layer, z = 0 at the top left)" } else { "" }
     );
     let flat: Vec<&RunRow> = all.iter().flatten().collect();
     std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&flat).map_err(|e| e.to_string())?)
@@ -353,30 +353,18 @@ fn busy_plot(out: &Path, rows: &[RunRow]) -> Result<(), String> {
     panels::line_panels(&out.join("busy.png"), 800, 500, 1, &[panel])
 }
 
-/// An owner map's title: its iteration, and on a cube that it shows the first layer.
-fn snapshot_title(iteration: usize, nz: usize) -> String {
-    if nz > 1 {
-        format!("iteration {iteration}, first layer")
-    } else {
-        format!("iteration {iteration}")
-    }
-}
-
 fn owner_maps(out: &Path, rows: &[RunRow], [nx, ny, nz]: [usize; 3]) -> Result<(), String> {
-    // A cube's first layer: its boxes come first in the grid's order.
-    let grid = pbs::Grid::new(nx, ny).map_err(|e| e.to_string())?;
-    let layer = grid.len();
+    let grid = pbs::Grid::new_3d(nx, ny, nz).map_err(|e| e.to_string())?;
     let pbs = rows.iter().find(|r| r.scheduler == "pbs").expect("pbs ran");
-    let positions: Vec<pbs::Point> = Vec::new();
     let maps: Vec<OwnerMap> = pbs
         .snapshots
         .iter()
         .map(|(it, owners, work)| OwnerMap {
-            title: snapshot_title(*it, nz),
+            title: format!("iteration {it}"),
             grid,
-            loads: &work[..layer],
-            owners: &owners[..layer],
-            positions: &positions,
+            loads: work,
+            owners,
+            positions: &[],
         })
         .collect();
     panels::owner_maps(&out.join("owners.png"), maps.len().max(1), 320, &maps)
@@ -585,12 +573,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn a_cubes_owner_map_says_it_is_the_first_layer() {
-        assert_eq!(snapshot_title(7, 1), "iteration 7");
-        assert_eq!(snapshot_title(7, 2), "iteration 7, first layer");
     }
 
     /// In 3D the report's cases are cubes of about the squares' boxes (10³ for 32²), the cache

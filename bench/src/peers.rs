@@ -601,12 +601,11 @@ pub fn draw_first_case(settings: &PeersSettings, path: &std::path::Path) -> Resu
         if let Ok(owners) = m.partition(&map.grid, &map.loads, parts) {
             let q = quality::measure(&map.grid, &map.loads, &owners, parts);
             let title = format!(
-                "{}: {:.3}× bound, cut {}{}{}",
+                "{}: {:.3}× bound, cut {}{}",
                 m.name(),
                 q.max_avg / q.lower_bound,
                 q.edge_cut,
-                if q.disconnected_parts > 0 { format!(", {} split", q.disconnected_parts) } else { String::new() },
-                if map.grid.nz() > 1 { " (first layer)" } else { "" }
+                if q.disconnected_parts > 0 { format!(", {} split", q.disconnected_parts) } else { String::new() }
             );
             drawn.push((title, owners));
         }

@@ -466,14 +466,32 @@ fn format_tick(v: f64) -> String {
 pub struct OwnerMap<'a> {
     /// title above the map
     pub title: String,
-    /// the grid (2D; the first layer of a 3D grid)
+    /// the grid (2D, or 3D drawn as layers: [`layers_shown`])
     pub grid: Grid,
     /// one load per box
     pub loads: &'a [f64],
     /// one owner per box
     pub owners: &'a [u32],
-    /// vCore positions
+    /// vCore positions, in box units (in 3D, each on the layer that holds it)
     pub positions: &'a [Point],
+}
+
+/// Most layers an owner map of a 3D grid shows: a 4 × 4 block of small maps.
+pub const MAX_LAYERS: usize = 16;
+
+/// The layers (z indices) an owner map shows: every layer of a grid up to [`MAX_LAYERS`]
+/// deep, else that many spread evenly from the first to the last.
+pub fn layers_shown(nz: usize) -> Vec<usize> {
+    if nz <= MAX_LAYERS {
+        return (0..nz).collect();
+    }
+    (0..MAX_LAYERS).map(|l| (l * (nz - 1) + (MAX_LAYERS - 1) / 2) / (MAX_LAYERS - 1)).collect()
+}
+
+/// Columns and rows of the block of layers in a panel: as square as the count allows.
+fn layer_block(layers: usize) -> (usize, usize) {
+    let cols = (1..=layers).find(|c| c * c >= layers).unwrap_or(1);
+    (cols, layers.div_ceil(cols))
 }
 
 /// An owner's colour (see [`crate::colour::owner_colour`]), darker where the load is higher.
@@ -483,48 +501,63 @@ fn shaded_owner_colour(owner: u32, shade: f64) -> RGBColor {
     RGBColor(r, g, b)
 }
 
+/// Pixels of a 3D panel's caption above each layer ("z = 3").
+const LAYER_CAPTION_PX: f64 = 16.0;
+
 /// Draws owner maps in a grid of `cols` columns, each panel `panel_px` pixels wide (and as
-/// high as the first map's grid is, in proportion, with its title). An error names a map with
-/// fewer loads or owners than its grid's first layer has boxes, or a picture beyond
-/// [`MAX_SIDE`] pixels a side.
+/// high as the first map's grid is, in proportion, with its title). A 3D grid is drawn as the
+/// block of its layers that [`layers_shown`] picks, each captioned with its z, shaded against
+/// the whole grid's highest load. An error names a map with fewer loads or owners than its
+/// grid has boxes, or a picture beyond [`MAX_SIDE`] pixels a side.
 pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]) -> PlotResult {
     ensure_font();
     if cols == 0 || maps.is_empty() {
         return Err(format!("plot: {} owner maps in {cols} columns", maps.len()));
     }
-    let boxes = |m: &OwnerMap<'_>| m.grid.nx() * m.grid.ny();
-    if let Some(m) = maps.iter().find(|m| m.loads.len() < boxes(m) || m.owners.len() < boxes(m)) {
+    if let Some(m) = maps.iter().find(|m| m.loads.len() < m.grid.len() || m.owners.len() < m.grid.len()) {
         return Err(format!(
             "plot: owner map {:?}: {} loads and {} owners for {} boxes",
             m.title,
             m.loads.len(),
             m.owners.len(),
-            boxes(m)
+            m.grid.len()
         ));
     }
     let rows = maps.len().div_ceil(cols);
-    let aspect = maps[0].grid.ny() as f64 / maps[0].grid.nx() as f64;
-    let panel_h = (f64::from(panel_px) * aspect + 30.0).min(f64::from(u32::MAX)) as u32;
+    let first = maps[0].grid;
+    let (block_cols, block_rows) = layer_block(layers_shown(first.nz()).len());
+    let layer_h = f64::from(panel_px) / block_cols as f64 * first.ny() as f64 / first.nx() as f64
+        + if first.nz() > 1 { LAYER_CAPTION_PX } else { 0.0 };
+    let panel_h = (layer_h * block_rows as f64 + 30.0).min(f64::from(u32::MAX)) as u32;
     let side = |n: usize, px: u32| u32::try_from(n).ok().and_then(|n| n.checked_mul(px)).unwrap_or(u32::MAX);
     let (width, height) = (side(cols, panel_px), side(rows, panel_h));
     check_size(width, height)?;
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     for (m, area) in maps.iter().zip(root.split_evenly((rows, cols)).iter()) {
-        let (nx, ny) = (m.grid.nx() as f64, m.grid.ny() as f64);
-        let mut chart = ChartBuilder::on(area)
-            .caption(&m.title, ("sans-serif", 14))
-            .margin(4)
-            .build_cartesian_2d(0.0..nx, 0.0..ny)
-            .map_err(err)?;
         let max = m.loads.iter().copied().fold(0.0, f64::max).max(f64::MIN_POSITIVE);
-        let boxes = (0..m.grid.nx() * m.grid.ny()).map(|k| {
-            let [i, j, _] = m.grid.coords(k);
-            let c = shaded_owner_colour(m.owners[k], m.loads[k] / max);
-            Rectangle::new([(i as f64, j as f64), (i as f64 + 1.0, j as f64 + 1.0)], c.filled())
-        });
-        chart.draw_series(boxes).map_err(err)?;
-        chart.draw_series(m.positions.iter().map(|p| Circle::new((p[0], p[1]), 3, BLACK.filled()))).map_err(err)?;
+        let (nx, ny, nz) = (m.grid.nx(), m.grid.ny(), m.grid.nz());
+        let layers = layers_shown(nz);
+        let (block_cols, block_rows) = layer_block(layers.len());
+        let inner = area.titled(&m.title, ("sans-serif", 14)).map_err(err)?;
+        for (&z, cell) in layers.iter().zip(inner.split_evenly((block_rows, block_cols)).iter()) {
+            let mut chart = ChartBuilder::on(cell);
+            chart.margin(if nz > 1 { 2 } else { 4 });
+            let caption = format!("z = {z}");
+            if nz > 1 {
+                chart.caption(&caption, ("sans-serif", 11));
+            }
+            let mut chart = chart.build_cartesian_2d(0.0..nx as f64, 0.0..ny as f64).map_err(err)?;
+            let boxes = (0..nx * ny).map(|k| {
+                let b = k + z * nx * ny;
+                let (i, j) = (k % nx, k / nx);
+                let c = shaded_owner_colour(m.owners[b], m.loads[b] / max);
+                Rectangle::new([(i as f64, j as f64), (i as f64 + 1.0, j as f64 + 1.0)], c.filled())
+            });
+            chart.draw_series(boxes).map_err(err)?;
+            let on_layer = m.positions.iter().filter(|p| nz == 1 || p[2].floor() as i64 == z as i64);
+            chart.draw_series(on_layer.map(|p| Circle::new((p[0], p[1]), 3, BLACK.filled()))).map_err(err)?;
+        }
     }
     root.present().map_err(|e| writing(path, err(e)))
 }
@@ -937,6 +970,72 @@ mod tests {
         );
         let (cx, cy) = ((x0 + x1) / 2, (y0 + y1) / 2);
         assert!(cx.abs_diff(w / 2) <= 3 && cy.abs_diff(15 + h / 2) <= 12 && x1 - x0 <= 8, "dot around ({cx}, {cy})");
+    }
+
+    /// A 3D grid's owner map is the block of its layers, as square as their count allows,
+    /// first layer at the top left; a vCore shows on the layer that holds it and no other.
+    #[test]
+    fn owner_maps_draw_a_3d_grid_layer_by_layer() {
+        let path = std::env::temp_dir().join(format!("pbs-plot-layers-{}.png", std::process::id()));
+        let grid = Grid::new_3d(2, 2, 3).unwrap();
+        // Layer z is owner z's alone, unloaded: three flat colours.
+        let owners: Vec<u32> = (0..12).map(|b| b / 4).collect();
+        let m = OwnerMap { title: "m".into(), grid, loads: &[0.0; 12], owners: &owners, positions: &[[1.0, 1.0, 1.5]] };
+        owner_maps(&path, 1, 400, &[m]).unwrap();
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        std::fs::remove_file(&path).ok();
+        let (w, h) = (info.width as usize, info.height as usize);
+        // Two layers a row, each 200 pixels square plus its caption, two rows, the title.
+        assert_eq!((w, h), (400, 2 * (200 + 16) + 30));
+        let channels = buf.len() / (w * h);
+        let at = |x: usize, y: usize| -> [u8; 3] {
+            let o = channels * (y * w + x);
+            [buf[o], buf[o + 1], buf[o + 2]]
+        };
+        let span = |c: RGBColor| {
+            let p: Vec<(usize, usize)> = (0..h)
+                .flat_map(|y| (0..w).map(move |x| (x, y)))
+                .filter(|&(x, y)| at(x, y) == [c.0, c.1, c.2])
+                .collect();
+            assert!(!p.is_empty(), "no pixel of {c:?}");
+            let xs = p.iter().map(|q| q.0);
+            let ys = p.iter().map(|q| q.1);
+            (xs.clone().min().unwrap(), xs.max().unwrap(), ys.clone().min().unwrap(), ys.max().unwrap())
+        };
+        let (x0, x1, y0, y1) = span(shaded_owner_colour(0, 0.0));
+        assert!(x1 < w / 2 && y1 < h / 2 + 15 && x1 - x0 > w / 3 && y0 > 30, "layer 0 at {x0}..{x1} × {y0}..{y1}");
+        let (x0, _, _, y1) = span(shaded_owner_colour(1, 0.0));
+        assert!(x0 > w / 2 && y1 < h / 2 + 15, "layer 1 from {x0}, to row {y1}");
+        let (_, x1, y0, _) = span(shaded_owner_colour(2, 0.0));
+        assert!(x1 < w / 2 && y0 > h / 2, "layer 2 to {x1}, from row {y0}");
+        // The vCore at (1, 1, 1.5): a dot at the middle of layer 1 (top right), none at the
+        // same place on layers 0 and 2 (the captions' text is black too, so only the middles).
+        let black_near = |cx: usize, cy: usize| {
+            (cy - 12..cy + 12)
+                .flat_map(|y| (cx - 12..cx + 12).map(move |x| (x, y)))
+                .filter(|&(x, y)| at(x, y) == [0; 3])
+                .count()
+        };
+        let middle_y = |row: usize| 30 + row * 216 + 16 + 100;
+        assert!(black_near(300, middle_y(0)) > 10, "no dot on layer 1");
+        assert_eq!((black_near(100, middle_y(0)), black_near(100, middle_y(1))), (0, 0), "a dot on layer 0 or 2");
+    }
+
+    /// Up to 16 layers all show; deeper grids show 16 spread from the first to the last.
+    #[test]
+    fn deep_grids_show_sixteen_layers_spread_evenly() {
+        assert_eq!(layers_shown(1), vec![0]);
+        assert_eq!(layers_shown(16), (0..16).collect::<Vec<_>>());
+        let deep = layers_shown(40);
+        assert_eq!((deep.len(), deep[0], deep[15]), (16, 0, 39));
+        assert!(deep.windows(2).all(|p| p[1] > p[0] && p[1] - p[0] <= 3), "{deep:?}");
+        assert_eq!(
+            (layer_block(1), layer_block(3), layer_block(16), layer_block(10)),
+            ((1, 1), (2, 2), (4, 4), (4, 3))
+        );
     }
 
     /// A series at a single x (an axis of no width) is still drawn: its dot shows.

@@ -258,7 +258,7 @@ enum Command {
         #[command(flatten)]
         runs: MatrixRuns,
         /// The grids' dimensions: 2 (squares) or 3 (cubes: md and the stencil in 3D, 32×32
-        /// becoming 10×10×10 and the cache case a cube; the owner maps show a cube's first layer)
+        /// becoming 10×10×10 and the cache case a cube; the owner maps show a cube layer by layer)
         #[arg(long, default_value_t = 2)]
         dims: usize,
     },

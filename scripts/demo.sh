@@ -84,6 +84,8 @@ echo "open out/demo/report.md, out/demo/fig5.png and out/demo/cells.png"
 echo
 echo "== The simulator: 150x150 boxes, 72 vCores, a drifting Perlin map (pbs-visual --help for more)"
 target/release/pbs-visual --headless --drift --steps 150 --png out/demo/simulator.png --gif out/demo/simulator.gif --gif-every 3 --px 2
+echo "   and a drifting cube of 40x40x12 boxes, 48 vCores, drawn layer by layer: out/demo/simulator_3d.png"
+target/release/pbs-visual --headless --grid 40x40x12 --vcores 48 --drift --steps 40 --png out/demo/simulator_3d.png
 if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
     echo "opening the simulator's window; close it to finish"
     target/release/pbs-visual --play --drift

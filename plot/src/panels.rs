@@ -489,7 +489,7 @@ pub fn layers_shown(nz: usize) -> Vec<usize> {
 }
 
 /// Columns and rows of the block of layers in a panel: as square as the count allows.
-fn layer_block(layers: usize) -> (usize, usize) {
+pub fn layer_block(layers: usize) -> (usize, usize) {
     let cols = (1..=layers).find(|c| c * c >= layers).unwrap_or(1);
     (cols, layers.div_ceil(cols))
 }

@@ -13,7 +13,7 @@ use egui_plot::{Bar, BarChart, Legend, Line, Plot, PlotPoints};
 use pbs::loadmap::Case;
 
 use crate::model::{LoadKind, Model, Settings};
-use crate::raster::{owner_colour, render_map, to_domain, Fill, Picture, Style};
+use crate::raster::{owner_colour, render_map, Fill, MapLayout, Picture, Style};
 use crate::runner::{Command, Runner, Simulation};
 use crate::scene::{Scene, SceneKind};
 
@@ -119,7 +119,7 @@ impl Viewer {
     ) -> Viewer {
         // Pixels per box from the grid shown (a CSV map's or an app's), as the headless mode does.
         let grid = sim.scene().grid;
-        let style = Style::fit(grid.nx(), grid.ny(), 720);
+        let style = Style::fit(&grid, 720);
         let runner = Runner::spawn(sim, on_publish);
         runner.play(play);
         let csv_path = match &draft.load {
@@ -174,7 +174,7 @@ impl Viewer {
         }
         match Model::new(s) {
             Ok(m) => {
-                self.style.px = Style::fit(m.scene().grid.nx(), m.scene().grid.ny(), 720).px;
+                self.style.px = Style::fit(&m.scene().grid, 720).px;
                 self.runner.replace(Box::new(m));
                 self.error = None;
             }
@@ -196,7 +196,8 @@ impl Viewer {
     /// largest texture needs it (egui panics on a larger one); a grid with more boxes a side
     /// than that texture has pixels is not drawn, and the error says why.
     fn draw(&mut self, ctx: &egui::Context, scene: &Scene) {
-        let side = scene.grid.nx().max(scene.grid.ny());
+        let (w, h) = MapLayout::extent_in_boxes(&scene.grid);
+        let side = w.max(h);
         let max = ctx.input(|i| i.max_texture_side);
         if side > max {
             self.error = Some(format!(
@@ -310,6 +311,8 @@ impl Viewer {
                 ui.add(egui::DragValue::new(&mut self.draft.nx).range(1..=2000)).accessible_name("boxes across");
                 ui.label("×");
                 ui.add(egui::DragValue::new(&mut self.draft.ny).range(1..=2000)).accessible_name("boxes up");
+                ui.label("×");
+                ui.add(egui::DragValue::new(&mut self.draft.nz).range(1..=200)).accessible_name("layers");
             });
             ui.end_row();
             let label = ui.label("vCores");
@@ -406,11 +409,12 @@ impl Viewer {
             self.drag = None;
             return;
         };
-        let ny = scene.grid.ny();
+        let layout = MapLayout::new(&scene.grid, self.style.px);
         let in_boxes = |at: Pos2| {
             let q = (at - rect.min) / scale;
-            to_domain([f64::from(q.x), f64::from(q.y)], ny, self.style.px)
+            layout.to_domain([f64::from(q.x), f64::from(q.y)])
         };
+        // Off the map, or between a 3D grid's layers, the pointer adds, moves and paints nothing.
         let p = in_boxes(pointer);
         match self.tool {
             Tool::VCores => {
@@ -419,14 +423,16 @@ impl Viewer {
                     // The vCore under the press, not under the pointer: a fast drag is already
                     // away from it when it is recognised as a drag.
                     let origin = ui.input(|i| i.pointer.press_origin()).unwrap_or(pointer);
-                    self.drag = scene.marker_near(in_boxes(origin), grab);
+                    self.drag = in_boxes(origin).and_then(|o| scene.marker_near(o, grab));
                 }
-                if let Some(i) = self.drag {
-                    if response.dragged() && response.drag_delta() != egui::Vec2::ZERO {
+                match (self.drag, p) {
+                    (Some(i), Some(p)) if response.dragged() && response.drag_delta() != egui::Vec2::ZERO => {
                         self.runner.command(Command::MoveVCore(i, p));
                     }
-                } else if response.clicked() && scene.marker_near(p, grab).is_none() {
-                    self.runner.command(Command::AddVCore(p));
+                    (None, Some(p)) if response.clicked() && scene.marker_near(p, grab).is_none() => {
+                        self.runner.command(Command::AddVCore(p));
+                    }
+                    _ => {}
                 }
                 if response.drag_stopped() {
                     self.drag = None;
@@ -436,7 +442,7 @@ impl Viewer {
                 // A dab per click and per frame a drag moved in: held still, a brush adds
                 // nothing more (it added at every frame, as many as the frame rate).
                 let moved = response.dragged() && response.drag_delta() != egui::Vec2::ZERO;
-                if moved || response.clicked() {
+                if let Some(p) = p.filter(|_| moved || response.clicked()) {
                     let sign = if ui.input(|i| i.modifiers.shift) { -1.0 } else { 1.0 };
                     self.runner.command(Command::Paint {
                         at: p,
@@ -574,7 +580,7 @@ mod tests {
     use egui_kittest::{Harness, TestRenderer};
 
     use super::*;
-    use crate::raster::to_pixel;
+    use pbs::Point;
 
     #[test]
     fn percentiles() {
@@ -706,16 +712,17 @@ mod tests {
         }
 
         /// Where a point in box units shows on screen.
-        fn on_screen(&self, p: [f64; 2]) -> Pos2 {
+        fn on_screen(&self, p: Point) -> Pos2 {
             let rect = self.h.get_by_label("load map").rect();
             let (scene, px) = (self.scene(), self.h.state().style.px);
-            let q = to_pixel(p, scene.grid.ny(), px);
-            let scale = f64::from(rect.width()) / (scene.grid.nx() * px) as f64;
+            let layout = MapLayout::new(&scene.grid, px);
+            let q = layout.to_pixel(p).expect("a layer drawn");
+            let scale = f64::from(rect.width()) / layout.size().0 as f64;
             rect.min + egui::vec2((q[0] * scale) as f32, (q[1] * scale) as f32)
         }
 
         /// A press and release at `p` (box units) on the map.
-        fn click_map(&mut self, p: [f64; 2]) {
+        fn click_map(&mut self, p: Point) {
             let at = self.on_screen(p);
             self.h.hover_at(at);
             self.h.drag_at(at);
@@ -745,15 +752,16 @@ mod tests {
         dir
     }
 
-    fn near(a: [f64; 2], b: [f64; 2]) -> bool {
+    /// Whether two points are within 0.05 boxes of each other across the map (x and y).
+    fn near(a: Point, b: Point) -> bool {
         (a[0] - b[0]).abs() < 0.05 && (a[1] - b[1]).abs() < 0.05
     }
 
     /// A point of the grid's box centres that no marker is near enough to grab.
-    fn empty_spot(scene: &Scene, grab: f64) -> [f64; 2] {
+    fn empty_spot(scene: &Scene, grab: f64) -> Point {
         let (nx, ny) = (scene.grid.nx(), scene.grid.ny());
         (0..nx * ny)
-            .map(|k| [(k % nx) as f64 + 0.5, (k / nx) as f64 + 0.5])
+            .map(|k| [(k % nx) as f64 + 0.5, (k / nx) as f64 + 0.5, 0.5])
             .find(|&p| scene.marker_near(p, grab + 0.5).is_none())
             .expect("an empty spot on the map")
     }
@@ -863,6 +871,40 @@ mod tests {
         assert_eq!(w.commands(1), [Command::Step], "only the step was sent");
     }
 
+    /// On a 3D grid the map is the block of its layers: a click adds a vCore on the layer under
+    /// the pointer, at its depth's middle; the paint tool paints there; a click in the white
+    /// between layers does nothing.
+    #[test]
+    fn on_a_cube_the_map_acts_on_the_layer_under_the_pointer() {
+        let cube = Settings { nx: 12, ny: 8, nz: 3, load: LoadKind::Case(Case::Uniform), ..small() };
+        let mut w = window(SceneKind::Balancer, cube, false);
+        let scene = w.scene();
+        let grab = 1.5 * w.h.state().style.marker_radius() / w.h.state().style.px as f64;
+        let layer_2 = |p: Point| [p[0], p[1], 2.5];
+        let spot = (0..96)
+            .map(|k| [(k % 12) as f64 + 0.5, (k / 12) as f64 + 0.5, 2.5])
+            .find(|&p| scene.marker_near(p, grab + 0.5).is_none())
+            .expect("an empty spot on layer 2");
+        w.click_map(spot);
+        let sent = w.commands(1);
+        assert!(matches!(sent[..], [Command::AddVCore(p)] if near(p, spot) && p[2] == 2.5), "{sent:?}");
+        // Between layers 0 and 1 (the column of white right of layer 0): nothing.
+        let rect = w.h.get_by_label("load map").rect();
+        let gap = rect.min + egui::vec2(rect.width() * 12.5 / 25.0, rect.height() * 0.25);
+        w.h.hover_at(gap);
+        w.h.drag_at(gap);
+        w.h.drop_at(gap);
+        w.h.step();
+        std::thread::sleep(Duration::from_millis(50));
+        w.h.step();
+        assert_eq!(w.commands(1).len(), 1, "a click between layers sends nothing");
+        w.click("paint load");
+        let at = layer_2([3.5, 2.5, 0.0]);
+        w.click_map(at);
+        let sent = w.commands(2);
+        assert!(matches!(sent[1], Command::Paint { at: p, .. } if near(p, at) && p[2] == 2.5), "{sent:?}");
+    }
+
     /// A click on the map away from the vCores adds one there; a click on a vCore adds none;
     /// a drag moves the vCore grabbed; with the paint tool a click paints, shift erases, and a
     /// drag paints once per frame it moved in.
@@ -881,7 +923,7 @@ mod tests {
         // 1.2 boxes off vCore 1, within the grab radius (1.8 boxes here) of it and of no other.
         let scene = w.scene();
         let m = scene.markers[1];
-        let off = [m[0] + if m[0] < 10.0 { 1.2 } else { -1.2 }, m[1]];
+        let off = [m[0] + if m[0] < 10.0 { 1.2 } else { -1.2 }, m[1], m[2]];
         assert_eq!((scene.marker_near(off, grab), scene.marker_near(off, 1.1)), (Some(1), None));
         w.click_map(off);
         std::thread::sleep(Duration::from_millis(50));
@@ -890,8 +932,8 @@ mod tests {
 
         // Pressed off the vCore, moved, held still a frame, moved again, released: a move
         // for each frame the pointer moved, none while it stood.
-        let to = [m[0] + if m[0] < 10.0 { 6.0 } else { -6.0 }, m[1] + if m[1] < 5.0 { 3.0 } else { -3.0 }];
-        let half = [(off[0] + to[0]) / 2.0, off[1]];
+        let to = [m[0] + if m[0] < 10.0 { 6.0 } else { -6.0 }, m[1] + if m[1] < 5.0 { 3.0 } else { -3.0 }, m[2]];
+        let half = [(off[0] + to[0]) / 2.0, off[1], m[2]];
         let (from, mid, end) = (w.on_screen(off), w.on_screen(half), w.on_screen(to));
         w.h.hover_at(from);
         w.h.drag_at(from);
@@ -904,13 +946,13 @@ mod tests {
         w.h.drop_at(end);
         w.h.step();
         let sent = w.commands(3);
-        let moved = |c: &Command, p: [f64; 2]| matches!(*c, Command::MoveVCore(1, q) if near(q, p));
+        let moved = |c: &Command, p: Point| matches!(*c, Command::MoveVCore(1, q) if near(q, p));
         assert!(sent.len() == 3 && moved(&sent[1], half) && moved(&sent[2], to), "{sent:?}");
         w.until("vCore 1 where it was dropped", move |v| near(v.scene.as_ref().unwrap().markers[1], to));
         let moves = w.commands(3).len();
 
         w.click("paint load");
-        let spot = [3.5, 2.5];
+        let spot = [3.5, 2.5, 0.5];
         w.click_map(spot);
         let sent = w.commands(moves + 1);
         let painted = |amount: f64| move |c: &Command| matches!(*c, Command::Paint { at, radius, amount: a } if near(at, spot) && radius == 4.0 && a == amount);
@@ -926,7 +968,7 @@ mod tests {
         w.until("paint erased", move |v| v.scene.as_ref().unwrap().loads[k] == 1.0);
 
         // A paint drag: a dab where the pointer moved, none while it stood.
-        let (from, to) = (w.on_screen([8.5, 2.5]), w.on_screen(spot));
+        let (from, to) = (w.on_screen([8.5, 2.5, 0.5]), w.on_screen(spot));
         w.h.hover_at(from);
         w.h.drag_at(from);
         w.h.step();

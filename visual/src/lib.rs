@@ -10,20 +10,22 @@
 //! every box, which thread owns it, and each thread's busy time.
 //!
 //! The same picture is drawn in a window (eframe/egui) or headless, into a PNG or an animated
-//! GIF, which is how reports and tests use it:
+//! GIF, which is how reports and tests use it. A 3D grid (`--grid 40x40x12`) is drawn as the
+//! block of its layers, z = 0 at the top left ([`raster::MapLayout`]); the mouse adds, drags
+//! and paints on the layer under it.
 //!
 //! ```
 //! use pbs_visual::model::{Model, Settings};
-//! use pbs_visual::raster::{owner_colour, render_map, to_pixel, Style};
+//! use pbs_visual::raster::{owner_colour, render_map, MapLayout, Style};
 //! use pbs_visual::runner::Simulation;
 //!
-//! let mut model = Model::new(Settings { nx: 60, ny: 40, vcores: 8, ..Settings::default() })?;
+//! let mut model = Model::new(Settings { nx: 60, ny: 40, nz: 1, vcores: 8, ..Settings::default() })?;
 //! while model.tick()? {} // balance until converged
 //! let scene = model.scene();
-//! let style = Style::fit(60, 40, 480);
+//! let style = Style::fit(&scene.grid, 480);
 //! let picture = render_map(&scene, &style);
 //! assert_eq!((picture.width, picture.height), (480, 320));
-//! let [x, y] = to_pixel(scene.markers[3], 40, style.px);
+//! let [x, y] = MapLayout::new(&scene.grid, style.px).to_pixel(scene.markers[3]).unwrap();
 //! assert_eq!(picture.get(x as usize, y as usize), owner_colour(3)); // vCore 3's marker
 //! # Ok::<(), String>(())
 //! ```

@@ -27,14 +27,15 @@ pub struct LiveApp {
 }
 
 impl LiveApp {
-    /// `app` (`md` or `stencil`) in `scenario` (empty: the app's default) on `nx × ny` boxes
-    /// and `threads` unpinned workers (the window's own thread shares the machine).
-    pub fn new(app: &str, scenario: &str, nx: usize, ny: usize, threads: usize) -> Result<LiveApp, String> {
+    /// `app` (`md` or `stencil`) in `scenario` (empty: the app's default) on `nx × ny × nz`
+    /// boxes (`nz` = 1: in 2D) and `threads` unpinned workers (the window's own thread shares
+    /// the machine).
+    pub fn new(app: &str, scenario: &str, [nx, ny, nz]: [usize; 3], threads: usize) -> Result<LiveApp, String> {
         if threads == 0 {
             return Err("--threads must be at least 1".into());
         }
         let scenario = if scenario.is_empty() { pbs_apps::default_scenario(app) } else { scenario };
-        let grid_app = pbs_apps::build(app, scenario, nx, ny, 1)?;
+        let grid_app = pbs_apps::build_3d(app, scenario, nx, ny, nz, 1)?;
         let runtime = Runtime { topology: Topology::detect(), threads, pin: Pinning::Off, timer: BoxTimer::default() };
         let (exec, _bindings) = runtime.executor("pbs", grid_app.grid()).map_err(|e| e.to_string())?;
         let owners = exec.planned_owners().unwrap_or_else(|| vec![0; grid_app.grid().len()]);
@@ -97,19 +98,16 @@ impl Simulation for LiveApp {
         let threads = self.exec.threads();
         // Markers at the centroid of each thread's boxes (the domain centre for a thread
         // that owns none).
-        let mut sum = vec![[0.0, 0.0, 0.0]; threads];
+        let mut sum = vec![([0.0; 3], 0usize); threads];
         for (k, &o) in self.owners.iter().enumerate() {
+            let (s, n) = &mut sum[o as usize];
             let c = grid.centre(k);
-            let s = &mut sum[o as usize];
-            s[0] += c[0];
-            s[1] += c[1];
-            s[2] += 1.0;
+            (0..3).for_each(|d| s[d] += c[d]);
+            *n += 1;
         }
         let e = grid.extent();
-        let markers = sum
-            .iter()
-            .map(|s| if s[2] > 0.0 { [s[0] / s[2], s[1] / s[2]] } else { [e[0] / 2.0, e[1] / 2.0] })
-            .collect();
+        let markers =
+            sum.iter().map(|(s, n)| if *n > 0 { s.map(|x| x / *n as f64) } else { e.map(|x| x / 2.0) }).collect();
         Scene {
             kind: SceneKind::App,
             grid,
@@ -120,7 +118,10 @@ impl Simulation for LiveApp {
             history: self.history.recent(),
             bars: self.busy_last.clone(),
             bars_label: "busy ms per thread (last iteration)",
-            status: self.status.clone(),
+            status: match crate::raster::layers_note(&grid) {
+                Some(n) => format!("{} · {n}", self.status),
+                None => self.status.clone(),
+            },
         }
     }
 }
@@ -131,7 +132,7 @@ mod tests {
 
     #[test]
     fn an_app_runs_live_and_its_scene_is_consistent() {
-        let mut live = LiveApp::new("md", "gravity", 16, 16, 2).unwrap();
+        let mut live = LiveApp::new("md", "gravity", [16, 16, 1], 2).unwrap();
         for _ in 0..3 {
             assert!(live.tick().unwrap());
         }
@@ -159,23 +160,23 @@ mod tests {
         assert!(live.apply(Command::Rough).unwrap_err().contains("balancer view"));
         // The bars are each thread's busy time in the last iteration alone, within its wall
         // time (summed over the iterations, they would pass it from the second on).
-        let mut live = LiveApp::new("stencil", "drift", 8, 8, 2).unwrap();
+        let mut live = LiveApp::new("stencil", "drift", [8, 8, 1], 2).unwrap();
         for _ in 0..4 {
             live.tick().unwrap();
             let bars = live.scene().bars;
             assert!(bars.iter().all(|&b| b > 0.0 && b <= live.iter_ms_last), "{bars:?} in {} ms", live.iter_ms_last);
         }
         // A thread that owns no box is marked at the domain's centre.
-        let mut idle = LiveApp::new("stencil", "drift", 2, 1, 3).unwrap();
+        let mut idle = LiveApp::new("stencil", "drift", [2, 1, 1], 3).unwrap();
         idle.tick().unwrap();
         let s = idle.scene();
         let e = s.grid.extent();
         let unowned: Vec<usize> = (0..3).filter(|&t| !s.owners.contains(&(t as u32))).collect();
         assert!(!unowned.is_empty(), "3 threads on 2 boxes: {:?}", s.owners);
         for t in unowned {
-            assert_eq!(s.markers[t], [e[0] / 2.0, e[1] / 2.0], "thread {t}");
+            assert_eq!(s.markers[t], [e[0] / 2.0, e[1] / 2.0, 0.5], "thread {t}");
         }
-        assert!(LiveApp::new("fem", "", 16, 16, 2).err().unwrap().contains("fem"));
-        assert!(LiveApp::new("md", "", 16, 16, 0).is_err());
+        assert!(LiveApp::new("fem", "", [16, 16, 1], 2).err().unwrap().contains("fem"));
+        assert!(LiveApp::new("md", "", [16, 16, 1], 0).is_err());
     }
 }

@@ -9,13 +9,14 @@ use pbs_visual::app::{Capture, Start, Viewer};
 use pbs_visual::headless::{self, Outputs};
 use pbs_visual::live::LiveApp;
 use pbs_visual::model::{LoadKind, Model, Settings};
-use pbs_visual::raster::{Fill, Style};
+use pbs_visual::raster::{Fill, MapLayout, Style};
 use pbs_visual::runner::Simulation;
 
 #[derive(Parser)]
 #[command(name = "pbs-visual", version, about = "The pbs simulator: load maps, vCores and their cells, live")]
 struct Cli {
-    /// Grid size, NXxNY (a CSV load brings its own)
+    /// Grid size, NXxNY, or NXxNYxNZ for a 3D grid drawn layer by layer (a CSV load brings its
+    /// own, 2D)
     #[arg(long, default_value = "150x150")]
     grid: String,
     /// Number of vCores
@@ -95,6 +96,19 @@ fn parse_size(flag: &str, s: &str) -> Result<(usize, usize), String> {
     Ok((a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?))
 }
 
+/// `--grid`: NXxNY, or NXxNYxNZ.
+fn parse_grid(s: &str) -> Result<[usize; 3], String> {
+    let bad =
+        || format!("--grid {s:?}: expected two or three numbers as NXxNY or NXxNYxNZ, for example 150x150 or 40x40x20");
+    let sides: Vec<usize> =
+        s.split(['x', 'X']).map(|n| n.trim().parse().map_err(|_| bad())).collect::<Result<_, _>>()?;
+    match sides[..] {
+        [nx, ny] => Ok([nx, ny, 1]),
+        [nx, ny, nz] => Ok([nx, ny, nz]),
+        _ => Err(bad()),
+    }
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -109,7 +123,7 @@ fn main() -> ExitCode {
 const MAX_IMAGE_SIDE: usize = 16384;
 
 fn run(cli: Cli) -> Result<(), String> {
-    let (nx, ny) = parse_size("--grid", &cli.grid)?;
+    let [nx, ny, nz] = parse_grid(&cli.grid)?;
     if !(cli.drift_speed.is_finite() && cli.drift_speed.abs() <= 1e6) {
         return Err(format!("--drift-speed must be finite and at most 1e6 boxes per step, got {}", cli.drift_speed));
     }
@@ -127,6 +141,7 @@ fn run(cli: Cli) -> Result<(), String> {
     let settings = Settings {
         nx,
         ny,
+        nz,
         vcores: cli.vcores,
         method: cli.method.clone(),
         step_fraction: cli.step_fraction,
@@ -143,13 +158,20 @@ fn run(cli: Cli) -> Result<(), String> {
     // A grid wider than a picture can be is refused before it is built (a CSV map's grid is
     // checked below, once read).
     let grid_from_csv = matches!(settings.load, LoadKind::Csv(_)) && cli.app.is_none();
-    if !grid_from_csv && nx.max(ny) > MAX_IMAGE_SIDE {
-        return Err(format!(
-            "--grid {nx}x{ny}: over {MAX_IMAGE_SIDE} boxes a side, more than a picture of at least a pixel a box holds"
-        ));
+    if !grid_from_csv {
+        let grid = pbs::Grid::new_3d(nx, ny, nz).map_err(|e| format!("--grid {}: {e}", cli.grid))?;
+        let (w, h) = MapLayout::extent_in_boxes(&grid);
+        if w.max(h) > MAX_IMAGE_SIDE {
+            return Err(format!(
+                "--grid {}: a map {w}×{h} boxes wide and high{}, over {MAX_IMAGE_SIDE} boxes a side, more than a \
+                 picture of at least a pixel a box holds",
+                cli.grid,
+                if nz > 1 { " with its layers side by side" } else { "" }
+            ));
+        }
     }
     let app = match &cli.app {
-        Some(name) => Some(LiveApp::new(name, &cli.scenario, nx, ny, cli.threads)?),
+        Some(name) => Some(LiveApp::new(name, &cli.scenario, [nx, ny, nz], cli.threads)?),
         None => None,
     };
     if cli.headless {
@@ -166,21 +188,20 @@ fn run(cli: Cli) -> Result<(), String> {
         None => Box::new(Model::new(settings.clone())?),
     };
     let grid = sim.scene().grid;
-    let mut style = Style::fit(grid.nx(), grid.ny(), 720);
+    let mut style = Style::fit(&grid, 720);
     style.fill = fill;
     if let Some(px) = cli.px {
         style.px = px;
     }
     // The window draws the same picture as a texture (and shrinks it further where the display
     // takes less, see `app`).
-    let side = grid.nx().max(grid.ny()).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
+    let (w_boxes, h_boxes) = MapLayout::extent_in_boxes(&grid);
+    let side = w_boxes.max(h_boxes).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
     if side.is_none() {
         return Err(format!(
-            "--px {}: a {}×{} grid at {} pixels a box is over {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
-            style.px,
-            grid.nx(),
-            grid.ny(),
-            style.px
+            "--px {}: the map of a {grid} grid ({w_boxes}×{h_boxes} boxes with its layers side by side) at {} pixels a \
+             box is over {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
+            style.px, style.px
         ));
     }
     if cli.headless {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use pbs::loadmap::{self, Case, PerlinMap};
-use pbs::{metrics, Balancer, Grid, Problem, StepRecord, VCores};
+use pbs::{metrics, Balancer, Grid, Point, Problem, StepRecord, VCores};
 
 use crate::runner::{Command, Simulation};
 use crate::scene::{History, Scene, SceneKind};
@@ -53,6 +53,9 @@ pub struct Settings {
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
+    /// Boxes along z: 1 for a 2D grid (the Perlin map is then 3D noise, the static cases the
+    /// same on every layer).
+    pub nz: usize,
     /// Number of vCores.
     pub vcores: usize,
     /// Method name (`pbs::methods::NAMES`).
@@ -74,6 +77,7 @@ impl Default for Settings {
         Settings {
             nx: 150,
             ny: 150,
+            nz: 1,
             vcores: 72,
             method: pbs::methods::DEFAULT.into(),
             step_fraction: 1.0,
@@ -87,6 +91,15 @@ impl Default for Settings {
 
 /// Converged when `max_avg ≤ (1 + TOL) × lower bound`, as `pbs::StopRule::default()`.
 const TOL: f64 = 0.05;
+
+/// A Perlin map's loads on `grid`: 3D noise on a 3D grid, so that its layers differ.
+fn perlin_loads(p: &PerlinMap, grid: &Grid) -> Vec<f64> {
+    if grid.nz() > 1 {
+        p.loads_3d(grid)
+    } else {
+        p.loads(grid)
+    }
+}
 
 /// The running simulation.
 pub struct Model {
@@ -114,25 +127,25 @@ impl Model {
         let method = pbs::methods::by_name(&settings.method).map_err(|e| e.to_string())?;
         let (grid, base, perlin) = match &settings.load {
             LoadKind::Csv(path) => {
+                if settings.nz > 1 {
+                    return Err(format!("a CSV load map is 2D: {} cannot have {} layers", path.display(), settings.nz));
+                }
                 let (g, l) = loadmap::read_csv(path).map_err(|e| e.to_string())?;
                 (g, l, None)
             }
             kind => {
-                let grid = Grid::new(settings.nx, settings.ny).map_err(|e| e.to_string())?;
+                let grid = Grid::new_3d(settings.nx, settings.ny, settings.nz).map_err(|e| e.to_string())?;
                 pbs::check_memory("balancer state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)
                     .map_err(|e| e.to_string())?;
                 match kind {
                     LoadKind::Case(c) => (grid, loadmap::static_case(*c, &grid, settings.seed), None),
                     _ => {
                         let p = PerlinMap::with_seed(PerlinMap::noise_seed(settings.seed));
-                        (grid, p.loads(&grid), Some(p))
+                        (grid, perlin_loads(&p, &grid), Some(p))
                     }
                 }
             }
         };
-        if grid.dims()[2] != 1 {
-            return Err("the simulator shows 2D grids only".into());
-        }
         let problem = Problem::new(grid, &base, settings.vcores).map_err(|e| e.to_string())?;
         let vcores = VCores::random(&problem, settings.seed);
         let mut model = Model {
@@ -228,13 +241,13 @@ impl Model {
     }
 
     /// A new vCore at `p`, splitting the cell it lands in (it takes that cell's weight).
-    fn add_vcore(&mut self, p: [f64; 2]) -> Result<(), String> {
+    fn add_vcore(&mut self, p: Point) -> Result<(), String> {
         let k = crate::scene::box_at(&self.grid, p)
-            .ok_or_else(|| format!("({:.1}, {:.1}) is outside the domain", p[0], p[1]))?;
+            .ok_or_else(|| format!("({:.1}, {:.1}, {:.1}) is outside the domain", p[0], p[1], p[2]))?;
         let host = self.vcores.owners()[k] as usize;
         let mut positions = self.vcores.positions().to_vec();
         let mut weights = self.vcores.weights().to_vec();
-        positions.push([p[0], p[1], 0.5]);
+        positions.push(self.on_grid(p));
         weights.push(weights[host]);
         let problem = Problem::new(self.grid, &self.loads, positions.len()).map_err(|e| e.to_string())?;
         self.vcores = VCores::new(&problem, positions, weights).map_err(|e| e.to_string())?;
@@ -244,26 +257,38 @@ impl Model {
         Ok(())
     }
 
-    fn move_vcore(&mut self, i: usize, p: [f64; 2]) -> Result<(), String> {
+    fn move_vcore(&mut self, i: usize, p: Point) -> Result<(), String> {
         if i >= self.vcores.len() {
             return Err(format!("no vCore {i}: there are {}", self.vcores.len()));
         }
+        // On a 2D grid a vCore keeps its depth within the one layer.
+        let keep_depth = self.grid.nz() == 1;
         let problem = Problem::new(self.grid, &self.loads, self.vcores.len()).expect("validated");
-        // Clamped into the domain by `update`.
-        self.vcores.update(&problem, |pos, _| pos[i] = [p[0], p[1], pos[i][2]]).map_err(|e| e.to_string())?;
+        self.vcores
+            .update(&problem, |pos, _| pos[i] = [p[0], p[1], if keep_depth { pos[i][2] } else { p[2] }])
+            .map_err(|e| e.to_string())?;
         self.method.reset();
         Ok(())
     }
 
-    fn paint(&mut self, at: [f64; 2], radius: f64, amount: f64) -> Result<(), String> {
+    /// `p` with its depth at the middle of a 2D grid's one layer.
+    fn on_grid(&self, p: Point) -> Point {
+        if self.grid.nz() == 1 {
+            [p[0], p[1], 0.5]
+        } else {
+            p
+        }
+    }
+
+    fn paint(&mut self, at: Point, radius: f64, amount: f64) -> Result<(), String> {
         if !(radius.is_finite() && radius > 0.0 && amount.is_finite()) {
             return Err(format!("paint needs a finite radius > 0 and a finite amount (got {radius}, {amount})"));
         }
+        let at = self.on_grid(at);
         for k in 0..self.grid.len() {
             let c = self.grid.centre(k);
-            let d2 = (c[0] - at[0]).powi(2) + (c[1] - at[1]).powi(2);
+            let d2 = (0..3).map(|d| (c[d] - at[d]).powi(2)).sum::<f64>();
             if d2 <= radius * radius {
-                // Never below zero: a negative load is refused by the balancer.
                 self.painted[k] = (self.painted[k] + amount).max(-self.base[k]);
             }
         }
@@ -273,7 +298,7 @@ impl Model {
     fn drift(&mut self) -> Result<(), String> {
         if let Some(p) = self.perlin {
             let next = p.smooth(self.settings.drift_speed);
-            self.base = next.loads(&self.grid);
+            self.base = perlin_loads(&next, &self.grid);
             self.perlin = Some(next);
             self.refresh_loads()?;
         }
@@ -283,7 +308,7 @@ impl Model {
     fn rough(&mut self) -> Result<(), String> {
         let p = self.perlin.ok_or("a rough transition needs the Perlin load")?;
         let next = p.rough();
-        self.base = next.loads(&self.grid);
+        self.base = perlin_loads(&next, &self.grid);
         self.perlin = Some(next);
         self.refresh_loads()
     }
@@ -340,18 +365,19 @@ impl Simulation for Model {
             grid: self.grid,
             loads: self.loads.clone(),
             owners: self.vcores.owners().to_vec(),
-            markers: self.vcores.positions().iter().map(|p| [p[0], p[1]]).collect(),
+            markers: self.vcores.positions().to_vec(),
             arrows: self.arrows.clone(),
             history: self.history.recent(),
             bars: self.vcores.charges().to_vec(),
             bars_label: "charge per vCore",
             status: format!(
-                "{} · step {} · max_avg {:.4} (bound {:.4}) · {}",
+                "{} · step {} · max_avg {:.4} (bound {:.4}) · {}{}",
                 self.settings.method,
                 self.history.steps() - 1,
                 self.vcores.max_avg(),
                 self.problem().lower_bound(),
-                if self.converged() { "converged" } else { "balancing" }
+                if self.converged() { "converged" } else { "balancing" },
+                crate::raster::layers_note(&self.grid).map_or(String::new(), |n| format!(" · {n}"))
             ),
         }
     }
@@ -423,21 +449,54 @@ mod tests {
         assert_ne!(first, m.loads());
     }
 
+    /// A 3D grid: Perlin loads that differ from layer to layer, balanced to convergence;
+    /// vCores added and moved in depth; paint a ball; a CSV map, 2D, refused with layers.
+    #[test]
+    fn a_3d_grid_balances_and_takes_vcores_and_paint_in_depth() {
+        let mut m = Model::new(Settings { nx: 12, ny: 10, nz: 6, vcores: 8, ..Settings::default() }).unwrap();
+        let layer = 120;
+        assert_eq!(m.loads().len(), 6 * layer);
+        assert_ne!(m.loads()[..layer], m.loads()[layer..2 * layer], "3D noise: the layers differ");
+        let mut ticks = 0;
+        while m.tick().unwrap() {
+            ticks += 1;
+            assert!(ticks < 300, "did not converge");
+        }
+        m.apply(Command::AddVCore([3.5, 4.5, 4.5])).unwrap();
+        assert_eq!(m.scene().markers[8], [3.5, 4.5, 4.5]);
+        assert_eq!(m.vcores().owners()[m.grid.index(3, 4, 4)], 8, "the new vCore owns the box it was put on");
+        m.apply(Command::MoveVCore(8, [6.0, 2.0, 1.25])).unwrap();
+        assert_eq!(m.scene().markers[8], [6.0, 2.0, 1.25], "a move in 3D takes the depth too");
+        assert!(m.apply(Command::AddVCore([3.5, 4.5, 6.0])).unwrap_err().contains("outside"));
+        let before = m.loads().to_vec();
+        m.apply(Command::Paint { at: [5.5, 5.5, 2.5], radius: 1.0, amount: 1.0 }).unwrap();
+        let changed: Vec<usize> = (0..before.len()).filter(|&k| m.loads()[k] != before[k]).collect();
+        let ball: Vec<usize> = (0..before.len())
+            .filter(|&k| {
+                let c = m.grid.centre(k);
+                (c[0] - 5.5).powi(2) + (c[1] - 5.5).powi(2) + (c[2] - 2.5).powi(2) <= 1.0
+            })
+            .collect();
+        assert_eq!((changed.len(), &changed), (7, &ball), "the box at the centre and its six neighbours");
+        let csv = Settings { nz: 2, load: LoadKind::Csv("map.csv".into()), ..small() };
+        assert!(Model::new(csv).err().unwrap().contains("2D"));
+    }
+
     #[test]
     fn vcores_can_be_added_moved_and_load_painted() {
         let mut m = Model::new(small()).unwrap();
-        m.apply(Command::AddVCore([10.5, 10.5])).unwrap();
+        m.apply(Command::AddVCore([10.5, 10.5, 0.5])).unwrap();
         assert_eq!(m.vcores().len(), 7);
-        assert_eq!(m.scene().markers[6], [10.5, 10.5]);
+        assert_eq!(m.scene().markers[6], [10.5, 10.5, 0.5]);
         let k = Grid::new(40, 30).unwrap().index(10, 10, 0);
         assert_eq!(m.vcores().owners()[k], 6, "the new vCore owns the box it was put on");
-        m.apply(Command::MoveVCore(6, [30.25, 5.75])).unwrap();
-        assert_eq!(m.scene().markers[6], [30.25, 5.75]);
+        m.apply(Command::MoveVCore(6, [30.25, 5.75, 0.5])).unwrap();
+        assert_eq!(m.scene().markers[6], [30.25, 5.75, 0.5]);
         let before: f64 = m.loads().iter().sum();
-        m.apply(Command::Paint { at: [20.0, 15.0], radius: 3.0, amount: 2.0 }).unwrap();
+        m.apply(Command::Paint { at: [20.0, 15.0, 0.5], radius: 3.0, amount: 2.0 }).unwrap();
         let after: f64 = m.loads().iter().sum();
         assert!(after > before + 20.0, "{before} → {after}");
-        m.apply(Command::Paint { at: [20.0, 15.0], radius: 3.0, amount: -100.0 }).unwrap();
+        m.apply(Command::Paint { at: [20.0, 15.0, 0.5], radius: 3.0, amount: -100.0 }).unwrap();
         assert!(m.loads().iter().all(|q| *q >= 0.0), "erasing never makes a load negative");
         let erased = (0..m.grid.len()).filter(|&k| m.loads()[k] == 0.0).count();
         assert_eq!(
@@ -533,7 +592,7 @@ mod tests {
     fn paint_reaches_the_boxes_within_its_radius() {
         let mut m = Model::new(small()).unwrap();
         let before = m.loads().to_vec();
-        m.apply(Command::Paint { at: [20.5, 15.5], radius: 2.0, amount: 2.0 }).unwrap();
+        m.apply(Command::Paint { at: [20.5, 15.5, 0.5], radius: 2.0, amount: 2.0 }).unwrap();
         let grid = Grid::new(40, 30).unwrap();
         let painted: Vec<usize> = (0..grid.len()).filter(|&k| m.loads()[k] != before[k]).collect();
         // Box (20, 15) and the 12 whose centres are 1, √2 or 2 boxes from its own: the circle's
@@ -547,10 +606,10 @@ mod tests {
         assert_eq!(want.len(), 13);
         assert_eq!(painted, want);
         assert!(painted.iter().all(|&k| (m.loads()[k] - before[k] - 2.0).abs() < 1e-12));
-        assert!(m.apply(Command::Paint { at: [1.0, 1.0], radius: 0.0, amount: 1.0 }).is_err());
-        assert!(m.apply(Command::Paint { at: [1.0, 1.0], radius: 1.0, amount: f64::INFINITY }).is_err());
-        assert!(m.apply(Command::AddVCore([40.0, 5.0])).unwrap_err().contains("outside"));
-        m.apply(Command::AddVCore([39.9, 29.9])).unwrap();
+        assert!(m.apply(Command::Paint { at: [1.0, 1.0, 0.5], radius: 0.0, amount: 1.0 }).is_err());
+        assert!(m.apply(Command::Paint { at: [1.0, 1.0, 0.5], radius: 1.0, amount: f64::INFINITY }).is_err());
+        assert!(m.apply(Command::AddVCore([40.0, 5.0, 0.5])).unwrap_err().contains("outside"));
+        m.apply(Command::AddVCore([39.9, 29.9, 0.5])).unwrap();
         assert_eq!(m.settings().vcores, 7);
     }
 
@@ -577,9 +636,9 @@ mod tests {
         assert!(LoadKind::parse("bogus").is_err());
         let mut m = Model::new(Settings { load: LoadKind::Case(Case::Disc), ..small() }).unwrap();
         assert!(m.apply(Command::Rough).unwrap_err().contains("Perlin"));
-        assert!(m.apply(Command::AddVCore([-1.0, 2.0])).unwrap_err().contains("outside"));
-        assert!(m.apply(Command::MoveVCore(99, [1.0, 1.0])).unwrap_err().contains("99"));
-        assert!(m.apply(Command::Paint { at: [1.0, 1.0], radius: f64::NAN, amount: 1.0 }).is_err());
+        assert!(m.apply(Command::AddVCore([-1.0, 2.0, 0.5])).unwrap_err().contains("outside"));
+        assert!(m.apply(Command::MoveVCore(99, [1.0, 1.0, 0.5])).unwrap_err().contains("99"));
+        assert!(m.apply(Command::Paint { at: [1.0, 1.0, 0.5], radius: f64::NAN, amount: 1.0 }).is_err());
         assert!(m.apply(Command::StepFraction(1.5)).is_err());
     }
 }

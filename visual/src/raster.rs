@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use pbs::{Grid, Point};
+
 use crate::scene::Scene;
 
 /// An RGBA picture, rows top to bottom.
@@ -98,9 +100,11 @@ pub struct Style {
 }
 
 impl Style {
-    /// Pixels per box so that the longer side of the grid is about `target` pixels (at least 1).
-    pub fn fit(nx: usize, ny: usize, target: usize) -> Style {
-        Style { px: (target / nx.max(ny).max(1)).max(1), fill: Fill::Owner, arrows: true }
+    /// Pixels per box so that the longer side of `grid`'s map ([`MapLayout`]: a 3D grid's
+    /// layers side by side) is about `target` pixels (at least 1).
+    pub fn fit(grid: &Grid, target: usize) -> Style {
+        let (w, h) = MapLayout::extent_in_boxes(grid);
+        Style { px: (target / w.max(h).max(1)).max(1), fill: Fill::Owner, arrows: true }
     }
 
     /// Pixel radius of a marker.
@@ -120,26 +124,153 @@ pub fn to_domain(q: [f64; 2], ny: usize, px: usize) -> [f64; 2] {
     [q[0] / px as f64, ny as f64 - q[1] / px as f64]
 }
 
+/// Where a grid's layers lie in its map: a 2D grid is one layer filling the picture; a 3D grid
+/// is the block of the layers [`layers_shown`] picks (all of them up to 16), as square as their
+/// count allows, z = 0 at the top left and z growing along the rows, one box of white between
+/// layers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapLayout {
+    nx: usize,
+    ny: usize,
+    px: usize,
+    layers: Vec<usize>,
+    cols: usize,
+}
+
+impl MapLayout {
+    /// The layout of `grid`'s map at `px` pixels a box.
+    pub fn new(grid: &Grid, px: usize) -> MapLayout {
+        let layers = layers_shown(grid.nz());
+        let (cols, _) = layer_block(layers.len());
+        MapLayout { nx: grid.nx(), ny: grid.ny(), px, layers, cols }
+    }
+
+    /// Boxes the map spans across and up, the gaps between layers counted as boxes.
+    pub fn extent_in_boxes(grid: &Grid) -> (usize, usize) {
+        let (cols, rows) = layer_block(layers_shown(grid.nz()).len());
+        (cols * (grid.nx() + 1) - 1, rows * (grid.ny() + 1) - 1)
+    }
+
+    /// The layers drawn, in the order of their places (row by row).
+    pub fn layers(&self) -> &[usize] {
+        &self.layers
+    }
+
+    /// The picture's width and height in pixels.
+    pub fn size(&self) -> (usize, usize) {
+        let rows = self.layers.len().div_ceil(self.cols);
+        (self.px * (self.cols * (self.nx + 1) - 1), self.px * (rows * (self.ny + 1) - 1))
+    }
+
+    /// The top-left pixel of the `slot`-th layer drawn.
+    fn origin(&self, slot: usize) -> [usize; 2] {
+        [(slot % self.cols) * (self.nx + 1) * self.px, (slot / self.cols) * (self.ny + 1) * self.px]
+    }
+
+    /// Where a point in box units lands: on the layer that holds it (`z` in `[l, l + 1)`; a 2D
+    /// grid's one layer whatever `z`), `None` where that layer is not drawn.
+    pub fn to_pixel(&self, p: Point) -> Option<[f64; 2]> {
+        let slot = if self.layers.len() == 1 {
+            0
+        } else {
+            let z = p[2].floor();
+            self.layers.iter().position(|&l| l as f64 == z)?
+        };
+        let [x0, y0] = self.origin(slot);
+        let q = to_pixel([p[0], p[1]], self.ny, self.px);
+        Some([x0 as f64 + q[0], y0 as f64 + q[1]])
+    }
+
+    /// The point in box units under pixel `q`, at the middle of its layer's depth; `None` in
+    /// the gaps between layers and outside the map.
+    pub fn to_domain(&self, q: [f64; 2]) -> Option<Point> {
+        if !(q[0] >= 0.0 && q[1] >= 0.0) {
+            return None;
+        }
+        let (col, row) =
+            ((q[0] / ((self.nx + 1) * self.px) as f64) as usize, (q[1] / ((self.ny + 1) * self.px) as f64) as usize);
+        let slot = row * self.cols + col;
+        if col >= self.cols || slot >= self.layers.len() {
+            return None;
+        }
+        let [x0, y0] = self.origin(slot);
+        let (x, y) = (q[0] - x0 as f64, q[1] - y0 as f64);
+        if x >= (self.nx * self.px) as f64 || y >= (self.ny * self.px) as f64 {
+            return None;
+        }
+        let p = to_domain([x, y], self.ny, self.px);
+        Some([p[0], p[1], self.layers[slot] as f64 + 0.5])
+    }
+}
+
+/// For a status line: which layers a 3D grid's map shows, in what order; `None` in 2D.
+pub fn layers_note(grid: &Grid) -> Option<String> {
+    let shown = layers_shown(grid.nz());
+    match shown.len() {
+        1 => None,
+        n if n == grid.nz() => Some(format!("layers z = 0 to {} row by row from the top left", n - 1)),
+        _ => Some(format!(
+            "layers z = {} of 0 to {} row by row from the top left",
+            shown.iter().map(|z| z.to_string()).collect::<Vec<_>>().join(", "),
+            grid.nz() - 1
+        )),
+    }
+}
+
 pub use pbs_plot::colour::{heat_colour, owner_colour};
+use pbs_plot::panels::layer_block;
+pub use pbs_plot::panels::layers_shown;
 
 const INK: [u8; 3] = [20, 20, 20];
 
-/// Draws the map of `scene`: `nx·px × ny·px` pixels.
+/// Draws the map of `scene` ([`MapLayout`]: a 3D grid's layers side by side), its size
+/// [`MapLayout::size`]; a marker and its arrow show on the layer that holds the marker.
 pub fn render_map(scene: &Scene, style: &Style) -> Picture {
-    let (nx, ny, px) = (scene.grid.nx(), scene.grid.ny(), style.px);
-    let mut pic = Picture::new(nx * px, ny * px, [255, 255, 255]);
+    let layout = MapLayout::new(&scene.grid, style.px);
+    let (w, h) = layout.size();
+    let mut pic = Picture::new(w, h, [255, 255, 255]);
     let max = scene.loads.iter().copied().fold(0.0_f64, f64::max).max(f64::MIN_POSITIVE);
-    let owner = |i: usize, j: usize| scene.owners[scene.grid.index(i, j, 0)];
+    for (slot, &z) in layout.layers().iter().enumerate() {
+        draw_layer(&mut pic, scene, style, z, layout.origin(slot), max);
+    }
+    if style.arrows && !scene.arrows.is_empty() {
+        // The longest arrow is drawn 6 boxes long, the others in proportion.
+        let longest = scene.arrows.iter().map(|a| a[0].hypot(a[1])).fold(0.0, f64::max);
+        if longest > 1e-9 {
+            let scale = 6.0 / longest;
+            for (m, a) in scene.markers.iter().zip(&scene.arrows) {
+                let tip = [m[0] + a[0] * scale, m[1] + a[1] * scale, m[2]];
+                if let (Some(from), Some(to)) = (layout.to_pixel(*m), layout.to_pixel(tip)) {
+                    arrow(&mut pic, from, to, (style.px as f64 * 0.35).max(1.0));
+                }
+            }
+        }
+    }
+    let r = style.marker_radius();
+    for (i, m) in scene.markers.iter().enumerate() {
+        if let Some(c) = layout.to_pixel(*m) {
+            disc(&mut pic, c, r + 1.5, INK);
+            disc(&mut pic, c, r, owner_colour(i as u32));
+        }
+    }
+    pic
+}
+
+/// Layer `z` of `scene`'s grid, its top-left pixel at `origin`: boxes filled, then the cell
+/// outlines (a line between boxes of different owners; too crowded below 3 px a box).
+fn draw_layer(pic: &mut Picture, scene: &Scene, style: &Style, z: usize, origin: [usize; 2], max: f64) {
+    let (nx, ny, px) = (scene.grid.nx(), scene.grid.ny(), style.px);
+    let owner = |i: usize, j: usize| scene.owners[scene.grid.index(i, j, z)];
     for j in 0..ny {
         for i in 0..nx {
-            let k = scene.grid.index(i, j, 0);
+            let k = scene.grid.index(i, j, z);
             let shade = scene.loads[k] / max;
             let c = match style.fill {
                 Fill::Owner => owner_colour(scene.owners[k]).map(|v| (f64::from(v) * (1.0 - 0.6 * shade)) as u8),
                 Fill::Heat => heat_colour(shade),
             };
             // Row j of the domain is drawn from the bottom up.
-            let (x0, y0) = (i * px, (ny - 1 - j) * px);
+            let (x0, y0) = (origin[0] + i * px, origin[1] + (ny - 1 - j) * px);
             for y in y0..y0 + px {
                 let o = 4 * (y * pic.width + x0);
                 for x in 0..px {
@@ -148,12 +279,11 @@ pub fn render_map(scene: &Scene, style: &Style) -> Picture {
             }
         }
     }
-    // Cell outlines: a line between boxes of different owners (too crowded below 3 px a box).
     if px >= 3 {
         let line = if style.fill == Fill::Heat { [255, 255, 255] } else { INK };
         for j in 0..ny {
             for i in 0..nx {
-                let (x0, y0) = ((i * px) as i64, ((ny - 1 - j) * px) as i64);
+                let (x0, y0) = ((origin[0] + i * px) as i64, (origin[1] + (ny - 1 - j) * px) as i64);
                 if i + 1 < nx && owner(i, j) != owner(i + 1, j) {
                     for y in y0..y0 + px as i64 {
                         pic.set(x0 + px as i64 - 1, y, line);
@@ -169,25 +299,6 @@ pub fn render_map(scene: &Scene, style: &Style) -> Picture {
             }
         }
     }
-    if style.arrows && !scene.arrows.is_empty() {
-        // The longest arrow is drawn 6 boxes long, the others in proportion.
-        let longest = scene.arrows.iter().map(|a| a[0].hypot(a[1])).fold(0.0, f64::max);
-        if longest > 1e-9 {
-            let scale = 6.0 / longest;
-            for (m, a) in scene.markers.iter().zip(&scene.arrows) {
-                let from = to_pixel(*m, ny, px);
-                let to = to_pixel([m[0] + a[0] * scale, m[1] + a[1] * scale], ny, px);
-                arrow(&mut pic, from, to, (px as f64 * 0.35).max(1.0));
-            }
-        }
-    }
-    let r = style.marker_radius();
-    for (i, m) in scene.markers.iter().enumerate() {
-        let c = to_pixel(*m, ny, px);
-        disc(&mut pic, c, r + 1.5, INK);
-        disc(&mut pic, c, r, owner_colour(i as u32));
-    }
-    pic
 }
 
 fn disc(pic: &mut Picture, c: [f64; 2], r: f64, colour: [u8; 3]) {
@@ -233,6 +344,48 @@ mod tests {
     use crate::scene::SceneKind;
     use pbs::Grid;
 
+    /// A cube's map is its layers in a block, z = 0 at the top left, one box of white between
+    /// them; points map to pixels on their own layer and back, gaps to nothing.
+    #[test]
+    fn a_cubes_map_is_a_block_of_its_layers() {
+        let grid = Grid::new_3d(4, 2, 3).unwrap();
+        let owners: Vec<u32> = (0..24).map(|k| k as u32 / 8).collect();
+        let scene = Scene {
+            grid,
+            owners,
+            loads: vec![0.0; 24],
+            markers: vec![[1.5, 0.5, 2.25]],
+            ..crate::scene::tests::blank(4, 2)
+        };
+        let style = Style { px: 10, fill: Fill::Owner, arrows: false };
+        let layout = MapLayout::new(&grid, 10);
+        assert_eq!((layout.size(), layout.layers()), ((90, 50), &[0, 1, 2][..]));
+        let pic = render_map(&scene, &style);
+        assert_eq!((pic.width, pic.height), (90, 50));
+        // Layer 0 top left, layer 1 top right, layer 2 bottom left, white between and after.
+        assert_eq!((pic.get(5, 5), pic.get(55, 5)), (owner_colour(0), owner_colour(1)));
+        assert_eq!((pic.get(45, 5), pic.get(5, 25), pic.get(75, 45)), ([255; 3], [255; 3], [255; 3]));
+        // The marker at (1.5, 0.5) on layer 2: box (1, 0) of the bottom-left layer.
+        assert_eq!(layout.to_pixel([1.5, 0.5, 2.25]), Some([15.0, 45.0]));
+        assert_eq!(pic.get(15, 45), owner_colour(0), "vCore 0's marker");
+        assert_eq!(pic.get(38, 32), owner_colour(2), "layer 2 around it");
+        assert_eq!(layout.to_domain([15.0, 45.0]), Some([1.5, 0.5, 2.5]));
+        assert_eq!(layout.to_domain([62.0, 13.0]), Some([1.2, 0.7, 1.5]));
+        for gap in [[45.0, 5.0], [5.0, 25.0], [75.0, 45.0], [-1.0, 5.0], [95.0, 5.0], [5.0, 55.0]] {
+            assert_eq!(layout.to_domain(gap), None, "{gap:?}");
+        }
+        assert_eq!(layout.to_pixel([1.0, 1.0, 3.0]), None, "no layer 3");
+        // In 2D, the one layer fills the picture whatever a point's depth.
+        let flat = MapLayout::new(&Grid::new(4, 2).unwrap(), 10);
+        assert_eq!((flat.size(), flat.to_pixel([1.5, 0.5, 0.9])), ((40, 20), Some([15.0, 15.0])));
+        assert_eq!(flat.to_domain([15.0, 15.0]), Some([1.5, 0.5, 0.5]));
+        // Deep grids show 16 layers, and say which.
+        assert_eq!(layers_note(&Grid::new(4, 2).unwrap()), None);
+        assert_eq!(layers_note(&grid).unwrap(), "layers z = 0 to 2 row by row from the top left");
+        let deep = layers_note(&Grid::new_3d(2, 2, 40).unwrap()).unwrap();
+        assert!(deep.starts_with("layers z = 0, 3, 5,") && deep.contains(", 39 of 0 to 39"), "{deep}");
+    }
+
     #[test]
     fn owner_colours_are_distinct_and_never_ink() {
         let mut seen = std::collections::HashSet::new();
@@ -263,7 +416,7 @@ mod tests {
             grid,
             loads: vec![0.0; 32],
             owners,
-            markers: vec![[2.0, 2.0], [6.0, 1.0]],
+            markers: vec![[2.0, 2.0, 0.5], [6.0, 1.0, 0.5]],
             arrows: vec![[1.0, 0.0], [0.0, 0.0]],
             history: vec![],
             bars: vec![],
@@ -296,6 +449,7 @@ mod tests {
         markers: Vec<[f64; 2]>,
         arrows: Vec<[f64; 2]>,
     ) -> Scene {
+        let markers = markers.into_iter().map(|m| [m[0], m[1], 0.5]).collect();
         Scene { owners, loads, markers, arrows, ..crate::scene::tests::blank(nx, ny) }
     }
 
@@ -382,8 +536,10 @@ mod tests {
         assert_eq!(render_map(&still, &style).get(50, cy), owner_colour(0));
         // Fewer than 4 px a marker never: a radius of at least 4 pixels.
         assert_eq!(Style { px: 1, ..style }.marker_radius(), 4.0);
-        assert_eq!(Style::fit(300, 10, 600).px, 2);
-        assert_eq!(Style::fit(3000, 10, 600).px, 1);
+        assert_eq!(Style::fit(&Grid::new(300, 10).unwrap(), 600).px, 2);
+        assert_eq!(Style::fit(&Grid::new(3000, 10).unwrap(), 600).px, 1);
+        // A cube's layers side by side: 3 × 3 layers of 20 boxes and two gaps of one, 62.
+        assert_eq!(Style::fit(&Grid::new_3d(20, 10, 9).unwrap(), 620).px, 10);
     }
 
     /// The distance from `p` to the segment `a`–`b`.

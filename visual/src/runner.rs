@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use pbs::Point;
+
 use crate::scene::Scene;
 
 /// Something that advances step by step and can be drawn.
@@ -38,14 +40,15 @@ pub enum Command {
     Method(String),
     /// Fraction of each step's displacement that is applied.
     StepFraction(f64),
-    /// A new vCore at this point (box units).
-    AddVCore([f64; 2]),
-    /// Move vCore `i` to this point.
-    MoveVCore(usize, [f64; 2]),
-    /// Add `amount` to the load of every box within `radius` boxes of `at` (negative erases).
+    /// A new vCore at this point (box units; on a 2D grid its z is taken as 0.5).
+    AddVCore(Point),
+    /// Move vCore `i` to this point (as for [`Command::AddVCore`]).
+    MoveVCore(usize, Point),
+    /// Add `amount` to the load of every box whose centre lies within `radius` boxes of `at`
+    /// (negative erases; on a 2D grid a disc, whatever `at`'s z).
     Paint {
         /// centre, box units
-        at: [f64; 2],
+        at: Point,
         /// radius, boxes
         radius: f64,
         /// load added per box
@@ -341,7 +344,7 @@ pub(crate) mod tests {
         r.command(Command::Method("no-such-method".into()));
         let s = wait_for(&r, |s| s.status.starts_with("error"));
         assert!(s.status.contains("no-such-method"), "{}", s.status);
-        r.command(Command::AddVCore([5.0, 5.0]));
+        r.command(Command::AddVCore([5.0, 5.0, 0.5]));
         wait_for(&r, |s| s.markers.len() == 7);
     }
 }

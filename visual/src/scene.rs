@@ -1,7 +1,7 @@
 //! What is drawn: a plain-data snapshot of a simulation, handed from the thread that computes
 //! it to whoever draws it (the window, the headless renderer, a test).
 
-use pbs::{Grid, StepRecord};
+use pbs::{Grid, Point, StepRecord};
 
 /// Records of the history a scene carries: enough for the charts, bounded so that a long
 /// session does not copy an ever longer history into every frame.
@@ -42,13 +42,15 @@ impl History {
     }
 }
 
-/// The box of a 2D `grid` under a point given in box units, if it lies in the domain.
-pub fn box_at(grid: &Grid, p: [f64; 2]) -> Option<usize> {
-    let (nx, ny) = (grid.nx(), grid.ny());
-    if !(p[0] >= 0.0 && p[1] >= 0.0 && p[0] < nx as f64 && p[1] < ny as f64) {
+/// The box of `grid` under a point given in box units, if it lies in the domain (on a 2D grid
+/// whatever the point's `z`).
+pub fn box_at(grid: &Grid, p: Point) -> Option<usize> {
+    let e = grid.extent();
+    let z = if grid.nz() == 1 { 0.5 } else { p[2] };
+    if !(p[0] >= 0.0 && p[1] >= 0.0 && z >= 0.0 && p[0] < e[0] && p[1] < e[1] && z < e[2]) {
         return None;
     }
-    Some(grid.index(p[0] as usize, p[1] as usize, 0))
+    Some(grid.index(p[0] as usize, p[1] as usize, z as usize))
 }
 
 /// Which kind of simulation a scene comes from.
@@ -72,9 +74,11 @@ pub struct Scene {
     pub loads: Vec<f64>,
     /// Owner (vCore or thread) of every box.
     pub owners: Vec<u32>,
-    /// One marker per owner, in box units: vCore positions, or thread-region centroids.
-    pub markers: Vec<[f64; 2]>,
-    /// Displacement of each marker in the last step, in box units (empty for apps).
+    /// One marker per owner, in box units: vCore positions, or thread-region centroids (on a
+    /// 2D grid at z = 0.5, the middle of its one layer).
+    pub markers: Vec<Point>,
+    /// Displacement of each marker in the last step along x and y, in box units (empty for
+    /// apps).
     pub arrows: Vec<[f64; 2]>,
     /// One record per step (balancer) or iteration (app): max_avg, DOL extremes, migrations;
     /// the last [`HISTORY`] of them.
@@ -89,13 +93,15 @@ pub struct Scene {
 
 impl Scene {
     /// The box under a point given in box units, if it lies in the domain.
-    pub fn box_at(&self, p: [f64; 2]) -> Option<usize> {
+    pub fn box_at(&self, p: Point) -> Option<usize> {
         box_at(&self.grid, p)
     }
 
-    /// The marker nearest to `p` within `radius` boxes, if any.
-    pub fn marker_near(&self, p: [f64; 2], radius: f64) -> Option<usize> {
-        let d2 = |m: &[f64; 2]| (m[0] - p[0]).powi(2) + (m[1] - p[1]).powi(2);
+    /// The marker nearest to `p` within `radius` boxes, if any (on a 2D grid across the map
+    /// alone: depth within its one layer does not count).
+    pub fn marker_near(&self, p: Point, radius: f64) -> Option<usize> {
+        let axes = if self.grid.nz() == 1 { 2 } else { 3 };
+        let d2 = |m: &Point| (0..axes).map(|d| (m[d] - p[d]).powi(2)).sum::<f64>();
         self.markers
             .iter()
             .enumerate()
@@ -133,7 +139,7 @@ pub(crate) mod tests {
             grid,
             loads: vec![1.0; 8],
             owners: vec![0, 0, 1, 1, 0, 0, 1, 1],
-            markers: vec![[1.0, 1.0], [3.0, 1.0]],
+            markers: vec![[1.0, 1.0, 0.5], [3.0, 1.0, 0.5]],
             arrows: vec![],
             history: vec![],
             bars: vec![4.0, 4.0],
@@ -145,21 +151,29 @@ pub(crate) mod tests {
     #[test]
     fn boxes_and_markers_are_found_by_position() {
         let s = scene();
-        assert_eq!(s.box_at([0.5, 0.5]), Some(0));
-        assert_eq!(s.box_at([3.9, 1.9]), Some(7));
-        assert_eq!(s.box_at([4.0, 0.5]), None);
-        assert_eq!(s.box_at([-0.1, 0.5]), None);
-        assert_eq!(s.box_at([f64::NAN, 0.5]), None);
-        assert_eq!(s.box_at([0.5, 2.0]), None, "the top edge is outside");
-        assert_eq!(s.marker_near([2.6, 1.2], 1.0), Some(1));
-        assert_eq!(s.marker_near([2.0, 1.0], 0.5), None);
+        assert_eq!(s.box_at([0.5, 0.5, 0.5]), Some(0));
+        assert_eq!(s.box_at([3.9, 1.9, 0.5]), Some(7));
+        assert_eq!(s.box_at([4.0, 0.5, 0.5]), None);
+        assert_eq!(s.box_at([-0.1, 0.5, 0.5]), None);
+        assert_eq!(s.box_at([f64::NAN, 0.5, 0.5]), None);
+        assert_eq!(s.box_at([0.5, 2.0, 0.5]), None, "the top edge is outside");
+        assert_eq!(s.marker_near([2.6, 1.2, 0.5], 1.0), Some(1));
+        assert_eq!(s.marker_near([2.0, 1.0, 0.5], 0.5), None);
         // At exactly the radius, a marker counts; of two within it, the nearer wins.
-        assert_eq!(s.marker_near([1.0, 1.5], 0.5), Some(0));
-        assert_eq!(s.marker_near([1.9, 1.0], 5.0), Some(0));
-        assert_eq!(s.marker_near([2.1, 1.0], 5.0), Some(1));
+        assert_eq!(s.marker_near([1.0, 1.5, 0.5], 0.5), Some(0));
+        assert_eq!(s.marker_near([1.9, 1.0, 0.5], 5.0), Some(0));
+        assert_eq!(s.marker_near([2.1, 1.0, 0.5], 5.0), Some(1));
         // Distance counts both axes: 0.9 across and 3 up is farther than 1.1 across.
-        assert_eq!(s.marker_near([1.9, 4.0], 3.0), None);
-        assert_eq!(s.marker_near([1.9, 3.5], 5.0), Some(0));
+        assert_eq!(s.marker_near([1.9, 4.0, 0.5], 3.0), None);
+        assert_eq!(s.marker_near([1.9, 3.5, 0.5], 5.0), Some(0));
+        // On a 2D grid a point's z does not matter to the box under it; on a 3D grid it picks
+        // the layer, and depth counts in the distance to a marker.
+        assert_eq!(s.box_at([0.5, 0.5, 7.0]), Some(0));
+        assert_eq!(s.marker_near([1.0, 1.0, 0.0], 0.1), Some(0), "depth within a 2D grid's layer");
+        let cube = Scene { grid: Grid::new_3d(4, 2, 3).unwrap(), ..s.clone() };
+        assert_eq!(cube.box_at([3.9, 1.9, 2.5]), Some(23));
+        assert_eq!((cube.box_at([0.5, 0.5, 3.0]), cube.box_at([0.5, 0.5, -0.1])), (None, None));
+        assert_eq!((cube.marker_near([1.0, 1.0, 1.4], 1.0), cube.marker_near([1.0, 1.0, 1.6], 1.0)), (Some(0), None));
     }
 
     #[test]

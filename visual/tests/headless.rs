@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use pbs::Grid;
 use pbs_visual::headless::{self, Outputs};
 use pbs_visual::model::{Model, Settings};
-use pbs_visual::raster::{owner_colour, to_pixel, Picture, Style};
+use pbs_visual::raster::{owner_colour, to_pixel, MapLayout, Picture, Style};
 
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pbs-visual-{}-{name}", std::process::id()));
@@ -19,7 +20,7 @@ fn the_png_shows_every_vcore_in_its_colour_where_the_state_puts_it() {
     let dir = temp("png");
     let png = dir.join("scene.png");
     let mut model = Model::new(Settings { drift: true, ..Settings::default() }).unwrap();
-    let style = Style::fit(150, 150, 600);
+    let style = Style::fit(&Grid::new(150, 150).unwrap(), 600);
     let outputs = Outputs { png: Some(png.clone()), gif: None, gif_every: 1 };
     let scene = headless::run(&mut model, 25, &style, &outputs, |_| {}).unwrap();
     let pic = Picture::read_png(&png).unwrap();
@@ -47,7 +48,7 @@ fn the_png_shows_every_vcore_in_its_colour_where_the_state_puts_it() {
     for (i, m) in scene.markers.iter().enumerate() {
         let c = owner_colour(i as u32);
         assert!(colours.contains(&c), "vCore {i}'s colour {c:?} is missing");
-        let [x, y] = to_pixel(*m, 150, style.px);
+        let [x, y] = to_pixel([m[0], m[1]], 150, style.px);
         // The marker's centre and the pixels a radius/2 around it have the vCore's colour.
         let r = style.marker_radius() / 2.0;
         for (dx, dy) in [(0.0, 0.0), (r, 0.0), (-r, 0.0), (0.0, r), (0.0, -r)] {
@@ -59,6 +60,42 @@ fn the_png_shows_every_vcore_in_its_colour_where_the_state_puts_it() {
     let chart_colours: std::collections::HashSet<_> =
         (0..pic.height).flat_map(|y| (600..pic.width).map(move |x| (x, y))).map(|(x, y)| pic.get(x, y)).collect();
     assert!(chart_colours.len() > 10, "charts look blank: {} colours", chart_colours.len());
+}
+
+/// A 3D grid is drawn layer by layer: every vCore shows in its colour on the layer that holds
+/// it, at its place in that layer, and nowhere else.
+#[test]
+fn the_png_of_a_cube_shows_each_vcore_on_its_layer() {
+    let dir = temp("cube");
+    let png = dir.join("cube.png");
+    let mut model = Model::new(Settings { nx: 20, ny: 16, nz: 4, vcores: 12, ..Settings::default() }).unwrap();
+    let style = Style::fit(&Grid::new_3d(20, 16, 4).unwrap(), 600);
+    let outputs = Outputs { png: Some(png.clone()), gif: None, gif_every: 1 };
+    let scene = headless::run(&mut model, 30, &style, &outputs, |_| {}).unwrap();
+    let pic = Picture::read_png(&png).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+
+    // Two layers a row, two rows, a box of white between: 41 × 33 boxes at 14 px.
+    let layout = MapLayout::new(&scene.grid, style.px);
+    assert_eq!((style.px, layout.size()), (14, (41 * 14, 33 * 14)));
+    assert_eq!((pic.width, pic.height), (41 * 14 + 560, 600));
+    assert_eq!(layout.layers(), [0, 1, 2, 3]);
+    // The white gap between the first two layers.
+    assert_eq!(pic.get(20 * 14 + 7, 100), [255, 255, 255]);
+    let r = style.marker_radius() / 2.0;
+    for (i, m) in scene.markers.iter().enumerate() {
+        let [x, y] = layout.to_pixel(*m).expect("every layer is drawn");
+        let layer = m[2].floor() as usize;
+        assert!(
+            x >= ((layer % 2) * 21 * 14) as f64 && x <= ((layer % 2) * 21 * 14 + 20 * 14) as f64,
+            "vCore {i} at {m:?}"
+        );
+        let c = owner_colour(i as u32);
+        for (dx, dy) in [(0.0, 0.0), (r, 0.0), (-r, 0.0), (0.0, r), (0.0, -r)] {
+            let (px, py) = ((x + dx) as usize, (y + dy) as usize);
+            assert_eq!(pic.get(px, py), c, "vCore {i} at {m:?}: pixel ({px}, {py})");
+        }
+    }
 }
 
 #[test]
@@ -91,6 +128,10 @@ fn the_command_line_writes_a_png_and_an_animated_gif_and_refuses_bad_input() {
     for (args, expect) in [
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "0x5"], "empty"),
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5by5"], "--grid"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5x5x5x5"], "NXxNYxNZ"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5x5x0"], "--grid 5x5x0"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5x5x2", "--load", "m.csv"], "2D"),
+        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "9000x10x4"], "with its layers side by side"),
         (vec!["--headless", "--png", "/tmp/x.png", "--vcores", "0"], "vCore"),
         (vec!["--headless", "--png", "/tmp/x.png", "--load", "bogus"], "bogus"),
         (vec!["--headless", "--png", "/tmp/x.png", "--app", "fem"], "fem"),

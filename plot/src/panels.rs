@@ -215,8 +215,9 @@ struct ChartRanges {
 }
 
 /// The ranges of a chart over `pts` (finite, as drawn; none: 0 to 1 on both axes): x from the
-/// lowest value to the highest, a range of no width widened; y padded by 5 % each way; over a
-/// few x values, ticks at them and a 4 % margin each way.
+/// lowest value to the highest, a range of no width widened; y the same but widened about its
+/// value, then padded by 5 % each way; over a few x values, ticks at them and a 4 % margin each
+/// way.
 fn chart_ranges(title: &str, pts: &[(f64, f64)]) -> Result<ChartRanges, String> {
     let (mut x0, mut x1) = extent("x", title, pts.iter().map(|q| q.0))?.unwrap_or((0.0, 1.0));
     let (y0, y1) = extent("y", title, pts.iter().map(|q| q.1))?.unwrap_or((0.0, 1.0));
@@ -226,7 +227,15 @@ fn chart_ranges(title: &str, pts: &[(f64, f64)]) -> Result<ChartRanges, String> 
         let width = 1f64.max(least_width(x0, x1));
         (x0, x1) = if (x0 + width).is_finite() { (x0, x0 + width) } else { (x0 - width, x0) };
     }
-    let pad = ((y1 - y0) * 0.05).max(1e-9).max(least_width(y0, y1));
+    // A flat series (no migrations once converged) is drawn across the middle of a range one
+    // wide (or a billionth of its value), not of ±1e-9, whose ticks read 0, 0, 0, …, -1e-9.
+    let (y0, y1) = if y1 - y0 < 1e-12_f64.max(least_width(y0, y1)) {
+        let half = 0.5 * 1f64.max(least_width(y0, y1));
+        ((y0 - half).max(f64::MIN), (y1 + half).min(f64::MAX))
+    } else {
+        (y0, y1)
+    };
+    let pad = (y1 - y0) * 0.05;
     let y = ((y0 - pad).max(f64::MIN), (y1 + pad).min(f64::MAX));
     // On an x axis over a few values (the thread counts of a scaling run, thread ids), the ticks
     // stand at those values, with a margin so that dots at the first and last are drawn whole.
@@ -809,8 +818,8 @@ mod tests {
     /// Ticks read as a person writes them: zero for rounding noise, two decimals below 100,
     /// whole numbers from 100 and for whole values, a power of ten outside 0.01–100,000.
     /// The ranges a chart shows: x from the lowest value to the highest, no width widened
-    /// (by 1, by a billionth at 1e300, leftwards at the top of the floats); y padded by 5 %
-    /// (by a billionth of the value where all are equal, clamped to the floats); over 2 to 12
+    /// (by 1, by a billionth at 1e300, leftwards at the top of the floats); y the same about
+    /// its value where all are equal (clamped to the floats), then padded by 5 %; over 2 to 12
     /// distinct x values, ticks at them and a 4 % margin each way.
     #[test]
     fn charts_range_over_their_points_widened_padded_and_with_margins() {
@@ -822,12 +831,15 @@ mod tests {
         assert_eq!(ranges(&[]), ChartRanges { x: (0.0, 1.0), y: (-0.05, 1.05), ticks_at_data: None });
         let one = ranges(&[(5.0, 3.0)]);
         assert_eq!((one.x, one.ticks_at_data), ((5.0, 6.0), None));
-        assert!(close(one.y, (3.0 - 3e-9, 3.0 + 3e-9)), "{:?}", one.y);
+        assert!(close(one.y, (2.45, 3.55)), "{:?}", one.y);
+        assert!(close(ranges(&[(0.0, 0.0), (1.0, 0.0)]).y, (-0.55, 0.55)), "a flat series about its value");
         assert_eq!(ranges(&[(1e300, 1.0)]).x, (1e300, 1e300 + 1e291));
         let top = ranges(&[(f64::MAX, f64::MAX)]);
         assert_eq!(top.x, (f64::MAX - 1e-9 * f64::MAX, f64::MAX));
-        assert_eq!(top.y, (f64::MAX - 1e-9 * f64::MAX, f64::MAX));
-        assert_eq!(ranges(&[(0.0, f64::MIN)]).y, (f64::MIN, f64::MIN + 1e-9 * f64::MAX));
+        assert!(close(top.y, (f64::MAX - 0.525e-9 * f64::MAX, f64::MAX)), "{:?}", top.y);
+        assert!(top.y.1 == f64::MAX);
+        let bottom = ranges(&[(0.0, f64::MIN)]).y;
+        assert!(bottom.0 == f64::MIN && close(bottom, (f64::MIN, f64::MIN + 0.525e-9 * f64::MAX)), "{bottom:?}");
         // Under 1e-12 wide is no width; 1e-12 is a range, its two values ticks.
         assert_eq!(ranges(&[(0.0, 0.0), (1e-13, 0.0)]).x, (0.0, 1.0));
         let narrow = ranges(&[(0.0, 0.0), (1e-12, 0.0)]);

@@ -130,8 +130,7 @@ pub fn to_domain(q: [f64; 2], ny: usize, px: usize) -> [f64; 2] {
 /// layers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MapLayout {
-    nx: usize,
-    ny: usize,
+    grid: Grid,
     px: usize,
     layers: Vec<usize>,
     cols: usize,
@@ -142,7 +141,7 @@ impl MapLayout {
     pub fn new(grid: &Grid, px: usize) -> MapLayout {
         let layers = layers_shown(grid.nz());
         let (cols, _) = layer_block(layers.len());
-        MapLayout { nx: grid.nx(), ny: grid.ny(), px, layers, cols }
+        MapLayout { grid: *grid, px, layers, cols }
     }
 
     /// Boxes the map spans across and up, the gaps between layers counted as boxes.
@@ -158,13 +157,14 @@ impl MapLayout {
 
     /// The picture's width and height in pixels.
     pub fn size(&self) -> (usize, usize) {
-        let rows = self.layers.len().div_ceil(self.cols);
-        (self.px * (self.cols * (self.nx + 1) - 1), self.px * (rows * (self.ny + 1) - 1))
+        let (w, h) = Self::extent_in_boxes(&self.grid);
+        (w * self.px, h * self.px)
     }
 
     /// The top-left pixel of the `slot`-th layer drawn.
     fn origin(&self, slot: usize) -> [usize; 2] {
-        [(slot % self.cols) * (self.nx + 1) * self.px, (slot / self.cols) * (self.ny + 1) * self.px]
+        let (nx, ny) = (self.grid.nx(), self.grid.ny());
+        [(slot % self.cols) * (nx + 1) * self.px, (slot / self.cols) * (ny + 1) * self.px]
     }
 
     /// Where a point in box units lands: on the layer that holds it (`z` in `[l, l + 1)`; a 2D
@@ -177,7 +177,7 @@ impl MapLayout {
             self.layers.iter().position(|&l| l as f64 == z)?
         };
         let [x0, y0] = self.origin(slot);
-        let q = to_pixel([p[0], p[1]], self.ny, self.px);
+        let q = to_pixel([p[0], p[1]], self.grid.ny(), self.px);
         Some([x0 as f64 + q[0], y0 as f64 + q[1]])
     }
 
@@ -187,18 +187,18 @@ impl MapLayout {
         if !(q[0] >= 0.0 && q[1] >= 0.0) {
             return None;
         }
-        let (col, row) =
-            ((q[0] / ((self.nx + 1) * self.px) as f64) as usize, (q[1] / ((self.ny + 1) * self.px) as f64) as usize);
+        let (nx, ny) = (self.grid.nx(), self.grid.ny());
+        let (col, row) = ((q[0] / ((nx + 1) * self.px) as f64) as usize, (q[1] / ((ny + 1) * self.px) as f64) as usize);
         let slot = row * self.cols + col;
         if col >= self.cols || slot >= self.layers.len() {
             return None;
         }
         let [x0, y0] = self.origin(slot);
         let (x, y) = (q[0] - x0 as f64, q[1] - y0 as f64);
-        if x >= (self.nx * self.px) as f64 || y >= (self.ny * self.px) as f64 {
+        if x >= (nx * self.px) as f64 || y >= (ny * self.px) as f64 {
             return None;
         }
-        let p = to_domain([x, y], self.ny, self.px);
+        let p = to_domain([x, y], ny, self.px);
         Some([p[0], p[1], self.layers[slot] as f64 + 0.5])
     }
 }

@@ -199,9 +199,11 @@ fn run(cli: Cli) -> Result<(), String> {
     let side = w_boxes.max(h_boxes).checked_mul(style.px).filter(|&s| s <= MAX_IMAGE_SIDE);
     if side.is_none() {
         return Err(format!(
-            "--px {}: the map of a {grid} grid ({w_boxes}×{h_boxes} boxes with its layers side by side) at {} pixels a \
-             box is over {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
-            style.px, style.px
+            "--px {}: the map of a {grid} grid ({w_boxes}×{h_boxes} boxes{}) at {} pixels a box is over \
+             {MAX_IMAGE_SIDE} pixels a side; take fewer pixels per box",
+            style.px,
+            if grid.nz() > 1 { " with its layers side by side" } else { "" },
+            style.px
         ));
     }
     if cli.headless {

@@ -53,8 +53,8 @@ pub struct Settings {
     pub nx: usize,
     /// Boxes along y.
     pub ny: usize,
-    /// Boxes along z: 1 for a 2D grid (the Perlin map is then 3D noise, the static cases the
-    /// same on every layer).
+    /// Boxes along z: 1 for a 2D grid; above, the Perlin map is 3D noise and the static cases
+    /// the same on every layer.
     pub nz: usize,
     /// Number of vCores.
     pub vcores: usize,

@@ -1044,6 +1044,9 @@ mod tests {
         let deep = layers_shown(40);
         assert_eq!((deep.len(), deep[0], deep[15]), (16, 0, 39));
         assert!(deep.windows(2).all(|p| p[1] > p[0] && p[1] - p[0] <= 3), "{deep:?}");
+        // Each the nearest layer to its even share of the depth.
+        assert_eq!(deep, [0, 3, 5, 8, 10, 13, 16, 18, 21, 23, 26, 29, 31, 34, 36, 39]);
+        assert_eq!(layers_shown(24), [0, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 23]);
         assert_eq!(
             (layer_block(1), layer_block(3), layer_block(16), layer_block(10)),
             ((1, 1), (2, 2), (4, 4), (4, 3))

@@ -923,6 +923,20 @@ mod tests {
         assert_eq!(shaded_owner_colour(5, 0.25), RGBColor(quarter(c[0]), quarter(c[1]), quarter(c[2])));
     }
 
+    /// `m` drawn alone, 400 pixels wide, into `path` and read back: width, height and each
+    /// pixel's colour, row by row.
+    fn drawn(path: &Path, m: OwnerMap<'_>) -> (usize, usize, Vec<[u8; 3]>) {
+        owner_maps(path, 1, 400, &[m]).unwrap();
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        std::fs::remove_file(path).ok();
+        let (w, h) = (info.width as usize, info.height as usize);
+        let channels = buf.len() / (w * h);
+        (w, h, buf.chunks(channels).map(|c| [c[0], c[1], c[2]]).collect())
+    }
+
     /// An owner map puts box `(i, j)` at column `i` and row `j` counted from the bottom, in
     /// its owner's colour shaded by its share of the highest load, in a panel as high as the
     /// grid is for its width plus 30 pixels of title; a vCore is a black dot.
@@ -935,19 +949,9 @@ mod tests {
         let owners = [0, 0, 1, 1, 0, 0, 1, 1];
         let loads = [0.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 0.0];
         let m = OwnerMap { title: "m".into(), grid, loads: &loads, owners: &owners, positions: &[[2.0, 1.0, 0.0]] };
-        owner_maps(&path, 1, 400, &[m]).unwrap();
-        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
-        let mut reader = decoder.read_info().unwrap();
-        let mut buf = vec![0; reader.output_buffer_size()];
-        let info = reader.next_frame(&mut buf).unwrap();
-        std::fs::remove_file(&path).ok();
-        let (w, h) = (info.width as usize, info.height as usize);
+        let (w, h, pixels) = drawn(&path, m);
         assert_eq!((w, h), (400, 230));
-        let channels = buf.len() / (w * h);
-        let at = |x: usize, y: usize| -> [u8; 3] {
-            let o = channels * (y * w + x);
-            [buf[o], buf[o + 1], buf[o + 2]]
-        };
+        let at = |x: usize, y: usize| pixels[y * w + x];
         let rgb = |c: RGBColor| [c.0, c.1, c.2];
         let pixels_of = |c: [u8; 3]| -> Vec<(usize, usize)> {
             (0..h).flat_map(|y| (0..w).map(move |x| (x, y))).filter(|&(x, y)| at(x, y) == c).collect()
@@ -993,20 +997,10 @@ mod tests {
         // Layer z is owner z's alone, unloaded: three flat colours.
         let owners: Vec<u32> = (0..12).map(|b| b / 4).collect();
         let m = OwnerMap { title: "m".into(), grid, loads: &[0.0; 12], owners: &owners, positions: &[[1.0, 1.0, 1.5]] };
-        owner_maps(&path, 1, 400, &[m]).unwrap();
-        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&path).unwrap()));
-        let mut reader = decoder.read_info().unwrap();
-        let mut buf = vec![0; reader.output_buffer_size()];
-        let info = reader.next_frame(&mut buf).unwrap();
-        std::fs::remove_file(&path).ok();
-        let (w, h) = (info.width as usize, info.height as usize);
+        let (w, h, pixels) = drawn(&path, m);
         // Two layers a row, each 200 pixels square plus its caption, two rows, the title.
         assert_eq!((w, h), (400, 2 * (200 + 16) + 30));
-        let channels = buf.len() / (w * h);
-        let at = |x: usize, y: usize| -> [u8; 3] {
-            let o = channels * (y * w + x);
-            [buf[o], buf[o + 1], buf[o + 2]]
-        };
+        let at = |x: usize, y: usize| pixels[y * w + x];
         let span = |c: RGBColor| {
             let p: Vec<(usize, usize)> = (0..h)
                 .flat_map(|y| (0..w).map(move |x| (x, y)))

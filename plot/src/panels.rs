@@ -551,7 +551,7 @@ pub fn owner_maps(path: &Path, cols: usize, panel_px: u32, maps: &[OwnerMap<'_>]
         let inner = area.titled(&m.title, ("sans-serif", 14)).map_err(err)?;
         for (&z, cell) in layers.iter().zip(inner.split_evenly((block_rows, block_cols)).iter()) {
             let mut chart = ChartBuilder::on(cell);
-            chart.margin(if nz > 1 { 2 } else { 4 });
+            chart.margin(3);
             let caption = format!("z = {z}");
             if nz > 1 {
                 chart.caption(&caption, ("sans-serif", 11));

@@ -456,6 +456,10 @@ mod tests {
         let mut m = Model::new(Settings { nx: 12, ny: 10, nz: 6, vcores: 8, ..Settings::default() }).unwrap();
         let layer = 120;
         assert_eq!(m.loads().len(), 6 * layer);
+        let perlin = PerlinMap::with_seed(PerlinMap::noise_seed(1));
+        assert_eq!(m.loads(), perlin.loads_3d(&m.grid), "3D noise");
+        let flat = Model::new(Settings { nx: 12, ny: 10, ..Settings::default() }).unwrap();
+        assert_eq!(flat.loads(), perlin.loads(&flat.grid), "2D noise on a 2D grid, as every other tool draws it");
         assert_ne!(m.loads()[..layer], m.loads()[layer..2 * layer], "3D noise: the layers differ");
         let mut ticks = 0;
         while m.tick().unwrap() {

@@ -75,6 +75,8 @@ pub struct ConvergeRow {
     pub nx: usize,
     /// grid height
     pub ny: usize,
+    /// grid depth: 1 but for a CSV map of layers
+    pub nz: usize,
     /// vCores
     pub vcores: usize,
     /// steps taken
@@ -117,6 +119,7 @@ pub fn run_one(
         method: method.to_string(),
         nx: grid.nx(),
         ny: grid.ny(),
+        nz: grid.nz(),
         vcores,
         steps: out.steps,
         converged: out.converged,
@@ -173,7 +176,7 @@ pub fn table(rows: &[ConvergeRow]) -> Table {
         t.row(vec![
             r.case.clone(),
             r.method.clone(),
-            format!("{}x{}", r.nx, r.ny),
+            if r.nz > 1 { format!("{}x{}x{}", r.nx, r.ny, r.nz) } else { format!("{}x{}", r.nx, r.ny) },
             r.vcores.to_string(),
             r.steps.to_string(),
             if r.converged { "yes".into() } else { "NO".into() },
@@ -291,6 +294,7 @@ mod tests {
             method: "power-cells".into(),
             nx: 10,
             ny: 8,
+            nz: 1,
             vcores: 3,
             steps: 42,
             converged: true,
@@ -304,7 +308,8 @@ mod tests {
         let cells =
             ["line", "power-cells", "10x8", "3", "42", "yes", "1.0312", "1.0000", "+0.2500", "-0.1250", "17", "3.50"];
         assert_eq!(table(std::slice::from_ref(&known)).rows[0], cells.map(String::from));
-        assert_eq!(table(&[ConvergeRow { converged: false, ..known }]).rows[0][5], "NO");
+        assert_eq!(table(&[ConvergeRow { converged: false, ..known.clone() }]).rows[0][5], "NO");
+        assert_eq!(table(&[ConvergeRow { nz: 6, ..known }]).rows[0][2], "10x8x6", "a CSV map of layers");
     }
 
     /// `--case` names: `all` is the four static cases and Perlin; an unknown name lists them.

@@ -463,6 +463,7 @@ mod tests {
             method: "power-cells".into(),
             nx: 50,
             ny: 40,
+            nz: 1,
             vcores: 10,
             steps: 17,
             converged,

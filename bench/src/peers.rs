@@ -50,7 +50,7 @@ pub struct PeersSettings {
     /// `StopRule::for_problem`.
     pub pbs_tol: Option<f64>,
     /// The generated maps' dimensions: 2 (squares) or 3 (cubes of 3D Perlin noise; the
-    /// shapes, dense maps and CSV maps are 2D, so with 3 only Perlin maps run).
+    /// shapes and dense maps are 2D, so with 3 they do not run; CSV maps bring their own).
     pub dims: usize,
     /// How far the drifting sequence's map moves a step along x, in boxes (half as far along
     /// y). Half a box is 1/36 of a part's side on 150² boxes and 72 parts but 1/12 on 26³:
@@ -95,7 +95,7 @@ pub const MAX_DRIFT: f64 = 1000.0;
 pub struct PeerRow {
     /// map name
     pub map: String,
-    /// `NXxNY`
+    /// `NXxNY`, or `NXxNYxNZ`
     pub grid: String,
     /// parts asked for
     pub parts: usize,
@@ -124,7 +124,7 @@ pub struct SequenceRow {
     pub sequence: String,
     /// the map: `perlin-s7` for `drift` and `redraw`, the file's name for `roll`
     pub map: String,
-    /// `NXxNY`
+    /// `NXxNY`, or `NXxNYxNZ`
     pub grid: String,
     /// parts
     pub parts: usize,
@@ -195,8 +195,10 @@ pub fn check_sizes(settings: &PeersSettings) -> Result<(), String> {
     };
     crate::scaling::check_dims(settings.dims)?;
     match settings.maps {
-        Maps::Dir(_) | Maps::Dense if settings.dims == 3 => {
-            return Err("--dims 3 runs Perlin maps only: the dense maps and CSV maps are 2D".into())
+        Maps::Dense if settings.dims == 3 => {
+            return Err(
+                "--dims 3 with --dense: the dense maps are 2D (a folder of CSV maps brings its own dimensions)".into()
+            )
         }
         Maps::Dir(_) if settings.sequence_side.is_some() => {
             return Err("--sequence-side sizes the Perlin sequences; with --maps the sequences roll those maps".into())
@@ -877,10 +879,9 @@ mod tests {
         let drift: Vec<&SequenceRow> = seq.iter().filter(|r| r.sequence == "drift" && r.measures.is_some()).collect();
         assert_eq!(drift.len(), methods.len() - 1);
         assert!(drift.iter().any(|r| r.measures.unwrap().migrations_per_step > 0.0));
-        for maps in [Maps::Dense, Maps::Dir(std::env::temp_dir())] {
-            let e = check_sizes(&PeersSettings { maps, ..s.clone() }).unwrap_err();
-            assert!(e.contains("--dims 3 runs Perlin maps only"), "{e}");
-        }
+        let e = check_sizes(&PeersSettings { maps: Maps::Dense, ..s.clone() }).unwrap_err();
+        assert!(e.contains("--dims 3 with --dense: the dense maps are 2D"), "{e}");
+        assert!(check_sizes(&PeersSettings { maps: Maps::Dir(std::env::temp_dir()), ..s.clone() }).is_ok());
         let e = check_sizes(&PeersSettings { dims: 4, ..s.clone() }).unwrap_err();
         assert!(e.contains("--dims 4"), "{e}");
         // Generated maps go up to 2^20 boxes: 100³ fits, 103³ does not.
@@ -1110,6 +1111,38 @@ mod tests {
             assert!(r.measures.unwrap().migrations_per_step > 0.0, "a rolled band moves every method's parts: {r:?}");
         }
         assert!(seen.iter().any(|m| m == "roll band 12x10 / 4 parts, step 12"), "{seen:?}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A folder's 3D map (layers separated by blank lines) runs as a cube: partitions in one
+    /// piece on it, and its rolled sequence; coupe's Hilbert curve, 2D only, says so.
+    #[test]
+    fn a_folder_of_maps_takes_cubes() {
+        let dir = std::env::temp_dir().join(format!("pbs-peers-cube-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let grid = Grid::new_3d(8, 6, 5).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + grid.coords(k)[2] as f64).collect();
+        std::fs::write(dir.join("cube.csv"), pbs::loadmap::to_csv(&grid, &loads)).unwrap();
+        let s = PeersSettings {
+            maps: Maps::Dir(dir.clone()),
+            parts: vec![6],
+            methods: vec!["rcb".into(), "pbs".into(), "coupe-hilbert".into()],
+            sequence: 4,
+            ..small()
+        };
+        check_sizes(&s).unwrap();
+        let rows = partitions(&s, |_| {}).unwrap();
+        assert_eq!(rows.len(), 3);
+        for r in &rows {
+            assert_eq!((r.map.as_str(), r.grid.as_str()), ("cube", "8x6x5"));
+            match r.method.as_str() {
+                "coupe-hilbert" => assert!(r.quality.is_none() && r.skipped.as_ref().unwrap().contains("2D"), "{r:?}"),
+                _ => assert!(r.quality.unwrap().disconnected_parts == 0 && r.to_bound.unwrap() < 1.1, "{r:?}"),
+            }
+        }
+        let seq = sequences(&s, |_| {}).unwrap();
+        assert!(seq.iter().all(|r| (r.sequence.as_str(), r.grid.as_str()) == ("roll", "8x6x5")), "{seq:?}");
+        assert!(seq.iter().filter(|r| r.method != "coupe-hilbert").all(|r| r.measures.is_some()), "{seq:?}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

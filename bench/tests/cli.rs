@@ -64,6 +64,7 @@ fn converge_all_prints_the_contract_fields_and_converges() {
                 "method",
                 "nx",
                 "ny",
+                "nz",
                 "vcores",
                 "steps",
                 "converged",
@@ -76,7 +77,10 @@ fn converge_all_prints_the_contract_fields_and_converges() {
             ])
         );
         assert_eq!(r["method"], "power-cells");
-        assert_eq!((r["nx"].as_u64(), r["ny"].as_u64(), r["vcores"].as_u64()), (Some(50), Some(50), Some(10)));
+        assert_eq!(
+            (r["nx"].as_u64(), r["ny"].as_u64(), r["nz"].as_u64(), r["vcores"].as_u64()),
+            (Some(50), Some(50), Some(1), Some(10))
+        );
         assert_eq!(r["converged"], true, "{r}");
         assert!(r["max_avg"].as_f64().unwrap() <= 1.05 * r["lower_bound"].as_f64().unwrap());
     }
@@ -112,11 +116,16 @@ fn converge_reads_a_csv_load_map_with_its_own_grid() {
     let text: String = (0..40)
         .map(|j| (0..80).map(|i| format!("{}", ((i * j) % 7) as f64 * 0.5)).collect::<Vec<_>>().join(",") + "\n")
         .collect();
-    std::fs::write(&path, text).unwrap();
+    std::fs::write(&path, &text).unwrap();
     let rows = json(&["converge", "--load-map", path.to_str().unwrap(), "--vcores", "8", "--json"]);
     let r = &rows[0];
-    assert_eq!((r["nx"].as_u64(), r["ny"].as_u64()), (Some(80), Some(40)));
+    assert_eq!((r["nx"].as_u64(), r["ny"].as_u64(), r["nz"].as_u64()), (Some(80), Some(40), Some(1)));
     assert_eq!(r["converged"], true);
+    // Four such blocks, a blank line between them: a map of four layers.
+    std::fs::write(&path, [text.as_str(); 4].join("\n")).unwrap();
+    let rows = json(&["converge", "--load-map", path.to_str().unwrap(), "--vcores", "8", "--json"]);
+    assert_eq!((rows[0]["nx"].as_u64(), rows[0]["ny"].as_u64(), rows[0]["nz"].as_u64()), (Some(80), Some(40), Some(4)));
+    assert_eq!(rows[0]["converged"], true);
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -195,6 +204,7 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit() {
     let dir = temp_dir("bad");
     for (name, text, expect) in [
         ("ragged.csv", "1,2,3\n4,5\n", "line 2"),
+        ("layers.csv", "1,2\n3,4\n\n5,6\n", "layer 2 (from this line) has 1 row where layer 1 has 2"),
         ("nan.csv", "1,2\n3,NaN\n", "line 2, column 2"),
         ("negative.csv", "1,-2\n", "finite and ≥ 0"),
         ("word.csv", "1,two\n", "\"two\" is not a number"),
@@ -557,7 +567,7 @@ fn report_writes_tables_plots_and_identical_checksums() {
         assert!(md.contains(section), "missing {section}");
     }
     assert_eq!(md.matches("Checksums identical").count(), 4, "{md}");
-    assert!(md.contains("(each cube's first layer)"), "{md}");
+    assert!(md.contains("(each cube layer by layer, z = 0 at the top left)"), "{md}");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -904,7 +914,7 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
     assert!(v["sequences"].as_array().unwrap().iter().all(|r| r["grid"] == "13x13x13"));
     let out = bench(&[&cube[..], &["--png", png.to_str().unwrap()]].concat());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stderr_of(&["peers", "--dims", "3", "--dense"]).contains("--dims 3 runs Perlin maps only"));
+    assert!(stderr_of(&["peers", "--dims", "3", "--dense"]).contains("--dims 3 with --dense: the dense maps are 2D"));
     // Each bad value alone, beside a small run that ends at once should the value get through.
     let small =
         [("--parts", "4"), ("--boxes-per-part", "20"), ("--seeds", "1"), ("--sequence", "0"), ("--repeats", "1")];

@@ -1,6 +1,6 @@
 //! Fuzzing the CSV load-map reader with proptest: arbitrary bytes, and text built from the
 //! characters CSV numbers are made of. It never panics; what it accepts is a valid problem
-//! (one finite, non-negative load per box of a non-empty grid). `PROPTEST_CASES` sets the
+//! (one finite, non-negative load per box of a non-empty grid, 2D or 3D). `PROPTEST_CASES` sets the
 //! effort (`scripts/sanitize.sh` runs it long, in release).
 
 use pbs::loadmap::parse_csv;
@@ -45,17 +45,17 @@ proptest! {
     }
 
     #[test]
-    fn rectangles_of_numbers_are_read_back_exactly(
-        nx in 1usize..12, ny in 1usize..12, seed in any::<u64>(),
+    fn rectangles_and_boxes_of_numbers_are_read_back_exactly(
+        nx in 1usize..12, ny in 1usize..12, nz in 1usize..5, seed in any::<u64>(),
     ) {
         let mut x = seed;
-        let loads: Vec<f64> = (0..nx * ny).map(|_| {
+        let loads: Vec<f64> = (0..nx * ny * nz).map(|_| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (x >> 11) as f64 / (1u64 << 53) as f64 * 1e6
         }).collect();
-        let grid = pbs::Grid::new(nx, ny).unwrap();
+        let grid = pbs::Grid::new_3d(nx, ny, nz).unwrap();
         let (g, back) = parse_csv(&pbs::loadmap::to_csv(&grid, &loads)).unwrap();
-        prop_assert_eq!((g.nx(), g.ny()), (nx, ny));
+        prop_assert_eq!((g.nx(), g.ny(), g.nz()), (nx, ny, nz));
         prop_assert_eq!(back, loads);
     }
 }

@@ -16,7 +16,7 @@ use pbs_visual::runner::Simulation;
 #[command(name = "pbs-visual", version, about = "The pbs simulator: load maps, vCores and their cells, live")]
 struct Cli {
     /// Grid size, NXxNY, or NXxNYxNZ for a 3D grid drawn layer by layer (a CSV load brings its
-    /// own, 2D)
+    /// own)
     #[arg(long, default_value = "150x150")]
     grid: String,
     /// Number of vCores
@@ -25,7 +25,8 @@ struct Cli {
     /// Method: power-cells (the default), paper-eq7, paper-eq7-attract, paper-eq6, paper-eq4, paper-eq1
     #[arg(long, default_value = pbs::methods::DEFAULT)]
     method: String,
-    /// Load: uniform, line, disc, random, perlin, or a .csv file
+    /// Load: uniform, line, disc, random, perlin, or a .csv file (a 3D one: a blank line between
+    /// layers)
     #[arg(long, default_value = "perlin")]
     load: String,
     /// Seed of the start positions, the random case and the Perlin map

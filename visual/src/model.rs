@@ -17,7 +17,8 @@ pub enum LoadKind {
     Case(Case),
     /// A Perlin/fBm map (the paper's stress test); drift and rough transitions apply to it.
     Perlin,
-    /// A CSV file of loads (`pbs::loadmap::read_csv`); its own size replaces the grid size.
+    /// A CSV file of loads (`pbs::loadmap::read_csv`: 2D, or 3D with blank lines between
+    /// layers); its own size replaces the grid size.
     Csv(PathBuf),
 }
 
@@ -127,9 +128,6 @@ impl Model {
         let method = pbs::methods::by_name(&settings.method).map_err(|e| e.to_string())?;
         let (grid, base, perlin) = match &settings.load {
             LoadKind::Csv(path) => {
-                if settings.nz > 1 {
-                    return Err(format!("a CSV load map is 2D: {} cannot have {} layers", path.display(), settings.nz));
-                }
                 let (g, l) = loadmap::read_csv(path).map_err(|e| e.to_string())?;
                 (g, l, None)
             }
@@ -450,7 +448,7 @@ mod tests {
     }
 
     /// A 3D grid: Perlin loads that differ from layer to layer, balanced to convergence;
-    /// vCores added and moved in depth; paint a ball; a CSV map, 2D, refused with layers.
+    /// vCores added and moved in depth; paint a ball; a CSV map of layers read as a cube.
     #[test]
     fn a_3d_grid_balances_and_takes_vcores_and_paint_in_depth() {
         let mut m = Model::new(Settings { nx: 12, ny: 10, nz: 6, vcores: 8, ..Settings::default() }).unwrap();
@@ -482,8 +480,12 @@ mod tests {
             })
             .collect();
         assert_eq!((changed.len(), &changed), (7, &ball), "the box at the centre and its six neighbours");
-        let csv = Settings { nz: 2, load: LoadKind::Csv("map.csv".into()), ..small() };
-        assert!(Model::new(csv).err().unwrap().contains("2D"));
+        // A CSV map of layers brings its own cube, whatever the settings' size.
+        let path = std::env::temp_dir().join(format!("pbs-visual-cube-{}.csv", std::process::id()));
+        std::fs::write(&path, "1,2,3\n4,5,6\n\n7,8,9\n1,1,1\n").unwrap();
+        let csv = Model::new(Settings { vcores: 3, load: LoadKind::Csv(path.clone()), ..small() }).unwrap();
+        std::fs::remove_file(&path).ok();
+        assert_eq!(([csv.grid.nx(), csv.grid.ny(), csv.grid.nz()], csv.loads()[9]), ([3, 2, 2], 1.0));
     }
 
     #[test]

@@ -130,7 +130,6 @@ fn the_command_line_writes_a_png_and_an_animated_gif_and_refuses_bad_input() {
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5by5"], "--grid"),
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5x5x5x5"], "NXxNYxNZ"),
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5x5x0"], "--grid 5x5x0"),
-        (vec!["--headless", "--png", "/tmp/x.png", "--grid", "5x5x2", "--load", "m.csv"], "2D"),
         (vec!["--headless", "--png", "/tmp/x.png", "--grid", "9000x10x4"], "with its layers side by side"),
         (vec!["--headless", "--png", "/tmp/x.png", "--vcores", "0"], "vCore"),
         (vec!["--headless", "--png", "/tmp/x.png", "--load", "bogus"], "bogus"),

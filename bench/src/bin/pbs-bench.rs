@@ -87,7 +87,8 @@ enum Command {
         /// uniform, line, disc, random, perlin or all
         #[arg(long, conflicts_with = "load_map")]
         case: Option<String>,
-        /// A CSV load map: ny lines of nx comma-separated loads
+        /// A CSV load map: ny lines of nx comma-separated loads (a 3D map: nz such blocks, a blank
+        /// line between them)
         #[arg(long)]
         load_map: Option<PathBuf>,
         #[command(flatten)]
@@ -321,7 +322,7 @@ enum Command {
         /// Only the dense 80×40 family (rings, disc, gradient, hot box, md-like density), --seeds of each
         #[arg(long, conflicts_with = "maps")]
         dense: bool,
-        /// Every .csv load map of this folder instead
+        /// Every .csv load map of this folder instead (2D, or 3D with a blank line between layers)
         #[arg(long)]
         maps: Option<PathBuf>,
         /// Part counts, comma-separated (a map runs where it has ≥ 20 boxes per part)
@@ -353,11 +354,11 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Also draw every method's partition of the first map into this PNG, a panel per method
-        /// (a cube's first layer)
+        /// (a cube as the block of its layers)
         #[arg(long)]
         png: Option<PathBuf>,
-        /// The generated maps' dimensions: 2 (squares) or 3 (cubes of 3D Perlin noise; Perlin
-        /// maps only, the others being 2D)
+        /// The generated maps' dimensions: 2 (squares) or 3 (cubes of 3D Perlin noise; the
+        /// shapes and the dense maps are 2D and do not run then; CSV maps bring their own)
         #[arg(long, default_value_t = 2)]
         dims: usize,
         /// How far the drifting sequence's map moves a step, in boxes along x (half as far along

@@ -1,6 +1,7 @@
 //! CSV load maps: `ny` lines of `nx` comma-separated numbers, line `j` holding boxes
-//! `j*nx .. (j+1)*nx`. Blank lines at the end are ignored; anything else malformed is an error
-//! that names its line and column.
+//! `j*nx .. (j+1)*nx`; a 3D map is `nz` such blocks, one per layer from z = 0, separated by
+//! blank lines. Blank lines before the first row and after the last are ignored; anything else
+//! malformed is an error that names its line and column.
 
 use std::path::Path;
 
@@ -8,12 +9,16 @@ use crate::error::{Error, Result};
 use crate::grid::Grid;
 use crate::problem::validate_loads;
 
-/// Parses a CSV load map into its grid and loads, validating every value.
+/// Parses a CSV load map into its grid and loads, validating every value: a 2D grid, or a 3D
+/// one where blank lines separate its layers (every layer the same rows and columns).
 ///
 /// ```
 /// let (grid, loads) = pbs::loadmap::parse_csv("1,2,3\n4,5,6\n").unwrap();
 /// assert_eq!((grid.nx(), grid.ny()), (3, 2));
 /// assert_eq!(loads[4], 5.0);
+/// let (cube, loads) = pbs::loadmap::parse_csv("1,2\n3,4\n\n5,6\n7,8\n").unwrap();
+/// assert_eq!((cube.nx(), cube.ny(), cube.nz()), (2, 2, 2));
+/// assert_eq!(loads[cube.index(0, 1, 1)], 7.0);
 /// let err = pbs::loadmap::parse_csv("1,2,3\n4,x,6\n").unwrap_err();
 /// assert_eq!(err.to_string(), "load map CSV, line 2, column 2: \"x\" is not a number");
 /// ```
@@ -21,23 +26,65 @@ pub fn parse_csv(text: &str) -> Result<(Grid, Vec<f64>)> {
     // Spreadsheets on Windows start their UTF-8 exports with a byte-order mark.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines: Vec<&str> = text.lines().collect();
-    let used = lines.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |p| p + 1);
+    let blank = |l: &&str| l.trim().is_empty();
+    let used = lines.iter().rposition(|l| !blank(l)).map_or(0, |p| p + 1);
+    let first = lines.iter().position(|l| !blank(l)).unwrap_or(used);
     if used == 0 {
         return Err(Error::Csv { line: 1, column: 1, reason: "the file holds no numbers (empty grid)".into() });
     }
     let mut loads = Vec::new();
-    let mut nx = 0;
-    for (j, line) in lines[..used].iter().enumerate() {
+    // Columns, rows of the first layer, layers done; the rows of the layer being read, from
+    // line `start`.
+    let (mut nx, mut ny, mut nz) = (0, 0, 0);
+    let (mut rows, mut start) = (0, first);
+    // A layer's rows, checked against the first layer's once it ends.
+    let end_layer = |rows: usize, nz: usize, ny: usize, start: usize| {
+        if nz > 0 && rows != ny {
+            return Err(Error::Csv {
+                line: start + 1,
+                column: 1,
+                reason: format!(
+                    "layer {} (from this line) has {rows} row{} where layer 1 has {ny} (layers must all be the same size)",
+                    nz + 1,
+                    if rows == 1 { "" } else { "s" }
+                ),
+            });
+        }
+        Ok(rows)
+    };
+    for (j, line) in lines.iter().enumerate().take(used).skip(first) {
+        if blank(line) {
+            if rows > 0 {
+                ny = end_layer(rows, nz, ny, start)?;
+                (nz, rows) = (nz + 1, 0);
+            }
+            continue;
+        }
+        if rows == 0 {
+            start = j;
+        }
         let row: Vec<&str> = line.split(',').map(str::trim).collect();
-        if j == 0 {
+        if nx == 0 {
             nx = row.len();
         } else if row.len() != nx {
             return Err(Error::Csv {
                 line: j + 1,
                 column: row.len().min(nx) + 1,
                 reason: format!(
-                    "{} values on this line but {nx} on line 1 (rows must all have the same length)",
-                    row.len()
+                    "{} values on this line but {nx} on line {} (rows must all have the same length)",
+                    row.len(),
+                    first + 1
+                ),
+            });
+        }
+        rows += 1;
+        if nz > 0 && rows > ny {
+            return Err(Error::Csv {
+                line: j + 1,
+                column: 1,
+                reason: format!(
+                    "layer {} has more rows than layer 1's {ny} (layers must all be the same size)",
+                    nz + 1
                 ),
             });
         }
@@ -53,7 +100,8 @@ pub fn parse_csv(text: &str) -> Result<(Grid, Vec<f64>)> {
             loads.push(v);
         }
     }
-    let grid = Grid::new(nx, used)?;
+    ny = end_layer(rows, nz, ny, start)?;
+    let grid = if nz == 0 { Grid::new(nx, ny)? } else { Grid::new_3d(nx, ny, nz + 1)? };
     validate_loads(&grid, &loads)?;
     Ok((grid, loads))
 }
@@ -77,16 +125,22 @@ pub fn read_csv(path: &Path) -> Result<(Grid, Vec<f64>)> {
     parse_csv(&text).map_err(|e| fail(e.to_string()))
 }
 
-/// Writes loads as a CSV load map (2D grids; the first layer of a 3D grid).
+/// Writes loads as a CSV load map, a 3D grid's layers separated by blank lines, so that
+/// [`parse_csv`] reads back the same grid and loads.
 ///
 /// # Panics
-/// If `loads` has fewer entries than the grid's first layer has boxes.
+/// If `loads` has fewer entries than the grid has boxes.
 pub fn to_csv(grid: &Grid, loads: &[f64]) -> String {
     let mut s = String::new();
-    for j in 0..grid.ny() {
-        let row: Vec<String> = (0..grid.nx()).map(|i| format!("{}", loads[grid.index(i, j, 0)])).collect();
-        s.push_str(&row.join(","));
-        s.push('\n');
+    for l in 0..grid.nz() {
+        if l > 0 {
+            s.push('\n');
+        }
+        for j in 0..grid.ny() {
+            let row: Vec<String> = (0..grid.nx()).map(|i| format!("{}", loads[grid.index(i, j, l)])).collect();
+            s.push_str(&row.join(","));
+            s.push('\n');
+        }
     }
     s
 }
@@ -111,7 +165,21 @@ mod tests {
         assert!(err("1,NaN\n").contains("finite"));
         assert!(err("1,inf\n").contains("finite"));
         assert!(err("1,,2\n").contains("column 2: empty field"));
-        assert!(err("1,2\n\n3,4\n").contains("line 2"));
+        // Blank lines between rows separate layers: every layer as many rows as the first.
+        let (cube, loads) = parse_csv("\n1,2\n3,4\n\n\n5,6\n7,8\n\n9,10\n11,12\n\n").unwrap();
+        assert_eq!(([cube.nx(), cube.ny(), cube.nz()], loads[cube.index(1, 0, 2)]), ([2, 2, 3], 10.0));
+        assert_eq!(parse_csv(&to_csv(&cube, &loads)).unwrap(), (cube, loads));
+        assert_eq!(to_csv(&cube, &[1.0; 12]), "1,1\n1,1\n\n1,1\n1,1\n\n1,1\n1,1\n");
+        assert_eq!(parse_csv("1,2\n\n3,4\n").unwrap().0, Grid::new_3d(2, 1, 2).unwrap());
+        let short = err("1,2\n3,4\n\n5,6\n\n7,8\n9,10\n");
+        assert_eq!(short, "load map CSV, line 4, column 1: layer 2 (from this line) has 1 row where layer 1 has 2 (layers must all be the same size)");
+        assert!(
+            err("1,2\n3,4\n\n5,6\n7,8\n9,10\n").contains("line 6, column 1: layer 2 has more rows than layer 1's 2")
+        );
+        assert!(err("1,2\n3,4\n\n5,6\n7,8\n\n9,10\n")
+            .contains("line 7, column 1: layer 3 (from this line) has 1 row where"));
+        assert!(err("1,2\n\n3\n").contains("line 3, column 2: 1 values on this line but 2 on line 1"));
+        assert!(err("\n\n1,2\n3\n").contains("line 4, column 2: 1 values on this line but 2 on line 3"));
         assert_eq!(parse_csv("\u{feff}1,2\n3,4\n").unwrap().1, [1.0, 2.0, 3.0, 4.0], "a byte-order mark");
     }
 

@@ -731,6 +731,19 @@ pub fn runs(s: &StarpuSettings) -> u64 {
     ours.saturating_add(examples)
 }
 
+/// A line for under the table of a run whose tasks were submitted ahead: there an iteration's
+/// time is the gap between the ends of two iterations, which spreads where workers run ahead
+/// (docs/starpu.md, "The median against the mean on contraction"); `None` with `--barrier`,
+/// where each iteration is timed alone.
+pub fn submission_note(s: &StarpuSettings) -> Option<&'static str> {
+    (!s.barrier).then_some(
+        "Tasks submitted ahead: `iter ms` is the median gap between the ends of consecutive iterations, which \
+         also measures how evenly they end (the gaps spread where workers run ahead on their own boxes); \
+         `mean ms`, the run's length over its iterations, is its throughput. --barrier times each iteration \
+         alone.",
+    )
+}
+
 /// The rows as a table.
 pub fn table(rows: &[StarpuRow]) -> Table {
     let mut t = Table::new(&[
@@ -1153,6 +1166,9 @@ mod tests {
             "--sched lws --workers 2 --iters 2 --nx 2 --ny 2 --nz 3 --barrier 0 --empty 0 --trace /s/trace --side 16"
         );
         assert_eq!(StarpuSettings { side: None, ..settings() }.side(), 64);
+        let ahead = submission_note(&settings()).unwrap();
+        assert!(ahead.contains("--barrier") && ahead.contains("mean ms"), "{ahead}");
+        assert_eq!(submission_note(&StarpuSettings { barrier: true, ..settings() }), None);
         let tile = |app: &str| StarpuSettings { app: app.into(), tile: None, ..settings() }.tile();
         assert_eq!((tile("md"), tile("md3d")), (8, 4));
         let md = StarpuSettings {

@@ -828,6 +828,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 println!("{}", serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?);
             } else {
                 print!("{}", pbs_bench::starpu::table(&rows).text());
+                if let Some(note) = pbs_bench::starpu::submission_note(&settings) {
+                    println!("\n{note}");
+                }
             }
             pbs_bench::starpu::check_outputs(&rows)?;
         }

@@ -880,7 +880,6 @@ mod tests {
         let mut w = window(SceneKind::Balancer, cube, false);
         let scene = w.scene();
         let grab = 1.5 * w.h.state().style.marker_radius() / w.h.state().style.px as f64;
-        let layer_2 = |p: Point| [p[0], p[1], 2.5];
         let spot = (0..96)
             .map(|k| [(k % 12) as f64 + 0.5, (k / 12) as f64 + 0.5, 2.5])
             .find(|&p| scene.marker_near(p, grab + 0.5).is_none())
@@ -899,7 +898,7 @@ mod tests {
         w.h.step();
         assert_eq!(w.commands(1).len(), 1, "a click between layers sends nothing");
         w.click("paint load");
-        let at = layer_2([3.5, 2.5, 0.0]);
+        let at = [3.5, 2.5, 2.5];
         w.click_map(at);
         let sent = w.commands(2);
         assert!(matches!(sent[1], Command::Paint { at: p, .. } if near(p, at) && p[2] == 2.5), "{sent:?}");

@@ -101,7 +101,7 @@ pub fn parse_csv(text: &str) -> Result<(Grid, Vec<f64>)> {
         }
     }
     ny = end_layer(rows, nz, ny, start)?;
-    let grid = if nz == 0 { Grid::new(nx, ny)? } else { Grid::new_3d(nx, ny, nz + 1)? };
+    let grid = Grid::new_3d(nx, ny, nz + 1)?;
     validate_loads(&grid, &loads)?;
     Ok((grid, loads))
 }

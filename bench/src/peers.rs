@@ -110,6 +110,8 @@ pub struct PeerRow {
     pub to_bound: Option<f64>,
     /// edge cut over the smallest edge cut of the methods that ran on this map
     pub cut_to_best: Option<f64>,
+    /// the same for the cut between loaded boxes (`loaded_edge_cut`)
+    pub loaded_cut_to_best: Option<f64>,
     /// balancer steps, for iterative methods
     pub steps: Option<usize>,
     /// median time of a partition, in ms
@@ -401,6 +403,7 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
                     quality: None,
                     to_bound: None,
                     cut_to_best: None,
+                    loaded_cut_to_best: None,
                     steps: m.last_steps(),
                     time_ms: None,
                 };
@@ -415,11 +418,12 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
                 }
                 rows.push(row);
             }
-            let best = rows[first..].iter().filter_map(|r| r.quality.map(|q| q.edge_cut)).min().unwrap_or(0);
-            for r in &mut rows[first..] {
-                // A cut equal to the best is 1 × it, a single part's empty cut included.
-                r.cut_to_best =
-                    r.quality.map(|q| if q.edge_cut == best { 1.0 } else { q.edge_cut as f64 / best.max(1) as f64 });
+            let cut = |q: &quality::Quality| q.edge_cut;
+            let loaded = |q: &quality::Quality| q.loaded_edge_cut;
+            let cut_best = to_best(&rows[first..], cut);
+            let loaded_best = to_best(&rows[first..], loaded);
+            for (r, (c, l)) in rows[first..].iter_mut().zip(cut_best.into_iter().zip(loaded_best)) {
+                (r.cut_to_best, r.loaded_cut_to_best) = (c, l);
             }
         }
     }
@@ -430,6 +434,15 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
         ));
     }
     Ok(rows)
+}
+
+/// Each row's cut (as `cut` reads it) over the smallest of the rows that ran; a cut equal to the
+/// smallest is 1 × it, a cut of 0 included.
+fn to_best(rows: &[PeerRow], cut: impl Fn(&quality::Quality) -> usize) -> Vec<Option<f64>> {
+    let best = rows.iter().filter_map(|r| r.quality.as_ref().map(&cut)).min().unwrap_or(0);
+    rows.iter()
+        .map(|r| r.quality.as_ref().map(&cut).map(|c| if c == best { 1.0 } else { c as f64 / best.max(1) as f64 }))
+        .collect()
 }
 
 fn make(settings: &PeersSettings) -> Result<Vec<Box<dyn Partitioner>>, String> {
@@ -629,7 +642,20 @@ pub fn draw_first_case(settings: &PeersSettings, path: &std::path::Path) -> Resu
 /// The per-map table.
 pub fn partition_table(rows: &[PeerRow]) -> Table {
     let mut t = Table::new(&[
-        "map", "grid", "parts", "method", "max_avg", "/bound", "cut", "/best", "disconn.", "empty", "steps", "ms",
+        "map",
+        "grid",
+        "parts",
+        "method",
+        "max_avg",
+        "/bound",
+        "cut",
+        "/best",
+        "loaded cut",
+        "/best",
+        "disconn.",
+        "empty",
+        "steps",
+        "ms",
         "note",
     ]);
     for r in rows {
@@ -640,6 +666,8 @@ pub fn partition_table(rows: &[PeerRow]) -> Table {
                 format!("{:.4}", r.to_bound.unwrap_or(0.0)),
                 q.edge_cut.to_string(),
                 format!("{:.3}", r.cut_to_best.unwrap_or(0.0)),
+                q.loaded_edge_cut.to_string(),
+                format!("{:.3}", r.loaded_cut_to_best.unwrap_or(0.0)),
                 q.disconnected_parts.to_string(),
                 q.empty_parts.to_string(),
                 r.steps.map_or("-".into(), |s| s.to_string()),
@@ -647,7 +675,7 @@ pub fn partition_table(rows: &[PeerRow]) -> Table {
                 String::new(),
             ]),
             (None, why) => {
-                cells.extend(std::iter::repeat_n("-".to_string(), 8));
+                cells.extend(std::iter::repeat_n("-".to_string(), 10));
                 cells.push(format!("skipped: {}", why.as_deref().unwrap_or("")));
             }
         }
@@ -670,15 +698,21 @@ fn balanced_or_near_best_connected(rows: &[PeerRow], r: &PeerRow, within: f64) -
     mine <= within || (best.is_finite() && mine <= best + 0.005)
 }
 
-/// Whether a row's edge cut is within `within` × the smallest cut of the peers that balanced
-/// within 1.05 × the bound with every part in one piece and none empty; `None` where no peer
-/// did (the cut target against partitions a user could take as they are).
-fn cut_within_balanced_peers(rows: &[PeerRow], r: &PeerRow, within: f64) -> Option<bool> {
-    let mine = r.quality?.edge_cut as f64;
+/// Whether a row's cut (as `cut` reads it: the edge cut, or the loaded one) is within `within`
+/// × the smallest such cut of the peers that balanced within 1.05 × the bound with every part
+/// in one piece and none empty; `None` where no peer did (the cut target against partitions a
+/// user could take as they are).
+fn cut_within_balanced_peers(
+    rows: &[PeerRow],
+    r: &PeerRow,
+    within: f64,
+    cut: impl Fn(&quality::Quality) -> usize,
+) -> Option<bool> {
+    let mine = cut(r.quality.as_ref()?) as f64;
     let best = peers_of(rows, r)
         .filter(|o| o.to_bound.is_some_and(|b| b <= 1.05))
         .filter_map(|o| o.quality.filter(|q| q.disconnected_parts == 0 && q.empty_parts == 0))
-        .map(|q| q.edge_cut as f64)
+        .map(|q| cut(&q) as f64)
         .reduce(f64::min)?;
     Some(mine <= within * best)
 }
@@ -705,6 +739,9 @@ pub fn summary_table(rows: &[PeerRow]) -> Table {
         "cut/best max",
         "≤1.05×best cut",
         "≤1.05×best balanced peer's cut",
+        "loaded cut/best median",
+        "≤1.05×best loaded cut",
+        "≤1.05×best balanced peer's loaded cut",
         "disconnected parts",
         "time/rcb median",
     ]);
@@ -722,6 +759,12 @@ pub fn summary_table(rows: &[PeerRow]) -> Table {
         let n = mine.len();
         let count = |f: &dyn Fn(&PeerRow) -> bool| mine.iter().filter(|r| f(r)).count();
         let cuts: Vec<f64> = mine.iter().filter_map(|r| r.cut_to_best).collect();
+        let loaded_cuts: Vec<f64> = mine.iter().filter_map(|r| r.loaded_cut_to_best).collect();
+        let against_balanced = |cut: &dyn Fn(&quality::Quality) -> usize| {
+            let against: Vec<bool> =
+                mine.iter().filter_map(|r| cut_within_balanced_peers(rows, r, 1.05, cut)).collect();
+            format!("{}/{}", against.iter().filter(|&&ok| ok).count(), against.len())
+        };
         let time_to_rcb: Vec<f64> = mine
             .iter()
             .filter_map(|r| {
@@ -739,10 +782,10 @@ pub fn summary_table(rows: &[PeerRow]) -> Table {
             format!("{:.3}", metrics::median(&cuts)),
             format!("{:.3}", cuts.iter().copied().fold(0.0, f64::max)),
             format!("{}/{n}", count(&|r| r.cut_to_best.unwrap_or(f64::MAX) <= 1.05)),
-            {
-                let against: Vec<bool> = mine.iter().filter_map(|r| cut_within_balanced_peers(rows, r, 1.05)).collect();
-                format!("{}/{}", against.iter().filter(|&&ok| ok).count(), against.len())
-            },
+            against_balanced(&|q| q.edge_cut),
+            format!("{:.3}", metrics::median(&loaded_cuts)),
+            format!("{}/{n}", count(&|r| r.loaded_cut_to_best.unwrap_or(f64::MAX) <= 1.05)),
+            against_balanced(&|q| q.loaded_edge_cut),
             mine.iter().map(|r| r.quality.map_or(0, |q| q.disconnected_parts)).sum::<usize>().to_string(),
             if time_to_rcb.is_empty() { "-".into() } else { format!("{:.2}", metrics::median(&time_to_rcb)) },
         ]);
@@ -916,11 +959,13 @@ mod tests {
                 max_avg: to_bound,
                 lower_bound: 1.0,
                 edge_cut,
+                loaded_edge_cut: edge_cut,
                 disconnected_parts,
                 empty_parts: 0,
             }),
             to_bound: Some(to_bound),
             cut_to_best: Some(1.0),
+            loaded_cut_to_best: Some(1.0),
             steps: None,
             time_ms: Some(1.0),
         }
@@ -954,11 +999,12 @@ mod tests {
         // coupe's cut is shorter but 1.2 × the bound; metis's is in pieces: rcb's counts.
         let rows =
             [row("pbs", 1.0, 104, 0), row("rcb", 1.03, 100, 0), row("coupe", 1.2, 50, 0), row("metis", 1.0, 60, 2)];
-        assert_eq!(cut_within_balanced_peers(&rows, &rows[0], 1.05), Some(true));
-        assert_eq!(cut_within_balanced_peers(&rows, &rows[0], 1.03), Some(false));
+        let cut = |q: &quality::Quality| q.edge_cut;
+        assert_eq!(cut_within_balanced_peers(&rows, &rows[0], 1.05, cut), Some(true));
+        assert_eq!(cut_within_balanced_peers(&rows, &rows[0], 1.03, cut), Some(false));
         let none = [row("pbs", 1.0, 104, 0), row("coupe", 1.2, 50, 0), row("pbs-cells", 1.0, 10, 0)];
         assert_eq!(
-            cut_within_balanced_peers(&none, &none[0], 1.05),
+            cut_within_balanced_peers(&none, &none[0], 1.05, cut),
             None,
             "no balanced peer; pbs's rows are not peers"
         );
@@ -1285,11 +1331,13 @@ mod tests {
     fn the_ratios_of_a_row_are_of_its_own_measures() {
         let rows = partitions(&PeersSettings { parts: vec![16], ..small() }, |_| {}).unwrap();
         let best = rows.iter().filter_map(|r| r.quality.map(|q| q.edge_cut)).min().unwrap();
+        let loaded_best = rows.iter().filter_map(|r| r.quality.map(|q| q.loaded_edge_cut)).min().unwrap();
         assert!(rows.iter().filter_map(|r| r.quality).any(|q| q.edge_cut > best), "the test needs cuts that differ");
         for r in &rows {
             let q = r.quality.unwrap();
             assert_eq!(r.to_bound, Some(q.max_avg / q.lower_bound), "{r:?}");
             assert_eq!(r.cut_to_best, Some(q.edge_cut as f64 / best as f64), "{r:?}");
+            assert_eq!(r.loaded_cut_to_best, Some(q.loaded_edge_cut as f64 / loaded_best as f64), "{r:?}");
         }
         // A box of 1,000 among 399 of 1: the bound is 1000 / 349.75 at 4 parts.
         let dir = std::env::temp_dir().join(format!("pbs-peers-bound-{}", std::process::id()));
@@ -1304,6 +1352,40 @@ mod tests {
             assert_eq!(r.to_bound, Some(q.max_avg / q.lower_bound), "{r:?}");
         }
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// On a map with empty boxes the loaded cut, faces between two loaded boxes only, is
+    /// shorter than the edge cut where a border runs through empty space, and its ratio is
+    /// over the smallest loaded cut: here a disc of load in an empty square, whose parts meet
+    /// along borders that run on through the empty boxes to the map's edge.
+    #[test]
+    fn the_loaded_cut_leaves_out_faces_beside_empty_boxes() {
+        let dir = std::env::temp_dir().join(format!("pbs-peers-loaded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let grid = Grid::new(24, 24).unwrap();
+        let loads: Vec<f64> = (0..grid.len())
+            .map(|k| {
+                let (x, y) = ((k % 24) as f64 - 11.5, (k / 24) as f64 - 11.5);
+                if x * x + y * y < 64.0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        std::fs::write(dir.join("disc.csv"), pbs::loadmap::to_csv(&grid, &loads)).unwrap();
+        let s = PeersSettings { maps: Maps::Dir(dir.clone()), parts: vec![4], ..small() };
+        let rows = partitions(&s, |_| {}).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        let loaded_best = rows.iter().filter_map(|r| r.quality.map(|q| q.loaded_edge_cut)).min().unwrap();
+        for r in &rows {
+            let q = r.quality.unwrap();
+            assert!(q.loaded_edge_cut < q.edge_cut, "{r:?}");
+            assert!(q.loaded_edge_cut > 0, "{r:?}");
+            assert_eq!(r.loaded_cut_to_best, Some(q.loaded_edge_cut as f64 / loaded_best as f64), "{r:?}");
+        }
+        let text = partition_table(&rows).text();
+        assert!(text.contains("loaded cut"), "{text}");
     }
 
     /// `--pbs-tol` reaches every pbs row as its stop rule's tolerance (the rest of the rule

@@ -849,10 +849,12 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
             "max_avg",
             "lower_bound",
             "edge_cut",
+            "loaded_edge_cut",
             "disconnected_parts",
             "empty_parts",
             "to_bound",
             "cut_to_best",
+            "loaded_cut_to_best",
             "time_ms",
         ] {
             assert!(r[key].is_number(), "{key} in {r}");

@@ -190,6 +190,19 @@ pub fn edge_cut(grid: &Grid, owner: &[u32]) -> usize {
     cut
 }
 
+/// Number of face-neighbour box pairs with different owners where both boxes carry load: the
+/// faces a code whose empty boxes hold no data exchanges across (md's cell lists: a box
+/// without particles sends nothing and needs nothing). [`edge_cut`] counts every face, which
+/// is what a code whose every box holds data (a stencil) pays.
+///
+/// # Panics
+/// If `owner` or `loads` has fewer entries than `grid` has boxes.
+pub fn loaded_edge_cut(grid: &Grid, loads: &[f64], owner: &[u32]) -> usize {
+    let mut cut = 0;
+    grid.for_each_neighbour_pair(|a, b| cut += usize::from(owner[a] != owner[b] && loads[a] > 0.0 && loads[b] > 0.0));
+    cut
+}
+
 /// The face-connected pieces of a mapping: per box, the index of its piece; per piece, its
 /// owner and its number of boxes. Pieces are numbered in the order of their first box.
 ///
@@ -540,6 +553,30 @@ mod tests {
         assert_eq!(edge_cut(&g, &[0, 1, 0, 1]), 2);
         assert_eq!(edge_cut(&g, &[0, 0, 0, 0]), 0);
         assert_eq!(edge_cut(&g, &[0, 1, 1, 0]), 4);
+    }
+
+    /// Only the faces between two boxes that both carry load count; on a map where every box
+    /// does, the loaded cut is the edge cut.
+    #[test]
+    fn loaded_edge_cut_counts_faces_between_loaded_boxes() {
+        // 3 × 2 boxes, loads
+        //   1 0 2
+        //   3 4 0
+        // owners
+        //   0 1 1
+        //   0 0 1
+        let g = Grid::new(3, 2).unwrap();
+        let (loads, owners) = ([1.0, 0.0, 2.0, 3.0, 4.0, 0.0], [0, 1, 1, 0, 0, 1]);
+        // Cut faces: (0,1) empty side; (4,5) empty side; (1,4) empty side; (2,5) same part.
+        assert_eq!(edge_cut(&g, &owners), 3);
+        assert_eq!(loaded_edge_cut(&g, &loads, &owners), 0);
+        // Box 1 loaded now: (0,1) and (1,4) join the loaded cut; (4,5) stays out.
+        let loads = [1.0, 5.0, 2.0, 3.0, 4.0, 0.0];
+        assert_eq!(loaded_edge_cut(&g, &loads, &owners), 2);
+        assert_eq!(loaded_edge_cut(&g, &[1.0; 6], &owners), edge_cut(&g, &owners));
+        // In 3D the faces across layers count too.
+        let g = Grid::new_3d(1, 1, 3).unwrap();
+        assert_eq!(loaded_edge_cut(&g, &[1.0, 1.0, 0.0], &[0, 1, 0]), 1);
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub struct Quality {
     pub lower_bound: f64,
     /// Face-neighbour box pairs in different parts.
     pub edge_cut: usize,
+    /// Those of them where both boxes carry load ([`metrics::loaded_edge_cut`]): the faces md
+    /// exchanges across, where the edge cut also counts faces beside empty boxes.
+    pub loaded_edge_cut: usize,
     /// Non-empty parts whose boxes form more than one face-connected piece.
     pub disconnected_parts: usize,
     /// Parts that own no box.
@@ -31,6 +34,8 @@ pub fn measure(grid: &Grid, loads: &[f64], owners: &[u32], parts: usize) -> Qual
     // which leaves every ratio as it was), so that sums of loads near `f64::MAX` stay finite.
     // (The part count only has to be one `Problem` accepts: its loads are what is used.)
     let problem = pbs::Problem::new(*grid, loads, parts.min(grid.len()).max(1));
+    // (Which boxes carry load is read from the loads as given: rescaling could round a tiny one to 0.)
+    let loaded_edge_cut = metrics::loaded_edge_cut(grid, loads, owners);
     let loads = problem.as_ref().map_or(loads, |p| p.loads());
     let charges = metrics::charges(owners, loads, parts);
     let total: f64 = loads.iter().sum();
@@ -42,6 +47,7 @@ pub fn measure(grid: &Grid, loads: &[f64], owners: &[u32], parts: usize) -> Qual
         max_avg: metrics::max_avg(&charges),
         lower_bound: metrics::lower_bound_from(max_load, mean),
         edge_cut: metrics::edge_cut(grid, owners),
+        loaded_edge_cut,
         disconnected_parts: metrics::disconnected_parts(grid, owners, parts),
         empty_parts: sizes.iter().filter(|&&s| s == 0).count(),
     }
@@ -60,11 +66,15 @@ mod tests {
         assert_eq!(q.disconnected_parts, 1);
         assert_eq!(q.empty_parts, 1);
         assert_eq!(q.edge_cut, metrics::edge_cut(&g, &owners));
+        assert_eq!(q.loaded_edge_cut, q.edge_cut); // every box carries load
         assert!((q.max_avg - 2.0).abs() < 1e-12); // 4 of 6 boxes where the mean is 2
         assert_eq!(q.lower_bound, 1.0);
         // One box of 12 where the mean part carries 6: no partition ends below 2 × the mean.
         let q = measure(&g, &[12.0, 1.0, 1.0, 1.0, 1.0, 2.0], &owners, 3);
         assert_eq!(q.lower_bound, 2.0);
         assert!((q.max_avg - 13.0 / 6.0).abs() < 1e-12, "{q:?}"); // part 0: boxes 0 and 2
+                                                                  // Box 1 (part 1) empty: of the four cut faces, (0,1) and (1,2) no longer count.
+        let q = measure(&g, &[1.0, 0.0, 1.0, 1.0, 1.0, 1.0], &owners, 3);
+        assert_eq!((q.edge_cut, q.loaded_edge_cut), (4, 2));
     }
 }

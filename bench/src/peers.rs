@@ -153,6 +153,8 @@ pub struct SequenceMeasures {
     pub to_bound_max: f64,
     /// median edge cut over steps
     pub cut_median: f64,
+    /// median over steps of the cut between loaded boxes (`loaded_edge_cut`)
+    pub loaded_cut_median: f64,
     /// steps that left a part in more than one 4-connected piece
     pub split_steps: usize,
     /// median time of a step, in ms
@@ -533,6 +535,7 @@ fn sequence(
     let n = methods.len();
     let (mut moved, mut bound, mut cut, mut time) =
         (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+    let mut loaded_cut = vec![Vec::new(); n];
     let mut split = vec![0; n];
     let mut previous: Vec<Option<Vec<u32>>> = vec![None; n];
     let mut skipped: Vec<Option<String>> = vec![None; n];
@@ -570,6 +573,7 @@ fn sequence(
                 moved[i].push(metrics::migrations(p, &owners) as f64);
                 bound[i].push(q.max_avg / q.lower_bound);
                 cut[i].push(q.edge_cut as f64);
+                loaded_cut[i].push(q.loaded_edge_cut as f64);
                 split[i] += usize::from(q.disconnected_parts > 0);
                 time[i].push(elapsed);
             }
@@ -593,6 +597,7 @@ fn sequence(
                 to_bound_median: metrics::median(&bound[i]),
                 to_bound_max: bound[i].iter().copied().fold(0.0, f64::max),
                 cut_median: metrics::median(&cut[i]),
+                loaded_cut_median: metrics::median(&loaded_cut[i]),
                 split_steps: split[i],
                 time_ms: metrics::median(&time[i]),
                 time_ms_mean: mean(&time[i]),
@@ -806,6 +811,7 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
         "/bound med",
         "/bound max",
         "cut",
+        "loaded cut",
         "steps split",
         "ms/step",
         "mean ms",
@@ -820,13 +826,14 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
                 format!("{:.4}", m.to_bound_median),
                 format!("{:.4}", m.to_bound_max),
                 format!("{:.0}", m.cut_median),
+                format!("{:.0}", m.loaded_cut_median),
                 m.split_steps.to_string(),
                 format!("{:.2}", m.time_ms),
                 format!("{:.2}", m.time_ms_mean),
                 String::new(),
             ]),
             (None, why) => {
-                cells.extend(std::iter::repeat_n("-".to_string(), 8));
+                cells.extend(std::iter::repeat_n("-".to_string(), 9));
                 cells.push(format!("skipped: {}", why.as_deref().unwrap_or("")));
             }
         }
@@ -1481,7 +1488,23 @@ mod tests {
         assert_eq!(t.rows.len(), rows.len());
         let last = t.rows.last().unwrap();
         assert_eq!(last.last().unwrap(), "skipped: too few parts");
+        assert_eq!(last.len(), t.header.len(), "the reason under `note`: {last:?}");
         assert!(last[4..last.len() - 1].iter().all(|c| c == "-"), "{last:?}");
+        // A sequence that did not run says why under its `note` too.
+        let seq = SequenceRow {
+            sequence: "drift".into(),
+            map: "m".into(),
+            grid: "4x4".into(),
+            parts: 2,
+            method: "coupe-rcb".into(),
+            warm: false,
+            skipped: Some("too few parts".into()),
+            measures: None,
+        };
+        let t = sequence_table(&[seq]);
+        let last = t.rows.last().unwrap();
+        assert_eq!(last.len(), t.header.len(), "{last:?}");
+        assert_eq!(last.last().unwrap(), "skipped: too few parts");
     }
 
     /// The drawing is of the first map the settings run, at the first part count it runs at

@@ -870,6 +870,7 @@ fn peers_prints_every_method_on_the_same_maps_including_metis() {
         "to_bound_median",
         "to_bound_max",
         "cut_median",
+        "loaded_cut_median",
         "split_steps",
         "time_ms",
         "time_ms_mean",

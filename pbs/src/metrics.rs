@@ -567,7 +567,7 @@ mod tests {
         //   0 0 1
         let g = Grid::new(3, 2).unwrap();
         let (loads, owners) = ([1.0, 0.0, 2.0, 3.0, 4.0, 0.0], [0, 1, 1, 0, 0, 1]);
-        // Cut faces: (0,1) empty side; (4,5) empty side; (1,4) empty side; (2,5) same part.
+        // The three cut faces, (0,1), (1,4) and (4,5), each have an empty box on one side.
         assert_eq!(edge_cut(&g, &owners), 3);
         assert_eq!(loaded_edge_cut(&g, &loads, &owners), 0);
         // Box 1 loaded now: (0,1) and (1,4) join the loaded cut; (4,5) stays out.

@@ -73,7 +73,8 @@ mod tests {
         let q = measure(&g, &[12.0, 1.0, 1.0, 1.0, 1.0, 2.0], &owners, 3);
         assert_eq!(q.lower_bound, 2.0);
         assert!((q.max_avg - 13.0 / 6.0).abs() < 1e-12, "{q:?}"); // part 0: boxes 0 and 2
-                                                                  // Box 1 (part 1) empty: of the four cut faces, (0,1) and (1,2) no longer count.
+
+        // Box 1 (part 1) empty: of the four cut faces, (0,1) and (1,2) no longer count.
         let q = measure(&g, &[1.0, 0.0, 1.0, 1.0, 1.0, 1.0], &owners, 3);
         assert_eq!((q.edge_cut, q.loaded_edge_cut), (4, 2));
     }

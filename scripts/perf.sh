@@ -7,12 +7,13 @@
 #   - balancing: the balancing tests on real box times (scheduler/tests/balancing.rs, --ignored);
 #   - shared_cores: more threads than cores, and busy processes beside (pbs ≤ 1.2× static);
 #   - soak: 10^5 md iterations under every executor, same checksum, flat memory;
+#   - soak3d: the same in 3D (10^4 iterations on 10x10x10 boxes, about 3 minutes here);
 #   - openmp: heat.c against OpenMP's schedules, and beside an OpenMP loop
 #     (scripts/openmp_compare.sh; heat.f90 against them too, for the record);
 #   - tbb: pbs beside oneTBB's loops (ffi/tests/tbb_beside.cpp compare).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-all=(balancing shared_cores soak openmp tbb)
+all=(balancing shared_cores soak soak3d openmp tbb)
 parts=("$@")
 [ $# -gt 0 ] || parts=("${all[@]}")
 for part in "${parts[@]}"; do
@@ -26,7 +27,7 @@ need_c_compiler
 need_packages "${BUILD_PACKAGES[@]}"
 
 failed=()
-if runs balancing || runs shared_cores || runs soak; then
+if runs balancing || runs shared_cores || runs soak || runs soak3d; then
     # One build for the three, features resolved over the workspace (a `-p` per program would
     # build the shared dependencies once per package). The soak is pbs-apps's example, not
     # pbs-bench's, so that this build leaves out the peers, the plots and the CLI (192 against
@@ -45,6 +46,10 @@ fi
 if runs soak; then
     section "soak"
     target/release/examples/soak "${SOAK_ITERATIONS:-100000}" 2 || failed+=(soak)
+fi
+if runs soak3d; then
+    section "soak in 3D"
+    target/release/examples/soak "${SOAK3D_ITERATIONS:-10000}" 2 3 || failed+=(soak3d)
 fi
 if runs openmp; then
     section "heat.c against OpenMP"

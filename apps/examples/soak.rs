@@ -3,8 +3,9 @@
 //! process's resident memory must stay flat once the run has warmed up (no leak per phase,
 //! per rebalancing or per steal).
 //!
-//! `cargo run --release -p pbs-apps --example soak -- [iterations] [threads]`
-//! (default 100000 iterations, at least 10000; 2 threads; 32×32 boxes, the gravity scenario).
+//! `cargo run --release -p pbs-apps --example soak -- [iterations] [threads] [dims]`
+//! (default 100000 iterations, at least 10000; 2 threads; the gravity scenario on 32×32 boxes,
+//! or with `dims` 3 on 10×10×10: md in 3D, the balancer's and executors' 3D paths).
 //! Exits 1 if a checksum differs or memory grows by more than 4 MiB after the first tenth of a
 //! run (so the longer the run, the smaller a leak per iteration it finds; it prints the size).
 use std::time::Instant;
@@ -52,14 +53,26 @@ fn end_quietly_on_closed_pipe() {
 fn main() {
     end_quietly_on_closed_pipe();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let parsed =
-        arg(&args, 0, "iterations", 100_000, MIN_ITERATIONS).and_then(|i| Ok((i, arg(&args, 1, "threads", 2, 1)?)));
-    let (iterations, threads) = parsed.unwrap_or_else(|e| {
-        eprintln!("soak: {e}\nusage: soak [iterations (default 100000)] [threads (default 2)]");
+    let parsed = arg(&args, 0, "iterations", 100_000, MIN_ITERATIONS).and_then(|i| {
+        let dims = arg(&args, 2, "dims", 2, 2)?;
+        if dims > 3 {
+            return Err(format!("dims {dims}: expected 2 or 3"));
+        }
+        Ok((i, arg(&args, 1, "threads", 2, 1)?, dims))
+    });
+    let (iterations, threads, dims) = parsed.unwrap_or_else(|e| {
+        eprintln!(
+            "soak: {e}\nusage: soak [iterations (default 100000)] [threads (default 2)] [dims: 2 (default) or 3]"
+        );
         std::process::exit(2)
     });
+    if args.len() > 3 {
+        eprintln!("soak: at most 3 arguments\nusage: soak [iterations (default 100000)] [threads (default 2)] [dims: 2 (default) or 3]");
+        std::process::exit(2)
+    }
     let runtime = Runtime { topology: Topology::detect(), threads, pin: Pinning::Off, timer: BoxTimer::default() };
-    println!("md gravity 32×32, {iterations} iterations, {threads} threads, each executor in turn");
+    let size = if dims == 3 { "10×10×10" } else { "32×32" };
+    println!("md gravity {size}, {iterations} iterations, {threads} threads, each executor in turn");
     // What the limit can see: a leak of at least this many bytes per iteration.
     let measured = iterations / 1000 * 1000 - iterations / 10; // to the last sample
     println!(
@@ -74,7 +87,11 @@ fn main() {
     let mut checksums = Vec::new();
     let mut failed = false;
     for name in EXECUTORS {
-        let mut app = Md::new(Scenario::Gravity, 32, 32, 1);
+        let mut app: Box<dyn GridApp> = if dims == 3 {
+            Box::new(Md::new_3d(Scenario::Gravity, 10, 10, 10, 1))
+        } else {
+            Box::new(Md::new(Scenario::Gravity, 32, 32, 1))
+        };
         let (mut exec, _) = runtime.executor(name, app.grid()).unwrap_or_else(|e| {
             eprintln!("soak: the {name} executor: {e}");
             std::process::exit(2)

@@ -93,6 +93,9 @@ pub struct ConvergeRow {
     pub dol_min: f64,
     /// final edge cut
     pub edge_cut: usize,
+    /// final cut between loaded boxes ([`pbs::metrics::loaded_edge_cut`]: the faces md
+    /// exchanges across)
+    pub loaded_edge_cut: usize,
     /// wall time of the run in milliseconds
     pub elapsed_ms: f64,
 }
@@ -128,6 +131,7 @@ pub fn run_one(
         dol_max: out.dol_max,
         dol_min: out.dol_min,
         edge_cut: pbs::metrics::edge_cut(&grid, state.owners()),
+        loaded_edge_cut: pbs::metrics::loaded_edge_cut(&grid, loads, state.owners()),
         elapsed_ms: out.elapsed.as_secs_f64() * 1e3,
     };
     Ok((row, state))
@@ -170,6 +174,7 @@ pub fn table(rows: &[ConvergeRow]) -> Table {
         "dol_max",
         "dol_min",
         "edge_cut",
+        "loaded_cut",
         "ms",
     ]);
     for r in rows {
@@ -185,6 +190,7 @@ pub fn table(rows: &[ConvergeRow]) -> Table {
             format!("{:+.4}", r.dol_max),
             format!("{:+.4}", r.dol_min),
             r.edge_cut.to_string(),
+            r.loaded_edge_cut.to_string(),
             format!("{:.2}", r.elapsed_ms),
         ]);
     }
@@ -221,6 +227,7 @@ mod tests {
             assert!((row.lower_bound - bound).abs() < 1e-9, "{ctx}");
             assert!((row.dol_max - dol_max).abs() < 1e-9 && (row.dol_min - dol_min).abs() < 1e-9, "{ctx}");
             assert_eq!(row.edge_cut, pbs::metrics::edge_cut(&grid, state.owners()), "{ctx}");
+            assert_eq!(row.loaded_edge_cut, pbs::metrics::loaded_edge_cut(&grid, &loads, state.owners()), "{ctx}");
             assert_eq!(row.converged, row.max_avg <= (1.0 + tol) * row.lower_bound, "{ctx}");
             assert_eq!(seen, (0..=row.steps).collect::<Vec<_>>(), "{ctx}: the start, then every step");
             assert!(row.steps <= max_steps, "{ctx}");
@@ -303,10 +310,24 @@ mod tests {
             dol_max: 0.25,
             dol_min: -0.125,
             edge_cut: 17,
+            loaded_edge_cut: 9,
             elapsed_ms: 3.5,
         };
-        let cells =
-            ["line", "power-cells", "10x8", "3", "42", "yes", "1.0312", "1.0000", "+0.2500", "-0.1250", "17", "3.50"];
+        let cells = [
+            "line",
+            "power-cells",
+            "10x8",
+            "3",
+            "42",
+            "yes",
+            "1.0312",
+            "1.0000",
+            "+0.2500",
+            "-0.1250",
+            "17",
+            "9",
+            "3.50",
+        ];
         assert_eq!(table(std::slice::from_ref(&known)).rows[0], cells.map(String::from));
         assert_eq!(table(&[ConvergeRow { converged: false, ..known.clone() }]).rows[0][5], "NO");
         assert_eq!(table(&[ConvergeRow { nz: 6, ..known }]).rows[0][2], "10x8x6", "a CSV map of layers");

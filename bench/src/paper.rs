@@ -472,6 +472,7 @@ mod tests {
             dol_max: 0.1,
             dol_min: -0.1,
             edge_cut: 321,
+            loaded_edge_cut: 321,
             elapsed_ms: 4.25,
         }
     }

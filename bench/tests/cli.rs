@@ -73,6 +73,7 @@ fn converge_all_prints_the_contract_fields_and_converges() {
                 "dol_max",
                 "dol_min",
                 "edge_cut",
+                "loaded_edge_cut",
                 "elapsed_ms"
             ])
         );

@@ -60,16 +60,13 @@ fn main() {
         }
         Ok((i, arg(&args, 1, "threads", 2, 1)?, dims))
     });
+    let parsed = parsed.and_then(|p| if args.len() > 3 { Err("at most 3 arguments".into()) } else { Ok(p) });
     let (iterations, threads, dims) = parsed.unwrap_or_else(|e| {
         eprintln!(
             "soak: {e}\nusage: soak [iterations (default 100000)] [threads (default 2)] [dims: 2 (default) or 3]"
         );
         std::process::exit(2)
     });
-    if args.len() > 3 {
-        eprintln!("soak: at most 3 arguments\nusage: soak [iterations (default 100000)] [threads (default 2)] [dims: 2 (default) or 3]");
-        std::process::exit(2)
-    }
     let runtime = Runtime { topology: Topology::detect(), threads, pin: Pinning::Off, timer: BoxTimer::default() };
     let size = if dims == 3 { "10×10×10" } else { "32×32" };
     println!("md gravity {size}, {iterations} iterations, {threads} threads, each executor in turn");

@@ -420,10 +420,8 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
                 }
                 rows.push(row);
             }
-            let cut = |q: &quality::Quality| q.edge_cut;
-            let loaded = |q: &quality::Quality| q.loaded_edge_cut;
-            let cut_best = to_best(&rows[first..], cut);
-            let loaded_best = to_best(&rows[first..], loaded);
+            let cut_best = to_best(&rows[first..], |q| q.edge_cut);
+            let loaded_best = to_best(&rows[first..], |q| q.loaded_edge_cut);
             for (r, (c, l)) in rows[first..].iter_mut().zip(cut_best.into_iter().zip(loaded_best)) {
                 (r.cut_to_best, r.loaded_cut_to_best) = (c, l);
             }

@@ -412,9 +412,21 @@ pub(crate) fn matched_ids(previous: &[u32], next: &[u32], parts: usize) -> crate
             return bad(name, format!("part id {p}"), "must be below the part count");
         }
     }
+    // Counted by runs of boxes that share both ids (rows of one part in both partitions), one
+    // map entry a run rather than one a box.
     let mut overlap = std::collections::HashMap::<(u32, u32), usize>::new();
-    for (&old, &new) in previous.iter().zip(next) {
-        *overlap.entry((new, old)).or_default() += 1;
+    let mut pairs = previous.iter().zip(next).map(|(&old, &new)| (new, old));
+    if let Some(mut run) = pairs.next() {
+        let mut len = 1;
+        for pair in pairs {
+            if pair == run {
+                len += 1;
+            } else {
+                *overlap.entry(run).or_default() += len;
+                (run, len) = (pair, 1);
+            }
+        }
+        *overlap.entry(run).or_default() += len;
     }
     let kept = |new: usize, old: u32| overlap.get(&(new as u32, old)).copied().unwrap_or(0);
     let mut pairs: Vec<((u32, u32), usize)> = overlap.iter().map(|(&k, &v)| (k, v)).collect();
@@ -815,12 +827,21 @@ mod tests {
             seed in 0u64..1000,
             boxes in 1usize..200,
             spread in 1usize..4,
+            run in 1usize..8,
         ) {
             let mut rng = crate::rng::SplitMix64::new(seed);
             // Each old part split between two new ids (`spread` 1: anywhere instead), as
             // repartitions that shift every boundary do: chains of overlaps in which the
-            // greedy pairing can lose and the swaps matter.
-            let before: Vec<u32> = (0..boxes).map(|_| (rng.next_f64() * parts as f64) as u32).collect();
+            // greedy pairing can lose and the swaps matter. Old parts come in runs of `run`
+            // boxes, as rows of a part do, which the overlaps are counted by.
+            let before: Vec<u32> = (0..boxes)
+                .scan(0, |part, k| {
+                    if k % run == 0 {
+                        *part = (rng.next_f64() * parts as f64) as u32;
+                    }
+                    Some(*part)
+                })
+                .collect();
             let mut draw = |n: usize| (rng.next_f64() * n as f64) as u32;
             let (first, second, share): (Vec<u32>, Vec<u32>, Vec<u32>) =
                 ((0..parts).map(|_| draw(parts)).collect(), (0..parts).map(|_| draw(parts)).collect(), (0..parts).map(|_| draw(10)).collect());

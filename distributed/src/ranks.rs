@@ -11,7 +11,8 @@
 //!   check, the 5 % trigger, a persistent imbalance).
 //! - `rcb`: k-way recursive coordinate bisection recomputed from scratch
 //!   ([`pbs::bisection::kway_rcb`], Zoltan's and Boulmier's reference), when the same
-//!   criterion asks for it (and after the first measured iteration, as `pbs`).
+//!   criterion asks for it (and after the first measured iteration, as `pbs`); each new part
+//!   takes the rank of the current part it overlaps most, as Zoltan's `REMAP` renumbers them.
 //! - `diffusion`: from the current owners, boxes cross the existing borders as a diffusion
 //!   flow asks, densest per byte first ([`pbs::diffusion::diffuse`]; Hu and Blake, the
 //!   adaptive repartitioners of ParMETIS and Jostle), when the same criterion asks; it starts
@@ -361,7 +362,7 @@ impl RankBalancer {
                 self.owners = if *diffusion {
                     diffuse(&self.grid, &self.owners, box_loads, bytes, self.ranks, DIFFUSION_LIMIT)
                 } else {
-                    kway_rcb(&self.grid, box_loads, self.ranks)
+                    recut(&self.grid, &self.owners, box_loads, self.ranks)
                 }
                 .map_err(|e| e.to_string())?;
                 criterion.rebalanced(start.elapsed().as_secs_f64());
@@ -373,7 +374,7 @@ impl RankBalancer {
         let seconds = start.elapsed().as_secs_f64();
         let mut rcb_would_move = None;
         if let (Some(shadow), true) = (&mut self.shadow, migrations > 0) {
-            let rcb = kway_rcb(&self.grid, box_loads, self.ranks).map_err(|e| e.to_string())?;
+            let rcb = recut(&self.grid, shadow, box_loads, self.ranks).map_err(|e| e.to_string())?;
             rcb_would_move = Some((0..rcb.len()).filter(|&k| rcb[k] != shadow[k]).collect());
             *shadow = rcb;
         }
@@ -419,6 +420,13 @@ impl RankBalancer {
 
 /// The `max / mean` under which `diffusion` stops moving boxes (its flows aim at the mean).
 pub const DIFFUSION_LIMIT: f64 = 1.02;
+
+/// A k-way RCB of `loads` from scratch, its parts numbered after the parts of `owners` they
+/// overlap most ([`metrics::match_labels`]): a region that stays keeps its rank, where RCB's
+/// own numbering could move it whole to another.
+fn recut(grid: &Grid, owners: &[u32], loads: &[f64], ranks: usize) -> pbs::Result<Vec<u32>> {
+    metrics::match_labels(owners, &kway_rcb(grid, loads, ranks)?, ranks)
+}
 
 /// The `max / mean` of the ranks' loads that [`migration_bound`] asks a rebalancing to reach:
 /// the target of a rebalancing across ranks (docs/mpi.md).
@@ -707,9 +715,25 @@ mod tests {
         }
     }
 
+    /// RCB recomputed from scratch gives each region the rank that holds most of it: the
+    /// same regions held by ranks in another order stay where they are.
+    #[test]
+    fn a_recut_keeps_each_region_on_its_rank() {
+        let grid = Grid::new(12, 10).unwrap();
+        let loads: Vec<f64> = (0..grid.len()).map(|k| 1.0 + (k % 5) as f64).collect();
+        let rcb = kway_rcb(&grid, &loads, 4).unwrap();
+        let held: Vec<u32> = rcb.iter().map(|&r| 3 - r).collect();
+        assert_eq!(recut(&grid, &held, &loads, 4).unwrap(), held);
+        let heavier: Vec<f64> = loads.iter().enumerate().map(|(k, q)| if k < 30 { 3.0 * q } else { *q }).collect();
+        let fresh = kway_rcb(&grid, &heavier, 4).unwrap();
+        let moved = metrics::migrations(&held, &recut(&grid, &held, &heavier, 4).unwrap());
+        assert!(moved < metrics::migrations(&held, &fresh), "{moved}");
+    }
+
     /// A rebalancing's decision describes it: `rebalanced` where boxes moved, their count,
     /// the loads it balanced on, and (`pbs`, `diffusion`) the boxes a from-scratch RCB would
-    /// have moved from its own last partition (here the uniform one it started from); one
+    /// have moved from its own last partition (here the uniform one it started from), its
+    /// parts numbered after those of that partition they overlap most; one
     /// that moves nothing has none of them. The
     /// imbalance reported is the measured sums' `max / mean` (1 where nothing was measured);
     /// loads and sizes of the wrong length or value are refused whichever of the two is wrong.
@@ -748,7 +772,7 @@ mod tests {
             assert_eq!((d.rebalanced, d.migrations), (true, moved), "{name}");
             assert_eq!(d.balanced_on.as_deref(), Some(&box_loads[..]), "{name}");
             let rcb_moves = |shadow: &[u32]| {
-                let rcb = kway_rcb(&grid, &box_loads, 4).unwrap();
+                let rcb = metrics::match_labels(shadow, &kway_rcb(&grid, &box_loads, 4).unwrap(), 4).unwrap();
                 (0..grid.len()).filter(|&k| rcb[k] != shadow[k]).collect::<Vec<usize>>()
             };
             let uniform = kway_rcb(&grid, &vec![1.0; grid.len()], 4).unwrap();

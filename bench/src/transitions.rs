@@ -50,7 +50,8 @@ pub struct Setup {
     /// translation per smooth transition, in boxes
     pub drift: f64,
     /// also balance every new map from scratch (fresh random vCores) and count how many boxes
-    /// that mapping would have moved
+    /// that mapping would have moved, its cells numbered after the current ones they overlap
+    /// most (their own ids are random: unmatched, nearly every box would count as moved)
     pub compare_scratch: bool,
     /// stopping rule
     pub options: StopRule,
@@ -125,7 +126,8 @@ pub struct TransitionsReport {
     pub steps_median: f64,
     /// median milliseconds
     pub ms_median: f64,
-    /// boxes that a from-scratch balancing of the same map would have moved (if asked)
+    /// boxes that a from-scratch balancing of the same map would have moved (if asked), its
+    /// cells numbered after the current ones they overlap most
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scratch_migrations: Option<AvgMax>,
 }
@@ -161,8 +163,10 @@ pub fn run(setup: &Setup, mut progress: impl FnMut()) -> pbs::Result<Transitions
             let mut b = methods::by_name(&setup.method)?;
             balance(b.as_mut(), &problem, &mut fresh, setup.options, |_| {});
             // The warm start moved `out.migrations` boxes away from `before`; a from-scratch
-            // mapping would have replaced `before` by `fresh`.
-            scratch.push(pbs::metrics::migrations(&before, fresh.owners()) as f64);
+            // mapping would have replaced `before` by `fresh`, each cell on the thread that
+            // holds most of it.
+            let fresh = pbs::metrics::match_labels(&before, fresh.owners(), setup.vcores)?;
+            scratch.push(pbs::metrics::migrations(&before, &fresh) as f64);
         }
         progress();
     }
@@ -271,6 +275,7 @@ mod tests {
             let mut vcores = VCores::random(&problem, 3);
             balance(balancer.as_mut(), &problem, &mut vcores, setup.options, |_| {});
             let (mut steps, mut max_avg, mut moved, mut scratch, mut converged) = (vec![], vec![], vec![], vec![], 0);
+            let mut renamed = false;
             for trial in 0..5u64 {
                 map = if kind == Kind::Rough { map.rough() } else { map.smooth(0.7) };
                 let loads = map.loads(&grid);
@@ -284,8 +289,11 @@ mod tests {
                 converged += usize::from(out.converged);
                 let mut fresh = VCores::random(&problem, 3 + 1 + trial);
                 balance(methods::by_name("power-cells").unwrap().as_mut(), &problem, &mut fresh, setup.options, |_| {});
-                scratch.push(pbs::metrics::migrations(&before, fresh.owners()) as f64);
+                let matched = pbs::metrics::match_labels(&before, fresh.owners(), 4).unwrap();
+                renamed |= matched != fresh.owners();
+                scratch.push(pbs::metrics::migrations(&before, &matched) as f64);
             }
+            assert!(renamed, "{kind:?}: the test needs a fresh balancing whose ids are not the current ones");
             let ctx = format!("{kind:?}: {report:?}");
             let (s, m, a, sc) = (Stats::of(&steps), Stats::of(&moved), Stats::of(&max_avg), Stats::of(&scratch));
             assert_eq!(calls, 5, "{ctx}");

@@ -11,20 +11,62 @@
 //! cuts follow the particles' mean velocity, which md hands over through
 //! [`pbs_scheduler::Executor::hint_motion`]; the paper's claim is that such partitions last
 //! longer.
+//!
+//! The `pbs` lane is the executor's rebalancing (the power cells, warm, 20 steps to 0.02),
+//! whose last imbalance the executor's thieves take; with no stealing behind it, a partition
+//! is better judged by the balancer whole. `peers:NAME` adds a lane for any partitioner of
+//! `pbs-bench peers` ([`pbs_peers::NAMES`]): `peers:pbs` is the balancer with its refinement,
+//! warm-started from its last call as there, `peers:metis-kway` METIS recomputed at each
+//! remapping, its part ids matched to the last partition's before boxes moved are counted.
 
 use std::time::Instant;
 
-use pbs::bisection::{kway_norcb, kway_rcb};
-use pbs::pack_steal::{pack_steal, PackSteal};
+use pbs::bisection::kway_rcb;
 use pbs::{methods, metrics, rebalance, Grid, Problem, StopRule, VCores};
-use pbs_scheduler::executors::StaticBlocks;
+use pbs_scheduler::executors::{RemapInputs, Remapper, StaticBlocks};
 use pbs_scheduler::report::Recorder;
 use pbs_scheduler::{Executor, IterationEnd, PhaseStats};
 
 use crate::table::Table;
 
-/// The balancers `lifetime` compares.
+/// The balancers `lifetime` compares by default; any partitioner of `pbs-bench peers` may join
+/// them as `peers:NAME` (see the module's documentation).
 pub const BALANCERS: [&str; 4] = ["pbs", "rcb", "norcb", "packsteal"];
+
+/// The prefix of a lane run by a partitioner of `pbs-bench peers`.
+pub const PEERS_PREFIX: &str = "peers:";
+
+/// How a lane remaps.
+enum Method {
+    /// pbs's power cells as the executor rebalances them, warm from one remapping to the next.
+    Cells(Option<VCores>),
+    /// A remapper of the remapping executors (`rcb`, `norcb`, `packsteal`), as they remap.
+    Remapper(Remapper),
+    /// A partitioner of `pbs-bench peers`.
+    Peer(Box<dyn pbs_peers::Partitioner>),
+}
+
+impl Method {
+    /// The method a balancer's name asks for ([`BALANCERS`], or `peers:NAME`); an error names
+    /// an unknown balancer.
+    fn by_name(name: &str) -> Result<Method, String> {
+        let unknown = || {
+            let peers = pbs_peers::NAMES.join(", ");
+            format!(
+                "unknown balancer {name:?}; expected {}, or {PEERS_PREFIX}NAME with NAME one of {peers}",
+                BALANCERS.join(", ")
+            )
+        };
+        if name == "pbs" {
+            return Ok(Method::Cells(None));
+        }
+        if let Some(remapper) = Remapper::by_name(name).filter(|_| BALANCERS.contains(&name)) {
+            return Ok(Method::Remapper(remapper));
+        }
+        let peer = name.strip_prefix(PEERS_PREFIX).ok_or_else(unknown)?;
+        pbs_peers::by_name(peer).map(Method::Peer).map_err(|_| unknown())
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,9 +166,8 @@ unsafe impl Executor for MotionTap {
 /// One balancer's partition over the run.
 struct Lane {
     name: String,
+    method: Method,
     owners: Vec<u32>,
-    /// pbs's vCores, warm from one remapping to the next.
-    vcores: Option<VCores>,
     remaps: usize,
     migrations: usize,
     sum_mean: f64,
@@ -146,9 +187,7 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
         return Err(format!("--threshold must be a positive fraction, got {}", s.threshold));
     }
     for b in &s.balancers {
-        if !BALANCERS.contains(&b.as_str()) {
-            return Err(format!("unknown balancer {b:?}; expected {}", BALANCERS.join(", ")));
-        }
+        Method::by_name(b)?;
     }
     let grid = Grid::new_3d(s.nx, s.ny, s.nz).map_err(|e| e.to_string())?;
     if let Some(p) = s.parts.iter().find(|&&p| p == 0 || p > grid.len()) {
@@ -158,27 +197,27 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
     let inner = StaticBlocks::new(grid.len(), 1).map_err(|e| e.to_string())?;
     let mut exec = MotionTap { inner, momentum: Vec::new(), particles: Vec::new() };
     let mut rec = Recorder::new("motion-tap", 1);
-    let mut lanes: Vec<(usize, Lane)> = s
-        .parts
-        .iter()
-        .flat_map(|&parts| {
-            s.balancers.iter().map(move |name| {
-                let lane = Lane {
-                    name: name.clone(),
-                    owners: Vec::new(),
-                    vcores: None,
-                    remaps: 0,
-                    migrations: 0,
-                    sum_mean: 0.0,
-                    sum_max: 0.0,
-                    after: Vec::new(),
-                    bounds: Vec::new(),
-                    times: Vec::new(),
-                };
-                (parts, lane)
-            })
-        })
-        .collect();
+    // Every lane starts from RCB on uniform loads, as the remapping executors do; the first
+    // iteration remaps them all, and its migrations are not counted.
+    let mut lanes: Vec<(usize, Lane)> = Vec::new();
+    for &parts in &s.parts {
+        let uniform = kway_rcb(&grid, &vec![1.0; grid.len()], parts).map_err(|e| e.to_string())?;
+        for name in &s.balancers {
+            let lane = Lane {
+                name: name.clone(),
+                method: Method::by_name(name)?,
+                owners: uniform.clone(),
+                remaps: 0,
+                migrations: 0,
+                sum_mean: 0.0,
+                sum_max: 0.0,
+                after: Vec::new(),
+                bounds: Vec::new(),
+                times: Vec::new(),
+            };
+            lanes.push((parts, lane));
+        }
+    }
     let mut balancer = methods::by_name(methods::DEFAULT).map_err(|e| e.to_string())?;
     for i in 0..s.iters {
         app.iterate(&mut exec, &mut rec, None);
@@ -188,23 +227,37 @@ pub fn measure(s: &LifetimeSettings, mut progress: impl FnMut()) -> Result<Vec<L
             let imbalance = |owners: &[u32]| metrics::max_avg(&metrics::charges(owners, &work, parts));
             if i == 0 || imbalance(&lane.owners) > 1.0 + s.threshold {
                 // pbs's problem is built outside its timed remapping, as the others need none.
-                let problem = (lane.name == "pbs")
+                let problem = matches!(lane.method, Method::Cells(_))
                     .then(|| Problem::new(grid, &work, parts))
                     .transpose()
                     .map_err(|e| e.to_string())?;
                 let start = Instant::now();
-                let owners = match lane.name.as_str() {
-                    "rcb" => kway_rcb(&grid, &work, parts),
-                    "norcb" => kway_norcb(&grid, &work, &exec.momentum, &exec.particles, parts, 1e-3),
-                    "packsteal" if i > 0 => {
-                        let mut owners = lane.owners.clone();
-                        pack_steal(&grid, &work, &mut owners, parts, &PackSteal::default(), i as u64).map(|_| owners)
+                let owners = match &mut lane.method {
+                    Method::Peer(peer) => {
+                        let owners = peer.partition(&grid, &work, parts).map_err(|e| format!("{}: {e}", lane.name))?;
+                        // A method that recomputes from scratch numbers its parts afresh.
+                        match peer.warm_starts() {
+                            true => Ok(owners),
+                            false => metrics::match_labels(&lane.owners, &owners, parts),
+                        }
                     }
-                    // PackStealLB remaps an existing partition: the first is RCB's.
-                    "packsteal" => kway_rcb(&grid, &work, parts),
-                    _ => {
+                    Method::Remapper(remapper) => {
+                        // PackStealLB remaps an existing partition: the first is RCB's.
+                        let first_rcb = i == 0 && matches!(remapper, Remapper::PackSteal(_));
+                        let remapper = if first_rcb { &Remapper::Rcb } else { remapper };
+                        let motion = Some((&exec.momentum[..], &exec.particles[..]));
+                        let x = RemapInputs {
+                            owners: &lane.owners,
+                            box_loads: &work,
+                            phase_loads: None,
+                            motion,
+                            seed: i as u64,
+                        };
+                        remapper.remap(&grid, parts, &x)
+                    }
+                    Method::Cells(vcores) => {
                         let problem = problem.as_ref().expect("built for the pbs lane");
-                        let vcores = lane.vcores.get_or_insert_with(|| VCores::from_bisection(problem));
+                        let vcores = vcores.get_or_insert_with(|| VCores::from_bisection(problem));
                         vcores.recharge(problem);
                         let stop = StopRule { max_steps: if i == 0 { 200 } else { 20 }, tol: 0.02 };
                         rebalance(balancer.as_mut(), problem, vcores, stop);
@@ -279,6 +332,8 @@ pub fn table(rows: &[LifetimeRow]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pbs::bisection::kway_norcb;
+    use pbs::pack_steal::{pack_steal, PackSteal};
 
     fn settings(balancers: &[&str]) -> LifetimeSettings {
         LifetimeSettings {
@@ -328,6 +383,31 @@ mod tests {
         assert!(e.contains("the 144 boxes"), "{e}");
     }
 
+    /// A lane of `pbs-bench peers`' partitioners beside the remappers: `peers:rcb` cuts and
+    /// numbers as the `rcb` lane does, figure for figure; `peers:pbs`, the balancer with its
+    /// refinement, warm-started as in `peers`, ends nearer the bound than the executor's cells.
+    /// Names outside both lists are refused with the lists.
+    #[test]
+    fn partitioners_of_peers_run_as_lanes() {
+        let s = LifetimeSettings {
+            parts: vec![16],
+            scenario: "contraction".into(),
+            ..settings(&["rcb", "peers:rcb", "pbs", "peers:pbs"])
+        };
+        let rows = measure(&s, || {}).unwrap();
+        let figures = |r: &LifetimeRow| (r.remaps, r.migrations_per_iter, r.efficiency, r.max_avg_after_remap);
+        assert_eq!(figures(&rows[0]), figures(&rows[1]), "{rows:?}");
+        assert!(rows[0].migrations_per_iter > 0.0, "the test needs RCB to move boxes: {rows:?}");
+        assert!(rows[3].max_avg_after_remap < rows[2].max_avg_after_remap, "{rows:?}");
+        for name in ["peers:nope", "metis-kway", "diffusion", "peers:"] {
+            let e = measure(&settings(&[name]), || {}).unwrap_err();
+            assert!(
+                e.contains("unknown balancer") && e.contains("peers:NAME") && e.contains("metis-kway"),
+                "{name}: {e}"
+            );
+        }
+    }
+
     /// The bound at the remappings, `max(1, heaviest box / mean part)`: with a part per box
     /// every partition is one box a part, and its `max_avg` is the bound itself, above 1 where
     /// md's boxes differ; with fewer parts the bound is below each balancer's `max_avg`.
@@ -375,29 +455,30 @@ mod tests {
         let mut remapped_some_later = false;
         for row in rows.iter().filter(|r| r.balancer != "pbs") {
             let parts = row.parts;
-            // PackStealLB starts from RCB's partition and then remaps the one in force, seeded
-            // with the iteration.
-            let cut =
-                |i: usize, owners: &[u32], (work, momentum, particles): &(Vec<f64>, Vec<[f64; 3]>, Vec<f64>)| match row
-                    .balancer
-                    .as_str()
-                {
+            // Every lane starts from RCB on uniform loads; PackStealLB's first partition is RCB's,
+            // and then it remaps the one in force, seeded with the iteration; a cut from scratch
+            // takes the ids of the parts it overlaps most.
+            let cut = |i: usize, owners: &[u32], (work, momentum, particles): &(Vec<f64>, Vec<[f64; 3]>, Vec<f64>)| {
+                let fresh = match row.balancer.as_str() {
                     "rcb" => kway_rcb(&grid, work, parts).unwrap(),
                     "packsteal" if i == 0 => kway_rcb(&grid, work, parts).unwrap(),
                     "packsteal" => {
                         let mut next = owners.to_vec();
                         pack_steal(&grid, work, &mut next, parts, &PackSteal::default(), i as u64).unwrap();
-                        next
+                        return next;
                     }
                     _ => kway_norcb(&grid, work, momentum, particles, parts, 1e-3).unwrap(),
                 };
+                metrics::match_labels(owners, &fresh, parts).unwrap()
+            };
+            let uniform = kway_rcb(&grid, &vec![1.0; grid.len()], parts).unwrap();
             let imbalance = |owners: &[u32], work: &[f64]| metrics::max_avg(&metrics::charges(owners, work, parts));
             // The bound, from its definition: the heaviest box over the mean part, at least 1.
             let bound = |work: &[f64]| {
                 let heaviest = work.iter().copied().fold(0.0, f64::max);
                 (heaviest * parts as f64 / work.iter().sum::<f64>()).max(1.0)
             };
-            let mut owners = cut(0, &[], &steps[0]);
+            let mut owners = cut(0, &uniform, &steps[0]);
             let (mut remaps, mut moved, mut after) = (1, 0, vec![imbalance(&owners, &steps[0].0)]);
             let mut bounds = vec![bound(&steps[0].0)];
             let (mut sum_mean, mut sum_max) = (0.0, 0.0);

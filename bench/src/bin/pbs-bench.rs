@@ -395,7 +395,8 @@ enum Command {
         /// Remap a partition once its max_avg exceeds 1 + this
         #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
         threshold: f64,
-        /// Balancers, comma-separated (pbs, rcb, norcb, packsteal), or all
+        /// Balancers, comma-separated (pbs, rcb, norcb, packsteal), or all; peers:NAME adds a
+        /// partitioner of `peers` (peers:pbs, the balancer with its refinement; peers:metis-kway…)
         #[arg(long, default_value = "all")]
         balancers: String,
         /// Seed of md

@@ -20,6 +20,9 @@
 //!   ([`pbs::diffusion`]; Hu and Blake, the adaptive repartitioners of ParMETIS and Jostle),
 //!   every box weighing the same when it moves.
 //!
+//! Those that partition from scratch number their parts after the current parts they overlap
+//! most ([`Remapper::remap`]), so that a part that stays keeps its thread.
+//!
 //! All start from RCB on uniform loads. As in `pbs`, the first measured iteration always
 //! remaps, and so does a failed check a few iterations after a remapping (the loads it used
 //! were off: `executors/check.rs`); a remapping the criterion asks for runs only when the

@@ -277,6 +277,25 @@ fn lifetime_prints_one_row_per_balancer_and_part_count() {
     }
     assert!(stderr_of(&["lifetime", "--balancers", "zoltan", "--iters", "1"]).contains("unknown balancer"));
     assert!(stderr_of(&["lifetime", "--parts", "0", "--iters", "1"]).contains("--parts"));
+    // A partitioner of `peers` as a lane, by its name there.
+    let rows = json(&[
+        "lifetime",
+        "--nx",
+        "12",
+        "--ny",
+        "12",
+        "--parts",
+        "4",
+        "--iters",
+        "5",
+        "--balancers",
+        "rcb,peers:pbs",
+        "--json",
+    ]);
+    let names: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["balancer"].as_str().unwrap()).collect();
+    assert_eq!(names, ["rcb", "peers:pbs"]);
+    let e = stderr_of(&["lifetime", "--balancers", "peers:zoltan", "--iters", "1"]);
+    assert!(e.contains("unknown balancer") && e.contains("peers:NAME"), "{e}");
 }
 
 /// A row's idle shares (docs/design.md, "Idle time"), each present and not negative, sum

@@ -542,7 +542,8 @@ mod tests {
             "| ring | 50x40 | power-cells | 17 | yes | 1.0100 | 1.000 | 1.0100 | 321 | 4.25 |",
             "| 72 | 2500 | 12.5 | 250.0 | 20.0× | 5.0 |",
             "a warm start moves **12.5 boxes** on average (max 40), balancing the same map from fresh random vCores would \
-             move **250.0** (max 600) of the 2500 boxes — 20.0× fewer.",
+             move **250.0** (max 600) of the 2500 boxes, its cells numbered after the current ones they overlap most — \
+             20.0× fewer.",
             "(trials: 8 for Table 1, 2 per Table 2/3 row, 2 per row for `paper-eq7`, which stops after 200 steps)",
         ] {
             assert_eq!(md.matches(line).count(), 1, "{line} in\n{md}");

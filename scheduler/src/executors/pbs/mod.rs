@@ -619,7 +619,7 @@ pub(super) mod tests {
             exec.run_phase(&|k| {
                 // The lower left quarter is heavy: the first measured iteration rebalances.
                 if k % 16 < 8 && k / 16 < 8 {
-                    std::hint::black_box((0..3000).sum::<u64>());
+                    crate::clock::busy_wait(Duration::from_micros(5));
                 }
                 hits[k].fetch_add(1, Ordering::Relaxed);
                 ran_on[k].store(crate::executor::current_worker().unwrap() as u64, Ordering::Relaxed);
@@ -838,7 +838,7 @@ pub(super) mod tests {
             // A heavy corner moves ownership around between iterations.
             exec.run_phase(&|k| {
                 if k < 20 {
-                    std::hint::black_box((0..2000).sum::<u64>());
+                    crate::clock::busy_wait(Duration::from_micros(3));
                 }
                 hits[k].fetch_add(1, Ordering::Relaxed);
             });
@@ -1073,7 +1073,7 @@ pub(super) mod tests {
         let grid = Grid::new(16, 16).unwrap();
         let heavy = |k: usize| {
             if k % 16 < 8 && k / 16 < 8 {
-                std::hint::black_box((0..3000).sum::<u64>());
+                crate::clock::busy_wait(Duration::from_micros(5));
             }
         };
         // (iterations left, the last rebalancing's cost) → rebalanced or moved a box.

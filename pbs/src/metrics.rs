@@ -707,6 +707,23 @@ mod tests {
         assert_eq!(migrations(&before, &m), 1);
     }
 
+    /// Where the largest overlaps first, and no swap of two ids after them, keep fewer boxes than
+    /// `next`'s own ids do (a renaming of three ids in a cycle), its own ids are kept: overlaps
+    /// (new, old) of 10 boxes (0, 1) and 9 (1, 2) win the greedy pairing, 19 boxes in place,
+    /// where the diagonal keeps 24.
+    #[test]
+    fn matching_never_keeps_fewer_boxes_than_the_ids_as_they_are() {
+        let runs = [((0, 1), 10), ((1, 2), 9), ((0, 0), 8), ((1, 1), 8), ((2, 2), 8)];
+        let (mut before, mut next) = (Vec::new(), Vec::new());
+        for ((new, old), n) in runs {
+            before.extend(std::iter::repeat_n(old, n));
+            next.extend(std::iter::repeat_n(new, n));
+        }
+        let m = match_labels(&before, &next, 3).unwrap();
+        assert_eq!(m, next);
+        assert_eq!(before.len() - migrations(&before, &m), 24);
+    }
+
     /// A swap that pays only after an earlier one: the first pass over the pairs leaves 4 of
     /// the 9 boxes in place, a second finds the best renaming, 5 (no other keeps more).
     #[test]

@@ -44,3 +44,13 @@ pub mod summary;
 pub mod text;
 pub mod timed;
 pub mod window;
+
+/// Busy-waits `d` on the wall clock: a heavy box of known length for tests (a summed range is
+/// folded to a constant by an optimised build).
+#[cfg(test)]
+pub(crate) fn busy_wait(d: std::time::Duration) {
+    let t = std::time::Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}

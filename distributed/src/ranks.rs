@@ -29,7 +29,7 @@ use pbs::bisection::kway_rcb;
 use pbs::diffusion::diffuse;
 use pbs::{metrics, Grid};
 use pbs_scheduler::criteria::{self, Criterion, Sample};
-use pbs_scheduler::executors::{PbsOptions, StaticBlocks};
+use pbs_scheduler::executors::{PbsOptions, RemapInputs, Remapper, StaticBlocks};
 use pbs_scheduler::mapper::{Mapper, Observed};
 
 /// The balancers across ranks, by name.
@@ -422,10 +422,11 @@ impl RankBalancer {
 pub const DIFFUSION_LIMIT: f64 = 1.02;
 
 /// A k-way RCB of `loads` from scratch, its parts numbered after the parts of `owners` they
-/// overlap most ([`metrics::match_labels`]): a region that stays keeps its rank, where RCB's
-/// own numbering could move it whole to another.
+/// overlap most, as the remapping executors' RCB remaps threads ([`Remapper::remap`]): a
+/// region that stays keeps its rank, where RCB's own numbering could move it whole to another.
 fn recut(grid: &Grid, owners: &[u32], loads: &[f64], ranks: usize) -> pbs::Result<Vec<u32>> {
-    metrics::match_labels(owners, &kway_rcb(grid, loads, ranks)?, ranks)
+    let x = RemapInputs { owners, box_loads: loads, phase_loads: None, motion: None, seed: 0 };
+    Remapper::Rcb.remap(grid, ranks, &x)
 }
 
 /// The `max / mean` of the ranks' loads that [`migration_bound`] asks a rebalancing to reach:

@@ -566,11 +566,7 @@ mod tests {
         // Nor is it taken for an estimate: the first measurement still asks, and rebalances.
         exec.run_phase(&|k| {
             if inside[k] > 1.0 {
-                let t = std::time::Instant::now();
-                // Waited on the clock: an optimised build folds a summed range.
-                while t.elapsed() < std::time::Duration::from_micros(20) {
-                    std::hint::spin_loop();
-                }
+                crate::busy_wait(std::time::Duration::from_micros(20));
             }
         });
         let end = exec.end_iteration();

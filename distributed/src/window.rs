@@ -260,11 +260,7 @@ mod tests {
                 timed.hint_iterations_left(1);
                 let heavy = |k: usize| {
                     if k % 10 < 4 {
-                        let t = std::time::Instant::now();
-                        // Waited on the clock: an optimised build folds a summed range.
-                        while t.elapsed() < std::time::Duration::from_micros(20) {
-                            std::hint::spin_loop();
-                        }
+                        crate::busy_wait(std::time::Duration::from_micros(20));
                     }
                 };
                 let ends: Vec<bool> = [&mut timed as &mut dyn Executor, &mut twin]

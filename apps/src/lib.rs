@@ -96,6 +96,12 @@ pub fn build_3d(
 /// Whether md's state fits on `grid` with `held` boxes holding particles: at most
 /// [`md::MAX_BOXES`] boxes (32-bit particle ids), and the memory (2D on one layer, 3D on more).
 pub(crate) fn md_fits(grid: &Grid, held: usize) -> Result<(), String> {
+    memory::check_state("md particles", grid.len(), held, md_state_bytes(grid)?)
+}
+
+/// What md's state takes a box on `grid` (the 3D app's on more than one layer), or why md
+/// cannot run there: more boxes than its 32-bit particle ids allow.
+fn md_state_bytes(grid: &Grid) -> Result<memory::StateBytes, String> {
     if grid.len() > md::MAX_BOXES {
         return Err(format!(
             "md on {grid}: {} boxes, more than the {} its 32-bit particle ids allow",
@@ -103,8 +109,7 @@ pub(crate) fn md_fits(grid: &Grid, held: usize) -> Result<(), String> {
             md::MAX_BOXES
         ));
     }
-    let per_box = if grid.nz() > 1 { md::Md::<3>::state_bytes() } else { md::Md::<2>::state_bytes() };
-    memory::check_state("md particles", grid.len(), held, per_box)
+    Ok(if grid.nz() > 1 { md::Md::<3>::state_bytes() } else { md::Md::<2>::state_bytes() })
 }
 
 /// FNV-1a's starting state.
@@ -120,4 +125,24 @@ pub(crate) fn fnv_from(mut h: u64, words: impl Iterator<Item = u64>) -> u64 {
         }
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// md runs on up to `MAX_BOXES` boxes, exactly that many included, and sizes its state as
+    /// the 3D app's wherever the grid has more than one layer.
+    #[test]
+    fn md_s_state_is_sized_by_the_grid_s_dimensions_up_to_its_box_limit() {
+        let at_limit = Grid::new(md::MAX_BOXES, 1).unwrap();
+        assert_eq!(md_state_bytes(&at_limit), Ok(md::Md::<2>::state_bytes()));
+        let e = md_state_bytes(&Grid::new(md::MAX_BOXES + 1, 1).unwrap()).unwrap_err();
+        assert!(e.contains("more than the 159072862 its 32-bit particle ids allow"), "{e}");
+        assert_ne!(md::Md::<2>::state_bytes(), md::Md::<3>::state_bytes());
+        for (nz, three) in [(1, false), (2, true), (5, true)] {
+            let want = if three { md::Md::<3>::state_bytes() } else { md::Md::<2>::state_bytes() };
+            assert_eq!(md_state_bytes(&Grid::new_3d(4, 4, nz).unwrap()), Ok(want), "{nz} layers");
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 /// Bytes an app's per-box state takes, estimated from above: `fixed` for every box of the grid
 /// (headers, loads) and `held` more for each box whose data this process holds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StateBytes {
     pub fixed: usize,
     pub held: usize,

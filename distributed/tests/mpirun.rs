@@ -202,13 +202,27 @@ fn a_runs_figures_hold_together() {
 }
 
 /// Each rank reports how often its executor rebalanced its threads (`thread_rebalancings`):
-/// with pbs inside asked after every iteration (`PBS_CRITERION=always`) on the drifting
-/// stencil, every rank at least once in 60 iterations (4–10 measured; 1–5 in 30); static
-/// blocks and a single thread never.
+/// with pbs inside asked after every iteration (`PBS_CRITERION=always`) on the stencil whose
+/// cost map is drawn anew every 10 iterations (`rough`), every rank at least once in 60
+/// iterations (2–7 a rank in 12 runs, 2026-12-07); static blocks and a single thread never. On
+/// the drifting map a rank's threads could stay within the tolerance for the whole run (a rank
+/// with none in 1 of 16 runs), which failed this test now and then.
 #[test]
 fn each_rank_reports_its_threads_rebalancings() {
     let per_rank = |executor: &str, threads: &str| -> Vec<u64> {
-        let args = ["--app", "stencil", "--threads", threads, "--iters", "60", "--executor", executor, "--json"];
+        let args = [
+            "--app",
+            "stencil",
+            "--scenario",
+            "rough",
+            "--threads",
+            threads,
+            "--iters",
+            "60",
+            "--executor",
+            executor,
+            "--json",
+        ];
         let (out, _) = mpirun(2, &args, &[("PBS_CRITERION", "always")]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

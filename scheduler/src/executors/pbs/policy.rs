@@ -43,7 +43,7 @@ pub struct Observation {
 /// Where the current mapping stands on the measured box loads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Standing {
-    /// The cells' `max_avg` on those loads.
+    /// The owners' `max_avg` on those loads.
     pub max_avg: f64,
     /// The loads' lower bound on `max_avg` (`Problem::lower_bound`).
     pub bound: f64,
@@ -173,13 +173,18 @@ impl RebalancePolicy {
     /// Where the owners of `vcores`, charged with the box loads of `problem`
     /// (`VCores::recharge`), stand on those loads.
     pub fn standing(&self, vcores: &VCores, problem: &Problem) -> Standing {
-        let (max_avg, bound) = (vcores.max_avg(), problem.lower_bound());
+        self.standing_of(vcores.owners(), vcores.charges(), problem)
+    }
+
+    /// [`RebalancePolicy::standing`] of owners kept apart from any vCores (`Mapper`'s refined
+    /// owners): `owners` one per box of `problem`, `charges` their sums of its box loads.
+    pub fn standing_of(&self, owners: &[u32], charges: &[f64], problem: &Problem) -> Standing {
+        let (max_avg, bound) = (pbs::metrics::max_avg(charges), problem.lower_bound());
         // On the critical path: the test reads a sample of the boxes, so it runs only where
         // its answer can change the verdict.
         let weighed =
             self.waits && max_avg > (1.0 + self.trigger) * bound && self.over_tolerance < PERSISTENT_ITERATIONS;
-        let thread_wide =
-            weighed && thread_wide(vcores.owners(), problem.loads(), self.reference.as_deref(), vcores.len());
+        let thread_wide = weighed && thread_wide(owners, problem.loads(), self.reference.as_deref(), charges.len());
         Standing { max_avg, bound, mean: problem.mean(), thread_wide }
     }
 

@@ -1,0 +1,143 @@
+//! `pbs-mpi`'s balances across ranks replayed on md's own work per box, without MPI and without
+//! the timing noise of many ranks sharing a few cores:
+//! `cargo run --release -p pbs-mpi --example rank_replay -- [SCENARIO] [NXxNYxNZ] [RANKS,...] [ITERS] [BALANCES] [CRITERION]`
+//! (defaults: contraction 16x16x16 16,64 200 pbs,pbs-refined,rcb,diffusion boulmier).
+//!
+//! md runs on one thread; after each iteration every box's load is its pair count
+//! (`GridApp::box_work`) times the mean time per pair of the first iterations, in seconds, and
+//! its size the bytes it packs to (`Distributed::packed_len`). Each balance gets them through
+//! `RankBalancer::end_iteration`, the path rank 0 of `pbs-mpi run` takes (the same smoothing
+//! and criterion: Boulmier's eq. 24 by default, its cost the balancer's measured time, or any
+//! of `pbs-mpi`'s `--criterion`; no migration cost is added, as no data moves here). Prints per balance and rank count: the ranks' max/mean on the
+//! loads of each iteration with the owners it ran with (the median over the iterations, and the
+//! largest), the work-weighted efficiency (Σ mean / Σ max), the rebalancings, the boxes moved
+//! and the balancer's milliseconds.
+use std::time::Instant;
+
+use pbs::{metrics, Grid};
+use pbs_apps::distributed::build_holding;
+use pbs_mpi::ranks::{LoadHistory, RankBalancer, BALANCES};
+use pbs_scheduler::executors::StaticBlocks;
+use pbs_scheduler::report::Recorder;
+
+fn fail(e: String) -> ! {
+    eprintln!("rank_replay: {e}");
+    std::process::exit(2);
+}
+
+/// One balance at one rank count over the run.
+struct Lane {
+    name: String,
+    ranks: usize,
+    balancer: RankBalancer,
+    history: LoadHistory,
+    ran_with: Vec<f64>,
+    sum_mean: f64,
+    sum_max: f64,
+    rebalancings: usize,
+    moved: usize,
+    seconds: f64,
+}
+
+/// The median and the largest of `v` (not empty).
+fn median_and_largest(v: &mut [f64]) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    (median, v[n - 1])
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or_else(|| default.to_string());
+    let scenario = arg(0, "contraction");
+    let dims: Vec<usize> = arg(1, "16x16x16").split('x').map(|d| d.parse().unwrap_or(0)).collect();
+    let ranks: Vec<usize> = arg(2, "16,64").split(',').map(|r| r.parse().unwrap_or(0)).collect();
+    let iters: usize = arg(3, "200").parse().unwrap_or(0);
+    let names: Vec<String> = arg(4, "pbs,pbs-refined,rcb,diffusion").split(',').map(String::from).collect();
+    let criterion = arg(5, "boulmier");
+    let (nx, ny, nz) = match dims[..] {
+        [nx, ny] => (nx, ny, 1),
+        [nx, ny, nz] => (nx, ny, nz),
+        _ => fail(format!("grid {:?}: NXxNY or NXxNYxNZ", arg(1, ""))),
+    };
+    let grid = Grid::new_3d(nx, ny, nz).unwrap_or_else(|e| fail(e.to_string()));
+    if iters < 10 || ranks.iter().any(|&r| r < 2 || r > grid.len()) {
+        fail(format!("at least 10 iterations and 2 to {} ranks", grid.len()));
+    }
+    if let Some(n) = names.iter().find(|n| !BALANCES.contains(&n.as_str())) {
+        fail(format!("unknown balance {n:?}; expected some of {}", BALANCES.join(", ")));
+    }
+    let mut app = build_holding("md", &scenario, grid, 1, None).unwrap_or_else(|e| fail(e));
+    let mut exec = StaticBlocks::new(grid.len(), 1).unwrap_or_else(|e| fail(e.to_string()));
+    let mut rec = Recorder::new("static", 1);
+    // Seconds per pair: md's own iterations timed against their pairs, before the replay.
+    let (mut pairs, start) = (0.0, Instant::now());
+    for _ in 0..5 {
+        app.iterate(&mut exec, &mut rec, None);
+        pairs += app.box_work().iter().sum::<f64>();
+    }
+    let per_pair = start.elapsed().as_secs_f64() / pairs.max(1.0);
+    let iteration_ms = start.elapsed().as_secs_f64() * 1e3 / 5.0;
+    let mut lanes: Vec<Lane> = Vec::new();
+    for &r in &ranks {
+        for name in &names {
+            let estimate = app.box_work();
+            let balancer = RankBalancer::new(name, grid, r, &criterion, Some(&estimate)).unwrap_or_else(|e| fail(e));
+            lanes.push(Lane {
+                name: name.clone(),
+                ranks: r,
+                balancer,
+                history: LoadHistory::new(grid.len()),
+                ran_with: Vec::new(),
+                sum_mean: 0.0,
+                sum_max: 0.0,
+                rebalancings: 0,
+                moved: 0,
+                seconds: 0.0,
+            });
+        }
+    }
+    for _ in 0..iters {
+        app.iterate(&mut exec, &mut rec, None);
+        let loads: Vec<f64> = app.box_work().iter().map(|w| w * per_pair).collect();
+        let bytes: Vec<f64> = (0..grid.len()).map(|k| app.packed_len(k) as f64).collect();
+        for lane in &mut lanes {
+            let sums = metrics::charges(lane.balancer.owners(), &loads, lane.ranks);
+            let mean = sums.iter().sum::<f64>() / lane.ranks as f64;
+            let max = sums.iter().copied().fold(0.0, f64::max);
+            lane.ran_with.push(metrics::max_avg(&sums));
+            lane.sum_mean += mean;
+            lane.sum_max += max;
+            let d = lane.balancer.end_iteration(&mut lane.history, &loads, &bytes).unwrap_or_else(|e| fail(e));
+            if d.rebalanced {
+                lane.rebalancings += 1;
+                lane.moved += d.migrations;
+            }
+            lane.seconds += d.seconds;
+        }
+    }
+    println!(
+        "md {scenario}, {nx}x{ny}x{nz} boxes, {iters} iterations, {:.1} ns a pair (loads: pairs x that; \
+         {iteration_ms:.1} ms an iteration on one thread), criterion {criterion}",
+        per_pair * 1e9
+    );
+    println!(
+        "{:<12} {:>5} {:>15} {:>8} {:>10} {:>12} {:>11} {:>11}",
+        "balance", "ranks", "max/mean median", "largest", "efficiency", "rebalancings", "boxes moved", "balancer ms"
+    );
+    for lane in &mut lanes {
+        let (median, largest) = median_and_largest(&mut lane.ran_with);
+        println!(
+            "{:<12} {:>5} {:>15.3} {:>8.3} {:>10.3} {:>12} {:>11} {:>11.1}",
+            lane.name,
+            lane.ranks,
+            median,
+            largest,
+            lane.sum_mean / lane.sum_max,
+            lane.rebalancings,
+            lane.moved,
+            lane.seconds * 1e3
+        );
+    }
+}

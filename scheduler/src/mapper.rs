@@ -750,4 +750,36 @@ mod tests {
             assert!(ended[1] < 1.05 && ended[1] < ended[0], "{grid}: cells, refined {ended:?}");
         }
     }
+
+    /// Boxes in a row over 4 workers, a heavy one in the middle: parts in one piece cannot come
+    /// within the tolerance of the bound (1.04 × it). Asked every iteration on the same loads,
+    /// a refined mapper rebalances at most twice (the first measured iteration, the check),
+    /// weighing what is left against where it ended: nothing to win; the most loaded worker's
+    /// boxes then growing past that are rebalanced.
+    #[test]
+    fn a_refined_mapper_ending_above_the_tolerance_weighs_what_is_left_against_where_it_ended() {
+        let grid = Grid::new(9, 1).unwrap();
+        let mut rng = pbs::rng::SplitMix64::new(4);
+        let mut loads: Vec<f64> = (0..grid.len()).map(|_| 0.1 * (1 + rng.below(10)) as f64).collect();
+        let others: f64 = loads.iter().sum::<f64>() - loads[4];
+        loads[4] = 1.3 * others / 3.0;
+        let always = || PbsOptions {
+            criterion: Some(crate::criteria::by_name("always", 0.0).unwrap()),
+            ..PbsOptions::default()
+        };
+        let mut m = Mapper::new(grid, 4, always()).unwrap().with_refined_owners();
+        m.hint_loads(&loads).unwrap();
+        let bound = Problem::new(grid, &loads, 4).unwrap().lower_bound();
+        let over = metrics::max_avg(&metrics::charges(m.owners(), &loads, 4)) / bound;
+        assert!(bound > 1.1 && over > 1.03, "bound {bound}, refined owners at {over} × it");
+        let rebalanced = (0..8).filter(|_| m.end_iteration(&loads).unwrap().rebalanced).count();
+        assert!(rebalanced <= 2, "{rebalanced} rebalancings of loads that did not change");
+        // The most loaded worker's boxes 1.3 × as heavy: 1.35 × the new bound, past where it
+        // ended.
+        let charges = metrics::charges(m.owners(), &loads, 4);
+        let owner = (0..4).max_by(|&a, &b| charges[a].total_cmp(&charges[b])).unwrap() as u32;
+        let heavier: Vec<f64> =
+            loads.iter().zip(m.owners()).map(|(&l, &o)| if o == owner { 1.3 * l } else { l }).collect();
+        assert!((0..12).any(|_| m.end_iteration(&heavier).unwrap().rebalanced), "worker {owner} 1.3 × as heavy");
+    }
 }

@@ -270,7 +270,8 @@ impl Mapper {
         Ok(end)
     }
 
-    /// Maps the boxes for loads known or estimated in advance (up to 200 balancer steps), before
+    /// Maps the boxes for loads known or estimated in advance (up to 200 balancer steps; with
+    /// refined owners, the cells' first [`pbs::refine::CRAWL_STEPS`] and the refinement), before
     /// any is measured, so that the first iterations do not run on the uniform guess. Unlike the
     /// executor's hint, the first measured iteration still rebalances (when the measured loads
     /// are off the estimate by more than the tolerance): an estimate (particles, pairs) leaves

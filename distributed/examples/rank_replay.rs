@@ -39,14 +39,6 @@ struct Lane {
     seconds: f64,
 }
 
-/// The median and the largest of `v` (not empty).
-fn median_and_largest(v: &mut [f64]) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-    (median, v[n - 1])
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or_else(|| default.to_string());
@@ -126,8 +118,8 @@ fn main() {
         "{:<12} {:>5} {:>15} {:>8} {:>10} {:>12} {:>11} {:>11}",
         "balance", "ranks", "max/mean median", "largest", "efficiency", "rebalancings", "boxes moved", "balancer ms"
     );
-    for lane in &mut lanes {
-        let (median, largest) = median_and_largest(&mut lane.ran_with);
+    for lane in &lanes {
+        let (median, largest) = (metrics::median(&lane.ran_with), lane.ran_with.iter().copied().fold(0.0, f64::max));
         println!(
             "{:<12} {:>5} {:>15.3} {:>8.3} {:>10.3} {:>12} {:>11} {:>11.1}",
             lane.name,

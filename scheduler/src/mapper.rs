@@ -82,7 +82,7 @@ impl Mapper {
     /// `workers` workers over `grid`, with `options`' method, tolerance, trigger, steps per
     /// rebalancing, seed and criterion (its stealing, timing and overlap settings concern a
     /// pool and are ignored). Balances uniform loads once to start, as the executor does; that
-    /// time is the criterion's first `C`.
+    /// time is the criterion's first `C` (a hint's time replaces it, [`Mapper::hint_loads`]).
     pub fn new(grid: Grid, workers: usize, mut options: PbsOptions) -> crate::Result<Mapper> {
         if workers == 0 {
             return Err(
@@ -275,13 +275,18 @@ impl Mapper {
     /// any is measured, so that the first iterations do not run on the uniform guess. Unlike the
     /// executor's hint, the first measured iteration still rebalances (when the measured loads
     /// are off the estimate by more than the tolerance): an estimate (particles, pairs) leaves
-    /// out what a box costs regardless. Returns the boxes that changed owner; an error names a
-    /// wrong length or a bad load, and nothing changes then.
+    /// out what a box costs regardless. As the executor's hint, its time becomes the
+    /// criterion's `C` until a rebalancing is measured: a rebalancing from the uniform start,
+    /// nearer what later ones cost than the random start on uniform loads that [`Mapper::new`]
+    /// timed. Returns the boxes that changed owner; an error names a wrong length or a bad load,
+    /// and nothing changes then.
     pub fn hint_loads(&mut self, loads: &[f64]) -> crate::Result<usize> {
         let problem = Problem::new(self.grid, loads, self.vcores.len())?;
         let before = self.owners().to_vec();
+        let start = Instant::now();
         self.rebalance(&problem, 200);
         self.policy.balanced_on(loads);
+        self.policy.estimated_cost(start.elapsed().as_secs_f64());
         let moved = metrics::migrations(&before, self.owners());
         if moved > 0 {
             self.victims = victim_order(&self.vcores, self.workers, self.grid.len(), None);
@@ -561,6 +566,20 @@ mod tests {
         assert!((costs[1] - costs[0] - 0.5).abs() < 1e-12, "{costs:?}");
         assert!(m.add_to_last_cost(f64::NAN).is_err());
         assert!(!m.end_iteration(&corner(grid, 4.0)).unwrap().rebalanced || m.add_to_last_cost(0.0).unwrap());
+        // A hint's time is the next `C`, as the executor's is: the criterion hears it, and it
+        // is what a later added cost adds to.
+        let mut m = Mapper::new(
+            grid,
+            4,
+            PbsOptions { criterion: Some(Box::new(Costs(seen.clone()))), ..PbsOptions::default() },
+        )
+        .unwrap();
+        seen.lock().unwrap().clear();
+        let (start, construction) = (Instant::now(), m.policy.last_cost());
+        assert!(m.hint_loads(&corner(grid, 6.0)).unwrap() > 0);
+        let (wall, hinted) = (start.elapsed().as_secs_f64(), m.policy.last_cost());
+        assert_eq!(*seen.lock().unwrap(), [hinted]);
+        assert!(hinted > 0.0 && hinted <= wall && hinted != construction, "{construction} then {hinted} (wall {wall})");
     }
 
     /// Observing the workers' loads, with the box loads given only when asked, decides as

@@ -287,6 +287,14 @@ impl RebalancePolicy {
         self.criterion.rebalanced(cost);
     }
 
+    /// A mapping on loads given in advance took `cost` seconds: the criterion's `C` until a
+    /// rebalancing is measured. Where it ended on those loads says nothing of the measured ones,
+    /// and the first measured iteration still asks ([`crate::Mapper::hint_loads`]).
+    pub fn estimated_cost(&mut self, cost: f64) {
+        self.last_cost = cost;
+        self.criterion.rebalanced(cost);
+    }
+
     /// Adds `seconds` to the cost of the rebalancing just taken on, and tells the criterion:
     /// what a runtime spent on what the balancer does not see (moving the boxes' data).
     pub fn add_to_last_cost(&mut self, seconds: f64) {

@@ -202,7 +202,7 @@ impl LoadHistory {
 impl RankBalancer {
     /// `balance` (one of [`BALANCES`]) over `ranks` ranks of `grid`, each rank owning at least
     /// one box to start with, rebalancing when `criterion` (one of
-    /// [`pbs_scheduler::criteria::NAMES`]; `boulmier` is eq. 24) asks. `pbs` and `rcb` start
+    /// [`pbs_scheduler::criteria::NAMES`]; `boulmier` is eq. 24 with its guard for loads that change once) asks. `pbs` and `rcb` start
     /// from a partition of `estimate` (the app's own estimate of each box's work), uniform
     /// loads without it. An error names a bad name or size.
     pub fn new(
@@ -222,11 +222,12 @@ impl RankBalancer {
             "pbs" | "pbs-refined" => {
                 // Up to 200 balancer steps per rebalancing (the executor's 20 stop short when a
                 // load moved far): across ranks, moving the boxes costs more than the steps.
-                // Boulmier's with the mapper's own first cost, as the executor does. Nothing
-                // steals across ranks: `pbs-refined` takes the cells' owners to the tolerance
-                // box by box (docs/mpi.md, "Refined owners across ranks").
-                let criterion = (criterion != "boulmier").then_some(named);
-                let options = PbsOptions { steps_per_rebalance: 200, criterion, ..PbsOptions::default() };
+                // The criterion by name, with the mapper's own first cost (its hint's, where
+                // there is one), as the executor does. Nothing steals across ranks:
+                // `pbs-refined` takes the cells' owners to the tolerance box by box
+                // (docs/mpi.md, "Refined owners across ranks").
+                let criterion_name = Some(criterion.to_string());
+                let options = PbsOptions { steps_per_rebalance: 200, criterion_name, ..PbsOptions::default() };
                 let mut mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
                 if balance == "pbs-refined" {
                     mapper = mapper.with_refined_owners();

@@ -237,10 +237,10 @@ typedef struct pbs_iteration_end {
    PBS_STEAL (never, always, auto), PBS_OVERLAP (on: the balancer in idle time, or on a thread
    of its own when a step outlasts that idle time; idle: idle time or stop; thread: always its
    own thread; off: stop the iteration), PBS_LEND (never, auto, always) and PBS_CRITERION
-   (when to rebalance: boulmier, menon, procassini:RHO, marquez:XI, periodic:T, always,
-   never), or from code through pbs_executor_new_with. NULL on error: a bad argument or
-   environment variable, or a thread or the memory the system refused (pbs_last_error() says
-   which). */
+   (when to rebalance: boulmier, boulmier-eq24, menon, procassini:RHO, marquez:XI,
+   periodic:T, always, never), or from code through pbs_executor_new_with. NULL on error: a
+   bad argument or environment variable, or a thread or the memory the system refused
+   (pbs_last_error() says which). */
 pbs_executor *pbs_executor_new(const char *scheduler, size_t nx, size_t ny, size_t nz,
                                size_t threads, int pin);
 

@@ -1024,7 +1024,7 @@ pub(super) mod tests {
         assert_eq!(exec.criterion_name(), "periodic(3)");
         assert_eq!(
             Pbs::new(Grid::new(6, 6).unwrap(), 2, PbsOptions::default()).unwrap().criterion_name(),
-            "boulmier-eq24"
+            "boulmier-eq24+once"
         );
         // `SETTINGS` names exactly what `with_settings` reads (the C interface checks names by it).
         let asked = std::cell::RefCell::new(Vec::new());

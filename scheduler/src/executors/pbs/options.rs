@@ -181,7 +181,7 @@ impl PbsOptions {
                 bad(
                     "PBS_CRITERION",
                     &v,
-                    "expected boulmier, menon, procassini:RHO (0 < RHO <= 1), marquez:XI (XI > 0), periodic:T (T >= 1), always or never",
+                    "expected boulmier, boulmier-eq24, menon, procassini:RHO (0 < RHO <= 1), marquez:XI (XI > 0), periodic:T (T >= 1), always or never",
                 )
             })?;
             self.criterion = None;

@@ -9,9 +9,9 @@
 //! (`GridApp::box_work`) times the mean time per pair of the first iterations, in seconds, and
 //! its size the bytes it packs to (`Distributed::packed_len`). Each balance gets them through
 //! `RankBalancer::end_iteration`, the path rank 0 of `pbs-mpi run` takes (the same smoothing
-//! and criterion: Boulmier's eq. 24 with its guard by default, its cost the balancer's measured time, or any
-//! of `pbs-mpi`'s `--criterion`; no migration cost is added, as no data moves here). Prints per balance and rank count: the ranks' max/mean on the
-//! loads of each iteration with the owners it ran with (the median over the iterations, and the
+//! and criterion: Boulmier's eq. 24 with its guard by default, its cost the balancer's measured
+//! time, or any of `pbs-mpi`'s `--criterion`; no migration cost is added, as no data moves
+//! here). Prints per balance and rank count: the ranks' max/mean on the loads of each iteration with the owners it ran with (the median over the iterations, and the
 //! largest), the work-weighted efficiency (Σ mean / Σ max), the rebalancings, the boxes moved,
 //! the balancer's milliseconds, and the run's modelled time, Σ max plus the balancer's time: what
 //! a criterion trades (the efficiency alone rewards every rebalancing, however dear).

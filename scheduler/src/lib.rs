@@ -68,7 +68,7 @@
 //! | [`runtime`] | detect, pin, and build any executor by name |
 //! | [`stack`] | the workers' stack: the system's default for threads, or `PBS_STACKSIZE` |
 //! | [`mapper`] | pbs's mapping decisions without its threads, for a runtime that runs the tasks (StarPU) |
-//! | [`criteria`] | when to rebalance (Boulmier eq. 24, Menon, Procassini, Marquez, periodic) and the DP oracle |
+//! | [`criteria`] | when to rebalance (Boulmier eq. 24 and its guard, Menon, Procassini, Marquez, periodic) and the DP oracle |
 //! | [`counters`] | per-thread perf counters, hardware or software with the reason |
 //! | [`cache_model`] | per-thread LRU over box footprints: modelled misses |
 //! | [`report`] | busy/idle, `max_avg`, efficiency, affinity, migrations, serialisable |

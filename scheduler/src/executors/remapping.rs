@@ -3,8 +3,8 @@
 //! owner computes, with the mapping remade by a balancer of the seed papers instead of the
 //! vCores' cells. Each thread runs its own boxes in index
 //! order, timed as `pbs` times them; between iterations the threads' loads go to the same
-//! [`Criterion`] as `pbs` (Boulmier's eq. 24 by default, its cost `C` the measured time of the
-//! remapping), and when it asks, the [`Remapper`] maps the measured box loads anew:
+//! [`Criterion`] as `pbs` (Boulmier's eq. 24 with its guard for loads that change once by
+//! default, its cost `C` the measured time of the remapping), and when it asks, the [`Remapper`] maps the measured box loads anew:
 //! - `rcb`: k-way recursive coordinate bisection from scratch ([`pbs::bisection::kway_rcb`]),
 //!   what Zoltan's RCB does in the papers' comparisons;
 //! - `norcb`: Boulmier's non-orthogonal bisection, each cut parallel to the mean velocity of

@@ -3,7 +3,7 @@
 //! (`pbs-bench model`) decide by the rules the executor runs by.
 //!
 //! An iteration's owner loads go to [`RebalancePolicy::observe`]: the criterion (Boulmier's
-//! eq. 24 by default) sees them, and so do the check of the last rebalancing
+//! eq. 24, guarded, by default) sees them, and so do the check of the last rebalancing
 //! (`executors/check.rs`) and the thread medians that tell the mapping's imbalance from the
 //! machine's. If anything asked, [`RebalancePolicy::decide`] weighs the measured box loads
 //! (read only where [`RebalancePolicy::reads_box_loads`] says they may be worth reading, and

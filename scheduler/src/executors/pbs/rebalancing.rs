@@ -1,10 +1,10 @@
 //! When pbs rebalances, and whether it pays. After each iteration the threads' owner loads go
-//! to the [`Criterion`](crate::criteria::Criterion) (Boulmier's eq. 24 by default); the first
-//! measured iteration always rebalances, and so does a check, a few iterations after a
-//! rebalancing, that finds it left the threads imbalanced (`executors/check.rs`). The balancer
-//! then runs only when the measured box loads say it has something to win: the rules are
-//! `policy.rs`'s; here they are applied, and the balancer run in the threads' idle time, on the
-//! balancer thread or between iterations (`overlap.rs`, `lending.rs`).
+//! to the [`Criterion`](crate::criteria::Criterion) (Boulmier's eq. 24, guarded, by default);
+//! the first measured iteration always rebalances, and so does a check, a few iterations after
+//! a rebalancing, that finds it left the threads imbalanced (`executors/check.rs`). The
+//! balancer then runs only when the measured box loads say it has something to win: the rules
+//! are `policy.rs`'s; here they are applied, and the balancer run in the threads' idle time, on
+//! the balancer thread or between iterations (`overlap.rs`, `lending.rs`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

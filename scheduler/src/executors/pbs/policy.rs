@@ -289,7 +289,7 @@ impl RebalancePolicy {
 
     /// A mapping on loads given in advance took `cost` seconds: the criterion's `C` until a
     /// rebalancing is measured. Where it ended on those loads says nothing of the measured ones,
-    /// and the first measured iteration still asks ([`crate::Mapper::hint_loads`]).
+    /// and the first measured iteration still asks ([`crate::mapper::Mapper::hint_loads`]).
     pub fn estimated_cost(&mut self, cost: f64) {
         self.last_cost = cost;
         self.criterion.rebalanced(cost);

@@ -116,6 +116,8 @@ pub struct PeerRow {
     pub steps: Option<usize>,
     /// median time of a partition, in ms
     pub time_ms: Option<f64>,
+    /// what the method itself reported over the row's calls (METIS's printed diagnostics)
+    pub note: Option<String>,
 }
 
 /// One method over one sequence of maps.
@@ -140,6 +142,8 @@ pub struct SequenceRow {
     /// has none, rather than those of the steps before)
     #[serde(flatten)]
     pub measures: Option<SequenceMeasures>,
+    /// what the method itself reported over the sequence's calls (METIS's printed diagnostics)
+    pub note: Option<String>,
 }
 
 /// What a [`SequenceRow`] measured over the steps of a sequence.
@@ -408,6 +412,7 @@ pub fn partitions(settings: &PeersSettings, mut tick: impl FnMut(&str)) -> Resul
                     loaded_cut_to_best: None,
                     steps: m.last_steps(),
                     time_ms: None,
+                    note: m.note(),
                 };
                 match &results[i] {
                     Ok(owners) => {
@@ -589,6 +594,7 @@ fn sequence(
             parts,
             method: m.name().to_string(),
             warm: m.warm_starts(),
+            note: m.note(),
             skipped: skipped[i].clone(),
             measures: skipped[i].is_none().then(|| SequenceMeasures {
                 migrations_per_step: mean(&moved[i]),
@@ -642,6 +648,15 @@ pub fn draw_first_case(settings: &PeersSettings, path: &std::path::Path) -> Resu
     Ok((map.name, parts))
 }
 
+/// The `note` cell of a row that did not run: why, then what the method reported.
+fn skipped_note(why: &Option<String>, note: &Option<String>) -> String {
+    let why = format!("skipped: {}", why.as_deref().unwrap_or(""));
+    match note {
+        Some(note) => format!("{why}; {note}"),
+        None => why,
+    }
+}
+
 /// The per-map table.
 pub fn partition_table(rows: &[PeerRow]) -> Table {
     let mut t = Table::new(&[
@@ -675,11 +690,11 @@ pub fn partition_table(rows: &[PeerRow]) -> Table {
                 q.empty_parts.to_string(),
                 r.steps.map_or("-".into(), |s| s.to_string()),
                 format!("{:.2}", r.time_ms.unwrap_or(0.0)),
-                String::new(),
+                r.note.clone().unwrap_or_default(),
             ]),
             (None, why) => {
                 cells.extend(std::iter::repeat_n("-".to_string(), 10));
-                cells.push(format!("skipped: {}", why.as_deref().unwrap_or("")));
+                cells.push(skipped_note(why, &r.note));
             }
         }
         t.row(cells);
@@ -828,11 +843,11 @@ pub fn sequence_table(rows: &[SequenceRow]) -> Table {
                 m.split_steps.to_string(),
                 format!("{:.2}", m.time_ms),
                 format!("{:.2}", m.time_ms_mean),
-                String::new(),
+                r.note.clone().unwrap_or_default(),
             ]),
             (None, why) => {
                 cells.extend(std::iter::repeat_n("-".to_string(), 9));
-                cells.push(format!("skipped: {}", why.as_deref().unwrap_or("")));
+                cells.push(skipped_note(why, &r.note));
             }
         }
         t.row(cells);
@@ -973,6 +988,7 @@ mod tests {
             loaded_cut_to_best: Some(1.0),
             steps: None,
             time_ms: Some(1.0),
+            note: None,
         }
     }
 
@@ -1498,11 +1514,22 @@ mod tests {
             warm: false,
             skipped: Some("too few parts".into()),
             measures: None,
+            note: None,
         };
-        let t = sequence_table(&[seq]);
+        let t = sequence_table(std::slice::from_ref(&seq));
         let last = t.rows.last().unwrap();
         assert_eq!(last.len(), t.header.len(), "{last:?}");
         assert_eq!(last.last().unwrap(), "skipped: too few parts");
+        // What a method reported goes under `note` as well, after the reason where it did not run.
+        let said = Some("METIS printed \"x\" (1 of 1 calls)".to_string());
+        let t = partition_table(&[
+            PeerRow { note: said.clone(), ..rows[0].clone() },
+            PeerRow { note: said.clone(), ..skipped },
+        ]);
+        assert_eq!(t.rows[0].last().unwrap(), "METIS printed \"x\" (1 of 1 calls)");
+        assert_eq!(t.rows[1].last().unwrap(), "skipped: too few parts; METIS printed \"x\" (1 of 1 calls)");
+        let t = sequence_table(&[SequenceRow { note: said, ..seq }]);
+        assert_eq!(t.rows[0].last().unwrap(), "skipped: too few parts; METIS printed \"x\" (1 of 1 calls)");
     }
 
     /// The drawing is of the first map the settings run, at the first part count it runs at

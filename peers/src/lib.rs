@@ -156,6 +156,12 @@ pub trait Partitioner {
     fn last_steps(&self) -> Option<usize> {
         None
     }
+
+    /// What the method itself reported over its calls so far, for a report's note (METIS's
+    /// printed diagnostics: a part it could not fill); `None` where nothing.
+    fn note(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Every method name, pbs first.

@@ -26,18 +26,28 @@ pub enum MetisScheme {
 }
 
 /// A METIS partitioner with a fixed seed, so that runs repeat.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Metis {
     /// Which driver.
     pub scheme: MetisScheme,
     /// METIS's random seed.
     pub seed: i32,
+    /// The calls made, and for each diagnostic METIS printed ("Cannot bisect a graph with 0
+    /// vertices!"), the calls that printed it: see [`Partitioner::note`].
+    said: Said,
+}
+
+/// METIS's printed diagnostics over a partitioner's calls.
+#[derive(Debug, Clone, Default)]
+struct Said {
+    calls: usize,
+    lines: std::collections::BTreeMap<String, usize>,
 }
 
 impl Metis {
     /// The given driver with seed 1.
     pub fn new(scheme: MetisScheme) -> Metis {
-        Metis { scheme, seed: 1 }
+        Metis { scheme, seed: 1, said: Said::default() }
     }
 }
 
@@ -78,10 +88,35 @@ impl Partitioner for Metis {
         } else {
             vec![1; loads.len()]
         };
-        let part = ffi::partition(self.scheme, xadj, adjncy, weights, parts, self.seed)
+        let (part, said) = ffi::partition(self.scheme, xadj, adjncy, weights, parts, self.seed)
             .map_err(|(status, meaning)| Error::Metis { method: self.name().to_string(), status, meaning })?;
+        self.said.calls += 1;
+        for line in said.into_iter().collect::<std::collections::BTreeSet<_>>() {
+            *self.said.lines.entry(line).or_default() += 1;
+        }
         Ok(part.into_iter().map(|p| p as u32).collect())
     }
+
+    fn note(&self) -> Option<String> {
+        let Said { calls, lines } = &self.said;
+        let each = lines.iter().map(|(line, n)| format!("\"{line}\" ({n} of {calls} calls)"));
+        (!lines.is_empty()).then(|| format!("METIS printed {}", each.collect::<Vec<_>>().join(", ")))
+    }
+}
+
+/// METIS's diagnostics among what was printed to standard output during a call: its lines that
+/// start with `***` (after blanks), without those stars; the other lines, anyone else's, are
+/// returned apart so that they can go where they were written.
+#[cfg_attr(not(pbs_metis), allow(dead_code))]
+fn diagnostics(printed: &str) -> (Vec<String>, String) {
+    let (mut said, mut others) = (Vec::new(), String::new());
+    for line in printed.split_inclusive('\n') {
+        match line.trim_start().strip_prefix("***") {
+            Some(diagnostic) => said.push(diagnostic.trim().to_string()),
+            None => others.push_str(line),
+        }
+    }
+    (said, others)
 }
 
 /// An error where the face-neighbour graph of `grid` has more adjacency entries (twice its
@@ -112,6 +147,8 @@ mod ffi {
     pub type Idx = i64;
     #[cfg(not(pbs_metis_idx64))]
     pub type Idx = i32;
+    /// A part id per vertex and the diagnostics METIS printed, or its status and meaning.
+    pub type Parted = Result<(Vec<Idx>, Vec<String>), (i32, &'static str)>;
     #[cfg(pbs_metis_real64)]
     type Real = f64;
     #[cfg(not(pbs_metis_real64))]
@@ -162,29 +199,49 @@ mod ffi {
         METIS_PartGraphRecursive
     );
 
-    /// While alive, file descriptor 1 writes to standard error (restored on drop): what any
-    /// thread writes to standard output meanwhile goes to standard error, nothing is lost.
-    struct StdoutToStderr {
+    /// While alive, file descriptor 1 writes to a file of this process's own (or, where none
+    /// can be made, to standard error); [`Capture::finish`] puts it back and returns what was
+    /// written meanwhile.
+    struct Capture {
         saved: c_int,
+        file: Option<std::fs::File>,
     }
 
-    impl StdoutToStderr {
-        fn new() -> StdoutToStderr {
+    impl Capture {
+        fn new() -> Capture {
             use std::io::Write as _;
+            use std::os::fd::AsRawFd as _;
             let _ = std::io::stdout().flush();
+            let file = unnamed_file().ok();
+            let target = file.as_ref().map_or(2, |f| f.as_raw_fd());
             // SAFETY: dup and dup2 only create and replace descriptors of this process; a
             // failed dup (-1) is remembered and leaves descriptor 1 untouched.
             let saved = unsafe { libc::dup(1) };
             if saved >= 0 {
-                // SAFETY: as above; 1 and 2 are the standard descriptors.
-                unsafe { libc::dup2(2, 1) };
+                // SAFETY: as above; `target` is 2 or the open descriptor of `file`, which
+                // this value keeps open for as long as it holds descriptor 1.
+                unsafe { libc::dup2(target, 1) };
             }
-            StdoutToStderr { saved }
+            Capture { saved, file }
         }
-    }
 
-    impl Drop for StdoutToStderr {
-        fn drop(&mut self) {
+        /// Descriptor 1 back, and what was written to it meanwhile (nothing where it went to
+        /// standard error, or where the file cannot be read back).
+        fn finish(mut self) -> String {
+            use std::io::{Read as _, Seek as _};
+            self.restore();
+            let mut printed = String::new();
+            if let Some(file) = &mut self.file {
+                if file.rewind().is_ok() {
+                    let mut bytes = Vec::new();
+                    let _ = file.read_to_end(&mut bytes);
+                    printed = String::from_utf8_lossy(&bytes).into_owned();
+                }
+            }
+            printed
+        }
+
+        fn restore(&mut self) {
             if self.saved >= 0 {
                 // SAFETY: METIS's printf buffer goes out first; then `saved`, a descriptor
                 // this value owns, is put back on 1 and closed.
@@ -193,14 +250,32 @@ mod ffi {
                     libc::dup2(self.saved, 1);
                     libc::close(self.saved);
                 }
+                self.saved = -1;
             }
         }
     }
 
+    impl Drop for Capture {
+        fn drop(&mut self) {
+            self.restore();
+        }
+    }
+
+    /// A new file in the temporary folder, its name removed at once: gone with its last
+    /// descriptor. An error where it cannot be made or its name cannot be removed.
+    fn unnamed_file() -> std::io::Result<std::fs::File> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("pbs-metis-{}-{n}", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        std::fs::remove_file(&path)?;
+        Ok(file)
+    }
+
     /// Runs METIS on a graph in compressed rows (`xadj.len() == weights.len() + 1`, `adjncy`
-    /// holding `xadj[n]` vertex ids below `n`, symmetric), returning a part id per vertex or
-    /// METIS's status and its meaning. The arrays are taken by value: METIS's prototypes ask
-    /// for mutable pointers even to what it only reads.
+    /// holding `xadj[n]` vertex ids below `n`, symmetric), returning a part id per vertex and
+    /// the diagnostics METIS printed, or METIS's status and its meaning. The arrays are taken
+    /// by value: METIS's prototypes ask for mutable pointers even to what it only reads.
     pub fn partition(
         scheme: MetisScheme,
         mut xadj: Vec<Idx>,
@@ -208,7 +283,7 @@ mod ffi {
         mut weights: Vec<Idx>,
         parts: usize,
         seed: i32,
-    ) -> Result<Vec<Idx>, (i32, &'static str)> {
+    ) -> Parted {
         let n = weights.len();
         assert!(xadj.len() == n + 1 && xadj[n] as usize == adjncy.len(), "malformed graph");
         // SAFETY: a function of no argument that returns 1; the call keeps its file, and the
@@ -235,8 +310,10 @@ mod ffi {
         // repeat. One call at a time keeps each seeded run repeatable.
         let _one_at_a_time = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         // METIS prints some diagnostics ("***Cannot bisect a graph with 0 vertices!") with
-        // printf; they would land in the middle of a caller's output (JSON included).
-        let _to_stderr = StdoutToStderr::new();
+        // printf; they would land in the middle of a caller's output (JSON included), one per
+        // call: they come back with the result, and anything else printed meanwhile is
+        // printed again once the call is over.
+        let capture = Capture::new();
         // SAFETY: every non-null pointer is to a live, exclusively borrowed buffer of the
         // length METIS reads or writes for these arguments: one value for nvtxs, ncon, nparts
         // and edgecut; n + 1 for xadj; xadj[n] for adjncy (checked above); n for vwgt and
@@ -259,8 +336,13 @@ mod ffi {
                 part.as_mut_ptr(),
             )
         };
+        let (said, others) = super::diagnostics(&capture.finish());
+        if !others.is_empty() {
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(others.as_bytes());
+        }
         match status {
-            OK => Ok(part),
+            OK => Ok((part, said)),
             -2 => Err((status, "erroneous inputs or options")),
             -3 => Err((status, "out of memory")),
             _ => Err((status, "an unspecified error")),
@@ -274,15 +356,9 @@ mod ffi {
 
     pub const AVAILABLE: bool = false;
     pub type Idx = i32;
+    pub type Parted = Result<(Vec<Idx>, Vec<String>), (i32, &'static str)>;
 
-    pub fn partition(
-        _: MetisScheme,
-        _: Vec<Idx>,
-        _: Vec<Idx>,
-        _: Vec<Idx>,
-        _: usize,
-        _: i32,
-    ) -> Result<Vec<Idx>, (i32, &'static str)> {
+    pub fn partition(_: MetisScheme, _: Vec<Idx>, _: Vec<Idx>, _: Vec<Idx>, _: usize, _: i32) -> Parted {
         unreachable!("callers check AVAILABLE first")
     }
 }
@@ -307,6 +383,20 @@ fn a_graph_too_large_for_idx_t_is_refused() {
     }
 }
 
+/// METIS's lines (blanks, then `***`) are told from anyone else's, which keep their ends.
+#[cfg(test)]
+#[test]
+fn metis_s_diagnostics_are_told_from_other_output() {
+    let printed = "\t***Cannot bisect a graph with 0 vertices!\nrow 1\n***You are trying to partition a graph into too many parts!\n\t*** \nlast";
+    let (said, others) = diagnostics(printed);
+    assert_eq!(
+        said,
+        ["Cannot bisect a graph with 0 vertices!", "You are trying to partition a graph into too many parts!", ""]
+    );
+    assert_eq!(others, "row 1\nlast");
+    assert_eq!(diagnostics(""), (vec![], String::new()));
+}
+
 #[cfg(all(test, pbs_metis))]
 mod tests {
     use super::*;
@@ -322,6 +412,29 @@ mod tests {
         let q = quality::measure(&grid, &loads, &a, 72);
         assert_eq!((q.disconnected_parts, q.empty_parts), (0, 0), "{q:?}");
         assert!(q.max_avg < 1.10, "{q:?}");
+    }
+
+    /// Where one box holds half the load, recursive bisection leaves parts empty and METIS
+    /// prints why: once per call, in the partitioner's note, not on standard output.
+    #[test]
+    fn what_metis_prints_comes_back_in_the_note() {
+        let grid = Grid::new(20, 20).unwrap();
+        let mut loads = vec![1.0; grid.len()];
+        loads[210] = 400.0;
+        let mut m = Metis::new(MetisScheme::Recursive);
+        assert_eq!(m.note(), None);
+        for _ in 0..2 {
+            m.partition(&grid, &loads, 10).unwrap();
+        }
+        let note = m.note().expect("METIS printed nothing");
+        assert!(note.starts_with("METIS printed \""), "{note}");
+        assert!(note.contains("Cannot bisect a graph with 0 vertices!\" (2 of 2 calls)"), "{note}");
+        // A map METIS splits without a word adds a call and nothing else.
+        m.partition(&grid, &vec![1.0; grid.len()], 10).unwrap();
+        assert!(m.note().unwrap().contains("(2 of 3 calls)"));
+        let mut quiet = Metis::new(MetisScheme::Kway);
+        quiet.partition(&grid, &vec![1.0; grid.len()], 10).unwrap();
+        assert_eq!(quiet.note(), None);
     }
 
     #[test]

@@ -159,7 +159,9 @@ mod ffi {
     const OPTION_CONTIG: usize = 11;
     const OPTION_NUMBERING: usize = 17;
     const OK: c_int = 1;
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    /// One METIS call at a time (below), and the file that takes its printed output, made at
+    /// the first call and emptied at each.
+    pub(super) static LOCK: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
 
     extern "C" {
         fn METIS_SetDefaultOptions(options: *mut Idx) -> c_int;
@@ -199,46 +201,55 @@ mod ffi {
         METIS_PartGraphRecursive
     );
 
-    /// While alive, file descriptor 1 writes to a file of this process's own (or, where none
-    /// can be made, to standard error); [`Capture::finish`] puts it back and returns what was
-    /// written meanwhile.
-    struct Capture {
+    /// While alive, file descriptor 1 writes to the end of `file` (or, where there is none or
+    /// its end cannot be found, to standard error); [`Capture::finish`] puts it back and returns
+    /// what was written meanwhile.
+    pub(super) struct Capture<'a> {
         saved: c_int,
-        file: Option<std::fs::File>,
+        /// The file, and where its end was when the capture began.
+        file: Option<(&'a mut std::fs::File, u64)>,
     }
 
-    impl Capture {
-        fn new() -> Capture {
-            use std::io::Write as _;
+    /// Past this size the capture file is emptied before the next call (METIS prints a line or
+    /// two on a call that leaves parts empty; the file is read back only from where a call began).
+    pub(super) const CAPTURE_KEPT_BYTES: u64 = 1 << 20;
+
+    impl<'a> Capture<'a> {
+        pub(super) fn new(file: Option<&'a mut std::fs::File>) -> Capture<'a> {
+            use std::io::{Seek as _, SeekFrom, Write as _};
             use std::os::fd::AsRawFd as _;
             let _ = std::io::stdout().flush();
-            let file = unnamed_file().ok();
-            let target = file.as_ref().map_or(2, |f| f.as_raw_fd());
+            let file = file.and_then(|f| {
+                if f.stream_position().is_ok_and(|end| end > CAPTURE_KEPT_BYTES) {
+                    let _ = f.set_len(0);
+                }
+                let end = f.seek(SeekFrom::End(0)).ok()?;
+                Some((f, end))
+            });
+            let target = file.as_ref().map_or(2, |(f, _)| f.as_raw_fd());
             // SAFETY: dup and dup2 only create and replace descriptors of this process; a
             // failed dup (-1) is remembered and leaves descriptor 1 untouched.
             let saved = unsafe { libc::dup(1) };
             if saved >= 0 {
                 // SAFETY: as above; `target` is 2 or the open descriptor of `file`, which
-                // this value keeps open for as long as it holds descriptor 1.
+                // this value borrows for as long as it holds descriptor 1.
                 unsafe { libc::dup2(target, 1) };
             }
             Capture { saved, file }
         }
 
         /// Descriptor 1 back, and what was written to it meanwhile (nothing where it went to
-        /// standard error, or where the file cannot be read back).
-        fn finish(mut self) -> String {
-            use std::io::{Read as _, Seek as _};
+        /// standard error, or where the file cannot be read back). Descriptor 1 shared the
+        /// file's offset, so that offset is where the writing ended.
+        pub(super) fn finish(mut self) -> String {
+            use std::io::{Read as _, Seek as _, SeekFrom};
             self.restore();
-            let mut printed = String::new();
-            if let Some(file) = &mut self.file {
-                if file.rewind().is_ok() {
-                    let mut bytes = Vec::new();
-                    let _ = file.read_to_end(&mut bytes);
-                    printed = String::from_utf8_lossy(&bytes).into_owned();
-                }
+            let Some((file, start)) = self.file.take() else { return String::new() };
+            let mut bytes = Vec::new();
+            if file.stream_position().is_ok_and(|end| end > start) && file.seek(SeekFrom::Start(start)).is_ok() {
+                let _ = file.read_to_end(&mut bytes);
             }
-            printed
+            String::from_utf8_lossy(&bytes).into_owned()
         }
 
         fn restore(&mut self) {
@@ -255,7 +266,7 @@ mod ffi {
         }
     }
 
-    impl Drop for Capture {
+    impl Drop for Capture<'_> {
         fn drop(&mut self) {
             self.restore();
         }
@@ -263,10 +274,8 @@ mod ffi {
 
     /// A new file in the temporary folder, its name removed at once: gone with its last
     /// descriptor. An error where it cannot be made or its name cannot be removed.
-    fn unnamed_file() -> std::io::Result<std::fs::File> {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("pbs-metis-{}-{n}", std::process::id()));
+    pub(super) fn unnamed_file() -> std::io::Result<std::fs::File> {
+        let path = std::env::temp_dir().join(format!("pbs-metis-{}", std::process::id()));
         let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
         std::fs::remove_file(&path)?;
         Ok(file)
@@ -308,12 +317,15 @@ mod ffi {
         // METIS draws its random numbers from the C library's process-wide `rand()` state,
         // reseeded per call: two calls at once would interleave their draws and neither would
         // repeat. One call at a time keeps each seeded run repeatable.
-        let _one_at_a_time = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut one_at_a_time = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if one_at_a_time.is_none() {
+            *one_at_a_time = unnamed_file().ok();
+        }
         // METIS prints some diagnostics ("***Cannot bisect a graph with 0 vertices!") with
         // printf; they would land in the middle of a caller's output (JSON included), one per
         // call: they come back with the result, and anything else printed meanwhile is
         // printed again once the call is over.
-        let capture = Capture::new();
+        let capture = Capture::new(one_at_a_time.as_mut());
         // SAFETY: every non-null pointer is to a live, exclusively borrowed buffer of the
         // length METIS reads or writes for these arguments: one value for nvtxs, ncon, nparts
         // and edgecut; n + 1 for xadj; xadj[n] for adjncy (checked above); n for vwgt and
@@ -341,12 +353,53 @@ mod ffi {
             use std::io::Write as _;
             let _ = std::io::stdout().write_all(others.as_bytes());
         }
+        if status != OK {
+            // The call failed: what METIS said goes where it went before, beside the error.
+            for line in &said {
+                eprintln!("METIS: {line}");
+            }
+        }
         match status {
             OK => Ok((part, said)),
             -2 => Err((status, "erroneous inputs or options")),
             -3 => Err((status, "out of memory")),
             _ => Err((status, "an unspecified error")),
         }
+    }
+}
+
+#[cfg(all(test, pbs_metis))]
+mod capture_tests {
+    use super::ffi::{Capture, CAPTURE_KEPT_BYTES, LOCK};
+    use std::io::{Seek as _, SeekFrom};
+
+    fn print(text: &str) {
+        // SAFETY: writes `text.len()` bytes of a live string to descriptor 1.
+        unsafe { libc::write(1, text.as_ptr().cast(), text.len()) };
+    }
+
+    /// A capture returns what descriptor 1 took during it and nothing from before; past its
+    /// limit the file is emptied first. Under METIS's lock, as every capture is.
+    #[test]
+    fn a_capture_returns_what_was_written_during_it() {
+        let _one_at_a_time = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut file = super::ffi::unnamed_file().unwrap();
+        let c = Capture::new(Some(&mut file));
+        print("first\n");
+        assert_eq!(c.finish(), "first\n");
+        assert_eq!(Capture::new(Some(&mut file)).finish(), "");
+        let c = Capture::new(Some(&mut file));
+        print("second\n");
+        assert_eq!(c.finish(), "second\n");
+        assert_eq!(file.metadata().unwrap().len(), 13, "the file keeps what it took");
+        file.set_len(CAPTURE_KEPT_BYTES + 1).unwrap();
+        file.seek(SeekFrom::End(0)).unwrap();
+        let c = Capture::new(Some(&mut file));
+        print("third\n");
+        assert_eq!(c.finish(), "third\n");
+        assert_eq!(file.metadata().unwrap().len(), 6, "emptied past its limit");
+        // Without a file, descriptor 1 goes to standard error and nothing comes back.
+        assert_eq!(Capture::new(None).finish(), "");
     }
 }
 

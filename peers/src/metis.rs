@@ -348,24 +348,39 @@ mod ffi {
                 part.as_mut_ptr(),
             )
         };
-        let (said, others) = super::diagnostics(&capture.finish());
-        if !others.is_empty() {
-            use std::io::Write as _;
-            let _ = std::io::stdout().write_all(others.as_bytes());
-        }
-        if status != OK {
-            // The call failed: what METIS said goes where it went before, beside the error.
-            for line in &said {
-                eprintln!("METIS: {line}");
-            }
-        }
+        let said = super::keep_diagnostics(&capture.finish());
         match status {
             OK => Ok((part, said)),
-            -2 => Err((status, "erroneous inputs or options")),
-            -3 => Err((status, "out of memory")),
-            _ => Err((status, "an unspecified error")),
+            _ => {
+                // The call failed: what METIS said goes where it went before, beside the error.
+                for line in &said {
+                    eprintln!("METIS: {line}");
+                }
+                Err((status, super::failure(status)))
+            }
         }
     }
+}
+
+/// What METIS's status `status` (other than `METIS_OK`) means.
+#[cfg_attr(not(pbs_metis), allow(dead_code))]
+fn failure(status: i32) -> &'static str {
+    match status {
+        -2 => "erroneous inputs or options",
+        -3 => "out of memory",
+        _ => "an unspecified error",
+    }
+}
+
+/// METIS's diagnostics in what was printed during a call ([`diagnostics`]); the rest, anyone
+/// else's, written to standard output again.
+#[cfg_attr(not(pbs_metis), allow(dead_code))]
+fn keep_diagnostics(printed: &str) -> Vec<String> {
+    use std::io::Write as _;
+    let (said, others) = diagnostics(printed);
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(others.as_bytes()).and_then(|()| out.flush());
+    said
 }
 
 #[cfg(all(test, pbs_metis))]
@@ -400,7 +415,20 @@ mod capture_tests {
         assert_eq!(file.metadata().unwrap().len(), 6, "emptied past its limit");
         // Without a file, descriptor 1 goes to standard error and nothing comes back.
         assert_eq!(Capture::new(None).finish(), "");
+        // What is not METIS's, printed during a call, is printed again after it.
+        let c = Capture::new(Some(&mut file));
+        assert_eq!(super::keep_diagnostics("\t***Cannot bisect!\nanother thread's row\n"), ["Cannot bisect!"]);
+        assert_eq!(c.finish(), "another thread's row\n");
     }
+}
+
+/// METIS's failures by status, named.
+#[cfg(test)]
+#[test]
+fn metis_s_failures_are_named() {
+    assert_eq!(failure(-2), "erroneous inputs or options");
+    assert_eq!(failure(-3), "out of memory");
+    assert_eq!(failure(-4), "an unspecified error");
 }
 
 #[cfg(not(pbs_metis))]

@@ -11,10 +11,11 @@
 //! `RankBalancer::end_iteration`, the path rank 0 of `pbs-mpi run` takes (the same smoothing
 //! and criterion: Boulmier's eq. 24 with its guard by default, its cost the balancer's measured
 //! time, or any of `pbs-mpi`'s `--criterion`; no migration cost is added, as no data moves
-//! here). Prints per balance and rank count: the ranks' max/mean on the loads of each iteration with the owners it ran with (the median over the iterations, and the
-//! largest), the work-weighted efficiency (Σ mean / Σ max), the rebalancings, the boxes moved,
-//! the balancer's milliseconds, and the run's modelled time, Σ max plus the balancer's time: what
-//! a criterion trades (the efficiency alone rewards every rebalancing, however dear).
+//! here). Prints per balance and rank count: the ranks' max/mean on the loads of each iteration
+//! with the owners it ran with (the median over the iterations, and the largest), the
+//! work-weighted efficiency (Σ mean / Σ max), the rebalancings, the boxes moved, the balancer's
+//! milliseconds, and the run's modelled time, Σ max plus the balancer's time: what a criterion
+//! trades (the efficiency alone rewards every rebalancing, however dear).
 use std::time::Instant;
 
 use pbs::{metrics, Grid};

@@ -202,9 +202,10 @@ impl LoadHistory {
 impl RankBalancer {
     /// `balance` (one of [`BALANCES`]) over `ranks` ranks of `grid`, each rank owning at least
     /// one box to start with, rebalancing when `criterion` (one of
-    /// [`pbs_scheduler::criteria::NAMES`]; `boulmier` is eq. 24 with its guard for loads that change once) asks. `pbs` and `rcb` start
-    /// from a partition of `estimate` (the app's own estimate of each box's work), uniform
-    /// loads without it. An error names a bad name or size.
+    /// [`pbs_scheduler::criteria::NAMES`]; `boulmier` is eq. 24 with its guard for loads that
+    /// change once) asks. `pbs` and `rcb` start from a partition of `estimate` (the app's own
+    /// estimate of each box's work), uniform loads without it. An error names a bad name or
+    /// size.
     pub fn new(
         balance: &str,
         grid: Grid,

@@ -496,7 +496,8 @@ mod tests {
     }
 
     /// Where one box holds half the load, recursive bisection leaves parts empty and METIS
-    /// prints why: once per call, in the partitioner's note, not on standard output.
+    /// prints why: counted per call in the partitioner's note (that the printing is taken off
+    /// standard output is `capture_tests`' to check).
     #[test]
     fn what_metis_prints_comes_back_in_the_note() {
         let grid = Grid::new(20, 20).unwrap();

@@ -27,6 +27,7 @@ use std::time::Instant;
 
 use pbs::bisection::kway_rcb;
 use pbs::diffusion::diffuse;
+use pbs::refine::CRAWL_STEPS;
 use pbs::{metrics, Grid};
 use pbs_scheduler::criteria::{self, Criterion, Sample};
 use pbs_scheduler::executors::{PbsOptions, RemapInputs, Remapper, StaticBlocks};
@@ -221,14 +222,15 @@ impl RankBalancer {
             || (0..ranks).flat_map(|r| StaticBlocks::block(grid.len(), ranks, r).map(move |_| r as u32)).collect();
         let (kind, owners) = match balance {
             "pbs" | "pbs-refined" => {
-                // Up to 200 balancer steps per rebalancing (the executor's 20 stop short when a
-                // load moved far): across ranks, moving the boxes costs more than the steps.
-                // The criterion by name, with the mapper's own first cost (its hint's, where
+                // Up to `CRAWL_STEPS` balancer steps per rebalancing, as a refined one takes
+                // (the executor's 20 stop short when a load moved far): past them the cells
+                // crawl. With 200, at 64 ranks, a rebalancing cost 35–62 ms for the same balance
+                // (docs/mpi.md, "Cells that crawl across ranks"). The criterion by name, with the mapper's own first cost (its hint's, where
                 // there is one), as the executor does. Nothing steals across ranks:
                 // `pbs-refined` takes the cells' owners to the tolerance box by box
                 // (docs/mpi.md, "Refined owners across ranks").
                 let criterion_name = Some(criterion.to_string());
-                let options = PbsOptions { steps_per_rebalance: 200, criterion_name, ..PbsOptions::default() };
+                let options = PbsOptions { steps_per_rebalance: CRAWL_STEPS, criterion_name, ..PbsOptions::default() };
                 let mut mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
                 if balance == "pbs-refined" {
                     mapper = mapper.with_refined_owners();
@@ -609,6 +611,45 @@ mod tests {
             imbalance(b.owners(), &loads, 32)
         });
         assert!(ended[0] > 1.03 && ended[1] < 1.025, "pbs, pbs-refined: {ended:?}");
+    }
+
+    /// Where each rank holds few boxes of a concentrated load the cells crawl: `pbs` stops a
+    /// rebalancing where [`CRAWL_STEPS`] steps stop, as a mapper told so does from the same
+    /// start, and not where 200 would (the steps the rank balancer took until 2026-12-07).
+    #[test]
+    fn a_rank_rebalancing_stops_where_the_cells_crawl() {
+        let grid = Grid::new(24, 24).unwrap();
+        let ranks = 36;
+        // md's expansion in miniature: the load piled in a disc at the centre.
+        let loads: Vec<f64> = (0..grid.len())
+            .map(|k| {
+                let (x, y) = ((k % 24) as f64 - 11.5, (k / 24) as f64 - 11.5);
+                0.1 * (1.0 + 40.0 * (-(x * x + y * y) / 18.0).exp())
+            })
+            .collect();
+        let bytes = vec![64.0; grid.len()];
+        let ranked = {
+            let mut b = RankBalancer::new("pbs", grid, ranks, "always", None).unwrap();
+            let mut history = LoadHistory::new(grid.len());
+            let decided: Vec<Decision> =
+                (0..=WARMUP).map(|_| b.end_iteration(&mut history, &loads, &bytes).unwrap()).collect();
+            assert!(decided.iter().any(|d| d.rebalanced && d.migrations > 0));
+            b.owners().to_vec()
+        };
+        let mapped = [CRAWL_STEPS, 200].map(|steps| {
+            let criterion_name = Some("always".to_string());
+            let options = PbsOptions { steps_per_rebalance: steps, criterion_name, ..PbsOptions::default() };
+            let mut m = Mapper::new(grid, ranks, options).unwrap();
+            for _ in 0..=WARMUP {
+                let sums = metrics::charges(m.owners(), &loads, ranks);
+                if m.observe(&sums).unwrap() == Observed::NeedsBoxLoads {
+                    m.balance_on(&loads).unwrap();
+                }
+            }
+            m.owners().to_vec()
+        });
+        assert_eq!(ranked, mapped[0], "the rank balancer's owners are those of {CRAWL_STEPS} steps");
+        assert_ne!(mapped[0], mapped[1], "the case needs cells that run past {CRAWL_STEPS} steps");
     }
 
     /// On balanced ranks the box loads are asked for once, at the first measured iteration;

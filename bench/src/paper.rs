@@ -156,21 +156,8 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     let fig5_panels: Vec<Panel> = Case::ALL
         .iter()
         .map(|&case| {
-            let mut series = Vec::new();
-            for (ci, method) in [methods::DEFAULT, PAPER_METHOD].into_iter().enumerate() {
-                let rec = &curves.iter().find(|c| c.0 == case && c.1 == method).expect("ran").2;
-                for (which, pick) in [("dol_max", 0usize), ("dol_min", 1)] {
-                    series.push(Series {
-                        label: format!("{method} {which}"),
-                        points: rec
-                            .iter()
-                            .map(|r| ((r.step + 1) as f64, if pick == 0 { r.dol_max } else { r.dol_min }))
-                            .collect(),
-                        color: PALETTE[2 * ci + pick],
-                        stroke: if ci == 1 { Stroke::Dashed } else { Stroke::Solid },
-                    });
-                }
-            }
+            let run_of = |method| curves.iter().find(|c| c.0 == case && c.1 == method).expect("ran").2.as_slice();
+            let series = dol_series([run_of(methods::DEFAULT), run_of(PAPER_METHOD)]);
             Panel {
                 title: format!("{} (50x50, 10 vCores)", case.name()),
                 x_label: "step + 1".into(),
@@ -219,7 +206,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     bar.set_message("assignment cost");
     let reps = if s.trials >= 100 { 21 } else { 5 };
     let mut costs = Vec::new();
-    for vcores in [72, 1000] {
+    for vcores in ASSIGN_VCORES {
         for side in [50, 100, 150, 300] {
             costs.push(assign_cost::measure(side, vcores, reps));
             tick();
@@ -231,29 +218,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
         y_label: "ns per box".into(),
         log_x: true,
         log_y: true,
-        series: [72usize, 1000]
-            .iter()
-            .enumerate()
-            .flat_map(|(i, &v)| {
-                let pts = |f: fn(&AssignCost) -> f64| {
-                    costs.iter().filter(|c| c.vcores == v).map(|c| (c.boxes as f64, f(c))).collect()
-                };
-                [
-                    Series {
-                        label: format!("fast, {v} vCores"),
-                        points: pts(|c| c.fast_ns_per_box),
-                        color: PALETTE[2 * i],
-                        stroke: Stroke::Solid,
-                    },
-                    Series {
-                        label: format!("brute force, {v} vCores"),
-                        points: pts(|c| c.brute_us * 1e3 / c.boxes as f64),
-                        color: PALETTE[2 * i + 1],
-                        stroke: Stroke::Dashed,
-                    },
-                ]
-            })
-            .collect(),
+        series: cost_series(&costs, ASSIGN_VCORES),
     };
     panels::line_panels(&out.join("assign_cost.png"), 800, 500, 1, &[cost_panel])?;
 
@@ -288,6 +253,58 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     let path = out.join("report.md");
     std::fs::write(&path, markdown(&results, &shape_list)).map_err(|e| e.to_string())?;
     Ok(path)
+}
+
+/// The vCore counts of the assignment-cost table.
+const ASSIGN_VCORES: [usize; 2] = [72, 1000];
+
+/// Fig. 5's curves of one case: the distance to optimal load of the most and least loaded
+/// vCore per step (`dol_max`, `dol_min`), of the default method (solid) and of the paper's
+/// (dashed), against `step + 1` for the log axis.
+fn dol_series(runs: [&[StepRecord]; 2]) -> Vec<Series> {
+    let mut series = Vec::new();
+    for (ci, (method, rec)) in [methods::DEFAULT, PAPER_METHOD].into_iter().zip(runs).enumerate() {
+        for (which, pick) in [("dol_max", 0usize), ("dol_min", 1)] {
+            series.push(Series {
+                label: format!("{method} {which}"),
+                points: rec
+                    .iter()
+                    .map(|r| ((r.step + 1) as f64, if pick == 0 { r.dol_max } else { r.dol_min }))
+                    .collect(),
+                color: PALETTE[2 * ci + pick],
+                stroke: if ci == 1 { Stroke::Dashed } else { Stroke::Solid },
+            });
+        }
+    }
+    series
+}
+
+/// The assignment-cost plot: nanoseconds per box against boxes, fast (solid) and brute force
+/// (dashed), one pair of curves per vCore count.
+fn cost_series(costs: &[AssignCost], vcores: [usize; 2]) -> Vec<Series> {
+    vcores
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &v)| {
+            let pts = |f: fn(&AssignCost) -> f64| {
+                costs.iter().filter(|c| c.vcores == v).map(|c| (c.boxes as f64, f(c))).collect()
+            };
+            [
+                Series {
+                    label: format!("fast, {v} vCores"),
+                    points: pts(|c| c.fast_ns_per_box),
+                    color: PALETTE[2 * i],
+                    stroke: Stroke::Solid,
+                },
+                Series {
+                    label: format!("brute force, {v} vCores"),
+                    points: pts(|c| c.brute_us * 1e3 / c.boxes as f64),
+                    color: PALETTE[2 * i + 1],
+                    stroke: Stroke::Dashed,
+                },
+            ]
+        })
+        .collect()
 }
 
 fn options_for(method: &str, s: &Settings) -> StopRule {
@@ -496,6 +513,61 @@ mod tests {
             ms_median: 0.5,
             scratch_migrations: None,
         }
+    }
+
+    /// Fig. 5's four curves of a case: each method's `dol_max` and `dol_min` against `step + 1`,
+    /// in its own colour, the paper's dashed.
+    #[test]
+    fn fig5_draws_each_method_s_extremes_against_the_step_after() {
+        let rec = |d: f64| {
+            (0..3)
+                .map(|step| StepRecord {
+                    step,
+                    max_avg: 1.0,
+                    dol_max: d + step as f64,
+                    dol_min: -d - step as f64,
+                    migrations: 0,
+                })
+                .collect::<Vec<_>>()
+        };
+        let (ours, theirs) = (rec(0.5), rec(0.25));
+        let series = dol_series([&ours, &theirs]);
+        let labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["power-cells dol_max", "power-cells dol_min", "paper-eq7 dol_max", "paper-eq7 dol_min"]);
+        assert_eq!(series[0].points, [(1.0, 0.5), (2.0, 1.5), (3.0, 2.5)]);
+        assert_eq!(series[1].points, [(1.0, -0.5), (2.0, -1.5), (3.0, -2.5)]);
+        assert_eq!(series[3].points, [(1.0, -0.25), (2.0, -1.25), (3.0, -2.25)]);
+        let strokes: Vec<Stroke> = series.iter().map(|s| s.stroke).collect();
+        assert_eq!(strokes, [Stroke::Solid, Stroke::Solid, Stroke::Dashed, Stroke::Dashed]);
+        assert!(series.iter().map(|s| s.color).eq(PALETTE[..4].iter().copied()), "a colour per curve, in order");
+    }
+
+    /// The assignment-cost plot: per vCore count, the fast assignment's and the brute force's
+    /// nanoseconds per box against the boxes, the brute force dashed.
+    #[test]
+    fn the_cost_plot_gives_nanoseconds_per_box_for_both_assignments() {
+        let cost = |side: usize, vcores: usize, brute_us: f64| AssignCost {
+            side,
+            boxes: side * side,
+            vcores,
+            fast_us: 1.0,
+            brute_us,
+            speedup: brute_us,
+            fast_ns_per_box: 1e3 / (side * side) as f64,
+        };
+        let costs = [cost(10, 72, 50.0), cost(20, 72, 400.0), cost(10, 1000, 800.0)];
+        let series = cost_series(&costs, [72, 1000]);
+        let labels: Vec<&str> = series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["fast, 72 vCores", "brute force, 72 vCores", "fast, 1000 vCores", "brute force, 1000 vCores"]
+        );
+        assert_eq!(series[0].points, [(100.0, 10.0), (400.0, 2.5)]);
+        assert_eq!(series[1].points, [(100.0, 500.0), (400.0, 1000.0)]);
+        assert_eq!(series[3].points, [(100.0, 8000.0)]);
+        let strokes: Vec<Stroke> = series.iter().map(|s| s.stroke).collect();
+        assert_eq!(strokes, [Stroke::Solid, Stroke::Dashed, Stroke::Solid, Stroke::Dashed]);
+        assert!(series.iter().map(|s| s.color).eq(PALETTE[..4].iter().copied()), "a colour per curve, in order");
     }
 
     /// The page's cells from the results: each transition row beside its published row (the

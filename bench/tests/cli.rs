@@ -235,7 +235,70 @@ fn paper_quick_writes_a_report_with_plots() {
         assert_eq!(&bytes[1..4], b"PNG", "{png}");
     }
     let results: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["transitions"].as_array().unwrap().len(), 28); // 7 settings × rough/smooth × 2 methods
+    // `--quick`: 8 trials for Table 1, 2 per Table 2/3 row, 2 for the paper's method, which stops at 200 steps.
+    let counts = ["trials", "large_trials", "paper_trials", "paper_max_steps"].map(|k| results[k].as_u64().unwrap());
+    assert_eq!(counts, [8, 2, 2, 200]);
+    let methods = ["power-cells", "paper-eq7"];
+    let static_cases: Vec<(&str, &str)> = results["static_cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["case"].as_str().unwrap(), r["method"].as_str().unwrap()))
+        .collect();
+    let expected: Vec<(&str, &str)> =
+        ["uniform", "line", "disc", "random"].iter().flat_map(|&c| methods.map(|m| (c, m))).collect();
+    assert_eq!(static_cases, expected, "Fig. 5: each static case under both methods");
+    // Tables 1–3: 7 settings × rough/smooth × 2 methods, each with its trials; the paper's
+    // method within its step limit.
+    let rows = results["transitions"].as_array().unwrap();
+    assert_eq!(rows.len(), 28);
+    let settings = [(10, 50), (13, 50), (13, 100), (13, 150), (72, 50), (72, 100), (72, 150)];
+    let mut rows = rows.iter();
+    for (vcores, side) in settings {
+        for kind in ["rough", "smooth"] {
+            for method in methods {
+                let r = rows.next().unwrap();
+                let trials = match (method, vcores) {
+                    ("power-cells", 10) => 8,
+                    _ => 2,
+                };
+                let seen = (&r["vcores"], &r["nx"], &r["ny"], &r["kind"], &r["method"], &r["trials"]);
+                assert_eq!(
+                    seen,
+                    (&vcores.into(), &side.into(), &side.into(), &kind.into(), &method.into(), &trials.into())
+                );
+                if method == "paper-eq7" {
+                    assert!(r["steps"]["max"].as_f64().unwrap() <= 200.0, "{r}");
+                }
+            }
+        }
+    }
+    // The warm starts against balancing from scratch: what `transitions` prints for them.
+    let direct =
+        json(&["transitions", "--kind", "smooth", "--trials", "8", "--seed", "2", "--compare-scratch", "--json"]);
+    for k in ["nx", "vcores", "trials", "converged_fraction", "steps", "migrations", "max_avg", "scratch_migrations"] {
+        assert_eq!(results["smooth_migrations"][k], direct[k], "{k}");
+    }
+    let costs: Vec<(u64, u64)> = results["assign_cost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["vcores"].as_u64().unwrap(), c["side"].as_u64().unwrap()))
+        .collect();
+    let sides = [50, 100, 150, 300];
+    assert_eq!(costs, [72, 1000].iter().flat_map(|&v| sides.map(|s| (v, s))).collect::<Vec<_>>());
+    let shapes = results["shapes"].as_array().unwrap();
+    assert!(!shapes.is_empty() && shapes.len().is_multiple_of(2));
+    for pair in shapes.chunks(2) {
+        assert_eq!(pair[0]["case"], pair[1]["case"]);
+        assert_eq!([&pair[0]["method"], &pair[1]["method"]], methods);
+    }
+    // The machine it ran on, by name.
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if let Some(model) = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")) {
+        let model = model.split(':').nth(1).unwrap().trim();
+        assert!(report.contains(&format!("Machine: {model}, ")), "the CPU model {model:?} is not named");
+    }
     std::fs::remove_dir_all(dir).ok();
 }
 

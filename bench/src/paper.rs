@@ -138,46 +138,41 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     bar.set_message("Fig. 5 static cases");
     let grid = Grid::new(50, 50).map_err(|e| e.to_string())?;
     let mut static_rows = Vec::new();
-    let mut curves: Vec<(Case, &str, Vec<StepRecord>)> = Vec::new();
-    let mut finals = Vec::new();
+    let mut fig5_panels = Vec::new();
+    // Each method's final cells, the default's first: the top and bottom rows of cells.png.
+    let mut finals = [Vec::new(), Vec::new()];
     for case in Case::ALL {
         let loads = loadmap::static_case(case, &grid, 1);
-        for method in [methods::DEFAULT, PAPER_METHOD] {
+        let mut runs = [Vec::new(), Vec::new()];
+        for (ci, method) in [methods::DEFAULT, PAPER_METHOD].into_iter().enumerate() {
             let opts = options_for(method, s);
-            let mut rec = Vec::new();
-            let (row, cells) =
-                run_one(case.name(), grid, &loads, 10, method, opts, 1, |r| rec.push(*r)).map_err(|e| e.to_string())?;
+            let (row, cells) = run_one(case.name(), grid, &loads, 10, method, opts, 1, |r| runs[ci].push(*r))
+                .map_err(|e| e.to_string())?;
             static_rows.push(row);
-            curves.push((case, method, rec));
-            finals.push((case, method, loads.clone(), cells));
+            finals[ci].push((case, loads.clone(), cells));
             tick();
         }
+        fig5_panels.push(Panel {
+            title: format!("{} (50x50, 10 vCores)", case.name()),
+            x_label: "step + 1".into(),
+            y_label: "distance to optimal load".into(),
+            log_x: true,
+            log_y: false,
+            series: dol_series([&runs[0], &runs[1]]),
+        });
     }
-    let fig5_panels: Vec<Panel> = Case::ALL
-        .iter()
-        .map(|&case| {
-            let run_of = |method| curves.iter().find(|c| c.0 == case && c.1 == method).expect("ran").2.as_slice();
-            let series = dol_series([run_of(methods::DEFAULT), run_of(PAPER_METHOD)]);
-            Panel {
-                title: format!("{} (50x50, 10 vCores)", case.name()),
-                x_label: "step + 1".into(),
-                y_label: "distance to optimal load".into(),
-                log_x: true,
-                log_y: false,
-                series,
-            }
-        })
-        .collect();
     panels::line_panels(&out.join("fig5.png"), 1200, 900, 2, &fig5_panels)?;
-    let maps: Vec<OwnerMap> = [methods::DEFAULT, PAPER_METHOD]
+    let maps: Vec<OwnerMap> = finals
         .iter()
-        .flat_map(|m| finals.iter().filter(move |f| f.1 == *m))
-        .map(|(case, method, loads, cells)| OwnerMap {
-            title: format!("{} · {} · max_avg {:.3}", case.name(), method, cells.max_avg()),
-            grid,
-            loads,
-            owners: cells.owners(),
-            positions: cells.positions(),
+        .zip([methods::DEFAULT, PAPER_METHOD])
+        .flat_map(|(runs, method)| {
+            runs.iter().map(move |(case, loads, cells)| OwnerMap {
+                title: format!("{} · {} · max_avg {:.3}", case.name(), method, cells.max_avg()),
+                grid,
+                loads,
+                owners: cells.owners(),
+                positions: cells.positions(),
+            })
         })
         .collect();
     panels::owner_maps(&out.join("cells.png"), 4, 300, &maps)?;

@@ -223,7 +223,7 @@ mpi)
             --repeats 1 --scheduler pbs,static --json >"$out/mpi/shm-md-$scenario-$N.json" || true
         timeout 120 "$D/ompi/bin/mpiexec" --allow-run-as-root --map-by "slot:PE=$T" --bind-to core -x LD_LIBRARY_PATH \
             -np "$R" "$D/pbs-mpi" compare --app md --scenario "$scenario" --threads "$T" --nx "$N" --ny "$N" --iters 200 \
-            --repeats 2 --balance pbs,rcb,static --json >"$out/mpi/mpi-md-$scenario-$N-${R}x$T.json" || true
+            --repeats 2 --balance pbs,pbs-cells,rcb,static --json >"$out/mpi/mpi-md-$scenario-$N-${R}x$T.json" || true
     done 2>&1 | tee "$out/mpi/log.txt"
     tar czf "$out/mpi.tgz" -C "$out" mpi && rm -rf "$out/mpi"
     ;;

@@ -1,9 +1,9 @@
 //! `pbs-mpi`'s balances across ranks replayed on md's own work per box, without MPI and without
 //! the timing noise of many ranks sharing a few cores:
 //! `cargo run --release -p pbs-mpi --example rank_replay -- [SCENARIO] [NXxNYxNZ] [RANKS,...] [ITERS] [BALANCES] [CRITERION]`
-//! (defaults: contraction 16x16x16 16,64 200 pbs,pbs-refined,rcb,diffusion boulmier). A balance
+//! (defaults: contraction 16x16x16 16,64 200 pbs,pbs-cells,rcb,diffusion boulmier). A balance
 //! written `BALANCE@CRITERION` runs under that criterion instead, so that criteria can be
-//! compared on the same loads (`pbs-refined,pbs-refined@boulmier-eq24`).
+//! compared on the same loads (`pbs,pbs@boulmier-eq24`).
 //!
 //! md runs on one thread; after each iteration every box's load is its pair count
 //! (`GridApp::box_work`) times the mean time per pair of the first iterations, in seconds, and
@@ -50,7 +50,7 @@ fn main() {
     let dims: Vec<usize> = arg(1, "16x16x16").split('x').map(|d| d.parse().unwrap_or(0)).collect();
     let ranks: Vec<usize> = arg(2, "16,64").split(',').map(|r| r.parse().unwrap_or(0)).collect();
     let iters: usize = arg(3, "200").parse().unwrap_or(0);
-    let names: Vec<String> = arg(4, "pbs,pbs-refined,rcb,diffusion").split(',').map(String::from).collect();
+    let names: Vec<String> = arg(4, "pbs,pbs-cells,rcb,diffusion").split(',').map(String::from).collect();
     let criterion = arg(5, "boulmier");
     let (nx, ny, nz) = match dims[..] {
         [nx, ny] => (nx, ny, 1),

@@ -34,7 +34,7 @@ use pbs_scheduler::executors::{PbsOptions, RemapInputs, Remapper, StaticBlocks};
 use pbs_scheduler::mapper::{Mapper, Observed};
 
 /// The balancers across ranks, by name.
-pub const BALANCES: [&str; 5] = ["pbs", "pbs-refined", "rcb", "diffusion", "static"];
+pub const BALANCES: [&str; 5] = ["pbs", "pbs-cells", "rcb", "diffusion", "static"];
 
 /// What [`RankBalancer::observe`] decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +56,7 @@ pub struct Decision {
     pub migrations: usize,
     /// Seconds spent deciding (and balancing).
     pub seconds: f64,
-    /// `pbs`, `pbs-refined` and `diffusion`, when they rebalanced: the boxes a k-way RCB
+    /// `pbs`, `pbs-cells` and `diffusion`, when they rebalanced: the boxes a k-way RCB
     /// recomputed from scratch on the same loads would have moved, from its own partition at
     /// the last rebalancing (the baseline of migrated bytes, at the same moments, in the same
     /// run).
@@ -221,18 +221,19 @@ impl RankBalancer {
         let slabs =
             || (0..ranks).flat_map(|r| StaticBlocks::block(grid.len(), ranks, r).map(move |_| r as u32)).collect();
         let (kind, owners) = match balance {
-            "pbs" | "pbs-refined" => {
+            "pbs" | "pbs-cells" => {
                 // Up to `CRAWL_STEPS` balancer steps per rebalancing, as a refined one takes
                 // (the executor's 20 stop short when a load moved far): past them the cells
                 // crawl. With 200, at 64 ranks, a rebalancing cost 35–62 ms for the same balance
                 // (docs/mpi.md, "Cells that crawl across ranks"). The criterion by name, with the mapper's own first cost (its hint's, where
-                // there is one), as the executor does. Nothing steals across ranks:
-                // `pbs-refined` takes the cells' owners to the tolerance box by box
-                // (docs/mpi.md, "Refined owners across ranks").
+                // there is one), as the executor does. Nothing steals across ranks: `pbs`
+                // takes the cells' owners to the tolerance box by box (docs/mpi.md, "Refined
+                // owners across ranks" and "Refined owners by default"); `pbs-cells` keeps
+                // the cells' owners, as the executor does.
                 let criterion_name = Some(criterion.to_string());
                 let options = PbsOptions { steps_per_rebalance: CRAWL_STEPS, criterion_name, ..PbsOptions::default() };
                 let mut mapper = Mapper::new(grid, ranks, options).map_err(|e| e.to_string())?;
-                if balance == "pbs-refined" {
+                if balance == "pbs" {
                     mapper = mapper.with_refined_owners();
                 }
                 if estimate.is_some() {
@@ -247,7 +248,7 @@ impl RankBalancer {
             }
             _ => (Kind::Static, slabs()),
         };
-        let shadow = matches!(balance, "pbs" | "pbs-refined" | "diffusion")
+        let shadow = matches!(balance, "pbs" | "pbs-cells" | "diffusion")
             .then(|| kway_rcb(&grid, start, ranks).map_err(|e| e.to_string()))
             .transpose()?;
         Ok(RankBalancer { grid, ranks, owners, kind, shadow, seen: 0, pending: None })
@@ -577,7 +578,7 @@ mod tests {
             }
             last.push((name, lag, imbalance(b.owners(), &drifting(grid, 60), 4), moved));
         }
-        // In the order of `BALANCES`: pbs, pbs-refined, rcb, diffusion, static.
+        // In the order of `BALANCES`: pbs, pbs-cells, rcb, diffusion, static.
         let lag: Vec<f64> = last.iter().map(|l| l.1).collect();
         let moved: Vec<usize> = last.iter().map(|l| l.3).collect();
         let (fixed, fixed_end) = (lag[4], last[4].2);
@@ -592,8 +593,8 @@ mod tests {
 
     /// Where each rank holds few boxes (16 of a cube of 8³ over 32 ranks, Perlin loads), the
     /// cells stop short of the tolerance and nothing across ranks takes what they leave:
-    /// `pbs-refined` ends its first rebalancing within it, `pbs` above, on the same loads and
-    /// from the same estimate.
+    /// `pbs` (refined owners) ends its first rebalancing within it, `pbs-cells` above, on the
+    /// same loads and from the same estimate.
     #[test]
     fn refined_ranks_end_nearer_the_mean_where_each_holds_few_boxes() {
         let grid = Grid::new_3d(8, 8, 8).unwrap();
@@ -601,7 +602,7 @@ mod tests {
         let loads: Vec<f64> = pbs::loadmap::PerlinMap::with_seed(2).loads_3d(&grid).iter().map(|l| 0.1 * l).collect();
         let bytes = vec![64.0; grid.len()];
         let ones = vec![1.0; grid.len()];
-        let ended = ["pbs", "pbs-refined"].map(|name| {
+        let ended = ["pbs-cells", "pbs"].map(|name| {
             let mut b = RankBalancer::new(name, grid, 32, "always", Some(&ones)).unwrap();
             let mut history = LoadHistory::new(grid.len());
             let rebalanced = (0..=WARMUP)
@@ -610,12 +611,13 @@ mod tests {
             assert!(rebalanced, "{name}: the first measured iteration rebalances the uniform estimate");
             imbalance(b.owners(), &loads, 32)
         });
-        assert!(ended[0] > 1.03 && ended[1] < 1.025, "pbs, pbs-refined: {ended:?}");
+        assert!(ended[0] > 1.03 && ended[1] < 1.025, "pbs-cells, pbs: {ended:?}");
     }
 
-    /// Where each rank holds few boxes of a concentrated load the cells crawl: `pbs` stops a
-    /// rebalancing where [`CRAWL_STEPS`] steps stop, as a mapper told so does from the same
-    /// start, and not where 200 would (the steps the rank balancer took until 2026-12-07).
+    /// Where each rank holds few boxes of a concentrated load the cells crawl: `pbs-cells`
+    /// stops a rebalancing where [`CRAWL_STEPS`] steps stop, as a mapper told so does from the
+    /// same start, and not where 200 would (the steps the rank balancer took until 2026-12-07;
+    /// `pbs`'s refined owners stop their cells there too, `rebalance_mended`).
     #[test]
     fn a_rank_rebalancing_stops_where_the_cells_crawl() {
         let grid = Grid::new(24, 24).unwrap();
@@ -629,7 +631,7 @@ mod tests {
             .collect();
         let bytes = vec![64.0; grid.len()];
         let ranked = {
-            let mut b = RankBalancer::new("pbs", grid, ranks, "always", None).unwrap();
+            let mut b = RankBalancer::new("pbs-cells", grid, ranks, "always", None).unwrap();
             let mut history = LoadHistory::new(grid.len());
             let decided: Vec<Decision> =
                 (0..=WARMUP).map(|_| b.end_iteration(&mut history, &loads, &bytes).unwrap()).collect();
@@ -803,7 +805,7 @@ mod tests {
     }
 
     /// A rebalancing's decision describes it: `rebalanced` where boxes moved, their count,
-    /// the loads it balanced on, and (`pbs`, `pbs-refined`, `diffusion`) the boxes a from-scratch RCB would
+    /// the loads it balanced on, and (`pbs`, `pbs-cells`, `diffusion`) the boxes a from-scratch RCB would
     /// have moved from its own last partition (here the uniform one it started from), its
     /// parts numbered after those of that partition they overlap most; one
     /// that moves nothing has none of them. The
@@ -848,7 +850,7 @@ mod tests {
                 (0..grid.len()).filter(|&k| rcb[k] != shadow[k]).collect::<Vec<usize>>()
             };
             let uniform = kway_rcb(&grid, &vec![1.0; grid.len()], 4).unwrap();
-            let shadowed = matches!(name, "pbs" | "pbs-refined" | "diffusion");
+            let shadowed = matches!(name, "pbs" | "pbs-cells" | "diffusion");
             assert_eq!(d.rcb_would_move, shadowed.then(|| rcb_moves(&uniform)), "{name}");
             assert!(!shadowed || !rcb_moves(&uniform).is_empty(), "the test needs RCB to move");
             // RCB and diffusion asked again on the same loads: a decision that moves nothing
@@ -925,6 +927,6 @@ mod tests {
         assert!(RankBalancer::new("metis", grid, 2, "boulmier", None)
             .err()
             .unwrap()
-            .contains("pbs, pbs-refined, rcb, diffusion, static"));
+            .contains("pbs, pbs-cells, rcb, diffusion, static"));
     }
 }

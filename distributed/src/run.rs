@@ -228,7 +228,7 @@ fn decide(
 }
 
 /// At a rebalancing, on rank 0: the bytes of the boxes that change owner, the least bytes any
-/// balancer reaching [`ranks::BOUND_IMBALANCE`] would have moved, and (`pbs`, `pbs-refined`, `diffusion`)
+/// balancer reaching [`ranks::BOUND_IMBALANCE`] would have moved, and (`pbs`, `pbs-cells`, `diffusion`)
 /// those a from-scratch RCB would have moved, from every box's packed size `sizes`.
 fn count_rebalancing_bytes(
     sizes: &[f64],
@@ -506,7 +506,7 @@ mod tests {
         assert!(ok(Settings { iters: 1_000_000, ..settings() }, 2).is_ok(), "a million iterations fit");
         assert!(err(Settings { executor: "fifo".into(), ..settings() }, 2).starts_with("unknown executor \"fifo\""));
         assert!(ok(Settings { nz: 2, executor: "norcb".into(), ..settings() }, 2).is_ok(), "norcb cuts 3D grids");
-        assert!(err(Settings { balance: "metis".into(), ..settings() }, 2).contains("pbs, pbs-refined, rcb"));
+        assert!(err(Settings { balance: "metis".into(), ..settings() }, 2).contains("pbs, pbs-cells, rcb"));
         assert!(err(Settings { app: "heat".into(), ..settings() }, 2).contains("stencil"));
     }
 

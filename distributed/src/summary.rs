@@ -96,11 +96,11 @@ pub struct Summary {
     pub migrated_bytes_per_rebalancing: f64,
     /// Bytes migrated by each rebalancing (they sum to `migrated_bytes`).
     pub rebalancing_bytes: Vec<u64>,
-    /// `pbs`, `pbs-refined` and `diffusion`: the bytes a k-way RCB recomputed from scratch on
+    /// `pbs`, `pbs-cells` and `diffusion`: the bytes a k-way RCB recomputed from scratch on
     /// the same loads would have migrated at each of the same rebalancings, from its partition
     /// at the one before.
     pub rcb_shadow_bytes: Vec<u64>,
-    /// `pbs`, `pbs-refined` and `diffusion`: `Σ rcb_shadow_bytes / migrated_bytes`.
+    /// `pbs`, `pbs-cells` and `diffusion`: `Σ rcb_shadow_bytes / migrated_bytes`.
     pub rcb_shadow_over_migrated: Option<f64>,
     /// At each rebalancing, a lower bound on the bytes any balancer would have moved from the
     /// same owners, on the same loads, to bring the ranks to `max / mean` ≤ 1.05
@@ -337,7 +337,7 @@ fn summarise(
         Some(&last) => after(last).unwrap_or(series[series.len() - 1]),
         None => median(series),
     };
-    let shadowed = matches!(settings.balance.as_str(), "pbs" | "pbs-refined" | "diffusion");
+    let shadowed = matches!(settings.balance.as_str(), "pbs" | "pbs-cells" | "diffusion");
     Summary {
         app: settings.app.clone(),
         scenario: settings.scenario.clone(),
@@ -453,7 +453,7 @@ mod tests {
 
     /// The global figures from the ranks': sums, per-host oversubscription, ranks short of
     /// CPUs, pinned ranks, the ranks' imbalance after the last and the first rebalancing, the
-    /// bytes per rebalancing and the shadow and bound ratios (`pbs`, `pbs-refined` and
+    /// bytes per rebalancing and the shadow and bound ratios (`pbs`, `pbs-cells` and
     /// `diffusion` only).
     #[test]
     fn the_summary_adds_up_the_ranks_and_reads_the_series_after_the_rebalancings() {

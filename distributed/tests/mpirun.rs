@@ -303,7 +303,7 @@ fn bad_sizes_are_one_clear_error_from_rank_0() {
         (2, vec!["--app", "md", "--threads", "0"], "--threads 0"),
         (2, vec!["--app", "md", "--threads", "100000"], "100000 threads: a pool takes at most 4096"),
         (2, vec!["--app", "heat"], "md, md-split and stencil"),
-        (2, vec!["--app", "md", "--balance", "metis"], "pbs, pbs-refined, rcb, diffusion, static"),
+        (2, vec!["--app", "md", "--balance", "metis"], "pbs, pbs-cells, rcb, diffusion, static"),
         (2, vec!["--app", "md", "--criterion", "sometimes"], "unknown criterion"),
         // 31 GB of md's per-box headers (and 258 GB of particles): more than any machine this
         // runs on.
@@ -339,7 +339,7 @@ fn a_refused_command_line_is_one_message_from_rank_0() {
     let (out, _) = mpirun_command(3, "compare", &["--app", "md", "--balance", "static,metis"], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(stderr.matches("pbs, pbs-refined, rcb, diffusion, static").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("pbs, pbs-cells, rcb, diffusion, static").count(), 1, "{stderr}");
     assert!(!stderr.contains("aborting") && out.stdout.is_empty(), "{stderr}");
     // --version and --help: printed once, and the job ends well (it exited 2, which mpirun
     // reported as a failed job).

@@ -15,7 +15,7 @@
 //! with.
 //!
 //! Where the workers do not steal from each other (the ranks of `pbs-mpi`), what the cells
-//! leave over stays: [`Mapper::with_refined_owners`] (`pbs-mpi --balance pbs-refined`) then
+//! leave over stays: [`Mapper::with_refined_owners`] (`pbs-mpi --balance pbs`, the default) then
 //! takes each rebalancing's owners to the tolerance box by box
 //! ([`pbs::refine::rebalance_mended`]) and keeps them apart from the vCores, which the next
 //! rebalancing starts from.

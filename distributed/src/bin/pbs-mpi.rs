@@ -62,9 +62,9 @@ enum Command {
     Run {
         #[command(flatten)]
         args: RunArgs,
-        /// Boxes across ranks: pbs (one vCore per rank), pbs-refined (its cells' owners refined
-        /// box by box to the tolerance), rcb (recomputed from scratch), diffusion (boxes cross
-        /// the existing borders) or static (horizontal slabs)
+        /// Boxes across ranks: pbs (one vCore per rank, its cells' owners refined box by box to
+        /// the tolerance), pbs-cells (the cells' owners alone), rcb (recomputed from scratch),
+        /// diffusion (boxes cross the existing borders) or static (horizontal slabs)
         #[arg(long, default_value = "pbs")]
         balance: String,
         /// Print one JSON object (rank 0) instead of a table

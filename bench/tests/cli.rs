@@ -221,6 +221,27 @@ fn bad_input_gets_a_clear_error_and_a_failing_exit() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// coupe 0.1's multi-jagged panics on `half-in-one-box`: the row says it was skipped and why,
+/// and standard error carries no panic message (it had carried two lines a call, a registry
+/// path among them, blamed on "a peer method" whatever panicked).
+#[test]
+fn a_panic_inside_coupe_is_told_in_its_row_only() {
+    let all = temp_dir("coupe-maps");
+    assert!(bench(&["maps", "--out", all.to_str().unwrap()]).status.success());
+    let one = temp_dir("coupe-one");
+    std::fs::copy(all.join("half-in-one-box.csv"), one.join("half-in-one-box.csv")).unwrap();
+    let args = ["peers", "--maps", one.to_str().unwrap(), "--parts", "10", "--methods", "coupe-multi-jagged,rcb"];
+    let out = bench(&[&args[..], &["--sequence", "0", "--repeats", "1"]].concat());
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    let row = stdout.lines().find(|l| l.contains("coupe-multi-jagged")).expect("a row for coupe's method");
+    assert!(row.contains("skipped: coupe-multi-jagged: coupe failed: coupe panicked:"), "{row}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for d in [all, one] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
 #[test]
 fn paper_quick_writes_a_report_with_plots() {
     let dir = temp_dir("paper");

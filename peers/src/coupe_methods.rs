@@ -44,6 +44,19 @@ fn coupe_error(method: &str, e: impl std::fmt::Display) -> Error {
     Error::Coupe { method: method.to_string(), message: e.to_string() }
 }
 
+/// Whether a panic raised at `file` (a [`std::panic::Location`]'s) is one of coupe's, which the
+/// coupe partitioners here catch and return as an error: a panic hook can leave those to the
+/// error, which names the method, and report any other panic as the bug it is.
+pub fn raised_in_coupe(file: &str) -> bool {
+    // The crate's folder (`coupe-0.1.0` in Cargo's registry, `coupe` in a checkout) holding `src`.
+    let names: Vec<String> =
+        std::path::Path::new(file).components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    names.windows(2).any(|w| {
+        let version = w[0].strip_prefix("coupe-").is_some_and(|v| v.starts_with(|d: char| d.is_ascii_digit()));
+        (w[0] == "coupe" || version) && w[1] == "src"
+    })
+}
+
 /// Runs a coupe call, turning a panic inside coupe into an error: coupe 0.1's multi-jagged
 /// unwraps past the end of its prefix scan on some inputs (rounding in its thresholds).
 fn guarded<T>(method: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
@@ -219,6 +232,27 @@ mod tests {
         let first = CoupeMultiJagged::default().partition(&grid, &loads, 8).unwrap();
         for _ in 0..50 {
             assert_eq!(CoupeMultiJagged::default().partition(&grid, &loads, 8).unwrap(), first);
+        }
+    }
+
+    /// A panic's file inside coupe's crate, from the registry or a checkout, is coupe's; this
+    /// crate's own coupe adapter and other crates are not.
+    #[test]
+    fn coupe_s_panics_are_told_by_their_file() {
+        for file in [
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/coupe-0.1.0/src/algorithms/multi_jagged.rs",
+            "/home/u/src/coupe/src/algorithms/hilbert_curve.rs",
+        ] {
+            assert!(raised_in_coupe(file), "{file}");
+        }
+        for file in [
+            "peers/src/coupe_methods.rs",
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/sprs-0.11.6/src/lib.rs",
+            "/tmp/coupe-like/src/lib.rs",
+            "/home/coupe/pbs/bench/src/bin/pbs-bench.rs",
+            "bench/src/bin/pbs-bench.rs",
+        ] {
+            assert!(!raised_in_coupe(file), "{file}");
         }
     }
 

@@ -51,7 +51,7 @@ mod pbs_method;
 pub mod quality;
 mod rcb;
 
-pub use coupe_methods::{CoupeHilbert, CoupeMultiJagged, CoupeRcb};
+pub use coupe_methods::{raised_in_coupe, CoupeHilbert, CoupeMultiJagged, CoupeRcb};
 pub use diffusion::Diffusion;
 pub use hilbert::{hilbert_index, HilbertPrefix};
 pub use metis::{Metis, MetisScheme};

@@ -23,6 +23,10 @@ use pbs_plot::progress;
 /// Our implementation of the paper's final method.
 pub const PAPER_METHOD: &str = "paper-eq7";
 
+/// The two methods every part of the report runs, ours first: the order of its rows, its
+/// curves (ours solid, the paper's dashed) and of cells.png's rows.
+const METHODS: [&str; 2] = [methods::DEFAULT, PAPER_METHOD];
+
 /// How much to run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settings {
@@ -144,7 +148,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     for case in Case::ALL {
         let loads = loadmap::static_case(case, &grid, 1);
         let mut runs = [Vec::new(), Vec::new()];
-        for (ci, method) in [methods::DEFAULT, PAPER_METHOD].into_iter().enumerate() {
+        for (ci, method) in METHODS.into_iter().enumerate() {
             let opts = options_for(method, s);
             let (row, cells) = run_one(case.name(), grid, &loads, 10, method, opts, 1, |r| runs[ci].push(*r))
                 .map_err(|e| e.to_string())?;
@@ -164,7 +168,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     panels::line_panels(&out.join("fig5.png"), 1200, 900, 2, &fig5_panels)?;
     let maps: Vec<OwnerMap> = finals
         .iter()
-        .zip([methods::DEFAULT, PAPER_METHOD])
+        .zip(METHODS)
         .flat_map(|(runs, method)| {
             runs.iter().map(move |(case, loads, cells)| OwnerMap {
                 title: format!("{} · {} · max_avg {:.3}", case.name(), method, cells.max_avg()),
@@ -181,7 +185,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     let mut reports = Vec::new();
     for &(vcores, side) in &configs {
         for kind in [Kind::Rough, Kind::Smooth] {
-            for method in [methods::DEFAULT, PAPER_METHOD] {
+            for method in METHODS {
                 bar.set_message(format!("{} {vcores} vCores {side}² {method}", table_name(vcores)));
                 let trials = if method == methods::DEFAULT { per_config(vcores) } else { s.paper_trials };
                 let setup =
@@ -221,7 +225,7 @@ pub fn write_report(out: &Path, s: &Settings) -> Result<PathBuf, String> {
     bar.set_message("other shapes");
     let mut shape_rows = Vec::new();
     for sh in &shape_list {
-        for method in [methods::DEFAULT, PAPER_METHOD] {
+        for method in METHODS {
             shape_rows.push(
                 run_one(sh.name, sh.grid, &sh.loads, 10, method, options_for(method, s), 1, |_| {})
                     .map_err(|e| e.to_string())?
@@ -258,7 +262,7 @@ const ASSIGN_VCORES: [usize; 2] = [72, 1000];
 /// (dashed), against `step + 1` for the log axis.
 fn dol_series(runs: [&[StepRecord]; 2]) -> Vec<Series> {
     let mut series = Vec::new();
-    for (ci, (method, rec)) in [methods::DEFAULT, PAPER_METHOD].into_iter().zip(runs).enumerate() {
+    for (ci, (method, rec)) in METHODS.into_iter().zip(runs).enumerate() {
         for (which, pick) in [("dol_max", 0usize), ("dol_min", 1)] {
             series.push(Series {
                 label: format!("{method} {which}"),

@@ -49,11 +49,11 @@ fn coupe_error(method: &str, e: impl std::fmt::Display) -> Error {
 /// error, which names the method, and report any other panic as the bug it is.
 pub fn raised_in_coupe(file: &str) -> bool {
     // The crate's folder (`coupe-0.1.0` in Cargo's registry, `coupe` in a checkout) holding `src`.
-    let names: Vec<String> =
-        std::path::Path::new(file).components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    let names: Vec<&std::ffi::OsStr> = std::path::Path::new(file).iter().collect();
     names.windows(2).any(|w| {
-        let version = w[0].strip_prefix("coupe-").is_some_and(|v| v.starts_with(|d: char| d.is_ascii_digit()));
-        (w[0] == "coupe" || version) && w[1] == "src"
+        let folder = w[0].to_string_lossy();
+        let version = folder.strip_prefix("coupe-").is_some_and(|v| v.starts_with(|d: char| d.is_ascii_digit()));
+        (folder == "coupe" || version) && w[1] == "src"
     })
 }
 

@@ -1,6 +1,6 @@
 //! `pbs-mpi`'s balances across ranks replayed on md's own work per box, without MPI and without
 //! the timing noise of many ranks sharing a few cores:
-//! `cargo run --release -p pbs-mpi --example rank_replay -- [SCENARIO] [NXxNYxNZ] [RANKS,...] [ITERS] [BALANCES] [CRITERION]`
+//! `cargo run --release -p pbs-mpi --example rank_replay -- [SCENARIO] [NXxNYxNZ] [RANKS,...] [ITERS] [BALANCES] [CRITERION] [TIMELINE.png]`
 //! (defaults: contraction 16x16x16 16,64 200 pbs,pbs-cells,rcb,diffusion boulmier). A balance
 //! written `BALANCE@CRITERION` runs under that criterion instead, so that criteria can be
 //! compared on the same loads (`pbs,pbs@boulmier-eq24`).
@@ -15,7 +15,11 @@
 //! with the owners it ran with (the median over the iterations, and the largest), the
 //! work-weighted efficiency (Σ mean / Σ max), the rebalancings, the boxes moved, the balancer's
 //! milliseconds, and the run's modelled time, Σ max plus the balancer's time: what a criterion
-//! trades (the efficiency alone rewards every rebalancing, however dear).
+//! trades (the efficiency alone rewards every rebalancing, however dear). With `TIMELINE.png`,
+//! also draws each rank count's ranks' max/mean iteration by iteration, a line per balance and a
+//! dot at each rebalancing: where a balance loses, the picture shows whether it is the start,
+//! a late rebalancing or one that does not hold.
+use std::path::Path;
 use std::time::Instant;
 
 use pbs::{metrics, Grid};
@@ -36,6 +40,8 @@ struct Lane {
     balancer: RankBalancer,
     history: LoadHistory,
     ran_with: Vec<f64>,
+    /// The iterations after which the owners changed.
+    rebalanced_after: Vec<usize>,
     sum_mean: f64,
     sum_max: f64,
     rebalancings: usize,
@@ -52,6 +58,7 @@ fn main() {
     let iters: usize = arg(3, "200").parse().unwrap_or(0);
     let names: Vec<String> = arg(4, "pbs,pbs-cells,rcb,diffusion").split(',').map(String::from).collect();
     let criterion = arg(5, "boulmier");
+    let timeline = args.get(6).cloned();
     let (nx, ny, nz) = match dims[..] {
         [nx, ny] => (nx, ny, 1),
         [nx, ny, nz] => (nx, ny, nz),
@@ -93,6 +100,7 @@ fn main() {
                 balancer,
                 history: LoadHistory::new(grid.len()),
                 ran_with: Vec::new(),
+                rebalanced_after: Vec::new(),
                 sum_mean: 0.0,
                 sum_max: 0.0,
                 rebalancings: 0,
@@ -101,7 +109,7 @@ fn main() {
             });
         }
     }
-    for _ in 0..iters {
+    for it in 0..iters {
         app.iterate(&mut exec, &mut rec, None);
         let loads: Vec<f64> = app.box_work().iter().map(|w| w * per_pair).collect();
         let bytes: Vec<f64> = (0..grid.len()).map(|k| app.packed_len(k) as f64).collect();
@@ -114,6 +122,7 @@ fn main() {
             lane.sum_max += max;
             let d = lane.balancer.end_iteration(&mut lane.history, &loads, &bytes).unwrap_or_else(|e| fail(e));
             if d.rebalanced {
+                lane.rebalanced_after.push(it);
                 lane.rebalancings += 1;
                 lane.moved += d.migrations;
             }
@@ -152,4 +161,37 @@ fn main() {
             (lane.sum_max + lane.seconds) * 1e3
         );
     }
+    if let Some(path) = timeline {
+        draw_timeline(Path::new(&path), &lanes, &ranks, &scenario, &criterion).unwrap_or_else(|e| fail(e));
+        println!("timeline: {path}");
+    }
+}
+
+/// One panel per rank count: each balance's ranks' max/mean over the iterations (the owners it
+/// ran with), and a dot at the iteration after which each rebalancing changed them.
+fn draw_timeline(path: &Path, lanes: &[Lane], ranks: &[usize], scenario: &str, criterion: &str) -> Result<(), String> {
+    use pbs_plot::panels::{colour, line_panels, Panel, Series, Stroke};
+    let panels: Vec<Panel> = ranks
+        .iter()
+        .map(|&r| {
+            let mut series = Vec::new();
+            for (i, lane) in lanes.iter().filter(|l| l.ranks == r).enumerate() {
+                let line = lane.ran_with.iter().enumerate().map(|(it, &m)| (it as f64, m)).collect();
+                let dots = lane.rebalanced_after.iter().map(|&it| (it as f64, lane.ran_with[it])).collect();
+                let color = colour(i);
+                series.push(Series { label: lane.name.clone(), points: line, color, stroke: Stroke::Solid });
+                let label = format!("{}: rebalanced after", lane.name);
+                series.push(Series { label, points: dots, color, stroke: Stroke::Points });
+            }
+            Panel {
+                title: format!("md {scenario}, {r} ranks, criterion {criterion}"),
+                x_label: "iteration".into(),
+                y_label: "ranks' max / mean".into(),
+                log_x: false,
+                log_y: false,
+                series,
+            }
+        })
+        .collect();
+    line_panels(path, 900, 380 * panels.len() as u32, 1, &panels)
 }

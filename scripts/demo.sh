@@ -13,6 +13,7 @@ need_c_compiler
 need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}" gfortran
 
 cargo build --release -p pbs-bench -p pbs-visual -p pbs-ffi -p pbs-mpi
+cargo build --release -p pbs-mpi --example rank_replay
 bench=target/release/pbs-bench
 
 echo
@@ -67,6 +68,10 @@ echo "   the stencil in 3D on 3 ranks (ranks meet across layers), then its check
 mpirun --oversubscribe --bind-to none -np 3 target/release/pbs-mpi run --app stencil --nx 12 --ny 12 --nz 8 --iters 40
 $bench run --app stencil --nx 12 --ny 12 --nz 8 --iters 40 --scheduler static --threads 1 --json |
     grep -o '"checksum": *"[0-9a-f]*"'
+echo "   and 16 and 64 ranks replayed in one process on md's own work per box (no MPI): pbs and RCB"
+echo "   over the iterations of an expansion of 16x16x16 boxes, where RCB leads at 64 ranks"
+target/release/examples/rank_replay expansion 16x16x16 16,64 300 pbs,rcb boulmier out/demo/ranks_timeline.png
+echo "open out/demo/ranks_timeline.png"
 echo
 echo "== Many cores, in the model (docs/model.md): md gravity recorded here, replayed at 16 and 64 threads"
 echo "   on 1 and 4 NUMA nodes with the real balancer's decisions; then the model beside the 16-core measurements"

@@ -7,7 +7,8 @@
 //!
 //! md runs on one thread; after each iteration every box's load is its pair count
 //! (`GridApp::box_work`) times the mean time per pair of the first iterations, in seconds, and
-//! its size the bytes it packs to (`Distributed::packed_len`). Each balance gets them through
+//! its size the bytes it packs to (`Distributed::packed_len`). Each balance is a
+//! `pbs_mpi::replay::Lane`, which charges each iteration to the owners in force and hands it to
 //! `RankBalancer::end_iteration`, the path rank 0 of `pbs-mpi run` takes (the same smoothing
 //! and criterion: Boulmier's eq. 24 with its guard by default, its cost the balancer's measured
 //! time, or any of `pbs-mpi`'s `--criterion`; no migration cost is added, as no data moves
@@ -27,29 +28,13 @@ use std::time::Instant;
 
 use pbs::{metrics, Grid};
 use pbs_apps::distributed::build_holding;
-use pbs_mpi::ranks::{LoadHistory, RankBalancer, BALANCES};
+use pbs_mpi::replay::Lane;
 use pbs_scheduler::executors::StaticBlocks;
 use pbs_scheduler::report::Recorder;
 
 fn fail(e: String) -> ! {
     eprintln!("rank_replay: {e}");
     std::process::exit(2);
-}
-
-/// One balance at one rank count over the run.
-struct Lane {
-    name: String,
-    ranks: usize,
-    balancer: RankBalancer,
-    history: LoadHistory,
-    ran_with: Vec<f64>,
-    /// The iterations after which the owners changed.
-    rebalanced_after: Vec<usize>,
-    sum_mean: f64,
-    sum_max: f64,
-    rebalancings: usize,
-    moved: usize,
-    seconds: f64,
 }
 
 fn main() {
@@ -82,15 +67,6 @@ fn main() {
     if iters < 10 || ranks.iter().any(|&r| r < 2 || r > grid.len()) {
         fail(format!("at least 10 iterations and 2 to {} ranks", grid.len()));
     }
-    let split = |name: &str| -> (String, String) {
-        match name.split_once('@') {
-            Some((balance, named)) => (balance.to_string(), named.to_string()),
-            None => (name.to_string(), criterion.clone()),
-        }
-    };
-    if let Some(n) = names.iter().find(|n| !BALANCES.contains(&split(n).0.as_str())) {
-        fail(format!("unknown balance {n:?}; expected some of {}", BALANCES.join(", ")));
-    }
     let mut app = build_holding("md", &scenario, grid, 1, None).unwrap_or_else(|e| fail(e));
     let mut exec = StaticBlocks::new(grid.len(), 1).unwrap_or_else(|e| fail(e.to_string()));
     let mut rec = Recorder::new("static", 1);
@@ -102,45 +78,19 @@ fn main() {
     }
     let per_pair = start.elapsed().as_secs_f64() / pairs.max(1.0);
     let iteration_ms = start.elapsed().as_secs_f64() * 1e3 / 5.0;
+    let estimate = app.box_work();
     let mut lanes: Vec<Lane> = Vec::new();
     for &r in &ranks {
         for name in &names {
-            let estimate = app.box_work();
-            let (balance, named) = split(name);
-            let balancer = RankBalancer::new(&balance, grid, r, &named, Some(&estimate)).unwrap_or_else(|e| fail(e));
-            lanes.push(Lane {
-                name: name.clone(),
-                ranks: r,
-                balancer,
-                history: LoadHistory::new(grid.len()),
-                ran_with: Vec::new(),
-                rebalanced_after: Vec::new(),
-                sum_mean: 0.0,
-                sum_max: 0.0,
-                rebalancings: 0,
-                moved: 0,
-                seconds: 0.0,
-            });
+            lanes.push(Lane::new(name, &criterion, grid, r, &estimate).unwrap_or_else(|e| fail(e)));
         }
     }
-    for it in 0..iters {
+    for _ in 0..iters {
         app.iterate(&mut exec, &mut rec, None);
         let loads: Vec<f64> = app.box_work().iter().map(|w| w * per_pair * work_scale).collect();
         let bytes: Vec<f64> = (0..grid.len()).map(|k| app.packed_len(k) as f64).collect();
         for lane in &mut lanes {
-            let sums = metrics::charges(lane.balancer.owners(), &loads, lane.ranks);
-            let mean = sums.iter().sum::<f64>() / lane.ranks as f64;
-            let max = sums.iter().copied().fold(0.0, f64::max);
-            lane.ran_with.push(metrics::max_avg(&sums));
-            lane.sum_mean += mean;
-            lane.sum_max += max;
-            let d = lane.balancer.end_iteration(&mut lane.history, &loads, &bytes).unwrap_or_else(|e| fail(e));
-            if d.rebalanced {
-                lane.rebalanced_after.push(it);
-                lane.rebalancings += 1;
-                lane.moved += d.migrations;
-            }
-            lane.seconds += d.seconds;
+            lane.iteration(&loads, &bytes).unwrap_or_else(|e| fail(e));
         }
     }
     println!(
@@ -169,11 +119,11 @@ fn main() {
             lane.ranks,
             median,
             largest,
-            lane.sum_mean / lane.sum_max,
-            lane.rebalancings,
+            lane.efficiency(),
+            lane.rebalanced_after.len(),
             lane.moved,
             lane.seconds * 1e3,
-            (lane.sum_max + lane.seconds) * 1e3
+            lane.modelled_seconds() * 1e3
         );
     }
     if let Some(path) = timeline {

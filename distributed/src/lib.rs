@@ -23,6 +23,9 @@
 //! cost `C` the balancer's time plus the gathering of the box loads and the exchange that
 //! moved the boxes.
 //!
+//! `replay.rs` replays the balances across ranks in one process on recorded box loads
+//! (`examples/rank_replay.rs` on md's: many ranks without MPI or shared cores' noise).
+//!
 //! The binary is what a user runs: `run` for one run, `compare` for several balances side by
 //! side in one job (`run.rs` is the loop, `summary.rs` the figures, `text.rs` their tables):
 //!
@@ -39,6 +42,7 @@
 
 pub mod exchange;
 pub mod ranks;
+pub mod replay;
 pub mod run;
 pub mod summary;
 pub mod text;

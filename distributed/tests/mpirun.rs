@@ -352,6 +352,15 @@ fn a_refused_command_line_is_one_message_from_rank_0() {
         assert_eq!(out.status.code(), Some(0), "{flag}: {}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(stdout.matches(printed).count(), 1, "{flag}: {stdout}");
     }
+    // `run --help` names every balance and every criterion (it had lost `boulmier-eq24` when
+    // that criterion was added).
+    let (out, _) = mpirun_command(1, "run", &["--help"], &[]);
+    let help = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    let named = |name: &str| [" ", ",", ")"].iter().any(|after| help.contains(&format!("{name}{after}")));
+    for name in pbs_mpi::ranks::BALANCES.iter().chain(&pbs_scheduler::criteria::NAMES) {
+        // A criterion with a value (`procassini:RHO`) is named with it.
+        assert!(named(name), "{name}: {help}");
+    }
 }
 
 /// A rank that mpirun binds to one core while it runs two threads is named (its threads share

@@ -31,8 +31,9 @@ struct RunArgs {
     /// Iterations
     #[arg(long, default_value_t = 100)]
     iters: usize,
-    /// When to rebalance across ranks: boulmier (eq. 24), menon, procassini:RHO, marquez:XI,
-    /// periodic:T, always, never
+    /// When to rebalance across ranks: boulmier (eq. 24, and the imbalance added since the last
+    /// rebalancing reaching its cost), boulmier-eq24 (eq. 24 alone), menon, procassini:RHO,
+    /// marquez:XI, periodic:T, always, never
     #[arg(long, default_value = "boulmier")]
     criterion: String,
     /// The executor inside each rank (pbs, ws, eager, static, ...)

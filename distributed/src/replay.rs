@@ -172,7 +172,8 @@ mod tests {
         assert_eq!(Lane::new("rcb@never", "boulmier", grid, 4, &ones).unwrap().name, "rcb@never");
         let e = Lane::new("metis", "boulmier", grid, 4, &ones).err().unwrap();
         assert!(e.starts_with("unknown balance \"metis\"") && e.contains("pbs, pbs-cells"), "{e}");
-        assert!(Lane::new("pbs@nope", "boulmier", grid, 4, &ones).is_err());
+        let e = Lane::new("pbs@nope", "boulmier", grid, 4, &ones).err().unwrap();
+        assert!(e.contains("\"nope\""), "{e}");
         assert!(Lane::new("pbs", "boulmier", grid, 65, &ones).is_err(), "more ranks than boxes");
         // Under `never` RCB re-cuts only at the first measured iteration (as `pbs-mpi` does
         // whatever the criterion), under `always` whenever the moving load asks.

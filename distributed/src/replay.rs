@@ -117,6 +117,11 @@ mod tests {
         let grid = Grid::new(12, 8).unwrap();
         let bytes = vec![8.0; grid.len()];
         let mut lane = Lane::new("static", "boulmier", grid, 4, &vec![1.0; grid.len()]).unwrap();
+        assert_eq!(lane.efficiency(), 1.0, "no iteration yet");
+        // An iteration that weighs nothing leaves it at 1, not 0 / 0.
+        lane.iteration(&vec![0.0; grid.len()], &bytes).unwrap();
+        assert_eq!((lane.efficiency(), lane.ran_with[0]), (1.0, 1.0));
+        let mut lane = Lane::new("static", "boulmier", grid, 4, &vec![1.0; grid.len()]).unwrap();
         let slabs: Vec<u32> =
             (0..4u32).flat_map(|r| StaticBlocks::block(grid.len(), 4, r as usize).map(move |_| r)).collect();
         let (mut sum_max, mut sum_mean) = (0.0, 0.0);

@@ -57,8 +57,18 @@ impl Lane {
     }
 
     /// One iteration whose boxes took `loads` (seconds) and pack to `bytes`: charged to the
-    /// owners in force, then the balancer sees it and may change them for the next.
+    /// owners in force, then the balancer sees it and may change them for the next. An error
+    /// names a wrong length or a value that is not finite and ≥ 0; the lane is left as it was.
     pub fn iteration(&mut self, loads: &[f64], bytes: &[f64]) -> Result<(), String> {
+        let boxes = self.owners().len();
+        if loads.len() != boxes || bytes.len() != boxes {
+            return Err(format!("{} box loads and {} sizes for {boxes} boxes", loads.len(), bytes.len()));
+        }
+        if let Some(k) =
+            (0..boxes).find(|&k| !(loads[k].is_finite() && loads[k] >= 0.0 && bytes[k].is_finite() && bytes[k] >= 0.0))
+        {
+            return Err(format!("box {k}: load {} and size {}, not finite and ≥ 0", loads[k], bytes[k]));
+        }
         let sums = metrics::charges(self.balancer.owners(), loads, self.ranks);
         self.ran_with.push(metrics::max_avg(&sums));
         self.sum_mean += sums.iter().sum::<f64>() / self.ranks as f64;
@@ -180,6 +190,17 @@ mod tests {
         let e = Lane::new("pbs@nope", "boulmier", grid, 4, &ones).err().unwrap();
         assert!(e.contains("\"nope\""), "{e}");
         assert!(Lane::new("pbs", "boulmier", grid, 65, &ones).is_err(), "more ranks than boxes");
+        // Bad loads are named, and the lane stays as it was.
+        let mut lane = Lane::new("pbs", "boulmier", grid, 4, &ones).unwrap();
+        let e = lane.iteration(&ones[1..], &ones).unwrap_err();
+        assert_eq!(e, "63 box loads and 64 sizes for 64 boxes");
+        let mut bad = ones.clone();
+        bad[5] = f64::NAN;
+        assert_eq!(lane.iteration(&bad, &ones).unwrap_err(), "box 5: load NaN and size 1, not finite and ≥ 0");
+        assert!(lane.iteration(&ones, &bad).unwrap_err().starts_with("box 5: load 1 and size NaN"));
+        bad[5] = -1.0;
+        assert!(lane.iteration(&bad, &ones).unwrap_err().contains("load -1"));
+        assert!(lane.ran_with.is_empty() && lane.efficiency() == 1.0);
         // Under `never` RCB re-cuts only at the first measured iteration (as `pbs-mpi` does
         // whatever the criterion), under `always` whenever the moving load asks.
         let counts = ["rcb@never", "rcb@always"].map(|name| {

@@ -48,12 +48,13 @@ fn sixteen_to_256_threads_on_one_and_eight_nodes_give_the_one_thread_checksum() 
                 for executor in EXECUTORS {
                     for (n, &iterations) in lengths.iter().enumerate() {
                         let (checksum, rebalances) = run(make, topology, executor, threads, iterations);
-                        let run = format!("{app}: {executor} on {threads} threads, {machine}, {iterations} iterations");
-                        assert_eq!(checksum, reference[n], "{run}");
+                        let what =
+                            format!("{app}: {executor} on {threads} threads, {machine}, {iterations} iterations");
+                        assert_eq!(checksum, reference[n], "{what}");
                         if executor != "pbs" || rebalances > 0 {
                             break;
                         }
-                        assert!(n + 1 < lengths.len(), "{run}: pbs never rebalanced");
+                        assert!(n + 1 < lengths.len(), "{what}: pbs never rebalanced");
                     }
                 }
             }

@@ -15,6 +15,7 @@
 //! | name | what it is | reference |
 //! |---|---|---|
 //! | `pbs` | pbs's default balancer to `StopRule::before_refinement` (tolerance 0.01 from 250 boxes that carry load per part, else 0.1), cold-started from the centroids of a k-way RCB (`VCores::from_bisection`), its owners then refined box by box (`pbs::refine`), the RCB's parts refined without the cells where fewer than ten boxes a part carry load (`StopRule::resolvable_by_cells`) or, below 250 such boxes a part, where those parts end within 1.01 × the bound, or where the cells crawled and their refinement balances worse (`pbs::refine::refine_first_partition`); warm-started on sequences, where it keeps the power cells' owners, a part in pieces mended (`pbs::refine::mend`), and where fewer than 20 boxes a part carry load stops the cells at two such boxes' share (`StopRule::coarsened_for_cells`) for the refinement's balance and border passes to finish | Papin et al. 2014; `pbs::methods`, `pbs::refine` |
+//! | `pbs-follow` | `pbs`, its warm starts moving from the last owners only as far as the tolerance needs towards the rebalancing's (`pbs::refine::follow_within_tolerance`) | |
 //! | `pbs-cells` | `pbs` without the refinement or the mending: the power cells' owners | |
 //! | `pbs-rcb-start` | no power cells on a cold start: the k-way RCB's parts refined box by box (`pbs::refine`); vCores at their centroids, warm-started on sequences as `pbs` | |
 //! | `pbs-random-start` | `pbs` from random vCores (the executor's start) | |
@@ -167,6 +168,7 @@ pub trait Partitioner {
 /// Every method name, pbs first.
 pub const NAMES: &[&str] = &[
     "pbs",
+    "pbs-follow",
     "pbs-random-start",
     "pbs-pair",
     "pbs-cells",
@@ -184,7 +186,7 @@ pub const NAMES: &[&str] = &[
 /// A method by name, with its default settings.
 pub fn by_name(name: &str) -> Result<Box<dyn Partitioner>> {
     Ok(match name {
-        "pbs" | "pbs-random-start" | "pbs-pair" | "pbs-cells" | "pbs-rcb-start" => {
+        "pbs" | "pbs-follow" | "pbs-random-start" | "pbs-pair" | "pbs-cells" | "pbs-rcb-start" => {
             Box::new(Pbs::variant(name, None).expect("a pbs variant"))
         }
         "rcb" => Box::new(KwayRcb),

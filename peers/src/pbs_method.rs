@@ -38,6 +38,11 @@ pub struct Pbs {
     /// with their last part where that lengthens no cut ([`pbs::refine::rebalance_mended`]);
     /// warm starts otherwise keep the power cells' owners, which move fewer boxes.
     pub refine: bool,
+    /// Whether a warm start (with `refine`) moves from the last call's owners only as far as
+    /// the tolerance needs towards its rebalancing's ([`pbs::refine::follow_within_tolerance`]:
+    /// fewer boxes moved, for a slightly longer cut and time; docs/peers.md, "Following a
+    /// rebalancing only as far as needed").
+    pub follow: bool,
     /// What the next call warm-starts from.
     state: Option<Warm>,
     steps: Option<usize>,
@@ -77,6 +82,7 @@ impl Default for Pbs {
             seed: 1,
             cold_start: ColdStart::Bisection,
             refine: true,
+            follow: false,
             state: None,
             steps: None,
         }
@@ -84,13 +90,14 @@ impl Default for Pbs {
 }
 
 impl Pbs {
-    /// The pbs rows of the peers table by name (`pbs`, `pbs-cells`, `pbs-rcb-start`,
-    /// `pbs-random-start`, `pbs-pair`), stopped by `stop` (`None`: as [`Pbs::stop`] says);
-    /// `None` for any other name.
+    /// The pbs rows of the peers table by name (`pbs`, `pbs-follow`, `pbs-cells`,
+    /// `pbs-rcb-start`, `pbs-random-start`, `pbs-pair`), stopped by `stop` (`None`: as
+    /// [`Pbs::stop`] says); `None` for any other name.
     pub fn variant(name: &str, stop: Option<StopRule>) -> Option<Pbs> {
         let mut p = Pbs::with_stop(stop);
         match name {
             "pbs" => {}
+            "pbs-follow" => p.follow = true,
             "pbs-pair" => p.method = "power-cells-pair".into(),
             "pbs-random-start" => p.cold_start = ColdStart::Random,
             "pbs-cells" => p.refine = false,
@@ -110,6 +117,8 @@ impl Partitioner for Pbs {
     fn name(&self) -> &str {
         if !self.refine {
             "pbs-cells"
+        } else if self.follow {
+            "pbs-follow"
         } else if self.cold_start == ColdStart::RefinedBisection {
             "pbs-rcb-start"
         } else if self.cold_start == ColdStart::Random {
@@ -171,7 +180,8 @@ impl Partitioner for Pbs {
             // tolerance, its cells stop where they can resolve the load and the refinement
             // finishes; where the cells end above the tolerance, the last owners refined may
             // be taken instead; boxes without load stay where they were where that lengthens
-            // no cut (`pbs::refine::rebalance_mended`).
+            // no cut (`pbs::refine::rebalance_mended`). `pbs-follow` then moves from the last
+            // owners only as far as the tolerance needs.
             (true, true) => {
                 let done = pbs::refine::rebalance_mended(
                     method.as_mut(),
@@ -182,7 +192,11 @@ impl Partitioner for Pbs {
                     previous.as_deref(),
                 )?;
                 self.steps = Some(done.outcome.steps);
-                (done.owners, done.cells_whole)
+                let mut owners = done.owners;
+                if let Some(previous) = previous.as_deref().filter(|_| self.follow) {
+                    pbs::refine::follow_within_tolerance(&problem, &mut owners, previous, stop.tol)?;
+                }
+                (owners, done.cells_whole)
             }
             (true, false) => {
                 self.steps = Some(rebalance(method.as_mut(), &problem, &mut vcores, stop).steps);

@@ -63,7 +63,8 @@
 //! share; `starts.rs` the refinement around the power cells as the partitioners call it (a cold
 //! start without cells, a first partition refined or, after a crawl, bisected, a rebalancing
 //! mended and finished), with `fill.rs` (a part left with no box given one) and `hold.rs`
-//! (boxes without load handed back).
+//! (boxes without load handed back); `follow.rs` a rebalancing taken from the last owners only
+//! as far as the tolerance needs.
 
 use crate::grid::Grid;
 use crate::problem::Problem;
@@ -73,11 +74,13 @@ mod borders;
 mod connectivity;
 mod fill;
 mod flow;
+mod follow;
 mod groups;
 mod hold;
 mod pairs;
 mod starts;
 
+pub use follow::follow_within_tolerance;
 pub use hold::hold_unloaded;
 pub use starts::{
     first_partition, first_partition_from, rebalance_mended, refine_first_partition, refined_bisection, FirstPartition,

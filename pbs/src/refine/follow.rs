@@ -9,9 +9,11 @@ use crate::Problem;
 /// Moves from `previous` towards `owners` (a rebalancing of the same loads) only as far as
 /// the balance needs, and leaves the result in `owners`: while a part is above
 /// `tol` of the lower bound (`(1 + tol)` × the bound × the mean), boxes that `owners` moved out
-/// of it go to the part `owners` gave them, a face-connected group at a time and, where a
-/// group is more than the part must shed, its boxes nearest that part first, in whole layers
-/// where one is enough; a part pushed over `tol` by what it took sheds in turn. No box moves
+/// of it go to the part `owners` gave them, a face-connected group at a time (of the groups
+/// that leave the part they go to within `tol`, if any, the one that sheds the excess in the
+/// fewest boxes) and, where a group is more than the part must shed, its boxes nearest that
+/// part first, in whole layers where one is enough; a part pushed over `tol` by what it took
+/// sheds in turn. No box moves
 /// that `owners` did not move, no part is split or emptied, and the boxes a part takes touch
 /// it. Where that leaves a part above `tol`, or where the charge above `tol` is more than
 /// a quarter of the load the rebalancing moved (loads far from the last ones, where most of
@@ -88,85 +90,110 @@ fn follow(problem: &Problem, owners: &mut [u32], target: &[u32], (mut charge, ca
     // boxes it moves carry no load, the groups to search are wide stretches of them, each box
     // of load behind many that shed nothing (a map 1 % loaded, rolled: 3–8 × the time).
     let excess: f64 = charge.iter().map(|&c| (c - cap).max(0.0)).sum();
-    let moved: usize = out_of.iter().map(Vec::len).sum();
-    if excess > FAR * moving || 2 * unloaded > moved {
+    let changed: usize = out_of.iter().map(Vec::len).sum();
+    if excess > FAR * moving || 2 * unloaded > changed {
         return None;
     }
     // Parts to bring within the cap, lowest id first; a part is queued again when what it
     // takes puts it over. Each box moves once at most, so the queue empties.
     let mut queue: std::collections::BTreeSet<u32> = (0..parts as u32).filter(|&p| charge[p as usize] > cap).collect();
     let mut marks = Marks::new(grid.len());
-    // Per box, the last group whose moved boxes it stands beside (`beside_of`) or around
-    // (`ring`); `marks` takes every search's own.
-    let (mut beside_of, mut ring) = (vec![0u32; grid.len()], vec![0u32; grid.len()]);
+    // Per box, `2 id` where it stands around the boxes last moved (the `id`th move tried),
+    // `2 id + 1` where also beside them in the part they leave; `marks` takes every search's
+    // own.
+    let mut near = vec![0u32; grid.len()];
     let (mut group, mut beside, mut stack) = (Vec::new(), Vec::new(), Vec::new());
     let (mut id, mut moved) = (0u32, 0);
-    // Per box, the turn of a part in which its group was taken up: once a turn is enough.
-    let (mut tried, mut turn) = (vec![0u32; grid.len()], 0u32);
+    // Per box, the round that last looked at its group; the boxes of groups found to split
+    // their part in its turn (not tried again in it).
+    let (mut seen, mut round, mut blocked) = (vec![0u32; grid.len()], 0u32, Vec::new());
+    let mut best: Vec<usize> = Vec::new();
     while let Some(from) = queue.pop_first() {
-        let mut next = 0;
-        turn += 1;
-        while charge[from as usize] > cap && next < out_of[from as usize].len() {
-            let start = out_of[from as usize][next];
-            next += 1;
-            if owners[start] != from || tried[start] == turn {
-                continue;
+        blocked.clear();
+        while charge[from as usize] > cap {
+            // Every group of `from` is looked at; of those that leave the part they go to
+            // within the cap (else of all), the one that sheds the excess in the fewest boxes
+            // goes.
+            if round == u32::MAX {
+                seen.fill(0);
+                round = 0;
             }
-            let to = target[start];
-            // The boxes of `from` that go to `to`, face-connected with `start`.
-            id += 1;
-            group.clear();
-            let visit = marks.fresh();
-            marks.stamp[start] = visit;
-            stack.push(start);
-            while let Some(k) = stack.pop() {
-                group.push(k);
-                tried[k] = turn;
-                grid.for_each_neighbour(k, |m| {
-                    if marks.stamp[m] != visit && owners[m] == from && target[m] == to {
-                        marks.stamp[m] = visit;
-                        stack.push(m);
-                    }
-                });
-            }
-            // Boxes without load shed nothing: a group of them stays.
-            if group.iter().all(|&k| loads[k] == 0.0) {
-                continue;
-            }
+            round += 1;
             let need = charge[from as usize] - cap;
-            let take = nearest_layers(grid, owners, &mut group, (from, to), &mut marks, (loads, need));
-            if take == 0 {
-                continue;
+            let mut choice: Option<((bool, usize), u32)> = None;
+            for &start in &out_of[from as usize] {
+                if owners[start] != from || seen[start] == round {
+                    continue;
+                }
+                let to = target[start];
+                // The boxes of `from` that go to `to`, face-connected with `start`.
+                group.clear();
+                seen[start] = round;
+                stack.push(start);
+                while let Some(k) = stack.pop() {
+                    group.push(k);
+                    grid.for_each_neighbour(k, |m| {
+                        if seen[m] != round && owners[m] == from && target[m] == to {
+                            seen[m] = round;
+                            stack.push(m);
+                        }
+                    });
+                }
+                // Boxes without load shed nothing: a group of them stays.
+                if group.iter().all(|&k| loads[k] == 0.0) || group.iter().any(|k| blocked.contains(k)) {
+                    continue;
+                }
+                let take = nearest_layers(grid, owners, &mut group, (from, to), &mut marks, (loads, need));
+                if take == 0 {
+                    continue;
+                }
+                let load: f64 = group[..take].iter().map(|&k| loads[k]).sum();
+                let key = (charge[to as usize] + load > cap, take);
+                if choice.is_none_or(|(best_key, _)| key < best_key) {
+                    choice = Some((key, to));
+                    best.clear();
+                    best.extend_from_slice(&group[..take]);
+                }
             }
+            let Some((_, to)) = choice else { break };
             // `from` split no further (as `hold` checks it): the boxes of `from` beside those
             // moved meet, first around them, then over the whole part.
-            group[..take].iter().for_each(|&k| owners[k] = to);
+            if id == u32::MAX / 2 {
+                // Stamps are compared for equality and order within one move: starting over
+                // keeps them apart.
+                near.fill(0);
+                id = 0;
+            }
+            id += 1;
+            let (around, by) = (2 * id, 2 * id + 1);
+            best.iter().for_each(|&k| owners[k] = to);
+            stamp_around(grid, &best, (&mut near, around));
             beside.clear();
-            for &k in &group[..take] {
+            for &k in &best {
                 grid.for_each_neighbour(k, |m| {
-                    if owners[m] == from && beside_of[m] != id {
-                        beside_of[m] = id;
+                    if owners[m] == from && near[m] != by {
+                        near[m] = by;
                         beside.push(m);
                     }
                 });
             }
-            stamp_around(grid, &group[..take], (&mut ring, id));
             let whole = beside.first().is_some_and(|&first| {
-                let (counts, wanted) = (|m: usize| beside_of[m] == id, beside.len());
+                let (counts, wanted) = (|m: usize| near[m] == by, beside.len());
                 let in_from = |m: usize| owners[m] == from;
-                let near = |m: usize| in_from(m) && ring[m] == id;
+                let close = |m: usize| in_from(m) && near[m] >= around;
                 let search = marks.fresh();
-                meets(grid, first, (&mut marks.stamp, search), &mut stack, near, (counts, wanted)) || {
+                meets(grid, first, (&mut marks.stamp, search), &mut stack, close, (counts, wanted)) || {
                     let search = marks.fresh();
                     meets(grid, first, (&mut marks.stamp, search), &mut stack, in_from, (counts, wanted))
                 }
             });
             if !whole {
-                group[..take].iter().for_each(|&k| owners[k] = from);
+                best.iter().for_each(|&k| owners[k] = from);
+                blocked.extend_from_slice(&best);
                 continue;
             }
-            moved += take;
-            let load: f64 = group[..take].iter().map(|&k| loads[k]).sum();
+            moved += best.len();
+            let load: f64 = best.iter().map(|&k| loads[k]).sum();
             charge[from as usize] -= load;
             charge[to as usize] += load;
             if charge[to as usize] > cap {

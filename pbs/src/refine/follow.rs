@@ -315,10 +315,10 @@ mod tests {
     use super::*;
     use crate::{bisection::kway_rcb, metrics, Grid};
 
-    /// Two k-way RCBs, of a map and of the map rolled by a few columns (the second within a
-    /// tolerance the first leaves): the followed owners are the rolled map's RCB whole, or
-    /// every part within the tolerance, each box with its part in one of the two, no part
-    /// split or emptied, and fewer boxes moved. (600 cases in 2D, 200 in 3D; loads in 0.5–1.5
+    /// Two k-way RCBs, of a map and of the map rolled by a few columns, and a tolerance the
+    /// second keeps on the rolled map and the first does not: the followed owners are the
+    /// rolled map's RCB whole, or every part within the tolerance, each box with its part in
+    /// one of the two, no part split or emptied, and fewer boxes moved. (600 cases in 2D, 200 in 3D; loads in 0.5–1.5
     /// with a share of boxes without any.)
     #[test]
     fn followed_owners_stay_within_the_tolerance_and_move_fewer_boxes() {
@@ -342,8 +342,14 @@ mod tests {
             let previous = kway_rcb(&grid, &loads, parts).unwrap();
             let target = kway_rcb(&grid, &rolled, parts).unwrap();
             let charges = |o: &[u32]| metrics::charges(o, &rolled, parts);
-            let largest = |o: &[u32]| charges(o).into_iter().fold(0.0, f64::max);
-            let tol = (largest(&target) / (problem.lower_bound() * problem.mean()) - 1.0).max(0.0) + 0.02;
+            let largest =
+                |o: &[u32]| charges(o).into_iter().fold(0.0, f64::max) / (problem.lower_bound() * problem.mean());
+            // A tolerance the rolled map's RCB keeps and the last owners do not.
+            let (now, then) = (largest(&target), largest(&previous));
+            if then < now + 0.01 {
+                continue;
+            }
+            let tol = (now + then) / 2.0 - 1.0;
             let mut owners = target.clone();
             let moved = follow_within_tolerance(&problem, &mut owners, &previous, tol).unwrap();
             assert_eq!(moved, metrics::migrations(&previous, &owners), "case {case}");
@@ -352,8 +358,7 @@ mod tests {
             }
             followed += 1;
             saved += metrics::migrations(&previous, &target) - moved;
-            let cap = (1.0 + tol) * problem.lower_bound() * problem.mean();
-            assert!(largest(&owners) <= cap, "case {case}: {} over {cap}", largest(&owners));
+            assert!(largest(&owners) <= 1.0 + tol, "case {case}: {} over {}", largest(&owners), 1.0 + tol);
             assert!(owners.iter().zip(&previous).zip(&target).all(|((o, p), t)| o == p || o == t), "case {case}");
             assert!(moved < metrics::migrations(&previous, &target), "case {case}");
             let pieces = |o: &[u32]| metrics::disconnected_parts(&grid, o, parts);

@@ -2,6 +2,7 @@
 //! boxes a rebalancing moved out of a part above the tolerance are moved, a border layer at a
 //! time, until it is back within it; every other border stays where it was.
 
+use super::hold::outwards;
 use super::pairs::Marks;
 use super::{check_owners, check_settings, target_charge, RefineSettings};
 use crate::Problem;
@@ -216,52 +217,20 @@ fn nearest_layers(
     marks: &mut Marks,
     (loads, need): (&[f64], f64),
 ) -> usize {
-    let unseen = marks.fresh();
-    group.iter().for_each(|&k| marks.stamp[k] = unseen);
-    let seen = marks.fresh();
-    let mut order = Vec::with_capacity(group.len());
-    for &k in group.iter() {
-        let mut beside_to = false;
-        grid.for_each_neighbour(k, |m| beside_to |= owners[m] == to);
-        if beside_to {
-            marks.stamp[k] = seen;
-            order.push(k);
-        }
-    }
-    let mut next = 0;
-    while next < order.len() {
-        grid.for_each_neighbour(order[next], |m| {
-            if marks.stamp[m] == unseen {
-                marks.stamp[m] = seen;
-                order.push(m);
-            }
-        });
-        next += 1;
-    }
-    // Boxes of the group cut off from `to` by boxes of other parts stay (not in `order`).
-    let inside = marks.fresh();
-    let (mut change, mut load, mut enough) = (0isize, 0.0, None);
-    for (i, &k) in order.iter().enumerate() {
-        grid.for_each_neighbour(k, |m| {
-            if marks.stamp[m] == inside || owners[m] == to {
-                change -= 1;
-            } else if owners[m] == from {
-                change += 1;
-            }
-        });
-        marks.stamp[k] = inside;
+    let order = outwards(grid, owners, group, (from, to), marks);
+    group.clear();
+    group.extend(order.iter().map(|&(k, _)| k));
+    let (mut load, mut enough) = (0.0, None);
+    for (i, &(k, change)) in order.iter().enumerate() {
         load += loads[k];
         if load >= need {
             enough.get_or_insert(i + 1);
             if change <= 0 {
-                *group = order;
                 return i + 1;
             }
         }
     }
-    let take = enough.unwrap_or(order.len());
-    *group = order;
-    take
+    enough.unwrap_or(order.len())
 }
 
 /// Searches breadth first from `start` through face neighbours that `joins` admits (marking

@@ -123,13 +123,31 @@ fn nearest_part(
     (from, to): (u32, u32),
     marks: &mut Marks,
 ) -> usize {
+    let order = outwards(grid, owners, group, (from, to), marks);
+    let back = order[..order.len() - 1].iter().rposition(|&(_, change)| change <= 0).map_or(0, |i| i + 1);
+    group.clear();
+    group.extend(order.iter().map(|&(k, _)| k));
+    back
+}
+
+/// The boxes of `group` (face-connected boxes of part `from`) outwards from part `to`,
+/// breadth first from those beside it (none where none is), each with the change of the cut
+/// once it and the boxes before it go to `to`: a face to `to` or to a box gone before becomes
+/// a face within `to`, one to a box staying in `from` a new cut. `marks` takes three stamps.
+pub(super) fn outwards(
+    grid: &crate::Grid,
+    owners: &[u32],
+    group: &[usize],
+    (from, to): (u32, u32),
+    marks: &mut Marks,
+) -> Vec<(usize, isize)> {
     // Boxes of the group not yet ordered hold `unseen`; ordered ones `seen`, then `inside`
     // once counted in.
     let unseen = marks.fresh();
     group.iter().for_each(|&k| marks.stamp[k] = unseen);
     let seen = marks.fresh();
     let mut order = Vec::with_capacity(group.len());
-    for &k in group.iter() {
+    for &k in group {
         let mut beside_to = false;
         grid.for_each_neighbour(k, |m| beside_to |= owners[m] == to);
         if beside_to {
@@ -147,25 +165,22 @@ fn nearest_part(
         });
         next += 1;
     }
-    // The cut's change as the boxes go back one by one: a face to `to` or to a box gone back
-    // before becomes a face within `to`, one to a box staying in the group's part a new cut.
     let inside = marks.fresh();
-    let (mut change, mut back) = (0isize, 0);
-    for (i, &k) in order[..order.len() - 1].iter().enumerate() {
-        grid.for_each_neighbour(k, |m| {
-            if marks.stamp[m] == inside || owners[m] == to {
-                change -= 1;
-            } else if owners[m] == from {
-                change += 1;
-            }
-        });
-        marks.stamp[k] = inside;
-        if change <= 0 {
-            back = i + 1;
-        }
-    }
-    *group = order;
-    back
+    let mut change = 0isize;
+    order
+        .into_iter()
+        .map(|k| {
+            grid.for_each_neighbour(k, |m| {
+                if marks.stamp[m] == inside || owners[m] == to {
+                    change -= 1;
+                } else if owners[m] == from {
+                    change += 1;
+                }
+            });
+            marks.stamp[k] = inside;
+            (k, change)
+        })
+        .collect()
 }
 
 /// Visits `start` and every box reached from it through face neighbours that `joins` admits,

@@ -281,32 +281,21 @@ fn stamp_around(grid: &crate::Grid, boxes: &[usize], (mark, id): (&mut [u32], u3
 
 #[cfg(test)]
 mod tests {
+    use super::super::hold::tests::rolled_case;
     use super::*;
     use crate::{bisection::kway_rcb, metrics, Grid};
 
     /// Two k-way RCBs, of a map and of the map rolled by a few columns, and a tolerance the
     /// second keeps on the rolled map and the first does not: the followed owners are the
     /// rolled map's RCB whole, or every part within the tolerance, each box with its part in
-    /// one of the two, no part split or emptied, and fewer boxes moved. (600 cases in 2D, 200 in 3D; loads in 0.5–1.5
-    /// with a share of boxes without any.)
+    /// one of the two, no part split or emptied, and fewer boxes moved. (600 cases in 2D, 200
+    /// in 3D; loads in 0.5–1.5 with a share of boxes without any.)
     #[test]
     fn followed_owners_stay_within_the_tolerance_and_move_fewer_boxes() {
         let mut rng = crate::rng::SplitMix64::new(7);
         let (mut followed, mut saved) = (0, 0);
         for case in 0..800 {
-            let (nx, ny) = (8 + (rng.next_f64() * 24.0) as usize, 8 + (rng.next_f64() * 24.0) as usize);
-            let grid = if case < 600 {
-                Grid::new(nx, ny).unwrap()
-            } else {
-                Grid::new_3d(nx / 2, ny / 2, 2 + case % 3).unwrap()
-            };
-            let nx = grid.nx();
-            let parts = 2 + (rng.next_f64() * 7.0) as usize;
-            let empty = 0.3 * rng.next_f64();
-            let loads: Vec<f64> =
-                (0..grid.len()).map(|_| if rng.next_f64() < empty { 0.0 } else { 0.5 + rng.next_f64() }).collect();
-            let shift = 1 + (rng.next_f64() * 2.0) as usize;
-            let rolled: Vec<f64> = (0..grid.len()).map(|k| loads[k - k % nx + (k % nx + nx - shift) % nx]).collect();
+            let (grid, loads, rolled, parts) = rolled_case(&mut rng, case, 600, (0.0, 0.3), 2.0);
             let Ok(problem) = Problem::new(grid, &rolled, parts) else { continue };
             let previous = kway_rcb(&grid, &loads, parts).unwrap();
             let target = kway_rcb(&grid, &rolled, parts).unwrap();

@@ -208,9 +208,36 @@ fn flood(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::{bisection::kway_rcb, metrics, Grid};
+
+    /// A random grid (2D in the first `first_3d` cases, then 2 to 4 layers of smaller boxes),
+    /// 2 to 8 parts, loads in 0.5–1.5 with a share `empty.0 + empty.1 × r` of boxes without
+    /// any (`r` uniform in 0–1), and those loads rolled by 1 to `1 + shifts` columns: the grid,
+    /// the loads, the rolled loads and the part count.
+    pub(in crate::refine) fn rolled_case(
+        rng: &mut crate::rng::SplitMix64,
+        case: usize,
+        first_3d: usize,
+        empty: (f64, f64),
+        shifts: f64,
+    ) -> (Grid, Vec<f64>, Vec<f64>, usize) {
+        let (nx, ny) = (8 + (rng.next_f64() * 24.0) as usize, 8 + (rng.next_f64() * 24.0) as usize);
+        let grid = if case < first_3d {
+            Grid::new(nx, ny).unwrap()
+        } else {
+            Grid::new_3d(nx / 2, ny / 2, 2 + case % 3).unwrap()
+        };
+        let nx = grid.nx();
+        let parts = 2 + (rng.next_f64() * 7.0) as usize;
+        let empty = empty.0 + empty.1 * rng.next_f64();
+        let loads: Vec<f64> =
+            (0..grid.len()).map(|_| if rng.next_f64() < empty { 0.0 } else { 0.5 + rng.next_f64() }).collect();
+        let shift = 1 + (rng.next_f64() * shifts) as usize;
+        let rolled: Vec<f64> = (0..grid.len()).map(|k| loads[k - k % nx + (k % nx + nx - shift) % nx]).collect();
+        (grid, loads, rolled, parts)
+    }
 
     /// Two k-way RCBs of sparse maps, the second rolled: handing boxes back changes no charge,
     /// lengthens no cut, splits and empties no part, and never adds a migration. (1,100 2D
@@ -221,20 +248,8 @@ mod tests {
         let mut rng = crate::rng::SplitMix64::new(42);
         let (mut handed_somewhere, mut handed_in_3d) = (0, 0);
         for case in 0..1400 {
-            let (nx, ny) = (8 + (rng.next_f64() * 24.0) as usize, 8 + (rng.next_f64() * 24.0) as usize);
-            // The last 300 cases in 3D, 2 to 4 layers of smaller boxes.
-            let grid = if case < 1100 {
-                Grid::new(nx, ny).unwrap()
-            } else {
-                Grid::new_3d(nx / 2, ny / 2, 2 + case % 3).unwrap()
-            };
-            let nx = grid.nx();
-            let parts = 2 + (rng.next_f64() * 7.0) as usize;
-            let empty = 0.5 + 0.45 * rng.next_f64();
-            let loads: Vec<f64> =
-                (0..grid.len()).map(|_| if rng.next_f64() < empty { 0.0 } else { 0.5 + rng.next_f64() }).collect();
-            let shift = 1 + (rng.next_f64() * 3.0) as usize;
-            let rolled: Vec<f64> = (0..grid.len()).map(|k| loads[k - k % nx + (k % nx + nx - shift) % nx]).collect();
+            // The last 300 cases in 3D.
+            let (grid, loads, rolled, parts) = rolled_case(&mut rng, case, 1100, (0.5, 0.45), 3.0);
             let Ok(problem) = Problem::new(grid, &rolled, parts) else { continue };
             let previous = kway_rcb(&grid, &loads, parts).unwrap();
             let mut owners = kway_rcb(&grid, &rolled, parts).unwrap();

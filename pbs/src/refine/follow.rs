@@ -350,6 +350,27 @@ mod tests {
         assert_eq!(owners, [0, 0, 0, 0, 1, 1, 1, 1]);
     }
 
+    /// Near the last loads the search runs; where most boxes the rebalancing moved carry no
+    /// load, it does not (the same row, its middle boxes emptied: the rebalancing whole).
+    #[test]
+    fn the_search_runs_near_the_last_loads_and_not_through_stretches_without_load() {
+        let grid = Grid::new(10, 1).unwrap();
+        let previous = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1];
+        let rebalanced = [0, 0, 0, 1, 1, 1, 1, 1, 1, 1];
+        // 8 and 2.6 over a mean of 5.3, within 1.3 × it (6.89): the excess, 1.11, is under a
+        // quarter of the 5 the rebalancing moves, and boxes 7 and 6 shed it.
+        let problem = Problem::new(grid, &[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.3, 1.3], 2).unwrap();
+        let mut owners = rebalanced;
+        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.3).unwrap(), 2);
+        assert_eq!(owners, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+        // Boxes 4–6 without load: 5 and 2.6 over 3.8, within 1.25 × it (4.75); box 7 alone
+        // would do, but three of the five boxes moved carry nothing.
+        let problem = Problem::new(grid, &[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.3, 1.3], 2).unwrap();
+        let mut owners = rebalanced;
+        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.25).unwrap(), 5);
+        assert_eq!(owners, rebalanced);
+    }
+
     #[test]
     fn owners_of_another_length_or_part_count_or_a_bad_tolerance_are_an_error() {
         let grid = Grid::new(4, 1).unwrap();

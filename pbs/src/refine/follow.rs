@@ -378,6 +378,19 @@ mod tests {
         assert_eq!(owners, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
     }
 
+    /// Part 1 (6 of a mean of 4.27, over 1.25 × it, 5.33) may shed box 2 to part 0 or box 7
+    /// to part 2, one box either way: box 7, since part 0 (4.8) would go over.
+    #[test]
+    fn a_part_sheds_where_the_part_that_takes_stays_within_the_tolerance() {
+        let grid = Grid::new(10, 1).unwrap();
+        let loads = [2.4, 2.4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let previous = [0, 0, 1, 1, 1, 1, 1, 1, 2, 2];
+        let mut owners = [0, 0, 0, 1, 1, 1, 2, 2, 2, 2];
+        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.25).unwrap(), 1);
+        assert_eq!(owners, [0, 0, 1, 1, 1, 1, 1, 2, 2, 2]);
+    }
+
     #[test]
     fn owners_of_another_length_or_part_count_or_a_bad_tolerance_are_an_error() {
         let grid = Grid::new(4, 1).unwrap();

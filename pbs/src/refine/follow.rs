@@ -391,6 +391,19 @@ mod tests {
         assert_eq!(owners, [0, 0, 1, 1, 1, 1, 1, 2, 2, 2]);
     }
 
+    /// Part 0 (5 over 1.3 × a mean of 3.83, 4.98) sheds box 4 to part 1, which goes over (5.5)
+    /// and sheds box 7 of the two the rebalancing gave part 2: two boxes move, not three.
+    #[test]
+    fn a_part_pushed_over_sheds_in_turn() {
+        let grid = Grid::new(10, 1).unwrap();
+        let loads = [1.0, 1.0, 1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.0, 1.0];
+        let problem = Problem::new(grid, &loads, 3).unwrap();
+        let previous = [0, 0, 0, 0, 0, 1, 1, 1, 2, 2];
+        let mut owners = [0, 0, 0, 0, 1, 1, 2, 2, 2, 2];
+        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.3).unwrap(), 2);
+        assert_eq!(owners, [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]);
+    }
+
     #[test]
     fn owners_of_another_length_or_part_count_or_a_bad_tolerance_are_an_error() {
         let grid = Grid::new(4, 1).unwrap();

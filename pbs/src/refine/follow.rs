@@ -8,18 +8,19 @@ use super::{check_owners, check_settings, target_charge, RefineSettings};
 use crate::Problem;
 
 /// Moves from `previous` towards `owners` (a rebalancing of the same loads) only as far as
-/// the balance needs, and leaves the result in `owners`: while a part is above
-/// `tol` of the lower bound (`(1 + tol)` × the bound × the mean), boxes that `owners` moved out
-/// of it go to the part `owners` gave them, a face-connected group at a time (of the groups
-/// that leave the part they go to within `tol`, if any, the one that sheds the excess in the
-/// fewest boxes) and, where a group is more than the part must shed, its boxes nearest that
-/// part first, in whole layers where one is enough; a part pushed over `tol` by what it took
-/// sheds in turn. No box moves
-/// that `owners` did not move, no part is split or emptied, and the boxes a part takes touch
-/// it. Where that leaves a part above `tol`, or where the charge above `tol` is more than
-/// a quarter of the load the rebalancing moved (loads far from the last ones, where most of
-/// it is needed), `owners` stay as they were: the rebalancing whole. Returns the boxes that
-/// end in another part than in `previous`.
+/// the balance needs, and leaves the result in `owners`. While a part is above `tol` of the
+/// lower bound (`(1 + tol)` × the bound × the mean), boxes that `owners` moved out of it go to
+/// the part `owners` gave them, a face-connected group at a time (of the groups that leave the
+/// part they go to within `tol`, if any, the one that sheds the excess in the fewest boxes)
+/// and, where a group is more than the part must shed, its boxes nearest that part first, in
+/// whole layers where one is enough; a part pushed over `tol` by what it took sheds in turn.
+/// No box moves that `owners` did not move, no part is split or emptied, and the boxes a part
+/// takes touch it. Where `previous` keeps every part within `tol`, `owners` become `previous`.
+/// Where a part is left above `tol`, where the charge above `tol` is more than a quarter of the
+/// load the rebalancing moved (loads far from the last ones, where most of it is needed), or
+/// where most boxes it moved carry no load (wide stretches to search for little), `owners`
+/// stay as they were: the rebalancing whole. Returns the boxes that end in another part than
+/// in `previous`.
 ///
 /// A rebalancing evens every part's charge and so moves every border; the loads ask far less:
 /// on a drifting Perlin map the charge above 1.05 × the bound is 2–4 mean boxes a step where

@@ -328,14 +328,21 @@ mod tests {
         assert!(followed > 100 && saved > 0, "{followed} cases followed, {saved} boxes saved: pick other maps");
     }
 
+    /// [`follow_within_tolerance`] on a row of boxes with `loads` in `parts` parts, from
+    /// `previous` towards `rebalanced`: the boxes it says moved, and the owners it leaves.
+    fn follow_row(loads: &[f64], parts: usize, previous: &[u32], rebalanced: &[u32], tol: f64) -> (usize, Vec<u32>) {
+        let problem = Problem::new(Grid::new(loads.len(), 1).unwrap(), loads, parts).unwrap();
+        let mut owners = rebalanced.to_vec();
+        let moved = follow_within_tolerance(&problem, &mut owners, previous, tol).unwrap();
+        (moved, owners)
+    }
+
     /// Owners within the tolerance before anything moves: they stay, nothing moved.
     #[test]
     fn previous_owners_within_the_tolerance_are_kept() {
-        let grid = Grid::new(8, 1).unwrap();
-        let problem = Problem::new(grid, &[1.0; 8], 2).unwrap();
         let previous = [0, 0, 0, 1, 1, 1, 1, 1]; // 3 and 5: 1.25 × the mean
-        let mut owners = [0, 0, 0, 0, 1, 1, 1, 1];
-        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.25).unwrap(), 0);
+        let (moved, owners) = follow_row(&[1.0; 8], 2, &previous, &[0, 0, 0, 0, 1, 1, 1, 1], 0.25);
+        assert_eq!(moved, 0);
         assert_eq!(owners, previous);
     }
 
@@ -344,65 +351,49 @@ mod tests {
     /// whole, where box 6 alone would have done.
     #[test]
     fn far_loads_keep_the_rebalancing_whole() {
-        let grid = Grid::new(8, 1).unwrap();
-        let problem = Problem::new(grid, &[1.0; 8], 2).unwrap();
-        let previous = [0, 0, 0, 0, 0, 0, 0, 1];
-        let mut owners = [0, 0, 0, 0, 1, 1, 1, 1];
-        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.5).unwrap(), 3);
-        assert_eq!(owners, [0, 0, 0, 0, 1, 1, 1, 1]);
+        let rebalanced = [0, 0, 0, 0, 1, 1, 1, 1];
+        let (moved, owners) = follow_row(&[1.0; 8], 2, &[0, 0, 0, 0, 0, 0, 0, 1], &rebalanced, 0.5);
+        assert_eq!(moved, 3);
+        assert_eq!(owners, rebalanced);
     }
 
     /// Near the last loads the search runs; where most boxes the rebalancing moved carry no
     /// load, it does not (the same row, its middle boxes emptied: the rebalancing whole).
     #[test]
     fn the_search_runs_near_the_last_loads_and_not_through_stretches_without_load() {
-        let grid = Grid::new(10, 1).unwrap();
         let previous = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1];
         let rebalanced = [0, 0, 0, 1, 1, 1, 1, 1, 1, 1];
         // 8 and 2.6 over a mean of 5.3, within 1.3 × it (6.89): the excess, 1.11, is under a
         // quarter of the 5 the rebalancing moves, and boxes 7 and 6 shed it.
-        let problem = Problem::new(grid, &[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.3, 1.3], 2).unwrap();
-        let mut owners = rebalanced;
-        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.3).unwrap(), 2);
-        assert_eq!(owners, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]);
+        let loads = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.3, 1.3];
+        assert_eq!(follow_row(&loads, 2, &previous, &rebalanced, 0.3), (2, vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 1]));
         // Boxes 4–6 without load: 5 and 2.6 over 3.8, within 1.25 × it (4.75); box 7 alone
         // would do, but three of the five boxes moved carry nothing.
-        let problem = Problem::new(grid, &[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.3, 1.3], 2).unwrap();
-        let mut owners = rebalanced;
-        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.25).unwrap(), 5);
-        assert_eq!(owners, rebalanced);
+        let loads = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.3, 1.3];
+        assert_eq!(follow_row(&loads, 2, &previous, &rebalanced, 0.25), (5, rebalanced.to_vec()));
         // Half of them without load (boxes 4 and 5 of the four moved, 4–7; 6 and 2.6 over a
         // mean of 4.3, within 1.3 × it, 5.59): box 7 goes.
-        let problem = Problem::new(grid, &[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.3, 1.3], 2).unwrap();
-        let mut owners = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1];
-        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.3).unwrap(), 1);
-        assert_eq!(owners, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
+        let loads = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.3, 1.3];
+        let half_unloaded = [0, 0, 0, 0, 1, 1, 1, 1, 1, 1];
+        assert_eq!(follow_row(&loads, 2, &previous, &half_unloaded, 0.3), (1, vec![0, 0, 0, 0, 0, 0, 0, 1, 1, 1]));
     }
 
     /// Part 1 (6 of a mean of 4.27, over 1.25 × it, 5.33) may shed box 2 to part 0 or box 7
     /// to part 2, one box either way: box 7, since part 0 (4.8) would go over.
     #[test]
     fn a_part_sheds_where_the_part_that_takes_stays_within_the_tolerance() {
-        let grid = Grid::new(10, 1).unwrap();
         let loads = [2.4, 2.4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
-        let problem = Problem::new(grid, &loads, 3).unwrap();
-        let previous = [0, 0, 1, 1, 1, 1, 1, 1, 2, 2];
-        let mut owners = [0, 0, 0, 1, 1, 1, 2, 2, 2, 2];
-        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.25).unwrap(), 1);
-        assert_eq!(owners, [0, 0, 1, 1, 1, 1, 1, 2, 2, 2]);
+        let (previous, rebalanced) = ([0, 0, 1, 1, 1, 1, 1, 1, 2, 2], [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.25), (1, vec![0, 0, 1, 1, 1, 1, 1, 2, 2, 2]));
     }
 
     /// Part 0 (5 over 1.3 × a mean of 3.83, 4.98) sheds box 4 to part 1, which goes over (5.5)
     /// and sheds box 7 of the two the rebalancing gave part 2: two boxes move, not three.
     #[test]
     fn a_part_pushed_over_sheds_in_turn() {
-        let grid = Grid::new(10, 1).unwrap();
         let loads = [1.0, 1.0, 1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.0, 1.0];
-        let problem = Problem::new(grid, &loads, 3).unwrap();
-        let previous = [0, 0, 0, 0, 0, 1, 1, 1, 2, 2];
-        let mut owners = [0, 0, 0, 0, 1, 1, 2, 2, 2, 2];
-        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.3).unwrap(), 2);
-        assert_eq!(owners, [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        let (previous, rebalanced) = ([0, 0, 0, 0, 0, 1, 1, 1, 2, 2], [0, 0, 0, 0, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.3), (2, vec![0, 0, 0, 0, 1, 1, 1, 2, 2, 2]));
     }
 
     #[test]

@@ -76,24 +76,29 @@ const FAR: f64 = 0.25;
 /// towards `target`; the boxes moved where every part ended within `cap`.
 fn follow(problem: &Problem, owners: &mut [u32], target: &[u32], (mut charge, cap): (Vec<f64>, f64)) -> Option<usize> {
     let (grid, loads, parts) = (problem.grid(), problem.loads(), problem.vcores());
-    // Per part, the boxes the rebalancing moved out of it, in box order.
-    let mut out_of: Vec<Vec<usize>> = vec![Vec::new(); parts];
-    let (mut moving, mut unloaded) = (0.0, 0);
-    for (k, (&now, &then)) in owners.iter().zip(target).enumerate() {
-        if now != then {
-            out_of[now as usize].push(k);
-            moving += loads[k];
-            unloaded += usize::from(loads[k] == 0.0);
-        }
+    // The boxes the rebalancing moved, by the part they leave, in box order within it: part
+    // `p`'s are `out_of[bounds[p]..bounds[p + 1]]` (one list: a list per part, grown box by
+    // box, spent more on reallocating than the search did).
+    let changed: Vec<usize> = (0..owners.len()).filter(|&k| owners[k] != target[k]).collect();
+    let mut bounds = vec![0; parts + 1];
+    changed.iter().for_each(|&k| bounds[owners[k] as usize + 1] += 1);
+    (0..parts).for_each(|p| bounds[p + 1] += bounds[p]);
+    let mut out_of = vec![0; changed.len()];
+    let mut next = bounds.clone();
+    for &k in &changed {
+        let at = &mut next[owners[k] as usize];
+        out_of[*at] = k;
+        *at += 1;
     }
+    let moving: f64 = changed.iter().map(|&k| loads[k]).sum();
+    let unloaded = changed.iter().filter(|&&k| loads[k] == 0.0).count();
     // Far from the last loads most of what the rebalancing moves is needed, and finding out
     // box by box costs several times the rebalancing (on re-drawn Perlin maps the charge above
     // the tolerance was 0.28–0.72 of the load it moved, on drifting ones 0.01–0.2). Where most
     // boxes it moves carry no load, the groups to search are wide stretches of them, each box
     // of load behind many that shed nothing (a map 1 % loaded, rolled: 3–8 × the time).
     let excess: f64 = charge.iter().map(|&c| (c - cap).max(0.0)).sum();
-    let changed: usize = out_of.iter().map(Vec::len).sum();
-    if excess > FAR * moving || 2 * unloaded > changed {
+    if excess > FAR * moving || 2 * unloaded > changed.len() {
         return None;
     }
     // Parts to bring within the cap, lowest id first; a part is queued again when what it
@@ -123,7 +128,7 @@ fn follow(problem: &Problem, owners: &mut [u32], target: &[u32], (mut charge, ca
             round += 1;
             let need = charge[from as usize] - cap;
             let mut choice: Option<((bool, usize), u32)> = None;
-            for &start in &out_of[from as usize] {
+            for &start in &out_of[bounds[from as usize]..bounds[from as usize + 1]] {
                 if owners[start] != from || seen[start] == round {
                     continue;
                 }
@@ -155,6 +160,10 @@ fn follow(problem: &Problem, owners: &mut [u32], target: &[u32], (mut charge, ca
                     choice = Some((key, to));
                     best.clear();
                     best.extend_from_slice(&group[..take]);
+                    // One box that leaves its new part within the cap: no group does better.
+                    if key == (false, 1) {
+                        break;
+                    }
                 }
             }
             let Some((_, to)) = choice else { break };

@@ -105,15 +105,15 @@ fn follow(problem: &Problem, owners: &mut [u32], target: &[u32], (mut charge, ca
     // takes puts it over. Each box moves once at most, so the queue empties.
     let mut queue: std::collections::BTreeSet<u32> = (0..parts as u32).filter(|&p| charge[p as usize] > cap).collect();
     let mut marks = Marks::new(grid.len());
-    // Per box, `2 id` where it stands around the boxes last moved (the `id`th move tried),
-    // `2 id + 1` where also beside them in the part they leave; `marks` takes every search's
-    // own.
-    let mut near = vec![0u32; grid.len()];
+    // Per box, the first of a pair of marks where it stands around the boxes of the move last
+    // tried, the second where also beside them in the part they leave; `marks` takes every
+    // search's own.
+    let mut near = Marks::new(grid.len());
     let (mut group, mut beside, mut stack) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut id, mut moved) = (0u32, 0);
-    // Per box, the round that last looked at its group; the boxes of groups found to split
-    // their part in its turn (not tried again in it).
-    let (mut seen, mut round, mut blocked) = (vec![0u32; grid.len()], 0u32, Vec::new());
+    let mut moved = 0;
+    // Per box, the mark of the round that last looked at its group; the boxes of groups found
+    // to split their part in its turn (not tried again in it).
+    let (mut seen, mut blocked) = (Marks::new(grid.len()), Vec::new());
     let mut best: Vec<usize> = Vec::new();
     while let Some(from) = queue.pop_first() {
         blocked.clear();
@@ -121,27 +121,23 @@ fn follow(problem: &Problem, owners: &mut [u32], target: &[u32], (mut charge, ca
             // Every group of `from` is looked at; of those that leave the part they go to
             // within the cap (else of all), the one that sheds the excess in the fewest boxes
             // goes.
-            if round == u32::MAX {
-                seen.fill(0);
-                round = 0;
-            }
-            round += 1;
+            let round = seen.fresh();
             let need = charge[from as usize] - cap;
             let mut choice: Option<((bool, usize), u32)> = None;
             for &start in &out_of[bounds[from as usize]..bounds[from as usize + 1]] {
-                if owners[start] != from || seen[start] == round {
+                if owners[start] != from || seen.stamp[start] == round {
                     continue;
                 }
                 let to = target[start];
                 // The boxes of `from` that go to `to`, face-connected with `start`.
                 group.clear();
-                seen[start] = round;
+                seen.stamp[start] = round;
                 stack.push(start);
                 while let Some(k) = stack.pop() {
                     group.push(k);
                     grid.for_each_neighbour(k, |m| {
-                        if seen[m] != round && owners[m] == from && target[m] == to {
-                            seen[m] = round;
+                        if seen.stamp[m] != round && owners[m] == from && target[m] == to {
+                            seen.stamp[m] = round;
                             stack.push(m);
                         }
                     });
@@ -169,29 +165,22 @@ fn follow(problem: &Problem, owners: &mut [u32], target: &[u32], (mut charge, ca
             let Some((_, to)) = choice else { break };
             // `from` split no further (as `hold` checks it): the boxes of `from` beside those
             // moved meet, first around them, then over the whole part.
-            if id == u32::MAX / 2 {
-                // Stamps are compared for equality and order within one move: starting over
-                // keeps them apart.
-                near.fill(0);
-                id = 0;
-            }
-            id += 1;
-            let (around, by) = (2 * id, 2 * id + 1);
+            let (around, by) = near.fresh_pair();
             best.iter().for_each(|&k| owners[k] = to);
-            stamp_around(grid, &best, (&mut near, around));
+            stamp_around(grid, &best, (&mut near.stamp, around));
             beside.clear();
             for &k in &best {
                 grid.for_each_neighbour(k, |m| {
-                    if owners[m] == from && near[m] != by {
-                        near[m] = by;
+                    if owners[m] == from && near.stamp[m] != by {
+                        near.stamp[m] = by;
                         beside.push(m);
                     }
                 });
             }
             let whole = beside.first().is_some_and(|&first| {
-                let (counts, wanted) = (|m: usize| near[m] == by, beside.len());
+                let (counts, wanted) = (|m: usize| near.stamp[m] == by, beside.len());
                 let in_from = |m: usize| owners[m] == from;
-                let close = |m: usize| in_from(m) && near[m] >= around;
+                let close = |m: usize| in_from(m) && near.stamp[m] >= around;
                 let search = marks.fresh();
                 meets(grid, first, (&mut marks.stamp, search), &mut stack, close, (counts, wanted)) || {
                     let search = marks.fresh();

@@ -91,6 +91,18 @@ impl Marks {
         self.now += 1;
         self.now
     }
+
+    /// Two marks no box holds yet, the second one above the first, and both above every mark
+    /// given since the marks last started over: a box marked with either holds one at least
+    /// the first, and a box marked before holds one below it.
+    pub(super) fn fresh_pair(&mut self) -> (u32, u32) {
+        if self.now >= u32::MAX - 1 {
+            self.stamp.fill(0);
+            self.now = 0;
+        }
+        self.now += 2;
+        (self.now - 1, self.now)
+    }
 }
 
 /// A part's load and boxes per slice across each axis, over the part's bounds.
@@ -766,6 +778,25 @@ mod tests {
         let mut out = start.clone();
         assert_eq!(State::new(&problem, &mut out).resplit_pairs(1), (1, 2));
         assert_eq!(out, owners(&["111", "111", "111", "111", "111", "000", "000", "000", "000", "000"]));
+    }
+
+    /// Marks handed out up to the largest `u32` start over: a box marked before a pair holds a
+    /// mark below the pair's first, the pair's second is its first plus one, and a single mark
+    /// after it is held by no box, however near the end the marks were.
+    #[test]
+    fn marks_near_the_end_start_over_and_stay_apart() {
+        for now in [u32::MAX - 3, u32::MAX - 2, u32::MAX - 1, u32::MAX] {
+            let mut marks = super::Marks::new(2);
+            // As if `now` searches had run, the last of them reaching box 0.
+            marks.now = now;
+            marks.stamp[0] = now;
+            let (first, second) = marks.fresh_pair();
+            assert_eq!(second, first + 1, "from {now}");
+            assert!(marks.stamp[0] < first, "from {now}: box 0 holds {} at or above {first}", marks.stamp[0]);
+            marks.stamp[1] = second;
+            let single = marks.fresh();
+            assert!(marks.stamp.iter().all(|&m| m != single), "from {now}: {single} already held");
+        }
     }
 
     /// The pass along rows that shows a 2D set in one piece is not taken on a 3D grid, where

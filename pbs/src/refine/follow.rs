@@ -342,6 +342,20 @@ mod tests {
         let (moved, owners) = follow_row(&[1.0; 8], 2, &previous, &[0, 0, 0, 0, 1, 1, 1, 1], 0.25);
         assert_eq!(moved, 0);
         assert_eq!(owners, previous);
+        // Even where the rebalancing moved only boxes without load (which alone would send
+        // a search to the rebalancing whole).
+        let (loads, previous) = ([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0], [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+        assert_eq!(follow_row(&loads, 2, &previous, &[0, 0, 0, 1, 1, 1, 1, 1, 1, 1], 0.0), (0, previous.to_vec()));
+    }
+
+    /// Part 0 holds 13 of 16 unit loads, 1 over 1.5 × the mean (12), a quarter of the 4 the
+    /// rebalancing moves (not more, so the search runs): it sheds box 12 and, at 12, no more.
+    #[test]
+    fn a_part_sheds_down_to_the_tolerance_and_no_further() {
+        let previous: Vec<u32> = (0..16).map(|k| u32::from(k > 12)).collect();
+        let rebalanced: Vec<u32> = (0..16).map(|k| u32::from(k > 8)).collect();
+        let expected: Vec<u32> = (0..16).map(|k| u32::from(k > 11)).collect();
+        assert_eq!(follow_row(&[1.0; 16], 2, &previous, &rebalanced, 0.5), (1, expected));
     }
 
     /// Loads far from the last ones: part 0 holds 7 of 8 unit loads, and the charge above
@@ -383,6 +397,68 @@ mod tests {
         let loads = [2.4, 2.4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
         let (previous, rebalanced) = ([0, 0, 1, 1, 1, 1, 1, 1, 2, 2], [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]);
         assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.25), (1, vec![0, 0, 1, 1, 1, 1, 1, 2, 2, 2]));
+    }
+
+    /// A part that ends at the tolerance exactly is within it: part 1 (11.5 over 1.5 × a mean
+    /// of 7, 10.5) sheds box 8 (2) to part 0, which reaches 10.5, in one box, rather than
+    /// boxes 18 and 17 (0.5 each) to part 2.
+    #[test]
+    fn a_part_that_takes_up_to_the_tolerance_exactly_stays_within_it() {
+        let mut loads = vec![1.0; 20];
+        [(0, 1.5), (8, 2.0), (16, 1.5), (17, 0.5), (18, 0.5)].iter().for_each(|&(k, q)| loads[k] = q);
+        // Parts 0, 1 and 2: boxes 0–7 (8.5), 8–18 (11.5), 19 (1); the rebalancing gives box 8
+        // to part 0 and boxes 16–18 to part 2.
+        let part =
+            |k: usize, first_of_1: usize, first_of_2: usize| u32::from(k >= first_of_1) + u32::from(k >= first_of_2);
+        let previous: Vec<u32> = (0..20).map(|k| part(k, 8, 19)).collect();
+        let rebalanced: Vec<u32> = (0..20).map(|k| part(k, 9, 16)).collect();
+        let expected: Vec<u32> = (0..20).map(|k| part(k, 9, 19)).collect();
+        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.5), (1, expected));
+    }
+
+    /// Of two groups that shed the excess in as many boxes, each leaving its new part within
+    /// the tolerance, the first in box order goes: part 1 (11 over 10) sheds boxes 8 and 9
+    /// (0.75 each) to part 0, not boxes 19 and 18 to part 2.
+    #[test]
+    fn of_two_groups_that_shed_alike_the_first_goes() {
+        let mut loads = vec![1.0; 21];
+        [8, 9, 18, 19].iter().for_each(|&k| loads[k] = 0.75);
+        // Parts 0, 1 and 2: boxes 0–7 (8), 8–19 (11), 20 (1); the rebalancing gives boxes
+        // 8–10 to part 0 and 17–19 to part 2.
+        let part =
+            |k: usize, first_of_1: usize, first_of_2: usize| u32::from(k >= first_of_1) + u32::from(k >= first_of_2);
+        let previous: Vec<u32> = (0..21).map(|k| part(k, 8, 20)).collect();
+        let rebalanced: Vec<u32> = (0..21).map(|k| part(k, 11, 17)).collect();
+        let expected: Vec<u32> = (0..21).map(|k| part(k, 10, 20)).collect();
+        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.5), (2, expected));
+    }
+
+    /// Where every prefix that sheds the excess lengthens the cut, the fewest boxes that shed
+    /// it go: part 0 (15 of 20 unit loads on 5 × 4 boxes, over 1.45 × the mean, 14.5) sheds
+    /// the top box of the column the rebalancing gave part 1 (the row above), not the column.
+    #[test]
+    fn where_no_layer_keeps_the_cut_the_fewest_boxes_that_shed_the_excess_go() {
+        let problem = Problem::new(Grid::new(5, 4).unwrap(), &[1.0; 20], 2).unwrap();
+        let previous: Vec<u32> = (0..20).map(|k| u32::from(k >= 15)).collect();
+        let mut owners = previous.clone();
+        [2, 7, 12].iter().for_each(|&k| owners[k] = 1);
+        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.45).unwrap(), 1);
+        let mut expected = previous.clone();
+        expected[12] = 1;
+        assert_eq!(owners, expected);
+    }
+
+    /// A move whose part stays whole only around its far side is taken: part 0, a ring around
+    /// part 1 on 5 × 3 boxes (12 of 15 unit loads, over 1.5 × the mean, 11.25), sheds the
+    /// bottom row's boxes 1 and 2 to part 1 above them; boxes 0 and 3, beside them, meet only
+    /// through the top row.
+    #[test]
+    fn a_move_that_leaves_the_part_whole_through_its_far_side_is_taken() {
+        let problem = Problem::new(Grid::new(5, 3).unwrap(), &[1.0; 15], 2).unwrap();
+        let previous = [0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0];
+        let mut owners = [0, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0];
+        assert_eq!(follow_within_tolerance(&problem, &mut owners, &previous, 0.5).unwrap(), 2);
+        assert_eq!(owners, [0, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0]);
     }
 
     /// Part 0 (5 over 1.3 × a mean of 3.83, 4.98) sheds box 4 to part 1, which goes over (5.5)

@@ -335,6 +335,11 @@ mod tests {
         (moved, owners)
     }
 
+    /// A row of `boxes` in parts 0, 1 and 2, each part's boxes from where it starts.
+    fn three_parts(boxes: usize, first_of_1: usize, first_of_2: usize) -> Vec<u32> {
+        (0..boxes).map(|k| u32::from(k >= first_of_1) + u32::from(k >= first_of_2)).collect()
+    }
+
     /// Owners within the tolerance before anything moves: they stay, nothing moved.
     #[test]
     fn previous_owners_within_the_tolerance_are_kept() {
@@ -408,12 +413,8 @@ mod tests {
         [(0, 1.5), (8, 2.0), (16, 1.5), (17, 0.5), (18, 0.5)].iter().for_each(|&(k, q)| loads[k] = q);
         // Parts 0, 1 and 2: boxes 0–7 (8.5), 8–18 (11.5), 19 (1); the rebalancing gives box 8
         // to part 0 and boxes 16–18 to part 2.
-        let part =
-            |k: usize, first_of_1: usize, first_of_2: usize| u32::from(k >= first_of_1) + u32::from(k >= first_of_2);
-        let previous: Vec<u32> = (0..20).map(|k| part(k, 8, 19)).collect();
-        let rebalanced: Vec<u32> = (0..20).map(|k| part(k, 9, 16)).collect();
-        let expected: Vec<u32> = (0..20).map(|k| part(k, 9, 19)).collect();
-        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.5), (1, expected));
+        let (previous, rebalanced) = (three_parts(20, 8, 19), three_parts(20, 9, 16));
+        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.5), (1, three_parts(20, 9, 19)));
     }
 
     /// Of two groups that shed the excess in as many boxes, each leaving its new part within
@@ -425,12 +426,8 @@ mod tests {
         [8, 9, 18, 19].iter().for_each(|&k| loads[k] = 0.75);
         // Parts 0, 1 and 2: boxes 0–7 (8), 8–19 (11), 20 (1); the rebalancing gives boxes
         // 8–10 to part 0 and 17–19 to part 2.
-        let part =
-            |k: usize, first_of_1: usize, first_of_2: usize| u32::from(k >= first_of_1) + u32::from(k >= first_of_2);
-        let previous: Vec<u32> = (0..21).map(|k| part(k, 8, 20)).collect();
-        let rebalanced: Vec<u32> = (0..21).map(|k| part(k, 11, 17)).collect();
-        let expected: Vec<u32> = (0..21).map(|k| part(k, 10, 20)).collect();
-        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.5), (2, expected));
+        let (previous, rebalanced) = (three_parts(21, 8, 20), three_parts(21, 11, 17));
+        assert_eq!(follow_row(&loads, 3, &previous, &rebalanced, 0.5), (2, three_parts(21, 10, 20)));
     }
 
     /// Where every prefix that sheds the excess lengthens the cut, the fewest boxes that shed

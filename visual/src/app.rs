@@ -90,7 +90,11 @@ pub struct Viewer {
     cpu: VecDeque<f64>,
     frames: usize,
     steps_at_start: Option<usize>,
+    /// Why the last restart failed (the run before it goes on).
     error: Option<String>,
+    /// Why the latest scene is not drawn (a grid wider than the display's textures); the next
+    /// scene drawn clears it, whichever run it comes from.
+    map_error: Option<String>,
     screenshot: Option<Screenshot>,
     all_intervals: Vec<f64>,
     all_cpu: Vec<f64>,
@@ -147,6 +151,7 @@ impl Viewer {
             frames: 0,
             steps_at_start: None,
             error: None,
+            map_error: None,
             screenshot: capture.map(|capture| Screenshot { capture, requested: false, inbox: None }),
             all_intervals: Vec::new(),
             all_cpu: Vec::new(),
@@ -200,12 +205,13 @@ impl Viewer {
         let side = w.max(h);
         let max = ctx.input(|i| i.max_texture_side);
         if side > max {
-            self.error = Some(format!(
+            self.map_error = Some(format!(
                 "a map of {side} boxes a side cannot be shown: this display's textures are at most {max} pixels a side"
             ));
             self.texture = None;
             return;
         }
+        self.map_error = None;
         self.style.px = self.style.px.min(max / side);
         let pic = render_map(scene, &self.style);
         let image = ColorImage::from_rgba_unmultiplied([pic.width, pic.height], &pic.rgba);
@@ -253,7 +259,7 @@ impl Viewer {
         if let Some(s) = &self.scene {
             ui.label(&s.status);
         }
-        if let Some(e) = &self.error {
+        for e in [&self.error, &self.map_error].into_iter().flatten() {
             ui.colored_label(Color32::RED, e);
         }
         let med = pbs::metrics::median(&self.intervals.iter().copied().collect::<Vec<_>>());
@@ -391,7 +397,8 @@ impl Viewer {
 
     fn map(&mut self, ui: &mut egui::Ui) {
         let (Some(tex), Some(scene)) = (&self.texture, self.scene.clone()) else {
-            ui.label(if self.error.is_some() { "no map (see the error)" } else { "waiting for the first scene…" });
+            let refused = self.error.is_some() || self.map_error.is_some();
+            ui.label(if refused { "no map (see the error)" } else { "waiting for the first scene…" });
             return;
         };
         let [w, h] = tex.size();
@@ -1121,19 +1128,26 @@ mod tests {
         w.click("CSV file");
         w.restart_on_csv(&widest.display().to_string());
         w.until("the widest map drawn", |v| v.scene.as_ref().unwrap().loads.len() == 2048);
-        assert_eq!((w.map_texture().size, w.h.state().error.clone()), ([2048, 1], None), "a pixel a box");
+        assert_eq!((w.map_texture().size, w.h.state().map_error.clone()), ([2048, 1], None), "a pixel a box");
         w.restart_on_csv(&wide.display().to_string());
-        w.until("the wide map refused", |v| v.error.is_some());
-        let error = w.h.state().error.clone().unwrap();
+        w.until("the wide map refused", |v| v.map_error.is_some());
+        let error = w.h.state().map_error.clone().unwrap();
         assert!(error.contains("2049 boxes a side") && error.contains("2048 pixels"), "{error}");
         assert!(w.h.state().texture.is_none() && w.h.query_by_label("no map (see the error)").is_some());
         assert!(w.h.query_by_label(&error).is_some(), "the error is shown");
+        let wide_scene = w.h.state().scene.clone().unwrap();
 
         w.click("load");
         w.click("uniform");
         w.click("restart with these settings");
+        // The wide run's last scene may be drawn (and refused) once more before the new run's
+        // first arrives (here on purpose): the map drawn then clears its error.
+        let ctx = w.h.ctx.clone();
+        w.h.state_mut().draw(&ctx, &wide_scene);
+        assert!(w.h.state().map_error.is_some());
         w.until("a map again", |v| v.texture.is_some());
-        assert!(w.h.state().error.is_none());
+        assert_eq!((&w.h.state().error, &w.h.state().map_error), (&None, &None));
+        assert!(w.h.query_by_label(&error).is_none(), "the error is gone");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -300,6 +300,7 @@ impl<J> Drop for Thread<J> {
 #[cfg(all(test, not(pbs_loom)))]
 mod tests {
     use super::*;
+    use crate::test_wait::wait_for;
     use std::sync::atomic::AtomicUsize;
 
     /// Counts its units; `sleep` per unit; done after `units`.
@@ -330,12 +331,7 @@ mod tests {
         assert!(b.start(count(15, 0)).is_ok());
         assert!(b.is_out());
         assert!(b.start(count(15, 0)).is_err(), "one job at a time");
-        let back = loop {
-            if let Some(r) = b.try_take() {
-                break r;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
+        let back = wait_for("the job back", || b.try_take());
         assert!(!b.is_out());
         assert_eq!(back.job.done, 15);
         assert!(b.start(count(3, 0)).is_ok(), "the thread serves the next job");
@@ -372,12 +368,7 @@ mod tests {
         }
         let mut b = Background::default();
         assert!(b.start(Policy(None)).is_ok());
-        let back = loop {
-            if let Some(r) = b.try_take() {
-                break r;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
+        let back = wait_for("the job back", || b.try_take());
         assert_eq!(back.job.0, Some(libc::SCHED_BATCH));
     }
 
@@ -398,9 +389,7 @@ mod tests {
         let units = Arc::new(AtomicUsize::new(0));
         let mut b = Background::default();
         assert!(b.start(Endless(Arc::clone(&units))).is_ok());
-        while units.load(Ordering::Relaxed) == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_for("a unit run", || (units.load(Ordering::Relaxed) > 0).then_some(()));
         let cancel = Arc::clone(&b.thread.as_ref().unwrap().cancel);
         drop(b);
         let at_drop = units.load(Ordering::Relaxed);
@@ -452,12 +441,7 @@ mod tests {
         assert!(b.spawn() && b.on_lent_core());
         assert!(b.start(Placement(None)).is_ok());
         // Under SCHED_IDLE it runs when CPU 0 has nothing else to: soon, on a test machine.
-        let back = (0..10_000)
-            .find_map(|_| {
-                std::thread::sleep(Duration::from_millis(1));
-                b.try_take()
-            })
-            .expect("back within 10 s");
+        let back = wait_for("the job back", || b.try_take());
         assert_eq!(back.job.0, Some((libc::SCHED_IDLE, Some(vec![cpus[0]]))));
         let absent = (0..1024).find(|c| !cpus.contains(c)).expect("a CPU number the process may not use");
         let mut c = Background::<Placement>::for_lent_core(vec![absent]);
@@ -488,11 +472,8 @@ mod tests {
         }
         let mut b = Background::default();
         assert!(b.start(Either::Boom(Boom)).is_ok());
-        let lost = (0..2000).find(|_| {
-            std::thread::sleep(Duration::from_millis(1));
-            b.try_take().is_none() && !b.is_out()
-        });
-        assert!(lost.is_some(), "the loss is seen");
+        // The thread prints the panic's backtrace before it ends: seconds, on a loaded machine.
+        wait_for("the loss seen", || (b.try_take().is_none() && !b.is_out()).then_some(()));
         assert!(b.start(Either::Count(count(2, 0))).is_ok(), "a new thread");
         let r = b.take_back().expect("comes back");
         assert!(matches!(r.job, Either::Count(_)));

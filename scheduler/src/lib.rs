@@ -96,6 +96,8 @@ pub mod pool;
 pub mod report;
 pub mod runtime;
 pub mod stack;
+#[cfg(test)]
+mod test_wait;
 pub mod thread_budget;
 pub mod topology;
 

@@ -423,12 +423,7 @@ mod tests {
     fn on_the_balancer_thread_it_gives_what_it_gives_here() {
         let mut b = crate::background::Background::default();
         assert!(b.start(pending(4)).is_ok());
-        let back = loop {
-            if let Some(r) = b.try_take() {
-                break r.job;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        };
+        let back = crate::test_wait::wait_for("the run back", || b.try_take()).job;
         let mut here = pending(4);
         while here.advance() {}
         assert!(back.is_done());

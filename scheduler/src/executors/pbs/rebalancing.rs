@@ -366,6 +366,7 @@ mod tests {
     use crate::criteria::{Always, Never};
     use crate::executors::check::{MAX_CORRECTIONS, RECENT_ITERATIONS};
     use crate::executors::{PbsOptions, PERSISTENT_ITERATIONS};
+    use crate::test_wait::wait_for;
     use pbs::Grid;
 
     /// The policy on chosen loads, no clock involved in its decisions: a rebalancing's cost
@@ -683,15 +684,13 @@ mod tests {
             let in_slack = p.exec.slack.pending.get_mut().unwrap().is_some();
             assert_eq!((p.exec.background.is_out(), in_slack), (moves, !moves), "{case}");
             if moves {
-                let taken = (0..2000).find_map(|_| {
-                    std::thread::sleep(Duration::from_millis(1));
+                let end = wait_for("the run taken on", || {
                     p.exec.away.as_mut().unwrap().age = 0; // a slow machine must not make it late
                     p.exec.timing.tracker.begin_phase();
                     p.exec.timing.tracker.end_iteration();
                     let end = p.exec.rebalance_on(&threads, |_, _| boxes.to_vec());
                     end.rebalanced.then_some(end)
                 });
-                let end = taken.expect("came back within 2 s");
                 assert!(end.migrations > 0 && end.balancing_in_background > Duration::ZERO, "{case}: {end:?}");
                 assert!(p.exec.balancer.is_some() && p.exec.away.is_none(), "{case}: the balancer is home");
                 let cost = p.exec.rebalance.policy.last_cost();
@@ -885,15 +884,12 @@ mod tests {
             let boxes = p.boxes(8);
             let threads = p.threads(&boxes);
             assert!(!p.end(&boxes, &threads, 1e-3).rebalanced && p.exec.background.is_out());
-            let end = (0..5000)
-                .find_map(|_| {
-                    std::thread::sleep(Duration::from_millis(1));
-                    p.exec.timing.tracker.begin_phase();
-                    p.exec.timing.tracker.end_iteration();
-                    let end = p.exec.rebalance_on(&threads, |_, _| boxes.to_vec());
-                    end.rebalanced.then_some(end)
-                })
-                .expect("taken on within 5 s");
+            let end = wait_for("the run taken on", || {
+                p.exec.timing.tracker.begin_phase();
+                p.exec.timing.tracker.end_iteration();
+                let end = p.exec.rebalance_on(&threads, |_, _| boxes.to_vec());
+                end.rebalanced.then_some(end)
+            });
             let spent = end.balancing_in_background.as_secs_f64();
             assert!(spent >= 20e-3, "at least one slow step: {end:?}");
             costs.push((p.exec.rebalance.policy.last_cost(), spent));
@@ -917,18 +913,12 @@ mod tests {
         let end = p.end(&boxes, &threads, 1e-3);
         assert!(!end.rebalanced && p.exec.background.is_out(), "started, not taken on: {end:?}");
         assert_eq!(p.exec.vcores.owners(), &owners[..], "the owners hold while it is out");
-        let mut taken = None;
-        for i in 0..2000 {
-            std::thread::sleep(Duration::from_millis(1));
+        let end = wait_for("the run taken on", || {
             p.exec.away.as_mut().unwrap().age = 0; // a slow machine must not make it late
             let end = p.end(&boxes, &threads, 1e-3);
-            if end.rebalanced {
-                taken = Some(end);
-                break;
-            }
-            assert!(p.exec.background.is_out(), "iteration {i}: still out until taken on");
-        }
-        let end = taken.expect("came back within 2 s");
+            assert!(end.rebalanced || p.exec.background.is_out(), "still out until taken on");
+            end.rebalanced.then_some(end)
+        });
         assert!(end.migrations > 0 && end.balancing_in_background > Duration::ZERO, "{end:?}");
         assert!(p.exec.vcores.max_avg() <= 1.0 + p.exec.options.tol + 1e-9);
         assert!(p.exec.balancer.is_some() && p.exec.away.is_none(), "the balancer is home again");
@@ -940,13 +930,10 @@ mod tests {
         let owners = q.exec.vcores.owners().to_vec();
         assert!(!q.end(&boxes, &q.threads(&boxes), 1e-3).rebalanced && q.exec.background.is_out());
         let uniform = vec![1.0; q.grid.len()];
-        let dropped = (0..2000)
-            .find_map(|_| {
-                std::thread::sleep(Duration::from_millis(1));
-                let end = q.end(&uniform, &q.threads(&uniform), 1e-3);
-                (!q.exec.background.is_out()).then_some(end)
-            })
-            .expect("came back within 2 s");
+        let dropped = wait_for("the run back", || {
+            let end = q.end(&uniform, &q.threads(&uniform), 1e-3);
+            (!q.exec.background.is_out()).then_some(end)
+        });
         assert!(dropped.rebalance_abandoned && !dropped.rebalanced, "{dropped:?}");
         assert_eq!(q.exec.vcores.owners(), &owners[..], "stale owners are not taken on");
         assert!(q.exec.balancer.is_some());
@@ -957,15 +944,12 @@ mod tests {
         r.exec.options.overlap = Overlap::Thread;
         let threads = r.threads(&boxes);
         assert!(!r.exec.rebalance_on(&threads, |_, _| boxes.clone()).rebalanced && r.exec.background.is_out());
-        let taken = (0..2000)
-            .find_map(|_| {
-                std::thread::sleep(Duration::from_millis(1));
-                r.exec.away.as_mut().unwrap().age = 0;
-                // Loads on which its owners are worse than those in force, were they asked.
-                let end = r.exec.rebalance_on(&threads, |_, _| uniform.clone());
-                (!r.exec.background.is_out()).then_some(end)
-            })
-            .expect("came back within 2 s");
+        let taken = wait_for("the run back", || {
+            r.exec.away.as_mut().unwrap().age = 0;
+            // Loads on which its owners are worse than those in force, were they asked.
+            let end = r.exec.rebalance_on(&threads, |_, _| uniform.clone());
+            (!r.exec.background.is_out()).then_some(end)
+        });
         assert_eq!(r.exec.timing.tracker.samples_completed(), 0);
         assert!(taken.rebalanced && taken.migrations > 0, "{taken:?}");
 
@@ -981,8 +965,8 @@ mod tests {
         }
         p.exec.balancer = Some(Box::new(Endless));
         let slow = [1.4, 0.6];
-        let mut started = None;
-        for i in 0..200 {
+        let (mut started, mut i) = (None, 0);
+        wait_for("the endless run home", || {
             let end = p.end(&p.boxes(4), &slow, 1e-3);
             assert!(!end.rebalanced, "iteration {i}: {end:?}");
             if started.is_none() && p.exec.background.is_out() {
@@ -992,12 +976,9 @@ mod tests {
                 let s = started.expect("one started");
                 assert_eq!(i - s, p.exec.options.max_pending_on_thread + 1, "given up after max_pending_on_thread");
             }
-            if started.is_some() && !p.exec.background.is_out() {
-                assert_eq!(p.exec.balancer.as_ref().unwrap().name(), "endless", "home again");
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        panic!("the endless run never came home");
+            i += 1;
+            (started.is_some() && !p.exec.background.is_out()).then_some(())
+        });
+        assert_eq!(p.exec.balancer.as_ref().unwrap().name(), "endless", "home again");
     }
 }

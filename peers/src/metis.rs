@@ -210,6 +210,18 @@ mod ffi {
         file: Option<(&'a mut std::fs::File, u64)>,
     }
 
+    /// What descriptor 1 took during a capture. `direct` was written before the C library's
+    /// buffered output was flushed at the capture's end: other threads' writes (Rust's
+    /// `print!` writes straight to the descriptor, and libtest prints its progress so). `flushed`
+    /// is that flush on: METIS's `printf` output, which, fully buffered while descriptor 1 is
+    /// a file, arrives in one write and so starts a line even where another thread's write
+    /// left one unfinished (it did: libtest's dots once joined METIS's line and hid it).
+    #[derive(Debug, Default, PartialEq)]
+    pub(super) struct Printed {
+        pub(super) direct: String,
+        pub(super) flushed: String,
+    }
+
     /// Past this size the capture file is emptied before the next call (METIS prints a line or
     /// two on a call that leaves parts empty; the file is read back only from where a call began).
     pub(super) const CAPTURE_KEPT_BYTES: u64 = 1 << 20;
@@ -239,17 +251,21 @@ mod ffi {
         }
 
         /// Descriptor 1 back, and what was written to it meanwhile (nothing where it went to
-        /// standard error, or where the file cannot be read back). Descriptor 1 shared the
-        /// file's offset, so that offset is where the writing ended.
-        pub(super) fn finish(mut self) -> String {
+        /// standard error, or where the file cannot be read back), split where the C library's
+        /// buffered output was flushed. Descriptor 1 shared the file's offset, so that offset
+        /// is where each part ended.
+        pub(super) fn finish(mut self) -> Printed {
             use std::io::{Read as _, Seek as _, SeekFrom};
+            let flush_at = self.file.as_mut().and_then(|(f, _)| f.stream_position().ok());
             self.restore();
-            let Some((file, start)) = self.file.take() else { return String::new() };
+            let Some((file, start)) = self.file.take() else { return Printed::default() };
             let mut bytes = Vec::new();
             if file.stream_position().is_ok_and(|end| end > start) && file.seek(SeekFrom::Start(start)).is_ok() {
                 let _ = file.read_to_end(&mut bytes);
             }
-            String::from_utf8_lossy(&bytes).into_owned()
+            let direct = flush_at.map_or(0, |at| at.saturating_sub(start) as usize).min(bytes.len());
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            Printed { direct: text(&bytes[..direct]), flushed: text(&bytes[direct..]) }
         }
 
         fn restore(&mut self) {
@@ -372,12 +388,16 @@ fn failure(status: i32) -> &'static str {
     }
 }
 
-/// METIS's diagnostics in what was printed during a call ([`diagnostics`]); the rest, anyone
+/// METIS's diagnostics in what was printed during a call ([`diagnostics`], each part of it
+/// apart, so that METIS's lines are read from where its buffer came out); the rest, anyone
 /// else's, written to standard output again.
-#[cfg_attr(not(pbs_metis), allow(dead_code))]
-fn keep_diagnostics(printed: &str) -> Vec<String> {
+#[cfg(pbs_metis)]
+fn keep_diagnostics(printed: &ffi::Printed) -> Vec<String> {
     use std::io::Write as _;
-    let (said, others) = diagnostics(printed);
+    let (mut said, mut others) = diagnostics(&printed.direct);
+    let (flushed, after) = diagnostics(&printed.flushed);
+    said.extend(flushed);
+    others.push_str(&after);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(others.as_bytes()).and_then(|()| out.flush());
     said
@@ -385,7 +405,7 @@ fn keep_diagnostics(printed: &str) -> Vec<String> {
 
 #[cfg(all(test, pbs_metis))]
 mod capture_tests {
-    use super::ffi::{Capture, CAPTURE_KEPT_BYTES, LOCK};
+    use super::ffi::{Capture, Printed, CAPTURE_KEPT_BYTES, LOCK};
     use std::io::{Seek as _, SeekFrom};
 
     fn print(text: &str) {
@@ -414,26 +434,38 @@ mod capture_tests {
         }
         let _one_at_a_time = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut file = super::ffi::unnamed_file().unwrap();
+        let direct = |text: &str| Printed { direct: text.to_string(), flushed: String::new() };
         let c = Capture::new(Some(&mut file));
         print("first\n");
-        assert_eq!(c.finish(), "first\n");
-        assert_eq!(Capture::new(Some(&mut file)).finish(), "");
+        assert_eq!(c.finish(), direct("first\n"));
+        assert_eq!(Capture::new(Some(&mut file)).finish(), Printed::default());
         let c = Capture::new(Some(&mut file));
         print("second\n");
-        assert_eq!(c.finish(), "second\n");
+        assert_eq!(c.finish(), direct("second\n"));
         assert_eq!(file.metadata().unwrap().len(), 13, "the file keeps what it took");
         file.set_len(CAPTURE_KEPT_BYTES + 1).unwrap();
         file.seek(SeekFrom::End(0)).unwrap();
         let c = Capture::new(Some(&mut file));
         print("third\n");
-        assert_eq!(c.finish(), "third\n");
+        assert_eq!(c.finish(), direct("third\n"));
         assert_eq!(file.metadata().unwrap().len(), 6, "emptied past its limit");
         // Without a file, descriptor 1 goes to standard error and nothing comes back.
-        assert_eq!(Capture::new(None).finish(), "");
+        assert_eq!(Capture::new(None).finish(), Printed::default());
+        // The C library's buffered output (METIS's printf) comes out at the end, apart from
+        // an unfinished line another thread wrote meanwhile; its line is METIS's.
+        let c = Capture::new(Some(&mut file));
+        print("...");
+        // SAFETY: a format with no conversion, a NUL-terminated literal.
+        unsafe { libc::printf(c"\t***Cannot bisect!\n".as_ptr()) };
+        print("..");
+        let printed = c.finish();
+        assert_eq!(printed, Printed { direct: ".....".into(), flushed: "\t***Cannot bisect!\n".into() });
         // What is not METIS's, printed during a call, is printed again after it.
         let c = Capture::new(Some(&mut file));
-        assert_eq!(super::keep_diagnostics("\t***Cannot bisect!\nanother thread's row\n"), ["Cannot bisect!"]);
-        assert_eq!(c.finish(), "another thread's row\n");
+        assert_eq!(super::keep_diagnostics(&printed), ["Cannot bisect!"]);
+        let row = Printed { direct: "another thread's row\n".into(), flushed: "***Too many parts!\n".into() };
+        assert_eq!(super::keep_diagnostics(&row), ["Too many parts!"]);
+        assert_eq!(c.finish(), direct(".....another thread's row\n"));
     }
 }
 

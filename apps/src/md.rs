@@ -403,10 +403,18 @@ impl<const D: usize> Md<D> {
     /// `members` gives them (by source box, then list order).
     fn gather_arrivals(&self, k: usize, arrived: &mut Arrived<D>) {
         arrived.iter_mut().for_each(Vec::clear);
-        for m in neighbourhood(&self.grid, k, 2) {
-            for p in &self.boxes[m].leave {
-                if let Some(slot) = self.slot(k, p.bin as usize) {
-                    arrived[slot].push(*p);
+        let (grid, c, dims) = (&self.grid, self.grid.coords(k), self.grid.dims());
+        let span = |axis: usize| c[axis].saturating_sub(2)..(c[axis] + 3).min(dims[axis]);
+        // Plain loops: `neighbourhood`'s nested flat maps, walked here for every box, slowed
+        // the whole step (docs/results.md, "md's arrivals gathered in plain loops").
+        for l in span(2) {
+            for j in span(1) {
+                for i in span(0) {
+                    for p in &self.boxes[grid.index(i, j, l)].leave {
+                        if let Some(slot) = self.slot(k, p.bin as usize) {
+                            arrived[slot].push(*p);
+                        }
+                    }
                 }
             }
         }

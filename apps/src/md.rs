@@ -403,21 +403,13 @@ impl<const D: usize> Md<D> {
     /// `members` gives them (by source box, then list order).
     fn gather_arrivals(&self, k: usize, arrived: &mut Arrived<D>) {
         arrived.iter_mut().for_each(Vec::clear);
-        let (grid, c, dims) = (&self.grid, self.grid.coords(k), self.grid.dims());
-        let span = |axis: usize| c[axis].saturating_sub(2)..(c[axis] + 3).min(dims[axis]);
-        // Plain loops: `neighbourhood`'s nested flat maps, walked here for every box, slowed
-        // the whole step (docs/results.md, "md's arrivals gathered in plain loops").
-        for l in span(2) {
-            for j in span(1) {
-                for i in span(0) {
-                    for p in &self.boxes[grid.index(i, j, l)].leave {
-                        if let Some(slot) = self.slot(k, p.bin as usize) {
-                            arrived[slot].push(*p);
-                        }
-                    }
+        each_near(&self.grid, k, 2, |m, _| {
+            for p in &self.boxes[m].leave {
+                if let Some(slot) = self.slot(k, p.bin as usize) {
+                    arrived[slot].push(*p);
                 }
             }
-        }
+        });
     }
 
     /// The step of [`Md::step_box`] for the particles `own` of box `k`, the particles of
@@ -436,10 +428,10 @@ impl<const D: usize> Md<D> {
         out.momentum = [0.0; D];
         let mut hood = [(0usize, 0usize); HOOD]; // (box, slot)
         let mut count = 0;
-        for n in self.around(k) {
-            hood[count] = (n, self.slot(k, n).expect("a neighbour is in the neighbourhood"));
+        each_near(&self.grid, k, 1, |n, d| {
+            hood[count] = (n, slot_of(d).expect("a neighbour is in the neighbourhood"));
             count += 1;
-        }
+        });
         let hood = &hood[..count];
         for &p in own {
             let mut p = p;
@@ -471,9 +463,34 @@ impl<const D: usize> Md<D> {
 /// The boxes of `grid` within `reach` of box `k` along every axis (diagonals and `k` itself
 /// included), the last axis slowest, the first fastest: index order.
 fn neighbourhood(grid: &Grid, k: usize, reach: usize) -> impl Iterator<Item = usize> + '_ {
+    let [xs, ys, zs] = spans(grid, k, reach);
+    zs.flat_map(move |l| {
+        let xs = xs.clone();
+        ys.clone().flat_map(move |j| xs.clone().map(move |i| grid.index(i, j, l)))
+    })
+}
+
+/// The ranges of coordinates within `reach` of box `k` along each axis, inside the grid.
+fn spans(grid: &Grid, k: usize, reach: usize) -> [std::ops::Range<usize>; 3] {
     let (c, dims) = (grid.coords(k), grid.dims());
-    let span = move |axis: usize| c[axis].saturating_sub(reach)..(c[axis] + reach + 1).min(dims[axis]);
-    span(2).flat_map(move |l| span(1).flat_map(move |j| span(0).map(move |i| grid.index(i, j, l))))
+    std::array::from_fn(|axis| c[axis].saturating_sub(reach)..(c[axis] + reach + 1).min(dims[axis]))
+}
+
+/// Calls `f` with each box of `grid` within `reach` of box `k` along every axis and its offset
+/// from `k`, in [`neighbourhood`]'s order. Plain loops: `neighbourhood`'s nested flat maps,
+/// walked for every box of a step, slowed the whole step (docs/results.md, "md's neighbourhoods
+/// walked in plain loops").
+#[inline(always)]
+fn each_near(grid: &Grid, k: usize, reach: usize, mut f: impl FnMut(usize, [isize; 3])) {
+    let (c, [xs, ys, zs]) = (grid.coords(k), spans(grid, k, reach));
+    let off = |at: usize, axis: usize| at as isize - c[axis] as isize;
+    for l in zs {
+        for j in ys.clone() {
+            for i in xs.clone() {
+                f(grid.index(i, j, l), [off(i, 0), off(j, 1), off(l, 2)]);
+            }
+        }
+    }
 }
 
 /// Adds the Lennard-Jones forces of `qs` on `p` (within the cutoff, soft core) in order.
@@ -1079,6 +1096,28 @@ mod tests {
         let md = Md::new_3d(Scenario::Uniform, 3, 3, 3, 1);
         let work = md.pair_work(&[1; 27]);
         assert_eq!((work[13], work[0], work[4]), (27.0, 8.0, 18.0), "middle, corner, middle of a face");
+    }
+
+    /// The loops of the step's hot path visit the boxes `neighbourhood` gives, in its order,
+    /// each with its offset, at the grid's edges and corners too, in 2D and 3D.
+    #[test]
+    fn each_near_walks_the_neighbourhood_in_order_with_offsets() {
+        for grid in [Grid::new(5, 4).unwrap(), Grid::new_3d(4, 5, 6).unwrap(), Grid::new(1, 1).unwrap()] {
+            for k in 0..grid.len() {
+                for reach in [1, 2] {
+                    let mut seen = Vec::new();
+                    each_near(&grid, k, reach, |n, d| seen.push((n, d)));
+                    let expected: Vec<_> = neighbourhood(&grid, k, reach)
+                        .map(|n| {
+                            let (a, b) = (grid.coords(k), grid.coords(n));
+                            (n, std::array::from_fn(|x| b[x] as isize - a[x] as isize))
+                        })
+                        .collect();
+                    assert_eq!(seen, expected, "box {k}, reach {reach}");
+                    assert!(seen.iter().all(|(_, d)| d.iter().all(|c| c.unsigned_abs() <= reach)));
+                }
+            }
+        }
     }
 
     /// Why md's halo is two boxes deep: a particle that just left box 2 for box 1 (in box 2's

@@ -215,7 +215,7 @@ mod ffi {
     /// `print!` writes straight to the descriptor, and libtest prints its progress so). `flushed`
     /// is that flush on: METIS's `printf` output, which, fully buffered while descriptor 1 is
     /// a file, arrives in one write and so starts a line even where another thread's write
-    /// left one unfinished (it did: libtest's dots once joined METIS's line and hid it).
+    /// left one unfinished (read as one text, such a line would not be taken for METIS's).
     #[derive(Debug, Default, PartialEq)]
     pub(super) struct Printed {
         pub(super) direct: String,

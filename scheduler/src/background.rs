@@ -472,7 +472,7 @@ mod tests {
         }
         let mut b = Background::default();
         assert!(b.start(Either::Boom(Boom)).is_ok());
-        // The thread prints the panic's backtrace before it ends: seconds, on a loaded machine.
+        // The thread prints the panic's backtrace before it ends: slow on a loaded machine.
         wait_for("the loss seen", || (b.try_take().is_none() && !b.is_out()).then_some(()));
         assert!(b.start(Either::Count(count(2, 0))).is_ok(), "a new thread");
         let r = b.take_back().expect("comes back");

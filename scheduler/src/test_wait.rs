@@ -1,9 +1,9 @@
 //! Waiting, in tests, for another thread to have done something.
 //!
 //! A bound of a few seconds on such a wait is a guess about the machine: on a loaded CI
-//! machine a thread that panics spends seconds printing its backtrace, and one under
-//! `SCHED_BATCH` or `SCHED_IDLE` waits for a core. The bound here only turns a hang into a
-//! failure, so it is generous.
+//! machine a thread that panics prints its backtrace first, and one under `SCHED_BATCH` or
+//! `SCHED_IDLE` waits for a core, each for as long as the machine makes it. The bound here only
+//! turns a hang into a failure, so it is generous.
 
 use std::time::{Duration, Instant};
 

@@ -1114,6 +1114,11 @@ mod tests {
                         })
                         .collect();
                     assert_eq!(seen, expected, "box {k}, reach {reach}");
+                    // And apart from `spans`, which both share: every box within reach, in index order.
+                    let c = grid.coords(k);
+                    let near = |n: &usize| grid.coords(*n).iter().zip(c).all(|(&b, a)| b.abs_diff(a) <= reach);
+                    let all: Vec<usize> = (0..grid.len()).filter(near).collect();
+                    assert_eq!(seen.iter().map(|&(n, _)| n).collect::<Vec<_>>(), all, "box {k}, reach {reach}");
                     assert!(seen.iter().all(|(_, d)| d.iter().all(|c| c.unsigned_abs() <= reach)));
                 }
             }

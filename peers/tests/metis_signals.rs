@@ -131,7 +131,7 @@ fn child(mode: &str) -> ! {
             // SAFETY: kill reads no memory; the signal goes to this process, whose handler is set.
             assert_eq!(unsafe { libc::kill(me, libc::SIGTERM) }, 0);
             let start = Instant::now();
-            while HANDLED.load(SeqCst) < 2 && start.elapsed() < Duration::from_secs(5) {
+            while HANDLED.load(SeqCst) < 2 && start.elapsed() < Duration::from_secs(120) {
                 std::thread::sleep(Duration::from_millis(1));
             }
             if HANDLED.load(SeqCst) != 2 || SENDER.load(SeqCst) != me {

@@ -569,7 +569,9 @@ fn the_balancer_thread_keeps_every_box_running_once_through_hints_panics_and_dro
         }
     });
     exec.end_iteration();
+    // The bound only turns a hang into a failure: a loaded machine can hold the balancer's
+    // thread off its core for seconds.
     let t = Instant::now();
     drop(exec);
-    assert!(t.elapsed() < Duration::from_secs(2), "drop took {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(120), "drop took {:?}", t.elapsed());
 }

@@ -260,7 +260,7 @@ mod ffi {
             self.restore();
             let Some((file, start)) = self.file.take() else { return Printed::default() };
             let mut bytes = Vec::new();
-            if file.stream_position().is_ok_and(|end| end > start) && file.seek(SeekFrom::Start(start)).is_ok() {
+            if file.seek(SeekFrom::Start(start)).is_ok() {
                 let _ = file.read_to_end(&mut bytes);
             }
             let direct = flush_at.map_or(0, |at| at.saturating_sub(start) as usize).min(bytes.len());
@@ -466,6 +466,12 @@ mod capture_tests {
         let row = Printed { direct: "another thread's row\n".into(), flushed: "***Too many parts!\n".into() };
         assert_eq!(super::keep_diagnostics(&row), ["Too many parts!"]);
         assert_eq!(c.finish(), direct(".....another thread's row\n"));
+        // A capture dropped unfinished (a panic between its start and its finish) puts
+        // descriptor 1 back: what is written after it goes to this process's standard output.
+        let taken = file.metadata().unwrap().len();
+        drop(Capture::new(Some(&mut file)));
+        print("after the dropped capture\n");
+        assert_eq!(file.metadata().unwrap().len(), taken, "written after the drop, yet in the file");
     }
 }
 

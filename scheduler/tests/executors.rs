@@ -562,15 +562,16 @@ fn the_balancer_thread_keeps_every_box_running_once_through_hints_panics_and_dro
         }
     }
     assert!(rebalanced > 0 && migrations > 0, "{rebalanced} rebalancings, {migrations} migrations");
-    // End on an iteration that sends a run out, then drop: joins within one balancer unit.
+    // End on an iteration that sends a run out, then drop, which stops the run at its next
+    // balancer unit and joins the thread.
     exec.run_phase(&|k| {
         if band(0, k) {
             spin(Duration::from_micros(3));
         }
     });
     exec.end_iteration();
-    // The bound only turns a hang into a failure: a loaded machine can hold the balancer's
-    // thread off its core for seconds.
+    // Only that the drop returns is checked: the bound turns a hang into a failure, as a loaded
+    // machine can hold the balancer's thread off its core for seconds.
     let t = Instant::now();
     drop(exec);
     assert!(t.elapsed() < Duration::from_secs(120), "drop took {:?}", t.elapsed());

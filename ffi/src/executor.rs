@@ -872,8 +872,9 @@ mod tests {
         runs: Vec<AtomicU32>,
         statuses: Vec<AtomicU32>,
     }
-    // SAFETY: the raw pointer is only passed back to the C functions, which are thread-safe
-    // for this use (they refuse it as busy).
+    // SAFETY: the other fields are atomics; the raw pointer is only passed back to the C
+    // functions, each of which takes the handle's `busy` flag by compare-exchange before it
+    // touches the executor: the phase holds it, so a task's call returns `Busy` untouched.
     unsafe impl Sync for Nested {}
 
     unsafe extern "C" fn call_back_in(ctx: *mut c_void, k: usize) -> c_int {

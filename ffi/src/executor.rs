@@ -232,38 +232,50 @@ pub unsafe extern "C" fn pbs_executor_new_with(
             let name = unsafe { text(scheduler, "scheduler") }?.ok_or_else(|| null("scheduler"))?;
             // SAFETY: forwarded from the caller.
             let settings = unsafe { parse_settings(settings) }?;
-            let grid = Grid::new_3d(nx, ny, nz)?;
-            let topology = Topology::detect();
-            let threads = match threads {
-                0 => topology.default_threads().map_err(invalid)?,
-                t => t,
-            };
-            let pin = Pinning::from_c(pin).ok_or_else(|| {
-                invalid(format!(
-                    "pin = {pin}: expected 0 (PBS_PIN_OFF), 1 (PBS_PIN_WORKERS) or 2 (PBS_PIN_WORKERS_AND_CALLER)"
-                ))
-            })?;
-            let process_cpus = topology.cores.iter().map(|c| c.pus.len()).sum();
-            let runtime = Runtime { topology, threads, pin, timer: BoxTimer::default() };
-            warn_once_if_openmp_spins();
-            if pin == Pinning::Off {
-                if let Some(advice) = confined_caller_warning(threads, process_cpus) {
-                    eprintln!("{advice}");
-                }
-            }
-            let given = |n: &str| settings.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-            let (exec, _bindings) = runtime.executor_with_settings(name, grid, &given)?;
-            let threads = exec.threads();
-            let handle = ExecutorHandle {
-                born: Birth::now(),
-                busy: AtomicBool::new(false),
-                exec: UnsafeCell::new(exec),
-                threads,
-                grid,
-            };
-            Ok(Box::into_raw(Box::new(handle)))
+            Ok(Box::into_raw(Box::new(ExecutorHandle::new(name, &settings, [nx, ny, nz], threads, pin)?)))
         },
     )
+}
+
+impl ExecutorHandle {
+    /// The checks and start of [`pbs_executor_new_with`], its strings already read.
+    fn new(
+        name: &str,
+        settings: &[(String, String)],
+        [nx, ny, nz]: [usize; 3],
+        threads: usize,
+        pin: c_int,
+    ) -> Result<Self, Failure> {
+        let grid = Grid::new_3d(nx, ny, nz)?;
+        let topology = Topology::detect();
+        let threads = match threads {
+            0 => topology.default_threads().map_err(invalid)?,
+            t => t,
+        };
+        let pin = Pinning::from_c(pin).ok_or_else(|| {
+            invalid(format!(
+                "pin = {pin}: expected 0 (PBS_PIN_OFF), 1 (PBS_PIN_WORKERS) or 2 (PBS_PIN_WORKERS_AND_CALLER)"
+            ))
+        })?;
+        let process_cpus = topology.cores.iter().map(|c| c.pus.len()).sum();
+        let runtime = Runtime { topology, threads, pin, timer: BoxTimer::default() };
+        warn_once_if_openmp_spins();
+        if pin == Pinning::Off {
+            if let Some(advice) = confined_caller_warning(threads, process_cpus) {
+                eprintln!("{advice}");
+            }
+        }
+        let given = |n: &str| settings.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        let (exec, _bindings) = runtime.executor_with_settings(name, grid, &given)?;
+        let threads = exec.threads();
+        Ok(ExecutorHandle {
+            born: Birth::now(),
+            busy: AtomicBool::new(false),
+            exec: UnsafeCell::new(exec),
+            threads,
+            grid,
+        })
+    }
 }
 
 /// The `"NAME=value"` entries of a NULL-terminated array (none for NULL), each name one of
@@ -283,22 +295,29 @@ unsafe fn parse_settings(settings: *const *const c_char) -> Result<Vec<(String, 
         let what = format!("settings[{i}]");
         // SAFETY: a non-NULL entry is a NUL-terminated string (the caller's contract).
         let Some(entry) = (unsafe { text(entry, &what) })? else { break };
-        let (name, value) = entry
-            .split_once('=')
-            .ok_or_else(|| invalid(format!("{what} = {entry:?}: expected NAME=value, as in PBS_TOL=0.01")))?;
-        let name = name.trim();
-        if !PbsOptions::SETTINGS.contains(&name) {
-            return Err(invalid(format!(
-                "{what} = {entry:?}: unknown setting {name:?}; expected one of {}",
-                PbsOptions::SETTINGS.join(", ")
-            )));
-        }
-        if out.iter().any(|(n, _)| n == name) {
-            return Err(invalid(format!("{what} = {entry:?}: {name} given twice")));
-        }
-        out.push((name.to_string(), value.to_string()));
+        add_setting(&mut out, &what, entry)?;
     }
     Ok(out)
+}
+
+/// Adds `entry`, the setting `what`, to `out`: `NAME=value`, the name one of
+/// [`PbsOptions::SETTINGS`] and not in `out` already.
+fn add_setting(out: &mut Vec<(String, String)>, what: &str, entry: &str) -> Result<(), Failure> {
+    let (name, value) = entry
+        .split_once('=')
+        .ok_or_else(|| invalid(format!("{what} = {entry:?}: expected NAME=value, as in PBS_TOL=0.01")))?;
+    let name = name.trim();
+    if !PbsOptions::SETTINGS.contains(&name) {
+        return Err(invalid(format!(
+            "{what} = {entry:?}: unknown setting {name:?}; expected one of {}",
+            PbsOptions::SETTINGS.join(", ")
+        )));
+    }
+    if out.iter().any(|(n, _)| n == name) {
+        return Err(invalid(format!("{what} = {entry:?}: {name} given twice")));
+    }
+    out.push((name.to_string(), value.to_string()));
+    Ok(())
 }
 
 /// Worker threads of `e` (0 for NULL).

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use pbs::{methods, Balancer, Grid, Problem, StopRule, VCores};
 
-use crate::status::{guard, invalid, null, status, text, Status};
+use crate::status::{guard, invalid, null, status, text, Failure, Status};
 
 /// A balancer of a fixed number of vCores over a fixed grid (`pbs_partitioner` in `pbs.h`).
 pub struct Partitioner {
@@ -49,6 +49,102 @@ pub struct Outcome {
     pub elapsed_ms: f64,
 }
 
+impl Partitioner {
+    /// The checks and state of [`pbs_partitioner_new`], `method` already read (`None`: the
+    /// default).
+    fn new(nx: usize, ny: usize, nz: usize, vcores: usize, method: Option<&str>, seed: u64) -> Result<Self, Failure> {
+        let grid = Grid::new_3d(nx, ny, nz)?;
+        pbs::check_memory("balancer state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)?;
+        // The vCore count is checked against the grid now rather than at the first call.
+        Problem::new(grid, &vec![0.0; grid.len()], vcores)?;
+        let method = methods::by_name(method.unwrap_or(methods::DEFAULT))?;
+        Ok(Partitioner { grid, vcores, seed, method, state: None, written: Vec::new(), cells_whole: false })
+    }
+
+    /// [`pbs_partitioner_balance`] once its pointers are slices: `owners` as long as `loads`.
+    fn balance(
+        &mut self,
+        loads: &[f64],
+        tol: f64,
+        max_steps: usize,
+        owners: &mut [u32],
+        outcome: Option<&mut Outcome>,
+    ) -> Result<(), Failure> {
+        if !(tol.is_finite() && tol >= 0.0) {
+            return Err(invalid(format!("tolerance {tol}: must be finite and ≥ 0 (PBS_DEFAULT_TOL is 0.05)")));
+        }
+        let start = Instant::now();
+        let problem = Problem::new(self.grid, loads, self.vcores)?;
+        let stop = StopRule { max_steps, tol };
+        let refine_tol = tol.min(pbs::refine::RefineSettings::default().tol);
+        // A later call is a rebalancing: far from balance it starts over (`pbs::rebalance`).
+        // The first call's owners are refined box by box; later calls keep the cells' owners,
+        // which move fewer boxes from one call to the next, with parts in pieces mended (and
+        // finished by the refinement where a box that carries load outweighs `tol`; where the
+        // cells end above `tol`, the owners written last, refined, may be taken instead, and
+        // where those do not reach it either, a bisection refined; a part left with no box is
+        // given one; boxes without load stay where they were written where that lengthens no
+        // cut).
+        let (steps, mut written) = match self.state.as_mut() {
+            Some(state) => {
+                let (method, whole, last) = (self.method.as_mut(), self.cells_whole, Some(&self.written[..]));
+                let done = pbs::refine::rebalance_mended(method, &problem, state, stop, whole, last)?;
+                self.cells_whole = done.cells_whole;
+                (done.outcome.steps, done.owners)
+            }
+            // The paper's methods start as the paper did, from random vCores balanced to
+            // `stop`, their owners refined as a first partition's; where a box that carries
+            // load outweighs `tol`, the vCores would only crawl: a refined bisection instead.
+            None if self.method.name().starts_with("paper-") => {
+                if !stop.resolvable_by_cells(&problem) {
+                    let (owners, vcores) = pbs::refine::refined_bisection(&problem, refine_tol)?;
+                    self.state = Some(vcores);
+                    (0, owners)
+                } else {
+                    let start = VCores::random(&problem, self.seed);
+                    let first =
+                        pbs::refine::first_partition_from(self.method.as_mut(), &problem, start, stop, refine_tol)?;
+                    self.state = Some(first.vcores);
+                    (first.steps, first.owners)
+                }
+            }
+            // The power cells from a k-way RCB's centroids to the tolerance the refinement
+            // wants before it, at most `max_steps`, then refined (`pbs` in pbs-peers alike);
+            // where a box that carries load outweighs that tolerance, the RCB's parts refined,
+            // and where parts are small, those first, kept where they end near the bound.
+            None => {
+                let cells = StopRule { max_steps, ..StopRule::before_refinement(&problem) };
+                let first = pbs::refine::first_partition(self.method.as_mut(), &problem, cells, refine_tol)?;
+                self.state = Some(first.vcores);
+                (first.steps, first.owners)
+            }
+        };
+        let elapsed = start.elapsed();
+        owners.copy_from_slice(&written);
+        if let Some(o) = outcome {
+            let charges = pbs::metrics::charges(&written, problem.loads(), self.vcores);
+            let max_avg = pbs::metrics::max_avg(&charges);
+            let (dol_max, dol_min) = pbs::metrics::dol_extremes(&charges);
+            // The first call has no owners before it to count against.
+            let migrations =
+                if self.written.is_empty() { 0 } else { pbs::metrics::migrations(&self.written, &written) };
+            *o = Outcome {
+                steps,
+                converged: (max_avg <= (1.0 + tol) * problem.lower_bound()) as i32,
+                max_avg,
+                lower_bound: problem.lower_bound(),
+                dol_max,
+                dol_min,
+                edge_cut: pbs::metrics::edge_cut(&self.grid, &written),
+                migrations,
+                elapsed_ms: elapsed.as_secs_f64() * 1e3,
+            };
+        }
+        std::mem::swap(&mut self.written, &mut written);
+        Ok(())
+    }
+}
+
 /// A balancer of `vcores` vCores over `nx × ny × nz` boxes with method `method` (NULL: the
 /// default); NULL on error, with the reason in `pbs_last_error`.
 ///
@@ -66,22 +162,9 @@ pub unsafe extern "C" fn pbs_partitioner_new(
     guard(
         |_| std::ptr::null_mut(),
         || {
-            let grid = Grid::new_3d(nx, ny, nz)?;
-            pbs::check_memory("balancer state", grid.len(), pbs::BALANCER_BYTES_PER_BOX)?;
-            // The vCore count is checked against the grid now rather than at the first call.
-            Problem::new(grid, &vec![0.0; grid.len()], vcores)?;
             // SAFETY: forwarded from the caller.
-            let name = unsafe { text(method, "method") }?.unwrap_or(methods::DEFAULT);
-            let method = methods::by_name(name)?;
-            Ok(Box::into_raw(Box::new(Partitioner {
-                grid,
-                vcores,
-                seed,
-                method,
-                state: None,
-                written: Vec::new(),
-                cells_whole: false,
-            })))
+            let method = unsafe { text(method, "method") }?;
+            Ok(Box::into_raw(Box::new(Partitioner::new(nx, ny, nz, vcores, method, seed)?)))
         },
     )
 }
@@ -110,81 +193,16 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         if owners.is_null() {
             return Err(null("owners"));
         }
-        if !(tol.is_finite() && tol >= 0.0) {
-            return Err(invalid(format!("tolerance {tol}: must be finite and ≥ 0 (PBS_DEFAULT_TOL is 0.05)")));
-        }
-        // SAFETY: `loads` holds `n_loads` values (caller's contract).
-        let loads = unsafe { std::slice::from_raw_parts(loads, n_loads) };
-        let start = Instant::now();
-        let problem = Problem::new(p.grid, loads, p.vcores)?;
-        let stop = StopRule { max_steps, tol };
-        let refine_tol = tol.min(pbs::refine::RefineSettings::default().tol);
-        // A later call is a rebalancing: far from balance it starts over (`pbs::rebalance`).
-        // The first call's owners are refined box by box; later calls keep the cells' owners,
-        // which move fewer boxes from one call to the next, with parts in pieces mended (and
-        // finished by the refinement where a box that carries load outweighs `tol`; where the
-        // cells end above `tol`, the owners written last, refined, may be taken instead, and
-        // where those do not reach it either, a bisection refined; a part left with no box is
-        // given one; boxes without load stay where they were written where that lengthens no
-        // cut).
-        let (steps, mut written) = match p.state.as_mut() {
-            Some(state) => {
-                let (method, whole, last) = (p.method.as_mut(), p.cells_whole, Some(&p.written[..]));
-                let done = pbs::refine::rebalance_mended(method, &problem, state, stop, whole, last)?;
-                p.cells_whole = done.cells_whole;
-                (done.outcome.steps, done.owners)
-            }
-            // The paper's methods start as the paper did, from random vCores balanced to
-            // `stop`, their owners refined as a first partition's; where a box that carries
-            // load outweighs `tol`, the vCores would only crawl: a refined bisection instead.
-            None if p.method.name().starts_with("paper-") => {
-                if !stop.resolvable_by_cells(&problem) {
-                    let (owners, vcores) = pbs::refine::refined_bisection(&problem, refine_tol)?;
-                    p.state = Some(vcores);
-                    (0, owners)
-                } else {
-                    let start = VCores::random(&problem, p.seed);
-                    let first =
-                        pbs::refine::first_partition_from(p.method.as_mut(), &problem, start, stop, refine_tol)?;
-                    p.state = Some(first.vcores);
-                    (first.steps, first.owners)
-                }
-            }
-            // The power cells from a k-way RCB's centroids to the tolerance the refinement
-            // wants before it, at most `max_steps`, then refined (`pbs` in pbs-peers alike);
-            // where a box that carries load outweighs that tolerance, the RCB's parts refined,
-            // and where parts are small, those first, kept where they end near the bound.
-            None => {
-                let cells = StopRule { max_steps, ..StopRule::before_refinement(&problem) };
-                let first = pbs::refine::first_partition(p.method.as_mut(), &problem, cells, refine_tol)?;
-                p.state = Some(first.vcores);
-                (first.steps, first.owners)
-            }
+        // SAFETY: `loads` and `owners` hold `n_loads` values each, `outcome` is NULL or
+        // writable (the caller's contract).
+        let (loads, owners, outcome) = unsafe {
+            (
+                std::slice::from_raw_parts(loads, n_loads),
+                std::slice::from_raw_parts_mut(owners, n_loads),
+                outcome.as_mut(),
+            )
         };
-        let elapsed = start.elapsed();
-        // SAFETY: `owners` holds `n_loads` = grid.len() entries (checked by Problem::new).
-        unsafe { std::slice::from_raw_parts_mut(owners, n_loads) }.copy_from_slice(&written);
-        // SAFETY: NULL or writable (caller's contract).
-        if let Some(o) = unsafe { outcome.as_mut() } {
-            let charges = pbs::metrics::charges(&written, problem.loads(), p.vcores);
-            let max_avg = pbs::metrics::max_avg(&charges);
-            let (dol_max, dol_min) = pbs::metrics::dol_extremes(&charges);
-            // The first call has no owners before it to count against.
-            let migrations = if p.written.is_empty() { 0 } else { pbs::metrics::migrations(&p.written, &written) };
-            *o = Outcome {
-                steps,
-                converged: (max_avg <= (1.0 + tol) * problem.lower_bound()) as i32,
-                max_avg,
-                lower_bound: problem.lower_bound(),
-                dol_max,
-                dol_min,
-                edge_cut: pbs::metrics::edge_cut(&p.grid, &written),
-                migrations,
-                elapsed_ms: elapsed.as_secs_f64() * 1e3,
-            };
-        }
-        std::mem::swap(&mut p.written, &mut written);
-        Ok(())
+        p.balance(loads, tol, max_steps, owners, outcome)
     })
 }
 
@@ -414,6 +432,31 @@ mod tests {
             // SAFETY: a handle from its _new, not used afterwards.
             unsafe { pbs_partitioner_free(p) };
         }
+    }
+
+    /// The default method's first call (400 boxes a vCore: the cells run first) takes at most
+    /// `max_steps` cell steps, a limit that binds (the call without it takes more), and reports
+    /// its time in milliseconds: within the call's wall time seen from outside, and not a
+    /// millionth of it (seconds over 1,000).
+    #[test]
+    fn a_first_call_keeps_to_its_step_limit_and_times_itself() {
+        let grid = Grid::new(40, 40).unwrap();
+        let loads = hot_spot(&grid, 12.0, 25.0);
+        let mut steps = Vec::new();
+        for max_steps in [2, 5000] {
+            // SAFETY: NULL method (the default).
+            let p = unsafe { pbs_partitioner_new(40, 40, 1, 4, std::ptr::null(), 1) };
+            assert!(!p.is_null(), "{:?}", last_error());
+            let called = Instant::now();
+            // SAFETY: a live handle from its _new.
+            let (_, out) = unsafe { balance_steps(p, &loads, max_steps) };
+            let wall_ms = called.elapsed().as_secs_f64() * 1e3;
+            assert!(out.elapsed_ms <= wall_ms && out.elapsed_ms >= 1e-5 * wall_ms, "{out:?}, {wall_ms} ms outside");
+            steps.push(out.steps);
+            // SAFETY: a handle from its _new, not used afterwards.
+            unsafe { pbs_partitioner_free(p) };
+        }
+        assert!(steps[0] <= 2 && steps[1] > 2, "steps at limits 2 and 5,000: {steps:?}");
     }
 
     /// A first call whose vCores crawl (five Gaussian hot spots on a faint background, the

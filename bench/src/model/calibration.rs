@@ -12,7 +12,8 @@
 //! ([`Machine::timed_in_part`]).
 
 use super::machine::Machine;
-use super::replay::{plan_pbs, replay, PbsPlan, Rebalancing};
+use super::plan::{plan_pbs, PbsPlan};
+use super::replay::{replay, Rebalancing};
 use super::trace::Trace;
 
 /// One measured row: a case at a thread count.
@@ -489,7 +490,7 @@ mod tests {
     /// The balancer's measured cost: 20 units over md's 32×32 boxes and 16 vCores took 1.5 ms.
     #[test]
     fn the_balancer_s_cost_is_the_one_measured() {
-        let rebalancing = 20.0 * super::super::replay::unit_cost(BALANCER_BOX_THERE, 1024, 16);
+        let rebalancing = 20.0 * super::super::plan::unit_cost(BALANCER_BOX_THERE, 1024, 16);
         assert!((rebalancing / 1.5e-3 - 1.0).abs() < 1e-12, "{rebalancing} s");
     }
 

@@ -9,6 +9,7 @@
 
 pub mod calibration;
 pub mod machine;
+pub mod plan;
 pub mod replay;
 pub mod trace;
 
@@ -16,7 +17,8 @@ use crate::scaling::{grid_name, weak_capped, weak_grid};
 use std::path::PathBuf;
 
 use machine::Machine;
-use replay::{plan_pbs, plan_remap, replay, Rebalancing, REMAPPERS, SCHEDULERS};
+use plan::{plan_pbs, plan_remap};
+use replay::{replay, Rebalancing, REMAPPERS, SCHEDULERS};
 use trace::Trace;
 
 /// The speeds fitted with the constants of [`Machine::fitted`]: the measured machine's time
@@ -82,7 +84,7 @@ pub struct ModelRow {
     #[serde(flatten)]
     pub modelled: replay::Modelled,
     /// pbs's row: the real time of a balancer unit while its mappings were planned, on this
-    /// machine, over what the model charges for one ([`replay::PbsPlan::real_over_law`]):
+    /// machine, over what the model charges for one ([`plan::PbsPlan::real_over_law`]):
     /// below 1 the model's balancer is dearer than the code's. `None` on the other rows, and
     /// where the model's units are free.
     pub balancer_real_over_law: Option<f64>,

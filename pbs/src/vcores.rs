@@ -447,6 +447,21 @@ mod tests {
         let e = VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0, f64::INFINITY]).unwrap_err();
         assert!(matches!(e, Error::InvalidVCore { index: 1, what: "weight", .. }));
         assert!(matches!(VCores::new(&p, vec![[1.0; 3]; 2], vec![0.0]), Err(Error::VCoreCount { .. })));
+        let e = VCores::new(&p, vec![[1.0; 3]; 3], vec![0.0; 3]).unwrap_err();
+        assert!(matches!(e, Error::Parameter { name: "positions", ref value, .. } if value == "3"), "{e}");
+    }
+
+    /// Groups are one per vCore, each id within 32 bits; an error names the count or the id.
+    #[test]
+    fn groups_are_one_per_vcore_and_fit_in_32_bits() {
+        let p = Problem::new(Grid::new(4, 4).unwrap(), &[1.0; 16], 2).unwrap();
+        let e = VCores::from_bisection(&p).with_groups(&[0]).unwrap_err();
+        assert!(matches!(e, Error::Parameter { name: "groups", ref value, .. } if value == "1 groups"), "{e}");
+        let big = u32::MAX as usize + 1;
+        let e = VCores::from_bisection(&p).with_groups(&[0, big]).unwrap_err();
+        assert!(matches!(e, Error::Parameter { name: "groups", ref value, .. } if *value == big.to_string()), "{e}");
+        let v = VCores::from_bisection(&p).with_groups(&[u32::MAX as usize, 0]).unwrap();
+        assert_eq!(v.groups(), Some(&[u32::MAX, 0][..]));
     }
 
     /// A move to a position or weight that is not finite is refused and changes nothing: with

@@ -761,6 +761,45 @@ mod tests {
         }
     }
 
+    /// A phase's failure names the lowest failing box (or range) and counts the others, in
+    /// the singular for one; no failure, no message.
+    #[test]
+    fn a_phase_s_failure_names_its_lowest_box_and_counts_the_others() {
+        let grid = Grid::new(10, 10).unwrap();
+        let failed = |records: &[(usize, c_int)], ranges: bool| {
+            let f = Failures::new();
+            records.iter().for_each(|&(k, code)| f.record(k, code));
+            f.into_failure(&grid, ranges).map(|Failure(s, m)| (s, m))
+        };
+        assert_eq!(failed(&[], false), None);
+        let one = failed(&[(42, 3)], false).unwrap();
+        assert_eq!(
+            one,
+            (Status::TaskFailed, "the task failed at box 42 (x=2, y=4, z=0) with code 3; every other box ran".into())
+        );
+        let two = failed(&[(57, 1), (12, -4)], false).unwrap().1;
+        assert_eq!(
+            two,
+            "the task failed at box 12 (x=2, y=1, z=0) with code -4 (1 other box failed too); every other box ran"
+        );
+        let ranges = failed(&[(30, 2), (60, 5)], true).unwrap().1;
+        assert_eq!(
+            ranges,
+            "the task failed on the range starting at box 30 (x=0, y=3, z=0) with code 2 (1 other range failed too); every other range ran"
+        );
+    }
+
+    /// A pin value C has no constant for is refused by name, with the three it takes.
+    #[test]
+    fn an_unknown_pin_value_is_refused_by_name() {
+        // SAFETY: a NUL-terminated literal.
+        let e = unsafe { pbs_executor_new(c"static".as_ptr(), 4, 4, 1, 2, 7) };
+        assert!(e.is_null());
+        let message = last_error().unwrap();
+        assert!(message.starts_with("pin = 7: expected 0 (PBS_PIN_OFF), 1"), "{message}");
+        assert_eq!(crate::status::pbs_last_error_status(), Status::InvalidArgument);
+    }
+
     #[test]
     fn every_scheduler_runs_every_box_once_per_phase() {
         for name in schedulers() {
@@ -1027,6 +1066,11 @@ mod tests {
                 };
                 assert_eq!(s, Status::Ok);
                 assert_eq!(sum.to_bits(), serial.to_bits(), "{name:?} on {threads} threads");
+                let mut stats = PhaseStats { wall_ms: -1.0, efficiency: -1.0, affinity: -2.0 };
+                // SAFETY: as above, and a writable `stats`.
+                let s = unsafe { pbs_executor_reduce_sum(e, Some(tenth), std::ptr::null_mut(), &mut sum, &mut stats) };
+                assert_eq!(s, Status::Ok);
+                assert!(stats.wall_ms > 0.0 && (0.0..=1.0).contains(&stats.efficiency), "{name:?}: {stats:?}");
                 // SAFETY: as above, NULL arguments are refused with a status.
                 let s =
                     unsafe { pbs_executor_reduce_sum(e, None, std::ptr::null_mut(), &mut sum, std::ptr::null_mut()) };
@@ -1101,6 +1145,11 @@ mod tests {
                 Status::InvalidArgument
             );
             assert_eq!(pbs_executor_hint_motion(norcb, momentum.as_ptr(), std::ptr::null(), 128), Status::NullPointer);
+            assert!(crate::status::last_error().unwrap().contains("particles"));
+            assert_eq!(pbs_executor_hint_motion(norcb, std::ptr::null(), particles.as_ptr(), 128), Status::NullPointer);
+            assert!(crate::status::last_error().unwrap().contains("momentum"));
+            assert_eq!(pbs_executor_owners(norcb, std::ptr::null_mut(), 128), Status::NullPointer);
+            assert!(crate::status::last_error().unwrap().contains("owners"));
             let mut nan = momentum.clone();
             nan[3 * 5 + 2] = f64::NAN;
             assert_eq!(pbs_executor_hint_motion(norcb, nan.as_ptr(), particles.as_ptr(), 128), Status::InvalidArgument);

@@ -146,6 +146,7 @@ pub unsafe extern "C" fn pbs_mapper_free(m: *mut MapperHandle) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::last_error;
 
     /// A mapper from C starts where the Rust `Mapper` of its seed starts, and the seed
     /// matters (the first balancing starts from random vCores).
@@ -198,6 +199,37 @@ mod tests {
         }
         assert!(pbs_mapper_new(0, 4, 1, 2, 1).is_null());
         assert!(pbs_mapper_new(4, 4, 1, 0, 1).is_null());
+    }
+
+    /// Each refusal of a bad pointer or count names it: NULL owners, victims and loads; a
+    /// victim count other than the workers less one; a single worker has no victims to write
+    /// (zero asked, none written, even through NULL).
+    #[test]
+    fn each_refusal_names_its_argument() {
+        let m = pbs_mapper_new(4, 4, 1, 3, 7);
+        let one = pbs_mapper_new(4, 4, 1, 1, 7);
+        assert!(!m.is_null() && !one.is_null());
+        let said = |what: &str| {
+            let e = last_error().unwrap_or_default();
+            assert!(e.contains(what), "{e:?} does not name {what:?}");
+        };
+        let mut buffer = [9u32; 16];
+        // SAFETY: live handles, buffers at least as long as stated, NULLs where tested.
+        unsafe {
+            assert_eq!(pbs_mapper_owners(m, std::ptr::null_mut(), 16), Status::NullPointer);
+            said("owners");
+            assert_eq!(pbs_mapper_victims(m, 0, buffer.as_mut_ptr(), 3), Status::InvalidArgument);
+            said("3 victims asked for; worker 0 has 2");
+            assert_eq!(pbs_mapper_victims(m, 0, std::ptr::null_mut(), 2), Status::NullPointer);
+            said("victims");
+            assert_eq!(pbs_mapper_end_iteration(m, std::ptr::null(), 16, std::ptr::null_mut()), Status::NullPointer);
+            said("loads");
+            assert_eq!(pbs_mapper_victims(one, 0, std::ptr::null_mut(), 0), Status::Ok);
+            assert_eq!(pbs_mapper_victims(one, 0, buffer.as_mut_ptr(), 0), Status::Ok);
+            assert_eq!(buffer, [9; 16], "nothing written");
+            pbs_mapper_free(m);
+            pbs_mapper_free(one);
+        }
     }
 
     /// Told through C that its first measurement ends the run, the mapper leaves the heavy

@@ -451,6 +451,29 @@ mod tests {
         }
     }
 
+    /// The sysfs reader, the fallback where hwloc is not built in, sees this machine as hwloc
+    /// does: each core's hardware threads, and where hwloc sees every online CPU (no cpuset
+    /// hides part of the machine from it) the packages, NUMA nodes and each core's node too.
+    #[cfg(all(feature = "hwloc", target_os = "linux"))]
+    #[test]
+    fn sysfs_and_hwloc_see_this_machine_alike() {
+        let (fs, hw) = (sysfs().unwrap(), hwloc::detect().unwrap());
+        assert_eq!(fs.source, "sysfs");
+        let seen: Vec<usize> = hw.cores.iter().flat_map(|c| c.pus.iter().copied()).collect();
+        let cores = |t: &Topology, numa: bool| {
+            let mut c: Vec<(usize, Vec<usize>)> =
+                t.cores.iter().map(|c| (if numa { c.numa } else { 0 }, c.pus.clone())).collect();
+            c.sort();
+            c
+        };
+        let within = fs.within(&seen).expect("hwloc's CPUs are online");
+        let whole = within.cores == fs.cores;
+        assert_eq!(cores(&within, whole), cores(&hw, whole), "{fs:?}\n{hw:?}");
+        if whole {
+            assert_eq!((fs.packages, fs.numa_nodes), (hw.packages, hw.numa_nodes), "{fs:?}\n{hw:?}");
+        }
+    }
+
     #[test]
     fn this_machine_is_detected() {
         let t = Topology::detect();

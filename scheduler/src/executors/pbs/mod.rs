@@ -1134,4 +1134,64 @@ pub(super) mod tests {
         let mut st = crate::executors::StaticBlocks::new(grid.len(), 2).unwrap();
         assert!(!st.hint_loads(&hints).unwrap(), "static blocks do not balance");
     }
+
+    /// The default method, each step as slow as the shared micros say.
+    struct GatedSteps(Box<dyn Balancer + Send>, Arc<AtomicU64>);
+
+    impl Balancer for GatedSteps {
+        fn name(&self) -> &str {
+            "gated"
+        }
+        fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
+            std::thread::sleep(Duration::from_micros(self.1.load(Ordering::Relaxed)));
+            self.0.step(problem, vcores);
+        }
+        fn reset(&mut self) {
+            self.0.reset();
+        }
+        fn is_stuck(&self) -> bool {
+            self.0.is_stuck()
+        }
+        fn finish(&mut self, problem: &Problem, vcores: &mut VCores) {
+            self.0.finish(problem, vcores);
+        }
+    }
+
+    /// Hints given while a rebalancing is under way, in idle time or on the balancer thread,
+    /// give that run up and take its balancer back (without it the hints had no balancer to
+    /// run): the call balances the hinted loads and leaves nothing under way.
+    #[test]
+    #[cfg_attr(miri, ignore = "sleeping tasks and balancer steps")]
+    fn hints_while_a_rebalancing_is_under_way_take_its_balancer_back() {
+        let grid = Grid::new(16, 8).unwrap();
+        for overlap in [Overlap::IdleTime, Overlap::Thread] {
+            let mut exec = asking_every_iteration(grid, overlap);
+            let even = |_: usize| std::thread::sleep(Duration::from_micros(50));
+            for _ in 0..3 {
+                exec.run_phase(&even);
+                exec.end_iteration();
+            }
+            let micros = Arc::new(AtomicU64::new(60_000));
+            exec.balancer = Some(Box::new(GatedSteps(methods::by_name(methods::DEFAULT).unwrap(), micros.clone())));
+            (exec.options.steps_per_rebalance, exec.options.restart_lands_at_once) = (3, false);
+            let owners = exec.vcores.owners().to_vec();
+            let heavy = move |k: usize| std::thread::sleep(Duration::from_micros(if owners[k] == 0 { 200 } else { 0 }));
+            let under_way = (0..30).any(|_| {
+                exec.run_phase(&heavy);
+                let end = exec.end_iteration();
+                assert!(!end.rebalanced, "{overlap:?}: 60 ms steps end no run so soon: {end:?}");
+                end.under_way
+            });
+            assert!(under_way, "{overlap:?}: no rebalancing started in 30 iterations");
+            micros.store(0, Ordering::Relaxed);
+            let hints: Vec<f64> = (0..grid.len()).map(|k| if grid.coords(k)[1] < 2 { 6.0 } else { 1.0 }).collect();
+            assert!(exec.hint_loads(&hints).unwrap(), "{overlap:?}");
+            assert!(exec.balancer.is_some() && exec.away.is_none(), "{overlap:?}: the balancer is home");
+            assert!(exec.slack.pending.get_mut().unwrap().is_none(), "{overlap:?}: nothing left in idle time");
+            let charges = pbs::metrics::charges(exec.vcores().owners(), &hints, 2);
+            assert!(pbs::metrics::max_avg(&charges) <= 1.0 + exec.options.tol + 1e-9, "{overlap:?}: {charges:?}");
+            exec.run_phase(&even);
+            exec.end_iteration();
+        }
+    }
 }

@@ -928,5 +928,8 @@ mod tests {
             .err()
             .unwrap()
             .contains("pbs, pbs-cells, rcb, diffusion, static"));
+        let mut b = RankBalancer::new("pbs", grid, 2, "boulmier", None).unwrap();
+        let e = b.end_iteration(&mut LoadHistory::new(15), &[1.0; 14], &[1.0; 15]).unwrap_err();
+        assert_eq!(e, "14 box loads for 15 boxes");
     }
 }

@@ -548,6 +548,15 @@ mod tests {
         assert!(q.max_avg < 1.10, "{q:?}");
     }
 
+    /// One part is every box in it, under both schemes (answered without a call into METIS).
+    #[test]
+    fn one_part_is_the_whole_grid() {
+        let grid = Grid::new(7, 5).unwrap();
+        for scheme in [MetisScheme::Kway, MetisScheme::Recursive] {
+            assert_eq!(Metis::new(scheme).partition(&grid, &[1.0; 35], 1).unwrap(), vec![0; 35], "{scheme:?}");
+        }
+    }
+
     /// Where one box holds half the load, recursive bisection leaves parts empty and METIS
     /// prints why: counted per call in the partitioner's note (that the printing is taken off
     /// standard output is `capture_tests`' to check).

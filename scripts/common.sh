@@ -59,6 +59,9 @@ MPI_PACKAGES=(libopenmpi-dev libclang-dev openmpi-bin)
 # pbs.hpp is tested under both C++ compilers of Debian, and beside oneTBB's loops; pbs.f90
 # under both Fortran compilers (gfortran, LLVM's Flang).
 CXX_PACKAGES=(g++ clang libtbb-dev gfortran flang-19)
+# All that the workspace's tests use (scripts/test.sh, scripts/coverage.sh).
+TEST_PACKAGES=("${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}"
+    "${CXX_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}")
 
 # Installs the given Debian packages when missing (as root, or through sudo).
 need_packages() {

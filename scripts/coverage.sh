@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}" "${CXX_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}"
+need_packages "${TEST_PACKAGES[@]}"
 if ! rustup component list --installed 2>/dev/null | grep -q '^llvm-tools'; then
     rustup component add llvm-tools-preview
 fi

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 need_rust
 need_c_compiler
-need_packages "${BUILD_PACKAGES[@]}" "${WINDOW_PACKAGES[@]}" "${XVFB_PACKAGES[@]}" "${CMAKE_PACKAGES[@]}" "${CXX_PACKAGES[@]}" "${STARPU_PACKAGES[@]}" "${MPI_PACKAGES[@]}"
+need_packages "${TEST_PACKAGES[@]}"
 need_components
 
 section "cargo fmt --check"

@@ -541,9 +541,9 @@ pub(super) mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
 
-    /// The default method, each step 20 ms (or as given) slower: a run on the balancer thread
-    /// stays out.
-    pub(in crate::executors::pbs) struct SlowSteps(Box<dyn Balancer + Send>, Duration);
+    /// The default method, each step 20 ms (or as given, or as the shared micros say) slower:
+    /// a run on the balancer thread stays out.
+    pub(in crate::executors::pbs) struct SlowSteps(Box<dyn Balancer + Send>, Arc<AtomicU64>);
 
     impl Default for SlowSteps {
         fn default() -> Self {
@@ -553,7 +553,12 @@ pub(super) mod tests {
 
     impl SlowSteps {
         fn new(each: Duration) -> SlowSteps {
-            SlowSteps(methods::by_name(methods::DEFAULT).unwrap(), each)
+            SlowSteps::gated(Arc::new(AtomicU64::new(each.as_micros() as u64)))
+        }
+
+        /// Each step as slow as `micros` says when it starts.
+        fn gated(micros: Arc<AtomicU64>) -> SlowSteps {
+            SlowSteps(methods::by_name(methods::DEFAULT).unwrap(), micros)
         }
     }
 
@@ -562,7 +567,7 @@ pub(super) mod tests {
             "slow"
         }
         fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
-            std::thread::sleep(self.1);
+            std::thread::sleep(Duration::from_micros(self.1.load(Ordering::Relaxed)));
             self.0.step(problem, vcores);
         }
         fn reset(&mut self) {
@@ -1135,28 +1140,6 @@ pub(super) mod tests {
         assert!(!st.hint_loads(&hints).unwrap(), "static blocks do not balance");
     }
 
-    /// The default method, each step as slow as the shared micros say.
-    struct GatedSteps(Box<dyn Balancer + Send>, Arc<AtomicU64>);
-
-    impl Balancer for GatedSteps {
-        fn name(&self) -> &str {
-            "gated"
-        }
-        fn step(&mut self, problem: &Problem, vcores: &mut VCores) {
-            std::thread::sleep(Duration::from_micros(self.1.load(Ordering::Relaxed)));
-            self.0.step(problem, vcores);
-        }
-        fn reset(&mut self) {
-            self.0.reset();
-        }
-        fn is_stuck(&self) -> bool {
-            self.0.is_stuck()
-        }
-        fn finish(&mut self, problem: &Problem, vcores: &mut VCores) {
-            self.0.finish(problem, vcores);
-        }
-    }
-
     /// Hints given while a rebalancing is under way, in idle time or on the balancer thread,
     /// give that run up and take its balancer back (without it the hints had no balancer to
     /// run): the call balances the hinted loads and leaves nothing under way.
@@ -1172,7 +1155,7 @@ pub(super) mod tests {
                 exec.end_iteration();
             }
             let micros = Arc::new(AtomicU64::new(60_000));
-            exec.balancer = Some(Box::new(GatedSteps(methods::by_name(methods::DEFAULT).unwrap(), micros.clone())));
+            exec.balancer = Some(Box::new(SlowSteps::gated(micros.clone())));
             (exec.options.steps_per_rebalance, exec.options.restart_lands_at_once) = (3, false);
             let owners = exec.vcores.owners().to_vec();
             let heavy = move |k: usize| std::thread::sleep(Duration::from_micros(if owners[k] == 0 { 200 } else { 0 }));

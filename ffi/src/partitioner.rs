@@ -173,7 +173,8 @@ pub unsafe extern "C" fn pbs_partitioner_new(
 ///
 /// # Safety
 /// `p` comes from [`pbs_partitioner_new`] and is not used by another thread meanwhile;
-/// `loads` and `owners` hold `n_loads` elements; `outcome` is NULL or writable.
+/// `loads` and `owners` are two separate arrays of `n_loads` elements; `outcome` is NULL or
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn pbs_partitioner_balance(
     p: *mut Partitioner,
@@ -193,8 +194,9 @@ pub unsafe extern "C" fn pbs_partitioner_balance(
         if owners.is_null() {
             return Err(null("owners"));
         }
-        // SAFETY: `loads` and `owners` hold `n_loads` values each, `outcome` is NULL or
-        // writable (the caller's contract).
+        // SAFETY: `loads` and `owners` are separate arrays of `n_loads` values, so the shared
+        // and the unique slice do not overlap; `outcome` is NULL or writable (the caller's
+        // contract).
         let (loads, owners, outcome) = unsafe {
             (
                 std::slice::from_raw_parts(loads, n_loads),

@@ -1150,10 +1150,13 @@ pub(super) mod tests {
         for overlap in [Overlap::IdleTime, Overlap::Thread] {
             let mut exec = asking_every_iteration(grid, overlap);
             let even = |_: usize| std::thread::sleep(Duration::from_micros(50));
-            for _ in 0..3 {
+            // Until the first measurement's rebalancing is over, so that the slow balancer
+            // below is the one the next run takes.
+            let settled = (0..20).any(|_| {
                 exec.run_phase(&even);
-                exec.end_iteration();
-            }
+                !exec.end_iteration().under_way
+            });
+            assert!(settled && exec.balancer.is_some(), "{overlap:?}: home, nothing under way");
             let micros = Arc::new(AtomicU64::new(60_000));
             exec.balancer = Some(Box::new(SlowSteps::gated(micros.clone())));
             (exec.options.steps_per_rebalance, exec.options.restart_lands_at_once) = (3, false);

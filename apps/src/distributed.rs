@@ -452,6 +452,87 @@ mod tests {
         }
     }
 
+    /// An app that keeps the trait's defaults for parts (the stencil, every other method
+    /// passed through), as an app written outside this crate may.
+    struct WholeBoxes(Box<dyn Distributed>);
+
+    impl GridApp for WholeBoxes {
+        fn name(&self) -> &'static str {
+            self.0.name()
+        }
+        fn grid(&self) -> pbs::Grid {
+            self.0.grid()
+        }
+        fn footprint(&self) -> pbs_scheduler::cache_model::Footprint {
+            self.0.footprint()
+        }
+        fn iterate(
+            &mut self,
+            exec: &mut dyn Executor,
+            rec: &mut Recorder,
+            cache: Option<&pbs_scheduler::cache_model::CacheModel>,
+        ) {
+            self.0.iterate(exec, rec, cache)
+        }
+        fn checksum(&self) -> u64 {
+            self.0.checksum()
+        }
+        fn box_work(&self) -> Vec<f64> {
+            self.0.box_work()
+        }
+    }
+
+    impl Distributed for WholeBoxes {
+        fn halo(&self) -> usize {
+            self.0.halo()
+        }
+        fn compute_only(&mut self, local: Option<Vec<bool>>) -> Result<(), String> {
+            self.0.compute_only(local)
+        }
+        fn pack_box(&self, k: usize, out: &mut Vec<u8>) {
+            self.0.pack_box(k, out)
+        }
+        fn packed_len(&self, k: usize) -> usize {
+            self.0.packed_len(k)
+        }
+        fn unpack_box(&mut self, k: usize, bytes: &[u8]) -> Result<(), String> {
+            self.0.unpack_box(k, bytes)
+        }
+        fn checksum_from(&self, boxes: std::ops::Range<usize>, hash: u64) -> u64 {
+            self.0.checksum_from(boxes, hash)
+        }
+        fn release(&mut self, k: usize) {
+            self.0.release(k)
+        }
+    }
+
+    /// The trait's defaults send whole boxes: every reader reads the whole box, the whole
+    /// part is the packed box and unpacks as the box does, and any other part code is refused
+    /// by name, packing or unpacking.
+    #[test]
+    fn the_defaults_send_whole_boxes_and_refuse_other_parts() {
+        let stencil = || WholeBoxes(build("stencil", "drift", 4, 3, 1).unwrap());
+        let (mut from, mut to) = (stencil(), stencil());
+        let mut exec = StaticBlocks::new(12, 2).unwrap();
+        from.iterate(&mut exec, &mut Recorder::default(), None);
+        assert_ne!(from.checksum(), to.checksum());
+        let owners = [0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1];
+        assert_eq!(from.reader_part(&owners, 1, 1), Some(WHOLE));
+        for k in 0..12 {
+            let (mut part, mut whole) = (Vec::new(), Vec::new());
+            from.pack_part(k, WHOLE, &mut part).unwrap();
+            from.pack_box(k, &mut whole);
+            assert_eq!(part, whole, "box {k}");
+            to.unpack_part(k, WHOLE, &part).unwrap();
+        }
+        assert_eq!(to.checksum(), from.checksum(), "every box sent whole");
+        let mut bytes = Vec::new();
+        let e = from.pack_part(5, 3, &mut bytes).unwrap_err();
+        assert_eq!(e, "part 0x3 of box 5: this app sends whole boxes only");
+        from.pack_box(5, &mut bytes);
+        assert_eq!(to.unpack_part(5, 3, &bytes).unwrap_err(), e);
+    }
+
     /// A reader hands out little-endian numbers and runs of bytes in order, is empty exactly
     /// when every byte was read, and names a buffer cut short, a count the rest cannot hold and
     /// bytes left over.
